@@ -1,0 +1,11 @@
+/** @type {import('jest').Config} */
+module.exports = {
+  testEnvironment: 'node',
+  roots: ['<rootDir>/test'],
+  testMatch: ['**/*.test.ts'],
+  transform: { '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.json', isolatedModules: true }] },
+  // Integration suites start their own redis-server and gRPC servers; keep
+  // parallelism modest on the 2-core machines.
+  maxWorkers: 2,
+  testTimeout: 30000,
+};
