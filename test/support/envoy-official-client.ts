@@ -1,0 +1,201 @@
+/**
+ * A gRPC ext_authz client built ONLY from Envoy's official protos (the copy
+ * bundled in @grpc/grpc-js-xds/deps), never from our trimmed proto/ copy, so
+ * integration tests talk to our server the way Envoy does.
+ */
+import { randomBytes, randomUUID } from 'node:crypto';
+import * as path from 'node:path';
+
+import * as grpc from '@grpc/grpc-js';
+import * as protoLoader from '@grpc/proto-loader';
+
+/** <node_modules>/@grpc/grpc-js-xds/deps */
+export const ENVOY_OFFICIAL_DEPS_DIR = path.join(
+  path.dirname(require.resolve('@grpc/grpc-js-xds/package.json')),
+  'deps',
+);
+
+/** Include dirs needed to load Envoy's official protos (PGV/udpa/xds imports). */
+export const OFFICIAL_INCLUDE_DIRS: string[] = ['envoy-api', 'googleapis', 'xds', 'protoc-gen-validate'].map((d) =>
+  path.join(ENVOY_OFFICIAL_DEPS_DIR, d),
+);
+
+export const OFFICIAL_EXTERNAL_AUTH_PROTO = 'envoy/service/auth/v3/external_auth.proto';
+
+export const OFFICIAL_LOADER_OPTIONS: protoLoader.Options = {
+  keepCase: true,
+  longs: String,
+  enums: String,
+  defaults: true,
+  oneofs: true,
+  includeDirs: OFFICIAL_INCLUDE_DIRS,
+};
+
+export interface OfficialCheckClient {
+  /** Calls Check; rejects with the grpc.ServiceError (has .code/.details) on RPC failure. */
+  check(req: object, deadlineMs?: number): Promise<any /* CheckResponse as plain object */>;
+  close(): void;
+}
+
+type CheckCallback = (err: grpc.ServiceError | null, res?: unknown) => void;
+interface AuthorizationClient extends grpc.Client {
+  Check(req: object, metadata: grpc.Metadata, options: grpc.CallOptions, cb: CheckCallback): grpc.ClientUnaryCall;
+}
+
+let cachedCtor: grpc.ServiceClientConstructor | undefined;
+
+function authorizationClientCtor(): grpc.ServiceClientConstructor {
+  if (cachedCtor === undefined) {
+    const def = protoLoader.loadSync(OFFICIAL_EXTERNAL_AUTH_PROTO, OFFICIAL_LOADER_OPTIONS);
+    const pkg = grpc.loadPackageDefinition(def) as any;
+    const ctor = pkg?.envoy?.service?.auth?.v3?.Authorization as grpc.ServiceClientConstructor | undefined;
+    if (typeof ctor !== 'function') {
+      throw new Error('envoy.service.auth.v3.Authorization not found in official protos');
+    }
+    cachedCtor = ctor;
+  }
+  return cachedCtor;
+}
+
+/** Default per-call deadline; Envoy's own default is 200 ms, tests get more slack. */
+export const DEFAULT_CHECK_DEADLINE_MS = 5000;
+
+export function createOfficialCheckClient(address: string /* host:port */): OfficialCheckClient {
+  const Ctor = authorizationClientCtor();
+  const client = new Ctor(address, grpc.credentials.createInsecure()) as unknown as AuthorizationClient;
+  return {
+    check(req: object, deadlineMs: number = DEFAULT_CHECK_DEADLINE_MS): Promise<any> {
+      return new Promise((resolve, reject) => {
+        client.Check(req, new grpc.Metadata(), { deadline: Date.now() + deadlineMs }, (err, res) => {
+          if (err) reject(err);
+          else resolve(res);
+        });
+      });
+    },
+    close(): void {
+      client.close();
+    },
+  };
+}
+
+export interface EnvoyCheckRequestOptions {
+  method?: string;
+  /** Request target incl. query string, e.g. '/v1/chat?x=1'. */
+  path: string;
+  /** Extra request headers; keys are lower-cased. A `host` header becomes `:authority` (as in Envoy). */
+  headers?: Record<string, string>;
+  authority?: string;
+  requestId?: string;
+  scheme?: string;
+  protocol?: string;
+  /** Not part of Envoy's request headers: ExtAuthzPerRoute check_settings.context_extensions. */
+  contextExtensions?: Record<string, string>;
+  /** Downstream client IP (attributes.source.address). */
+  sourceAddress?: string;
+}
+
+export const DEFAULT_AUTHORITY = 'gateway.example.test';
+
+/** Shape of the plain-object CheckRequest built by envoyCheckRequest (keepCase field names). */
+export interface EnvoyCheckRequest {
+  attributes: {
+    source: EnvoyPeer;
+    destination: EnvoyPeer;
+    request: {
+      time: { seconds: string; nanos: number };
+      http: {
+        id: string;
+        method: string;
+        headers: Record<string, string>;
+        path: string;
+        host: string;
+        scheme: string;
+        query: string;
+        fragment: string;
+        size: string;
+        protocol: string;
+        body: string;
+      };
+    };
+    context_extensions: Record<string, string>;
+  };
+}
+
+export interface EnvoyPeer {
+  address: { socket_address: { protocol: 'TCP'; address: string; port_value: number } };
+  principal: string;
+}
+
+/**
+ * Builds a CheckRequest shaped like the one Envoy's HTTP ext_authz filter
+ * sends: lower-case `headers` that include the pseudo-headers (:authority,
+ * :method, :path with query, :scheme) plus x-forwarded-proto and x-request-id
+ * added by the connection manager; `http.id` is Envoy's numeric stream id
+ * (not x-request-id); `query`/`fragment` are empty (the query is in `path`);
+ * `size` is '0' (no body buffering).
+ */
+export function envoyCheckRequest(opts: EnvoyCheckRequestOptions): EnvoyCheckRequest {
+  const method = (opts.method ?? 'GET').toUpperCase();
+  const scheme = opts.scheme ?? 'http';
+  const protocol = opts.protocol ?? 'HTTP/1.1';
+
+  const extra: Record<string, string> = {};
+  for (const [k, v] of Object.entries(opts.headers ?? {})) {
+    const key = k.toLowerCase();
+    // Envoy joins repeated headers with ','.
+    extra[key] = key in extra ? `${extra[key]},${v}` : v;
+  }
+  const hostHeader = extra['host'];
+  delete extra['host']; // HTTP/1.1 Host is carried as :authority
+  const authority = opts.authority ?? extra[':authority'] ?? hostHeader ?? DEFAULT_AUTHORITY;
+  const requestId = opts.requestId ?? extra['x-request-id'] ?? randomUUID();
+
+  const headers: Record<string, string> = {
+    ':authority': authority,
+    ':path': opts.path,
+    ':method': method,
+    ':scheme': scheme,
+  };
+  for (const [k, v] of Object.entries(extra)) {
+    if (!k.startsWith(':')) headers[k] = v;
+  }
+  headers['x-forwarded-proto'] ??= scheme;
+  headers['x-request-id'] = requestId;
+
+  const nowMs = Date.now();
+  return {
+    attributes: {
+      source: {
+        address: {
+          socket_address: {
+            protocol: 'TCP',
+            address: opts.sourceAddress ?? '127.0.0.1',
+            port_value: 32768 + Math.floor(Math.random() * 28000),
+          },
+        },
+        principal: '',
+      },
+      destination: {
+        address: { socket_address: { protocol: 'TCP', address: '127.0.0.1', port_value: 10000 } },
+        principal: '',
+      },
+      request: {
+        time: { seconds: String(Math.floor(nowMs / 1000)), nanos: (nowMs % 1000) * 1_000_000 },
+        http: {
+          id: randomBytes(8).readBigUInt64BE().toString(),
+          method,
+          headers,
+          path: opts.path,
+          host: authority,
+          scheme,
+          query: '',
+          fragment: '',
+          size: '0',
+          protocol,
+          body: '',
+        },
+      },
+      context_extensions: { ...(opts.contextExtensions ?? {}) },
+    },
+  };
+}
