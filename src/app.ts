@@ -1,0 +1,57 @@
+import { buildAdminServer } from './admin/admin-server';
+import { systemClock, type Clock } from './domain/clock';
+import { startAuthorizationServer } from './grpc/authorization-server';
+import type { Logger } from './logging/logger';
+import type { Settings } from './settings/settings';
+import { openStore } from './store/open-store';
+import type { Store } from './store/store';
+
+export interface RunningApp {
+  grpcPort: number;
+  adminPort: number;
+  store: Store;
+  close(): Promise<void>;
+}
+
+export interface AppOptions {
+  logger: Logger;
+  clock?: Clock;
+  /** Tests pass a store they prepared; otherwise it follows the settings. */
+  store?: Store;
+}
+
+/** Wires store, gRPC Check server and admin API from one settings object. */
+export async function startApp(settings: Settings, options: AppOptions): Promise<RunningApp> {
+  const { logger } = options;
+  const clock = options.clock ?? systemClock;
+  const store = options.store ?? (await openStore(settings));
+  if (store.description.startsWith('in-memory')) logger.warn({ store: store.description }, 'using the embedded in-memory store: it keeps nothing');
+  else logger.info({ store: store.description }, 'key store connected');
+  if (!settings.adminToken) logger.warn('ADMIN_TOKEN is not set: the admin API refuses every call until it is');
+
+  const grpcServer = await startAuthorizationServer(
+    { settings: settings.pipeline, keys: store, clock, logger, storeFailureMode: settings.storeFailureMode },
+    { host: settings.bindAddress, port: settings.grpcPort },
+  );
+  const admin = buildAdminServer({ store, clock, logger, ...(settings.adminToken ? { adminToken: settings.adminToken } : {}) });
+  try {
+    await admin.listen({ host: settings.bindAddress, port: settings.adminPort });
+  } catch (error) {
+    await grpcServer.close();
+    await store.close();
+    throw error;
+  }
+  const address = admin.server.address();
+  const adminPort = typeof address === 'object' && address ? address.port : settings.adminPort;
+  logger.info({ grpcPort: grpcServer.port, adminPort }, 'gateway-authz listening');
+
+  return {
+    grpcPort: grpcServer.port,
+    adminPort,
+    store,
+    async close() {
+      await Promise.all([grpcServer.close(), admin.close()]);
+      await store.close();
+    },
+  };
+}

@@ -1,0 +1,123 @@
+import type { DenyReason } from '../domain/deny-reasons';
+import {
+  describeSource,
+  headersOfSource,
+  type CredentialSource,
+  type FamilyHeaderRules,
+} from '../routes/family-header-rules';
+import type { HeaderNames } from '../routes/header-names';
+import { parseAuthorization, splitRepeatedHeader } from './authorization-header';
+
+export const QUERY_KEY_PARAMETER = 'key';
+
+export interface CredentialRequest {
+  headers: Readonly<Record<string, string>>;
+  query: URLSearchParams;
+}
+
+export interface CredentialOptions {
+  names: HeaderNames;
+  /** Operator setting: accept `?key=` on routes whose family allows it. */
+  acceptQueryKey: boolean;
+}
+
+export type CredentialResult =
+  | { ok: true; credential: string; source: string }
+  | { ok: false; reason: DenyReason; message: string; param?: string };
+
+const GET_A_KEY = 'Create a customer API key in the dashboard under API Keys.';
+
+function howToSend(rules: FamilyHeaderRules, names: HeaderNames): string {
+  const ways = rules.credentialSources.map((source) => describeSource(source, names));
+  return ways.length === 1 ? `Send it as ${ways[0]}.` : `Send it as ${ways.slice(0, -1).join(', ')} or ${ways.at(-1)}.`;
+}
+
+/** Takes the one customer credential a request carries, by its route family's rules. */
+export function extractCredential(
+  request: CredentialRequest,
+  rules: FamilyHeaderRules,
+  options: CredentialOptions,
+): CredentialResult {
+  const { names } = options;
+  const candidates: { value: string; source: string }[] = [];
+
+  for (const source of rules.credentialSources) {
+    for (const header of headersOfSource(source, names)) {
+      const raw = request.headers[header];
+      if (raw === undefined) continue;
+      const problem = collect(source, header, raw, candidates);
+      if (problem) return problem;
+    }
+  }
+  const queryKeys = request.query.getAll(QUERY_KEY_PARAMETER).filter((value) => value !== '');
+  if (rules.queryKeyAllowed && options.acceptQueryKey) {
+    for (const value of queryKeys) candidates.push({ value, source: `query:${QUERY_KEY_PARAMETER}` });
+  }
+
+  if (candidates.length === 0) {
+    if (queryKeys.length > 0) {
+      return {
+        ok: false,
+        reason: 'query_key_not_accepted',
+        param: QUERY_KEY_PARAMETER,
+        message: `API keys are not accepted in the '?${QUERY_KEY_PARAMETER}=' query parameter here, because URLs end up in logs. ${howToSend(rules, names)}`,
+      };
+    }
+    const ignored = names.allCredentialHeaders.find(
+      (header) => request.headers[header] !== undefined && !rules.credentialSources.some((s) => headersOfSource(s, names).includes(header)),
+    );
+    return {
+      ok: false,
+      reason: 'missing_credential',
+      message: ignored
+        ? `This route does not read the API key from the '${ignored}' header. ${howToSend(rules, names)}`
+        : `Missing API key. ${howToSend(rules, names)} ${GET_A_KEY}`,
+    };
+  }
+
+  const distinct = new Set(candidates.map((candidate) => candidate.value));
+  if (distinct.size > 1) {
+    return {
+      ok: false,
+      reason: 'conflicting_credentials',
+      message: `The request carries different API keys in ${[...new Set(candidates.map((c) => c.source))].map((s) => `'${s}'`).join(' and ')}. Send exactly one key.`,
+    };
+  }
+  const first = candidates[0]!;
+  return { ok: true, credential: first.value, source: first.source };
+}
+
+function collect(
+  source: CredentialSource,
+  header: string,
+  raw: string,
+  candidates: { value: string; source: string }[],
+): CredentialResult | undefined {
+  const values = splitRepeatedHeader(raw);
+  for (const value of values) {
+    if (source !== 'authorization-bearer') {
+      candidates.push({ value, source: header });
+      continue;
+    }
+    const parsed = parseAuthorization(value);
+    if (parsed.ok) {
+      candidates.push({ value: parsed.token, source: header });
+    } else if (parsed.problem === 'not_bearer') {
+      return {
+        ok: false,
+        reason: 'invalid_authorization_scheme',
+        param: header,
+        message: "The Authorization header must use the Bearer scheme: 'Authorization: Bearer <key>'. Other schemes (Basic, Token, …) are not accepted.",
+      };
+    } else if (parsed.problem === 'not_one_token') {
+      return {
+        ok: false,
+        reason: 'malformed_authorization_header',
+        param: header,
+        message: "The Authorization header must be 'Bearer' followed by exactly one API key.",
+      };
+    }
+    // An empty `Bearer` is the same as no key: fall through to missing_credential.
+  }
+  return undefined;
+}

@@ -1,0 +1,41 @@
+import type { DenyReason } from './deny-reasons';
+import type { ClassifiedRoute } from './route';
+
+/** Who the caller is, once the key is known. Carries only the display prefix, never the key. */
+export interface CallerIdentity {
+  accountId: string;
+  keyId: string;
+  keyPrefix: string;
+  environment: string;
+}
+
+/** What must not reach the upstream, whatever the decision. */
+export interface CredentialStripping {
+  headers: readonly string[];
+  queryParameters: readonly string[];
+}
+
+export interface AllowDecision {
+  kind: 'allow';
+  route: ClassifiedRoute;
+  /** Absent only for operator-listed public routes. */
+  identity?: CallerIdentity;
+  strip: CredentialStripping;
+}
+
+export interface DenyDecision {
+  kind: 'deny';
+  route: ClassifiedRoute;
+  reason: DenyReason;
+  /** Customer-facing text: says what happened and what to do; never secret material. */
+  message: string;
+  /** The header or parameter at fault, when there is one. */
+  param?: string;
+  /** Known once the key's format parsed; safe to show. */
+  keyPrefix?: string;
+  accountId?: string;
+  /** For operators' logs only (e.g. why the store failed); never sent to the client. */
+  internalDetail?: string;
+}
+
+export type Decision = AllowDecision | DenyDecision;

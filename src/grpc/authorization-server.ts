@@ -1,0 +1,69 @@
+import * as grpc from '@grpc/grpc-js';
+import { performance } from 'node:perf_hooks';
+import { logDecision } from '../logging/decision-log';
+import type { Logger } from '../logging/logger';
+import { decide, type PipelineDeps } from '../pipeline/decide';
+import { toCheckAnswer, type StoreFailureMode } from '../responses/check-response';
+import { toAuthRequest, type CheckRequestMessage } from './check-request';
+import { loadAuthorizationService } from './proto-loading';
+
+export interface AuthorizationServerDeps extends PipelineDeps {
+  logger: Logger;
+  storeFailureMode: StoreFailureMode;
+}
+
+/** The Check handler: CheckRequest → pipeline → CheckResponse. It never throws a denial as a gRPC error. */
+export function createCheckHandler(deps: AuthorizationServerDeps): grpc.handleUnaryCall<CheckRequestMessage, unknown> {
+  return (call, callback) => {
+    const started = performance.now();
+    const request = toAuthRequest(call.request ?? {});
+    decide(request, deps).then(
+      (decision) => {
+        const answer = toCheckAnswer(decision, { requestId: request.requestId, storeFailureMode: deps.storeFailureMode });
+        logDecision(deps.logger, decision, {
+          requestId: request.requestId,
+          method: request.method,
+          httpStatus: answer.kind === 'response' ? answer.httpStatus : 0,
+          durationMs: performance.now() - started,
+        });
+        if (answer.kind === 'response') callback(null, answer.response);
+        else callback({ code: answer.grpcCode, details: answer.details });
+      },
+      (error: unknown) => {
+        // The pipeline handles every expected failure; this is a bug. Fail closed.
+        deps.logger.error({ err: error, requestId: request.requestId }, 'check failed unexpectedly');
+        callback({ code: grpc.status.INTERNAL, details: 'internal error' });
+      },
+    );
+  };
+}
+
+export interface RunningGrpcServer {
+  port: number;
+  close(): Promise<void>;
+}
+
+export async function startAuthorizationServer(
+  deps: AuthorizationServerDeps,
+  address: { host: string; port: number },
+): Promise<RunningGrpcServer> {
+  const server = new grpc.Server();
+  const { service } = loadAuthorizationService();
+  server.addService(service, { Check: createCheckHandler(deps) });
+  const port = await new Promise<number>((resolve, reject) => {
+    server.bindAsync(`${address.host}:${address.port}`, grpc.ServerCredentials.createInsecure(), (error, bound) =>
+      error ? reject(error) : resolve(bound),
+    );
+  });
+  return {
+    port,
+    close: () =>
+      new Promise<void>((resolve) => {
+        const force = setTimeout(() => server.forceShutdown(), 5000);
+        server.tryShutdown(() => {
+          clearTimeout(force);
+          resolve();
+        });
+      }),
+  };
+}

@@ -1,0 +1,46 @@
+import type { AuthRequest } from '../domain/auth-request';
+
+/** The parts of Envoy's CheckRequest we read (proto-loader object, keepCase). */
+export interface CheckRequestMessage {
+  attributes?: {
+    request?: {
+      http?: {
+        method?: string;
+        path?: string;
+        headers?: Record<string, string>;
+        header_map?: { headers?: { key?: string; value?: string; raw_value?: Buffer | Uint8Array }[] };
+      };
+    };
+  };
+}
+
+/**
+ * Envoy sends headers in `headers` (lower-case, duplicates comma-joined), or
+ * in `header_map` with raw values when `encode_raw_headers` is on; both are
+ * folded into the same lower-case, comma-joined map. Missing attributes give
+ * empty strings, which the pipeline treats as a keyless unknown route.
+ */
+export function toAuthRequest(message: CheckRequestMessage): AuthRequest {
+  const http = message.attributes?.request?.http ?? {};
+  const headers: Record<string, string> = Object.create(null);
+  for (const [name, value] of Object.entries(http.headers ?? {})) {
+    appendHeader(headers, name, value);
+  }
+  for (const entry of http.header_map?.headers ?? []) {
+    if (!entry.key) continue;
+    const value = entry.raw_value && entry.raw_value.length > 0 ? Buffer.from(entry.raw_value).toString('utf8') : (entry.value ?? '');
+    appendHeader(headers, entry.key, value);
+  }
+  return {
+    method: (http.method || headers[':method'] || '').toUpperCase(),
+    path: http.path || headers[':path'] || '',
+    headers,
+    requestId: headers['x-request-id'] ?? '',
+  };
+}
+
+function appendHeader(headers: Record<string, string>, name: string, value: string): void {
+  const key = name.toLowerCase();
+  const existing = headers[key];
+  headers[key] = existing === undefined ? value : `${existing},${value}`;
+}

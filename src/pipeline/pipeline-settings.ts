@@ -1,0 +1,11 @@
+import type { HeaderNames } from '../routes/header-names';
+import type { RouteTable } from '../routes/route-table';
+
+/** The slice of settings the decision pipeline reads. */
+export interface PipelineSettings {
+  routeTable: RouteTable;
+  headerNames: HeaderNames;
+  /** Accepted values of the messages-style version header. */
+  acceptedVersions: readonly string[];
+  acceptQueryKey: boolean;
+}

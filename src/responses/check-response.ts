@@ -1,0 +1,113 @@
+import type { AllowDecision, Decision, DenyDecision } from '../domain/decision';
+import { httpStatusOf } from '../domain/deny-reasons';
+import { errorBodyFor } from './error-bodies';
+import { ALL_IDENTITY_HEADERS, IDENTITY_HEADERS } from './identity-headers';
+
+/**
+ * The one place a Decision becomes Envoy's CheckResponse (plain object for
+ * proto-loader with keepCase). Envoy rules this follows
+ * (see shared/reference/envoy-ext-authz.md):
+ *  - a denial is a successful RPC with status.code != 0 and denied_response;
+ *    a gRPC error would become status_on_error or, worse, failure_mode_allow;
+ *  - headers are sent with `append: false` AND OVERWRITE_IF_EXISTS_OR_ADD, so
+ *    both Envoy <= 1.36 (reads `append`) and newer (reads `append_action`)
+ *    overwrite instead of appending to a client-supplied value;
+ *  - content-type is always set, or Envoy labels the body text/plain.
+ */
+
+export type StoreFailureMode = 'deny' | 'grpc-unavailable';
+
+export type CheckAnswer =
+  | { kind: 'response'; response: CheckResponse; httpStatus: number }
+  | { kind: 'rpc-error'; grpcCode: number; details: string };
+
+export interface HeaderValueOption {
+  header: { key: string; value: string };
+  append: { value: boolean };
+  append_action: 'OVERWRITE_IF_EXISTS_OR_ADD';
+}
+
+export interface CheckResponse {
+  status: { code: number; message: string };
+  denied_response?: { status: { code: number }; headers: HeaderValueOption[]; body: string };
+  ok_response?: {
+    headers: HeaderValueOption[];
+    headers_to_remove: string[];
+    query_parameters_to_remove: string[];
+  };
+}
+
+/** google.rpc.Code values used in CheckResponse.status. */
+export const GRPC_CODE = { OK: 0, INVALID_ARGUMENT: 3, PERMISSION_DENIED: 7, RESOURCE_EXHAUSTED: 8, UNAVAILABLE: 14, UNAUTHENTICATED: 16 } as const;
+
+function grpcCodeForHttp(httpStatus: number): number {
+  if (httpStatus === 401) return GRPC_CODE.UNAUTHENTICATED;
+  if (httpStatus === 400) return GRPC_CODE.INVALID_ARGUMENT;
+  if (httpStatus === 429) return GRPC_CODE.RESOURCE_EXHAUSTED;
+  if (httpStatus === 503) return GRPC_CODE.UNAVAILABLE;
+  return GRPC_CODE.PERMISSION_DENIED;
+}
+
+export function overwrite(key: string, value: string): HeaderValueOption {
+  return { header: { key, value }, append: { value: false }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' };
+}
+
+export function toCheckAnswer(
+  decision: Decision,
+  context: { requestId: string; storeFailureMode: StoreFailureMode },
+): CheckAnswer {
+  if (decision.kind === 'allow') return { kind: 'response', response: allowResponse(decision), httpStatus: 200 };
+  if (decision.reason === 'store_unavailable' && context.storeFailureMode === 'grpc-unavailable') {
+    // Lets Envoy's failure_mode_allow / status_on_error decide; never an allow from us.
+    return { kind: 'rpc-error', grpcCode: GRPC_CODE.UNAVAILABLE, details: 'key store unavailable' };
+  }
+  const httpStatus = httpStatusOf(decision.reason);
+  return { kind: 'response', response: denyResponse(decision, httpStatus, context.requestId), httpStatus };
+}
+
+function allowResponse(decision: AllowDecision): CheckResponse {
+  const { identity } = decision;
+  const headers = identity
+    ? [
+        overwrite(IDENTITY_HEADERS.accountId, identity.accountId),
+        overwrite(IDENTITY_HEADERS.keyId, identity.keyId),
+        overwrite(IDENTITY_HEADERS.keyPrefix, identity.keyPrefix),
+        overwrite(IDENTITY_HEADERS.routeFamily, decision.route.family),
+      ]
+    : [];
+  return {
+    status: { code: GRPC_CODE.OK, message: '' },
+    ok_response: {
+      headers,
+      headers_to_remove: identity
+        ? [...decision.strip.headers]
+        : [...decision.strip.headers, ...ALL_IDENTITY_HEADERS],
+      query_parameters_to_remove: [...decision.strip.queryParameters],
+    },
+  };
+}
+
+function denyResponse(decision: DenyDecision, httpStatus: number, requestId: string): CheckResponse {
+  const headers = [overwrite('content-type', 'application/json'), overwrite('x-gateway-error-code', decision.reason)];
+  if (httpStatus === 401) {
+    // RFC 6750: no error attribute when the request carried no credential at all.
+    const error = decision.reason === 'missing_credential' ? '' : ', error="invalid_token"';
+    headers.push(overwrite('www-authenticate', `Bearer realm="gateway-authz"${error}`));
+  }
+  if (httpStatus < 500) {
+    // Retrying a credential or request-shape error cannot succeed; tell the SDKs so.
+    headers.push(overwrite('x-should-retry', 'false'));
+  }
+  if (requestId !== '') {
+    headers.push(overwrite('x-request-id', requestId));
+    if (decision.route.style === 'messages') headers.push(overwrite('request-id', requestId));
+  }
+  return {
+    status: { code: grpcCodeForHttp(httpStatus), message: decision.reason },
+    denied_response: {
+      status: { code: httpStatus },
+      headers,
+      body: errorBodyFor(decision.route.style, { decision, httpStatus, requestId }),
+    },
+  };
+}

@@ -1,0 +1,139 @@
+import { readFileSync } from 'node:fs';
+import { z } from 'zod';
+import type { StoreFailureMode } from '../responses/check-response';
+import type { PipelineSettings } from '../pipeline/pipeline-settings';
+import { headerNamesFor } from '../routes/header-names';
+import { buildRouteTable } from '../routes/route-table';
+import { configFileSchema, type ConfigFile } from './config-file';
+
+/**
+ * The one validated, frozen settings object, read once at start. Nothing else
+ * in the service reads process.env.
+ */
+export interface Settings {
+  readonly grpcPort: number;
+  readonly adminPort: number;
+  readonly bindAddress: string;
+  /** Absent: the embedded in-memory store. */
+  readonly redisUrl?: string;
+  readonly redisTimeoutMs: number;
+  /** Absent: the admin API refuses every call. */
+  readonly adminToken?: string;
+  readonly logLevel: LogLevel;
+  readonly configFile?: string;
+  readonly storeFailureMode: StoreFailureMode;
+  readonly pipeline: PipelineSettings;
+}
+
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+export const DEFAULT_MESSAGES_VERSIONS = ['2023-06-01'];
+
+const port = (fallback: number) => z.coerce.number().int().min(0).max(65535).default(fallback);
+const optionalText = z
+  .string()
+  .optional()
+  .transform((value) => (value === undefined || value.trim() === '' ? undefined : value.trim()));
+
+const envSchema = z.object({
+  GRPC_PORT: port(9191),
+  ADMIN_PORT: port(9192),
+  BIND_ADDRESS: z.string().min(1).default('0.0.0.0'),
+  REDIS_URL: optionalText.refine((url) => url === undefined || /^rediss?:\/\/.+/.test(url), {
+    message: 'must be a redis:// or rediss:// URL',
+  }),
+  REDIS_TIMEOUT_MS: z.coerce.number().int().min(1).max(1000).default(50),
+  ADMIN_TOKEN: optionalText.refine((token) => token === undefined || token.length >= 16, {
+    message: 'must be at least 16 characters (use a long random value)',
+  }),
+  LOG_LEVEL: z.enum(LOG_LEVELS).default('info'),
+  CONFIG_FILE: optionalText,
+  STORE_FAILURE_MODE: z.enum(['deny', 'grpc-unavailable']).default('deny'),
+});
+
+export type SettingsResult = { ok: true; settings: Settings } | { ok: false; problems: string[] };
+
+export function loadSettings(
+  env: Readonly<Record<string, string | undefined>>,
+  readFile: (path: string) => string = (path) => readFileSync(path, 'utf8'),
+): SettingsResult {
+  const problems: string[] = [];
+  const parsedEnv = envSchema.safeParse(env);
+  if (!parsedEnv.success) problems.push(...parsedEnv.error.issues.map((issue) => `${issue.path.join('.')}: ${issue.message}`));
+
+  let config: ConfigFile = {};
+  const configPath = parsedEnv.success ? parsedEnv.data.CONFIG_FILE : env.CONFIG_FILE;
+  if (configPath) {
+    const loaded = loadConfigFile(configPath, readFile);
+    if (loaded.ok) config = loaded.config;
+    else problems.push(...loaded.problems);
+  }
+  if (problems.length > 0 || !parsedEnv.success) return { ok: false, problems };
+
+  const e = parsedEnv.data;
+  const settings: Settings = {
+    grpcPort: e.GRPC_PORT,
+    adminPort: e.ADMIN_PORT,
+    bindAddress: e.BIND_ADDRESS,
+    ...(e.REDIS_URL ? { redisUrl: e.REDIS_URL } : {}),
+    redisTimeoutMs: e.REDIS_TIMEOUT_MS,
+    ...(e.ADMIN_TOKEN ? { adminToken: e.ADMIN_TOKEN } : {}),
+    logLevel: e.LOG_LEVEL,
+    ...(e.CONFIG_FILE ? { configFile: e.CONFIG_FILE } : {}),
+    storeFailureMode: e.STORE_FAILURE_MODE,
+    pipeline: {
+      routeTable: buildRouteTable(config.routes ?? {}, config.publicRoutes ?? []),
+      headerNames: headerNamesFor(config.acceptVendorHeaderSpellings ?? true),
+      acceptedVersions: config.messagesVersions ?? DEFAULT_MESSAGES_VERSIONS,
+      acceptQueryKey: config.acceptQueryKey ?? false,
+    },
+  };
+  return { ok: true, settings: deepFreeze(settings) };
+}
+
+function loadConfigFile(
+  path: string,
+  readFile: (path: string) => string,
+): { ok: true; config: ConfigFile } | { ok: false; problems: string[] } {
+  let text: string;
+  try {
+    text = readFile(path);
+  } catch (error) {
+    return { ok: false, problems: [`CONFIG_FILE: cannot read ${path}: ${(error as Error).message}`] };
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (error) {
+    return { ok: false, problems: [`CONFIG_FILE: ${path} is not valid JSON: ${(error as Error).message}`] };
+  }
+  const parsed = configFileSchema.safeParse(json);
+  if (!parsed.success) {
+    return {
+      ok: false,
+      problems: parsed.error.issues.map((issue) => `CONFIG_FILE ${path}: ${issue.path.join('.') || '(root)'}: ${issue.message}`),
+    };
+  }
+  return { ok: true, config: parsed.data };
+}
+
+export function deepFreeze<T>(value: T): T {
+  if (value && typeof value === 'object' && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const child of Object.values(value)) deepFreeze(child);
+  }
+  return value;
+}
+
+/** The CLI's own settings: where the admin API is and the token to call it with. */
+export interface CliSettings {
+  readonly adminUrl: string;
+  readonly adminToken?: string;
+}
+
+export function loadCliSettings(env: Readonly<Record<string, string | undefined>>): CliSettings {
+  const adminUrl = env.ADMIN_URL?.trim() || `http://127.0.0.1:${env.ADMIN_PORT?.trim() || '9192'}`;
+  const adminToken = env.ADMIN_TOKEN?.trim();
+  return Object.freeze(adminToken ? { adminUrl, adminToken } : { adminUrl });
+}
