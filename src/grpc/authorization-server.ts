@@ -1,11 +1,12 @@
 import * as grpc from '@grpc/grpc-js';
+import { HealthImplementation } from 'grpc-health-check';
 import { performance } from 'node:perf_hooks';
 import { logDecision } from '../logging/decision-log';
 import type { Logger } from '../logging/logger';
 import { decide, type PipelineDeps } from '../pipeline/decide';
 import { toCheckAnswer, type StoreFailureMode } from '../responses/check-response';
 import { toAuthRequest, type CheckRequestMessage } from './check-request';
-import { loadAuthorizationService } from './proto-loading';
+import { AUTHORIZATION_SERVICE_NAME, loadAuthorizationService } from './proto-loading';
 
 export interface AuthorizationServerDeps extends PipelineDeps {
   logger: Logger;
@@ -40,6 +41,8 @@ export function createCheckHandler(deps: AuthorizationServerDeps): grpc.handleUn
 
 export interface RunningGrpcServer {
   port: number;
+  /** grpc.health.v1 for Envoy's cluster health check and Kubernetes gRPC probes. */
+  health: HealthImplementation;
   close(): Promise<void>;
 }
 
@@ -50,6 +53,8 @@ export async function startAuthorizationServer(
   const server = new grpc.Server();
   const { service } = loadAuthorizationService();
   server.addService(service, { Check: createCheckHandler(deps) });
+  const health = new HealthImplementation({ '': 'SERVING', [AUTHORIZATION_SERVICE_NAME]: 'SERVING' });
+  health.addToServer(server);
   const port = await new Promise<number>((resolve, reject) => {
     server.bindAsync(`${address.host}:${address.port}`, grpc.ServerCredentials.createInsecure(), (error, bound) =>
       error ? reject(error) : resolve(bound),
@@ -57,8 +62,12 @@ export async function startAuthorizationServer(
   });
   return {
     port,
+    health,
     close: () =>
       new Promise<void>((resolve) => {
+        // Tell Envoy to stop sending traffic before the listener goes away.
+        health.setStatus('', 'NOT_SERVING');
+        health.setStatus(AUTHORIZATION_SERVICE_NAME, 'NOT_SERVING');
         const force = setTimeout(() => server.forceShutdown(), 5000);
         server.tryShutdown(() => {
           clearTimeout(force);

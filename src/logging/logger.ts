@@ -23,6 +23,8 @@ export function createLogger(level: LogLevel, destination?: DestinationStream): 
     base: { service: 'gateway-authz' },
     redact: { paths: REDACT_PATHS, censor: '[redacted]' },
     timestamp: pino.stdTimeFunctions.isoTime,
+    // Labels rather than numbers: what log pipelines and humans filter on.
+    formatters: { level: (label: string) => ({ level: label }) },
   };
   return destination ? pino(options, destination) : pino(options);
 }

@@ -45,7 +45,7 @@ export async function decide(request: AuthRequest, deps: PipelineDeps): Promise<
     return deny({
       reason: 'upstream_key_not_accepted',
       param: upstream.where,
-      message: `The credential in '${upstream.where}' looks like a ${upstream.provider} API key. This gateway does not accept upstream provider keys: use your customer API key from the dashboard's API Keys section.`,
+      message: `The credential in '${upstream.where}' looks like ${/^[AEIOU]/.test(upstream.provider) ? 'an' : 'a'} ${upstream.provider} API key. This gateway does not accept upstream provider keys: use your customer API key from the dashboard's API Keys section.`,
     });
   }
 

@@ -56,6 +56,8 @@ export class RedisStore implements Store {
       enableOfflineQueue: false,
       maxRetriesPerRequest: 0,
       connectTimeout: 2000,
+      // After a failed connect, ioredis otherwise keeps a 2 s timer alive on close.
+      disconnectTimeout: 100,
       retryStrategy: (attempt) => Math.min(50 * attempt, 1000),
     }) as ScriptedRedis;
     redis.defineCommand('gwaCreateAccount', { numberOfKeys: 1, lua: CREATE_ACCOUNT_LUA });

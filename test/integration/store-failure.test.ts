@@ -1,0 +1,103 @@
+import Redis from 'ioredis';
+import { generateCustomerKey } from '../../src/keys/customer-key';
+import { createOfficialCheckClient, envoyCheckRequest, type OfficialCheckClient } from '../support/envoy-official-client';
+import { startTestRedis, type TestRedis } from '../support/redis-server';
+import { startAppUnderTest, type AppUnderTest } from '../support/running-app';
+
+/**
+ * Redis slow or gone: every Check is still answered before Envoy's deadline
+ * (200 ms by default), with a 503 denial (or a gRPC UNAVAILABLE when the
+ * operator chose that), and never with an allow.
+ */
+// envoy.yaml gives ext_authz 0.25 s; Envoy's own default is 0.2 s.
+const ENVOY_DEFAULT_DEADLINE_MS = 250;
+
+let redis: TestRedis;
+let server: AppUnderTest;
+let client: OfficialCheckClient;
+let key: string;
+
+const chatRequest = (credential: string) =>
+  envoyCheckRequest({ path: '/v1/chat/completions', headers: { authorization: `Bearer ${credential}` } });
+
+beforeAll(async () => {
+  redis = await startTestRedis();
+  server = await startAppUnderTest({ redisUrl: redis.url });
+  client = createOfficialCheckClient(server.grpcAddress);
+  await server.admin('POST', '/admin/accounts', { id: 'acme', name: 'Acme' });
+  key = (await server.admin('POST', '/admin/accounts/acme/keys', { name: 'ci' })).body.key;
+});
+
+afterAll(async () => {
+  client?.close();
+  await server?.close();
+  await redis?.stop();
+});
+
+it('allows a valid key while Redis is healthy', async () => {
+  const response = await client.check(chatRequest(key), ENVOY_DEFAULT_DEADLINE_MS);
+  expect(response.status.code).toBe(0);
+});
+
+it('answers 503 store_unavailable within the deadline while Redis is paused (slow)', async () => {
+  const admin = new Redis(redis.url);
+  try {
+    await admin.call('CLIENT', 'PAUSE', '600', 'ALL');
+    const responses = await Promise.all(
+      Array.from({ length: 5 }, () => client.check(chatRequest(key), ENVOY_DEFAULT_DEADLINE_MS)),
+    );
+    for (const response of responses) {
+      expect(response.http_response).toBe('denied_response');
+      expect(response.denied_response.status.code).toBe('ServiceUnavailable');
+      expect(JSON.parse(response.denied_response.body).error.code).toBe('store_unavailable');
+    }
+  } finally {
+    await admin.call('CLIENT', 'UNPAUSE').catch(() => undefined);
+    admin.disconnect();
+  }
+});
+
+describe('with Redis stopped', () => {
+  let failOverServer: AppUnderTest;
+  let failOverClient: OfficialCheckClient;
+
+  beforeAll(async () => {
+    // A second replica configured to hand store failures to Envoy's failure_mode_allow.
+    failOverServer = await startAppUnderTest({ redisUrl: redis.url, env: { STORE_FAILURE_MODE: 'grpc-unavailable' } });
+    failOverClient = createOfficialCheckClient(failOverServer.grpcAddress);
+    await redis.stop();
+  });
+  afterAll(async () => {
+    failOverClient?.close();
+    await failOverServer?.close();
+  });
+
+  it('denies every concurrent Check with 503 before the deadline, never allowing', async () => {
+    const responses = await Promise.all(
+      Array.from({ length: 20 }, () => client.check(chatRequest(key), ENVOY_DEFAULT_DEADLINE_MS)),
+    );
+    for (const response of responses) {
+      expect(response.status.code).toBe(14);
+      expect(response.denied_response.status.code).toBe('ServiceUnavailable');
+    }
+  });
+
+  it('still refuses malformed keys with 401: they never need Redis', async () => {
+    const response = await client.check(chatRequest(`${key.slice(0, -1)}x`), ENVOY_DEFAULT_DEADLINE_MS);
+    expect(response.denied_response.status.code).toBe('Unauthorized');
+    expect(JSON.parse(response.denied_response.body).error.code).toBe('malformed_key');
+  });
+
+  it('answers a gRPC UNAVAILABLE error when STORE_FAILURE_MODE=grpc-unavailable', async () => {
+    await expect(failOverClient.check(chatRequest(generateCustomerKey('live')), ENVOY_DEFAULT_DEADLINE_MS)).rejects.toMatchObject({
+      code: 14,
+    });
+  });
+
+  it('logs the store failure as an error with the reason, without the key', () => {
+    const failures = server.logs.events('decision').filter((line) => line.reason === 'store_unavailable');
+    expect(failures.length).toBeGreaterThanOrEqual(20);
+    expect(failures[0]).toMatchObject({ level: 'error', keyPrefix: key.slice(0, 12) });
+    expect(server.logs.leaksOf([key])).toEqual([]);
+  });
+});

@@ -1,0 +1,63 @@
+import { startApp, type RunningApp } from '../../src/app';
+import { RedisStore } from '../../src/store/redis-store';
+import type { Store } from '../../src/store/store';
+import { LogCapture } from './log-capture';
+import { settingsFrom } from './pipeline-fixture-world';
+
+export const TEST_ADMIN_TOKEN = 'test-admin-token-0123456789abcdef';
+
+export interface AppUnderTest {
+  app: RunningApp;
+  logs: LogCapture;
+  grpcAddress: string;
+  adminUrl: string;
+  /** Calls the admin API over real HTTP with the admin token. */
+  admin(method: string, path: string, body?: object, token?: string): Promise<{ status: number; body: any }>;
+  close(): Promise<void>;
+}
+
+/**
+ * The real server (gRPC Check + admin HTTP) on free loopback ports, with its
+ * logs captured. Redis-backed when a URL is given.
+ */
+export async function startAppUnderTest(options: {
+  redisUrl?: string;
+  env?: Record<string, string>;
+  config?: object;
+  store?: Store;
+}): Promise<AppUnderTest> {
+  const env: Record<string, string> = {
+    GRPC_PORT: '0',
+    ADMIN_PORT: '0',
+    BIND_ADDRESS: '127.0.0.1',
+    ADMIN_TOKEN: TEST_ADMIN_TOKEN,
+    ...(options.redisUrl ? { REDIS_URL: options.redisUrl } : {}),
+    ...(options.config ? { CONFIG_FILE: 'config.json' } : {}),
+    ...options.env,
+  };
+  const settings = settingsFrom(env, options.config ? { 'config.json': JSON.stringify(options.config) } : {});
+  const logs = new LogCapture();
+  const app = await startApp(settings, { logger: logs.logger, ...(options.store ? { store: options.store } : {}) });
+  const adminUrl = `http://127.0.0.1:${app.adminPort}`;
+  return {
+    app,
+    logs,
+    grpcAddress: `127.0.0.1:${app.grpcPort}`,
+    adminUrl,
+    async admin(method, path, body, token = TEST_ADMIN_TOKEN) {
+      const response = await fetch(`${adminUrl}${path}`, {
+        method,
+        headers: {
+          ...(token ? { authorization: `Bearer ${token}` } : {}),
+          ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+        },
+        ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+      });
+      const text = await response.text();
+      return { status: response.status, body: text ? JSON.parse(text) : undefined };
+    },
+    close: () => app.close(),
+  };
+}
+
+export { RedisStore };
