@@ -8,4 +8,7 @@ module.exports = {
   // parallelism modest on the 2-core machines.
   maxWorkers: 2,
   testTimeout: 30000,
+  // Suite-wide secret hygiene: every captured log line is scanned for every secret any test used.
+  globalSetup: '<rootDir>/test/support/global-setup.ts',
+  globalTeardown: '<rootDir>/test/support/global-teardown.ts',
 };

@@ -1,3 +1,5 @@
+import { parseCustomerKey } from './customer-key';
+
 /**
  * Shapes of upstream LLM provider keys (after gitleaks and trufflehog rules).
  * Customers sometimes paste their provider key into our SDK config; we refuse
@@ -23,7 +25,10 @@ export const UPSTREAM_KEY_SHAPES: readonly UpstreamKeyShape[] = Object.freeze([
   { provider: 'Replicate', pattern: /^r8_[A-Za-z0-9]{20,}/ },
 ]);
 
-/** The provider a credential looks like it belongs to, or undefined. */
+/** The provider a credential looks like it belongs to, or undefined. Our own valid keys never match. */
 export function upstreamProviderOf(credential: string): string | undefined {
+  // A random key body can contain a marker such as T3BlbkFJ; a key that
+  // passes our checksum is ours whatever it contains.
+  if (parseCustomerKey(credential).ok) return undefined;
   return UPSTREAM_KEY_SHAPES.find((shape) => shape.pattern.test(credential))?.provider;
 }

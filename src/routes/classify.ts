@@ -13,13 +13,15 @@ export function splitPathAndQuery(target: string): { path: string; query: string
 
 /**
  * A path that a proxy or upstream could read differently from us (dot
- * segments, doubled or encoded slashes, backslashes). Such a path is never
+ * segments, doubled or encoded slashes, backslashes, `;` path parameters as
+ * in `/..;/`, double encoding). Such a path is never
  * treated as public, so a trick cannot turn a keyed route into a free one.
  */
 export function isCanonicalPath(path: string): boolean {
   if (!path.startsWith('/')) return false;
-  if (path.includes('//') || path.includes('\\')) return false;
-  if (/%(2f|5c|2e)/i.test(path)) return false;
+  if (path.includes('//') || path.includes('\\') || path.includes(';')) return false;
+  // Encoded slash, backslash or dot, and any double encoding (%25…).
+  if (/%(2f|5c|2e|25)/i.test(path)) return false;
   return !path.split('/').some((segment) => segment === '.' || segment === '..');
 }
 

@@ -29,7 +29,12 @@ export const configFileSchema = z.strictObject({
   routes: z.strictObject(familyRoutes).optional(),
   publicRoutes: z.array(pathMatchSpec).optional(),
   messagesVersions: z
-    .array(z.string().regex(/^\d{4}-\d{2}-\d{2}$/, 'must be a date-form version such as 2023-06-01'))
+    .array(
+      z
+        .string()
+        .regex(/^\d{4}-\d{2}-\d{2}$/, 'must be a date-form version such as 2023-06-01')
+        .refine(isRealDateOrMalformed, 'is not a real date'),
+    )
     .nonempty()
     .optional(),
   /** false: accept only the spec's `vendora-version` / `x-vendorg-api-key`, not the vendor spellings. */
@@ -47,4 +52,11 @@ function compiles(source: string): boolean {
   } catch {
     return false;
   }
+}
+
+/** Rejects 2023-13-45; leaves malformed text to the regex check (zod runs both). */
+function isRealDateOrMalformed(value: string): boolean {
+  const time = Date.parse(`${value}T00:00:00Z`);
+  if (!/^\d{4}-\d{2}-\d{2}$/.test(value)) return true;
+  return !Number.isNaN(time) && new Date(time).toISOString().startsWith(value);
 }

@@ -30,7 +30,9 @@ export type LogLevel = (typeof LOG_LEVELS)[number];
 
 export const DEFAULT_MESSAGES_VERSIONS = ['2023-06-01'];
 
-const port = (fallback: number) => z.coerce.number().int().min(0).max(65535).default(fallback);
+// An empty value means "use the default", not port 0 (a random port).
+const blankAsUnset = (value: unknown) => (typeof value === 'string' && value.trim() === '' ? undefined : value);
+const port = (fallback: number) => z.preprocess(blankAsUnset, z.coerce.number().int().min(0).max(65535).default(fallback));
 const optionalText = z
   .string()
   .optional()
@@ -43,7 +45,7 @@ const envSchema = z.object({
   REDIS_URL: optionalText.refine((url) => url === undefined || /^rediss?:\/\/.+/.test(url), {
     message: 'must be a redis:// or rediss:// URL',
   }),
-  REDIS_TIMEOUT_MS: z.coerce.number().int().min(1).max(1000).default(50),
+  REDIS_TIMEOUT_MS: z.preprocess(blankAsUnset, z.coerce.number().int().min(1).max(1000).default(50)),
   ADMIN_TOKEN: optionalText.refine((token) => token === undefined || token.length >= 16, {
     message: 'must be at least 16 characters (use a long random value)',
   }),
@@ -63,7 +65,7 @@ export function loadSettings(
   if (!parsedEnv.success) problems.push(...parsedEnv.error.issues.map((issue) => `${issue.path.join('.')}: ${issue.message}`));
 
   let config: ConfigFile = {};
-  const configPath = parsedEnv.success ? parsedEnv.data.CONFIG_FILE : env.CONFIG_FILE;
+  const configPath = parsedEnv.success ? parsedEnv.data.CONFIG_FILE : env.CONFIG_FILE?.trim() || undefined;
   if (configPath) {
     const loaded = loadConfigFile(configPath, readFile);
     if (loaded.ok) config = loaded.config;
@@ -118,10 +120,12 @@ function loadConfigFile(
   return { ok: true, config: parsed.data };
 }
 
-export function deepFreeze<T>(value: T): T {
-  if (value && typeof value === 'object' && !Object.isFrozen(value)) {
+/** Freezes every nested object, including ones whose top level a builder already froze. */
+export function deepFreeze<T>(value: T, seen = new WeakSet<object>()): T {
+  if (value && typeof value === 'object' && !seen.has(value)) {
+    seen.add(value);
     Object.freeze(value);
-    for (const child of Object.values(value)) deepFreeze(child);
+    for (const child of Object.values(value)) deepFreeze(child, seen);
   }
   return value;
 }
@@ -133,7 +137,14 @@ export interface CliSettings {
 }
 
 export function loadCliSettings(env: Readonly<Record<string, string | undefined>>): CliSettings {
-  const adminUrl = env.ADMIN_URL?.trim() || `http://127.0.0.1:${env.ADMIN_PORT?.trim() || '9192'}`;
+  const port = env.ADMIN_PORT?.trim() || '9192';
+  if (!/^\d{1,5}$/.test(port)) throw new Error(`ADMIN_PORT must be a port number, got '${port}'`);
+  const adminUrl = env.ADMIN_URL?.trim() || `http://127.0.0.1:${port}`;
+  try {
+    new URL(adminUrl);
+  } catch {
+    throw new Error(`ADMIN_URL must be a URL such as http://127.0.0.1:9192, got '${adminUrl}'`);
+  }
   const adminToken = env.ADMIN_TOKEN?.trim();
   return Object.freeze(adminToken ? { adminUrl, adminToken } : { adminUrl });
 }

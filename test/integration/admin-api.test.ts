@@ -79,7 +79,7 @@ describe('accounts', () => {
       body: '{"id": "x",',
     });
     expect(response.status).toBe(400);
-    expect((await response.json()).error.code).toBe('invalid_json');
+    expect(((await response.json()) as { error: { code: string } }).error.code).toBe('invalid_json');
   });
 
   it('answers 404 for an unknown account and for an unknown route', async () => {

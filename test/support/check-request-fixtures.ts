@@ -2,6 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { randomBase62 } from '../../src/keys/base62';
 import { generateCustomerKey } from '../../src/keys/customer-key';
+import { registerSecrets } from './secret-scan';
 
 /**
  * Envoy-shaped CheckRequest fixtures (test/fixtures/check-requests/*.json),
@@ -54,7 +55,7 @@ function hex(length: number): string {
 export function makeFixtureSecrets(keys: { live: string; otherLive: string; revoked: string }): FixtureSecrets {
   const live = keys.live;
   const lastChar = live.at(-1) === 'A' ? 'B' : 'A';
-  return {
+  const secrets: FixtureSecrets = {
     LIVE_KEY: live,
     OTHER_LIVE_KEY: keys.otherLive,
     REVOKED_KEY: keys.revoked,
@@ -66,6 +67,8 @@ export function makeFixtureSecrets(keys: { live: string; otherLive: string; revo
     GOOGLE_KEY: `AIza${randomBase62(35)}`,
     OPENROUTER_KEY: `sk-or-v1-${hex(64)}`,
   };
+  registerSecrets(...Object.values(secrets));
+  return secrets;
 }
 
 /** Deep-copies a fixture request with every {{NAME}} replaced by its secret. */

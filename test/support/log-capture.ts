@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { createLogger, type Logger } from '../../src/logging/logger';
+import { recordLogLine } from './secret-scan';
 
 /**
  * Collects every log line a server under test writes, so tests can assert
@@ -11,7 +12,12 @@ export class LogCapture {
   readonly logger: Logger;
 
   constructor() {
-    this.logger = createLogger('debug', { write: (line: string) => void this.lines.push(line) });
+    this.logger = createLogger('debug', {
+      write: (line: string) => {
+        this.lines.push(line);
+        recordLogLine(line);
+      },
+    });
   }
 
   /** Every parsed line with the given `event` field. */

@@ -2,6 +2,7 @@ import { startApp, type RunningApp } from '../../src/app';
 import { RedisStore } from '../../src/store/redis-store';
 import type { Store } from '../../src/store/store';
 import { LogCapture } from './log-capture';
+import { registerSecrets } from './secret-scan';
 import { settingsFrom } from './pipeline-fixture-world';
 
 export const TEST_ADMIN_TOKEN = 'test-admin-token-0123456789abcdef';
@@ -35,6 +36,7 @@ export async function startAppUnderTest(options: {
     ...(options.config ? { CONFIG_FILE: 'config.json' } : {}),
     ...options.env,
   };
+  registerSecrets(TEST_ADMIN_TOKEN);
   const settings = settingsFrom(env, options.config ? { 'config.json': JSON.stringify(options.config) } : {});
   const logs = new LogCapture();
   const app = await startApp(settings, { logger: logs.logger, ...(options.store ? { store: options.store } : {}) });
@@ -54,7 +56,9 @@ export async function startAppUnderTest(options: {
         ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
       });
       const text = await response.text();
-      return { status: response.status, body: text ? JSON.parse(text) : undefined };
+      const parsed = text ? JSON.parse(text) : undefined;
+      if (typeof parsed?.key === 'string') registerSecrets(parsed.key);
+      return { status: response.status, body: parsed };
     },
     close: () => app.close(),
   };

@@ -1,0 +1,18 @@
+import { rmSync } from 'node:fs';
+import { CAPTURE_DIR_ENV, scanCaptureDir } from './secret-scan';
+
+export default function globalTeardown(): void {
+  const dir = process.env[CAPTURE_DIR_ENV];
+  if (!dir) return;
+  const { lines, secrets, leaks } = scanCaptureDir(dir);
+  if (secrets > 0 && lines === 0) {
+    throw new Error(`secret hygiene: ${secrets} secrets were used but no log line was captured; the capture is broken`);
+  }
+  if (leaks.length > 0) {
+    throw new Error(
+      `secret hygiene: ${leaks.length} log line(s) contain a secret: ${JSON.stringify(leaks.slice(0, 10))} (capture kept in ${dir})`,
+    );
+  }
+  process.stdout.write(`\nsecret hygiene: ${lines} log lines from the whole suite scanned for ${secrets} secrets and their hashes: no leak\n`);
+  rmSync(dir, { recursive: true, force: true });
+}
