@@ -41,6 +41,7 @@ export interface FixtureSecrets {
   REVOKED_KEY: string;
   UNKNOWN_KEY: string;
   BAD_CHECKSUM_KEY: string;
+  TRUNCATED_KEY: string;
   OPENAI_KEY: string;
   ANTHROPIC_KEY: string;
   GOOGLE_KEY: string;
@@ -61,6 +62,7 @@ export function makeFixtureSecrets(keys: { live: string; otherLive: string; revo
     REVOKED_KEY: keys.revoked,
     UNKNOWN_KEY: generateCustomerKey('live'),
     BAD_CHECKSUM_KEY: live.slice(0, -1) + lastChar,
+    TRUNCATED_KEY: live.slice(0, -3),
     // Provider-shaped fakes, built at run time.
     OPENAI_KEY: `sk-proj-${randomBase62(40)}T3BlbkFJ${randomBase62(40)}`,
     ANTHROPIC_KEY: `sk-ant-api03-${randomBase62(93)}AA`,
