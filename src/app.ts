@@ -3,6 +3,7 @@ import { systemClock, type Clock } from './domain/clock';
 import { startAuthorizationServer } from './grpc/authorization-server';
 import type { Logger } from './logging/logger';
 import type { Settings } from './settings/settings';
+import { CachedKeyIndex } from './store/cached-key-index';
 import { openStore } from './store/open-store';
 import type { Store } from './store/store';
 
@@ -30,7 +31,18 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
   if (!settings.adminToken) logger.warn('ADMIN_TOKEN is not set: the admin API refuses every call until it is');
 
   const grpcServer = await startAuthorizationServer(
-    { settings: settings.pipeline, keys: store, clock, logger, storeFailureMode: settings.storeFailureMode },
+    {
+      settings: settings.pipeline,
+      keyIndex: new CachedKeyIndex(store, {
+        maxEntries: settings.keyCache.maxEntries,
+        negativeTtlMs: settings.keyCache.negativeTtlMs,
+        maxNegativeEntries: 100_000,
+      }),
+      authorizer: store,
+      clock,
+      logger,
+      storeFailureMode: settings.storeFailureMode,
+    },
     { host: settings.bindAddress, port: settings.grpcPort },
   );
   const admin = buildAdminServer({ store, clock, logger, ...(settings.adminToken ? { adminToken: settings.adminToken } : {}) });

@@ -1,4 +1,6 @@
 import type { FastifyReply } from 'fastify';
+import type { z } from 'zod';
+import { describeIssue } from './admin-schemas';
 
 /** Typed admin API error codes; the body always names what is wrong. */
 export type AdminErrorCode =
@@ -8,6 +10,8 @@ export type AdminErrorCode =
   | 'invalid_field'
   | 'account_exists'
   | 'account_not_found'
+  | 'key_not_found'
+  | 'not_prepaid'
   | 'not_found'
   | 'store_unavailable'
   | 'internal_error';
@@ -23,4 +27,18 @@ export function sendAdminError(
     .code(status)
     .type('application/json')
     .send({ error: field === undefined ? { code, message } : { code, message, field } });
+}
+
+/** 400 invalid_field for a body that failed its schema, naming the first bad field (e.g. `limits.key.0.window`). */
+export function sendInvalidBody(reply: FastifyReply, error: z.ZodError): FastifyReply {
+  const { field, message } = describeIssue(error);
+  return sendAdminError(reply, 400, 'invalid_field', message, field);
+}
+
+export function sendAccountNotFound(reply: FastifyReply, accountId: string, hint = ''): FastifyReply {
+  return sendAdminError(reply, 404, 'account_not_found', `No account '${accountId}'.${hint ? ` ${hint}` : ''}`);
+}
+
+export function sendKeyNotFound(reply: FastifyReply, keyId: string): FastifyReply {
+  return sendAdminError(reply, 404, 'key_not_found', `No key '${keyId}'. Key ids look like key_… (see the answer of key creation).`);
 }

@@ -1,3 +1,4 @@
+import type { LimitHit, LimitState } from '../limits/rate-limit';
 import type { DenyReason } from './deny-reasons';
 import type { ClassifiedRoute } from './route';
 
@@ -21,6 +22,8 @@ export interface AllowDecision {
   /** Absent only for operator-listed public routes. */
   identity?: CallerIdentity;
   strip: CredentialStripping;
+  /** The most constrained limit after this request, for rate-limit response headers. */
+  rateLimit?: LimitState;
 }
 
 export interface DenyDecision {
@@ -34,6 +37,8 @@ export interface DenyDecision {
   /** Known once the key's format parsed; safe to show. */
   keyPrefix?: string;
   accountId?: string;
+  /** For rate_limited: which limit (key or account, and its window) refused the request. */
+  rateLimit?: LimitHit;
   /** For operators' logs only (e.g. why the store failed); never sent to the client. */
   internalDetail?: string;
 }

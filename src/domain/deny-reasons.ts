@@ -14,6 +14,9 @@ export const DENY_REASONS = {
   unknown_key: { httpStatus: 401 },
   key_revoked: { httpStatus: 401 },
   key_expired: { httpStatus: 401 },
+  account_suspended: { httpStatus: 402 },
+  credit_exhausted: { httpStatus: 402 },
+  rate_limited: { httpStatus: 429 },
   missing_version_header: { httpStatus: 400 },
   unsupported_version: { httpStatus: 400 },
   store_unavailable: { httpStatus: 503 },
@@ -21,7 +24,7 @@ export const DENY_REASONS = {
 
 export type DenyReason = keyof typeof DENY_REASONS;
 
-export type DenyCategory = 'authentication' | 'invalid_request' | 'unavailable';
+export type DenyCategory = 'authentication' | 'billing' | 'rate_limit' | 'invalid_request' | 'unavailable';
 
 export function httpStatusOf(reason: DenyReason): number {
   return DENY_REASONS[reason].httpStatus;
@@ -31,6 +34,10 @@ export function categoryOf(reason: DenyReason): DenyCategory {
   switch (httpStatusOf(reason)) {
     case 401:
       return 'authentication';
+    case 402:
+      return 'billing';
+    case 429:
+      return 'rate_limit';
     case 400:
       return 'invalid_request';
     default:

@@ -1,6 +1,7 @@
 import * as grpc from '@grpc/grpc-js';
 import { HealthImplementation } from 'grpc-health-check';
 import { performance } from 'node:perf_hooks';
+import type { Clock } from '../domain/clock';
 import { logDecision } from '../logging/decision-log';
 import type { Logger } from '../logging/logger';
 import { decide, type PipelineDeps } from '../pipeline/decide';
@@ -9,6 +10,8 @@ import { toAuthRequest, type CheckRequestMessage } from './check-request';
 import { AUTHORIZATION_SERVICE_NAME, loadAuthorizationService } from './proto-loading';
 
 export interface AuthorizationServerDeps extends PipelineDeps {
+  /** For time-stamped response headers (rate-limit resets); decisions use the store's clock. */
+  clock: Clock;
   logger: Logger;
   storeFailureMode: StoreFailureMode;
 }
@@ -20,7 +23,12 @@ export function createCheckHandler(deps: AuthorizationServerDeps): grpc.handleUn
     const request = toAuthRequest(call.request ?? {});
     decide(request, deps).then(
       (decision) => {
-        const answer = toCheckAnswer(decision, { requestId: request.requestId, storeFailureMode: deps.storeFailureMode });
+        const answer = toCheckAnswer(decision, {
+          requestId: request.requestId,
+          storeFailureMode: deps.storeFailureMode,
+          now: deps.clock.now(),
+          versionHeaders: deps.settings.headerNames.versionHeaders,
+        });
         logDecision(deps.logger, decision, {
           requestId: request.requestId,
           method: request.method,

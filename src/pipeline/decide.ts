@@ -1,10 +1,9 @@
 import type { AuthRequest } from '../domain/auth-request';
-import type { Clock } from '../domain/clock';
 import type { Decision, DenyDecision } from '../domain/decision';
 import { extractCredential, QUERY_KEY_PARAMETER } from '../credentials/extract-credential';
 import { hashCustomerKey, parseCustomerKey, type KeyFormatProblem } from '../keys/customer-key';
-import type { KeyLookup } from '../store/store';
-import { checkKeyStatus } from './key-status-step';
+import type { Authorizer, KeyIndex } from '../store/store';
+import { accountOutcomeToDecision } from './account-outcome-step';
 import type { PipelineSettings } from './pipeline-settings';
 import { routeRequest } from './route-step';
 import { findUpstreamProviderKey } from './upstream-key-step';
@@ -12,8 +11,10 @@ import { checkVersionHeader } from './version-header-step';
 
 export interface PipelineDeps {
   settings: PipelineSettings;
-  keys: KeyLookup;
-  clock: Clock;
+  /** Key hash → ids; cached in process in production (the mapping never changes). */
+  keyIndex: KeyIndex;
+  /** Key status, billing and rate limits, decided atomically by the store. */
+  authorizer: Authorizer;
 }
 
 const MALFORMED: Record<KeyFormatProblem, string> = {
@@ -25,9 +26,10 @@ const MALFORMED: Record<KeyFormatProblem, string> = {
 
 /**
  * The whole decision for one request: route → upstream-key scan → credential
- * → key format → version header → key lookup → key status. Every step before
- * the lookup works offline, so junk never costs a Redis round trip. Later
- * steps (billing, rate limits) slot in after the key status.
+ * → key format → version header → key lookup → (key status → billing → rate
+ * limits, atomically in the store). Every step before the lookup works
+ * offline, so junk never costs a Redis round trip; with the key index cached,
+ * a known key costs exactly one.
  */
 export async function decide(request: AuthRequest, deps: PipelineDeps): Promise<Decision> {
   const { settings } = deps;
@@ -71,32 +73,43 @@ export async function decide(request: AuthRequest, deps: PipelineDeps): Promise<
   const version = checkVersionHeader(request.headers, rules, settings);
   if (!version.ok) return deny({ reason: version.reason, message: version.message, param: version.param, keyPrefix });
 
-  let stored;
-  try {
-    stored = await deps.keys.findKeyByHash(hashCustomerKey(credential.credential));
-  } catch (error) {
-    return deny({
+  const unavailable = (error: unknown) =>
+    deny({
       reason: 'store_unavailable',
       keyPrefix,
       message: 'The gateway cannot verify API keys right now. Retry shortly.',
       internalDetail: error instanceof Error ? error.message : String(error),
     });
-  }
-  if (!stored) {
-    return deny({
+  const unknown = () =>
+    deny({
       reason: 'unknown_key',
       keyPrefix,
       message: `Invalid API key ${keyPrefix}…. Check that you copied the whole key from the dashboard's API Keys section.`,
     });
+
+  let ids;
+  try {
+    ids = await deps.keyIndex.resolveKeyHash(hashCustomerKey(credential.credential));
+  } catch (error) {
+    return unavailable(error);
   }
+  if (!ids) return unknown();
 
-  const status = checkKeyStatus(stored, deps.clock);
-  if (!status.ok) return deny({ reason: status.reason, message: status.message, keyPrefix, accountId: stored.accountId });
-
-  return {
-    kind: 'allow',
-    route,
-    strip,
-    identity: { accountId: stored.accountId, keyId: stored.id, keyPrefix: stored.prefix, environment: stored.environment },
-  };
+  let outcome;
+  try {
+    outcome = await deps.authorizer.authorize({ ...ids, defaultPlan: settings.defaultPlan });
+  } catch (error) {
+    return unavailable(error);
+  }
+  if (outcome.kind === 'unknown_key') return unknown();
+  if (outcome.kind === 'allow') {
+    return {
+      kind: 'allow',
+      route,
+      strip,
+      identity: { accountId: ids.accountId, keyId: ids.keyId, keyPrefix: outcome.prefix, environment: outcome.environment },
+      ...(outcome.tightest ? { rateLimit: outcome.tightest } : {}),
+    };
+  }
+  return deny({ ...accountOutcomeToDecision(outcome), keyPrefix: outcome.prefix, accountId: ids.accountId });
 }

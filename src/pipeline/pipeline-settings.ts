@@ -1,3 +1,4 @@
+import type { RatePlan } from '../limits/rate-limit';
 import type { HeaderNames } from '../routes/header-names';
 import type { RouteTable } from '../routes/route-table';
 
@@ -8,4 +9,6 @@ export interface PipelineSettings {
   /** Accepted values of the messages-style version header. */
   acceptedVersions: readonly string[];
   acceptQueryKey: boolean;
+  /** Limits for keys and accounts without overrides. */
+  defaultPlan: RatePlan;
 }

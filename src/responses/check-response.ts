@@ -2,6 +2,7 @@ import type { AllowDecision, Decision, DenyDecision } from '../domain/decision';
 import { httpStatusOf } from '../domain/deny-reasons';
 import { errorBodyFor } from './error-bodies';
 import { ALL_IDENTITY_HEADERS, IDENTITY_HEADERS } from './identity-headers';
+import { limitHitHeaders, rateLimitHeaders, type HeaderPair, type RateLimitHeaderContext } from './rate-limit-headers';
 
 /**
  * The one place a Decision becomes Envoy's CheckResponse (plain object for
@@ -34,7 +35,14 @@ export interface CheckResponse {
     headers: HeaderValueOption[];
     headers_to_remove: string[];
     query_parameters_to_remove: string[];
+    /** Added to the response sent back to the client (rate-limit headers). */
+    response_headers_to_add: HeaderValueOption[];
   };
+}
+
+export interface CheckAnswerContext extends RateLimitHeaderContext {
+  requestId: string;
+  storeFailureMode: StoreFailureMode;
 }
 
 /** google.rpc.Code values used in CheckResponse.status. */
@@ -43,6 +51,7 @@ export const GRPC_CODE = { OK: 0, INVALID_ARGUMENT: 3, PERMISSION_DENIED: 7, RES
 function grpcCodeForHttp(httpStatus: number): number {
   if (httpStatus === 401) return GRPC_CODE.UNAUTHENTICATED;
   if (httpStatus === 400) return GRPC_CODE.INVALID_ARGUMENT;
+  if (httpStatus === 402) return GRPC_CODE.PERMISSION_DENIED;
   if (httpStatus === 429) return GRPC_CODE.RESOURCE_EXHAUSTED;
   if (httpStatus === 503) return GRPC_CODE.UNAVAILABLE;
   return GRPC_CODE.PERMISSION_DENIED;
@@ -52,20 +61,21 @@ export function overwrite(key: string, value: string): HeaderValueOption {
   return { header: { key, value }, append: { value: false }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' };
 }
 
-export function toCheckAnswer(
-  decision: Decision,
-  context: { requestId: string; storeFailureMode: StoreFailureMode },
-): CheckAnswer {
-  if (decision.kind === 'allow') return { kind: 'response', response: allowResponse(decision), httpStatus: 200 };
+function overwriteAll(pairs: readonly HeaderPair[]): HeaderValueOption[] {
+  return pairs.map(([key, value]) => overwrite(key, value));
+}
+
+export function toCheckAnswer(decision: Decision, context: CheckAnswerContext): CheckAnswer {
+  if (decision.kind === 'allow') return { kind: 'response', response: allowResponse(decision, context), httpStatus: 200 };
   if (decision.reason === 'store_unavailable' && context.storeFailureMode === 'grpc-unavailable') {
     // Lets Envoy's failure_mode_allow / status_on_error decide; never an allow from us.
     return { kind: 'rpc-error', grpcCode: GRPC_CODE.UNAVAILABLE, details: 'key store unavailable' };
   }
   const httpStatus = httpStatusOf(decision.reason);
-  return { kind: 'response', response: denyResponse(decision, httpStatus, context.requestId), httpStatus };
+  return { kind: 'response', response: denyResponse(decision, httpStatus, context), httpStatus };
 }
 
-function allowResponse(decision: AllowDecision): CheckResponse {
+function allowResponse(decision: AllowDecision, context: RateLimitHeaderContext): CheckResponse {
   const { identity } = decision;
   const headers = identity
     ? [
@@ -83,20 +93,29 @@ function allowResponse(decision: AllowDecision): CheckResponse {
         ? [...decision.strip.headers]
         : [...decision.strip.headers, ...ALL_IDENTITY_HEADERS],
       query_parameters_to_remove: [...decision.strip.queryParameters],
+      response_headers_to_add: decision.rateLimit
+        ? overwriteAll(rateLimitHeaders(decision.route.style, decision.rateLimit, context))
+        : [],
     },
   };
 }
 
-function denyResponse(decision: DenyDecision, httpStatus: number, requestId: string): CheckResponse {
+function denyResponse(decision: DenyDecision, httpStatus: number, context: CheckAnswerContext): CheckResponse {
+  const { requestId } = context;
   const headers = [overwrite('content-type', 'application/json'), overwrite('x-gateway-error-code', decision.reason)];
   if (httpStatus === 401) {
     // RFC 6750: no error attribute when the request carried no credential at all.
     const error = decision.reason === 'missing_credential' ? '' : ', error="invalid_token"';
     headers.push(overwrite('www-authenticate', `Bearer realm="gateway-authz"${error}`));
   }
-  if (httpStatus < 500) {
-    // Retrying a credential or request-shape error cannot succeed; tell the SDKs so.
+  if (httpStatus < 500 && httpStatus !== 429) {
+    // Retrying a credential, billing or request-shape error cannot succeed; tell the SDKs so.
     headers.push(overwrite('x-should-retry', 'false'));
+  }
+  if (httpStatus === 429 && decision.rateLimit) {
+    // A 429 is worth retrying: the SDKs wait for retry-after(-ms), so no x-should-retry.
+    headers.push(...overwriteAll(limitHitHeaders(decision.rateLimit)));
+    headers.push(...overwriteAll(rateLimitHeaders(decision.route.style, decision.rateLimit, context)));
   }
   if (requestId !== '') {
     headers.push(overwrite('x-request-id', requestId));

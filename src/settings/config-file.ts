@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { rateLimitList } from '../limits/limit-schema';
 import { KEYED_FAMILIES } from '../routes/route-table';
 
 /**
@@ -41,6 +42,8 @@ export const configFileSchema = z.strictObject({
   acceptVendorHeaderSpellings: z.boolean().optional(),
   /** true: generative-content routes also accept the key in `?key=` (it is stripped before upstream). */
   acceptQueryKey: z.boolean().optional(),
+  /** Request limits for every key and account that has no override. */
+  defaultPlan: z.strictObject({ key: rateLimitList.optional(), account: rateLimitList.optional() }).optional(),
 });
 
 export type ConfigFile = z.infer<typeof configFileSchema>;

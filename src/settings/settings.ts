@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
+import type { RatePlan } from '../limits/rate-limit';
 import type { StoreFailureMode } from '../responses/check-response';
 import type { PipelineSettings } from '../pipeline/pipeline-settings';
 import { headerNamesFor } from '../routes/header-names';
@@ -22,6 +23,7 @@ export interface Settings {
   readonly logLevel: LogLevel;
   readonly configFile?: string;
   readonly storeFailureMode: StoreFailureMode;
+  readonly keyCache: { readonly maxEntries: number; readonly negativeTtlMs: number };
   readonly pipeline: PipelineSettings;
 }
 
@@ -29,6 +31,18 @@ export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', '
 export type LogLevel = (typeof LOG_LEVELS)[number];
 
 export const DEFAULT_MESSAGES_VERSIONS = ['2023-06-01'];
+
+/** Used when the config file sets no defaultPlan: generous, but never unlimited. */
+export const DEFAULT_PLAN: RatePlan = {
+  key: [
+    { limit: 600, windowSeconds: 60 },
+    { limit: 100_000, windowSeconds: 86_400 },
+  ],
+  account: [
+    { limit: 3_000, windowSeconds: 60 },
+    { limit: 1_000_000, windowSeconds: 86_400 },
+  ],
+};
 
 // An empty value means "use the default", not port 0 (a random port).
 const blankAsUnset = (value: unknown) => (typeof value === 'string' && value.trim() === '' ? undefined : value);
@@ -52,6 +66,8 @@ const envSchema = z.object({
   LOG_LEVEL: z.enum(LOG_LEVELS).default('info'),
   CONFIG_FILE: optionalText,
   STORE_FAILURE_MODE: z.enum(['deny', 'grpc-unavailable']).default('deny'),
+  KEY_CACHE_MAX_ENTRIES: z.preprocess(blankAsUnset, z.coerce.number().int().min(1).max(10_000_000).default(200_000)),
+  KEY_CACHE_NEGATIVE_TTL_MS: z.preprocess(blankAsUnset, z.coerce.number().int().min(0).max(60_000).default(2_000)),
 });
 
 export type SettingsResult = { ok: true; settings: Settings } | { ok: false; problems: string[] };
@@ -84,11 +100,16 @@ export function loadSettings(
     logLevel: e.LOG_LEVEL,
     ...(e.CONFIG_FILE ? { configFile: e.CONFIG_FILE } : {}),
     storeFailureMode: e.STORE_FAILURE_MODE,
+    keyCache: { maxEntries: e.KEY_CACHE_MAX_ENTRIES, negativeTtlMs: e.KEY_CACHE_NEGATIVE_TTL_MS },
     pipeline: {
       routeTable: buildRouteTable(config.routes ?? {}, config.publicRoutes ?? []),
       headerNames: headerNamesFor(config.acceptVendorHeaderSpellings ?? true),
       acceptedVersions: config.messagesVersions ?? DEFAULT_MESSAGES_VERSIONS,
       acceptQueryKey: config.acceptQueryKey ?? false,
+      defaultPlan: {
+        key: config.defaultPlan?.key ?? DEFAULT_PLAN.key,
+        account: config.defaultPlan?.account ?? DEFAULT_PLAN.account,
+      },
     },
   };
   return { ok: true, settings: deepFreeze(settings) };

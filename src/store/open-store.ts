@@ -1,6 +1,6 @@
 import type { Settings } from '../settings/settings';
 import { MemoryStore } from './memory-store';
-import { RedisStore } from './redis-store';
+import { RedisStore } from './redis/redis-store';
 import type { Store } from './store';
 
 /** Redis when REDIS_URL is configured, otherwise the embedded in-memory store. */

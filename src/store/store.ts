@@ -1,9 +1,10 @@
 import type { KeyEnvironment } from '../keys/customer-key';
+import type { LimitHit, LimitState, RateLimit, RatePlan, RatePlanOverride } from '../limits/rate-limit';
 
 /**
- * Narrow storage interfaces. The pipeline sees only `KeyLookup`; the admin
- * API sees `AdminStore`. Both implementations (Redis, in-memory) pass the
- * same contract tests in test/store/.
+ * Narrow storage interfaces. The pipeline sees `KeyIndex` and `Authorizer`;
+ * the admin API sees `AdminStore`. Both implementations (Redis, in-memory)
+ * pass the same contract tests in test/store/.
  */
 export type KeyStatus = 'active' | 'revoked';
 
@@ -19,6 +20,8 @@ export interface StoredKey {
   createdAt: string;
   /** ISO-8601; absent means the key does not expire. */
   expiresAt?: string;
+  /** Per-key request limits; absent means the account's or the plan's. */
+  limits?: readonly RateLimit[];
 }
 
 export type AccountStatus = 'active' | 'suspended';
@@ -26,24 +29,83 @@ export type AccountStatus = 'active' | 'suspended';
 export interface Account {
   id: string;
   name: string;
+  /** Billing status: a suspended account's keys get 402. */
   status: AccountStatus;
+  /** Prepaid balance in integer minor units; absent means post-paid (never blocked for credit). */
+  creditBalance?: number;
+  /** Overrides of the default plan for this account. */
+  limits?: RatePlanOverride;
   createdAt: string;
 }
 
-export interface KeyLookup {
-  /** One round trip; null when no key has this hash. Rejects when the store cannot answer. */
-  findKeyByHash(keyHash: string): Promise<StoredKey | null>;
+/** What never changes about a key once created: which key and account a hash belongs to. */
+export interface KeyIds {
+  keyId: string;
+  accountId: string;
 }
+
+export interface KeyIndex {
+  /** Null when no key has this hash. Rejects when the store cannot answer. */
+  resolveKeyHash(keyHash: string): Promise<KeyIds | null>;
+}
+
+export interface AuthorizeRequest extends KeyIds {
+  /** The operator's default plan; account and key overrides are applied by the store. */
+  defaultPlan: RatePlan;
+}
+
+/**
+ * The store's verdict on a known key, decided atomically in this order:
+ * key status → billing → rate limits. A refused request consumes nothing;
+ * an allowed one consumes one request from every limit that applies.
+ */
+export type AuthorizeOutcome =
+  | { kind: 'allow'; prefix: string; environment: KeyEnvironment; tightest?: LimitState }
+  | { kind: 'unknown_key' }
+  | { kind: 'key_revoked'; prefix: string }
+  | { kind: 'key_expired'; prefix: string }
+  | { kind: 'account_suspended'; prefix: string }
+  | { kind: 'credit_exhausted'; prefix: string }
+  | { kind: 'rate_limited'; prefix: string; hit: LimitHit };
+
+export interface Authorizer {
+  /** One round trip for the Redis store. Rejects when the store cannot answer. */
+  authorize(request: AuthorizeRequest): Promise<AuthorizeOutcome>;
+}
+
+export interface AccountPatch {
+  name?: string;
+  status?: AccountStatus;
+  /** null makes the account post-paid. */
+  creditBalance?: number | null;
+  /** null for a scope removes the override. */
+  limits?: { key?: readonly RateLimit[] | null; account?: readonly RateLimit[] | null };
+}
+
+export interface KeyPatch {
+  name?: string;
+  /** null removes the per-key override. */
+  limits?: readonly RateLimit[] | null;
+}
+
+export type CreditResult = { kind: 'ok'; creditBalance: number } | { kind: 'account_not_found' } | { kind: 'not_prepaid' };
 
 export interface AdminStore {
   /** False when an account with this id already exists (nothing is changed then). */
   createAccount(account: Account): Promise<boolean>;
   getAccount(accountId: string): Promise<Account | null>;
+  /** Null when the account does not exist. Takes effect on the next request on every replica. */
+  updateAccount(accountId: string, patch: AccountPatch): Promise<Account | null>;
+  /** Adds (or with a negative amount, debits) prepaid credit atomically. */
+  adjustCredit(accountId: string, amount: number): Promise<CreditResult>;
   /** Stores the key under its hash, atomically with the account's key index. */
   insertKey(keyHash: string, key: StoredKey): Promise<'created' | 'account_not_found'>;
+  getKey(keyId: string): Promise<StoredKey | null>;
+  /** Null when the key does not exist. */
+  updateKey(keyId: string, patch: KeyPatch): Promise<StoredKey | null>;
 }
 
-export interface Store extends KeyLookup, AdminStore {
+export interface Store extends KeyIndex, Authorizer, AdminStore {
   /** For the start-up log line: where data lives and whether it survives a restart. */
   readonly description: string;
   close(): Promise<void>;

@@ -1,5 +1,5 @@
 import { generateCustomerKey, hashCustomerKey } from '../../src/keys/customer-key';
-import { RedisStore } from '../../src/store/redis-store';
+import { RedisStore } from '../../src/store/redis/redis-store';
 import { loadCheckRequestFixtures, makeFixtureSecrets, materialize, type FixtureSecrets } from '../support/check-request-fixtures';
 import { createOfficialCheckClient, type OfficialCheckClient } from '../support/envoy-official-client';
 import { insertKey } from '../support/pipeline-fixture-world';

@@ -41,7 +41,7 @@ describe('decision pipeline on Envoy CheckRequest fixtures', () => {
     expect(decision.route.family).toBe(fixture.expect.family);
     expect(decision.route.style).toBe(fixture.expect.style);
     expect(decision.kind).toBe(fixture.expect.result);
-    const answer = toCheckAnswer(decision, { requestId: 'r', storeFailureMode: 'deny' });
+    const answer = toCheckAnswer(decision, { requestId: 'r', storeFailureMode: 'deny', now: 0, versionHeaders: [] });
     expect(answer.kind === 'response' && answer.httpStatus).toBe(fixture.expect.http_status);
 
     if (decision.kind === 'deny') {

@@ -50,7 +50,7 @@ describe('decision pipeline: operator settings and time', () => {
     const decision = await decide(fixtureRequest('other-healthz-not-public-by-default', world.secrets), world.deps);
     expect(decision.kind).toBe('allow');
     expect(decision.kind === 'allow' && decision.identity).toBeUndefined();
-    const answer = toCheckAnswer(decision, { requestId: '', storeFailureMode: 'deny' });
+    const answer = toCheckAnswer(decision, { requestId: '', storeFailureMode: 'deny', now: 0, versionHeaders: [] });
     expect(answer.kind === 'response' && answer.response.ok_response?.headers_to_remove).toEqual(
       expect.arrayContaining(['authorization', 'x-gateway-account-id', 'x-gateway-key-id']),
     );
@@ -81,12 +81,12 @@ describe('decision pipeline: operator settings and time', () => {
 
   it('denies with store_unavailable (503) when the store fails, or answers a gRPC error if configured', async () => {
     const world = await fixtureWorld();
-    const failing = { findKeyByHash: () => Promise.reject(new Error('connection refused')) };
-    const decision = await decide(fixtureRequest('chat-valid-bearer', world.secrets), { ...world.deps, keys: failing });
+    const failing = { resolveKeyHash: () => Promise.reject(new Error('connection refused')) };
+    const decision = await decide(fixtureRequest('chat-valid-bearer', world.secrets), { ...world.deps, keyIndex: failing });
     expect(decision.kind === 'deny' && decision.reason).toBe('store_unavailable');
-    const denied = toCheckAnswer(decision, { requestId: '', storeFailureMode: 'deny' });
+    const denied = toCheckAnswer(decision, { requestId: '', storeFailureMode: 'deny', now: 0, versionHeaders: [] });
     expect(denied.kind === 'response' && denied.httpStatus).toBe(503);
-    const rpcError = toCheckAnswer(decision, { requestId: '', storeFailureMode: 'grpc-unavailable' });
+    const rpcError = toCheckAnswer(decision, { requestId: '', storeFailureMode: 'grpc-unavailable', now: 0, versionHeaders: [] });
     expect(rpcError).toEqual({ kind: 'rpc-error', grpcCode: 14, details: 'key store unavailable' });
   });
 });

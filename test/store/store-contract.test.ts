@@ -1,24 +1,21 @@
+import Redis from 'ioredis';
+import { ManualClock } from '../../src/domain/clock';
 import { generateCustomerKey, hashCustomerKey } from '../../src/keys/customer-key';
+import type { RatePlan } from '../../src/limits/rate-limit';
 import { MemoryStore } from '../../src/store/memory-store';
-import { RedisStore } from '../../src/store/redis-store';
-import type { Account, Store, StoredKey } from '../../src/store/store';
+import { redisKeys } from '../../src/store/redis/redis-keys';
+import { RedisStore } from '../../src/store/redis/redis-store';
+import type { Account, AuthorizeOutcome, Store, StoredKey } from '../../src/store/store';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
 
 /**
  * One contract, two implementations: the in-memory store (the embedded
- * default) must behave exactly like the Redis store.
+ * default) must decide exactly like the Redis store and its Lua script. Both
+ * run on an injected clock here, so window math is deterministic.
  */
-const account = (id: string): Account => ({ id, name: `Account ${id}`, status: 'active', createdAt: '2026-11-22T00:00:00.000Z' });
-const keyRecord = (key: string, accountId: string, extra: Partial<StoredKey> = {}): StoredKey => ({
-  id: `key_${hashCustomerKey(key).slice(0, 10)}`,
-  accountId,
-  prefix: key.slice(0, 12),
-  name: 'ci',
-  environment: 'live',
-  status: 'active',
-  createdAt: '2026-11-22T00:00:01.000Z',
-  ...extra,
-});
+const T0 = Date.parse('2026-11-22T12:00:00Z');
+const NO_LIMITS: RatePlan = { key: [], account: [] };
+const perMinute = (limit: number) => ({ limit, windowSeconds: 60 });
 
 let redis: TestRedis;
 const opened: Store[] = [];
@@ -30,97 +27,357 @@ afterAll(async () => {
   await redis?.stop();
 });
 
-const implementations: [string, () => Promise<Store>][] = [
-  ['memory', async () => new MemoryStore()],
+const implementations: [string, (clock: ManualClock) => Promise<Store>][] = [
+  ['memory', async (clock) => new MemoryStore(clock)],
   [
     'redis',
-    async () => {
-      const store = await RedisStore.connect({ url: redis.url, commandTimeoutMs: 1000 });
+    async (clock) => {
+      const store = await RedisStore.connect({ url: redis.url, commandTimeoutMs: 1000, clockOverride: () => clock.now() });
       opened.push(store);
       return store;
     },
   ],
 ];
 
+let counter = 0;
+const unique = (base: string) => `${base}-${process.pid}-${(counter += 1)}-${Math.random().toString(36).slice(2, 8)}`;
+const account = (id: string, extra: Partial<Account> = {}): Account => ({
+  id,
+  name: `Account ${id}`,
+  status: 'active',
+  createdAt: '2026-11-22T00:00:00.000Z',
+  ...extra,
+});
+const keyRecord = (key: string, accountId: string, extra: Partial<StoredKey> = {}): StoredKey => ({
+  id: `key_${hashCustomerKey(key).slice(0, 12)}`,
+  accountId,
+  prefix: key.slice(0, 12),
+  name: 'ci',
+  environment: 'live',
+  status: 'active',
+  createdAt: '2026-11-22T00:00:01.000Z',
+  ...extra,
+});
+
 describe.each(implementations)('store contract: %s', (_name, open) => {
   let store: Store;
-  let run = 0;
-  const unique = (base: string) => `${base}-${process.pid}-${(run += 1)}-${Math.random().toString(36).slice(2, 8)}`;
+  let clock: ManualClock;
   beforeEach(async () => {
-    store = await open();
+    clock = new ManualClock(T0);
+    store = await open(clock);
   });
 
-  it('creates an account once and refuses a second create with the same id', async () => {
-    const id = unique('acme');
-    expect(await store.createAccount(account(id))).toBe(true);
-    expect(await store.createAccount({ ...account(id), name: 'Impostor' })).toBe(false);
-    expect(await store.getAccount(id)).toEqual(account(id));
-  });
-
-  it('returns null for an account that does not exist', async () => {
-    expect(await store.getAccount(unique('nobody'))).toBeNull();
-  });
-
-  it('finds a stored key by its hash with every field intact', async () => {
-    const id = unique('acme');
-    await store.createAccount(account(id));
+  /** An account with one key; returns what authorize needs. */
+  async function seed(accountExtra: Partial<Account> = {}, keyExtra: Partial<StoredKey> = {}) {
+    const accountId = unique('acct');
+    await store.createAccount(account(accountId, accountExtra));
     const key = generateCustomerKey('live');
-    const record = keyRecord(key, id, { expiresAt: '2027-01-01T00:00:00.000Z' });
-    expect(await store.insertKey(hashCustomerKey(key), record)).toBe('created');
-    expect(await store.findKeyByHash(hashCustomerKey(key))).toEqual(record);
-  });
-
-  it('keeps a revoked status', async () => {
-    const id = unique('acme');
-    await store.createAccount(account(id));
-    const key = generateCustomerKey('test');
-    const record = keyRecord(key, id, { status: 'revoked', environment: 'test' });
+    const record = keyRecord(key, accountId, keyExtra);
     await store.insertKey(hashCustomerKey(key), record);
-    expect(await store.findKeyByHash(hashCustomerKey(key))).toEqual(record);
+    return { accountId, keyId: record.id, key, record };
+  }
+  const authorize = (ids: { accountId: string; keyId: string }, plan: RatePlan = NO_LIMITS) =>
+    store.authorize({ accountId: ids.accountId, keyId: ids.keyId, defaultPlan: plan });
+  const kinds = async (ids: { accountId: string; keyId: string }, plan: RatePlan, times: number) => {
+    const out: string[] = [];
+    for (let i = 0; i < times; i += 1) out.push((await authorize(ids, plan)).kind);
+    return out;
+  };
+
+  describe('accounts and keys', () => {
+    it('creates an account once and refuses a second create with the same id', async () => {
+      const id = unique('acme');
+      expect(await store.createAccount(account(id))).toBe(true);
+      expect(await store.createAccount({ ...account(id), name: 'Impostor' })).toBe(false);
+      expect(await store.getAccount(id)).toEqual(account(id));
+    });
+
+    it('round-trips billing and limit overrides on an account', async () => {
+      const id = unique('acme');
+      const full = account(id, { creditBalance: 1500, status: 'suspended', limits: { key: [perMinute(5)], account: [] } });
+      await store.createAccount(full);
+      expect(await store.getAccount(id)).toEqual(full);
+    });
+
+    it('returns null for an account or key that does not exist', async () => {
+      expect(await store.getAccount(unique('nobody'))).toBeNull();
+      expect(await store.getKey('key_nothing')).toBeNull();
+      expect(await store.resolveKeyHash(hashCustomerKey(generateCustomerKey('live')))).toBeNull();
+    });
+
+    it('resolves a stored key hash to its key and account, and reads the record back intact', async () => {
+      const { accountId, key, record } = await seed({}, { expiresAt: '2027-01-01T00:00:00.000Z', limits: [perMinute(7)] });
+      expect(await store.resolveKeyHash(hashCustomerKey(key))).toEqual({ keyId: record.id, accountId });
+      expect(await store.getKey(record.id)).toEqual(record);
+    });
+
+    it('refuses a key for an account that does not exist, storing nothing', async () => {
+      const key = generateCustomerKey('live');
+      const record = keyRecord(key, unique('ghost'));
+      expect(await store.insertKey(hashCustomerKey(key), record)).toBe('account_not_found');
+      expect(await store.resolveKeyHash(hashCustomerKey(key))).toBeNull();
+      expect(await store.getKey(record.id)).toBeNull();
+    });
+
+    it('patches an account: name, status, balance, limits set and removed per scope', async () => {
+      const id = unique('acme');
+      await store.createAccount(account(id));
+      expect(await store.updateAccount(id, { name: 'Renamed', status: 'suspended', creditBalance: 10 })).toMatchObject({
+        name: 'Renamed',
+        status: 'suspended',
+        creditBalance: 10,
+      });
+      await store.updateAccount(id, { limits: { key: [perMinute(3)], account: [perMinute(9)] } });
+      const cleared = await store.updateAccount(id, { creditBalance: null, limits: { key: null } });
+      expect(cleared).toEqual({ ...account(id), name: 'Renamed', status: 'suspended', limits: { account: [perMinute(9)] } });
+      expect(await store.updateAccount(id, { limits: { account: null } })).not.toHaveProperty('limits');
+      expect(await store.updateAccount(unique('ghost'), { name: 'x' })).toBeNull();
+    });
+
+    it('keeps an explicitly empty limit list as "no limits" rather than the default', async () => {
+      const id = unique('acme');
+      await store.createAccount(account(id));
+      expect((await store.updateAccount(id, { limits: { key: [] } }))?.limits).toEqual({ key: [] });
+    });
+
+    it('adds and debits credit atomically, refusing post-paid and unknown accounts', async () => {
+      const prepaid = unique('pre');
+      await store.createAccount(account(prepaid, { creditBalance: 100 }));
+      expect(await store.adjustCredit(prepaid, 50)).toEqual({ kind: 'ok', creditBalance: 150 });
+      expect(await store.adjustCredit(prepaid, -200)).toEqual({ kind: 'ok', creditBalance: -50 });
+      const postpaid = unique('post');
+      await store.createAccount(account(postpaid));
+      expect(await store.adjustCredit(postpaid, 10)).toEqual({ kind: 'not_prepaid' });
+      expect(await store.adjustCredit(unique('ghost'), 10)).toEqual({ kind: 'account_not_found' });
+    });
+
+    it('patches a key name and limits, and removes the override with null', async () => {
+      const { record } = await seed();
+      expect(await store.updateKey(record.id, { name: 'renamed', limits: [perMinute(2)] })).toEqual({
+        ...record,
+        name: 'renamed',
+        limits: [perMinute(2)],
+      });
+      expect(await store.updateKey(record.id, { limits: null })).toEqual({ ...record, name: 'renamed' });
+      expect(await store.updateKey('key_nothing', { name: 'x' })).toBeNull();
+    });
+
+    it('returns copies, so a caller cannot change stored state by mutating a result', async () => {
+      const { record } = await seed();
+      const found = await store.getKey(record.id);
+      found!.status = 'revoked';
+      expect((await store.getKey(record.id))!.status).toBe('active');
+    });
   });
 
-  it('returns null for a hash it never stored', async () => {
-    expect(await store.findKeyByHash(hashCustomerKey(generateCustomerKey('live')))).toBeNull();
+  describe('authorize: key status and billing, in that order', () => {
+    it('allows an active key and says which key and environment', async () => {
+      const ids = await seed();
+      expect(await authorize(ids)).toEqual({ kind: 'allow', prefix: ids.record.prefix, environment: 'live' });
+    });
+
+    it('answers unknown_key when the key record is missing', async () => {
+      const accountId = unique('acct');
+      await store.createAccount(account(accountId));
+      expect(await authorize({ accountId, keyId: 'key_missing' })).toEqual({ kind: 'unknown_key' });
+    });
+
+    it('refuses a revoked key before looking at billing', async () => {
+      const ids = await seed({ status: 'suspended' }, { status: 'revoked' });
+      expect(await authorize(ids)).toEqual({ kind: 'key_revoked', prefix: ids.record.prefix });
+    });
+
+    it('refuses a key from its expiry instant on, by the injected clock', async () => {
+      const ids = await seed({}, { expiresAt: new Date(T0 + 60_000).toISOString() });
+      clock.advance(59_999);
+      expect((await authorize(ids)).kind).toBe('allow');
+      clock.advance(1);
+      expect(await authorize(ids)).toEqual({ kind: 'key_expired', prefix: ids.record.prefix });
+    });
+
+    it('refuses a suspended account with account_suspended, and allows again at once when reactivated', async () => {
+      const ids = await seed({ status: 'suspended' });
+      expect((await authorize(ids)).kind).toBe('account_suspended');
+      await store.updateAccount(ids.accountId, { status: 'active' });
+      expect((await authorize(ids)).kind).toBe('allow');
+    });
+
+    it('refuses a prepaid account at zero or below, and allows again right after a top-up', async () => {
+      const ids = await seed({ creditBalance: 0 });
+      expect((await authorize(ids)).kind).toBe('credit_exhausted');
+      await store.adjustCredit(ids.accountId, -5);
+      expect((await authorize(ids)).kind).toBe('credit_exhausted');
+      await store.adjustCredit(ids.accountId, 6);
+      expect((await authorize(ids)).kind).toBe('allow');
+    });
+
+    it('never blocks a post-paid account for credit', async () => {
+      const ids = await seed();
+      expect((await authorize(ids)).kind).toBe('allow');
+    });
+
+    it('consumes no rate-limit capacity for a billing-denied request', async () => {
+      const plan = { key: [perMinute(2)], account: [] };
+      const ids = await seed({ status: 'suspended' });
+      expect(await kinds(ids, plan, 5)).toEqual(Array(5).fill('account_suspended'));
+      await store.updateAccount(ids.accountId, { status: 'active' });
+      expect(await kinds(ids, plan, 3)).toEqual(['allow', 'allow', 'rate_limited']);
+    });
   });
 
-  it('refuses a key for an account that does not exist, storing nothing', async () => {
-    const key = generateCustomerKey('live');
-    expect(await store.insertKey(hashCustomerKey(key), keyRecord(key, unique('ghost')))).toBe('account_not_found');
-    expect(await store.findKeyByHash(hashCustomerKey(key))).toBeNull();
-  });
+  describe('authorize: rate limits (GCRA)', () => {
+    it('allows a burst of exactly the limit, then names the key limit and its window', async () => {
+      const ids = await seed();
+      const plan = { key: [perMinute(3)], account: [] };
+      const outcomes: AuthorizeOutcome[] = [];
+      for (let i = 0; i < 4; i += 1) outcomes.push(await authorize(ids, plan));
+      expect(outcomes.map((o) => (o.kind === 'allow' ? o.tightest?.remaining : o.kind))).toEqual([2, 1, 0, 'rate_limited']);
+      expect(outcomes[3]).toEqual({
+        kind: 'rate_limited',
+        prefix: ids.record.prefix,
+        hit: { scope: 'key', limit: 3, windowSeconds: 60, remaining: 0, resetMs: 60_000, retryAfterMs: 20_000 },
+      });
+    });
 
-  it('returns copies, so a caller cannot change stored state by mutating a result', async () => {
-    const id = unique('acme');
-    await store.createAccount(account(id));
-    const key = generateCustomerKey('live');
-    await store.insertKey(hashCustomerKey(key), keyRecord(key, id));
-    const found = await store.findKeyByHash(hashCustomerKey(key));
-    found!.status = 'revoked';
-    expect((await store.findKeyByHash(hashCustomerKey(key)))!.status).toBe('active');
+    it('lets one more request through per emission interval (window / limit)', async () => {
+      const ids = await seed();
+      const plan = { key: [perMinute(3)], account: [] };
+      await kinds(ids, plan, 3);
+      clock.advance(19_999);
+      expect((await authorize(ids, plan)).kind).toBe('rate_limited');
+      clock.advance(1);
+      expect(await kinds(ids, plan, 2)).toEqual(['allow', 'rate_limited']);
+    });
+
+    it('does not allow the double burst of fixed windows at a window edge', async () => {
+      const ids = await seed();
+      const plan = { key: [{ limit: 10, windowSeconds: 60 }], account: [] };
+      clock.advance(59_000);
+      const before = await kinds(ids, plan, 10);
+      clock.advance(2_000); // a fixed window would have reset here
+      const after = await kinds(ids, plan, 10);
+      expect(before.filter((k) => k === 'allow')).toHaveLength(10);
+      expect(after.filter((k) => k === 'allow')).toHaveLength(0);
+    });
+
+    it('is full again one window after the last use', async () => {
+      const ids = await seed();
+      const plan = { key: [perMinute(5)], account: [] };
+      await kinds(ids, plan, 5);
+      clock.advance(60_000);
+      expect(await kinds(ids, plan, 6)).toEqual([...Array(5).fill('allow'), 'rate_limited']);
+    });
+
+    it('shares account limits across keys; a request refused by one limit consumes none of the others', async () => {
+      const plan = { key: [perMinute(1)], account: [perMinute(5)] };
+      const a = await seed();
+      const keyB = generateCustomerKey('live');
+      const recordB = keyRecord(keyB, a.accountId);
+      await store.insertKey(hashCustomerKey(keyB), recordB);
+      const b = { accountId: a.accountId, keyId: recordB.id };
+      expect(await kinds(a, plan, 4)).toEqual(['allow', 'rate_limited', 'rate_limited', 'rate_limited']);
+      // Key B has its own key limit: give it a larger one so the account limit is what binds.
+      await store.updateKey(recordB.id, { limits: [perMinute(100)] });
+      const outcomes: AuthorizeOutcome[] = [];
+      for (let i = 0; i < 5; i += 1) outcomes.push(await authorize(b, plan));
+      expect(outcomes.map((o) => o.kind)).toEqual(['allow', 'allow', 'allow', 'allow', 'rate_limited']);
+      expect(outcomes[4]).toMatchObject({ kind: 'rate_limited', hit: { scope: 'account', limit: 5, windowSeconds: 60 } });
+    });
+
+    it('names the limit that keeps the caller waiting longest when several are exhausted', async () => {
+      const ids = await seed();
+      const plan = { key: [perMinute(2), { limit: 2, windowSeconds: 86_400 }], account: [] };
+      await kinds(ids, plan, 2);
+      const refused = await authorize(ids, plan);
+      expect(refused).toMatchObject({ kind: 'rate_limited', hit: { scope: 'key', windowSeconds: 86_400, retryAfterMs: 43_200_000 } });
+    });
+
+    it('applies overrides: key over account over default plan', async () => {
+      const plan = { key: [perMinute(1)], account: [] };
+      const ids = await seed({ limits: { key: [perMinute(2)] } });
+      expect(await kinds(ids, plan, 3)).toEqual(['allow', 'allow', 'rate_limited']);
+      await store.updateKey(ids.keyId, { limits: [perMinute(4)] });
+      clock.advance(60_000);
+      expect(await kinds(ids, plan, 5)).toEqual(['allow', 'allow', 'allow', 'allow', 'rate_limited']);
+    });
+
+    it('reports the most constrained limit on an allowed request', async () => {
+      const ids = await seed();
+      const plan = { key: [perMinute(10)], account: [{ limit: 3, windowSeconds: 3600 }] };
+      const allowed = await authorize(ids, plan);
+      expect(allowed).toEqual({
+        kind: 'allow',
+        prefix: ids.record.prefix,
+        environment: 'live',
+        tightest: { scope: 'account', limit: 3, windowSeconds: 3600, remaining: 2, resetMs: 1_200_000 },
+      });
+    });
   });
 });
 
 describe('redis store specifics', () => {
-  it('stores only the hash: the full key appears nowhere in Redis', async () => {
+  const connect = async () => {
     const store = await RedisStore.connect({ url: redis.url, commandTimeoutMs: 1000 });
     opened.push(store);
-    const id = `acme-${Date.now()}`;
+    return store;
+  };
+  const client = () => new Redis(redis.url, { disconnectTimeout: 50 });
+
+  it("decides with Redis's own clock when no override is given", async () => {
+    const store = await connect();
+    const accountId = unique('clock');
+    await store.createAccount(account(accountId));
+    const key = generateCustomerKey('live');
+    const record = keyRecord(key, accountId);
+    await store.insertKey(hashCustomerKey(key), record);
+    const plan = { key: [perMinute(2)], account: [] };
+    const ids = { accountId, keyId: record.id, defaultPlan: plan };
+    expect((await store.authorize(ids)).kind).toBe('allow');
+    expect((await store.authorize(ids)).kind).toBe('allow');
+    expect((await store.authorize(ids)).kind).toBe('rate_limited');
+  });
+
+  it('keeps every mutable key of an account under its {acct:ID} hash tag (one cluster slot)', async () => {
+    const store = await connect();
+    const accountId = unique('tag');
+    await store.createAccount(account(accountId));
+    const key = generateCustomerKey('live');
+    const record = keyRecord(key, accountId);
+    await store.insertKey(hashCustomerKey(key), record);
+    await store.authorize({ accountId, keyId: record.id, defaultPlan: { key: [perMinute(5)], account: [perMinute(50)] } });
+    const redisClient = client();
+    try {
+      const names = await redisClient.keys(`*${accountId}*`);
+      const global = [redisKeys.keyIdsByHash(hashCustomerKey(key)), redisKeys.accountIdByKeyId(record.id)];
+      const tagged = names.filter((name) => !global.includes(name));
+      expect(tagged.length).toBeGreaterThanOrEqual(5); // account, key, key set, two buckets
+      for (const name of tagged) expect(name.includes(`{acct:${accountId}}`)).toBe(true);
+    } finally {
+      redisClient.disconnect();
+    }
+  });
+
+  it('stores only the hash: the full key appears nowhere in Redis', async () => {
+    const store = await connect();
+    const id = unique('acme');
     await store.createAccount(account(id));
     const key = generateCustomerKey('live');
     await store.insertKey(hashCustomerKey(key), keyRecord(key, id));
-    const Redis = (await import('ioredis')).default;
-    const client = new Redis(redis.url);
+    const redisClient = client();
     try {
-      const names = await client.keys('*');
-      expect(names.some((name) => name.includes(key))).toBe(false);
-      for (const name of names) {
-        const type = await client.type(name);
+      for (const name of await redisClient.keys('*')) {
+        expect(name).not.toContain(key);
+        const type = await redisClient.type(name);
         const dump =
-          type === 'hash' ? JSON.stringify(await client.hgetall(name)) : type === 'set' ? JSON.stringify(await client.smembers(name)) : String(await client.get(name));
+          type === 'hash'
+            ? JSON.stringify(await redisClient.hgetall(name))
+            : type === 'set'
+              ? JSON.stringify(await redisClient.smembers(name))
+              : String(await redisClient.get(name));
         expect(dump).not.toContain(key);
       }
     } finally {
-      client.disconnect();
+      redisClient.disconnect();
     }
   });
 
@@ -129,13 +386,13 @@ describe('redis store specifics', () => {
   });
 
   it('reports a corrupt key record as a store failure, never as a key', async () => {
-    const store = await RedisStore.connect({ url: redis.url, commandTimeoutMs: 1000 });
-    opened.push(store);
-    const Redis = (await import('ioredis')).default;
-    const client = new Redis(redis.url);
-    const hash = hashCustomerKey(generateCustomerKey('live'));
-    await client.hset(`gwa:key:${hash}`, { id: 'key_x', status: 'active' });
-    client.disconnect();
-    await expect(store.findKeyByHash(hash)).rejects.toThrow(/corrupt key record/);
+    const store = await connect();
+    const accountId = unique('corrupt');
+    await store.createAccount(account(accountId));
+    const redisClient = client();
+    await redisClient.set(redisKeys.accountIdByKeyId('key_corrupt'), accountId);
+    await redisClient.hset(redisKeys.key(accountId, 'key_corrupt'), { id: 'key_corrupt', status: 'active' });
+    redisClient.disconnect();
+    await expect(store.getKey('key_corrupt')).rejects.toThrow(/corrupt key record/);
   });
 });

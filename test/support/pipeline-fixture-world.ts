@@ -3,7 +3,7 @@ import { displayPrefixOf, generateCustomerKey, hashCustomerKey } from '../../src
 import type { PipelineDeps } from '../../src/pipeline/decide';
 import { loadSettings, type Settings } from '../../src/settings/settings';
 import { MemoryStore } from '../../src/store/memory-store';
-import type { AdminStore, KeyLookup, StoredKey } from '../../src/store/store';
+import type { AdminStore, KeyIds, KeyIndex, StoredKey } from '../../src/store/store';
 import { makeFixtureSecrets, type FixtureSecrets } from './check-request-fixtures';
 
 export const FIXTURE_ACCOUNT = 'acct_fixture';
@@ -31,12 +31,12 @@ export async function insertKey(
 }
 
 /** Counts lookups so tests can prove offline denials never reach the store. */
-export class CountingLookup implements KeyLookup {
+export class CountingLookup implements KeyIndex {
   lookups = 0;
-  constructor(private readonly inner: KeyLookup) {}
-  findKeyByHash(keyHash: string) {
+  constructor(private readonly inner: KeyIndex) {}
+  resolveKeyHash(keyHash: string): Promise<KeyIds | null> {
     this.lookups += 1;
-    return this.inner.findKeyByHash(keyHash);
+    return this.inner.resolveKeyHash(keyHash);
   }
 }
 
@@ -64,7 +64,8 @@ export async function fixtureWorld(config?: object): Promise<FixtureWorld> {
   const settings = config
     ? settingsFrom({ CONFIG_FILE: 'config.json' }, { 'config.json': JSON.stringify(config) })
     : settingsFrom({});
-  const store = new MemoryStore();
+  const clock = new ManualClock(FIXTURE_NOW);
+  const store = new MemoryStore(clock);
   await store.createAccount({ id: FIXTURE_ACCOUNT, name: 'Fixture Inc', status: 'active', createdAt: new Date(FIXTURE_NOW).toISOString() });
   const live = generateCustomerKey('live');
   const otherLive = generateCustomerKey('live');
@@ -73,13 +74,12 @@ export async function fixtureWorld(config?: object): Promise<FixtureWorld> {
   await insertKey(store, otherLive);
   await insertKey(store, revoked, { status: 'revoked' });
   const lookup = new CountingLookup(store);
-  const clock = new ManualClock(FIXTURE_NOW);
   return {
     settings,
     store,
     lookup,
     clock,
     secrets: makeFixtureSecrets({ live, otherLive, revoked }),
-    deps: { settings: settings.pipeline, keys: lookup, clock },
+    deps: { settings: settings.pipeline, keyIndex: lookup, authorizer: store },
   };
 }

@@ -1,5 +1,5 @@
 import { startApp, type RunningApp } from '../../src/app';
-import { RedisStore } from '../../src/store/redis-store';
+import { RedisStore } from '../../src/store/redis/redis-store';
 import type { Store } from '../../src/store/store';
 import { LogCapture } from './log-capture';
 import { registerSecrets } from './secret-scan';

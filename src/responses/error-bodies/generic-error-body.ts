@@ -1,12 +1,13 @@
 import { categoryOf } from '../../domain/deny-reasons';
-import type { ErrorBodyInput } from './error-body-input';
+import { limitFactsOf, type ErrorBodyInput } from './error-body-input';
 
 /**
  * For paths outside the three client styles: a flat, self-explanatory object
  * wrapped in `error` (the wrapper is what most HTTP clients and the OpenAI
- * SDK expect to find).
+ * SDK expect to find). A 429 adds `rate_limit: {scope, window, limit}`.
  */
 export function genericErrorBody({ decision, httpStatus, requestId }: ErrorBodyInput): object {
+  const limit = limitFactsOf(decision);
   return {
     error: {
       status: httpStatus,
@@ -14,6 +15,7 @@ export function genericErrorBody({ decision, httpStatus, requestId }: ErrorBodyI
       code: decision.reason,
       message: decision.message,
       request_id: requestId === '' ? null : requestId,
+      ...(limit && { rate_limit: limit }),
     },
   };
 }

@@ -1,16 +1,18 @@
-import { categoryOf } from '../../domain/deny-reasons';
-import type { ErrorBodyInput } from './error-body-input';
+import { categoryOf, type DenyCategory } from '../../domain/deny-reasons';
+import { limitFactsOf, type ErrorBodyInput } from './error-body-input';
 
 const TYPE_BY_CATEGORY = {
   authentication: 'authentication_error',
+  billing: 'billing_error',
+  rate_limit: 'rate_limit_error',
   invalid_request: 'invalid_request_error',
   unavailable: 'api_error',
-} as const;
+} as const satisfies Record<DenyCategory, string>;
 
 /**
  * Anthropic-style `{"type":"error","error":{type,message,details},"request_id"}`.
  * SDK 1.x maps `details.error_code` to typed subclasses, so the reason code
- * goes there unchanged.
+ * goes there unchanged; a 429 adds the limit's scope, window and size.
  */
 export function messagesErrorBody({ decision, requestId }: ErrorBodyInput): object {
   return {
@@ -18,7 +20,7 @@ export function messagesErrorBody({ decision, requestId }: ErrorBodyInput): obje
     error: {
       type: TYPE_BY_CATEGORY[categoryOf(decision.reason)],
       message: decision.message,
-      details: { error_code: decision.reason },
+      details: { error_code: decision.reason, ...limitFactsOf(decision) },
     },
     request_id: requestId === '' ? null : requestId,
   };

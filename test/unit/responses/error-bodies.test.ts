@@ -1,8 +1,13 @@
 import type { DenyDecision } from '../../../src/domain/decision';
+import type { LimitHit } from '../../../src/limits/rate-limit';
 import { DENY_REASONS, httpStatusOf, type DenyReason } from '../../../src/domain/deny-reasons';
 import type { ClientStyle } from '../../../src/domain/route';
 import { chatErrorBody } from '../../../src/responses/error-bodies/chat-error-body';
-import { ERROR_INFO_DOMAIN, generativeErrorBody } from '../../../src/responses/error-bodies/generative-error-body';
+import {
+  ERROR_INFO_DOMAIN,
+  generativeErrorBody,
+  protoDuration,
+} from '../../../src/responses/error-bodies/generative-error-body';
 import { genericErrorBody } from '../../../src/responses/error-bodies/generic-error-body';
 import { errorBodyFor, type ErrorBodyInput } from '../../../src/responses/error-bodies';
 import { messagesErrorBody } from '../../../src/responses/error-bodies/messages-error-body';
@@ -23,6 +28,16 @@ function decision(reason: DenyReason, extra: Partial<DenyDecision> = {}): DenyDe
     ...extra,
   };
 }
+
+const HIT: LimitHit = {
+  scope: 'account',
+  limit: 600,
+  windowSeconds: 60,
+  remaining: 0,
+  resetMs: 59_000,
+  retryAfterMs: 26_000,
+};
+const RATE_LIMITED = { rateLimit: HIT, message: 'Rate limit reached: 600 requests per 1m for this account.' };
 
 function input(reason: DenyReason, extra: Partial<DenyDecision> = {}, requestId = 'req-123'): ErrorBodyInput {
   return { decision: decision(reason, extra), httpStatus: httpStatusOf(reason), requestId };
@@ -59,6 +74,18 @@ describe('chat style: {"error":{message,type,param,code}}', () => {
     expect(chatErrorBody(input(reason))).toMatchObject({ error: { type, code: reason } });
   });
 
+  it('402: type billing_error with the reason as code', () => {
+    expect(parsed('chat', input('credit_exhausted'))).toEqual({
+      error: { message: 'message for credit_exhausted', type: 'billing_error', param: null, code: 'credit_exhausted' },
+    });
+  });
+
+  it("429: OpenAI's own shape, type requests and code rate_limit_exceeded, nothing else inside error", () => {
+    expect(parsed('chat', input('rate_limited', RATE_LIMITED))).toEqual({
+      error: { message: RATE_LIMITED.message, type: 'requests', param: null, code: 'rate_limit_exceeded' },
+    });
+  });
+
   it('carries no request id in the body (it travels in the x-request-id header)', () => {
     expect(JSON.stringify(chatErrorBody(input('unknown_key', {}, 'req-unique-987')))).not.toContain('req-unique-987');
   });
@@ -89,6 +116,30 @@ describe('messages style: {"type":"error","error":{type,message,details:{error_c
     ['store_unavailable', 'api_error'],
   ] as const)('%s has error.type %s', (reason, type) => {
     expect(messagesErrorBody(input(reason))).toMatchObject({ error: { type, details: { error_code: reason } } });
+  });
+
+  it('402: error.type billing_error with the reason as details.error_code', () => {
+    expect(parsed('messages', input('account_suspended'))).toEqual({
+      type: 'error',
+      error: {
+        type: 'billing_error',
+        message: 'message for account_suspended',
+        details: { error_code: 'account_suspended' },
+      },
+      request_id: 'req-123',
+    });
+  });
+
+  it('429: error.type rate_limit_error; details name the scope, window and limit', () => {
+    expect(parsed('messages', input('rate_limited', RATE_LIMITED))).toEqual({
+      type: 'error',
+      error: {
+        type: 'rate_limit_error',
+        message: RATE_LIMITED.message,
+        details: { error_code: 'rate_limited', scope: 'account', window: '1m', limit: 600 },
+      },
+      request_id: 'req-123',
+    });
   });
 
   it('does not expose param (the body has no such field)', () => {
@@ -135,6 +186,64 @@ describe('generative style: {"error":{code,message,status,details:[ErrorInfo]}}'
     expect(body.error.details[0]!.metadata).toEqual({});
   });
 
+  it('402: code 402, status FAILED_PRECONDITION, ErrorInfo with the reason', () => {
+    expect(parsed('generative', input('credit_exhausted'))).toEqual({
+      error: {
+        code: 402,
+        message: 'message for credit_exhausted',
+        status: 'FAILED_PRECONDITION',
+        details: [
+          {
+            '@type': 'type.googleapis.com/google.rpc.ErrorInfo',
+            reason: 'credit_exhausted',
+            domain: ERROR_INFO_DOMAIN,
+            metadata: { request_id: 'req-123' },
+          },
+        ],
+      },
+    });
+  });
+
+  it('429: RESOURCE_EXHAUSTED; ErrorInfo.metadata names scope, window and limit (strings); RetryInfo gives the delay', () => {
+    expect(parsed('generative', input('rate_limited', RATE_LIMITED))).toEqual({
+      error: {
+        code: 429,
+        message: RATE_LIMITED.message,
+        status: 'RESOURCE_EXHAUSTED',
+        details: [
+          {
+            '@type': 'type.googleapis.com/google.rpc.ErrorInfo',
+            reason: 'rate_limited',
+            domain: ERROR_INFO_DOMAIN,
+            metadata: { scope: 'account', window: '1m', limit: '600', request_id: 'req-123' },
+          },
+          { '@type': 'type.googleapis.com/google.rpc.RetryInfo', retryDelay: '26s' },
+        ],
+      },
+    });
+  });
+
+  it.each([
+    [250, '0.250s'],
+    [1500, '1.500s'],
+    [26_000, '26s'],
+    [1, '0.001s'],
+    [0.2, '0.001s'],
+    [600_000, '600s'],
+  ])('RetryInfo.retryDelay for %d ms is the protobuf Duration JSON %s (not capped at 60 s)', (retryAfterMs, expected) => {
+    const body = generativeErrorBody(input('rate_limited', { rateLimit: { ...HIT, retryAfterMs } })) as {
+      error: { details: { retryDelay?: string }[] };
+    };
+    expect(body.error.details[1]!.retryDelay).toBe(expected);
+    expect(protoDuration(retryAfterMs)).toBe(expected);
+  });
+
+  it('RetryInfo.retryDelay is never 0s: a zero wait becomes the smallest delay', () => {
+    expect(generativeErrorBody(input('rate_limited', { rateLimit: { ...HIT, retryAfterMs: 0 } }))).toMatchObject({
+      error: { details: [{}, { retryDelay: '0.001s' }] },
+    });
+  });
+
   it('metadata carries the request id when there is one', () => {
     expect(generativeErrorBody(input('unknown_key', {}, 'abc'))).toMatchObject({
       error: { details: [{ metadata: { request_id: 'abc' } }] },
@@ -155,6 +264,31 @@ describe('generic style (paths outside the three client styles)', () => {
     });
   });
 
+  it('402: type billing_error', () => {
+    expect(parsed('generic', input('account_suspended'))).toEqual({
+      error: {
+        status: 402,
+        type: 'billing_error',
+        code: 'account_suspended',
+        message: 'message for account_suspended',
+        request_id: 'req-123',
+      },
+    });
+  });
+
+  it('429: type rate_limit_error, with rate_limit naming scope, window and limit', () => {
+    expect(parsed('generic', input('rate_limited', RATE_LIMITED))).toEqual({
+      error: {
+        status: 429,
+        type: 'rate_limit_error',
+        code: 'rate_limited',
+        message: RATE_LIMITED.message,
+        request_id: 'req-123',
+        rate_limit: { scope: 'account', window: '1m', limit: 600 },
+      },
+    });
+  });
+
   it('request_id is null without a request id', () => {
     expect(genericErrorBody(input('unknown_key', {}, ''))).toMatchObject({ error: { request_id: null } });
   });
@@ -168,11 +302,33 @@ describe('in every style', () => {
     generic: (body) => body.error.code,
   };
 
-  const cases = STYLES.flatMap((style) => ALL_REASONS.map((reason) => [style, reason] as const));
+  // The one exception: chat 429 uses OpenAI's own code (tested above); x-gateway-error-code still says rate_limited.
+  const cases = STYLES.flatMap((style) => ALL_REASONS.map((reason) => [style, reason] as const)).filter(
+    ([style, reason]) => !(style === 'chat' && reason === 'rate_limited'),
+  );
 
   it.each(cases)('%s: the reason code %s travels unchanged', (style, reason) => {
-    const body = parsed(style, input(reason));
+    const body = parsed(style, input(reason, reason === 'rate_limited' ? RATE_LIMITED : {}));
     expect(reasonAt[style](body)).toBe(reason);
+  });
+
+  it.each(['messages', 'generative', 'generic'] as const)(
+    '%s: the 429 body names the limit that was hit (scope and window) in its structured part',
+    (style) => {
+      const hourly = {
+        message: 'Too many requests.',
+        rateLimit: { ...HIT, scope: 'key' as const, windowSeconds: 3600 },
+      };
+      const body = errorBodyFor(style, input('rate_limited', hourly));
+      expect(body).toContain('"scope":"key"');
+      expect(body).toContain('"window":"1h"');
+    },
+  );
+
+  it.each(STYLES)('%s: a 429 without a known limit still has a valid body and no limit fields', (style) => {
+    const body = errorBodyFor(style, input('rate_limited'));
+    expect(body).not.toContain('scope');
+    expect(body).not.toContain('RetryInfo');
   });
 
   it.each(STYLES)('%s: the customer message is passed through', (style) => {
@@ -212,11 +368,13 @@ describe('in every style', () => {
 });
 
 describe('deny reasons', () => {
-  it('credential problems are 401, request-shape problems 400, store trouble 503', () => {
+  it('credential problems are 401, billing 402, rate limits 429, request-shape problems 400, store trouble 503', () => {
     const by = (status: number) => ALL_REASONS.filter((reason) => httpStatusOf(reason) === status).sort();
     expect(by(400)).toEqual(['missing_version_header', 'unsupported_version']);
+    expect(by(402)).toEqual(['account_suspended', 'credit_exhausted']);
+    expect(by(429)).toEqual(['rate_limited']);
     expect(by(503)).toEqual(['store_unavailable']);
-    expect(by(401)).toHaveLength(ALL_REASONS.length - 3);
+    expect(by(401)).toHaveLength(ALL_REASONS.length - 6);
     expect(by(401)).toEqual(
       expect.arrayContaining(['missing_credential', 'conflicting_credentials', 'query_key_not_accepted', 'malformed_key', 'upstream_key_not_accepted']),
     );

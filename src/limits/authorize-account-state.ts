@@ -1,0 +1,71 @@
+import type { Account, AuthorizeOutcome, StoredKey } from '../store/store';
+import { gcraStep } from './gcra';
+import { effectiveLimits, type LimitScope, type LimitState, type RatePlan } from './rate-limit';
+
+/**
+ * The authorization rules for a known key, as one pure function: key status
+ * → billing → rate limits, consuming nothing unless everything passes. The
+ * in-memory store runs this; the Redis store runs the same rules in its Lua
+ * script (src/store/redis/authorize.lua), and both pass one contract suite.
+ */
+export interface AccountState {
+  key: StoredKey | null;
+  account: Account | null;
+  /** Stored TAT per bucket name. */
+  tats: ReadonlyMap<string, number>;
+}
+
+export interface BucketWrite {
+  bucket: string;
+  tatUs: number;
+  /** How long the bucket matters: after this it is equivalent to an empty bucket. */
+  ttlMs: number;
+}
+
+/** Bucket names, relative to the account: shared by both stores. */
+export function bucketName(scope: LimitScope, keyId: string, windowSeconds: number): string {
+  return scope === 'key' ? `rl:k:${keyId}:${windowSeconds}` : `rl:a:${windowSeconds}`;
+}
+
+export function authorizeAccountState(
+  state: AccountState,
+  nowUs: number,
+  defaultPlan: RatePlan,
+): { outcome: AuthorizeOutcome; writes: BucketWrite[] } {
+  const { key, account } = state;
+  if (!key || !account) return { outcome: { kind: 'unknown_key' }, writes: [] };
+  const prefix = key.prefix;
+  if (key.status === 'revoked') return { outcome: { kind: 'key_revoked', prefix }, writes: [] };
+  if (key.expiresAt !== undefined && Date.parse(key.expiresAt) * 1000 <= nowUs) {
+    return { outcome: { kind: 'key_expired', prefix }, writes: [] };
+  }
+  if (account.status === 'suspended') return { outcome: { kind: 'account_suspended', prefix }, writes: [] };
+  if (account.creditBalance !== undefined && account.creditBalance <= 0) {
+    return { outcome: { kind: 'credit_exhausted', prefix }, writes: [] };
+  }
+
+  const limits = effectiveLimits(defaultPlan, account.limits, key.limits);
+  const writes: BucketWrite[] = [];
+  let tightest: LimitState | undefined;
+  let refused: (LimitState & { retryAfterMs: number }) | undefined;
+  for (const scope of ['key', 'account'] as const) {
+    for (const limit of limits[scope]) {
+      const bucket = bucketName(scope, key.id, limit.windowSeconds);
+      const step = gcraStep(state.tats.get(bucket), nowUs, limit);
+      const view = { scope, limit: limit.limit, windowSeconds: limit.windowSeconds, remaining: step.remaining, resetMs: Math.ceil(step.resetUs / 1000) };
+      if (!step.allowed) {
+        // Name the limit that keeps the caller waiting longest: all must pass.
+        const retryAfterMs = Math.ceil(step.retryAfterUs / 1000);
+        if (!refused || retryAfterMs > refused.retryAfterMs) refused = { ...view, retryAfterMs };
+        continue;
+      }
+      writes.push({ bucket, tatUs: step.newTatUs, ttlMs: Math.ceil(step.resetUs / 1000) + 1 });
+      if (!tightest || view.remaining < tightest.remaining) tightest = view;
+    }
+  }
+  if (refused) return { outcome: { kind: 'rate_limited', prefix, hit: refused }, writes: [] };
+  return {
+    outcome: tightest ? { kind: 'allow', prefix, environment: key.environment, tightest } : { kind: 'allow', prefix, environment: key.environment },
+    writes,
+  };
+}

@@ -1,0 +1,38 @@
+import { LRUCache } from 'lru-cache';
+import type { KeyIds, KeyIndex } from './store';
+
+export interface KeyIndexCacheOptions {
+  /** Known hashes kept in process; the mapping never changes, so no expiry. */
+  maxEntries: number;
+  /** Unknown hashes kept this long, so a flood of made-up keys does not reach Redis each time. */
+  negativeTtlMs: number;
+  maxNegativeEntries: number;
+}
+
+/**
+ * Caches key hash → (key id, account id). That mapping is immutable (a
+ * rotated key gets a new hash), so caching it cannot keep a revoked key
+ * alive: status, expiry, billing and limits are read on every request.
+ */
+export class CachedKeyIndex implements KeyIndex {
+  private readonly known: LRUCache<string, KeyIds>;
+  private readonly unknown: LRUCache<string, true>;
+
+  constructor(
+    private readonly inner: KeyIndex,
+    options: KeyIndexCacheOptions,
+  ) {
+    this.known = new LRUCache({ max: options.maxEntries });
+    this.unknown = new LRUCache({ max: options.maxNegativeEntries, ttl: options.negativeTtlMs, ttlAutopurge: false });
+  }
+
+  async resolveKeyHash(keyHash: string): Promise<KeyIds | null> {
+    const cached = this.known.get(keyHash);
+    if (cached) return cached;
+    if (this.unknown.get(keyHash)) return null;
+    const ids = await this.inner.resolveKeyHash(keyHash);
+    if (ids) this.known.set(keyHash, ids);
+    else this.unknown.set(keyHash, true);
+    return ids;
+  }
+}

@@ -1,0 +1,17 @@
+/**
+ * Every Redis key this service writes, in one place.
+ *
+ * Two immutable, global indexes (key hash → key and account id, key id →
+ * account id) and everything mutable under the account's hash tag
+ * `{acct:ID}`: account, key records, key set and rate-limit buckets. The
+ * authorize script touches only that tag, so it runs unchanged on Redis
+ * Cluster (one slot per account).
+ */
+export const redisKeys = {
+  keyIdsByHash: (keyHash: string) => `gwa:keyhash:${keyHash}`,
+  accountIdByKeyId: (keyId: string) => `gwa:keyid:${keyId}`,
+  accountTag: (accountId: string) => `gwa:{acct:${accountId}}:`,
+  account: (accountId: string) => `${redisKeys.accountTag(accountId)}account`,
+  key: (accountId: string, keyId: string) => `${redisKeys.accountTag(accountId)}key:${keyId}`,
+  accountKeys: (accountId: string) => `${redisKeys.accountTag(accountId)}keys`,
+};

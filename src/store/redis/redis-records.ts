@@ -1,0 +1,106 @@
+import { KEY_ENVIRONMENTS, type KeyEnvironment } from '../../keys/customer-key';
+import type { RateLimit, RatePlanOverride } from '../../limits/rate-limit';
+import { StoreUnavailableError, type Account, type AccountStatus, type StoredKey } from '../store';
+
+/** Store records ↔ Redis hash fields. Numbers and lists travel as strings and JSON. */
+
+export function keyToFields(key: StoredKey): string[] {
+  const fields = [
+    'id', key.id,
+    'accountId', key.accountId,
+    'prefix', key.prefix,
+    'name', key.name,
+    'environment', key.environment,
+    'status', key.status,
+    'createdAt', key.createdAt,
+  ];
+  if (key.expiresAt !== undefined) fields.push('expiresAt', key.expiresAt, 'expiresAtMs', String(Date.parse(key.expiresAt)));
+  if (key.limits !== undefined) fields.push('limits', JSON.stringify(key.limits));
+  return fields;
+}
+
+export function accountToFields(account: Account): string[] {
+  const fields = ['id', account.id, 'name', account.name, 'status', account.status, 'createdAt', account.createdAt];
+  if (account.creditBalance !== undefined) fields.push('creditBalance', String(account.creditBalance));
+  if (account.limits !== undefined) fields.push('limits', JSON.stringify(account.limits));
+  return fields;
+}
+
+/** HGETALL as an array reply (from scripts) or an object (from ioredis). */
+export function fieldsOf(reply: unknown): Record<string, string> {
+  if (!Array.isArray(reply)) return (reply ?? {}) as Record<string, string>;
+  const fields: Record<string, string> = {};
+  for (let i = 0; i + 1 < reply.length; i += 2) fields[String(reply[i])] = String(reply[i + 1]);
+  return fields;
+}
+
+function required(fields: Record<string, string>, name: string, what: string): string {
+  const value = fields[name];
+  if (value === undefined || value === '') throw new StoreUnavailableError(`corrupt ${what} record: no ${name}`);
+  return value;
+}
+
+function limitList(value: unknown, what: string): RateLimit[] {
+  // Lua's cjson writes an empty list as {}: both mean "no limits".
+  if (value && typeof value === 'object' && !Array.isArray(value) && Object.keys(value).length === 0) return [];
+  if (!Array.isArray(value)) throw new StoreUnavailableError(`corrupt ${what} record: limits`);
+  return value.map((entry: { limit?: unknown; windowSeconds?: unknown }) => {
+    if (typeof entry?.limit !== 'number' || typeof entry?.windowSeconds !== 'number') {
+      throw new StoreUnavailableError(`corrupt ${what} record: limits`);
+    }
+    return { limit: entry.limit, windowSeconds: entry.windowSeconds };
+  });
+}
+
+function parseJson(text: string, what: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new StoreUnavailableError(`corrupt ${what} record: limits is not JSON`);
+  }
+}
+
+export function parseKey(fields: Record<string, string>): StoredKey {
+  const environment = required(fields, 'environment', 'key');
+  const status = required(fields, 'status', 'key');
+  if (!KEY_ENVIRONMENTS.includes(environment as KeyEnvironment) || (status !== 'active' && status !== 'revoked')) {
+    throw new StoreUnavailableError('corrupt key record: bad environment or status');
+  }
+  const key: StoredKey = {
+    id: required(fields, 'id', 'key'),
+    accountId: required(fields, 'accountId', 'key'),
+    prefix: required(fields, 'prefix', 'key'),
+    name: fields.name ?? '',
+    environment: environment as KeyEnvironment,
+    status,
+    createdAt: required(fields, 'createdAt', 'key'),
+  };
+  if (fields.expiresAt) key.expiresAt = fields.expiresAt;
+  if (fields.limits) key.limits = limitList(parseJson(fields.limits, 'key'), 'key');
+  return key;
+}
+
+export function parseAccount(fields: Record<string, string>): Account {
+  const status = fields.status ?? 'active';
+  if (status !== 'active' && status !== 'suspended') throw new StoreUnavailableError('corrupt account record: bad status');
+  const account: Account = {
+    id: required(fields, 'id', 'account'),
+    name: fields.name ?? '',
+    status: status as AccountStatus,
+    createdAt: required(fields, 'createdAt', 'account'),
+  };
+  if (fields.creditBalance !== undefined) {
+    const balance = Number(fields.creditBalance);
+    if (!Number.isSafeInteger(balance)) throw new StoreUnavailableError('corrupt account record: creditBalance');
+    account.creditBalance = balance;
+  }
+  if (fields.limits) {
+    const raw = parseJson(fields.limits, 'account') as Record<string, unknown>;
+    const limits: RatePlanOverride = {
+      ...(raw.key !== undefined ? { key: limitList(raw.key, 'account') } : {}),
+      ...(raw.account !== undefined ? { account: limitList(raw.account, 'account') } : {}),
+    };
+    account.limits = limits;
+  }
+  return account;
+}

@@ -1,0 +1,254 @@
+import Redis from 'ioredis';
+import type { KeyEnvironment } from '../../keys/customer-key';
+import type { LimitScope, LimitState } from '../../limits/rate-limit';
+import {
+  StoreUnavailableError,
+  type Account,
+  type AccountPatch,
+  type AuthorizeOutcome,
+  type AuthorizeRequest,
+  type CreditResult,
+  type KeyIds,
+  type KeyPatch,
+  type Store,
+  type StoredKey,
+} from '../store';
+import { accountToFields, fieldsOf, keyToFields, parseAccount, parseKey } from './redis-records';
+import { redisKeys } from './redis-keys';
+import {
+  ADJUST_CREDIT_LUA,
+  AUTHORIZE_LUA,
+  CREATE_ACCOUNT_LUA,
+  INSERT_KEY_LUA,
+  UPDATE_ACCOUNT_LUA,
+  UPDATE_KEY_LUA,
+} from './scripts';
+
+interface ScriptedRedis extends Redis {
+  gwaCreateAccount(account: string, ...fields: string[]): Promise<number>;
+  gwaInsertKey(account: string, keyRecord: string, accountKeys: string, keyId: string, ...fields: string[]): Promise<string>;
+  gwaUpdateAccount(account: string, patchJson: string): Promise<string[] | null>;
+  gwaAdjustCredit(account: string, amount: string): Promise<string>;
+  gwaUpdateKey(keyRecord: string, patchJson: string): Promise<string[] | null>;
+  gwaAuthorize(account: string, keyRecord: string, keyId: string, planJson: string, nowUs: string, tag: string): Promise<string[]>;
+}
+
+export interface RedisStoreOptions {
+  url: string;
+  /** Per-command deadline; far below Envoy's ext_authz timeout so we answer in time. */
+  commandTimeoutMs: number;
+  /**
+   * Tests only: decide with this clock (ms) instead of Redis's own TIME.
+   * In production every replica uses Redis's clock, so skewed hosts agree.
+   */
+  clockOverride?: () => number;
+}
+
+export class RedisStore implements Store {
+  readonly description: string;
+
+  private constructor(
+    private readonly redis: ScriptedRedis,
+    url: string,
+    private readonly clockOverride: (() => number) | undefined,
+  ) {
+    this.description = `Redis at ${redactUrl(url)}`;
+  }
+
+  /** Connects and waits until Redis answers, so start-up fails loudly on a bad URL. */
+  static async connect(options: RedisStoreOptions): Promise<RedisStore> {
+    const redis = new Redis(options.url, {
+      lazyConnect: true,
+      commandTimeout: options.commandTimeoutMs,
+      // Fail fast instead of queueing while disconnected: a queued Check
+      // would outlive Envoy's deadline anyway.
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 0,
+      connectTimeout: 2000,
+      // After a failed connect, ioredis otherwise keeps a 2 s timer alive on close.
+      disconnectTimeout: 100,
+      retryStrategy: (attempt) => Math.min(50 * attempt, 1000),
+    }) as ScriptedRedis;
+    redis.defineCommand('gwaCreateAccount', { numberOfKeys: 1, lua: CREATE_ACCOUNT_LUA });
+    redis.defineCommand('gwaInsertKey', { numberOfKeys: 3, lua: INSERT_KEY_LUA });
+    redis.defineCommand('gwaUpdateAccount', { numberOfKeys: 1, lua: UPDATE_ACCOUNT_LUA });
+    redis.defineCommand('gwaAdjustCredit', { numberOfKeys: 1, lua: ADJUST_CREDIT_LUA });
+    redis.defineCommand('gwaUpdateKey', { numberOfKeys: 1, lua: UPDATE_KEY_LUA });
+    redis.defineCommand('gwaAuthorize', { numberOfKeys: 2, lua: AUTHORIZE_LUA });
+    // Errors surface per command; without a listener ioredis would print them.
+    redis.on('error', () => undefined);
+    try {
+      await redis.connect();
+      await redis.ping();
+    } catch (error) {
+      redis.disconnect();
+      throw new StoreUnavailableError(`cannot reach Redis at ${redactUrl(options.url)}: ${messageOf(error)}`, { cause: error });
+    }
+    return new RedisStore(redis, options.url, options.clockOverride);
+  }
+
+  async resolveKeyHash(keyHash: string): Promise<KeyIds | null> {
+    const value = await this.call(() => this.redis.get(redisKeys.keyIdsByHash(keyHash)));
+    if (value === null) return null;
+    const [keyId, accountId] = value.split(' ');
+    if (!keyId || !accountId) throw new StoreUnavailableError('corrupt key index entry');
+    return { keyId, accountId };
+  }
+
+  async authorize(request: AuthorizeRequest): Promise<AuthorizeOutcome> {
+    const reply = await this.call(() =>
+      this.redis.gwaAuthorize(
+        redisKeys.account(request.accountId),
+        redisKeys.key(request.accountId, request.keyId),
+        request.keyId,
+        JSON.stringify(request.defaultPlan),
+        this.clockOverride ? String(Math.round(this.clockOverride() * 1000)) : '',
+        redisKeys.accountTag(request.accountId),
+      ),
+    );
+    return parseAuthorizeReply(reply);
+  }
+
+  async createAccount(account: Account): Promise<boolean> {
+    return (await this.call(() => this.redis.gwaCreateAccount(redisKeys.account(account.id), ...accountToFields(account)))) === 1;
+  }
+
+  async getAccount(accountId: string): Promise<Account | null> {
+    const fields = await this.call(() => this.redis.hgetall(redisKeys.account(accountId)));
+    return Object.keys(fields).length === 0 ? null : parseAccount(fields);
+  }
+
+  async updateAccount(accountId: string, patch: AccountPatch): Promise<Account | null> {
+    const reply = await this.call(() =>
+      this.redis.gwaUpdateAccount(
+        redisKeys.account(accountId),
+        JSON.stringify({
+          ...patch,
+          // Sent as text: Lua would print a large number as 1e+15.
+          ...(typeof patch.creditBalance === 'number' ? { creditBalance: String(patch.creditBalance) } : {}),
+        }),
+      ),
+    );
+    return reply ? parseAccount(fieldsOf(reply)) : null;
+  }
+
+  async adjustCredit(accountId: string, amount: number): Promise<CreditResult> {
+    const reply = await this.call(() => this.redis.gwaAdjustCredit(redisKeys.account(accountId), String(amount)));
+    if (reply === 'account_not_found' || reply === 'not_prepaid') return { kind: reply };
+    return { kind: 'ok', creditBalance: Number(reply) };
+  }
+
+  async insertKey(keyHash: string, key: StoredKey): Promise<'created' | 'account_not_found'> {
+    const result = await this.call(() =>
+      this.redis.gwaInsertKey(
+        redisKeys.account(key.accountId),
+        redisKeys.key(key.accountId, key.id),
+        redisKeys.accountKeys(key.accountId),
+        key.id,
+        ...keyToFields(key),
+      ),
+    );
+    if (result === 'account_not_found') return result;
+    // The global indexes live outside the account's slot, so they are written
+    // after the record: a crash in between leaves an unusable key, never a
+    // usable one without a record.
+    await this.call(() =>
+      Promise.all([
+        this.redis.set(redisKeys.keyIdsByHash(keyHash), `${key.id} ${key.accountId}`),
+        this.redis.set(redisKeys.accountIdByKeyId(key.id), key.accountId),
+      ]),
+    );
+    return 'created';
+  }
+
+  async getKey(keyId: string): Promise<StoredKey | null> {
+    const accountId = await this.call(() => this.redis.get(redisKeys.accountIdByKeyId(keyId)));
+    if (accountId === null) return null;
+    const fields = await this.call(() => this.redis.hgetall(redisKeys.key(accountId, keyId)));
+    return Object.keys(fields).length === 0 ? null : parseKey(fields);
+  }
+
+  async updateKey(keyId: string, patch: KeyPatch): Promise<StoredKey | null> {
+    const accountId = await this.call(() => this.redis.get(redisKeys.accountIdByKeyId(keyId)));
+    if (accountId === null) return null;
+    const reply = await this.call(() =>
+      this.redis.gwaUpdateKey(
+        redisKeys.key(accountId, keyId),
+        JSON.stringify({
+          ...patch,
+          // Pre-encoded: Lua's cjson would turn an empty list into {}.
+          ...(Array.isArray(patch.limits) ? { limitsJson: JSON.stringify(patch.limits) } : {}),
+        }),
+      ),
+    );
+    return reply ? parseKey(fieldsOf(reply)) : null;
+  }
+
+  async close(): Promise<void> {
+    try {
+      await this.redis.quit();
+    } catch {
+      this.redis.disconnect();
+    }
+  }
+
+  private async call<T>(command: () => Promise<T>): Promise<T> {
+    try {
+      return await command();
+    } catch (error) {
+      if (error instanceof StoreUnavailableError) throw error;
+      throw new StoreUnavailableError(`Redis command failed: ${messageOf(error)}`, { cause: error });
+    }
+  }
+}
+
+function limitState(fields: string[]): LimitState {
+  const [scope, limit, windowSeconds, remaining, resetMs] = fields;
+  if (scope !== 'key' && scope !== 'account') throw new StoreUnavailableError(`unexpected limit scope from Redis: ${scope}`);
+  return {
+    scope: scope as LimitScope,
+    limit: Number(limit),
+    windowSeconds: Number(windowSeconds),
+    remaining: Number(remaining),
+    resetMs: Number(resetMs),
+  };
+}
+
+export function parseAuthorizeReply(reply: unknown): AuthorizeOutcome {
+  if (!Array.isArray(reply) || typeof reply[0] !== 'string') throw new StoreUnavailableError('unexpected authorize reply from Redis');
+  const [kind, prefix = '', ...rest] = reply.map(String);
+  switch (kind) {
+    case 'unknown_key':
+      return { kind };
+    case 'key_revoked':
+    case 'key_expired':
+    case 'account_suspended':
+    case 'credit_exhausted':
+      return { kind, prefix };
+    case 'rate_limited':
+      return { kind, prefix, hit: { ...limitState(rest.slice(0, 5)), retryAfterMs: Number(rest[5]) } };
+    case 'allow': {
+      const [environment, ...limit] = rest;
+      return limit.length > 0
+        ? { kind, prefix, environment: environment as KeyEnvironment, tightest: limitState(limit) }
+        : { kind, prefix, environment: environment as KeyEnvironment };
+    }
+    default:
+      throw new StoreUnavailableError(`unexpected authorize reply from Redis: ${kind}`);
+  }
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+/** Redis URLs may carry a password; never print it. */
+export function redactUrl(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (parsed.password) parsed.password = '***';
+    return parsed.toString();
+  } catch {
+    return '(unparseable URL)';
+  }
+}

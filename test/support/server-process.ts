@@ -1,0 +1,75 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer } from 'node:net';
+import { ensureBuiltCli } from './built-cli';
+import { recordLogLine } from './secret-scan';
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once('error', reject);
+    probe.listen(0, '127.0.0.1', () => {
+      const address = probe.address();
+      probe.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
+    });
+  });
+}
+
+export interface ServerProcess {
+  child: ChildProcess;
+  grpcAddress: string;
+  adminUrl: string;
+  /** Everything the process wrote to stdout so far. */
+  output(): string;
+  /** SIGTERM, then wait for the exit; resolves with the exit code. */
+  stop(): Promise<number | null>;
+}
+
+/**
+ * `gateway-authz serve` as a separate OS process (a replica), on free
+ * loopback ports. It must log at info or below: start-up is detected from the
+ * "listening" line. Its log lines join the suite-wide secret scan.
+ */
+export async function startServerProcess(env: Record<string, string>, startTimeoutMs = 15000): Promise<ServerProcess> {
+  const [grpcPort, adminPort] = [await freePort(), await freePort()];
+  const child = spawn(process.execPath, [ensureBuiltCli(), 'serve'], {
+    env: { PATH: process.env.PATH ?? '', GRPC_PORT: String(grpcPort), ADMIN_PORT: String(adminPort), BIND_ADDRESS: '127.0.0.1', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  let errors = '';
+  let partial = '';
+  child.stdout!.on('data', (chunk) => {
+    output += chunk;
+    const lines = (partial + String(chunk)).split('\n');
+    partial = lines.pop() ?? '';
+    for (const line of lines) if (line !== '') recordLogLine(line);
+  });
+  child.stderr!.on('data', (chunk) => (errors += chunk));
+  await new Promise<void>((resolve, reject) => {
+    const deadline = setTimeout(() => reject(new Error(`server did not start: ${output}${errors}`)), startTimeoutMs);
+    const onData = () => {
+      if (output.includes('gateway-authz listening')) {
+        clearTimeout(deadline);
+        child.stdout!.off('data', onData);
+        resolve();
+      }
+    };
+    child.stdout!.on('data', onData);
+    child.once('exit', (code) => {
+      clearTimeout(deadline);
+      reject(new Error(`server exited with ${code} before listening: ${output}${errors}`));
+    });
+  });
+  return {
+    child,
+    grpcAddress: `127.0.0.1:${grpcPort}`,
+    adminUrl: `http://127.0.0.1:${adminPort}`,
+    output: () => output,
+    async stop() {
+      if (child.exitCode !== null) return child.exitCode;
+      const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+      child.kill('SIGTERM');
+      return exited;
+    },
+  };
+}

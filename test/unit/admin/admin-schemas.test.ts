@@ -1,0 +1,177 @@
+import {
+  accountLimitsSchema,
+  createAccountBody,
+  creditBody,
+  describeIssue,
+  limitListSchema,
+  patchAccountBody,
+  patchKeyBody,
+  windowSchema,
+} from '../../../src/admin/admin-schemas';
+import { accountView, keyView } from '../../../src/admin/admin-views';
+import type { Account, StoredKey } from '../../../src/store/store';
+
+function issueOf(schema: { safeParse(value: unknown): { success: boolean; error?: unknown } }, value: unknown) {
+  const result = schema.safeParse(value);
+  if (result.success) throw new Error(`expected ${JSON.stringify(value)} to be refused`);
+  return describeIssue(result.error as Parameters<typeof describeIssue>[0]);
+}
+
+describe('windowSchema', () => {
+  it.each([
+    ['30s', 30],
+    ['1m', 60],
+    ['1h', 3600],
+    ['1d', 86_400],
+    [' 2m ', 120],
+    [90, 90],
+    ['31d', 31 * 86_400],
+  ])('reads %j as %d seconds', (input, seconds) => {
+    expect(windowSchema.parse(input)).toBe(seconds);
+  });
+
+  it.each(['1x', '', 'm', '0s', '32d', '60', '1.5m', 0, -60, 1.5, 31 * 86_400 + 1, true, null, {}])('refuses %j', (input) => {
+    const { message } = issueOf(windowSchema, input);
+    expect(message).toContain('"1m"');
+  });
+});
+
+describe('limit lists', () => {
+  it('turns windows into seconds', () => {
+    expect(limitListSchema.parse([{ limit: 100, window: '1m' }, { limit: 10_000, window: 86_400 }])).toEqual([
+      { limit: 100, windowSeconds: 60 },
+      { limit: 10_000, windowSeconds: 86_400 },
+    ]);
+  });
+
+  it('accepts an empty list (no limit at all in that scope)', () => {
+    expect(limitListSchema.parse([])).toEqual([]);
+  });
+
+  it.each([
+    [[{ limit: 0, window: '1m' }], '0.limit'],
+    [[{ limit: 1e9 + 1, window: '1m' }], '0.limit'],
+    [[{ limit: 2.5, window: '1m' }], '0.limit'],
+    [[{ window: '1m' }], '0.limit'],
+    [[{ limit: 1, window: '1m' }, { limit: 2, window: '1x' }], '1.window'],
+    [[{ limit: 1, window: '1m' }, { limit: 2, window: 60 }], '1.window'],
+    [[{ limit: 1, window: '1h' }, { limit: 2, window: '1m' }, { limit: 3, window: '60m' }], '2.window'],
+    [[{ limit: 1, window: '1m', scope: 'key' }], '0.scope'],
+    [Array.from({ length: 11 }, (_, i) => ({ limit: 1, window: i + 1 })), undefined],
+  ])('refuses %j at %s', (input, field) => {
+    expect(issueOf(limitListSchema, input).field).toBe(field);
+  });
+
+  it('says which earlier entry a duplicate window repeats', () => {
+    expect(issueOf(limitListSchema, [{ limit: 1, window: '1m' }, { limit: 2, window: 60 }]).message).toMatch(/repeats window 1m of entry 0/);
+  });
+
+  it('needs at least one scope in an account limits object; null clears a scope', () => {
+    expect(issueOf(accountLimitsSchema, {}).message).toMatch(/at least one of: key, account/);
+    expect(accountLimitsSchema.parse({ key: null })).toEqual({ key: null });
+  });
+});
+
+describe('account bodies', () => {
+  it('reads a full patch', () => {
+    expect(
+      patchAccountBody.parse({
+        name: ' Acme ',
+        billing: { status: 'suspended', creditBalance: -50 },
+        limits: { key: [{ limit: 5, window: '1s' }], account: null },
+      }),
+    ).toEqual({
+      name: 'Acme',
+      billing: { status: 'suspended', creditBalance: -50 },
+      limits: { key: [{ limit: 5, windowSeconds: 1 }], account: null },
+    });
+  });
+
+  it.each([
+    [{}, undefined, /at least one of: name, billing, limits/],
+    [{ billing: {} }, 'billing', /at least one of: status, creditBalance/],
+    [{ billing: { creditBalance: 1.5 } }, 'billing.creditBalance', /billing\.creditBalance/],
+    [{ billing: { status: 'closed' } }, 'billing.status', /billing\.status/],
+    [{ billing: { balance: 1 } }, 'billing.balance', /unknown field\(s\): billing\.balance/],
+    [{ limits: { key: [{ limit: 1, window: '1x' }] } }, 'limits.key.0.window', /limits\.key\.0\.window/],
+    [{ id: 'x' }, 'id', /unknown field\(s\): id/],
+    [[], undefined, /^body: /],
+    [null, undefined, /^body: /],
+  ])('refuses %j naming %s', (body, field, message) => {
+    const issue = issueOf(patchAccountBody, body);
+    expect(issue.field).toBe(field);
+    expect(issue.message).toMatch(message);
+  });
+
+  it('takes billing and limits on create too, each optional', () => {
+    expect(createAccountBody.parse({ id: 'a', name: 'A' })).toEqual({ id: 'a', name: 'A' });
+    expect(issueOf(createAccountBody, { id: 'a', name: 'A', billing: { status: 'x' } }).field).toBe('billing.status');
+  });
+});
+
+describe('credit and key bodies', () => {
+  it.each([0, 1.5, '5', 2 ** 53, null])('refuses the amount %j', (amount) => {
+    expect(issueOf(creditBody, { amount }).field).toBe('amount');
+  });
+
+  it('takes negative amounts (debits)', () => {
+    expect(creditBody.parse({ amount: -300 })).toEqual({ amount: -300 });
+  });
+
+  it('patches a key: limits null clears, unknown fields are named', () => {
+    expect(patchKeyBody.parse({ limits: null })).toEqual({ limits: null });
+    expect(issueOf(patchKeyBody, { limits: [{ limit: 1, window: '1m' }], status: 'revoked' }).field).toBe('status');
+    expect(issueOf(patchKeyBody, {}).message).toMatch(/at least one of: name, limits/);
+  });
+});
+
+describe('views', () => {
+  const account: Account = {
+    id: 'acme',
+    name: 'Acme',
+    status: 'active',
+    creditBalance: 0,
+    limits: { account: [{ limit: 10, windowSeconds: 90 }] },
+    createdAt: '2025-01-01T00:00:00.000Z',
+  };
+
+  it('shows an account with windows as text and absent overrides as null; a 0 balance stays 0', () => {
+    expect(accountView(account)).toEqual({
+      id: 'acme',
+      name: 'Acme',
+      billing: { status: 'active', creditBalance: 0 },
+      limits: { key: null, account: [{ limit: 10, window: '90s' }] },
+      createdAt: '2025-01-01T00:00:00.000Z',
+    });
+    expect(accountView({ id: 'b', name: 'B', status: 'suspended', createdAt: 'x' }).billing).toEqual({
+      status: 'suspended',
+      creditBalance: null,
+    });
+  });
+
+  it('copies only the listed key fields, so nothing else on a record can leak', () => {
+    const record = {
+      id: 'key_1',
+      accountId: 'acme',
+      prefix: 'gk_live_AbC4',
+      name: 'n',
+      environment: 'live',
+      status: 'revoked',
+      createdAt: 'c',
+      expiresAt: 'e',
+      limits: [{ limit: 1, windowSeconds: 3600 }],
+      hash: 'f'.repeat(64),
+    } as StoredKey;
+    expect(keyView(record)).toEqual({
+      id: 'key_1',
+      accountId: 'acme',
+      prefix: 'gk_live_AbC4',
+      name: 'n',
+      environment: 'live',
+      status: 'revoked',
+      createdAt: 'c',
+      expiresAt: 'e',
+      limits: [{ limit: 1, window: '1h' }],
+    });
+  });
+});
