@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { rateLimitList } from '../limits/limit-schema';
+import { limitListSchema } from '../limits/limit-schema';
 import { KEYED_FAMILIES } from '../routes/route-table';
 
 /**
@@ -43,7 +43,7 @@ export const configFileSchema = z.strictObject({
   /** true: generative-content routes also accept the key in `?key=` (it is stripped before upstream). */
   acceptQueryKey: z.boolean().optional(),
   /** Request limits for every key and account that has no override. */
-  defaultPlan: z.strictObject({ key: rateLimitList.optional(), account: rateLimitList.optional() }).optional(),
+  defaultPlan: z.strictObject({ key: limitListSchema.optional(), account: limitListSchema.optional() }).optional(),
 });
 
 export type ConfigFile = z.infer<typeof configFileSchema>;

@@ -1,4 +1,5 @@
 import { LRUCache } from 'lru-cache';
+import { systemClock, type Clock } from '../domain/clock';
 import type { KeyIds, KeyIndex } from './store';
 
 export interface KeyIndexCacheOptions {
@@ -7,6 +8,7 @@ export interface KeyIndexCacheOptions {
   /** Unknown hashes kept this long, so a flood of made-up keys does not reach Redis each time. */
   negativeTtlMs: number;
   maxNegativeEntries: number;
+  clock?: Clock;
 }
 
 /**
@@ -17,22 +19,32 @@ export interface KeyIndexCacheOptions {
 export class CachedKeyIndex implements KeyIndex {
   private readonly known: LRUCache<string, KeyIds>;
   private readonly unknown: LRUCache<string, true>;
+  private readonly negativeCaching: boolean;
 
   constructor(
     private readonly inner: KeyIndex,
     options: KeyIndexCacheOptions,
   ) {
     this.known = new LRUCache({ max: options.maxEntries });
-    this.unknown = new LRUCache({ max: options.maxNegativeEntries, ttl: options.negativeTtlMs, ttlAutopurge: false });
+    this.negativeCaching = options.negativeTtlMs > 0;
+    const clock = options.clock ?? systemClock;
+    this.unknown = new LRUCache({
+      max: options.maxNegativeEntries,
+      ttl: options.negativeTtlMs,
+      ttlAutopurge: false,
+      // Read the injected clock on every check (no cached "now"), so expiry is exact and testable.
+      ttlResolution: 0,
+      perf: { now: () => clock.now() },
+    });
   }
 
   async resolveKeyHash(keyHash: string): Promise<KeyIds | null> {
     const cached = this.known.get(keyHash);
     if (cached) return cached;
-    if (this.unknown.get(keyHash)) return null;
+    if (this.negativeCaching && this.unknown.get(keyHash)) return null;
     const ids = await this.inner.resolveKeyHash(keyHash);
     if (ids) this.known.set(keyHash, ids);
-    else this.unknown.set(keyHash, true);
+    else if (this.negativeCaching) this.unknown.set(keyHash, true);
     return ids;
   }
 }

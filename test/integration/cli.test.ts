@@ -1,22 +1,10 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer } from 'node:net';
 import { hashCustomerKey, parseCustomerKey } from '../../src/keys/customer-key';
 import { createOfficialCheckClient, envoyCheckRequest } from '../support/envoy-official-client';
 import { ensureBuiltCli, runCli } from '../support/built-cli';
+import { startServerProcess } from '../support/server-process';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
 import { registerSecrets } from '../support/secret-scan';
 import { startAppUnderTest, TEST_ADMIN_TOKEN, type AppUnderTest } from '../support/running-app';
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const address = probe.address();
-      probe.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
-    });
-  });
-}
 
 describe('gateway-authz accounts / keys (against the admin API, real Redis)', () => {
   let redis: TestRedis;
@@ -236,39 +224,21 @@ describe('gateway-authz serve', () => {
   });
 
   it('starts without Redis on the embedded store, says it keeps nothing, and answers Check', async () => {
-    const [grpcPort, adminPort] = [await freePort(), await freePort()];
-    const child: ChildProcess = spawn(process.execPath, [ensureBuiltCli(), 'serve'], {
-      env: { PATH: process.env.PATH ?? '', GRPC_PORT: String(grpcPort), ADMIN_PORT: String(adminPort), BIND_ADDRESS: '127.0.0.1' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let output = '';
-    child.stdout!.on('data', (chunk) => (output += chunk));
+    const server = await startServerProcess({});
     try {
-      await new Promise<void>((resolve, reject) => {
-        const deadline = setTimeout(() => reject(new Error(`server did not start: ${output}`)), 10000);
-        child.stdout!.on('data', () => {
-          if (output.includes('gateway-authz listening')) {
-            clearTimeout(deadline);
-            resolve();
-          }
-        });
-      });
-      expect(output).toContain('in-memory');
-      expect(output).toContain('keeps nothing');
-      const client = createOfficialCheckClient(`127.0.0.1:${grpcPort}`);
+      expect(server.output()).toContain('in-memory');
+      expect(server.output()).toContain('keeps nothing');
+      const client = createOfficialCheckClient(server.grpcAddress);
       try {
         const response = await client.check(envoyCheckRequest({ path: '/v1/chat/completions' }));
         expect(response.denied_response.status.code).toBe('Unauthorized');
       } finally {
         client.close();
       }
-      const admin = await fetch(`http://127.0.0.1:${adminPort}/admin/accounts/x`);
+      const admin = await fetch(`${server.adminUrl}/admin/accounts/x`);
       expect(admin.status).toBe(503);
     } finally {
-      const exited = new Promise((resolve) => child.once('exit', resolve));
-      child.kill('SIGTERM');
-      await exited;
+      expect(await server.stop()).toBe(0);
     }
-    expect(child.exitCode).toBe(0);
   });
 });

@@ -3,11 +3,10 @@ import {
   createAccountBody,
   creditBody,
   describeIssue,
-  limitListSchema,
   patchAccountBody,
   patchKeyBody,
-  windowSchema,
 } from '../../../src/admin/admin-schemas';
+import { limitListSchema, windowSchema } from '../../../src/limits/limit-schema';
 import { accountView, keyView } from '../../../src/admin/admin-views';
 import type { Account, StoredKey } from '../../../src/store/store';
 
