@@ -4,6 +4,7 @@ import { startAuthorizationServer } from './grpc/authorization-server';
 import type { Logger } from './logging/logger';
 import type { Settings } from './settings/settings';
 import { CachedKeyIndex } from './store/cached-key-index';
+import { LastUsedRecorder } from './store/last-used-recorder';
 import { openStore } from './store/open-store';
 import type { Store } from './store/store';
 
@@ -30,6 +31,8 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
   else logger.info({ store: store.description }, 'key store connected');
   if (!settings.adminToken) logger.warn('ADMIN_TOKEN is not set: the admin API refuses every call until it is');
 
+  const lastUsed = new LastUsedRecorder(store, clock, logger, settings.lastUsedFlushMs);
+  lastUsed.start();
   const grpcServer = await startAuthorizationServer(
     {
       settings: settings.pipeline,
@@ -42,6 +45,7 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
       clock,
       logger,
       storeFailureMode: settings.storeFailureMode,
+      lastUsed,
     },
     { host: settings.bindAddress, port: settings.grpcPort },
   );
@@ -50,6 +54,7 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
     await admin.listen({ host: settings.bindAddress, port: settings.adminPort });
   } catch (error) {
     await grpcServer.close();
+    await lastUsed.stop();
     await store.close();
     throw error;
   }
@@ -63,6 +68,7 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
     store,
     async close() {
       await Promise.all([grpcServer.close(), admin.close()]);
+      await lastUsed.stop();
       await store.close();
     },
   };

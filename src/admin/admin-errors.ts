@@ -12,6 +12,9 @@ export type AdminErrorCode =
   | 'account_not_found'
   | 'key_not_found'
   | 'not_prepaid'
+  | 'key_revoked'
+  | 'key_expired'
+  | 'key_already_rotated'
   | 'not_found'
   | 'store_unavailable'
   | 'internal_error';

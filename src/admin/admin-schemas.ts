@@ -64,18 +64,42 @@ export const creditBody = z.strictObject({
     .refine((amount) => amount !== 0, 'must not be zero'),
 });
 
+/** An ISO-8601 date-time with an explicit zone, e.g. 2027-01-01T00:00:00Z. */
+export const isoDateTimeSchema = z.iso.datetime({
+  offset: true,
+  error: 'must be an ISO-8601 date-time with a zone, e.g. 2027-01-01T00:00:00Z',
+});
+
 export const createKeyBody = z.strictObject({
   name: displayNameSchema.optional(),
   environment: z.enum(KEY_ENVIRONMENTS).optional(),
+  expiresAt: isoDateTimeSchema.optional(),
+  limits: limitListSchema.optional(),
 });
 
-const KEY_PATCH_FIELDS = ['name', 'limits'] as const;
+const KEY_PATCH_FIELDS = ['name', 'limits', 'expiresAt'] as const;
 export const patchKeyBody = z
   .strictObject({
     name: displayNameSchema.optional(),
     limits: limitListSchema.nullable().optional(),
+    expiresAt: isoDateTimeSchema.nullable().optional(),
   })
   .refine(nonEmpty(KEY_PATCH_FIELDS), atLeastOne(KEY_PATCH_FIELDS));
+
+/** A planned rotation keeps the old key working at most this long. */
+export const MAX_GRACE_SECONDS = 7 * 86_400;
+export const rotateKeyBody = z.strictObject({
+  graceSeconds: z
+    .int('must be a whole number of seconds')
+    .min(0, 'must not be negative')
+    .max(MAX_GRACE_SECONDS, `must be at most ${MAX_GRACE_SECONDS} (7 days)`)
+    .optional(),
+});
+
+export const auditQuery = z.strictObject({
+  limit: z.coerce.number().int('must be a whole number').min(1).max(1000).optional(),
+  before: z.string().regex(/^[0-9]+-[0-9]+$/, 'must be an entry id from a previous page').optional(),
+});
 
 export type CreateAccountBody = z.output<typeof createAccountBody>;
 export type PatchAccountBody = z.output<typeof patchAccountBody>;

@@ -4,7 +4,9 @@ import type { Logger } from '../logging/logger';
 import { StoreUnavailableError, type AdminStore } from '../store/store';
 import { sendAdminError } from './admin-errors';
 import { adminTokenMatches } from './admin-token';
+import { isPublicDashboardRequest, registerDashboard } from './dashboard/register-dashboard';
 import { registerAccountRoutes } from './routes/accounts';
+import { registerAuditRoutes } from './routes/audit';
 import { registerKeyRoutes } from './routes/keys';
 
 export interface AdminServerDeps {
@@ -25,6 +27,8 @@ export function buildAdminServer(deps: AdminServerDeps): FastifyInstance {
   const app = Fastify({ logger: false, bodyLimit: 64 * 1024 });
 
   app.addHook('onRequest', async (request, reply) => {
+    // The dashboard page and its two assets hold no data; its API calls carry the token.
+    if (isPublicDashboardRequest(request)) return undefined;
     if (!deps.adminToken) {
       return sendAdminError(reply, 503, 'admin_disabled', 'The admin API is disabled because ADMIN_TOKEN is not set.');
     }
@@ -58,6 +62,8 @@ export function buildAdminServer(deps: AdminServerDeps): FastifyInstance {
 
   registerAccountRoutes(app, deps);
   registerKeyRoutes(app, deps);
+  registerDashboard(app);
+  registerAuditRoutes(app, deps);
 
   return app;
 }

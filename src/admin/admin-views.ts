@@ -32,9 +32,16 @@ export interface KeyView {
   prefix: string;
   name: string;
   environment: KeyEnvironment;
-  status: KeyStatus;
+  /** What a request with this key gets now: revoked (also after a grace period), expired, or active. */
+  status: KeyViewStatus;
   createdAt: string;
   expiresAt: string | null;
+  lastUsedAt: string | null;
+  revokedAt: string | null;
+  /** End of a rotation grace period: the key is refused from then on. */
+  revokeAt: string | null;
+  replaces: string | null;
+  replacedBy: string | null;
   /** null means "not overridden": the account's key limits, else the plan's, apply. */
   limits: LimitView[] | null;
 }
@@ -58,17 +65,43 @@ export function accountView(account: Account): AccountView {
   };
 }
 
+export type KeyViewStatus = KeyStatus | 'expired';
+
+export function keyViewStatus(key: StoredKey, nowMs: number): KeyViewStatus {
+  if (key.status === 'revoked' || (key.revokeAt !== undefined && Date.parse(key.revokeAt) <= nowMs)) return 'revoked';
+  if (key.expiresAt !== undefined && Date.parse(key.expiresAt) <= nowMs) return 'expired';
+  return 'active';
+}
+
 /** Never the key or its hash: the record holds neither, and only these fields are copied. */
-export function keyView(key: StoredKey): KeyView {
+export function keyView(key: StoredKey, nowMs: number): KeyView {
   return {
     id: key.id,
     accountId: key.accountId,
     prefix: key.prefix,
     name: key.name,
     environment: key.environment,
-    status: key.status,
+    status: keyViewStatus(key, nowMs),
     createdAt: key.createdAt,
     expiresAt: key.expiresAt ?? null,
+    lastUsedAt: key.lastUsedAt ?? null,
+    revokedAt: key.revokedAt ?? null,
+    revokeAt: key.revokeAt ?? null,
+    replaces: key.replaces ?? null,
+    replacedBy: key.replacedBy ?? null,
     limits: limitsView(key.limits),
+  };
+}
+
+/** The one answer that carries a full key: create and rotate. */
+export function createdKeyView(key: StoredKey, fullKey: string) {
+  return {
+    id: key.id,
+    key: fullKey,
+    prefix: key.prefix,
+    accountId: key.accountId,
+    name: key.name,
+    environment: key.environment,
+    createdAt: key.createdAt,
   };
 }

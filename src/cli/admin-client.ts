@@ -1,26 +1,67 @@
 import type { CliSettings } from '../settings/settings';
 
+/** A non-2xx answer of the admin API, as the API named it. */
+export class AdminApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly field?: string,
+  ) {
+    super(message);
+    this.name = 'AdminApiError';
+  }
+
+  /** `account_not_found: No account 'x'.`: what the CLI prints after `error: `. */
+  describe(): string {
+    return `${this.code}: ${this.message}`;
+  }
+}
+
+/** Keeps a non-JSON answer (a proxy's HTML error page, say) to one short line. */
+function excerpt(text: string): string {
+  const line = text.replace(/\s+/g, ' ').trim();
+  return line.length > 200 ? `${line.slice(0, 200)}…` : line;
+}
+
+function errorFrom(status: number, statusText: string, text: string): AdminApiError {
+  try {
+    const body = JSON.parse(text) as { error?: { code?: unknown; message?: unknown; field?: unknown } };
+    const { code, message, field } = body.error ?? {};
+    if (typeof code === 'string' && typeof message === 'string') {
+      return new AdminApiError(status, code, message, typeof field === 'string' ? field : undefined);
+    }
+  } catch {
+    // not JSON: described below
+  }
+  return new AdminApiError(status, `http_${status}`, excerpt(text) || statusText || 'the admin API answered with an error');
+}
+
 /**
- * Calls the admin API and prints its JSON answer on stdout. A non-2xx answer
- * is printed on stderr and ends the process with exit code 1.
+ * Calls the admin API and answers its parsed JSON. A non-2xx answer throws
+ * AdminApiError with the API's code and message; an unreachable API or a
+ * missing token throws a plain Error. Printing is the caller's business.
  */
-export async function adminRequest(settings: CliSettings, method: string, path: string, body?: object): Promise<void> {
+export async function adminRequest<T>(settings: CliSettings, method: string, path: string, body?: object): Promise<T> {
   if (!settings.adminToken) throw new Error('ADMIN_TOKEN is not set; the admin API needs it');
   let response: Response;
   try {
     response = await fetch(new URL(path, settings.adminUrl), {
       method,
-      headers: { authorization: `Bearer ${settings.adminToken}`, 'content-type': 'application/json' },
+      headers: {
+        authorization: `Bearer ${settings.adminToken}`,
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      },
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),
     });
   } catch (error) {
     throw new Error(`cannot reach the admin API at ${settings.adminUrl}: ${(error as Error).message}`);
   }
   const text = await response.text();
-  if (!response.ok) {
-    process.stderr.write(`${text}\n`);
-    process.exitCode = 1;
-    return;
+  if (!response.ok) throw errorFrom(response.status, response.statusText, text);
+  try {
+    return JSON.parse(text) as T;
+  } catch {
+    throw new Error(`the admin API answered ${response.status} with something that is not JSON: ${excerpt(text)}`);
   }
-  process.stdout.write(`${text}\n`);
 }

@@ -24,6 +24,11 @@ export function nonZeroIntegerOption(value: string): number {
   return parsed;
 }
 
+export function environmentOption(value: string): 'live' | 'test' {
+  if (value !== 'live' && value !== 'test') throw new InvalidArgumentError("must be 'live' or 'test'");
+  return value;
+}
+
 export function accountStatusOption(value: string): 'active' | 'suspended' {
   if (value !== 'active' && value !== 'suspended') throw new InvalidArgumentError("must be 'active' or 'suspended'");
   return value;
@@ -68,4 +73,73 @@ export function parseLimitList(text: string): LimitArgument[] {
     seen.set(seconds, entry);
     return { limit, window };
   });
+}
+
+/** The longest grace period a rotated key may keep working: 7 days (the admin API's limit too). */
+export const MAX_GRACE_SECONDS = 7 * 86_400;
+
+const DURATION_UNITS: Readonly<Record<string, number>> = { s: 1, m: 60, h: 3600, d: 86_400 };
+
+/**
+ * `0`, `30s`, `15m`, `1h`, `24h`, `7d` or a whole number of seconds → seconds;
+ * undefined for anything else (negative, fractional, unknown unit, empty).
+ */
+export function parseDuration(text: string): number | undefined {
+  const match = /^(\d+)([smhd]?)$/.exec(text.trim());
+  if (!match) return undefined;
+  const seconds = Number(match[1]) * DURATION_UNITS[match[2] || 's']!;
+  return Number.isSafeInteger(seconds) ? seconds : undefined;
+}
+
+/** `0` → `0s`, `3600` → `1h`, `90` → `90s`, `5400` → `90m`: the largest unit that divides evenly. */
+export function describeDuration(seconds: number): string {
+  if (seconds === 0) return '0s';
+  for (const [unit, size] of [['d', 86_400], ['h', 3600], ['m', 60]] as const) {
+    if (seconds % size === 0) return `${seconds / size}${unit}`;
+  }
+  return `${seconds}s`;
+}
+
+/** `--grace`: how long the old key keeps working after a rotation, 0 (immediately refused) to 7d. */
+export function graceOption(value: string): number {
+  const seconds = parseDuration(value);
+  if (seconds === undefined) {
+    throw new InvalidArgumentError('must be 0 (refuse the old key now), a duration such as 30s, 15m, 1h, 24h or 7d, or a whole number of seconds');
+  }
+  if (seconds > MAX_GRACE_SECONDS) {
+    throw new InvalidArgumentError(`must be at most 7d (${MAX_GRACE_SECONDS} seconds)`);
+  }
+  return seconds;
+}
+
+const ISO_TIME =
+  /^(\d{4})-(\d{2})-(\d{2})(?:T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2}))?$/i;
+
+/** True when the year, month and day name a real day (the Date constructor rolls 2026-02-30 over to March). */
+function isCalendarDay(year: number, month: number, day: number): boolean {
+  const date = new Date(Date.UTC(year, month - 1, day));
+  return date.getUTCFullYear() === year && date.getUTCMonth() === month - 1 && date.getUTCDate() === day;
+}
+
+/**
+ * `--expires-at`: an ISO 8601 date (`2026-01-31`, midnight UTC) or date and
+ * time with a zone (`2026-01-31T18:00:00Z`, `…+02:00`), sent to the API in
+ * UTC (`2026-01-31T16:00:00.000Z`). A time without a zone is refused: whose
+ * 18:00 would it be?
+ */
+export function isoTimeOption(value: string): string {
+  const text = value.trim();
+  const match = ISO_TIME.exec(text);
+  const problem = 'must be an ISO 8601 date, or date and time with a zone, such as 2026-01-31 or 2026-01-31T18:00:00Z';
+  if (!match) throw new InvalidArgumentError(problem);
+  const [, year, month, day, hour, minute, second] = match;
+  if (!isCalendarDay(Number(year), Number(month), Number(day))) {
+    throw new InvalidArgumentError(`${year}-${month}-${day} is not a day of the calendar`);
+  }
+  if (hour !== undefined && (Number(hour) > 23 || Number(minute) > 59 || Number(second ?? 0) > 59)) {
+    throw new InvalidArgumentError(`${text.slice(11)} is not a time of day`);
+  }
+  const time = new Date(hour === undefined ? `${text}T00:00:00Z` : text.toUpperCase());
+  if (Number.isNaN(time.getTime())) throw new InvalidArgumentError(problem);
+  return time.toISOString();
 }

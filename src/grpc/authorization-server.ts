@@ -14,6 +14,8 @@ export interface AuthorizationServerDeps extends PipelineDeps {
   clock: Clock;
   logger: Logger;
   storeFailureMode: StoreFailureMode;
+  /** Notes each allowed key's use; written later, off the hot path. */
+  lastUsed?: { note(ids: { keyId: string; accountId: string }): void };
 }
 
 /** The Check handler: CheckRequest → pipeline → CheckResponse. It never throws a denial as a gRPC error. */
@@ -23,6 +25,7 @@ export function createCheckHandler(deps: AuthorizationServerDeps): grpc.handleUn
     const request = toAuthRequest(call.request ?? {});
     decide(request, deps).then(
       (decision) => {
+        if (decision.kind === 'allow' && decision.identity) deps.lastUsed?.note(decision.identity);
         const answer = toCheckAnswer(decision, {
           requestId: request.requestId,
           storeFailureMode: deps.storeFailureMode,

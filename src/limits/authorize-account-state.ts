@@ -35,7 +35,8 @@ export function authorizeAccountState(
   const { key, account } = state;
   if (!key || !account) return { outcome: { kind: 'unknown_key' }, writes: [] };
   const prefix = key.prefix;
-  if (key.status === 'revoked') return { outcome: { kind: 'key_revoked', prefix }, writes: [] };
+  const revokedByRotation = key.revokeAt !== undefined && Date.parse(key.revokeAt) * 1000 <= nowUs;
+  if (key.status === 'revoked' || revokedByRotation) return { outcome: { kind: 'key_revoked', prefix }, writes: [] };
   if (key.expiresAt !== undefined && Date.parse(key.expiresAt) * 1000 <= nowUs) {
     return { outcome: { kind: 'key_expired', prefix }, writes: [] };
   }

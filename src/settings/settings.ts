@@ -24,6 +24,8 @@ export interface Settings {
   readonly configFile?: string;
   readonly storeFailureMode: StoreFailureMode;
   readonly keyCache: { readonly maxEntries: number; readonly negativeTtlMs: number };
+  /** How often last-used times are written (at most one write per key per interval). */
+  readonly lastUsedFlushMs: number;
   readonly pipeline: PipelineSettings;
 }
 
@@ -68,6 +70,7 @@ const envSchema = z.object({
   STORE_FAILURE_MODE: z.enum(['deny', 'grpc-unavailable']).default('deny'),
   KEY_CACHE_MAX_ENTRIES: z.preprocess(blankAsUnset, z.coerce.number().int().min(1).max(10_000_000).default(200_000)),
   KEY_CACHE_NEGATIVE_TTL_MS: z.preprocess(blankAsUnset, z.coerce.number().int().min(0).max(60_000).default(2_000)),
+  LAST_USED_FLUSH_MS: z.preprocess(blankAsUnset, z.coerce.number().int().min(100).max(3_600_000).default(5_000)),
 });
 
 export type SettingsResult = { ok: true; settings: Settings } | { ok: false; problems: string[] };
@@ -101,6 +104,7 @@ export function loadSettings(
     ...(e.CONFIG_FILE ? { configFile: e.CONFIG_FILE } : {}),
     storeFailureMode: e.STORE_FAILURE_MODE,
     keyCache: { maxEntries: e.KEY_CACHE_MAX_ENTRIES, negativeTtlMs: e.KEY_CACHE_NEGATIVE_TTL_MS },
+    lastUsedFlushMs: e.LAST_USED_FLUSH_MS,
     pipeline: {
       routeTable: buildRouteTable(config.routes ?? {}, config.publicRoutes ?? []),
       headerNames: headerNamesFor(config.acceptVendorHeaderSpellings ?? true),

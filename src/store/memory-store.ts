@@ -3,14 +3,21 @@ import { authorizeAccountState } from '../limits/authorize-account-state';
 import type {
   Account,
   AccountPatch,
+  AuditEntry,
+  AuditEntryInput,
   AuthorizeOutcome,
   AuthorizeRequest,
   CreditResult,
   KeyIds,
   KeyPatch,
+  LastUse,
+  RotateKeyRequest,
+  RotateKeyResult,
   Store,
   StoredKey,
 } from './store';
+
+const AUDIT_MAX_ENTRIES = 10_000;
 
 interface Bucket {
   tatUs: number;
@@ -30,6 +37,8 @@ export class MemoryStore implements Store {
   private readonly idsByHash = new Map<string, KeyIds>();
   /** Rate-limit buckets per account. */
   private readonly buckets = new Map<string, Map<string, Bucket>>();
+  private readonly audit: AuditEntry[] = [];
+  private auditSequence = 0;
 
   constructor(private readonly clock: Clock = systemClock) {}
 
@@ -114,7 +123,69 @@ export class MemoryStore implements Store {
     if (patch.name !== undefined) key.name = patch.name;
     if (patch.limits === null) delete key.limits;
     else if (patch.limits !== undefined) key.limits = structuredClone(patch.limits);
+    if (patch.expiresAt === null) delete key.expiresAt;
+    else if (patch.expiresAt !== undefined) key.expiresAt = patch.expiresAt;
     return structuredClone(key);
+  }
+
+  async listAccounts(): Promise<Account[]> {
+    return [...this.accounts.values()].sort((a, b) => a.id.localeCompare(b.id)).map((account) => structuredClone(account));
+  }
+
+  async listKeys(accountId: string): Promise<StoredKey[] | null> {
+    if (!this.accounts.has(accountId)) return null;
+    return [...this.keys.values()]
+      .filter((key) => key.accountId === accountId)
+      .sort((a, b) => b.createdAt.localeCompare(a.createdAt) || a.id.localeCompare(b.id))
+      .map((key) => structuredClone(key));
+  }
+
+  async rotateKey(request: RotateKeyRequest): Promise<RotateKeyResult> {
+    const old = this.keys.get(request.oldKeyId);
+    if (!old || old.accountId !== request.newKey.accountId) return { kind: 'key_not_found' };
+    const { nowMs } = request;
+    if (old.status === 'revoked' || (old.revokeAt !== undefined && Date.parse(old.revokeAt) <= nowMs)) return { kind: 'key_revoked' };
+    if (old.replacedBy !== undefined) return { kind: 'key_already_rotated', replacedBy: old.replacedBy };
+    if (old.expiresAt !== undefined && Date.parse(old.expiresAt) <= nowMs) return { kind: 'key_expired' };
+    if (request.graceSeconds === 0) {
+      old.status = 'revoked';
+      old.revokedAt = new Date(nowMs).toISOString();
+    } else {
+      old.revokeAt = new Date(nowMs + request.graceSeconds * 1000).toISOString();
+    }
+    old.replacedBy = request.newKey.id;
+    this.keys.set(request.newKey.id, structuredClone(request.newKey));
+    this.idsByHash.set(request.newKeyHash, { keyId: request.newKey.id, accountId: request.newKey.accountId });
+    return { kind: 'rotated', oldKey: structuredClone(old), newKey: structuredClone(request.newKey) };
+  }
+
+  async revokeKey(keyId: string, nowMs: number): Promise<StoredKey | null> {
+    const key = this.keys.get(keyId);
+    if (!key) return null;
+    key.status = 'revoked';
+    key.revokedAt ??= new Date(nowMs).toISOString();
+    return structuredClone(key);
+  }
+
+  async recordLastUsed(uses: readonly LastUse[]): Promise<void> {
+    for (const use of uses) {
+      const key = this.keys.get(use.keyId);
+      if (!key || key.accountId !== use.accountId) continue;
+      if (key.lastUsedAt === undefined || Date.parse(key.lastUsedAt) < use.atMs) key.lastUsedAt = new Date(use.atMs).toISOString();
+    }
+  }
+
+  async appendAudit(entry: AuditEntryInput, nowMs: number): Promise<void> {
+    this.auditSequence += 1;
+    this.audit.push({ id: `${nowMs}-${this.auditSequence}`, time: new Date(nowMs).toISOString(), ...structuredClone(entry) });
+    if (this.audit.length > AUDIT_MAX_ENTRIES) this.audit.shift();
+  }
+
+  async readAudit(options: { limit: number; before?: string }): Promise<{ entries: AuditEntry[]; next: string | null }> {
+    const newestFirst = [...this.audit].reverse();
+    const start = options.before === undefined ? 0 : newestFirst.findIndex((entry) => entry.id === options.before) + 1;
+    const entries = start === 0 && options.before !== undefined ? [] : newestFirst.slice(start, start + options.limit);
+    return { entries: structuredClone(entries), next: entries.length === options.limit ? (entries.at(-1)?.id ?? null) : null };
   }
 
   async close(): Promise<void> {}

@@ -22,6 +22,15 @@ export interface StoredKey {
   expiresAt?: string;
   /** Per-key request limits; absent means the account's or the plan's. */
   limits?: readonly RateLimit[];
+  /** ISO-8601; written off the hot path, batched, so it may lag by a few seconds. */
+  lastUsedAt?: string;
+  /** ISO-8601: when the key was revoked (by revoke, or by an immediate rotation). */
+  revokedAt?: string;
+  /** ISO-8601: end of a rotation grace period; from then on the key is refused as revoked. */
+  revokeAt?: string;
+  /** The key this one replaced by rotation, and the key that replaced it. */
+  replaces?: string;
+  replacedBy?: string;
 }
 
 export type AccountStatus = 'active' | 'suspended';
@@ -86,6 +95,55 @@ export interface KeyPatch {
   name?: string;
   /** null removes the per-key override. */
   limits?: readonly RateLimit[] | null;
+  /** ISO-8601; null removes the expiry. */
+  expiresAt?: string | null;
+}
+
+export interface RotateKeyRequest {
+  oldKeyId: string;
+  /** The replacement, already built (new id, prefix, inherited name, environment, account and limits). */
+  newKeyHash: string;
+  newKey: StoredKey;
+  /** 0 revokes the old key at once; otherwise it keeps working until now + grace. */
+  graceSeconds: number;
+  nowMs: number;
+}
+
+export type RotateKeyResult =
+  | { kind: 'rotated'; oldKey: StoredKey; newKey: StoredKey }
+  | { kind: 'key_not_found' }
+  | { kind: 'key_revoked' }
+  | { kind: 'key_expired' }
+  | { kind: 'key_already_rotated'; replacedBy: string };
+
+export interface LastUse extends KeyIds {
+  atMs: number;
+}
+
+export type AuditAction =
+  | 'account.create'
+  | 'account.update'
+  | 'account.credit'
+  | 'key.create'
+  | 'key.update'
+  | 'key.rotate'
+  | 'key.revoke';
+
+export interface AuditEntryInput {
+  action: AuditAction;
+  accountId: string;
+  keyId?: string;
+  /** Display prefix only: never the key or its hash. */
+  keyPrefix?: string;
+  /** Short, secret-free facts, e.g. "graceSeconds=3600" or "changes=name,limits". */
+  detail?: string;
+}
+
+export interface AuditEntry extends AuditEntryInput {
+  /** Opaque, ordered (the stream entry id). */
+  id: string;
+  /** ISO-8601. */
+  time: string;
 }
 
 export type CreditResult = { kind: 'ok'; creditBalance: number } | { kind: 'account_not_found' } | { kind: 'not_prepaid' };
@@ -103,9 +161,25 @@ export interface AdminStore {
   getKey(keyId: string): Promise<StoredKey | null>;
   /** Null when the key does not exist. */
   updateKey(keyId: string, patch: KeyPatch): Promise<StoredKey | null>;
+  listAccounts(): Promise<Account[]>;
+  /** Null when the account does not exist. */
+  listKeys(accountId: string): Promise<StoredKey[] | null>;
+  /** Atomically marks the old key (revoked now, or at the end of the grace) and stores the new one. */
+  rotateKey(request: RotateKeyRequest): Promise<RotateKeyResult>;
+  /** Refused from the next request on; idempotent. Null when the key does not exist. */
+  revokeKey(keyId: string, nowMs: number): Promise<StoredKey | null>;
+  appendAudit(entry: AuditEntryInput, nowMs: number): Promise<void>;
+  /** Newest first; `before` is the id of the last entry of the previous page. */
+  readAudit(options: { limit: number; before?: string }): Promise<{ entries: AuditEntry[]; next: string | null }>;
 }
 
-export interface Store extends KeyIndex, Authorizer, AdminStore {
+/** Where the last-used batcher writes: a separate, off-hot-path interface. */
+export interface LastUsedSink {
+  /** Keeps the later time per key; keys that no longer exist are skipped. */
+  recordLastUsed(uses: readonly LastUse[]): Promise<void>;
+}
+
+export interface Store extends KeyIndex, Authorizer, AdminStore, LastUsedSink {
   /** For the start-up log line: where data lives and whether it survives a restart. */
   readonly description: string;
   close(): Promise<void>;

@@ -146,7 +146,22 @@ describe('keys', () => {
 });
 
 const ACCOUNT_VIEW_FIELDS = ['billing', 'createdAt', 'id', 'limits', 'name'];
-const KEY_VIEW_FIELDS = ['accountId', 'createdAt', 'environment', 'expiresAt', 'id', 'limits', 'name', 'prefix', 'status'];
+const KEY_VIEW_FIELDS = [
+  'accountId',
+  'createdAt',
+  'environment',
+  'expiresAt',
+  'id',
+  'lastUsedAt',
+  'limits',
+  'name',
+  'prefix',
+  'replacedBy',
+  'replaces',
+  'revokeAt',
+  'revokedAt',
+  'status',
+];
 
 describe('account view, billing and limits', () => {
   it('answers GET with the account view: billing, limit overrides (null = not overridden) and nothing else', async () => {
@@ -310,8 +325,8 @@ describe('account view, billing and limits', () => {
 
   it('logs each change with the account id and what changed, never the admin token', () => {
     const updates = server.logs.events('admin').filter((line) => line.action === 'account.update');
-    expect(updates).toContainEqual(expect.objectContaining({ accountId: 'limited', changes: ['limits.key', 'limits.account'] }));
-    expect(updates).toContainEqual(expect.objectContaining({ accountId: 'billed', changes: ['billing.status'] }));
+    expect(updates).toContainEqual(expect.objectContaining({ accountId: 'limited', detail: 'changes=limits.key,limits.account' }));
+    expect(updates).toContainEqual(expect.objectContaining({ accountId: 'billed', detail: 'changes=billing.status' }));
     expect(server.logs.leaksOf([TEST_ADMIN_TOKEN])).toEqual([]);
   });
 });
@@ -373,7 +388,7 @@ describe('prepaid credit', () => {
 
   it('logs each adjustment with the account id and amount', () => {
     const credits = server.logs.events('admin').filter((line) => line.action === 'account.credit');
-    expect(credits).toContainEqual(expect.objectContaining({ accountId: 'wallet', amount: -200 }));
+    expect(credits).toContainEqual(expect.objectContaining({ accountId: 'wallet', detail: 'amount=-200' }));
     expect(credits.every((line) => line.accountId === 'wallet')).toBe(true);
   });
 });
@@ -410,6 +425,11 @@ describe('key view and key limits', () => {
       status: 'active',
       createdAt: expect.any(String),
       expiresAt: null,
+      lastUsedAt: null,
+      revokedAt: null,
+      revokeAt: null,
+      replaces: null,
+      replacedBy: null,
       limits: null,
     });
     expectNoKeyMaterial(response.body);
@@ -468,7 +488,7 @@ describe('key view and key limits', () => {
 
   it('logs key changes with the key id and display prefix only', () => {
     const updates = server.logs.events('admin').filter((line) => line.action === 'key.update');
-    expect(updates).toContainEqual(expect.objectContaining({ accountId: 'key-owner', keyId, keyPrefix: prefix, changes: ['limits'] }));
+    expect(updates).toContainEqual(expect.objectContaining({ accountId: 'key-owner', keyId, keyPrefix: prefix, detail: 'changes=limits' }));
     expect(server.logs.leaksOf([...createdKeys, TEST_ADMIN_TOKEN])).toEqual([]);
   });
 });

@@ -3,6 +3,7 @@ import type { Account, AccountPatch } from '../../store/store';
 import { sendAccountNotFound, sendAdminError, sendInvalidBody } from '../admin-errors';
 import { accountIdSchema, createAccountBody, creditBody, patchAccountBody, type PatchAccountBody } from '../admin-schemas';
 import type { AdminServerDeps } from '../admin-server';
+import { recordAdminAction } from '../admin-actions';
 import { accountView, type CreditView } from '../admin-views';
 
 type AccountParams = { Params: { id: string } };
@@ -62,8 +63,13 @@ export function registerAccountRoutes(app: FastifyInstance, deps: AdminServerDep
     if (!(await deps.store.createAccount(account))) {
       return sendAdminError(reply, 409, 'account_exists', `An account with id '${account.id}' already exists.`, 'id');
     }
-    deps.logger.info({ event: 'admin', action: 'account.create', accountId: account.id }, 'account created');
+    await recordAdminAction(deps, { action: 'account.create', accountId: account.id });
     return reply.code(201).send(accountView(account));
+  });
+
+  app.get('/admin/accounts', async (_request, reply) => {
+    const accounts = await deps.store.listAccounts();
+    return reply.send({ accounts: accounts.map(accountView) });
   });
 
   app.get<AccountParams>('/admin/accounts/:id', async (request, reply) => {
@@ -81,7 +87,7 @@ export function registerAccountRoutes(app: FastifyInstance, deps: AdminServerDep
     const { patch, changes } = toAccountPatch(body.data);
     const account = await deps.store.updateAccount(id, patch);
     if (!account) return sendAccountNotFound(reply, id);
-    deps.logger.info({ event: 'admin', action: 'account.update', accountId: id, changes }, 'account updated');
+    await recordAdminAction(deps, { action: 'account.update', accountId: id, detail: `changes=${changes.join(',')}` });
     return reply.send(accountView(account));
   });
 
@@ -104,7 +110,7 @@ export function registerAccountRoutes(app: FastifyInstance, deps: AdminServerDep
             `Make it prepaid first by setting billing.creditBalance (PATCH /admin/accounts/${id}).`,
         );
       case 'ok': {
-        deps.logger.info({ event: 'admin', action: 'account.credit', accountId: id, amount }, 'account credit adjusted');
+        await recordAdminAction(deps, { action: 'account.credit', accountId: id, detail: `amount=${amount}` });
         const view: CreditView = { accountId: id, creditBalance: result.creditBalance };
         return reply.send(view);
       }

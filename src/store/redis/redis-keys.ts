@@ -10,6 +10,10 @@
 export const redisKeys = {
   keyIdsByHash: (keyHash: string) => `gwa:keyhash:${keyHash}`,
   accountIdByKeyId: (keyId: string) => `gwa:keyid:${keyId}`,
+  /** Set of all account ids, for listings. */
+  accounts: () => 'gwa:accounts',
+  /** Stream of admin mutations. */
+  audit: () => 'gwa:audit',
   accountTag: (accountId: string) => `gwa:{acct:${accountId}}:`,
   account: (accountId: string) => `${redisKeys.accountTag(accountId)}account`,
   key: (accountId: string, keyId: string) => `${redisKeys.accountTag(accountId)}key:${keyId}`,

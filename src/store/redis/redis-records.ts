@@ -16,6 +16,7 @@ export function keyToFields(key: StoredKey): string[] {
   ];
   if (key.expiresAt !== undefined) fields.push('expiresAt', key.expiresAt, 'expiresAtMs', String(Date.parse(key.expiresAt)));
   if (key.limits !== undefined) fields.push('limits', JSON.stringify(key.limits));
+  if (key.replaces !== undefined) fields.push('replaces', key.replaces);
   return fields;
 }
 
@@ -77,6 +78,9 @@ export function parseKey(fields: Record<string, string>): StoredKey {
   };
   if (fields.expiresAt) key.expiresAt = fields.expiresAt;
   if (fields.limits) key.limits = limitList(parseJson(fields.limits, 'key'), 'key');
+  for (const optional of ['lastUsedAt', 'revokedAt', 'revokeAt', 'replaces', 'replacedBy'] as const) {
+    if (fields[optional]) key[optional] = fields[optional];
+  }
   return key;
 }
 

@@ -5,11 +5,16 @@ import {
   StoreUnavailableError,
   type Account,
   type AccountPatch,
+  type AuditEntry,
+  type AuditEntryInput,
   type AuthorizeOutcome,
   type AuthorizeRequest,
   type CreditResult,
   type KeyIds,
   type KeyPatch,
+  type LastUse,
+  type RotateKeyRequest,
+  type RotateKeyResult,
   type Store,
   type StoredKey,
 } from '../store';
@@ -20,9 +25,15 @@ import {
   AUTHORIZE_LUA,
   CREATE_ACCOUNT_LUA,
   INSERT_KEY_LUA,
+  RECORD_LAST_USED_LUA,
+  REVOKE_KEY_LUA,
+  ROTATE_KEY_LUA,
   UPDATE_ACCOUNT_LUA,
   UPDATE_KEY_LUA,
 } from './scripts';
+
+/** Audit entries kept (approximately): old ones are trimmed as new ones arrive. */
+const AUDIT_MAX_ENTRIES = 100_000;
 
 interface ScriptedRedis extends Redis {
   gwaCreateAccount(account: string, ...fields: string[]): Promise<number>;
@@ -31,6 +42,9 @@ interface ScriptedRedis extends Redis {
   gwaAdjustCredit(account: string, amount: string): Promise<string>;
   gwaUpdateKey(keyRecord: string, patchJson: string): Promise<string[] | null>;
   gwaAuthorize(account: string, keyRecord: string, keyId: string, planJson: string, nowUs: string, tag: string): Promise<string[]>;
+  gwaRevokeKey(keyRecord: string, nowIso: string): Promise<string[] | null>;
+  gwaRotateKey(oldRecord: string, newRecord: string, accountKeys: string, ...args: string[]): Promise<string[]>;
+  gwaRecordLastUsed(keyRecord: string, atMs: string, atIso: string): Promise<number>;
 }
 
 export interface RedisStoreOptions {
@@ -75,6 +89,9 @@ export class RedisStore implements Store {
     redis.defineCommand('gwaAdjustCredit', { numberOfKeys: 1, lua: ADJUST_CREDIT_LUA });
     redis.defineCommand('gwaUpdateKey', { numberOfKeys: 1, lua: UPDATE_KEY_LUA });
     redis.defineCommand('gwaAuthorize', { numberOfKeys: 2, lua: AUTHORIZE_LUA });
+    redis.defineCommand('gwaRevokeKey', { numberOfKeys: 1, lua: REVOKE_KEY_LUA });
+    redis.defineCommand('gwaRotateKey', { numberOfKeys: 3, lua: ROTATE_KEY_LUA });
+    redis.defineCommand('gwaRecordLastUsed', { numberOfKeys: 1, lua: RECORD_LAST_USED_LUA });
     // Errors surface per command; without a listener ioredis would print them.
     redis.on('error', () => undefined);
     try {
@@ -110,7 +127,98 @@ export class RedisStore implements Store {
   }
 
   async createAccount(account: Account): Promise<boolean> {
-    return (await this.call(() => this.redis.gwaCreateAccount(redisKeys.account(account.id), ...accountToFields(account)))) === 1;
+    const created = (await this.call(() => this.redis.gwaCreateAccount(redisKeys.account(account.id), ...accountToFields(account)))) === 1;
+    // The listing index is global (another cluster slot), so it follows the record.
+    if (created) await this.call(() => this.redis.sadd(redisKeys.accounts(), account.id));
+    return created;
+  }
+
+  async listAccounts(): Promise<Account[]> {
+    const ids = (await this.call(() => this.redis.smembers(redisKeys.accounts()))).sort();
+    const accounts = await Promise.all(ids.map((id) => this.getAccount(id)));
+    return accounts.filter((account): account is Account => account !== null);
+  }
+
+  async listKeys(accountId: string): Promise<StoredKey[] | null> {
+    if ((await this.getAccount(accountId)) === null) return null;
+    const keyIds = await this.call(() => this.redis.smembers(redisKeys.accountKeys(accountId)));
+    const records = await this.call(() => Promise.all(keyIds.map((keyId) => this.redis.hgetall(redisKeys.key(accountId, keyId)))));
+    return records
+      .filter((fields) => Object.keys(fields).length > 0)
+      .map(parseKey)
+      .sort((a, b) => b.createdAt.localeCompare(a.createdAt) || a.id.localeCompare(b.id));
+  }
+
+  async rotateKey(request: RotateKeyRequest): Promise<RotateKeyResult> {
+    const accountId = await this.call(() => this.redis.get(redisKeys.accountIdByKeyId(request.oldKeyId)));
+    if (accountId === null || accountId !== request.newKey.accountId) return { kind: 'key_not_found' };
+    const graceMs = request.graceSeconds * 1000;
+    const reply = await this.call(() =>
+      this.redis.gwaRotateKey(
+        redisKeys.key(accountId, request.oldKeyId),
+        redisKeys.key(accountId, request.newKey.id),
+        redisKeys.accountKeys(accountId),
+        String(request.nowMs),
+        new Date(request.nowMs).toISOString(),
+        String(graceMs),
+        new Date(request.nowMs + graceMs).toISOString(),
+        request.newKey.id,
+        ...keyToFields(request.newKey),
+      ),
+    );
+    const [kind, replacedBy] = reply.map(String);
+    if (kind === 'key_already_rotated') return { kind, replacedBy: replacedBy ?? '' };
+    if (kind === 'key_not_found' || kind === 'key_revoked' || kind === 'key_expired') return { kind };
+    if (kind !== 'rotated') throw new StoreUnavailableError(`unexpected rotate reply from Redis: ${kind}`);
+    await this.writeKeyIndexes(request.newKeyHash, request.newKey);
+    const [oldKey, newKey] = await Promise.all([this.getKey(request.oldKeyId), this.getKey(request.newKey.id)]);
+    if (!oldKey || !newKey) throw new StoreUnavailableError('rotated keys vanished');
+    return { kind: 'rotated', oldKey, newKey };
+  }
+
+  async revokeKey(keyId: string, nowMs: number): Promise<StoredKey | null> {
+    const accountId = await this.call(() => this.redis.get(redisKeys.accountIdByKeyId(keyId)));
+    if (accountId === null) return null;
+    const reply = await this.call(() => this.redis.gwaRevokeKey(redisKeys.key(accountId, keyId), new Date(nowMs).toISOString()));
+    return reply ? parseKey(fieldsOf(reply)) : null;
+  }
+
+  async recordLastUsed(uses: readonly LastUse[]): Promise<void> {
+    if (uses.length === 0) return;
+    // One pipelined batch, off the hot path.
+    await this.call(() =>
+      Promise.all(
+        uses.map((use) =>
+          this.redis.gwaRecordLastUsed(redisKeys.key(use.accountId, use.keyId), String(use.atMs), new Date(use.atMs).toISOString()),
+        ),
+      ),
+    );
+  }
+
+  async appendAudit(entry: AuditEntryInput, nowMs: number): Promise<void> {
+    const fields = Object.entries({ time: new Date(nowMs).toISOString(), ...entry }).flatMap(([name, value]) =>
+      value === undefined ? [] : [name, String(value)],
+    );
+    await this.call(() => this.redis.xadd(redisKeys.audit(), 'MAXLEN', '~', String(AUDIT_MAX_ENTRIES), '*', ...fields));
+  }
+
+  async readAudit(options: { limit: number; before?: string }): Promise<{ entries: AuditEntry[]; next: string | null }> {
+    const end = options.before ? `(${options.before}` : '+';
+    const rows = await this.call(() => this.redis.xrevrange(redisKeys.audit(), end, '-', 'COUNT', options.limit));
+    const entries = rows.map(([id, flat]) => {
+      const fields = fieldsOf(flat);
+      const entry: AuditEntry = {
+        id,
+        time: fields.time ?? '',
+        action: fields.action as AuditEntry['action'],
+        accountId: fields.accountId ?? '',
+      };
+      if (fields.keyId) entry.keyId = fields.keyId;
+      if (fields.keyPrefix) entry.keyPrefix = fields.keyPrefix;
+      if (fields.detail) entry.detail = fields.detail;
+      return entry;
+    });
+    return { entries, next: entries.length === options.limit ? (entries.at(-1)?.id ?? null) : null };
   }
 
   async getAccount(accountId: string): Promise<Account | null> {
@@ -149,16 +257,22 @@ export class RedisStore implements Store {
       ),
     );
     if (result === 'account_not_found') return result;
-    // The global indexes live outside the account's slot, so they are written
-    // after the record: a crash in between leaves an unusable key, never a
-    // usable one without a record.
+    await this.writeKeyIndexes(keyHash, key);
+    return 'created';
+  }
+
+  /**
+   * The global indexes live outside the account's slot, so they are written
+   * after the record: a crash in between leaves an unusable key, never a
+   * usable one without a record.
+   */
+  private async writeKeyIndexes(keyHash: string, key: StoredKey): Promise<void> {
     await this.call(() =>
       Promise.all([
         this.redis.set(redisKeys.keyIdsByHash(keyHash), `${key.id} ${key.accountId}`),
         this.redis.set(redisKeys.accountIdByKeyId(key.id), key.accountId),
       ]),
     );
-    return 'created';
   }
 
   async getKey(keyId: string): Promise<StoredKey | null> {
@@ -178,6 +292,7 @@ export class RedisStore implements Store {
           ...patch,
           // Pre-encoded: Lua's cjson would turn an empty list into {}.
           ...(Array.isArray(patch.limits) ? { limitsJson: JSON.stringify(patch.limits) } : {}),
+          ...(typeof patch.expiresAt === 'string' ? { expiresAtMs: String(Date.parse(patch.expiresAt)) } : {}),
         }),
       ),
     );

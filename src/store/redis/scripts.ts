@@ -43,14 +43,53 @@ if redis.call('EXISTS', KEYS[1]) == 0 then return 'account_not_found' end
 if redis.call('HEXISTS', KEYS[1], 'creditBalance') == 0 then return 'not_prepaid' end
 return tostring(redis.call('HINCRBY', KEYS[1], 'creditBalance', ARGV[1]))`;
 
-// Applies a JSON patch to a key record; null limits removes the override.
+// Applies a JSON patch to a key record; null removes the limits override or the expiry.
 export const UPDATE_KEY_LUA = `
 if redis.call('EXISTS', KEYS[1]) == 0 then return false end
 local p = cjson.decode(ARGV[1])
 if p.name ~= nil then redis.call('HSET', KEYS[1], 'name', p.name) end
 if p.limits == cjson.null then redis.call('HDEL', KEYS[1], 'limits')
 elseif p.limits ~= nil then redis.call('HSET', KEYS[1], 'limits', p.limitsJson) end
+if p.expiresAt == cjson.null then redis.call('HDEL', KEYS[1], 'expiresAt', 'expiresAtMs')
+elseif p.expiresAt ~= nil then redis.call('HSET', KEYS[1], 'expiresAt', p.expiresAt, 'expiresAtMs', p.expiresAtMs) end
 return redis.call('HGETALL', KEYS[1])`;
+
+// Revokes a key from the next request on; keeps the first revocation time.
+export const REVOKE_KEY_LUA = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+redis.call('HSET', KEYS[1], 'status', 'revoked')
+redis.call('HSETNX', KEYS[1], 'revokedAt', ARGV[1])
+return redis.call('HGETALL', KEYS[1])`;
+
+// Rotation in one step under the account's tag: the old key is revoked now
+// (or at the end of the grace period) in the same instant the new key exists.
+//   KEYS: old key record, new key record, account key set
+//   ARGV: now ms, now ISO, grace ms, revokeAt ISO, new key id, new key fields...
+export const ROTATE_KEY_LUA = `
+local old = redis.call('HMGET', KEYS[1], 'status', 'replacedBy', 'expiresAtMs', 'revokeAtMs')
+if not old[1] then return {'key_not_found'} end
+local now = tonumber(ARGV[1])
+if old[1] == 'revoked' or (old[4] and tonumber(old[4]) <= now) then return {'key_revoked'} end
+if old[2] then return {'key_already_rotated', old[2]} end
+if old[3] and tonumber(old[3]) <= now then return {'key_expired'} end
+local grace = tonumber(ARGV[3])
+if grace == 0 then
+  redis.call('HSET', KEYS[1], 'status', 'revoked', 'revokedAt', ARGV[2])
+else
+  redis.call('HSET', KEYS[1], 'revokeAt', ARGV[4], 'revokeAtMs', string.format('%.0f', now + grace))
+end
+redis.call('HSET', KEYS[1], 'replacedBy', ARGV[5])
+redis.call('HSET', KEYS[2], unpack(ARGV, 6))
+redis.call('SADD', KEYS[3], ARGV[5])
+return {'rotated'}`;
+
+// Last use, keeping the later time; a key that no longer exists is not recreated.
+export const RECORD_LAST_USED_LUA = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+local current = redis.call('HGET', KEYS[1], 'lastUsedMs')
+if current and tonumber(current) >= tonumber(ARGV[1]) then return 0 end
+redis.call('HSET', KEYS[1], 'lastUsedMs', ARGV[1], 'lastUsedAt', ARGV[2])
+return 1`;
 
 /**
  * The whole decision for a known key in one round trip. Mirrors
@@ -64,14 +103,14 @@ return redis.call('HGETALL', KEYS[1])`;
  * hash tag, so they live in the same cluster slot as KEYS[1].
  */
 export const AUTHORIZE_LUA = `
-local k = redis.call('HMGET', KEYS[2], 'status', 'expiresAtMs', 'limits', 'prefix', 'environment')
+local k = redis.call('HMGET', KEYS[2], 'status', 'expiresAtMs', 'limits', 'prefix', 'environment', 'revokeAtMs')
 local a = redis.call('HMGET', KEYS[1], 'status', 'creditBalance', 'limits')
 if not k[1] or not a[1] then return {'unknown_key'} end
 local now
 if ARGV[3] ~= '' then now = tonumber(ARGV[3])
 else local t = redis.call('TIME'); now = tonumber(t[1]) * 1000000 + tonumber(t[2]) end
 local prefix = k[4]
-if k[1] == 'revoked' then return {'key_revoked', prefix} end
+if k[1] == 'revoked' or (k[6] and tonumber(k[6]) * 1000 <= now) then return {'key_revoked', prefix} end
 if k[2] and tonumber(k[2]) * 1000 <= now then return {'key_expired', prefix} end
 if a[1] == 'suspended' then return {'account_suspended', prefix} end
 if a[2] and tonumber(a[2]) <= 0 then return {'credit_exhausted', prefix} end

@@ -161,7 +161,7 @@ describe('views', () => {
       limits: [{ limit: 1, windowSeconds: 3600 }],
       hash: 'f'.repeat(64),
     } as StoredKey;
-    expect(keyView(record)).toEqual({
+    expect(keyView(record, 0)).toEqual({
       id: 'key_1',
       accountId: 'acme',
       prefix: 'gk_live_AbC4',
@@ -170,7 +170,20 @@ describe('views', () => {
       status: 'revoked',
       createdAt: 'c',
       expiresAt: 'e',
+      lastUsedAt: null,
+      revokedAt: null,
+      revokeAt: null,
+      replaces: null,
+      replacedBy: null,
       limits: [{ limit: 1, window: '1h' }],
     });
+  });
+
+  it('shows the status a request would get now: revoked after a grace period, expired after expiry', () => {
+    const base = { id: 'k', accountId: 'a', prefix: 'p', name: 'n', environment: 'live', status: 'active', createdAt: 'c' } as StoredKey;
+    const t = Date.parse('2027-01-01T00:00:00Z');
+    expect(keyView({ ...base, revokeAt: '2027-01-01T00:00:00.000Z' }, t - 1).status).toBe('active');
+    expect(keyView({ ...base, revokeAt: '2027-01-01T00:00:00.000Z' }, t).status).toBe('revoked');
+    expect(keyView({ ...base, expiresAt: '2027-01-01T00:00:00.000Z' }, t).status).toBe('expired');
   });
 });

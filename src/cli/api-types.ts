@@ -1,0 +1,69 @@
+/**
+ * The admin API's answers as the CLI reads them (the wire contract, see the
+ * README's "Admin API and CLI"). Declared here rather than imported from
+ * src/admin so the CLI depends only on what goes over HTTP.
+ */
+
+export interface ApiLimit {
+  limit: number;
+  window: string;
+}
+
+export interface ApiAccount {
+  id: string;
+  name: string;
+  billing: { status: 'active' | 'suspended'; creditBalance: number | null };
+  limits: { key: ApiLimit[] | null; account: ApiLimit[] | null };
+  createdAt: string;
+}
+
+export interface ApiAccountList {
+  accounts: ApiAccount[];
+}
+
+export interface ApiCredit {
+  accountId: string;
+  creditBalance: number;
+}
+
+export interface ApiKey {
+  id: string;
+  accountId: string;
+  prefix: string;
+  name: string;
+  environment: 'live' | 'test';
+  status: 'active' | 'revoked' | 'expired';
+  createdAt: string;
+  lastUsedAt?: string | null;
+  expiresAt: string | null;
+  revokedAt?: string | null;
+  /** Set while a rotated key is still in its grace period: when it stops working. */
+  revokeAt?: string | null;
+  replaces?: string | null;
+  replacedBy?: string | null;
+  limits: ApiLimit[] | null;
+}
+
+export interface ApiKeyList {
+  keys: ApiKey[];
+}
+
+/** The only answers that ever carry a full key: creation and rotation. */
+export interface ApiCreatedKey {
+  id: string;
+  key: string;
+  prefix: string;
+  accountId: string;
+  name: string;
+  environment: 'live' | 'test';
+  createdAt: string;
+}
+
+export interface ApiRotatedKey extends ApiCreatedKey {
+  replaces: string;
+  oldKey: ApiKey;
+}
+
+export interface ApiErrorBody {
+  error: { code: string; message: string; field?: string };
+}

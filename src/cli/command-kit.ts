@@ -1,0 +1,24 @@
+import type { Command } from 'commander';
+import { loadCliSettings } from '../settings/settings';
+import { adminRequest } from './admin-client';
+
+/**
+ * What every admin command shares. Settings (ADMIN_URL, ADMIN_TOKEN) are read
+ * only when a command runs, after commander has accepted its options, so a
+ * bad option is refused before anything else happens.
+ */
+export function callApi<T>(method: 'GET' | 'POST' | 'PATCH', path: string, body?: object): Promise<T> {
+  return adminRequest<T>(loadCliSettings(process.env), method, path, body);
+}
+
+export const accountPath = (id: string) => `/admin/accounts/${encodeURIComponent(id)}`;
+export const keyPath = (id: string) => `/admin/keys/${encodeURIComponent(id)}`;
+
+export interface JsonFlag {
+  json?: true;
+}
+
+/** Adds `--json`: print the admin API's answer as one JSON document instead of text. */
+export function withJson(command: Command): Command {
+  return command.option('--json', "print the admin API's answer as JSON instead of text");
+}

@@ -1,0 +1,175 @@
+import { Command, Option } from 'commander';
+import type { ApiAccount, ApiAccountList, ApiCredit } from '../api-types';
+import { accountPath, callApi, withJson, type JsonFlag } from '../command-kit';
+import { accountStatusOption, integerOption, nonZeroIntegerOption, parseLimitList, type LimitArgument } from '../option-parsers';
+import { cell, emit, formatLimits, renderKeyValue, renderTable, shortTime, type Column } from '../output';
+
+const PLAN_DEFAULT = "not overridden (the plan's limits apply)";
+
+/** `active, prepaid` / `suspended, post-paid`. */
+function billingText(account: ApiAccount): string {
+  return `${account.billing.status}, ${account.billing.creditBalance === null ? 'post-paid' : 'prepaid'}`;
+}
+
+export const ACCOUNT_COLUMNS: readonly Column<ApiAccount>[] = [
+  { header: 'ID', value: (account) => account.id },
+  { header: 'NAME', value: (account) => account.name },
+  { header: 'BILLING', value: billingText },
+  { header: 'BALANCE', value: (account) => account.billing.creditBalance ?? '-', align: 'right' },
+  { header: 'CREATED', value: (account) => shortTime(account.createdAt) },
+];
+
+export function renderAccountList(list: ApiAccountList): string {
+  return list.accounts.length === 0 ? 'No accounts.\n' : renderTable(ACCOUNT_COLUMNS, list.accounts);
+}
+
+/** An account view as `label  value` lines. */
+export function renderAccount(account: ApiAccount): string {
+  const { status, creditBalance } = account.billing;
+  return renderKeyValue([
+    ['id', account.id],
+    ['name', account.name],
+    ['status', status],
+    ['billing', creditBalance === null ? 'post-paid' : 'prepaid'],
+    ['credit balance', creditBalance === null ? '- (post-paid)' : `${creditBalance} (minor units)`],
+    ['key limits', formatLimits(account.limits.key, PLAN_DEFAULT)],
+    ['account limits', formatLimits(account.limits.account, PLAN_DEFAULT)],
+    ['created', account.createdAt],
+  ]);
+}
+
+type Billing = { status?: string; creditBalance?: number | null };
+
+/** The `billing` part of a PATCH from --status, --credit-balance and --postpaid; undefined when none is given. */
+function billingFrom(options: { status?: string; creditBalance?: number; postpaid?: true }): Billing | undefined {
+  const billing: Billing = {};
+  if (options.status !== undefined) billing.status = options.status;
+  if (options.creditBalance !== undefined) billing.creditBalance = options.creditBalance;
+  if (options.postpaid) billing.creditBalance = null;
+  return Object.keys(billing).length === 0 ? undefined : billing;
+}
+
+/** --status, --credit-balance and --postpaid, shared by `billing` and `set`. */
+function withBillingOptions(command: Command): Command {
+  return command
+    .option('--status <status>', 'active or suspended (a suspended account is refused with 402)', accountStatusOption)
+    .addOption(
+      new Option('--credit-balance <minor-units>', 'make the account prepaid with this balance, in integer minor units')
+        .argParser(integerOption)
+        .conflicts('postpaid'),
+    )
+    .option('--postpaid', 'make the account post-paid (no credit balance, never refused for credit)');
+}
+
+export function accountsCommand(): Command {
+  const accounts = new Command('accounts').description('manage accounts through the admin API (ADMIN_URL, ADMIN_TOKEN)');
+
+  withJson(
+    accounts
+      .command('create')
+      .description('create an account (active and post-paid until changed)')
+      .requiredOption('--id <id>', 'account id: 1-64 letters, digits, _ or -')
+      .requiredOption('--name <name>', 'display name'),
+  ).action(async (options: JsonFlag & { id: string; name: string }) => {
+    const account = await callApi<ApiAccount>('POST', '/admin/accounts', { id: options.id, name: options.name });
+    emit(options, account, (answer) => `Created account ${cell(answer.id)}.\n\n${renderAccount(answer)}`);
+  });
+
+  withJson(accounts.command('list').description('list all accounts')).action(async (options: JsonFlag) => {
+    emit(options, await callApi<ApiAccountList>('GET', '/admin/accounts'), renderAccountList);
+  });
+
+  withJson(
+    accounts
+      .command('get')
+      .description('show an account: billing status, credit balance, limit overrides')
+      .requiredOption('--id <id>', 'account id'),
+  ).action(async (options: JsonFlag & { id: string }) => {
+    emit(options, await callApi<ApiAccount>('GET', accountPath(options.id)), renderAccount);
+  });
+
+  withJson(
+    withBillingOptions(
+      accounts
+        .command('set')
+        .description("change an account's name and billing in one call")
+        .requiredOption('--id <id>', 'account id')
+        .option('--name <name>', 'new display name'),
+    ),
+  ).action(
+    async (options: JsonFlag & { id: string; name?: string; status?: string; creditBalance?: number; postpaid?: true }, command: Command) => {
+      const body: { name?: string; billing?: Billing } = {};
+      if (options.name !== undefined) body.name = options.name;
+      const billing = billingFrom(options);
+      if (billing) body.billing = billing;
+      if (Object.keys(body).length === 0) command.error('error: give --name, --status, --credit-balance or --postpaid');
+      emit(options, await callApi<ApiAccount>('PATCH', accountPath(options.id), body), renderAccount);
+    },
+  );
+
+  withJson(
+    withBillingOptions(
+      accounts
+        .command('billing')
+        .description("change an account's billing: suspend or reactivate it, make it prepaid (with a balance) or post-paid")
+        .requiredOption('--id <id>', 'account id'),
+    ),
+  ).action(async (options: JsonFlag & { id: string; status?: string; creditBalance?: number; postpaid?: true }, command: Command) => {
+    const billing = billingFrom(options);
+    if (!billing) command.error('error: give --status, --credit-balance or --postpaid');
+    emit(options, await callApi<ApiAccount>('PATCH', accountPath(options.id), { billing }), renderAccount);
+  });
+
+  withJson(
+    accounts
+      .command('limits')
+      .description("override the default plan's request limits for an account (key: each key alone; account: all its keys together)")
+      .requiredOption('--id <id>', 'account id')
+      .addOption(
+        new Option('--key-limits <list>', 'limits for each of its keys, such as "100/1m,10000/1d"')
+          .argParser(parseLimitList)
+          .conflicts('clearKeyLimits'),
+      )
+      .option('--clear-key-limits', 'remove the per-key override (the default plan applies)')
+      .addOption(
+        new Option('--account-limits <list>', 'limits for all its keys together, such as "1000/1m"')
+          .argParser(parseLimitList)
+          .conflicts('clearAccountLimits'),
+      )
+      .option('--clear-account-limits', 'remove the account-wide override (the default plan applies)'),
+  ).action(
+    async (
+      options: JsonFlag & {
+        id: string;
+        keyLimits?: LimitArgument[];
+        clearKeyLimits?: true;
+        accountLimits?: LimitArgument[];
+        clearAccountLimits?: true;
+      },
+      command: Command,
+    ) => {
+      const limits: { key?: LimitArgument[] | null; account?: LimitArgument[] | null } = {};
+      if (options.keyLimits) limits.key = options.keyLimits;
+      if (options.clearKeyLimits) limits.key = null;
+      if (options.accountLimits) limits.account = options.accountLimits;
+      if (options.clearAccountLimits) limits.account = null;
+      if (Object.keys(limits).length === 0) {
+        command.error('error: give --key-limits, --clear-key-limits, --account-limits or --clear-account-limits');
+      }
+      emit(options, await callApi<ApiAccount>('PATCH', accountPath(options.id), { limits }), renderAccount);
+    },
+  );
+
+  withJson(
+    accounts
+      .command('credit')
+      .description("add to (or, with a negative amount, debit) a prepaid account's credit balance")
+      .requiredOption('--id <id>', 'account id')
+      .requiredOption('--amount <minor-units>', 'integer minor units; negative debits', nonZeroIntegerOption),
+  ).action(async (options: JsonFlag & { id: string; amount: number }) => {
+    const credit = await callApi<ApiCredit>('POST', `${accountPath(options.id)}/credit`, { amount: options.amount });
+    emit(options, credit, (answer) => `Credit balance of ${cell(answer.accountId)} is now ${answer.creditBalance} (minor units).\n`);
+  });
+
+  return accounts;
+}
