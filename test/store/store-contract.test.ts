@@ -170,6 +170,125 @@ describe.each(implementations)('store contract: %s', (_name, open) => {
     });
   });
 
+  describe('key lifecycle', () => {
+    /** A replacement for `old`, as the admin API builds it. */
+    const replacement = (old: StoredKey) => {
+      const key = generateCustomerKey(old.environment);
+      return { key, hash: hashCustomerKey(key), record: keyRecord(key, old.accountId, { name: old.name, replaces: old.id }) };
+    };
+
+    it('lists accounts by id and an account\'s keys newest first; null for an unknown account', async () => {
+      const ids = await seed();
+      const later = generateCustomerKey('test');
+      const laterRecord = keyRecord(later, ids.accountId, { createdAt: '2026-11-23T00:00:00.000Z', environment: 'test' });
+      await store.insertKey(hashCustomerKey(later), laterRecord);
+      expect((await store.listKeys(ids.accountId))?.map((k) => k.id)).toEqual([laterRecord.id, ids.keyId]);
+      expect(await store.listKeys(unique('ghost'))).toBeNull();
+      const listed = (await store.listAccounts()).map((a) => a.id);
+      expect(listed).toContain(ids.accountId);
+      expect([...listed].sort()).toEqual(listed);
+    });
+
+    it('rotates immediately: the old key is refused at once, the new one allowed, and they point at each other', async () => {
+      const ids = await seed();
+      const next = replacement(ids.record);
+      const result = await store.rotateKey({ oldKeyId: ids.keyId, newKeyHash: next.hash, newKey: next.record, graceSeconds: 0, nowMs: clock.now() });
+      expect(result).toMatchObject({
+        kind: 'rotated',
+        oldKey: { id: ids.keyId, status: 'revoked', revokedAt: new Date(T0).toISOString(), replacedBy: next.record.id },
+        newKey: { id: next.record.id, replaces: ids.keyId, status: 'active' },
+      });
+      expect((await authorize(ids)).kind).toBe('key_revoked');
+      expect(await store.resolveKeyHash(next.hash)).toEqual({ keyId: next.record.id, accountId: ids.accountId });
+      expect((await authorize({ accountId: ids.accountId, keyId: next.record.id })).kind).toBe('allow');
+    });
+
+    it('rotates with a grace period: both keys work until it ends, then the old one is refused', async () => {
+      const ids = await seed();
+      const next = replacement(ids.record);
+      await store.rotateKey({ oldKeyId: ids.keyId, newKeyHash: next.hash, newKey: next.record, graceSeconds: 3600, nowMs: clock.now() });
+      expect((await store.getKey(ids.keyId))?.revokeAt).toBe(new Date(T0 + 3_600_000).toISOString());
+      clock.advance(3_599_999);
+      expect((await authorize(ids)).kind).toBe('allow');
+      clock.advance(1);
+      expect((await authorize(ids)).kind).toBe('key_revoked');
+      expect((await authorize({ accountId: ids.accountId, keyId: next.record.id })).kind).toBe('allow');
+    });
+
+    it('refuses to rotate a revoked, an expired or an already rotated key, changing nothing', async () => {
+      const revoked = await seed({}, { status: 'revoked' });
+      const r1 = replacement(revoked.record);
+      expect(await store.rotateKey({ oldKeyId: revoked.keyId, newKeyHash: r1.hash, newKey: r1.record, graceSeconds: 0, nowMs: clock.now() })).toEqual({ kind: 'key_revoked' });
+      expect(await store.resolveKeyHash(r1.hash)).toBeNull();
+
+      const expired = await seed({}, { expiresAt: new Date(T0 - 1).toISOString() });
+      const r2 = replacement(expired.record);
+      expect(await store.rotateKey({ oldKeyId: expired.keyId, newKeyHash: r2.hash, newKey: r2.record, graceSeconds: 0, nowMs: clock.now() })).toEqual({ kind: 'key_expired' });
+
+      const graced = await seed();
+      const r3 = replacement(graced.record);
+      await store.rotateKey({ oldKeyId: graced.keyId, newKeyHash: r3.hash, newKey: r3.record, graceSeconds: 60, nowMs: clock.now() });
+      const r4 = replacement(graced.record);
+      expect(await store.rotateKey({ oldKeyId: graced.keyId, newKeyHash: r4.hash, newKey: r4.record, graceSeconds: 0, nowMs: clock.now() })).toEqual({
+        kind: 'key_already_rotated',
+        replacedBy: r3.record.id,
+      });
+      expect(await store.getKey(r4.record.id)).toBeNull();
+      expect(await store.rotateKey({ oldKeyId: 'key_none', newKeyHash: r4.hash, newKey: r4.record, graceSeconds: 0, nowMs: clock.now() })).toEqual({ kind: 'key_not_found' });
+    });
+
+    it('revokes from the next request on, idempotently keeping the first revocation time', async () => {
+      const ids = await seed();
+      expect(await store.revokeKey(ids.keyId, T0 + 5)).toMatchObject({ status: 'revoked', revokedAt: new Date(T0 + 5).toISOString() });
+      expect((await authorize(ids)).kind).toBe('key_revoked');
+      expect((await store.revokeKey(ids.keyId, T0 + 9))?.revokedAt).toBe(new Date(T0 + 5).toISOString());
+      expect(await store.revokeKey('key_none', T0)).toBeNull();
+    });
+
+    it('revoking a key in its grace period refuses it at once', async () => {
+      const ids = await seed();
+      const next = replacement(ids.record);
+      await store.rotateKey({ oldKeyId: ids.keyId, newKeyHash: next.hash, newKey: next.record, graceSeconds: 3600, nowMs: clock.now() });
+      await store.revokeKey(ids.keyId, clock.now());
+      expect((await authorize(ids)).kind).toBe('key_revoked');
+    });
+
+    it('sets and removes an expiry by patch', async () => {
+      const ids = await seed();
+      const at = new Date(T0 + 1000).toISOString();
+      expect((await store.updateKey(ids.keyId, { expiresAt: at }))?.expiresAt).toBe(at);
+      clock.advance(1000);
+      expect((await authorize(ids)).kind).toBe('key_expired');
+      expect(await store.updateKey(ids.keyId, { expiresAt: null })).not.toHaveProperty('expiresAt');
+      expect((await authorize(ids)).kind).toBe('allow');
+    });
+
+    it('records the later last-use time per key and skips keys that do not exist', async () => {
+      const ids = await seed();
+      await store.recordLastUsed([{ accountId: ids.accountId, keyId: ids.keyId, atMs: T0 + 2000 }]);
+      await store.recordLastUsed([
+        { accountId: ids.accountId, keyId: ids.keyId, atMs: T0 + 1000 },
+        { accountId: ids.accountId, keyId: 'key_gone', atMs: T0 },
+      ]);
+      expect((await store.getKey(ids.keyId))?.lastUsedAt).toBe(new Date(T0 + 2000).toISOString());
+      expect(await store.getKey('key_gone')).toBeNull();
+    });
+
+    it('keeps an audit trail, newest first, paged by entry id', async () => {
+      const accountId = unique('audited');
+      for (let i = 0; i < 5; i += 1) {
+        await store.appendAudit({ action: 'key.update', accountId, keyId: `key_${i}`, keyPrefix: 'gk_live_AbC4', detail: `n=${i}` }, T0 + i);
+      }
+      const first = await store.readAudit({ limit: 3 });
+      const mine = first.entries.filter((e) => e.accountId === accountId);
+      expect(mine.map((e) => e.keyId)).toEqual(['key_4', 'key_3', 'key_2']);
+      expect(mine[0]).toMatchObject({ action: 'key.update', time: new Date(T0 + 4).toISOString(), keyPrefix: 'gk_live_AbC4', detail: 'n=4' });
+      expect(first.next).toBe(first.entries[2]!.id);
+      const second = await store.readAudit({ limit: 3, before: first.next! });
+      expect(second.entries.filter((e) => e.accountId === accountId).map((e) => e.keyId)).toEqual(['key_1', 'key_0']);
+    });
+  });
+
   describe('authorize: key status and billing, in that order', () => {
     it('allows an active key and says which key and environment', async () => {
       const ids = await seed();
@@ -373,7 +492,9 @@ describe('redis store specifics', () => {
             ? JSON.stringify(await redisClient.hgetall(name))
             : type === 'set'
               ? JSON.stringify(await redisClient.smembers(name))
-              : String(await redisClient.get(name));
+              : type === 'stream'
+                ? JSON.stringify(await redisClient.xrange(name, '-', '+'))
+                : String(await redisClient.get(name));
         expect(dump).not.toContain(key);
       }
     } finally {

@@ -1,0 +1,77 @@
+import { ManualClock } from '../../../src/domain/clock';
+import { LastUsedRecorder } from '../../../src/store/last-used-recorder';
+import type { LastUse } from '../../../src/store/store';
+import { LogCapture } from '../../support/log-capture';
+
+class RecordingSink {
+  batches: LastUse[][] = [];
+  failNext = false;
+  async recordLastUsed(uses: readonly LastUse[]): Promise<void> {
+    if (this.failNext) {
+      this.failNext = false;
+      throw new Error('redis down');
+    }
+    this.batches.push([...uses]);
+  }
+}
+
+describe('LastUsedRecorder', () => {
+  it('writes at most one entry per key per flush, with the latest use', async () => {
+    const clock = new ManualClock(1_000);
+    const sink = new RecordingSink();
+    const recorder = new LastUsedRecorder(sink, clock, new LogCapture().logger, 60_000);
+    for (let i = 0; i < 100; i += 1) {
+      recorder.note({ keyId: 'key_a', accountId: 'acme' });
+      clock.advance(10);
+    }
+    recorder.note({ keyId: 'key_b', accountId: 'acme' });
+    expect(sink.batches).toEqual([]); // nothing written on the hot path
+    await recorder.flush();
+    expect(sink.batches).toEqual([
+      [
+        { keyId: 'key_a', accountId: 'acme', atMs: 1_000 + 99 * 10 },
+        { keyId: 'key_b', accountId: 'acme', atMs: 2_000 },
+      ],
+    ]);
+    await recorder.flush();
+    expect(sink.batches).toHaveLength(1); // nothing pending, nothing written
+  });
+
+  it('flushes early when too many distinct keys are pending, keeping memory bounded', async () => {
+    const sink = new RecordingSink();
+    const recorder = new LastUsedRecorder(sink, new ManualClock(1), new LogCapture().logger, 60_000, 3);
+    for (const keyId of ['k1', 'k2', 'k3']) recorder.note({ keyId, accountId: 'a' });
+    await recorder.stop();
+    expect(sink.batches.map((batch) => batch.length)).toEqual([3]);
+  });
+
+  it('logs and drops a batch the store refuses, then keeps working', async () => {
+    const sink = new RecordingSink();
+    const logs = new LogCapture();
+    const recorder = new LastUsedRecorder(sink, new ManualClock(1), logs.logger, 60_000);
+    sink.failNext = true;
+    recorder.note({ keyId: 'k1', accountId: 'a' });
+    await recorder.flush();
+    expect(logs.lines.some((line) => line.includes('could not record last use'))).toBe(true);
+    recorder.note({ keyId: 'k2', accountId: 'a' });
+    await recorder.flush();
+    expect(sink.batches).toEqual([[{ keyId: 'k2', accountId: 'a', atMs: 1 }]]);
+  });
+
+  it('writes on its own timer once started, and flushes what is left on stop', async () => {
+    jest.useFakeTimers();
+    try {
+      const sink = new RecordingSink();
+      const recorder = new LastUsedRecorder(sink, new ManualClock(5), new LogCapture().logger, 1_000);
+      recorder.start();
+      recorder.note({ keyId: 'k1', accountId: 'a' });
+      await jest.advanceTimersByTimeAsync(1_000);
+      expect(sink.batches).toHaveLength(1);
+      recorder.note({ keyId: 'k2', accountId: 'a' });
+      await recorder.stop();
+      expect(sink.batches).toHaveLength(2);
+    } finally {
+      jest.useRealTimers();
+    }
+  });
+});
