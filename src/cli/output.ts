@@ -7,7 +7,6 @@
 /** Control characters (C0, DEL, C1) written as visible escapes: `\n`, `\t`, `\x1b`. */
 export function cell(value: unknown): string {
   const text = value === null || value === undefined ? '' : String(value);
-  // eslint-disable-next-line no-control-regex
   return text.replace(/[\u0000-\u001f\u007f-\u009f]/g, (char) => {
     if (char === '\n') return '\\n';
     if (char === '\r') return '\\r';

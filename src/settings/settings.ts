@@ -18,6 +18,8 @@ export interface Settings {
   /** Absent: the embedded in-memory store. */
   readonly redisUrl?: string;
   readonly redisTimeoutMs: number;
+  /** Deadline for admin calls and batched writes, which are not on Envoy's clock. */
+  readonly redisAdminTimeoutMs: number;
   /** Absent: the admin API refuses every call. */
   readonly adminToken?: string;
   readonly logLevel: LogLevel;
@@ -62,6 +64,7 @@ const envSchema = z.object({
     message: 'must be a redis:// or rediss:// URL',
   }),
   REDIS_TIMEOUT_MS: z.preprocess(blankAsUnset, z.coerce.number().int().min(1).max(1000).default(50)),
+  REDIS_ADMIN_TIMEOUT_MS: z.preprocess(blankAsUnset, z.coerce.number().int().min(1).max(60_000).default(2_000)),
   ADMIN_TOKEN: optionalText.refine((token) => token === undefined || token.length >= 16, {
     message: 'must be at least 16 characters (use a long random value)',
   }),
@@ -99,6 +102,7 @@ export function loadSettings(
     bindAddress: e.BIND_ADDRESS,
     ...(e.REDIS_URL ? { redisUrl: e.REDIS_URL } : {}),
     redisTimeoutMs: e.REDIS_TIMEOUT_MS,
+    redisAdminTimeoutMs: e.REDIS_ADMIN_TIMEOUT_MS,
     ...(e.ADMIN_TOKEN ? { adminToken: e.ADMIN_TOKEN } : {}),
     logLevel: e.LOG_LEVEL,
     ...(e.CONFIG_FILE ? { configFile: e.CONFIG_FILE } : {}),

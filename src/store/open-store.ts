@@ -6,5 +6,9 @@ import type { Store } from './store';
 /** Redis when REDIS_URL is configured, otherwise the embedded in-memory store. */
 export async function openStore(settings: Settings): Promise<Store> {
   if (!settings.redisUrl) return new MemoryStore();
-  return RedisStore.connect({ url: settings.redisUrl, commandTimeoutMs: settings.redisTimeoutMs });
+  return RedisStore.connect({
+    url: settings.redisUrl,
+    commandTimeoutMs: settings.redisTimeoutMs,
+    adminCommandTimeoutMs: settings.redisAdminTimeoutMs,
+  });
 }

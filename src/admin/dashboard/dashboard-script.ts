@@ -248,7 +248,7 @@ export const DASHBOARD_SCRIPT = String.raw`(function () {
     var status = cell(row, 'status');
     status.appendChild(badge(key.status, 'status-' + key.status));
     if (key.status === 'active' && key.revokeAt) {
-      note(status, 'old key, works until the grace period ends');
+      note(status, 'in its rotation grace period');
     }
     if (key.status === 'revoked' && key.revokedAt) {
       var when = note(status, 'revoked ');
@@ -274,7 +274,7 @@ export const DASHBOARD_SCRIPT = String.raw`(function () {
     if (key.revokeAt) {
       if (key.expiresAt) expires.appendChild(document.createElement('br'));
       expires.appendChild(timeElement(key.revokeAt));
-      note(expires, 'end of the rotation grace period');
+      note(expires, 'end of grace period');
     }
     if (!key.expiresAt && !key.revokeAt) expires.textContent = key.status === 'active' ? 'never' : '\u2014';
 

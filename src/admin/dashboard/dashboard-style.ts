@@ -26,7 +26,7 @@ code, .mono { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, "Liber
 }
 .brand { font-weight: 600; letter-spacing: 0.2px; }
 .brand-sub { font-weight: 400; opacity: 0.7; }
-main { max-width: 1180px; margin: 0 auto; padding: 20px 24px 48px; }
+main { max-width: 1240px; margin: 0 auto; padding: 20px 24px 48px; }
 h1 { font-size: 1.6rem; margin: 8px 0 8px; }
 h2 { font-size: 1.15rem; margin: 0 0 10px; }
 p { line-height: 1.45; }
@@ -69,7 +69,10 @@ caption { text-align: left; padding: 12px 14px 6px; font-weight: 600; }
 th, td { text-align: left; padding: 9px 12px; border-top: 1px solid var(--line); vertical-align: top; }
 thead th { font-size: 0.82rem; text-transform: uppercase; letter-spacing: 0.04em; color: var(--muted); background: #fafbfc; }
 tbody tr:hover { background: #fafbfd; }
-td.name { overflow-wrap: anywhere; max-width: 260px; }
+td.name { min-width: 120px; max-width: 260px; overflow-wrap: break-word; }
+td.status { min-width: 150px; }
+thead th { white-space: nowrap; }
+td.prefix { white-space: nowrap; }
 td.actions-cell { white-space: nowrap; text-align: right; }
 td.actions-cell button + button { margin-left: 6px; }
 .note { display: block; font-size: 0.84em; color: var(--muted); margin-top: 3px; }

@@ -133,7 +133,7 @@ export function keysCommand(): Command {
       .command('rotate')
       .description('replace a key with a new one; the old key is refused now, or after a grace period')
       .requiredOption('--id <key-id>', 'key id (key_…) of the key to replace')
-      .option('--grace <duration>', 'how long the old key keeps working: 0 (default), 30s, 1h, 24h, 7d or seconds; at most 7d', graceOption, 0),
+      .option('--grace <duration>', 'how long the old key keeps working: 0 (refused now), 30s, 1h, 24h, 7d or seconds; at most 7d', graceOption, 0),
   ).action(async (options: JsonFlag & { id: string; grace: number }) => {
     const rotated = await callApi<ApiRotatedKey>('POST', `${keyPath(options.id)}/rotate`, { graceSeconds: options.grace });
     emit(options, rotated, (answer) => renderRotation(answer, options.grace));

@@ -56,12 +56,51 @@ export interface RedisStoreOptions {
    * In production every replica uses Redis's clock, so skewed hosts agree.
    */
   clockOverride?: () => number;
+  /** Deadline for admin calls and last-used batches (default 2 s). */
+  adminCommandTimeoutMs?: number;
 }
 
+const DEFAULT_ADMIN_TIMEOUT_MS = 2000;
+
+/** One connection with its own command deadline and the scripts defined on it. */
+function openClient(url: string, commandTimeoutMs: number): ScriptedRedis {
+  const redis = new Redis(url, {
+    lazyConnect: true,
+    commandTimeout: commandTimeoutMs,
+    // Fail fast instead of queueing while disconnected: a queued Check
+    // would outlive Envoy's deadline anyway.
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+    connectTimeout: 2000,
+    // After a failed connect, ioredis otherwise keeps a 2 s timer alive on close.
+    disconnectTimeout: 100,
+    retryStrategy: (attempt) => Math.min(50 * attempt, 1000),
+  }) as ScriptedRedis;
+  redis.defineCommand('gwaCreateAccount', { numberOfKeys: 1, lua: CREATE_ACCOUNT_LUA });
+  redis.defineCommand('gwaInsertKey', { numberOfKeys: 3, lua: INSERT_KEY_LUA });
+  redis.defineCommand('gwaUpdateAccount', { numberOfKeys: 1, lua: UPDATE_ACCOUNT_LUA });
+  redis.defineCommand('gwaAdjustCredit', { numberOfKeys: 1, lua: ADJUST_CREDIT_LUA });
+  redis.defineCommand('gwaUpdateKey', { numberOfKeys: 1, lua: UPDATE_KEY_LUA });
+  redis.defineCommand('gwaAuthorize', { numberOfKeys: 2, lua: AUTHORIZE_LUA });
+  redis.defineCommand('gwaRevokeKey', { numberOfKeys: 1, lua: REVOKE_KEY_LUA });
+  redis.defineCommand('gwaRotateKey', { numberOfKeys: 3, lua: ROTATE_KEY_LUA });
+  redis.defineCommand('gwaRecordLastUsed', { numberOfKeys: 1, lua: RECORD_LAST_USED_LUA });
+  // Errors surface per command; without a listener ioredis would print them.
+  redis.on('error', () => undefined);
+  return redis;
+}
+
+/**
+ * Two connections: Checks run on one with the tight deadline Envoy's timeout
+ * needs; admin calls and last-used batches run on another with a looser one,
+ * so a busy moment neither fails an operator's change nor queues behind the
+ * hot path.
+ */
 export class RedisStore implements Store {
   readonly description: string;
 
   private constructor(
+    private readonly checks: ScriptedRedis,
     private readonly redis: ScriptedRedis,
     url: string,
     private readonly clockOverride: (() => number) | undefined,
@@ -71,41 +110,21 @@ export class RedisStore implements Store {
 
   /** Connects and waits until Redis answers, so start-up fails loudly on a bad URL. */
   static async connect(options: RedisStoreOptions): Promise<RedisStore> {
-    const redis = new Redis(options.url, {
-      lazyConnect: true,
-      commandTimeout: options.commandTimeoutMs,
-      // Fail fast instead of queueing while disconnected: a queued Check
-      // would outlive Envoy's deadline anyway.
-      enableOfflineQueue: false,
-      maxRetriesPerRequest: 0,
-      connectTimeout: 2000,
-      // After a failed connect, ioredis otherwise keeps a 2 s timer alive on close.
-      disconnectTimeout: 100,
-      retryStrategy: (attempt) => Math.min(50 * attempt, 1000),
-    }) as ScriptedRedis;
-    redis.defineCommand('gwaCreateAccount', { numberOfKeys: 1, lua: CREATE_ACCOUNT_LUA });
-    redis.defineCommand('gwaInsertKey', { numberOfKeys: 3, lua: INSERT_KEY_LUA });
-    redis.defineCommand('gwaUpdateAccount', { numberOfKeys: 1, lua: UPDATE_ACCOUNT_LUA });
-    redis.defineCommand('gwaAdjustCredit', { numberOfKeys: 1, lua: ADJUST_CREDIT_LUA });
-    redis.defineCommand('gwaUpdateKey', { numberOfKeys: 1, lua: UPDATE_KEY_LUA });
-    redis.defineCommand('gwaAuthorize', { numberOfKeys: 2, lua: AUTHORIZE_LUA });
-    redis.defineCommand('gwaRevokeKey', { numberOfKeys: 1, lua: REVOKE_KEY_LUA });
-    redis.defineCommand('gwaRotateKey', { numberOfKeys: 3, lua: ROTATE_KEY_LUA });
-    redis.defineCommand('gwaRecordLastUsed', { numberOfKeys: 1, lua: RECORD_LAST_USED_LUA });
-    // Errors surface per command; without a listener ioredis would print them.
-    redis.on('error', () => undefined);
+    const checks = openClient(options.url, options.commandTimeoutMs);
+    const admin = openClient(options.url, options.adminCommandTimeoutMs ?? DEFAULT_ADMIN_TIMEOUT_MS);
     try {
-      await redis.connect();
-      await redis.ping();
+      await Promise.all([checks.connect(), admin.connect()]);
+      await Promise.all([checks.ping(), admin.ping()]);
     } catch (error) {
-      redis.disconnect();
+      checks.disconnect();
+      admin.disconnect();
       throw new StoreUnavailableError(`cannot reach Redis at ${redactUrl(options.url)}: ${messageOf(error)}`, { cause: error });
     }
-    return new RedisStore(redis, options.url, options.clockOverride);
+    return new RedisStore(checks, admin, options.url, options.clockOverride);
   }
 
   async resolveKeyHash(keyHash: string): Promise<KeyIds | null> {
-    const value = await this.call(() => this.redis.get(redisKeys.keyIdsByHash(keyHash)));
+    const value = await this.call(() => this.checks.get(redisKeys.keyIdsByHash(keyHash)));
     if (value === null) return null;
     const [keyId, accountId] = value.split(' ');
     if (!keyId || !accountId) throw new StoreUnavailableError('corrupt key index entry');
@@ -114,7 +133,7 @@ export class RedisStore implements Store {
 
   async authorize(request: AuthorizeRequest): Promise<AuthorizeOutcome> {
     const reply = await this.call(() =>
-      this.redis.gwaAuthorize(
+      this.checks.gwaAuthorize(
         redisKeys.account(request.accountId),
         redisKeys.key(request.accountId, request.keyId),
         request.keyId,
@@ -300,11 +319,15 @@ export class RedisStore implements Store {
   }
 
   async close(): Promise<void> {
-    try {
-      await this.redis.quit();
-    } catch {
-      this.redis.disconnect();
-    }
+    await Promise.all(
+      [this.checks, this.redis].map(async (client) => {
+        try {
+          await client.quit();
+        } catch {
+          client.disconnect();
+        }
+      }),
+    );
   }
 
   private async call<T>(command: () => Promise<T>): Promise<T> {

@@ -1,6 +1,7 @@
 import { classifyFamily } from '../../../src/routes/classify';
 import {
   DEFAULT_MESSAGES_VERSIONS,
+  DEFAULT_PLAN,
   LOG_LEVELS,
   deepFreeze,
   loadCliSettings,
@@ -48,9 +49,13 @@ describe('defaults', () => {
       adminPort: 9192,
       bindAddress: '0.0.0.0',
       redisTimeoutMs: 50,
+      redisAdminTimeoutMs: 2000,
       logLevel: 'info',
       storeFailureMode: 'deny',
+      keyCache: { maxEntries: 200_000, negativeTtlMs: 2_000 },
+      lastUsedFlushMs: 5_000,
     });
+    expect(settings.pipeline.defaultPlan).toEqual(DEFAULT_PLAN);
   });
 
   it('has no Redis URL (in-memory store), no admin token and no config file', () => {
