@@ -78,26 +78,20 @@ export function parseLimitList(text: string): LimitArgument[] {
 /** The longest grace period a rotated key may keep working: 7 days (the admin API's limit too). */
 export const MAX_GRACE_SECONDS = 7 * 86_400;
 
-const DURATION_UNITS: Readonly<Record<string, number>> = { s: 1, m: 60, h: 3600, d: 86_400 };
-
 /**
  * `0`, `30s`, `15m`, `1h`, `24h`, `7d` or a whole number of seconds → seconds;
  * undefined for anything else (negative, fractional, unknown unit, empty).
+ * The same spelling as limit windows, plus 0.
  */
 export function parseDuration(text: string): number | undefined {
-  const match = /^(\d+)([smhd]?)$/.exec(text.trim());
-  if (!match) return undefined;
-  const seconds = Number(match[1]) * DURATION_UNITS[match[2] || 's']!;
-  return Number.isSafeInteger(seconds) ? seconds : undefined;
+  const trimmed = text.trim();
+  if (/^0+[smhd]?$/.test(trimmed)) return 0;
+  return parseWindow(/^\d+$/.test(trimmed) ? Number(trimmed) : trimmed);
 }
 
 /** `0` → `0s`, `3600` → `1h`, `90` → `90s`, `5400` → `90m`: the largest unit that divides evenly. */
 export function describeDuration(seconds: number): string {
-  if (seconds === 0) return '0s';
-  for (const [unit, size] of [['d', 86_400], ['h', 3600], ['m', 60]] as const) {
-    if (seconds % size === 0) return `${seconds / size}${unit}`;
-  }
-  return `${seconds}s`;
+  return seconds === 0 ? '0s' : describeWindow(seconds);
 }
 
 /** `--grace`: how long the old key keeps working after a rotation, 0 (immediately refused) to 7d. */
