@@ -1,6 +1,8 @@
 import { buildAdminServer } from './admin/admin-server';
 import { systemClock, type Clock } from './domain/clock';
 import { startAuthorizationServer } from './grpc/authorization-server';
+import { AUTHORIZATION_SERVICE_NAME } from './grpc/proto-loading';
+import { HealthMonitor } from './health/health-monitor';
 import type { Logger } from './logging/logger';
 import type { Settings } from './settings/settings';
 import { CachedKeyIndex } from './store/cached-key-index';
@@ -12,6 +14,12 @@ export interface RunningApp {
   grpcPort: number;
   adminPort: number;
   store: Store;
+  health: HealthMonitor;
+  /**
+   * Graceful drain: NOT_SERVING at once, keep answering for the drain delay,
+   * stop accepting and let in-flight Checks finish (bounded), then flush
+   * last-used times and close Redis.
+   */
   close(): Promise<void>;
 }
 
@@ -47,12 +55,29 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
       storeFailureMode: settings.storeFailureMode,
       lastUsed,
     },
-    { host: settings.bindAddress, port: settings.grpcPort },
+    {
+      host: settings.bindAddress,
+      port: settings.grpcPort,
+      maxConnectionAgeMs: settings.grpcMaxConnectionAgeMs,
+      shutdownTimeoutMs: settings.shutdown.timeoutMs,
+    },
   );
-  const admin = buildAdminServer({ store, clock, logger, ...(settings.adminToken ? { adminToken: settings.adminToken } : {}) });
+  const health = new HealthMonitor(() => store.ping(), grpcServer.health, logger, {
+    ...settings.health,
+    services: ['', AUTHORIZATION_SERVICE_NAME],
+  });
+  await health.start();
+  const admin = buildAdminServer({
+    store,
+    clock,
+    logger,
+    health,
+    ...(settings.adminToken ? { adminToken: settings.adminToken } : {}),
+  });
   try {
     await admin.listen({ host: settings.bindAddress, port: settings.adminPort });
   } catch (error) {
+    health.shuttingDown();
     await grpcServer.close();
     await lastUsed.stop();
     await store.close();
@@ -66,10 +91,18 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
     grpcPort: grpcServer.port,
     adminPort,
     store,
+    health,
     async close() {
+      health.shuttingDown();
+      if (settings.shutdown.drainDelayMs > 0) {
+        logger.info({ event: 'shutdown', drainDelayMs: settings.shutdown.drainDelayMs }, 'draining: not serving, still answering');
+        await new Promise((resolve) => setTimeout(resolve, settings.shutdown.drainDelayMs));
+      }
       await Promise.all([grpcServer.close(), admin.close()]);
       await lastUsed.stop();
       await store.close();
+      logger.info({ event: 'shutdown' }, 'stopped');
+      logger.flush?.();
     },
   };
 }

@@ -4,9 +4,11 @@ import type { Logger } from '../logging/logger';
 import { StoreUnavailableError, type AdminStore } from '../store/store';
 import { sendAdminError } from './admin-errors';
 import { adminTokenMatches } from './admin-token';
-import { isPublicDashboardRequest, registerDashboard } from './dashboard/register-dashboard';
+import type { HealthMonitor } from '../health/health-monitor';
+import { registerDashboard } from './dashboard/register-dashboard';
 import { registerAccountRoutes } from './routes/accounts';
 import { registerAuditRoutes } from './routes/audit';
+import { registerHealthRoutes } from './routes/health';
 import { registerKeyRoutes } from './routes/keys';
 
 export interface AdminServerDeps {
@@ -15,6 +17,15 @@ export interface AdminServerDeps {
   logger: Logger;
   /** Absent: every call is refused with 503 admin_disabled. */
   adminToken?: string;
+  /** Drives /readyz; absent means always ready (tests of the API alone). */
+  health?: HealthMonitor;
+}
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** A route that holds no data and needs no admin token (health, the dashboard page). */
+    public?: boolean;
+  }
 }
 
 /**
@@ -27,8 +38,8 @@ export function buildAdminServer(deps: AdminServerDeps): FastifyInstance {
   const app = Fastify({ logger: false, bodyLimit: 64 * 1024 });
 
   app.addHook('onRequest', async (request, reply) => {
-    // The dashboard page and its two assets hold no data; its API calls carry the token.
-    if (isPublicDashboardRequest(request)) return undefined;
+    // Health probes and the dashboard page and assets hold no data; the dashboard's API calls carry the token.
+    if (request.routeOptions.config?.public === true) return undefined;
     if (!deps.adminToken) {
       return sendAdminError(reply, 503, 'admin_disabled', 'The admin API is disabled because ADMIN_TOKEN is not set.');
     }
@@ -64,6 +75,7 @@ export function buildAdminServer(deps: AdminServerDeps): FastifyInstance {
   registerKeyRoutes(app, deps);
   registerDashboard(app);
   registerAuditRoutes(app, deps);
+  registerHealthRoutes(app, deps.health);
 
   return app;
 }

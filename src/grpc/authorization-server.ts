@@ -57,14 +57,28 @@ export interface RunningGrpcServer {
   close(): Promise<void>;
 }
 
-export async function startAuthorizationServer(
-  deps: AuthorizationServerDeps,
-  address: { host: string; port: number },
-): Promise<RunningGrpcServer> {
-  const server = new grpc.Server();
+export interface GrpcServerOptions {
+  host: string;
+  port: number;
+  maxConnectionAgeMs: number;
+  /** How long in-flight Checks may take to finish on close before the server is forced down. */
+  shutdownTimeoutMs: number;
+}
+
+export async function startAuthorizationServer(deps: AuthorizationServerDeps, address: GrpcServerOptions): Promise<RunningGrpcServer> {
+  const server = new grpc.Server({
+    // Detect dead Envoy connections, and recycle live ones now and then so
+    // traffic rebalances across replicas after a scale-up or a restart.
+    'grpc.keepalive_time_ms': 30_000,
+    'grpc.keepalive_timeout_ms': 10_000,
+    'grpc.keepalive_permit_without_calls': 1,
+    'grpc.max_connection_age_ms': address.maxConnectionAgeMs,
+    'grpc.max_connection_age_grace_ms': 30_000,
+  });
   const { service } = loadAuthorizationService();
   server.addService(service, { Check: createCheckHandler(deps) });
-  const health = new HealthImplementation({ '': 'SERVING', [AUTHORIZATION_SERVICE_NAME]: 'SERVING' });
+  // NOT_SERVING until the health monitor has seen the store answer.
+  const health = new HealthImplementation({ '': 'NOT_SERVING', [AUTHORIZATION_SERVICE_NAME]: 'NOT_SERVING' });
   health.addToServer(server);
   const port = await new Promise<number>((resolve, reject) => {
     server.bindAsync(`${address.host}:${address.port}`, grpc.ServerCredentials.createInsecure(), (error, bound) =>
@@ -79,7 +93,7 @@ export async function startAuthorizationServer(
         // Tell Envoy to stop sending traffic before the listener goes away.
         health.setStatus('', 'NOT_SERVING');
         health.setStatus(AUTHORIZATION_SERVICE_NAME, 'NOT_SERVING');
-        const force = setTimeout(() => server.forceShutdown(), 5000);
+        const force = setTimeout(() => server.forceShutdown(), address.shutdownTimeoutMs);
         server.tryShutdown(() => {
           clearTimeout(force);
           resolve();

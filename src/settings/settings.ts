@@ -28,6 +28,10 @@ export interface Settings {
   readonly keyCache: { readonly maxEntries: number; readonly negativeTtlMs: number };
   /** How often last-used times are written (at most one write per key per interval). */
   readonly lastUsedFlushMs: number;
+  readonly health: { readonly intervalMs: number; readonly timeoutMs: number };
+  readonly shutdown: { readonly drainDelayMs: number; readonly timeoutMs: number };
+  /** gRPC connections are closed (gracefully) after this age, so Envoy rebalances them across replicas. */
+  readonly grpcMaxConnectionAgeMs: number;
   readonly pipeline: PipelineSettings;
 }
 
@@ -74,6 +78,11 @@ const envSchema = z.object({
   KEY_CACHE_MAX_ENTRIES: z.preprocess(blankAsUnset, z.coerce.number().int().min(1).max(10_000_000).default(200_000)),
   KEY_CACHE_NEGATIVE_TTL_MS: z.preprocess(blankAsUnset, z.coerce.number().int().min(0).max(60_000).default(2_000)),
   LAST_USED_FLUSH_MS: z.preprocess(blankAsUnset, z.coerce.number().int().min(100).max(3_600_000).default(5_000)),
+  HEALTH_INTERVAL_MS: z.preprocess(blankAsUnset, z.coerce.number().int().min(50).max(60_000).default(1_000)),
+  HEALTH_TIMEOUT_MS: z.preprocess(blankAsUnset, z.coerce.number().int().min(10).max(10_000).default(500)),
+  SHUTDOWN_DRAIN_DELAY_MS: z.preprocess(blankAsUnset, z.coerce.number().int().min(0).max(120_000).default(0)),
+  SHUTDOWN_TIMEOUT_MS: z.preprocess(blankAsUnset, z.coerce.number().int().min(100).max(300_000).default(10_000)),
+  GRPC_MAX_CONNECTION_AGE_MS: z.preprocess(blankAsUnset, z.coerce.number().int().min(1_000).max(86_400_000).default(300_000)),
 });
 
 export type SettingsResult = { ok: true; settings: Settings } | { ok: false; problems: string[] };
@@ -109,6 +118,9 @@ export function loadSettings(
     storeFailureMode: e.STORE_FAILURE_MODE,
     keyCache: { maxEntries: e.KEY_CACHE_MAX_ENTRIES, negativeTtlMs: e.KEY_CACHE_NEGATIVE_TTL_MS },
     lastUsedFlushMs: e.LAST_USED_FLUSH_MS,
+    health: { intervalMs: e.HEALTH_INTERVAL_MS, timeoutMs: e.HEALTH_TIMEOUT_MS },
+    shutdown: { drainDelayMs: e.SHUTDOWN_DRAIN_DELAY_MS, timeoutMs: e.SHUTDOWN_TIMEOUT_MS },
+    grpcMaxConnectionAgeMs: e.GRPC_MAX_CONNECTION_AGE_MS,
     pipeline: {
       routeTable: buildRouteTable(config.routes ?? {}, config.publicRoutes ?? []),
       headerNames: headerNamesFor(config.acceptVendorHeaderSpellings ?? true),

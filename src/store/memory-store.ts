@@ -188,5 +188,7 @@ export class MemoryStore implements Store {
     return { entries: structuredClone(entries), next: entries.length === options.limit ? (entries.at(-1)?.id ?? null) : null };
   }
 
+  async ping(): Promise<void> {}
+
   async close(): Promise<void> {}
 }

@@ -182,6 +182,8 @@ export interface LastUsedSink {
 export interface Store extends KeyIndex, Authorizer, AdminStore, LastUsedSink {
   /** For the start-up log line: where data lives and whether it survives a restart. */
   readonly description: string;
+  /** Resolves when the backing service answers; drives health. */
+  ping(): Promise<void>;
   close(): Promise<void>;
 }
 

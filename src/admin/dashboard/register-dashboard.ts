@@ -46,14 +46,9 @@ const SECURITY_HEADERS: Readonly<Record<string, string>> = {
  * matched by the router (so a query string does not matter, and any other
  * path, method or a 404 is not public). Used by the admin token hook.
  */
-export function isPublicDashboardRequest(request: FastifyRequest): boolean {
-  const route = request.routeOptions.url;
-  return request.method === 'GET' && route !== undefined && Object.hasOwn(ASSETS, route);
-}
-
 export function registerDashboard(app: FastifyInstance): void {
   for (const [path, asset] of Object.entries(ASSETS)) {
-    app.get(path, { exposeHeadRoute: false }, async (_request, reply: FastifyReply) =>
+    app.get(path, { exposeHeadRoute: false, config: { public: true } }, async (_request, reply: FastifyReply) =>
       reply.headers(SECURITY_HEADERS).type(asset.contentType).send(asset.body),
     );
   }

@@ -18,8 +18,18 @@ async function serve(): Promise<void> {
     logger.fatal({ err: error }, 'gateway-authz failed to start');
     process.exit(1);
   }
+  const { settings } = result;
   const stop = (signal: string) => {
     logger.info({ signal }, 'shutting down');
+    // A last resort if draining hangs: never outlive the orchestrator's grace period silently.
+    const deadline = setTimeout(
+      () => {
+        logger.error({ signal }, 'shutdown took too long; exiting');
+        process.exit(1);
+      },
+      settings.shutdown.drainDelayMs + settings.shutdown.timeoutMs + 5_000,
+    );
+    deadline.unref();
     app.close().then(
       () => process.exit(0),
       () => process.exit(1),

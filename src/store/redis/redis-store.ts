@@ -318,6 +318,11 @@ export class RedisStore implements Store {
     return reply ? parseKey(fieldsOf(reply)) : null;
   }
 
+  async ping(): Promise<void> {
+    // On the Check connection: health is about whether Checks can be answered.
+    await this.call(() => this.checks.ping());
+  }
+
   async close(): Promise<void> {
     await Promise.all(
       [this.checks, this.redis].map(async (client) => {
