@@ -3,6 +3,7 @@ import { systemClock, type Clock } from './domain/clock';
 import { startAuthorizationServer } from './grpc/authorization-server';
 import { AUTHORIZATION_SERVICE_NAME } from './grpc/proto-loading';
 import { HealthMonitor } from './health/health-monitor';
+import { Metrics } from './metrics/metrics';
 import type { Logger } from './logging/logger';
 import type { Settings } from './settings/settings';
 import { CachedKeyIndex } from './store/cached-key-index';
@@ -39,17 +40,21 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
   else logger.info({ store: store.description }, 'key store connected');
   if (!settings.adminToken) logger.warn('ADMIN_TOKEN is not set: the admin API refuses every call until it is');
 
+  const metrics = new Metrics();
+  const checkPath = metrics.instrumentCheckPath(store, store);
   const lastUsed = new LastUsedRecorder(store, clock, logger, settings.lastUsedFlushMs);
   lastUsed.start();
   const grpcServer = await startAuthorizationServer(
     {
       settings: settings.pipeline,
-      keyIndex: new CachedKeyIndex(store, {
+      keyIndex: new CachedKeyIndex(checkPath.keyIndex, {
         maxEntries: settings.keyCache.maxEntries,
         negativeTtlMs: settings.keyCache.negativeTtlMs,
         maxNegativeEntries: 100_000,
+        onLookup: (outcome) => metrics.observeKeyCache(outcome),
       }),
-      authorizer: store,
+      authorizer: checkPath.authorizer,
+      metrics,
       clock,
       logger,
       storeFailureMode: settings.storeFailureMode,
@@ -72,6 +77,7 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
     clock,
     logger,
     health,
+    metrics: metrics.registry,
     ...(settings.adminToken ? { adminToken: settings.adminToken } : {}),
   });
   try {

@@ -4,11 +4,13 @@ import type { Logger } from '../logging/logger';
 import { StoreUnavailableError, type AdminStore } from '../store/store';
 import { sendAdminError } from './admin-errors';
 import { adminTokenMatches } from './admin-token';
+import type { Registry } from 'prom-client';
 import type { HealthMonitor } from '../health/health-monitor';
 import { registerDashboard } from './dashboard/register-dashboard';
 import { registerAccountRoutes } from './routes/accounts';
 import { registerAuditRoutes } from './routes/audit';
 import { registerHealthRoutes } from './routes/health';
+import { registerMetricsRoute } from './routes/metrics';
 import { registerKeyRoutes } from './routes/keys';
 
 export interface AdminServerDeps {
@@ -19,6 +21,8 @@ export interface AdminServerDeps {
   adminToken?: string;
   /** Drives /readyz; absent means always ready (tests of the API alone). */
   health?: HealthMonitor;
+  /** Served at /metrics for Prometheus. */
+  metrics?: Registry;
 }
 
 declare module 'fastify' {
@@ -76,6 +80,7 @@ export function buildAdminServer(deps: AdminServerDeps): FastifyInstance {
   registerDashboard(app);
   registerAuditRoutes(app, deps);
   registerHealthRoutes(app, deps.health);
+  if (deps.metrics) registerMetricsRoute(app, deps.metrics);
 
   return app;
 }

@@ -2,6 +2,7 @@ import * as grpc from '@grpc/grpc-js';
 import { HealthImplementation } from 'grpc-health-check';
 import { performance } from 'node:perf_hooks';
 import type { Clock } from '../domain/clock';
+import type { Decision } from '../domain/decision';
 import { logDecision } from '../logging/decision-log';
 import type { Logger } from '../logging/logger';
 import { decide, type PipelineDeps } from '../pipeline/decide';
@@ -14,6 +15,8 @@ export interface AuthorizationServerDeps extends PipelineDeps {
   clock: Clock;
   logger: Logger;
   storeFailureMode: StoreFailureMode;
+  /** Decision counts and latency. */
+  metrics?: { observeDecision(decision: Decision, seconds: number): void };
   /** Notes each allowed key's use; written later, off the hot path. */
   lastUsed?: { note(ids: { keyId: string; accountId: string }): void };
 }
@@ -32,11 +35,13 @@ export function createCheckHandler(deps: AuthorizationServerDeps): grpc.handleUn
           now: deps.clock.now(),
           versionHeaders: deps.settings.headerNames.versionHeaders,
         });
+        const durationMs = performance.now() - started;
+        deps.metrics?.observeDecision(decision, durationMs / 1000);
         logDecision(deps.logger, decision, {
           requestId: request.requestId,
           method: request.method,
           httpStatus: answer.kind === 'response' ? answer.httpStatus : 0,
-          durationMs: performance.now() - started,
+          durationMs,
         });
         if (answer.kind === 'response') callback(null, answer.response);
         else callback({ code: answer.grpcCode, details: answer.details });

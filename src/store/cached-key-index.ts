@@ -9,6 +9,8 @@ export interface KeyIndexCacheOptions {
   negativeTtlMs: number;
   maxNegativeEntries: number;
   clock?: Clock;
+  /** Told whether each lookup was answered from memory; for metrics. */
+  onLookup?: (outcome: 'hit' | 'negative_hit' | 'miss') => void;
 }
 
 /**
@@ -20,6 +22,7 @@ export class CachedKeyIndex implements KeyIndex {
   private readonly known: LRUCache<string, KeyIds>;
   private readonly unknown: LRUCache<string, true>;
   private readonly negativeCaching: boolean;
+  private readonly onLookup: KeyIndexCacheOptions['onLookup'];
 
   constructor(
     private readonly inner: KeyIndex,
@@ -27,6 +30,7 @@ export class CachedKeyIndex implements KeyIndex {
   ) {
     this.known = new LRUCache({ max: options.maxEntries });
     this.negativeCaching = options.negativeTtlMs > 0;
+    this.onLookup = options.onLookup;
     const clock = options.clock ?? systemClock;
     this.unknown = new LRUCache({
       max: options.maxNegativeEntries,
@@ -40,8 +44,15 @@ export class CachedKeyIndex implements KeyIndex {
 
   async resolveKeyHash(keyHash: string): Promise<KeyIds | null> {
     const cached = this.known.get(keyHash);
-    if (cached) return cached;
-    if (this.negativeCaching && this.unknown.get(keyHash)) return null;
+    if (cached) {
+      this.onLookup?.('hit');
+      return cached;
+    }
+    if (this.negativeCaching && this.unknown.get(keyHash)) {
+      this.onLookup?.('negative_hit');
+      return null;
+    }
+    this.onLookup?.('miss');
     const ids = await this.inner.resolveKeyHash(keyHash);
     if (ids) this.known.set(keyHash, ids);
     else if (this.negativeCaching) this.unknown.set(keyHash, true);

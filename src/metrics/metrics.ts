@@ -1,0 +1,89 @@
+import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { Decision } from '../domain/decision';
+import type { Authorizer, KeyIndex } from '../store/store';
+
+/**
+ * Prometheus metrics, on a registry of their own (no global state, so
+ * several servers in one test process do not collide). Labels carry only
+ * bounded values: style, family, result, reason code, operation. Never an
+ * account, key or prefix.
+ */
+export class Metrics {
+  readonly registry = new Registry();
+
+  private readonly decisions = new Counter({
+    name: 'gateway_authz_decisions_total',
+    help: 'Check decisions by client style, route family, result and reason code.',
+    labelNames: ['style', 'family', 'result', 'reason'] as const,
+    registers: [this.registry],
+  });
+
+  private readonly decisionSeconds = new Histogram({
+    name: 'gateway_authz_decision_duration_seconds',
+    help: 'Time from CheckRequest to CheckResponse, by result.',
+    labelNames: ['result'] as const,
+    buckets: [0.0002, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25],
+    registers: [this.registry],
+  });
+
+  private readonly redisSeconds = new Histogram({
+    name: 'gateway_authz_store_duration_seconds',
+    help: 'Round-trip time of store calls on the Check path, by operation.',
+    labelNames: ['operation'] as const,
+    buckets: [0.0002, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1],
+    registers: [this.registry],
+  });
+
+  private readonly redisErrors = new Counter({
+    name: 'gateway_authz_store_errors_total',
+    help: 'Store calls on the Check path that failed or timed out, by operation.',
+    labelNames: ['operation'] as const,
+    registers: [this.registry],
+  });
+
+  private readonly keyCache = new Counter({
+    name: 'gateway_authz_key_cache_lookups_total',
+    help: 'Key index lookups by outcome: hit, negative_hit (known unknown) or miss (went to the store).',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
+
+  constructor() {
+    collectDefaultMetrics({ register: this.registry, prefix: 'gateway_authz_' });
+  }
+
+  observeDecision(decision: Decision, seconds: number): void {
+    const result = decision.kind;
+    this.decisions.inc({
+      style: decision.route.style,
+      family: decision.route.family,
+      result,
+      reason: decision.kind === 'deny' ? decision.reason : 'allowed',
+    });
+    this.decisionSeconds.observe({ result }, seconds);
+  }
+
+  observeKeyCache(outcome: 'hit' | 'negative_hit' | 'miss'): void {
+    this.keyCache.inc({ outcome });
+  }
+
+  /** Wraps the Check-path store calls with latency and error metrics. */
+  instrumentCheckPath(keyIndex: KeyIndex, authorizer: Authorizer): { keyIndex: KeyIndex; authorizer: Authorizer } {
+    return {
+      keyIndex: { resolveKeyHash: (hash) => this.time('resolve_key', () => keyIndex.resolveKeyHash(hash)) },
+      authorizer: { authorize: (request) => this.time('authorize', () => authorizer.authorize(request)) },
+    };
+  }
+
+  private async time<T>(operation: string, call: () => Promise<T>): Promise<T> {
+    const end = this.redisSeconds.startTimer({ operation });
+    try {
+      return await call();
+    } catch (error) {
+      this.redisErrors.inc({ operation });
+      throw error;
+    } finally {
+      end();
+    }
+  }
+}
