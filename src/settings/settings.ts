@@ -15,8 +15,8 @@ export interface Settings {
   readonly grpcPort: number;
   readonly adminPort: number;
   readonly bindAddress: string;
-  /** Absent: the embedded in-memory store. */
-  readonly redisUrl?: string;
+  /** Where Redis is: one server (REDIS_URL), a Sentinel-managed master, or a Cluster. Absent: in-memory. */
+  readonly redis?: RedisTopology;
   readonly redisTimeoutMs: number;
   /** Deadline for admin calls and batched writes, which are not on Envoy's clock. */
   readonly redisAdminTimeoutMs: number;
@@ -33,6 +33,16 @@ export interface Settings {
   /** gRPC connections are closed (gracefully) after this age, so Envoy rebalances them across replicas. */
   readonly grpcMaxConnectionAgeMs: number;
   readonly pipeline: PipelineSettings;
+}
+
+export type RedisTopology =
+  | { readonly mode: 'standalone'; readonly url: string }
+  | { readonly mode: 'sentinel'; readonly sentinels: readonly HostPort[]; readonly masterName: string; readonly password?: string }
+  | { readonly mode: 'cluster'; readonly nodes: readonly HostPort[]; readonly password?: string };
+
+export interface HostPort {
+  readonly host: string;
+  readonly port: number;
 }
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
@@ -60,6 +70,18 @@ const optionalText = z
   .optional()
   .transform((value) => (value === undefined || value.trim() === '' ? undefined : value.trim()));
 
+const hostPortList = optionalText.transform((text, context): HostPort[] | undefined => {
+  if (text === undefined) return undefined;
+  const entries = text.split(',').map((entry) => entry.trim());
+  const parsed = entries.map((entry) => /^(\[[^\]]+\]|[^:\s]+):(\d{1,5})$/.exec(entry));
+  const bad = entries.filter((_, index) => !parsed[index]);
+  if (bad.length > 0) {
+    context.addIssue({ code: 'custom', message: `must be a comma-separated list of host:port, got '${bad.join("', '")}'` });
+    return z.NEVER;
+  }
+  return parsed.map((match) => ({ host: match![1]!.replace(/^\[|\]$/g, ''), port: Number(match![2]) }));
+});
+
 const envSchema = z.object({
   GRPC_PORT: port(9191),
   ADMIN_PORT: port(9192),
@@ -67,6 +89,10 @@ const envSchema = z.object({
   REDIS_URL: optionalText.refine((url) => url === undefined || /^rediss?:\/\/.+/.test(url), {
     message: 'must be a redis:// or rediss:// URL',
   }),
+  REDIS_SENTINELS: hostPortList,
+  REDIS_SENTINEL_MASTER: optionalText,
+  REDIS_CLUSTER_NODES: hostPortList,
+  REDIS_PASSWORD: optionalText,
   REDIS_TIMEOUT_MS: z.preprocess(blankAsUnset, z.coerce.number().int().min(1).max(1000).default(50)),
   REDIS_ADMIN_TIMEOUT_MS: z.preprocess(blankAsUnset, z.coerce.number().int().min(1).max(60_000).default(2_000)),
   ADMIN_TOKEN: optionalText.refine((token) => token === undefined || token.length >= 16, {
@@ -102,14 +128,16 @@ export function loadSettings(
     if (loaded.ok) config = loaded.config;
     else problems.push(...loaded.problems);
   }
+  if (parsedEnv.success) problems.push(...redisTopologyProblems(parsedEnv.data));
   if (problems.length > 0 || !parsedEnv.success) return { ok: false, problems };
 
   const e = parsedEnv.data;
+  const redis = redisTopologyOf(e);
   const settings: Settings = {
     grpcPort: e.GRPC_PORT,
     adminPort: e.ADMIN_PORT,
     bindAddress: e.BIND_ADDRESS,
-    ...(e.REDIS_URL ? { redisUrl: e.REDIS_URL } : {}),
+    ...(redis ? { redis } : {}),
     redisTimeoutMs: e.REDIS_TIMEOUT_MS,
     redisAdminTimeoutMs: e.REDIS_ADMIN_TIMEOUT_MS,
     ...(e.ADMIN_TOKEN ? { adminToken: e.ADMIN_TOKEN } : {}),
@@ -133,6 +161,25 @@ export function loadSettings(
     },
   };
   return { ok: true, settings: deepFreeze(settings) };
+}
+
+type ParsedEnv = z.output<typeof envSchema>;
+
+function redisTopologyProblems(e: ParsedEnv): string[] {
+  const chosen = [e.REDIS_URL && 'REDIS_URL', e.REDIS_SENTINELS && 'REDIS_SENTINELS', e.REDIS_CLUSTER_NODES && 'REDIS_CLUSTER_NODES'].filter(Boolean);
+  const problems: string[] = [];
+  if (chosen.length > 1) problems.push(`Redis: set only one of REDIS_URL, REDIS_SENTINELS, REDIS_CLUSTER_NODES (got ${chosen.join(', ')})`);
+  if (e.REDIS_SENTINELS && !e.REDIS_SENTINEL_MASTER) problems.push('REDIS_SENTINEL_MASTER: required with REDIS_SENTINELS (the monitored master name)');
+  if (e.REDIS_SENTINEL_MASTER && !e.REDIS_SENTINELS) problems.push('REDIS_SENTINEL_MASTER: only meaningful with REDIS_SENTINELS');
+  return problems;
+}
+
+function redisTopologyOf(e: ParsedEnv): RedisTopology | undefined {
+  const password = e.REDIS_PASSWORD ? { password: e.REDIS_PASSWORD } : {};
+  if (e.REDIS_URL) return { mode: 'standalone', url: e.REDIS_URL };
+  if (e.REDIS_SENTINELS) return { mode: 'sentinel', sentinels: e.REDIS_SENTINELS, masterName: e.REDIS_SENTINEL_MASTER!, ...password };
+  if (e.REDIS_CLUSTER_NODES) return { mode: 'cluster', nodes: e.REDIS_CLUSTER_NODES, ...password };
+  return undefined;
 }
 
 function loadConfigFile(

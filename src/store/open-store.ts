@@ -3,11 +3,11 @@ import { MemoryStore } from './memory-store';
 import { RedisStore } from './redis/redis-store';
 import type { Store } from './store';
 
-/** Redis when REDIS_URL is configured, otherwise the embedded in-memory store. */
+/** Redis (standalone, Sentinel or Cluster) when configured, otherwise the embedded in-memory store. */
 export async function openStore(settings: Settings): Promise<Store> {
-  if (!settings.redisUrl) return new MemoryStore();
+  if (!settings.redis) return new MemoryStore();
   return RedisStore.connect({
-    url: settings.redisUrl,
+    topology: settings.redis,
     commandTimeoutMs: settings.redisTimeoutMs,
     adminCommandTimeoutMs: settings.redisAdminTimeoutMs,
   });

@@ -6,6 +6,7 @@ import { MemoryStore } from '../../src/store/memory-store';
 import { redisKeys } from '../../src/store/redis/redis-keys';
 import { RedisStore } from '../../src/store/redis/redis-store';
 import type { Account, AuthorizeOutcome, Store, StoredKey } from '../../src/store/store';
+import { startTestRedisCluster, type TestRedisCluster } from '../support/redis-cluster';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
 
 /**
@@ -18,13 +19,14 @@ const NO_LIMITS: RatePlan = { key: [], account: [] };
 const perMinute = (limit: number) => ({ limit, windowSeconds: 60 });
 
 let redis: TestRedis;
+let cluster: TestRedisCluster;
 const opened: Store[] = [];
 beforeAll(async () => {
-  redis = await startTestRedis();
+  [redis, cluster] = await Promise.all([startTestRedis(), startTestRedisCluster()]);
 });
 afterAll(async () => {
   await Promise.all(opened.map((store) => store.close()));
-  await redis?.stop();
+  await Promise.all([redis?.stop(), cluster?.stop()]);
 });
 
 const implementations: [string, (clock: ManualClock) => Promise<Store>][] = [
@@ -33,6 +35,20 @@ const implementations: [string, (clock: ManualClock) => Promise<Store>][] = [
     'redis',
     async (clock) => {
       const store = await RedisStore.connect({ url: redis.url, commandTimeoutMs: 1000, clockOverride: () => clock.now() });
+      opened.push(store);
+      return store;
+    },
+  ],
+  [
+    // Same layout, unchanged, on a three-master Redis Cluster.
+    'redis-cluster',
+    async (clock) => {
+      const nodes = cluster.nodes.split(',').map((node) => ({ host: node.split(':')[0]!, port: Number(node.split(':')[1]) }));
+      const store = await RedisStore.connect({
+        topology: { mode: 'cluster', nodes },
+        commandTimeoutMs: 1000,
+        clockOverride: () => clock.now(),
+      });
       opened.push(store);
       return store;
     },

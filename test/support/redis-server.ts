@@ -29,6 +29,10 @@ export interface StartTestRedisOptions {
   appendOnly?: boolean;
   /** data directory for a locally spawned redis-server; kept on stop() (a fresh temp dir is used and removed otherwise) */
   dir?: string;
+  /** a fixed port for a locally spawned redis-server (default: a free one) */
+  port?: number;
+  /** more redis-server arguments, e.g. cluster mode */
+  extraArgs?: readonly string[];
 }
 
 /** Seams for tests of this module; production callers never pass these. */
@@ -303,8 +307,21 @@ async function killChild(child: ChildProcess): Promise<void> {
   await waitForExit(child, STOP_GRACE_MS);
 }
 
+/**
+ * Always a locally spawned redis-server (never a container or TEST_REDIS_URL):
+ * for topologies the suite builds itself, such as a Cluster.
+ */
+export async function spawnTestRedisServer(opts: StartTestRedisOptions = {}): Promise<TestRedis> {
+  const binary = findRedisServerBinary(process.env.PATH, DEFAULT_FALLBACK_BINARIES);
+  if (binary === undefined) {
+    throw new Error('No redis-server binary on PATH (needed to build a test Redis Cluster). Install it: apt-get install -y redis-server');
+  }
+  return spawnLocal(binary, opts);
+}
+
 async function spawnLocal(binary: string, opts: StartTestRedisOptions): Promise<TestRedis> {
   installExitHook();
+  if (opts.port !== undefined) return spawnOnPort(binary, opts.port, opts);
   let lastError: Error | undefined;
   for (let attempt = 0; attempt < MAX_PORT_ATTEMPTS; attempt++) {
     const port = await findFreePort();
@@ -332,6 +349,7 @@ async function spawnOnPort(binary: string, port: number, opts: StartTestRedisOpt
     '--dir', dir,
     '--daemonize', 'no',
     '--logfile', '',
+    ...(opts.extraArgs ?? []),
   ];
   const child = spawn(binary, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';

@@ -1,4 +1,5 @@
-import Redis from 'ioredis';
+import Redis, { Cluster, type RedisOptions } from 'ioredis';
+import type { RedisTopology } from '../../settings/settings';
 import type { KeyEnvironment } from '../../keys/customer-key';
 import type { LimitScope, LimitState } from '../../limits/rate-limit';
 import {
@@ -48,7 +49,9 @@ interface ScriptedRedis extends Redis {
 }
 
 export interface RedisStoreOptions {
-  url: string;
+  /** Standalone Redis; or give `topology` for Sentinel or Cluster. */
+  url?: string;
+  topology?: RedisTopology;
   /** Per-command deadline; far below Envoy's ext_authz timeout so we answer in time. */
   commandTimeoutMs: number;
   /**
@@ -62,9 +65,9 @@ export interface RedisStoreOptions {
 
 const DEFAULT_ADMIN_TIMEOUT_MS = 2000;
 
-/** One connection with its own command deadline and the scripts defined on it. */
-function openClient(url: string, commandTimeoutMs: number): ScriptedRedis {
-  const redis = new Redis(url, {
+/** One connection (or cluster client) with its own command deadline and the scripts defined on it. */
+function openClient(topology: RedisTopology, commandTimeoutMs: number): ScriptedRedis {
+  const connection: RedisOptions = {
     lazyConnect: true,
     commandTimeout: commandTimeoutMs,
     // Fail fast instead of queueing while disconnected: a queued Check
@@ -75,7 +78,42 @@ function openClient(url: string, commandTimeoutMs: number): ScriptedRedis {
     // After a failed connect, ioredis otherwise keeps a 2 s timer alive on close.
     disconnectTimeout: 100,
     retryStrategy: (attempt) => Math.min(50 * attempt, 1000),
-  }) as ScriptedRedis;
+  };
+  let redis: ScriptedRedis;
+  switch (topology.mode) {
+    case 'standalone':
+      redis = new Redis(topology.url, connection) as ScriptedRedis;
+      break;
+    case 'sentinel':
+      redis = new Redis({
+        ...connection,
+        sentinels: topology.sentinels.map(({ host, port }) => ({ host, port })),
+        name: topology.masterName,
+        ...(topology.password ? { password: topology.password } : {}),
+      }) as ScriptedRedis;
+      break;
+    case 'cluster':
+      // Every key a script touches shares the account's hash tag, so each
+      // script runs on the one node that owns that slot.
+      redis = new Cluster(
+        topology.nodes.map(({ host, port }) => ({ host, port })),
+        {
+          lazyConnect: true,
+          enableOfflineQueue: false,
+          scaleReads: 'master',
+          slotsRefreshTimeout: 2000,
+          clusterRetryStrategy: (attempt) => Math.min(50 * attempt, 1000),
+          redisOptions: {
+            commandTimeout: commandTimeoutMs,
+            maxRetriesPerRequest: 0,
+            connectTimeout: 2000,
+            disconnectTimeout: 100,
+            ...(topology.password ? { password: topology.password } : {}),
+          },
+        },
+      ) as unknown as ScriptedRedis;
+      break;
+  }
   redis.defineCommand('gwaCreateAccount', { numberOfKeys: 1, lua: CREATE_ACCOUNT_LUA });
   redis.defineCommand('gwaInsertKey', { numberOfKeys: 3, lua: INSERT_KEY_LUA });
   redis.defineCommand('gwaUpdateAccount', { numberOfKeys: 1, lua: UPDATE_ACCOUNT_LUA });
@@ -102,25 +140,28 @@ export class RedisStore implements Store {
   private constructor(
     private readonly checks: ScriptedRedis,
     private readonly redis: ScriptedRedis,
-    url: string,
+    where: string,
     private readonly clockOverride: (() => number) | undefined,
   ) {
-    this.description = `Redis at ${redactUrl(url)}`;
+    this.description = where;
   }
 
   /** Connects and waits until Redis answers, so start-up fails loudly on a bad URL. */
   static async connect(options: RedisStoreOptions): Promise<RedisStore> {
-    const checks = openClient(options.url, options.commandTimeoutMs);
-    const admin = openClient(options.url, options.adminCommandTimeoutMs ?? DEFAULT_ADMIN_TIMEOUT_MS);
+    const topology: RedisTopology | undefined = options.topology ?? (options.url ? { mode: 'standalone', url: options.url } : undefined);
+    if (!topology) throw new StoreUnavailableError('no Redis given: set a URL or a topology');
+    const where = describeTopology(topology);
+    const checks = openClient(topology, options.commandTimeoutMs);
+    const admin = openClient(topology, options.adminCommandTimeoutMs ?? DEFAULT_ADMIN_TIMEOUT_MS);
     try {
       await Promise.all([checks.connect(), admin.connect()]);
       await Promise.all([checks.ping(), admin.ping()]);
     } catch (error) {
       checks.disconnect();
       admin.disconnect();
-      throw new StoreUnavailableError(`cannot reach Redis at ${redactUrl(options.url)}: ${messageOf(error)}`, { cause: error });
+      throw new StoreUnavailableError(`cannot reach ${where}: ${messageOf(error)}`, { cause: error });
     }
-    return new RedisStore(checks, admin, options.url, options.clockOverride);
+    return new RedisStore(checks, admin, where, options.clockOverride);
   }
 
   async resolveKeyHash(keyHash: string): Promise<KeyIds | null> {
@@ -383,6 +424,19 @@ export function parseAuthorizeReply(reply: unknown): AuthorizeOutcome {
 
 function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
+}
+
+/** For logs: where the data lives, without passwords. */
+export function describeTopology(topology: RedisTopology): string {
+  const list = (nodes: readonly { host: string; port: number }[]) => nodes.map(({ host, port }) => `${host}:${port}`).join(',');
+  switch (topology.mode) {
+    case 'standalone':
+      return `Redis at ${redactUrl(topology.url)}`;
+    case 'sentinel':
+      return `Redis master '${topology.masterName}' via Sentinel ${list(topology.sentinels)}`;
+    case 'cluster':
+      return `Redis Cluster via ${list(topology.nodes)}`;
+  }
 }
 
 /** Redis URLs may carry a password; never print it. */

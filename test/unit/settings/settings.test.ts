@@ -59,7 +59,7 @@ describe('defaults', () => {
   });
 
   it('has no Redis URL (in-memory store), no admin token and no config file', () => {
-    expect('redisUrl' in settings).toBe(false);
+    expect('redis' in settings).toBe(false);
     expect('adminToken' in settings).toBe(false);
     expect('configFile' in settings).toBe(false);
   });
@@ -117,13 +117,13 @@ describe('environment variables', () => {
 
   describe('REDIS_URL', () => {
     it.each(['redis://localhost:6379', 'rediss://user:pw@cache.internal:6380/2'])('accepts %s', (url) => {
-      expect(settingsOf({ REDIS_URL: url }).redisUrl).toBe(url);
+      expect(settingsOf({ REDIS_URL: url }).redis).toEqual({ mode: 'standalone', url });
     });
     it('trims surrounding whitespace', () => {
-      expect(settingsOf({ REDIS_URL: '  redis://h:1  ' }).redisUrl).toBe('redis://h:1');
+      expect(settingsOf({ REDIS_URL: '  redis://h:1  ' }).redis).toEqual({ mode: 'standalone', url: 'redis://h:1' });
     });
     it.each(['', '   '])('treats %j as absent', (value) => {
-      expect('redisUrl' in settingsOf({ REDIS_URL: value })).toBe(false);
+      expect('redis' in settingsOf({ REDIS_URL: value })).toBe(false);
     });
     it.each(['http://localhost:6379', 'localhost:6379', 'redis://', 'REDIS://h'])('refuses %s', (url) => {
       expect(problemsOf({ REDIS_URL: url })).toEqual(['REDIS_URL: must be a redis:// or rediss:// URL']);
@@ -385,10 +385,10 @@ describe('the settings object is frozen', () => {
       (settings as { grpcPort: number }).grpcPort = 1;
     }).toThrow(TypeError);
     expect(() => {
-      delete (settings as { redisUrl?: string }).redisUrl;
+      delete (settings as { redis?: unknown }).redis;
     }).toThrow(TypeError);
     expect(settings.grpcPort).toBe(9191);
-    expect(settings.redisUrl).toBe('redis://h:1');
+    expect(settings.redis).toEqual({ mode: 'standalone', url: 'redis://h:1' });
   });
 
   it('nested pipeline settings: assignment throws', () => {
@@ -422,6 +422,40 @@ describe('the settings object is frozen', () => {
     expect(Object.isFrozen(value.a)).toBe(true);
     expect(Object.isFrozen(value.a.b)).toBe(true);
     expect(Object.isFrozen(value.a.b[1])).toBe(true);
+  });
+});
+
+describe('Redis topologies', () => {
+  it('reads a Sentinel-managed master from REDIS_SENTINELS and REDIS_SENTINEL_MASTER', () => {
+    expect(settingsOf({ REDIS_SENTINELS: 's1:26379, s2:26380', REDIS_SENTINEL_MASTER: 'mymaster', REDIS_PASSWORD: 'pw' }).redis).toEqual({
+      mode: 'sentinel',
+      sentinels: [
+        { host: 's1', port: 26379 },
+        { host: 's2', port: 26380 },
+      ],
+      masterName: 'mymaster',
+      password: 'pw',
+    });
+  });
+
+  it('reads a Cluster from REDIS_CLUSTER_NODES', () => {
+    expect(settingsOf({ REDIS_CLUSTER_NODES: '10.0.0.1:7000,[::1]:7001' }).redis).toEqual({
+      mode: 'cluster',
+      nodes: [
+        { host: '10.0.0.1', port: 7000 },
+        { host: '::1', port: 7001 },
+      ],
+    });
+  });
+
+  it('refuses two topologies at once, a Sentinel list without a master name, and malformed node lists', () => {
+    const result = loadSettings({ REDIS_URL: 'redis://h:1', REDIS_CLUSTER_NODES: 'a:1', REDIS_SENTINELS: 'x', REDIS_SENTINEL_MASTER: '' });
+    expect(result.ok ? [] : result.problems).toEqual([expect.stringMatching(/^REDIS_SENTINELS: must be a comma-separated list of host:port/)]);
+    const both = loadSettings({ REDIS_URL: 'redis://h:1', REDIS_CLUSTER_NODES: 'a:1', REDIS_SENTINELS: 's:1' });
+    expect(both.ok ? [] : both.problems).toEqual([
+      expect.stringContaining('set only one of REDIS_URL, REDIS_SENTINELS, REDIS_CLUSTER_NODES'),
+      expect.stringContaining('REDIS_SENTINEL_MASTER: required'),
+    ]);
   });
 });
 
