@@ -1,0 +1,475 @@
+/**
+ * TEST CODE, not product: an HTTP/1.1 server that behaves like Envoy's HTTP
+ * connection manager + ext_authz HTTP filter (gRPC service, V3) + router, as
+ * deployed in front of gateway-authz. No Envoy binary runs on the development
+ * machines, so end-to-end tests (official SDKs → "Envoy" → upstream) use this.
+ *
+ * The Check call goes through a client built from Envoy's OFFICIAL protos
+ * (test/support/envoy-official-client.ts), never our trimmed proto/ copy.
+ * The rules below follow shared/reference/envoy-ext-authz.md §2; each one is
+ * pinned in envoy-front.test.ts against a stub authz server.
+ *
+ * Request side (what Envoy puts into CheckRequest):
+ *  - attributes.request.http.headers: lower-case keys, pseudo-headers first
+ *    (`:authority` from Host, `:path` = target WITH query, `:method`,
+ *    `:scheme` = 'http'), then every request header; repeated headers are
+ *    joined with ',' (no space). `host` itself is not in the map (HTTP/1.1
+ *    Host is Envoy's :authority). Hop-by-hop headers (connection, keep-alive,
+ *    proxy-connection, transfer-encoding, upgrade, te) are stripped by the
+ *    connection manager before any filter and never reach Check or upstream.
+ *    A client-sent `x-envoy-auth-partial-body` is dropped from the Check.
+ *  - `x-request-id` (uuid v4) and `x-forwarded-proto` are added when absent,
+ *    as the connection manager does, and are forwarded upstream too.
+ *  - http.id = a stream id (random uint64, not x-request-id); http.path =
+ *    target with query; http.query/fragment = ''; http.host = :authority;
+ *    http.scheme 'http'; http.protocol 'HTTP/1.1'; http.size '0' (no body
+ *    buffering: the body is never read before the decision).
+ *  - source/destination = the client / listener sockets.
+ *
+ * Response side:
+ *  - the gRPC deadline is `timeoutMs` (grpc_service.timeout, 250 ms as in
+ *    envoy.yaml). ANY RPC failure (transport error, deadline, a gRPC error
+ *    status from the handler) → `statusOnError` (503 as envoy.yaml's
+ *    status_on_error) with an EMPTY body. The (2026) `error_response` oneof
+ *    member is treated the same way.
+ *  - status.code === 0 → allowed, ok_response applied in this order:
+ *      1. `headers` (upstream request), each by the append rules below;
+ *      2. `headers_to_remove`, ignoring ':'-pseudo headers and `host`
+ *         (Envoy applies removals after the additions);
+ *      3. `query_parameters_to_remove` / `query_parameters_to_set` on the
+ *         path (only when one of them is non-empty; untouched parameters keep
+ *         their raw encoding and order — Envoy re-serialises the whole query,
+ *         which no test here depends on);
+ *      4. the request is forwarded (method, path, headers, streamed body) to
+ *         `upstreamUrl`; the upstream response is streamed back (status,
+ *         headers minus hop-by-hop, body; SSE flushes per chunk) with
+ *         `response_headers_to_add` applied by the same append rules.
+ *  - status.code !== 0 → denied: local reply with denied_response.status.code
+ *    (403 when the status is unset or 0), denied_response.headers (each key
+ *    named is set; repeated entries of one key are all kept, as Envoy's
+ *    remove-then-addCopy does), body = denied_response.body; content-type
+ *    text/plain only when the body is non-empty and none was given. A denied
+ *    request never reaches the upstream.
+ *
+ * Append rules for a HeaderValueOption (decided here, documented):
+ *  - `append` BoolValue SET: true → append, false → overwrite (Envoy ≤ 1.36
+ *    reads only this field).
+ *  - `append` UNSET → `append_action` (newer Envoy):
+ *      APPEND_IF_EXISTS_OR_ADD (0, the enum default) → append;
+ *      ADD_IF_ABSENT (1) → add only when the header is absent;
+ *      OVERWRITE_IF_EXISTS_OR_ADD (2) → overwrite;
+ *      OVERWRITE_IF_EXISTS (3) → overwrite only when the header exists.
+ *  - "append" on an upstream REQUEST header comma-joins onto the existing
+ *    value (Envoy's appendCopy), and adds the header when absent (Envoy
+ *    ≤ 1.36 would skip an absent one; newer Envoy adds it — we keep the
+ *    simpler, newer behaviour). On a RESPONSE header it adds another field
+ *    line (Envoy's addCopy), so `set-cookie` stays correct.
+ *  - Header keys are lower-cased; ':'-pseudo headers and `host` in
+ *    `headers` are ignored (the real service never sets them).
+ */
+import { randomBytes, randomUUID } from 'node:crypto';
+import * as http from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+import * as protoLoader from '@grpc/proto-loader';
+
+import {
+  createOfficialCheckClient,
+  OFFICIAL_EXTERNAL_AUTH_PROTO,
+  OFFICIAL_LOADER_OPTIONS,
+  type OfficialCheckClient,
+} from '../support/envoy-official-client';
+
+export interface EnvoyFrontOptions {
+  /** host:port of gateway-authz gRPC. */
+  authzAddress: string;
+  /** e.g. http://127.0.0.1:PORT */
+  upstreamUrl: string;
+  /** ext_authz grpc_service timeout, default 250 (as envoy.yaml). */
+  timeoutMs?: number;
+  /** Default 503 (as envoy.yaml's status_on_error). */
+  statusOnError?: number;
+  /** ExtAuthzPerRoute check_settings.context_extensions for every request (default none). */
+  contextExtensions?: Record<string, string>;
+}
+
+export interface EnvoyFront {
+  url: string;
+  port: number;
+  /** Every CheckRequest sent, for assertions. */
+  checks: object[];
+  close(): Promise<void>;
+}
+
+export const DEFAULT_EXT_AUTHZ_TIMEOUT_MS = 250;
+export const DEFAULT_STATUS_ON_ERROR = 503;
+/** Envoy's default when denied_response carries no (or a 0) status. */
+export const DEFAULT_DENIED_STATUS = 403;
+
+/** Removed by Envoy's connection manager before any filter; never forwarded. */
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'te']);
+
+/** Ordered, lower-case header list; each key holds one or more field values. */
+export type HeaderList = Map<string, string[]>;
+
+export interface HeaderValueOptionLike {
+  header?: { key?: string; value?: string } | null;
+  append?: { value?: boolean } | null;
+  append_action?: string | number | null;
+}
+
+type AppendMode = 'append' | 'overwrite' | 'add-if-absent' | 'overwrite-if-exists';
+
+const APPEND_ACTIONS: Readonly<Record<string, AppendMode>> = {
+  APPEND_IF_EXISTS_OR_ADD: 'append',
+  '0': 'append',
+  ADD_IF_ABSENT: 'add-if-absent',
+  '1': 'add-if-absent',
+  OVERWRITE_IF_EXISTS_OR_ADD: 'overwrite',
+  '2': 'overwrite',
+  OVERWRITE_IF_EXISTS: 'overwrite-if-exists',
+  '3': 'overwrite-if-exists',
+};
+
+/** How Envoy treats one HeaderValueOption: `append` (BoolValue) when set, else `append_action`. */
+export function appendModeOf(option: HeaderValueOptionLike): AppendMode {
+  if (option.append !== undefined && option.append !== null) return option.append.value ? 'append' : 'overwrite';
+  const action = option.append_action ?? 'APPEND_IF_EXISTS_OR_ADD';
+  const mode = APPEND_ACTIONS[String(action)];
+  if (mode === undefined) throw new Error(`unknown append_action ${String(action)}`);
+  return mode;
+}
+
+function isProtectedHeader(key: string): boolean {
+  return key.startsWith(':') || key === 'host';
+}
+
+/**
+ * Applies one HeaderValueOption. `appendStyle` says what "append" means:
+ * 'comma-join' (upstream request, Envoy's appendCopy) or 'add-line' (client
+ * response, Envoy's addCopy).
+ */
+export function applyHeaderOption(headers: HeaderList, option: HeaderValueOptionLike, appendStyle: 'comma-join' | 'add-line'): void {
+  const key = (option.header?.key ?? '').toLowerCase();
+  const value = option.header?.value ?? '';
+  if (key === '' || isProtectedHeader(key)) return;
+  const existing = headers.get(key);
+  switch (appendModeOf(option)) {
+    case 'append':
+      if (existing === undefined || existing.length === 0) headers.set(key, [value]);
+      else if (appendStyle === 'add-line') existing.push(value);
+      else existing[existing.length - 1] = `${existing[existing.length - 1]},${value}`;
+      return;
+    case 'overwrite':
+      headers.delete(key);
+      headers.set(key, [value]);
+      return;
+    case 'add-if-absent':
+      if (existing === undefined) headers.set(key, [value]);
+      return;
+    case 'overwrite-if-exists':
+      if (existing !== undefined) headers.set(key, [value]);
+      return;
+  }
+}
+
+/** `headers_to_remove`: pseudo-headers and Host are never removed. */
+export function removeHeaders(headers: HeaderList, names: readonly string[]): void {
+  for (const name of names) {
+    const key = name.toLowerCase();
+    if (!isProtectedHeader(key)) headers.delete(key);
+  }
+}
+
+function safeDecode(text: string): string {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return text;
+  }
+}
+
+/**
+ * `query_parameters_to_remove` / `query_parameters_to_set` on a request
+ * target. Untouched parameters keep their raw text and order; a set
+ * parameter replaces the first occurrence (others of that key are dropped)
+ * or is appended; an empty query loses its '?'.
+ */
+export function mutateQuery(
+  target: string,
+  toRemove: readonly string[],
+  toSet: readonly { key: string; value: string }[],
+): string {
+  if (toRemove.length === 0 && toSet.length === 0) return target;
+  const mark = target.indexOf('?');
+  const path = mark === -1 ? target : target.slice(0, mark);
+  const query = mark === -1 ? '' : target.slice(mark + 1);
+  let params = query === '' ? [] : query.split('&').filter((p) => p !== '');
+  const keyOf = (param: string): string => safeDecode(param.split('=', 1)[0]!);
+  const removed = new Set(toRemove);
+  params = params.filter((param) => !removed.has(keyOf(param)));
+  for (const { key, value } of toSet) {
+    const encoded = `${encodeURIComponent(key)}=${encodeURIComponent(value)}`;
+    const first = params.findIndex((param) => keyOf(param) === key);
+    if (first === -1) {
+      params.push(encoded);
+    } else {
+      params = params.filter((param, i) => i === first || keyOf(param) !== key);
+      params[first] = encoded;
+    }
+  }
+  return params.length === 0 ? path : `${path}?${params.join('&')}`;
+}
+
+let statusCodeNumbers: Map<string, number> | undefined;
+
+/** envoy.type.v3.StatusCode name (enums: String) or number → HTTP status number. */
+export function httpStatusNumber(code: unknown): number {
+  if (typeof code === 'number') return code;
+  if (typeof code !== 'string' || code === '') return 0;
+  if (/^\d+$/.test(code)) return Number(code);
+  if (statusCodeNumbers === undefined) {
+    const def = protoLoader.loadSync(OFFICIAL_EXTERNAL_AUTH_PROTO, OFFICIAL_LOADER_OPTIONS) as Record<string, any>;
+    const values: { name: string; number: number }[] = def['envoy.type.v3.StatusCode']?.type?.value ?? [];
+    statusCodeNumbers = new Map(values.map((v) => [v.name, v.number]));
+  }
+  const number = statusCodeNumbers.get(code);
+  if (number === undefined) throw new Error(`unknown envoy.type.v3.StatusCode ${code}`);
+  return number;
+}
+
+function toNodeHeaders(headers: HeaderList): http.OutgoingHttpHeaders {
+  const out: http.OutgoingHttpHeaders = {};
+  for (const [key, values] of headers) out[key] = values.length === 1 ? values[0]! : values;
+  return out;
+}
+
+function peer(address: string | undefined, port: number | undefined): object {
+  return {
+    address: { socket_address: { protocol: 'TCP', address: address ?? '', port_value: port ?? 0 } },
+    principal: '',
+  };
+}
+
+function sendLocalReply(res: http.ServerResponse, status: number, headers: HeaderList, body: string): void {
+  if (res.headersSent || res.destroyed) {
+    res.destroy();
+    return;
+  }
+  const bytes = Buffer.from(body, 'utf8');
+  // Envoy's local reply: text/plain only when there is a body and no content-type.
+  if (bytes.length > 0 && !headers.has('content-type')) headers.set('content-type', ['text/plain']);
+  headers.set('content-length', [String(bytes.length)]);
+  res.writeHead(status, toNodeHeaders(headers));
+  res.end(bytes);
+}
+
+export async function startEnvoyFront(options: EnvoyFrontOptions): Promise<EnvoyFront> {
+  const timeoutMs = options.timeoutMs ?? DEFAULT_EXT_AUTHZ_TIMEOUT_MS;
+  const statusOnError = options.statusOnError ?? DEFAULT_STATUS_ON_ERROR;
+  const upstream = new URL(options.upstreamUrl);
+  const upstreamAgent = new http.Agent({ keepAlive: true });
+  const client: OfficialCheckClient = createOfficialCheckClient(options.authzAddress);
+  const checks: object[] = [];
+
+  async function handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    // --- connection manager: the request header map
+    const target = req.url ?? '/';
+    const method = (req.method ?? 'GET').toUpperCase();
+    const requestHeaders: HeaderList = new Map();
+    let authority = '';
+    for (const [key, values] of Object.entries(req.headersDistinct)) {
+      if (values === undefined || HOP_BY_HOP.has(key)) continue;
+      if (key === 'host') {
+        authority = values.join(',');
+        continue;
+      }
+      requestHeaders.set(key, [...values]);
+    }
+    if (!requestHeaders.has('x-forwarded-proto')) requestHeaders.set('x-forwarded-proto', ['http']);
+    if (!requestHeaders.has('x-request-id')) requestHeaders.set('x-request-id', [randomUUID()]);
+
+    // --- ext_authz: CheckRequest
+    const checkHeaders: Record<string, string> = { ':authority': authority, ':path': target, ':method': method, ':scheme': 'http' };
+    for (const [key, values] of requestHeaders) {
+      if (key !== 'x-envoy-auth-partial-body') checkHeaders[key] = values.join(',');
+    }
+    const nowMs = Date.now();
+    const checkRequest = {
+      attributes: {
+        source: peer(req.socket.remoteAddress, req.socket.remotePort),
+        destination: peer(req.socket.localAddress, req.socket.localPort),
+        request: {
+          time: { seconds: String(Math.floor(nowMs / 1000)), nanos: (nowMs % 1000) * 1_000_000 },
+          http: {
+            id: randomBytes(8).readBigUInt64BE().toString(),
+            method,
+            headers: checkHeaders,
+            path: target,
+            host: authority,
+            scheme: 'http',
+            query: '',
+            fragment: '',
+            size: '0',
+            protocol: `HTTP/${req.httpVersion}`,
+            body: '',
+          },
+        },
+        context_extensions: { ...(options.contextExtensions ?? {}) },
+      },
+    };
+    checks.push(checkRequest);
+
+    let response: any;
+    try {
+      response = await client.check(checkRequest, timeoutMs);
+    } catch {
+      sendLocalReply(res, statusOnError, new Map(), '');
+      return;
+    }
+    if (response?.http_response === 'error_response') {
+      sendLocalReply(res, statusOnError, new Map(), '');
+      return;
+    }
+
+    const grpcCode = Number(response?.status?.code ?? 0);
+    if (grpcCode !== 0) {
+      const denied = response?.http_response === 'denied_response' ? response.denied_response : undefined;
+      const status = httpStatusNumber(denied?.status?.code) || DEFAULT_DENIED_STATUS;
+      const headers: HeaderList = new Map();
+      for (const option of (denied?.headers ?? []) as HeaderValueOptionLike[]) {
+        const key = (option.header?.key ?? '').toLowerCase();
+        if (key === '' || key.startsWith(':')) continue;
+        const list = headers.get(key);
+        if (list) list.push(option.header?.value ?? '');
+        else headers.set(key, [option.header?.value ?? '']);
+      }
+      sendLocalReply(res, status, headers, String(denied?.body ?? ''));
+      return;
+    }
+
+    // --- allowed: mutate and route
+    const ok = response?.http_response === 'ok_response' ? response.ok_response : undefined;
+    for (const option of (ok?.headers ?? []) as HeaderValueOptionLike[]) applyHeaderOption(requestHeaders, option, 'comma-join');
+    removeHeaders(requestHeaders, ok?.headers_to_remove ?? []);
+    const upstreamPath = mutateQuery(
+      target,
+      ok?.query_parameters_to_remove ?? [],
+      ((ok?.query_parameters_to_set ?? []) as { key?: string; value?: string }[]).map((p) => ({ key: p.key ?? '', value: p.value ?? '' })),
+    );
+    const responseHeaderOptions = (ok?.response_headers_to_add ?? []) as HeaderValueOptionLike[];
+
+    const outgoing = toNodeHeaders(requestHeaders);
+    outgoing.host = authority || upstream.host;
+    const upstreamReq = http.request({
+      protocol: upstream.protocol,
+      hostname: upstream.hostname,
+      port: upstream.port,
+      method,
+      path: upstreamPath,
+      headers: outgoing,
+      agent: upstreamAgent,
+    });
+    upstreamReq.on('response', (upstreamRes) => {
+      const headers: HeaderList = new Map();
+      for (const [key, values] of Object.entries(upstreamRes.headersDistinct)) {
+        if (values !== undefined && !HOP_BY_HOP.has(key)) headers.set(key, [...values]);
+      }
+      for (const option of responseHeaderOptions) applyHeaderOption(headers, option, 'add-line');
+      res.writeHead(upstreamRes.statusCode ?? 502, toNodeHeaders(headers));
+      res.flushHeaders();
+      upstreamRes.pipe(res);
+      upstreamRes.on('error', () => res.destroy());
+    });
+    upstreamReq.on('error', () => {
+      // Envoy's answer when the upstream cannot be reached or resets.
+      sendLocalReply(res, 503, new Map(), 'upstream connect error or disconnect/reset before headers');
+    });
+    // The client went away (e.g. an SDK cancelled a stream): reset the upstream too.
+    res.on('close', () => {
+      if (!res.writableFinished) upstreamReq.destroy();
+    });
+    req.pipe(upstreamReq);
+  }
+
+  const server = http.createServer((req, res) => {
+    req.on('error', () => res.destroy());
+    handle(req, res).catch(() => sendLocalReply(res, 500, new Map(), ''));
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const port = (server.address() as AddressInfo).port;
+
+  let closing: Promise<void> | undefined;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    port,
+    checks,
+    close: () =>
+      (closing ??= new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+        upstreamAgent.destroy();
+        client.close();
+      })),
+  };
+}
+
+// ---------------------------------------------------------------------------
+// A curl-like client for tests: raw header lines (an array value sends the
+// header once per element, so duplicates reach the front as separate lines),
+// a fresh connection per call, the whole body as text.
+
+export interface HttpReply {
+  status: number;
+  /** Node's merged view of the response headers (lower-case keys). */
+  headers: http.IncomingHttpHeaders;
+  /** Every response field line, lower-case key → values in order. */
+  headerLines: Record<string, string[]>;
+  body: string;
+  /** Parsed `body` when it is JSON, else undefined. */
+  json: any;
+}
+
+export interface HttpCall {
+  method?: string;
+  /** Request target, with query. */
+  path: string;
+  headers?: Record<string, string | string[]>;
+  body?: string;
+}
+
+export function sendHttp(baseUrl: string, call: HttpCall): Promise<HttpReply> {
+  const base = new URL(baseUrl);
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      { hostname: base.hostname, port: base.port, method: call.method ?? 'GET', path: call.path, headers: call.headers ?? {}, agent: false },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (chunk: Buffer) => chunks.push(chunk));
+        res.on('error', reject);
+        res.on('end', () => {
+          const body = Buffer.concat(chunks).toString('utf8');
+          let json: any;
+          try {
+            json = JSON.parse(body);
+          } catch {
+            json = undefined;
+          }
+          const headerLines: Record<string, string[]> = {};
+          for (let i = 0; i + 1 < res.rawHeaders.length; i += 2) {
+            (headerLines[res.rawHeaders[i]!.toLowerCase()] ??= []).push(res.rawHeaders[i + 1]!);
+          }
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, headerLines, body, json });
+        });
+      },
+    );
+    req.on('error', reject);
+    req.end(call.body);
+  });
+}

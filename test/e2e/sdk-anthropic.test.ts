@@ -1,0 +1,334 @@
+/**
+ * The official Anthropic SDK against the gateway, in both of its auth styles:
+ * 1.x sends `Authorization: Bearer` + `anthropic-version: 2026-10-21`,
+ * 0.137.0 (the last 0.x, installed as `anthropic-sdk-legacy`) sends
+ * `x-api-key` + `anthropic-version: 2023-06-01`. Every case runs for both.
+ */
+import Anthropic, {
+  APIError,
+  AuthenticationError,
+  PaymentRequiredError,
+  RateLimitError,
+} from '@anthropic-ai/sdk';
+import AnthropicLegacy, {
+  APIError as LegacyAPIError,
+  AuthenticationError as LegacyAuthenticationError,
+  RateLimitError as LegacyRateLimitError,
+} from 'anthropic-sdk-legacy';
+import { displayPrefixOf, generateCustomerKey } from '../../src/keys/customer-key';
+import { registerSecrets } from '../support/secret-scan';
+import { startE2EWorld, type E2EWorld } from './e2e-world';
+
+const SDK_ENV = /^(OPENAI|ANTHROPIC|GOOGLE|GEMINI)_/;
+const CREDENTIAL_HEADERS = ['authorization', 'x-api-key', 'x-goog-api-key', 'x-vendorg-api-key'];
+const RETRY_TIMEOUT_MS = 60_000;
+
+let world: E2EWorld;
+const savedEnv: Record<string, string | undefined> = {};
+
+beforeAll(async () => {
+  // 1.x reads ANTHROPIC_BASE_URL, ANTHROPIC_AUTH_TOKEN, ANTHROPIC_CUSTOM_HEADERS, ANTHROPIC_PROFILE, …
+  for (const name of Object.keys(process.env).filter((n) => SDK_ENV.test(n))) {
+    savedEnv[name] = process.env[name];
+    delete process.env[name];
+  }
+  world = await startE2EWorld();
+}, 60_000);
+
+afterAll(async () => {
+  await world?.close();
+  Object.assign(process.env, savedEnv);
+});
+
+/** One HTTP exchange as the SDK saw it (our fetch wraps the real one). */
+interface Exchange {
+  requestHeaders: Headers;
+  status: number;
+  responseHeaders: Headers;
+}
+
+interface ClientOptions {
+  maxRetries: number;
+  exchanges?: Exchange[];
+}
+
+/** The few calls the tests make, the same for both SDK versions. */
+interface MessagesApi {
+  create(): Promise<string>;
+  stream(): Promise<string>;
+  listModels(): Promise<unknown[]>;
+}
+
+/** The fields both versions' APIError has (`error` is the whole response body). */
+interface SdkError extends Error {
+  status: number;
+  headers: Headers;
+  error: any;
+  requestID: string | null | undefined;
+}
+
+type ErrorClass = abstract new (...args: never[]) => Error;
+
+interface Flavour {
+  sdk: string;
+  credentialHeader: 'authorization' | 'x-api-key';
+  credentialValue: (key: string) => string;
+  version: string;
+  client(apiKey: string, options: ClientOptions): MessagesApi;
+  AuthenticationError: ErrorClass;
+  RateLimitError: ErrorClass;
+  APIError: ErrorClass;
+  /** The exact class a 402 raises. */
+  PaymentClass: ErrorClass;
+}
+
+// A model name in neither SDK's deprecation list (both console.warn on deprecated names, e.g. claude-sonnet-4-5).
+const PARAMS = { model: 'claude-e2e-test', max_tokens: 16, messages: [{ role: 'user' as const, content: 'hi' }] };
+
+function textOf(content: readonly { type: string; text?: unknown }[]): string {
+  return content.map((block) => (block.type === 'text' ? String(block.text) : '')).join('');
+}
+
+function spyingFetch(exchanges: Exchange[] | undefined) {
+  if (!exchanges) return {};
+  return {
+    fetch: async (input: string | URL | Request, init?: RequestInit) => {
+      const response = await fetch(input, init);
+      exchanges.push({ requestHeaders: new Headers(init?.headers), status: response.status, responseHeaders: response.headers });
+      return response;
+    },
+  };
+}
+
+const FLAVOURS: Flavour[] = [
+  {
+    sdk: '@anthropic-ai/sdk 1.12.0',
+    credentialHeader: 'authorization',
+    credentialValue: (key) => `Bearer ${key}`,
+    version: '2026-10-21',
+    client(apiKey, { maxRetries, exchanges }) {
+      const client = new Anthropic({ apiKey, authToken: null, baseURL: world.url, maxRetries, ...spyingFetch(exchanges) });
+      return {
+        create: async () => textOf((await client.messages.create(PARAMS)).content),
+        stream: async () => textOf((await client.messages.stream(PARAMS).finalMessage()).content),
+        listModels: async () => (await client.models.list()).data,
+      };
+    },
+    AuthenticationError,
+    RateLimitError,
+    APIError,
+    PaymentClass: PaymentRequiredError,
+  },
+  {
+    sdk: '@anthropic-ai/sdk 0.137.0',
+    credentialHeader: 'x-api-key',
+    credentialValue: (key) => key,
+    version: '2023-06-01',
+    client(apiKey, { maxRetries, exchanges }) {
+      const client = new AnthropicLegacy({ apiKey, authToken: null, baseURL: world.url, maxRetries, ...spyingFetch(exchanges) });
+      return {
+        create: async () => textOf((await client.messages.create(PARAMS)).content),
+        stream: async () => textOf((await client.messages.stream(PARAMS).finalMessage()).content),
+        listModels: async () => (await client.models.list()).data,
+      };
+    },
+    AuthenticationError: LegacyAuthenticationError,
+    RateLimitError: LegacyRateLimitError,
+    APIError: LegacyAPIError,
+    // 0.x has no PaymentRequiredError: a 402 is the generic APIError.
+    PaymentClass: LegacyAPIError,
+  },
+];
+
+/** How many Checks the gateway decided for this key: the SDK's attempts, denials included. */
+function attemptsOf(key: string): number {
+  const prefix = displayPrefixOf(key);
+  return world.gateway.logs.events('decision').filter((line) => line.keyPrefix === prefix).length;
+}
+
+async function caught(promise: Promise<unknown>): Promise<SdkError> {
+  try {
+    await promise;
+  } catch (error) {
+    return error as SdkError;
+  }
+  throw new Error('expected the SDK call to fail');
+}
+
+/** The gateway's reason code, where the messages style puts it. */
+const errorCodeOf = (error: SdkError): unknown => error.error?.error?.details?.error_code;
+
+/** Account ids must be unique per SDK version: billing changes apply to a whole account. */
+const accountFor = (flavour: Flavour, what: string) => `an-${flavour.version}-${what}`;
+
+describe.each(FLAVOURS)('$sdk', (flavour) => {
+  describe('allowed calls', () => {
+    const calls: { name: string; family: string; streamed: boolean; call: (api: MessagesApi) => Promise<void> }[] = [
+      { name: 'messages.create', family: 'messages', streamed: false, call: async (api) => expect((await api.create()).length).toBeGreaterThan(0) },
+      { name: 'messages.stream', family: 'messages', streamed: true, call: async (api) => expect((await api.stream()).length).toBeGreaterThan(0) },
+      { name: 'models.list', family: 'models', streamed: false, call: async (api) => expect(Array.isArray(await api.listModels())).toBe(true) },
+    ];
+
+    test.each(calls)('$name succeeds; the upstream gets the identity headers and no credential', async ({ family, streamed, call }) => {
+      const { key, keyId, accountId } = await world.newKey(accountFor(flavour, 'allowed'));
+      const exchanges: Exchange[] = [];
+      const before = world.upstream.requests.length;
+
+      await call(flavour.client(key, { maxRetries: 0, exchanges }));
+
+      // What this SDK version sends.
+      expect(exchanges).toHaveLength(1);
+      const sent = exchanges[0]!.requestHeaders;
+      expect(sent.get(flavour.credentialHeader)).toBe(flavour.credentialValue(key));
+      expect(sent.get(flavour.credentialHeader === 'authorization' ? 'x-api-key' : 'authorization')).toBeNull();
+      expect(sent.get('anthropic-version')).toBe(flavour.version);
+
+      const forwarded = world.upstream.requests.slice(before);
+      expect(forwarded).toHaveLength(1);
+      const upstream = forwarded[0]!;
+      for (const header of CREDENTIAL_HEADERS) expect(upstream.headers[header]).toBeUndefined();
+      expect(JSON.stringify(upstream)).not.toContain(key);
+      expect(upstream.headers).toMatchObject({
+        'x-gateway-account-id': accountId,
+        'x-gateway-key-id': keyId,
+        'x-gateway-key-prefix': displayPrefixOf(key),
+        'x-gateway-route-family': family,
+      });
+      if (streamed) expect(JSON.parse(upstream.body)).toMatchObject({ stream: true });
+    });
+  });
+
+  describe('authentication failures raise AuthenticationError', () => {
+    const cases: { name: string; code: string; text: string; key: () => Promise<string> }[] = [
+      { name: 'unknown (well-formed) key', code: 'unknown_key', text: 'Invalid API key', key: async () => generateCustomerKey('live') },
+      {
+        name: 'revoked key',
+        code: 'key_revoked',
+        text: 'has been revoked',
+        key: async () => {
+          const { key, keyId } = await world.newKey(accountFor(flavour, 'revoked'));
+          await world.revoke(keyId);
+          return key;
+        },
+      },
+      {
+        name: 'Anthropic provider key',
+        code: 'upstream_key_not_accepted',
+        text: 'looks like an Anthropic API key',
+        key: async () => `sk-ant-api03-${'x'.repeat(93)}AA`,
+      },
+    ];
+
+    test.each(cases)('$name → 401 $code', async ({ code, text, key: makeKey }) => {
+      const key = await makeKey();
+      registerSecrets(key);
+      const before = world.upstream.requests.length;
+
+      const error = await caught(flavour.client(key, { maxRetries: 2 }).create());
+
+      expect(error).toBeInstanceOf(flavour.AuthenticationError);
+      expect(error.status).toBe(401);
+      expect(error.error).toMatchObject({ type: 'error', error: { type: 'authentication_error' } });
+      expect(errorCodeOf(error)).toBe(code);
+      expect(error.message).toContain(text);
+      expect(error.message).not.toContain(key);
+      expect(error.requestID).toEqual(expect.any(String));
+      expect(error.headers.get('x-should-retry')).toBe('false');
+      expect(world.upstream.requests.length).toBe(before);
+    });
+  });
+
+  describe('billing denials are 402 and never retried', () => {
+    const cases = [
+      { name: 'suspended account', code: 'account_suspended', billing: { status: 'suspended' } },
+      { name: 'prepaid account out of credit', code: 'credit_exhausted', billing: { creditBalance: 0 } },
+    ];
+
+    test.each(cases)('$name → 402 $code after exactly one attempt with maxRetries 2', async ({ code, billing }) => {
+      const { key, accountId } = await world.newKey(accountFor(flavour, code));
+      expect((await world.gateway.admin('PATCH', `/admin/accounts/${accountId}`, { billing })).status).toBe(200);
+
+      const error = await caught(flavour.client(key, { maxRetries: 2 }).create());
+
+      expect(error).toBeInstanceOf(flavour.APIError);
+      expect(error.constructor).toBe(flavour.PaymentClass);
+      expect(error.status).toBe(402);
+      expect(error.error).toMatchObject({ error: { type: 'billing_error' } });
+      expect(errorCodeOf(error)).toBe(code);
+      expect(error.headers.get('x-should-retry')).toBe('false');
+      expect(error.headers.get('retry-after')).toBeNull();
+      expect(attemptsOf(key)).toBe(1);
+    });
+  });
+
+  describe('rate limits', () => {
+    async function rateLimitedKey(name: string): Promise<string> {
+      const { key, keyId } = await world.newKey(accountFor(flavour, 'limited'), { name });
+      expect((await world.gateway.admin('PATCH', `/admin/keys/${keyId}`, { limits: [{ limit: 1, window: '2s' }] })).status).toBe(200);
+      await flavour.client(key, { maxRetries: 0 }).create(); // uses the one request of the window
+      return key;
+    }
+
+    test('with retries off, a 429 raises RateLimitError carrying retry-after(-ms)', async () => {
+      const key = await rateLimitedKey('retries off');
+
+      const error = await caught(flavour.client(key, { maxRetries: 0 }).create());
+
+      expect(error).toBeInstanceOf(flavour.RateLimitError);
+      expect(error.status).toBe(429);
+      expect(error.error).toMatchObject({ error: { type: 'rate_limit_error' } });
+      expect(errorCodeOf(error)).toBe('rate_limited');
+      expect(Number(error.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+      expect(Number(error.headers.get('retry-after-ms'))).toBeGreaterThan(0);
+      expect(error.headers.get('x-should-retry')).toBeNull();
+      expect(attemptsOf(key)).toBe(2); // the setup call and this one
+    });
+
+    test(
+      'with maxRetries 2, the SDK waits retry-after-ms and then succeeds',
+      async () => {
+        const key = await rateLimitedKey('retries on');
+        const exchanges: Exchange[] = [];
+        const started = Date.now();
+
+        const text = await flavour.client(key, { maxRetries: 2, exchanges }).create();
+        const elapsed = Date.now() - started;
+
+        expect(text.length).toBeGreaterThan(0);
+        expect(exchanges.map((e) => e.status)).toEqual([429, 200]);
+        expect(exchanges.map((e) => e.requestHeaders.get('x-stainless-retry-count'))).toEqual(['0', '1']);
+        expect(attemptsOf(key)).toBe(1 + 2);
+        const waitMs = Number(exchanges[0]!.responseHeaders.get('retry-after-ms'));
+        expect(waitMs).toBeGreaterThan(0);
+        expect(elapsed).toBeGreaterThanOrEqual(waitMs - 50);
+      },
+      RETRY_TIMEOUT_MS,
+    );
+  });
+});
+
+describe('messages requests without a version header (raw HTTP: the SDKs always send one)', () => {
+  const cases = [
+    { name: 'x-api-key', headers: (key: string): Record<string, string> => ({ 'x-api-key': key }) },
+    { name: 'Authorization: Bearer', headers: (key: string): Record<string, string> => ({ authorization: `Bearer ${key}` }) },
+  ];
+
+  test.each(cases)('with $name → 400 invalid_request_error missing_version_header', async ({ headers }) => {
+    const { key } = await world.newKey('an-raw');
+    const before = world.upstream.requests.length;
+
+    const response = await fetch(`${world.url}/v1/messages`, {
+      method: 'POST',
+      headers: { ...headers(key), 'content-type': 'application/json' },
+      body: JSON.stringify(PARAMS),
+    });
+
+    expect(response.status).toBe(400);
+    expect(response.headers.get('content-type')).toContain('application/json');
+    expect(await response.json()).toMatchObject({
+      type: 'error',
+      error: { type: 'invalid_request_error', details: { error_code: 'missing_version_header' } },
+    });
+    expect(world.upstream.requests.length).toBe(before);
+  });
+});

@@ -1,0 +1,360 @@
+/**
+ * Google's Gemini SDKs against the gateway: `@google/genai` (2.x, the newest
+ * that supports Node 20; default API version v1beta) and the deprecated
+ * `@google/generative-ai` 0.24.1. Both send the key in `x-goog-api-key`.
+ *
+ * Neither SDK retries by default, and neither reads `retry-after`, `retry-after-ms`
+ * or the body's RetryInfo: genai retries only with `httpOptions.retryOptions`, on its
+ * own exponential backoff; generative-ai never retries.
+ */
+import { ApiError, GoogleGenAI, type HttpRetryOptions } from '@google/genai';
+import { GoogleGenerativeAI, GoogleGenerativeAIFetchError } from '@google/generative-ai';
+import { displayPrefixOf, generateCustomerKey } from '../../src/keys/customer-key';
+import { registerSecrets } from '../support/secret-scan';
+import { startE2EWorld, type E2EWorld } from './e2e-world';
+
+const SDK_ENV = /^(OPENAI|ANTHROPIC|GOOGLE|GEMINI)_/;
+const CREDENTIAL_HEADERS = ['authorization', 'x-api-key', 'x-goog-api-key', 'x-vendorg-api-key'];
+const MODEL = 'gemini-2.5-flash';
+const RETRY_TIMEOUT_MS = 60_000;
+
+let world: E2EWorld;
+const savedEnv: Record<string, string | undefined> = {};
+
+beforeAll(async () => {
+  // genai reads GOOGLE_API_KEY, GEMINI_API_KEY, GOOGLE_GEMINI_BASE_URL, GOOGLE_GENAI_USE_VERTEXAI, GOOGLE_GENAI_API_VERSION, …
+  for (const name of Object.keys(process.env).filter((n) => SDK_ENV.test(n))) {
+    savedEnv[name] = process.env[name];
+    delete process.env[name];
+  }
+  world = await startE2EWorld();
+}, 60_000);
+
+afterAll(async () => {
+  await world?.close();
+  Object.assign(process.env, savedEnv);
+});
+
+/** What the SDK sent, as seen by a wrapper around fetch. */
+interface Exchange {
+  requestHeaders: Headers;
+  status: number;
+}
+
+function spying(realFetch: typeof fetch, exchanges: Exchange[]): typeof fetch {
+  return async (input, init) => {
+    const response = await realFetch(input, init);
+    const url = input instanceof Request ? input.url : String(input);
+    // Only the SDK's calls to the front, not whatever else this process fetches meanwhile.
+    if (url.startsWith(world.url)) exchanges.push({ requestHeaders: new Headers(init?.headers), status: response.status });
+    return response;
+  };
+}
+
+// ---- @google/genai -------------------------------------------------------------
+
+function genai(apiKey: string, options: { retryOptions?: HttpRetryOptions; exchanges?: Exchange[] } = {}): GoogleGenAI {
+  return new GoogleGenAI({
+    apiKey,
+    vertexai: false,
+    apiVersion: 'v1beta',
+    httpOptions: {
+      baseUrl: world.url,
+      ...(options.retryOptions ? { retryOptions: options.retryOptions } : {}),
+      ...(options.exchanges ? { fetch: spying(fetch, options.exchanges) } : {}),
+    },
+  });
+}
+
+const genaiGenerate = async (ai: GoogleGenAI) => (await ai.models.generateContent({ model: MODEL, contents: 'hi' })).text ?? '';
+
+// ---- @google/generative-ai -----------------------------------------------------
+
+function generativeAi(apiKey: string) {
+  return new GoogleGenerativeAI(apiKey).getGenerativeModel({ model: MODEL }, { baseUrl: world.url, apiVersion: 'v1beta' });
+}
+
+/** generative-ai has no fetch option: it calls the global fetch, so wrap that for the duration of the call. */
+async function withGlobalFetchSpy<T>(exchanges: Exchange[] | undefined, run: () => Promise<T>): Promise<T> {
+  if (!exchanges) return run();
+  const realFetch = globalThis.fetch;
+  globalThis.fetch = spying(realFetch, exchanges);
+  try {
+    return await run();
+  } finally {
+    globalThis.fetch = realFetch;
+  }
+}
+
+// ---- what both SDKs share ------------------------------------------------------
+
+interface Call {
+  name: string;
+  family: string;
+  path: RegExp;
+  run(apiKey: string, exchanges?: Exchange[]): Promise<void>;
+}
+
+interface Failure {
+  status: number | undefined;
+  /** `ErrorInfo.reason`: the gateway's reason code. */
+  reason: unknown;
+  message: string;
+}
+
+interface Flavour {
+  sdk: string;
+  calls: Call[];
+  /** One generateContent call, retries as this SDK does them by default (none for either). */
+  generate(apiKey: string): Promise<string>;
+  /** The SDK's error class for an HTTP error, and what a caller can read from it. */
+  ErrorClass: abstract new (...args: never[]) => Error;
+  failure(error: Error): Failure;
+}
+
+const FLAVOURS: Flavour[] = [
+  {
+    sdk: '@google/genai 2.32.0',
+    calls: [
+      {
+        name: 'models.generateContent',
+        family: 'generative-content',
+        path: /^\/v1beta\/models\/gemini-2\.5-flash:generateContent$/,
+        run: async (key, exchanges) => expect((await genaiGenerate(genai(key, { exchanges: exchanges ?? [] }))).length).toBeGreaterThan(0),
+      },
+      {
+        name: 'models.generateContentStream',
+        family: 'generative-content',
+        path: /^\/v1beta\/models\/gemini-2\.5-flash:streamGenerateContent\?alt=sse$/,
+        run: async (key, exchanges) => {
+          let text = '';
+          for await (const chunk of await genai(key, { exchanges: exchanges ?? [] }).models.generateContentStream({ model: MODEL, contents: 'hi' })) {
+            text += chunk.text ?? '';
+          }
+          expect(text.length).toBeGreaterThan(0);
+        },
+      },
+      {
+        name: 'models.list',
+        family: 'models',
+        path: /^\/v1beta\/models(\?.*)?$/,
+        run: async (key, exchanges) => expect(Array.isArray((await genai(key, { exchanges: exchanges ?? [] }).models.list()).page)).toBe(true),
+      },
+    ],
+    generate: (key) => genaiGenerate(genai(key)),
+    ErrorClass: ApiError,
+    failure: (error) => {
+      // genai puts the whole JSON body in the message.
+      const body = JSON.parse(error.message) as { error?: { details?: { reason?: string }[] } };
+      return { status: (error as ApiError).status, reason: body.error?.details?.[0]?.reason, message: error.message };
+    },
+  },
+  {
+    sdk: '@google/generative-ai 0.24.1',
+    calls: [
+      {
+        name: 'generateContent',
+        family: 'generative-content',
+        path: /^\/v1beta\/models\/gemini-2\.5-flash:generateContent$/,
+        run: async (key, exchanges) =>
+          withGlobalFetchSpy(exchanges, async () => expect((await generativeAi(key).generateContent('hi')).response.text().length).toBeGreaterThan(0)),
+      },
+      {
+        name: 'generateContentStream',
+        family: 'generative-content',
+        path: /^\/v1beta\/models\/gemini-2\.5-flash:streamGenerateContent\?alt=sse$/,
+        run: async (key, exchanges) =>
+          withGlobalFetchSpy(exchanges, async () => {
+            const result = await generativeAi(key).generateContentStream('hi');
+            let text = '';
+            for await (const chunk of result.stream) text += chunk.text();
+            expect(text.length).toBeGreaterThan(0);
+            expect((await result.response).text()).toBe(text);
+          }),
+      },
+      {
+        name: 'embedContent',
+        family: 'generative-content',
+        path: /^\/v1beta\/models\/text-embedding-004:embedContent$/,
+        run: async (key, exchanges) =>
+          withGlobalFetchSpy(exchanges, async () => {
+            const model = new GoogleGenerativeAI(key).getGenerativeModel({ model: 'text-embedding-004' }, { baseUrl: world.url, apiVersion: 'v1beta' });
+            expect(Array.isArray((await model.embedContent('hi')).embedding.values)).toBe(true);
+          }),
+      },
+    ],
+    generate: async (key) => (await generativeAi(key).generateContent('hi')).response.text(),
+    ErrorClass: GoogleGenerativeAIFetchError,
+    failure: (error) => {
+      const fetchError = error as GoogleGenerativeAIFetchError;
+      const details = fetchError.errorDetails as { reason?: string }[] | undefined;
+      return { status: fetchError.status, reason: details?.[0]?.reason, message: fetchError.message };
+    },
+  },
+];
+
+/** How many Checks the gateway decided for this key: the SDK's attempts, denials included. */
+function attemptsOf(key: string): number {
+  const prefix = displayPrefixOf(key);
+  return world.gateway.logs.events('decision').filter((line) => line.keyPrefix === prefix).length;
+}
+
+async function caught(promise: Promise<unknown>): Promise<Error> {
+  try {
+    await promise;
+  } catch (error) {
+    return error as Error;
+  }
+  throw new Error('expected the SDK call to fail');
+}
+
+async function limitToOnePerTwoSeconds(keyId: string): Promise<void> {
+  expect((await world.gateway.admin('PATCH', `/admin/keys/${keyId}`, { limits: [{ limit: 1, window: '2s' }] })).status).toBe(200);
+}
+
+const accountFor = (flavour: Flavour, what: string) => `${flavour.sdk.startsWith('@google/genai') ? 'gg' : 'gl'}-${what}`;
+
+describe.each(FLAVOURS)('$sdk', (flavour) => {
+  describe('allowed calls', () => {
+    test.each(flavour.calls)('$name succeeds; the upstream gets the identity headers and no credential', async ({ family, path, run }) => {
+      const { key, keyId, accountId } = await world.newKey(accountFor(flavour, 'allowed'));
+      const exchanges: Exchange[] = [];
+      const before = world.upstream.requests.length;
+
+      await run(key, exchanges);
+
+      // The SDK sends the key in x-goog-api-key, never in the URL.
+      expect(exchanges).toHaveLength(1);
+      expect(exchanges[0]!.requestHeaders.get('x-goog-api-key')).toBe(key);
+      expect(exchanges[0]!.requestHeaders.get('authorization')).toBeNull();
+
+      const forwarded = world.upstream.requests.slice(before);
+      expect(forwarded).toHaveLength(1);
+      const upstream = forwarded[0]!;
+      expect(upstream.path).toMatch(path);
+      for (const header of CREDENTIAL_HEADERS) expect(upstream.headers[header]).toBeUndefined();
+      expect(JSON.stringify(upstream)).not.toContain(key);
+      expect(upstream.headers).toMatchObject({
+        'x-gateway-account-id': accountId,
+        'x-gateway-key-id': keyId,
+        'x-gateway-key-prefix': displayPrefixOf(key),
+        'x-gateway-route-family': family,
+      });
+    });
+  });
+
+  describe('authentication failures are 401 UNAUTHENTICATED', () => {
+    const cases: { name: string; code: string; text: string; key: () => Promise<string> }[] = [
+      { name: 'unknown (well-formed) key', code: 'unknown_key', text: 'Invalid API key', key: async () => generateCustomerKey('live') },
+      {
+        name: 'revoked key',
+        code: 'key_revoked',
+        text: 'has been revoked',
+        key: async () => {
+          const { key, keyId } = await world.newKey(accountFor(flavour, 'revoked'));
+          await world.revoke(keyId);
+          return key;
+        },
+      },
+      { name: 'Google provider key', code: 'upstream_key_not_accepted', text: 'looks like a Google API key', key: async () => `AIza${'c'.repeat(35)}` },
+    ];
+
+    test.each(cases)('$name → 401 $code', async ({ code, text, key: makeKey }) => {
+      const key = await makeKey();
+      registerSecrets(key);
+      const before = world.upstream.requests.length;
+
+      const error = await caught(flavour.generate(key));
+
+      expect(error).toBeInstanceOf(flavour.ErrorClass);
+      const failure = flavour.failure(error);
+      expect(failure.status).toBe(401);
+      expect(failure.reason).toBe(code);
+      expect(failure.message).toContain(text);
+      expect(failure.message).not.toContain(key);
+      expect(world.upstream.requests.length).toBe(before);
+    });
+  });
+
+  describe('billing denials are 402', () => {
+    const cases = [
+      { name: 'suspended account', code: 'account_suspended', billing: { status: 'suspended' } },
+      { name: 'prepaid account out of credit', code: 'credit_exhausted', billing: { creditBalance: 0 } },
+    ];
+
+    test.each(cases)('$name → 402 $code after exactly one attempt', async ({ code, billing }) => {
+      const { key, accountId } = await world.newKey(accountFor(flavour, code));
+      expect((await world.gateway.admin('PATCH', `/admin/accounts/${accountId}`, { billing })).status).toBe(200);
+
+      const error = await caught(flavour.generate(key));
+
+      expect(error).toBeInstanceOf(flavour.ErrorClass);
+      expect(flavour.failure(error)).toMatchObject({ status: 402, reason: code });
+      expect(attemptsOf(key)).toBe(1);
+    });
+  });
+
+  describe('rate limits', () => {
+    test('a rate-limited key → 429 rate_limited, surfaced at once (no retries by default)', async () => {
+      const { key, keyId } = await world.newKey(accountFor(flavour, 'limited'));
+      await limitToOnePerTwoSeconds(keyId);
+      await flavour.generate(key); // uses the one request of the window
+
+      const error = await caught(flavour.generate(key));
+
+      expect(error).toBeInstanceOf(flavour.ErrorClass);
+      expect(flavour.failure(error)).toMatchObject({ status: 429, reason: 'rate_limited' });
+      expect(flavour.failure(error).message).toContain('google.rpc.RetryInfo');
+      expect(attemptsOf(key)).toBe(2); // the setup call and this one
+    });
+  });
+});
+
+describe('@google/genai with httpOptions.retryOptions', () => {
+  test.each([
+    { name: 'suspended account', code: 'account_suspended', billing: { status: 'suspended' } },
+    { name: 'prepaid account out of credit', code: 'credit_exhausted', billing: { creditBalance: 0 } },
+  ])('$name: a 402 is not retried even with retries on', async ({ code, billing }) => {
+    const { key, accountId } = await world.newKey(`gg-retry-${code}`);
+    expect((await world.gateway.admin('PATCH', `/admin/accounts/${accountId}`, { billing })).status).toBe(200);
+
+    const error = await caught(genaiGenerate(genai(key, { retryOptions: { attempts: 3, initialDelay: 0.05 } })));
+
+    expect(error).toBeInstanceOf(ApiError);
+    expect((error as ApiError).status).toBe(402);
+    expect(JSON.parse(error.message)).toMatchObject({ error: { code: 402, status: 'FAILED_PRECONDITION' } });
+    expect(attemptsOf(key)).toBe(1);
+  });
+
+  test('a 429 is retried on genai\'s own backoff, not after retry-after: a quick retry is refused again', async () => {
+    const { key, keyId } = await world.newKey('gg-retry-limited', { name: 'quick retry' });
+    await limitToOnePerTwoSeconds(keyId);
+    await genaiGenerate(genai(key));
+
+    const error = await caught(genaiGenerate(genai(key, { retryOptions: { attempts: 2, initialDelay: 0.05, jitter: 0 } })));
+
+    expect(error).toBeInstanceOf(ApiError);
+    expect((error as ApiError).status).toBe(429);
+    expect(JSON.parse(error.message)).toMatchObject({ error: { code: 429, status: 'RESOURCE_EXHAUSTED' } });
+    expect(attemptsOf(key)).toBe(1 + 2);
+  });
+
+  test(
+    'a 429 with enough backoff attempts ends in success once the window allows',
+    async () => {
+      const { key, keyId } = await world.newKey('gg-retry-limited', { name: 'patient retry' });
+      await limitToOnePerTwoSeconds(keyId);
+      await genaiGenerate(genai(key));
+      const exchanges: Exchange[] = [];
+
+      const text = await genaiGenerate(genai(key, { exchanges, retryOptions: { attempts: 5, initialDelay: 1, maxDelay: 2, jitter: 0 } }));
+
+      expect(text.length).toBeGreaterThan(0);
+      expect(exchanges.at(-1)?.status).toBe(200);
+      expect(exchanges.slice(0, -1).every((e) => e.status === 429)).toBe(true);
+      expect(exchanges.length).toBeGreaterThanOrEqual(2);
+      expect(attemptsOf(key)).toBe(1 + exchanges.length);
+    },
+    RETRY_TIMEOUT_MS,
+  );
+});

@@ -1,0 +1,247 @@
+/**
+ * The official `openai` SDK (pinned in package.json) against the gateway, through
+ * the Envoy-faithful front to the fake upstream. What the README's "Works with"
+ * table promises for OpenAI-style clients is what this file checks.
+ */
+import OpenAI, { APIError, AuthenticationError, RateLimitError } from 'openai';
+import { displayPrefixOf, generateCustomerKey } from '../../src/keys/customer-key';
+import { registerSecrets } from '../support/secret-scan';
+import { startE2EWorld, type E2EWorld } from './e2e-world';
+
+const SDK_ENV = /^(OPENAI|ANTHROPIC|GOOGLE|GEMINI)_/;
+const CREDENTIAL_HEADERS = ['authorization', 'x-api-key', 'x-goog-api-key', 'x-vendorg-api-key'];
+const RETRY_TIMEOUT_MS = 60_000;
+
+let world: E2EWorld;
+const savedEnv: Record<string, string | undefined> = {};
+
+beforeAll(async () => {
+  // The SDK reads OPENAI_BASE_URL, OPENAI_ORG_ID, … from the environment; nothing here may depend on them.
+  for (const name of Object.keys(process.env).filter((n) => SDK_ENV.test(n))) {
+    savedEnv[name] = process.env[name];
+    delete process.env[name];
+  }
+  world = await startE2EWorld();
+}, 60_000);
+
+afterAll(async () => {
+  await world?.close();
+  Object.assign(process.env, savedEnv);
+});
+
+/** One HTTP exchange as the SDK saw it (our fetch wraps the real one). */
+interface Exchange {
+  requestHeaders: Headers;
+  status: number;
+  responseHeaders: Headers;
+  receivedAt: number;
+}
+
+function client(apiKey: string, options: { maxRetries: number; exchanges?: Exchange[] }): OpenAI {
+  const exchanges = options.exchanges;
+  return new OpenAI({
+    apiKey,
+    baseURL: `${world.url}/v1`,
+    maxRetries: options.maxRetries,
+    organization: null,
+    project: null,
+    ...(exchanges
+      ? {
+          fetch: async (input: string | URL | Request, init?: RequestInit) => {
+            const response = await fetch(input, init);
+            exchanges.push({ requestHeaders: new Headers(init?.headers), status: response.status, responseHeaders: response.headers, receivedAt: Date.now() });
+            return response;
+          },
+        }
+      : {}),
+  });
+}
+
+/** How many Checks the gateway decided for this key: the SDK's attempts, denials included. */
+function attemptsOf(key: string): number {
+  const prefix = displayPrefixOf(key);
+  return world.gateway.logs.events('decision').filter((line) => line.keyPrefix === prefix).length;
+}
+
+async function caught(promise: Promise<unknown>): Promise<unknown> {
+  try {
+    await promise;
+  } catch (error) {
+    return error;
+  }
+  throw new Error('expected the SDK call to fail');
+}
+
+const chat = (openai: OpenAI) =>
+  openai.chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] });
+
+describe('openai SDK: allowed calls', () => {
+  const calls: { name: string; family: string; streamed: boolean; call: (openai: OpenAI) => Promise<void> }[] = [
+    {
+      name: 'chat.completions.create',
+      family: 'chat-completions',
+      streamed: false,
+      call: async (openai) => {
+        const completion = await chat(openai);
+        expect(completion.choices[0]?.message.content).toEqual(expect.any(String));
+      },
+    },
+    {
+      name: 'chat.completions.create (stream: true)',
+      family: 'chat-completions',
+      streamed: true,
+      call: async (openai) => {
+        const stream = await openai.chat.completions.create({
+          model: 'gpt-4o-mini',
+          messages: [{ role: 'user', content: 'hi' }],
+          stream: true,
+        });
+        let text = '';
+        for await (const chunk of stream) text += chunk.choices[0]?.delta?.content ?? '';
+        expect(text.length).toBeGreaterThan(0);
+      },
+    },
+    {
+      name: 'models.list',
+      family: 'models',
+      streamed: false,
+      call: async (openai) => {
+        const page = await openai.models.list();
+        expect(Array.isArray(page.data)).toBe(true);
+      },
+    },
+  ];
+
+  test.each(calls)('$name succeeds; the upstream gets the identity headers and no credential', async ({ family, streamed, call }) => {
+    const { key, keyId, accountId } = await world.newKey('oa-allowed');
+    const exchanges: Exchange[] = [];
+    const before = world.upstream.requests.length;
+
+    await call(client(key, { maxRetries: 0, exchanges }));
+
+    expect(exchanges.map((e) => e.requestHeaders.get('authorization'))).toEqual([`Bearer ${key}`]);
+    const forwarded = world.upstream.requests.slice(before);
+    expect(forwarded).toHaveLength(1);
+    const [upstream] = forwarded;
+    for (const header of CREDENTIAL_HEADERS) expect(upstream!.headers[header]).toBeUndefined();
+    expect(JSON.stringify(upstream)).not.toContain(key);
+    expect(upstream!.headers).toMatchObject({
+      'x-gateway-account-id': accountId,
+      'x-gateway-key-id': keyId,
+      'x-gateway-key-prefix': displayPrefixOf(key),
+      'x-gateway-route-family': family,
+    });
+    if (streamed) expect(JSON.parse(upstream!.body)).toMatchObject({ stream: true });
+  });
+});
+
+describe('openai SDK: authentication failures raise AuthenticationError', () => {
+  const cases: { name: string; code: string; text: string; key: () => Promise<string> }[] = [
+    { name: 'unknown (well-formed) key', code: 'unknown_key', text: 'Invalid API key', key: async () => generateCustomerKey('live') },
+    {
+      name: 'revoked key',
+      code: 'key_revoked',
+      text: 'has been revoked',
+      key: async () => {
+        const { key, keyId } = await world.newKey('oa-revoked');
+        await world.revoke(keyId);
+        return key;
+      },
+    },
+    {
+      name: 'OpenAI provider key',
+      code: 'upstream_key_not_accepted',
+      text: 'looks like an OpenAI API key',
+      key: async () => `sk-proj-${'a'.repeat(40)}T3BlbkFJ${'b'.repeat(40)}`,
+    },
+  ];
+
+  test.each(cases)('$name → 401 $code', async ({ code, text, key: makeKey }) => {
+    const key = await makeKey();
+    registerSecrets(key);
+    const before = world.upstream.requests.length;
+
+    const error = await caught(chat(client(key, { maxRetries: 2 })));
+
+    expect(error).toBeInstanceOf(AuthenticationError);
+    const authError = error as AuthenticationError;
+    expect(authError.status).toBe(401);
+    expect(authError.code).toBe(code);
+    expect(authError.type).toBe('authentication_error');
+    expect(authError.message).toContain(text);
+    expect(authError.message).not.toContain(key);
+    expect(authError.headers.get('x-should-retry')).toBe('false');
+    expect(world.upstream.requests.length).toBe(before);
+  });
+});
+
+describe('openai SDK: billing denials are 402 and never retried', () => {
+  const cases = [
+    { name: 'suspended account', code: 'account_suspended', billing: { status: 'suspended' } },
+    { name: 'prepaid account out of credit', code: 'credit_exhausted', billing: { creditBalance: 0 } },
+  ];
+
+  test.each(cases)('$name → APIError 402 $code after exactly one attempt with maxRetries 2', async ({ code, billing }) => {
+    const { key, accountId } = await world.newKey(`oa-${code}`);
+    expect((await world.gateway.admin('PATCH', `/admin/accounts/${accountId}`, { billing })).status).toBe(200);
+
+    const error = await caught(chat(client(key, { maxRetries: 2 })));
+
+    // The SDK has no class for 402: it is the generic APIError.
+    expect(error).toBeInstanceOf(APIError);
+    expect((error as APIError).constructor).toBe(APIError);
+    const apiError = error as APIError;
+    expect(apiError.status).toBe(402);
+    expect(apiError.code).toBe(code);
+    expect(apiError.type).toBe('billing_error');
+    expect(apiError.headers?.get('x-should-retry')).toBe('false');
+    expect(apiError.headers?.get('retry-after')).toBeNull();
+    expect(attemptsOf(key)).toBe(1);
+  });
+});
+
+describe('openai SDK: rate limits', () => {
+  async function rateLimitedKey(name: string): Promise<string> {
+    const { key, keyId } = await world.newKey('oa-limited', { name });
+    expect((await world.gateway.admin('PATCH', `/admin/keys/${keyId}`, { limits: [{ limit: 1, window: '2s' }] })).status).toBe(200);
+    await chat(client(key, { maxRetries: 0 })); // uses the one request of the window
+    return key;
+  }
+
+  test('with retries off, a 429 raises RateLimitError carrying retry-after(-ms)', async () => {
+    const key = await rateLimitedKey('retries off');
+
+    const error = await caught(chat(client(key, { maxRetries: 0 })));
+
+    expect(error).toBeInstanceOf(RateLimitError);
+    const limitError = error as RateLimitError;
+    expect(limitError.status).toBe(429);
+    expect(limitError.code).toBe('rate_limit_exceeded');
+    expect(limitError.headers.get('x-gateway-error-code')).toBe('rate_limited');
+    expect(Number(limitError.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    expect(Number(limitError.headers.get('retry-after-ms'))).toBeGreaterThan(0);
+    expect(limitError.headers.get('x-should-retry')).toBeNull();
+    expect(attemptsOf(key)).toBe(2); // the setup call and this one
+  });
+
+  test(
+    'with maxRetries 2, the SDK waits retry-after-ms and then succeeds',
+    async () => {
+      const key = await rateLimitedKey('retries on');
+      const exchanges: Exchange[] = [];
+      const started = Date.now();
+
+      const completion = await chat(client(key, { maxRetries: 2, exchanges }));
+      const elapsed = Date.now() - started;
+
+      expect(completion.choices[0]?.message.content).toEqual(expect.any(String));
+      expect(exchanges.map((e) => e.status)).toEqual([429, 200]);
+      expect(exchanges.map((e) => e.requestHeaders.get('x-stainless-retry-count'))).toEqual(['0', '1']);
+      expect(attemptsOf(key)).toBe(1 + 2);
+      const waitMs = Number(exchanges[0]!.responseHeaders.get('retry-after-ms'));
+      expect(waitMs).toBeGreaterThan(0);
+      expect(elapsed).toBeGreaterThanOrEqual(waitMs - 50);
+    },
+    RETRY_TIMEOUT_MS,
+  );
+});
