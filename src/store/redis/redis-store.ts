@@ -20,6 +20,7 @@ import {
   type StoredKey,
 } from '../store';
 import { accountToFields, fieldsOf, keyToFields, parseAccount, parseKey } from './redis-records';
+import { withinDeadline } from './deadline';
 import { redisKeys } from './redis-keys';
 import {
   ADJUST_CREDIT_LUA,
@@ -66,10 +67,10 @@ export interface RedisStoreOptions {
 const DEFAULT_ADMIN_TIMEOUT_MS = 2000;
 
 /** One connection (or cluster client) with its own command deadline and the scripts defined on it. */
-function openClient(topology: RedisTopology, commandTimeoutMs: number): ScriptedRedis {
+function openClient(topology: RedisTopology, commandTimeoutMs: number | undefined): ScriptedRedis {
   const connection: RedisOptions = {
     lazyConnect: true,
-    commandTimeout: commandTimeoutMs,
+    ...(commandTimeoutMs !== undefined ? { commandTimeout: commandTimeoutMs } : {}),
     // Fail fast instead of queueing while disconnected: a queued Check
     // would outlive Envoy's deadline anyway.
     enableOfflineQueue: false,
@@ -104,7 +105,7 @@ function openClient(topology: RedisTopology, commandTimeoutMs: number): Scripted
           slotsRefreshTimeout: 2000,
           clusterRetryStrategy: (attempt) => Math.min(50 * attempt, 1000),
           redisOptions: {
-            commandTimeout: commandTimeoutMs,
+            ...(commandTimeoutMs !== undefined ? { commandTimeout: commandTimeoutMs } : {}),
             maxRetriesPerRequest: 0,
             connectTimeout: 2000,
             disconnectTimeout: 100,
@@ -142,6 +143,7 @@ export class RedisStore implements Store {
     private readonly redis: ScriptedRedis,
     where: string,
     private readonly clockOverride: (() => number) | undefined,
+    private readonly checkDeadlineMs: number,
   ) {
     this.description = where;
   }
@@ -151,7 +153,9 @@ export class RedisStore implements Store {
     const topology: RedisTopology | undefined = options.topology ?? (options.url ? { mode: 'standalone', url: options.url } : undefined);
     if (!topology) throw new StoreUnavailableError('no Redis given: set a URL or a topology');
     const where = describeTopology(topology);
-    const checks = openClient(topology, options.commandTimeoutMs);
+    // The Check connection keeps its deadline itself (withinDeadline), so a
+    // reply that arrived during a busy moment is never counted as a timeout.
+    const checks = openClient(topology, undefined);
     const admin = openClient(topology, options.adminCommandTimeoutMs ?? DEFAULT_ADMIN_TIMEOUT_MS);
     try {
       await Promise.all([checks.connect(), admin.connect()]);
@@ -161,11 +165,11 @@ export class RedisStore implements Store {
       admin.disconnect();
       throw new StoreUnavailableError(`cannot reach ${where}: ${messageOf(error)}`, { cause: error });
     }
-    return new RedisStore(checks, admin, where, options.clockOverride);
+    return new RedisStore(checks, admin, where, options.clockOverride, options.commandTimeoutMs);
   }
 
   async resolveKeyHash(keyHash: string): Promise<KeyIds | null> {
-    const value = await this.call(() => this.checks.get(redisKeys.keyIdsByHash(keyHash)));
+    const value = await this.call(() => withinDeadline(this.checks.get(redisKeys.keyIdsByHash(keyHash)), this.checkDeadlineMs));
     if (value === null) return null;
     const [keyId, accountId] = value.split(' ');
     if (!keyId || !accountId) throw new StoreUnavailableError('corrupt key index entry');
@@ -174,13 +178,16 @@ export class RedisStore implements Store {
 
   async authorize(request: AuthorizeRequest): Promise<AuthorizeOutcome> {
     const reply = await this.call(() =>
-      this.checks.gwaAuthorize(
+      withinDeadline(
+        this.checks.gwaAuthorize(
         redisKeys.account(request.accountId),
         redisKeys.key(request.accountId, request.keyId),
         request.keyId,
         JSON.stringify(request.defaultPlan),
         this.clockOverride ? String(Math.round(this.clockOverride() * 1000)) : '',
         redisKeys.accountTag(request.accountId),
+        ),
+        this.checkDeadlineMs,
       ),
     );
     return parseAuthorizeReply(reply);
@@ -361,7 +368,7 @@ export class RedisStore implements Store {
 
   async ping(): Promise<void> {
     // On the Check connection: health is about whether Checks can be answered.
-    await this.call(() => this.checks.ping());
+    await this.call(() => withinDeadline(this.checks.ping(), this.checkDeadlineMs * 10));
   }
 
   async close(): Promise<void> {
