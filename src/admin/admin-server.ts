@@ -23,7 +23,11 @@ export interface AdminServerDeps {
   health?: HealthMonitor;
   /** Served at /metrics for Prometheus. */
   metrics?: Registry;
+  /** How long a wrong admin token waits for its 401. */
+  authFailureDelayMs?: number;
 }
+
+const DEFAULT_AUTH_FAILURE_DELAY_MS = 500;
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -48,6 +52,8 @@ export function buildAdminServer(deps: AdminServerDeps): FastifyInstance {
       return sendAdminError(reply, 503, 'admin_disabled', 'The admin API is disabled because ADMIN_TOKEN is not set.');
     }
     if (!adminTokenMatches(request.headers.authorization, deps.adminToken)) {
+      // Each wrong guess costs the guesser time (the comparison itself is constant-time).
+      await new Promise((resolve) => setTimeout(resolve, deps.authFailureDelayMs ?? DEFAULT_AUTH_FAILURE_DELAY_MS));
       return sendAdminError(reply, 401, 'unauthorized', "Send the admin token as 'Authorization: Bearer <ADMIN_TOKEN>'.");
     }
     return undefined;

@@ -24,6 +24,13 @@ describe('authentication', () => {
     expect(response.body.error.code).toBe('unauthorized');
   });
 
+  it('answers a wrong token slowly (brute force is pointless) and the right one at once', async () => {
+    const wrongStarted = Date.now();
+    expect((await server.admin('GET', '/admin/accounts', undefined, 'guess-guess-guess-1')).status).toBe(401);
+    expect(Date.now() - wrongStarted).toBeGreaterThanOrEqual(450);
+    expect((await server.admin('GET', '/admin/accounts')).status).toBe(200);
+  });
+
   it('refuses a wrong token, including one that shares a prefix with the right one', async () => {
     for (const token of ['nope', TEST_ADMIN_TOKEN.slice(0, -1), `${TEST_ADMIN_TOKEN}x`]) {
       expect((await server.admin('GET', '/admin/accounts/a', undefined, token)).status).toBe(401);
