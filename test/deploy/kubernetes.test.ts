@@ -1,0 +1,282 @@
+/**
+ * deploy/ (kustomize base): every manifest, and every object the generators
+ * make, is validated against the Kubernetes schemas (kubernetes-models) and
+ * type-checked for unknown fields; then the properties that matter are
+ * asserted: probes, drain timing, security context, selectors, references,
+ * the admin Secret's placeholder, and the Envoy config in the ConfigMap
+ * (through the same strict Bootstrap checker as envoy.yaml).
+ *
+ * No cluster and no kustomize binary run here: support/kustomize.ts is a
+ * stand-in for the features the kustomization uses (it refuses any other).
+ */
+import { execFileSync } from 'node:child_process';
+import * as fs from 'node:fs';
+
+import { checkBootstrap } from './support/envoy-bootstrap';
+import { accessLogProblems, authzDisabledOn, clusterEndpoints, extAuthzClusterProblems, extAuthzProblems, onlyListener, retryProblems, routeFor } from './support/envoy-semantics';
+import { describeObject, KINDS, kindKey, schemaProblems, typeProblems } from './support/k8s-schemas';
+import { kustomizeBuild, podContainers, readKustomization, type K8sObject } from './support/kustomize';
+import { parseYaml, parseYamlDocuments, readRepoFile, REPO_ROOT, repoPath } from './support/repo-files';
+
+type Json = any;
+
+const DEPLOY = repoPath('deploy');
+/** The real admin-token.env is git-ignored; the checked-in example stands in for it. */
+const SUBSTITUTES = { 'admin-token.env': 'admin-token.env.example' };
+const built = kustomizeBuild(DEPLOY, SUBSTITUTES);
+const objects = built.objects;
+
+function only(kind: string, name?: string): K8sObject {
+  const found = objects.filter((o) => o.kind === kind && (name === undefined || o.metadata?.name === name));
+  if (found.length !== 1) throw new Error(`expected one ${kind}${name ? `/${name}` : ''}, found ${found.length}`);
+  return found[0]!;
+}
+
+const deployment = only('Deployment', 'gateway-authz');
+const podSpec = deployment.spec.template.spec;
+const podLabels: Record<string, string> = deployment.spec.template.metadata.labels;
+const container = (name: string): Json => {
+  const found = podSpec.containers.find((c: Json) => c.name === name);
+  if (!found) throw new Error(`no container ${name}`);
+  return found;
+};
+const envOf = (c: Json): Record<string, Json> => Object.fromEntries((c.env ?? []).map((e: Json) => [e.name, e]));
+const envValue = (c: Json, name: string): string => {
+  const entry = envOf(c)[name];
+  if (!entry || typeof entry.value !== 'string') throw new Error(`${c.name}: env ${name} has no literal value`);
+  return entry.value;
+};
+/** A container port by name or number. */
+const portNumber = (c: Json, port: string | number): number => {
+  if (typeof port === 'number') return port;
+  const found = (c.ports ?? []).find((p: Json) => p.name === port);
+  if (!found) throw new Error(`${c.name} has no port named ${port}`);
+  return found.containerPort;
+};
+const selects = (selector: Record<string, string>, labels: Record<string, string>) =>
+  Object.keys(selector).length > 0 && Object.entries(selector).every(([k, v]) => labels[k] === v);
+
+describe('deploy/kustomization.yaml', () => {
+  it('lists every manifest in deploy/ and uses only files that exist', () => {
+    const k = readKustomization(DEPLOY);
+    const manifests = fs.readdirSync(DEPLOY).filter((f) => f.endsWith('.yaml') && f !== 'kustomization.yaml' && f !== 'envoy.yaml');
+    expect([...k.resources].sort()).toEqual(manifests.sort());
+    expect(k.configMapGenerator.map((g: Json) => g.name).sort()).toEqual(['gateway-authz-envoy', 'gateway-authz-settings']);
+    expect(k.configMapGenerator.find((g: Json) => g.name === 'gateway-authz-envoy').files).toEqual(['envoy.yaml']);
+  });
+
+  it('builds the expected objects', () => {
+    expect(objects.map(describeObject).sort()).toEqual([
+      'ConfigMap/gateway-authz-envoy',
+      'ConfigMap/gateway-authz-settings',
+      'Deployment/gateway-authz',
+      'NetworkPolicy/gateway-authz',
+      'PodDisruptionBudget/gateway-authz',
+      'Secret/gateway-authz-admin',
+      'Service/gateway-authz',
+      'Service/gateway-authz-admin',
+    ]);
+    expect(container('gateway-authz').image).toBe('gateway-authz:dev');
+    expect(container('envoy').image).toMatch(/^envoyproxy\/envoy:v1\.36[.-]/);
+  });
+});
+
+describe('Kubernetes schemas (kubernetes-models 4.5.1)', () => {
+  it.each(objects.map((o) => [describeObject(o), o] as const))('%s validates', (_name, object) => {
+    expect(KINDS[kindKey(object)]).toBeDefined();
+    expect(schemaProblems(object)).toEqual([]);
+  });
+
+  it('has no unknown fields anywhere (type check against the kubernetes-models interfaces)', () => {
+    expect(typeProblems(objects)).toEqual([]);
+  });
+
+  it('catches a wrong type, a bad enum and a misspelled field (so a green run means something)', () => {
+    const broken = JSON.parse(JSON.stringify(deployment));
+    broken.spec.template.spec.containers[1].ports[0].containerPort = '9191';
+    broken.spec.strategy.type = 'Rolling';
+    expect(schemaProblems(broken)).toEqual([
+      'Deployment/gateway-authz: /spec/strategy/type must be equal to one of the allowed values',
+      'Deployment/gateway-authz: /spec/template/spec/containers/1/ports/0/containerPort must be integer',
+    ]);
+    const misspelled = JSON.parse(JSON.stringify(deployment));
+    const authz = misspelled.spec.template.spec.containers.find((c: Json) => c.name === 'gateway-authz');
+    authz.readinesProbe = authz.readinessProbe;
+    delete authz.readinessProbe;
+    expect(schemaProblems(misspelled)).toEqual([]); // kubernetes-models alone would let it through
+    expect(typeProblems([misspelled])).toEqual([expect.stringMatching(/^Deployment\/gateway-authz: .*'"readinesProbe"' does not exist in type 'IContainer'/)]);
+  });
+});
+
+describe('the pod', () => {
+  it('runs 2 replicas of envoy + gateway-authz with matching selector and template labels', () => {
+    expect(deployment.spec.replicas).toBe(2);
+    expect(podSpec.containers.map((c: Json) => c.name)).toEqual(['envoy', 'gateway-authz']);
+    expect(selects(deployment.spec.selector.matchLabels, podLabels)).toBe(true);
+    expect(deployment.spec.strategy.rollingUpdate.maxUnavailable).toBe(0);
+  });
+
+  it('configures gateway-authz from the ConfigMap and the admin Secret, with a drain delay', () => {
+    const authz = container('gateway-authz');
+    expect(envValue(authz, 'GRPC_PORT')).toBe('9191');
+    expect(envValue(authz, 'ADMIN_PORT')).toBe('9192');
+    expect(envValue(authz, 'SHUTDOWN_DRAIN_DELAY_MS')).toBe('5000');
+    const env = envOf(authz);
+    expect(env.REDIS_URL.valueFrom.configMapKeyRef).toEqual({ name: 'gateway-authz-settings', key: 'REDIS_URL' });
+    expect(only('ConfigMap', 'gateway-authz-settings').data.REDIS_URL).toMatch(/^rediss?:\/\/[^:/]+:\d+/);
+    expect(env.ADMIN_TOKEN.valueFrom.secretKeyRef).toEqual({ name: 'gateway-authz-admin', key: 'ADMIN_TOKEN' });
+    expect(Object.keys(only('Secret', 'gateway-authz-admin').data)).toEqual(['ADMIN_TOKEN']);
+    // Every env value is a string (Kubernetes refuses numbers) and every reference resolves.
+    for (const c of podContainers(deployment)) {
+      for (const entry of c.env ?? []) {
+        if ('value' in entry) expect(typeof entry.value).toBe('string');
+        const cm = entry.valueFrom?.configMapKeyRef;
+        if (cm) expect(only('ConfigMap', cm.name).data).toHaveProperty([cm.key]);
+        const secret = entry.valueFrom?.secretKeyRef;
+        if (secret) expect(only('Secret', secret.name).data).toHaveProperty([secret.key]);
+      }
+    }
+    for (const volume of podSpec.volumes) if (volume.configMap) expect(only('ConfigMap', volume.configMap.name)).toBeDefined();
+  });
+
+  it('probes gateway-authz readiness over gRPC health on 9191 and liveness on /healthz 9192', () => {
+    const authz = container('gateway-authz');
+    expect(authz.readinessProbe.grpc).toEqual({ port: 9191 });
+    expect(portNumber(authz, 'grpc')).toBe(9191);
+    expect(authz.livenessProbe.httpGet.path).toBe('/healthz');
+    expect(portNumber(authz, authz.livenessProbe.httpGet.port)).toBe(9192);
+    expect(authz.startupProbe.httpGet.path).toBe('/healthz');
+    // Liveness must not follow Redis: it is not the readiness endpoint.
+    expect(authz.livenessProbe.httpGet.path).not.toBe('/readyz');
+  });
+
+  it("probes Envoy on its own /healthz route (ext_authz disabled there), since Envoy's admin is loopback-only", () => {
+    const envoy = container('envoy');
+    for (const probe of [envoy.readinessProbe, envoy.livenessProbe]) {
+      expect(probe.httpGet.path).toBe('/healthz');
+      expect(portNumber(envoy, probe.httpGet.port)).toBe(8080);
+    }
+    const view = checkBootstrap(parseYaml(only('ConfigMap', 'gateway-authz-envoy').data['envoy.yaml'])).view as Json;
+    const health = routeFor(view, '/healthz')!;
+    expect(authzDisabledOn(view, health)).toBe(true);
+    expect(health.direct_response.status).toBe(200);
+    expect(view.admin.address.socket_address.address).toBe('127.0.0.1');
+  });
+
+  it('lets Envoy drain before gateway-authz stops answering, all within the grace period', () => {
+    const envoy = container('envoy');
+    const authz = container('gateway-authz');
+    const preStop = envoy.lifecycle.preStop.exec.command.join(' ');
+    expect(preStop).toMatch(/POST \/drain_listeners\?graceful HTTP\/1\.1/);
+    expect(preStop).toContain('/dev/tcp/127.0.0.1/9901');
+    const sleepSeconds = Number(/sleep (\d+)\s*$/.exec(preStop)?.[1]);
+    const drainTimeSeconds = Number(envoy.args[envoy.args.indexOf('--drain-time-s') + 1]);
+    const drainDelaySeconds = Number(envValue(authz, 'SHUTDOWN_DRAIN_DELAY_MS')) / 1000;
+    const shutdownTimeoutSeconds = Number(envValue(authz, 'SHUTDOWN_TIMEOUT_MS')) / 1000;
+    expect(sleepSeconds).toBeGreaterThan(0);
+    expect(sleepSeconds).toBeLessThan(drainDelaySeconds); // Envoy is gone before gateway-authz stops answering
+    expect(drainTimeSeconds).toBeLessThanOrEqual(sleepSeconds);
+    expect(podSpec.terminationGracePeriodSeconds).toBeGreaterThanOrEqual(drainDelaySeconds + shutdownTimeoutSeconds);
+    expect(podSpec.terminationGracePeriodSeconds).toBeGreaterThan(sleepSeconds);
+    expect(authz.lifecycle).toBeUndefined(); // SIGTERM at once: NOT_SERVING + drain delay
+  });
+
+  it('runs both containers non-root, read-only, without privilege escalation or capabilities, with resources', () => {
+    expect(podSpec.securityContext.runAsNonRoot).toBe(true);
+    expect(podSpec.automountServiceAccountToken).toBe(false);
+    for (const c of podSpec.containers) {
+      const sc = c.securityContext;
+      expect({ name: c.name, readOnly: sc.readOnlyRootFilesystem, escalation: sc.allowPrivilegeEscalation, drop: sc.capabilities.drop }).toEqual({
+        name: c.name,
+        readOnly: true,
+        escalation: false,
+        drop: ['ALL'],
+      });
+      expect(sc.runAsUser).toBeGreaterThan(0);
+      expect(sc.privileged).toBeUndefined();
+      for (const part of ['requests', 'limits']) for (const resource of ['cpu', 'memory']) expect(c.resources[part][resource]).toBeDefined();
+    }
+    expect(container('gateway-authz').securityContext.runAsUser).toBe(1000); // `node` in node:20-bookworm-slim
+  });
+
+  it("feeds Envoy the ConfigMap built from deploy/envoy.yaml, and it passes the strict Bootstrap checker", () => {
+    const envoy = container('envoy');
+    const configMap = only('ConfigMap', 'gateway-authz-envoy');
+    expect(configMap.data['envoy.yaml']).toBe(readRepoFile('deploy', 'envoy.yaml'));
+    const volume = podSpec.volumes.find((v: Json) => v.configMap?.name === 'gateway-authz-envoy');
+    const mount = envoy.volumeMounts.find((m: Json) => m.name === volume.name);
+    expect(mount.readOnly).toBe(true);
+    expect(envoy.args.slice(0, 2)).toEqual(['-c', `${mount.mountPath}/envoy.yaml`]);
+
+    const view = checkBootstrap(parseYaml(configMap.data['envoy.yaml'])).view as Json;
+    expect(extAuthzProblems(view)).toEqual([]);
+    expect(extAuthzClusterProblems(view)).toEqual([]);
+    expect(retryProblems(view)).toEqual([]);
+    expect(accessLogProblems(view)).toEqual([]);
+    // Envoy's ports and the pod agree.
+    expect(onlyListener(view).address.socket_address.port_value).toBe(portNumber(envoy, 'http'));
+    expect(clusterEndpoints(view, 'ext_authz')).toEqual([{ address: '127.0.0.1', port: portNumber(container('gateway-authz'), 'grpc') }]);
+  });
+});
+
+describe('Services, PodDisruptionBudget and NetworkPolicy', () => {
+  it('exposes Envoy :8080 and the admin API :9192 as ClusterIP Services selecting the pod', () => {
+    const publicService = only('Service', 'gateway-authz');
+    const admin = only('Service', 'gateway-authz-admin');
+    for (const [service, containerName, port] of [
+      [publicService, 'envoy', 8080],
+      [admin, 'gateway-authz', 9192],
+    ] as const) {
+      expect(service.spec.type).toBe('ClusterIP');
+      expect(selects(service.spec.selector, podLabels)).toBe(true);
+      expect(service.spec.ports).toHaveLength(1);
+      expect(service.spec.ports[0].port).toBe(port);
+      expect(portNumber(container(containerName), service.spec.ports[0].targetPort)).toBe(port);
+    }
+    // Nothing exposes the ext_authz gRPC port.
+    expect(objects.filter((o) => o.kind === 'Service').flatMap((s) => s.spec.ports.map((p: Json) => p.port))).not.toContain(9191);
+  });
+
+  it('keeps at least one pod through voluntary disruptions', () => {
+    const pdb = only('PodDisruptionBudget');
+    expect(pdb.spec.minAvailable).toBe(1);
+    expect(pdb.spec.minAvailable).toBeLessThan(deployment.spec.replicas);
+    expect(pdb.spec.selector.matchLabels).toEqual(deployment.spec.selector.matchLabels);
+    expect(selects(pdb.spec.selector.matchLabels, podLabels)).toBe(true);
+  });
+
+  it('admits other pods only to 8080 and 9192, never to the gRPC port', () => {
+    const policy = only('NetworkPolicy');
+    expect(selects(policy.spec.podSelector.matchLabels, podLabels)).toBe(true);
+    expect(policy.spec.policyTypes).toEqual(['Ingress']);
+    const ports = policy.spec.ingress.flatMap((rule: Json) => rule.ports.map((p: Json) => p.port)).sort();
+    expect(ports).toEqual([8080, 9192]);
+  });
+});
+
+describe('the admin token', () => {
+  const example = readRepoFile('deploy', 'admin-token.env.example');
+  const token = /^ADMIN_TOKEN=(.*)$/m.exec(example)?.[1] ?? '';
+
+  it('ships only a placeholder, too short for gateway-authz to accept (it refuses tokens under 16 characters)', () => {
+    expect(token).toMatch(/REPLACE/);
+    expect(token.length).toBeLessThan(16);
+    expect(Buffer.from(only('Secret', 'gateway-authz-admin').data.ADMIN_TOKEN, 'base64').toString()).toBe(token);
+  });
+
+  it('keeps the real token file out of git and holds no token-like value in deploy/', () => {
+    expect(readRepoFile('deploy', '.gitignore').split('\n')).toContain('admin-token.env');
+    const tracked = execFileSync('git', ['ls-files', 'deploy'], { cwd: REPO_ROOT, encoding: 'utf8' }).split('\n');
+    expect(tracked).not.toContain('deploy/admin-token.env');
+    for (const file of fs.readdirSync(DEPLOY).filter((f) => f !== 'admin-token.env')) {
+      const text = readRepoFile('deploy', file);
+      expect({ file, hex: /\b[0-9a-f]{32,}\b/i.test(text), customerKey: /gk_(live|test)_[A-Za-z0-9]{20,}/.test(text) }).toEqual({ file, hex: false, customerKey: false });
+    }
+    // No Secret object is written out by hand: the only one comes from the generator.
+    for (const file of readKustomization(DEPLOY).resources as string[]) {
+      const kinds = parseYamlDocuments(readRepoFile('deploy', file), file).map((d: Json) => d.kind);
+      expect(kinds).not.toContain('Secret');
+    }
+    expect(built.sources.get(only('Secret'))).toBe('secretGenerator gateway-authz-admin');
+  });
+});

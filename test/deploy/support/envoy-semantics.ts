@@ -1,0 +1,204 @@
+/**
+ * What our Envoy configs must mean, checked on the decoded official Bootstrap
+ * message (proto3 JSON view from envoy-bootstrap.ts), not on the YAML text.
+ * Each check returns a list of problems, so tests can show both that the real
+ * files pass and that a broken variant is caught.
+ */
+
+type View = Record<string, any>;
+
+export const EXT_AUTHZ_FILTER = 'envoy.filters.http.ext_authz';
+export const ROUTER_FILTER = 'envoy.filters.http.router';
+export const HCM_TYPE = 'type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager';
+export const EXT_AUTHZ_TYPE = 'type.googleapis.com/envoy.extensions.filters.http.ext_authz.v3.ExtAuthz';
+export const EXT_AUTHZ_PER_ROUTE_TYPE = 'type.googleapis.com/envoy.extensions.filters.http.ext_authz.v3.ExtAuthzPerRoute';
+export const HTTP_PROTOCOL_OPTIONS_KEY = 'envoy.extensions.upstreams.http.v3.HttpProtocolOptions';
+
+/** Paths of the three client styles (README "Route families"), plus the catch-all. */
+export const KEYED_SAMPLE_PATHS = [
+  '/v1/chat/completions',
+  '/v1/completions',
+  '/v1/embeddings',
+  '/v1/responses',
+  '/v1/responses/resp_123',
+  '/v1beta/openai/chat/completions',
+  '/v1beta/openai/models',
+  '/v1/messages',
+  '/v1/messages/count_tokens',
+  '/v1/messages/batches/msgbatch_1',
+  '/v1/models',
+  '/v1/models/gpt-4o',
+  '/v1/models/gemini-2.0-flash:generateContent',
+  '/v1beta/models',
+  '/v1beta/models/gemini-2.0-flash:streamGenerateContent',
+  '/some/other/path',
+  '/healthz/',
+  '/healthzz',
+  '/',
+];
+
+export function onlyListener(view: View): View {
+  const listeners = view.static_resources?.listeners ?? [];
+  if (listeners.length !== 1) throw new Error(`expected exactly one listener, found ${listeners.length}`);
+  return listeners[0];
+}
+
+export function connectionManager(view: View): View {
+  const filters = onlyListener(view).filter_chains?.[0]?.filters ?? [];
+  const hcm = filters.find((f: View) => f.typed_config?.['@type'] === HCM_TYPE);
+  if (!hcm) throw new Error('no http_connection_manager on the listener');
+  return hcm.typed_config;
+}
+
+export function cluster(view: View, name: string): View {
+  const found = (view.static_resources?.clusters ?? []).find((c: View) => c.name === name);
+  if (!found) throw new Error(`no cluster '${name}'`);
+  return found;
+}
+
+export function clusterEndpoints(view: View, name: string): Array<{ address: string; port: number }> {
+  const c = cluster(view, name);
+  return (c.load_assignment?.endpoints ?? []).flatMap((e: View) =>
+    (e.lb_endpoints ?? []).map((lb: View) => ({
+      address: lb.endpoint?.address?.socket_address?.address,
+      port: lb.endpoint?.address?.socket_address?.port_value,
+    })),
+  );
+}
+
+export function routes(view: View): View[] {
+  const hosts = connectionManager(view).route_config?.virtual_hosts ?? [];
+  return hosts.flatMap((h: View) => h.routes ?? []);
+}
+
+/** Envoy's first-match route selection for a path, for the match kinds our configs use. */
+export function routeFor(view: View, path: string): View | undefined {
+  return routes(view).find((route) => {
+    const m = route.match ?? {};
+    if (m.path !== undefined) return path === m.path;
+    if (m.path_separated_prefix !== undefined) return path === m.path_separated_prefix || path.startsWith(`${m.path_separated_prefix}/`);
+    if (m.prefix !== undefined) return path.startsWith(m.prefix);
+    throw new Error(`route ${route.name}: match kind not understood by this test: ${JSON.stringify(m)}`);
+  });
+}
+
+/** Is ext_authz disabled for this route by a per-route override keyed by the filter's exact name? */
+export function authzDisabledOn(view: View, route: View): boolean {
+  const hosts = connectionManager(view).route_config?.virtual_hosts ?? [];
+  const host = hosts.find((h: View) => (h.routes ?? []).includes(route));
+  const perRoute = route.typed_per_filter_config?.[EXT_AUTHZ_FILTER] ?? host?.typed_per_filter_config?.[EXT_AUTHZ_FILTER];
+  return perRoute?.disabled === true;
+}
+
+/** The ext_authz filter contract of README / reference §2, §3, §5 and "Facts". */
+export function extAuthzProblems(view: View): string[] {
+  const problems: string[] = [];
+  const hcm = connectionManager(view);
+  const filters: View[] = hcm.http_filters ?? [];
+  if (filters[0]?.name !== EXT_AUTHZ_FILTER) problems.push(`first http filter is ${filters[0]?.name}, not ${EXT_AUTHZ_FILTER}`);
+  if (filters[filters.length - 1]?.name !== ROUTER_FILTER) problems.push('the router is not the last http filter');
+  if (filters.filter((f) => f.name === EXT_AUTHZ_FILTER).length !== 1) problems.push('ext_authz must appear exactly once');
+  const authz = filters.find((f) => f.name === EXT_AUTHZ_FILTER);
+  const ext = authz?.typed_config ?? {};
+  if (ext['@type'] !== EXT_AUTHZ_TYPE) problems.push(`ext_authz typed_config is ${ext['@type']}`);
+  if (authz?.disabled === true) problems.push('ext_authz filter is disabled by default');
+  // proto3 `bool`: false is the default and is not on the wire; anything else is true.
+  if (ext.failure_mode_allow === true) problems.push('failure_mode_allow must be false (fail closed)');
+  if (ext.transport_api_version !== 'V3') problems.push(`transport_api_version is ${ext.transport_api_version}, not V3`);
+  if (ext.grpc_service?.envoy_grpc?.cluster_name !== 'ext_authz') problems.push('grpc_service.envoy_grpc.cluster_name is not ext_authz');
+  if (ext.grpc_service?.timeout !== '0.25s') problems.push(`grpc_service.timeout is ${ext.grpc_service?.timeout}, not 0.25s`);
+  if (ext.status_on_error?.code !== 'ServiceUnavailable') problems.push(`status_on_error is ${ext.status_on_error?.code}, not ServiceUnavailable (503)`);
+  if (ext.with_request_body !== undefined) problems.push('with_request_body is set (keys are in headers; bodies must not be buffered)');
+  if (ext.include_peer_certificate === true) problems.push('include_peer_certificate is set');
+  if (ext.http_service !== undefined) problems.push('http_service is set (gRPC only)');
+
+  // Per-route overrides: keyed by the exact filter name, only on the health route.
+  for (const host of hcm.route_config?.virtual_hosts ?? []) {
+    for (const key of Object.keys(host.typed_per_filter_config ?? {})) problems.push(`virtual host ${host.name} has a typed_per_filter_config '${key}'`);
+    for (const route of host.routes ?? []) {
+      for (const [key, value] of Object.entries<View>(route.typed_per_filter_config ?? {})) {
+        if (key !== EXT_AUTHZ_FILTER) problems.push(`route ${route.name}: typed_per_filter_config key '${key}' is not the ext_authz filter name ${EXT_AUTHZ_FILTER}`);
+        else if (value['@type'] !== EXT_AUTHZ_PER_ROUTE_TYPE) problems.push(`route ${route.name}: override is ${value['@type']}`);
+      }
+    }
+  }
+  const health = routeFor(view, '/healthz');
+  if (!health || !authzDisabledOn(view, health)) problems.push('/healthz does not disable ext_authz');
+  else if (health.direct_response?.status !== 200) problems.push('/healthz is not a direct 200');
+  for (const path of KEYED_SAMPLE_PATHS) {
+    const route = routeFor(view, path);
+    if (!route) problems.push(`${path}: no route`);
+    else if (authzDisabledOn(view, route)) problems.push(`${path}: ext_authz disabled on route ${route.name}`);
+    else if (route.route?.cluster !== 'upstream_api') problems.push(`${path}: route ${route.name} does not go to upstream_api`);
+  }
+  return problems;
+}
+
+/** Retries only where the upstream provably has not seen the request. */
+export const SAFE_RETRY_ON = new Set(['connect-failure', 'refused-stream']);
+
+export function retryProblems(view: View): string[] {
+  const problems: string[] = [];
+  const hosts = connectionManager(view).route_config?.virtual_hosts ?? [];
+  for (const host of hosts) if (host.retry_policy) problems.push(`virtual host ${host.name} has a retry_policy`);
+  for (const route of routes(view)) {
+    const policy = route.route?.retry_policy;
+    if (!policy) continue;
+    const on = String(policy.retry_on ?? '').split(',').map((s) => s.trim());
+    const unsafe = on.filter((token) => !SAFE_RETRY_ON.has(token));
+    if (unsafe.length > 0) problems.push(`route ${route.name} retries on ${unsafe.join(', ')}`);
+    if ((policy.retriable_status_codes ?? []).length > 0) problems.push(`route ${route.name} retries on status codes`);
+    if (policy.per_try_timeout) problems.push(`route ${route.name} has a per_try_timeout (would cut long completions)`);
+  }
+  return problems;
+}
+
+export function extAuthzClusterProblems(view: View): string[] {
+  const problems: string[] = [];
+  const c = cluster(view, 'ext_authz');
+  const options = c.typed_extension_protocol_options?.[HTTP_PROTOCOL_OPTIONS_KEY];
+  if (!options || options['@type'] !== `type.googleapis.com/${HTTP_PROTOCOL_OPTIONS_KEY}`) problems.push('ext_authz has no HttpProtocolOptions');
+  else if (!options.explicit_http_config?.http2_protocol_options) problems.push('ext_authz cluster is not explicitly HTTP/2');
+  if (c.connect_timeout !== '0.25s') problems.push(`ext_authz connect_timeout is ${c.connect_timeout}`);
+  const checks: View[] = c.health_checks ?? [];
+  const grpc = checks.find((h) => h.grpc_health_check !== undefined);
+  if (!grpc) problems.push('ext_authz has no grpc health check');
+  else {
+    if (grpc.grpc_health_check.service_name !== undefined && grpc.grpc_health_check.service_name !== '') problems.push('grpc health check service_name is not ""');
+    const expected = { timeout: '1s', interval: '5s', unhealthy_threshold: 2, healthy_threshold: 1 };
+    for (const [key, value] of Object.entries(expected)) if (grpc[key] !== value) problems.push(`health check ${key} is ${grpc[key]}, not ${value}`);
+  }
+  const maxRequests = c.circuit_breakers?.thresholds?.find((t: View) => (t.priority ?? 'DEFAULT') === 'DEFAULT')?.max_requests;
+  if (!(typeof maxRequests === 'number' && maxRequests > 1024)) problems.push(`ext_authz circuit breaker max_requests is ${maxRequests} (Envoy's default 1024 is too low)`);
+  return problems;
+}
+
+const FORBIDDEN_HEADERS = ['authorization', 'proxy-authorization', 'x-api-key', 'x-goog-api-key', 'x-vendorg-api-key', 'cookie'];
+
+/** Access logs must never carry credentials or the query string (?key=). */
+export function accessLogProblems(view: View): string[] {
+  const problems: string[] = [];
+  const logs: View[] = connectionManager(view).access_log ?? [];
+  if (logs.length === 0) problems.push('no access log');
+  for (const log of logs) {
+    const format = log.typed_config?.log_format ?? {};
+    const texts = [...Object.values<unknown>(format.json_format ?? {}), format.text_format_source?.inline_string, format.text_format].filter(
+      (v): v is string => typeof v === 'string',
+    );
+    const commands = texts.flatMap((text) => [...text.matchAll(/%([A-Z_]+)(?:\(([^)]*)\))?(?::\d+)?%/g)].map((m) => ({ name: m[1]!, arg: m[2] ?? '' })));
+    for (const { name, arg } of commands) {
+      const headers = arg.split('?').map((h) => h.trim().toLowerCase());
+      if (['REQ', 'RESP', 'TRAILER', 'REQ_WITHOUT_QUERY'].includes(name)) {
+        for (const header of headers) if (FORBIDDEN_HEADERS.includes(header)) problems.push(`access log ${name}(${arg}) logs a credential header`);
+      }
+      if (name !== 'REQ_WITHOUT_QUERY' && headers.some((h) => h === ':path' || h === 'x-envoy-original-path')) problems.push(`access log ${name}(${arg}) logs the path WITH its query string`);
+      if (name === 'PATH' || name === 'REQUEST_HEADERS' || name === 'DOWNSTREAM_PEER_CERT') problems.push(`access log uses %${name}%`);
+      if (name === 'REQ_WITHOUT_QUERY') {
+        const declared = (format.formatters ?? []).some((f: View) => f.name === 'envoy.formatter.req_without_query');
+        if (!declared) problems.push('REQ_WITHOUT_QUERY is used without declaring the envoy.formatter.req_without_query formatter');
+      }
+    }
+    if (!commands.some((c) => c.name === 'REQ_WITHOUT_QUERY' && c.arg.toLowerCase() === ':path')) problems.push('access log has no query-free path');
+  }
+  return problems;
+}

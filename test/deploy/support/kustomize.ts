@@ -1,0 +1,109 @@
+/**
+ * A small, explicit stand-in for `kustomize build` covering exactly the
+ * features deploy/kustomization.yaml uses (resources, configMapGenerator with
+ * files/literals, secretGenerator with envs, images). Any other kustomization
+ * field is an error here, so the stand-in can never silently ignore what the
+ * real kustomize would do. Generated names keep no hash suffix (real
+ * kustomize appends one and rewrites the references to it).
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+
+import { parseYaml, parseYamlDocuments } from './repo-files';
+
+export type K8sObject = Record<string, any>;
+
+export interface Built {
+  readonly objects: K8sObject[];
+  /** Where each object came from (file, or generator name). */
+  readonly sources: Map<K8sObject, string>;
+}
+
+const SUPPORTED_FIELDS = new Set(['apiVersion', 'kind', 'resources', 'configMapGenerator', 'secretGenerator', 'images']);
+
+export function readKustomization(dir: string): K8sObject {
+  return parseYaml(fs.readFileSync(path.join(dir, 'kustomization.yaml'), 'utf8'), 'kustomization.yaml') as K8sObject;
+}
+
+/**
+ * @param substitutes generator input files to read from another file, e.g.
+ *   { 'admin-token.env': 'admin-token.env.example' } (the real one is git-ignored).
+ */
+export function kustomizeBuild(dir: string, substitutes: Record<string, string> = {}): Built {
+  const k = readKustomization(dir);
+  const unsupported = Object.keys(k).filter((key) => !SUPPORTED_FIELDS.has(key));
+  if (unsupported.length > 0) throw new Error(`kustomization.yaml uses ${unsupported.join(', ')}, which this stand-in does not implement`);
+  if (k.apiVersion !== 'kustomize.config.k8s.io/v1beta1' || k.kind !== 'Kustomization') throw new Error('not a kustomize.config.k8s.io/v1beta1 Kustomization');
+
+  const objects: K8sObject[] = [];
+  const sources = new Map<K8sObject, string>();
+  const add = (object: K8sObject, source: string) => {
+    objects.push(object);
+    sources.set(object, source);
+  };
+  const read = (file: string) => fs.readFileSync(path.join(dir, substitutes[file] ?? file), 'utf8');
+
+  for (const file of (k.resources ?? []) as string[]) {
+    for (const doc of parseYamlDocuments(read(file), file)) add(doc as K8sObject, file);
+  }
+
+  for (const gen of (k.configMapGenerator ?? []) as K8sObject[]) {
+    checkKeys(gen, ['name', 'files', 'literals', 'envs'], `configMapGenerator ${gen.name}`);
+    add({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: gen.name }, data: generatorData(gen, read) }, `configMapGenerator ${gen.name}`);
+  }
+  for (const gen of (k.secretGenerator ?? []) as K8sObject[]) {
+    checkKeys(gen, ['name', 'files', 'literals', 'envs', 'type'], `secretGenerator ${gen.name}`);
+    const data = Object.fromEntries(Object.entries(generatorData(gen, read)).map(([key, value]) => [key, Buffer.from(value).toString('base64')]));
+    add({ apiVersion: 'v1', kind: 'Secret', type: gen.type ?? 'Opaque', metadata: { name: gen.name }, data }, `secretGenerator ${gen.name}`);
+  }
+
+  for (const image of (k.images ?? []) as K8sObject[]) {
+    checkKeys(image, ['name', 'newName', 'newTag', 'digest'], `images ${image.name}`);
+    for (const object of objects) {
+      for (const container of podContainers(object)) {
+        const [name] = String(container.image).split(/[:@]/);
+        if (name !== image.name) continue;
+        const base = image.newName ?? image.name;
+        container.image = image.digest ? `${base}@${image.digest}` : image.newTag ? `${base}:${image.newTag}` : base;
+      }
+    }
+  }
+  return { objects, sources };
+}
+
+function checkKeys(object: K8sObject, allowed: string[], where: string): void {
+  const extra = Object.keys(object).filter((key) => !allowed.includes(key));
+  if (extra.length > 0) throw new Error(`${where}: ${extra.join(', ')} not implemented by this stand-in`);
+}
+
+function generatorData(gen: K8sObject, read: (file: string) => string): Record<string, string> {
+  const data: Record<string, string> = {};
+  const put = (key: string, value: string, where: string) => {
+    if (key in data) throw new Error(`${where}: key ${key} given twice`);
+    data[key] = value;
+  };
+  for (const spec of (gen.files ?? []) as string[]) {
+    const [key, file] = spec.includes('=') ? (spec.split('=', 2) as [string, string]) : [path.basename(spec), spec];
+    put(key, read(file), `${gen.name} files`);
+  }
+  for (const literal of (gen.literals ?? []) as string[]) {
+    const at = literal.indexOf('=');
+    if (at <= 0) throw new Error(`${gen.name}: literal '${literal}' is not KEY=VALUE`);
+    put(literal.slice(0, at), literal.slice(at + 1), `${gen.name} literals`);
+  }
+  for (const file of (gen.envs ?? []) as string[]) {
+    for (const line of read(file).split('\n')) {
+      const trimmed = line.trim();
+      if (trimmed === '' || trimmed.startsWith('#')) continue;
+      const at = trimmed.indexOf('=');
+      if (at <= 0) throw new Error(`${file}: line '${trimmed}' is not KEY=VALUE`);
+      put(trimmed.slice(0, at), trimmed.slice(at + 1), file);
+    }
+  }
+  return data;
+}
+
+export function podContainers(object: K8sObject): K8sObject[] {
+  const spec = object.kind === 'Pod' ? object.spec : object.spec?.template?.spec;
+  return [...(spec?.initContainers ?? []), ...(spec?.containers ?? [])];
+}
