@@ -6,6 +6,7 @@ import { HealthMonitor } from './health/health-monitor';
 import { Metrics } from './metrics/metrics';
 import type { Logger } from './logging/logger';
 import type { Settings } from './settings/settings';
+import { clusterMetricsSource } from './cluster/worker-pool';
 import { CachedKeyIndex } from './store/cached-key-index';
 import { LastUsedRecorder } from './store/last-used-recorder';
 import { openStore } from './store/open-store';
@@ -29,6 +30,8 @@ export interface AppOptions {
   clock?: Clock;
   /** Tests pass a store they prepared; otherwise it follows the settings. */
   store?: Store;
+  /** Set in a GRPC_WORKERS worker: /metrics then reports the sum over all workers. */
+  clusterWorker?: boolean;
 }
 
 /** Wires store, gRPC Check server and admin API from one settings object. */
@@ -59,6 +62,7 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
       logger,
       storeFailureMode: settings.storeFailureMode,
       lastUsed,
+      decisionLogSample: settings.decisionLogSample,
     },
     {
       host: settings.bindAddress,
@@ -77,7 +81,7 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
     clock,
     logger,
     health,
-    metrics: metrics.registry,
+    metrics: options.clusterWorker ? clusterMetricsSource(metrics.registry) : metrics.registry,
     ...(settings.adminToken ? { adminToken: settings.adminToken } : {}),
   });
   try {

@@ -4,7 +4,7 @@ import type { Logger } from '../logging/logger';
 import { StoreUnavailableError, type AdminStore } from '../store/store';
 import { sendAdminError } from './admin-errors';
 import { adminTokenMatches } from './admin-token';
-import type { Registry } from 'prom-client';
+import type { MetricsSource } from '../cluster/worker-pool';
 import type { HealthMonitor } from '../health/health-monitor';
 import { registerDashboard } from './dashboard/register-dashboard';
 import { registerAccountRoutes } from './routes/accounts';
@@ -21,8 +21,8 @@ export interface AdminServerDeps {
   adminToken?: string;
   /** Drives /readyz; absent means always ready (tests of the API alone). */
   health?: HealthMonitor;
-  /** Served at /metrics for Prometheus. */
-  metrics?: Registry;
+  /** Served at /metrics for Prometheus: a prom-client Registry, or in a worker the sum over all workers. */
+  metrics?: MetricsSource;
   /** How long a wrong admin token waits for its 401. */
   authFailureDelayMs?: number;
 }

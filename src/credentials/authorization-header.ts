@@ -32,6 +32,11 @@ export function tokenPartOf(value: string): string {
  * contains a comma, so splitting recovers the individual values.
  */
 export function splitRepeatedHeader(value: string): string[] {
+  if (!value.includes(',')) {
+    // The common case: one value, no array juggling.
+    const trimmed = value.trim();
+    return trimmed === '' ? [] : [trimmed];
+  }
   return value
     .split(',')
     .map((part) => part.trim())

@@ -12,7 +12,8 @@ export const QUERY_KEY_PARAMETER = 'key';
 
 export interface CredentialRequest {
   headers: Readonly<Record<string, string>>;
-  query: URLSearchParams;
+  /** URLSearchParams, or anything as readable. */
+  query: { getAll(name: string): string[] };
 }
 
 export interface CredentialOptions {
@@ -75,8 +76,7 @@ export function extractCredential(
     };
   }
 
-  const distinct = new Set(candidates.map((candidate) => candidate.value));
-  if (distinct.size > 1) {
+  if (candidates.length > 1 && new Set(candidates.map((candidate) => candidate.value)).size > 1) {
     return {
       ok: false,
       reason: 'conflicting_credentials',

@@ -23,8 +23,11 @@ export interface CheckRequestMessage {
 export function toAuthRequest(message: CheckRequestMessage): AuthRequest {
   const http = message.attributes?.request?.http ?? {};
   const headers: Record<string, string> = Object.create(null);
-  for (const [name, value] of Object.entries(http.headers ?? {})) {
-    appendHeader(headers, name, value);
+  const given = http.headers;
+  if (given) {
+    for (const name in given) {
+      if (Object.prototype.hasOwnProperty.call(given, name)) appendHeader(headers, name, given[name]!);
+    }
   }
   for (const entry of http.header_map?.headers ?? []) {
     if (!entry.key) continue;

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import * as crypto from 'node:crypto';
 import { crc32 } from 'node:zlib';
 import { encodeBase62, isBase62, randomBase62 } from './base62';
 
@@ -43,10 +43,10 @@ export function displayPrefixOf(key: string): string {
 }
 
 /** Validates shape and checksum only; says nothing about whether the key exists. */
+const KEY_HEADS: readonly (readonly [KeyEnvironment, string])[] = KEY_ENVIRONMENTS.map((env) => [env, `${KEY_SERVICE_PREFIX}_${env}_`]);
+
 export function parseCustomerKey(candidate: string): ParsedKey {
-  const environment = KEY_ENVIRONMENTS.find((env) =>
-    candidate.startsWith(`${KEY_SERVICE_PREFIX}_${env}_`),
-  );
+  const environment = KEY_HEADS.find(([, head]) => candidate.startsWith(head))?.[0];
   if (!environment) return { ok: false, problem: 'prefix' };
   if (candidate.length !== KEY_LENGTH) return { ok: false, problem: 'length' };
   const tail = candidate.slice(HEAD_LENGTH);
@@ -60,7 +60,8 @@ export function parseCustomerKey(candidate: string): ParsedKey {
 
 /** Keys are stored only as this hash. Unsalted is fine: the key has ~178 bits of entropy. */
 export function hashCustomerKey(key: string): string {
-  return createHash('sha256').update(key).digest('hex');
+  // crypto.hash (Node >= 20.12) is the one-shot form: no Hash object per call.
+  return crypto.hash ? crypto.hash('sha256', key, 'hex') : crypto.createHash('sha256').update(key).digest('hex');
 }
 
 /** Anything that looks like one of our keys, for scrubbing free text such as paths. */

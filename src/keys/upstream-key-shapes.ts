@@ -27,8 +27,10 @@ export const UPSTREAM_KEY_SHAPES: readonly UpstreamKeyShape[] = Object.freeze([
 
 /** The provider a credential looks like it belongs to, or undefined. Our own valid keys never match. */
 export function upstreamProviderOf(credential: string): string | undefined {
+  const shape = UPSTREAM_KEY_SHAPES.find((candidate) => candidate.pattern.test(credential));
   // A random key body can contain a marker such as T3BlbkFJ; a key that
-  // passes our checksum is ours whatever it contains.
-  if (parseCustomerKey(credential).ok) return undefined;
-  return UPSTREAM_KEY_SHAPES.find((shape) => shape.pattern.test(credential))?.provider;
+  // passes our checksum is ours whatever it contains. (Checked second: most
+  // credentials match no shape, and then the checksum need not be computed.)
+  if (!shape || parseCustomerKey(credential).ok) return undefined;
+  return shape.provider;
 }

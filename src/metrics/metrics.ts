@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Decision } from '../domain/decision';
 import type { Authorizer, KeyIndex } from '../store/store';
@@ -48,23 +49,44 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  /**
+   * Labelled children, looked up once per label combination: prom-client
+   * otherwise sorts and joins the label names and values on every call.
+   * The combinations are few (styles × families × reasons), so the maps stay small.
+   */
+  private readonly decisionCounters = new Map<string, Counter.Internal>();
+  private readonly decisionHistograms = new Map<string, Histogram.Internal<'result'>>();
+  private readonly keyCacheCounters = new Map<string, Counter.Internal>();
+
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: 'gateway_authz_' });
   }
 
   observeDecision(decision: Decision, seconds: number): void {
     const result = decision.kind;
-    this.decisions.inc({
-      style: decision.route.style,
-      family: decision.route.family,
-      result,
-      reason: decision.kind === 'deny' ? decision.reason : 'allowed',
-    });
-    this.decisionSeconds.observe({ result }, seconds);
+    const reason = decision.kind === 'deny' ? decision.reason : 'allowed';
+    const key = `${decision.route.style} ${decision.route.family} ${reason}`;
+    let counter = this.decisionCounters.get(key);
+    if (!counter) {
+      counter = this.decisions.labels({ style: decision.route.style, family: decision.route.family, result, reason });
+      this.decisionCounters.set(key, counter);
+    }
+    counter.inc();
+    let histogram = this.decisionHistograms.get(result);
+    if (!histogram) {
+      histogram = this.decisionSeconds.labels({ result });
+      this.decisionHistograms.set(result, histogram);
+    }
+    histogram.observe(seconds);
   }
 
   observeKeyCache(outcome: 'hit' | 'negative_hit' | 'miss'): void {
-    this.keyCache.inc({ outcome });
+    let counter = this.keyCacheCounters.get(outcome);
+    if (!counter) {
+      counter = this.keyCache.labels({ outcome });
+      this.keyCacheCounters.set(outcome, counter);
+    }
+    counter.inc();
   }
 
   /** Wraps the Check-path store calls with latency and error metrics. */
@@ -76,14 +98,25 @@ export class Metrics {
   }
 
   private async time<T>(operation: string, call: () => Promise<T>): Promise<T> {
-    const end = this.redisSeconds.startTimer({ operation });
+    const started = performance.now();
     try {
       return await call();
     } catch (error) {
       this.redisErrors.inc({ operation });
       throw error;
     } finally {
-      end();
+      this.storeHistogram(operation).observe((performance.now() - started) / 1000);
     }
+  }
+
+  private readonly storeHistograms = new Map<string, Histogram.Internal<'operation'>>();
+
+  private storeHistogram(operation: string): Histogram.Internal<'operation'> {
+    let histogram = this.storeHistograms.get(operation);
+    if (!histogram) {
+      histogram = this.redisSeconds.labels({ operation });
+      this.storeHistograms.set(operation, histogram);
+    }
+    return histogram;
   }
 }

@@ -4,10 +4,22 @@ import { classifyFamily, splitPathAndQuery } from '../routes/classify';
 import { FAMILY_HEADER_RULES, rulesForModelsRoute, type FamilyHeaderRules } from '../routes/family-header-rules';
 import type { PipelineSettings } from './pipeline-settings';
 
+/** The read-only view of the query string the pipeline needs (URLSearchParams has it). */
+export interface QueryParameters {
+  has(name: string): boolean;
+  getAll(name: string): string[];
+}
+
+/** Most requests carry no query: they share this instead of parsing an empty string. */
+export const NO_QUERY: QueryParameters = Object.freeze({
+  has: () => false,
+  getAll: () => [],
+});
+
 export interface RoutedRequest {
   route: ClassifiedRoute;
   rules: FamilyHeaderRules;
-  query: URLSearchParams;
+  query: QueryParameters;
 }
 
 export function routeRequest(request: AuthRequest, settings: PipelineSettings): RoutedRequest {
@@ -18,6 +30,6 @@ export function routeRequest(request: AuthRequest, settings: PipelineSettings): 
   return {
     route: { family, style: rules.style, pathWithoutQuery: path },
     rules,
-    query: new URLSearchParams(query),
+    query: query === '' ? NO_QUERY : new URLSearchParams(query),
   };
 }

@@ -12,7 +12,7 @@ import type { HeaderNames } from '../routes/header-names';
  */
 export function findUpstreamProviderKey(
   request: AuthRequest,
-  query: URLSearchParams,
+  query: { getAll(name: string): string[] },
   names: HeaderNames,
 ): { provider: string; where: string } | undefined {
   for (const header of names.allCredentialHeaders) {

@@ -14,7 +14,7 @@ export function checkVersionHeader(
 ): VersionCheck {
   if (!rules.requiresVersionHeader) return { ok: true };
   const names = settings.headerNames.versionHeaders;
-  const accepted = settings.acceptedVersions.map((v) => `'${v}'`).join(', ');
+  const accepted = () => settings.acceptedVersions.map((v) => `'${v}'`).join(', ');
   const specName = names[0]!;
   const present = names.filter((name) => headers[name] !== undefined);
   if (present.length === 0) {
@@ -22,7 +22,7 @@ export function checkVersionHeader(
       ok: false,
       reason: 'missing_version_header',
       param: specName,
-      message: `The '${specName}' header is required. Accepted values: ${accepted}.`,
+      message: `The '${specName}' header is required. Accepted values: ${accepted()}.`,
     };
   }
   for (const name of present) {
@@ -32,7 +32,7 @@ export function checkVersionHeader(
         ok: false,
         reason: 'unsupported_version',
         param: name,
-        message: `The '${name}' header must be a date-form API version this gateway accepts. Accepted values: ${accepted}.`,
+        message: `The '${name}' header must be a date-form API version this gateway accepts. Accepted values: ${accepted()}.`,
       };
     }
   }

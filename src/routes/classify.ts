@@ -26,7 +26,9 @@ export function isCanonicalPath(path: string): boolean {
 }
 
 export function classifyFamily(table: RouteTable, method: string, path: string): RouteFamily {
-  if (isCanonicalPath(path) && table.publicRoutes.some((matcher) => matcher.matches(method, path))) return 'public';
+  if (table.publicRoutes.length > 0 && isCanonicalPath(path) && table.publicRoutes.some((matcher) => matcher.matches(method, path))) {
+    return 'public';
+  }
   for (const { family, matchers } of table.families) {
     if (matchers.some((matcher) => matcher.matches(method, path))) return family;
   }

@@ -23,6 +23,8 @@ export interface Settings {
   /** Absent: the admin API refuses every call. */
   readonly adminToken?: string;
   readonly logLevel: LogLevel;
+  /** Fraction of allowed decisions that get a log line (denials always do); 1 = one line per decision. */
+  readonly decisionLogSample: number;
   readonly configFile?: string;
   readonly storeFailureMode: StoreFailureMode;
   readonly keyCache: { readonly maxEntries: number; readonly negativeTtlMs: number };
@@ -32,6 +34,8 @@ export interface Settings {
   readonly shutdown: { readonly drainDelayMs: number; readonly timeoutMs: number };
   /** gRPC connections are closed (gracefully) after this age, so Envoy rebalances them across replicas. */
   readonly grpcMaxConnectionAgeMs: number;
+  /** Processes serving the ports (node:cluster); 1 = this process alone. */
+  readonly grpcWorkers: number;
   readonly pipeline: PipelineSettings;
 }
 
@@ -99,6 +103,7 @@ const envSchema = z.object({
     message: 'must be at least 16 characters (use a long random value)',
   }),
   LOG_LEVEL: z.enum(LOG_LEVELS).default('info'),
+  DECISION_LOG_SAMPLE: z.preprocess(blankAsUnset, z.coerce.number().min(0).max(1).default(1)),
   CONFIG_FILE: optionalText,
   STORE_FAILURE_MODE: z.enum(['deny', 'grpc-unavailable']).default('deny'),
   KEY_CACHE_MAX_ENTRIES: z.preprocess(blankAsUnset, z.coerce.number().int().min(1).max(10_000_000).default(200_000)),
@@ -109,6 +114,7 @@ const envSchema = z.object({
   SHUTDOWN_DRAIN_DELAY_MS: z.preprocess(blankAsUnset, z.coerce.number().int().min(0).max(120_000).default(0)),
   SHUTDOWN_TIMEOUT_MS: z.preprocess(blankAsUnset, z.coerce.number().int().min(100).max(300_000).default(10_000)),
   GRPC_MAX_CONNECTION_AGE_MS: z.preprocess(blankAsUnset, z.coerce.number().int().min(1_000).max(86_400_000).default(300_000)),
+  GRPC_WORKERS: z.preprocess(blankAsUnset, z.coerce.number().int().min(1).max(64).default(1)),
 });
 
 export type SettingsResult = { ok: true; settings: Settings } | { ok: false; problems: string[] };
@@ -142,6 +148,7 @@ export function loadSettings(
     redisAdminTimeoutMs: e.REDIS_ADMIN_TIMEOUT_MS,
     ...(e.ADMIN_TOKEN ? { adminToken: e.ADMIN_TOKEN } : {}),
     logLevel: e.LOG_LEVEL,
+    decisionLogSample: e.DECISION_LOG_SAMPLE,
     ...(e.CONFIG_FILE ? { configFile: e.CONFIG_FILE } : {}),
     storeFailureMode: e.STORE_FAILURE_MODE,
     keyCache: { maxEntries: e.KEY_CACHE_MAX_ENTRIES, negativeTtlMs: e.KEY_CACHE_NEGATIVE_TTL_MS },
@@ -149,6 +156,7 @@ export function loadSettings(
     health: { intervalMs: e.HEALTH_INTERVAL_MS, timeoutMs: e.HEALTH_TIMEOUT_MS },
     shutdown: { drainDelayMs: e.SHUTDOWN_DRAIN_DELAY_MS, timeoutMs: e.SHUTDOWN_TIMEOUT_MS },
     grpcMaxConnectionAgeMs: e.GRPC_MAX_CONNECTION_AGE_MS,
+    grpcWorkers: e.GRPC_WORKERS,
     pipeline: {
       routeTable: buildRouteTable(config.routes ?? {}, config.publicRoutes ?? []),
       headerNames: headerNamesFor(config.acceptVendorHeaderSpellings ?? true),
@@ -171,6 +179,9 @@ function redisTopologyProblems(e: ParsedEnv): string[] {
   if (chosen.length > 1) problems.push(`Redis: set only one of REDIS_URL, REDIS_SENTINELS, REDIS_CLUSTER_NODES (got ${chosen.join(', ')})`);
   if (e.REDIS_SENTINELS && !e.REDIS_SENTINEL_MASTER) problems.push('REDIS_SENTINEL_MASTER: required with REDIS_SENTINELS (the monitored master name)');
   if (e.REDIS_SENTINEL_MASTER && !e.REDIS_SENTINELS) problems.push('REDIS_SENTINEL_MASTER: only meaningful with REDIS_SENTINELS');
+  if (e.GRPC_WORKERS > 1 && chosen.length === 0) {
+    problems.push('GRPC_WORKERS: more than one worker needs Redis (REDIS_URL, REDIS_SENTINELS or REDIS_CLUSTER_NODES); the in-memory store would differ in every worker');
+  }
   return problems;
 }
 

@@ -1,9 +1,9 @@
 import type { FastifyInstance } from 'fastify';
-import type { Registry } from 'prom-client';
+import type { MetricsSource } from '../../cluster/worker-pool';
 
 /** Prometheus scrape endpoint. Labels hold no accounts, keys or prefixes, so it needs no token. */
-export function registerMetricsRoute(app: FastifyInstance, registry: Registry): void {
+export function registerMetricsRoute(app: FastifyInstance, source: MetricsSource): void {
   app.get('/metrics', { config: { public: true } }, async (_request, reply) =>
-    reply.type(registry.contentType).send(await registry.metrics()),
+    reply.type(source.contentType).send(await source.metrics()),
   );
 }

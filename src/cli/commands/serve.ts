@@ -1,5 +1,7 @@
+import cluster from 'node:cluster';
 import { Command } from 'commander';
 import { startApp } from '../../app';
+import { runWorkerPool } from '../../cluster/worker-pool';
 import { createLogger } from '../../logging/logger';
 import { loadSettings } from '../../settings/settings';
 
@@ -10,16 +12,27 @@ async function serve(): Promise<void> {
     process.stderr.write(`gateway-authz: invalid configuration:\n${result.problems.map((p) => `  - ${p}`).join('\n')}\n`);
     process.exit(2);
   }
-  const logger = createLogger(result.settings.logLevel);
+  const { settings } = result;
+  const shutdownDeadlineMs = settings.shutdown.drainDelayMs + settings.shutdown.timeoutMs + 5_000;
+  if (settings.grpcWorkers > 1 && cluster.isPrimary) {
+    // GRPC_WORKERS: this process supervises; the workers (this same command, forked) serve.
+    runWorkerPool(createLogger(settings.logLevel), { workers: settings.grpcWorkers, shutdownDeadlineMs: shutdownDeadlineMs + 2_000 });
+    return;
+  }
+  const root = createLogger(settings.logLevel);
+  const logger = cluster.isWorker ? root.child({ worker: cluster.worker?.id }) : root;
   let app;
   try {
-    app = await startApp(result.settings, { logger });
+    app = await startApp(settings, { logger, clusterWorker: cluster.isWorker });
   } catch (error) {
     logger.fatal({ err: error }, 'gateway-authz failed to start');
     process.exit(1);
   }
-  const { settings } = result;
+  let stopping = false;
   const stop = (signal: string) => {
+    // A worker may get both the terminal's SIGINT and the primary's SIGTERM.
+    if (stopping) return;
+    stopping = true;
     logger.info({ signal }, 'shutting down');
     // A last resort if draining hangs: never outlive the orchestrator's grace period silently.
     const deadline = setTimeout(
@@ -27,7 +40,7 @@ async function serve(): Promise<void> {
         logger.error({ signal }, 'shutdown took too long; exiting');
         process.exit(1);
       },
-      settings.shutdown.drainDelayMs + settings.shutdown.timeoutMs + 5_000,
+      shutdownDeadlineMs,
     );
     deadline.unref();
     app.close().then(

@@ -54,8 +54,32 @@ describe('defaults', () => {
       storeFailureMode: 'deny',
       keyCache: { maxEntries: 200_000, negativeTtlMs: 2_000 },
       lastUsedFlushMs: 5_000,
+      decisionLogSample: 1,
     });
     expect(settings.pipeline.defaultPlan).toEqual(DEFAULT_PLAN);
+  });
+
+  it('GRPC_WORKERS: 1 by default; more than one needs Redis', () => {
+    expect(settings.grpcWorkers).toBe(1);
+    const withRedis = loadSettings({ GRPC_WORKERS: '2', REDIS_URL: 'redis://cache:6379' });
+    expect(withRedis.ok && withRedis.settings.grpcWorkers).toBe(2);
+    const withoutRedis = loadSettings({ GRPC_WORKERS: '2' });
+    expect(withoutRedis.ok).toBe(false);
+    if (!withoutRedis.ok) expect(withoutRedis.problems).toEqual([expect.stringMatching(/^GRPC_WORKERS: more than one worker needs Redis/)]);
+    expect(loadSettings({ GRPC_WORKERS: '0', REDIS_URL: 'redis://cache:6379' }).ok).toBe(false);
+  });
+
+  it('DECISION_LOG_SAMPLE: a fraction from 0 to 1', () => {
+    const sample = (value: string) => loadSettings({ DECISION_LOG_SAMPLE: value });
+    const ok = sample('0.01');
+    expect(ok.ok && ok.settings.decisionLogSample).toBe(0.01);
+    const zero = sample('0');
+    expect(zero.ok && zero.settings.decisionLogSample).toBe(0);
+    for (const bad of ['1.5', '-0.1', 'some']) {
+      const result = sample(bad);
+      expect(result.ok).toBe(false);
+      if (!result.ok) expect(result.problems[0]).toMatch(/^DECISION_LOG_SAMPLE/);
+    }
   });
 
   it('has no Redis URL (in-memory store), no admin token and no config file', () => {

@@ -45,6 +45,29 @@ describe('LastUsedRecorder', () => {
     expect(sink.batches.map((batch) => batch.length)).toEqual([3]);
   });
 
+  it('writes a big flush in chunks, one after the other, and a refused chunk does not stop the rest', async () => {
+    const sink = new RecordingSink();
+    let inFlight = 0;
+    let maxInFlight = 0;
+    const slowSink = {
+      async recordLastUsed(uses: readonly LastUse[]): Promise<void> {
+        inFlight += 1;
+        maxInFlight = Math.max(maxInFlight, inFlight);
+        await new Promise((resolve) => setTimeout(resolve, 5));
+        inFlight -= 1;
+        await sink.recordLastUsed(uses);
+      },
+    };
+    const logs = new LogCapture();
+    const recorder = new LastUsedRecorder(slowSink, new ManualClock(1), logs.logger, 60_000, 50_000, 2);
+    for (const keyId of ['k1', 'k2', 'k3', 'k4', 'k5']) recorder.note({ keyId, accountId: 'a' });
+    sink.failNext = true;
+    await recorder.flush();
+    expect(maxInFlight).toBe(1);
+    expect(sink.batches.map((batch) => batch.map((use) => use.keyId))).toEqual([['k3', 'k4'], ['k5']]);
+    expect(logs.lines.filter((line) => line.includes('could not record last use'))).toHaveLength(1);
+  });
+
   it('logs and drops a batch the store refuses, then keeps working', async () => {
     const sink = new RecordingSink();
     const logs = new LogCapture();

@@ -1,0 +1,302 @@
+/**
+ * A load driver that talks gRPC the way Envoy's ext_authz filter does: a
+ * few long-lived HTTP/2 connections, many concurrent streams on each, one
+ * unary Check per stream with a grpc-timeout. Request frames are encoded
+ * beforehand (traffic.ts), so the driver only writes bytes and reads the
+ * grpc-status trailer; a sample of responses is decoded and checked against
+ * the status code its request class must get.
+ */
+import { performance } from 'node:perf_hooks';
+import { RawH2Connection } from './raw-h2-connection';
+import { CHECK_PATH, EXPECTED_STATUS, REQUEST_CLASSES, checkCodec, type Traffic } from './traffic';
+
+/** What Envoy's gRPC client sends with each Check (200 ms is Envoy's default ext_authz timeout). */
+const REQUEST_HEADERS: readonly (readonly [string, string])[] = [
+  [':method', 'POST'],
+  [':scheme', 'http'],
+  [':path', CHECK_PATH],
+  [':authority', 'ext_authz'],
+  ['content-type', 'application/grpc'],
+  ['te', 'trailers'],
+  ['grpc-timeout', '200m'],
+  ['user-agent', 'envoy-bench'],
+];
+
+/** CheckResponse.status.code of a 503 store_unavailable. */
+const UNAVAILABLE = 14;
+
+export interface LatencySummary {
+  count: number;
+  p50Ms: number;
+  p90Ms: number;
+  p99Ms: number;
+  p999Ms: number;
+  maxMs: number;
+}
+
+export interface PhaseResult {
+  /** Decisions completed inside the measurement window. */
+  decisions: number;
+  seconds: number;
+  perSecond: number;
+  latency: LatencySummary;
+  /** RPCs that ended without grpc-status 0, or with a broken stream. */
+  errors: number;
+  /** Decoded responses whose CheckResponse.status.code was not the one their class must get (503s aside). */
+  mismatches: number;
+  /** Decoded responses that were 503 store_unavailable (status 14): the Redis deadline passed, e.g. under overload. */
+  unavailable: number;
+  /** Decoded responses per class, and their mismatches, for the report. */
+  checked: Record<string, { checked: number; mismatches: number }>;
+  /** Open loop only: scheduled sends dropped because too many were in flight. */
+  overloaded: number;
+  firstError?: string;
+}
+
+export interface PhaseHooks {
+  /** Called when the measurement window opens and closes (snapshot CPU, Redis stats…). */
+  atStart?: () => void | Promise<void>;
+  atEnd?: () => void | Promise<void>;
+}
+
+interface Completion {
+  ok: boolean;
+  /** CheckResponse.status.code when decoded, else -1. */
+  status: number;
+  error?: string;
+}
+
+export class H2Driver {
+  private next = 0;
+
+  private constructor(private readonly connections: RawH2Connection[]) {}
+
+  static async connect(address: string, connections: number): Promise<H2Driver> {
+    const at = address.lastIndexOf(':');
+    const [host, port] = [address.slice(0, at), Number(address.slice(at + 1))];
+    return new H2Driver(await Promise.all(Array.from({ length: connections }, () => RawH2Connection.connect(host, port, REQUEST_HEADERS))));
+  }
+
+  close(): void {
+    for (const connection of this.connections) connection.close();
+  }
+
+  /** One Check; `decode` also parses the CheckResponse to check its status code. */
+  private send(frame: Buffer, decode: boolean, done: (completion: Completion) => void): void {
+    let connection = this.connections[this.next++ % this.connections.length]!;
+    for (let tries = 1; !connection.isOpen && tries < this.connections.length; tries += 1) {
+      connection = this.connections[this.next++ % this.connections.length]!;
+    }
+    connection.request(frame, decode, (completion) => {
+      if (!completion.ok) {
+        done({ ok: false, status: -1, error: completion.error });
+        return;
+      }
+      if (!completion.body) {
+        done({ ok: true, status: -1 });
+        return;
+      }
+      try {
+        done({ ok: true, status: checkCodec().deserialize(completion.body.subarray(5)).status?.code ?? 0 });
+      } catch (error) {
+        done({ ok: false, status: -1, error: `undecodable response: ${(error as Error).message}` });
+      }
+    });
+  }
+
+  /**
+   * Closed loop: `concurrency` Checks always in flight; each answer sends
+   * the next request. Measures what the server sustains at saturation.
+   */
+  closedLoop(options: { traffic: Traffic; concurrency: number; warmupMs: number; durationMs: number; decodeEvery: number; hooks?: PhaseHooks; stats?: PhaseStats }): Promise<PhaseResult> {
+    const { traffic, concurrency, decodeEvery } = options;
+    const stats = options.stats ?? new PhaseStats();
+    let position = 0;
+    let measuring = false;
+    let stopped = false;
+    let inFlight = 0;
+    let windowStart = 0;
+    let windowEnd = 0;
+    let resolveDrained: () => void = () => undefined;
+    const drained = new Promise<void>((resolve) => (resolveDrained = resolve));
+
+    const issue = () => {
+      const index = position++ % traffic.frames.length;
+      const cls = traffic.classes[index]!;
+      const decode = position % decodeEvery === 0;
+      const sentAt = performance.now();
+      inFlight += 1;
+      this.send(traffic.frames[index]!, decode, (completion) => {
+        inFlight -= 1;
+        if (measuring) stats.record(performance.now() - sentAt, cls, completion);
+        if (!stopped) issue();
+        else if (inFlight === 0) resolveDrained();
+      });
+    };
+    for (let i = 0; i < concurrency; i += 1) issue();
+
+    return new Promise<PhaseResult>((resolve, reject) => {
+      setTimeout(async () => {
+        try {
+          await options.hooks?.atStart?.();
+          windowStart = performance.now();
+          measuring = true;
+          setTimeout(async () => {
+            try {
+              measuring = false;
+              windowEnd = performance.now();
+              stopped = true;
+              await options.hooks?.atEnd?.();
+              if (inFlight > 0) await drained;
+              resolve(stats.result((windowEnd - windowStart) / 1000));
+            } catch (error) {
+              reject(error);
+            }
+          }, options.durationMs);
+        } catch (error) {
+          reject(error);
+        }
+      }, options.warmupMs);
+    });
+  }
+
+  /**
+   * Open loop: requests are sent on a fixed schedule (`rate` per second)
+   * whether or not earlier ones were answered, and each latency is measured
+   * from the request's SCHEDULED time, so a stall counts for every request
+   * it delays (no coordinated omission).
+   */
+  openLoop(options: { traffic: Traffic; rate: number; warmupMs: number; durationMs: number; decodeEvery: number; maxInFlight: number; stats?: PhaseStats }): Promise<PhaseResult> {
+    const { traffic, rate, decodeEvery } = options;
+    const stats = options.stats ?? new PhaseStats();
+    const interval = 1000 / rate;
+    const start = performance.now();
+    const measureFrom = start + options.warmupMs;
+    const measureTo = measureFrom + options.durationMs;
+    let position = 0;
+    let nextAt = start;
+    let inFlight = 0;
+
+    return new Promise((resolve) => {
+      const finishWhenDrained = () => {
+        if (inFlight === 0) resolve(stats.result(options.durationMs / 1000));
+      };
+      const tick = () => {
+        const now = performance.now();
+        while (nextAt <= now && nextAt < measureTo) {
+          const scheduledAt = nextAt;
+          nextAt += interval;
+          if (inFlight >= options.maxInFlight) {
+            if (scheduledAt >= measureFrom) stats.overloaded += 1;
+            continue;
+          }
+          const index = position++ % traffic.frames.length;
+          const cls = traffic.classes[index]!;
+          inFlight += 1;
+          this.send(traffic.frames[index]!, position % decodeEvery === 0, (completion) => {
+            inFlight -= 1;
+            if (scheduledAt >= measureFrom) stats.record(performance.now() - scheduledAt, cls, completion);
+            if (nextAt >= measureTo) finishWhenDrained();
+          });
+        }
+        if (nextAt < measureTo) setTimeout(tick, 1);
+        else finishWhenDrained();
+      };
+      tick();
+    });
+  }
+
+  /** Every frame once, `concurrency` at a time, every response decoded and checked. */
+  async sendAll(traffic: Traffic, concurrency: number): Promise<PhaseResult> {
+    const stats = new PhaseStats();
+    const started = performance.now();
+    let position = 0;
+    await new Promise<void>((resolve) => {
+      let inFlight = 0;
+      const issue = () => {
+        if (position >= traffic.frames.length) {
+          if (inFlight === 0) resolve();
+          return;
+        }
+        const index = position++;
+        const cls = traffic.classes[index]!;
+        const sentAt = performance.now();
+        inFlight += 1;
+        this.send(traffic.frames[index]!, true, (completion) => {
+          inFlight -= 1;
+          stats.record(performance.now() - sentAt, cls, completion);
+          issue();
+        });
+      };
+      for (let i = 0; i < Math.min(concurrency, traffic.frames.length); i += 1) issue();
+      if (traffic.frames.length === 0) resolve();
+    });
+    return stats.result((performance.now() - started) / 1000);
+  }
+}
+
+/** Latencies and outcomes of one phase; several rounds of the same phase record into one. */
+export class PhaseStats {
+  private latencies: number[] = [];
+  /** Open loop: sends skipped because too many were in flight (the server fell behind). */
+  overloaded = 0;
+  private decisions = 0;
+  private errors = 0;
+  private mismatches = 0;
+  private unavailable = 0;
+  private firstError: string | undefined;
+  private readonly checked = REQUEST_CLASSES.map(() => ({ checked: 0, mismatches: 0 }));
+
+  get count(): number {
+    return this.decisions;
+  }
+
+  record(latencyMs: number, cls: number, completion: Completion): void {
+    if (!completion.ok) {
+      this.errors += 1;
+      this.firstError ??= completion.error;
+      return;
+    }
+    this.decisions += 1;
+    this.latencies.push(latencyMs);
+    if (completion.status >= 0) {
+      const name = REQUEST_CLASSES[cls]!;
+      const entry = this.checked[cls]!;
+      entry.checked += 1;
+      if (completion.status === UNAVAILABLE && EXPECTED_STATUS[name] !== UNAVAILABLE) {
+        this.unavailable += 1;
+      } else if (completion.status !== EXPECTED_STATUS[name]) {
+        entry.mismatches += 1;
+        this.mismatches += 1;
+      }
+    }
+  }
+
+  result(seconds: number): PhaseResult {
+    return {
+      decisions: this.decisions,
+      seconds,
+      perSecond: this.decisions / seconds,
+      latency: summarize(this.latencies),
+      errors: this.errors,
+      mismatches: this.mismatches,
+      unavailable: this.unavailable,
+      checked: Object.fromEntries(REQUEST_CLASSES.map((name, index) => [name, this.checked[index]!])),
+      overloaded: this.overloaded,
+      ...(this.firstError ? { firstError: this.firstError } : {}),
+    };
+  }
+}
+
+export function summarize(latencies: number[]): LatencySummary {
+  const sorted = Float64Array.from(latencies).sort();
+  const at = (q: number) => (sorted.length === 0 ? 0 : sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)]!);
+  return {
+    count: sorted.length,
+    p50Ms: at(0.5),
+    p90Ms: at(0.9),
+    p99Ms: at(0.99),
+    p999Ms: at(0.999),
+    maxMs: sorted.length === 0 ? 0 : sorted[sorted.length - 1]!,
+  };
+}

@@ -1,0 +1,181 @@
+/**
+ * The Check handler in process, without the network: what one decision
+ * costs in gateway-authz's own code (decoding the CheckRequest, deciding,
+ * logging, counting, encoding the CheckResponse), with Redis replaced by
+ * in-memory stubs. Precise enough (±2%) to measure one hot-path change,
+ * where the end-to-end bench on a shared 2-core machine is ±10%.
+ *
+ *   node .bench/build/test/bench/hot-path.js [--dist DIR] [--seconds S]
+ *
+ * --dist loads the service from another build (e.g. a copy of an earlier
+ * dist/), so a change is measured before and after on the same traffic.
+ */
+import * as path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { parseArgs } from 'node:util';
+import pino from 'pino';
+import { malformedKeys, mixedTraffic, unknownKeys } from './traffic';
+import { generateCustomerKey, hashCustomerKey, displayPrefixOf } from '../../src/keys/customer-key';
+
+type Modules = typeof import('../../src/grpc/authorization-server') &
+  typeof import('../../src/grpc/proto-loading') &
+  typeof import('../../src/logging/logger') &
+  typeof import('../../src/metrics/metrics') &
+  typeof import('../../src/store/cached-key-index') &
+  typeof import('../../src/store/last-used-recorder') &
+  typeof import('../../src/settings/settings');
+
+function load(dist: string): Modules {
+  const from = (file: string) => require(path.join(dist, file));
+  return {
+    ...from('grpc/authorization-server.js'),
+    ...from('grpc/proto-loading.js'),
+    ...from('logging/logger.js'),
+    ...from('metrics/metrics.js'),
+    ...from('store/cached-key-index.js'),
+    ...from('store/last-used-recorder.js'),
+    ...from('settings/settings.js'),
+  };
+}
+
+interface Contender {
+  dist: string;
+  run: (durationMs: number) => Promise<number>;
+  stop: () => Promise<void>;
+  decisions: number;
+  wallMs: number;
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      dist: { type: 'string', multiple: true, default: [path.join(__dirname, '..', '..', 'src')] },
+      seconds: { type: 'string', default: '6' },
+      log: { type: 'string', default: '/dev/null' },
+      env: { type: 'string', multiple: true, default: [] },
+    },
+  });
+  const seconds = Number(values.seconds);
+
+  // Keys: 2000 valid (cached), 20 rate-limited, plus malformed and unknown ones: the bench's mix.
+  const valid = Array.from({ length: 2000 }, () => generateCustomerKey('live'));
+  const limited = Array.from({ length: 20 }, () => generateCustomerKey('live'));
+  const ids = new Map<string, { keyId: string; accountId: string; prefix: string; limited: boolean }>();
+  [...valid, ...limited].forEach((key, index) =>
+    ids.set(hashCustomerKey(key), { keyId: `key_${index}`, accountId: `acct_${index % 200}`, prefix: displayPrefixOf(key), limited: index >= valid.length }),
+  );
+  const byKeyId = new Map([...ids.values()].map((entry) => [entry.keyId, entry]));
+  const traffic = mixedTraffic({ valid, malformed: malformedKeys(100), unknown: unknownKeys(200), rateLimited: limited }, 20_000);
+
+  // --env NAME=VALUE: settings for every contender (e.g. DECISION_LOG_SAMPLE); a dist given as DIR::NAME=VALUE gets its own.
+  const baseEnv = Object.fromEntries(values.env.map((entry) => [entry.slice(0, entry.indexOf('=')), entry.slice(entry.indexOf('=') + 1)]));
+  const contenders: Contender[] = [];
+  for (const spec of values.dist) {
+    const [dir, ...envParts] = spec.split('::');
+    const env = { ...baseEnv, ...Object.fromEntries(envParts.map((entry) => [entry.slice(0, entry.indexOf('=')), entry.slice(entry.indexOf('=') + 1)])) };
+    contenders.push(await contenderFor(spec, path.resolve(dir!), env, traffic.frames, ids, byKeyId, values.log));
+  }
+
+  for (const entry of contenders) await entry.run(1000); // warm-up: JIT and caches
+  const sliceMs = 250;
+  for (let elapsed = 0; elapsed < seconds * 1000; elapsed += sliceMs) {
+    for (const entry of contenders) {
+      const started = performance.now();
+      entry.decisions += await entry.run(sliceMs);
+      entry.wallMs += performance.now() - started;
+    }
+  }
+  const first = contenders[0]!;
+  for (const entry of contenders) {
+    const us = (entry.wallMs * 1000) / entry.decisions;
+    const ratio = us / ((first.wallMs * 1000) / first.decisions);
+    process.stdout.write(`${JSON.stringify({ dist: entry.dist, decisions: entry.decisions, usPerDecision: Number(us.toFixed(2)), vsFirst: Number(ratio.toFixed(3)) })}\n`);
+    await entry.stop();
+  }
+}
+
+async function contenderFor(
+  label: string,
+  dist: string,
+  env: Record<string, string>,
+  frames: Buffer[],
+  ids: Map<string, { keyId: string; accountId: string; prefix: string; limited: boolean }>,
+  byKeyId: Map<string, { keyId: string; accountId: string; prefix: string; limited: boolean }>,
+  logFile: string,
+): Promise<Contender> {
+  const m = load(dist);
+  const loaded = m.loadSettings({ CONFIG_FILE: '', ...env });
+  if (!loaded.ok) throw new Error(loaded.problems.join('; '));
+  const settings = loaded.settings as typeof loaded.settings & { decisionLogSample?: number };
+  // The service definition as the server registers it (with its response encoder, where the build has one).
+  const raw = m.loadAuthorizationService().service;
+  const named = m as unknown as Record<string, ((service: typeof raw) => typeof raw) | undefined>;
+  const fast = named.withFastCheckCodec ?? named.withFastResponseEncoding;
+  const check = (fast ? fast(raw) : raw).Check!;
+  const bodies = frames.map((frame) => frame.subarray(5));
+
+  // Synchronous writes, as pino's default stdout destination does in production.
+  const logger = m.createLogger('info', pino.destination({ dest: logFile, sync: true }));
+  const metrics = new m.Metrics();
+  const lastUsed = new m.LastUsedRecorder({ recordLastUsed: async () => undefined }, { now: () => Date.now() }, logger, 5000);
+  const keyIndex = new m.CachedKeyIndex(
+    {
+      resolveKeyHash: async (hash: string) => {
+        const entry = ids.get(hash);
+        return entry ? { keyId: entry.keyId, accountId: entry.accountId } : null;
+      },
+    },
+    { maxEntries: 200_000, negativeTtlMs: 2000, maxNegativeEntries: 100_000, onLookup: (outcome) => metrics.observeKeyCache(outcome) },
+  );
+  const tightest = { scope: 'key' as const, limit: 600, windowSeconds: 60, remaining: 599, resetMs: 100 };
+  const authorizer = {
+    authorize: async (request: { keyId: string }) => {
+      const entry = byKeyId.get(request.keyId)!;
+      return entry.limited
+        ? { kind: 'rate_limited' as const, prefix: entry.prefix, hit: { ...tightest, remaining: 0, retryAfterMs: 26_000 } }
+        : { kind: 'allow' as const, prefix: entry.prefix, environment: 'live' as const, tightest };
+    },
+  };
+  const handler = m.createCheckHandler({
+    settings: settings.pipeline,
+    keyIndex,
+    authorizer,
+    metrics,
+    clock: { now: () => Date.now() },
+    logger,
+    storeFailureMode: 'deny',
+    lastUsed,
+    ...(settings.decisionLogSample !== undefined ? { decisionLogSample: settings.decisionLogSample } : {}),
+  } as never);
+
+  let index = 0;
+  /** The whole handler, request object → serialized CheckResponse, 64 calls in flight, for `durationMs`. */
+  const run = async (durationMs: number) => {
+    let done = 0;
+    const end = performance.now() + durationMs;
+    while (performance.now() < end) {
+      await new Promise<void>((resolve) => {
+        let pending = 64;
+        for (let i = 0; i < 64; i += 1) {
+          const request = check.requestDeserialize(bodies[index++ % bodies.length]!);
+          handler({ request } as never, (error: unknown, response: unknown) => {
+            if (error) throw error;
+            check.responseSerialize(response);
+            if (--pending === 0) resolve();
+          });
+        }
+      });
+      done += 64;
+    }
+    return done;
+  };
+  return { dist: label, run, stop: () => lastUsed.stop(), decisions: 0, wallMs: 0 };
+}
+
+main().then(
+  () => process.exit(0),
+  (error: unknown) => {
+    process.stderr.write(`${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+    process.exit(1);
+  },
+);

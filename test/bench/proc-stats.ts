@@ -1,0 +1,117 @@
+/**
+ * CPU time and resident memory of a process and its descendants, from
+ * /proc (Linux only). The gateway runs in a child process, so its CPU is not
+ * mixed with the load driver's.
+ */
+import { execFileSync } from 'node:child_process';
+import * as fs from 'node:fs';
+
+let clockTicks: number | undefined;
+
+/** Clock ticks per second (USER_HZ), for the utime/stime fields of /proc/<pid>/stat. */
+function ticksPerSecond(): number {
+  if (clockTicks === undefined) {
+    try {
+      clockTicks = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+    } catch {
+      clockTicks = 100;
+    }
+  }
+  return clockTicks;
+}
+
+interface StatFields {
+  ppid: number;
+  /** user + system CPU time, in seconds */
+  cpuSeconds: number;
+}
+
+function readStat(pid: number): StatFields | undefined {
+  let text: string;
+  try {
+    text = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  } catch {
+    return undefined;
+  }
+  // The command name (field 2) is in parentheses and may contain spaces.
+  const rest = text.slice(text.lastIndexOf(')') + 2).split(' ');
+  // rest[0] is field 3 (state): ppid is field 4, utime 14, stime 15.
+  const ppid = Number(rest[1]);
+  const utime = Number(rest[11]);
+  const stime = Number(rest[12]);
+  return { ppid, cpuSeconds: (utime + stime) / ticksPerSecond() };
+}
+
+/** The process and every descendant (node:cluster workers included). */
+export function processTree(root: number): number[] {
+  const children = new Map<number, number[]>();
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const stat = readStat(Number(entry));
+    if (!stat) continue;
+    const list = children.get(stat.ppid) ?? [];
+    list.push(Number(entry));
+    children.set(stat.ppid, list);
+  }
+  const tree: number[] = [];
+  const queue = [root];
+  while (queue.length > 0) {
+    const pid = queue.shift()!;
+    tree.push(pid);
+    queue.push(...(children.get(pid) ?? []));
+  }
+  return tree;
+}
+
+/** Total CPU seconds (user + system) used so far by the process tree. */
+export function cpuSecondsOf(root: number): number {
+  return processTree(root).reduce((sum, pid) => sum + (readStat(pid)?.cpuSeconds ?? 0), 0);
+}
+
+/** Resident set size in bytes (VmRSS) of the process tree. */
+export function rssBytesOf(root: number): number {
+  let total = 0;
+  for (const pid of processTree(root)) {
+    try {
+      const match = /^VmRSS:\s+(\d+)\s+kB/m.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+      if (match) total += Number(match[1]) * 1024;
+    } catch {
+      /* gone */
+    }
+  }
+  return total;
+}
+
+export interface MachineInfo {
+  cpus: number;
+  cpuModel: string;
+  node: string;
+  kernel: string;
+  memTotalMb: number;
+}
+
+export function machineInfo(): MachineInfo {
+  const cpuinfo = safeRead('/proc/cpuinfo');
+  const meminfo = safeRead('/proc/meminfo');
+  let cpus = 0;
+  try {
+    cpus = Number(execFileSync('nproc', { encoding: 'utf8' }).trim());
+  } catch {
+    cpus = (cpuinfo.match(/^processor\s*:/gm) ?? []).length;
+  }
+  return {
+    cpus,
+    cpuModel: /^model name\s*:\s*(.+)$/m.exec(cpuinfo)?.[1]?.trim() ?? 'unknown',
+    node: process.version,
+    kernel: safeRead('/proc/sys/kernel/osrelease').trim(),
+    memTotalMb: Math.round(Number(/^MemTotal:\s+(\d+)/m.exec(meminfo)?.[1] ?? 0) / 1024),
+  };
+}
+
+function safeRead(file: string): string {
+  try {
+    return fs.readFileSync(file, 'utf8');
+  } catch {
+    return '';
+  }
+}

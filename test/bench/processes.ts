@@ -1,0 +1,138 @@
+/** The two servers under test, each in a child process of its own. */
+import { spawn, type ChildProcess } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as net from 'node:net';
+import * as path from 'node:path';
+
+export const REPO_ROOT = findRepoRoot();
+
+function findRepoRoot(): string {
+  let dir = __dirname;
+  for (let i = 0; i < 8; i += 1) {
+    if (fs.existsSync(path.join(dir, 'package.json')) && fs.existsSync(path.join(dir, 'proto'))) return dir;
+    dir = path.dirname(dir);
+  }
+  throw new Error(`cannot find the repository root above ${__dirname}`);
+}
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = net.createServer();
+    probe.once('error', reject);
+    probe.listen(0, '127.0.0.1', () => {
+      const address = probe.address();
+      probe.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
+    });
+  });
+}
+
+export interface ServerUnderTest {
+  name: string;
+  pid: number;
+  grpcAddress: string;
+  adminUrl?: string;
+  stop(): Promise<void>;
+}
+
+function stopChild(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => {
+    const force = setTimeout(() => child.kill('SIGKILL'), 15_000);
+    child.once('exit', () => {
+      clearTimeout(force);
+      resolve();
+    });
+    child.kill('SIGTERM');
+  });
+}
+
+const live = new Set<ChildProcess>();
+process.on('exit', () => {
+  for (const child of live) child.kill('SIGKILL');
+});
+
+/** The no-op grpc-js Check server (noop-server.ts), compiled next to this file. */
+export async function startNoopServer(): Promise<ServerUnderTest> {
+  const child = spawn(process.execPath, [path.join(__dirname, 'noop-server.js')], { stdio: ['ignore', 'pipe', 'pipe'] });
+  live.add(child);
+  let output = '';
+  let errors = '';
+  child.stderr!.on('data', (chunk) => (errors += chunk));
+  const port = await new Promise<number>((resolve, reject) => {
+    const deadline = setTimeout(() => reject(new Error(`noop server did not start: ${errors}`)), 15_000);
+    child.stdout!.on('data', (chunk) => {
+      output += chunk;
+      const match = /\{"port":(\d+)\}/.exec(output);
+      if (match) {
+        clearTimeout(deadline);
+        resolve(Number(match[1]));
+      }
+    });
+    child.once('exit', (code) => {
+      clearTimeout(deadline);
+      reject(new Error(`noop server exited with ${code}: ${errors}`));
+    });
+  });
+  return {
+    name: 'baseline',
+    pid: child.pid!,
+    grpcAddress: `127.0.0.1:${port}`,
+    stop: async () => {
+      await stopChild(child);
+      live.delete(child);
+    },
+  };
+}
+
+/**
+ * `node dist/cli/main.js serve`, as in production. Ready when /readyz says
+ * so (health turns SERVING once Redis answered). Its stdout (the logs) goes
+ * to a file, as a container runtime would take it.
+ */
+export async function startGateway(
+  env: Record<string, string>,
+  logFile: string,
+  nodeArgs: readonly string[] = [],
+  distDir = path.join(REPO_ROOT, 'dist'),
+): Promise<ServerUnderTest> {
+  const [grpcPort, adminPort] = [await freePort(), await freePort()];
+  const out = fs.openSync(logFile, 'w');
+  const child = spawn(process.execPath, [...nodeArgs, path.join(distDir, 'cli', 'main.js'), 'serve'], {
+    env: { PATH: process.env.PATH ?? '', GRPC_PORT: String(grpcPort), ADMIN_PORT: String(adminPort), BIND_ADDRESS: '127.0.0.1', ...env },
+    stdio: ['ignore', out, 'pipe'],
+  });
+  fs.closeSync(out);
+  live.add(child);
+  let errors = '';
+  child.stderr!.on('data', (chunk) => (errors += chunk));
+  const adminUrl = `http://127.0.0.1:${adminPort}`;
+  const deadline = Date.now() + 20_000;
+  // With GRPC_WORKERS, every worker logs that it listens; wait for all of them (the bench logs at info).
+  const workers = Number(env.GRPC_WORKERS ?? '1');
+  const listening = () => (fs.readFileSync(logFile, 'utf8').match(/"msg":"gateway-authz listening"/g) ?? []).length;
+  for (;;) {
+    if (child.exitCode !== null) {
+      throw new Error(`gateway exited with ${child.exitCode}: ${errors}${fs.readFileSync(logFile, 'utf8').slice(-2000)}`);
+    }
+    try {
+      if ((await fetch(`${adminUrl}/readyz`)).status === 200 && (workers <= 1 || listening() >= workers)) break;
+    } catch {
+      /* not listening yet */
+    }
+    if (Date.now() > deadline) {
+      await stopChild(child);
+      throw new Error(`gateway not ready within 20 s: ${errors}${fs.readFileSync(logFile, 'utf8').slice(-2000)}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  return {
+    name: 'gateway',
+    pid: child.pid!,
+    grpcAddress: `127.0.0.1:${grpcPort}`,
+    adminUrl,
+    stop: async () => {
+      await stopChild(child);
+      live.delete(child);
+    },
+  };
+}

@@ -1,0 +1,287 @@
+/**
+ * A minimal HTTP/2 client connection for unary gRPC calls, written against
+ * the socket directly, in the spirit of h2load: on these 2-core machines the
+ * load driver shares the CPU with the server it measures, and node:http2's
+ * client costs several times the server's own per-request work. Here one
+ * request is two frames copied into a batched write.
+ *
+ * What it does (RFC 9113): the client preface and SETTINGS (push off, big
+ * windows), HEADERS + DATA(END_STREAM) per call with a constant header
+ * block (HPACK literals, no dynamic table use, so nothing to keep in sync),
+ * the server's connection-level send window, SETTINGS/PING acks,
+ * WINDOW_UPDATE for what it receives, RST_STREAM and GOAWAY.
+ *
+ * What it does not: decode the server's HPACK. A gRPC unary answer is
+ * HEADERS, DATA, trailers on success and a trailers-only HEADERS on error
+ * (grpc-js), so "DATA then END_STREAM" means grpc-status 0 and "END_STREAM
+ * without DATA" means an RPC error. The DATA (the CheckResponse) is handed
+ * back when asked for, to be decoded and checked.
+ */
+import * as net from 'node:net';
+
+const FRAME = { DATA: 0x0, HEADERS: 0x1, RST_STREAM: 0x3, SETTINGS: 0x4, PING: 0x6, GOAWAY: 0x7, WINDOW_UPDATE: 0x8, CONTINUATION: 0x9 } as const;
+const FLAG = { END_STREAM: 0x1, ACK: 0x1, END_HEADERS: 0x4, PADDED: 0x8, PRIORITY: 0x20 } as const;
+const PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1');
+const OUR_WINDOW = 1 << 30;
+
+export type RawCompletion = { ok: true; body?: Buffer } | { ok: false; error: string };
+
+interface Pending {
+  done: (completion: RawCompletion) => void;
+  keepBody: boolean;
+  chunks: Buffer[] | undefined;
+  gotData: boolean;
+}
+
+function hpackInteger(value: number, prefixBits: number, firstByte: number): number[] {
+  const max = (1 << prefixBits) - 1;
+  if (value < max) return [firstByte | value];
+  const out = [firstByte | max];
+  let rest = value - max;
+  while (rest >= 128) {
+    out.push((rest % 128) + 128);
+    rest = Math.floor(rest / 128);
+  }
+  out.push(rest);
+  return out;
+}
+
+/** Header block of "literal header field without indexing, new name" entries, no Huffman coding. */
+export function hpackLiterals(headers: readonly (readonly [string, string])[]): Buffer {
+  const bytes: number[] = [];
+  for (const [name, value] of headers) {
+    bytes.push(0x00);
+    bytes.push(...hpackInteger(Buffer.byteLength(name), 7, 0), ...Buffer.from(name, 'latin1'));
+    bytes.push(...hpackInteger(Buffer.byteLength(value), 7, 0), ...Buffer.from(value, 'latin1'));
+  }
+  return Buffer.from(bytes);
+}
+
+function frameHeader(length: number, type: number, flags: number, streamId: number): Buffer {
+  const header = Buffer.allocUnsafe(9);
+  header.writeUIntBE(length, 0, 3);
+  header.writeUInt8(type, 3);
+  header.writeUInt8(flags, 4);
+  header.writeUInt32BE(streamId & 0x7fffffff, 5);
+  return header;
+}
+
+export class RawH2Connection {
+  private readonly pending = new Map<number, Pending>();
+  private nextStreamId = 1;
+  /** What the server lets us send before its next WINDOW_UPDATE (connection level). */
+  private sendWindow = 65_535;
+  private streamWindow = 65_535;
+  private maxConcurrent = Number.POSITIVE_INFINITY;
+  private readonly queue: { frame: Buffer; entry: Pending }[] = [];
+  private out: Buffer[] = [];
+  private flushScheduled = false;
+  private inbox: Buffer = Buffer.alloc(0);
+  private received = 0;
+  private closed: string | undefined;
+
+  private constructor(
+    private readonly socket: net.Socket,
+    private readonly headerBlock: Buffer,
+  ) {
+    socket.on('data', (chunk: Buffer) => this.onData(chunk));
+    socket.on('error', (error) => this.fail(`connection error: ${error.message}`));
+    socket.on('close', () => this.fail('connection closed'));
+  }
+
+  static connect(host: string, port: number, headers: readonly (readonly [string, string])[]): Promise<RawH2Connection> {
+    return new Promise((resolve, reject) => {
+      // Envoy sets TCP_NODELAY on its upstream connections.
+      const socket = net.connect({ host, port, noDelay: true });
+      socket.once('error', reject);
+      socket.once('connect', () => {
+        socket.off('error', reject);
+        const connection = new RawH2Connection(socket, hpackLiterals(headers));
+        const settings = Buffer.alloc(12);
+        settings.writeUInt16BE(0x2, 0); // ENABLE_PUSH
+        settings.writeUInt32BE(0, 2);
+        settings.writeUInt16BE(0x4, 6); // INITIAL_WINDOW_SIZE
+        settings.writeUInt32BE(OUR_WINDOW, 8);
+        const windowUpdate = Buffer.alloc(4);
+        windowUpdate.writeUInt32BE(OUR_WINDOW - 65_535, 0);
+        socket.write(
+          Buffer.concat([PREFACE, frameHeader(12, FRAME.SETTINGS, 0, 0), settings, frameHeader(4, FRAME.WINDOW_UPDATE, 0, 0), windowUpdate]),
+        );
+        resolve(connection);
+      });
+    });
+  }
+
+  get inFlight(): number {
+    return this.pending.size + this.queue.length;
+  }
+
+  get isOpen(): boolean {
+    return this.closed === undefined;
+  }
+
+  /** One unary call: `grpcFrame` is the 5-byte-prefixed request message. */
+  request(grpcFrame: Buffer, keepBody: boolean, done: (completion: RawCompletion) => void): void {
+    if (this.closed) {
+      done({ ok: false, error: this.closed });
+      return;
+    }
+    const entry: Pending = { done, keepBody, chunks: undefined, gotData: false };
+    if (this.queue.length > 0 || !this.canSend(grpcFrame.length)) {
+      this.queue.push({ frame: grpcFrame, entry });
+      return;
+    }
+    this.start(grpcFrame, entry);
+  }
+
+  close(): void {
+    this.closed ??= 'closed by the driver';
+    this.socket.end();
+  }
+
+  private canSend(length: number): boolean {
+    return length <= this.sendWindow && length <= this.streamWindow && this.pending.size < this.maxConcurrent;
+  }
+
+  private start(grpcFrame: Buffer, entry: Pending): void {
+    const streamId = this.nextStreamId;
+    this.nextStreamId += 2;
+    this.sendWindow -= grpcFrame.length;
+    this.pending.set(streamId, entry);
+    this.out.push(
+      frameHeader(this.headerBlock.length, FRAME.HEADERS, FLAG.END_HEADERS, streamId),
+      this.headerBlock,
+      frameHeader(grpcFrame.length, FRAME.DATA, FLAG.END_STREAM, streamId),
+      grpcFrame,
+    );
+    this.scheduleFlush();
+  }
+
+  private drainQueue(): void {
+    while (this.queue.length > 0 && this.canSend(this.queue[0]!.frame.length)) {
+      const { frame, entry } = this.queue.shift()!;
+      this.start(frame, entry);
+    }
+  }
+
+  private scheduleFlush(): void {
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    process.nextTick(() => {
+      this.flushScheduled = false;
+      if (this.out.length === 0 || this.closed) return;
+      const chunk = Buffer.concat(this.out);
+      this.out = [];
+      this.socket.write(chunk);
+    });
+  }
+
+  private control(frame: Buffer): void {
+    this.out.push(frame);
+    this.scheduleFlush();
+  }
+
+  private onData(chunk: Buffer): void {
+    let buffer = this.inbox.length > 0 ? Buffer.concat([this.inbox, chunk]) : chunk;
+    let offset = 0;
+    while (buffer.length - offset >= 9) {
+      const length = buffer.readUIntBE(offset, 3);
+      if (buffer.length - offset < 9 + length) break;
+      const type = buffer[offset + 3]!;
+      const flags = buffer[offset + 4]!;
+      const streamId = buffer.readUInt32BE(offset + 5) & 0x7fffffff;
+      this.onFrame(type, flags, streamId, buffer.subarray(offset + 9, offset + 9 + length));
+      offset += 9 + length;
+    }
+    buffer = buffer.subarray(offset);
+    // Keep a copy only of an incomplete frame, so big chunks are not retained.
+    this.inbox = buffer.length > 0 ? Buffer.from(buffer) : Buffer.alloc(0);
+    this.drainQueue();
+  }
+
+  private onFrame(type: number, flags: number, streamId: number, payload: Buffer): void {
+    switch (type) {
+      case FRAME.DATA: {
+        this.received += payload.length;
+        if (this.received >= OUR_WINDOW / 2) {
+          const increment = Buffer.alloc(4);
+          increment.writeUInt32BE(this.received, 0);
+          this.control(Buffer.concat([frameHeader(4, FRAME.WINDOW_UPDATE, 0, 0), increment]));
+          this.received = 0;
+        }
+        const entry = this.pending.get(streamId);
+        if (!entry) return;
+        entry.gotData = true;
+        if (entry.keepBody) {
+          const start = flags & FLAG.PADDED ? 1 : 0;
+          const end = flags & FLAG.PADDED ? payload.length - payload[0]! : payload.length;
+          (entry.chunks ??= []).push(Buffer.from(payload.subarray(start, end)));
+        }
+        if (flags & FLAG.END_STREAM) this.finish(streamId, entry);
+        return;
+      }
+      case FRAME.HEADERS:
+      case FRAME.CONTINUATION: {
+        const entry = this.pending.get(streamId);
+        if (entry && flags & FLAG.END_STREAM) this.finish(streamId, entry);
+        return;
+      }
+      case FRAME.RST_STREAM: {
+        const entry = this.pending.get(streamId);
+        if (entry) {
+          this.pending.delete(streamId);
+          entry.done({ ok: false, error: `RST_STREAM ${payload.readUInt32BE(0)}` });
+        }
+        return;
+      }
+      case FRAME.SETTINGS: {
+        if (flags & FLAG.ACK) return;
+        for (let at = 0; at + 6 <= payload.length; at += 6) {
+          const id = payload.readUInt16BE(at);
+          const value = payload.readUInt32BE(at + 2);
+          if (id === 0x3) this.maxConcurrent = value;
+          if (id === 0x4) this.streamWindow = value;
+        }
+        this.control(frameHeader(0, FRAME.SETTINGS, FLAG.ACK, 0));
+        return;
+      }
+      case FRAME.PING:
+        if (!(flags & FLAG.ACK)) this.control(Buffer.concat([frameHeader(8, FRAME.PING, FLAG.ACK, 0), payload]));
+        return;
+      case FRAME.WINDOW_UPDATE:
+        if (streamId === 0) this.sendWindow += payload.readUInt32BE(0) & 0x7fffffff;
+        return;
+      case FRAME.GOAWAY: {
+        const lastStreamId = payload.readUInt32BE(0) & 0x7fffffff;
+        this.closed = `GOAWAY (error ${payload.readUInt32BE(4)})`;
+        for (const [id, entry] of this.pending) {
+          if (id > lastStreamId) {
+            this.pending.delete(id);
+            entry.done({ ok: false, error: this.closed });
+          }
+        }
+        return;
+      }
+      default:
+        return;
+    }
+  }
+
+  private finish(streamId: number, entry: Pending): void {
+    this.pending.delete(streamId);
+    if (!entry.gotData) {
+      entry.done({ ok: false, error: 'gRPC error (trailers-only response)' });
+      return;
+    }
+    entry.done(entry.keepBody ? { ok: true, body: Buffer.concat(entry.chunks ?? []) } : { ok: true });
+  }
+
+  private fail(reason: string): void {
+    this.closed ??= reason;
+    for (const [id, entry] of this.pending) {
+      this.pending.delete(id);
+      entry.done({ ok: false, error: reason });
+    }
+    for (const { entry } of this.queue.splice(0)) entry.done({ ok: false, error: reason });
+  }
+}

@@ -1,0 +1,67 @@
+/**
+ * What the gateway asks of Redis. Two views:
+ *  - INFO commandstats deltas: every command Redis ran, including those the
+ *    authorize script runs itself (HMGET, GET, SET, TIME): Redis's work.
+ *  - MONITOR, on short phases only (it slows Redis down): the commands that
+ *    came from a client, i.e. the network round trips. Script-internal
+ *    commands arrive with source "lua" and are left out.
+ */
+import { createHash } from 'node:crypto';
+import Redis from 'ioredis';
+import { AUTHORIZE_LUA, RECORD_LAST_USED_LUA } from '../../src/store/redis/scripts';
+
+export type CommandCounts = Record<string, number>;
+
+/** Commands the benchmark itself or the health probe sends; never counted against decisions. */
+const NOT_DECISIONS = /^(info|config|monitor|ping|client|hello|select|flushall|flushdb|dbsize|script)/i;
+
+export async function commandStats(redis: Redis): Promise<CommandCounts> {
+  const info = await redis.info('commandstats');
+  const counts: CommandCounts = {};
+  for (const match of info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) counts[match[1]!] = Number(match[2]);
+  return counts;
+}
+
+export function commandDelta(before: CommandCounts, after: CommandCounts): CommandCounts {
+  const delta: CommandCounts = {};
+  for (const [command, calls] of Object.entries(after)) {
+    if (NOT_DECISIONS.test(command)) continue;
+    const diff = calls - (before[command] ?? 0);
+    if (diff > 0) delta[command] = diff;
+  }
+  return delta;
+}
+
+const sha1 = (text: string) => createHash('sha1').update(text).digest('hex');
+const SCRIPT_NAMES: Record<string, string> = {
+  [sha1(AUTHORIZE_LUA)]: 'evalsha(authorize)',
+  [sha1(RECORD_LAST_USED_LUA)]: 'evalsha(last-used)',
+};
+
+/** Client commands seen by MONITOR while `during` runs, by command (EVALSHA named by script). */
+export async function clientCommandsDuring(redisUrl: string, during: () => Promise<void>): Promise<CommandCounts> {
+  const watcher = await new Redis(redisUrl, { disconnectTimeout: 50 }).monitor();
+  const counts: CommandCounts = {};
+  watcher.on('monitor', (_time: string, args: string[], source: string) => {
+    if (source === 'lua') return;
+    const command = String(args[0] ?? '').toLowerCase();
+    if (NOT_DECISIONS.test(command)) return;
+    const name = command === 'evalsha' ? (SCRIPT_NAMES[String(args[1])] ?? 'evalsha(other)') : command;
+    counts[name] = (counts[name] ?? 0) + 1;
+  });
+  try {
+    await during();
+    // MONITOR lines trail the commands slightly.
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  } finally {
+    watcher.disconnect();
+  }
+  return counts;
+}
+
+/** Round trips on the Check path: everything except the batched last-used writes (off the hot path). */
+export function checkPathRoundTrips(counts: CommandCounts): number {
+  return Object.entries(counts)
+    .filter(([name]) => name !== 'evalsha(last-used)')
+    .reduce((sum, [, calls]) => sum + calls, 0);
+}

@@ -1,0 +1,101 @@
+import fc from 'fast-check';
+import * as grpc from '@grpc/grpc-js';
+import * as protoLoader from '@grpc/proto-loader';
+import { withFastCheckCodec } from '../../../src/grpc/authorization-server';
+import { toAuthRequest, type CheckRequestMessage } from '../../../src/grpc/check-request';
+import { decodeCheckRequest } from '../../../src/grpc/check-request-decoding';
+import { loadAuthorizationService } from '../../../src/grpc/proto-loading';
+import { generateCustomerKey } from '../../../src/keys/customer-key';
+import { loadCheckRequestFixtures, makeFixtureSecrets, materialize } from '../../support/check-request-fixtures';
+import { envoyCheckRequest, OFFICIAL_EXTERNAL_AUTH_PROTO, OFFICIAL_LOADER_OPTIONS } from '../../support/envoy-official-client';
+
+/** protobufjs through proto-loader: what grpc-js would hand the handler without the fast path. */
+const generic = loadAuthorizationService().service.Check!;
+/** Envoy's official protos: the bytes Envoy sends. */
+const official = (
+  protoLoader.loadSync(OFFICIAL_EXTERNAL_AUTH_PROTO, OFFICIAL_LOADER_OPTIONS)['envoy.service.auth.v3.Authorization'] as grpc.ServiceDefinition
+).Check!;
+
+/** Both readers, compared on what the pipeline gets out of them. */
+function expectSameAuthRequest(bytes: Buffer): void {
+  const reference = toAuthRequest(generic.requestDeserialize(bytes) as CheckRequestMessage);
+  const fast = toAuthRequest(decodeCheckRequest(bytes));
+  expect(fast).toEqual(reference);
+  expect(Object.keys(fast.headers)).toEqual(Object.keys(reference.headers));
+}
+
+const headerName = fc.oneof(
+  fc.constantFrom('authorization', 'x-api-key', 'x-goog-api-key', 'anthropic-version', ':path', ':method', 'x-request-id', 'X-Mixed-Case'),
+  fc.string({ minLength: 0, maxLength: 20 }),
+);
+const headerValue = fc.oneof(fc.string({ maxLength: 200 }), fc.string({ unit: 'binary', maxLength: 60 }), fc.constant(''));
+
+describe('CheckRequest decoding (the fields the pipeline reads)', () => {
+  it('reads every Envoy-shaped fixture as protobufjs does', () => {
+    const secrets = makeFixtureSecrets({ live: generateCustomerKey('live'), otherLive: generateCustomerKey('live'), revoked: generateCustomerKey('live') });
+    for (const fixture of loadCheckRequestFixtures()) {
+      expectSameAuthRequest(official.requestSerialize(materialize(fixture.check_request, secrets)));
+    }
+  });
+
+  it('reads random requests (headers map, raw header_map, odd and binary text) as protobufjs does', () => {
+    fc.assert(
+      fc.property(
+        fc.record({
+          method: fc.constantFrom('GET', 'POST', '', 'g e t'),
+          path: fc.oneof(fc.webPath(), fc.string({ maxLength: 300 })),
+          headers: fc.dictionary(headerName, headerValue, { maxKeys: 25 }),
+          raw: fc.array(fc.record({ key: headerName, value: headerValue, raw: fc.option(fc.uint8Array({ maxLength: 40 })) }), { maxLength: 6 }),
+          extensions: fc.dictionary(fc.string({ maxLength: 10 }), fc.string({ maxLength: 10 }), { maxKeys: 3 }),
+        }),
+        ({ method, path, headers, raw, extensions }) => {
+          const request = envoyCheckRequest({ method: method || 'GET', path, headers, contextExtensions: extensions }) as {
+            attributes: { request: { http: Record<string, unknown> } };
+          };
+          request.attributes.request.http.method = method;
+          if (raw.length > 0) {
+            request.attributes.request.http.header_map = {
+              headers: raw.map(({ key, value, raw: bytes }) => ({ key, ...(bytes ? { raw_value: Buffer.from(bytes) } : { value }) })),
+            };
+          }
+          expectSameAuthRequest(official.requestSerialize(request));
+        },
+      ),
+      { numRuns: 400, seed: 7 },
+    );
+  });
+
+  it('skips unknown fields of every wire type, and lets a repeated message replace the earlier one', () => {
+    const first = official.requestSerialize(envoyCheckRequest({ path: '/first', headers: { authorization: 'Bearer a' } }));
+    const second = official.requestSerialize(envoyCheckRequest({ path: '/second', headers: { 'x-api-key': 'b' } }));
+    const unknown = Buffer.from([
+      0x78, 0x96, 0x01, // field 15, varint 150
+      0x81, 0x01, 1, 2, 3, 4, 5, 6, 7, 8, // field 16, fixed64
+      0x8d, 0x01, 1, 2, 3, 4, // field 17, fixed32
+      0x92, 0x01, 0x02, 0x61, 0x62, // field 18, bytes "ab"
+      0x9b, 0x01, 0x08, 0x01, 0x9c, 0x01, // field 19, group holding a varint
+    ]);
+    expectSameAuthRequest(Buffer.concat([unknown, first, unknown, second]));
+    expect(toAuthRequest(decodeCheckRequest(Buffer.concat([first, second]))).path).toBe('/second');
+  });
+
+  it('refuses malformed bytes as protobufjs does, so grpc-js answers with an RPC error', () => {
+    const good = official.requestSerialize(envoyCheckRequest({ path: '/v1/chat/completions', headers: { authorization: 'Bearer k' } }));
+    const malformed = [
+      good.subarray(0, good.length - 3), // truncated
+      Buffer.from([0x0a, 0x05, 0x01]), // length past the end
+      Buffer.from([0x0f]), // wire type 7
+      Buffer.from([0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]), // varint over 10 bytes
+    ];
+    for (const bytes of malformed) {
+      expect(() => generic.requestDeserialize(bytes)).toThrow();
+      expect(() => decodeCheckRequest(bytes)).toThrow();
+    }
+  });
+
+  it('is what the server registers', () => {
+    const service = withFastCheckCodec(loadAuthorizationService().service);
+    const bytes = official.requestSerialize(envoyCheckRequest({ path: '/v1/messages', headers: { 'x-api-key': 'k' } }));
+    expect(service.Check!.requestDeserialize(bytes)).toEqual(decodeCheckRequest(bytes));
+  });
+});
