@@ -22,6 +22,7 @@ import {
   routes,
 } from './support/envoy-semantics';
 import { parseYaml, readRepoFile } from './support/repo-files';
+import { authzClusterSettingsFromEnvoyYaml } from '../e2e/authz-cluster';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 
@@ -129,6 +130,29 @@ describe.each([
     expect(extAuthzProblems(view)).toEqual([]);
     // The YAML states fail-closed explicitly (proto3 drops a false bool from the wire).
     expect(extAuthzOf(config).failure_mode_allow).toBe(false);
+  });
+
+  it('retries a Check on another replica only where it never ran, within the 0.25 s (rolling restarts)', () => {
+    const grpcService = extAuthzOf(view).grpc_service;
+    expect(grpcService.retry_policy).toMatchObject({
+      retry_on: 'connect-failure,refused-stream,unavailable',
+      num_retries: 2,
+      retry_back_off: { base_interval: '0.005s', max_interval: '0.05s' },
+      retry_host_predicate: [{ name: 'envoy.retry_host_predicates.previous_hosts' }],
+    });
+    // A timeout or reset may have spent a rate-limit token: never retried.
+    expect(grpcService.retry_policy.retry_on).not.toMatch(/reset|deadline|5xx/);
+    // What the Envoy-faithful front mirrors (test/e2e/authz-cluster.ts) is read from this same file.
+    const mirrored = authzClusterSettingsFromEnvoyYaml();
+    expect(mirrored.retry).toEqual({
+      retryOn: ['connect-failure', 'refused-stream', 'unavailable'],
+      numRetries: 2,
+      baseIntervalMs: 5,
+      maxIntervalMs: 50,
+      avoidPreviousHosts: true,
+      hostSelectionMaxAttempts: 3,
+    });
+    expect(mirrored.healthCheck).toEqual({ serviceName: '', intervalMs: 5000, timeoutMs: 1000, unhealthyThreshold: 2, healthyThreshold: 1 });
   });
 
   it('disables ext_authz only on the health route, keyed by exactly the filter name', () => {

@@ -81,8 +81,10 @@ import {
 } from '../support/envoy-official-client';
 
 export interface EnvoyFrontOptions {
-  /** host:port of gateway-authz gRPC. */
-  authzAddress: string;
+  /** host:port of gateway-authz gRPC (one host, no retries) … */
+  authzAddress?: string;
+  /** … or several replicas behind envoy.yaml's ext_authz cluster and retry policy (authz-cluster.ts). Closed by its owner. */
+  authzCluster?: Pick<OfficialCheckClient, 'check'>;
   /** e.g. http://127.0.0.1:PORT */
   upstreamUrl: string;
   /** ext_authz grpc_service timeout, default 250 (as envoy.yaml). */
@@ -269,7 +271,9 @@ export async function startEnvoyFront(options: EnvoyFrontOptions): Promise<Envoy
   const statusOnError = options.statusOnError ?? DEFAULT_STATUS_ON_ERROR;
   const upstream = new URL(options.upstreamUrl);
   const upstreamAgent = new http.Agent({ keepAlive: true });
-  const client: OfficialCheckClient = createOfficialCheckClient(options.authzAddress);
+  if (!options.authzCluster === !options.authzAddress) throw new Error('startEnvoyFront: give authzAddress or authzCluster, not both');
+  const ownClient = options.authzAddress ? createOfficialCheckClient(options.authzAddress) : undefined;
+  const client = options.authzCluster ?? ownClient!;
   const checks: object[] = [];
 
   async function handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
@@ -415,7 +419,7 @@ export async function startEnvoyFront(options: EnvoyFrontOptions): Promise<Envoy
         server.close(() => resolve());
         server.closeAllConnections();
         upstreamAgent.destroy();
-        client.close();
+        ownClient?.close();
       })),
   };
 }
