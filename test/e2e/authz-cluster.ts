@@ -148,12 +148,15 @@ export interface AuthzClusterStats {
   /** Attempts that failed with a gRPC error, per host address. */
   failedAttempts: Record<string, number>;
   retries: number;
+  /** Checks that failed after all attempts, by gRPC code and details. */
+  failures: Record<string, number>;
 }
 
 export class AuthzCluster {
   private hosts: Host[] = [];
   private next = 0;
   private retries = 0;
+  private readonly failures: Record<string, number> = {};
   private readonly retryable: Set<number>;
   private readonly timer: NodeJS.Timeout;
   private closed = false;
@@ -247,9 +250,12 @@ export class AuthzCluster {
       } catch (error) {
         host.failed += 1;
         const code = (error as { code?: number }).code;
-        if (attempt >= numRetries || code === undefined || !this.retryable.has(code)) throw error;
         const backoff = this.random() * Math.min(maxIntervalMs, baseIntervalMs * 2 ** attempt);
-        if (Date.now() + backoff >= deadline) throw error;
+        if (attempt >= numRetries || code === undefined || !this.retryable.has(code) || Date.now() + backoff >= deadline) {
+          const what = `${code} ${(error as { details?: string }).details ?? ''}`;
+          this.failures[what] = (this.failures[what] ?? 0) + 1;
+          throw error;
+        }
         await new Promise((resolve) => setTimeout(resolve, backoff));
         this.retries += 1;
       }
@@ -262,6 +268,7 @@ export class AuthzCluster {
       attempts: Object.fromEntries(all.map((host) => [host.address, host.attempts])),
       failedAttempts: Object.fromEntries(all.map((host) => [host.address, host.failed])),
       retries: this.retries,
+      failures: { ...this.failures },
     };
   }
 

@@ -7,6 +7,7 @@ import { startServerProcess, type ServerProcess } from '../support/server-proces
 import { registerSecrets } from '../support/secret-scan';
 import { AuthzCluster } from './authz-cluster';
 import { sendHttp, startEnvoyFront, type EnvoyFront } from './envoy-front';
+import { E2E_FRONT_TIMEOUT_MS } from './e2e-world';
 import { startFakeUpstream, type FakeUpstream } from './fake-upstream';
 
 /**
@@ -79,7 +80,8 @@ describe('rolling restart behind the Envoy-faithful front', () => {
     try {
       await cluster.runHealthChecks();
       expect(cluster.healthyAddresses().sort()).toEqual([a.grpcAddress, b.grpcAddress].sort());
-      front = await startEnvoyFront({ authzCluster: cluster, upstreamUrl: upstream.url });
+      // Envoy's 0.25 s would measure the shared test machine, not the retries: the e2e suites' 2 s.
+      front = await startEnvoyFront({ authzCluster: cluster, upstreamUrl: upstream.url, timeoutMs: E2E_FRONT_TIMEOUT_MS });
 
       const outcomes = new Map<string, number>();
       let running = true;
@@ -120,15 +122,21 @@ describe('rolling restart behind the Envoy-faithful front', () => {
       await Promise.all(load);
 
       const stats = cluster.stats();
-      expect(Object.fromEntries(outcomes)).toEqual({ '200': served() });
-      expect(beforeFirstStop).toBeGreaterThan(20);
-      expect(served()).toBeGreaterThan(100);
+      expect({ outcomes: Object.fromEntries(outcomes), failures: stats.failures }).toEqual({ outcomes: { '200': served() }, failures: {} });
+      expect(beforeFirstStop).toBeGreaterThan(5);
+      expect(served()).toBeGreaterThan(30);
       // Every replica did real work, and the stopped ones were retried around.
       expect(stats.attempts[a.grpcAddress]).toBeGreaterThan(0);
       expect(stats.attempts[b.grpcAddress]).toBeGreaterThan(0);
       expect(stats.attempts[a2.grpcAddress]).toBeGreaterThan(0);
       expect(stats.retries).toBeGreaterThan(0);
       expect(stats.failedAttempts[a2.grpcAddress]).toBe(0);
+      const out = path.join(__dirname, '..', '..', 'test-artifacts');
+      fs.mkdirSync(out, { recursive: true });
+      fs.writeFileSync(
+        path.join(out, 'rolling-restart.json'),
+        `${JSON.stringify({ date: new Date().toISOString(), clients: CLIENTS, requests: served(), outcomes: Object.fromEntries(outcomes), ...stats }, null, 2)}\n`,
+      );
       // The upstream saw every allowed request, none with the customer key.
       expect(upstream.requests.length).toBe(served());
       expect(upstream.requests.some((request) => JSON.stringify(request.headers).includes(key))).toBe(false);
