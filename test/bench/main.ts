@@ -15,16 +15,15 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { parseArgs } from 'node:util';
 import Redis from 'ioredis';
-import { startTestRedis, type TestRedis } from '../support/redis-server';
 import { H2Driver, PhaseStats, type PhaseHooks, type PhaseResult } from './h2-driver';
 import { cpuSecondsOf, machineInfo, rssBytesOf } from './proc-stats';
-import { REPO_ROOT, startGateway, startNoopServer, type ServerUnderTest } from './processes';
+import { startGateway, startNoopServer, type ServerUnderTest } from './processes';
 import { checkPathRoundTrips, clientCommandsDuring, commandDelta, commandStats, type CommandCounts } from './redis-stats';
 import { evaluateTargets, printReport, type BenchReport, type GatewayRun, type ServerRun } from './report';
 import { seedKeys, type SeededKeys } from './seed';
+import { activePool, BENCH_DIR, expectClean, GATEWAY_DEFAULT_ENV, openDisposableRedis, writeGatewayConfig } from './setup';
 import { malformedKeys, mixedTraffic, TRAFFIC_MIX, uniformTraffic, unknownKeys, type Traffic, type TrafficPools } from './traffic';
 
-const BENCH_DIR = path.join(REPO_ROOT, '.bench');
 /** The gateway's default KEY_CACHE_MAX_ENTRIES: the cache fill never needs more keys than this. */
 const KEY_CACHE_MAX_ENTRIES = 200_000;
 const SMALL_KEY_COUNT = 10_000;
@@ -176,7 +175,7 @@ async function main(): Promise<void> {
   const machine = machineInfo();
   log(`gateway-authz bench on ${machine.cpus} × ${machine.cpuModel}, node ${machine.node}`);
 
-  const redis = await openRedis(options);
+  const redis = await openDisposableRedis(options.flush, 'bench');
   const stats = new Redis(redis.url, { disconnectTimeout: 50 });
   const servers: ServerUnderTest[] = [];
   try {
@@ -318,24 +317,6 @@ function rate(entry: Contender): number {
   return entry.saturation.result(entry.saturationSeconds).perSecond;
 }
 
-async function openRedis(options: Options): Promise<TestRedis> {
-  const url = process.env.REDIS_URL;
-  if (url) {
-    const probe = new Redis(url, { disconnectTimeout: 50 });
-    try {
-      const size = await probe.dbsize();
-      if (size > 0 && !options.flush) {
-        throw new Error(`REDIS_URL holds ${size} keys; the bench needs a disposable Redis: pass --flush to FLUSHALL it first`);
-      }
-      if (options.flush) await probe.flushall();
-    } finally {
-      probe.disconnect();
-    }
-    return { url, host: '', port: 0, stop: async () => undefined };
-  }
-  return startTestRedis();
-}
-
 async function seed(redisUrl: string, stats: Redis, options: Options, keys: number): Promise<SeededKeys> {
   log(`seeding ${keys.toLocaleString('en-US')} keys…`);
   const seeded = await seedKeys(
@@ -356,14 +337,8 @@ async function seed(redisUrl: string, stats: Redis, options: Options, keys: numb
   return seeded;
 }
 
-function activePool(seeded: SeededKeys, options: Options): string[] {
-  const active = Math.min(options.activeKeys, seeded.kept.length);
-  const stride = seeded.kept.length / active;
-  return Array.from({ length: active }, (_, i) => seeded.kept[Math.floor(i * stride)]!);
-}
-
 function buildTraffic(seeded: SeededKeys, options: Options, malformed: string[], unknown: string[]): Traffic {
-  const pools: TrafficPools = { valid: activePool(seeded, options), malformed, unknown, rateLimited: seeded.rateLimited };
+  const pools: TrafficPools = { valid: activePool(seeded, options.activeKeys), malformed, unknown, rateLimited: seeded.rateLimited };
   return mixedTraffic(pools, Math.max(100_000, pools.valid.length * 4));
 }
 
@@ -375,16 +350,8 @@ function startGatewayFor(
   distDir?: string,
   tag = '',
 ): Promise<ServerUnderTest> {
-  const configFile = path.join(BENCH_DIR, 'gateway-config.json');
-  // Limits far above what the bench sends, so only the rate-limited keys are refused;
-  // two windows per scope, as in the built-in default plan, so the script does the same work.
-  const huge = [
-    { limit: 1_000_000_000, window: '1m' },
-    { limit: 1_000_000_000, window: '1d' },
-  ];
-  fs.writeFileSync(configFile, JSON.stringify({ defaultPlan: { key: huge, account: huge } }));
   return startGateway(
-    { REDIS_URL: redisUrl, CONFIG_FILE: configFile, LOG_LEVEL: 'info', DECISION_LOG_SAMPLE: '0.01', ...env },
+    { REDIS_URL: redisUrl, CONFIG_FILE: writeGatewayConfig('gateway-config.json'), ...GATEWAY_DEFAULT_ENV, ...env },
     path.join(BENCH_DIR, `gateway-${keys}${tag ? `-${tag}` : ''}.log`),
     options.nodeArgs,
     distDir,
@@ -396,7 +363,7 @@ async function prepareGateway(gateway: Contender, options: Options): Promise<Gat
   log(`${gateway.label}: cache warm-up and round-trip accounting`);
   const driver = await H2Driver.connect(gateway.server.grpcAddress, options.connections);
   try {
-    const valid = activePool(seeded, options);
+    const valid = activePool(seeded, options.activeKeys);
     expectClean('cache warm-up', await driver.sendAll(uniformTraffic('valid', valid), 16));
     // Spends each rate-limited key's one allowed request (already spent when another gateway shares the Redis).
     await driver.sendAll(uniformTraffic('valid', seeded.rateLimited), 16);
@@ -405,19 +372,6 @@ async function prepareGateway(gateway: Contender, options: Options): Promise<Gat
     return accounting;
   } finally {
     driver.close();
-  }
-}
-
-/**
- * Wrong answers always stop the bench. Failed RPCs (Envoy's 200 ms deadline
- * passed) and 503s (the 50 ms Redis deadline passed) are what overload looks
- * like: they stop the bench only where the load is light.
- */
-function expectClean(what: string, result: PhaseResult, overloadPossible = false): void {
-  if (((result.errors > 0 || result.unavailable > 0) && !overloadPossible) || result.mismatches > 0) {
-    throw new Error(
-      `${what}: ${result.errors} failed RPCs, ${result.unavailable} 503s, ${result.mismatches} wrong answers (${result.firstError ?? 'see checked'}): ${JSON.stringify(result.checked)}`,
-    );
   }
 }
 

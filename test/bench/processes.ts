@@ -1,8 +1,8 @@
 /** The two servers under test, each in a child process of its own. */
 import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
-import * as net from 'node:net';
 import * as path from 'node:path';
+import { freePort } from '../support/server-process';
 
 export const REPO_ROOT = findRepoRoot();
 
@@ -15,16 +15,7 @@ function findRepoRoot(): string {
   throw new Error(`cannot find the repository root above ${__dirname}`);
 }
 
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = net.createServer();
-    probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const address = probe.address();
-      probe.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
-    });
-  });
-}
+export { freePort };
 
 export interface ServerUnderTest {
   name: string;

@@ -2,6 +2,7 @@
 import type { PhaseResult } from './h2-driver';
 import type { MachineInfo } from './proc-stats';
 import type { CommandCounts } from './redis-stats';
+import { markdownTable } from './setup';
 
 export interface ServerRun {
   label: string;
@@ -176,10 +177,4 @@ export function printReport(report: BenchReport, out: (line: string) => void): v
       }
     }
   }
-}
-
-function markdownTable(rows: string[][]): string[] {
-  const widths = rows[0]!.map((_, column) => Math.max(3, ...rows.map((row) => (row[column] ?? '').length)));
-  const line = (row: string[]) => `| ${row.map((cell, column) => (column === 0 ? cell.padEnd(widths[column]!) : cell.padStart(widths[column]!))).join(' | ')} |`;
-  return [line(rows[0]!), `|${widths.map((width, column) => (column === 0 ? `:${'-'.repeat(width + 1)}` : `${'-'.repeat(width + 1)}:`)).join('|')}|`, ...rows.slice(1).map(line)];
 }
