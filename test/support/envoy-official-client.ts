@@ -9,6 +9,8 @@ import * as path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 
+import { recordCapture } from './secret-scan';
+
 /** <node_modules>/@grpc/grpc-js-xds/deps */
 export const ENVOY_OFFICIAL_DEPS_DIR = path.join(
   path.dirname(require.resolve('@grpc/grpc-js-xds/package.json')),
@@ -32,7 +34,10 @@ export const OFFICIAL_LOADER_OPTIONS: protoLoader.Options = {
 };
 
 export interface OfficialCheckClient {
-  /** Calls Check; rejects with the grpc.ServiceError (has .code/.details) on RPC failure. */
+  /**
+   * Calls Check; rejects with the grpc.ServiceError (has .code/.details) on RPC failure.
+   * Every response (deny bodies and headers, allow headers) and error joins the suite-wide secret scan.
+   */
   check(req: object, deadlineMs?: number): Promise<any /* CheckResponse as plain object */>;
   close(): void;
 }
@@ -67,6 +72,13 @@ export function createOfficialCheckClient(address: string /* host:port */): Offi
     check(req: object, deadlineMs: number = DEFAULT_CHECK_DEADLINE_MS): Promise<any> {
       return new Promise((resolve, reject) => {
         client.Check(req, new grpc.Metadata(), { deadline: Date.now() + deadlineMs }, (err, res) => {
+          try {
+            // Only the answer is recorded: the request may hold the test's own secrets.
+            if (err) recordCapture('bodies', 'Check error', JSON.stringify({ code: err.code, details: err.details }));
+            else recordCapture('bodies', 'CheckResponse', JSON.stringify(res));
+          } catch {
+            // Recording is best effort.
+          }
           if (err) reject(err);
           else resolve(res);
         });

@@ -2,7 +2,7 @@ import { startApp, type RunningApp } from '../../src/app';
 import { RedisStore } from '../../src/store/redis/redis-store';
 import type { Store } from '../../src/store/store';
 import { LogCapture } from './log-capture';
-import { registerSecrets } from './secret-scan';
+import { captureAdminResponses, captureFinalState, registerSecrets } from './secret-scan';
 import { settingsFrom } from './pipeline-fixture-world';
 
 export const TEST_ADMIN_TOKEN = 'test-admin-token-0123456789abcdef';
@@ -12,8 +12,9 @@ export interface AppUnderTest {
   logs: LogCapture;
   grpcAddress: string;
   adminUrl: string;
-  /** Calls the admin API over real HTTP with the admin token. */
+  /** Calls the admin API over real HTTP with the admin token. Every response joins the suite-wide secret scan. */
   admin(method: string, path: string, body?: object, token?: string): Promise<{ status: number; body: any }>;
+  /** Records a final /metrics scrape and (with a token) the audit log for the secret scan, then closes the app. */
   close(): Promise<void>;
 }
 
@@ -41,6 +42,8 @@ export async function startAppUnderTest(options: {
   const logs = new LogCapture();
   const app = await startApp(settings, { logger: logs.logger, ...(options.store ? { store: options.store } : {}) });
   const adminUrl = `http://127.0.0.1:${app.adminPort}`;
+  // Every admin response this test file fetches (helpers or plain fetch) is recorded.
+  captureAdminResponses(adminUrl);
   return {
     app,
     logs,
@@ -60,7 +63,10 @@ export async function startAppUnderTest(options: {
       if (typeof parsed?.key === 'string') registerSecrets(parsed.key);
       return { status: response.status, body: parsed };
     },
-    close: () => app.close(),
+    async close() {
+      await captureFinalState(adminUrl, env.ADMIN_TOKEN || undefined);
+      await app.close();
+    },
   };
 }
 

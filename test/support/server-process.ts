@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
 import { ensureBuiltCli } from './built-cli';
-import { recordLogLine } from './secret-scan';
+import { captureAdminResponses, captureFinalState, recordLogLine } from './secret-scan';
 
 export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -20,7 +20,11 @@ export interface ServerProcess {
   adminUrl: string;
   /** Everything the process wrote to stdout so far. */
   output(): string;
-  /** SIGTERM, then wait for the exit; resolves with the exit code. */
+  /**
+   * A final /metrics scrape and audit log read for the secret scan (best
+   * effort, short timeout), then SIGTERM and wait for the exit; resolves
+   * with the exit code.
+   */
   stop(): Promise<number | null>;
 }
 
@@ -60,13 +64,17 @@ export async function startServerProcess(env: Record<string, string>, startTimeo
       reject(new Error(`server exited with ${code} before listening: ${output}${errors}`));
     });
   });
+  const adminUrl = `http://127.0.0.1:${adminPort}`;
+  captureAdminResponses(adminUrl);
   return {
     child,
     grpcAddress: `127.0.0.1:${grpcPort}`,
-    adminUrl: `http://127.0.0.1:${adminPort}`,
+    adminUrl,
     output: () => output,
     async stop() {
-      if (child.exitCode !== null) return child.exitCode;
+      if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
+      await captureFinalState(adminUrl, env.ADMIN_TOKEN || undefined, 1000);
+      if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
       const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
       child.kill('SIGTERM');
       return exited;
