@@ -156,7 +156,7 @@ interface Contender {
   server: ServerUnderTest;
   traffic: Traffic;
   /** Only gateways: validate answers, count Redis commands, read /metrics. */
-  gateway?: { seeded: SeededKeys; redisUrl: string };
+  gateway?: { seeded: SeededKeys; redisUrl: string; startFresh: () => Promise<ServerUnderTest> };
   saturation: PhaseStats;
   saturationSeconds: number;
   cpuSeconds: number;
@@ -197,7 +197,7 @@ async function main(): Promise<void> {
       const server = await startGatewayFor(redisUrl, keys, options);
       servers.push(server);
       const label = options.compareKeyCounts ? `gateway-authz, ${keys >= 1_000_000 ? `${keys / 1_000_000}M` : `${keys / 1000}k`} keys` : 'gateway-authz';
-      gateways.push(contender(label, server, traffic, { seeded, redisUrl }));
+      gateways.push(contender(label, server, traffic, { seeded, redisUrl, startFresh: () => startGatewayFor(redisUrl, keys, options, options.gatewayEnv, undefined, 'rss') }));
     }
     const main = gateways.at(-1)!;
     const versus: Contender[] = [];
@@ -205,7 +205,10 @@ async function main(): Promise<void> {
     for (const extra of options.extra) {
       const server = await startGatewayFor(main.gateway!.redisUrl, main.gateway!.seeded.keys, options, extra.env, extra.distDir, extra.tag);
       servers.push(server);
-      const entry = contender(extra.label, server, main.traffic, main.gateway);
+      const entry = contender(extra.label, server, main.traffic, {
+        ...main.gateway!,
+        startFresh: () => startGatewayFor(main.gateway!.redisUrl, main.gateway!.seeded.keys, options, extra.env, extra.distDir, `${extra.tag}-rss`),
+      });
       versus.push(entry);
       extraEnv.set(entry, extra.env);
     }
@@ -501,23 +504,34 @@ function toServerRun(entry: Contender, halfLoadRate: number): ServerRun {
   };
 }
 
-/** One Check for each seeded key (up to the cache's default bound): the key cache as full as production could make it. */
+/**
+ * RSS with the key cache as full as production could make it, read from a
+ * FRESH gateway process with the same settings: the one that ran the timed
+ * phases was driven past its saturation (the open loop at half the
+ * baseline's rate can exceed it), and V8 keeps the heap that overload grew.
+ * One Check for each seeded key (up to the cache's default bound), then 5 s
+ * of the mixed traffic at a quarter of the gateway's saturation rate.
+ */
 async function fillCache(gateway: Contender, options: Options): Promise<GatewayRun['rssCacheFull']> {
-  const { seeded } = gateway.gateway!;
+  const { seeded, startFresh } = gateway.gateway!;
   const count = Math.min(seeded.kept.length, KEY_CACHE_MAX_ENTRIES);
-  log(`${gateway.label}: cache fill, one Check for each of ${count.toLocaleString('en-US')} keys`);
-  const driver = await H2Driver.connect(gateway.server.grpcAddress, options.connections);
+  log(`${gateway.label}: a fresh process; cache fill, one Check for each of ${count.toLocaleString('en-US')} keys`);
+  const server = await startFresh();
+  const driver = await H2Driver.connect(server.grpcAddress, options.connections);
   try {
     for (let first = 0; first < count; first += 20_000) {
       const chunk = seeded.kept.slice(first, Math.min(count, first + 20_000));
       // Only for the RSS reading: a Check past its deadline on a busy machine does not matter here, a wrong answer does.
       expectClean('cache fill', await driver.sendAll(uniformTraffic('valid', chunk), 32), true);
     }
+    const steadyRate = rate(gateway) / 4;
+    await driver.openLoop({ traffic: gateway.traffic, rate: steadyRate, warmupMs: 0, durationMs: 5000, decodeEvery: 16, maxInFlight: 10_000, stats: new PhaseStats() });
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    return { cachedKeys: count, rssMb: rssBytesOf(server.pid) / 2 ** 20, steadyRate };
   } finally {
     driver.close();
+    await server.stop();
   }
-  await new Promise((resolve) => setTimeout(resolve, 1000));
-  return { cachedKeys: count, rssMb: rssBytesOf(gateway.server.pid) / 2 ** 20 };
 }
 
 /** The few counters of /metrics the report shows (key cache outcomes, store errors, decisions by reason). */

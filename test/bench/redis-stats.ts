@@ -40,7 +40,16 @@ const SCRIPT_NAMES: Record<string, string> = {
 
 /** Client commands seen by MONITOR while `during` runs, by command (EVALSHA named by script). */
 export async function clientCommandsDuring(redisUrl: string, during: () => Promise<void>): Promise<CommandCounts> {
-  const watcher = await new Redis(redisUrl, { disconnectTimeout: 50 }).monitor();
+  // A connection of its own in monitor mode (Redis#monitor() would leave the client it was called on open).
+  const watcher = new Redis(redisUrl, { disconnectTimeout: 50, monitor: true });
+  let watcherError: Error | undefined;
+  // ioredis can misread the first MONITOR lines of a busy Redis as replies
+  // ("Command queue state error"): a measurement error, not a crash of the bench.
+  watcher.on('error', (error: Error) => (watcherError ??= error));
+  await new Promise<void>((resolve, reject) => {
+    watcher.once('monitoring', () => resolve());
+    watcher.once('end', () => reject(watcherError ?? new Error('MONITOR connection closed')));
+  });
   const counts: CommandCounts = {};
   watcher.on('monitor', (_time: string, args: string[], source: string) => {
     if (source === 'lua') return;
@@ -56,6 +65,7 @@ export async function clientCommandsDuring(redisUrl: string, during: () => Promi
   } finally {
     watcher.disconnect();
   }
+  if (watcherError) throw new Error(`MONITOR failed, round trips not counted: ${watcherError.message}`);
   return counts;
 }
 
