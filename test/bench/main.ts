@@ -527,7 +527,10 @@ async function fillCache(gateway: Contender, options: Options): Promise<GatewayR
     const steadyRate = rate(gateway) / 4;
     await driver.openLoop({ traffic: gateway.traffic, rate: steadyRate, warmupMs: 0, durationMs: 5000, decodeEvery: 16, maxInFlight: 10_000, stats: new PhaseStats() });
     await new Promise((resolve) => setTimeout(resolve, 1000));
-    return { cachedKeys: count, rssMb: rssBytesOf(server.pid) / 2 ** 20, steadyRate };
+    // The live JS heap next to RSS: how much of RSS is data, and how much is heap V8 has not handed back.
+    const metrics = await (await fetch(`${server.adminUrl}/metrics`)).text();
+    const heapUsed = Number(/^gateway_authz_nodejs_heap_size_used_bytes (\S+)$/m.exec(metrics)?.[1] ?? NaN);
+    return { cachedKeys: count, rssMb: rssBytesOf(server.pid) / 2 ** 20, heapUsedMb: heapUsed / 2 ** 20, steadyRate };
   } finally {
     driver.close();
     await server.stop();

@@ -31,7 +31,7 @@ export interface GatewayRun extends ServerRun {
   rssSteadyMb: number;
   /** RSS after one Check for each of `cachedKeys` distinct keys (the key cache as full as it gets). */
   /** A fresh process: the cache filled, then `steadyRate` decisions/s of the mix for 5 s. */
-  rssCacheFull?: { cachedKeys: number; rssMb: number; steadyRate: number };
+  rssCacheFull?: { cachedKeys: number; rssMb: number; heapUsedMb: number; steadyRate: number };
 }
 
 export interface Target {
@@ -151,7 +151,10 @@ export function printReport(report: BenchReport, out: (line: string) => void): v
   row(`p99.9 ms at ${int(report.halfLoadRate)}/s`, base.halfLoad.latency.p999Ms, (run) => run.halfLoad.latency.p999Ms, ms);
   row('CPU µs per decision (server processes)', base.cpuUsPerDecision, (run) => run.cpuUsPerDecision, (v) => v.toFixed(1));
   row('RSS MB after the timed phases (incl. overload)', base.rssMb, (run) => run.rssSteadyMb, (v) => v.toFixed(0));
-  if (gw.rssCacheFull) row(`RSS MB, fresh process, ${int(gw.rssCacheFull.cachedKeys)} keys cached, then ¼ load`, undefined, (run) => run.rssCacheFull?.rssMb, (v) => v.toFixed(0));
+  if (gw.rssCacheFull) {
+    row(`RSS MB, fresh process, ${int(gw.rssCacheFull.cachedKeys)} keys cached, then ¼ load`, undefined, (run) => run.rssCacheFull?.rssMb, (v) => v.toFixed(0));
+    row('  of which live JS heap MB', undefined, (run) => run.rssCacheFull?.heapUsedMb, (v) => v.toFixed(0));
+  }
   row('Redis commands per decision (all, incl. in-script)', undefined, (run) => run.redisCommands?.perDecision, (v) => v.toFixed(2));
   text('  by command', '', (run) =>
     Object.entries(run.redisCommands?.byCommand ?? {})

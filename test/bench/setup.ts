@@ -47,8 +47,15 @@ export function writeGatewayConfig(name: string): string {
   return configFile;
 }
 
+/** The V8 heap cap the Dockerfile sets (ENV NODE_OPTIONS): the gateway is measured as it ships. */
+export const SHIPPED_NODE_OPTIONS = '--max-old-space-size=192';
+
 /** The settings both scripts give the gateway on top of REDIS_URL and CONFIG_FILE. */
-export const GATEWAY_DEFAULT_ENV: Readonly<Record<string, string>> = Object.freeze({ LOG_LEVEL: 'info', DECISION_LOG_SAMPLE: '0.01' });
+export const GATEWAY_DEFAULT_ENV: Readonly<Record<string, string>> = Object.freeze({
+  LOG_LEVEL: 'info',
+  DECISION_LOG_SAMPLE: '0.01',
+  NODE_OPTIONS: SHIPPED_NODE_OPTIONS,
+});
 
 /** `count` valid keys spread evenly over the seeded ones (so over many accounts). */
 export function activePool(seeded: SeededKeys, count: number): string[] {

@@ -6,6 +6,7 @@
  * preStop commands themselves are run for real against small local HTTP
  * servers, so their shell/Node one-liners are known to work.
  */
+import { SHIPPED_NODE_OPTIONS } from '../bench/setup';
 import { execFile } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as http from 'node:http';
@@ -164,6 +165,15 @@ describe('Dockerfile (gateway-authz)', () => {
     expect(healthchecks).toHaveLength(1);
     expect(healthchecks[0]!.args).toMatch(/CMD \["node", "-e", ".*\/readyz/);
     expect(healthchecks[0]!.args).not.toMatch(/curl|wget/);
+  });
+
+  it('caps the V8 heap (as the benchmark measures it), well below the Kubernetes memory limit', () => {
+    const env = last.filter((i) => i.op === 'ENV').map((i) => i.args);
+    expect(env).toContain(`NODE_OPTIONS=${SHIPPED_NODE_OPTIONS}`);
+    const capMb = Number(/--max-old-space-size=(\d+)/.exec(SHIPPED_NODE_OPTIONS)![1]);
+    const limit = readRepoFile('deploy', 'deployment.yaml').match(/limits:\s*\n\s*cpu: "1"\s*\n\s*memory: (\d+)Mi/)!;
+    // Old space plus young generation, code and buffers must fit with room to spare.
+    expect(capMb * 2).toBeLessThanOrEqual(Number(limit[1]));
   });
 
   it('has a .dockerignore that keeps secrets, git and build output out, and everything COPY needs in', () => {
