@@ -171,13 +171,14 @@ export class RedisStore implements Store {
   private corked = false;
 
   /**
-   * Check commands issued in the same tick leave in one write: the Check
-   * connection's socket is corked until the end of the tick. Measured
-   * (test/bench): a third less client CPU per authorize than one write per
-   * command, and less than ioredis's enableAutoPipelining, whose pipeline
-   * objects cost more than the writes they save. Commands are not delayed:
-   * the socket is uncorked before the event loop moves on. (A Cluster client
-   * has no single socket; it writes as usual.)
+   * Check commands issued in the same turn of the event loop leave in one
+   * write: the Check connection's socket is corked until the loop's check
+   * phase (setImmediate), which comes right after it has handled every socket
+   * that was ready, so Checks that arrived on several Envoy connections share
+   * one write. Measured (test/bench): a third less client CPU per authorize
+   * than one write per command, and less than ioredis's enableAutoPipelining,
+   * whose pipeline objects cost more than the writes they save. (A Cluster
+   * client has no single socket; it writes as usual.)
    */
   private batchWrites(): void {
     if (this.corked) return;
@@ -185,7 +186,7 @@ export class RedisStore implements Store {
     if (!stream?.cork || !stream.uncork) return;
     stream.cork();
     this.corked = true;
-    process.nextTick(() => {
+    setImmediate(() => {
       this.corked = false;
       stream.uncork!();
     });

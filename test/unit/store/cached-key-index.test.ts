@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { ManualClock } from '../../../src/domain/clock';
 import { CachedKeyIndex } from '../../../src/store/cached-key-index';
 import type { KeyIds, KeyIndex } from '../../../src/store/store';
@@ -58,5 +59,37 @@ describe('CachedKeyIndex', () => {
     await cache.resolveKeyHash('x');
     await cache.resolveKeyHash('x');
     expect(inner.calls).toEqual(['x', 'x']);
+  });
+});
+
+describe('CachedKeyIndex with real SHA-256 hashes (kept compact in memory)', () => {
+  const sha = (text: string) => createHash('sha256').update(text).digest('hex');
+
+  it('keeps hashes that differ only in their last hex digit apart, and returns each its own ids', async () => {
+    const first = sha('gk_live_one');
+    const second = `${first.slice(0, 63)}${first.at(-1) === '0' ? '1' : '0'}`;
+    const entries = new Map<string, KeyIds>([
+      [first, { keyId: 'key_AbC-1_x', accountId: 'acct_one-1' }],
+      [second, { keyId: 'key_Zz9', accountId: 'acct-two' }],
+    ]);
+    const inner = new ScriptedIndex(entries);
+    const cache = new CachedKeyIndex(inner, { ...options(new ManualClock(1_000_000)), maxEntries: 10 });
+    for (let round = 0; round < 2; round += 1) {
+      expect(await cache.resolveKeyHash(first)).toEqual(entries.get(first));
+      expect(await cache.resolveKeyHash(second)).toEqual(entries.get(second));
+    }
+    expect(inner.calls).toEqual([first, second]);
+  });
+
+  it('remembers an unknown real hash without confusing it with a known one', async () => {
+    const known = sha('known');
+    const unknown = sha('unknown');
+    const inner = new ScriptedIndex(new Map([[known, IDS]]));
+    const cache = new CachedKeyIndex(inner, { ...options(new ManualClock(1_000_000)), maxEntries: 10 });
+    expect(await cache.resolveKeyHash(unknown)).toBeNull();
+    expect(await cache.resolveKeyHash(known)).toEqual(IDS);
+    expect(await cache.resolveKeyHash(unknown)).toBeNull();
+    expect(await cache.resolveKeyHash(known)).toEqual(IDS);
+    expect(inner.calls).toEqual([unknown, known]);
   });
 });
