@@ -66,7 +66,9 @@ beforeAll(async () => {
       headers: { authorization: `Bearer ${TEST_ADMIN_TOKEN}`, 'content-type': 'application/json' },
       body: JSON.stringify(body),
     });
-  expect((await admin('/admin/accounts', { id: 'faults', name: 'Faults' })).status).toBe(201);
+  // Limits far above what the load can send: every refusal here must come from the fault, never from the 600/min default.
+  const unlimited = [{ limit: 10_000_000, window: '1m' }];
+  expect((await admin('/admin/accounts', { id: 'faults', name: 'Faults', limits: { key: unlimited, account: unlimited } })).status).toBe(201);
   key = ((await (await admin('/admin/accounts/faults/keys', { name: 'load' })).json()) as { key: string }).key;
   registerSecrets(key);
 });
