@@ -18,7 +18,7 @@ import Redis from 'ioredis';
 import { H2Driver, PhaseStats, type PhaseHooks, type PhaseResult } from './h2-driver';
 import { cpuSecondsOf, machineInfo, rssBytesOf } from './proc-stats';
 import { startGateway, startNoopServer, type ServerUnderTest } from './processes';
-import { checkPathRoundTrips, clientCommandsDuring, commandDelta, commandStats, type CommandCounts } from './redis-stats';
+import { checkPathRoundTrips, clientCommandsDuring, commandDelta, commandStats, redisCpuSeconds, type CommandCounts } from './redis-stats';
 import { evaluateTargets, printReport, type BenchReport, type GatewayRun, type ServerRun } from './report';
 import { seedKeys, type SeededKeys } from './seed';
 import { activePool, BENCH_DIR, expectClean, GATEWAY_DEFAULT_ENV, openDisposableRedis, writeGatewayConfig } from './setup';
@@ -161,10 +161,15 @@ interface Contender {
   saturationSeconds: number;
   cpuSeconds: number;
   driverCpuMicros: number;
+  /** Redis's CPU during the saturation windows (gateways only). */
+  redisCpuSeconds: number;
   commands: CommandCounts;
   metrics: Record<string, number>;
   halfLoad: PhaseStats;
   halfLoadSeconds: number;
+  /** Open loop at half the gateway's own saturation: what a Check costs in time when the gateway is not overloaded. */
+  ownHalfLoad: PhaseStats;
+  ownHalfLoadSeconds: number;
   roundRates: number[];
 }
 
@@ -235,8 +240,14 @@ async function main(): Promise<void> {
     for (let round = 0; round < options.rounds; round += 1) {
       for (const entry of contenders) await halfLoadRound(entry, halfLoadRate, options, round === 0 ? options.warmupMs : 300);
     }
+    // Half the baseline's rate can exceed the gateway's own saturation; this phase shows the time a Check takes below it.
+    const ownHalfLoadRate = rate(main) / 2;
+    log(`latency: open loop at ${Math.round(ownHalfLoadRate)}/s (half the gateway's saturation), ${options.rounds} rounds × ${options.roundMs / 1000} s each`);
+    for (let round = 0; round < options.rounds; round += 1) {
+      for (const entry of contenders) await halfLoadRound(entry, ownHalfLoadRate, options, round === 0 ? options.warmupMs : 300, 'own');
+    }
 
-    const baselineRun = toServerRun(baseline, halfLoadRate);
+    const baselineRun = toServerRun(baseline, halfLoadRate, ownHalfLoadRate);
     await baselineServer.stop();
 
     const runs: GatewayRun[] = [];
@@ -246,7 +257,7 @@ async function main(): Promise<void> {
       const rssCacheFull = options.fillCache ? await fillCache(gateway, options) : undefined;
       const seeded = gateway.gateway!.seeded;
       (versus.includes(gateway) ? versusRuns : runs).push({
-        ...toServerRun(gateway, halfLoadRate),
+        ...toServerRun(gateway, halfLoadRate, ownHalfLoadRate),
         keys: seeded.keys,
         accounts: seeded.accounts,
         seedSeconds: seeded.seconds,
@@ -282,6 +293,7 @@ async function main(): Promise<void> {
       ...(runs.length > 1 ? { keyCountComparison: { small: runs[0]!, large: runs[1]! } } : {}),
       ...(versusRuns.length > 0 ? { versus: versusRuns } : {}),
       halfLoadRate,
+      ownHalfLoadRate,
       targets: [],
       elapsedSeconds: 0,
     };
@@ -308,10 +320,13 @@ function contender(label: string, server: ServerUnderTest, traffic: Traffic, gat
     saturationSeconds: 0,
     cpuSeconds: 0,
     driverCpuMicros: 0,
+    redisCpuSeconds: 0,
     commands: {},
     metrics: {},
     halfLoad: new PhaseStats(),
     halfLoadSeconds: 0,
+    ownHalfLoad: new PhaseStats(),
+    ownHalfLoadSeconds: 0,
     roundRates: [],
   };
 }
@@ -417,12 +432,14 @@ async function saturationRound(entry: Contender, stats: Redis, options: Options,
   let driverStart = process.cpuUsage();
   let commandsBefore: CommandCounts = {};
   let metricsBefore: Record<string, number> = {};
+  let redisCpuStart = 0;
   const { gateway } = entry;
   const hooks: PhaseHooks = {
     atStart: async () => {
       if (gateway) {
         commandsBefore = await commandStats(stats);
         metricsBefore = await scrapeMetrics(entry.server.adminUrl!);
+        redisCpuStart = await redisCpuSeconds(stats);
       }
       cpuStart = cpuSecondsOf(entry.server.pid);
       driverStart = process.cpuUsage();
@@ -432,6 +449,7 @@ async function saturationRound(entry: Contender, stats: Redis, options: Options,
       const driverCpu = process.cpuUsage(driverStart);
       entry.driverCpuMicros += driverCpu.user + driverCpu.system;
       if (gateway) {
+        entry.redisCpuSeconds += (await redisCpuSeconds(stats)) - redisCpuStart;
         for (const [command, calls] of Object.entries(commandDelta(commandsBefore, await commandStats(stats)))) {
           entry.commands[command] = (entry.commands[command] ?? 0) + calls;
         }
@@ -458,7 +476,7 @@ async function saturationRound(entry: Contender, stats: Redis, options: Options,
   }
 }
 
-async function halfLoadRound(entry: Contender, rate: number, options: Options, warmupMs: number): Promise<void> {
+async function halfLoadRound(entry: Contender, rate: number, options: Options, warmupMs: number, which: 'baseline' | 'own' = 'baseline'): Promise<void> {
   const driver = await H2Driver.connect(entry.server.grpcAddress, options.connections);
   try {
     const result = await driver.openLoop({
@@ -468,20 +486,23 @@ async function halfLoadRound(entry: Contender, rate: number, options: Options, w
       durationMs: options.roundMs,
       decodeEvery: entry.gateway ? 16 : Number.POSITIVE_INFINITY,
       maxInFlight: 10_000,
-      stats: entry.halfLoad,
+      stats: which === 'own' ? entry.ownHalfLoad : entry.halfLoad,
     });
-    entry.halfLoadSeconds += result.seconds;
+    if (which === 'own') entry.ownHalfLoadSeconds += result.seconds;
+    else entry.halfLoadSeconds += result.seconds;
   } finally {
     driver.close();
   }
 }
 
-function toServerRun(entry: Contender, halfLoadRate: number): ServerRun {
+function toServerRun(entry: Contender, halfLoadRate: number, ownHalfLoadRate: number): ServerRun {
   const saturation = entry.saturation.result(entry.saturationSeconds);
   const halfLoad = entry.halfLoad.result(entry.halfLoadSeconds);
+  const ownHalfLoad = entry.ownHalfLoad.result(entry.ownHalfLoadSeconds);
   if (entry.gateway) {
     expectClean(`${entry.label}, saturation`, saturation, true);
     expectClean(`${entry.label}, half load`, halfLoad, true);
+    expectClean(`${entry.label}, half its own saturation`, ownHalfLoad, true);
   }
   const commandTotal = Object.values(entry.commands).reduce((sum, calls) => sum + calls, 0);
   return {
@@ -491,9 +512,11 @@ function toServerRun(entry: Contender, halfLoadRate: number): ServerRun {
     cpuUsPerDecision: (entry.cpuSeconds * 1e6) / saturation.decisions,
     driverCpuUsPerDecision: entry.driverCpuMicros / saturation.decisions,
     halfLoad: { ...halfLoad, rate: halfLoadRate },
+    ownHalfLoad: { ...ownHalfLoad, rate: ownHalfLoadRate },
     rssMb: rssBytesOf(entry.server.pid) / 2 ** 20,
     ...(entry.gateway
       ? {
+          redisCpuUsPerDecision: (entry.redisCpuSeconds * 1e6) / saturation.decisions,
           redisCommands: {
             perDecision: commandTotal / saturation.decisions,
             byCommand: Object.fromEntries(Object.entries(entry.commands).map(([command, calls]) => [command, calls / saturation.decisions])),

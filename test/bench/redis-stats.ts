@@ -22,6 +22,13 @@ export async function commandStats(redis: Redis): Promise<CommandCounts> {
   return counts;
 }
 
+/** Redis's own CPU time so far (INFO cpu: main thread and I/O, user + system), in seconds. */
+export async function redisCpuSeconds(redis: Redis): Promise<number> {
+  const info = await redis.info('cpu');
+  const field = (name: string) => Number(new RegExp(`^${name}:(\\S+)`, 'm').exec(info)?.[1] ?? Number.NaN);
+  return field('used_cpu_user') + field('used_cpu_sys');
+}
+
 export function commandDelta(before: CommandCounts, after: CommandCounts): CommandCounts {
   const delta: CommandCounts = {};
   for (const [command, calls] of Object.entries(after)) {
