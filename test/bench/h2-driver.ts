@@ -66,30 +66,80 @@ interface Completion {
   error?: string;
 }
 
+/** How often one Check may be sent again after the server did not process it (GOAWAY), as Envoy would. */
+const MAX_RESENDS = 3;
+
 export class H2Driver {
   private next = 0;
+  private closing = false;
+  /** Connections the server closed (GOAWAY) and that were replaced; closed with the driver. */
+  private readonly retired: RawH2Connection[] = [];
+  /** Slot → its replacement being connected. */
+  private readonly replacing = new Map<number, Promise<void>>();
 
-  private constructor(private readonly connections: RawH2Connection[]) {}
+  private constructor(
+    private readonly host: string,
+    private readonly port: number,
+    private readonly connections: RawH2Connection[],
+  ) {}
 
   static async connect(address: string, connections: number): Promise<H2Driver> {
     const at = address.lastIndexOf(':');
     const [host, port] = [address.slice(0, at), Number(address.slice(at + 1))];
-    return new H2Driver(await Promise.all(Array.from({ length: connections }, () => RawH2Connection.connect(host, port, REQUEST_HEADERS))));
+    return new H2Driver(host, port, await Promise.all(Array.from({ length: connections }, () => RawH2Connection.connect(host, port, REQUEST_HEADERS))));
   }
 
   close(): void {
-    for (const connection of this.connections) connection.close();
+    this.closing = true;
+    for (const connection of [...this.connections, ...this.retired]) connection.close();
+  }
+
+  /**
+   * An open connection, round robin. Like Envoy, a connection the server has
+   * closed (GOAWAY at GRPC_MAX_CONNECTION_AGE_MS, for one) is replaced by a
+   * new one; until that is ready the others carry the load.
+   */
+  private pick(): RawH2Connection | undefined {
+    for (let tries = 0; tries < this.connections.length; tries += 1) {
+      const slot = this.next++ % this.connections.length;
+      const connection = this.connections[slot]!;
+      if (connection.isOpen) return connection;
+      this.replace(slot);
+    }
+    return undefined;
+  }
+
+  private replace(slot: number): void {
+    if (this.closing || this.replacing.has(slot)) return;
+    const replaced = RawH2Connection.connect(this.host, this.port, REQUEST_HEADERS).then((connection) => {
+      if (this.closing) {
+        connection.close();
+        return;
+      }
+      this.retired.push(this.connections[slot]!);
+      this.connections[slot] = connection;
+    });
+    this.replacing.set(slot, replaced);
+    void replaced.finally(() => this.replacing.delete(slot)).catch(() => undefined);
   }
 
   /** One Check; `decode` also parses the CheckResponse to check its status code. */
-  private send(frame: Buffer, decode: boolean, done: (completion: Completion) => void): void {
-    let connection = this.connections[this.next++ % this.connections.length]!;
-    for (let tries = 1; !connection.isOpen && tries < this.connections.length; tries += 1) {
-      connection = this.connections[this.next++ % this.connections.length]!;
+  private send(frame: Buffer, decode: boolean, done: (completion: Completion) => void, resends = 0): void {
+    const connection = this.pick();
+    if (!connection) {
+      const replacements = [...this.replacing.values()];
+      if (replacements.length === 0 || resends >= MAX_RESENDS) {
+        done({ ok: false, status: -1, error: 'no open connection' });
+        return;
+      }
+      void Promise.allSettled(replacements).then(() => this.send(frame, decode, done, resends + 1));
+      return;
     }
     connection.request(frame, decode, (completion) => {
       if (!completion.ok) {
-        done({ ok: false, status: -1, error: completion.error });
+        // Never processed by the server: send it again on another connection, as Envoy does with a refused stream.
+        if (completion.unprocessed && !this.closing && resends < MAX_RESENDS) this.send(frame, decode, done, resends + 1);
+        else done({ ok: false, status: -1, error: completion.error });
         return;
       }
       if (!completion.body) {

@@ -21,7 +21,7 @@ import { startGateway, startNoopServer, type ServerUnderTest } from './processes
 import { checkPathRoundTrips, clientCommandsDuring, commandDelta, commandStats, redisCpuSeconds, type CommandCounts } from './redis-stats';
 import { evaluateTargets, printReport, type BenchReport, type GatewayRun, type ServerRun } from './report';
 import { seedKeys, type SeededKeys } from './seed';
-import { activePool, BENCH_DIR, expectClean, GATEWAY_DEFAULT_ENV, openDisposableRedis, writeGatewayConfig } from './setup';
+import { activePool, BENCH_DIR, envAssignments, expectClean, GATEWAY_DEFAULT_ENV, openDisposableRedis, writeGatewayConfig } from './setup';
 import { malformedKeys, mixedTraffic, TRAFFIC_MIX, uniformTraffic, unknownKeys, type Traffic, type TrafficPools } from './traffic';
 
 /** The gateway's default KEY_CACHE_MAX_ENTRIES: the cache fill never needs more keys than this. */
@@ -105,17 +105,8 @@ function parseOptions(argv: string[]): Options {
     return value * 1000;
   };
   const compareKeyCounts = values['compare-key-counts'];
-  const envOf = (entries: string[], flag: string) => {
-    const env: Record<string, string> = {};
-    for (const entry of entries) {
-      const at = entry.indexOf('=');
-      if (at <= 0) throw new Error(`--${flag} takes NAME=VALUE, got '${entry}'`);
-      env[entry.slice(0, at)] = entry.slice(at + 1);
-    }
-    return env;
-  };
-  const gatewayEnv = envOf(values.env, 'env');
-  const versusEnv = envOf(values['versus-env'], 'versus-env');
+  const gatewayEnv = envAssignments(values.env, 'env');
+  const versusEnv = envAssignments(values['versus-env'], 'versus-env');
   return {
     keys: whole(values.keys ?? (compareKeyCounts ? '1000000' : '100000'), 'keys'),
     compareKeyCounts,

@@ -24,7 +24,8 @@ const FLAG = { END_STREAM: 0x1, ACK: 0x1, END_HEADERS: 0x4, PADDED: 0x8, PRIORIT
 const PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1');
 const OUR_WINDOW = 1 << 30;
 
-export type RawCompletion = { ok: true; body?: Buffer } | { ok: false; error: string };
+/** `unprocessed`: the request never reached the server's application (refused by GOAWAY, or never sent), so it may be sent again. */
+export type RawCompletion = { ok: true; body?: Buffer } | { ok: false; error: string; unprocessed?: boolean };
 
 interface Pending {
   done: (completion: RawCompletion) => void;
@@ -123,7 +124,7 @@ export class RawH2Connection {
   /** One unary call: `grpcFrame` is the 5-byte-prefixed request message. */
   request(grpcFrame: Buffer, keepBody: boolean, done: (completion: RawCompletion) => void): void {
     if (this.closed) {
-      done({ ok: false, error: this.closed });
+      done({ ok: false, error: this.closed, unprocessed: true });
       return;
     }
     const entry: Pending = { done, keepBody, chunks: undefined, gotData: false };
@@ -254,12 +255,14 @@ export class RawH2Connection {
       case FRAME.GOAWAY: {
         const lastStreamId = payload.readUInt32BE(0) & 0x7fffffff;
         this.closed = `GOAWAY (error ${payload.readUInt32BE(4)})`;
+        // Streams up to lastStreamId still get their answers; later ones, and those never sent, were not processed.
         for (const [id, entry] of this.pending) {
           if (id > lastStreamId) {
             this.pending.delete(id);
-            entry.done({ ok: false, error: this.closed });
+            entry.done({ ok: false, error: this.closed, unprocessed: true });
           }
         }
+        for (const { entry } of this.queue.splice(0)) entry.done({ ok: false, error: this.closed, unprocessed: true });
         return;
       }
       default:
@@ -282,6 +285,6 @@ export class RawH2Connection {
       this.pending.delete(id);
       entry.done({ ok: false, error: reason });
     }
-    for (const { entry } of this.queue.splice(0)) entry.done({ ok: false, error: reason });
+    for (const { entry } of this.queue.splice(0)) entry.done({ ok: false, error: reason, unprocessed: true });
   }
 }

@@ -48,6 +48,17 @@ export function writeGatewayConfig(name: string): string {
 }
 
 /** The V8 heap cap the Dockerfile sets (ENV NODE_OPTIONS): the gateway is measured as it ships. */
+/** `--env NAME=VALUE` flags (repeatable) as a settings object for the gateway process. */
+export function envAssignments(entries: readonly string[], flag: string): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const entry of entries) {
+    const at = entry.indexOf('=');
+    if (at <= 0) throw new Error(`--${flag} takes NAME=VALUE, got '${entry}'`);
+    env[entry.slice(0, at)] = entry.slice(at + 1);
+  }
+  return env;
+}
+
 export const SHIPPED_NODE_OPTIONS = '--max-old-space-size=192';
 
 /** The settings both scripts give the gateway on top of REDIS_URL and CONFIG_FILE. */

@@ -28,7 +28,7 @@ import { H2Driver, PhaseStats, type PhaseResult } from './h2-driver';
 import { cpuSecondsOf, machineInfo, rssBytesOf, type MachineInfo } from './proc-stats';
 import { startGateway, type ServerUnderTest } from './processes';
 import { seedKeys } from './seed';
-import { activePool, BENCH_DIR, expectClean, GATEWAY_DEFAULT_ENV, markdownTable, openDisposableRedis, writeGatewayConfig } from './setup';
+import { activePool, BENCH_DIR, envAssignments, expectClean, GATEWAY_DEFAULT_ENV, markdownTable, openDisposableRedis, writeGatewayConfig } from './setup';
 import { malformedKeys, mixedTraffic, TRAFFIC_MIX, uniformTraffic, unknownKeys, type Traffic } from './traffic';
 
 /** As in `npm run bench`: Envoy-like connections, streams in flight at saturation, distinct valid keys in the traffic. */
@@ -54,6 +54,8 @@ interface Options {
   warmupMs: number;
   json: string;
   flush: boolean;
+  /** Settings on top of the shipped ones (--env NAME=VALUE). */
+  gatewayEnv: Record<string, string>;
 }
 
 const HELP = [
@@ -69,6 +71,8 @@ const HELP = [
   '  --warmup-seconds S    open loop at the rate before the first window, not measured (default 15)',
   '  --json FILE           where to write the result (default .bench/soak.json)',
   '  --flush               FLUSHALL the Redis at REDIS_URL first (it must be disposable)',
+  '  --env NAME=VALUE      a gateway setting on top of the shipped ones (repeatable),',
+  '                        e.g. --env GRPC_MAX_CONNECTION_AGE_MS=20000 to see connections recycled often',
   '  --help                this text',
   '',
   'Redis: REDIS_URL if set (it must be empty, or pass --flush), else a redis-server spawned on a free port.',
@@ -93,6 +97,7 @@ function parseOptions(argv: string[]): Options | 'help' {
         'warmup-seconds': { type: 'string', default: '15' },
         json: { type: 'string', default: path.join(BENCH_DIR, 'soak.json') },
         flush: { type: 'boolean', default: false },
+        env: { type: 'string', multiple: true, default: [] },
         help: { type: 'boolean', default: false },
       },
     }));
@@ -118,6 +123,13 @@ function parseOptions(argv: string[]): Options | 'help' {
     warmupMs: positive(values['warmup-seconds'], 'warmup-seconds', 'seconds') * 1000,
     json: path.resolve(values.json),
     flush: values.flush,
+    gatewayEnv: (() => {
+      try {
+        return envAssignments(values.env, 'env');
+      } catch (error) {
+        throw new UsageError((error as Error).message);
+      }
+    })(),
   };
   if (options.minutes * 60 < 2 * options.sampleSeconds) {
     throw new UsageError(
@@ -278,7 +290,7 @@ async function main(): Promise<number> {
     Math.max(100_000, valid.length * 4),
   );
 
-  const gatewayEnv = { REDIS_URL: redisUrl, CONFIG_FILE: writeGatewayConfig('soak-gateway-config.json'), ...GATEWAY_DEFAULT_ENV };
+  const gatewayEnv = { REDIS_URL: redisUrl, CONFIG_FILE: writeGatewayConfig('soak-gateway-config.json'), ...GATEWAY_DEFAULT_ENV, ...options.gatewayEnv };
   /** A gateway with a warm key cache, and the rate-limited keys' one allowed request spent. */
   const startWarmGateway = async (logName: string) => {
     const logFile = path.join(BENCH_DIR, logName);
