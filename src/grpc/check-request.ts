@@ -42,8 +42,15 @@ export function toAuthRequest(message: CheckRequestMessage): AuthRequest {
   };
 }
 
+/**
+ * toLowerCase() returns a new string even when nothing changes, and Envoy's
+ * names are already lower case: only names with an ASCII capital or any
+ * non-ASCII character (which toLowerCase might change) are converted.
+ */
+const UPPER_CASE = /[A-Z\u0080-\uffff]/;
+
 function appendHeader(headers: Record<string, string>, name: string, value: string): void {
-  const key = name.toLowerCase();
+  const key = UPPER_CASE.test(name) ? name.toLowerCase() : name;
   const existing = headers[key];
   headers[key] = existing === undefined ? value : `${existing},${value}`;
 }

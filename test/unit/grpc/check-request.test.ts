@@ -29,6 +29,12 @@ describe('toAuthRequest', () => {
       expect(Object.keys(request.headers).sort()).toEqual(['authorization', 'x-api-key']);
     });
 
+    it('lower-cases names with non-ASCII capitals as toLowerCase does, and keeps lower-case names as they are', () => {
+      const request = toAuthRequest(http({ headers: { 'X-ÄPI-Key': 'a', 'x-öffnen': 'b', 'x-api-key': 'c', ':path': '/v1/x' } }));
+      expect(Object.keys(request.headers).sort()).toEqual([':path', 'x-api-key', 'x-äpi-key', 'x-öffnen']);
+      expect(request.headers['x-äpi-key']).toBe('a');
+    });
+
     it('joins names that differ only in case with a comma', () => {
       const request = toAuthRequest(http({ headers: { 'x-api-key': 'a', 'X-API-KEY': 'b' } }));
       expect(request.headers['x-api-key']).toBe('a,b');
