@@ -12,6 +12,8 @@ export type AdminErrorCode =
   | 'account_not_found'
   | 'key_not_found'
   | 'not_prepaid'
+  | 'credit_balance_out_of_range'
+  | 'account_unreadable'
   | 'key_revoked'
   | 'key_expired'
   | 'key_already_rotated'

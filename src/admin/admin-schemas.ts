@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { CREDIT_LIMIT_MINOR_UNITS } from '../domain/credit';
 import { KEY_ENVIRONMENTS } from '../keys/customer-key';
 import { limitListSchema } from '../limits/limit-schema';
 
@@ -25,12 +26,19 @@ const nonEmpty = (fields: readonly string[]) => (value: Record<string, unknown>)
   fields.some((field) => value[field] !== undefined);
 const atLeastOne = (fields: readonly string[]) => ({ message: `must set at least one of: ${fields.join(', ')}` });
 
+/** Whole minor units within ±CREDIT_LIMIT_MINOR_UNITS; `what` says what the number is for. */
+const creditSchema = (what: string) =>
+  z
+    .int(`must be a whole number of minor units ${what}`)
+    .min(-CREDIT_LIMIT_MINOR_UNITS, `must be at least -${CREDIT_LIMIT_MINOR_UNITS} (-10^15 minor units)`)
+    .max(CREDIT_LIMIT_MINOR_UNITS, `must be at most ${CREDIT_LIMIT_MINOR_UNITS} (10^15 minor units)`);
+
 const BILLING_FIELDS = ['status', 'creditBalance'] as const;
 export const billingSchema = z
   .strictObject({
     status: z.enum(['active', 'suspended']).optional(),
     /** Integer minor units; null makes the account post-paid. */
-    creditBalance: z.int('must be a whole number of minor units (or null for post-paid)').nullable().optional(),
+    creditBalance: creditSchema('(or null for post-paid)').nullable().optional(),
   })
   .refine(nonEmpty(BILLING_FIELDS), atLeastOne(BILLING_FIELDS));
 
@@ -59,9 +67,7 @@ export const patchAccountBody = z
   .refine(nonEmpty(ACCOUNT_PATCH_FIELDS), atLeastOne(ACCOUNT_PATCH_FIELDS));
 
 export const creditBody = z.strictObject({
-  amount: z
-    .int('must be a whole number of minor units (negative to debit)')
-    .refine((amount) => amount !== 0, 'must not be zero'),
+  amount: creditSchema('(negative to debit)').refine((amount) => amount !== 0, 'must not be zero'),
 });
 
 /** An ISO-8601 date-time with an explicit zone, e.g. 2027-01-01T00:00:00Z. */
@@ -96,9 +102,16 @@ export const rotateKeyBody = z.strictObject({
     .optional(),
 });
 
+/** Audit entry ids are `<ms>-<sequence>`, each part an unsigned 64-bit integer (Redis stream ids). */
+const MAX_STREAM_ID_PART = 2n ** 64n - 1n;
+
 export const auditQuery = z.strictObject({
   limit: z.coerce.number().int('must be a whole number').min(1).max(1000).optional(),
-  before: z.string().regex(/^[0-9]+-[0-9]+$/, 'must be an entry id from a previous page').optional(),
+  before: z
+    .string()
+    .regex(/^[0-9]{1,20}-[0-9]{1,20}$/, 'must be an entry id from a previous page (e.g. 1763812800000-0)')
+    .refine((id) => id.split('-').every((part) => BigInt(part) <= MAX_STREAM_ID_PART), 'must be an entry id from a previous page (each part below 2^64)')
+    .optional(),
 });
 
 export type CreateAccountBody = z.output<typeof createAccountBody>;

@@ -1,6 +1,6 @@
 import type { KeyEnvironment } from '../keys/customer-key';
 import { describeWindow, type RateLimit } from '../limits/rate-limit';
-import type { Account, AccountStatus, KeyStatus, StoredKey } from '../store/store';
+import type { Account, AccountListing, AccountStatus, KeyStatus, StoredKey, UnreadableRecord } from '../store/store';
 
 /**
  * Store records → admin API answers. Every field is picked explicitly, so a
@@ -46,6 +46,12 @@ export interface KeyView {
   limits: LimitView[] | null;
 }
 
+export interface AccountListView {
+  accounts: AccountView[];
+  /** Accounts whose stored record cannot be read: left out of `accounts`, named here with what is wrong. */
+  unreadable: UnreadableRecord[];
+}
+
 export interface CreditView {
   accountId: string;
   creditBalance: number;
@@ -63,6 +69,10 @@ export function accountView(account: Account): AccountView {
     limits: { key: limitsView(account.limits?.key), account: limitsView(account.limits?.account) },
     createdAt: account.createdAt,
   };
+}
+
+export function accountListView(listing: AccountListing): AccountListView {
+  return { accounts: listing.accounts.map(accountView), unreadable: listing.unreadable.map(({ id, problem }) => ({ id, problem })) };
 }
 
 export type KeyViewStatus = KeyStatus | 'expired';

@@ -1,7 +1,10 @@
 import { systemClock, type Clock } from '../domain/clock';
+import { adjustCreditBalance } from '../domain/credit';
+import { compareCodeUnits } from '../domain/ordering';
 import { authorizeAccountState } from '../limits/authorize-account-state';
 import type {
   Account,
+  AccountListing,
   AccountPatch,
   AuditEntry,
   AuditEntryInput,
@@ -18,6 +21,21 @@ import type {
 } from './store';
 
 const AUDIT_MAX_ENTRIES = 10_000;
+
+interface StreamId {
+  ms: bigint;
+  sequence: bigint;
+}
+
+function parseStreamId(id: string): StreamId {
+  const [ms = '0', sequence = '0'] = id.split('-');
+  return { ms: BigInt(ms), sequence: BigInt(sequence) };
+}
+
+function compareStreamIds(a: StreamId, b: StreamId): number {
+  if (a.ms !== b.ms) return a.ms < b.ms ? -1 : 1;
+  return a.sequence === b.sequence ? 0 : a.sequence < b.sequence ? -1 : 1;
+}
 
 interface Bucket {
   tatUs: number;
@@ -38,7 +56,8 @@ export class MemoryStore implements Store {
   /** Rate-limit buckets per account. */
   private readonly buckets = new Map<string, Map<string, Bucket>>();
   private readonly audit: AuditEntry[] = [];
-  private auditSequence = 0;
+  /** The last audit id, as Redis streams make them: `<ms>-<sequence>`, strictly increasing even if the clock steps back. */
+  private lastAuditId: StreamId = { ms: 0n, sequence: 0n };
 
   constructor(private readonly clock: Clock = systemClock) {}
 
@@ -101,8 +120,10 @@ export class MemoryStore implements Store {
     const account = this.accounts.get(accountId);
     if (!account) return { kind: 'account_not_found' };
     if (account.creditBalance === undefined) return { kind: 'not_prepaid' };
-    account.creditBalance += amount;
-    return { kind: 'ok', creditBalance: account.creditBalance };
+    const adjusted = adjustCreditBalance(account.creditBalance, amount);
+    if (adjusted.kind !== 'ok') return { kind: 'balance_out_of_range', creditBalance: account.creditBalance };
+    account.creditBalance = adjusted.creditBalance;
+    return adjusted;
   }
 
   async insertKey(keyHash: string, key: StoredKey): Promise<'created' | 'account_not_found'> {
@@ -128,22 +149,25 @@ export class MemoryStore implements Store {
     return structuredClone(key);
   }
 
-  async listAccounts(): Promise<Account[]> {
-    return [...this.accounts.values()].sort((a, b) => a.id.localeCompare(b.id)).map((account) => structuredClone(account));
+  async listAccounts(): Promise<AccountListing> {
+    const accounts = [...this.accounts.values()].sort((a, b) => compareCodeUnits(a.id, b.id)).map((account) => structuredClone(account));
+    // Records are objects here, never serialized text: none can be unreadable.
+    return { accounts, unreadable: [] };
   }
 
   async listKeys(accountId: string): Promise<StoredKey[] | null> {
     if (!this.accounts.has(accountId)) return null;
     return [...this.keys.values()]
       .filter((key) => key.accountId === accountId)
-      .sort((a, b) => b.createdAt.localeCompare(a.createdAt) || a.id.localeCompare(b.id))
+      .sort((a, b) => compareCodeUnits(b.createdAt, a.createdAt) || compareCodeUnits(a.id, b.id))
       .map((key) => structuredClone(key));
   }
 
   async rotateKey(request: RotateKeyRequest): Promise<RotateKeyResult> {
     const old = this.keys.get(request.oldKeyId);
     if (!old || old.accountId !== request.newKey.accountId) return { kind: 'key_not_found' };
-    const { nowMs } = request;
+    // The store's clock, as the Redis store uses Redis TIME.
+    const nowMs = this.clock.now();
     if (old.status === 'revoked' || (old.revokeAt !== undefined && Date.parse(old.revokeAt) <= nowMs)) return { kind: 'key_revoked' };
     if (old.replacedBy !== undefined) return { kind: 'key_already_rotated', replacedBy: old.replacedBy };
     if (old.expiresAt !== undefined && Date.parse(old.expiresAt) <= nowMs) return { kind: 'key_expired' };
@@ -176,15 +200,19 @@ export class MemoryStore implements Store {
   }
 
   async appendAudit(entry: AuditEntryInput, nowMs: number): Promise<void> {
-    this.auditSequence += 1;
-    this.audit.push({ id: `${nowMs}-${this.auditSequence}`, time: new Date(nowMs).toISOString(), ...structuredClone(entry) });
+    const ms = BigInt(nowMs);
+    const last = this.lastAuditId;
+    this.lastAuditId = ms > last.ms ? { ms, sequence: 0n } : { ms: last.ms, sequence: last.sequence + 1n };
+    const id = `${this.lastAuditId.ms}-${this.lastAuditId.sequence}`;
+    this.audit.push({ id, time: new Date(nowMs).toISOString(), ...structuredClone(entry) });
     if (this.audit.length > AUDIT_MAX_ENTRIES) this.audit.shift();
   }
 
   async readAudit(options: { limit: number; before?: string }): Promise<{ entries: AuditEntry[]; next: string | null }> {
-    const newestFirst = [...this.audit].reverse();
-    const start = options.before === undefined ? 0 : newestFirst.findIndex((entry) => entry.id === options.before) + 1;
-    const entries = start === 0 && options.before !== undefined ? [] : newestFirst.slice(start, start + options.limit);
+    // `before` is a position, like XREVRANGE's exclusive end: it need not be the id of a kept entry.
+    const before = options.before === undefined ? undefined : parseStreamId(options.before);
+    const older = before === undefined ? this.audit : this.audit.filter((entry) => compareStreamIds(parseStreamId(entry.id), before) < 0);
+    const entries = older.slice(-options.limit).reverse();
     return { entries: structuredClone(entries), next: entries.length === options.limit ? (entries.at(-1)?.id ?? null) : null };
   }
 

@@ -101,12 +101,15 @@ export interface KeyPatch {
 
 export interface RotateKeyRequest {
   oldKeyId: string;
-  /** The replacement, already built (new id, prefix, inherited name, environment, account and limits). */
+  /** The replacement, already built by src/keys/key-minting.ts (with what a successor inherits). */
   newKeyHash: string;
   newKey: StoredKey;
-  /** 0 revokes the old key at once; otherwise it keeps working until now + grace. */
+  /**
+   * 0 revokes the old key at once; otherwise it keeps working until now + grace.
+   * "Now" is the store's clock (Redis TIME), the one every Check is decided on,
+   * never the clock of the replica that serves the admin call.
+   */
   graceSeconds: number;
-  nowMs: number;
 }
 
 export type RotateKeyResult =
@@ -146,7 +149,25 @@ export interface AuditEntry extends AuditEntryInput {
   time: string;
 }
 
-export type CreditResult = { kind: 'ok'; creditBalance: number } | { kind: 'account_not_found' } | { kind: 'not_prepaid' };
+export type CreditResult =
+  | { kind: 'ok'; creditBalance: number }
+  | { kind: 'account_not_found' }
+  | { kind: 'not_prepaid' }
+  /** The result would leave ±CREDIT_LIMIT_MINOR_UNITS; nothing was written. `creditBalance` is the unchanged balance. */
+  | { kind: 'balance_out_of_range'; creditBalance: number };
+
+/** A record a listing skipped because it cannot be read: which one, and what is wrong with it. */
+export interface UnreadableRecord {
+  id: string;
+  problem: string;
+}
+
+export interface AccountListing {
+  /** Ordered by id (code units). */
+  accounts: Account[];
+  /** One bad record never hides the good ones: it is named here instead. */
+  unreadable: UnreadableRecord[];
+}
 
 export interface AdminStore {
   /** False when an account with this id already exists (nothing is changed then). */
@@ -154,22 +175,38 @@ export interface AdminStore {
   getAccount(accountId: string): Promise<Account | null>;
   /** Null when the account does not exist. Takes effect on the next request on every replica. */
   updateAccount(accountId: string, patch: AccountPatch): Promise<Account | null>;
-  /** Adds (or with a negative amount, debits) prepaid credit atomically. */
+  /**
+   * Adds (or with a negative amount, debits) prepaid credit atomically. The
+   * amount is within ±CREDIT_LIMIT_MINOR_UNITS; a result outside those bounds
+   * is refused before anything is written.
+   */
   adjustCredit(accountId: string, amount: number): Promise<CreditResult>;
-  /** Stores the key under its hash, atomically with the account's key index. */
+  /**
+   * Stores the key under its hash, atomically with the account's key index.
+   * The global indexes are written first and the record last, so a failure
+   * at any point leaves no usable key and nothing a retry trips over.
+   */
   insertKey(keyHash: string, key: StoredKey): Promise<'created' | 'account_not_found'>;
   getKey(keyId: string): Promise<StoredKey | null>;
   /** Null when the key does not exist. */
   updateKey(keyId: string, patch: KeyPatch): Promise<StoredKey | null>;
-  listAccounts(): Promise<Account[]>;
+  listAccounts(): Promise<AccountListing>;
   /** Null when the account does not exist. */
   listKeys(accountId: string): Promise<StoredKey[] | null>;
-  /** Atomically marks the old key (revoked now, or at the end of the grace) and stores the new one. */
+  /**
+   * Writes the new key's global indexes, then in one atomic step stores the new
+   * record and marks the old key (revoked now, or at the end of the grace). Any
+   * failure leaves the old key working and the rotation safe to retry.
+   */
   rotateKey(request: RotateKeyRequest): Promise<RotateKeyResult>;
   /** Refused from the next request on; idempotent. Null when the key does not exist. */
   revokeKey(keyId: string, nowMs: number): Promise<StoredKey | null>;
   appendAudit(entry: AuditEntryInput, nowMs: number): Promise<void>;
-  /** Newest first; `before` is the id of the last entry of the previous page. */
+  /**
+   * Newest first. `before` is a position: entries strictly older than that id
+   * are returned, whether or not an entry with that id exists (it may have been
+   * trimmed since the previous page).
+   */
   readAudit(options: { limit: number; before?: string }): Promise<{ entries: AuditEntry[]; next: string | null }>;
 }
 
@@ -192,5 +229,17 @@ export class StoreUnavailableError extends Error {
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.name = 'StoreUnavailableError';
+  }
+}
+
+/** One stored record cannot be read (a field is missing or malformed); the rest of the store is fine. */
+export class CorruptRecordError extends StoreUnavailableError {
+  constructor(
+    readonly record: 'account' | 'key',
+    /** Which field is wrong, e.g. "creditBalance is not a whole number within ±10^15". */
+    readonly problem: string,
+  ) {
+    super(`corrupt ${record} record: ${problem}`);
+    this.name = 'CorruptRecordError';
   }
 }

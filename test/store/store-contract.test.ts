@@ -1,5 +1,6 @@
 import Redis from 'ioredis';
 import { ManualClock } from '../../src/domain/clock';
+import { CREDIT_LIMIT_MINOR_UNITS } from '../../src/domain/credit';
 import { generateCustomerKey, hashCustomerKey } from '../../src/keys/customer-key';
 import type { RatePlan } from '../../src/limits/rate-limit';
 import { MemoryStore } from '../../src/store/memory-store';
@@ -200,7 +201,7 @@ describe.each(implementations)('store contract: %s', (_name, open) => {
       await store.insertKey(hashCustomerKey(later), laterRecord);
       expect((await store.listKeys(ids.accountId))?.map((k) => k.id)).toEqual([laterRecord.id, ids.keyId]);
       expect(await store.listKeys(unique('ghost'))).toBeNull();
-      const listed = (await store.listAccounts()).map((a) => a.id);
+      const listed = (await store.listAccounts()).accounts.map((a) => a.id);
       expect(listed).toContain(ids.accountId);
       expect([...listed].sort()).toEqual(listed);
     });
@@ -208,7 +209,7 @@ describe.each(implementations)('store contract: %s', (_name, open) => {
     it('rotates immediately: the old key is refused at once, the new one allowed, and they point at each other', async () => {
       const ids = await seed();
       const next = replacement(ids.record);
-      const result = await store.rotateKey({ oldKeyId: ids.keyId, newKeyHash: next.hash, newKey: next.record, graceSeconds: 0, nowMs: clock.now() });
+      const result = await store.rotateKey({ oldKeyId: ids.keyId, newKeyHash: next.hash, newKey: next.record, graceSeconds: 0 });
       expect(result).toMatchObject({
         kind: 'rotated',
         oldKey: { id: ids.keyId, status: 'revoked', revokedAt: new Date(T0).toISOString(), replacedBy: next.record.id },
@@ -222,7 +223,7 @@ describe.each(implementations)('store contract: %s', (_name, open) => {
     it('rotates with a grace period: both keys work until it ends, then the old one is refused', async () => {
       const ids = await seed();
       const next = replacement(ids.record);
-      await store.rotateKey({ oldKeyId: ids.keyId, newKeyHash: next.hash, newKey: next.record, graceSeconds: 3600, nowMs: clock.now() });
+      await store.rotateKey({ oldKeyId: ids.keyId, newKeyHash: next.hash, newKey: next.record, graceSeconds: 3600 });
       expect((await store.getKey(ids.keyId))?.revokeAt).toBe(new Date(T0 + 3_600_000).toISOString());
       clock.advance(3_599_999);
       expect((await authorize(ids)).kind).toBe('allow');
@@ -234,23 +235,23 @@ describe.each(implementations)('store contract: %s', (_name, open) => {
     it('refuses to rotate a revoked, an expired or an already rotated key, changing nothing', async () => {
       const revoked = await seed({}, { status: 'revoked' });
       const r1 = replacement(revoked.record);
-      expect(await store.rotateKey({ oldKeyId: revoked.keyId, newKeyHash: r1.hash, newKey: r1.record, graceSeconds: 0, nowMs: clock.now() })).toEqual({ kind: 'key_revoked' });
+      expect(await store.rotateKey({ oldKeyId: revoked.keyId, newKeyHash: r1.hash, newKey: r1.record, graceSeconds: 0 })).toEqual({ kind: 'key_revoked' });
       expect(await store.resolveKeyHash(r1.hash)).toBeNull();
 
       const expired = await seed({}, { expiresAt: new Date(T0 - 1).toISOString() });
       const r2 = replacement(expired.record);
-      expect(await store.rotateKey({ oldKeyId: expired.keyId, newKeyHash: r2.hash, newKey: r2.record, graceSeconds: 0, nowMs: clock.now() })).toEqual({ kind: 'key_expired' });
+      expect(await store.rotateKey({ oldKeyId: expired.keyId, newKeyHash: r2.hash, newKey: r2.record, graceSeconds: 0 })).toEqual({ kind: 'key_expired' });
 
       const graced = await seed();
       const r3 = replacement(graced.record);
-      await store.rotateKey({ oldKeyId: graced.keyId, newKeyHash: r3.hash, newKey: r3.record, graceSeconds: 60, nowMs: clock.now() });
+      await store.rotateKey({ oldKeyId: graced.keyId, newKeyHash: r3.hash, newKey: r3.record, graceSeconds: 60 });
       const r4 = replacement(graced.record);
-      expect(await store.rotateKey({ oldKeyId: graced.keyId, newKeyHash: r4.hash, newKey: r4.record, graceSeconds: 0, nowMs: clock.now() })).toEqual({
+      expect(await store.rotateKey({ oldKeyId: graced.keyId, newKeyHash: r4.hash, newKey: r4.record, graceSeconds: 0 })).toEqual({
         kind: 'key_already_rotated',
         replacedBy: r3.record.id,
       });
       expect(await store.getKey(r4.record.id)).toBeNull();
-      expect(await store.rotateKey({ oldKeyId: 'key_none', newKeyHash: r4.hash, newKey: r4.record, graceSeconds: 0, nowMs: clock.now() })).toEqual({ kind: 'key_not_found' });
+      expect(await store.rotateKey({ oldKeyId: 'key_none', newKeyHash: r4.hash, newKey: r4.record, graceSeconds: 0 })).toEqual({ kind: 'key_not_found' });
     });
 
     it('revokes from the next request on, idempotently keeping the first revocation time', async () => {
@@ -264,7 +265,7 @@ describe.each(implementations)('store contract: %s', (_name, open) => {
     it('revoking a key in its grace period refuses it at once', async () => {
       const ids = await seed();
       const next = replacement(ids.record);
-      await store.rotateKey({ oldKeyId: ids.keyId, newKeyHash: next.hash, newKey: next.record, graceSeconds: 3600, nowMs: clock.now() });
+      await store.rotateKey({ oldKeyId: ids.keyId, newKeyHash: next.hash, newKey: next.record, graceSeconds: 3600 });
       await store.revokeKey(ids.keyId, clock.now());
       expect((await authorize(ids)).kind).toBe('key_revoked');
     });
@@ -302,6 +303,88 @@ describe.each(implementations)('store contract: %s', (_name, open) => {
       expect(first.next).toBe(first.entries[2]!.id);
       const second = await store.readAudit({ limit: 3, before: first.next! });
       expect(second.entries.filter((e) => e.accountId === accountId).map((e) => e.keyId)).toEqual(['key_1', 'key_0']);
+    });
+  });
+
+  describe('bounds, order and clocks both stores answer alike (issue 13)', () => {
+    const replacementFor = (old: StoredKey) => {
+      const key = generateCustomerKey(old.environment);
+      return { hash: hashCustomerKey(key), record: keyRecord(key, old.accountId, { name: old.name, replaces: old.id }) };
+    };
+
+    it('answers the exact balance, digit for digit, beyond 14 significant digits', async () => {
+      const id = unique('exact');
+      await store.createAccount(account(id, { creditBalance: 123_456_789_012_345 }));
+      expect(await store.adjustCredit(id, 1)).toEqual({ kind: 'ok', creditBalance: 123_456_789_012_346 });
+      expect(await store.adjustCredit(id, -123_456_789_012_347)).toEqual({ kind: 'ok', creditBalance: -1 });
+      expect((await store.getAccount(id))?.creditBalance).toBe(-1);
+    });
+
+    it('credits up to the bound exactly, and refuses one unit past it in either direction without writing', async () => {
+      const id = unique('bound');
+      await store.createAccount(account(id, { creditBalance: 0 }));
+      expect(await store.adjustCredit(id, CREDIT_LIMIT_MINOR_UNITS)).toEqual({ kind: 'ok', creditBalance: CREDIT_LIMIT_MINOR_UNITS });
+      expect(await store.adjustCredit(id, 1)).toEqual({ kind: 'balance_out_of_range', creditBalance: CREDIT_LIMIT_MINOR_UNITS });
+      expect(await store.adjustCredit(id, CREDIT_LIMIT_MINOR_UNITS)).toEqual({ kind: 'balance_out_of_range', creditBalance: CREDIT_LIMIT_MINOR_UNITS });
+      expect((await store.getAccount(id))?.creditBalance).toBe(CREDIT_LIMIT_MINOR_UNITS);
+      expect(await store.adjustCredit(id, -CREDIT_LIMIT_MINOR_UNITS)).toEqual({ kind: 'ok', creditBalance: 0 });
+      expect(await store.adjustCredit(id, -CREDIT_LIMIT_MINOR_UNITS)).toEqual({ kind: 'ok', creditBalance: -CREDIT_LIMIT_MINOR_UNITS });
+      expect(await store.adjustCredit(id, -1)).toEqual({ kind: 'balance_out_of_range', creditBalance: -CREDIT_LIMIT_MINOR_UNITS });
+      expect((await store.getAccount(id))?.creditBalance).toBe(-CREDIT_LIMIT_MINOR_UNITS);
+      expect((await store.listAccounts()).unreadable).toEqual([]);
+    });
+
+    it('lists accounts in code-unit order of their ids (upper case before lower case, - before _), the same everywhere', async () => {
+      const base = unique('order');
+      const ids = [`${base}-b`, `${base}_a`, `${base}-B`, `${base}-a`, `${base}-0`];
+      for (const id of ids) await store.createAccount(account(id));
+      const listed = (await store.listAccounts()).accounts.map((a) => a.id).filter((id) => id.startsWith(base));
+      expect(listed).toEqual([`${base}-0`, `${base}-B`, `${base}-a`, `${base}-b`, `${base}_a`]);
+    });
+
+    it('treats the audit cursor as a position: an id that names no entry pages on from there, never an empty page', async () => {
+      const accountId = unique('cursor');
+      for (let i = 0; i < 3; i += 1) await store.appendAudit({ action: 'key.update', accountId, keyId: `key_${i}` }, T0 + i);
+      const newest = (await store.readAudit({ limit: 1 })).entries[0]!;
+      expect(newest.keyId).toBe('key_2');
+      const [ms, sequence] = newest.id.split('-');
+      const unused = `${ms}-${Number(sequence) + 1}`; // after the newest entry: no entry has this id
+      const page = await store.readAudit({ limit: 2, before: unused });
+      expect(page.entries.map((e) => e.keyId)).toEqual(['key_2', 'key_1']);
+      expect(page.next).toBe(page.entries[1]!.id);
+      expect((await store.readAudit({ limit: 5, before: '0-1' })).entries).toEqual([]);
+      expect((await store.readAudit({ limit: 5, before: '0-0' })).entries).toEqual([]);
+      const far = await store.readAudit({ limit: 1, before: '99999999999999-0' });
+      expect(far.entries.map((e) => e.keyId)).toEqual(['key_2']);
+    });
+
+    it("rotates on the store's clock: grace end and revocation time are its now, written exactly as ISO-8601", async () => {
+      clock.set(Date.parse('2028-02-29T23:59:59.500Z'));
+      const graced = await seed();
+      const next = replacementFor(graced.record);
+      const rotated = await store.rotateKey({ oldKeyId: graced.keyId, newKeyHash: next.hash, newKey: next.record, graceSeconds: 1 });
+      expect(rotated).toMatchObject({ kind: 'rotated', oldKey: { revokeAt: '2028-03-01T00:00:00.500Z' } });
+      const at = await seed();
+      const now = replacementFor(at.record);
+      const immediate = await store.rotateKey({ oldKeyId: at.keyId, newKeyHash: now.hash, newKey: now.record, graceSeconds: 0 });
+      expect(immediate).toMatchObject({ kind: 'rotated', oldKey: { status: 'revoked', revokedAt: '2028-02-29T23:59:59.500Z' } });
+      clock.set(Date.parse('1999-12-31T23:59:59.999Z'));
+      const y2k = await seed();
+      const late = replacementFor(y2k.record);
+      const crossed = await store.rotateKey({ oldKeyId: y2k.keyId, newKeyHash: late.hash, newKey: late.record, graceSeconds: 7 * 86_400 });
+      expect(crossed).toMatchObject({ kind: 'rotated', oldKey: { revokeAt: '2000-01-07T23:59:59.999Z' } });
+    });
+
+    it("refuses to rotate a key whose expiry has passed by the store's clock", async () => {
+      const ids = await seed({}, { expiresAt: new Date(T0 + 1000).toISOString() });
+      clock.advance(999);
+      const first = replacementFor(ids.record);
+      expect(await store.rotateKey({ oldKeyId: ids.keyId, newKeyHash: first.hash, newKey: first.record, graceSeconds: 60 })).toMatchObject({ kind: 'rotated' });
+      const expiring = await seed({}, { expiresAt: new Date(T0 + 1000).toISOString() });
+      clock.advance(1);
+      const second = replacementFor(expiring.record);
+      expect(await store.rotateKey({ oldKeyId: expiring.keyId, newKeyHash: second.hash, newKey: second.record, graceSeconds: 60 })).toEqual({ kind: 'key_expired' });
+      expect(await store.resolveKeyHash(second.hash)).toBeNull();
     });
   });
 

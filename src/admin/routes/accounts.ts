@@ -1,10 +1,11 @@
 import type { FastifyInstance } from 'fastify';
-import type { Account, AccountPatch } from '../../store/store';
+import { CREDIT_LIMIT_MINOR_UNITS } from '../../domain/credit';
+import { CorruptRecordError, type Account, type AccountPatch } from '../../store/store';
 import { sendAccountNotFound, sendAdminError, sendInvalidBody } from '../admin-errors';
 import { accountIdSchema, createAccountBody, creditBody, patchAccountBody, type PatchAccountBody } from '../admin-schemas';
 import type { AdminServerDeps } from '../admin-server';
 import { recordAdminAction } from '../admin-actions';
-import { accountView, type CreditView } from '../admin-views';
+import { accountListView, accountView, type CreditView } from '../admin-views';
 
 type AccountParams = { Params: { id: string } };
 
@@ -68,13 +69,29 @@ export function registerAccountRoutes(app: FastifyInstance, deps: AdminServerDep
   });
 
   app.get('/admin/accounts', async (_request, reply) => {
-    const accounts = await deps.store.listAccounts();
-    return reply.send({ accounts: accounts.map(accountView) });
+    const listing = await deps.store.listAccounts();
+    for (const { id, problem } of listing.unreadable) {
+      deps.logger.error({ event: 'admin', accountId: id, detail: problem }, 'account record unreadable: left out of the listing');
+    }
+    return reply.send(accountListView(listing));
   });
 
   app.get<AccountParams>('/admin/accounts/:id', async (request, reply) => {
     const { id } = request.params;
-    const account = isAccountId(id) ? await deps.store.getAccount(id) : null;
+    let account: Account | null = null;
+    try {
+      account = isAccountId(id) ? await deps.store.getAccount(id) : null;
+    } catch (error) {
+      if (!(error instanceof CorruptRecordError)) throw error;
+      deps.logger.error({ event: 'admin', accountId: id, detail: error.problem }, 'account record unreadable');
+      return sendAdminError(
+        reply,
+        503,
+        'account_unreadable',
+        `Account '${id}' is stored in a form this service cannot read (${error.problem}). Other accounts are not affected; ` +
+          'repair or remove the record in the store.',
+      );
+    }
     if (!account) return sendAccountNotFound(reply, id);
     return reply.send(accountView(account));
   });
@@ -108,6 +125,15 @@ export function registerAccountRoutes(app: FastifyInstance, deps: AdminServerDep
           'not_prepaid',
           `Account '${id}' is post-paid, so it has no credit balance to adjust. ` +
             `Make it prepaid first by setting billing.creditBalance (PATCH /admin/accounts/${id}).`,
+        );
+      case 'balance_out_of_range':
+        return sendAdminError(
+          reply,
+          409,
+          'credit_balance_out_of_range',
+          `Account '${id}' has a balance of ${result.creditBalance}; adding ${amount} would leave the allowed range ` +
+            `of ±${CREDIT_LIMIT_MINOR_UNITS} minor units. Nothing was changed.`,
+          'amount',
         );
       case 'ok': {
         await recordAdminAction(deps, { action: 'account.credit', accountId: id, detail: `amount=${amount}` });

@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
-import { randomBase62 } from '../../keys/base62';
-import { displayPrefixOf, generateCustomerKey, hashCustomerKey, KEY_SERVICE_PREFIX, type KeyEnvironment } from '../../keys/customer-key';
-import type { KeyPatch, StoredKey } from '../../store/store';
+import { KEY_SERVICE_PREFIX } from '../../keys/customer-key';
+import { mintKey, successorTerms } from '../../keys/key-minting';
+import type { KeyPatch } from '../../store/store';
 import { recordAdminAction } from '../admin-actions';
 import { sendAccountNotFound, sendAdminError, sendInvalidBody, sendKeyNotFound } from '../admin-errors';
 import { accountIdSchema, createKeyBody, keyIdSchema, patchKeyBody, rotateKeyBody } from '../admin-schemas';
@@ -35,32 +35,22 @@ export function registerKeyRoutes(app: FastifyInstance, deps: AdminServerDeps): 
     return problem ? sendAdminError(reply, 404, 'key_not_found', problem) : undefined;
   };
 
-  /** A fresh key and its record; rotation passes what the new key inherits. */
-  const mintKey = (fields: { accountId: string; name: string; environment: KeyEnvironment } & Partial<StoredKey>) => {
-    const key = generateCustomerKey(fields.environment);
-    const record: StoredKey = {
-      ...fields,
-      id: `key_${randomBase62(16)}`,
-      prefix: displayPrefixOf(key),
-      status: 'active',
-      createdAt: new Date(now()).toISOString(),
-    };
-    return { key, record };
-  };
-
   app.post<AccountParams>('/admin/accounts/:id/keys', async (request, reply) => {
     const body = createKeyBody.safeParse(request.body ?? {});
     if (!body.success) return sendInvalidBody(reply, body.error);
     if (!isAccountId(request.params.id)) return sendAccountNotFound(reply, request.params.id);
     const environment = body.data.environment ?? 'live';
-    const { key, record } = mintKey({
-      accountId: request.params.id,
-      name: body.data.name ?? `${environment} key`,
-      environment,
-      ...(body.data.expiresAt !== undefined ? { expiresAt: new Date(body.data.expiresAt).toISOString() } : {}),
-      ...(body.data.limits !== undefined ? { limits: body.data.limits } : {}),
-    });
-    const result = await deps.store.insertKey(hashCustomerKey(key), record);
+    const { key, keyHash, record } = mintKey(
+      {
+        accountId: request.params.id,
+        name: body.data.name ?? `${environment} key`,
+        environment,
+        ...(body.data.expiresAt !== undefined ? { expiresAt: new Date(body.data.expiresAt).toISOString() } : {}),
+        ...(body.data.limits !== undefined ? { limits: body.data.limits } : {}),
+      },
+      now(),
+    );
+    const result = await deps.store.insertKey(keyHash, record);
     if (result === 'account_not_found') return sendAccountNotFound(reply, request.params.id, 'Create it first.');
     await recordAdminAction(deps, { action: 'key.create', accountId: record.accountId, keyId: record.id, keyPrefix: record.prefix });
     return reply.code(201).send(createdKeyView(record, key));
@@ -115,21 +105,9 @@ export function registerKeyRoutes(app: FastifyInstance, deps: AdminServerDeps): 
     const old = await deps.store.getKey(keyId);
     if (!old) return sendKeyNotFound(reply, keyId);
     const graceSeconds = body.data.graceSeconds ?? 0;
-    // The new key inherits name, environment, account and limits, and records what it replaced.
-    const { key, record } = mintKey({
-      accountId: old.accountId,
-      name: old.name,
-      environment: old.environment,
-      replaces: old.id,
-      ...(old.limits !== undefined ? { limits: old.limits } : {}),
-    });
-    const result = await deps.store.rotateKey({
-      oldKeyId: old.id,
-      newKeyHash: hashCustomerKey(key),
-      newKey: record,
-      graceSeconds,
-      nowMs: now(),
-    });
+    const { key, keyHash, record } = mintKey(successorTerms(old), now());
+    // The grace end and the expiry check use the store's clock, not this replica's.
+    const result = await deps.store.rotateKey({ oldKeyId: old.id, newKeyHash: keyHash, newKey: record, graceSeconds });
     switch (result.kind) {
       case 'key_not_found':
         return sendKeyNotFound(reply, keyId);

@@ -1,0 +1,56 @@
+import type { RateLimit } from '../limits/rate-limit';
+import type { StoredKey } from '../store/store';
+import { randomBase62 } from './base62';
+import { displayPrefixOf, generateCustomerKey, hashCustomerKey, type KeyEnvironment } from './customer-key';
+
+/** What a new key is made of, before it has a secret, an id or a creation time. */
+export interface KeyTerms {
+  accountId: string;
+  name: string;
+  environment: KeyEnvironment;
+  /** ISO-8601; absent means the key does not expire. */
+  expiresAt?: string;
+  limits?: readonly RateLimit[];
+  /** Set for a rotation: the key this one replaces. */
+  replaces?: string;
+}
+
+export interface MintedKey {
+  /** The full key: handed out once, in the answer that creates it, and never stored. */
+  key: string;
+  /** What the store indexes the key by. */
+  keyHash: string;
+  record: StoredKey;
+}
+
+/** A fresh secret and its record (new id, display prefix, active, created now). */
+export function mintKey(terms: KeyTerms, nowMs: number): MintedKey {
+  const key = generateCustomerKey(terms.environment);
+  const record: StoredKey = {
+    id: `key_${randomBase62(16)}`,
+    accountId: terms.accountId,
+    prefix: displayPrefixOf(key),
+    name: terms.name,
+    environment: terms.environment,
+    status: 'active',
+    createdAt: new Date(nowMs).toISOString(),
+  };
+  if (terms.expiresAt !== undefined) record.expiresAt = terms.expiresAt;
+  if (terms.limits !== undefined) record.limits = terms.limits;
+  if (terms.replaces !== undefined) record.replaces = terms.replaces;
+  return { key, keyHash: hashCustomerKey(key), record };
+}
+
+/**
+ * What a rotated key's successor inherits, the one place it is decided: the
+ * account, name, environment, per-key limits and expiry (a time-limited key
+ * must not become a forever key by rotation; PATCH can change the expiry
+ * afterwards), plus which key it replaces. Usage, revocation and rotation
+ * state start fresh.
+ */
+export function successorTerms(old: StoredKey): KeyTerms {
+  const terms: KeyTerms = { accountId: old.accountId, name: old.name, environment: old.environment, replaces: old.id };
+  if (old.limits !== undefined) terms.limits = old.limits;
+  if (old.expiresAt !== undefined) terms.expiresAt = old.expiresAt;
+  return terms;
+}
