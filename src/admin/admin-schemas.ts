@@ -110,7 +110,11 @@ export const auditQuery = z.strictObject({
   before: z
     .string()
     .regex(/^[0-9]{1,20}-[0-9]{1,20}$/, 'must be an entry id from a previous page (e.g. 1763812800000-0)')
-    .refine((id) => id.split('-').every((part) => BigInt(part) <= MAX_STREAM_ID_PART), 'must be an entry id from a previous page (each part below 2^64)')
+    // Runs even when the pattern failed, so it reads only parts made of digits.
+    .refine(
+      (id) => id.split('-').every((part) => !/^[0-9]+$/.test(part) || BigInt(part) <= MAX_STREAM_ID_PART),
+      'must be an entry id from a previous page (each part below 2^64)',
+    )
     .optional(),
 });
 

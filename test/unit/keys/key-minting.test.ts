@@ -1,0 +1,67 @@
+import { hashCustomerKey, parseCustomerKey } from '../../../src/keys/customer-key';
+import { mintKey, successorTerms } from '../../../src/keys/key-minting';
+import type { StoredKey } from '../../../src/store/store';
+
+const NOW = Date.parse('2026-11-23T12:00:00Z');
+
+describe('mintKey', () => {
+  it('makes a valid key of the asked environment, its hash, and an active record showing only the display prefix', () => {
+    const { key, keyHash, record } = mintKey({ accountId: 'acme', name: 'ci', environment: 'test' }, NOW);
+    const parsed = parseCustomerKey(key);
+    expect(parsed).toEqual({ ok: true, environment: 'test', displayPrefix: record.prefix });
+    expect(keyHash).toBe(hashCustomerKey(key));
+    expect(record).toEqual({
+      id: expect.stringMatching(/^key_[0-9A-Za-z]{16}$/),
+      accountId: 'acme',
+      prefix: key.slice(0, record.prefix.length),
+      name: 'ci',
+      environment: 'test',
+      status: 'active',
+      createdAt: '2026-11-23T12:00:00.000Z',
+    });
+    expect(JSON.stringify(record)).not.toContain(key);
+  });
+
+  it('never mints the same key or id twice', () => {
+    const minted = Array.from({ length: 50 }, () => mintKey({ accountId: 'acme', name: 'x', environment: 'live' }, NOW));
+    expect(new Set(minted.map((m) => m.key)).size).toBe(50);
+    expect(new Set(minted.map((m) => m.record.id)).size).toBe(50);
+  });
+});
+
+describe('successorTerms', () => {
+  const old: StoredKey = {
+    id: 'key_old',
+    accountId: 'acme',
+    prefix: 'gk_live_AbCd',
+    name: 'prod backend',
+    environment: 'live',
+    status: 'active',
+    createdAt: '2026-01-01T00:00:00.000Z',
+    expiresAt: '2027-01-01T00:00:00.000Z',
+    limits: [{ limit: 5, windowSeconds: 60 }],
+    lastUsedAt: '2026-11-22T00:00:00.000Z',
+    revokeAt: '2026-12-01T00:00:00.000Z',
+    replaces: 'key_older',
+  };
+
+  it('inherits account, name, environment, limits and expiry, and names the key it replaces; usage and revocation start fresh', () => {
+    expect(successorTerms(old)).toEqual({
+      accountId: 'acme',
+      name: 'prod backend',
+      environment: 'live',
+      expiresAt: '2027-01-01T00:00:00.000Z',
+      limits: [{ limit: 5, windowSeconds: 60 }],
+      replaces: 'key_old',
+    });
+    const { record } = mintKey(successorTerms(old), NOW);
+    expect(record).not.toHaveProperty('lastUsedAt');
+    expect(record).not.toHaveProperty('revokeAt');
+    expect(record.expiresAt).toBe(old.expiresAt);
+  });
+
+  it('leaves the expiry and limits out when the old key had none', () => {
+    const { expiresAt: _expiresAt, limits: _limits, ...plain } = old;
+    expect(successorTerms(plain)).toEqual({ accountId: 'acme', name: 'prod backend', environment: 'live', replaces: 'key_old' });
+  });
+});
