@@ -19,6 +19,8 @@ export interface ApiAccount {
 
 export interface ApiAccountList {
   accounts: ApiAccount[];
+  /** Accounts whose stored record cannot be read (absent from servers older than issue 13). */
+  unreadable?: { id: string; problem: string }[];
 }
 
 export interface ApiCredit {

@@ -20,7 +20,10 @@ export const ACCOUNT_COLUMNS: readonly Column<ApiAccount>[] = [
 ];
 
 export function renderAccountList(list: ApiAccountList): string {
-  return list.accounts.length === 0 ? 'No accounts.\n' : renderTable(ACCOUNT_COLUMNS, list.accounts);
+  const table = list.accounts.length === 0 ? 'No accounts.\n' : renderTable(ACCOUNT_COLUMNS, list.accounts);
+  // A record the server cannot read is named, never silently dropped from the count.
+  const unreadable = (list.unreadable ?? []).map(({ id, problem }) => `unreadable account ${id}: ${problem}\n`);
+  return table + unreadable.join('');
 }
 
 /** An account view as `label  value` lines. */
