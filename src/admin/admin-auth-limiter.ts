@@ -3,8 +3,7 @@ import type { AdminAuthLimits, AuthLimitKind } from '../domain/admin-auth-limits
 import type { Clock } from '../domain/clock';
 
 export type AuthAdmission =
-  | { readonly admitted: true }
-  | { readonly admitted: false; readonly limit: AuthLimitKind; readonly retryAfterMs: number };
+  { readonly admitted: true } | { readonly admitted: false; readonly limit: AuthLimitKind; readonly retryAfterMs: number };
 
 export interface AdminAuthLimiterOptions {
   /** Addresses with a live failure window kept at most; the oldest window is dropped first. */
@@ -65,8 +64,11 @@ export class AdminAuthLimiter {
     this.maxTrackedAddresses = options.maxTrackedAddresses ?? DEFAULT_MAX_TRACKED_ADDRESSES;
     this.maxTrustedAddresses = options.maxTrustedAddresses ?? DEFAULT_MAX_TRUSTED_ADDRESSES;
     this.trustedForMs = options.trustedForMs ?? DEFAULT_TRUSTED_FOR_MS;
-    for (const [name, value] of Object.entries({ ...limits, maxTrackedAddresses: this.maxTrackedAddresses, maxTrustedAddresses: this.maxTrustedAddresses })) {
-      if (!Number.isSafeInteger(value) || value < 1) throw new RangeError(`AdminAuthLimiter: ${name} must be a positive integer, got ${value}`);
+    const sizes = { ...limits, maxTrackedAddresses: this.maxTrackedAddresses, maxTrustedAddresses: this.maxTrustedAddresses };
+    for (const [name, value] of Object.entries(sizes)) {
+      if (!Number.isSafeInteger(value) || value < 1) {
+        throw new RangeError(`AdminAuthLimiter: ${name} must be a positive integer, got ${value}`);
+      }
     }
   }
 

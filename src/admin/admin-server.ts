@@ -71,7 +71,8 @@ export function buildAdminServer(deps: AdminServerDeps): FastifyInstance {
       return sendAdminError(reply, 503, 'store_unavailable', message);
     }
     if (error.code === 'FST_ERR_CTP_INVALID_JSON_BODY') {
-      const message = 'The body is not valid JSON (or holds a __proto__ or constructor.prototype key). Send a JSON object, or no body at all.';
+      const message =
+        'The body is not valid JSON (or holds a __proto__ or constructor.prototype key). Send a JSON object, or no body at all.';
       return sendAdminError(reply, 400, 'invalid_json', message);
     }
     if (error.statusCode && error.statusCode < 500) {

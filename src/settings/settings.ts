@@ -114,7 +114,10 @@ const envSchema = z.object({
     z.coerce.number().int().min(1).max(1_000).default(DEFAULT_ADMIN_AUTH_LIMITS.failuresPerAddress),
   ),
   // At most 4,000: the limiter's bounded address table (10,000) then always has room for every live window.
-  ADMIN_AUTH_FAILURES_TOTAL: z.preprocess(blankAsUnset, z.coerce.number().int().min(1).max(4_000).default(DEFAULT_ADMIN_AUTH_LIMITS.failuresTotal)),
+  ADMIN_AUTH_FAILURES_TOTAL: z.preprocess(
+    blankAsUnset,
+    z.coerce.number().int().min(1).max(4_000).default(DEFAULT_ADMIN_AUTH_LIMITS.failuresTotal),
+  ),
   ADMIN_AUTH_FAILURE_WINDOW_MS: z.preprocess(
     blankAsUnset,
     z.coerce.number().int().min(1_000).max(86_400_000).default(DEFAULT_ADMIN_AUTH_LIMITS.windowMs),

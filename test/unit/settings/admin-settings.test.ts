@@ -54,20 +54,26 @@ describe('admin authentication limits', () => {
 
   it('reads the three settings, blank meaning the default', () => {
     expect(
-      settingsOf({ ADMIN_AUTH_FAILURES_PER_ADDRESS: '5', ADMIN_AUTH_FAILURES_TOTAL: '4000', ADMIN_AUTH_FAILURE_WINDOW_MS: '86400000' }).adminAuthLimits,
+      settingsOf({ ADMIN_AUTH_FAILURES_PER_ADDRESS: '5', ADMIN_AUTH_FAILURES_TOTAL: '4000', ADMIN_AUTH_FAILURE_WINDOW_MS: '86400000' })
+        .adminAuthLimits,
     ).toEqual({ failuresPerAddress: 5, failuresTotal: 4_000, windowMs: 86_400_000 });
-    expect(settingsOf({ ADMIN_AUTH_FAILURES_PER_ADDRESS: ' ', ADMIN_AUTH_FAILURES_TOTAL: '', ADMIN_AUTH_FAILURE_WINDOW_MS: '' }).adminAuthLimits).toEqual(
-      DEFAULT_ADMIN_AUTH_LIMITS,
-    );
+    expect(
+      settingsOf({ ADMIN_AUTH_FAILURES_PER_ADDRESS: ' ', ADMIN_AUTH_FAILURES_TOTAL: '', ADMIN_AUTH_FAILURE_WINDOW_MS: '' }).adminAuthLimits,
+    ).toEqual(DEFAULT_ADMIN_AUTH_LIMITS);
   });
 
   it('accepts the bounds', () => {
-    expect(settingsOf({ ADMIN_AUTH_FAILURES_PER_ADDRESS: '1', ADMIN_AUTH_FAILURES_TOTAL: '1', ADMIN_AUTH_FAILURE_WINDOW_MS: '1000' }).adminAuthLimits).toEqual({
+    expect(
+      settingsOf({ ADMIN_AUTH_FAILURES_PER_ADDRESS: '1', ADMIN_AUTH_FAILURES_TOTAL: '1', ADMIN_AUTH_FAILURE_WINDOW_MS: '1000' })
+        .adminAuthLimits,
+    ).toEqual({
       failuresPerAddress: 1,
       failuresTotal: 1,
       windowMs: 1_000,
     });
-    expect(settingsOf({ ADMIN_AUTH_FAILURES_PER_ADDRESS: '1000', ADMIN_AUTH_FAILURES_TOTAL: '1000' }).adminAuthLimits.failuresPerAddress).toBe(1_000);
+    expect(
+      settingsOf({ ADMIN_AUTH_FAILURES_PER_ADDRESS: '1000', ADMIN_AUTH_FAILURES_TOTAL: '1000' }).adminAuthLimits.failuresPerAddress,
+    ).toBe(1_000);
   });
 
   it.each([
@@ -91,6 +97,8 @@ describe('admin authentication limits', () => {
   });
 
   it('is frozen with the rest of the settings', () => {
-    expect(Object.isFrozen(settingsOf({}).adminAuthLimits)).toBe(true);
+    const limits = settingsOf({}).adminAuthLimits;
+    expect(limits).toBeInstanceOf(Object);
+    expect(Object.isFrozen(limits)).toBe(true);
   });
 });
