@@ -19,6 +19,7 @@ describe('gateway-authz serve with bad admin settings', () => {
       ADMIN_AUTH_FAILURE_WINDOW_MS: 'a minute',
     });
     expect(run.code).toBe(2);
-    for (const name of ['ADMIN_TOKEN', 'ADMIN_AUTH_FAILURES_PER_ADDRESS', 'ADMIN_AUTH_FAILURE_WINDOW_MS']) expect(run.stderr).toContain(name);
+    for (const name of ['ADMIN_TOKEN', 'ADMIN_AUTH_FAILURES_PER_ADDRESS', 'ADMIN_AUTH_FAILURE_WINDOW_MS'])
+      expect(run.stderr).toContain(name);
   });
 });
