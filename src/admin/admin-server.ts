@@ -1,4 +1,4 @@
-import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import Fastify, { type FastifyBodyParser, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { DEFAULT_ADMIN_AUTH_LIMITS, type AuthLimitKind } from '../domain/admin-auth-limits';
 import { StoreUnavailableError } from '../store/store';
 import { AdminAuthLimiter, clientAddressKey, DEFAULT_TRUSTED_FOR_MS, type AuthAdmission } from './admin-auth-limiter';
@@ -104,7 +104,8 @@ export function buildAdminServer(deps: AdminServerDeps): FastifyInstance {
  * on actions such as revoke.
  */
 function registerJsonBodyParser(app: FastifyInstance): void {
-  const parseJson = app.getDefaultJsonParser('error', 'error');
+  // fastify's default JSON parser is the callback form of FastifyBodyParser (it never returns a promise).
+  const parseJson = app.getDefaultJsonParser('error', 'error') as Exclude<FastifyBodyParser<string>, (...args: never[]) => Promise<unknown>>;
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
     if (body.length === 0) done(null, {});
