@@ -97,6 +97,9 @@ export function buildAdminServer(deps: AdminServerDeps): FastifyInstance {
   return app;
 }
 
+/** fastify's default JSON parser is the callback form of FastifyBodyParser: it never returns a promise. */
+type CallbackBodyParser = Exclude<FastifyBodyParser<string>, (...args: never[]) => Promise<unknown>>;
+
 /**
  * JSON bodies as fastify parses them (refusing __proto__ and
  * constructor.prototype keys), except that an empty body reads as {}:
@@ -104,8 +107,7 @@ export function buildAdminServer(deps: AdminServerDeps): FastifyInstance {
  * on actions such as revoke.
  */
 function registerJsonBodyParser(app: FastifyInstance): void {
-  // fastify's default JSON parser is the callback form of FastifyBodyParser (it never returns a promise).
-  const parseJson = app.getDefaultJsonParser('error', 'error') as Exclude<FastifyBodyParser<string>, (...args: never[]) => Promise<unknown>>;
+  const parseJson = app.getDefaultJsonParser('error', 'error') as CallbackBodyParser;
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
     if (body.length === 0) done(null, {});
