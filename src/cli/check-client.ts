@@ -107,14 +107,20 @@ export function headerPairs(options: readonly WireHeader[] | undefined): [string
 /** The service could not be reached before the deadline: no decision was made. */
 export class CheckUnreachableError extends Error {}
 
-/** The service answered Check with a gRPC error instead of a CheckResponse. */
+/** The service answered Check with a gRPC error instead of a CheckResponse, or not at all before the deadline. */
 export class CheckRpcError extends Error {
   constructor(
     readonly code: number,
     readonly details: string,
     target: string,
+    deadlineMs: number,
   ) {
-    super(`the Check service at ${target} answered gRPC status ${code} ${grpc.status[code] ?? 'UNKNOWN'}: ${details || '(no details)'}`);
+    const status = `gRPC status ${code} ${grpc.status[code] ?? 'UNKNOWN'}`;
+    super(
+      code === grpc.status.DEADLINE_EXCEEDED
+        ? `the Check service at ${target} accepted the connection but did not answer within ${deadlineMs / 1000} s (${status})`
+        : `the Check service at ${target} answered ${status}: ${details || '(no details)'}`,
+    );
   }
 }
 
@@ -163,7 +169,7 @@ export async function sendCheck(target: string, request: object, deadlineMs = CH
         new grpc.Metadata(),
         { deadline },
         (error, response) => {
-          if (error) reject(new CheckRpcError(error.code, error.details, target));
+          if (error) reject(new CheckRpcError(error.code, error.details, target, deadlineMs));
           else resolve((response ?? {}) as CheckResponseMessage);
         },
       );

@@ -223,28 +223,36 @@ describe('gateway-authz check (one real Check over gRPC, real Redis)', () => {
     expect(Date.now() - started).toBeLessThan(10_000);
   });
 
-  describe('a service that answers Check with a gRPC error', () => {
-    let failing: grpc.Server;
-    let address: string;
-    beforeAll(async () => {
-      failing = new grpc.Server();
-      failing.addService(loadAuthorizationService().service, {
-        Check: (_call: unknown, callback: grpc.sendUnaryData<unknown>) =>
-          callback({ code: grpc.status.UNAVAILABLE, details: 'key store unavailable' }),
-      });
+  describe('a service that answers Check with a gRPC error, or not at all', () => {
+    const servers: grpc.Server[] = [];
+    /** A Check service on a free loopback port whose Check is `handler`. */
+    const fakeService = async (handler: grpc.handleUnaryCall<unknown, unknown>): Promise<string> => {
+      const fake = new grpc.Server();
+      servers.push(fake);
+      fake.addService(loadAuthorizationService().service, { Check: handler });
       const port = await new Promise<number>((resolve, reject) =>
-        failing.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (error, bound) => (error ? reject(error) : resolve(bound))),
+        fake.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (error, bound) => (error ? reject(error) : resolve(bound))),
       );
-      address = `127.0.0.1:${port}`;
-    });
-    afterAll(() => failing?.forceShutdown());
+      return `127.0.0.1:${port}`;
+    };
+    afterAll(() => servers.forEach((fake) => fake.forceShutdown()));
 
     it('prints the gRPC status and exits 1: there is no decision to print', async () => {
+      const address = await fakeService((_call, callback) => callback({ code: grpc.status.UNAVAILABLE, details: 'key store unavailable' }));
       for (const extra of [[], ['--json']]) {
         const run = await runCli(['check', '--grpc-url', address, '/v1/models', ...extra], {});
         expect({ code: run.code, stdout: run.stdout }).toEqual({ code: 1, stdout: '' });
         expect(run.stderr).toBe(`error: the Check service at ${address} answered gRPC status 14 UNAVAILABLE: key store unavailable\n`);
       }
+    });
+
+    it('gives up after the 2 s deadline when the service never answers', async () => {
+      const address = await fakeService(() => undefined);
+      const run = await runCli(['check', '--grpc-url', address, '/v1/models'], {});
+      expect({ code: run.code, stdout: run.stdout }).toEqual({ code: 1, stdout: '' });
+      expect(run.stderr).toBe(
+        `error: the Check service at ${address} accepted the connection but did not answer within 2 s (gRPC status 4 DEADLINE_EXCEEDED)\n`,
+      );
     });
   });
 

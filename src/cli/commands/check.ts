@@ -1,7 +1,7 @@
 import { Argument, Command } from 'commander';
-import { loadCheckTarget } from '../../settings/settings';
 import { CHECK_DEADLINE_MS, DEFAULT_AUTHORITY, checkRequestFor, envoyViewOf, sendCheck } from '../check-client';
 import { checkViewOf, renderCheckView } from '../check-view';
+import { defaultCheckTarget } from '../command-kit';
 import { grpcTargetOption, headerLineOption, httpMethodOption, requestIdOption, requestPathOption, type HeaderLine } from '../option-parsers';
 import { emit } from '../output';
 
@@ -29,7 +29,7 @@ async function check(pathArgument: string | undefined, options: CheckOptions, co
     command.error("error: give the request id once: with --request-id or -H 'x-request-id: …'");
   }
   // Settings are read only now, after every option was accepted (as the admin commands read ADMIN_URL).
-  const target = options.grpcUrl ?? loadCheckTarget(process.env);
+  const target = options.grpcUrl ?? defaultCheckTarget();
   const sent = envoyViewOf({ method: options.method, path, headers, ...(options.requestId !== undefined ? { requestId: options.requestId } : {}) });
   const response = await sendCheck(target, checkRequestFor(sent));
   const view = checkViewOf(target, sent, response);
@@ -44,7 +44,7 @@ export function checkCommand(): Command {
         `(exit code ${CHECK_EXIT_CODES.allow}: allow, ${CHECK_EXIT_CODES.deny}: deny, 1: no decision)`,
     )
     .addArgument(new Argument('[path]', 'request path with its query string, such as /v1/chat/completions').argParser(requestPathOption))
-    .option('--path <path>', 'the request path, instead of PATH', requestPathOption)
+    .option('--path <path>', 'the request path, instead of the path argument', requestPathOption)
     .option('-X, --method <method>', 'HTTP method', httpMethodOption, 'GET')
     .option("-H, --header <'name: value'>", 'a request header, as curl takes it; repeat for more', headerLineOption)
     .option('--request-id <id>', 'x-request-id Envoy would send (default: a new UUID)', requestIdOption)
