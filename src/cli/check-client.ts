@@ -110,7 +110,7 @@ export class CheckUnreachableError extends Error {}
 /** The service answered Check with a gRPC error instead of a CheckResponse, or not at all before the deadline. */
 export class CheckRpcError extends Error {
   constructor(
-    readonly code: number,
+    readonly code: grpc.status,
     readonly details: string,
     target: string,
     deadlineMs: number,
@@ -131,7 +131,7 @@ function loadCheckMethod(): protoLoader.MethodDefinition<object, object> {
   if (checkMethod) return checkMethod;
   const definition = protoLoader.loadSync(EXTERNAL_AUTH_PROTO, { ...LOADER_OPTIONS, enums: Number });
   const service = definition[AUTHORIZATION_SERVICE_NAME];
-  const method = service && 'Check' in service ? (service as protoLoader.ServiceDefinition).Check : undefined;
+  const method = service && 'Check' in service ? service.Check : undefined;
   if (!method) throw new Error(`${AUTHORIZATION_SERVICE_NAME}/Check is missing from ${EXTERNAL_AUTH_PROTO}`);
   checkMethod = method;
   return method;
@@ -170,7 +170,7 @@ export async function sendCheck(target: string, request: object, deadlineMs = CH
         { deadline },
         (error, response) => {
           if (error) reject(new CheckRpcError(error.code, error.details, target, deadlineMs));
-          else resolve((response ?? {}) as CheckResponseMessage);
+          else resolve(response ?? {});
         },
       );
     });

@@ -1,5 +1,6 @@
 import { createServer } from 'node:net';
 import * as grpc from '@grpc/grpc-js';
+import type { AllowView, CheckView, DenyView } from '../../src/cli/check-view';
 import { generateCustomerKey, hashCustomerKey } from '../../src/keys/customer-key';
 import { loadAuthorizationService } from '../../src/grpc/proto-loading';
 import { ensureBuiltCli, runCli, type CliRun } from '../support/built-cli';
@@ -35,17 +36,21 @@ describe('gateway-authz check (one real Check over gRPC, real Redis)', () => {
     }
     return run;
   };
-  const json = async (args: string[]) => {
+  /** Runs `check --json`: its exit code and the one JSON document it printed (an allow or a deny, as the test expects). */
+  const json = async <View extends CheckView>(args: string[]) => {
     const run = await check([...args, '--json']);
     expect(run.stderr).toBe('');
-    return { code: run.code, view: JSON.parse(run.stdout) };
+    return { code: run.code, view: JSON.parse(run.stdout) as View };
   };
+  /** A deny body: JSON whose shape the test states with toMatchObject. */
+  const bodyOf = (text: string) => JSON.parse(text) as unknown;
 
   const newKey = async (account: string): Promise<{ id: string; key: string; prefix: string }> => {
     const created = await server.admin('POST', `/admin/accounts/${account}/keys`, { name: 'check' });
     expect(created.status).toBe(201);
-    keys.push(created.body.key);
-    return created.body;
+    const body = created.body as { id: string; key: string; prefix: string };
+    keys.push(body.key);
+    return body;
   };
 
   beforeAll(async () => {
@@ -81,9 +86,26 @@ describe('gateway-authz check (one real Check over gRPC, real Redis)', () => {
     const { key, id, prefix } = await newKey('check-acme');
     // A header key beside a query key: the header is used and ?key= is removed; both are masked in the echo.
     const path = `/v1beta/models/gemini-2.0-flash:generateContent?alt=sse&key=${key}`;
-    const { code, view } = await json(['-X', 'post', '-H', `x-goog-api-key: ${key}`, '-H', 'Host: api.example.test', '--request-id', 'req-123', path]);
+    const { code, view } = await json<AllowView>([
+      '-X',
+      'post',
+      '-H',
+      `x-goog-api-key: ${key}`,
+      '-H',
+      'Host: api.example.test',
+      '--request-id',
+      'req-123',
+      path,
+    ]);
     expect(code).toBe(0);
-    expect(Object.keys(view)).toEqual(['decision', 'request', 'headers', 'headersToRemove', 'queryParametersToRemove', 'responseHeadersToAdd']);
+    expect(Object.keys(view)).toEqual([
+      'decision',
+      'request',
+      'headers',
+      'headersToRemove',
+      'queryParametersToRemove',
+      'responseHeadersToAdd',
+    ]);
     expect(view).toEqual({
       decision: 'allow',
       request: {
@@ -119,25 +141,29 @@ describe('gateway-authz check (one real Check over gRPC, real Redis)', () => {
     expect(run.stdout).toContain(`\nDENY: 401 Unauthorized, ${reason}. Envoy answers the client:\n`);
     expect(run.stdout).toContain(`  x-gateway-error-code: ${reason}\n`);
     expect(run.stdout).toContain('  www-authenticate: Bearer realm="gateway-authz", error="invalid_token"\n');
-    const body = JSON.parse(run.stdout.trimEnd().split('\n').at(-1)!);
-    expect(body.error).toMatchObject({ type: 'authentication_error', code: reason });
+    expect(bodyOf(run.stdout.trimEnd().split('\n').at(-1)!)).toMatchObject({ error: { type: 'authentication_error', code: reason } });
   });
 
   it('denies a key of a suspended account with 402 account_suspended', async () => {
     const { key } = await newKey('check-suspended');
     expect((await server.admin('PATCH', '/admin/accounts/check-suspended', { billing: { status: 'suspended' } })).status).toBe(200);
-    const { code, view } = await json(['-H', `x-api-key: ${key}`, '/v1/models']);
+    const { code, view } = await json<DenyView>(['-H', `x-api-key: ${key}`, '/v1/models']);
     expect(code).toBe(2);
-    expect(view).toMatchObject({ decision: 'deny', httpStatus: 402, code: 'account_suspended', grpcStatus: { code: 7, message: 'account_suspended' } });
+    expect(view).toMatchObject({
+      decision: 'deny',
+      httpStatus: 402,
+      code: 'account_suspended',
+      grpcStatus: { code: 7, message: 'account_suspended' },
+    });
     expect(view.headers['x-should-retry']).toBe('false');
     expect(view.headers['retry-after']).toBeUndefined();
-    expect(JSON.parse(view.body).error).toMatchObject({ code: 'account_suspended', type: 'billing_error' });
+    expect(bodyOf(view.body)).toMatchObject({ error: { code: 'account_suspended', type: 'billing_error' } });
   });
 
   it('denies the second call of a key limited to 1 per minute with 429 and retry-after', async () => {
     const { key, id } = await newKey('check-acme');
     expect((await server.admin('PATCH', `/admin/keys/${id}`, { limits: [{ limit: 1, window: '1m' }] })).status).toBe(200);
-    const first = await json(['-H', `Authorization: Bearer ${key}`, '/v1/models']);
+    const first = await json<AllowView>(['-H', `Authorization: Bearer ${key}`, '/v1/models']);
     expect(first.code).toBe(0);
     expect(first.view.responseHeadersToAdd).toMatchObject({ 'x-ratelimit-limit-requests': '1', 'x-ratelimit-remaining-requests': '0' });
     const second = await check(['-H', `Authorization: Bearer ${key}`, '/v1/models']);
@@ -150,7 +176,7 @@ describe('gateway-authz check (one real Check over gRPC, real Redis)', () => {
 
   it('--json deny: a messages-style request without the version header is 400 missing_version_header', async () => {
     const { key } = await newKey('check-acme');
-    const { code, view } = await json(['-X', 'POST', '-H', `x-api-key: ${key}`, '--request-id', 'req-400', '/v1/messages']);
+    const { code, view } = await json<DenyView>(['-X', 'POST', '-H', `x-api-key: ${key}`, '--request-id', 'req-400', '/v1/messages']);
     expect(code).toBe(2);
     expect(Object.keys(view)).toEqual(['decision', 'request', 'httpStatus', 'code', 'headers', 'body', 'grpcStatus']);
     expect(view).toMatchObject({
@@ -165,7 +191,7 @@ describe('gateway-authz check (one real Check over gRPC, real Redis)', () => {
         'request-id': 'req-400',
       },
     });
-    expect(JSON.parse(view.body)).toMatchObject({ type: 'error', error: { type: 'invalid_request_error' }, request_id: 'req-400' });
+    expect(bodyOf(view.body)).toMatchObject({ type: 'error', error: { type: 'invalid_request_error' }, request_id: 'req-400' });
   });
 
   it('sends to 127.0.0.1 and GRPC_PORT when no --grpc-url is given', async () => {

@@ -2,7 +2,14 @@ import { Argument, Command } from 'commander';
 import { CHECK_DEADLINE_MS, DEFAULT_AUTHORITY, checkRequestFor, envoyViewOf, sendCheck } from '../check-client';
 import { checkViewOf, renderCheckView } from '../check-view';
 import { defaultCheckTarget } from '../command-kit';
-import { grpcTargetOption, headerLineOption, httpMethodOption, requestIdOption, requestPathOption, type HeaderLine } from '../option-parsers';
+import {
+  grpcTargetOption,
+  headerLineOption,
+  httpMethodOption,
+  requestIdOption,
+  requestPathOption,
+  type HeaderLine,
+} from '../option-parsers';
 import { emit } from '../output';
 
 /**
@@ -30,7 +37,12 @@ async function check(pathArgument: string | undefined, options: CheckOptions, co
   }
   // Settings are read only now, after every option was accepted (as the admin commands read ADMIN_URL).
   const target = options.grpcUrl ?? defaultCheckTarget();
-  const sent = envoyViewOf({ method: options.method, path, headers, ...(options.requestId !== undefined ? { requestId: options.requestId } : {}) });
+  const sent = envoyViewOf({
+    method: options.method,
+    path,
+    headers,
+    ...(options.requestId !== undefined ? { requestId: options.requestId } : {}),
+  });
   const response = await sendCheck(target, checkRequestFor(sent));
   const view = checkViewOf(target, sent, response);
   emit(options, view, renderCheckView);
@@ -54,6 +66,9 @@ export function checkCommand(): Command {
       grpcTargetOption,
     )
     .option('--json', 'print the request sent and the decision as one JSON document')
-    .addHelpText('after', `\nThe host is '${DEFAULT_AUTHORITY}' (Envoy's listener) unless a 'host' header is given. Credentials are printed masked.`)
+    .addHelpText(
+      'after',
+      `\nThe host is '${DEFAULT_AUTHORITY}' (Envoy's listener) unless a 'host' header is given. Credentials are printed masked.`,
+    )
     .action(check);
 }

@@ -159,7 +159,11 @@ describe('what check prints', () => {
     const printed = renderCheckView(view) + JSON.stringify(view);
     expect(printed).not.toContain(key);
     expect(printed).not.toContain('AIzaSyA-provider-key-0123456789');
-    expect(view.request.headers).toMatchObject({ authorization: `Bearer ${prefix}…`, 'x-goog-api-key': 'AIzaSyA-prov…', 'x-note': `see ${prefix}…` });
+    expect(view.request.headers).toMatchObject({
+      authorization: `Bearer ${prefix}…`,
+      'x-goog-api-key': 'AIzaSyA-prov…',
+      'x-note': `see ${prefix}…`,
+    });
     expect(view.request.path).toBe(`/v1/models/${prefix}…?key=${prefix}…&x=1`);
     expect(view).toMatchObject({ decision: 'deny', httpStatus: 401, code: 'unknown_key', headers: { 'x-echo': 'AIzaSyA-prov…' } });
   });
@@ -182,7 +186,12 @@ describe('what check prints', () => {
   });
 
   it('renders an allow: what Envoy sets, removes (names only) and adds', () => {
-    const sent = envoyViewOf({ method: 'GET', path: '/v1/models', headers: [{ name: 'authorization', value: `Bearer ${key}` }], requestId: 'r1' });
+    const sent = envoyViewOf({
+      method: 'GET',
+      path: '/v1/models',
+      headers: [{ name: 'authorization', value: `Bearer ${key}` }],
+      requestId: 'r1',
+    });
     const view = checkViewOf('127.0.0.1:9191', sent, {
       status: { code: 0, message: '' },
       ok_response: {
@@ -212,10 +221,15 @@ describe('what check prints', () => {
     );
   });
 
-  it("treats a denial without denied_response as Envoy does (403), and shows control characters escaped", () => {
+  it('treats a denial without denied_response as Envoy does (403), and shows control characters escaped', () => {
     const sent = envoyViewOf({ method: 'GET', path: '/x', headers: [], requestId: 'r2' });
-    const view = checkViewOf('h:1', sent, { status: { code: 7, message: 'no' }, denied_response: { headers: [], body: 'line\n\u001b[2J' } });
+    const view = checkViewOf('h:1', sent, {
+      status: { code: 7, message: 'no' },
+      denied_response: { headers: [], body: 'line\n\u001b[2J' },
+    });
     expect(view).toMatchObject({ decision: 'deny', httpStatus: 403, code: null, grpcStatus: { code: 7, message: 'no' } });
-    expect(renderCheckView(view)).toContain('\nDENY: 403 Forbidden, no x-gateway-error-code. Envoy answers the client:\n  (none)\n\nline\\n\\x1b[2J\n');
+    expect(renderCheckView(view)).toContain(
+      '\nDENY: 403 Forbidden, no x-gateway-error-code. Envoy answers the client:\n  (none)\n\nline\\n\\x1b[2J\n',
+    );
   });
 });
