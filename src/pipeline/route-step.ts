@@ -2,7 +2,7 @@ import type { AuthRequest } from '../domain/auth-request';
 import type { ClassifiedRoute } from '../domain/route';
 import { classifyFamily, splitPathAndQuery } from '../routes/classify';
 import { FAMILY_HEADER_RULES, rulesForModelsRoute, type FamilyHeaderRules } from '../routes/family-header-rules';
-import type { PipelineSettings } from './pipeline-settings';
+import type { PipelineSettings } from '../domain/pipeline-settings';
 
 /** The read-only view of the query string the pipeline needs (URLSearchParams has it). */
 export interface QueryParameters {

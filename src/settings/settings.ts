@@ -1,8 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import type { RatePlan } from '../limits/rate-limit';
-import type { StoreFailureMode } from '../responses/check-response';
-import type { PipelineSettings } from '../pipeline/pipeline-settings';
+import type { StoreFailureMode } from '../domain/deny-reasons';
+import type { PipelineSettings } from '../domain/pipeline-settings';
 import { headerNamesFor } from '../routes/header-names';
 import { buildRouteTable } from '../routes/route-table';
 import { configFileSchema, type ConfigFile } from './config-file';
