@@ -32,8 +32,10 @@ export type DenyCategory = 'authentication' | 'billing' | 'rate_limit' | 'invali
 /** How a store_unavailable denial reaches Envoy: our 503 body, or a gRPC UNAVAILABLE left to Envoy's own failure settings. */
 export type StoreFailureMode = 'deny' | 'grpc-unavailable';
 
+export type DenyHttpStatus = 400 | 401 | 402 | 429 | 503;
+
 interface DenyReasonSpec {
-  readonly httpStatus: 400 | 401 | 402 | 429 | 503;
+  readonly httpStatus: DenyHttpStatus;
   readonly grpcCode: RpcCode;
   readonly category: DenyCategory;
   /** Customer-facing text. Parameters differ per reason; `never` lets every shape in. */
@@ -168,7 +170,7 @@ export type DenyReason = keyof typeof DENY_REASONS;
 /** The parameters of a reason's message template (none for fixed texts). */
 export type DenyMessageParams<R extends DenyReason> = Parameters<(typeof DENY_REASONS)[R]['message']>;
 
-export function httpStatusOf(reason: DenyReason): number {
+export function httpStatusOf(reason: DenyReason): DenyHttpStatus {
   return DENY_REASONS[reason].httpStatus;
 }
 
