@@ -3,6 +3,7 @@ import type { Decision, DenyDecision } from '../domain/decision';
 import { denial } from '../domain/deny-reasons';
 import { extractCredential, QUERY_KEY_PARAMETER } from '../credentials/extract-credential';
 import { hashCustomerKey, parseCustomerKey } from '../keys/customer-key';
+import { describeSources } from '../routes/family-header-rules';
 import type { Authorizer, KeyIndex } from '../store/store';
 import { accountOutcomeToDecision } from './account-outcome-step';
 import type { PipelineSettings } from '../domain/pipeline-settings';
@@ -27,13 +28,21 @@ export interface PipelineDeps {
  */
 export async function decide(request: AuthRequest, deps: PipelineDeps): Promise<Decision> {
   const { settings } = deps;
-  const { route, rules, query } = routeRequest(request, settings);
+  const { route, rules, query, unremovableQueryKey } = routeRequest(request, settings);
   const strip = {
     headers: settings.headerNames.allCredentialHeaders,
     queryParameters: query.has(QUERY_KEY_PARAMETER) ? [QUERY_KEY_PARAMETER] : [],
   };
   const deny = (fields: Omit<DenyDecision, 'kind' | 'route'>): DenyDecision => ({ kind: 'deny', route, ...fields });
 
+  if (unremovableQueryKey !== undefined) {
+    // Checked before everything else, public routes included: whatever the decision, that key would reach the upstream.
+    const ways = describeSources(rules, settings.headerNames);
+    return deny({
+      ...denial('query_key_not_removable', { rawName: unremovableQueryKey, parameter: QUERY_KEY_PARAMETER, ways }),
+      param: unremovableQueryKey,
+    });
+  }
   if (route.family === 'public') return { kind: 'allow', route, strip };
 
   const upstream = findUpstreamProviderKey(request, query, settings.headerNames);

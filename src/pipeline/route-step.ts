@@ -1,5 +1,7 @@
 import type { AuthRequest } from '../domain/auth-request';
 import type { ClassifiedRoute } from '../domain/route';
+import { QUERY_KEY_PARAMETER } from '../credentials/extract-credential';
+import { unremovableQueryKeyName } from '../credentials/query-key-name';
 import { classifyFamily, splitPathAndQuery } from '../routes/classify';
 import { FAMILY_HEADER_RULES, rulesForModelsRoute, type FamilyHeaderRules } from '../routes/family-header-rules';
 import type { PipelineSettings } from '../domain/pipeline-settings';
@@ -20,6 +22,8 @@ export interface RoutedRequest {
   route: ClassifiedRoute;
   rules: FamilyHeaderRules;
   query: QueryParameters;
+  /** A query parameter that reads as `key` but that Envoy cannot remove (its raw name differs): the request must be refused. */
+  unremovableQueryKey?: string;
 }
 
 export function routeRequest(request: AuthRequest, settings: PipelineSettings): RoutedRequest {
@@ -27,9 +31,9 @@ export function routeRequest(request: AuthRequest, settings: PipelineSettings): 
   const family = classifyFamily(settings.routeTable, request.method, path);
   const rules =
     family === 'models' ? rulesForModelsRoute(request.headers, path, settings.headerNames) : FAMILY_HEADER_RULES[family];
-  return {
-    route: { family, style: rules.style, pathWithoutQuery: path },
-    rules,
-    query: query === '' ? NO_QUERY : new URLSearchParams(query),
-  };
+  const route = { family, style: rules.style, pathWithoutQuery: path };
+  if (query === '') return { route, rules, query: NO_QUERY };
+  const parsed = new URLSearchParams(query);
+  const unremovableQueryKey = parsed.has(QUERY_KEY_PARAMETER) ? unremovableQueryKeyName(query) : undefined;
+  return unremovableQueryKey === undefined ? { route, rules, query: parsed } : { route, rules, query: parsed, unremovableQueryKey };
 }
