@@ -2,7 +2,7 @@ import type { AuthRequest } from '../domain/auth-request';
 import type { ClassifiedRoute } from '../domain/route';
 import { QUERY_KEY_PARAMETER } from '../credentials/extract-credential';
 import { unremovableQueryKeyName } from '../credentials/query-key-name';
-import { classifyFamily, splitPathAndQuery } from '../routes/classify';
+import { classifyFamily, routingPath, splitPathAndQuery } from '../routes/classify';
 import { FAMILY_HEADER_RULES, rulesForModelsRoute, type FamilyHeaderRules } from '../routes/family-header-rules';
 import type { PipelineSettings } from '../domain/pipeline-settings';
 
@@ -30,7 +30,7 @@ export function routeRequest(request: AuthRequest, settings: PipelineSettings): 
   const { path, query } = splitPathAndQuery(request.path);
   const family = classifyFamily(settings.routeTable, request.method, path);
   const rules =
-    family === 'models' ? rulesForModelsRoute(request.headers, path, settings.headerNames) : FAMILY_HEADER_RULES[family];
+    family === 'models' ? rulesForModelsRoute(request.headers, routingPath(path), settings.headerNames) : FAMILY_HEADER_RULES[family];
   const route = { family, style: rules.style, pathWithoutQuery: path };
   if (query === '') return { route, rules, query: NO_QUERY };
   const parsed = new URLSearchParams(query);
