@@ -52,7 +52,12 @@ export interface HostPort {
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
 
-export const DEFAULT_MESSAGES_VERSIONS = ['2023-06-01'];
+/**
+ * The `anthropic-version` values the current official SDKs send: 2023-06-01
+ * (@anthropic-ai/sdk 0.x) and 2026-10-21 (1.x), so either works out of the box.
+ * The config file's `messagesVersions` replaces the list (e.g. to narrow it).
+ */
+export const DEFAULT_MESSAGES_VERSIONS: readonly string[] = ['2023-06-01', '2026-10-21'];
 
 /** Used when the config file sets no defaultPlan: generous, but never unlimited. */
 export const DEFAULT_PLAN: RatePlan = {
