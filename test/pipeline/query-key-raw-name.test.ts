@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import { toAuthRequest, type CheckRequestMessage } from '../../src/grpc/check-request';
 import { decide } from '../../src/pipeline/decide';
 import { toCheckAnswer } from '../../src/responses/check-response';
@@ -92,5 +93,39 @@ describe('query parameters that decode to "key" but are not spelled "key"', () =
     expect(decision.kind === 'allow' && decision.strip.queryParameters).toEqual(expected);
     // Every reported removal is one Envoy performs: a raw name in the request.
     for (const name of decision.kind === 'allow' ? decision.strip.queryParameters : []) expect(rawQueryNames(target)).toContain(name);
+  });
+});
+
+describe('whatever the query, a reported removal is one Envoy performs', () => {
+  /** Each character of 'key' plain, or escaped in either hex case; sometimes other names around it. */
+  const spelledKey = fc
+    .tuple(...[...'key'].map((char) => fc.constantFrom(char, `%${char.charCodeAt(0).toString(16)}`, `%${char.charCodeAt(0).toString(16).toUpperCase()}`)))
+    .map((chars) => chars.join(''));
+  // No '#': Envoy refuses a request target with a fragment by default (http_reject_path_with_fragment), so a Check never carries one.
+  const name = fc.oneof(
+    spelledKey,
+    fc.constantFrom('?key', 'Key', 'key%20', 'k%2565y', 'alt', 'monkey', ''),
+    fc.string({ maxLength: 8 }).filter((text) => !text.includes('#')),
+  );
+  const part = fc.tuple(name, fc.option(fc.constantFrom('LIVE', 'sse', '', '%41'), { nil: undefined })).map(([n, v]) => (v === undefined ? n : `${n}=${v}`));
+  const query = fc.array(part, { minLength: 1, maxLength: 4 }).map((parts) => parts.join('&'));
+
+  it('reports only a raw "key", and refuses any disguised one', async () => {
+    const world = await fixtureWorld({ acceptQueryKey: true });
+    await fc.assert(
+      fc.asyncProperty(query, async (q) => {
+        const target = `${GENERATE}?${q.replace(/LIVE/g, world.secrets.LIVE_KEY)}`;
+        const decision = await decideOn(world, target, { 'x-goog-api-key': world.secrets.LIVE_KEY });
+        const raw = rawQueryNames(target);
+        const decoded = [...new URLSearchParams(target.slice(target.indexOf('?') + 1)).keys()];
+        const disguised = decoded.filter((n) => n === 'key').length > raw.filter((n) => n === 'key').length;
+        if (disguised) {
+          expect(decision.kind === 'deny' && decision.reason).toBe('query_key_not_removable');
+        } else if (decision.kind === 'allow') {
+          for (const removed of decision.strip.queryParameters) expect(raw).toContain(removed);
+        }
+      }),
+      { numRuns: 300 },
+    );
   });
 });
