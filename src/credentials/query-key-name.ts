@@ -28,6 +28,6 @@ export function unremovableQueryKeyName(rawQuery: string): string | undefined {
 
 /** The name exactly as URLSearchParams decodes it; the leading '&' keeps a later part's '?' from being dropped. */
 function decodedName(rawName: string, isFirstPart: boolean): string | undefined {
-  const parsed = new URLSearchParams(isFirstPart ? `${rawName}=` : `&${rawName}=`);
-  return parsed.keys().next().value;
+  for (const name of new URLSearchParams(isFirstPart ? `${rawName}=` : `&${rawName}=`).keys()) return name;
+  return undefined;
 }
