@@ -252,3 +252,16 @@ export function loadCliSettings(env: Readonly<Record<string, string | undefined>
   const adminToken = env.ADMIN_TOKEN?.trim();
   return Object.freeze(adminToken ? { adminUrl, adminToken } : { adminUrl });
 }
+
+/**
+ * Where `gateway-authz check` sends its Check when no --grpc-url is given:
+ * the local service's gRPC port (GRPC_PORT, default 9191) on 127.0.0.1,
+ * the way the admin commands default to ADMIN_PORT.
+ */
+export function loadCheckTarget(env: Readonly<Record<string, string | undefined>>): string {
+  const port = env.GRPC_PORT?.trim() || '9191';
+  if (!/^\d{1,5}$/.test(port) || Number(port) < 1 || Number(port) > 65535) {
+    throw new Error(`GRPC_PORT must be a port number from 1 to 65535, got '${port}'`);
+  }
+  return `127.0.0.1:${Number(port)}`;
+}
