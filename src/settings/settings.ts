@@ -2,8 +2,8 @@ import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { DEFAULT_ADMIN_AUTH_LIMITS, type AdminAuthLimits } from '../domain/admin-auth-limits';
 import type { RatePlan } from '../limits/rate-limit';
-import type { StoreFailureMode } from '../responses/check-response';
-import type { PipelineSettings } from '../pipeline/pipeline-settings';
+import type { StoreFailureMode } from '../domain/deny-reasons';
+import type { PipelineSettings } from '../domain/pipeline-settings';
 import { headerNamesFor } from '../routes/header-names';
 import { buildRouteTable } from '../routes/route-table';
 import { configFileSchema, type ConfigFile } from './config-file';
@@ -55,7 +55,12 @@ export interface HostPort {
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
 
-export const DEFAULT_MESSAGES_VERSIONS = ['2023-06-01'];
+/**
+ * The `anthropic-version` values the current official SDKs send: 2023-06-01
+ * (@anthropic-ai/sdk 0.x) and 2026-10-21 (1.x), so either works out of the box.
+ * The config file's `messagesVersions` replaces the list (e.g. to narrow it).
+ */
+export const DEFAULT_MESSAGES_VERSIONS: readonly string[] = ['2023-06-01', '2026-10-21'];
 
 /** Used when the config file sets no defaultPlan: generous, but never unlimited. */
 export const DEFAULT_PLAN: RatePlan = {
