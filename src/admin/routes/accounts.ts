@@ -3,7 +3,7 @@ import { CREDIT_LIMIT_MINOR_UNITS } from '../../domain/credit';
 import { CorruptRecordError, type Account, type AccountPatch } from '../../store/store';
 import { sendAccountNotFound, sendAdminError, sendInvalidBody } from '../admin-errors';
 import { accountIdSchema, createAccountBody, creditBody, patchAccountBody, type PatchAccountBody } from '../admin-schemas';
-import type { AdminServerDeps } from '../admin-server';
+import type { AdminServerDeps } from '../admin-deps';
 import { recordAdminAction } from '../admin-actions';
 import { accountListView, accountView, type CreditView } from '../admin-views';
 
