@@ -6,6 +6,7 @@ import { redisKeys } from '../../src/store/redis/redis-keys';
 import { createOfficialCheckClient, envoyCheckRequest, type OfficialCheckClient } from '../support/envoy-official-client';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
 import { startAppUnderTest, type AppUnderTest } from '../support/running-app';
+import { registerSecrets } from '../support/secret-scan';
 
 /**
  * Issue 13, defect 3: a rotation or a key creation that fails half-way must
@@ -119,10 +120,12 @@ describe('the script step failing after the indexes were written', () => {
     const accountId = `orphans-${process.pid}`;
     await full.createAccount({ id: accountId, name: 'Orphans', status: 'active', createdAt: new Date(clock.now()).toISOString() });
     const old = mintKey({ accountId, name: 'old', environment: 'live' }, clock.now());
+    registerSecrets(old.key);
     expect(await full.insertKey(old.keyHash, old.record)).toBe('created');
     const plan = { defaultPlan: { key: [], account: [] } };
 
     const next = mintKey(successorTerms(old.record), clock.now());
+    registerSecrets(next.key);
     const request = { oldKeyId: old.record.id, newKeyHash: next.keyHash, newKey: next.record, graceSeconds: 0 };
     await expect(noScripts.rotateKey(request)).rejects.toThrow(/Redis command failed/);
 

@@ -3,6 +3,7 @@ import { ManualClock } from '../../src/domain/clock';
 import { RedisStore } from '../../src/store/redis/redis-store';
 import { LogCapture } from '../support/log-capture';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
+import { registerSecrets } from '../support/secret-scan';
 import { startAppUnderTest, TEST_ADMIN_TOKEN, type AppUnderTest } from '../support/running-app';
 
 /**
@@ -55,7 +56,9 @@ describe('with the admin replica clock 25 years behind Redis', () => {
   let admin: ReturnType<typeof buildAdminServer>;
   const call = async (method: 'GET' | 'POST', url: string, payload?: object) => {
     const response = await admin.inject({ method, url, headers: { authorization: `Bearer ${TEST_ADMIN_TOKEN}` }, ...(payload ? { payload } : {}) });
-    return { status: response.statusCode, body: response.json<Record<string, any>>() };
+    const body = response.json<Record<string, any>>();
+    if (typeof body.key === 'string') registerSecrets(body.key); // joins the suite-wide secret scan
+    return { status: response.statusCode, body };
   };
   beforeAll(async () => {
     store = await RedisStore.connect({ url: redis.url, commandTimeoutMs: 1000 });
