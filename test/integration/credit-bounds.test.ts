@@ -101,4 +101,15 @@ it('lists every readable account when one record is corrupt, naming the bad one;
   expect(one.body.error.code).toBe('account_unreadable');
   expect(one.body.error.message).toMatch(/'damaged'.*creditBalance/);
   expect((await app.admin('GET', '/admin/accounts/healthy')).status).toBe(200);
+
+  const credit = await app.admin('POST', '/admin/accounts/damaged/credit', { amount: 1 });
+  expect(credit.status).toBe(503);
+  expect(credit.body.error.code).toBe('account_unreadable');
+  expect(credit.body.error.message).toContain('Nothing was changed');
+  expect(await operator.hget(redisKeys.account('damaged'), 'creditBalance')).toBe('18014398509481982');
+
+  // The repair the message names: set a new balance.
+  const repaired = await app.admin('PATCH', '/admin/accounts/damaged', { billing: { creditBalance: 100 } });
+  expect(repaired.status).toBe(200);
+  expect((await app.admin('GET', '/admin/accounts')).body.unreadable).toEqual([]);
 });

@@ -1,6 +1,6 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import { CREDIT_LIMIT_MINOR_UNITS } from '../../domain/credit';
-import { CorruptRecordError, type Account, type AccountPatch } from '../../store/store';
+import { CorruptRecordError, type Account, type AccountPatch, type CreditResult } from '../../store/store';
 import { sendAccountNotFound, sendAdminError, sendInvalidBody } from '../admin-errors';
 import { accountIdSchema, createAccountBody, creditBody, patchAccountBody, type PatchAccountBody } from '../admin-schemas';
 import type { AdminServerDeps } from '../admin-deps';
@@ -49,6 +49,19 @@ export function registerAccountRoutes(app: FastifyInstance, deps: AdminServerDep
   /** An id no account can have is answered 404 without asking the store. */
   const isAccountId = (id: string) => accountIdSchema.safeParse(id).success;
 
+  /** 503 naming the one account whose record cannot be read; any other error goes on to the error handler. */
+  const sendAccountUnreadable = (reply: FastifyReply, id: string, error: unknown, outcome = '') => {
+    if (!(error instanceof CorruptRecordError)) throw error;
+    deps.logger.error({ event: 'admin', accountId: id, detail: error.problem }, 'account record unreadable');
+    return sendAdminError(
+      reply,
+      503,
+      'account_unreadable',
+      `Account '${id}' is stored in a form this service cannot read (${error.problem}).${outcome} Other accounts are not affected. ` +
+        `Repair the record in the store; a bad balance can be replaced with PATCH /admin/accounts/${id} {"billing":{"creditBalance":N}}.`,
+    );
+  };
+
   app.post('/admin/accounts', async (request, reply) => {
     const body = createAccountBody.safeParse(request.body);
     if (!body.success) return sendInvalidBody(reply, body.error);
@@ -82,15 +95,7 @@ export function registerAccountRoutes(app: FastifyInstance, deps: AdminServerDep
     try {
       account = isAccountId(id) ? await deps.store.getAccount(id) : null;
     } catch (error) {
-      if (!(error instanceof CorruptRecordError)) throw error;
-      deps.logger.error({ event: 'admin', accountId: id, detail: error.problem }, 'account record unreadable');
-      return sendAdminError(
-        reply,
-        503,
-        'account_unreadable',
-        `Account '${id}' is stored in a form this service cannot read (${error.problem}). Other accounts are not affected; ` +
-          'repair or remove the record in the store.',
-      );
+      return sendAccountUnreadable(reply, id, error);
     }
     if (!account) return sendAccountNotFound(reply, id);
     return reply.send(accountView(account));
@@ -114,7 +119,12 @@ export function registerAccountRoutes(app: FastifyInstance, deps: AdminServerDep
     if (!body.success) return sendInvalidBody(reply, body.error);
     if (!isAccountId(id)) return sendAccountNotFound(reply, id);
     const { amount } = body.data;
-    const result = await deps.store.adjustCredit(id, amount);
+    let result: CreditResult;
+    try {
+      result = await deps.store.adjustCredit(id, amount);
+    } catch (error) {
+      return sendAccountUnreadable(reply, id, error, ' Nothing was changed.');
+    }
     switch (result.kind) {
       case 'account_not_found':
         return sendAccountNotFound(reply, id);
