@@ -1,6 +1,8 @@
-import type { Account, AuthorizeOutcome, StoredKey } from '../store/store';
+import type { Account, StoredKey } from '../domain/key-records';
+import type { AuthorizeOutcome } from '../domain/authorization';
 import { gcraStep } from './gcra';
-import { effectiveLimits, type LimitScope, type LimitState, type RatePlan } from './rate-limit';
+import { effectiveLimits } from './rate-limit';
+import type { LimitScope, LimitState, RatePlan } from '../domain/rate-limits';
 
 /**
  * The authorization rules for a known key, as one pure function: key status

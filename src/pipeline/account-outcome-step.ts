@@ -1,6 +1,6 @@
 import type { DenyDecision } from '../domain/decision';
 import { describeWindow } from '../limits/rate-limit';
-import type { AuthorizeOutcome } from '../store/store';
+import type { AuthorizeOutcome } from '../domain/authorization';
 
 type Refusal = Exclude<AuthorizeOutcome, { kind: 'allow' } | { kind: 'unknown_key' }>;
 

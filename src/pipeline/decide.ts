@@ -2,7 +2,7 @@ import type { AuthRequest } from '../domain/auth-request';
 import type { Decision, DenyDecision } from '../domain/decision';
 import { extractCredential, QUERY_KEY_PARAMETER } from '../credentials/extract-credential';
 import { hashCustomerKey, parseCustomerKey, type KeyFormatProblem } from '../keys/customer-key';
-import type { Authorizer, KeyIndex } from '../store/store';
+import type { Authorizer, KeyIndex } from '../domain/authorization';
 import { accountOutcomeToDecision } from './account-outcome-step';
 import type { PipelineSettings } from './pipeline-settings';
 import { routeRequest } from './route-step';

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
-import type { RatePlan } from '../limits/rate-limit';
+import type { RatePlan } from '../domain/rate-limits';
 import type { StoreFailureMode } from '../responses/check-response';
 import type { PipelineSettings } from '../pipeline/pipeline-settings';
 import { headerNamesFor } from '../routes/header-names';

@@ -1,24 +1,10 @@
 import Redis, { Cluster, type RedisOptions } from 'ioredis';
 import type { RedisTopology } from '../../settings/settings';
 import type { KeyEnvironment } from '../../keys/customer-key';
-import type { LimitScope, LimitState } from '../../limits/rate-limit';
-import {
-  StoreUnavailableError,
-  type Account,
-  type AccountPatch,
-  type AuditEntry,
-  type AuditEntryInput,
-  type AuthorizeOutcome,
-  type AuthorizeRequest,
-  type CreditResult,
-  type KeyIds,
-  type KeyPatch,
-  type LastUse,
-  type RotateKeyRequest,
-  type RotateKeyResult,
-  type Store,
-  type StoredKey,
-} from '../store';
+import type { LimitScope, LimitState } from '../../domain/rate-limits';
+import { StoreUnavailableError, type AccountPatch, type AuditEntry, type AuditEntryInput, type CreditResult, type KeyPatch, type LastUse, type RotateKeyRequest, type RotateKeyResult, type Store } from '../store';
+import type { Account, KeyIds, StoredKey } from '../../domain/key-records';
+import type { AuthorizeOutcome, AuthorizeRequest } from '../../domain/authorization';
 import { accountToFields, fieldsOf, keyToFields, parseAccount, parseKey } from './redis-records';
 import { withinDeadline } from './deadline';
 import { redisKeys } from './redis-keys';
