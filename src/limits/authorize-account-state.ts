@@ -25,7 +25,7 @@ export interface BucketWrite {
   ttlMs: number;
 }
 
-/** Bucket names, relative to the account: shared by both stores. */
+/** Bucket names within one account's state (the Redis key layout is in src/store/redis/redis-keys.ts). */
 export function bucketName(scope: LimitScope, keyId: string, windowSeconds: number): string {
   return scope === 'key' ? `rl:k:${keyId}:${windowSeconds}` : `rl:a:${windowSeconds}`;
 }
