@@ -6,7 +6,7 @@ import type { StoredKey } from '../../domain/key-records';
 import { recordAdminAction } from '../admin-actions';
 import { sendAccountNotFound, sendAdminError, sendInvalidBody, sendKeyNotFound } from '../admin-errors';
 import { accountIdSchema, createKeyBody, keyIdSchema, patchKeyBody, rotateKeyBody } from '../admin-schemas';
-import type { AdminServerDeps } from '../admin-server';
+import type { AdminServerDeps } from '../admin-deps';
 import { createdKeyView, keyView } from '../admin-views';
 
 type KeyParams = { Params: { keyId: string } };
