@@ -1,6 +1,8 @@
 import type { KeyEnvironment } from '../keys/customer-key';
-import { describeWindow, type RateLimit } from '../limits/rate-limit';
-import type { Account, AccountListing, AccountStatus, KeyStatus, StoredKey, UnreadableRecord } from '../store/store';
+import { describeWindow } from '../limits/rate-limit';
+import type { RateLimit } from '../domain/rate-limits';
+import type { Account, AccountStatus, KeyStatus, StoredKey } from '../domain/key-records';
+import type { AccountListing, UnreadableRecord } from '../store/store';
 
 /**
  * Store records → admin API answers. Every field is picked explicitly, so a

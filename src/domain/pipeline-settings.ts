@@ -1,4 +1,4 @@
-import type { RatePlan } from '../limits/rate-limit';
+import type { RatePlan } from './rate-limits';
 import type { HeaderNames } from '../routes/header-names';
 import type { RouteTable } from '../routes/route-table';
 

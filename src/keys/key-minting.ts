@@ -1,5 +1,5 @@
-import type { RateLimit } from '../limits/rate-limit';
-import type { StoredKey } from '../store/store';
+import type { RateLimit } from '../domain/rate-limits';
+import type { StoredKey } from '../domain/key-records';
 import { randomBase62 } from './base62';
 import { displayPrefixOf, generateCustomerKey, hashCustomerKey, type KeyEnvironment } from './customer-key';
 

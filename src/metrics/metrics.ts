@@ -2,7 +2,7 @@ import { performance } from 'node:perf_hooks';
 import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Decision } from '../domain/decision';
 import type { AdminAuthMetrics, AuthLimitKind } from '../domain/admin-auth-limits';
-import type { Authorizer, KeyIndex } from '../store/store';
+import type { Authorizer, KeyIndex } from '../domain/authorization';
 
 /**
  * Prometheus metrics, on a registry of their own (no global state, so

@@ -1,7 +1,7 @@
 import type { DenyDecision } from '../domain/decision';
 import { denial } from '../domain/deny-reasons';
 import { describeWindow } from '../limits/rate-limit';
-import type { AuthorizeOutcome } from '../store/store';
+import type { AuthorizeOutcome } from '../domain/authorization';
 
 type Refusal = Exclude<AuthorizeOutcome, { kind: 'allow' } | { kind: 'unknown_key' }>;
 

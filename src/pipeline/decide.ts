@@ -4,7 +4,7 @@ import { denial } from '../domain/deny-reasons';
 import { extractCredential, QUERY_KEY_PARAMETER } from '../credentials/extract-credential';
 import { hashCustomerKey, parseCustomerKey } from '../keys/customer-key';
 import { describeSources } from '../routes/family-header-rules';
-import type { Authorizer, KeyIndex } from '../store/store';
+import type { Authorizer, KeyIndex } from '../domain/authorization';
 import { accountOutcomeToDecision } from './account-outcome-step';
 import type { PipelineSettings } from '../domain/pipeline-settings';
 import { routeRequest } from './route-step';

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { DEFAULT_ADMIN_AUTH_LIMITS, type AdminAuthLimits } from '../domain/admin-auth-limits';
-import type { RatePlan } from '../limits/rate-limit';
+import type { RatePlan } from '../domain/rate-limits';
 import type { StoreFailureMode } from '../domain/deny-reasons';
 import type { PipelineSettings } from '../domain/pipeline-settings';
 import { headerNamesFor } from '../routes/header-names';

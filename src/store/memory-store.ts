@@ -3,22 +3,19 @@ import { adjustCreditBalance } from '../domain/credit';
 import { compareCodeUnits } from '../domain/ordering';
 import { authorizeAccountState } from '../limits/authorize-account-state';
 import type {
-  Account,
   AccountListing,
   AccountPatch,
   AuditEntry,
   AuditEntryInput,
-  AuthorizeOutcome,
-  AuthorizeRequest,
   CreditResult,
-  KeyIds,
   KeyPatch,
   LastUse,
   RotateKeyRequest,
   RotateKeyResult,
   Store,
-  StoredKey,
 } from './store';
+import type { Account, KeyIds, StoredKey } from '../domain/key-records';
+import type { AuthorizeOutcome, AuthorizeRequest } from '../domain/authorization';
 
 const AUDIT_MAX_ENTRIES = 10_000;
 

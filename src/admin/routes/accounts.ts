@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { CREDIT_LIMIT_MINOR_UNITS } from '../../domain/credit';
-import { CorruptRecordError, type Account, type AccountPatch, type CreditResult } from '../../store/store';
+import type { Account } from '../../domain/key-records';
+import { CorruptRecordError, type AccountPatch, type CreditResult } from '../../store/store';
 import { sendAccountNotFound, sendAdminError, sendInvalidBody } from '../admin-errors';
 import { accountIdSchema, createAccountBody, creditBody, patchAccountBody, type PatchAccountBody } from '../admin-schemas';
 import type { AdminServerDeps } from '../admin-deps';

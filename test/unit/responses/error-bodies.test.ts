@@ -1,5 +1,5 @@
 import type { DenyDecision } from '../../../src/domain/decision';
-import type { LimitHit } from '../../../src/limits/rate-limit';
+import type { LimitHit } from '../../../src/domain/rate-limits';
 import { DENY_REASONS, httpStatusOf, type DenyReason } from '../../../src/domain/deny-reasons';
 import type { ClientStyle } from '../../../src/domain/route';
 import { chatErrorBody } from '../../../src/responses/error-bodies/chat-error-body';
