@@ -1,6 +1,6 @@
 import { KEY_ENVIRONMENTS, type KeyEnvironment } from '../../keys/customer-key';
 import type { RateLimit, RatePlanOverride } from '../../domain/rate-limits';
-import { StoreUnavailableError } from '../store';
+import { CorruptRecordError } from '../store';
 import type { Account, AccountStatus, StoredKey } from '../../domain/key-records';
 
 /** Store records ↔ Redis hash fields. Numbers and lists travel as strings and JSON. */
@@ -28,6 +28,15 @@ export function accountToFields(account: Account): string[] {
   return fields;
 }
 
+type RecordKind = CorruptRecordError['record'];
+
+/** Balances travel as decimal text; anything that is not an exact whole number is refused, never rounded. */
+export function exactBalance(text: unknown): number {
+  const balance = typeof text === 'string' && /^-?[0-9]+$/.test(text) ? Number(text) : Number.NaN;
+  if (!Number.isSafeInteger(balance)) throw new CorruptRecordError('account', `creditBalance '${String(text)}' is not a whole number within ±(2^53 - 1), so it cannot be read exactly`);
+  return balance;
+}
+
 /** HGETALL as an array reply (from scripts) or an object (from ioredis). */
 export function fieldsOf(reply: unknown): Record<string, string> {
   if (!Array.isArray(reply)) return (reply ?? {}) as Record<string, string>;
@@ -36,29 +45,29 @@ export function fieldsOf(reply: unknown): Record<string, string> {
   return fields;
 }
 
-function required(fields: Record<string, string>, name: string, what: string): string {
+function required(fields: Record<string, string>, name: string, what: RecordKind): string {
   const value = fields[name];
-  if (value === undefined || value === '') throw new StoreUnavailableError(`corrupt ${what} record: no ${name}`);
+  if (value === undefined || value === '') throw new CorruptRecordError(what, `no ${name}`);
   return value;
 }
 
-function limitList(value: unknown, what: string): RateLimit[] {
+function limitList(value: unknown, what: RecordKind): RateLimit[] {
   // Lua's cjson writes an empty list as {}: both mean "no limits".
   if (value && typeof value === 'object' && !Array.isArray(value) && Object.keys(value).length === 0) return [];
-  if (!Array.isArray(value)) throw new StoreUnavailableError(`corrupt ${what} record: limits`);
+  if (!Array.isArray(value)) throw new CorruptRecordError(what, 'limits is not a list of {limit, windowSeconds}');
   return value.map((entry: { limit?: unknown; windowSeconds?: unknown }) => {
     if (typeof entry?.limit !== 'number' || typeof entry?.windowSeconds !== 'number') {
-      throw new StoreUnavailableError(`corrupt ${what} record: limits`);
+      throw new CorruptRecordError(what, 'limits is not a list of {limit, windowSeconds}');
     }
     return { limit: entry.limit, windowSeconds: entry.windowSeconds };
   });
 }
 
-function parseJson(text: string, what: string): unknown {
+function parseJson(text: string, what: RecordKind): unknown {
   try {
     return JSON.parse(text);
   } catch {
-    throw new StoreUnavailableError(`corrupt ${what} record: limits is not JSON`);
+    throw new CorruptRecordError(what, `limits is not JSON`);
   }
 }
 
@@ -66,7 +75,7 @@ export function parseKey(fields: Record<string, string>): StoredKey {
   const environment = required(fields, 'environment', 'key');
   const status = required(fields, 'status', 'key');
   if (!KEY_ENVIRONMENTS.includes(environment as KeyEnvironment) || (status !== 'active' && status !== 'revoked')) {
-    throw new StoreUnavailableError('corrupt key record: bad environment or status');
+    throw new CorruptRecordError('key', 'bad environment or status');
   }
   const key: StoredKey = {
     id: required(fields, 'id', 'key'),
@@ -87,18 +96,14 @@ export function parseKey(fields: Record<string, string>): StoredKey {
 
 export function parseAccount(fields: Record<string, string>): Account {
   const status = fields.status ?? 'active';
-  if (status !== 'active' && status !== 'suspended') throw new StoreUnavailableError('corrupt account record: bad status');
+  if (status !== 'active' && status !== 'suspended') throw new CorruptRecordError('account', 'bad status');
   const account: Account = {
     id: required(fields, 'id', 'account'),
     name: fields.name ?? '',
     status: status as AccountStatus,
     createdAt: required(fields, 'createdAt', 'account'),
   };
-  if (fields.creditBalance !== undefined) {
-    const balance = Number(fields.creditBalance);
-    if (!Number.isSafeInteger(balance)) throw new StoreUnavailableError('corrupt account record: creditBalance');
-    account.creditBalance = balance;
-  }
+  if (fields.creditBalance !== undefined) account.creditBalance = exactBalance(fields.creditBalance);
   if (fields.limits) {
     const raw = parseJson(fields.limits, 'account') as Record<string, unknown>;
     const limits: RatePlanOverride = {

@@ -1,8 +1,12 @@
 import type { RedisTopology } from '../../settings/settings';
 import type { AuthorizeOutcome, AuthorizeRequest } from '../../domain/authorization';
 import type { Account, KeyIds, StoredKey } from '../../domain/key-records';
+import { CREDIT_LIMIT_MINOR_UNITS } from '../../domain/credit';
+import { compareCodeUnits } from '../../domain/ordering';
 import {
+  CorruptRecordError,
   StoreUnavailableError,
+  type AccountListing,
   type AccountPatch,
   type AuditEntry,
   type AuditEntryInput,
@@ -12,6 +16,7 @@ import {
   type RotateKeyRequest,
   type RotateKeyResult,
   type Store,
+  type UnreadableRecord,
 } from '../store';
 import { accountToFields, fieldsOf, keyToFields, parseAccount, parseKey } from './redis-records';
 import { withinDeadline } from './deadline';
@@ -117,10 +122,26 @@ export class RedisStore implements Store {
     return created;
   }
 
-  async listAccounts(): Promise<Account[]> {
-    const ids = (await this.call(() => this.redis.smembers(redisKeys.accounts()))).sort();
-    const accounts = await Promise.all(ids.map((id) => this.getAccount(id)));
-    return accounts.filter((account): account is Account => account !== null);
+  async listAccounts(): Promise<AccountListing> {
+    const ids = (await this.call(() => this.redis.smembers(redisKeys.accounts()))).sort(compareCodeUnits);
+    const listing: AccountListing = { accounts: [], unreadable: [] };
+    const read = await Promise.all(
+      ids.map(async (id): Promise<Account | UnreadableRecord | null> => {
+        try {
+          return await this.getAccount(id);
+        } catch (error) {
+          // One bad record is named, never allowed to hide every other account.
+          if (error instanceof CorruptRecordError) return { id, problem: error.problem };
+          throw error;
+        }
+      }),
+    );
+    for (const entry of read) {
+      if (entry === null) continue;
+      if ('problem' in entry) listing.unreadable.push(entry);
+      else listing.accounts.push(entry);
+    }
+    return listing;
   }
 
   async listKeys(accountId: string): Promise<StoredKey[] | null> {
@@ -130,32 +151,33 @@ export class RedisStore implements Store {
     return records
       .filter((fields) => Object.keys(fields).length > 0)
       .map(parseKey)
-      .sort((a, b) => b.createdAt.localeCompare(a.createdAt) || a.id.localeCompare(b.id));
+      .sort((a, b) => compareCodeUnits(b.createdAt, a.createdAt) || compareCodeUnits(a.id, b.id));
   }
 
+  /**
+   * The new key's indexes first, then the script that stores its record and
+   * marks the old key: until the script has run the old key is untouched, so
+   * any failure before it leaves the old key working and the rotation safe to
+   * retry. The grace end and the expiry check use Redis's clock (TIME).
+   */
   async rotateKey(request: RotateKeyRequest): Promise<RotateKeyResult> {
     const accountId = await this.call(() => this.redis.get(redisKeys.accountIdByKeyId(request.oldKeyId)));
     if (accountId === null || accountId !== request.newKey.accountId) return { kind: 'key_not_found' };
-    const graceMs = request.graceSeconds * 1000;
+    await this.writeKeyIndexes(request.newKeyHash, request.newKey);
     const reply = await this.call(() =>
       this.redis.gwaRotateKey(
         redisKeys.key(accountId, request.oldKeyId),
         redisKeys.key(accountId, request.newKey.id),
         redisKeys.accountKeys(accountId),
-        String(request.nowMs),
-        new Date(request.nowMs).toISOString(),
-        String(graceMs),
-        new Date(request.nowMs + graceMs).toISOString(),
+        this.clockOverride ? String(Math.round(this.clockOverride())) : '',
+        String(request.graceSeconds * 1000),
         request.newKey.id,
         ...keyToFields(request.newKey),
       ),
     );
     const result = scripts.gwaRotateKey.parseReply(reply);
-    if (result.kind !== 'rotated') return result;
-    await this.writeKeyIndexes(request.newKeyHash, request.newKey);
-    const [oldKey, newKey] = await Promise.all([this.getKey(request.oldKeyId), this.getKey(request.newKey.id)]);
-    if (!oldKey || !newKey) throw new StoreUnavailableError('rotated keys vanished');
-    return { kind: 'rotated', oldKey, newKey };
+    if (result.kind !== 'rotated') await this.removeUnusedKeyIndexes(request.newKeyHash, request.newKey);
+    return result;
   }
 
   async revokeKey(keyId: string, nowMs: number): Promise<StoredKey | null> {
@@ -185,6 +207,8 @@ export class RedisStore implements Store {
   }
 
   async readAudit(options: { limit: number; before?: string }): Promise<{ entries: AuditEntry[]; next: string | null }> {
+    // Nothing is older than the first possible id (and Redis refuses the exclusive range "(0-0").
+    if (options.before === '0-0') return { entries: [], next: null };
     const end = options.before ? `(${options.before}` : '+';
     const rows = await this.call(() => this.redis.xrevrange(redisKeys.audit(), end, '-', 'COUNT', options.limit));
     const entries = rows.map(([id, flat]) => {
@@ -223,11 +247,15 @@ export class RedisStore implements Store {
   }
 
   async adjustCredit(accountId: string, amount: number): Promise<CreditResult> {
-    const reply = await this.call(() => this.redis.gwaAdjustCredit(redisKeys.account(accountId), String(amount)));
+    const reply = await this.call(() =>
+      this.redis.gwaAdjustCredit(redisKeys.account(accountId), String(amount), String(CREDIT_LIMIT_MINOR_UNITS)),
+    );
     return scripts.gwaAdjustCredit.parseReply(reply);
   }
 
+  /** Indexes first, record last: see writeKeyIndexes. */
   async insertKey(keyHash: string, key: StoredKey): Promise<'created' | 'account_not_found'> {
+    await this.writeKeyIndexes(keyHash, key);
     const reply = await this.call(() =>
       this.redis.gwaInsertKey(
         redisKeys.account(key.accountId),
@@ -237,15 +265,21 @@ export class RedisStore implements Store {
         ...keyToFields(key),
       ),
     );
-    if (scripts.gwaInsertKey.parseReply(reply) === 'account_not_found') return 'account_not_found';
-    await this.writeKeyIndexes(keyHash, key);
+    if (scripts.gwaInsertKey.parseReply(reply) === 'account_not_found') {
+      await this.removeUnusedKeyIndexes(keyHash, key);
+      return 'account_not_found';
+    }
     return 'created';
   }
 
   /**
-   * The global indexes live outside the account's slot, so they are written
-   * after the record: a crash in between leaves an unusable key, never a
-   * usable one without a record.
+   * The global indexes live outside the account's slot, so they cannot be
+   * written atomically with the record. They are written first: an index
+   * without its record resolves to a key whose record is missing, which the
+   * authorize script answers unknown_key (never an allow), and nobody holds
+   * that key, since it is handed out only after the record exists. Written
+   * last instead, a failure would leave a record (and, in a rotation, a
+   * revoked old key) for a key that cannot be used.
    */
   private async writeKeyIndexes(keyHash: string, key: StoredKey): Promise<void> {
     await this.call(() =>
@@ -254,6 +288,21 @@ export class RedisStore implements Store {
         this.redis.set(redisKeys.accountIdByKeyId(key.id), key.accountId),
       ]),
     );
+  }
+
+  /**
+   * After a definite refusal (no record was written) the indexes are removed.
+   * Best effort: one left behind is harmless (see writeKeyIndexes). After a
+   * failed or timed-out script nothing is removed, because the record may
+   * exist, and removing its index would make a rotated-to key unusable.
+   */
+  private async removeUnusedKeyIndexes(keyHash: string, key: StoredKey): Promise<void> {
+    try {
+      // One DEL each: the two live in different cluster slots.
+      await Promise.all([this.redis.del(redisKeys.keyIdsByHash(keyHash)), this.redis.del(redisKeys.accountIdByKeyId(key.id))]);
+    } catch {
+      // Harmless leftover; the refusal is still the answer.
+    }
   }
 
   async getKey(keyId: string): Promise<StoredKey | null> {

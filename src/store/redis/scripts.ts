@@ -2,8 +2,8 @@ import type { AuthorizeOutcome } from '../../domain/authorization';
 import type { Account, StoredKey } from '../../domain/key-records';
 import type { LimitState } from '../../domain/rate-limits';
 import type { KeyEnvironment } from '../../keys/customer-key';
-import { StoreUnavailableError, type CreditResult, type RotateKeyResult } from '../store';
-import { fieldsOf, parseAccount, parseKey } from './redis-records';
+import { CorruptRecordError, StoreUnavailableError, type CreditResult, type RotateKeyResult } from '../store';
+import { exactBalance, fieldsOf, parseAccount, parseKey } from './redis-records';
 
 /**
  * A Lua script as the store runs it. Each runs atomically on the node that
@@ -27,6 +27,29 @@ function script<const Keys extends readonly string[], const Argv extends readonl
 ): LuaScript<Keys, Argv, Reply> {
   return definition;
 }
+
+/**
+ * Lua: epoch milliseconds → the ISO-8601 text JavaScript's toISOString()
+ * writes (civil-from-days, H. Hinnant), for times the rotate script takes
+ * from Redis's clock. The contract suite compares it with toISOString().
+ */
+const LUA_ISO_8601 = `
+local function iso8601(ms)
+  local days = math.floor(ms / 86400000)
+  local rest = ms - days * 86400000
+  local z = days + 719468
+  local era = math.floor(z / 146097)
+  local doe = z - era * 146097
+  local yoe = math.floor((doe - math.floor(doe / 1460) + math.floor(doe / 36524) - math.floor(doe / 146096)) / 365)
+  local doy = doe - (365 * yoe + math.floor(yoe / 4) - math.floor(yoe / 100))
+  local mp = math.floor((5 * doy + 2) / 153)
+  local day = doy - math.floor((153 * mp + 2) / 5) + 1
+  local month = mp < 10 and mp + 3 or mp - 9
+  local year = yoe + era * 400
+  if month <= 2 then year = year + 1 end
+  return string.format('%04d-%02d-%02dT%02d:%02d:%02d.%03dZ', year, month, day,
+    math.floor(rest / 3600000), math.floor(rest / 60000) % 60, math.floor(rest / 1000) % 60, rest % 1000)
+end`;
 
 /** Every script, declared once: `defineCommand` registers each under its name, and `ScriptCommands` types it. */
 export const REDIS_SCRIPTS = {
@@ -79,16 +102,28 @@ return redis.call('HGETALL', KEYS[1])`,
     parseReply: (reply): Account | null => (reply ? parseAccount(fieldsOf(reply)) : null),
   }),
 
-  // Adds credit atomically; a post-paid account (no balance) is refused.
+  // Adds credit atomically; a post-paid account (no balance) is refused, and so
+  // is a result outside ±limit, before anything is written. Balance, amount
+  // and limit are at most 2 × 10^15 in size, so the sum is exact in a Lua
+  // double; the answer is formatted with %.0f, because tostring() keeps only
+  // 14 significant digits.
   gwaAdjustCredit: script({
     keys: ['account'],
-    argv: ['amount'],
+    argv: ['amount', 'limit'],
     lua: `
-if redis.call('EXISTS', KEYS[1]) == 0 then return 'account_not_found' end
-if redis.call('HEXISTS', KEYS[1], 'creditBalance') == 0 then return 'not_prepaid' end
-return tostring(redis.call('HINCRBY', KEYS[1], 'creditBalance', ARGV[1]))`,
-    parseReply: (reply): CreditResult =>
-      reply === 'account_not_found' || reply === 'not_prepaid' ? { kind: reply } : { kind: 'ok', creditBalance: Number(reply) },
+if redis.call('EXISTS', KEYS[1]) == 0 then return {'account_not_found'} end
+local stored = redis.call('HGET', KEYS[1], 'creditBalance')
+if not stored then return {'not_prepaid'} end
+if not string.match(stored, '^-?%d+$') or string.len(stored) > 17 then return {'balance_unreadable', stored} end
+local balance = tonumber(stored)
+local limit = tonumber(ARGV[2])
+if math.abs(balance) > 9007199254740991 then return {'balance_unreadable', stored} end
+local result = balance + tonumber(ARGV[1])
+if math.abs(result) > limit then return {'balance_out_of_range', stored} end
+local text = string.format('%.0f', result)
+redis.call('HSET', KEYS[1], 'creditBalance', text)
+return {'ok', text}`,
+    parseReply: parseCreditReply,
   }),
 
   // Applies a JSON patch to a key record; null removes the limits override or the expiry.
@@ -121,26 +156,34 @@ return redis.call('HGETALL', KEYS[1])`,
 
   // Rotation in one step under the account's tag: the old key is revoked now
   // (or at the end of the grace period) in the same instant the new key exists.
+  // Rotation in one step under the account's tag: the old key is revoked now
+  // (or at the end of the grace period) in the same instant the new key's
+  // record exists. Its global indexes were written before (see the store). "Now"
+  // is Redis's TIME, the clock every Check is decided on ('' = TIME; tests pass
+  // an override). The answer carries both records, so nothing is read after
+  // the point of no return.
   gwaRotateKey: script({
     keys: ['oldKeyRecord', 'newKeyRecord', 'accountKeys'],
-    argv: ['nowMs', 'nowIso', 'graceMs', 'revokeAtIso', 'newKeyId', '...newKeyFields'],
-    lua: `
+    argv: ['nowMsOverride', 'graceMs', 'newKeyId', '...newKeyFields'],
+    lua: `${LUA_ISO_8601}
 local old = redis.call('HMGET', KEYS[1], 'status', 'replacedBy', 'expiresAtMs', 'revokeAtMs')
 if not old[1] then return {'key_not_found'} end
-local now = tonumber(ARGV[1])
+local now
+if ARGV[1] ~= '' then now = tonumber(ARGV[1])
+else local t = redis.call('TIME'); now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) end
 if old[1] == 'revoked' or (old[4] and tonumber(old[4]) <= now) then return {'key_revoked'} end
 if old[2] then return {'key_already_rotated', old[2]} end
 if old[3] and tonumber(old[3]) <= now then return {'key_expired'} end
-local grace = tonumber(ARGV[3])
+local grace = tonumber(ARGV[2])
 if grace == 0 then
-  redis.call('HSET', KEYS[1], 'status', 'revoked', 'revokedAt', ARGV[2])
+  redis.call('HSET', KEYS[1], 'status', 'revoked', 'revokedAt', iso8601(now))
 else
-  redis.call('HSET', KEYS[1], 'revokeAt', ARGV[4], 'revokeAtMs', string.format('%.0f', now + grace))
+  redis.call('HSET', KEYS[1], 'revokeAt', iso8601(now + grace), 'revokeAtMs', string.format('%.0f', now + grace))
 end
-redis.call('HSET', KEYS[1], 'replacedBy', ARGV[5])
-redis.call('HSET', KEYS[2], unpack(ARGV, 6))
-redis.call('SADD', KEYS[3], ARGV[5])
-return {'rotated'}`,
+redis.call('HSET', KEYS[1], 'replacedBy', ARGV[3])
+redis.call('HSET', KEYS[2], unpack(ARGV, 4))
+redis.call('SADD', KEYS[3], ARGV[3])
+return {'rotated', redis.call('HGETALL', KEYS[1]), redis.call('HGETALL', KEYS[2])}`,
     parseReply: parseRotateReply,
   }),
 
@@ -255,15 +298,31 @@ function parseKeyOrNull(reply: unknown): StoredKey | null {
   return reply ? parseKey(fieldsOf(reply)) : null;
 }
 
-/** The rotate script's verdict; on success the store reads both keys back. */
-export type RotateScriptResult = Exclude<RotateKeyResult, { kind: 'rotated' }> | { kind: 'rotated' };
-
-function parseRotateReply(reply: unknown): RotateScriptResult {
+function parseRotateReply(reply: unknown): RotateKeyResult {
   if (!Array.isArray(reply)) throw new StoreUnavailableError('unexpected rotate reply from Redis');
-  const [kind, replacedBy] = reply.map(String);
-  if (kind === 'key_already_rotated') return { kind, replacedBy: replacedBy ?? '' };
-  if (kind === 'key_not_found' || kind === 'key_revoked' || kind === 'key_expired' || kind === 'rotated') return { kind };
-  throw new StoreUnavailableError(`unexpected rotate reply from Redis: ${kind}`);
+  const [kind, second, third] = reply as unknown[];
+  if (kind === 'rotated') return { kind, oldKey: parseKey(fieldsOf(second)), newKey: parseKey(fieldsOf(third)) };
+  if (kind === 'key_already_rotated') return { kind, replacedBy: String(second ?? '') };
+  if (kind === 'key_not_found' || kind === 'key_revoked' || kind === 'key_expired') return { kind };
+  throw new StoreUnavailableError(`unexpected rotate reply from Redis: ${String(kind)}`);
+}
+
+function parseCreditReply(reply: unknown): CreditResult {
+  if (!Array.isArray(reply)) throw new StoreUnavailableError('unexpected credit reply from Redis');
+  const [kind, balance] = reply as unknown[];
+  switch (kind) {
+    case 'account_not_found':
+    case 'not_prepaid':
+      return { kind };
+    case 'ok':
+    case 'balance_out_of_range':
+      return { kind, creditBalance: exactBalance(balance) };
+    case 'balance_unreadable':
+      // The stored balance itself is bad: nothing was written; the account needs repair.
+      throw new CorruptRecordError('account', `creditBalance '${String(balance)}' is not an exact whole number`);
+    default:
+      throw new StoreUnavailableError(`unexpected credit reply from Redis: ${String(kind)}`);
+  }
 }
 
 function limitState(fields: string[]): LimitState {
