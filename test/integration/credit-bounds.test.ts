@@ -29,7 +29,8 @@ async function prepaid(id: string, creditBalance: number): Promise<void> {
   expect((await app.admin('POST', '/admin/accounts', { id, name: id, billing: { creditBalance } })).status).toBe(201);
 }
 
-const balanceOf = async (id: string) => ((await app.admin('GET', `/admin/accounts/${id}`)).body as { billing: { creditBalance: number } }).billing.creditBalance;
+const balanceOf = async (id: string) =>
+  ((await app.admin('GET', `/admin/accounts/${id}`)).body as { billing: { creditBalance: number } }).billing.creditBalance;
 
 it('refuses an amount of MAX_SAFE_INTEGER with 400 naming the field and the bound; twice leaves every read working', async () => {
   await prepaid('huge', 0);
@@ -68,7 +69,11 @@ it('answers the exact new balance (123456789012345 + 1 is 123456789012346)', asy
 });
 
 it('refuses an out-of-range creditBalance on create and on PATCH with 400 naming billing.creditBalance', async () => {
-  const create = await app.admin('POST', '/admin/accounts', { id: 'too-rich', name: 'x', billing: { creditBalance: CREDIT_LIMIT_MINOR_UNITS + 1 } });
+  const create = await app.admin('POST', '/admin/accounts', {
+    id: 'too-rich',
+    name: 'x',
+    billing: { creditBalance: CREDIT_LIMIT_MINOR_UNITS + 1 },
+  });
   expect(create.status).toBe(400);
   expect(create.body.error).toMatchObject({ code: 'invalid_field', field: 'billing.creditBalance' });
   expect((await app.admin('GET', '/admin/accounts/too-rich')).status).toBe(404);

@@ -50,7 +50,8 @@ afterAll(async () => {
 
 /** 'allow', or the deny reason code, for one real Check with this key. */
 async function decide(key: string): Promise<string> {
-  const response = await check.check(envoyCheckRequest({ path: '/v1/chat/completions', headers: { authorization: `Bearer ${key}` } }));
+  const request = envoyCheckRequest({ path: '/v1/chat/completions', headers: { authorization: `Bearer ${key}` } });
+  const response = (await check.check(request)) as { status: { code: number }; denied_response: { body: string } };
   return response.status.code === 0 ? 'allow' : (JSON.parse(response.denied_response.body) as { error: { code: string } }).error.code;
 }
 

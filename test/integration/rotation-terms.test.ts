@@ -1,4 +1,5 @@
 import { buildAdminServer } from '../../src/admin/admin-server';
+import type { ApiErrorBody, ApiKey, ApiRotatedKey } from '../../src/cli/api-types';
 import { ManualClock } from '../../src/domain/clock';
 import { RedisStore } from '../../src/store/redis/redis-store';
 import { LogCapture } from '../support/log-capture';
@@ -55,8 +56,13 @@ describe('with the admin replica clock 25 years behind Redis', () => {
   let store: RedisStore;
   let admin: ReturnType<typeof buildAdminServer>;
   const call = async (method: 'GET' | 'POST', url: string, payload?: object) => {
-    const response = await admin.inject({ method, url, headers: { authorization: `Bearer ${TEST_ADMIN_TOKEN}` }, ...(payload ? { payload } : {}) });
-    const body = response.json<Record<string, any>>();
+    const response = await admin.inject({
+      method,
+      url,
+      headers: { authorization: `Bearer ${TEST_ADMIN_TOKEN}` },
+      ...(payload ? { payload } : {}),
+    });
+    const body = response.json<ApiErrorBody & ApiRotatedKey & ApiKey>();
     if (typeof body.key === 'string') registerSecrets(body.key); // joins the suite-wide secret scan
     return { status: response.statusCode, body };
   };
@@ -76,14 +82,14 @@ describe('with the admin replica clock 25 years behind Redis', () => {
     const rotated = await call('POST', `/admin/keys/${graced.body.id}/rotate`, { graceSeconds: 3600 });
     const after = Date.now();
     expect(rotated.status).toBe(201);
-    const revokeAt = Date.parse(rotated.body.oldKey.revokeAt as string);
+    const revokeAt = Date.parse(rotated.body.oldKey.revokeAt!);
     expect(revokeAt).toBeGreaterThanOrEqual(before + 3_600_000 - 1000);
     expect(revokeAt).toBeLessThanOrEqual(after + 3_600_000 + 1000);
 
     const immediate = await call('POST', '/admin/accounts/acme/keys', { name: 'immediate' });
     const start = Date.now();
     const revoked = await call('POST', `/admin/keys/${immediate.body.id}/rotate`, {});
-    const revokedAt = Date.parse((await call('GET', `/admin/keys/${immediate.body.id}`)).body.revokedAt as string);
+    const revokedAt = Date.parse((await call('GET', `/admin/keys/${immediate.body.id}`)).body.revokedAt!);
     expect(revoked.body.oldKey.status).toBe('revoked');
     expect(revokedAt).toBeGreaterThanOrEqual(start - 1000);
     expect(revokedAt).toBeLessThanOrEqual(Date.now() + 1000);

@@ -302,7 +302,7 @@ function parseRotateReply(reply: unknown): RotateKeyResult {
   if (!Array.isArray(reply)) throw new StoreUnavailableError('unexpected rotate reply from Redis');
   const [kind, second, third] = reply as unknown[];
   if (kind === 'rotated') return { kind, oldKey: parseKey(fieldsOf(second)), newKey: parseKey(fieldsOf(third)) };
-  if (kind === 'key_already_rotated') return { kind, replacedBy: String(second ?? '') };
+  if (kind === 'key_already_rotated' && typeof second === 'string') return { kind, replacedBy: second };
   if (kind === 'key_not_found' || kind === 'key_revoked' || kind === 'key_expired') return { kind };
   throw new StoreUnavailableError(`unexpected rotate reply from Redis: ${String(kind)}`);
 }

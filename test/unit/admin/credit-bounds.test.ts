@@ -11,15 +11,21 @@ describe('the credit bound', () => {
     expect(isCreditInBounds(value)).toBe(true);
   });
 
-  it.each([CREDIT_LIMIT_MINOR_UNITS + 1, -CREDIT_LIMIT_MINOR_UNITS - 1, Number.MAX_SAFE_INTEGER, 0.5, Number.NaN, Infinity])('refuses %d', (value) => {
-    expect(isCreditInBounds(value)).toBe(false);
-  });
+  it.each([CREDIT_LIMIT_MINOR_UNITS + 1, -CREDIT_LIMIT_MINOR_UNITS - 1, Number.MAX_SAFE_INTEGER, 0.5, Number.NaN, Infinity])(
+    'refuses %d',
+    (value) => {
+      expect(isCreditInBounds(value)).toBe(false);
+    },
+  );
 
   it('adjusts within the bounds and refuses one unit past either', () => {
     expect(adjustCreditBalance(CREDIT_LIMIT_MINOR_UNITS - 1, 1)).toEqual({ kind: 'ok', creditBalance: CREDIT_LIMIT_MINOR_UNITS });
     expect(adjustCreditBalance(CREDIT_LIMIT_MINOR_UNITS, 1).kind).toBe('balance_out_of_range');
     expect(adjustCreditBalance(-CREDIT_LIMIT_MINOR_UNITS, -1).kind).toBe('balance_out_of_range');
-    expect(adjustCreditBalance(CREDIT_LIMIT_MINOR_UNITS, -2 * CREDIT_LIMIT_MINOR_UNITS)).toEqual({ kind: 'ok', creditBalance: -CREDIT_LIMIT_MINOR_UNITS });
+    expect(adjustCreditBalance(CREDIT_LIMIT_MINOR_UNITS, -2 * CREDIT_LIMIT_MINOR_UNITS)).toEqual({
+      kind: 'ok',
+      creditBalance: -CREDIT_LIMIT_MINOR_UNITS,
+    });
   });
 });
 

@@ -10,8 +10,9 @@ describe('mintKey', () => {
     const parsed = parseCustomerKey(key);
     expect(parsed).toEqual({ ok: true, environment: 'test', displayPrefix: record.prefix });
     expect(keyHash).toBe(hashCustomerKey(key));
+    expect(record.id).toMatch(/^key_[0-9A-Za-z]{16}$/);
     expect(record).toEqual({
-      id: expect.stringMatching(/^key_[0-9A-Za-z]{16}$/),
+      id: record.id,
       accountId: 'acme',
       prefix: key.slice(0, record.prefix.length),
       name: 'ci',
