@@ -6,7 +6,7 @@ import type { RatePlan } from '../../src/domain/rate-limits';
 import { MemoryStore } from '../../src/store/memory-store';
 import { redisKeys } from '../../src/store/redis/redis-keys';
 import { RedisStore } from '../../src/store/redis/redis-store';
-import type { Store } from '../../src/store/store';
+import { CorruptRecordError, type Store } from '../../src/store/store';
 import type { Account, StoredKey } from '../../src/domain/key-records';
 import type { AuthorizeOutcome } from '../../src/domain/authorization';
 import { startTestRedisCluster, type TestRedisCluster } from '../support/redis-cluster';
@@ -605,6 +605,23 @@ describe('redis store specifics', () => {
 
   it('fails start-up loudly when Redis cannot be reached', async () => {
     await expect(RedisStore.connect({ url: 'redis://127.0.0.1:1', commandTimeoutMs: 50 })).rejects.toThrow(/cannot reach Redis/);
+  });
+
+  it('lists the readable accounts and names an unreadable one, whose own read fails with what is wrong', async () => {
+    const store = await connect();
+    const good = unique('good');
+    const bad = unique('bad');
+    await store.createAccount(account(good, { creditBalance: 5 }));
+    await store.createAccount(account(bad, { creditBalance: 5 }));
+    const redisClient = client();
+    await redisClient.hset(redisKeys.account(bad), 'creditBalance', '18014398509481982');
+    redisClient.disconnect();
+    const listing = await store.listAccounts();
+    expect(listing.accounts.map((a) => a.id)).toContain(good);
+    expect(listing.accounts.map((a) => a.id)).not.toContain(bad);
+    expect(listing.unreadable).toEqual([{ id: bad, problem: expect.stringContaining("creditBalance '18014398509481982'") as string }]);
+    await expect(store.getAccount(bad)).rejects.toThrow(CorruptRecordError);
+    await expect(store.adjustCredit(bad, 1)).rejects.toThrow(CorruptRecordError);
   });
 
   it('reports a corrupt key record as a store failure, never as a key', async () => {
