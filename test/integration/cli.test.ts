@@ -432,7 +432,8 @@ describe('gateway-authz accounts / keys (against the admin API, real Redis)', ()
       expect(rows.find((line) => line.startsWith('acme '))).toMatch(/^acme\s+Acme\s+active, post-paid\s+-\s+\d{4}-/);
 
       const body = await json(['accounts', 'list']);
-      expect(Object.keys(body)).toEqual(['accounts']);
+      expect(Object.keys(body)).toEqual(['accounts', 'unreadable']);
+      expect(body.unreadable).toEqual([]);
       expect(body.accounts.find((account: { id: string }) => account.id === 'cli-set')).toMatchObject({
         name: 'CLI Set',
         billing: { status: 'active', creditBalance: 4200 },
