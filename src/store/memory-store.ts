@@ -163,6 +163,9 @@ export class MemoryStore implements Store {
   async rotateKey(request: RotateKeyRequest): Promise<RotateKeyResult> {
     const old = this.keys.get(request.oldKeyId);
     if (!old || old.accountId !== request.newKey.accountId) return { kind: 'key_not_found' };
+    const repeated = old.replacedBy === request.newKey.id ? this.keys.get(request.newKey.id) : undefined;
+    // The same rotation again: answered as the first time, nothing changes (as the Redis script does).
+    if (repeated) return { kind: 'rotated', oldKey: structuredClone(old), newKey: structuredClone(repeated) };
     // The store's clock, as the Redis store uses Redis TIME.
     const nowMs = this.clock.now();
     if (old.status === 'revoked' || (old.revokeAt !== undefined && Date.parse(old.revokeAt) <= nowMs)) return { kind: 'key_revoked' };

@@ -110,7 +110,8 @@ export interface AdminStore {
   /**
    * Stores the key under its hash, atomically with the account's key index.
    * The global indexes are written first and the record last, so a failure
-   * at any point leaves no usable key and nothing a retry trips over.
+   * at any point leaves no usable key and nothing a retry trips over. The same
+   * insert repeated answers 'created' again and changes nothing.
    */
   insertKey(keyHash: string, key: StoredKey): Promise<'created' | 'account_not_found'>;
   getKey(keyId: string): Promise<StoredKey | null>;
@@ -122,7 +123,9 @@ export interface AdminStore {
   /**
    * Writes the new key's global indexes, then in one atomic step stores the new
    * record and marks the old key (revoked now, or at the end of the grace). Any
-   * failure leaves the old key working and the rotation safe to retry.
+   * failure leaves the old key working and the rotation safe to retry. The
+   * same rotation repeated (same new key id, already applied) changes nothing
+   * and answers 'rotated' with both records, as the first run did.
    */
   rotateKey(request: RotateKeyRequest): Promise<RotateKeyResult>;
   /** Refused from the next request on; idempotent. Null when the key does not exist. */
@@ -155,6 +158,18 @@ export class StoreUnavailableError extends Error {
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.name = 'StoreUnavailableError';
+  }
+}
+
+/**
+ * A write was sent but no answer came back, even after repeating it (the
+ * connection dropped, or the deadline passed): it may or may not have been
+ * applied. The caller must say so, never "nothing changed".
+ */
+export class StoreOutcomeUnknownError extends StoreUnavailableError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'StoreOutcomeUnknownError';
   }
 }
 

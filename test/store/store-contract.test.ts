@@ -256,6 +256,34 @@ describe.each(implementations)('store contract: %s', (_name, open) => {
       expect(await store.rotateKey({ oldKeyId: 'key_none', newKeyHash: r4.hash, newKey: r4.record, graceSeconds: 0 })).toEqual({ kind: 'key_not_found' });
     });
 
+    it('answers the same rotation repeated (a lost reply retried) as the first time, changing nothing', async () => {
+      for (const graceSeconds of [0, 60]) {
+        const ids = await seed();
+        const next = replacement(ids.record);
+        const request = { oldKeyId: ids.keyId, newKeyHash: next.hash, newKey: next.record, graceSeconds };
+        const first = await store.rotateKey(request);
+        expect(first).toMatchObject({ kind: 'rotated', oldKey: { replacedBy: next.record.id }, newKey: { id: next.record.id } });
+        // A different new key is still refused: a repeat is recognised by the new key's id.
+        const other = replacement(ids.record);
+        expect(await store.rotateKey({ ...request, newKeyHash: other.hash, newKey: other.record })).toMatchObject({
+          kind: graceSeconds === 0 ? 'key_revoked' : 'key_already_rotated',
+        });
+        // Repeated even after the grace has ended (the old key is now refused), it is still the same rotation.
+        clock.advance(61_000);
+        expect(await store.rotateKey(request)).toEqual(first);
+        expect(await store.getKey(ids.keyId)).toEqual(first.kind === 'rotated' ? first.oldKey : null);
+        expect((await store.listKeys(ids.accountId))?.map((k) => k.id).sort()).toEqual([ids.keyId, next.record.id].sort());
+        expect((await authorize({ accountId: ids.accountId, keyId: next.record.id })).kind).toBe('allow');
+      }
+    });
+
+    it('answers the same key insert repeated as created, with one key listed', async () => {
+      const ids = await seed();
+      expect(await store.insertKey(hashCustomerKey(ids.key), ids.record)).toBe('created');
+      expect(await store.getKey(ids.keyId)).toEqual(ids.record);
+      expect((await store.listKeys(ids.accountId))?.map((k) => k.id)).toEqual([ids.keyId]);
+    });
+
     it('revokes from the next request on, idempotently keeping the first revocation time', async () => {
       const ids = await seed();
       expect(await store.revokeKey(ids.keyId, T0 + 5)).toMatchObject({ status: 'revoked', revokedAt: new Date(T0 + 5).toISOString() });

@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { KEY_SERVICE_PREFIX } from '../../keys/customer-key';
 import { mintKey, successorTerms } from '../../keys/key-minting';
-import type { KeyPatch } from '../../store/store';
+import { StoreOutcomeUnknownError, type KeyPatch } from '../../store/store';
 import { recordAdminAction } from '../admin-actions';
 import { sendAccountNotFound, sendAdminError, sendInvalidBody, sendKeyNotFound } from '../admin-errors';
 import { accountIdSchema, createKeyBody, keyIdSchema, patchKeyBody, rotateKeyBody } from '../admin-schemas';
@@ -35,6 +35,22 @@ export function registerKeyRoutes(app: FastifyInstance, deps: AdminServerDeps): 
     return problem ? sendAdminError(reply, 404, 'key_not_found', problem) : undefined;
   };
 
+  /**
+   * Runs a key write; when the store cannot tell whether it was applied
+   * (StoreOutcomeUnknownError), answers 503 with what is known and how to find
+   * out, instead of the generic "store unavailable". Undefined when it has answered.
+   */
+  const writeOrExplain = async <T>(reply: FastifyReply, write: () => Promise<T>, explanation: string): Promise<T | undefined> => {
+    try {
+      return await write();
+    } catch (error) {
+      if (!(error instanceof StoreOutcomeUnknownError)) throw error;
+      deps.logger.error({ event: 'admin', detail: error.message }, 'admin call failed: outcome unknown');
+      sendAdminError(reply, 503, 'store_unavailable', explanation);
+      return undefined;
+    }
+  };
+
   app.post<AccountParams>('/admin/accounts/:id/keys', async (request, reply) => {
     const body = createKeyBody.safeParse(request.body ?? {});
     if (!body.success) return sendInvalidBody(reply, body.error);
@@ -50,7 +66,14 @@ export function registerKeyRoutes(app: FastifyInstance, deps: AdminServerDeps): 
       },
       now(),
     );
-    const result = await deps.store.insertKey(keyHash, record);
+    const result = await writeOrExplain(
+      reply,
+      () => deps.store.insertKey(keyHash, record),
+      `The key store did not confirm the creation of key '${record.id}': it may or may not have been created, and its secret was ` +
+        `not handed out (it cannot be shown again). Find out with GET /admin/keys/${record.id}: a 404 means nothing was created; ` +
+        `create the key again. If it exists, nobody holds it: revoke it (POST /admin/keys/${record.id}/revoke), then create the key again.`,
+    );
+    if (result === undefined) return reply;
     if (result === 'account_not_found') return sendAccountNotFound(reply, request.params.id, 'Create it first.');
     await recordAdminAction(deps, { action: 'key.create', accountId: record.accountId, keyId: record.id, keyPrefix: record.prefix });
     return reply.code(201).send(createdKeyView(record, key));
@@ -107,7 +130,17 @@ export function registerKeyRoutes(app: FastifyInstance, deps: AdminServerDeps): 
     const graceSeconds = body.data.graceSeconds ?? 0;
     const { key, keyHash, record } = mintKey(successorTerms(old), now());
     // The grace end and the expiry check use the store's clock, not this replica's.
-    const result = await deps.store.rotateKey({ oldKeyId: old.id, newKeyHash: keyHash, newKey: record, graceSeconds });
+    const result = await writeOrExplain(
+      reply,
+      () => deps.store.rotateKey({ oldKeyId: old.id, newKeyHash: keyHash, newKey: record, graceSeconds }),
+      `The key store did not confirm the rotation of key '${keyId}': it may or may not have been applied, and the new key's ` +
+        `secret was not handed out (it cannot be shown again). Find out with GET /admin/keys/${keyId}. If it has no replacedBy, ` +
+        `nothing changed and the old key still works: rotate it again. If its replacedBy is '${record.id}', the rotation was ` +
+        `applied: the old key is ${graceSeconds === 0 ? 'revoked' : 'revoked at its revokeAt'} and nobody holds key '${record.id}'. ` +
+        `Revoke '${record.id}' (POST /admin/keys/${record.id}/revoke) and create a new key for account '${old.accountId}' ` +
+        `(POST /admin/accounts/${old.accountId}/keys).`,
+    );
+    if (result === undefined) return reply;
     switch (result.kind) {
       case 'key_not_found':
         return sendKeyNotFound(reply, keyId);

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { RedisTopology } from '../../settings/settings';
 import type { AuthorizeOutcome, AuthorizeRequest } from '../../domain/authorization';
 import type { Account, KeyIds, StoredKey } from '../../domain/key-records';
@@ -5,6 +6,7 @@ import { CREDIT_LIMIT_MINOR_UNITS } from '../../domain/credit';
 import { compareCodeUnits } from '../../domain/ordering';
 import {
   CorruptRecordError,
+  StoreOutcomeUnknownError,
   StoreUnavailableError,
   type AccountListing,
   type AccountPatch,
@@ -44,6 +46,11 @@ export interface RedisStoreOptions {
 
 const DEFAULT_ADMIN_TIMEOUT_MS = 2000;
 
+/** A write whose reply was lost is sent at most this many times in all (see callUntilAnswered). */
+const LOST_REPLY_MAX_ATTEMPTS = 6;
+/** Pause before the first repeat, doubled before each next one: long enough for ioredis to reconnect (50 ms). */
+const LOST_REPLY_FIRST_PAUSE_MS = 50;
+
 /**
  * Two connections: Checks run on one with the tight deadline Envoy's timeout
  * needs; admin calls and last-used batches run on another with a looser one,
@@ -62,6 +69,7 @@ export class RedisStore implements Store {
     where: string,
     private readonly clockOverride: (() => number) | undefined,
     private readonly checkDeadlineMs: number,
+    private readonly adminDeadlineMs: number,
   ) {
     this.description = where;
     this.batchWrites = writesBatchedPerTurn(checks);
@@ -75,7 +83,8 @@ export class RedisStore implements Store {
     // The Check connection keeps its deadline itself (withinDeadline), so a
     // reply that arrived during a busy moment is never counted as a timeout.
     const checks = openClient(topology, undefined);
-    const admin = openClient(topology, options.adminCommandTimeoutMs ?? DEFAULT_ADMIN_TIMEOUT_MS);
+    const adminDeadlineMs = options.adminCommandTimeoutMs ?? DEFAULT_ADMIN_TIMEOUT_MS;
+    const admin = openClient(topology, adminDeadlineMs);
     try {
       await Promise.all([checks.connect(), admin.connect()]);
       await Promise.all([checks.ping(), admin.ping()]);
@@ -84,7 +93,7 @@ export class RedisStore implements Store {
       admin.disconnect();
       throw new StoreUnavailableError(`cannot reach ${where}: ${messageOf(error)}`, { cause: error });
     }
-    return new RedisStore(checks, admin, where, options.clockOverride, options.commandTimeoutMs);
+    return new RedisStore(checks, admin, where, options.clockOverride, options.commandTimeoutMs, adminDeadlineMs);
   }
 
   async resolveKeyHash(keyHash: string): Promise<KeyIds | null> {
@@ -158,13 +167,15 @@ export class RedisStore implements Store {
    * The new key's indexes first, then the script that stores its record and
    * marks the old key: until the script has run the old key is untouched, so
    * any failure before it leaves the old key working and the rotation safe to
-   * retry. The grace end and the expiry check use Redis's clock (TIME).
+   * retry. The grace end and the expiry check use Redis's clock (TIME). A
+   * lost reply is resolved by repeating the same script, which answers an
+   * applied rotation as the first run did (callUntilAnswered).
    */
   async rotateKey(request: RotateKeyRequest): Promise<RotateKeyResult> {
     const accountId = await this.call(() => this.redis.get(redisKeys.accountIdByKeyId(request.oldKeyId)));
     if (accountId === null || accountId !== request.newKey.accountId) return { kind: 'key_not_found' };
     await this.writeKeyIndexes(request.newKeyHash, request.newKey);
-    const reply = await this.call(() =>
+    const reply = await this.callUntilAnswered(() =>
       this.redis.gwaRotateKey(
         redisKeys.key(accountId, request.oldKeyId),
         redisKeys.key(accountId, request.newKey.id),
@@ -253,10 +264,10 @@ export class RedisStore implements Store {
     return scripts.gwaAdjustCredit.parseReply(reply);
   }
 
-  /** Indexes first, record last: see writeKeyIndexes. */
+  /** Indexes first, record last: see writeKeyIndexes. A lost reply is resolved as in rotateKey. */
   async insertKey(keyHash: string, key: StoredKey): Promise<'created' | 'account_not_found'> {
     await this.writeKeyIndexes(keyHash, key);
-    const reply = await this.call(() =>
+    const reply = await this.callUntilAnswered(() =>
       this.redis.gwaInsertKey(
         redisKeys.account(key.accountId),
         redisKeys.key(key.accountId, key.id),
@@ -338,12 +349,40 @@ export class RedisStore implements Store {
     await Promise.all([closeClient(this.checks), closeClient(this.redis)]);
   }
 
+  /**
+   * For a script that is safe to run twice with the same arguments. A reply
+   * lost to a dropped connection or a timeout says nothing about whether Redis
+   * applied the script; repeating the same call does find out, so it is
+   * repeated (after 50, 100, 200 … ms) until Redis answers, for at most one
+   * more admin deadline after the first failure and LOST_REPLY_MAX_ATTEMPTS
+   * calls in all. An error that Redis itself answered (ReplyError: a refused
+   * or failed command) is definite and not repeated. When no call got an
+   * answer, StoreOutcomeUnknownError says that the write may have been applied.
+   */
+  private async callUntilAnswered<T>(write: () => Promise<T>): Promise<T> {
+    let repeatsEnd: AbortSignal | undefined;
+    for (let attempt = 1; ; attempt += 1) {
+      try {
+        return await write();
+      } catch (error) {
+        if (error instanceof Error && error.name === 'ReplyError') throw asStoreError(error);
+        repeatsEnd ??= AbortSignal.timeout(this.adminDeadlineMs);
+        if (attempt >= LOST_REPLY_MAX_ATTEMPTS || repeatsEnd.aborted) {
+          throw new StoreOutcomeUnknownError(
+            `Redis did not answer ${attempt} attempts (last: ${messageOf(error)}); the write may or may not have been applied`,
+            { cause: error },
+          );
+        }
+        await sleep(LOST_REPLY_FIRST_PAUSE_MS * 2 ** (attempt - 1));
+      }
+    }
+  }
+
   private async call<T>(command: () => Promise<T>): Promise<T> {
     try {
       return await command();
     } catch (error) {
-      if (error instanceof StoreUnavailableError) throw error;
-      throw new StoreUnavailableError(`Redis command failed: ${messageOf(error)}`, { cause: error });
+      throw asStoreError(error);
     }
   }
 }
@@ -358,6 +397,11 @@ function planJson(plan: AuthorizeRequest['defaultPlan']): string {
     encodedPlans.set(plan, json);
   }
   return json;
+}
+
+function asStoreError(error: unknown): StoreUnavailableError {
+  if (error instanceof StoreUnavailableError) return error;
+  return new StoreUnavailableError(`Redis command failed: ${messageOf(error)}`, { cause: error });
 }
 
 function messageOf(error: unknown): string {

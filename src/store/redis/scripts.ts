@@ -64,7 +64,10 @@ return 1`,
     parseReply: (reply): boolean => reply === 1,
   }),
 
-  // The key record and the account's key set change together, and only for an account that exists.
+  // The key record and the account's key set change together, and only for an
+  // account that exists. Run again with the same record it writes the same
+  // fields and answers 'created' again, so a call whose reply was lost can be
+  // repeated.
   gwaInsertKey: script({
     keys: ['account', 'keyRecord', 'accountKeys'],
     argv: ['keyId', '...keyFields'],
@@ -155,19 +158,22 @@ return redis.call('HGETALL', KEYS[1])`,
   }),
 
   // Rotation in one step under the account's tag: the old key is revoked now
-  // (or at the end of the grace period) in the same instant the new key exists.
-  // Rotation in one step under the account's tag: the old key is revoked now
   // (or at the end of the grace period) in the same instant the new key's
   // record exists. Its global indexes were written before (see the store). "Now"
   // is Redis's TIME, the clock every Check is decided on ('' = TIME; tests pass
   // an override). The answer carries both records, so nothing is read after
-  // the point of no return.
+  // the point of no return. The same rotation run again (same new key id, its
+  // record present) changes nothing and answers as the first run did: the
+  // store repeats a call whose reply was lost, and must learn what happened.
   gwaRotateKey: script({
     keys: ['oldKeyRecord', 'newKeyRecord', 'accountKeys'],
     argv: ['nowMsOverride', 'graceMs', 'newKeyId', '...newKeyFields'],
     lua: `${LUA_ISO_8601}
 local old = redis.call('HMGET', KEYS[1], 'status', 'replacedBy', 'expiresAtMs', 'revokeAtMs')
 if not old[1] then return {'key_not_found'} end
+if old[2] == ARGV[3] and redis.call('EXISTS', KEYS[2]) == 1 then
+  return {'rotated', redis.call('HGETALL', KEYS[1]), redis.call('HGETALL', KEYS[2])}
+end
 local now
 if ARGV[1] ~= '' then now = tonumber(ARGV[1])
 else local t = redis.call('TIME'); now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) end

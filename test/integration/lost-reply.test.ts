@@ -1,0 +1,248 @@
+import { createHash } from 'node:crypto';
+import * as net from 'node:net';
+import Redis from 'ioredis';
+import { redisKeys } from '../../src/store/redis/redis-keys';
+import { REDIS_SCRIPTS } from '../../src/store/redis/scripts';
+import { createOfficialCheckClient, envoyCheckRequest, type OfficialCheckClient } from '../support/envoy-official-client';
+import { startTestRedis, type TestRedis } from '../support/redis-server';
+import { startAppUnderTest, type AppUnderTest } from '../support/running-app';
+
+/**
+ * Issue 13, defect 3, the last gap: Redis runs the rotate (or insert) script,
+ * but its reply never reaches the service. A TCP proxy between the service
+ * and a real redis-server forwards everything; when armed, it lets the
+ * script's command through, waits for Redis's reply (so the script has run),
+ * drops that reply and cuts the service's connection, exactly what a
+ * connection lost after Redis applied the command looks like to ioredis.
+ */
+class LostReplyProxy {
+  private readonly server = net.createServer((client) => this.accept(client));
+  private readonly open = new Set<net.Socket>();
+  private armed: { markers: string[]; lose: 'reply' | 'request'; thenDown: boolean } | undefined;
+  private down = false;
+  /** Calls of the armed script whose reply (or request) was lost since it was armed. */
+  lost = 0;
+
+  constructor(private readonly redisPort: number) {}
+
+  async listen(): Promise<string> {
+    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
+    return `redis://127.0.0.1:${(this.server.address() as net.AddressInfo).port}`;
+  }
+
+  /**
+   * Loses the next call of this script, recognised as EVALSHA (by its SHA-1)
+   * or EVAL (by its text; ioredis sends EVAL once per new socket): 'reply'
+   * lets Redis run it and drops the answer, 'request' never sends it. Then
+   * the service's connections are cut; with thenDown, Redis stays
+   * unreachable until up().
+   */
+  lose(lua: string, options: { lose: 'reply' | 'request'; thenDown: boolean }): void {
+    const sha = createHash('sha1').update(lua).digest('hex');
+    this.armed = { markers: [sha, Buffer.from(lua).toString('latin1')], ...options };
+    this.lost = 0;
+  }
+
+  up(): void {
+    this.down = false;
+  }
+
+  async close(): Promise<void> {
+    for (const socket of this.open) socket.destroy();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+
+  private accept(client: net.Socket): void {
+    if (this.down) {
+      client.destroy();
+      return;
+    }
+    const upstream = net.connect(this.redisPort, '127.0.0.1');
+    this.open.add(client).add(upstream);
+    const cut = () => {
+      client.destroy();
+      upstream.destroy();
+      this.open.delete(client);
+      this.open.delete(upstream);
+    };
+    client.on('error', cut).on('close', cut);
+    upstream.on('error', cut).on('close', cut);
+    let sent = '';
+    let swallowing = false;
+    client.on('data', (chunk: Buffer) => {
+      const armed = this.armed;
+      if (armed) {
+        // Keep enough of what was sent to find a marker split across chunks.
+        const keep = Math.max(...armed.markers.map((marker) => marker.length));
+        sent = (sent + chunk.toString('latin1')).slice(-keep - chunk.length);
+        if (armed.markers.some((marker) => sent.includes(marker))) {
+          sent = '';
+          if (armed.lose === 'request') {
+            this.fail();
+            return;
+          }
+          swallowing = true;
+        }
+      }
+      upstream.write(chunk);
+    });
+    upstream.on('data', (chunk: Buffer) => {
+      if (!swallowing) {
+        client.write(chunk);
+        return;
+      }
+      // Redis has answered, so the script has run; the service never sees the answer.
+      this.fail();
+      cut();
+    });
+  }
+
+  private fail(): void {
+    this.lost += 1;
+    const thenDown = this.armed?.thenDown ?? false;
+    this.armed = undefined;
+    this.down = thenDown;
+    for (const socket of this.open) socket.destroy();
+  }
+}
+
+let redis: TestRedis;
+let proxy: LostReplyProxy;
+let operator: Redis;
+let app: AppUnderTest;
+let check: OfficialCheckClient;
+
+beforeAll(async () => {
+  redis = await startTestRedis();
+  proxy = new LostReplyProxy(redis.port);
+  const proxied = await proxy.listen();
+  operator = new Redis(redis.url, { disconnectTimeout: 50 });
+  app = await startAppUnderTest({ redisUrl: proxied });
+  check = createOfficialCheckClient(app.grpcAddress);
+  expect((await app.admin('POST', '/admin/accounts', { id: 'acme', name: 'Acme' })).status).toBe(201);
+});
+afterAll(async () => {
+  check?.close();
+  proxy?.up();
+  await app?.close();
+  await proxy?.close();
+  operator?.disconnect();
+  await redis?.stop();
+});
+
+/** 'allow', or the deny reason code, for one real Check with this key. */
+async function decide(key: string): Promise<string> {
+  const request = envoyCheckRequest({ path: '/v1/chat/completions', headers: { authorization: `Bearer ${key}` } });
+  const response = (await check.check(request)) as { status: { code: number }; denied_response: { body: string } };
+  return response.status.code === 0 ? 'allow' : (JSON.parse(response.denied_response.body) as { error: { code: string } }).error.code;
+}
+
+async function keyIdsOfAcme(): Promise<string[]> {
+  const listed = await app.admin('GET', '/admin/accounts/acme/keys');
+  expect(listed.status).toBe(200);
+  return (listed.body.keys as { id: string }[]).map((key) => key.id).sort();
+}
+
+async function auditOf(keyId: string): Promise<{ action: string; detail?: string }[]> {
+  const audit = await app.admin('GET', '/admin/audit?limit=200');
+  expect(audit.status).toBe(200);
+  return (audit.body.entries as { action: string; keyId?: string; detail?: string }[]).filter((entry) => entry.keyId === keyId);
+}
+
+async function createKey(name: string): Promise<{ id: string; key: string }> {
+  const created = await app.admin('POST', '/admin/accounts/acme/keys', { name });
+  expect(created.status).toBe(201);
+  return created.body as { id: string; key: string };
+}
+
+/** After Redis was unreachable: waits until the service reaches it again (ioredis reconnects within 1 s). */
+async function waitUntilReachable(keyId: string): Promise<void> {
+  for (let tries = 0; tries < 100; tries += 1) {
+    if ((await app.admin('GET', `/admin/keys/${keyId}`)).status === 200) return;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error('the service did not reach Redis again within 10 s');
+}
+
+it('a rotation whose reply is lost after Redis applied it answers 201 with the new key: one rotation, old key refused', async () => {
+  const old = await createKey('prod');
+  expect(await decide(old.key)).toBe('allow');
+  const keysBefore = await keyIdsOfAcme();
+
+  proxy.lose(REDIS_SCRIPTS.gwaRotateKey.lua, { lose: 'reply', thenDown: false });
+  const rotated = await app.admin('POST', `/admin/keys/${old.id}/rotate`, { graceSeconds: 0 });
+  expect(proxy.lost).toBe(1);
+  expect(rotated.status).toBe(201);
+  const next = rotated.body as { id: string; key: string; replaces: string; oldKey: { status: string; replacedBy: string } };
+  expect(next).toMatchObject({ replaces: old.id, oldKey: { status: 'revoked', replacedBy: next.id } });
+
+  expect(await decide(next.key)).toBe('allow');
+  expect(await decide(old.key)).toBe('key_revoked');
+  expect(await keyIdsOfAcme()).toEqual([...keysBefore, next.id].sort());
+  expect(await operator.hget(redisKeys.key('acme', old.id), 'replacedBy')).toBe(next.id);
+  const rotations = (await auditOf(old.id)).filter((entry) => entry.action === 'key.rotate');
+  expect(rotations).toHaveLength(1);
+  expect(rotations[0]?.detail).toContain(`newKeyId=${next.id}`);
+});
+
+it('a key creation whose reply is lost answers 201 with the one key it created', async () => {
+  const keysBefore = await keyIdsOfAcme();
+  proxy.lose(REDIS_SCRIPTS.gwaInsertKey.lua, { lose: 'reply', thenDown: false });
+  const created = await app.admin('POST', '/admin/accounts/acme/keys', { name: 'ci' });
+  expect(proxy.lost).toBe(1);
+  expect(created.status).toBe(201);
+  const key = created.body as { id: string; key: string };
+  expect(await keyIdsOfAcme()).toEqual([...keysBefore, key.id].sort());
+  expect(await decide(key.key)).toBe('allow');
+  expect((await auditOf(key.id)).map((entry) => entry.action)).toEqual(['key.create']);
+});
+
+it('Redis unreachable for every attempt after applying the rotation: 503 says it may have been applied and how to settle it', async () => {
+  const old = await createKey('staging');
+  proxy.lose(REDIS_SCRIPTS.gwaRotateKey.lua, { lose: 'reply', thenDown: true });
+  const failed = await app.admin('POST', `/admin/keys/${old.id}/rotate`, { graceSeconds: 0 });
+  expect(failed.status).toBe(503);
+  expect(failed.body).not.toHaveProperty('key');
+  const { code, message } = failed.body.error as { code: string; message: string };
+  expect(code).toBe('store_unavailable');
+  expect(message).toContain('may or may not have been applied');
+  expect(message).toContain(`GET /admin/keys/${old.id}`);
+  const newKeyId = /If its replacedBy is '(key_\w+)'/.exec(message)?.[1];
+  expect(newKeyId).toBeDefined();
+
+  proxy.up();
+  await waitUntilReachable(old.id);
+  // What the message says to look for: the rotation was applied, so the old key is revoked and points at the new id ...
+  const oldNow = await app.admin('GET', `/admin/keys/${old.id}`);
+  expect(oldNow.body).toMatchObject({ status: 'revoked', replacedBy: newKeyId });
+  expect(await decide(old.key)).toBe('key_revoked');
+  // ... whose record exists, active, its secret held by nobody; its index was kept, so it is a whole key.
+  expect((await app.admin('GET', `/admin/keys/${newKeyId}`)).body).toMatchObject({ status: 'active', replaces: old.id });
+  expect(await operator.get(redisKeys.accountIdByKeyId(newKeyId!))).toBe('acme');
+  // And what it says to do then: revoke that key and create a new one.
+  expect((await app.admin('POST', `/admin/keys/${newKeyId}/revoke`)).status).toBe(200);
+  const replacement = await createKey('staging');
+  expect(await decide(replacement.key)).toBe('allow');
+  expect((await auditOf(newKeyId!)).map((entry) => entry.action)).toEqual(['key.revoke']);
+});
+
+it('Redis unreachable for every attempt before the rotation ran: the same 503; the old key still works and rotates when retried', async () => {
+  const old = await createKey('batch');
+  const before = await app.admin('GET', `/admin/keys/${old.id}`);
+  proxy.lose(REDIS_SCRIPTS.gwaRotateKey.lua, { lose: 'request', thenDown: true });
+  const failed = await app.admin('POST', `/admin/keys/${old.id}/rotate`, { graceSeconds: 0 });
+  expect(proxy.lost).toBe(1);
+  expect(failed.status).toBe(503);
+  expect(failed.body.error.message).toContain('may or may not have been applied');
+
+  proxy.up();
+  await waitUntilReachable(old.id);
+  // The message's other branch: no replacedBy, nothing changed, the old key works; rotate again.
+  expect(await app.admin('GET', `/admin/keys/${old.id}`)).toEqual(before);
+  expect(await decide(old.key)).toBe('allow');
+  const retried = await app.admin('POST', `/admin/keys/${old.id}/rotate`, { graceSeconds: 0 });
+  expect(retried.status).toBe(201);
+  expect(await decide(retried.body.key as string)).toBe('allow');
+  expect(await decide(old.key)).toBe('key_revoked');
+  expect((await auditOf(old.id)).filter((entry) => entry.action === 'key.rotate')).toHaveLength(1);
+});
