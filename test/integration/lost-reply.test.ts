@@ -130,6 +130,10 @@ afterAll(async () => {
   await redis?.stop();
 });
 
+type AdminError = { error: { code: string; message: string } };
+/** An admin answer's body, read as the shape the test expects of it. */
+const bodyOf = <T>(response: { body: unknown }): T => response.body as T;
+
 /** 'allow', or the deny reason code, for one real Check with this key. */
 async function decide(key: string): Promise<string> {
   const request = envoyCheckRequest({ path: '/v1/chat/completions', headers: { authorization: `Bearer ${key}` } });
@@ -140,19 +144,21 @@ async function decide(key: string): Promise<string> {
 async function keyIdsOfAcme(): Promise<string[]> {
   const listed = await app.admin('GET', '/admin/accounts/acme/keys');
   expect(listed.status).toBe(200);
-  return (listed.body.keys as { id: string }[]).map((key) => key.id).sort();
+  return bodyOf<{ keys: { id: string }[] }>(listed)
+    .keys.map((key) => key.id)
+    .sort();
 }
 
 async function auditOf(keyId: string): Promise<{ action: string; detail?: string }[]> {
   const audit = await app.admin('GET', '/admin/audit?limit=200');
   expect(audit.status).toBe(200);
-  return (audit.body.entries as { action: string; keyId?: string; detail?: string }[]).filter((entry) => entry.keyId === keyId);
+  return bodyOf<{ entries: { action: string; keyId?: string; detail?: string }[] }>(audit).entries.filter((entry) => entry.keyId === keyId);
 }
 
 async function createKey(name: string): Promise<{ id: string; key: string }> {
   const created = await app.admin('POST', '/admin/accounts/acme/keys', { name });
   expect(created.status).toBe(201);
-  return created.body as { id: string; key: string };
+  return bodyOf<{ id: string; key: string }>(created);
 }
 
 /** After Redis was unreachable: waits until the service reaches it again (ioredis reconnects within 1 s). */
@@ -173,7 +179,7 @@ it('a rotation whose reply is lost after Redis applied it answers 201 with the n
   const rotated = await app.admin('POST', `/admin/keys/${old.id}/rotate`, { graceSeconds: 0 });
   expect(proxy.lost).toBe(1);
   expect(rotated.status).toBe(201);
-  const next = rotated.body as { id: string; key: string; replaces: string; oldKey: { status: string; replacedBy: string } };
+  const next = bodyOf<{ id: string; key: string; replaces: string; oldKey: { status: string; replacedBy: string } }>(rotated);
   expect(next).toMatchObject({ replaces: old.id, oldKey: { status: 'revoked', replacedBy: next.id } });
 
   expect(await decide(next.key)).toBe('allow');
@@ -191,7 +197,7 @@ it('a key creation whose reply is lost answers 201 with the one key it created',
   const created = await app.admin('POST', '/admin/accounts/acme/keys', { name: 'ci' });
   expect(proxy.lost).toBe(1);
   expect(created.status).toBe(201);
-  const key = created.body as { id: string; key: string };
+  const key = bodyOf<{ id: string; key: string }>(created);
   expect(await keyIdsOfAcme()).toEqual([...keysBefore, key.id].sort());
   expect(await decide(key.key)).toBe('allow');
   expect((await auditOf(key.id)).map((entry) => entry.action)).toEqual(['key.create']);
@@ -203,7 +209,7 @@ it('Redis unreachable for every attempt after applying the rotation: 503 says it
   const failed = await app.admin('POST', `/admin/keys/${old.id}/rotate`, { graceSeconds: 0 });
   expect(failed.status).toBe(503);
   expect(failed.body).not.toHaveProperty('key');
-  const { code, message } = failed.body.error as { code: string; message: string };
+  const { code, message } = bodyOf<AdminError>(failed).error;
   expect(code).toBe('store_unavailable');
   expect(message).toContain('may or may not have been applied');
   expect(message).toContain(`GET /admin/keys/${old.id}`);
@@ -233,7 +239,7 @@ it('Redis unreachable for every attempt before the rotation ran: the same 503; t
   const failed = await app.admin('POST', `/admin/keys/${old.id}/rotate`, { graceSeconds: 0 });
   expect(proxy.lost).toBe(1);
   expect(failed.status).toBe(503);
-  expect(failed.body.error.message).toContain('may or may not have been applied');
+  expect(bodyOf<AdminError>(failed).error.message).toContain('may or may not have been applied');
 
   proxy.up();
   await waitUntilReachable(old.id);
@@ -242,7 +248,27 @@ it('Redis unreachable for every attempt before the rotation ran: the same 503; t
   expect(await decide(old.key)).toBe('allow');
   const retried = await app.admin('POST', `/admin/keys/${old.id}/rotate`, { graceSeconds: 0 });
   expect(retried.status).toBe(201);
-  expect(await decide(retried.body.key as string)).toBe('allow');
+  expect(await decide(bodyOf<{ key: string }>(retried).key)).toBe('allow');
   expect(await decide(old.key)).toBe('key_revoked');
   expect((await auditOf(old.id)).filter((entry) => entry.action === 'key.rotate')).toHaveLength(1);
+});
+
+it('Redis unreachable for every attempt after applying a key creation: 503 names the key to look up; it exists and can be revoked', async () => {
+  const keysBefore = await keyIdsOfAcme();
+  proxy.lose(REDIS_SCRIPTS.gwaInsertKey.lua, { lose: 'reply', thenDown: true });
+  const failed = await app.admin('POST', '/admin/accounts/acme/keys', { name: 'lost' });
+  expect(failed.status).toBe(503);
+  expect(failed.body).not.toHaveProperty('key');
+  const { message } = bodyOf<AdminError>(failed).error;
+  expect(message).toContain('may or may not have been created');
+  const keyId = /Find out with GET \/admin\/keys\/(key_\w+)/.exec(message)?.[1];
+  expect(keyId).toBeDefined();
+
+  proxy.up();
+  await waitUntilReachable(keysBefore[0]!);
+  // Created, as the message allows: listed and active, its secret held by nobody, and no key.create in the audit.
+  expect(await keyIdsOfAcme()).toEqual([...keysBefore, keyId!].sort());
+  expect((await app.admin('GET', `/admin/keys/${keyId}`)).body).toMatchObject({ status: 'active', name: 'lost' });
+  expect((await app.admin('POST', `/admin/keys/${keyId}/revoke`)).status).toBe(200);
+  expect((await auditOf(keyId!)).map((entry) => entry.action)).toEqual(['key.revoke']);
 });
