@@ -353,9 +353,9 @@ export class RedisStore implements Store {
    * For a script that is safe to run twice with the same arguments. A reply
    * lost to a dropped connection or a timeout says nothing about whether Redis
    * applied the script; repeating the same call does find out, so it is
-   * repeated (after 50, 100, 200 … ms) until Redis answers, for at most one
-   * more admin deadline after the first failure and LOST_REPLY_MAX_ATTEMPTS
-   * calls in all. An error that Redis itself answered (ReplyError: a refused
+   * repeated (after 50, 100, 200 … ms) until Redis answers: at most
+   * LOST_REPLY_MAX_ATTEMPTS calls in all, none started later than one more
+   * admin deadline after the first failure. An error that Redis itself answered (ReplyError: a refused
    * or failed command) is definite and not repeated. When no call got an
    * answer, StoreOutcomeUnknownError says that the write may have been applied.
    */
