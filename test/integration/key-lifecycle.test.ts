@@ -62,7 +62,7 @@ it('with graceSeconds both keys work on both replicas; revoking the old one ends
   const rotated = await admin.admin('POST', `/admin/keys/${old.id}/rotate`, { graceSeconds: 3600 });
   keys.push(rotated.body.key);
   expect(rotated.body.oldKey).toMatchObject({ status: 'active', revokeAt: expect.any(String) });
-  expect(Date.parse(rotated.body.oldKey.revokeAt) - Date.now()).toBeGreaterThan(3_500_000);
+  expect(Date.parse(rotated.body.oldKey.revokeAt!) - Date.now()).toBeGreaterThan(3_500_000);
   expect(await onEveryReplica(old.key)).toEqual(['allow', 'allow']);
   expect(await onEveryReplica(rotated.body.key)).toEqual(['allow', 'allow']);
   expect((await admin.admin('POST', `/admin/keys/${old.id}/revoke`)).status).toBe(200);
@@ -119,13 +119,13 @@ it.each([
 it('shows last use in the listing, written off the hot path by the replica that saw the request', async () => {
   const used = await createKey('last used');
   const before = await admin.admin('GET', '/admin/accounts/acme/keys');
-  expect(before.body.keys.find((k: { id: string }) => k.id === used.id).lastUsedAt).toBeNull();
+  expect(before.body.keys.find((k) => k.id === used.id)!.lastUsedAt).toBeNull();
   await onEveryReplica(used.key);
   let lastUsedAt: string | null = null;
   for (let attempt = 0; attempt < 50 && !lastUsedAt; attempt += 1) {
     await new Promise((resolve) => setTimeout(resolve, 100));
     const listing = await admin.admin('GET', '/admin/accounts/acme/keys');
-    lastUsedAt = listing.body.keys.find((k: { id: string }) => k.id === used.id).lastUsedAt;
+    lastUsedAt = listing.body.keys.find((k) => k.id === used.id)!.lastUsedAt ?? null;
   }
   expect(lastUsedAt).not.toBeNull();
   expect(Math.abs(Date.parse(lastUsedAt!) - Date.now())).toBeLessThan(10_000);

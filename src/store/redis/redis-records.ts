@@ -1,6 +1,6 @@
 import { KEY_ENVIRONMENTS, type KeyEnvironment } from '../../keys/customer-key';
 import type { RateLimit, RatePlanOverride } from '../../limits/rate-limit';
-import { StoreUnavailableError, type Account, type AccountStatus, type StoredKey } from '../store';
+import { StoreUnavailableError, type Account, type StoredKey } from '../store';
 
 /** Store records ↔ Redis hash fields. Numbers and lists travel as strings and JSON. */
 
@@ -90,7 +90,7 @@ export function parseAccount(fields: Record<string, string>): Account {
   const account: Account = {
     id: required(fields, 'id', 'account'),
     name: fields.name ?? '',
-    status: status as AccountStatus,
+    status,
     createdAt: required(fields, 'createdAt', 'account'),
   };
   if (fields.creditBalance !== undefined) {

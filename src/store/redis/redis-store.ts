@@ -1,7 +1,7 @@
 import Redis, { Cluster, type RedisOptions } from 'ioredis';
 import type { RedisTopology } from '../../settings/settings';
 import type { KeyEnvironment } from '../../keys/customer-key';
-import type { LimitScope, LimitState } from '../../limits/rate-limit';
+import type { LimitState } from '../../limits/rate-limit';
 import {
   StoreUnavailableError,
   type Account,
@@ -423,7 +423,7 @@ function limitState(fields: string[]): LimitState {
   const [scope, limit, windowSeconds, remaining, resetMs] = fields;
   if (scope !== 'key' && scope !== 'account') throw new StoreUnavailableError(`unexpected limit scope from Redis: ${scope}`);
   return {
-    scope: scope as LimitScope,
+    scope,
     limit: Number(limit),
     windowSeconds: Number(windowSeconds),
     remaining: Number(remaining),
