@@ -67,7 +67,7 @@ describe('core: every Envoy fixture decides as on one Redis', () => {
       return;
     }
     expect(response.denied_response.status.code).toBe(HTTP_STATUS_NAMES[fixture.expect.http_status]);
-    expect(response.denied_response.headers.find((h: { header: { key: string } }) => h.header.key === 'x-gateway-error-code').header.value).toBe(
+    expect(response.denied_response.headers.find((h: { header: { key: string } }) => h.header.key === 'x-gateway-error-code')!.header.value).toBe(
       fixture.expect.reason,
     );
   });

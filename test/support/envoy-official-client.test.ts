@@ -160,7 +160,7 @@ describe('createOfficialCheckClient against a server built from proto/', () => {
         append_action: 'APPEND_IF_EXISTS_OR_ADD',
       });
       expect(res.ok_response.headers_to_remove).toEqual(['x-api-key']);
-      expect(res.dynamic_metadata.fields.customer_id.stringValue).toBe('cus_1');
+      expect(res.dynamic_metadata.fields.customer_id!.stringValue).toBe('cus_1');
     } finally {
       client.close();
     }
