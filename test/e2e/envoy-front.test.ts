@@ -44,7 +44,7 @@ async function startStubAuthz(): Promise<StubAuthz> {
     Check: (call: grpc.ServerUnaryCall<any, any>, callback: grpc.sendUnaryData<any>) => {
       stub
         .handler(call.request, call)
-        .then((answer) => ('code' in answer && 'details' in answer ? callback(answer as grpc.StatusObject) : callback(null, answer)))
+        .then((answer) => ('code' in answer && 'details' in answer ? callback(answer) : callback(null, answer)))
         .catch((err: Error) => callback({ code: grpc.status.INTERNAL, details: err.message }));
     },
   });

@@ -314,7 +314,7 @@ describe('gateway-authz accounts / keys (against the admin API, real Redis)', ()
         const response = await client.check(
           envoyCheckRequest({ path: '/v1/chat/completions', headers: { authorization: `Bearer ${key}` } }),
         );
-        return response.status.code as number;
+        return response.status.code;
       } finally {
         client.close();
       }

@@ -4,6 +4,7 @@ import { startTestRedis, type TestRedis } from '../support/redis-server';
 import { startAppUnderTest, TEST_ADMIN_TOKEN, type AppUnderTest } from '../support/running-app';
 import { registerSecrets } from '../support/secret-scan';
 import { startServerProcess, type ServerProcess } from '../support/server-process';
+import { parseDenyBody } from '../support/deny-body';
 
 /**
  * Rotation, revocation and expiry through Envoy-shaped Checks on two server
@@ -42,7 +43,7 @@ async function createKey(name: string): Promise<{ key: string; id: string }> {
 async function onEveryReplica(key: string): Promise<string[]> {
   const request = envoyCheckRequest({ path: '/v1/chat/completions', headers: { authorization: `Bearer ${key}` } });
   const responses = await Promise.all(clients.map((client) => client.check(request)));
-  return responses.map((r) => (r.status.code === 0 ? 'allow' : JSON.parse(r.denied_response.body).error.code));
+  return responses.map((r) => (r.status.code === 0 ? 'allow' : String(parseDenyBody(r.denied_response.body).error.code)));
 }
 
 it('after an immediate rotate returns, the old key is key_revoked and the new key allowed on both replicas', async () => {
@@ -81,7 +82,7 @@ it('refuses a revoked key and an expired key on both replicas, saying what happe
   const response = await clients[0]!.check(
     envoyCheckRequest({ path: '/v1/messages', headers: { 'x-api-key': expiring.key, 'anthropic-version': '2023-06-01' } }),
   );
-  const message: string = JSON.parse(response.denied_response.body).error.message;
+  const message = parseDenyBody(response.denied_response.body).error.message;
   expect(message).toContain('has expired');
   expect(message).toContain('API Keys');
   expect(message).not.toContain(expiring.key);

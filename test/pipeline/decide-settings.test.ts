@@ -9,7 +9,7 @@ import { envoyCheckRequest } from '../support/envoy-official-client';
 function fixtureRequest(file: string, secrets: Parameters<typeof materialize>[1]) {
   const fixture = loadCheckRequestFixtures().find((f) => f.file.endsWith(`${file}.json`));
   if (!fixture) throw new Error(`no fixture ${file}`);
-  return toAuthRequest(materialize(fixture.check_request, secrets) as CheckRequestMessage);
+  return toAuthRequest(materialize(fixture.check_request, secrets));
 }
 
 describe('decision pipeline: operator settings and time', () => {
@@ -22,7 +22,7 @@ describe('decision pipeline: operator settings and time', () => {
 
   it('keeps refusing ?key= on chat routes even when query keys are on', async () => {
     const world = await fixtureWorld({ acceptQueryKey: true });
-    const request = toAuthRequest(envoyCheckRequest({ path: `/v1/chat/completions?key=${world.secrets.LIVE_KEY}` }) as CheckRequestMessage);
+    const request = toAuthRequest(envoyCheckRequest({ path: `/v1/chat/completions?key=${world.secrets.LIVE_KEY}` }));
     const decision = await decide(request, world.deps);
     expect(decision.kind === 'deny' && decision.reason).toBe('query_key_not_accepted');
   });
@@ -61,7 +61,7 @@ describe('decision pipeline: operator settings and time', () => {
     'does not treat the path trick %s as the public route',
     async (path) => {
       const world = await fixtureWorld({ publicRoutes: [{ exact: '/healthz' }, { prefix: '/x' }] });
-      const decision = await decide(toAuthRequest(envoyCheckRequest({ method: 'GET', path }) as CheckRequestMessage), world.deps);
+      const decision = await decide(toAuthRequest(envoyCheckRequest({ method: 'GET', path })), world.deps);
       expect(decision.kind === 'deny' && decision.reason).toBe('missing_credential');
     },
   );
@@ -70,7 +70,7 @@ describe('decision pipeline: operator settings and time', () => {
     const world = await fixtureWorld();
     const key = generateCustomerKey('test');
     await insertKey(world.store, key, { expiresAt: new Date(world.clock.now() + 60_000).toISOString() });
-    const request = toAuthRequest(envoyCheckRequest({ path: '/v1/chat/completions', headers: { authorization: `Bearer ${key}` } }) as CheckRequestMessage);
+    const request = toAuthRequest(envoyCheckRequest({ path: '/v1/chat/completions', headers: { authorization: `Bearer ${key}` } }));
     expect((await decide(request, world.deps)).kind).toBe('allow');
     world.clock.advance(59_999);
     expect((await decide(request, world.deps)).kind).toBe('allow');

@@ -402,7 +402,7 @@ function allTypes(ns: protobuf.NamespaceBase): protobuf.Type[] {
   for (const nested of ns.nestedArray) {
     if (nested instanceof protobuf.Type) out.push(nested);
     if (nested instanceof protobuf.Namespace || nested instanceof protobuf.Type) {
-      out.push(...allTypes(nested as protobuf.NamespaceBase));
+      out.push(...allTypes(nested));
     }
   }
   return out;
@@ -413,7 +413,7 @@ function allEnums(ns: protobuf.NamespaceBase): protobuf.Enum[] {
   for (const nested of ns.nestedArray) {
     if (nested instanceof protobuf.Enum) out.push(nested);
     if (nested instanceof protobuf.Namespace || nested instanceof protobuf.Type) {
-      out.push(...allEnums(nested as protobuf.NamespaceBase));
+      out.push(...allEnums(nested));
     }
   }
   return out;
@@ -599,7 +599,7 @@ describe('src/grpc/proto-loading.ts', () => {
     // Envoy -> us: official bytes are deserialized by our service definition.
     const req = fullCheckRequest({ socket_address: { address: '203.0.113.7', port_value: 1 } }, { pipe: { path: '/p' } });
     const reqBytes = Buffer.from(officialReq.encode(officialReq.fromObject(req)).finish());
-    const decodedReq = check.requestDeserialize(reqBytes) as any;
+    const decodedReq = check.requestDeserialize(reqBytes);
     expect(decodedReq.attributes.request.http.size).toBe('9007199254740993');
     expect(decodedReq.attributes.request.http.headers[':path']).toBe('/v1/chat/completions?stream=true');
     expect(decodedReq.attributes.source.address.address).toBe('socket_address');

@@ -195,14 +195,14 @@ function pgvRules(field: protobuf.Field): Rules | undefined {
   let merged: Rules | undefined;
   for (const entry of entries) {
     const rules = entry['(validate.rules)'];
-    if (isPlainObject(rules)) merged = deepMerge(merged ?? {}, rules as Rules);
+    if (isPlainObject(rules)) merged = deepMerge(merged ?? {}, rules);
   }
   return merged;
 }
 
 function deepMerge(target: Rules, source: Rules): Rules {
   for (const [key, value] of Object.entries(source)) {
-    target[key] = isPlainObject(value) && isPlainObject(target[key]) ? deepMerge({ ...target[key] }, value as Rules) : value;
+    target[key] = isPlainObject(value) && isPlainObject(target[key]) ? deepMerge({ ...target[key] }, value) : value;
   }
   return target;
 }
@@ -629,8 +629,8 @@ class Converter {
     if (rules.min_pairs !== undefined && keys.length < Number(rules.min_pairs)) this.problem(at, `needs at least ${rules.min_pairs} entr(ies)`);
     if (rules.max_pairs !== undefined && keys.length > Number(rules.max_pairs)) this.problem(at, `allows at most ${rules.max_pairs} entr(ies)`);
     for (const key of keys) {
-      if (isPlainObject(rules.keys)) this.checkScalarRules(field.keyType, rules.keys as Rules, field.keyType === 'string' ? key : Number(key), mapPath(at, key));
-      if (isPlainObject(rules.values)) this.checkSingleRules(field, rules.values as Rules, entries[key], mapPath(at, key));
+      if (isPlainObject(rules.keys)) this.checkScalarRules(field.keyType, rules.keys, field.keyType === 'string' ? key : Number(key), mapPath(at, key));
+      if (isPlainObject(rules.values)) this.checkSingleRules(field, rules.values, entries[key], mapPath(at, key));
     }
   }
 }
@@ -694,7 +694,7 @@ function viewValue(root: protobuf.Root, field: protobuf.FieldBase, value: unknow
   const resolved = field.resolvedType;
   if (resolved instanceof protobuf.Enum) return resolved.valuesById[value as number] ?? value;
   if (resolved instanceof protobuf.Type) return viewMessage(root, resolved, value as ProtoMessage);
-  if (value && typeof value === 'object' && 'low' in (value as object)) return Number(String(value));
+  if (value && typeof value === 'object' && 'low' in value) return Number(String(value));
   if (value instanceof Uint8Array) return Buffer.from(value).toString('base64');
   return value;
 }
