@@ -264,7 +264,7 @@ describe('gateway-authz accounts / keys (against the admin API, real Redis)', ()
       expect(out).toMatch(new RegExp(`^prefix +${key!.slice(0, 12)}…$`, 'm'));
       expect(out).toMatch(/^name +printed$/m);
       expect(out).toMatch(/^environment +live$/m);
-      expect(() => JSON.parse(out)).toThrow();
+      expect(() => JSON.parse(out) as unknown).toThrow();
     });
 
     it('lists keys as a table of prefixes and names, never a full key', async () => {
@@ -455,7 +455,7 @@ describe('gateway-authz accounts / keys (against the admin API, real Redis)', ()
 
     it('prints key-value text by default and the API JSON with --json', async () => {
       const out = await text(['accounts', 'get', '--id', 'cli-set']);
-      expect(() => JSON.parse(out)).toThrow();
+      expect(() => JSON.parse(out) as unknown).toThrow();
       expect(out).toMatch(/^id +cli-set$/m);
       expect(out).toMatch(/^billing +post-paid$/m);
       expect(out).toMatch(/^key limits +not overridden/m);
