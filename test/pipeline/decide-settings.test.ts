@@ -1,4 +1,4 @@
-import { toAuthRequest, type CheckRequestMessage } from '../../src/grpc/check-request';
+import { toAuthRequest } from '../../src/grpc/check-request';
 import { decide } from '../../src/pipeline/decide';
 import { toCheckAnswer } from '../../src/responses/check-response';
 import { generateCustomerKey } from '../../src/keys/customer-key';

@@ -400,7 +400,7 @@ describe.each(implementations)('store contract: %s', (_name, open) => {
       const plan = { key: [perMinute(5)], account: [] };
       await kinds(ids, plan, 5);
       clock.advance(60_000);
-      expect(await kinds(ids, plan, 6)).toEqual([...Array(5).fill('allow'), 'rate_limited']);
+      expect(await kinds(ids, plan, 6)).toEqual([...Array<string>(5).fill('allow'), 'rate_limited']);
     });
 
     it('shares account limits across keys; a request refused by one limit consumes none of the others', async () => {

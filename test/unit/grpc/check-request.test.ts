@@ -177,7 +177,7 @@ describe('toAuthRequest', () => {
       );
       expect(Object.getPrototypeOf(request.headers)).toBeNull();
       expect(request.headers['__proto__']).toBe('p');
-      expect(request.headers.constructor).toBe('c');
+      expect(request.headers['constructor']).toBe('c');
       expect(request.headers['toString']).toBeUndefined();
     });
 

@@ -6,7 +6,6 @@ import {
   KEYED_FAMILIES,
   buildRouteTable,
   compilePathMatcher,
-  type PathMatchSpec,
 } from '../../../src/routes/route-table';
 
 const DEFAULTS = buildRouteTable({}, []);
