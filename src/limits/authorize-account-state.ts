@@ -5,8 +5,9 @@ import { effectiveLimits, type LimitScope, type LimitState, type RatePlan } from
 /**
  * The authorization rules for a known key, as one pure function: key status
  * → billing → rate limits, consuming nothing unless everything passes. The
- * in-memory store runs this; the Redis store runs the same rules in its Lua
- * script (src/store/redis/authorize.lua), and both pass one contract suite.
+ * in-memory store runs this; the Redis store runs the same rules in its
+ * authorize Lua script (src/store/redis/scripts.ts), and both pass one
+ * contract suite.
  */
 export interface AccountState {
   key: StoredKey | null;

@@ -1,6 +1,6 @@
 /**
- * Pins the Envoy behaviour that test/e2e/envoy-front.ts imitates
- * (shared/reference/envoy-ext-authz.md §2), against a stub authz server
+ * Pins the Envoy behaviour that test/e2e/envoy-front.ts imitates (HTTP
+ * connection manager, ext_authz filter, router), against a stub authz server
  * built from Envoy's OFFICIAL protos (as Envoy's own client is) and the fake
  * upstream. If the e2e tests are to mean anything for the real deployment,
  * the front must be Envoy in every rule the gateway relies on.

@@ -6,8 +6,9 @@
  *
  * The Check call goes through a client built from Envoy's OFFICIAL protos
  * (test/support/envoy-official-client.ts), never our trimmed proto/ copy.
- * The rules below follow shared/reference/envoy-ext-authz.md §2; each one is
- * pinned in envoy-front.test.ts against a stub authz server.
+ * The rules below are Envoy's (HTTP connection manager, ext_authz filter,
+ * router); each one is pinned in envoy-front.test.ts against a stub authz
+ * server.
  *
  * Request side (what Envoy puts into CheckRequest):
  *  - attributes.request.http.headers: lower-case keys, pseudo-headers first
