@@ -51,7 +51,7 @@ export interface OfficialStruct {
  * other member is absent at run time (a test reads the one it expects after asserting `http_response`).
  */
 export interface OfficialCheckResponse {
-  status: { code: number; message: string };
+  status: { code: number; message: string; details: { type_url: string; value: string }[] };
   http_response: 'ok_response' | 'denied_response' | 'error_response';
   ok_response: {
     headers: OfficialHeaderOption[];
@@ -59,9 +59,17 @@ export interface OfficialCheckResponse {
     response_headers_to_add: OfficialHeaderOption[];
     query_parameters_to_set: { key: string; value: string }[];
     query_parameters_to_remove: string[];
+    dynamic_metadata: OfficialStruct;
   };
-  denied_response: { status: { code: string }; headers: OfficialHeaderOption[]; body: string };
+  denied_response: OfficialDeniedResponse;
+  error_response: OfficialDeniedResponse;
   dynamic_metadata: OfficialStruct;
+}
+
+export interface OfficialDeniedResponse {
+  status: { code: string };
+  headers: OfficialHeaderOption[];
+  body: string;
 }
 
 export interface OfficialCheckClient {
