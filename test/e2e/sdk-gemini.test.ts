@@ -92,7 +92,7 @@ interface Call {
   name: string;
   family: string;
   path: RegExp;
-  run(apiKey: string, exchanges?: Exchange[]): Promise<void>;
+  run: (apiKey: string, exchanges?: Exchange[]) => Promise<void>;
 }
 
 interface Failure {
