@@ -39,6 +39,8 @@ import * as path from 'node:path';
 
 import * as protobuf from 'protobufjs';
 
+import type { EnvoyView } from './envoy-semantics';
+
 /** <node_modules>/@grpc/grpc-js-xds/deps: Envoy's official v3 API protos and their imports. */
 export const ENVOY_DEPS_DIR = path.join(path.dirname(require.resolve('@grpc/grpc-js-xds/package.json')), 'deps');
 
@@ -100,7 +102,7 @@ export interface CheckedBootstrap {
   readonly message: protobuf.Message;
   readonly bytes: Uint8Array;
   /** The decoded message as proto3 JSON, with every Any expanded to {"@type", ...fields}. */
-  readonly view: Record<string, unknown>;
+  readonly view: EnvoyView;
 }
 
 /** Checks a parsed YAML/JSON bootstrap strictly and builds the official Bootstrap message; throws EnvoyConfigError. */
@@ -114,7 +116,8 @@ export function checkBootstrap(config: unknown, root: protobuf.Root = loadEnvoyR
   const message = type.fromObject(converted as Record<string, unknown>);
   const bytes = type.encode(message).finish();
   const decoded = type.decode(bytes);
-  return { message, bytes, view: protoJsonView(root, type, decoded) };
+  // The view's declared shape is what the checks read; the converter above has checked the message itself.
+  return { message, bytes, view: protoJsonView(root, type, decoded) as unknown as EnvoyView };
 }
 
 /** The same strict check for any message type (used for fragments in tests). */
