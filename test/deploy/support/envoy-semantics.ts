@@ -62,7 +62,7 @@ export interface Route {
   route: {
     cluster: string;
     timeout: string;
-    retry_policy: { retry_on: string; retriable_status_codes: number[]; per_try_timeout: string };
+    retry_policy: { retry_on: string; retriable_status_codes?: number[]; per_try_timeout?: string };
   };
   direct_response: { status: number };
   typed_per_filter_config: Record<string, PerFilterConfig>;
