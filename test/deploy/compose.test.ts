@@ -17,18 +17,43 @@ import { checkBootstrap } from './support/envoy-bootstrap';
 import { cluster, clusterEndpoints } from './support/envoy-semantics';
 import { parseYaml, parseYamlDocuments, readRepoFile, readYaml, repoPath } from './support/repo-files';
 import { loadSettings } from '../../src/settings/settings';
+import type { IDeployment } from 'kubernetes-models/apps/v1/Deployment';
 
-type Json = any;
+/**
+ * docker-compose.yml as these tests read it: the fields every service may have. A field a service lacks is
+ * undefined at run time and fails the assertion that reads it.
+ */
+interface ComposeService {
+  image: string;
+  build: string;
+  command: string[];
+  volumes: string[];
+  ports?: string[];
+  environment: Record<string, string>;
+  depends_on: Record<string, { condition: string }>;
+  healthcheck: { test: string[]; interval: string; timeout: string; retries: number; start_period?: string };
+  stop_grace_period: string;
+}
+
+type ServiceName = 'envoy' | 'gateway-authz' | 'redis' | 'upstream';
+
+interface ComposeFile {
+  version?: string;
+  /** The first test checks that these are exactly the services. */
+  services: Record<ServiceName, ComposeService>;
+  volumes: Record<string, unknown>;
+}
+
 const run = promisify(execFile);
 
-const compose = readYaml('docker-compose.yml') as Json;
-const services = compose.services as Record<string, Json>;
-const envoyView = checkBootstrap(readYaml('envoy.yaml')).view as Json;
+const compose = readYaml('docker-compose.yml') as ComposeFile;
+const services = compose.services;
+const envoyView = checkBootstrap(readYaml('envoy.yaml')).view;
 
 /** "${NAME:-default}" → default (what compose uses when NAME is unset). */
 const composeDefault = (value: string) => value.replace(/\$\{[A-Z_]+:-([^}]*)\}/g, '$1');
-const publishedPorts = (service: Json) =>
-  (service.ports ?? []).map((spec: string) => {
+const publishedPorts = (service: ComposeService) =>
+  (service.ports ?? []).map((spec) => {
     const parts = String(spec).split(':');
     return { hostIp: parts.length === 3 ? parts[0] : undefined, host: Number(parts[parts.length - 2]), container: Number(parts[parts.length - 1]) };
   });
@@ -52,7 +77,7 @@ describe('docker-compose.yml', () => {
   it('builds gateway-authz from . with the documented environment, admin port on loopback only, ready only when Redis answers', () => {
     const authz = services['gateway-authz'];
     expect(authz.build).toBe('.');
-    const env = authz.environment as Record<string, string>;
+    const env = authz.environment;
     expect(env).toMatchObject({ GRPC_PORT: '9191', ADMIN_PORT: '9192', REDIS_URL: 'redis://redis:6379', REDIS_TIMEOUT_MS: '50', ADMIN_TOKEN: '${ADMIN_TOKEN:-change-me-local-only}' });
     expect(Object.values(env).every((v) => typeof v === 'string')).toBe(true);
     expect(publishedPorts(authz)).toEqual([{ hostIp: '127.0.0.1', host: 9192, container: 9192 }]);
@@ -63,7 +88,7 @@ describe('docker-compose.yml', () => {
   });
 
   it('gives gateway-authz an environment its settings loader accepts, as compose resolves it with nothing set', () => {
-    const env = Object.fromEntries(Object.entries(services['gateway-authz'].environment as Record<string, string>).map(([k, v]) => [k, composeDefault(v)]));
+    const env = Object.fromEntries(Object.entries(services['gateway-authz'].environment).map(([k, v]) => [k, composeDefault(v)]));
     const result = loadSettings(env);
     expect(result.ok ? [] : result.problems).toEqual([]);
     if (!result.ok) return;
@@ -97,21 +122,21 @@ describe('docker-compose.yml', () => {
     expect(clusterEndpoints(envoyView, 'ext_authz')).toEqual([{ address: 'gateway-authz', port: Number(services['gateway-authz'].environment.GRPC_PORT) }]);
     expect(cluster(envoyView, 'upstream_api').type).toBe('STRICT_DNS');
     expect(clusterEndpoints(envoyView, 'upstream_api')).toEqual([{ address: 'upstream', port: Number(services.upstream.environment.PORT) }]);
-    const redisUrl = new URL(services['gateway-authz'].environment.REDIS_URL);
-    expect(services[redisUrl.hostname]).toBe(services.redis);
+    const redisUrl = new URL(services['gateway-authz'].environment.REDIS_URL!);
+    expect(services[redisUrl.hostname as ServiceName]).toBe(services.redis);
     expect(redisUrl.port).toBe('6379');
   });
 
   it('health-checks every service, with the fields compose needs', () => {
     for (const [name, service] of Object.entries(services)) {
       expect({ name, test: service.healthcheck?.test?.[0] }).toEqual({ name, test: expect.stringMatching(/^CMD(-SHELL)?$/) });
-      for (const key of ['interval', 'timeout', 'retries']) expect(service.healthcheck[key]).toBeDefined();
+      for (const key of ['interval', 'timeout', 'retries'] as const) expect(service.healthcheck[key]).toBeDefined();
     }
   });
 });
 
 function onlyListenerPort(): number {
-  return envoyView.static_resources.listeners[0].address.socket_address.port_value;
+  return envoyView.static_resources.listeners[0]!.address.socket_address.port_value;
 }
 
 // ---------------------------------------------------------------------------
@@ -244,7 +269,7 @@ const exitCode = async (file: string, args: string[], env: NodeJS.ProcessEnv = {
   }
 };
 /** A compose healthcheck `test` as the argv the container would run, pointed at our port. */
-const healthcheckArgv = (service: string, fromPort: string) => (services[service].healthcheck.test as string[]).slice(1).map((a) => a.split(`127.0.0.1:${fromPort}`).join(`127.0.0.1:${testPort()}`).split(`127.0.0.1/${fromPort}`).join(`127.0.0.1/${testPort()}`));
+const healthcheckArgv = (service: ServiceName, fromPort: string) => services[service].healthcheck.test.slice(1).map((a) => a.split(`127.0.0.1:${fromPort}`).join(`127.0.0.1:${testPort()}`).split(`127.0.0.1/${fromPort}`).join(`127.0.0.1/${testPort()}`));
 
 describe('health-check and preStop commands (run here against stand-in servers)', () => {
   const dockerHealthcheck = (...segments: string[]) => JSON.parse(dockerfile(...segments).find((i) => i.op === 'HEALTHCHECK')!.args.replace(/^.*?CMD /, '')) as string[];
@@ -284,9 +309,9 @@ describe('health-check and preStop commands (run here against stand-in servers)'
   });
 
   it("the Kubernetes Envoy preStop POSTs /drain_listeners?graceful to the admin port, and still sleeps if Envoy is gone", async () => {
-    const deployment = parseYamlDocuments(readRepoFile('deploy', 'deployment.yaml'))[0] as Json;
-    const envoy = deployment.spec.template.spec.containers.find((c: Json) => c.name === 'envoy');
-    const [shell, flag, script] = envoy.lifecycle.preStop.exec.command as string[];
+    const deployment = parseYamlDocuments(readRepoFile('deploy', 'deployment.yaml'))[0] as IDeployment;
+    const envoy = deployment.spec!.template.spec!.containers.find((c) => c.name === 'envoy')!;
+    const [shell, flag, script] = envoy.lifecycle!.preStop!.exec!.command!;
     expect([shell, flag]).toEqual(['/bin/bash', '-c']);
     const local = (s: string) => s.split('/dev/tcp/127.0.0.1/9901').join(`/dev/tcp/127.0.0.1/${testPort()}`).replace(/sleep \d+\s*$/, 'sleep 0');
     await withServer(200, async (seen) => {
@@ -302,7 +327,7 @@ describe('health-check and preStop commands (run here against stand-in servers)'
 
 describe('admin token defaults', () => {
   it("compose's local default is accepted; the Kubernetes placeholder is refused by gateway-authz at start", () => {
-    const composeToken = composeDefault(services['gateway-authz'].environment.ADMIN_TOKEN);
+    const composeToken = composeDefault(services['gateway-authz'].environment.ADMIN_TOKEN!);
     expect(loadSettings({ ADMIN_TOKEN: composeToken }).ok).toBe(true);
     const placeholder = /^ADMIN_TOKEN=(.*)$/m.exec(readRepoFile('deploy', 'admin-token.env.example'))![1]!;
     const refused = loadSettings({ ADMIN_TOKEN: placeholder });
