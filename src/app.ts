@@ -82,6 +82,8 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
     logger,
     health,
     metrics: options.clusterWorker ? clusterMetricsSource(metrics.registry) : metrics.registry,
+    authMetrics: metrics,
+    authLimits: settings.adminAuthLimits,
     ...(settings.adminToken ? { adminToken: settings.adminToken } : {}),
   });
   try {

@@ -1,5 +1,5 @@
 import type { AuditEntryInput } from '../store/store';
-import type { AdminServerDeps } from './admin-server';
+import type { AdminServerDeps } from './admin-deps';
 
 /**
  * Every admin mutation goes through here: one log line and one audit entry

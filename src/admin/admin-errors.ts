@@ -17,7 +17,8 @@ export type AdminErrorCode =
   | 'key_already_rotated'
   | 'not_found'
   | 'store_unavailable'
-  | 'internal_error';
+  | 'internal_error'
+  | 'too_many_auth_failures';
 
 export function sendAdminError(
   reply: FastifyReply,

@@ -1,11 +1,10 @@
-import Fastify, { type FastifyInstance } from 'fastify';
-import type { Clock } from '../domain/clock';
-import type { Logger } from '../logging/logger';
-import { StoreUnavailableError, type AdminStore } from '../store/store';
+import Fastify, { type FastifyBodyParser, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import { DEFAULT_ADMIN_AUTH_LIMITS, type AuthLimitKind } from '../domain/admin-auth-limits';
+import { StoreUnavailableError } from '../store/store';
+import { AdminAuthLimiter, clientAddressKey, DEFAULT_TRUSTED_FOR_MS, type AuthAdmission } from './admin-auth-limiter';
+import type { AdminServerDeps } from './admin-deps';
 import { sendAdminError } from './admin-errors';
 import { adminTokenMatches } from './admin-token';
-import type { MetricsSource } from '../cluster/worker-pool';
-import type { HealthMonitor } from '../health/health-monitor';
 import { registerDashboard } from './dashboard/register-dashboard';
 import { registerAccountRoutes } from './routes/accounts';
 import { registerAuditRoutes } from './routes/audit';
@@ -13,21 +12,10 @@ import { registerHealthRoutes } from './routes/health';
 import { registerMetricsRoute } from './routes/metrics';
 import { registerKeyRoutes } from './routes/keys';
 
-export interface AdminServerDeps {
-  store: AdminStore;
-  clock: Clock;
-  logger: Logger;
-  /** Absent: every call is refused with 503 admin_disabled. */
-  adminToken?: string;
-  /** Drives /readyz; absent means always ready (tests of the API alone). */
-  health?: HealthMonitor;
-  /** Served at /metrics for Prometheus: a prom-client Registry, or in a worker the sum over all workers. */
-  metrics?: MetricsSource;
-  /** How long a wrong admin token waits for its 401. */
-  authFailureDelayMs?: number;
-}
+export type { AdminServerDeps } from './admin-deps';
 
 const DEFAULT_AUTH_FAILURE_DELAY_MS = 500;
+const TRUSTED_HOURS = DEFAULT_TRUSTED_FOR_MS / 3_600_000;
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -44,6 +32,8 @@ declare module 'fastify' {
 export function buildAdminServer(deps: AdminServerDeps): FastifyInstance {
   // Fastify's own request logging is off: create-key responses carry a full key.
   const app = Fastify({ logger: false, bodyLimit: 64 * 1024 });
+  const limiter = new AdminAuthLimiter(deps.authLimits ?? DEFAULT_ADMIN_AUTH_LIMITS, deps.clock);
+  registerJsonBodyParser(app);
 
   app.addHook('onRequest', async (request, reply) => {
     // Health probes and the dashboard page and assets hold no data; the dashboard's API calls carry the token.
@@ -51,12 +41,23 @@ export function buildAdminServer(deps: AdminServerDeps): FastifyInstance {
     if (!deps.adminToken) {
       return sendAdminError(reply, 503, 'admin_disabled', 'The admin API is disabled because ADMIN_TOKEN is not set.');
     }
-    if (!adminTokenMatches(request.headers.authorization, deps.adminToken)) {
+    // Admission, the token check and the count happen in one synchronous step, so parallel guesses are all counted.
+    const client = clientAddressKey(request.ip);
+    const admission = limiter.admit(client);
+    if (!admission.admitted) return refuseGuessing(deps, reply, admission);
+    const presented = request.headers.authorization;
+    if (adminTokenMatches(presented, deps.adminToken)) {
+      limiter.recordSuccess(client);
+      return undefined;
+    }
+    // A request without credentials guessed nothing: it is answered at once and not counted.
+    if (presented) {
+      deps.authMetrics?.adminAuthFailed();
+      for (const reached of limiter.recordFailure(client)) logLimitReached(deps, request, reached);
       // Each wrong guess costs the guesser time (the comparison itself is constant-time).
       await new Promise((resolve) => setTimeout(resolve, deps.authFailureDelayMs ?? DEFAULT_AUTH_FAILURE_DELAY_MS));
-      return sendAdminError(reply, 401, 'unauthorized', "Send the admin token as 'Authorization: Bearer <ADMIN_TOKEN>'.");
     }
-    return undefined;
+    return sendAdminError(reply, 401, 'unauthorized', "Send the admin token as 'Authorization: Bearer <ADMIN_TOKEN>'.");
   });
 
   app.setErrorHandler((error: { statusCode?: number; code?: string; message: string }, request, reply) => {
@@ -68,6 +69,11 @@ export function buildAdminServer(deps: AdminServerDeps): FastifyInstance {
           ? 'The key store is unavailable. Retry shortly.'
           : 'The key store is unavailable; the change may or may not have been applied. Read the record before retrying.';
       return sendAdminError(reply, 503, 'store_unavailable', message);
+    }
+    if (error.code === 'FST_ERR_CTP_INVALID_JSON_BODY') {
+      const message =
+        'The body is not valid JSON (or holds a __proto__ or constructor.prototype key). Send a JSON object, or no body at all.';
+      return sendAdminError(reply, 400, 'invalid_json', message);
     }
     if (error.statusCode && error.statusCode < 500) {
       const code = error.code?.startsWith('FST_ERR_CTP') ? 'invalid_json' : 'invalid_field';
@@ -89,4 +95,43 @@ export function buildAdminServer(deps: AdminServerDeps): FastifyInstance {
   if (deps.metrics) registerMetricsRoute(app, deps.metrics);
 
   return app;
+}
+
+/** fastify's default JSON parser is the callback form of FastifyBodyParser: it never returns a promise. */
+type CallbackBodyParser = Exclude<FastifyBodyParser<string>, (...args: never[]) => Promise<unknown>>;
+
+/**
+ * JSON bodies as fastify parses them (refusing __proto__ and
+ * constructor.prototype keys), except that an empty body reads as {}:
+ * generic HTTP clients send `Content-Type: application/json` with no body
+ * on actions such as revoke.
+ */
+function registerJsonBodyParser(app: FastifyInstance): void {
+  const parseJson = app.getDefaultJsonParser('error', 'error') as CallbackBodyParser;
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    if (body.length === 0) done(null, {});
+    else parseJson(request, body.toString(), done);
+  });
+}
+
+/** 429 with retry-after in whole seconds (rounded up, so a client that waits that long is admitted). */
+function refuseGuessing(deps: AdminServerDeps, reply: FastifyReply, refusal: Exclude<AuthAdmission, { admitted: true }>): FastifyReply {
+  deps.authMetrics?.adminAuthRefused(refusal.limit);
+  const seconds = Math.ceil(refusal.retryAfterMs / 1000);
+  const message =
+    refusal.limit === 'address'
+      ? `Too many wrong admin tokens from this address: every request from it is refused for ${seconds} s, without its token being checked.`
+      : `Too many wrong admin tokens from many addresses (a guessing attack): for ${seconds} s only addresses that used the right token in the last ${TRUSTED_HOURS} hours are served.`;
+  return sendAdminError(reply.header('retry-after', String(seconds)), 429, 'too_many_auth_failures', message);
+}
+
+function logLimitReached(deps: AdminServerDeps, request: FastifyRequest, limit: AuthLimitKind): void {
+  const limits = deps.authLimits ?? DEFAULT_ADMIN_AUTH_LIMITS;
+  deps.logger.warn(
+    { event: 'admin_auth_limit', limit, clientAddress: request.ip, ...limits },
+    limit === 'address'
+      ? 'too many wrong admin tokens from one address: refusing it until its window ends'
+      : 'too many wrong admin tokens in total: serving only recently authenticated addresses until the window ends',
+  );
 }

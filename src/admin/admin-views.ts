@@ -1,6 +1,7 @@
 import type { KeyEnvironment } from '../keys/customer-key';
-import { describeWindow, type RateLimit } from '../limits/rate-limit';
-import type { Account, AccountStatus, KeyStatus, StoredKey } from '../store/store';
+import { describeWindow } from '../limits/rate-limit';
+import type { RateLimit } from '../domain/rate-limits';
+import type { Account, AccountStatus, KeyStatus, StoredKey } from '../domain/key-records';
 
 /**
  * Store records → admin API answers. Every field is picked explicitly, so a

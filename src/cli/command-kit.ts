@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { loadCliSettings } from '../settings/settings';
+import { loadCheckTarget, loadCliSettings } from '../settings/settings';
 import { adminRequest } from './admin-client';
 
 /**
@@ -9,6 +9,11 @@ import { adminRequest } from './admin-client';
  */
 export function callApi<T>(method: 'GET' | 'POST' | 'PATCH', path: string, body?: object): Promise<T> {
   return adminRequest<T>(loadCliSettings(process.env), method, path, body);
+}
+
+/** Where `check` sends its Check without --grpc-url: 127.0.0.1 and GRPC_PORT, read when the command runs. */
+export function defaultCheckTarget(): string {
+  return loadCheckTarget(process.env);
 }
 
 export const accountPath = (id: string) => `/admin/accounts/${encodeURIComponent(id)}`;

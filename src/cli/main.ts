@@ -2,6 +2,7 @@
 import { Command } from 'commander';
 import { AdminApiError } from './admin-client';
 import { accountsCommand } from './commands/accounts';
+import { checkCommand } from './commands/check';
 import { keysCommand } from './commands/keys';
 import { cell } from './output';
 import { serveCommand } from './commands/serve';
@@ -11,6 +12,7 @@ export function buildCli(): Command {
   program.addCommand(serveCommand(), { isDefault: true });
   program.addCommand(accountsCommand());
   program.addCommand(keysCommand());
+  program.addCommand(checkCommand());
   // Usage errors show the command's help after commander's message, in every subcommand.
   const showHelpEverywhere = (command: Command) => {
     command.showHelpAfterError();

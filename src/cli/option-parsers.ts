@@ -137,3 +137,92 @@ export function isoTimeOption(value: string): string {
   if (Number.isNaN(time.getTime())) throw new InvalidArgumentError(problem);
   return time.toISOString();
 }
+
+/** One `-H 'name: value'` of `gateway-authz check`, the name lower-cased as Envoy sends it. */
+export interface HeaderLine {
+  name: string;
+  value: string;
+}
+
+/** RFC 9110 token characters: what a header name may be made of. */
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+/** Control characters other than tab (CR, LF, NUL, …) cannot travel in a header value. */
+function hasControlCharacter(value: string): boolean {
+  return [...value].some((char) => {
+    const code = char.charCodeAt(0);
+    return (code < 0x20 && char !== '\t') || code === 0x7f;
+  });
+}
+
+/**
+ * `-H 'Authorization: Bearer gk_live_…'` → `{name: 'authorization', value: 'Bearer gk_live_…'}`, as curl
+ * takes it: the value is trimmed and may be empty. Repeatable: each line is added to the earlier ones.
+ */
+export function headerLineOption(line: string, previous: readonly HeaderLine[] = []): HeaderLine[] {
+  const colon = line.indexOf(':');
+  if (colon < 0) throw new InvalidArgumentError("must be written 'name: value', such as 'authorization: Bearer gk_live_…'");
+  const name = line.slice(0, colon).trim();
+  if (name === '') {
+    throw new InvalidArgumentError(
+      "has no header name before ':' (pseudo-headers such as :authority are set from the path, -X and a 'host' header)",
+    );
+  }
+  if (!HEADER_NAME.test(name)) {
+    throw new InvalidArgumentError(`'${name}' is not a header name: use letters, digits and !#$%&'*+-.^_\`|~ only`);
+  }
+  const value = line.slice(colon + 1).trim();
+  if (hasControlCharacter(value)) {
+    throw new InvalidArgumentError(`the value of '${name}' holds a control character (CR, LF, NUL, …), which no HTTP request can carry`);
+  }
+  return [...previous, { name: name.toLowerCase(), value }];
+}
+
+/** The methods an HTTP request to the gateway can have. */
+export const HTTP_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'TRACE', 'CONNECT'] as const;
+
+/** `-X post` → `POST`; anything but a known HTTP method is refused. */
+export function httpMethodOption(value: string): string {
+  const method = value.trim().toUpperCase();
+  if (!(HTTP_METHODS as readonly string[]).includes(method)) {
+    throw new InvalidArgumentError(`must be one of ${HTTP_METHODS.join(', ')}`);
+  }
+  return method;
+}
+
+/**
+ * The request target as Envoy passes it on: a path starting with `/`, with its query string, in visible
+ * ASCII (other characters are percent-encoded by any HTTP client before they are sent).
+ */
+export function requestPathOption(value: string): string {
+  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(value)) {
+    throw new InvalidArgumentError("must be the path only, such as /v1/models (the host goes in -H 'host: …')");
+  }
+  if (!value.startsWith('/')) throw new InvalidArgumentError('must start with /, such as /v1/chat/completions');
+  if (!/^[\u0021-\u007e]+$/.test(value)) {
+    throw new InvalidArgumentError('must be visible ASCII without spaces: percent-encode other characters (a space is %20)');
+  }
+  if (value.includes('#')) throw new InvalidArgumentError('must not hold a fragment (#…): clients never send one to the server');
+  return value;
+}
+
+/** `--grpc-url`: `host:port` of a gateway-authz gRPC listener, such as `127.0.0.1:9191` or `[::1]:9191`. */
+export function grpcTargetOption(value: string): string {
+  const text = value.trim();
+  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(text)) {
+    throw new InvalidArgumentError('must be host:port without a scheme, such as 127.0.0.1:9191 (the call is plaintext gRPC)');
+  }
+  const match = /^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})$/.exec(text);
+  const port = Number(match?.[2]);
+  if (!match || port < 1 || port > 65535) {
+    throw new InvalidArgumentError('must be host:port with a port from 1 to 65535, such as 127.0.0.1:9191');
+  }
+  return text;
+}
+
+/** `--request-id`: what Envoy would send as x-request-id; 1 to 200 visible ASCII characters. */
+export function requestIdOption(value: string): string {
+  if (!/^[\u0021-\u007e]{1,200}$/.test(value)) {
+    throw new InvalidArgumentError('must be 1 to 200 visible ASCII characters, such as a UUID');
+  }
+  return value;
+}

@@ -1,6 +1,6 @@
-import type { DenyReason } from '../domain/deny-reasons';
+import { denial, type DenyReason } from '../domain/deny-reasons';
 import {
-  describeSource,
+  describeSources,
   headersOfSource,
   type CredentialSource,
   type FamilyHeaderRules,
@@ -25,13 +25,6 @@ export interface CredentialOptions {
 export type CredentialResult =
   | { ok: true; credential: string; source: string }
   | { ok: false; reason: DenyReason; message: string; param?: string };
-
-const GET_A_KEY = 'Create a customer API key in the dashboard under API Keys.';
-
-function howToSend(rules: FamilyHeaderRules, names: HeaderNames): string {
-  const ways = rules.credentialSources.map((source) => describeSource(source, names));
-  return ways.length === 1 ? `Send it as ${ways[0]}.` : `Send it as ${ways.slice(0, -1).join(', ')} or ${ways.at(-1)}.`;
-}
 
 /** Takes the one customer credential a request carries, by its route family's rules. */
 export function extractCredential(
@@ -59,29 +52,19 @@ export function extractCredential(
     if (queryKeys.length > 0) {
       return {
         ok: false,
-        reason: 'query_key_not_accepted',
+        ...denial('query_key_not_accepted', { parameter: QUERY_KEY_PARAMETER, ways: describeSources(rules, names) }),
         param: QUERY_KEY_PARAMETER,
-        message: `API keys are not accepted in the '?${QUERY_KEY_PARAMETER}=' query parameter here, because URLs end up in logs. ${howToSend(rules, names)}`,
       };
     }
     const ignored = names.allCredentialHeaders.find(
       (header) => request.headers[header] !== undefined && !rules.credentialSources.some((s) => headersOfSource(s, names).includes(header)),
     );
-    return {
-      ok: false,
-      reason: 'missing_credential',
-      message: ignored
-        ? `This route does not read the API key from the '${ignored}' header. ${howToSend(rules, names)}`
-        : `Missing API key. ${howToSend(rules, names)} ${GET_A_KEY}`,
-    };
+    const ways = describeSources(rules, names);
+    return { ok: false, ...denial('missing_credential', ignored ? { ways, unreadHeader: ignored } : { ways }) };
   }
 
   if (candidates.length > 1 && new Set(candidates.map((candidate) => candidate.value)).size > 1) {
-    return {
-      ok: false,
-      reason: 'conflicting_credentials',
-      message: `The request carries different API keys in ${[...new Set(candidates.map((c) => c.source))].map((s) => `'${s}'`).join(' and ')}. Send exactly one key.`,
-    };
+    return { ok: false, ...denial('conflicting_credentials', { sources: [...new Set(candidates.map((c) => c.source))] }) };
   }
   const first = candidates[0]!;
   return { ok: true, credential: first.value, source: first.source };
@@ -103,19 +86,9 @@ function collect(
     if (parsed.ok) {
       candidates.push({ value: parsed.token, source: header });
     } else if (parsed.problem === 'not_bearer') {
-      return {
-        ok: false,
-        reason: 'invalid_authorization_scheme',
-        param: header,
-        message: "The Authorization header must use the Bearer scheme: 'Authorization: Bearer <key>'. Other schemes (Basic, Token, …) are not accepted.",
-      };
+      return { ok: false, ...denial('invalid_authorization_scheme'), param: header };
     } else if (parsed.problem === 'not_one_token') {
-      return {
-        ok: false,
-        reason: 'malformed_authorization_header',
-        param: header,
-        message: "The Authorization header must be 'Bearer' followed by exactly one API key.",
-      };
+      return { ok: false, ...denial('malformed_authorization_header'), param: header };
     }
     // An empty `Bearer` is the same as no key: fall through to missing_credential.
   }

@@ -1,4 +1,4 @@
-import type { LimitHit, LimitState } from '../limits/rate-limit';
+import type { LimitHit, LimitState } from './rate-limits';
 import type { DenyReason } from './deny-reasons';
 import type { ClassifiedRoute } from './route';
 

@@ -1,12 +1,14 @@
-import type { Account, AuthorizeOutcome, StoredKey } from '../store/store';
+import type { Account, StoredKey } from '../domain/key-records';
+import type { AuthorizeOutcome } from '../domain/authorization';
 import { gcraStep } from './gcra';
-import { effectiveLimits, type LimitScope, type LimitState, type RatePlan } from './rate-limit';
+import { effectiveLimits } from './rate-limit';
+import type { LimitScope, LimitState, RatePlan } from '../domain/rate-limits';
 
 /**
  * The authorization rules for a known key, as one pure function: key status
  * → billing → rate limits, consuming nothing unless everything passes. The
- * in-memory store runs this; the Redis store runs the same rules in its
- * authorize Lua script (src/store/redis/scripts.ts), and both pass one
+ * in-memory store runs this; the Redis store runs the same rules in its Lua
+ * script (gwaAuthorize in src/store/redis/scripts.ts), and both pass one
  * contract suite.
  */
 export interface AccountState {
@@ -23,7 +25,7 @@ export interface BucketWrite {
   ttlMs: number;
 }
 
-/** Bucket names, relative to the account: shared by both stores. */
+/** Bucket names within one account's state (the Redis key layout is in src/store/redis/redis-keys.ts). */
 export function bucketName(scope: LimitScope, keyId: string, windowSeconds: number): string {
   return scope === 'key' ? `rl:k:${keyId}:${windowSeconds}` : `rl:a:${windowSeconds}`;
 }

@@ -1,4 +1,4 @@
-import type { RateLimit } from './rate-limit';
+import type { RateLimit } from '../domain/rate-limits';
 
 /**
  * Generic cell rate algorithm, in whole microseconds so the in-memory store

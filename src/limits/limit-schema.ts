@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { MAX_WINDOW_SECONDS, describeWindow, parseWindow, type RateLimit } from './rate-limit';
+import { MAX_WINDOW_SECONDS, describeWindow, parseWindow } from './rate-limit';
+import type { RateLimit } from '../domain/rate-limits';
 
 /**
  * How operators write limits, in the config file's defaultPlan and in the

@@ -1,43 +1,6 @@
-/**
- * Request rate limits. A plan is a list of {limit, window} per scope: `key`
- * limits apply to each key on its own, `account` limits to all of an
- * account's keys together (so more keys never multiply the allowance).
- */
-export type LimitScope = 'key' | 'account';
+import type { RateLimit, RatePlan, RatePlanOverride } from '../domain/rate-limits';
 
-export interface RateLimit {
-  /** Requests allowed per window (also the largest burst). */
-  limit: number;
-  windowSeconds: number;
-}
-
-export interface RatePlan {
-  key: readonly RateLimit[];
-  account: readonly RateLimit[];
-}
-
-/** Per-account overrides; an absent scope falls back to the default plan. */
-export interface RatePlanOverride {
-  key?: readonly RateLimit[];
-  account?: readonly RateLimit[];
-}
-
-/** The state of one limit after a decision, for rate-limit headers. */
-export interface LimitState {
-  scope: LimitScope;
-  limit: number;
-  windowSeconds: number;
-  /** Requests that could still be made right now. */
-  remaining: number;
-  /** Milliseconds until the limit is back to its full allowance. */
-  resetMs: number;
-}
-
-/** The limit that refused a request. */
-export interface LimitHit extends LimitState {
-  /** Milliseconds until one more request would be allowed. */
-  retryAfterMs: number;
-}
+// Window syntax and which limits apply; the limit types themselves are in src/domain/rate-limits.ts.
 
 const WINDOW_UNITS: Record<string, number> = { s: 1, m: 60, h: 3600, d: 86_400 };
 export const MAX_WINDOW_SECONDS = 31 * 86_400;

@@ -14,12 +14,17 @@ const CLEAN_PATHS = new Set<string>();
 const MAX_CLEAN_PATHS = 2000;
 
 /**
- * Paths are client-controlled and a confused client may put a key in one.
- * Any segment shaped like our key or a provider key is replaced.
+ * Paths are client-controlled and a confused client may put a key anywhere in
+ * one: as a segment, after `key=`, after the `:` of a Gemini model name,
+ * percent-encoded (`gk%5Flive%5F…`). The path is cut into tokens of the key
+ * alphabet, where a `%XX` escape counts as part of its token; each token is
+ * percent-decoded (twice, for double encoding) and replaced whole when it holds
+ * our key's shape anywhere or starts with a provider key's shape. Everything
+ * else is logged exactly as sent.
  */
 export function scrubPath(path: string): string {
   if (CLEAN_PATHS.has(path)) return path;
-  const scrubbed = scrubSegments(path);
+  const scrubbed = scrubTokens(path);
   if (scrubbed === path) {
     if (CLEAN_PATHS.size >= MAX_CLEAN_PATHS) CLEAN_PATHS.clear();
     CLEAN_PATHS.add(path);
@@ -27,12 +32,29 @@ export function scrubPath(path: string): string {
   return scrubbed;
 }
 
-function scrubSegments(path: string): string {
-  const scrubbed = path
-    .split('/')
-    .map((segment) => (upstreamProviderOf(segment) ? '[redacted]' : segment.replace(CUSTOMER_KEY_PATTERN, '[redacted]')))
-    .join('/');
+/** A run of key characters and escapes; shorter runs cannot hold any key shape. */
+const TOKEN = /(?:[A-Za-z0-9_-]|%[0-9A-Fa-f]{2}){12,}/g;
+/** Inside a decoded token, the runs that an upstream key shape must start. */
+const KEY_ALPHABET_RUN = /[A-Za-z0-9_-]+/g;
+const ESCAPE = /%([0-9A-Fa-f]{2})/g;
+const CUSTOMER_KEY_ANYWHERE = new RegExp(CUSTOMER_KEY_PATTERN.source);
+const MAX_DECODE_ROUNDS = 2;
+
+function scrubTokens(path: string): string {
+  const scrubbed = path.replace(TOKEN, (token) => (holdsKey(token) ? '[redacted]' : token));
   return scrubbed.length > MAX_LOGGED_PATH ? `${scrubbed.slice(0, MAX_LOGGED_PATH)}…` : scrubbed;
+}
+
+function holdsKey(token: string): boolean {
+  let text = token;
+  for (let round = 0; round < MAX_DECODE_ROUNDS && text.includes('%'); round += 1) {
+    text = text.replace(ESCAPE, (_escape, hex: string) => String.fromCharCode(parseInt(hex, 16)));
+  }
+  if (CUSTOMER_KEY_ANYWHERE.test(text)) return true;
+  for (const run of text.match(KEY_ALPHABET_RUN) ?? []) {
+    if (upstreamProviderOf(run)) return true;
+  }
+  return false;
 }
 
 export interface DecisionLogContext {

@@ -1,7 +1,8 @@
 import { performance } from 'node:perf_hooks';
 import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Decision } from '../domain/decision';
-import type { Authorizer, KeyIndex } from '../store/store';
+import type { AdminAuthMetrics, AuthLimitKind } from '../domain/admin-auth-limits';
+import type { Authorizer, KeyIndex } from '../domain/authorization';
 
 /**
  * Prometheus metrics, on a registry of their own (no global state, so
@@ -9,7 +10,7 @@ import type { Authorizer, KeyIndex } from '../store/store';
  * bounded values: style, family, result, reason code, operation. Never an
  * account, key or prefix.
  */
-export class Metrics {
+export class Metrics implements AdminAuthMetrics {
   readonly registry = new Registry();
 
   private readonly decisions = new Counter({
@@ -46,6 +47,19 @@ export class Metrics {
     name: 'gateway_authz_key_cache_lookups_total',
     help: 'Key index lookups by outcome: hit, negative_hit (known unknown) or miss (went to the store).',
     labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
+
+  private readonly adminAuthFailures = new Counter({
+    name: 'gateway_authz_admin_auth_failures_total',
+    help: 'Admin API requests with a wrong admin token (each one checked, then answered 401).',
+    registers: [this.registry],
+  });
+
+  private readonly adminAuthRefusals = new Counter({
+    name: 'gateway_authz_admin_auth_refusals_total',
+    help: 'Admin API requests refused with 429 without their token being checked, by the limit reached: address or total.',
+    labelNames: ['limit'] as const,
     registers: [this.registry],
   });
 
@@ -87,6 +101,14 @@ export class Metrics {
       this.keyCacheCounters.set(outcome, counter);
     }
     counter.inc();
+  }
+
+  adminAuthFailed(): void {
+    this.adminAuthFailures.inc();
+  }
+
+  adminAuthRefused(limit: AuthLimitKind): void {
+    this.adminAuthRefusals.inc({ limit });
   }
 
   /** Wraps the Check-path store calls with latency and error metrics. */

@@ -1,10 +1,12 @@
 import type { AuthRequest } from '../domain/auth-request';
 import type { Decision, DenyDecision } from '../domain/decision';
+import { denial } from '../domain/deny-reasons';
 import { extractCredential, QUERY_KEY_PARAMETER } from '../credentials/extract-credential';
-import { hashCustomerKey, parseCustomerKey, type KeyFormatProblem } from '../keys/customer-key';
-import type { Authorizer, KeyIndex } from '../store/store';
+import { hashCustomerKey, parseCustomerKey } from '../keys/customer-key';
+import { describeSources } from '../routes/family-header-rules';
+import type { Authorizer, KeyIndex } from '../domain/authorization';
 import { accountOutcomeToDecision } from './account-outcome-step';
-import type { PipelineSettings } from './pipeline-settings';
+import type { PipelineSettings } from '../domain/pipeline-settings';
 import { routeRequest } from './route-step';
 import { findUpstreamProviderKey } from './upstream-key-step';
 import { checkVersionHeader } from './version-header-step';
@@ -17,13 +19,6 @@ export interface PipelineDeps {
   authorizer: Authorizer;
 }
 
-const MALFORMED: Record<KeyFormatProblem, string> = {
-  prefix: 'does not start with gk_live_ or gk_test_',
-  length: 'has the wrong length',
-  alphabet: 'contains characters that never appear in keys',
-  checksum: 'fails its checksum (a typo or a truncated copy)',
-};
-
 /**
  * The whole decision for one request: route → upstream-key scan → credential
  * → key format → version header → key lookup → (key status → billing → rate
@@ -33,22 +28,26 @@ const MALFORMED: Record<KeyFormatProblem, string> = {
  */
 export async function decide(request: AuthRequest, deps: PipelineDeps): Promise<Decision> {
   const { settings } = deps;
-  const { route, rules, query } = routeRequest(request, settings);
+  const { route, rules, query, unremovableQueryKey } = routeRequest(request, settings);
   const strip = {
     headers: settings.headerNames.allCredentialHeaders,
     queryParameters: query.has(QUERY_KEY_PARAMETER) ? [QUERY_KEY_PARAMETER] : [],
   };
   const deny = (fields: Omit<DenyDecision, 'kind' | 'route'>): DenyDecision => ({ kind: 'deny', route, ...fields });
 
+  if (unremovableQueryKey !== undefined) {
+    // Checked before everything else, public routes included: whatever the decision, that key would reach the upstream.
+    const ways = describeSources(rules, settings.headerNames);
+    return deny({
+      ...denial('query_key_not_removable', { rawName: unremovableQueryKey, parameter: QUERY_KEY_PARAMETER, ways }),
+      param: unremovableQueryKey,
+    });
+  }
   if (route.family === 'public') return { kind: 'allow', route, strip };
 
   const upstream = findUpstreamProviderKey(request, query, settings.headerNames);
   if (upstream) {
-    return deny({
-      reason: 'upstream_key_not_accepted',
-      param: upstream.where,
-      message: `The credential in '${upstream.where}' looks like ${/^[AEIOU]/.test(upstream.provider) ? 'an' : 'a'} ${upstream.provider} API key. This gateway does not accept upstream provider keys: use your customer API key from the dashboard's API Keys section.`,
-    });
+    return deny({ ...denial('upstream_key_not_accepted', upstream), param: upstream.where });
   }
 
   const credential = extractCredential({ headers: request.headers, query }, rules, {
@@ -62,11 +61,7 @@ export async function decide(request: AuthRequest, deps: PipelineDeps): Promise<
 
   const parsed = parseCustomerKey(credential.credential);
   if (!parsed.ok) {
-    return deny({
-      reason: 'malformed_key',
-      param: credential.source,
-      message: `The API key in '${credential.source}' is malformed: it ${MALFORMED[parsed.problem]}. Copy the whole key from the dashboard's API Keys section.`,
-    });
+    return deny({ ...denial('malformed_key', { where: credential.source, problem: parsed.problem }), param: credential.source });
   }
   const keyPrefix = parsed.displayPrefix;
 
@@ -75,17 +70,11 @@ export async function decide(request: AuthRequest, deps: PipelineDeps): Promise<
 
   const unavailable = (error: unknown) =>
     deny({
-      reason: 'store_unavailable',
+      ...denial('store_unavailable'),
       keyPrefix,
-      message: 'The gateway cannot verify API keys right now. Retry shortly.',
       internalDetail: error instanceof Error ? error.message : String(error),
     });
-  const unknown = () =>
-    deny({
-      reason: 'unknown_key',
-      keyPrefix,
-      message: `Invalid API key ${keyPrefix}…. Check that you copied the whole key from the dashboard's API Keys section.`,
-    });
+  const unknown = () => deny({ ...denial('unknown_key', { keyPrefix }), keyPrefix });
 
   let ids;
   try {

@@ -1,8 +1,10 @@
 import type { AuthRequest } from '../domain/auth-request';
 import type { ClassifiedRoute } from '../domain/route';
-import { classifyFamily, splitPathAndQuery } from '../routes/classify';
+import { QUERY_KEY_PARAMETER } from '../credentials/extract-credential';
+import { unremovableQueryKeyName } from '../credentials/query-key-name';
+import { classifyFamily, routingPath, splitPathAndQuery } from '../routes/classify';
 import { FAMILY_HEADER_RULES, rulesForModelsRoute, type FamilyHeaderRules } from '../routes/family-header-rules';
-import type { PipelineSettings } from './pipeline-settings';
+import type { PipelineSettings } from '../domain/pipeline-settings';
 
 /** The read-only view of the query string the pipeline needs (URLSearchParams has it). */
 export interface QueryParameters {
@@ -20,16 +22,18 @@ export interface RoutedRequest {
   route: ClassifiedRoute;
   rules: FamilyHeaderRules;
   query: QueryParameters;
+  /** A query parameter that reads as `key` but that Envoy cannot remove (its raw name differs): the request must be refused. */
+  unremovableQueryKey?: string;
 }
 
 export function routeRequest(request: AuthRequest, settings: PipelineSettings): RoutedRequest {
   const { path, query } = splitPathAndQuery(request.path);
   const family = classifyFamily(settings.routeTable, request.method, path);
   const rules =
-    family === 'models' ? rulesForModelsRoute(request.headers, path, settings.headerNames) : FAMILY_HEADER_RULES[family];
-  return {
-    route: { family, style: rules.style, pathWithoutQuery: path },
-    rules,
-    query: query === '' ? NO_QUERY : new URLSearchParams(query),
-  };
+    family === 'models' ? rulesForModelsRoute(request.headers, routingPath(path), settings.headerNames) : FAMILY_HEADER_RULES[family];
+  const route = { family, style: rules.style, pathWithoutQuery: path };
+  if (query === '') return { route, rules, query: NO_QUERY };
+  const parsed = new URLSearchParams(query);
+  const unremovableQueryKey = parsed.has(QUERY_KEY_PARAMETER) ? unremovableQueryKeyName(query) : undefined;
+  return unremovableQueryKey === undefined ? { route, rules, query: parsed } : { route, rules, query: parsed, unremovableQueryKey };
 }

@@ -1,10 +1,14 @@
 import type { FamilyHeaderRules } from '../routes/family-header-rules';
-import type { DenyReason } from '../domain/deny-reasons';
-import type { PipelineSettings } from './pipeline-settings';
+import { denial } from '../domain/deny-reasons';
+import type { PipelineSettings } from '../domain/pipeline-settings';
 
 const DATE_FORM = /^\d{4}-\d{2}-\d{2}$/;
 
-export type VersionCheck = { ok: true } | { ok: false; reason: DenyReason; message: string; param: string };
+export type VersionCheck =
+  | { ok: true }
+  | { ok: false; reason: 'missing_version_header' | 'unsupported_version'; message: string; param: string };
+
+const VERSION_OK: VersionCheck = Object.freeze({ ok: true });
 
 /** Messages-style requests must name an API version this gateway accepts. */
 export function checkVersionHeader(
@@ -12,29 +16,20 @@ export function checkVersionHeader(
   rules: FamilyHeaderRules,
   settings: PipelineSettings,
 ): VersionCheck {
-  if (!rules.requiresVersionHeader) return { ok: true };
+  if (!rules.requiresVersionHeader) return VERSION_OK;
   const names = settings.headerNames.versionHeaders;
-  const accepted = () => settings.acceptedVersions.map((v) => `'${v}'`).join(', ');
-  const specName = names[0]!;
-  const present = names.filter((name) => headers[name] !== undefined);
-  if (present.length === 0) {
-    return {
-      ok: false,
-      reason: 'missing_version_header',
-      param: specName,
-      message: `The '${specName}' header is required. Accepted values: ${accepted()}.`,
-    };
-  }
-  for (const name of present) {
-    const value = headers[name]!.trim();
-    if (!DATE_FORM.test(value) || !settings.acceptedVersions.includes(value)) {
-      return {
-        ok: false,
-        reason: 'unsupported_version',
-        param: name,
-        message: `The '${name}' header must be a date-form API version this gateway accepts. Accepted values: ${accepted()}.`,
-      };
+  const accepted = settings.acceptedVersions;
+  let present = false;
+  for (const name of names) {
+    const raw = headers[name];
+    if (raw === undefined) continue;
+    present = true;
+    const value = raw.trim();
+    if (!DATE_FORM.test(value) || !accepted.includes(value)) {
+      return { ok: false, ...denial('unsupported_version', { header: name, accepted }), param: name };
     }
   }
-  return { ok: true };
+  if (present) return VERSION_OK;
+  const specName = names[0]!;
+  return { ok: false, ...denial('missing_version_header', { header: specName, accepted }), param: specName };
 }

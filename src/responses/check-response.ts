@@ -1,5 +1,5 @@
 import type { AllowDecision, Decision, DenyDecision } from '../domain/decision';
-import { httpStatusOf } from '../domain/deny-reasons';
+import { grpcCodeOf, httpStatusOf, RPC_CODE, type StoreFailureMode } from '../domain/deny-reasons';
 import { errorBodyFor } from './error-bodies';
 import { ALL_IDENTITY_HEADERS, IDENTITY_HEADERS } from './identity-headers';
 import { limitHitHeaders, rateLimitHeaders, type HeaderPair, type RateLimitHeaderContext } from './rate-limit-headers';
@@ -16,7 +16,7 @@ import { limitHitHeaders, rateLimitHeaders, type HeaderPair, type RateLimitHeade
  *  - content-type is always set, or Envoy labels the body text/plain.
  */
 
-export type StoreFailureMode = 'deny' | 'grpc-unavailable';
+export type { StoreFailureMode } from '../domain/deny-reasons';
 
 export type CheckAnswer =
   | { kind: 'response'; response: CheckResponse; httpStatus: number }
@@ -45,18 +45,6 @@ export interface CheckAnswerContext extends RateLimitHeaderContext {
   storeFailureMode: StoreFailureMode;
 }
 
-/** google.rpc.Code values used in CheckResponse.status. */
-export const GRPC_CODE = { OK: 0, INVALID_ARGUMENT: 3, PERMISSION_DENIED: 7, RESOURCE_EXHAUSTED: 8, UNAVAILABLE: 14, UNAUTHENTICATED: 16 } as const;
-
-function grpcCodeForHttp(httpStatus: number): number {
-  if (httpStatus === 401) return GRPC_CODE.UNAUTHENTICATED;
-  if (httpStatus === 400) return GRPC_CODE.INVALID_ARGUMENT;
-  if (httpStatus === 402) return GRPC_CODE.PERMISSION_DENIED;
-  if (httpStatus === 429) return GRPC_CODE.RESOURCE_EXHAUSTED;
-  if (httpStatus === 503) return GRPC_CODE.UNAVAILABLE;
-  return GRPC_CODE.PERMISSION_DENIED;
-}
-
 export function overwrite(key: string, value: string): HeaderValueOption {
   return { header: { key, value }, append: { value: false }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' };
 }
@@ -69,7 +57,7 @@ export function toCheckAnswer(decision: Decision, context: CheckAnswerContext): 
   if (decision.kind === 'allow') return { kind: 'response', response: allowResponse(decision, context), httpStatus: 200 };
   if (decision.reason === 'store_unavailable' && context.storeFailureMode === 'grpc-unavailable') {
     // Lets Envoy's failure_mode_allow / status_on_error decide; never an allow from us.
-    return { kind: 'rpc-error', grpcCode: GRPC_CODE.UNAVAILABLE, details: 'key store unavailable' };
+    return { kind: 'rpc-error', grpcCode: RPC_CODE.UNAVAILABLE, details: 'key store unavailable' };
   }
   const httpStatus = httpStatusOf(decision.reason);
   return { kind: 'response', response: denyResponse(decision, httpStatus, context), httpStatus };
@@ -86,7 +74,7 @@ function allowResponse(decision: AllowDecision, context: RateLimitHeaderContext)
       ]
     : [];
   return {
-    status: { code: GRPC_CODE.OK, message: '' },
+    status: { code: RPC_CODE.OK, message: '' },
     ok_response: {
       headers,
       headers_to_remove: identity
@@ -122,7 +110,7 @@ function denyResponse(decision: DenyDecision, httpStatus: number, context: Check
     if (decision.route.style === 'messages') headers.push(overwrite('request-id', requestId));
   }
   return {
-    status: { code: grpcCodeForHttp(httpStatus), message: decision.reason },
+    status: { code: grpcCodeOf(decision.reason), message: decision.reason },
     denied_response: {
       status: { code: httpStatus },
       headers,

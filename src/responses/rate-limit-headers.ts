@@ -1,5 +1,6 @@
 import type { ClientStyle } from '../domain/route';
-import { describeWindow, type LimitHit, type LimitState } from '../limits/rate-limit';
+import { describeWindow } from '../limits/rate-limit';
+import type { LimitHit, LimitState } from '../domain/rate-limits';
 
 /**
  * Rate-limit response headers, in the spelling each client style's SDK

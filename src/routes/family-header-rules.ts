@@ -77,10 +77,15 @@ export function headersOfSource(source: CredentialSource, names: HeaderNames): r
 export function describeSource(source: CredentialSource, names: HeaderNames): string {
   switch (source) {
     case 'authorization-bearer':
-      return "'Authorization: Bearer <key>'";
+      return 'Authorization: Bearer <key>';
     case 'x-api-key':
-      return "'x-api-key: <key>'";
+      return 'x-api-key: <key>';
     case 'vendorg-api-key':
-      return `'${names.vendorgKeyHeaders[0]}: <key>'`;
+      return `${names.vendorgKeyHeaders[0]}: <key>`;
   }
+}
+
+/** Every way a route's rules accept a key, best first, as error messages name them. */
+export function describeSources(rules: FamilyHeaderRules, names: HeaderNames): string[] {
+  return rules.credentialSources.map((source) => describeSource(source, names));
 }

@@ -1,8 +1,9 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
-import type { RatePlan } from '../limits/rate-limit';
-import type { StoreFailureMode } from '../responses/check-response';
-import type { PipelineSettings } from '../pipeline/pipeline-settings';
+import { DEFAULT_ADMIN_AUTH_LIMITS, type AdminAuthLimits } from '../domain/admin-auth-limits';
+import type { RatePlan } from '../domain/rate-limits';
+import type { StoreFailureMode } from '../domain/deny-reasons';
+import type { PipelineSettings } from '../domain/pipeline-settings';
 import { headerNamesFor } from '../routes/header-names';
 import { buildRouteTable } from '../routes/route-table';
 import { configFileSchema, type ConfigFile } from './config-file';
@@ -22,6 +23,8 @@ export interface Settings {
   readonly redisAdminTimeoutMs: number;
   /** Absent: the admin API refuses every call. */
   readonly adminToken?: string;
+  /** Failed admin authentications allowed per client address and in total, per window. */
+  readonly adminAuthLimits: AdminAuthLimits;
   readonly logLevel: LogLevel;
   /** Fraction of allowed decisions that get a log line (denials always do); 1 = one line per decision. */
   readonly decisionLogSample: number;
@@ -52,7 +55,12 @@ export interface HostPort {
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
 
-export const DEFAULT_MESSAGES_VERSIONS = ['2023-06-01'];
+/**
+ * The `anthropic-version` values the current official SDKs send: 2023-06-01
+ * (@anthropic-ai/sdk 0.x) and 2026-10-21 (1.x), so either works out of the box.
+ * The config file's `messagesVersions` replaces the list (e.g. to narrow it).
+ */
+export const DEFAULT_MESSAGES_VERSIONS: readonly string[] = ['2023-06-01', '2026-10-21'];
 
 /** Used when the config file sets no defaultPlan: generous, but never unlimited. */
 export const DEFAULT_PLAN: RatePlan = {
@@ -99,9 +107,26 @@ const envSchema = z.object({
   REDIS_PASSWORD: optionalText,
   REDIS_TIMEOUT_MS: z.preprocess(blankAsUnset, z.coerce.number().int().min(1).max(1000).default(50)),
   REDIS_ADMIN_TIMEOUT_MS: z.preprocess(blankAsUnset, z.coerce.number().int().min(1).max(60_000).default(2_000)),
-  ADMIN_TOKEN: optionalText.refine((token) => token === undefined || token.length >= 16, {
-    message: 'must be at least 16 characters (use a long random value)',
-  }),
+  ADMIN_TOKEN: optionalText
+    .refine((token) => token === undefined || token.length >= 16, {
+      message: 'must be at least 16 characters (use a long random value)',
+    })
+    .refine((token) => token === undefined || !/\s/.test(token), {
+      message: "must not contain whitespace: 'Authorization: Bearer <token>' carries one word, so such a token could never match",
+    }),
+  ADMIN_AUTH_FAILURES_PER_ADDRESS: z.preprocess(
+    blankAsUnset,
+    z.coerce.number().int().min(1).max(1_000).default(DEFAULT_ADMIN_AUTH_LIMITS.failuresPerAddress),
+  ),
+  // At most 4,000: the limiter's bounded address table (10,000) then always has room for every live window.
+  ADMIN_AUTH_FAILURES_TOTAL: z.preprocess(
+    blankAsUnset,
+    z.coerce.number().int().min(1).max(4_000).default(DEFAULT_ADMIN_AUTH_LIMITS.failuresTotal),
+  ),
+  ADMIN_AUTH_FAILURE_WINDOW_MS: z.preprocess(
+    blankAsUnset,
+    z.coerce.number().int().min(1_000).max(86_400_000).default(DEFAULT_ADMIN_AUTH_LIMITS.windowMs),
+  ),
   LOG_LEVEL: z.enum(LOG_LEVELS).default('info'),
   DECISION_LOG_SAMPLE: z.preprocess(blankAsUnset, z.coerce.number().min(0).max(1).default(1)),
   CONFIG_FILE: optionalText,
@@ -134,7 +159,7 @@ export function loadSettings(
     if (loaded.ok) config = loaded.config;
     else problems.push(...loaded.problems);
   }
-  if (parsedEnv.success) problems.push(...redisTopologyProblems(parsedEnv.data));
+  if (parsedEnv.success) problems.push(...redisTopologyProblems(parsedEnv.data), ...adminAuthProblems(parsedEnv.data));
   if (problems.length > 0 || !parsedEnv.success) return { ok: false, problems };
 
   const e = parsedEnv.data;
@@ -147,6 +172,11 @@ export function loadSettings(
     redisTimeoutMs: e.REDIS_TIMEOUT_MS,
     redisAdminTimeoutMs: e.REDIS_ADMIN_TIMEOUT_MS,
     ...(e.ADMIN_TOKEN ? { adminToken: e.ADMIN_TOKEN } : {}),
+    adminAuthLimits: {
+      failuresPerAddress: e.ADMIN_AUTH_FAILURES_PER_ADDRESS,
+      failuresTotal: e.ADMIN_AUTH_FAILURES_TOTAL,
+      windowMs: e.ADMIN_AUTH_FAILURE_WINDOW_MS,
+    },
     logLevel: e.LOG_LEVEL,
     decisionLogSample: e.DECISION_LOG_SAMPLE,
     ...(e.CONFIG_FILE ? { configFile: e.CONFIG_FILE } : {}),
@@ -183,6 +213,13 @@ function redisTopologyProblems(e: ParsedEnv): string[] {
     problems.push('GRPC_WORKERS: more than one worker needs Redis (REDIS_URL, REDIS_SENTINELS or REDIS_CLUSTER_NODES); the in-memory store would differ in every worker');
   }
   return problems;
+}
+
+function adminAuthProblems(e: ParsedEnv): string[] {
+  if (e.ADMIN_AUTH_FAILURES_PER_ADDRESS <= e.ADMIN_AUTH_FAILURES_TOTAL) return [];
+  return [
+    `ADMIN_AUTH_FAILURES_PER_ADDRESS: must not exceed ADMIN_AUTH_FAILURES_TOTAL (got ${e.ADMIN_AUTH_FAILURES_PER_ADDRESS} > ${e.ADMIN_AUTH_FAILURES_TOTAL})`,
+  ];
 }
 
 function redisTopologyOf(e: ParsedEnv): RedisTopology | undefined {
@@ -246,4 +283,17 @@ export function loadCliSettings(env: Readonly<Record<string, string | undefined>
   }
   const adminToken = env.ADMIN_TOKEN?.trim();
   return Object.freeze(adminToken ? { adminUrl, adminToken } : { adminUrl });
+}
+
+/**
+ * Where `gateway-authz check` sends its Check when no --grpc-url is given:
+ * the local service's gRPC port (GRPC_PORT, default 9191) on 127.0.0.1,
+ * the way the admin commands default to ADMIN_PORT.
+ */
+export function loadCheckTarget(env: Readonly<Record<string, string | undefined>>): string {
+  const port = env.GRPC_PORT?.trim() || '9191';
+  if (!/^\d{1,5}$/.test(port) || Number(port) < 1 || Number(port) > 65535) {
+    throw new Error(`GRPC_PORT must be a port number from 1 to 65535, got '${port}'`);
+  }
+  return `127.0.0.1:${Number(port)}`;
 }

@@ -1,6 +1,7 @@
 import { LRUCache } from 'lru-cache';
 import { systemClock, type Clock } from '../domain/clock';
-import type { KeyIds, KeyIndex } from './store';
+import type { KeyIds } from '../domain/key-records';
+import type { KeyIndex } from '../domain/authorization';
 
 export interface KeyIndexCacheOptions {
   /** Known hashes kept in process; the mapping never changes, so no expiry. */

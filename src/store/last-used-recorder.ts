@@ -1,6 +1,7 @@
 import type { Clock } from '../domain/clock';
 import type { Logger } from '../logging/logger';
-import type { KeyIds, LastUse, LastUsedSink } from './store';
+import type { LastUse, LastUsedSink } from './store';
+import type { KeyIds } from '../domain/key-records';
 
 /**
  * Records when keys were last used without touching the hot path: a Check

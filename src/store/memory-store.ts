@@ -1,21 +1,8 @@
 import { systemClock, type Clock } from '../domain/clock';
 import { authorizeAccountState } from '../limits/authorize-account-state';
-import type {
-  Account,
-  AccountPatch,
-  AuditEntry,
-  AuditEntryInput,
-  AuthorizeOutcome,
-  AuthorizeRequest,
-  CreditResult,
-  KeyIds,
-  KeyPatch,
-  LastUse,
-  RotateKeyRequest,
-  RotateKeyResult,
-  Store,
-  StoredKey,
-} from './store';
+import type { AccountPatch, AuditEntry, AuditEntryInput, CreditResult, KeyPatch, LastUse, RotateKeyRequest, RotateKeyResult, Store } from './store';
+import type { Account, KeyIds, StoredKey } from '../domain/key-records';
+import type { AuthorizeOutcome, AuthorizeRequest } from '../domain/authorization';
 
 const AUDIT_MAX_ENTRIES = 10_000;
 

@@ -1,86 +1,12 @@
-import type { KeyEnvironment } from '../keys/customer-key';
-import type { LimitHit, LimitState, RateLimit, RatePlan, RatePlanOverride } from '../limits/rate-limit';
+import type { Account, AccountStatus, KeyIds, StoredKey } from '../domain/key-records';
+import type { Authorizer, KeyIndex } from '../domain/authorization';
+import type { RateLimit } from '../domain/rate-limits';
 
-/**
- * Narrow storage interfaces. The pipeline sees `KeyIndex` and `Authorizer`;
- * the admin API sees `AdminStore`. Both implementations (Redis, in-memory)
- * pass the same contract tests in test/store/.
- */
-export type KeyStatus = 'active' | 'revoked';
-
-export interface StoredKey {
-  id: string;
-  accountId: string;
-  /** Display prefix: the only part of the key that is ever shown or logged. */
-  prefix: string;
-  name: string;
-  environment: KeyEnvironment;
-  status: KeyStatus;
-  /** ISO-8601. */
-  createdAt: string;
-  /** ISO-8601; absent means the key does not expire. */
-  expiresAt?: string;
-  /** Per-key request limits; absent means the account's or the plan's. */
-  limits?: readonly RateLimit[];
-  /** ISO-8601; written off the hot path, batched, so it may lag by a few seconds. */
-  lastUsedAt?: string;
-  /** ISO-8601: when the key was revoked (by revoke, or by an immediate rotation). */
-  revokedAt?: string;
-  /** ISO-8601: end of a rotation grace period; from then on the key is refused as revoked. */
-  revokeAt?: string;
-  /** The key this one replaced by rotation, and the key that replaced it. */
-  replaces?: string;
-  replacedBy?: string;
-}
-
-export type AccountStatus = 'active' | 'suspended';
-
-export interface Account {
-  id: string;
-  name: string;
-  /** Billing status: a suspended account's keys get 402. */
-  status: AccountStatus;
-  /** Prepaid balance in integer minor units; absent means post-paid (never blocked for credit). */
-  creditBalance?: number;
-  /** Overrides of the default plan for this account. */
-  limits?: RatePlanOverride;
-  createdAt: string;
-}
-
-/** What never changes about a key once created: which key and account a hash belongs to. */
-export interface KeyIds {
-  keyId: string;
-  accountId: string;
-}
-
-export interface KeyIndex {
-  /** Null when no key has this hash. Rejects when the store cannot answer. */
-  resolveKeyHash(keyHash: string): Promise<KeyIds | null>;
-}
-
-export interface AuthorizeRequest extends KeyIds {
-  /** The operator's default plan; account and key overrides are applied by the store. */
-  defaultPlan: RatePlan;
-}
-
-/**
- * The store's verdict on a known key, decided atomically in this order:
- * key status → billing → rate limits. A refused request consumes nothing;
- * an allowed one consumes one request from every limit that applies.
- */
-export type AuthorizeOutcome =
-  | { kind: 'allow'; prefix: string; environment: KeyEnvironment; tightest?: LimitState }
-  | { kind: 'unknown_key' }
-  | { kind: 'key_revoked'; prefix: string }
-  | { kind: 'key_expired'; prefix: string }
-  | { kind: 'account_suspended'; prefix: string }
-  | { kind: 'credit_exhausted'; prefix: string }
-  | { kind: 'rate_limited'; prefix: string; hit: LimitHit };
-
-export interface Authorizer {
-  /** One round trip for the Redis store. Rejects when the store cannot answer. */
-  authorize(request: AuthorizeRequest): Promise<AuthorizeOutcome>;
-}
+// The adapter side of storage. The pipeline sees only `KeyIndex` and
+// `Authorizer` (src/domain/authorization.ts); the admin API sees
+// `AdminStore`; the last-used batcher sees `LastUsedSink`. Both
+// implementations (Redis, in-memory) pass the same contract tests in
+// test/store/.
 
 export interface AccountPatch {
   name?: string;

@@ -8,7 +8,7 @@
  */
 import { createHash } from 'node:crypto';
 import Redis from 'ioredis';
-import { AUTHORIZE_LUA, RECORD_LAST_USED_LUA } from '../../src/store/redis/scripts';
+import { REDIS_SCRIPTS } from '../../src/store/redis/scripts';
 
 export type CommandCounts = Record<string, number>;
 
@@ -41,8 +41,8 @@ export function commandDelta(before: CommandCounts, after: CommandCounts): Comma
 
 const sha1 = (text: string) => createHash('sha1').update(text).digest('hex');
 const SCRIPT_NAMES: Record<string, string> = {
-  [sha1(AUTHORIZE_LUA)]: 'evalsha(authorize)',
-  [sha1(RECORD_LAST_USED_LUA)]: 'evalsha(last-used)',
+  [sha1(REDIS_SCRIPTS.gwaAuthorize.lua)]: 'evalsha(authorize)',
+  [sha1(REDIS_SCRIPTS.gwaRecordLastUsed.lua)]: 'evalsha(last-used)',
 };
 
 /** Client commands seen by MONITOR while `during` runs, by command (EVALSHA named by script). */

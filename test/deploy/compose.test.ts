@@ -50,8 +50,22 @@ const compose = readYaml('docker-compose.yml') as ComposeFile;
 const services = compose.services;
 const envoyView = checkBootstrap(readYaml('envoy.yaml')).view;
 
-/** "${NAME:-default}" → default (what compose uses when NAME is unset). */
-const composeDefault = (value: string) => value.replace(/\$\{[A-Z_]+:-([^}]*)\}/g, '$1');
+/**
+ * A value as compose interpolates it from the shell's environment, for the two forms this file uses
+ * (compose-go template.go): "${NAME:-default}" is NAME, or default when NAME is unset or empty;
+ * "${NAME:?message}" is NAME, and compose stops with "required variable NAME is missing a value: message"
+ * when NAME is unset or empty.
+ */
+function composeResolve(value: string, shellEnv: Record<string, string | undefined> = {}): string {
+  return value.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)(?::([-?])([^}]*))?\}/g, (_whole, name: string, operator?: string, argument?: string) => {
+    const set = shellEnv[name];
+    if (set !== undefined && set !== '') return set;
+    if (operator === '?') throw new Error(`required variable ${name} is missing a value: ${argument}`);
+    return operator === '-' ? argument! : '';
+  });
+}
+/** A token as an operator would make one for the local stack. */
+const OPERATOR_TOKEN = 'b3d2f0c9a8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c3b2a1f0e9d8c7b6a5f4e3d2c1';
 const publishedPorts = (service: ComposeService) =>
   (service.ports ?? []).map((spec) => {
     const parts = String(spec).split(':');
@@ -78,7 +92,8 @@ describe('docker-compose.yml', () => {
     const authz = services['gateway-authz'];
     expect(authz.build).toBe('.');
     const env = authz.environment;
-    expect(env).toMatchObject({ GRPC_PORT: '9191', ADMIN_PORT: '9192', REDIS_URL: 'redis://redis:6379', REDIS_TIMEOUT_MS: '50', ADMIN_TOKEN: '${ADMIN_TOKEN:-change-me-local-only}' });
+    expect(env).toMatchObject({ GRPC_PORT: '9191', ADMIN_PORT: '9192', REDIS_URL: 'redis://redis:6379', REDIS_TIMEOUT_MS: '50' });
+    expect(env.ADMIN_TOKEN).toMatch(/^\$\{ADMIN_TOKEN:\?[^$}]+\}$/); // required, no default (see "admin token" below)
     expect(Object.values(env).every((v) => typeof v === 'string')).toBe(true);
     expect(publishedPorts(authz)).toEqual([{ hostIp: '127.0.0.1', host: 9192, container: 9192 }]);
     expect(authz.depends_on).toEqual({ redis: { condition: 'service_healthy' } });
@@ -87,8 +102,11 @@ describe('docker-compose.yml', () => {
     expect(graceSeconds * 1000).toBeGreaterThanOrEqual(Number(env.SHUTDOWN_DRAIN_DELAY_MS) + Number(env.SHUTDOWN_TIMEOUT_MS));
   });
 
-  it('gives gateway-authz an environment its settings loader accepts, as compose resolves it with nothing set', () => {
-    const env = Object.fromEntries(Object.entries(services['gateway-authz'].environment).map(([k, v]) => [k, composeDefault(v)]));
+  it('gives gateway-authz an environment its settings loader accepts, as compose resolves it with only ADMIN_TOKEN set', () => {
+    const shellEnv = { ADMIN_TOKEN: OPERATOR_TOKEN };
+    const env = Object.fromEntries(
+      Object.entries(services['gateway-authz'].environment).map(([k, v]) => [k, composeResolve(v, shellEnv)]),
+    );
     const result = loadSettings(env);
     expect(result.ok ? [] : result.problems).toEqual([]);
     if (!result.ok) return;
@@ -96,6 +114,7 @@ describe('docker-compose.yml', () => {
     expect(result.settings.adminPort).toBe(9192);
     expect(result.settings.redis).toEqual({ mode: 'standalone', url: 'redis://redis:6379' });
     expect(result.settings.configFile).toBeUndefined();
+    expect(result.settings.adminToken).toBe(OPERATOR_TOKEN);
   });
 
   it('runs Redis 7 with an append-only file on a named volume, health-checked with redis-cli ping', () => {
@@ -326,9 +345,36 @@ describe('health-check and preStop commands (run here against stand-in servers)'
 });
 
 describe('admin token defaults', () => {
-  it("compose's local default is accepted; the Kubernetes placeholder is refused by gateway-authz at start", () => {
-    const composeToken = composeDefault(services['gateway-authz'].environment.ADMIN_TOKEN!);
-    expect(loadSettings({ ADMIN_TOKEN: composeToken }).ok).toBe(true);
+  const template = () => services['gateway-authz'].environment.ADMIN_TOKEN!;
+  const requiredMessage = () => /^\$\{ADMIN_TOKEN:\?(.+)\}$/.exec(template())![1]!;
+
+  it.each([
+    ['unset', {}],
+    ['empty', { ADMIN_TOKEN: '' }],
+  ])('compose ships no admin token: with ADMIN_TOKEN %s it refuses to start, saying how to make one', (_label, shellEnv) => {
+    expect(() => composeResolve(template(), shellEnv)).toThrow(
+      'required variable ADMIN_TOKEN is missing a value: set ADMIN_TOKEN to a long random value first, e.g. export ADMIN_TOKEN=`openssl rand -hex 32`',
+    );
+  });
+
+  it('the command the message suggests makes a token gateway-authz accepts', async () => {
+    const command = /`([^`]+)`/.exec(requiredMessage())![1]!;
+    expect(command).toBe('openssl rand -hex 32');
+    const { stdout } = await run('bash', ['-c', command], { env: { PATH: process.env.PATH } });
+    const token = stdout.trim();
+    expect(token).toMatch(/^[0-9a-f]{64}$/);
+    const loaded = loadSettings({ ADMIN_TOKEN: composeResolve(template(), { ADMIN_TOKEN: token }) });
+    expect(loaded.ok ? loaded.settings.adminToken : loaded.problems).toBe(token);
+  });
+
+  it('no other ADMIN_TOKEN default hides anywhere in the compose file, and the message holds no $ (compose would read a variable)', () => {
+    const text = readRepoFile('docker-compose.yml');
+    expect(text).not.toMatch(/ADMIN_TOKEN:?-/);
+    expect(text).not.toContain('change-me');
+    expect(requiredMessage()).not.toContain('$');
+  });
+
+  it('the Kubernetes placeholder is refused by gateway-authz at start', () => {
     const placeholder = /^ADMIN_TOKEN=(.*)$/m.exec(readRepoFile('deploy', 'admin-token.env.example'))![1]!;
     const refused = loadSettings({ ADMIN_TOKEN: placeholder });
     expect(refused.ok).toBe(false);

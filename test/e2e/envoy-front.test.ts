@@ -297,6 +297,10 @@ describe('allowed: ok_response applied to the upstream request', () => {
     expect(mutateQuery('/v1/x?key=a', [], [])).toBe('/v1/x?key=a');
   });
 
+  it('removes query parameters by their raw name only, as Envoy does', () => {
+    expect(mutateQuery('/v1/x?k%65y=a&key=b&z=1', ['key'], [])).toBe('/v1/x?k%65y=a&z=1');
+  });
+
   it('forwards method and body, and returns the upstream status, headers and body', async () => {
     const reply = await sendHttp(front.url, {
       method: 'POST',

@@ -185,19 +185,12 @@ export function removeHeaders(headers: HeaderList, names: readonly string[]): vo
   }
 }
 
-function safeDecode(text: string): string {
-  try {
-    return decodeURIComponent(text);
-  } catch {
-    return text;
-  }
-}
-
 /**
  * `query_parameters_to_remove` / `query_parameters_to_set` on a request
  * target. Untouched parameters keep their raw text and order; a set
  * parameter replaces the first occurrence (others of that key are dropped)
- * or is appended; an empty query loses its '?'.
+ * or is appended; an empty query loses its '?'. Names are compared raw,
+ * undecoded, as Envoy's ext_authz filter does: `k%65y` is not `key`.
  */
 export function mutateQuery(
   target: string,
@@ -209,7 +202,7 @@ export function mutateQuery(
   const path = mark === -1 ? target : target.slice(0, mark);
   const query = mark === -1 ? '' : target.slice(mark + 1);
   let params = query === '' ? [] : query.split('&').filter((p) => p !== '');
-  const keyOf = (param: string): string => safeDecode(param.split('=', 1)[0]!);
+  const keyOf = (param: string): string => param.split('=', 1)[0]!;
   const removed = new Set(toRemove);
   params = params.filter((param) => !removed.has(keyOf(param)));
   for (const { key, value } of toSet) {

@@ -350,6 +350,28 @@ describe('models: the headers pick the rules and the error body', () => {
   });
 });
 
+describe('a family path with a trailing slash (Envoy forwards it to the same upstream path) gets that family\'s rules', () => {
+  it('POST /v1/messages/ without a version header is 400 missing_version_header', async () => {
+    const reply = await send(callOf({ method: 'POST', path: '/v1/messages/', body: MESSAGES_BODY }, X_API_KEY.headers(key)));
+    expectDenial(reply, 400, 'missing_version_header', 'messages');
+  });
+
+  it('POST /v1/chat/completions/ does not read x-api-key', async () => {
+    const reply = await send(callOf({ method: 'POST', path: '/v1/chat/completions/', body: CHAT_BODY }, X_API_KEY.headers(key)));
+    expectDenial(reply, 401, 'missing_credential', 'chat');
+  });
+
+  it('POST /v1beta/models/gemini-x:generateContent/ without a key answers in the generative style', async () => {
+    const reply = await send(callOf({ method: 'POST', path: '/v1beta/models/gemini-x:generateContent/', body: GEMINI_BODY }, {}));
+    expectDenial(reply, 401, 'missing_credential', 'generative');
+  });
+
+  it('GET /v1/models/ with a version header answers in the messages style', async () => {
+    const reply = await send({ path: '/v1/models/', headers: { 'anthropic-version': '2023-06-01', 'x-api-key': 'not-a-key' } });
+    expectDenial(reply, 401, 'malformed_key', 'messages');
+  });
+});
+
 describe('other paths need a key too', () => {
   it.each([
     ['GET', '/v1/files'],

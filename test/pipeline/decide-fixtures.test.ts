@@ -11,6 +11,7 @@ const OFFLINE_REASONS = new Set([
   'malformed_authorization_header',
   'conflicting_credentials',
   'query_key_not_accepted',
+  'query_key_not_removable',
   'malformed_key',
   'upstream_key_not_accepted',
   'missing_version_header',

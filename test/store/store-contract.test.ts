@@ -1,11 +1,13 @@
 import Redis from 'ioredis';
 import { ManualClock } from '../../src/domain/clock';
 import { generateCustomerKey, hashCustomerKey } from '../../src/keys/customer-key';
-import type { RatePlan } from '../../src/limits/rate-limit';
+import type { RatePlan } from '../../src/domain/rate-limits';
 import { MemoryStore } from '../../src/store/memory-store';
 import { redisKeys } from '../../src/store/redis/redis-keys';
 import { RedisStore } from '../../src/store/redis/redis-store';
-import type { Account, AuthorizeOutcome, Store, StoredKey } from '../../src/store/store';
+import type { Store } from '../../src/store/store';
+import type { Account, StoredKey } from '../../src/domain/key-records';
+import type { AuthorizeOutcome } from '../../src/domain/authorization';
 import { startTestRedisCluster, type TestRedisCluster } from '../support/redis-cluster';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
 

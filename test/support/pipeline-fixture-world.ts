@@ -3,7 +3,9 @@ import { displayPrefixOf, generateCustomerKey, hashCustomerKey } from '../../src
 import type { PipelineDeps } from '../../src/pipeline/decide';
 import { loadSettings, type Settings } from '../../src/settings/settings';
 import { MemoryStore } from '../../src/store/memory-store';
-import type { AdminStore, KeyIds, KeyIndex, StoredKey } from '../../src/store/store';
+import type { AdminStore } from '../../src/store/store';
+import type { KeyIds, StoredKey } from '../../src/domain/key-records';
+import type { KeyIndex } from '../../src/domain/authorization';
 import { makeFixtureSecrets, type FixtureSecrets } from './check-request-fixtures';
 
 export const FIXTURE_ACCOUNT = 'acct_fixture';

@@ -1,4 +1,5 @@
 import { startApp, type RunningApp } from '../../src/app';
+import type { Clock } from '../../src/domain/clock';
 import { RedisStore } from '../../src/store/redis/redis-store';
 import type { AuditEntry, Store } from '../../src/store/store';
 import type { ApiAccount, ApiAccountList, ApiCredit, ApiErrorBody, ApiKey, ApiKeyList, ApiRotatedKey } from '../../src/cli/api-types';
@@ -40,6 +41,7 @@ export async function startAppUnderTest(options: {
   env?: Record<string, string>;
   config?: object;
   store?: Store;
+  clock?: Clock;
 }): Promise<AppUnderTest> {
   const env: Record<string, string> = {
     GRPC_PORT: '0',
@@ -53,7 +55,11 @@ export async function startAppUnderTest(options: {
   registerSecrets(TEST_ADMIN_TOKEN);
   const settings = settingsFrom(env, options.config ? { 'config.json': JSON.stringify(options.config) } : {});
   const logs = new LogCapture();
-  const app = await startApp(settings, { logger: logs.logger, ...(options.store ? { store: options.store } : {}) });
+  const app = await startApp(settings, {
+    logger: logs.logger,
+    ...(options.store ? { store: options.store } : {}),
+    ...(options.clock ? { clock: options.clock } : {}),
+  });
   const adminUrl = `http://127.0.0.1:${app.adminPort}`;
   // Every admin response this test file fetches (helpers or plain fetch) is recorded.
   captureAdminResponses(adminUrl);

@@ -1,8 +1,9 @@
 import type { FastifyInstance } from 'fastify';
-import type { Account, AccountPatch } from '../../store/store';
+import type { AccountPatch } from '../../store/store';
+import type { Account } from '../../domain/key-records';
 import { sendAccountNotFound, sendAdminError, sendInvalidBody } from '../admin-errors';
 import { accountIdSchema, createAccountBody, creditBody, patchAccountBody, type PatchAccountBody } from '../admin-schemas';
-import type { AdminServerDeps } from '../admin-server';
+import type { AdminServerDeps } from '../admin-deps';
 import { recordAdminAction } from '../admin-actions';
 import { accountView, type CreditView } from '../admin-views';
 

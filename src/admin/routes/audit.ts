@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { sendInvalidBody } from '../admin-errors';
 import { auditQuery } from '../admin-schemas';
-import type { AdminServerDeps } from '../admin-server';
+import type { AdminServerDeps } from '../admin-deps';
 
 /** `GET /admin/audit?limit=&before=`: newest first, paged by entry id. */
 export function registerAuditRoutes(app: FastifyInstance, deps: AdminServerDeps): void {

@@ -1,11 +1,12 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { randomBase62 } from '../../keys/base62';
 import { displayPrefixOf, generateCustomerKey, hashCustomerKey, KEY_SERVICE_PREFIX, type KeyEnvironment } from '../../keys/customer-key';
-import type { KeyPatch, StoredKey } from '../../store/store';
+import type { KeyPatch } from '../../store/store';
+import type { StoredKey } from '../../domain/key-records';
 import { recordAdminAction } from '../admin-actions';
 import { sendAccountNotFound, sendAdminError, sendInvalidBody, sendKeyNotFound } from '../admin-errors';
 import { accountIdSchema, createKeyBody, keyIdSchema, patchKeyBody, rotateKeyBody } from '../admin-schemas';
-import type { AdminServerDeps } from '../admin-server';
+import type { AdminServerDeps } from '../admin-deps';
 import { createdKeyView, keyView } from '../admin-views';
 
 type KeyParams = { Params: { keyId: string } };

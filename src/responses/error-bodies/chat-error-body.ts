@@ -1,4 +1,4 @@
-import { categoryOf, type DenyCategory, type DenyReason } from '../../domain/deny-reasons';
+import { categoryOf, type DenyCategory } from '../../domain/deny-reasons';
 import type { ErrorBodyInput } from './error-body-input';
 
 const TYPE_BY_CATEGORY = {
@@ -10,8 +10,8 @@ const TYPE_BY_CATEGORY = {
   unavailable: 'server_error',
 } as const satisfies Record<DenyCategory, string>;
 
-/** Where OpenAI has a fixed code of its own, SDKs and client code match on it. */
-const CODE_BY_REASON: Partial<Record<DenyReason, string>> = { rate_limited: 'rate_limit_exceeded' };
+/** Where OpenAI has a fixed code of its own for a kind of error, SDKs and client code match on it. */
+const CODE_BY_CATEGORY: Partial<Record<DenyCategory, string>> = { rate_limit: 'rate_limit_exceeded' };
 
 /**
  * OpenAI-style `{"error":{message,type,param,code}}`. The SDK reads
@@ -21,12 +21,13 @@ const CODE_BY_REASON: Partial<Record<DenyReason, string>> = { rate_limited: 'rat
  * four fields: which limit refused a 429 is in the message and headers.
  */
 export function chatErrorBody({ decision }: ErrorBodyInput): object {
+  const category = categoryOf(decision.reason);
   return {
     error: {
       message: decision.message,
-      type: TYPE_BY_CATEGORY[categoryOf(decision.reason)],
+      type: TYPE_BY_CATEGORY[category],
       param: decision.param ?? null,
-      code: CODE_BY_REASON[decision.reason] ?? decision.reason,
+      code: CODE_BY_CATEGORY[category] ?? decision.reason,
     },
   };
 }

@@ -1,5 +1,6 @@
 import type { DenyDecision } from '../../domain/decision';
-import { describeWindow, type LimitHit, type LimitScope } from '../../limits/rate-limit';
+import { describeWindow } from '../../limits/rate-limit';
+import type { LimitHit, LimitScope } from '../../domain/rate-limits';
 
 /** What every client style's error body is built from. */
 export interface ErrorBodyInput {

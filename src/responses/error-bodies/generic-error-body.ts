@@ -1,5 +1,13 @@
-import { categoryOf } from '../../domain/deny-reasons';
+import { categoryOf, type DenyCategory } from '../../domain/deny-reasons';
 import { limitFactsOf, type ErrorBodyInput } from './error-body-input';
+
+const TYPE_BY_CATEGORY = {
+  authentication: 'authentication_error',
+  billing: 'billing_error',
+  rate_limit: 'rate_limit_error',
+  invalid_request: 'invalid_request_error',
+  unavailable: 'unavailable_error',
+} as const satisfies Record<DenyCategory, string>;
 
 /**
  * For paths outside the three client styles: a flat, self-explanatory object
@@ -11,7 +19,7 @@ export function genericErrorBody({ decision, httpStatus, requestId }: ErrorBodyI
   return {
     error: {
       status: httpStatus,
-      type: `${categoryOf(decision.reason)}_error`,
+      type: TYPE_BY_CATEGORY[categoryOf(decision.reason)],
       code: decision.reason,
       message: decision.message,
       request_id: requestId === '' ? null : requestId,

@@ -18,4 +18,11 @@ export const redisKeys = {
   account: (accountId: string) => `${redisKeys.accountTag(accountId)}account`,
   key: (accountId: string, keyId: string) => `${redisKeys.accountTag(accountId)}key:${keyId}`,
   accountKeys: (accountId: string) => `${redisKeys.accountTag(accountId)}keys`,
+  /**
+   * Rate-limit buckets (GCRA theoretical arrival time) up to the window: the
+   * authorize script appends the window in seconds of each limit that applies,
+   * which it only knows after reading the records.
+   */
+  keyBucketPrefix: (accountId: string, keyId: string) => `${redisKeys.accountTag(accountId)}rl:k:${keyId}:`,
+  accountBucketPrefix: (accountId: string) => `${redisKeys.accountTag(accountId)}rl:a:`,
 };

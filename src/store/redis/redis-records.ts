@@ -1,6 +1,7 @@
 import { KEY_ENVIRONMENTS, type KeyEnvironment } from '../../keys/customer-key';
-import type { RateLimit, RatePlanOverride } from '../../limits/rate-limit';
-import { StoreUnavailableError, type Account, type StoredKey } from '../store';
+import type { RateLimit, RatePlanOverride } from '../../domain/rate-limits';
+import { StoreUnavailableError } from '../store';
+import type { Account, StoredKey } from '../../domain/key-records';
 
 /** Store records ↔ Redis hash fields. Numbers and lists travel as strings and JSON. */
 

@@ -1,53 +1,26 @@
-import Redis, { Cluster, type RedisOptions } from 'ioredis';
 import type { RedisTopology } from '../../settings/settings';
-import type { KeyEnvironment } from '../../keys/customer-key';
-import type { LimitState } from '../../limits/rate-limit';
+import type { AuthorizeOutcome, AuthorizeRequest } from '../../domain/authorization';
+import type { Account, KeyIds, StoredKey } from '../../domain/key-records';
 import {
   StoreUnavailableError,
-  type Account,
   type AccountPatch,
   type AuditEntry,
   type AuditEntryInput,
-  type AuthorizeOutcome,
-  type AuthorizeRequest,
   type CreditResult,
-  type KeyIds,
   type KeyPatch,
   type LastUse,
   type RotateKeyRequest,
   type RotateKeyResult,
   type Store,
-  type StoredKey,
 } from '../store';
 import { accountToFields, fieldsOf, keyToFields, parseAccount, parseKey } from './redis-records';
 import { withinDeadline } from './deadline';
 import { redisKeys } from './redis-keys';
-import {
-  ADJUST_CREDIT_LUA,
-  AUTHORIZE_LUA,
-  CREATE_ACCOUNT_LUA,
-  INSERT_KEY_LUA,
-  RECORD_LAST_USED_LUA,
-  REVOKE_KEY_LUA,
-  ROTATE_KEY_LUA,
-  UPDATE_ACCOUNT_LUA,
-  UPDATE_KEY_LUA,
-} from './scripts';
+import { closeClient, describeTopology, openClient, writesBatchedPerTurn, type ScriptedRedis } from './redis-client';
+import { REDIS_SCRIPTS as scripts } from './scripts';
 
 /** Audit entries kept (approximately): old ones are trimmed as new ones arrive. */
 const AUDIT_MAX_ENTRIES = 100_000;
-
-interface ScriptedRedis extends Redis {
-  gwaCreateAccount(account: string, ...fields: string[]): Promise<number>;
-  gwaInsertKey(account: string, keyRecord: string, accountKeys: string, keyId: string, ...fields: string[]): Promise<string>;
-  gwaUpdateAccount(account: string, patchJson: string): Promise<string[] | null>;
-  gwaAdjustCredit(account: string, amount: string): Promise<string>;
-  gwaUpdateKey(keyRecord: string, patchJson: string): Promise<string[] | null>;
-  gwaAuthorize(account: string, keyRecord: string, keyId: string, planJson: string, nowUs: string, tag: string): Promise<string[]>;
-  gwaRevokeKey(keyRecord: string, nowIso: string): Promise<string[] | null>;
-  gwaRotateKey(oldRecord: string, newRecord: string, accountKeys: string, ...args: string[]): Promise<string[]>;
-  gwaRecordLastUsed(keyRecord: string, atMs: string, atIso: string): Promise<number>;
-}
 
 export interface RedisStoreOptions {
   /** Standalone Redis; or give `topology` for Sentinel or Cluster. */
@@ -66,69 +39,6 @@ export interface RedisStoreOptions {
 
 const DEFAULT_ADMIN_TIMEOUT_MS = 2000;
 
-/** One connection (or cluster client) with its own command deadline and the scripts defined on it. */
-function openClient(topology: RedisTopology, commandTimeoutMs: number | undefined): ScriptedRedis {
-  const connection: RedisOptions = {
-    lazyConnect: true,
-    ...(commandTimeoutMs !== undefined ? { commandTimeout: commandTimeoutMs } : {}),
-    // Fail fast instead of queueing while disconnected: a queued Check
-    // would outlive Envoy's deadline anyway.
-    enableOfflineQueue: false,
-    maxRetriesPerRequest: 0,
-    connectTimeout: 2000,
-    // After a failed connect, ioredis otherwise keeps a 2 s timer alive on close.
-    disconnectTimeout: 100,
-    retryStrategy: (attempt) => Math.min(50 * attempt, 1000),
-  };
-  let redis: ScriptedRedis;
-  switch (topology.mode) {
-    case 'standalone':
-      redis = new Redis(topology.url, connection) as ScriptedRedis;
-      break;
-    case 'sentinel':
-      redis = new Redis({
-        ...connection,
-        sentinels: topology.sentinels.map(({ host, port }) => ({ host, port })),
-        name: topology.masterName,
-        ...(topology.password ? { password: topology.password } : {}),
-      }) as ScriptedRedis;
-      break;
-    case 'cluster':
-      // Every key a script touches shares the account's hash tag, so each
-      // script runs on the one node that owns that slot.
-      redis = new Cluster(
-        topology.nodes.map(({ host, port }) => ({ host, port })),
-        {
-          lazyConnect: true,
-          enableOfflineQueue: false,
-          scaleReads: 'master',
-          slotsRefreshTimeout: 2000,
-          clusterRetryStrategy: (attempt) => Math.min(50 * attempt, 1000),
-          redisOptions: {
-            ...(commandTimeoutMs !== undefined ? { commandTimeout: commandTimeoutMs } : {}),
-            maxRetriesPerRequest: 0,
-            connectTimeout: 2000,
-            disconnectTimeout: 100,
-            ...(topology.password ? { password: topology.password } : {}),
-          },
-        },
-      ) as unknown as ScriptedRedis;
-      break;
-  }
-  redis.defineCommand('gwaCreateAccount', { numberOfKeys: 1, lua: CREATE_ACCOUNT_LUA });
-  redis.defineCommand('gwaInsertKey', { numberOfKeys: 3, lua: INSERT_KEY_LUA });
-  redis.defineCommand('gwaUpdateAccount', { numberOfKeys: 1, lua: UPDATE_ACCOUNT_LUA });
-  redis.defineCommand('gwaAdjustCredit', { numberOfKeys: 1, lua: ADJUST_CREDIT_LUA });
-  redis.defineCommand('gwaUpdateKey', { numberOfKeys: 1, lua: UPDATE_KEY_LUA });
-  redis.defineCommand('gwaAuthorize', { numberOfKeys: 2, lua: AUTHORIZE_LUA });
-  redis.defineCommand('gwaRevokeKey', { numberOfKeys: 1, lua: REVOKE_KEY_LUA });
-  redis.defineCommand('gwaRotateKey', { numberOfKeys: 3, lua: ROTATE_KEY_LUA });
-  redis.defineCommand('gwaRecordLastUsed', { numberOfKeys: 1, lua: RECORD_LAST_USED_LUA });
-  // Errors surface per command; without a listener ioredis would print them.
-  redis.on('error', () => undefined);
-  return redis;
-}
-
 /**
  * Two connections: Checks run on one with the tight deadline Envoy's timeout
  * needs; admin calls and last-used batches run on another with a looser one,
@@ -138,6 +48,9 @@ function openClient(topology: RedisTopology, commandTimeoutMs: number | undefine
 export class RedisStore implements Store {
   readonly description: string;
 
+  /** Called before each Check command, so that a turn's Check commands leave in one write. */
+  private readonly batchWrites: () => void;
+
   private constructor(
     private readonly checks: ScriptedRedis,
     private readonly redis: ScriptedRedis,
@@ -146,6 +59,7 @@ export class RedisStore implements Store {
     private readonly checkDeadlineMs: number,
   ) {
     this.description = where;
+    this.batchWrites = writesBatchedPerTurn(checks);
   }
 
   /** Connects and waits until Redis answers, so start-up fails loudly on a bad URL. */
@@ -168,30 +82,6 @@ export class RedisStore implements Store {
     return new RedisStore(checks, admin, where, options.clockOverride, options.commandTimeoutMs);
   }
 
-  private corked = false;
-
-  /**
-   * Check commands issued in the same turn of the event loop leave in one
-   * write: the Check connection's socket is corked until the loop's check
-   * phase (setImmediate), which comes right after it has handled every socket
-   * that was ready, so Checks that arrived on several Envoy connections share
-   * one write. Measured (test/bench): a third less client CPU per authorize
-   * than one write per command, and less than ioredis's enableAutoPipelining,
-   * whose pipeline objects cost more than the writes they save. (A Cluster
-   * client has no single socket; it writes as usual.)
-   */
-  private batchWrites(): void {
-    if (this.corked) return;
-    const stream = (this.checks as unknown as { stream?: { cork?: () => void; uncork?: () => void } }).stream;
-    if (!stream?.cork || !stream.uncork) return;
-    stream.cork();
-    this.corked = true;
-    setImmediate(() => {
-      this.corked = false;
-      stream.uncork!();
-    });
-  }
-
   async resolveKeyHash(keyHash: string): Promise<KeyIds | null> {
     this.batchWrites();
     const value = await this.call(() => withinDeadline(this.checks.get(redisKeys.keyIdsByHash(keyHash)), this.checkDeadlineMs));
@@ -206,21 +96,22 @@ export class RedisStore implements Store {
     const reply = await this.call(() =>
       withinDeadline(
         this.checks.gwaAuthorize(
-        redisKeys.account(request.accountId),
-        redisKeys.key(request.accountId, request.keyId),
-        request.keyId,
-        planJson(request.defaultPlan),
-        this.clockOverride ? String(Math.round(this.clockOverride() * 1000)) : '',
-        redisKeys.accountTag(request.accountId),
+          redisKeys.account(request.accountId),
+          redisKeys.key(request.accountId, request.keyId),
+          planJson(request.defaultPlan),
+          this.clockOverride ? String(Math.round(this.clockOverride() * 1000)) : '',
+          redisKeys.keyBucketPrefix(request.accountId, request.keyId),
+          redisKeys.accountBucketPrefix(request.accountId),
         ),
         this.checkDeadlineMs,
       ),
     );
-    return parseAuthorizeReply(reply);
+    return scripts.gwaAuthorize.parseReply(reply);
   }
 
   async createAccount(account: Account): Promise<boolean> {
-    const created = (await this.call(() => this.redis.gwaCreateAccount(redisKeys.account(account.id), ...accountToFields(account)))) === 1;
+    const reply = await this.call(() => this.redis.gwaCreateAccount(redisKeys.account(account.id), ...accountToFields(account)));
+    const created = scripts.gwaCreateAccount.parseReply(reply);
     // The listing index is global (another cluster slot), so it follows the record.
     if (created) await this.call(() => this.redis.sadd(redisKeys.accounts(), account.id));
     return created;
@@ -259,10 +150,8 @@ export class RedisStore implements Store {
         ...keyToFields(request.newKey),
       ),
     );
-    const [kind, replacedBy] = reply.map(String);
-    if (kind === 'key_already_rotated') return { kind, replacedBy: replacedBy ?? '' };
-    if (kind === 'key_not_found' || kind === 'key_revoked' || kind === 'key_expired') return { kind };
-    if (kind !== 'rotated') throw new StoreUnavailableError(`unexpected rotate reply from Redis: ${kind}`);
+    const result = scripts.gwaRotateKey.parseReply(reply);
+    if (result.kind !== 'rotated') return result;
     await this.writeKeyIndexes(request.newKeyHash, request.newKey);
     const [oldKey, newKey] = await Promise.all([this.getKey(request.oldKeyId), this.getKey(request.newKey.id)]);
     if (!oldKey || !newKey) throw new StoreUnavailableError('rotated keys vanished');
@@ -273,7 +162,7 @@ export class RedisStore implements Store {
     const accountId = await this.call(() => this.redis.get(redisKeys.accountIdByKeyId(keyId)));
     if (accountId === null) return null;
     const reply = await this.call(() => this.redis.gwaRevokeKey(redisKeys.key(accountId, keyId), new Date(nowMs).toISOString()));
-    return reply ? parseKey(fieldsOf(reply)) : null;
+    return scripts.gwaRevokeKey.parseReply(reply);
   }
 
   async recordLastUsed(uses: readonly LastUse[]): Promise<void> {
@@ -330,17 +219,16 @@ export class RedisStore implements Store {
         }),
       ),
     );
-    return reply ? parseAccount(fieldsOf(reply)) : null;
+    return scripts.gwaUpdateAccount.parseReply(reply);
   }
 
   async adjustCredit(accountId: string, amount: number): Promise<CreditResult> {
     const reply = await this.call(() => this.redis.gwaAdjustCredit(redisKeys.account(accountId), String(amount)));
-    if (reply === 'account_not_found' || reply === 'not_prepaid') return { kind: reply };
-    return { kind: 'ok', creditBalance: Number(reply) };
+    return scripts.gwaAdjustCredit.parseReply(reply);
   }
 
   async insertKey(keyHash: string, key: StoredKey): Promise<'created' | 'account_not_found'> {
-    const result = await this.call(() =>
+    const reply = await this.call(() =>
       this.redis.gwaInsertKey(
         redisKeys.account(key.accountId),
         redisKeys.key(key.accountId, key.id),
@@ -349,7 +237,7 @@ export class RedisStore implements Store {
         ...keyToFields(key),
       ),
     );
-    if (result === 'account_not_found') return result;
+    if (scripts.gwaInsertKey.parseReply(reply) === 'account_not_found') return 'account_not_found';
     await this.writeKeyIndexes(keyHash, key);
     return 'created';
   }
@@ -389,7 +277,7 @@ export class RedisStore implements Store {
         }),
       ),
     );
-    return reply ? parseKey(fieldsOf(reply)) : null;
+    return scripts.gwaUpdateKey.parseReply(reply);
   }
 
   async ping(): Promise<void> {
@@ -398,15 +286,7 @@ export class RedisStore implements Store {
   }
 
   async close(): Promise<void> {
-    await Promise.all(
-      [this.checks, this.redis].map(async (client) => {
-        try {
-          await client.quit();
-        } catch {
-          client.disconnect();
-        }
-      }),
-    );
+    await Promise.all([closeClient(this.checks), closeClient(this.redis)]);
   }
 
   private async call<T>(command: () => Promise<T>): Promise<T> {
@@ -416,42 +296,6 @@ export class RedisStore implements Store {
       if (error instanceof StoreUnavailableError) throw error;
       throw new StoreUnavailableError(`Redis command failed: ${messageOf(error)}`, { cause: error });
     }
-  }
-}
-
-function limitState(fields: string[]): LimitState {
-  const [scope, limit, windowSeconds, remaining, resetMs] = fields;
-  if (scope !== 'key' && scope !== 'account') throw new StoreUnavailableError(`unexpected limit scope from Redis: ${scope}`);
-  return {
-    scope,
-    limit: Number(limit),
-    windowSeconds: Number(windowSeconds),
-    remaining: Number(remaining),
-    resetMs: Number(resetMs),
-  };
-}
-
-export function parseAuthorizeReply(reply: unknown): AuthorizeOutcome {
-  if (!Array.isArray(reply) || typeof reply[0] !== 'string') throw new StoreUnavailableError('unexpected authorize reply from Redis');
-  const [kind, prefix = '', ...rest] = reply.map(String);
-  switch (kind) {
-    case 'unknown_key':
-      return { kind };
-    case 'key_revoked':
-    case 'key_expired':
-    case 'account_suspended':
-    case 'credit_exhausted':
-      return { kind, prefix };
-    case 'rate_limited':
-      return { kind, prefix, hit: { ...limitState(rest.slice(0, 5)), retryAfterMs: Number(rest[5]) } };
-    case 'allow': {
-      const [environment, ...limit] = rest;
-      return limit.length > 0
-        ? { kind, prefix, environment: environment as KeyEnvironment, tightest: limitState(limit) }
-        : { kind, prefix, environment: environment as KeyEnvironment };
-    }
-    default:
-      throw new StoreUnavailableError(`unexpected authorize reply from Redis: ${kind}`);
   }
 }
 
@@ -469,28 +313,4 @@ function planJson(plan: AuthorizeRequest['defaultPlan']): string {
 
 function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
-}
-
-/** For logs: where the data lives, without passwords. */
-export function describeTopology(topology: RedisTopology): string {
-  const list = (nodes: readonly { host: string; port: number }[]) => nodes.map(({ host, port }) => `${host}:${port}`).join(',');
-  switch (topology.mode) {
-    case 'standalone':
-      return `Redis at ${redactUrl(topology.url)}`;
-    case 'sentinel':
-      return `Redis master '${topology.masterName}' via Sentinel ${list(topology.sentinels)}`;
-    case 'cluster':
-      return `Redis Cluster via ${list(topology.nodes)}`;
-  }
-}
-
-/** Redis URLs may carry a password; never print it. */
-export function redactUrl(url: string): string {
-  try {
-    const parsed = new URL(url);
-    if (parsed.password) parsed.password = '***';
-    return parsed.toString();
-  } catch {
-    return '(unparseable URL)';
-  }
 }

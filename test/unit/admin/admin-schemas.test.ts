@@ -8,7 +8,7 @@ import {
 } from '../../../src/admin/admin-schemas';
 import { limitListSchema, windowSchema } from '../../../src/limits/limit-schema';
 import { accountView, keyView } from '../../../src/admin/admin-views';
-import type { Account, StoredKey } from '../../../src/store/store';
+import type { Account, StoredKey } from '../../../src/domain/key-records';
 
 function issueOf(schema: { safeParse(value: unknown): { success: boolean; error?: unknown } }, value: unknown) {
   const result = schema.safeParse(value);

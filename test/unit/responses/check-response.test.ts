@@ -1,7 +1,7 @@
 import type { AllowDecision, DenyDecision } from '../../../src/domain/decision';
 import type { DenyReason } from '../../../src/domain/deny-reasons';
 import type { ClassifiedRoute, ClientStyle } from '../../../src/domain/route';
-import type { LimitHit, LimitState } from '../../../src/limits/rate-limit';
+import type { LimitHit, LimitState } from '../../../src/domain/rate-limits';
 import {
   toCheckAnswer,
   type CheckAnswerContext,

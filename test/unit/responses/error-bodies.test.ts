@@ -1,5 +1,5 @@
 import type { DenyDecision } from '../../../src/domain/decision';
-import type { LimitHit } from '../../../src/limits/rate-limit';
+import type { LimitHit } from '../../../src/domain/rate-limits';
 import { DENY_REASONS, httpStatusOf, type DenyReason } from '../../../src/domain/deny-reasons';
 import type { ClientStyle } from '../../../src/domain/route';
 import { chatErrorBody } from '../../../src/responses/error-bodies/chat-error-body';
@@ -371,11 +371,11 @@ describe('in every style', () => {
 describe('deny reasons', () => {
   it('credential problems are 401, billing 402, rate limits 429, request-shape problems 400, store trouble 503', () => {
     const by = (status: number) => ALL_REASONS.filter((reason) => httpStatusOf(reason) === status).sort();
-    expect(by(400)).toEqual(['missing_version_header', 'unsupported_version']);
+    expect(by(400)).toEqual(['missing_version_header', 'query_key_not_removable', 'unsupported_version']);
     expect(by(402)).toEqual(['account_suspended', 'credit_exhausted']);
     expect(by(429)).toEqual(['rate_limited']);
     expect(by(503)).toEqual(['store_unavailable']);
-    expect(by(401)).toHaveLength(ALL_REASONS.length - 6);
+    expect(by(401)).toHaveLength(ALL_REASONS.length - 7);
     expect(by(401)).toEqual(
       expect.arrayContaining(['missing_credential', 'conflicting_credentials', 'query_key_not_accepted', 'malformed_key', 'upstream_key_not_accepted']),
     );

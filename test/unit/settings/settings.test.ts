@@ -88,9 +88,10 @@ describe('defaults', () => {
     expect('configFile' in settings).toBe(false);
   });
 
-  it('pipeline defaults: version 2023-06-01, both header spellings, no query key, no public route', () => {
-    expect(settings.pipeline.acceptedVersions).toEqual(['2023-06-01']);
-    expect(DEFAULT_MESSAGES_VERSIONS).toEqual(['2023-06-01']);
+  it('pipeline defaults: the versions current official SDKs send, both header spellings, no query key, no public route', () => {
+    // @anthropic-ai/sdk 0.x sends 2023-06-01, 1.x sends 2026-10-21.
+    expect(settings.pipeline.acceptedVersions).toEqual(['2023-06-01', '2026-10-21']);
+    expect(DEFAULT_MESSAGES_VERSIONS).toEqual(['2023-06-01', '2026-10-21']);
     expect(settings.pipeline.acceptQueryKey).toBe(false);
     expect(settings.pipeline.headerNames.versionHeaders).toEqual(['vendora-version', 'anthropic-version']);
     expect(settings.pipeline.headerNames.vendorgKeyHeaders).toEqual(['x-vendorg-api-key', 'x-goog-api-key']);
@@ -396,7 +397,7 @@ describe('config file contents are applied', () => {
 
   it('an empty object keeps every default', () => {
     const result = withConfig({});
-    expect(result.ok && result.settings.pipeline.acceptedVersions).toEqual(['2023-06-01']);
+    expect(result.ok && result.settings.pipeline.acceptedVersions).toEqual(['2023-06-01', '2026-10-21']);
     expect(result.ok && result.settings.pipeline.headerNames.vendorgKeyHeaders).toHaveLength(2);
   });
 });
@@ -429,7 +430,7 @@ describe('the settings object is frozen', () => {
       (settings.pipeline.routeTable as unknown as { publicRoutes: unknown[] }).publicRoutes = [];
     }).toThrow(TypeError);
     expect(settings.pipeline.acceptQueryKey).toBe(false);
-    expect(settings.pipeline.acceptedVersions).toEqual(['2023-06-01']);
+    expect(settings.pipeline.acceptedVersions).toEqual(['2023-06-01', '2026-10-21']);
   });
 
   it('deep inside builder-made parts (route table, header names): mutation throws', () => {

@@ -1,7 +1,8 @@
 import { createHash } from 'node:crypto';
 import { ManualClock } from '../../../src/domain/clock';
 import { CachedKeyIndex } from '../../../src/store/cached-key-index';
-import type { KeyIds, KeyIndex } from '../../../src/store/store';
+import type { KeyIds } from '../../../src/domain/key-records';
+import type { KeyIndex } from '../../../src/domain/authorization';
 
 class ScriptedIndex implements KeyIndex {
   calls: string[] = [];

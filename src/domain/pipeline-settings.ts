@@ -1,8 +1,12 @@
-import type { RatePlan } from '../limits/rate-limit';
+import type { RatePlan } from './rate-limits';
 import type { HeaderNames } from '../routes/header-names';
 import type { RouteTable } from '../routes/route-table';
 
-/** The slice of settings the decision pipeline reads. */
+/**
+ * The slice of settings the decision pipeline reads. Declared here, not in
+ * pipeline/ or settings/, so that settings builds it and the pipeline reads
+ * it without either importing the other.
+ */
 export interface PipelineSettings {
   routeTable: RouteTable;
   headerNames: HeaderNames;

@@ -1,0 +1,25 @@
+import type { MetricsSource } from '../cluster/worker-pool';
+import type { AdminAuthLimits, AdminAuthMetrics } from '../domain/admin-auth-limits';
+import type { Clock } from '../domain/clock';
+import type { HealthMonitor } from '../health/health-monitor';
+import type { Logger } from '../logging/logger';
+import type { AdminStore } from '../store/store';
+
+/** What the admin HTTP server and its routes need; built by app.ts, read by the routes. */
+export interface AdminServerDeps {
+  store: AdminStore;
+  clock: Clock;
+  logger: Logger;
+  /** Absent: every call is refused with 503 admin_disabled. */
+  adminToken?: string;
+  /** Drives /readyz; absent means always ready (tests of the API alone). */
+  health?: HealthMonitor;
+  /** Served at /metrics for Prometheus: a prom-client Registry, or in a worker the sum over all workers. */
+  metrics?: MetricsSource;
+  /** Counts failed and refused admin authentications; absent: not counted. */
+  authMetrics?: AdminAuthMetrics;
+  /** Limits on failed admin authentications; absent: DEFAULT_ADMIN_AUTH_LIMITS. */
+  authLimits?: AdminAuthLimits;
+  /** How long a wrong admin token waits for its 401. */
+  authFailureDelayMs?: number;
+}

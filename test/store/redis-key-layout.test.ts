@@ -1,0 +1,62 @@
+import Redis from 'ioredis';
+import { generateCustomerKey, hashCustomerKey } from '../../src/keys/customer-key';
+import { redisKeys } from '../../src/store/redis/redis-keys';
+import { RedisStore } from '../../src/store/redis/redis-store';
+import { startTestRedis, type TestRedis } from '../support/redis-server';
+
+/**
+ * redis-keys.ts is the one place that knows the key layout: every key the
+ * store (its Lua scripts included) writes for an account is one that
+ * redisKeys names, the rate-limit buckets too.
+ */
+let redis: TestRedis;
+let store: RedisStore;
+let client: Redis;
+
+beforeAll(async () => {
+  redis = await startTestRedis();
+  store = await RedisStore.connect({ url: redis.url, commandTimeoutMs: 1000 });
+  client = new Redis(redis.url, { disconnectTimeout: 50 });
+});
+
+afterAll(async () => {
+  client.disconnect();
+  await store.close();
+  await redis.stop();
+});
+
+it('writes exactly the keys redisKeys names, buckets being its prefixes plus the window in seconds', async () => {
+  // Unique ids, so that a shared Redis (TEST_REDIS_URL) holding other data does not matter.
+  const suffix = `${Date.now()}${Math.floor(Math.random() * 1e6)}`;
+  const accountId = `acct_layout${suffix}`;
+  const keyId = `key_layout${suffix}`;
+  const key = generateCustomerKey('live');
+  const keyHash = hashCustomerKey(key);
+  expect(await store.createAccount({ id: accountId, name: 'Layout', status: 'active', createdAt: '2026-11-22T12:00:00.000Z' })).toBe(true);
+  const record = {
+    id: keyId,
+    accountId,
+    prefix: key.slice(0, 12),
+    name: 'layout',
+    environment: 'live' as const,
+    status: 'active' as const,
+    createdAt: '2026-11-22T12:00:00.000Z',
+  };
+  expect(await store.insertKey(keyHash, record)).toBe('created');
+  const plan = { key: [{ limit: 5, windowSeconds: 60 }], account: [{ limit: 50, windowSeconds: 3600 }] };
+  expect((await store.authorize({ accountId, keyId, defaultPlan: plan })).kind).toBe('allow');
+
+  const written = [...(await client.keys(`*${suffix}*`)), ...(await client.keys(`*${keyHash}*`))].sort();
+  expect(written).toEqual(
+    [
+      redisKeys.keyIdsByHash(keyHash),
+      redisKeys.accountIdByKeyId(keyId),
+      redisKeys.account(accountId),
+      redisKeys.key(accountId, keyId),
+      redisKeys.accountKeys(accountId),
+      `${redisKeys.keyBucketPrefix(accountId, keyId)}60`,
+      `${redisKeys.accountBucketPrefix(accountId)}3600`,
+    ].sort(),
+  );
+  expect(await client.sismember(redisKeys.accounts(), accountId)).toBe(1);
+});

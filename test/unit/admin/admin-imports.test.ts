@@ -1,0 +1,33 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { join, relative } from 'node:path';
+
+const SRC = join(__dirname, '..', '..', '..', 'src');
+
+function sourceFiles(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) =>
+    entry.isDirectory() ? sourceFiles(join(dir, entry.name)) : entry.name.endsWith('.ts') ? [join(dir, entry.name)] : [],
+  );
+}
+
+/** Module specifiers of every import and export-from in a file. */
+function importsOf(file: string): string[] {
+  const text = readFileSync(file, 'utf8');
+  return [...text.matchAll(/^\s*(?:import|export)\b[^'"]*?from\s+'([^']+)'/gm)].map((match) => match[1]!);
+}
+
+describe('admin imports point one way', () => {
+  it('only app.ts imports admin-server.ts; the routes and helpers take their deps from admin-deps.ts', () => {
+    const importers = sourceFiles(SRC)
+      .filter((file) => importsOf(file).some((specifier) => /(^|\/)admin-server$/.test(specifier)))
+      .map((file) => relative(SRC, file));
+    expect(importers).toEqual(['app.ts']);
+  });
+
+  it('admin-deps.ts imports types only, and nothing from the admin HTTP modules', () => {
+    const text = readFileSync(join(SRC, 'admin', 'admin-deps.ts'), 'utf8');
+    const lines = text.split('\n').filter((line) => /^\s*import\b/.test(line));
+    expect(lines.length).toBeGreaterThan(0);
+    for (const line of lines) expect(line).toMatch(/^import type /);
+    expect(importsOf(join(SRC, 'admin', 'admin-deps.ts')).filter((specifier) => specifier.startsWith('./'))).toEqual([]);
+  });
+});
