@@ -207,9 +207,9 @@ export function encodeCheckResponse(response: CheckResponse): Buffer | undefined
     writer.varint(okParts.size);
     // Declaration order of OkHttpResponse, as protobufjs writes it.
     for (const header of okParts.headers) writeOption(writer, 2, header);
-    ok.headers_to_remove.forEach((name, index) => writer.string(5, name, okParts!.remove[index]!));
+    ok.headers_to_remove.forEach((name, index) => writer.string(5, name, okParts.remove[index]!));
     for (const header of okParts.add) writeOption(writer, 6, header);
-    ok.query_parameters_to_remove.forEach((name, index) => writer.string(8, name, okParts!.removeQuery[index]!));
+    ok.query_parameters_to_remove.forEach((name, index) => writer.string(8, name, okParts.removeQuery[index]!));
   }
   return writer.done();
 }

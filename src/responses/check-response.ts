@@ -6,8 +6,8 @@ import { limitHitHeaders, rateLimitHeaders, type HeaderPair, type RateLimitHeade
 
 /**
  * The one place a Decision becomes Envoy's CheckResponse (plain object for
- * proto-loader with keepCase). Envoy rules this follows
- * (see shared/reference/envoy-ext-authz.md):
+ * proto-loader with keepCase). Envoy rules this follows (its ext_authz HTTP
+ * filter with a gRPC v3 service):
  *  - a denial is a successful RPC with status.code != 0 and denied_response;
  *    a gRPC error would become status_on_error or, worse, failure_mode_allow;
  *  - headers are sent with `append: false` AND OVERWRITE_IF_EXISTS_OR_ADD, so

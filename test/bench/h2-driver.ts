@@ -186,12 +186,12 @@ export class H2Driver {
     for (let i = 0; i < concurrency; i += 1) issue();
 
     return new Promise<PhaseResult>((resolve, reject) => {
-      setTimeout(async () => {
+      setTimeout(() => void (async () => {
         try {
           await options.hooks?.atStart?.();
           windowStart = performance.now();
           measuring = true;
-          setTimeout(async () => {
+          setTimeout(() => void (async () => {
             try {
               measuring = false;
               windowEnd = performance.now();
@@ -202,11 +202,11 @@ export class H2Driver {
             } catch (error) {
               reject(error);
             }
-          }, options.durationMs);
+          })(), options.durationMs);
         } catch (error) {
           reject(error);
         }
-      }, options.warmupMs);
+      })(), options.warmupMs);
     });
   }
 

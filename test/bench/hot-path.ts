@@ -26,7 +26,8 @@ type Modules = typeof import('../../src/grpc/authorization-server') &
   typeof import('../../src/settings/settings');
 
 function load(dist: string): Modules {
-  const from = (file: string) => require(path.join(dist, file));
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- the build directory is chosen at run time; import() would be a require() in this CommonJS build anyway, only asynchronous
+  const from = (file: string) => require(path.join(dist, file)) as Partial<Modules>;
   return {
     ...from('grpc/authorization-server.js'),
     ...from('grpc/proto-loading.js'),
@@ -35,7 +36,7 @@ function load(dist: string): Modules {
     ...from('store/cached-key-index.js'),
     ...from('store/last-used-recorder.js'),
     ...from('settings/settings.js'),
-  };
+  } as Modules;
 }
 
 interface Contender {
@@ -157,9 +158,9 @@ async function contenderFor(
       await new Promise<void>((resolve) => {
         let pending = 64;
         for (let i = 0; i < 64; i += 1) {
-          const request = check.requestDeserialize(bodies[index++ % bodies.length]!);
+          const request: unknown = check.requestDeserialize(bodies[index++ % bodies.length]!);
           handler({ request } as never, (error: unknown, response: unknown) => {
-            if (error) throw error;
+            if (error) throw new Error('the Check handler answered an error', { cause: error });
             check.responseSerialize(response);
             if (--pending === 0) resolve();
           });

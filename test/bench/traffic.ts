@@ -199,7 +199,7 @@ export function mixedTraffic(pools: TrafficPools, length: number, seed = 7): Tra
     }
     return cached;
   };
-  const frames: Buffer[] = new Array(length);
+  const frames = new Array<Buffer>(length);
   const classes = new Uint8Array(length);
   let nextValid = 0;
   const cumulative = REQUEST_CLASSES.map(

@@ -55,7 +55,7 @@ async function call(path: string, init: { method?: string; headers?: Record<stri
     contentType,
     sawHeader: JSON.parse(response.headers.get('x-upstream-saw-headers') ?? 'null') as string[] | null,
     text,
-    json: contentType.startsWith('application/json') ? (JSON.parse(text) as Record<string, any>) : undefined,
+    json: contentType.startsWith('application/json') ? (JSON.parse(text) as Record<string, unknown>) : undefined,
   };
 }
 
@@ -142,7 +142,7 @@ describe('fake-upstream', () => {
     const started = Date.now();
     const exited = once(child, 'exit');
     child.kill('SIGTERM');
-    const [code] = await exited;
+    const [code] = (await exited) as [number | null, NodeJS.Signals | null];
     expect(code).toBe(0);
     expect(Date.now() - started).toBeLessThan(5_000);
   });

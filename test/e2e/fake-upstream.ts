@@ -31,11 +31,11 @@ function json(body: unknown, status = 200): Answer {
   return { kind: 'json', status, body };
 }
 
-function parseBody(text: string): Record<string, any> {
+function parseBody(text: string): Record<string, unknown> {
   if (text === '') return {};
   try {
-    const parsed = JSON.parse(text);
-    return parsed !== null && typeof parsed === 'object' ? parsed : {};
+    const parsed: unknown = JSON.parse(text);
+    return parsed !== null && typeof parsed === 'object' ? (parsed as Record<string, unknown>) : {};
   } catch {
     return {};
   }

@@ -17,6 +17,7 @@ import AnthropicLegacy, {
 } from 'anthropic-sdk-legacy';
 import { displayPrefixOf, generateCustomerKey } from '../../src/keys/customer-key';
 import { registerSecrets } from '../support/secret-scan';
+import type { DenyBodyView } from '../support/deny-body';
 import { startE2EWorld, type E2EWorld } from './e2e-world';
 
 const SDK_ENV = /^(OPENAI|ANTHROPIC|GOOGLE|GEMINI)_/;
@@ -65,7 +66,7 @@ interface MessagesApi {
 interface SdkError extends Error {
   status: number;
   headers: Headers;
-  error: any;
+  error: unknown;
   requestID: string | null | undefined;
 }
 
@@ -158,7 +159,7 @@ async function caught(promise: Promise<unknown>): Promise<SdkError> {
 }
 
 /** The gateway's reason code, where the messages style puts it. */
-const errorCodeOf = (error: SdkError): unknown => error.error?.error?.details?.error_code;
+const errorCodeOf = (error: SdkError): unknown => (error.error as Partial<DenyBodyView> | undefined)?.error?.details?.error_code;
 
 /** Account ids must be unique per SDK version: billing changes apply to a whole account. */
 const accountFor = (flavour: Flavour, what: string) => `an-${flavour.version}-${what}`;

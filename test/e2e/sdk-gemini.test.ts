@@ -92,7 +92,7 @@ interface Call {
   name: string;
   family: string;
   path: RegExp;
-  run(apiKey: string, exchanges?: Exchange[]): Promise<void>;
+  run: (apiKey: string, exchanges?: Exchange[]) => Promise<void>;
 }
 
 interface Failure {
@@ -187,7 +187,7 @@ const FLAVOURS: Flavour[] = [
     ErrorClass: GoogleGenerativeAIFetchError,
     failure: (error) => {
       const fetchError = error as GoogleGenerativeAIFetchError;
-      const details = fetchError.errorDetails as { reason?: string }[] | undefined;
+      const details = fetchError.errorDetails;
       return { status: fetchError.status, reason: details?.[0]?.reason, message: fetchError.message };
     },
   },

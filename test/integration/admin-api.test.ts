@@ -359,7 +359,7 @@ describe('prepaid credit', () => {
       Array.from({ length: 20 }, (_, index) => server.admin('POST', '/admin/accounts/wallet/credit', { amount: index % 2 ? 7 : 3 })),
     );
     expect(answers.every((answer) => answer.status === 200)).toBe(true);
-    const balances = answers.map((answer) => answer.body.creditBalance as number);
+    const balances = answers.map((answer) => answer.body.creditBalance);
     expect(new Set(balances).size).toBe(20);
     expect((await server.admin('GET', '/admin/accounts/wallet')).body.billing.creditBalance).toBe(before + 10 * 7 + 10 * 3);
   });

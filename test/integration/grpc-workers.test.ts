@@ -2,7 +2,7 @@ import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { envoyCheckRequest, OFFICIAL_EXTERNAL_AUTH_PROTO, OFFICIAL_LOADER_OPTIONS } from '../support/envoy-official-client';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
-import { TEST_ADMIN_TOKEN } from '../support/running-app';
+import { TEST_ADMIN_TOKEN, type AdminBody } from '../support/running-app';
 import { startServerProcess, type ServerProcess } from '../support/server-process';
 
 /**
@@ -42,13 +42,13 @@ function clients(count: number): { check: Check; close(): void }[] {
   });
 }
 
-async function admin(method: string, path: string, body?: object): Promise<any> {
+async function admin(method: string, path: string, body?: object): Promise<AdminBody> {
   const response = await fetch(`${server.adminUrl}${path}`, {
     method,
     headers: { authorization: `Bearer ${TEST_ADMIN_TOKEN}`, ...(body ? { 'content-type': 'application/json' } : {}) },
     ...(body ? { body: JSON.stringify(body) } : {}),
   });
-  return response.json();
+  return (await response.json()) as AdminBody;
 }
 
 const lines = () =>

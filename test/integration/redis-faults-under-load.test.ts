@@ -8,6 +8,7 @@ import { spawnTestRedisServer, type TestRedis } from '../support/redis-server';
 import { TEST_ADMIN_TOKEN } from '../support/running-app';
 import { startServerProcess, type ServerProcess } from '../support/server-process';
 import { registerSecrets } from '../support/secret-scan';
+import { type DenyBodyView } from '../support/deny-body';
 
 /**
  * Redis faults under load, against a gateway-authz replica in its own OS
@@ -89,7 +90,7 @@ function startLoad(): { samples: Sample[]; stop(): Promise<void> } {
       const started = performance.now();
       const outcome = await client.check(request, 1000).then(
         (response) =>
-          response.status.code === 0 ? 'allowed' : `denied ${response.denied_response?.status?.code} ${JSON.parse(response.denied_response?.body ?? '{}').error?.code}`,
+          response.status.code === 0 ? 'allowed' : `denied ${response.denied_response?.status?.code} ${(JSON.parse(response.denied_response?.body ?? '{}') as Partial<DenyBodyView>).error?.code}`,
         (error: { code?: number }) => `rpc-error ${error.code}`,
       );
       samples.push({ at: Date.now(), outcome, clientMs: performance.now() - started });

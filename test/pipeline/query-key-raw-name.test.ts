@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { toAuthRequest, type CheckRequestMessage } from '../../src/grpc/check-request';
+import { toAuthRequest } from '../../src/grpc/check-request';
 import { decide } from '../../src/pipeline/decide';
 import { toCheckAnswer } from '../../src/responses/check-response';
 import { envoyCheckRequest } from '../support/envoy-official-client';
@@ -27,7 +27,7 @@ function rawQueryNames(target: string): string[] {
 }
 
 async function decideOn(world: FixtureWorld, path: string, headers: Record<string, string> = {}, method = 'POST') {
-  return decide(toAuthRequest(envoyCheckRequest({ method, path, headers }) as CheckRequestMessage), world.deps);
+  return decide(toAuthRequest(envoyCheckRequest({ method, path, headers })), world.deps);
 }
 
 describe('query parameters that decode to "key" but are not spelled "key"', () => {

@@ -485,7 +485,7 @@ describe.each(implementations)('store contract: %s', (_name, open) => {
       const plan = { key: [perMinute(5)], account: [] };
       await kinds(ids, plan, 5);
       clock.advance(60_000);
-      expect(await kinds(ids, plan, 6)).toEqual([...Array(5).fill('allow'), 'rate_limited']);
+      expect(await kinds(ids, plan, 6)).toEqual([...Array<string>(5).fill('allow'), 'rate_limited']);
     });
 
     it('shares account limits across keys; a request refused by one limit consumes none of the others', async () => {
@@ -619,7 +619,7 @@ describe('redis store specifics', () => {
     const listing = await store.listAccounts();
     expect(listing.accounts.map((a) => a.id)).toContain(good);
     expect(listing.accounts.map((a) => a.id)).not.toContain(bad);
-    expect(listing.unreadable).toEqual([{ id: bad, problem: expect.stringContaining("creditBalance '18014398509481982'") as string }]);
+    expect(listing.unreadable).toEqual([{ id: bad, problem: expect.stringContaining("creditBalance '18014398509481982'") }]);
     await expect(store.getAccount(bad)).rejects.toThrow(CorruptRecordError);
     await expect(store.adjustCredit(bad, 1)).rejects.toThrow(CorruptRecordError);
   });

@@ -3,7 +3,7 @@ import { DISPLAY_PREFIX_LENGTH } from '../../keys/customer-key';
 import type { ApiCreatedKey, ApiKey, ApiKeyList, ApiRotatedKey } from '../api-types';
 import { accountPath, callApi, keyPath, withJson, type JsonFlag } from '../command-kit';
 import { describeDuration, environmentOption, graceOption, isoTimeOption, parseLimitList, type LimitArgument } from '../option-parsers';
-import { cell, emit, formatLimits, renderKeyValue, renderTable, shortTime, type Column } from '../output';
+import { cell, emit, formatLimits, renderKeyValue, renderTable, shortTime, type CellValue, type Column } from '../output';
 
 const KEY_WARNING = 'Store this key now: it will not be shown again.';
 
@@ -53,7 +53,7 @@ export function renderKey(key: ApiKey): string {
 }
 
 /** The one time a full key is printed: set apart on its own line, with the warning. */
-function renderNewKey(heading: string, created: ApiCreatedKey, extra: readonly (readonly [string, unknown])[] = []): string {
+function renderNewKey(heading: string, created: ApiCreatedKey, extra: readonly (readonly [string, CellValue])[] = []): string {
   return [
     `${heading}\n`,
     '\n',

@@ -1,7 +1,7 @@
 import { KEY_ENVIRONMENTS, type KeyEnvironment } from '../../keys/customer-key';
 import type { RateLimit, RatePlanOverride } from '../../domain/rate-limits';
 import { CorruptRecordError } from '../store';
-import type { Account, AccountStatus, StoredKey } from '../../domain/key-records';
+import type { Account, StoredKey } from '../../domain/key-records';
 
 /** Store records ↔ Redis hash fields. Numbers and lists travel as strings and JSON. */
 
@@ -100,7 +100,7 @@ export function parseAccount(fields: Record<string, string>): Account {
   const account: Account = {
     id: required(fields, 'id', 'account'),
     name: fields.name ?? '',
-    status: status as AccountStatus,
+    status,
     createdAt: required(fields, 'createdAt', 'account'),
   };
   if (fields.creditBalance !== undefined) account.creditBalance = exactBalance(fields.creditBalance);

@@ -24,7 +24,7 @@ import { REPO_ROOT } from './repo-files';
 import type { K8sObject } from './kustomize';
 
 interface Kind {
-  readonly model: new (data: any) => { validate(): void };
+  readonly model: new (data: K8sObject) => { validate(): void };
   /** Module and interface for the TypeScript check. */
   readonly module: string;
   readonly iface: string;

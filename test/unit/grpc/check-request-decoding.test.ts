@@ -88,7 +88,7 @@ describe('CheckRequest decoding (the fields the pipeline reads)', () => {
       Buffer.from([0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]), // varint over 10 bytes
     ];
     for (const bytes of malformed) {
-      expect(() => generic.requestDeserialize(bytes)).toThrow();
+      expect(() => generic.requestDeserialize(bytes) as unknown).toThrow();
       expect(() => decodeCheckRequest(bytes)).toThrow();
     }
   });

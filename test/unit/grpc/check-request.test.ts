@@ -177,8 +177,8 @@ describe('toAuthRequest', () => {
       );
       expect(Object.getPrototypeOf(request.headers)).toBeNull();
       expect(request.headers['__proto__']).toBe('p');
-      expect(request.headers.constructor).toBe('c');
-      expect(request.headers['toString']).toBeUndefined();
+      expect(request.headers['constructor']).toBe('c');
+      expect('toString' in request.headers).toBe(false);
     });
 
     it('a missing x-request-id gives an empty request id', () => {

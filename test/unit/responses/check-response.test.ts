@@ -9,6 +9,7 @@ import {
   type HeaderValueOption,
 } from '../../../src/responses/check-response';
 import { openAiDuration, rfc3339Seconds } from '../../../src/responses/rate-limit-headers';
+import { parseDenyBody } from '../../support/deny-body';
 
 const NOW = Date.UTC(2026, 10, 22, 12, 0, 0); // 2026-11-22T12:00:00Z
 const BOTH_SPELLINGS = ['vendora-version', 'anthropic-version'] as const;
@@ -180,12 +181,12 @@ describe('429 (rate limit)', () => {
     const response = responseOf(rateLimited('generative', { retryAfterMs: 250 }));
     const names = response.denied_response!.headers.map((option) => option.header.key);
     expect(names.filter((key) => key.includes('ratelimit-') && !key.startsWith('x-gateway-'))).toEqual([]);
-    expect(JSON.parse(response.denied_response!.body).error.details[1]).toEqual({
+    expect(parseDenyBody(response.denied_response!.body).error.details[1]).toEqual({
       '@type': 'type.googleapis.com/google.rpc.RetryInfo',
       retryDelay: '0.250s',
     });
     const slower = responseOf(rateLimited('generative', { retryAfterMs: 26_000 }));
-    expect(JSON.parse(slower.denied_response!.body).error.details[1].retryDelay).toBe('26s');
+    expect(parseDenyBody(slower.denied_response!.body).error.details[1]!.retryDelay).toBe('26s');
   });
 
   it('a rate_limited decision without a known limit still answers 429, just without limit headers', () => {

@@ -11,6 +11,7 @@ import {
 import { genericErrorBody } from '../../../src/responses/error-bodies/generic-error-body';
 import { errorBodyFor, type ErrorBodyInput } from '../../../src/responses/error-bodies';
 import { messagesErrorBody } from '../../../src/responses/error-bodies/messages-error-body';
+import type { DenyBodyView } from '../../support/deny-body';
 
 const ALL_REASONS = Object.keys(DENY_REASONS) as DenyReason[];
 const STYLES: ClientStyle[] = ['chat', 'messages', 'generative', 'generic'];
@@ -295,10 +296,10 @@ describe('generic style (paths outside the three client styles)', () => {
 });
 
 describe('in every style', () => {
-  const reasonAt: Record<ClientStyle, (body: any) => unknown> = {
+  const reasonAt: Record<ClientStyle, (body: DenyBodyView) => unknown> = {
     chat: (body) => body.error.code,
     messages: (body) => body.error.details.error_code,
-    generative: (body) => body.error.details[0].reason,
+    generative: (body) => body.error.details[0]?.reason,
     generic: (body) => body.error.code,
   };
 
@@ -309,7 +310,7 @@ describe('in every style', () => {
 
   it.each(cases)('%s: the reason code %s travels unchanged', (style, reason) => {
     const body = parsed(style, input(reason, reason === 'rate_limited' ? RATE_LIMITED : {}));
-    expect(reasonAt[style](body)).toBe(reason);
+    expect(reasonAt[style](body as DenyBodyView)).toBe(reason);
   });
 
   it.each(['messages', 'generative', 'generic'] as const)(
@@ -354,11 +355,11 @@ describe('in every style', () => {
   });
 
   it.each(STYLES)('%s: param carries the header name only, nothing else from the decision', (style) => {
-    const body = JSON.parse(
+    const body: unknown = JSON.parse(
       errorBodyFor(style, input('malformed_key', { param: 'x-api-key', keyPrefix: KEY_PREFIX, accountId: ACCOUNT })),
     );
     const params: unknown[] = [];
-    JSON.stringify(body, (key, value) => {
+    JSON.stringify(body, (key, value: unknown) => {
       if (key === 'param') params.push(value);
       return value;
     });
