@@ -37,8 +37,7 @@ const DOUBLE_WIDTH: readonly (readonly [number, number])[] = [
   [0x1f300, 0x1faff],
   [0x20000, 0x3fffd],
 ];
-const within = (code: number, ranges: readonly (readonly [number, number])[]) =>
-  ranges.some(([low, high]) => code >= low && code <= high);
+const within = (code: number, ranges: readonly (readonly [number, number])[]) => ranges.some(([low, high]) => code >= low && code <= high);
 
 /** Width in terminal columns, close enough for names: `…` counts 1, `漢` 2, a combining accent 0. */
 export function displayWidth(text: string): number {
@@ -69,9 +68,7 @@ export interface Column<Row> {
  */
 export function renderTable<Row>(columns: readonly Column<Row>[], rows: readonly Row[]): string {
   const cells = rows.map((row) => columns.map((column) => cell(column.value(row))));
-  const widths = columns.map((column, index) =>
-    Math.max(displayWidth(column.header), ...cells.map((line) => displayWidth(line[index]!))),
-  );
+  const widths = columns.map((column, index) => Math.max(displayWidth(column.header), ...cells.map((line) => displayWidth(line[index]!))));
   const line = (values: readonly string[]) =>
     values
       .map((value, index) => pad(value, widths[index]!, columns[index]!.align ?? 'left'))

@@ -19,8 +19,7 @@ import { limitHitHeaders, rateLimitHeaders, type HeaderPair, type RateLimitHeade
 export type { StoreFailureMode } from '../domain/deny-reasons';
 
 export type CheckAnswer =
-  | { kind: 'response'; response: CheckResponse; httpStatus: number }
-  | { kind: 'rpc-error'; grpcCode: number; details: string };
+  { kind: 'response'; response: CheckResponse; httpStatus: number } | { kind: 'rpc-error'; grpcCode: number; details: string };
 
 export interface HeaderValueOption {
   header: { key: string; value: string };
@@ -77,13 +76,9 @@ function allowResponse(decision: AllowDecision, context: RateLimitHeaderContext)
     status: { code: RPC_CODE.OK, message: '' },
     ok_response: {
       headers,
-      headers_to_remove: identity
-        ? [...decision.strip.headers]
-        : [...decision.strip.headers, ...ALL_IDENTITY_HEADERS],
+      headers_to_remove: identity ? [...decision.strip.headers] : [...decision.strip.headers, ...ALL_IDENTITY_HEADERS],
       query_parameters_to_remove: [...decision.strip.queryParameters],
-      response_headers_to_add: decision.rateLimit
-        ? overwriteAll(rateLimitHeaders(decision.route.style, decision.rateLimit, context))
-        : [],
+      response_headers_to_add: decision.rateLimit ? overwriteAll(rateLimitHeaders(decision.route.style, decision.rateLimit, context)) : [],
     },
   };
 }

@@ -63,7 +63,12 @@ async function main(): Promise<void> {
   const limited = Array.from({ length: 20 }, () => generateCustomerKey('live'));
   const ids = new Map<string, { keyId: string; accountId: string; prefix: string; limited: boolean }>();
   [...valid, ...limited].forEach((key, index) =>
-    ids.set(hashCustomerKey(key), { keyId: `key_${index}`, accountId: `acct_${index % 200}`, prefix: displayPrefixOf(key), limited: index >= valid.length }),
+    ids.set(hashCustomerKey(key), {
+      keyId: `key_${index}`,
+      accountId: `acct_${index % 200}`,
+      prefix: displayPrefixOf(key),
+      limited: index >= valid.length,
+    }),
   );
   const byKeyId = new Map([...ids.values()].map((entry) => [entry.keyId, entry]));
   const traffic = mixedTraffic({ valid, malformed: malformedKeys(100), unknown: unknownKeys(200), rateLimited: limited }, 20_000);
@@ -73,7 +78,10 @@ async function main(): Promise<void> {
   const contenders: Contender[] = [];
   for (const spec of values.dist) {
     const [dir, ...envParts] = spec.split('::');
-    const env = { ...baseEnv, ...Object.fromEntries(envParts.map((entry) => [entry.slice(0, entry.indexOf('=')), entry.slice(entry.indexOf('=') + 1)])) };
+    const env = {
+      ...baseEnv,
+      ...Object.fromEntries(envParts.map((entry) => [entry.slice(0, entry.indexOf('=')), entry.slice(entry.indexOf('=') + 1)])),
+    };
     contenders.push(await contenderFor(spec, path.resolve(dir!), env, traffic.frames, ids, byKeyId, values.log));
   }
 
@@ -90,7 +98,9 @@ async function main(): Promise<void> {
   for (const entry of contenders) {
     const us = (entry.wallMs * 1000) / entry.decisions;
     const ratio = us / ((first.wallMs * 1000) / first.decisions);
-    process.stdout.write(`${JSON.stringify({ dist: entry.dist, decisions: entry.decisions, usPerDecision: Number(us.toFixed(2)), vsFirst: Number(ratio.toFixed(3)) })}\n`);
+    process.stdout.write(
+      `${JSON.stringify({ dist: entry.dist, decisions: entry.decisions, usPerDecision: Number(us.toFixed(2)), vsFirst: Number(ratio.toFixed(3)) })}\n`,
+    );
     await entry.stop();
   }
 }

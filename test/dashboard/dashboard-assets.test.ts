@@ -11,13 +11,16 @@ describe('dashboard assets', () => {
   it('the script is valid browser JavaScript that passes the recommended ESLint rules', () => {
     // The script is a string in a .ts file, so `eslint .` does not see it: lint it here (a parse error is a message too).
     const linter = new Linter({ configType: 'flat' });
-    const config: Linter.Config[] = [js.configs.recommended, { languageOptions: { ecmaVersion: 2022, sourceType: 'script', globals: globals.browser } }];
+    const config: Linter.Config[] = [
+      js.configs.recommended,
+      { languageOptions: { ecmaVersion: 2022, sourceType: 'script', globals: globals.browser } },
+    ];
     const problems = linter.verify(DASHBOARD_SCRIPT, config).map((m) => `${m.line}:${m.column} ${m.ruleId ?? 'parse'}: ${m.message}`);
     expect(problems).toEqual([]);
   });
 
   it('the script never builds HTML from strings', () => {
-    for (const sink of ['innerHTML', 'outerHTML', 'insertAdjacentHTML', 'document.write', 'eval(', 'new Function', 'setTimeout(\'']) {
+    for (const sink of ['innerHTML', 'outerHTML', 'insertAdjacentHTML', 'document.write', 'eval(', 'new Function', "setTimeout('"]) {
       expect(DASHBOARD_SCRIPT).not.toContain(sink);
     }
   });

@@ -57,19 +57,26 @@ const envoyView = checkBootstrap(readYaml('envoy.yaml')).view;
  * when NAME is unset or empty.
  */
 function composeResolve(value: string, shellEnv: Record<string, string | undefined> = {}): string {
-  return value.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)(?::([-?])([^}]*))?\}/g, (_whole, name: string, operator?: string, argument?: string) => {
-    const set = shellEnv[name];
-    if (set !== undefined && set !== '') return set;
-    if (operator === '?') throw new Error(`required variable ${name} is missing a value: ${argument}`);
-    return operator === '-' ? argument! : '';
-  });
+  return value.replace(
+    /\$\{([A-Za-z_][A-Za-z0-9_]*)(?::([-?])([^}]*))?\}/g,
+    (_whole, name: string, operator?: string, argument?: string) => {
+      const set = shellEnv[name];
+      if (set !== undefined && set !== '') return set;
+      if (operator === '?') throw new Error(`required variable ${name} is missing a value: ${argument}`);
+      return operator === '-' ? argument! : '';
+    },
+  );
 }
 /** A token as an operator would make one for the local stack. */
 const OPERATOR_TOKEN = 'b3d2f0c9a8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c3b2a1f0e9d8c7b6a5f4e3d2c1';
 const publishedPorts = (service: ComposeService) =>
   (service.ports ?? []).map((spec) => {
     const parts = String(spec).split(':');
-    return { hostIp: parts.length === 3 ? parts[0] : undefined, host: Number(parts[parts.length - 2]), container: Number(parts[parts.length - 1]) };
+    return {
+      hostIp: parts.length === 3 ? parts[0] : undefined,
+      host: Number(parts[parts.length - 2]),
+      container: Number(parts[parts.length - 1]),
+    };
   });
 
 describe('docker-compose.yml', () => {
@@ -104,9 +111,7 @@ describe('docker-compose.yml', () => {
 
   it('gives gateway-authz an environment its settings loader accepts, as compose resolves it with only ADMIN_TOKEN set', () => {
     const shellEnv = { ADMIN_TOKEN: OPERATOR_TOKEN };
-    const env = Object.fromEntries(
-      Object.entries(services['gateway-authz'].environment).map(([k, v]) => [k, composeResolve(v, shellEnv)]),
-    );
+    const env = Object.fromEntries(Object.entries(services['gateway-authz'].environment).map(([k, v]) => [k, composeResolve(v, shellEnv)]));
     const result = loadSettings(env);
     expect(result.ok ? [] : result.problems).toEqual([]);
     if (!result.ok) return;
@@ -138,9 +143,13 @@ describe('docker-compose.yml', () => {
 
   it("has Envoy's cluster addresses match the compose service names and ports", () => {
     expect(cluster(envoyView, 'ext_authz').type).toBe('STRICT_DNS');
-    expect(clusterEndpoints(envoyView, 'ext_authz')).toEqual([{ address: 'gateway-authz', port: Number(services['gateway-authz'].environment.GRPC_PORT) }]);
+    expect(clusterEndpoints(envoyView, 'ext_authz')).toEqual([
+      { address: 'gateway-authz', port: Number(services['gateway-authz'].environment.GRPC_PORT) },
+    ]);
     expect(cluster(envoyView, 'upstream_api').type).toBe('STRICT_DNS');
-    expect(clusterEndpoints(envoyView, 'upstream_api')).toEqual([{ address: 'upstream', port: Number(services.upstream.environment.PORT) }]);
+    expect(clusterEndpoints(envoyView, 'upstream_api')).toEqual([
+      { address: 'upstream', port: Number(services.upstream.environment.PORT) },
+    ]);
     const redisUrl = new URL(services['gateway-authz'].environment.REDIS_URL!);
     expect(services[redisUrl.hostname as ServiceName]).toBe(services.redis);
     expect(redisUrl.port).toBe('6379');
@@ -221,11 +230,27 @@ describe('Dockerfile (gateway-authz)', () => {
   });
 
   it('has a .dockerignore that keeps secrets, git and build output out, and everything COPY needs in', () => {
-    const ignored = readRepoFile('.dockerignore').split('\n').map((l) => l.trim()).filter((l) => l !== '' && !l.startsWith('#'));
+    const ignored = readRepoFile('.dockerignore')
+      .split('\n')
+      .map((l) => l.trim())
+      .filter((l) => l !== '' && !l.startsWith('#'));
     for (const must of ['.git', 'node_modules', 'dist', '.env', 'test']) expect(ignored).toContain(must);
     const copied = all.filter((i) => i.op === 'COPY' && !i.args.startsWith('--from')).flatMap((i) => i.args.split(' ').slice(0, -1));
-    expect(copied.sort()).toEqual(['package-lock.json', 'package-lock.json', 'package.json', 'package.json', 'proto', 'proto', 'src', 'tsconfig.build.json', 'tsconfig.json'].sort());
-    const excludes = (file: string) => ignored.some((pattern) => pattern === file || (pattern.startsWith('*') && file.endsWith(pattern.slice(1))));
+    expect(copied.sort()).toEqual(
+      [
+        'package-lock.json',
+        'package-lock.json',
+        'package.json',
+        'package.json',
+        'proto',
+        'proto',
+        'src',
+        'tsconfig.build.json',
+        'tsconfig.json',
+      ].sort(),
+    );
+    const excludes = (file: string) =>
+      ignored.some((pattern) => pattern === file || (pattern.startsWith('*') && file.endsWith(pattern.slice(1))));
     for (const file of copied) expect({ file, ignored: excludes(file) }).toEqual({ file, ignored: false });
   });
 });
@@ -288,12 +313,22 @@ const exitCode = async (file: string, args: string[], env: NodeJS.ProcessEnv = {
   }
 };
 /** A compose healthcheck `test` as the argv the container would run, pointed at our port. */
-const healthcheckArgv = (service: ServiceName, fromPort: string) => services[service].healthcheck.test.slice(1).map((a) => a.split(`127.0.0.1:${fromPort}`).join(`127.0.0.1:${testPort()}`).split(`127.0.0.1/${fromPort}`).join(`127.0.0.1/${testPort()}`));
+const healthcheckArgv = (service: ServiceName, fromPort: string) =>
+  services[service].healthcheck.test
+    .slice(1)
+    .map((a) =>
+      a.split(`127.0.0.1:${fromPort}`).join(`127.0.0.1:${testPort()}`).split(`127.0.0.1/${fromPort}`).join(`127.0.0.1/${testPort()}`),
+    );
 
 describe('health-check and preStop commands (run here against stand-in servers)', () => {
-  const dockerHealthcheck = (...segments: string[]) => JSON.parse(dockerfile(...segments).find((i) => i.op === 'HEALTHCHECK')!.args.replace(/^.*?CMD /, '')) as string[];
+  const dockerHealthcheck = (...segments: string[]) =>
+    JSON.parse(
+      dockerfile(...segments)
+        .find((i) => i.op === 'HEALTHCHECK')!
+        .args.replace(/^.*?CMD /, ''),
+    ) as string[];
 
-  it("the image HEALTHCHECK exits 0 on 200 from /readyz, 1 on 503 and when nothing listens", async () => {
+  it('the image HEALTHCHECK exits 0 on 200 from /readyz, 1 on 503 and when nothing listens', async () => {
     const [node, ...args] = dockerHealthcheck('Dockerfile');
     expect(node).toBe('node');
     await withServer(200, async (seen) => {
@@ -327,19 +362,26 @@ describe('health-check and preStop commands (run here against stand-in servers)'
     });
   });
 
-  it("the Kubernetes Envoy preStop POSTs /drain_listeners?graceful to the admin port, and still sleeps if Envoy is gone", async () => {
+  it('the Kubernetes Envoy preStop POSTs /drain_listeners?graceful to the admin port, and still sleeps if Envoy is gone', async () => {
     const deployment = parseYamlDocuments(readRepoFile('deploy', 'deployment.yaml'))[0] as IDeployment;
     const envoy = deployment.spec!.template.spec!.containers.find((c) => c.name === 'envoy')!;
     const [shell, flag, script] = envoy.lifecycle!.preStop!.exec!.command!;
     expect([shell, flag]).toEqual(['/bin/bash', '-c']);
-    const local = (s: string) => s.split('/dev/tcp/127.0.0.1/9901').join(`/dev/tcp/127.0.0.1/${testPort()}`).replace(/sleep \d+\s*$/, 'sleep 0');
+    const local = (s: string) =>
+      s
+        .split('/dev/tcp/127.0.0.1/9901')
+        .join(`/dev/tcp/127.0.0.1/${testPort()}`)
+        .replace(/sleep \d+\s*$/, 'sleep 0');
     await withServer(200, async (seen) => {
       expect(await exitCode('bash', ['-c', local(script!)])).toBe(0);
       expect(seen).toEqual([{ method: 'POST', url: '/drain_listeners?graceful' }]);
     });
     // Admin not answering: the hook must not fail (the sleep is what keeps the pod serving).
     const nobody = await closedPort();
-    const unanswered = script!.split('/dev/tcp/127.0.0.1/9901').join(`/dev/tcp/127.0.0.1/${nobody}`).replace(/sleep \d+\s*$/, 'sleep 0');
+    const unanswered = script!
+      .split('/dev/tcp/127.0.0.1/9901')
+      .join(`/dev/tcp/127.0.0.1/${nobody}`)
+      .replace(/sleep \d+\s*$/, 'sleep 0');
     expect(await exitCode('bash', ['-c', unanswered])).toBe(0);
   });
 });

@@ -13,7 +13,16 @@ import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 
 import { checkBootstrap } from './support/envoy-bootstrap';
-import { accessLogProblems, authzDisabledOn, clusterEndpoints, extAuthzClusterProblems, extAuthzProblems, onlyListener, retryProblems, routeFor } from './support/envoy-semantics';
+import {
+  accessLogProblems,
+  authzDisabledOn,
+  clusterEndpoints,
+  extAuthzClusterProblems,
+  extAuthzProblems,
+  onlyListener,
+  retryProblems,
+  routeFor,
+} from './support/envoy-semantics';
 import { describeObject, KINDS, kindKey, schemaProblems, typeProblems } from './support/k8s-schemas';
 import { kustomizeBuild, podContainers, readKustomization, type K8sObject } from './support/kustomize';
 import { parseYaml, parseYamlDocuments, readRepoFile, REPO_ROOT, repoPath } from './support/repo-files';
@@ -126,7 +135,9 @@ describe('Kubernetes schemas (kubernetes-models 4.5.1)', () => {
     authz.readinesProbe = authz.readinessProbe;
     delete authz.readinessProbe;
     expect(schemaProblems(misspelled)).toEqual([]); // kubernetes-models alone would let it through
-    expect(typeProblems([misspelled])).toEqual([expect.stringMatching(/^Deployment\/gateway-authz: .*'"readinesProbe"' does not exist in type 'IContainer'/)]);
+    expect(typeProblems([misspelled])).toEqual([
+      expect.stringMatching(/^Deployment\/gateway-authz: .*'"readinesProbe"' does not exist in type 'IContainer'/),
+    ]);
   });
 });
 
@@ -208,7 +219,12 @@ describe('the pod', () => {
     expect(podSpec.automountServiceAccountToken).toBe(false);
     for (const c of podSpec.containers) {
       const sc = c.securityContext;
-      expect({ name: c.name, readOnly: sc.readOnlyRootFilesystem, escalation: sc.allowPrivilegeEscalation, drop: sc.capabilities.drop }).toEqual({
+      expect({
+        name: c.name,
+        readOnly: sc.readOnlyRootFilesystem,
+        escalation: sc.allowPrivilegeEscalation,
+        drop: sc.capabilities.drop,
+      }).toEqual({
         name: c.name,
         readOnly: true,
         escalation: false,
@@ -216,12 +232,13 @@ describe('the pod', () => {
       });
       expect(sc.runAsUser).toBeGreaterThan(0);
       expect(sc.privileged).toBeUndefined();
-      for (const part of ['requests', 'limits'] as const) for (const resource of ['cpu', 'memory']) expect(c.resources[part][resource]).toBeDefined();
+      for (const part of ['requests', 'limits'] as const)
+        for (const resource of ['cpu', 'memory']) expect(c.resources[part][resource]).toBeDefined();
     }
     expect(container('gateway-authz').securityContext.runAsUser).toBe(1000); // `node` in node:20-bookworm-slim
   });
 
-  it("feeds Envoy the ConfigMap built from deploy/envoy.yaml, and it passes the strict Bootstrap checker", () => {
+  it('feeds Envoy the ConfigMap built from deploy/envoy.yaml, and it passes the strict Bootstrap checker', () => {
     const envoy = container('envoy');
     const configMap = only('ConfigMap', 'gateway-authz-envoy');
     expect(configMap.data['envoy.yaml']).toBe(readRepoFile('deploy', 'envoy.yaml'));
@@ -256,7 +273,9 @@ describe('Services, PodDisruptionBudget and NetworkPolicy', () => {
       expect(portNumber(container(containerName), service.spec.ports[0]!.targetPort)).toBe(port);
     }
     // Nothing exposes the ext_authz gRPC port.
-    expect((objects.filter((o) => o.kind === 'Service') as Present<IService>[]).flatMap((s) => s.spec.ports.map((p) => p.port))).not.toContain(9191);
+    expect(
+      (objects.filter((o) => o.kind === 'Service') as Present<IService>[]).flatMap((s) => s.spec.ports.map((p) => p.port)),
+    ).not.toContain(9191);
   });
 
   it('keeps at least one pod through voluntary disruptions', () => {
@@ -292,7 +311,11 @@ describe('the admin token', () => {
     expect(tracked).not.toContain('deploy/admin-token.env');
     for (const file of fs.readdirSync(DEPLOY).filter((f) => f !== 'admin-token.env')) {
       const text = readRepoFile('deploy', file);
-      expect({ file, hex: /\b[0-9a-f]{32,}\b/i.test(text), customerKey: /gk_(live|test)_[A-Za-z0-9]{20,}/.test(text) }).toEqual({ file, hex: false, customerKey: false });
+      expect({ file, hex: /\b[0-9a-f]{32,}\b/i.test(text), customerKey: /gk_(live|test)_[A-Za-z0-9]{20,}/.test(text) }).toEqual({
+        file,
+        hex: false,
+        customerKey: false,
+      });
     }
     // No Secret object is written out by hand: the only one comes from the generator.
     for (const file of readKustomization(DEPLOY).resources as string[]) {

@@ -102,7 +102,8 @@ function findExtAuthzFilter(node: unknown): ExtAuthzConfigView | undefined {
     }
   } else if (node && typeof node === 'object') {
     const record = node as { name?: unknown; typed_config?: { grpc_service?: unknown } };
-    if (record.name === 'envoy.filters.http.ext_authz' && record.typed_config?.grpc_service) return record.typed_config as ExtAuthzConfigView;
+    if (record.name === 'envoy.filters.http.ext_authz' && record.typed_config?.grpc_service)
+      return record.typed_config as ExtAuthzConfigView;
     for (const value of Object.values(record)) {
       const found = findExtAuthzFilter(value);
       if (found) return found;
@@ -153,7 +154,8 @@ export function authzClusterSettingsFromEnvoyYaml(file = ENVOY_YAML): AuthzClust
 /** The gRPC codes the configured retry_on conditions make retryable. */
 export function retryableCodes(retryOn: readonly string[]): Set<number> {
   const codes = new Set<number>();
-  if (retryOn.some((condition) => ['connect-failure', 'refused-stream', 'unavailable'].includes(condition))) codes.add(grpc.status.UNAVAILABLE);
+  if (retryOn.some((condition) => ['connect-failure', 'refused-stream', 'unavailable'].includes(condition)))
+    codes.add(grpc.status.UNAVAILABLE);
   if (retryOn.includes('cancelled')) codes.add(grpc.status.CANCELLED);
   if (retryOn.includes('resource-exhausted')) codes.add(grpc.status.RESOURCE_EXHAUSTED);
   if (retryOn.includes('internal')) codes.add(grpc.status.INTERNAL);

@@ -29,7 +29,9 @@ const ALLOW = { status: { code: 0, message: '' }, ok_response: {} };
 
 async function startStubAuthz(): Promise<StubAuthz> {
   const definition = protoLoader.loadSync(OFFICIAL_EXTERNAL_AUTH_PROTO, OFFICIAL_LOADER_OPTIONS);
-  const loaded = grpc.loadPackageDefinition(definition) as unknown as { envoy: { service: { auth: { v3: { Authorization: grpc.ServiceClientConstructor } } } } };
+  const loaded = grpc.loadPackageDefinition(definition) as unknown as {
+    envoy: { service: { auth: { v3: { Authorization: grpc.ServiceClientConstructor } } } };
+  };
   const service = loaded.envoy.service.auth.v3.Authorization.service;
   const server = new grpc.Server();
   const stub: StubAuthz = {
@@ -165,7 +167,14 @@ describe('CheckRequest: what the front sends, as Envoy fills it', () => {
     };
     const done = new Promise<{ status: number; body: string }>((resolve, reject) => {
       const req = http.request(
-        { hostname: '127.0.0.1', port: front.port, method: 'POST', path: '/v1/chat/completions', agent: false, headers: { 'content-type': 'application/json' } },
+        {
+          hostname: '127.0.0.1',
+          port: front.port,
+          method: 'POST',
+          path: '/v1/chat/completions',
+          agent: false,
+          headers: { 'content-type': 'application/json' },
+        },
         (res) => {
           let body = '';
           res.on('data', (c: Buffer) => (body += c.toString()));
@@ -284,9 +293,18 @@ describe('allowed: ok_response applied to the upstream request', () => {
   it('applies query_parameters_to_remove and query_parameters_to_set to the upstream path only', async () => {
     stub.handler = async () => ({
       status: { code: 0 },
-      ok_response: { query_parameters_to_remove: ['key'], query_parameters_to_set: [{ key: 'alt', value: 'sse' }, { key: 'new', value: 'a b' }] },
+      ok_response: {
+        query_parameters_to_remove: ['key'],
+        query_parameters_to_set: [
+          { key: 'alt', value: 'sse' },
+          { key: 'new', value: 'a b' },
+        ],
+      },
     });
-    await sendHttp(front.url, { method: 'POST', path: '/v1beta/models/gemini-x:streamGenerateContent?key=secret&alt=json&x=%2F&key=again' });
+    await sendHttp(front.url, {
+      method: 'POST',
+      path: '/v1beta/models/gemini-x:streamGenerateContent?key=secret&alt=json&x=%2F&key=again',
+    });
     expect(upstream.requests[0]!.path).toBe('/v1beta/models/gemini-x:streamGenerateContent?alt=sse&x=%2F&new=a%20b');
     // The Check saw the original target.
     expect((front.checks[0] as EnvoyCheckRequest).attributes.request.http.path).toContain('key=secret');
@@ -345,7 +363,14 @@ describe('allowed: ok_response applied to the upstream request', () => {
     const started = Date.now();
     await new Promise<void>((resolve, reject) => {
       const req = http.request(
-        { hostname: '127.0.0.1', port: front.port, method: 'POST', path: '/v1/chat/completions', agent: false, headers: { 'content-type': 'application/json' } },
+        {
+          hostname: '127.0.0.1',
+          port: front.port,
+          method: 'POST',
+          path: '/v1/chat/completions',
+          agent: false,
+          headers: { 'content-type': 'application/json' },
+        },
         (res) => {
           expect(res.headers['content-type']).toBe('text/event-stream');
           res.on('data', (chunk: Buffer) => {

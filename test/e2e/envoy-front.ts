@@ -192,11 +192,7 @@ export function removeHeaders(headers: HeaderList, names: readonly string[]): vo
  * or is appended; an empty query loses its '?'. Names are compared raw,
  * undecoded, as Envoy's ext_authz filter does: `k%65y` is not `key`.
  */
-export function mutateQuery(
-  target: string,
-  toRemove: readonly string[],
-  toSet: readonly { key: string; value: string }[],
-): string {
+export function mutateQuery(target: string, toRemove: readonly string[], toSet: readonly { key: string; value: string }[]): string {
   if (toRemove.length === 0 && toSet.length === 0) return target;
   const mark = target.indexOf('?');
   const path = mark === -1 ? target : target.slice(0, mark);
@@ -450,7 +446,14 @@ export function sendHttp(baseUrl: string, call: HttpCall): Promise<HttpReply> {
   const base = new URL(baseUrl);
   return new Promise((resolve, reject) => {
     const req = http.request(
-      { hostname: base.hostname, port: base.port, method: call.method ?? 'GET', path: call.path, headers: call.headers ?? {}, agent: false },
+      {
+        hostname: base.hostname,
+        port: base.port,
+        method: call.method ?? 'GET',
+        path: call.path,
+        headers: call.headers ?? {},
+        agent: false,
+      },
       (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (chunk: Buffer) => chunks.push(chunk));

@@ -239,7 +239,9 @@ function callOf(call: Call, headers: Record<string, string | string[]>): HttpCal
 }
 
 const ALLOWED_CASES = ROUTE_TABLE.flatMap((row) =>
-  row.calls.flatMap((call) => row.accepted.map((credential) => [row.label, `${call.method} ${call.path}`, credential.name, row, call, credential] as const)),
+  row.calls.flatMap((call) =>
+    row.accepted.map((credential) => [row.label, `${call.method} ${call.path}`, credential.name, row, call, credential] as const),
+  ),
 );
 
 describe('each route family accepts its credential headers, and the upstream never sees the key', () => {
@@ -287,7 +289,9 @@ describe('messages: the version header', () => {
     ['vendora-version', '2026-10-21'],
     ['anthropic-version', '2026-10-21'],
   ])('%s: %s is accepted', async (header, version) => {
-    const reply = await send(callOf({ method: 'POST', path: '/v1/messages', body: MESSAGES_BODY }, { [header]: version, ...X_API_KEY.headers(key) }));
+    const reply = await send(
+      callOf({ method: 'POST', path: '/v1/messages', body: MESSAGES_BODY }, { [header]: version, ...X_API_KEY.headers(key) }),
+    );
     expect(reply.status).toBe(200);
     expect((reply.json as { type: string }).type).toBe('message');
     expectForwarded('messages');
@@ -295,7 +299,10 @@ describe('messages: the version header', () => {
 
   it('a version outside the accepted list is 400 unsupported_version', async () => {
     const reply = await send(
-      callOf({ method: 'POST', path: '/v1/messages', body: MESSAGES_BODY }, { 'anthropic-version': '2020-01-01', ...X_API_KEY.headers(key) }),
+      callOf(
+        { method: 'POST', path: '/v1/messages', body: MESSAGES_BODY },
+        { 'anthropic-version': '2020-01-01', ...X_API_KEY.headers(key) },
+      ),
     );
     expectDenial(reply, 400, 'unsupported_version', 'messages');
   });
@@ -318,7 +325,9 @@ describe('generative-content: both key spellings, and no key in the URL', () => 
   });
 
   it('?key= beside a header key is dropped before the upstream', async () => {
-    const reply = await send(callOf({ ...GENERATE, path: `/v1beta/models/gemini-x:streamGenerateContent?alt=sse&key=${key}` }, X_GOOG_API_KEY.headers(key)));
+    const reply = await send(
+      callOf({ ...GENERATE, path: `/v1beta/models/gemini-x:streamGenerateContent?alt=sse&key=${key}` }, X_GOOG_API_KEY.headers(key)),
+    );
     expect(reply.status).toBe(200);
     expect(reply.headers['content-type']).toBe('text/event-stream');
     expectForwarded('generative-content');
@@ -341,7 +350,11 @@ describe('models: the headers pick the rules and the error body', () => {
 
   it.each([
     ['OpenAI', {}, (body: unknown) => expect(body).toMatchObject({ object: 'list', data: [{ id: 'gpt-x' }] })],
-    ['Anthropic', { 'anthropic-version': '2023-06-01' }, (body: unknown) => expect(body).toMatchObject({ has_more: false, data: [{ type: 'model' }] })],
+    [
+      'Anthropic',
+      { 'anthropic-version': '2023-06-01' },
+      (body: unknown) => expect(body).toMatchObject({ has_more: false, data: [{ type: 'model' }] }),
+    ],
   ] as const)('a valid key lists the models in the %s shape', async (_shape, extra, check) => {
     const reply = await send({ path: '/v1/models', headers: { ...extra, ...X_API_KEY.headers(key) } });
     expect(reply.status).toBe(200);
@@ -350,7 +363,7 @@ describe('models: the headers pick the rules and the error body', () => {
   });
 });
 
-describe('a family path with a trailing slash (Envoy forwards it to the same upstream path) gets that family\'s rules', () => {
+describe("a family path with a trailing slash (Envoy forwards it to the same upstream path) gets that family's rules", () => {
   it('POST /v1/messages/ without a version header is 400 missing_version_header', async () => {
     const reply = await send(callOf({ method: 'POST', path: '/v1/messages/', body: MESSAGES_BODY }, X_API_KEY.headers(key)));
     expectDenial(reply, 400, 'missing_version_header', 'messages');
@@ -417,7 +430,9 @@ describe('several keys in one request', () => {
   });
 
   it('two Authorization lines with different keys (Envoy joins them with ",") are 401 conflicting_credentials', async () => {
-    const reply = await send(callOf({ method: 'POST', path: '/v1/chat/completions', body: CHAT_BODY }, { authorization: [`Bearer ${key}`, `Bearer ${otherKey}`] }));
+    const reply = await send(
+      callOf({ method: 'POST', path: '/v1/chat/completions', body: CHAT_BODY }, { authorization: [`Bearer ${key}`, `Bearer ${otherKey}`] }),
+    );
     expectDenial(reply, 401, 'conflicting_credentials', 'chat');
   });
 

@@ -4,12 +4,7 @@
  * 0.137.0 (the last 0.x, installed as `anthropic-sdk-legacy`) sends
  * `x-api-key` + `anthropic-version: 2023-06-01`. Every case runs for both.
  */
-import Anthropic, {
-  APIError,
-  AuthenticationError,
-  PaymentRequiredError,
-  RateLimitError,
-} from '@anthropic-ai/sdk';
+import Anthropic, { APIError, AuthenticationError, PaymentRequiredError, RateLimitError } from '@anthropic-ai/sdk';
 import AnthropicLegacy, {
   APIError as LegacyAPIError,
   AuthenticationError as LegacyAuthenticationError,
@@ -167,9 +162,24 @@ const accountFor = (flavour: Flavour, what: string) => `an-${flavour.version}-${
 describe.each(FLAVOURS)('$sdk', (flavour) => {
   describe('allowed calls', () => {
     const calls: { name: string; family: string; streamed: boolean; call: (api: MessagesApi) => Promise<void> }[] = [
-      { name: 'messages.create', family: 'messages', streamed: false, call: async (api) => expect((await api.create()).length).toBeGreaterThan(0) },
-      { name: 'messages.stream', family: 'messages', streamed: true, call: async (api) => expect((await api.stream()).length).toBeGreaterThan(0) },
-      { name: 'models.list', family: 'models', streamed: false, call: async (api) => expect(Array.isArray(await api.listModels())).toBe(true) },
+      {
+        name: 'messages.create',
+        family: 'messages',
+        streamed: false,
+        call: async (api) => expect((await api.create()).length).toBeGreaterThan(0),
+      },
+      {
+        name: 'messages.stream',
+        family: 'messages',
+        streamed: true,
+        call: async (api) => expect((await api.stream()).length).toBeGreaterThan(0),
+      },
+      {
+        name: 'models.list',
+        family: 'models',
+        streamed: false,
+        call: async (api) => expect(Array.isArray(await api.listModels())).toBe(true),
+      },
     ];
 
     test.each(calls)('$name succeeds; the upstream gets the identity headers and no credential', async ({ family, streamed, call }) => {

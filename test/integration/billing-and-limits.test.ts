@@ -47,7 +47,8 @@ const headersOf = (options: { header: { key: string; value: string } }[]) =>
 
 function expectBillingBody(style: Style, body: DenyBodyView, reason: string): void {
   if (style === 'chat') expect(body.error).toMatchObject({ type: 'billing_error', code: reason });
-  if (style === 'messages') expect(body).toMatchObject({ type: 'error', error: { type: 'billing_error', details: { error_code: reason } } });
+  if (style === 'messages')
+    expect(body).toMatchObject({ type: 'error', error: { type: 'billing_error', details: { error_code: reason } } });
   if (style === 'generative') {
     expect(body.error).toMatchObject({ code: 402, status: 'FAILED_PRECONDITION' });
     expect(body.error.details[0]).toMatchObject({ '@type': 'type.googleapis.com/google.rpc.ErrorInfo', reason });
@@ -142,7 +143,8 @@ describe('429: rate limits', () => {
       expect((await server.admin('PATCH', `/admin/keys/${id}`, { limits: [{ limit: 100, window: '1m' }] })).status).toBe(200);
       const requests = Array.from({ length: 500 }, () => requestFor('chat', key));
       // Warm both replicas (JIT, connections, key index cache) so the burst itself is short.
-      for (let i = 0; i < 20; i += 1) await Promise.all(clients.map((c) => c.check(requestFor('chat', 'gk_live_warmupwarmupwarmupwarmupwarmup000000'))));
+      for (let i = 0; i < 20; i += 1)
+        await Promise.all(clients.map((c) => c.check(requestFor('chat', 'gk_live_warmupwarmupwarmupwarmupwarmup000000'))));
       await Promise.all(clients.map((c) => c.check(requestFor('chat', key.slice(0, -1) + (key.endsWith('A') ? 'B' : 'A')))));
       const started = Date.now();
       const responses = await Promise.all(requests.map((request, i) => clients[i % 2]!.check(request, 10_000)));

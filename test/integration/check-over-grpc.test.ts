@@ -52,7 +52,9 @@ function headerMap(options: { header: { key: string; value: string } }[]): Recor
 describe('Check over gRPC with Envoy-shaped requests', () => {
   it.each(loadCheckRequestFixtures().map((f) => [f.name, f] as const))('%s', async (_name, fixture) => {
     // Fixtures may leave out any part of the request (one is empty).
-    const request = materialize(fixture.check_request, secrets) as { attributes?: { request?: { http?: { headers?: Record<string, string> } } } };
+    const request = materialize(fixture.check_request, secrets) as {
+      attributes?: { request?: { http?: { headers?: Record<string, string> } } };
+    };
     const response = await client.check(request);
     const requestId = request.attributes?.request?.http?.headers?.['x-request-id'] ?? '';
 

@@ -123,7 +123,16 @@ describe('gateway-authz accounts / keys (against the admin API, real Redis)', ()
     });
 
     it('sets and clears limit overrides per scope', async () => {
-      const set = await ok(['accounts', 'limits', '--id', 'cli-billing', '--key-limits', '100/1m, 10000/1d', '--account-limits', '1000/3600']);
+      const set = await ok([
+        'accounts',
+        'limits',
+        '--id',
+        'cli-billing',
+        '--key-limits',
+        '100/1m, 10000/1d',
+        '--account-limits',
+        '1000/3600',
+      ]);
       expect(set.limits).toEqual({
         key: [
           { limit: 100, window: '1m' },
@@ -218,7 +227,9 @@ describe('gateway-authz accounts / keys (against the admin API, real Redis)', ()
     it('exits 1 with key_not_found for an unknown key id', async () => {
       const run = await runCli(['keys', 'get', '--id', 'key_nothing0000000'], env);
       expect(run.code).toBe(1);
-      expect(run.stderr).toBe("error: key_not_found: No key 'key_nothing0000000'. Key ids look like key_… (see the answer of key creation).\n");
+      expect(run.stderr).toBe(
+        "error: key_not_found: No key 'key_nothing0000000'. Key ids look like key_… (see the answer of key creation).\n",
+      );
     });
 
     it('logged the changes without key material or the admin token', () => {
@@ -273,7 +284,11 @@ describe('gateway-authz accounts / keys (against the admin API, real Redis)', ()
       expect(header!.split(/\s{2,}/)).toEqual(['PREFIX', 'NAME', 'ENV', 'STATUS', 'CREATED', 'LAST USED', 'EXPIRES', 'ID']);
       expect(rows).toHaveLength(3);
       const row = (id: string) => rows.find((line) => line.endsWith(id))!;
-      expect(row(first.id)).toMatch(new RegExp(`^${first.prefix}…\\s+deploy bot\\s+live\\s+active\\s+\\d{4}-\\d{2}-\\d{2} \\d{2}:\\d{2}Z\\s+never\\s+-\\s+${first.id}$`));
+      expect(row(first.id)).toMatch(
+        new RegExp(
+          `^${first.prefix}…\\s+deploy bot\\s+live\\s+active\\s+\\d{4}-\\d{2}-\\d{2} \\d{2}:\\d{2}Z\\s+never\\s+-\\s+${first.id}$`,
+        ),
+      );
       expect(row(second.id)).toMatch(/staging\s+test\s+active\s+.*never\s+2031-06-30 00:00Z\s+key_/);
       for (const key of [first.key, second.key]) expect(out).not.toContain(key);
       expect(out).not.toContain(hashCustomerKey(first.key));
@@ -368,7 +383,9 @@ describe('gateway-authz accounts / keys (against the admin API, real Redis)', ()
       const out = await text(['keys', 'rotate', '--id', old.id, '--grace', '30s']);
       registerSecrets(/^ {4}(gk_live_\S+)$/m.exec(out)![1]!);
       expect(out).toMatch(
-        new RegExp(`The old key ${old.prefix}… \\(${old.id}\\) keeps working until \\d{4}-\\d{2}-\\d{2} \\d{2}:\\d{2}Z \\(grace 30s\\), then is refused\\.`),
+        new RegExp(
+          `The old key ${old.prefix}… \\(${old.id}\\) keeps working until \\d{4}-\\d{2}-\\d{2} \\d{2}:\\d{2}Z \\(grace 30s\\), then is refused\\.`,
+        ),
       );
     });
 
@@ -428,7 +445,9 @@ describe('gateway-authz accounts / keys (against the admin API, real Redis)', ()
       const out = await text(['accounts', 'list']);
       const [header, ...rows] = out.trimEnd().split('\n');
       expect(header!.split(/\s{2,}/)).toEqual(['ID', 'NAME', 'BILLING', 'BALANCE', 'CREATED']);
-      expect(rows.find((line) => line.startsWith('cli-set '))).toMatch(/^cli-set\s+CLI Set\s+active, prepaid\s+4200\s+\d{4}-\d{2}-\d{2} \d{2}:\d{2}Z$/);
+      expect(rows.find((line) => line.startsWith('cli-set '))).toMatch(
+        /^cli-set\s+CLI Set\s+active, prepaid\s+4200\s+\d{4}-\d{2}-\d{2} \d{2}:\d{2}Z$/,
+      );
       expect(rows.find((line) => line.startsWith('acme '))).toMatch(/^acme\s+Acme\s+active, post-paid\s+-\s+\d{4}-/);
 
       const body = await json(['accounts', 'list']);
@@ -441,7 +460,18 @@ describe('gateway-authz accounts / keys (against the admin API, real Redis)', ()
     });
 
     it('changes name and billing in one call', async () => {
-      const out = await text(['accounts', 'set', '--id', 'cli-set', '--name', 'CLI Set Renamed', '--status', 'suspended', '--credit-balance', '10']);
+      const out = await text([
+        'accounts',
+        'set',
+        '--id',
+        'cli-set',
+        '--name',
+        'CLI Set Renamed',
+        '--status',
+        'suspended',
+        '--credit-balance',
+        '10',
+      ]);
       expect(out).toMatch(/^name +CLI Set Renamed$/m);
       expect(out).toMatch(/^status +suspended$/m);
       expect(out).toMatch(/^credit balance +10 \(minor units\)$/m);

@@ -13,7 +13,12 @@ import { parseDenyBody } from '../support/deny-body';
  * The acceptance checks of the core, billing and lifecycle issues, on a real
  * three-master Redis Cluster, with two server processes sharing it.
  */
-const HTTP_STATUS_NAMES: Record<number, string> = { 400: 'BadRequest', 401: 'Unauthorized', 402: 'PaymentRequired', 429: 'TooManyRequests' };
+const HTTP_STATUS_NAMES: Record<number, string> = {
+  400: 'BadRequest',
+  401: 'Unauthorized',
+  402: 'PaymentRequired',
+  429: 'TooManyRequests',
+};
 
 let cluster: TestRedisCluster;
 let admin: AppUnderTest;
@@ -25,7 +30,10 @@ beforeAll(async () => {
   const env = { REDIS_CLUSTER_NODES: cluster.nodes, REDIS_TIMEOUT_MS: '1000' };
   admin = await startAppUnderTest({ env });
   expect(admin.app.store.description).toContain('Redis Cluster');
-  replicas = await Promise.all([startServerProcess({ ...env, ADMIN_TOKEN: TEST_ADMIN_TOKEN }), startServerProcess({ ...env, ADMIN_TOKEN: TEST_ADMIN_TOKEN })]);
+  replicas = await Promise.all([
+    startServerProcess({ ...env, ADMIN_TOKEN: TEST_ADMIN_TOKEN }),
+    startServerProcess({ ...env, ADMIN_TOKEN: TEST_ADMIN_TOKEN }),
+  ]);
   clients = replicas.map((replica) => createOfficialCheckClient(replica.grpcAddress));
 });
 afterAll(async () => {
@@ -46,7 +54,9 @@ async function newKey(accountId: string, accountPatch?: object) {
 }
 const chat = (key: string) => envoyCheckRequest({ path: '/v1/chat/completions', headers: { authorization: `Bearer ${key}` } });
 const onBoth = async (key: string) =>
-  (await Promise.all(clients.map((c) => c.check(chat(key))))).map((r) => (r.status.code === 0 ? 'allow' : parseDenyBody(r.denied_response.body).error.code));
+  (await Promise.all(clients.map((c) => c.check(chat(key))))).map((r) =>
+    r.status.code === 0 ? 'allow' : parseDenyBody(r.denied_response.body).error.code,
+  );
 
 describe('core: every Envoy fixture decides as on one Redis', () => {
   let secrets: FixtureSecrets;
@@ -68,9 +78,9 @@ describe('core: every Envoy fixture decides as on one Redis', () => {
       return;
     }
     expect(response.denied_response.status.code).toBe(HTTP_STATUS_NAMES[fixture.expect.http_status]);
-    expect(response.denied_response.headers.find((h: { header: { key: string } }) => h.header.key === 'x-gateway-error-code')!.header.value).toBe(
-      fixture.expect.reason,
-    );
+    expect(
+      response.denied_response.headers.find((h: { header: { key: string } }) => h.header.key === 'x-gateway-error-code')!.header.value,
+    ).toBe(fixture.expect.reason);
   });
 });
 

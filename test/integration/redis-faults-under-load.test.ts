@@ -60,7 +60,12 @@ const startRedis = (port?: number) =>
 beforeAll(async () => {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gateway-authz-faults-'));
   redis = await startRedis();
-  replica = await startServerProcess({ REDIS_URL: redis.url, ADMIN_TOKEN: TEST_ADMIN_TOKEN, HEALTH_INTERVAL_MS: '100', HEALTH_TIMEOUT_MS: '100' });
+  replica = await startServerProcess({
+    REDIS_URL: redis.url,
+    ADMIN_TOKEN: TEST_ADMIN_TOKEN,
+    HEALTH_INTERVAL_MS: '100',
+    HEALTH_TIMEOUT_MS: '100',
+  });
   const admin = (route: string, body: object) =>
     fetch(`${replica.adminUrl}${route}`, {
       method: 'POST',
@@ -69,7 +74,9 @@ beforeAll(async () => {
     });
   // Limits far above what the load can send: every refusal here must come from the fault, never from the 600/min default.
   const unlimited = [{ limit: 10_000_000, window: '1m' }];
-  expect((await admin('/admin/accounts', { id: 'faults', name: 'Faults', limits: { key: unlimited, account: unlimited } })).status).toBe(201);
+  expect((await admin('/admin/accounts', { id: 'faults', name: 'Faults', limits: { key: unlimited, account: unlimited } })).status).toBe(
+    201,
+  );
   key = ((await (await admin('/admin/accounts/faults/keys', { name: 'load' })).json()) as { key: string }).key;
   registerSecrets(key);
 });
@@ -90,7 +97,9 @@ function startLoad(): { samples: Sample[]; stop(): Promise<void> } {
       const started = performance.now();
       const outcome = await client.check(request, 1000).then(
         (response) =>
-          response.status.code === 0 ? 'allowed' : `denied ${response.denied_response?.status?.code} ${(JSON.parse(response.denied_response?.body ?? '{}') as Partial<DenyBodyView>).error?.code}`,
+          response.status.code === 0
+            ? 'allowed'
+            : `denied ${response.denied_response?.status?.code} ${(JSON.parse(response.denied_response?.body ?? '{}') as Partial<DenyBodyView>).error?.code}`,
         (error: { code?: number }) => `rpc-error ${error.code}`,
       );
       samples.push({ at: Date.now(), outcome, clientMs: performance.now() - started });
@@ -118,7 +127,8 @@ function loggedStoreUnavailableMs(since: number): number[] {
 }
 
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-const quantile = (values: number[], q: number) => [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor(q * values.length))] ?? NaN;
+const quantile = (values: number[], q: number) =>
+  [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor(q * values.length))] ?? NaN;
 const figures: Record<string, unknown> = {};
 
 async function waitForHealth(status: string, withinMs: number): Promise<number> {
@@ -180,7 +190,16 @@ it('Redis killed and restarted under load: 503 within the deadline while down, n
       checksWhileDown: down.length,
       allowedWhileDown: 0,
       serverDecisionMs: { p50: quantile(serverMs, 0.5), p99: quantile(serverMs, 0.99), max: Math.max(...serverMs) },
-      clientMsWhileDown: { p50: quantile(down.map((s) => s.clientMs), 0.5), p99: quantile(down.map((s) => s.clientMs), 0.99) },
+      clientMsWhileDown: {
+        p50: quantile(
+          down.map((s) => s.clientMs),
+          0.5,
+        ),
+        p99: quantile(
+          down.map((s) => s.clientMs),
+          0.99,
+        ),
+      },
       healthNotServingAfterMs: notServingAfterMs,
       recoveredAfterRedisBackMs: recoveredAt! - backAt,
     };
@@ -217,7 +236,16 @@ it('a slow Redis (DEBUG SLEEP) is treated as a down one: 503 within the deadline
       checksWhileSlow: slow.length,
       allowedWhileSlow: 0,
       serverDecisionMs: { p50: quantile(serverMs, 0.5), p99: quantile(serverMs, 0.99), max: Math.max(...serverMs) },
-      clientMsWhileSlow: { p50: quantile(slow.map((s) => s.clientMs), 0.5), p99: quantile(slow.map((s) => s.clientMs), 0.99) },
+      clientMsWhileSlow: {
+        p50: quantile(
+          slow.map((s) => s.clientMs),
+          0.5,
+        ),
+        p99: quantile(
+          slow.map((s) => s.clientMs),
+          0.99,
+        ),
+      },
       recoveredAfterSleepMs: recoveredAt! - backAt,
     };
   } finally {
@@ -229,5 +257,8 @@ it('a slow Redis (DEBUG SLEEP) is treated as a down one: 503 within the deadline
 afterAll(() => {
   const out = path.join(__dirname, '..', '..', 'test-artifacts');
   fs.mkdirSync(out, { recursive: true });
-  fs.writeFileSync(path.join(out, 'redis-faults.json'), `${JSON.stringify({ date: new Date().toISOString(), redisTimeoutMs: REDIS_TIMEOUT_MS, ...figures }, null, 2)}\n`);
+  fs.writeFileSync(
+    path.join(out, 'redis-faults.json'),
+    `${JSON.stringify({ date: new Date().toISOString(), redisTimeoutMs: REDIS_TIMEOUT_MS, ...figures }, null, 2)}\n`,
+  );
 });

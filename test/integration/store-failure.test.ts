@@ -44,9 +44,7 @@ it('answers 503 store_unavailable within the deadline while Redis is paused (slo
   const admin = new Redis(redis.url);
   try {
     await admin.call('CLIENT', 'PAUSE', '600', 'ALL');
-    const responses = await Promise.all(
-      Array.from({ length: 5 }, () => client.check(chatRequest(key), ENVOY_DEFAULT_DEADLINE_MS)),
-    );
+    const responses = await Promise.all(Array.from({ length: 5 }, () => client.check(chatRequest(key), ENVOY_DEFAULT_DEADLINE_MS)));
     for (const response of responses) {
       expect(response.http_response).toBe('denied_response');
       expect(response.denied_response.status.code).toBe('ServiceUnavailable');
@@ -74,9 +72,7 @@ describe('with Redis stopped', () => {
   });
 
   it('denies every concurrent Check with 503 before the deadline, never allowing', async () => {
-    const responses = await Promise.all(
-      Array.from({ length: 20 }, () => client.check(chatRequest(key), ENVOY_DEFAULT_DEADLINE_MS)),
-    );
+    const responses = await Promise.all(Array.from({ length: 20 }, () => client.check(chatRequest(key), ENVOY_DEFAULT_DEADLINE_MS)));
     for (const response of responses) {
       expect(response.status.code).toBe(14);
       expect(response.denied_response.status.code).toBe('ServiceUnavailable');

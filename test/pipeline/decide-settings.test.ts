@@ -39,13 +39,19 @@ describe('decision pipeline: operator settings and time', () => {
     expect(spec.kind).toBe('allow');
   });
 
-  it.each(['2023-06-01', '2026-10-21'])('accepts %s, which a current official Anthropic SDK sends, with no config at all', async (version) => {
-    const world = await fixtureWorld();
-    const request = toAuthRequest(
-      envoyCheckRequest({ path: '/v1/messages', headers: { authorization: `Bearer ${world.secrets.LIVE_KEY}`, 'anthropic-version': version } }),
-    );
-    expect((await decide(request, world.deps)).kind).toBe('allow');
-  });
+  it.each(['2023-06-01', '2026-10-21'])(
+    'accepts %s, which a current official Anthropic SDK sends, with no config at all',
+    async (version) => {
+      const world = await fixtureWorld();
+      const request = toAuthRequest(
+        envoyCheckRequest({
+          path: '/v1/messages',
+          headers: { authorization: `Bearer ${world.secrets.LIVE_KEY}`, 'anthropic-version': version },
+        }),
+      );
+      expect((await decide(request, world.deps)).kind).toBe('allow');
+    },
+  );
 
   it('lets the operator narrow the accepted versions: with ["2023-06-01"] only, 2026-10-21 is 400 unsupported_version', async () => {
     const world = await fixtureWorld({ messagesVersions: ['2023-06-01'] });

@@ -35,7 +35,10 @@ describe('messages with a trailing slash', () => {
   });
 
   it('does not read x-goog-api-key', async () => {
-    const decision = await decideOn('POST', '/v1/messages/', { 'x-goog-api-key': world.secrets.LIVE_KEY, 'anthropic-version': '2023-06-01' });
+    const decision = await decideOn('POST', '/v1/messages/', {
+      'x-goog-api-key': world.secrets.LIVE_KEY,
+      'anthropic-version': '2023-06-01',
+    });
     expect(decision.kind === 'deny' && decision.reason).toBe('missing_credential');
   });
 });

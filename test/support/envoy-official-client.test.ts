@@ -87,9 +87,7 @@ describe('envoyCheckRequest', () => {
     expect(back.attributes.request.http.headers).toEqual(req.attributes.request.http.headers);
     expect(back.attributes.request.http.id).toBe(req.attributes.request.http.id);
     expect(back.attributes.request.time).toEqual(req.attributes.request.time);
-    expect(back.attributes.source.address.socket_address.port_value).toBe(
-      req.attributes.source.address.socket_address.port_value,
-    );
+    expect(back.attributes.source.address.socket_address.port_value).toBe(req.attributes.source.address.socket_address.port_value);
   });
 });
 

@@ -12,10 +12,7 @@ import * as protoLoader from '@grpc/proto-loader';
 import { recordCapture } from './secret-scan';
 
 /** <node_modules>/@grpc/grpc-js-xds/deps */
-export const ENVOY_OFFICIAL_DEPS_DIR = path.join(
-  path.dirname(require.resolve('@grpc/grpc-js-xds/package.json')),
-  'deps',
-);
+export const ENVOY_OFFICIAL_DEPS_DIR = path.join(path.dirname(require.resolve('@grpc/grpc-js-xds/package.json')), 'deps');
 
 /** Include dirs needed to load Envoy's official protos (PGV/udpa/xds imports). */
 export const OFFICIAL_INCLUDE_DIRS: string[] = ['envoy-api', 'googleapis', 'xds', 'protoc-gen-validate'].map((d) =>

@@ -13,13 +13,13 @@ interface HealthServiceClient extends grpc.Client {
 /** A grpc.health.v1 client, as Envoy's cluster health check and Kubernetes gRPC probes use it. */
 export function healthClient(address: string) {
   const definition = protoLoader.loadSync(protoPath, { keepCase: true, enums: String });
-  const loaded = grpc.loadPackageDefinition(definition) as unknown as { grpc: { health: { v1: { Health: grpc.ServiceClientConstructor } } } };
+  const loaded = grpc.loadPackageDefinition(definition) as unknown as {
+    grpc: { health: { v1: { Health: grpc.ServiceClientConstructor } } };
+  };
   const client = new loaded.grpc.health.v1.Health(address, grpc.credentials.createInsecure()) as unknown as HealthServiceClient;
   const check = (service = '') =>
     new Promise<{ status: string }>((resolve, reject) =>
-      client.Check({ service }, { deadline: Date.now() + 2000 }, (error, response) =>
-        error ? reject(error) : resolve(response),
-      ),
+      client.Check({ service }, { deadline: Date.now() + 2000 }, (error, response) => (error ? reject(error) : resolve(response))),
     );
   return { check, close: () => client.close() };
 }

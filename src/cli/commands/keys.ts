@@ -120,10 +120,7 @@ export function keysCommand(): Command {
   });
 
   withJson(
-    keys
-      .command('get')
-      .description('show a key by its id (never the key itself)')
-      .requiredOption('--id <key-id>', 'key id (key_…)'),
+    keys.command('get').description('show a key by its id (never the key itself)').requiredOption('--id <key-id>', 'key id (key_…)'),
   ).action(async (options: JsonFlag & { id: string }) => {
     emit(options, await callApi<ApiKey>('GET', keyPath(options.id)), renderKey);
   });
@@ -133,20 +130,26 @@ export function keysCommand(): Command {
       .command('rotate')
       .description('replace a key with a new one; the old key is refused now, or after a grace period')
       .requiredOption('--id <key-id>', 'key id (key_…) of the key to replace')
-      .option('--grace <duration>', 'how long the old key keeps working: 0 (refused now), 30s, 1h, 24h, 7d or seconds; at most 7d', graceOption, 0),
+      .option(
+        '--grace <duration>',
+        'how long the old key keeps working: 0 (refused now), 30s, 1h, 24h, 7d or seconds; at most 7d',
+        graceOption,
+        0,
+      ),
   ).action(async (options: JsonFlag & { id: string; grace: number }) => {
     const rotated = await callApi<ApiRotatedKey>('POST', `${keyPath(options.id)}/rotate`, { graceSeconds: options.grace });
     emit(options, rotated, (answer) => renderRotation(answer, options.grace));
   });
 
   withJson(
-    keys
-      .command('revoke')
-      .description('revoke a key: it is refused from now on')
-      .requiredOption('--id <key-id>', 'key id (key_…)'),
+    keys.command('revoke').description('revoke a key: it is refused from now on').requiredOption('--id <key-id>', 'key id (key_…)'),
   ).action(async (options: JsonFlag & { id: string }) => {
     const key = await callApi<ApiKey>('POST', `${keyPath(options.id)}/revoke`, {});
-    emit(options, key, (answer) => `Revoked key ${cell(answer.id)} (${shownPrefix(answer.prefix)}): it is refused from now on.\n\n${renderKey(answer)}`);
+    emit(
+      options,
+      key,
+      (answer) => `Revoked key ${cell(answer.id)} (${shownPrefix(answer.prefix)}): it is refused from now on.\n\n${renderKey(answer)}`,
+    );
   });
 
   withJson(

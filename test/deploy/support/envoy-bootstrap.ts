@@ -368,7 +368,8 @@ class Converter {
     const name = type.fullName.slice(1);
     if (typeof value === 'string') {
       const number = type.values[value];
-      if (number === undefined) return this.problem(at, `'${value}' is not a value of enum ${name} (${Object.keys(type.values).join(', ')})`);
+      if (number === undefined)
+        return this.problem(at, `'${value}' is not a value of enum ${name} (${Object.keys(type.values).join(', ')})`);
       if (isDeprecated(type.valuesOptions?.[value])) this.problem(at, `enum value ${name}.${value} is deprecated`);
       return number;
     }
@@ -386,11 +387,13 @@ class Converter {
       return value;
     }
     if (type === 'bool') {
-      if (typeof value !== 'boolean') return this.problem(at, `expected a bool (true/false), got ${jsonKind(value)}${typeof value === 'string' ? ` '${value}'` : ''}`);
+      if (typeof value !== 'boolean')
+        return this.problem(at, `expected a bool (true/false), got ${jsonKind(value)}${typeof value === 'string' ? ` '${value}'` : ''}`);
       return value;
     }
     if (type === 'bytes') {
-      if (typeof value !== 'string' || !/^[A-Za-z0-9+/_-]*={0,2}$/.test(value)) return this.problem(at, `expected base64 bytes (string), got ${jsonKind(value)}`);
+      if (typeof value !== 'string' || !/^[A-Za-z0-9+/_-]*={0,2}$/.test(value))
+        return this.problem(at, `expected base64 bytes (string), got ${jsonKind(value)}`);
       return Buffer.from(value, 'base64');
     }
     if (FLOAT_TYPES.has(type)) {
@@ -458,7 +461,11 @@ class Converter {
 
   private duration(value: unknown, at: string): Out {
     const match = typeof value === 'string' ? /^(-)?(\d+)(?:\.(\d{1,9}))?s$/.exec(value) : null;
-    if (!match) return this.problem(at, `expected a duration string such as "0.25s", got ${jsonKind(value)}${typeof value !== 'object' ? ` ${JSON.stringify(value)}` : ''}`);
+    if (!match)
+      return this.problem(
+        at,
+        `expected a duration string such as "0.25s", got ${jsonKind(value)}${typeof value !== 'object' ? ` ${JSON.stringify(value)}` : ''}`,
+      );
     const sign = match[1] ? -1 : 1;
     const seconds = Number(match[2]);
     if (seconds > 315_576_000_000) return this.problem(at, `duration ${String(value)} is out of range`);
@@ -544,7 +551,8 @@ class Converter {
         }
         return;
       }
-      if (full === '.google.protobuf.Duration' && rules.duration) this.checkDuration(rules.duration, value as { seconds: number; nanos: number }, at);
+      if (full === '.google.protobuf.Duration' && rules.duration)
+        this.checkDuration(rules.duration, value as { seconds: number; nanos: number }, at);
       if (full === '.google.protobuf.Any' && rules.any) this.checkAny(rules.any, value as { type_url: string }, at);
       if (WRAPPERS.has(full)) {
         const inner = (value as { value: Out }).value;
@@ -556,9 +564,11 @@ class Converter {
       const number = (value ?? 0) as number;
       const enumRules = rules.enum;
       if (!enumRules) return;
-      if (enumRules.defined_only && !Object.values(resolved.values).includes(number)) this.problem(at, `${number} is not a defined enum value`);
+      if (enumRules.defined_only && !Object.values(resolved.values).includes(number))
+        this.problem(at, `${number} is not a defined enum value`);
       if (enumRules.const !== undefined && number !== enumRules.const) this.problem(at, `must be enum value ${enumRules.const}`);
-      if (Array.isArray(enumRules.in) && !enumRules.in.includes(number)) this.problem(at, `must be one of enum values ${enumRules.in.join(', ')}`);
+      if (Array.isArray(enumRules.in) && !enumRules.in.includes(number))
+        this.problem(at, `must be one of enum values ${enumRules.in.join(', ')}`);
       if (Array.isArray(enumRules.not_in) && enumRules.not_in.includes(number)) this.problem(at, `must not be enum value ${number}`);
       return;
     }
@@ -597,7 +607,8 @@ class Converter {
     if (rules.prefix !== undefined && !value.startsWith(rules.prefix)) this.problem(at, `must start with '${rules.prefix}'`);
     if (rules.suffix !== undefined && !value.endsWith(rules.suffix)) this.problem(at, `must end with '${rules.suffix}'`);
     if (rules.contains !== undefined && !value.includes(rules.contains)) this.problem(at, `must contain '${rules.contains}'`);
-    if (rules.not_contains !== undefined && value.includes(rules.not_contains)) this.problem(at, `must not contain '${rules.not_contains}'`);
+    if (rules.not_contains !== undefined && value.includes(rules.not_contains))
+      this.problem(at, `must not contain '${rules.not_contains}'`);
     if (Array.isArray(rules.in) && !rules.in.includes(value)) this.problem(at, `must be one of ${rules.in.join(', ')}`);
     if (Array.isArray(rules.not_in) && rules.not_in.includes(value)) this.problem(at, `must not be '${value}'`);
     if (typeof rules.pattern === 'string') {
@@ -647,8 +658,18 @@ class Converter {
     at: string,
     format: (n: number) => string = String,
   ): void {
-    const lower = gt !== undefined ? { v: gt, ok: (x: number) => x > gt, text: `> ${format(gt)}` } : gte !== undefined ? { v: gte, ok: (x: number) => x >= gte, text: `>= ${format(gte)}` } : undefined;
-    const upper = lt !== undefined ? { v: lt, ok: (x: number) => x < lt, text: `< ${format(lt)}` } : lte !== undefined ? { v: lte, ok: (x: number) => x <= lte, text: `<= ${format(lte)}` } : undefined;
+    const lower =
+      gt !== undefined
+        ? { v: gt, ok: (x: number) => x > gt, text: `> ${format(gt)}` }
+        : gte !== undefined
+          ? { v: gte, ok: (x: number) => x >= gte, text: `>= ${format(gte)}` }
+          : undefined;
+    const upper =
+      lt !== undefined
+        ? { v: lt, ok: (x: number) => x < lt, text: `< ${format(lt)}` }
+        : lte !== undefined
+          ? { v: lte, ok: (x: number) => x <= lte, text: `<= ${format(lte)}` }
+          : undefined;
     if (lower && upper && upper.v < lower.v) {
       if (!(lower.ok(value) || upper.ok(value))) this.problem(at, `${shown} must be ${upper.text} or ${lower.text}`);
       return;
@@ -659,14 +680,17 @@ class Converter {
 
   private checkAny(rules: Rules, value: { type_url: string }, at: string): void {
     if (Array.isArray(rules.in) && !rules.in.includes(value.type_url)) this.problem(at, `"@type" must be one of ${rules.in.join(', ')}`);
-    if (Array.isArray(rules.not_in) && rules.not_in.includes(value.type_url)) this.problem(at, `"@type" ${value.type_url} is not allowed here`);
+    if (Array.isArray(rules.not_in) && rules.not_in.includes(value.type_url))
+      this.problem(at, `"@type" ${value.type_url} is not allowed here`);
   }
 
   private checkRepeatedRules(field: protobuf.Field, rules: Rules | undefined, items: Out[], at: string): void {
     if (!rules) return;
     if (rules.ignore_empty && items.length === 0) return;
-    if (rules.min_items !== undefined && items.length < Number(rules.min_items)) this.problem(at, `needs at least ${rules.min_items} item(s), has ${items.length}`);
-    if (rules.max_items !== undefined && items.length > Number(rules.max_items)) this.problem(at, `allows at most ${rules.max_items} item(s), has ${items.length}`);
+    if (rules.min_items !== undefined && items.length < Number(rules.min_items))
+      this.problem(at, `needs at least ${rules.min_items} item(s), has ${items.length}`);
+    if (rules.max_items !== undefined && items.length > Number(rules.max_items))
+      this.problem(at, `allows at most ${rules.max_items} item(s), has ${items.length}`);
     if (rules.unique) {
       const seen = new Set(items.map((item) => JSON.stringify(item)));
       if (seen.size !== items.length) this.problem(at, 'items must be unique');
@@ -680,10 +704,13 @@ class Converter {
     if (!rules) return;
     const keys = Object.keys(entries);
     if (rules.ignore_empty && keys.length === 0) return;
-    if (rules.min_pairs !== undefined && keys.length < Number(rules.min_pairs)) this.problem(at, `needs at least ${rules.min_pairs} entr(ies)`);
-    if (rules.max_pairs !== undefined && keys.length > Number(rules.max_pairs)) this.problem(at, `allows at most ${rules.max_pairs} entr(ies)`);
+    if (rules.min_pairs !== undefined && keys.length < Number(rules.min_pairs))
+      this.problem(at, `needs at least ${rules.min_pairs} entr(ies)`);
+    if (rules.max_pairs !== undefined && keys.length > Number(rules.max_pairs))
+      this.problem(at, `allows at most ${rules.max_pairs} entr(ies)`);
     for (const key of keys) {
-      if (isPlainObject(rules.keys)) this.checkScalarRules(field.keyType, rules.keys, field.keyType === 'string' ? key : Number(key), mapPath(at, key));
+      if (isPlainObject(rules.keys))
+        this.checkScalarRules(field.keyType, rules.keys, field.keyType === 'string' ? key : Number(key), mapPath(at, key));
       if (isPlainObject(rules.values)) this.checkSingleRules(field, rules.values, entries[key], mapPath(at, key));
     }
   }

@@ -219,17 +219,20 @@ export function extAuthzProblems(view: EnvoyView): string[] {
   if (ext.transport_api_version !== 'V3') problems.push(`transport_api_version is ${ext.transport_api_version}, not V3`);
   if (ext.grpc_service?.envoy_grpc?.cluster_name !== 'ext_authz') problems.push('grpc_service.envoy_grpc.cluster_name is not ext_authz');
   if (ext.grpc_service?.timeout !== '0.25s') problems.push(`grpc_service.timeout is ${ext.grpc_service?.timeout}, not 0.25s`);
-  if (ext.status_on_error?.code !== 'ServiceUnavailable') problems.push(`status_on_error is ${ext.status_on_error?.code}, not ServiceUnavailable (503)`);
+  if (ext.status_on_error?.code !== 'ServiceUnavailable')
+    problems.push(`status_on_error is ${ext.status_on_error?.code}, not ServiceUnavailable (503)`);
   if (ext.with_request_body !== undefined) problems.push('with_request_body is set (keys are in headers; bodies must not be buffered)');
   if (ext.include_peer_certificate === true) problems.push('include_peer_certificate is set');
   if (ext.http_service !== undefined) problems.push('http_service is set (gRPC only)');
 
   // Per-route overrides: keyed by the exact filter name, only on the health route.
   for (const host of hcm.route_config?.virtual_hosts ?? []) {
-    for (const key of Object.keys(host.typed_per_filter_config ?? {})) problems.push(`virtual host ${host.name} has a typed_per_filter_config '${key}'`);
+    for (const key of Object.keys(host.typed_per_filter_config ?? {}))
+      problems.push(`virtual host ${host.name} has a typed_per_filter_config '${key}'`);
     for (const route of host.routes ?? []) {
       for (const [key, value] of Object.entries(route.typed_per_filter_config ?? {})) {
-        if (key !== EXT_AUTHZ_FILTER) problems.push(`route ${route.name}: typed_per_filter_config key '${key}' is not the ext_authz filter name ${EXT_AUTHZ_FILTER}`);
+        if (key !== EXT_AUTHZ_FILTER)
+          problems.push(`route ${route.name}: typed_per_filter_config key '${key}' is not the ext_authz filter name ${EXT_AUTHZ_FILTER}`);
         else if (value['@type'] !== EXT_AUTHZ_PER_ROUTE_TYPE) problems.push(`route ${route.name}: override is ${value['@type']}`);
       }
     }
@@ -256,7 +259,9 @@ export function retryProblems(view: EnvoyView): string[] {
   for (const route of routes(view)) {
     const policy = route.route?.retry_policy;
     if (!policy) continue;
-    const on = String(policy.retry_on ?? '').split(',').map((s) => s.trim());
+    const on = String(policy.retry_on ?? '')
+      .split(',')
+      .map((s) => s.trim());
     const unsafe = on.filter((token) => !SAFE_RETRY_ON.has(token));
     if (unsafe.length > 0) problems.push(`route ${route.name} retries on ${unsafe.join(', ')}`);
     if ((policy.retriable_status_codes ?? []).length > 0) problems.push(`route ${route.name} retries on status codes`);
@@ -269,14 +274,16 @@ export function extAuthzClusterProblems(view: EnvoyView): string[] {
   const problems: string[] = [];
   const c = cluster(view, 'ext_authz');
   const options = c.typed_extension_protocol_options?.[HTTP_PROTOCOL_OPTIONS_KEY];
-  if (!options || options['@type'] !== `type.googleapis.com/${HTTP_PROTOCOL_OPTIONS_KEY}`) problems.push('ext_authz has no HttpProtocolOptions');
+  if (!options || options['@type'] !== `type.googleapis.com/${HTTP_PROTOCOL_OPTIONS_KEY}`)
+    problems.push('ext_authz has no HttpProtocolOptions');
   else if (!options.explicit_http_config?.http2_protocol_options) problems.push('ext_authz cluster is not explicitly HTTP/2');
   if (c.connect_timeout !== '0.25s') problems.push(`ext_authz connect_timeout is ${c.connect_timeout}`);
   const checks = c.health_checks ?? [];
   const grpc = checks.find((h) => h.grpc_health_check !== undefined);
   if (!grpc) problems.push('ext_authz has no grpc health check');
   else {
-    if (grpc.grpc_health_check.service_name !== undefined && grpc.grpc_health_check.service_name !== '') problems.push('grpc health check service_name is not ""');
+    if (grpc.grpc_health_check.service_name !== undefined && grpc.grpc_health_check.service_name !== '')
+      problems.push('grpc health check service_name is not ""');
     const expected = { timeout: '1s', interval: '5s', unhealthy_threshold: 2, healthy_threshold: 1 };
     for (const [key, value] of Object.entries(expected)) {
       const actual = grpc[key as keyof typeof expected];
@@ -284,7 +291,8 @@ export function extAuthzClusterProblems(view: EnvoyView): string[] {
     }
   }
   const maxRequests = c.circuit_breakers?.thresholds?.find((t) => (t.priority ?? 'DEFAULT') === 'DEFAULT')?.max_requests;
-  if (!(typeof maxRequests === 'number' && maxRequests > 1024)) problems.push(`ext_authz circuit breaker max_requests is ${maxRequests} (Envoy's default 1024 is too low)`);
+  if (!(typeof maxRequests === 'number' && maxRequests > 1024))
+    problems.push(`ext_authz circuit breaker max_requests is ${maxRequests} (Envoy's default 1024 is too low)`);
   return problems;
 }
 
@@ -297,23 +305,30 @@ export function accessLogProblems(view: EnvoyView): string[] {
   if (logs.length === 0) problems.push('no access log');
   for (const log of logs) {
     const format: Partial<AccessLog['typed_config']['log_format']> = log.typed_config?.log_format ?? {};
-    const texts = [...Object.values<unknown>(format.json_format ?? {}), format.text_format_source?.inline_string, format.text_format].filter(
-      (v): v is string => typeof v === 'string',
+    const texts = [
+      ...Object.values<unknown>(format.json_format ?? {}),
+      format.text_format_source?.inline_string,
+      format.text_format,
+    ].filter((v): v is string => typeof v === 'string');
+    const commands = texts.flatMap((text) =>
+      [...text.matchAll(/%([A-Z_]+)(?:\(([^)]*)\))?(?::\d+)?%/g)].map((m) => ({ name: m[1]!, arg: m[2] ?? '' })),
     );
-    const commands = texts.flatMap((text) => [...text.matchAll(/%([A-Z_]+)(?:\(([^)]*)\))?(?::\d+)?%/g)].map((m) => ({ name: m[1]!, arg: m[2] ?? '' })));
     for (const { name, arg } of commands) {
       const headers = arg.split('?').map((h) => h.trim().toLowerCase());
       if (['REQ', 'RESP', 'TRAILER', 'REQ_WITHOUT_QUERY'].includes(name)) {
-        for (const header of headers) if (FORBIDDEN_HEADERS.includes(header)) problems.push(`access log ${name}(${arg}) logs a credential header`);
+        for (const header of headers)
+          if (FORBIDDEN_HEADERS.includes(header)) problems.push(`access log ${name}(${arg}) logs a credential header`);
       }
-      if (name !== 'REQ_WITHOUT_QUERY' && headers.some((h) => h === ':path' || h === 'x-envoy-original-path')) problems.push(`access log ${name}(${arg}) logs the path WITH its query string`);
+      if (name !== 'REQ_WITHOUT_QUERY' && headers.some((h) => h === ':path' || h === 'x-envoy-original-path'))
+        problems.push(`access log ${name}(${arg}) logs the path WITH its query string`);
       if (name === 'PATH' || name === 'REQUEST_HEADERS' || name === 'DOWNSTREAM_PEER_CERT') problems.push(`access log uses %${name}%`);
       if (name === 'REQ_WITHOUT_QUERY') {
         const declared = (format.formatters ?? []).some((f) => f.name === 'envoy.formatter.req_without_query');
         if (!declared) problems.push('REQ_WITHOUT_QUERY is used without declaring the envoy.formatter.req_without_query formatter');
       }
     }
-    if (!commands.some((c) => c.name === 'REQ_WITHOUT_QUERY' && c.arg.toLowerCase() === ':path')) problems.push('access log has no query-free path');
+    if (!commands.some((c) => c.name === 'REQ_WITHOUT_QUERY' && c.arg.toLowerCase() === ':path'))
+      problems.push('access log has no query-free path');
   }
   return problems;
 }

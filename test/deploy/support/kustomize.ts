@@ -70,7 +70,8 @@ export function kustomizeBuild(dir: string, substitutes: Record<string, string> 
   const k = readKustomization(dir);
   const unsupported = Object.keys(k).filter((key) => !SUPPORTED_FIELDS.has(key));
   if (unsupported.length > 0) throw new Error(`kustomization.yaml uses ${unsupported.join(', ')}, which this stand-in does not implement`);
-  if (k.apiVersion !== 'kustomize.config.k8s.io/v1beta1' || k.kind !== 'Kustomization') throw new Error('not a kustomize.config.k8s.io/v1beta1 Kustomization');
+  if (k.apiVersion !== 'kustomize.config.k8s.io/v1beta1' || k.kind !== 'Kustomization')
+    throw new Error('not a kustomize.config.k8s.io/v1beta1 Kustomization');
 
   const objects: K8sObject[] = [];
   const sources = new Map<K8sObject, string>();
@@ -86,12 +87,20 @@ export function kustomizeBuild(dir: string, substitutes: Record<string, string> 
 
   for (const gen of k.configMapGenerator ?? []) {
     checkKeys(gen, ['name', 'files', 'literals', 'envs'], `configMapGenerator ${gen.name}`);
-    add({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: gen.name }, data: generatorData(gen, read) }, `configMapGenerator ${gen.name}`);
+    add(
+      { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: gen.name }, data: generatorData(gen, read) },
+      `configMapGenerator ${gen.name}`,
+    );
   }
   for (const gen of k.secretGenerator ?? []) {
     checkKeys(gen, ['name', 'files', 'literals', 'envs', 'type'], `secretGenerator ${gen.name}`);
-    const data = Object.fromEntries(Object.entries(generatorData(gen, read)).map(([key, value]) => [key, Buffer.from(value).toString('base64')]));
-    add({ apiVersion: 'v1', kind: 'Secret', type: gen.type ?? 'Opaque', metadata: { name: gen.name }, data }, `secretGenerator ${gen.name}`);
+    const data = Object.fromEntries(
+      Object.entries(generatorData(gen, read)).map(([key, value]) => [key, Buffer.from(value).toString('base64')]),
+    );
+    add(
+      { apiVersion: 'v1', kind: 'Secret', type: gen.type ?? 'Opaque', metadata: { name: gen.name }, data },
+      `secretGenerator ${gen.name}`,
+    );
   }
 
   for (const image of k.images ?? []) {
@@ -142,7 +151,6 @@ function generatorData(gen: Generator, read: (file: string) => string): Record<s
 
 export function podContainers(object: K8sObject): IContainer[] {
   const spec = (object.kind === 'Pod' ? object.spec : (object.spec as { template?: { spec?: unknown } } | undefined)?.template?.spec) as
-    | IPodSpec
-    | undefined;
+    IPodSpec | undefined;
   return [...(spec?.initContainers ?? []), ...(spec?.containers ?? [])];
 }

@@ -155,9 +155,7 @@ describe('toAuthRequest', () => {
     });
 
     it('the http attributes win over the pseudo-headers', () => {
-      const request = toAuthRequest(
-        http({ method: 'POST', path: '/v1/messages', headers: { ':method': 'GET', ':path': '/public' } }),
-      );
+      const request = toAuthRequest(http({ method: 'POST', path: '/v1/messages', headers: { ':method': 'GET', ':path': '/public' } }));
       expect(request.method).toBe('POST');
       expect(request.path).toBe('/v1/messages');
     });

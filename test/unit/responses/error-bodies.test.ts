@@ -3,11 +3,7 @@ import type { LimitHit } from '../../../src/domain/rate-limits';
 import { DENY_REASONS, httpStatusOf, type DenyReason } from '../../../src/domain/deny-reasons';
 import type { ClientStyle } from '../../../src/domain/route';
 import { chatErrorBody } from '../../../src/responses/error-bodies/chat-error-body';
-import {
-  ERROR_INFO_DOMAIN,
-  generativeErrorBody,
-  protoDuration,
-} from '../../../src/responses/error-bodies/generative-error-body';
+import { ERROR_INFO_DOMAIN, generativeErrorBody, protoDuration } from '../../../src/responses/error-bodies/generative-error-body';
 import { genericErrorBody } from '../../../src/responses/error-bodies/generic-error-body';
 import { errorBodyFor, type ErrorBodyInput } from '../../../src/responses/error-bodies';
 import { messagesErrorBody } from '../../../src/responses/error-bodies/messages-error-body';
@@ -377,7 +373,13 @@ describe('deny reasons', () => {
     expect(by(503)).toEqual(['store_unavailable']);
     expect(by(401)).toHaveLength(ALL_REASONS.length - 7);
     expect(by(401)).toEqual(
-      expect.arrayContaining(['missing_credential', 'conflicting_credentials', 'query_key_not_accepted', 'malformed_key', 'upstream_key_not_accepted']),
+      expect.arrayContaining([
+        'missing_credential',
+        'conflicting_credentials',
+        'query_key_not_accepted',
+        'malformed_key',
+        'upstream_key_not_accepted',
+      ]),
     );
   });
 });
