@@ -129,6 +129,12 @@ function loggedStoreUnavailableMs(since: number): number[] {
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const quantile = (values: number[], q: number) =>
   [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor(q * values.length))] ?? NaN;
+/** Figures for test-artifacts/: the server's own decision times, and what the clients saw. */
+const serverLatency = (ms: number[]) => ({ p50: quantile(ms, 0.5), p99: quantile(ms, 0.99), max: Math.max(...ms) });
+const clientLatency = (samples: readonly Sample[]) => {
+  const ms = samples.map((sample) => sample.clientMs);
+  return { p50: quantile(ms, 0.5), p99: quantile(ms, 0.99) };
+};
 const figures: Record<string, unknown> = {};
 
 async function waitForHealth(status: string, withinMs: number): Promise<number> {
@@ -189,17 +195,8 @@ it('Redis killed and restarted under load: 503 within the deadline while down, n
     figures.redisKilled = {
       checksWhileDown: down.length,
       allowedWhileDown: 0,
-      serverDecisionMs: { p50: quantile(serverMs, 0.5), p99: quantile(serverMs, 0.99), max: Math.max(...serverMs) },
-      clientMsWhileDown: {
-        p50: quantile(
-          down.map((s) => s.clientMs),
-          0.5,
-        ),
-        p99: quantile(
-          down.map((s) => s.clientMs),
-          0.99,
-        ),
-      },
+      serverDecisionMs: serverLatency(serverMs),
+      clientMsWhileDown: clientLatency(down),
       healthNotServingAfterMs: notServingAfterMs,
       recoveredAfterRedisBackMs: recoveredAt! - backAt,
     };
@@ -235,17 +232,8 @@ it('a slow Redis (DEBUG SLEEP) is treated as a down one: 503 within the deadline
     figures.redisSlow = {
       checksWhileSlow: slow.length,
       allowedWhileSlow: 0,
-      serverDecisionMs: { p50: quantile(serverMs, 0.5), p99: quantile(serverMs, 0.99), max: Math.max(...serverMs) },
-      clientMsWhileSlow: {
-        p50: quantile(
-          slow.map((s) => s.clientMs),
-          0.5,
-        ),
-        p99: quantile(
-          slow.map((s) => s.clientMs),
-          0.99,
-        ),
-      },
+      serverDecisionMs: serverLatency(serverMs),
+      clientMsWhileSlow: clientLatency(slow),
       recoveredAfterSleepMs: recoveredAt! - backAt,
     };
   } finally {
