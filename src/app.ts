@@ -39,7 +39,8 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
   const { logger } = options;
   const clock = options.clock ?? systemClock;
   const store = options.store ?? (await openStore(settings));
-  if (store.description.startsWith('in-memory')) logger.warn({ store: store.description }, 'using the embedded in-memory store: it keeps nothing');
+  if (store.description.startsWith('in-memory'))
+    logger.warn({ store: store.description }, 'using the embedded in-memory store: it keeps nothing');
   else logger.info({ store: store.description }, 'key store connected');
   if (!settings.adminToken) logger.warn('ADMIN_TOKEN is not set: the admin API refuses every call until it is');
 

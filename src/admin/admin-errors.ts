@@ -22,13 +22,7 @@ export type AdminErrorCode =
   | 'internal_error'
   | 'too_many_auth_failures';
 
-export function sendAdminError(
-  reply: FastifyReply,
-  status: number,
-  code: AdminErrorCode,
-  message: string,
-  field?: string,
-): FastifyReply {
+export function sendAdminError(reply: FastifyReply, status: number, code: AdminErrorCode, message: string, field?: string): FastifyReply {
   return reply
     .code(status)
     .type('application/json')

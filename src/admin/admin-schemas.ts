@@ -9,21 +9,14 @@ import { limitListSchema } from '../limits/limit-schema';
  * the bad field, e.g. `limits.key.0.window`.
  */
 
-export const accountIdSchema = z
-  .string()
-  .regex(/^[A-Za-z0-9_-]{1,64}$/, 'must be 1-64 characters of letters, digits, _ or -');
+export const accountIdSchema = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'must be 1-64 characters of letters, digits, _ or -');
 
 /** Key ids are `key_` + base62; anything else cannot name a key. */
 export const keyIdSchema = z.string().regex(/^[A-Za-z0-9_-]{1,128}$/);
 
-export const displayNameSchema = z
-  .string()
-  .trim()
-  .min(1, 'must not be empty')
-  .max(200, 'must be at most 200 characters');
+export const displayNameSchema = z.string().trim().min(1, 'must not be empty').max(200, 'must be at most 200 characters');
 
-const nonEmpty = (fields: readonly string[]) => (value: Record<string, unknown>) =>
-  fields.some((field) => value[field] !== undefined);
+const nonEmpty = (fields: readonly string[]) => (value: Record<string, unknown>) => fields.some((field) => value[field] !== undefined);
 const atLeastOne = (fields: readonly string[]) => ({ message: `must set at least one of: ${fields.join(', ')}` });
 
 /** Whole minor units within ±CREDIT_LIMIT_MINOR_UNITS; `what` says what the number is for. */

@@ -57,7 +57,8 @@ export async function adminRequest<T>(settings: CliSettings, method: string, pat
   } catch (error) {
     // fetch says only "fetch failed"; the cause says why (ECONNREFUSED, ENOTFOUND, …).
     const cause = (error as Error & { cause?: { code?: unknown; message?: unknown } }).cause;
-    const why = typeof cause?.code === 'string' ? cause.code : typeof cause?.message === 'string' ? cause.message : (error as Error).message;
+    const why =
+      typeof cause?.code === 'string' ? cause.code : typeof cause?.message === 'string' ? cause.message : (error as Error).message;
     throw new Error(`cannot reach the admin API at ${settings.adminUrl}: ${why}`);
   }
   const text = await response.text();

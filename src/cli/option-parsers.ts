@@ -98,7 +98,9 @@ export function describeDuration(seconds: number): string {
 export function graceOption(value: string): number {
   const seconds = parseDuration(value);
   if (seconds === undefined) {
-    throw new InvalidArgumentError('must be 0 (refuse the old key now), a duration such as 30s, 15m, 1h, 24h or 7d, or a whole number of seconds');
+    throw new InvalidArgumentError(
+      'must be 0 (refuse the old key now), a duration such as 30s, 15m, 1h, 24h or 7d, or a whole number of seconds',
+    );
   }
   if (seconds > MAX_GRACE_SECONDS) {
     throw new InvalidArgumentError(`must be at most 7d (${MAX_GRACE_SECONDS} seconds)`);
@@ -106,8 +108,7 @@ export function graceOption(value: string): number {
   return seconds;
 }
 
-const ISO_TIME =
-  /^(\d{4})-(\d{2})-(\d{2})(?:T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2}))?$/i;
+const ISO_TIME = /^(\d{4})-(\d{2})-(\d{2})(?:T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2}))?$/i;
 
 /** True when the year, month and day name a real day (the Date constructor rolls 2026-02-30 over to March). */
 function isCalendarDay(year: number, month: number, day: number): boolean {

@@ -4,9 +4,13 @@
  * names) can never move the cursor, clear the screen or break a row.
  */
 
+/** What a table cell or a key-value line can show. */
+export type CellValue = string | number | boolean | null | undefined;
+
 /** Control characters (C0, DEL, C1) written as visible escapes: `\n`, `\t`, `\x1b`. */
-export function cell(value: unknown): string {
+export function cell(value: CellValue): string {
   const text = value === null || value === undefined ? '' : String(value);
+  // eslint-disable-next-line no-control-regex -- matching control characters is the point: they are escaped here
   return text.replace(/[\u0000-\u001f\u007f-\u009f]/g, (char) => {
     if (char === '\n') return '\\n';
     if (char === '\r') return '\\r';
@@ -33,8 +37,7 @@ const DOUBLE_WIDTH: readonly (readonly [number, number])[] = [
   [0x1f300, 0x1faff],
   [0x20000, 0x3fffd],
 ];
-const within = (code: number, ranges: readonly (readonly [number, number])[]) =>
-  ranges.some(([low, high]) => code >= low && code <= high);
+const within = (code: number, ranges: readonly (readonly [number, number])[]) => ranges.some(([low, high]) => code >= low && code <= high);
 
 /** Width in terminal columns, close enough for names: `…` counts 1, `漢` 2, a combining accent 0. */
 export function displayWidth(text: string): number {
@@ -54,7 +57,7 @@ function pad(text: string, width: number, align: 'left' | 'right'): string {
 
 export interface Column<Row> {
   header: string;
-  value: (row: Row) => unknown;
+  value: (row: Row) => CellValue;
   align?: 'left' | 'right';
 }
 
@@ -65,9 +68,7 @@ export interface Column<Row> {
  */
 export function renderTable<Row>(columns: readonly Column<Row>[], rows: readonly Row[]): string {
   const cells = rows.map((row) => columns.map((column) => cell(column.value(row))));
-  const widths = columns.map((column, index) =>
-    Math.max(displayWidth(column.header), ...cells.map((line) => displayWidth(line[index]!))),
-  );
+  const widths = columns.map((column, index) => Math.max(displayWidth(column.header), ...cells.map((line) => displayWidth(line[index]!))));
   const line = (values: readonly string[]) =>
     values
       .map((value, index) => pad(value, widths[index]!, columns[index]!.align ?? 'left'))
@@ -77,7 +78,7 @@ export function renderTable<Row>(columns: readonly Column<Row>[], rows: readonly
 }
 
 /** `label  value` lines with the values aligned; undefined values are left out. Ends with a newline. */
-export function renderKeyValue(pairs: readonly (readonly [string, unknown])[]): string {
+export function renderKeyValue(pairs: readonly (readonly [string, CellValue])[]): string {
   const shown = pairs.filter(([, value]) => value !== undefined);
   const width = Math.max(0, ...shown.map(([label]) => displayWidth(label)));
   return shown.map(([label, value]) => `${pad(label, width, 'left')}  ${cell(value)}`.trimEnd() + '\n').join('');

@@ -1,7 +1,5 @@
 /** Result of reading one `Authorization` header value. */
-export type AuthorizationParse =
-  | { ok: true; token: string }
-  | { ok: false; problem: 'empty' | 'not_bearer' | 'not_one_token' };
+export type AuthorizationParse = { ok: true; token: string } | { ok: false; problem: 'empty' | 'not_bearer' | 'not_one_token' };
 
 /**
  * `Bearer <token>`: the scheme is case-insensitive (RFC 7235) and exactly one

@@ -1,10 +1,5 @@
 import { denial, type DenyReason } from '../domain/deny-reasons';
-import {
-  describeSources,
-  headersOfSource,
-  type CredentialSource,
-  type FamilyHeaderRules,
-} from '../routes/family-header-rules';
+import { describeSources, headersOfSource, type CredentialSource, type FamilyHeaderRules } from '../routes/family-header-rules';
 import type { HeaderNames } from '../routes/header-names';
 import { parseAuthorization, splitRepeatedHeader } from './authorization-header';
 
@@ -23,15 +18,10 @@ export interface CredentialOptions {
 }
 
 export type CredentialResult =
-  | { ok: true; credential: string; source: string }
-  | { ok: false; reason: DenyReason; message: string; param?: string };
+  { ok: true; credential: string; source: string } | { ok: false; reason: DenyReason; message: string; param?: string };
 
 /** Takes the one customer credential a request carries, by its route family's rules. */
-export function extractCredential(
-  request: CredentialRequest,
-  rules: FamilyHeaderRules,
-  options: CredentialOptions,
-): CredentialResult {
+export function extractCredential(request: CredentialRequest, rules: FamilyHeaderRules, options: CredentialOptions): CredentialResult {
   const { names } = options;
   const candidates: { value: string; source: string }[] = [];
 

@@ -144,7 +144,17 @@ export const DENY_REASONS = {
     grpcCode: RPC_CODE.RESOURCE_EXHAUSTED,
     category: 'rate_limit',
     /** `window` as describeWindow spells it (`1m`, `1d`, …). */
-    message: ({ limit, window, scope, retryInSeconds }: { limit: number; window: string; scope: 'key' | 'account'; retryInSeconds: number }) =>
+    message: ({
+      limit,
+      window,
+      scope,
+      retryInSeconds,
+    }: {
+      limit: number;
+      window: string;
+      scope: 'key' | 'account';
+      retryInSeconds: number;
+    }) =>
       `Rate limit reached: ${limit} requests per ${window} for this ${scope === 'key' ? 'API key' : 'account'}. Retry in ${retryInSeconds} s.`,
   },
   missing_version_header: {

@@ -22,7 +22,7 @@ export interface CheckRequestMessage {
  */
 export function toAuthRequest(message: CheckRequestMessage): AuthRequest {
   const http = message.attributes?.request?.http ?? {};
-  const headers: Record<string, string> = Object.create(null);
+  const headers = Object.create(null) as Record<string, string>;
   const given = http.headers;
   if (given) {
     for (const name in given) {

@@ -88,7 +88,13 @@ interface SizedOption {
 }
 
 function sizeOption(option: HeaderValueOption): SizedOption | undefined {
-  if (!option || typeof option !== 'object' || !option.header || typeof option.header.key !== 'string' || typeof option.header.value !== 'string') {
+  if (
+    !option ||
+    typeof option !== 'object' ||
+    !option.header ||
+    typeof option.header.key !== 'string' ||
+    typeof option.header.value !== 'string'
+  ) {
     return undefined;
   }
   const action = APPEND_ACTIONS[option.append_action];
@@ -160,16 +166,20 @@ export function encodeCheckResponse(response: CheckResponse): Buffer | undefined
   const denied = response.denied_response;
   const ok = response.ok_response;
   let deniedParts: { httpSize: number; headers: SizedOption[]; bodyBytes: number; size: number } | undefined;
-  let okParts:
-    | { headers: SizedOption[]; remove: number[]; add: SizedOption[]; removeQuery: number[]; size: number }
-    | undefined;
+  let okParts: { headers: SizedOption[]; remove: number[]; add: SizedOption[]; removeQuery: number[]; size: number } | undefined;
   if (denied) {
     if (!denied.status || !isSmallUint(denied.status.code) || typeof denied.body !== 'string') return undefined;
     const headers = sizeOptions(denied.headers);
     if (!headers) return undefined;
     const httpSize = 1 + varintSize(denied.status.code);
     const bodyBytes = Buffer.byteLength(denied.body);
-    const deniedSize = delimited(httpSize) + sumOf(headers.map((h) => h.size), delimited) + delimited(bodyBytes);
+    const deniedSize =
+      delimited(httpSize) +
+      sumOf(
+        headers.map((h) => h.size),
+        delimited,
+      ) +
+      delimited(bodyBytes);
     deniedParts = { httpSize, headers, bodyBytes, size: deniedSize };
     size += delimited(deniedSize);
   } else if (ok) {
@@ -179,9 +189,15 @@ export function encodeCheckResponse(response: CheckResponse): Buffer | undefined
     const removeQuery = sizeStrings(ok.query_parameters_to_remove);
     if (!headers || !remove || !add || !removeQuery) return undefined;
     const okSize =
-      sumOf(headers.map((h) => h.size), delimited) +
+      sumOf(
+        headers.map((h) => h.size),
+        delimited,
+      ) +
       sumOf(remove, delimited) +
-      sumOf(add.map((h) => h.size), delimited) +
+      sumOf(
+        add.map((h) => h.size),
+        delimited,
+      ) +
       sumOf(removeQuery, delimited);
     okParts = { headers, remove, add, removeQuery, size: okSize };
     size += delimited(okSize);
@@ -207,9 +223,9 @@ export function encodeCheckResponse(response: CheckResponse): Buffer | undefined
     writer.varint(okParts.size);
     // Declaration order of OkHttpResponse, as protobufjs writes it.
     for (const header of okParts.headers) writeOption(writer, 2, header);
-    ok.headers_to_remove.forEach((name, index) => writer.string(5, name, okParts!.remove[index]!));
+    ok.headers_to_remove.forEach((name, index) => writer.string(5, name, okParts.remove[index]!));
     for (const header of okParts.add) writeOption(writer, 6, header);
-    ok.query_parameters_to_remove.forEach((name, index) => writer.string(8, name, okParts!.removeQuery[index]!));
+    ok.query_parameters_to_remove.forEach((name, index) => writer.string(8, name, okParts.removeQuery[index]!));
   }
   return writer.done();
 }

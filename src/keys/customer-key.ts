@@ -25,9 +25,7 @@ export const DISPLAY_PREFIX_LENGTH = HEAD_LENGTH + 4;
 
 export type KeyFormatProblem = 'prefix' | 'length' | 'alphabet' | 'checksum';
 
-export type ParsedKey =
-  | { ok: true; environment: KeyEnvironment; displayPrefix: string }
-  | { ok: false; problem: KeyFormatProblem };
+export type ParsedKey = { ok: true; environment: KeyEnvironment; displayPrefix: string } | { ok: false; problem: KeyFormatProblem };
 
 function checksumOf(body: string): string {
   return encodeBase62(crc32(body), CHECKSUM_LENGTH);

@@ -56,7 +56,13 @@ export function authorizeAccountState(
     for (const limit of limits[scope]) {
       const bucket = bucketName(scope, key.id, limit.windowSeconds);
       const step = gcraStep(state.tats.get(bucket), nowUs, limit);
-      const view = { scope, limit: limit.limit, windowSeconds: limit.windowSeconds, remaining: step.remaining, resetMs: Math.ceil(step.resetUs / 1000) };
+      const view = {
+        scope,
+        limit: limit.limit,
+        windowSeconds: limit.windowSeconds,
+        remaining: step.remaining,
+        resetMs: Math.ceil(step.resetUs / 1000),
+      };
       if (!step.allowed) {
         // Name the limit that keeps the caller waiting longest: all must pass.
         const retryAfterMs = Math.ceil(step.retryAfterUs / 1000);
@@ -69,7 +75,9 @@ export function authorizeAccountState(
   }
   if (refused) return { outcome: { kind: 'rate_limited', prefix, hit: refused }, writes: [] };
   return {
-    outcome: tightest ? { kind: 'allow', prefix, environment: key.environment, tightest } : { kind: 'allow', prefix, environment: key.environment },
+    outcome: tightest
+      ? { kind: 'allow', prefix, environment: key.environment, tightest }
+      : { kind: 'allow', prefix, environment: key.environment },
     writes,
   };
 }

@@ -16,7 +16,11 @@ export function parseWindow(text: string | number): number | undefined {
 
 /** `60` → `"1m"`: how windows are named in errors, headers and logs. */
 export function describeWindow(windowSeconds: number): string {
-  for (const [unit, size] of [['d', 86_400], ['h', 3600], ['m', 60]] as const) {
+  for (const [unit, size] of [
+    ['d', 86_400],
+    ['h', 3600],
+    ['m', 60],
+  ] as const) {
     if (windowSeconds % size === 0) return `${windowSeconds / size}${unit}`;
   }
   return `${windowSeconds}s`;

@@ -5,8 +5,7 @@ import type { PipelineSettings } from '../domain/pipeline-settings';
 const DATE_FORM = /^\d{4}-\d{2}-\d{2}$/;
 
 export type VersionCheck =
-  | { ok: true }
-  | { ok: false; reason: 'missing_version_header' | 'unsupported_version'; message: string; param: string };
+  { ok: true } | { ok: false; reason: 'missing_version_header' | 'unsupported_version'; message: string; param: string };
 
 const VERSION_OK: VersionCheck = Object.freeze({ ok: true });
 

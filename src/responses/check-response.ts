@@ -6,8 +6,8 @@ import { limitHitHeaders, rateLimitHeaders, type HeaderPair, type RateLimitHeade
 
 /**
  * The one place a Decision becomes Envoy's CheckResponse (plain object for
- * proto-loader with keepCase). Envoy rules this follows
- * (see shared/reference/envoy-ext-authz.md):
+ * proto-loader with keepCase). Envoy rules this follows (its ext_authz HTTP
+ * filter with a gRPC v3 service):
  *  - a denial is a successful RPC with status.code != 0 and denied_response;
  *    a gRPC error would become status_on_error or, worse, failure_mode_allow;
  *  - headers are sent with `append: false` AND OVERWRITE_IF_EXISTS_OR_ADD, so
@@ -19,8 +19,7 @@ import { limitHitHeaders, rateLimitHeaders, type HeaderPair, type RateLimitHeade
 export type { StoreFailureMode } from '../domain/deny-reasons';
 
 export type CheckAnswer =
-  | { kind: 'response'; response: CheckResponse; httpStatus: number }
-  | { kind: 'rpc-error'; grpcCode: number; details: string };
+  { kind: 'response'; response: CheckResponse; httpStatus: number } | { kind: 'rpc-error'; grpcCode: number; details: string };
 
 export interface HeaderValueOption {
   header: { key: string; value: string };
@@ -77,13 +76,9 @@ function allowResponse(decision: AllowDecision, context: RateLimitHeaderContext)
     status: { code: RPC_CODE.OK, message: '' },
     ok_response: {
       headers,
-      headers_to_remove: identity
-        ? [...decision.strip.headers]
-        : [...decision.strip.headers, ...ALL_IDENTITY_HEADERS],
+      headers_to_remove: identity ? [...decision.strip.headers] : [...decision.strip.headers, ...ALL_IDENTITY_HEADERS],
       query_parameters_to_remove: [...decision.strip.queryParameters],
-      response_headers_to_add: decision.rateLimit
-        ? overwriteAll(rateLimitHeaders(decision.route.style, decision.rateLimit, context))
-        : [],
+      response_headers_to_add: decision.rateLimit ? overwriteAll(rateLimitHeaders(decision.route.style, decision.rateLimit, context)) : [],
     },
   };
 }

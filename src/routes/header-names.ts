@@ -23,9 +23,7 @@ export const X_API_KEY_HEADER = 'x-api-key';
 export function headerNamesFor(acceptVendorSpellings: boolean): HeaderNames {
   return Object.freeze({
     versionHeaders: acceptVendorSpellings ? [SPEC_VERSION_HEADER, VENDOR_VERSION_HEADER] : [SPEC_VERSION_HEADER],
-    vendorgKeyHeaders: acceptVendorSpellings
-      ? [SPEC_VENDORG_KEY_HEADER, VENDOR_VENDORG_KEY_HEADER]
-      : [SPEC_VENDORG_KEY_HEADER],
+    vendorgKeyHeaders: acceptVendorSpellings ? [SPEC_VENDORG_KEY_HEADER, VENDOR_VENDORG_KEY_HEADER] : [SPEC_VENDORG_KEY_HEADER],
     // Stripping and upstream-key scanning ignore the spelling setting: a
     // credential in a header we do not accept must still never reach upstream.
     allCredentialHeaders: [AUTHORIZATION_HEADER, X_API_KEY_HEADER, SPEC_VENDORG_KEY_HEADER, VENDOR_VENDORG_KEY_HEADER],

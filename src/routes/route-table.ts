@@ -32,8 +32,7 @@ export const DEFAULT_ROUTE_SPECS: Readonly<Record<KeyedFamily, readonly PathMatc
   ],
   'generative-content': [
     {
-      regex:
-        '^/(v1beta|v1)/models/[^/:]+:(generateContent|streamGenerateContent|countTokens|embedContent|batchEmbedContents)$',
+      regex: '^/(v1beta|v1)/models/[^/:]+:(generateContent|streamGenerateContent|countTokens|embedContent|batchEmbedContents)$',
     },
   ],
   models: [{ regex: '^/(v1|v1beta)/models(/[^/:]+)?$', methods: ['GET'] }],

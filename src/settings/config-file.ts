@@ -16,15 +16,19 @@ const pathMatchSpec = z
       .string()
       .refine((source) => compiles(source), { message: 'is not a valid regular expression' })
       .optional(),
-    methods: z.array(z.string().regex(/^[A-Za-z]+$/, 'must be an HTTP method name')).nonempty().optional(),
+    methods: z
+      .array(z.string().regex(/^[A-Za-z]+$/, 'must be an HTTP method name'))
+      .nonempty()
+      .optional(),
   })
   .refine((spec) => [spec.exact, spec.prefix, spec.regex].filter((v) => v !== undefined).length === 1, {
     message: 'needs exactly one of exact, prefix or regex',
   });
 
-const familyRoutes = Object.fromEntries(
-  KEYED_FAMILIES.map((family) => [family, z.array(pathMatchSpec).nonempty().optional()]),
-) as Record<(typeof KEYED_FAMILIES)[number], z.ZodOptional<z.ZodArray<typeof pathMatchSpec>>>;
+const familyRoutes = Object.fromEntries(KEYED_FAMILIES.map((family) => [family, z.array(pathMatchSpec).nonempty().optional()])) as Record<
+  (typeof KEYED_FAMILIES)[number],
+  z.ZodOptional<z.ZodArray<typeof pathMatchSpec>>
+>;
 
 export const configFileSchema = z.strictObject({
   routes: z.strictObject(familyRoutes).optional(),

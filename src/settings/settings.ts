@@ -204,13 +204,20 @@ export function loadSettings(
 type ParsedEnv = z.output<typeof envSchema>;
 
 function redisTopologyProblems(e: ParsedEnv): string[] {
-  const chosen = [e.REDIS_URL && 'REDIS_URL', e.REDIS_SENTINELS && 'REDIS_SENTINELS', e.REDIS_CLUSTER_NODES && 'REDIS_CLUSTER_NODES'].filter(Boolean);
+  const chosen = [
+    e.REDIS_URL && 'REDIS_URL',
+    e.REDIS_SENTINELS && 'REDIS_SENTINELS',
+    e.REDIS_CLUSTER_NODES && 'REDIS_CLUSTER_NODES',
+  ].filter(Boolean);
   const problems: string[] = [];
   if (chosen.length > 1) problems.push(`Redis: set only one of REDIS_URL, REDIS_SENTINELS, REDIS_CLUSTER_NODES (got ${chosen.join(', ')})`);
-  if (e.REDIS_SENTINELS && !e.REDIS_SENTINEL_MASTER) problems.push('REDIS_SENTINEL_MASTER: required with REDIS_SENTINELS (the monitored master name)');
+  if (e.REDIS_SENTINELS && !e.REDIS_SENTINEL_MASTER)
+    problems.push('REDIS_SENTINEL_MASTER: required with REDIS_SENTINELS (the monitored master name)');
   if (e.REDIS_SENTINEL_MASTER && !e.REDIS_SENTINELS) problems.push('REDIS_SENTINEL_MASTER: only meaningful with REDIS_SENTINELS');
   if (e.GRPC_WORKERS > 1 && chosen.length === 0) {
-    problems.push('GRPC_WORKERS: more than one worker needs Redis (REDIS_URL, REDIS_SENTINELS or REDIS_CLUSTER_NODES); the in-memory store would differ in every worker');
+    problems.push(
+      'GRPC_WORKERS: more than one worker needs Redis (REDIS_URL, REDIS_SENTINELS or REDIS_CLUSTER_NODES); the in-memory store would differ in every worker',
+    );
   }
   return problems;
 }

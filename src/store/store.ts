@@ -50,13 +50,7 @@ export interface LastUse extends KeyIds {
 }
 
 export type AuditAction =
-  | 'account.create'
-  | 'account.update'
-  | 'account.credit'
-  | 'key.create'
-  | 'key.update'
-  | 'key.rotate'
-  | 'key.revoke';
+  'account.create' | 'account.update' | 'account.credit' | 'key.create' | 'key.update' | 'key.rotate' | 'key.revoke';
 
 export interface AuditEntryInput {
   action: AuditAction;

@@ -86,7 +86,11 @@ export class H2Driver {
   static async connect(address: string, connections: number): Promise<H2Driver> {
     const at = address.lastIndexOf(':');
     const [host, port] = [address.slice(0, at), Number(address.slice(at + 1))];
-    return new H2Driver(host, port, await Promise.all(Array.from({ length: connections }, () => RawH2Connection.connect(host, port, REQUEST_HEADERS))));
+    return new H2Driver(
+      host,
+      port,
+      await Promise.all(Array.from({ length: connections }, () => RawH2Connection.connect(host, port, REQUEST_HEADERS))),
+    );
   }
 
   close(): void {
@@ -158,7 +162,15 @@ export class H2Driver {
    * Closed loop: `concurrency` Checks always in flight; each answer sends
    * the next request. Measures what the server sustains at saturation.
    */
-  closedLoop(options: { traffic: Traffic; concurrency: number; warmupMs: number; durationMs: number; decodeEvery: number; hooks?: PhaseHooks; stats?: PhaseStats }): Promise<PhaseResult> {
+  closedLoop(options: {
+    traffic: Traffic;
+    concurrency: number;
+    warmupMs: number;
+    durationMs: number;
+    decodeEvery: number;
+    hooks?: PhaseHooks;
+    stats?: PhaseStats;
+  }): Promise<PhaseResult> {
     const { traffic, concurrency, decodeEvery } = options;
     const stats = options.stats ?? new PhaseStats();
     let position = 0;
@@ -186,27 +198,35 @@ export class H2Driver {
     for (let i = 0; i < concurrency; i += 1) issue();
 
     return new Promise<PhaseResult>((resolve, reject) => {
-      setTimeout(async () => {
-        try {
-          await options.hooks?.atStart?.();
-          windowStart = performance.now();
-          measuring = true;
-          setTimeout(async () => {
+      setTimeout(
+        () =>
+          void (async () => {
             try {
-              measuring = false;
-              windowEnd = performance.now();
-              stopped = true;
-              await options.hooks?.atEnd?.();
-              if (inFlight > 0) await drained;
-              resolve(stats.result((windowEnd - windowStart) / 1000));
+              await options.hooks?.atStart?.();
+              windowStart = performance.now();
+              measuring = true;
+              setTimeout(
+                () =>
+                  void (async () => {
+                    try {
+                      measuring = false;
+                      windowEnd = performance.now();
+                      stopped = true;
+                      await options.hooks?.atEnd?.();
+                      if (inFlight > 0) await drained;
+                      resolve(stats.result((windowEnd - windowStart) / 1000));
+                    } catch (error) {
+                      reject(error);
+                    }
+                  })(),
+                options.durationMs,
+              );
             } catch (error) {
               reject(error);
             }
-          }, options.durationMs);
-        } catch (error) {
-          reject(error);
-        }
-      }, options.warmupMs);
+          })(),
+        options.warmupMs,
+      );
     });
   }
 
@@ -216,7 +236,15 @@ export class H2Driver {
    * from the request's SCHEDULED time, so a stall counts for every request
    * it delays (no coordinated omission).
    */
-  openLoop(options: { traffic: Traffic; rate: number; warmupMs: number; durationMs: number; decodeEvery: number; maxInFlight: number; stats?: PhaseStats }): Promise<PhaseResult> {
+  openLoop(options: {
+    traffic: Traffic;
+    rate: number;
+    warmupMs: number;
+    durationMs: number;
+    decodeEvery: number;
+    maxInFlight: number;
+    stats?: PhaseStats;
+  }): Promise<PhaseResult> {
     const { traffic, rate, decodeEvery } = options;
     const stats = options.stats ?? new PhaseStats();
     const interval = 1000 / rate;

@@ -26,7 +26,8 @@ type Modules = typeof import('../../src/grpc/authorization-server') &
   typeof import('../../src/settings/settings');
 
 function load(dist: string): Modules {
-  const from = (file: string) => require(path.join(dist, file));
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- the build directory is chosen at run time; import() would be a require() in this CommonJS build anyway, only asynchronous
+  const from = (file: string) => require(path.join(dist, file)) as Partial<Modules>;
   return {
     ...from('grpc/authorization-server.js'),
     ...from('grpc/proto-loading.js'),
@@ -35,7 +36,7 @@ function load(dist: string): Modules {
     ...from('store/cached-key-index.js'),
     ...from('store/last-used-recorder.js'),
     ...from('settings/settings.js'),
-  };
+  } as Modules;
 }
 
 interface Contender {
@@ -62,7 +63,12 @@ async function main(): Promise<void> {
   const limited = Array.from({ length: 20 }, () => generateCustomerKey('live'));
   const ids = new Map<string, { keyId: string; accountId: string; prefix: string; limited: boolean }>();
   [...valid, ...limited].forEach((key, index) =>
-    ids.set(hashCustomerKey(key), { keyId: `key_${index}`, accountId: `acct_${index % 200}`, prefix: displayPrefixOf(key), limited: index >= valid.length }),
+    ids.set(hashCustomerKey(key), {
+      keyId: `key_${index}`,
+      accountId: `acct_${index % 200}`,
+      prefix: displayPrefixOf(key),
+      limited: index >= valid.length,
+    }),
   );
   const byKeyId = new Map([...ids.values()].map((entry) => [entry.keyId, entry]));
   const traffic = mixedTraffic({ valid, malformed: malformedKeys(100), unknown: unknownKeys(200), rateLimited: limited }, 20_000);
@@ -72,7 +78,10 @@ async function main(): Promise<void> {
   const contenders: Contender[] = [];
   for (const spec of values.dist) {
     const [dir, ...envParts] = spec.split('::');
-    const env = { ...baseEnv, ...Object.fromEntries(envParts.map((entry) => [entry.slice(0, entry.indexOf('=')), entry.slice(entry.indexOf('=') + 1)])) };
+    const env = {
+      ...baseEnv,
+      ...Object.fromEntries(envParts.map((entry) => [entry.slice(0, entry.indexOf('=')), entry.slice(entry.indexOf('=') + 1)])),
+    };
     contenders.push(await contenderFor(spec, path.resolve(dir!), env, traffic.frames, ids, byKeyId, values.log));
   }
 
@@ -89,7 +98,9 @@ async function main(): Promise<void> {
   for (const entry of contenders) {
     const us = (entry.wallMs * 1000) / entry.decisions;
     const ratio = us / ((first.wallMs * 1000) / first.decisions);
-    process.stdout.write(`${JSON.stringify({ dist: entry.dist, decisions: entry.decisions, usPerDecision: Number(us.toFixed(2)), vsFirst: Number(ratio.toFixed(3)) })}\n`);
+    process.stdout.write(
+      `${JSON.stringify({ dist: entry.dist, decisions: entry.decisions, usPerDecision: Number(us.toFixed(2)), vsFirst: Number(ratio.toFixed(3)) })}\n`,
+    );
     await entry.stop();
   }
 }
@@ -157,9 +168,9 @@ async function contenderFor(
       await new Promise<void>((resolve) => {
         let pending = 64;
         for (let i = 0; i < 64; i += 1) {
-          const request = check.requestDeserialize(bodies[index++ % bodies.length]!);
+          const request: unknown = check.requestDeserialize(bodies[index++ % bodies.length]!);
           handler({ request } as never, (error: unknown, response: unknown) => {
-            if (error) throw error;
+            if (error) throw new Error('the Check handler answered an error', { cause: error });
             check.responseSerialize(response);
             if (--pending === 0) resolve();
           });

@@ -128,7 +128,14 @@ function parseOptions(argv: string[]): Options {
       ...(values.versus || Object.keys(versusEnv).length > 0
         ? [
             {
-              label: `versus (${[values.versus ?? '', Object.entries(versusEnv).map(([n, v]) => `${n}=${v}`).join(' ')].filter(Boolean).join(', ')})`,
+              label: `versus (${[
+                values.versus ?? '',
+                Object.entries(versusEnv)
+                  .map(([n, v]) => `${n}=${v}`)
+                  .join(' '),
+              ]
+                .filter(Boolean)
+                .join(', ')})`,
               tag: 'versus',
               ...(values.versus ? { distDir: path.resolve(values.versus) } : {}),
               env: { ...gatewayEnv, ...versusEnv },
@@ -192,8 +199,16 @@ async function main(): Promise<void> {
       const traffic = buildTraffic(seeded, options, malformed, unknown);
       const server = await startGatewayFor(redisUrl, keys, options);
       servers.push(server);
-      const label = options.compareKeyCounts ? `gateway-authz, ${keys >= 1_000_000 ? `${keys / 1_000_000}M` : `${keys / 1000}k`} keys` : 'gateway-authz';
-      gateways.push(contender(label, server, traffic, { seeded, redisUrl, startFresh: () => startGatewayFor(redisUrl, keys, options, options.gatewayEnv, undefined, 'rss') }));
+      const label = options.compareKeyCounts
+        ? `gateway-authz, ${keys >= 1_000_000 ? `${keys / 1_000_000}M` : `${keys / 1000}k`} keys`
+        : 'gateway-authz';
+      gateways.push(
+        contender(label, server, traffic, {
+          seeded,
+          redisUrl,
+          startFresh: () => startGatewayFor(redisUrl, keys, options, options.gatewayEnv, undefined, 'rss'),
+        }),
+      );
     }
     const main = gateways.at(-1)!;
     const versus: Contender[] = [];
@@ -203,7 +218,8 @@ async function main(): Promise<void> {
       servers.push(server);
       const entry = contender(extra.label, server, main.traffic, {
         ...main.gateway!,
-        startFresh: () => startGatewayFor(main.gateway!.redisUrl, main.gateway!.seeded.keys, options, extra.env, extra.distDir, `${extra.tag}-rss`),
+        startFresh: () =>
+          startGatewayFor(main.gateway!.redisUrl, main.gateway!.seeded.keys, options, extra.env, extra.distDir, `${extra.tag}-rss`),
       });
       versus.push(entry);
       extraEnv.set(entry, extra.env);
@@ -233,7 +249,9 @@ async function main(): Promise<void> {
     }
     // Half the baseline's rate can exceed the gateway's own saturation; this phase shows the time a Check takes below it.
     const ownHalfLoadRate = rate(main) / 2;
-    log(`latency: open loop at ${Math.round(ownHalfLoadRate)}/s (half the gateway's saturation), ${options.rounds} rounds × ${options.roundMs / 1000} s each`);
+    log(
+      `latency: open loop at ${Math.round(ownHalfLoadRate)}/s (half the gateway's saturation), ${options.rounds} rounds × ${options.roundMs / 1000} s each`,
+    );
     for (let round = 0; round < options.rounds; round += 1) {
       for (const entry of contenders) await halfLoadRound(entry, ownHalfLoadRate, options, round === 0 ? options.warmupMs : 300, 'own');
     }
@@ -377,7 +395,11 @@ async function prepareGateway(gateway: Contender, options: Options): Promise<Gat
     // Spends each rate-limited key's one allowed request (already spent when another gateway shares the Redis).
     await driver.sendAll(uniformTraffic('valid', seeded.rateLimited), 16);
     const accounting = await roundTripAccounting(driver, redisUrl, valid, seeded.rateLimited, gateway.traffic);
-    log(`  round trips per decision: ${Object.entries(accounting).map(([name, entry]) => `${name} ${entry.perDecision.toFixed(2)}`).join(', ')}`);
+    log(
+      `  round trips per decision: ${Object.entries(accounting)
+        .map(([name, entry]) => `${name} ${entry.perDecision.toFixed(2)}`)
+        .join(', ')}`,
+    );
     return accounting;
   } finally {
     driver.close();
@@ -414,7 +436,8 @@ async function roundTripAccounting(
     // MONITOR slows Redis down; a Check that passed the 50 ms Redis deadline
     // under it (503) still sent its one command, so it counts the same.
     expectClean(`round-trip accounting (${name})`, phase!, true);
-    if (phase!.unavailable > 0) log(`  note: ${phase!.unavailable} of ${phase!.decisions} Checks answered 503 while MONITOR slowed Redis (${name})`);
+    if (phase!.unavailable > 0)
+      log(`  note: ${phase!.unavailable} of ${phase!.decisions} Checks answered 503 while MONITOR slowed Redis (${name})`);
     result[name] = { decisions: phase!.decisions, commands, perDecision: checkPathRoundTrips(commands) / phase!.decisions };
   }
   return result;
@@ -463,7 +486,8 @@ async function saturationRound(entry: Contender, stats: Redis, options: Options,
           entry.commands[command] = (entry.commands[command] ?? 0) + calls;
         }
         const after = await scrapeMetrics(entry.server.adminUrl!);
-        for (const [name, value] of Object.entries(after)) entry.metrics[name] = (entry.metrics[name] ?? 0) + value - (metricsBefore[name] ?? 0);
+        for (const [name, value] of Object.entries(after))
+          entry.metrics[name] = (entry.metrics[name] ?? 0) + value - (metricsBefore[name] ?? 0);
       }
     },
   };
@@ -485,7 +509,13 @@ async function saturationRound(entry: Contender, stats: Redis, options: Options,
   }
 }
 
-async function halfLoadRound(entry: Contender, rate: number, options: Options, warmupMs: number, which: 'baseline' | 'own' = 'baseline'): Promise<void> {
+async function halfLoadRound(
+  entry: Contender,
+  rate: number,
+  options: Options,
+  warmupMs: number,
+  which: 'baseline' | 'own' = 'baseline',
+): Promise<void> {
   const driver = await H2Driver.connect(entry.server.grpcAddress, options.connections);
   try {
     const result = await driver.openLoop({
@@ -528,7 +558,9 @@ function toServerRun(entry: Contender, halfLoadRate: number, ownHalfLoadRate: nu
           redisCpuUsPerDecision: (entry.redisCpuSeconds * 1e6) / saturation.decisions,
           redisCommands: {
             perDecision: commandTotal / saturation.decisions,
-            byCommand: Object.fromEntries(Object.entries(entry.commands).map(([command, calls]) => [command, calls / saturation.decisions])),
+            byCommand: Object.fromEntries(
+              Object.entries(entry.commands).map(([command, calls]) => [command, calls / saturation.decisions]),
+            ),
           },
           metrics: entry.metrics,
         }
@@ -557,7 +589,15 @@ async function fillCache(gateway: Contender, options: Options): Promise<GatewayR
       expectClean('cache fill', await driver.sendAll(uniformTraffic('valid', chunk), 32), true);
     }
     const steadyRate = rate(gateway) / 4;
-    await driver.openLoop({ traffic: gateway.traffic, rate: steadyRate, warmupMs: 0, durationMs: 5000, decodeEvery: 16, maxInFlight: 10_000, stats: new PhaseStats() });
+    await driver.openLoop({
+      traffic: gateway.traffic,
+      rate: steadyRate,
+      warmupMs: 0,
+      durationMs: 5000,
+      decodeEvery: 16,
+      maxInFlight: 10_000,
+      stats: new PhaseStats(),
+    });
     await new Promise((resolve) => setTimeout(resolve, 1000));
     // The live JS heap next to RSS: how much of RSS is data, and how much is heap V8 has not handed back.
     const metrics = await (await fetch(`${server.adminUrl}/metrics`)).text();
@@ -574,8 +614,10 @@ async function scrapeMetrics(adminUrl: string): Promise<Record<string, number>> 
   try {
     const text = await (await fetch(`${adminUrl}/metrics`)).text();
     const out: Record<string, number> = {};
-    for (const match of text.matchAll(/^gateway_authz_key_cache_lookups_total\{outcome="([^"]+)"\} (\S+)$/gm)) out[`keyCache.${match[1]}`] = Number(match[2]);
-    for (const match of text.matchAll(/^gateway_authz_store_errors_total\{operation="([^"]+)"\} (\S+)$/gm)) out[`storeErrors.${match[1]}`] = Number(match[2]);
+    for (const match of text.matchAll(/^gateway_authz_key_cache_lookups_total\{outcome="([^"]+)"\} (\S+)$/gm))
+      out[`keyCache.${match[1]}`] = Number(match[2]);
+    for (const match of text.matchAll(/^gateway_authz_store_errors_total\{operation="([^"]+)"\} (\S+)$/gm))
+      out[`storeErrors.${match[1]}`] = Number(match[2]);
     for (const match of text.matchAll(/^gateway_authz_decisions_total\{[^}]*reason="([^"]+)"[^}]*\} (\S+)$/gm)) {
       out[`reason.${match[1]}`] = (out[`reason.${match[1]}`] ?? 0) + Number(match[2]);
     }

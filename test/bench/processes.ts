@@ -48,10 +48,10 @@ export async function startNoopServer(): Promise<ServerUnderTest> {
   live.add(child);
   let output = '';
   let errors = '';
-  child.stderr!.on('data', (chunk) => (errors += chunk));
+  child.stderr.on('data', (chunk) => (errors += chunk));
   const port = await new Promise<number>((resolve, reject) => {
     const deadline = setTimeout(() => reject(new Error(`noop server did not start: ${errors}`)), 15_000);
-    child.stdout!.on('data', (chunk) => {
+    child.stdout.on('data', (chunk) => {
       output += chunk;
       const match = /\{"port":(\d+)\}/.exec(output);
       if (match) {

@@ -19,7 +19,16 @@
  */
 import * as net from 'node:net';
 
-const FRAME = { DATA: 0x0, HEADERS: 0x1, RST_STREAM: 0x3, SETTINGS: 0x4, PING: 0x6, GOAWAY: 0x7, WINDOW_UPDATE: 0x8, CONTINUATION: 0x9 } as const;
+const FRAME = {
+  DATA: 0x0,
+  HEADERS: 0x1,
+  RST_STREAM: 0x3,
+  SETTINGS: 0x4,
+  PING: 0x6,
+  GOAWAY: 0x7,
+  WINDOW_UPDATE: 0x8,
+  CONTINUATION: 0x9,
+} as const;
 const FLAG = { END_STREAM: 0x1, ACK: 0x1, END_HEADERS: 0x4, PADDED: 0x8, PRIORITY: 0x20 } as const;
 const PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1');
 const OUR_WINDOW = 1 << 30;
@@ -106,7 +115,13 @@ export class RawH2Connection {
         const windowUpdate = Buffer.alloc(4);
         windowUpdate.writeUInt32BE(OUR_WINDOW - 65_535, 0);
         socket.write(
-          Buffer.concat([PREFACE, frameHeader(12, FRAME.SETTINGS, 0, 0), settings, frameHeader(4, FRAME.WINDOW_UPDATE, 0, 0), windowUpdate]),
+          Buffer.concat([
+            PREFACE,
+            frameHeader(12, FRAME.SETTINGS, 0, 0),
+            settings,
+            frameHeader(4, FRAME.WINDOW_UPDATE, 0, 0),
+            windowUpdate,
+          ]),
         );
         resolve(connection);
       });

@@ -85,7 +85,12 @@ export function evaluateTargets(report: BenchReport): Target[] {
     const ratio = run.saturation.perSecond / baseline.saturation.perSecond;
     targets.push({ name: `saturation throughput${which}`, goal: '≥ 0.90 × baseline', value: `${ratio.toFixed(2)} ×`, pass: ratio >= 0.9 });
     const p99 = run.halfLoad.latency.p99Ms / baseline.halfLoad.latency.p99Ms;
-    targets.push({ name: `p99 at half the baseline's saturation${which}`, goal: '≤ 1.5 × baseline p99', value: `${p99.toFixed(2)} ×`, pass: p99 <= 1.5 });
+    targets.push({
+      name: `p99 at half the baseline's saturation${which}`,
+      goal: '≤ 1.5 × baseline p99',
+      value: `${p99.toFixed(2)} ×`,
+      pass: p99 <= 1.5,
+    });
     const ownP99 = run.ownHalfLoad.latency.p99Ms / baseline.ownHalfLoad.latency.p99Ms;
     targets.push({
       name: `p99 at half the gateway's own saturation${which}`,
@@ -150,13 +155,25 @@ export function printReport(report: BenchReport, out: (line: string) => void): v
   const { baseline: base, gateway: gw, machine, driver } = report;
   const gateways: GatewayRun[] = [...(report.keyCountComparison ? [report.keyCountComparison.small] : []), gw, ...(report.versus ?? [])];
   out('');
-  out(`machine: ${machine.cpus} × ${machine.cpuModel}, ${machine.memTotalMb} MB, Linux ${machine.kernel}, node ${machine.node}, Redis ${report.redis.version} (${report.redis.source})`);
+  out(
+    `machine: ${machine.cpus} × ${machine.cpuModel}, ${machine.memTotalMb} MB, Linux ${machine.kernel}, node ${machine.node}, Redis ${report.redis.version} (${report.redis.source})`,
+  );
   out(
     `driver: ${driver.name}, ${driver.connections} HTTP/2 connections, ${driver.concurrency} streams in flight at saturation; ` +
-      `${driver.rounds} alternating rounds of ${driver.roundSeconds} s per phase and server (after ${driver.warmupSeconds} s warm-up); mix ${Object.entries(driver.trafficMix).map(([name, share]) => `${name} ${share * 100}%`).join(', ')}; ` +
+      `${driver.rounds} alternating rounds of ${driver.roundSeconds} s per phase and server (after ${driver.warmupSeconds} s warm-up); mix ${Object.entries(
+        driver.trafficMix,
+      )
+        .map(([name, share]) => `${name} ${share * 100}%`)
+        .join(', ')}; ` +
       `${int(driver.activeKeys)} active keys of ${int(gw.keys)} in Redis`,
   );
-  out(`gateway settings: ${Object.entries(gw.gatewayEnv).map(([name, value]) => `${name}=${value}`).join(' ') || '(defaults)'}`);
+  out(
+    `gateway settings: ${
+      Object.entries(gw.gatewayEnv)
+        .map(([name, value]) => `${name}=${value}`)
+        .join(' ') || '(defaults)'
+    }`,
+  );
   out('');
   const header = ['', 'baseline (no-op grpc-js)', ...gateways.flatMap((run) => [run.label, 'ratio'])];
   const rows: string[][] = [header];
@@ -169,17 +186,38 @@ export function printReport(report: BenchReport, out: (line: string) => void): v
         return [v === undefined ? '–' : format(v), v === undefined || b === undefined || b === 0 ? '' : (v / b).toFixed(2)];
       }),
     ]);
-  const text = (label: string, b: string, value: (run: GatewayRun) => string) => rows.push([label, b, ...gateways.flatMap((run) => [value(run), ''])]);
+  const text = (label: string, b: string, value: (run: GatewayRun) => string) =>
+    rows.push([label, b, ...gateways.flatMap((run) => [value(run), ''])]);
   row('decisions/s at saturation', base.saturation.perSecond, (run) => run.saturation.perSecond, int);
   row(`p50 ms at ${int(report.halfLoadRate)}/s (open loop)`, base.halfLoad.latency.p50Ms, (run) => run.halfLoad.latency.p50Ms, ms);
   row(`p99 ms at ${int(report.halfLoadRate)}/s`, base.halfLoad.latency.p99Ms, (run) => run.halfLoad.latency.p99Ms, ms);
   row(`p99.9 ms at ${int(report.halfLoadRate)}/s`, base.halfLoad.latency.p999Ms, (run) => run.halfLoad.latency.p999Ms, ms);
-  row(`p50 ms at ${int(report.ownHalfLoadRate)}/s (half the gateway's saturation)`, base.ownHalfLoad.latency.p50Ms, (run) => run.ownHalfLoad.latency.p50Ms, ms);
+  row(
+    `p50 ms at ${int(report.ownHalfLoadRate)}/s (half the gateway's saturation)`,
+    base.ownHalfLoad.latency.p50Ms,
+    (run) => run.ownHalfLoad.latency.p50Ms,
+    ms,
+  );
   row(`p99 ms at ${int(report.ownHalfLoadRate)}/s`, base.ownHalfLoad.latency.p99Ms, (run) => run.ownHalfLoad.latency.p99Ms, ms);
   row(`p99.9 ms at ${int(report.ownHalfLoadRate)}/s`, base.ownHalfLoad.latency.p999Ms, (run) => run.ownHalfLoad.latency.p999Ms, ms);
-  row('CPU µs per decision (server processes)', base.cpuUsPerDecision, (run) => run.cpuUsPerDecision, (v) => v.toFixed(1));
-  row('load driver CPU µs per decision', base.driverCpuUsPerDecision, (run) => run.driverCpuUsPerDecision, (v) => v.toFixed(1));
-  row('Redis CPU µs per decision', undefined, (run) => run.redisCpuUsPerDecision, (v) => v.toFixed(1));
+  row(
+    'CPU µs per decision (server processes)',
+    base.cpuUsPerDecision,
+    (run) => run.cpuUsPerDecision,
+    (v) => v.toFixed(1),
+  );
+  row(
+    'load driver CPU µs per decision',
+    base.driverCpuUsPerDecision,
+    (run) => run.driverCpuUsPerDecision,
+    (v) => v.toFixed(1),
+  );
+  row(
+    'Redis CPU µs per decision',
+    undefined,
+    (run) => run.redisCpuUsPerDecision,
+    (v) => v.toFixed(1),
+  );
   // Every process here shares the machine's cores: this is the rate that CPU alone allows.
   row(
     `CPU-bound ceiling, decisions/s (1 core per process, ${machine.cpus} cores shared)`,
@@ -187,19 +225,45 @@ export function printReport(report: BenchReport, out: (line: string) => void): v
     (run) => ceiling(machine.cpus, run, processesOf(run)),
     int,
   );
-  row('RSS MB after the timed phases (incl. overload)', base.rssMb, (run) => run.rssSteadyMb, (v) => v.toFixed(0));
+  row(
+    'RSS MB after the timed phases (incl. overload)',
+    base.rssMb,
+    (run) => run.rssSteadyMb,
+    (v) => v.toFixed(0),
+  );
   if (gw.rssCacheFull) {
-    row(`RSS MB, fresh process, ${int(gw.rssCacheFull.cachedKeys)} keys cached, then ¼ load`, undefined, (run) => run.rssCacheFull?.rssMb, (v) => v.toFixed(0));
-    row('  of which live JS heap MB', undefined, (run) => run.rssCacheFull?.heapUsedMb, (v) => v.toFixed(0));
+    row(
+      `RSS MB, fresh process, ${int(gw.rssCacheFull.cachedKeys)} keys cached, then ¼ load`,
+      undefined,
+      (run) => run.rssCacheFull?.rssMb,
+      (v) => v.toFixed(0),
+    );
+    row(
+      '  of which live JS heap MB',
+      undefined,
+      (run) => run.rssCacheFull?.heapUsedMb,
+      (v) => v.toFixed(0),
+    );
   }
-  row('Redis commands per decision (all, incl. in-script)', undefined, (run) => run.redisCommands?.perDecision, (v) => v.toFixed(2));
+  row(
+    'Redis commands per decision (all, incl. in-script)',
+    undefined,
+    (run) => run.redisCommands?.perDecision,
+    (v) => v.toFixed(2),
+  );
   text('  by command', '', (run) =>
     Object.entries(run.redisCommands?.byCommand ?? {})
       .sort((a, b) => b[1] - a[1])
       .map(([command, calls]) => `${command} ${calls.toFixed(2)}`)
       .join(', '),
   );
-  for (const name of Object.keys(gw.roundTrips)) row(`Redis round trips: ${name}`, undefined, (run) => run.roundTrips[name]?.perDecision, (v) => v.toFixed(2));
+  for (const name of Object.keys(gw.roundTrips))
+    row(
+      `Redis round trips: ${name}`,
+      undefined,
+      (run) => run.roundTrips[name]?.perDecision,
+      (v) => v.toFixed(2),
+    );
   text('key cache lookups during saturation', '', (run) =>
     ['hit', 'negative_hit', 'miss'].map((outcome) => `${outcome} ${int(run.metrics?.[`keyCache.${outcome}`] ?? 0)}`).join(', '),
   );
@@ -212,9 +276,15 @@ export function printReport(report: BenchReport, out: (line: string) => void): v
     out(`  ${verdict}  ${target.name}: ${target.value} (goal ${target.goal})${target.note ? ` [${target.note}]` : ''}`);
   }
   for (const run of [base, ...gateways]) {
-    for (const [phase, result] of [['saturation', run.saturation], ['half load', run.halfLoad], ['half its own saturation', run.ownHalfLoad]] as const) {
+    for (const [phase, result] of [
+      ['saturation', run.saturation],
+      ['half load', run.halfLoad],
+      ['half its own saturation', run.ownHalfLoad],
+    ] as const) {
       if (result.errors > 0 || result.unavailable > 0) {
-        out(`note: ${run.label}, ${phase}: ${result.errors} RPCs past Envoy's 200 ms deadline, ${result.unavailable} of the decoded answers were 503 (Redis deadline): overload`);
+        out(
+          `note: ${run.label}, ${phase}: ${result.errors} RPCs past Envoy's 200 ms deadline, ${result.unavailable} of the decoded answers were 503 (Redis deadline): overload`,
+        );
       }
     }
   }

@@ -139,5 +139,5 @@ function writeKey(pipeline: ReturnType<Redis['pipeline']>, keyHash: string, key:
 async function execOrThrow(pipeline: ReturnType<Redis['pipeline']>): Promise<void> {
   const results = (await pipeline.exec()) ?? [];
   const failed = results.find(([error]) => error);
-  if (failed) throw failed[0];
+  if (failed?.[0]) throw failed[0];
 }

@@ -91,7 +91,8 @@ export function expectClean(what: string, result: PhaseResult, overloadPossible 
 /** Rows → a markdown table, first column left-aligned, the others right-aligned. */
 export function markdownTable(rows: string[][]): string[] {
   const widths = rows[0]!.map((_, column) => Math.max(3, ...rows.map((row) => (row[column] ?? '').length)));
-  const line = (row: string[]) => `| ${row.map((cell, column) => (column === 0 ? cell.padEnd(widths[column]!) : cell.padStart(widths[column]!))).join(' | ')} |`;
+  const line = (row: string[]) =>
+    `| ${row.map((cell, column) => (column === 0 ? cell.padEnd(widths[column]!) : cell.padStart(widths[column]!))).join(' | ')} |`;
   return [
     line(rows[0]!),
     `|${widths.map((width, column) => (column === 0 ? `:${'-'.repeat(width + 1)}` : `${'-'.repeat(width + 1)}:`)).join('|')}|`,

@@ -28,7 +28,16 @@ import { H2Driver, PhaseStats, type PhaseResult } from './h2-driver';
 import { cpuSecondsOf, machineInfo, rssBytesOf, type MachineInfo } from './proc-stats';
 import { startGateway, type ServerUnderTest } from './processes';
 import { seedKeys } from './seed';
-import { activePool, BENCH_DIR, envAssignments, expectClean, GATEWAY_DEFAULT_ENV, markdownTable, openDisposableRedis, writeGatewayConfig } from './setup';
+import {
+  activePool,
+  BENCH_DIR,
+  envAssignments,
+  expectClean,
+  GATEWAY_DEFAULT_ENV,
+  markdownTable,
+  openDisposableRedis,
+  writeGatewayConfig,
+} from './setup';
 import { malformedKeys, mixedTraffic, TRAFFIC_MIX, uniformTraffic, unknownKeys, type Traffic } from './traffic';
 
 /** As in `npm run bench`: Envoy-like connections, streams in flight at saturation, distinct valid keys in the traffic. */
@@ -64,7 +73,7 @@ const HELP = [
   'One gateway process under a steady open-loop load for a long time; RSS, latency and errors per window.',
   '',
   '  --minutes M           how long the measured soak lasts (default 10; decimals allowed)',
-  '  --rate R              decisions/s to send (default: measure the gateway\'s saturation for',
+  "  --rate R              decisions/s to send (default: measure the gateway's saturation for",
   `                        ${SATURATION_MS / 1000} s in a closed loop first, and use half of it)`,
   '  --keys N              keys seeded in Redis (default 100000)',
   '  --sample-seconds S    length of one measurement window (default 30)',
@@ -107,12 +116,14 @@ function parseOptions(argv: string[]): Options | 'help' {
   if (values.help) return 'help';
   const positive = (text: string, name: string, unit: string) => {
     const value = Number(text);
-    if (text.trim() === '' || !Number.isFinite(value) || value <= 0) throw new UsageError(`--${name} must be a positive number of ${unit}, got '${text}'`);
+    if (text.trim() === '' || !Number.isFinite(value) || value <= 0)
+      throw new UsageError(`--${name} must be a positive number of ${unit}, got '${text}'`);
     return value;
   };
   const whole = (text: string, name: string) => {
     const value = Number(text);
-    if (text.trim() === '' || !Number.isSafeInteger(value) || value < 1) throw new UsageError(`--${name} must be a whole number ≥ 1, got '${text}'`);
+    if (text.trim() === '' || !Number.isSafeInteger(value) || value < 1)
+      throw new UsageError(`--${name} must be a whole number ≥ 1, got '${text}'`);
     return value;
   };
   const options: Options = {
@@ -282,15 +293,26 @@ async function main(): Promise<number> {
   const redisUrl = `${redis.url.replace(/\/\d*$/, '')}/0`;
 
   log(`seeding ${options.keys.toLocaleString('en-US')} keys…`);
-  const seeded = await seedKeys(redisUrl, { keys: options.keys, keysPerAccount: 10, rateLimitedKeys: 100, keep: Math.min(options.keys, ACTIVE_KEYS) }, log);
-  log(`  ${seeded.keys.toLocaleString('en-US')} keys in ${seeded.accounts.toLocaleString('en-US')} accounts in ${seeded.seconds.toFixed(1)} s`);
+  const seeded = await seedKeys(
+    redisUrl,
+    { keys: options.keys, keysPerAccount: 10, rateLimitedKeys: 100, keep: Math.min(options.keys, ACTIVE_KEYS) },
+    log,
+  );
+  log(
+    `  ${seeded.keys.toLocaleString('en-US')} keys in ${seeded.accounts.toLocaleString('en-US')} accounts in ${seeded.seconds.toFixed(1)} s`,
+  );
   const valid = activePool(seeded, ACTIVE_KEYS);
   const traffic = mixedTraffic(
     { valid, malformed: malformedKeys(400), unknown: unknownKeys(2000), rateLimited: seeded.rateLimited },
     Math.max(100_000, valid.length * 4),
   );
 
-  const gatewayEnv = { REDIS_URL: redisUrl, CONFIG_FILE: writeGatewayConfig('soak-gateway-config.json'), ...GATEWAY_DEFAULT_ENV, ...options.gatewayEnv };
+  const gatewayEnv = {
+    REDIS_URL: redisUrl,
+    CONFIG_FILE: writeGatewayConfig('soak-gateway-config.json'),
+    ...GATEWAY_DEFAULT_ENV,
+    ...options.gatewayEnv,
+  };
   /** A gateway with a warm key cache, and the rate-limited keys' one allowed request spent. */
   const startWarmGateway = async (logName: string) => {
     const logFile = path.join(BENCH_DIR, logName);
@@ -313,7 +335,13 @@ async function main(): Promise<number> {
     // measured from an inflated start.
     const probe = await startWarmGateway('soak-saturation-gateway.log');
     log(`saturation: closed loop, ${CONCURRENCY} in flight, ${SATURATION_MS / 1000} s after ${SATURATION_WARMUP_MS / 1000} s warm-up`);
-    const result = await probe.driver.closedLoop({ traffic, concurrency: CONCURRENCY, warmupMs: SATURATION_WARMUP_MS, durationMs: SATURATION_MS, decodeEvery: DECODE_EVERY });
+    const result = await probe.driver.closedLoop({
+      traffic,
+      concurrency: CONCURRENCY,
+      warmupMs: SATURATION_WARMUP_MS,
+      durationMs: SATURATION_MS,
+      decodeEvery: DECODE_EVERY,
+    });
     expectClean('saturation', result, true);
     saturation = {
       perSecond: result.perSecond,
@@ -411,17 +439,30 @@ async function soak(
     const index = windows.length + 1;
     pending = pending.then(async () => {
       const used = /used_memory:(\d+)/.exec(await redis.info('memory').catch(() => ''))?.[1];
-      const window = toWindow(index, from, from + seconds, result, dropped, rss, cpuPercent, used ? Number(used) / MB : Number.NaN, driverLag);
+      const window = toWindow(
+        index,
+        from,
+        from + seconds,
+        result,
+        dropped,
+        rss,
+        cpuPercent,
+        used ? Number(used) / MB : Number.NaN,
+        driverLag,
+      );
       windows.push(window);
       log(windowLine(window, windowCount));
     });
   };
   const scheduleCut = (k: number) => {
     if (k >= windowCount) return;
-    timer = setTimeout(() => {
-      close(performance.now());
-      scheduleCut(k + 1);
-    }, Math.max(0, measureFrom + k * sampleMs - performance.now()));
+    timer = setTimeout(
+      () => {
+        close(performance.now());
+        scheduleCut(k + 1);
+      },
+      Math.max(0, measureFrom + k * sampleMs - performance.now()),
+    );
   };
   // The first window opens when the measurement does: read the gateway's CPU then.
   const opener = setTimeout(() => {
@@ -521,7 +562,12 @@ function evaluate(windows: SoakWindow[]): { list: Verdict[]; figures: Pick<SoakR
       value: `${failed} failed, ${dropped} dropped of ${fmtInt(decisions + failed + dropped)} sent`,
       pass: failed === 0 && dropped === 0,
     },
-    { name: '503s', rule: 'zero 503 store_unavailable answers', value: `${unavailable} of ${fmtInt(checked)} decoded`, pass: unavailable === 0 },
+    {
+      name: '503s',
+      rule: 'zero 503 store_unavailable answers',
+      value: `${unavailable} of ${fmtInt(checked)} decoded`,
+      pass: unavailable === 0,
+    },
     {
       name: 'wrong answers',
       rule: `zero decoded answers with the wrong status for their request class (1 in ${DECODE_EVERY} decoded)`,
@@ -541,18 +587,42 @@ function evaluate(windows: SoakWindow[]): { list: Verdict[]; figures: Pick<SoakR
 function printReport(report: SoakReport): void {
   const { machine } = report;
   out('');
-  out(`machine: ${machine.cpus} × ${machine.cpuModel}, ${machine.memTotalMb} MB, Linux ${machine.kernel}, node ${machine.node}, Redis ${report.redis.version} (${report.redis.source})`);
+  out(
+    `machine: ${machine.cpus} × ${machine.cpuModel}, ${machine.memTotalMb} MB, Linux ${machine.kernel}, node ${machine.node}, Redis ${report.redis.version} (${report.redis.source})`,
+  );
   out(
     `soak: ${report.minutes} min open loop at ${fmtInt(report.rate)} decisions/s ` +
-      (report.saturation ? `(half the gateway's ${fmtInt(report.saturation.perSecond)}/s saturation, closed loop, ${report.saturation.concurrency} in flight)` : '(--rate)') +
+      (report.saturation
+        ? `(half the gateway's ${fmtInt(report.saturation.perSecond)}/s saturation, closed loop, ${report.saturation.concurrency} in flight)`
+        : '(--rate)') +
       `, after ${report.driver.warmupSeconds} s warm-up; ${report.driver.connections} HTTP/2 connections; ` +
-      `mix ${Object.entries(report.trafficMix).map(([name, share]) => `${name} ${share * 100}%`).join(', ')}; ` +
+      `mix ${Object.entries(report.trafficMix)
+        .map(([name, share]) => `${name} ${share * 100}%`)
+        .join(', ')}; ` +
       `${fmtInt(report.activeKeys)} active keys of ${fmtInt(report.keys)} in Redis; one gateway process`,
   );
-  out(`gateway settings: ${Object.entries(report.gatewayEnv).map(([name, value]) => `${name}=${value}`).join(' ')}`);
+  out(
+    `gateway settings: ${Object.entries(report.gatewayEnv)
+      .map(([name, value]) => `${name}=${value}`)
+      .join(' ')}`,
+  );
   out('');
   const rows: string[][] = [
-    ['window', 'decisions', 'decisions/s', 'p50 ms', 'p99 ms', 'p99.9 ms', 'failed', '503s', 'wrong', 'RSS MB', 'gateway CPU %', 'Redis MB', 'driver lag p99/max ms'],
+    [
+      'window',
+      'decisions',
+      'decisions/s',
+      'p50 ms',
+      'p99 ms',
+      'p99.9 ms',
+      'failed',
+      '503s',
+      'wrong',
+      'RSS MB',
+      'gateway CPU %',
+      'Redis MB',
+      'driver lag p99/max ms',
+    ],
   ];
   for (const window of report.windows) {
     rows.push([
@@ -574,13 +644,21 @@ function printReport(report: SoakReport): void {
   for (const line of markdownTable(rows)) out(line);
   out('');
   out('verdicts:');
-  for (const verdict of report.verdicts) out(`  ${verdict.pass ? 'PASS' : 'FAIL'}  ${verdict.name}: ${verdict.value} (rule: ${verdict.rule})`);
-  out(`  (latency counts from each request's scheduled send time; "driver lag" is this load driver's own event-loop delay, which adds to it)`);
+  for (const verdict of report.verdicts)
+    out(`  ${verdict.pass ? 'PASS' : 'FAIL'}  ${verdict.name}: ${verdict.value} (rule: ${verdict.rule})`);
+  out(
+    `  (latency counts from each request's scheduled send time; "driver lag" is this load driver's own event-loop delay, which adds to it)`,
+  );
   out('');
   if (report.pass) {
     out('soak PASSED');
   } else {
-    out(`soak FAILED: ${report.verdicts.filter((verdict) => !verdict.pass).map((verdict) => `${verdict.name} (${verdict.value})`).join('; ')}`);
+    out(
+      `soak FAILED: ${report.verdicts
+        .filter((verdict) => !verdict.pass)
+        .map((verdict) => `${verdict.name} (${verdict.value})`)
+        .join('; ')}`,
+    );
     const firstError = report.windows.find((window) => window.firstError)?.firstError;
     if (firstError) out(`first failed RPC: ${firstError}`);
   }
@@ -589,7 +667,6 @@ function printReport(report: SoakReport): void {
 function fmtInt(value: number): string {
   return Math.round(value).toLocaleString('en-US');
 }
-
 
 main().then(
   async (code) => {

@@ -6,11 +6,7 @@
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { generateCustomerKey } from '../../src/keys/customer-key';
-import {
-  envoyCheckRequest,
-  OFFICIAL_EXTERNAL_AUTH_PROTO,
-  OFFICIAL_LOADER_OPTIONS,
-} from '../support/envoy-official-client';
+import { envoyCheckRequest, OFFICIAL_EXTERNAL_AUTH_PROTO, OFFICIAL_LOADER_OPTIONS } from '../support/envoy-official-client';
 
 export const REQUEST_CLASSES = ['valid', 'malformed', 'unknown', 'rate_limited'] as const;
 export type RequestClass = (typeof REQUEST_CLASSES)[number];
@@ -199,17 +195,19 @@ export function mixedTraffic(pools: TrafficPools, length: number, seed = 7): Tra
     }
     return cached;
   };
-  const frames: Buffer[] = new Array(length);
+  const frames = new Array<Buffer>(length);
   const classes = new Uint8Array(length);
   let nextValid = 0;
-  const cumulative = REQUEST_CLASSES.map(
-    (_, index) => REQUEST_CLASSES.slice(0, index + 1).reduce((sum, cls) => sum + TRAFFIC_MIX[cls], 0),
-  );
+  const cumulative = REQUEST_CLASSES.map((_, index) => REQUEST_CLASSES.slice(0, index + 1).reduce((sum, cls) => sum + TRAFFIC_MIX[cls], 0));
   for (let i = 0; i < length; i += 1) {
     const draw = random();
-    const cls = Math.max(0, cumulative.findIndex((edge) => draw < edge));
+    const cls = Math.max(
+      0,
+      cumulative.findIndex((edge) => draw < edge),
+    );
     const name = REQUEST_CLASSES[cls]!;
-    const pool = name === 'valid' ? pools.valid : name === 'malformed' ? pools.malformed : name === 'unknown' ? pools.unknown : pools.rateLimited;
+    const pool =
+      name === 'valid' ? pools.valid : name === 'malformed' ? pools.malformed : name === 'unknown' ? pools.unknown : pools.rateLimited;
     const index = name === 'valid' ? nextValid++ % pool.length : Math.floor(random() * pool.length);
     frames[i] = frame(pool[index]!, index);
     classes[i] = cls;

@@ -238,9 +238,7 @@ describe('dashboard in Chromium', () => {
     await signIn(page, 'not-the-admin-token-at-all');
     const alert = page.getByTestId('error');
     await page.getByRole('alert').filter({ hasText: 'admin token' }).waitFor();
-    expect(await alert.textContent()).toBe(
-      "Send the admin token as 'Authorization: Bearer <ADMIN_TOKEN>'. (HTTP 401, unauthorized)",
-    );
+    expect(await alert.textContent()).toBe("Send the admin token as 'Authorization: Bearer <ADMIN_TOKEN>'. (HTTP 401, unauthorized)");
     expect(await page.getByRole('heading', { name: 'API Keys' }).isVisible()).toBe(false);
     expect(await page.evaluate(`sessionStorage.getItem(${JSON.stringify(TOKEN_STORAGE_KEY)})`)).toBeNull();
 
@@ -331,7 +329,9 @@ describe('dashboard in Chromium', () => {
     await signedIn(page);
     await chooseAccount(page, 'rotate-now');
 
-    await keyRow(page, old.id).getByRole('button', { name: /^Regenerate key/ }).click();
+    await keyRow(page, old.id)
+      .getByRole('button', { name: /^Regenerate key/ })
+      .click();
     const dialog = page.getByRole('dialog');
     await dialog.waitFor();
     expect(await dialog.textContent()).toContain(`“CI” (${old.prefix}…)`);
@@ -360,7 +360,9 @@ describe('dashboard in Chromium', () => {
     await signedIn(page);
     await chooseAccount(page, 'rotate-grace');
 
-    await keyRow(page, old.id).getByRole('button', { name: /^Regenerate key/ }).click();
+    await keyRow(page, old.id)
+      .getByRole('button', { name: /^Regenerate key/ })
+      .click();
     const dialog = page.getByRole('dialog');
     await dialog.getByLabel('Keep the old key working for 24 hours').check();
     const before = Date.now();
@@ -399,12 +401,16 @@ describe('dashboard in Chromium', () => {
     await chooseAccount(page, 'revoke-flow');
 
     // Cancel first: nothing happens.
-    await keyRow(page, doomed.id).getByRole('button', { name: /^Revoke key/ }).click();
+    await keyRow(page, doomed.id)
+      .getByRole('button', { name: /^Revoke key/ })
+      .click();
     await page.getByRole('dialog').getByRole('button', { name: 'Cancel' }).click();
     await page.getByRole('dialog').waitFor({ state: 'hidden' });
     expect((await apiKey(doomed.id)).status).toBe('active');
 
-    await keyRow(page, doomed.id).getByRole('button', { name: /^Revoke key/ }).click();
+    await keyRow(page, doomed.id)
+      .getByRole('button', { name: /^Revoke key/ })
+      .click();
     const dialog = page.getByRole('dialog');
     expect(await dialog.textContent()).toContain(`Revoke key “leaked laptop” (${doomed.prefix}…)?`);
     await dialog.getByRole('button', { name: 'Revoke key' }).click();

@@ -17,13 +17,38 @@ import { checkBootstrap } from './support/envoy-bootstrap';
 import { cluster, clusterEndpoints } from './support/envoy-semantics';
 import { parseYaml, parseYamlDocuments, readRepoFile, readYaml, repoPath } from './support/repo-files';
 import { loadSettings } from '../../src/settings/settings';
+import type { IDeployment } from 'kubernetes-models/apps/v1/Deployment';
 
-type Json = any;
+/**
+ * docker-compose.yml as these tests read it: the fields every service may have. A field a service lacks is
+ * undefined at run time and fails the assertion that reads it.
+ */
+interface ComposeService {
+  image: string;
+  build: string;
+  command: string[];
+  volumes: string[];
+  ports?: string[];
+  environment: Record<string, string>;
+  depends_on: Record<string, { condition: string }>;
+  healthcheck: { test: string[]; interval: string; timeout: string; retries: number; start_period?: string };
+  stop_grace_period: string;
+}
+
+type ServiceName = 'envoy' | 'gateway-authz' | 'redis' | 'upstream';
+
+interface ComposeFile {
+  version?: string;
+  /** The first test checks that these are exactly the services. */
+  services: Record<ServiceName, ComposeService>;
+  volumes: Record<string, unknown>;
+}
+
 const run = promisify(execFile);
 
-const compose = readYaml('docker-compose.yml') as Json;
-const services = compose.services as Record<string, Json>;
-const envoyView = checkBootstrap(readYaml('envoy.yaml')).view as Json;
+const compose = readYaml('docker-compose.yml') as ComposeFile;
+const services = compose.services;
+const envoyView = checkBootstrap(readYaml('envoy.yaml')).view;
 
 /**
  * A value as compose interpolates it from the shell's environment, for the two forms this file uses
@@ -32,19 +57,26 @@ const envoyView = checkBootstrap(readYaml('envoy.yaml')).view as Json;
  * when NAME is unset or empty.
  */
 function composeResolve(value: string, shellEnv: Record<string, string | undefined> = {}): string {
-  return value.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)(?::([-?])([^}]*))?\}/g, (_whole, name: string, operator?: string, argument?: string) => {
-    const set = shellEnv[name];
-    if (set !== undefined && set !== '') return set;
-    if (operator === '?') throw new Error(`required variable ${name} is missing a value: ${argument}`);
-    return operator === '-' ? argument! : '';
-  });
+  return value.replace(
+    /\$\{([A-Za-z_][A-Za-z0-9_]*)(?::([-?])([^}]*))?\}/g,
+    (_whole, name: string, operator?: string, argument?: string) => {
+      const set = shellEnv[name];
+      if (set !== undefined && set !== '') return set;
+      if (operator === '?') throw new Error(`required variable ${name} is missing a value: ${argument}`);
+      return operator === '-' ? argument! : '';
+    },
+  );
 }
 /** A token as an operator would make one for the local stack. */
 const OPERATOR_TOKEN = 'b3d2f0c9a8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c3b2a1f0e9d8c7b6a5f4e3d2c1';
-const publishedPorts = (service: Json) =>
-  (service.ports ?? []).map((spec: string) => {
+const publishedPorts = (service: ComposeService) =>
+  (service.ports ?? []).map((spec) => {
     const parts = String(spec).split(':');
-    return { hostIp: parts.length === 3 ? parts[0] : undefined, host: Number(parts[parts.length - 2]), container: Number(parts[parts.length - 1]) };
+    return {
+      hostIp: parts.length === 3 ? parts[0] : undefined,
+      host: Number(parts[parts.length - 2]),
+      container: Number(parts[parts.length - 1]),
+    };
   });
 
 describe('docker-compose.yml', () => {
@@ -66,7 +98,7 @@ describe('docker-compose.yml', () => {
   it('builds gateway-authz from . with the documented environment, admin port on loopback only, ready only when Redis answers', () => {
     const authz = services['gateway-authz'];
     expect(authz.build).toBe('.');
-    const env = authz.environment as Record<string, string>;
+    const env = authz.environment;
     expect(env).toMatchObject({ GRPC_PORT: '9191', ADMIN_PORT: '9192', REDIS_URL: 'redis://redis:6379', REDIS_TIMEOUT_MS: '50' });
     expect(env.ADMIN_TOKEN).toMatch(/^\$\{ADMIN_TOKEN:\?[^$}]+\}$/); // required, no default (see "admin token" below)
     expect(Object.values(env).every((v) => typeof v === 'string')).toBe(true);
@@ -79,9 +111,7 @@ describe('docker-compose.yml', () => {
 
   it('gives gateway-authz an environment its settings loader accepts, as compose resolves it with only ADMIN_TOKEN set', () => {
     const shellEnv = { ADMIN_TOKEN: OPERATOR_TOKEN };
-    const env = Object.fromEntries(
-      Object.entries(services['gateway-authz'].environment as Record<string, string>).map(([k, v]) => [k, composeResolve(v, shellEnv)]),
-    );
+    const env = Object.fromEntries(Object.entries(services['gateway-authz'].environment).map(([k, v]) => [k, composeResolve(v, shellEnv)]));
     const result = loadSettings(env);
     expect(result.ok ? [] : result.problems).toEqual([]);
     if (!result.ok) return;
@@ -113,24 +143,28 @@ describe('docker-compose.yml', () => {
 
   it("has Envoy's cluster addresses match the compose service names and ports", () => {
     expect(cluster(envoyView, 'ext_authz').type).toBe('STRICT_DNS');
-    expect(clusterEndpoints(envoyView, 'ext_authz')).toEqual([{ address: 'gateway-authz', port: Number(services['gateway-authz'].environment.GRPC_PORT) }]);
+    expect(clusterEndpoints(envoyView, 'ext_authz')).toEqual([
+      { address: 'gateway-authz', port: Number(services['gateway-authz'].environment.GRPC_PORT) },
+    ]);
     expect(cluster(envoyView, 'upstream_api').type).toBe('STRICT_DNS');
-    expect(clusterEndpoints(envoyView, 'upstream_api')).toEqual([{ address: 'upstream', port: Number(services.upstream.environment.PORT) }]);
-    const redisUrl = new URL(services['gateway-authz'].environment.REDIS_URL);
-    expect(services[redisUrl.hostname]).toBe(services.redis);
+    expect(clusterEndpoints(envoyView, 'upstream_api')).toEqual([
+      { address: 'upstream', port: Number(services.upstream.environment.PORT) },
+    ]);
+    const redisUrl = new URL(services['gateway-authz'].environment.REDIS_URL!);
+    expect(services[redisUrl.hostname as ServiceName]).toBe(services.redis);
     expect(redisUrl.port).toBe('6379');
   });
 
   it('health-checks every service, with the fields compose needs', () => {
     for (const [name, service] of Object.entries(services)) {
       expect({ name, test: service.healthcheck?.test?.[0] }).toEqual({ name, test: expect.stringMatching(/^CMD(-SHELL)?$/) });
-      for (const key of ['interval', 'timeout', 'retries']) expect(service.healthcheck[key]).toBeDefined();
+      for (const key of ['interval', 'timeout', 'retries'] as const) expect(service.healthcheck[key]).toBeDefined();
     }
   });
 });
 
 function onlyListenerPort(): number {
-  return envoyView.static_resources.listeners[0].address.socket_address.port_value;
+  return envoyView.static_resources.listeners[0]!.address.socket_address.port_value;
 }
 
 // ---------------------------------------------------------------------------
@@ -196,11 +230,27 @@ describe('Dockerfile (gateway-authz)', () => {
   });
 
   it('has a .dockerignore that keeps secrets, git and build output out, and everything COPY needs in', () => {
-    const ignored = readRepoFile('.dockerignore').split('\n').map((l) => l.trim()).filter((l) => l !== '' && !l.startsWith('#'));
+    const ignored = readRepoFile('.dockerignore')
+      .split('\n')
+      .map((l) => l.trim())
+      .filter((l) => l !== '' && !l.startsWith('#'));
     for (const must of ['.git', 'node_modules', 'dist', '.env', 'test']) expect(ignored).toContain(must);
     const copied = all.filter((i) => i.op === 'COPY' && !i.args.startsWith('--from')).flatMap((i) => i.args.split(' ').slice(0, -1));
-    expect(copied.sort()).toEqual(['package-lock.json', 'package-lock.json', 'package.json', 'package.json', 'proto', 'proto', 'src', 'tsconfig.build.json', 'tsconfig.json'].sort());
-    const excludes = (file: string) => ignored.some((pattern) => pattern === file || (pattern.startsWith('*') && file.endsWith(pattern.slice(1))));
+    expect(copied.sort()).toEqual(
+      [
+        'package-lock.json',
+        'package-lock.json',
+        'package.json',
+        'package.json',
+        'proto',
+        'proto',
+        'src',
+        'tsconfig.build.json',
+        'tsconfig.json',
+      ].sort(),
+    );
+    const excludes = (file: string) =>
+      ignored.some((pattern) => pattern === file || (pattern.startsWith('*') && file.endsWith(pattern.slice(1))));
     for (const file of copied) expect({ file, ignored: excludes(file) }).toEqual({ file, ignored: false });
   });
 });
@@ -263,12 +313,22 @@ const exitCode = async (file: string, args: string[], env: NodeJS.ProcessEnv = {
   }
 };
 /** A compose healthcheck `test` as the argv the container would run, pointed at our port. */
-const healthcheckArgv = (service: string, fromPort: string) => (services[service].healthcheck.test as string[]).slice(1).map((a) => a.split(`127.0.0.1:${fromPort}`).join(`127.0.0.1:${testPort()}`).split(`127.0.0.1/${fromPort}`).join(`127.0.0.1/${testPort()}`));
+const healthcheckArgv = (service: ServiceName, fromPort: string) =>
+  services[service].healthcheck.test
+    .slice(1)
+    .map((a) =>
+      a.split(`127.0.0.1:${fromPort}`).join(`127.0.0.1:${testPort()}`).split(`127.0.0.1/${fromPort}`).join(`127.0.0.1/${testPort()}`),
+    );
 
 describe('health-check and preStop commands (run here against stand-in servers)', () => {
-  const dockerHealthcheck = (...segments: string[]) => JSON.parse(dockerfile(...segments).find((i) => i.op === 'HEALTHCHECK')!.args.replace(/^.*?CMD /, '')) as string[];
+  const dockerHealthcheck = (...segments: string[]) =>
+    JSON.parse(
+      dockerfile(...segments)
+        .find((i) => i.op === 'HEALTHCHECK')!
+        .args.replace(/^.*?CMD /, ''),
+    ) as string[];
 
-  it("the image HEALTHCHECK exits 0 on 200 from /readyz, 1 on 503 and when nothing listens", async () => {
+  it('the image HEALTHCHECK exits 0 on 200 from /readyz, 1 on 503 and when nothing listens', async () => {
     const [node, ...args] = dockerHealthcheck('Dockerfile');
     expect(node).toBe('node');
     await withServer(200, async (seen) => {
@@ -302,25 +362,32 @@ describe('health-check and preStop commands (run here against stand-in servers)'
     });
   });
 
-  it("the Kubernetes Envoy preStop POSTs /drain_listeners?graceful to the admin port, and still sleeps if Envoy is gone", async () => {
-    const deployment = parseYamlDocuments(readRepoFile('deploy', 'deployment.yaml'))[0] as Json;
-    const envoy = deployment.spec.template.spec.containers.find((c: Json) => c.name === 'envoy');
-    const [shell, flag, script] = envoy.lifecycle.preStop.exec.command as string[];
+  it('the Kubernetes Envoy preStop POSTs /drain_listeners?graceful to the admin port, and still sleeps if Envoy is gone', async () => {
+    const deployment = parseYamlDocuments(readRepoFile('deploy', 'deployment.yaml'))[0] as IDeployment;
+    const envoy = deployment.spec!.template.spec!.containers.find((c) => c.name === 'envoy')!;
+    const [shell, flag, script] = envoy.lifecycle!.preStop!.exec!.command!;
     expect([shell, flag]).toEqual(['/bin/bash', '-c']);
-    const local = (s: string) => s.split('/dev/tcp/127.0.0.1/9901').join(`/dev/tcp/127.0.0.1/${testPort()}`).replace(/sleep \d+\s*$/, 'sleep 0');
+    const local = (s: string) =>
+      s
+        .split('/dev/tcp/127.0.0.1/9901')
+        .join(`/dev/tcp/127.0.0.1/${testPort()}`)
+        .replace(/sleep \d+\s*$/, 'sleep 0');
     await withServer(200, async (seen) => {
       expect(await exitCode('bash', ['-c', local(script!)])).toBe(0);
       expect(seen).toEqual([{ method: 'POST', url: '/drain_listeners?graceful' }]);
     });
     // Admin not answering: the hook must not fail (the sleep is what keeps the pod serving).
     const nobody = await closedPort();
-    const unanswered = script!.split('/dev/tcp/127.0.0.1/9901').join(`/dev/tcp/127.0.0.1/${nobody}`).replace(/sleep \d+\s*$/, 'sleep 0');
+    const unanswered = script!
+      .split('/dev/tcp/127.0.0.1/9901')
+      .join(`/dev/tcp/127.0.0.1/${nobody}`)
+      .replace(/sleep \d+\s*$/, 'sleep 0');
     expect(await exitCode('bash', ['-c', unanswered])).toBe(0);
   });
 });
 
 describe('admin token defaults', () => {
-  const template = () => services['gateway-authz'].environment.ADMIN_TOKEN as string;
+  const template = () => services['gateway-authz'].environment.ADMIN_TOKEN!;
   const requiredMessage = () => /^\$\{ADMIN_TOKEN:\?(.+)\}$/.exec(template())![1]!;
 
   it.each([

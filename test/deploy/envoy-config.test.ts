@@ -6,7 +6,15 @@
  * what Envoy itself would add (e.g. extension registration, runtime checks
  * beyond the proto and PGV rules) is not covered.
  */
-import { checkBootstrap, checkMessage, EnvoyConfigError, ENVOY_PROTO_FILES, ENVOY_DEPS_DIR, loadEnvoyRoot, BOOTSTRAP_TYPE } from './support/envoy-bootstrap';
+import {
+  checkBootstrap,
+  checkMessage,
+  EnvoyConfigError,
+  ENVOY_PROTO_FILES,
+  ENVOY_DEPS_DIR,
+  loadEnvoyRoot,
+  BOOTSTRAP_TYPE,
+} from './support/envoy-bootstrap';
 import {
   accessLogProblems,
   authzDisabledOn,
@@ -20,30 +28,36 @@ import {
   retryProblems,
   routeFor,
   routes,
+  type EnvoyView,
 } from './support/envoy-semantics';
 import { parseYaml, readRepoFile } from './support/repo-files';
 import { authzClusterSettingsFromEnvoyYaml } from '../e2e/authz-cluster';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 
-type Json = any;
+/** The negative cases write deliberately wrong values through plain records: the view types would refuse them. */
+const loose = (node: object) => node as Record<string, unknown>;
 
 const COMPOSE_ENVOY = 'envoy.yaml';
 const K8S_ENVOY = 'deploy/envoy.yaml';
 
-function load(file: string): Json {
-  return parseYaml(readRepoFile(file), file);
+/** The YAML has the shape of the decoded view (proto3 JSON field names), so it is read through the same types. */
+function load(file: string): EnvoyView {
+  return parseYaml(readRepoFile(file), file) as EnvoyView;
 }
 
 const clone = <T>(value: T): T => JSON.parse(JSON.stringify(value)) as T;
-const hcmOf = (config: Json) => config.static_resources.listeners[0].filter_chains[0].filters[0].typed_config;
-const extAuthzOf = (config: Json) => hcmOf(config).http_filters.find((f: Json) => f.name === EXT_AUTHZ_FILTER).typed_config;
+const hcmOf = (config: EnvoyView) => config.static_resources.listeners[0]!.filter_chains[0]!.filters[0]!.typed_config;
+const extAuthzOf = (config: EnvoyView) => hcmOf(config).http_filters.find((f) => f.name === EXT_AUTHZ_FILTER)!.typed_config;
+const firstCluster = (config: EnvoyView) => config.static_resources.clusters[0]!;
+const firstHost = (config: EnvoyView) => hcmOf(config).route_config.virtual_hosts[0]!;
+const routeAt = (config: EnvoyView, index: number) => firstHost(config).routes[index]!;
 const EXT_AUTHZ_PATH =
   'static_resources.listeners[0].filter_chains[0].filters[0].typed_config(envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager)' +
   '.http_filters[0].typed_config(envoy.extensions.filters.http.ext_authz.v3.ExtAuthz)';
 
 /** Drops proto3 default scalars (false, 0, "") and empty lists, which are not on the wire. */
-function stripDefaults(value: Json): Json {
+function stripDefaults(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(stripDefaults);
   if (value && typeof value === 'object') {
     return Object.fromEntries(
@@ -55,7 +69,7 @@ function stripDefaults(value: Json): Json {
   return value;
 }
 
-function problemsOf(config: Json): string[] {
+function problemsOf(config: unknown): string[] {
   try {
     checkBootstrap(config);
     return [];
@@ -73,12 +87,21 @@ describe('the official protos used by the checker', () => {
 });
 
 describe.each([
-  [COMPOSE_ENVOY, { authz: { type: 'STRICT_DNS', address: 'gateway-authz', port: 9191 }, upstream: { type: 'STRICT_DNS', address: 'upstream', port: 8081 } }],
-  [K8S_ENVOY, { authz: { type: 'STATIC', address: '127.0.0.1', port: 9191 }, upstream: { type: 'STRICT_DNS', address: 'upstream-api', port: 8081 } }],
+  [
+    COMPOSE_ENVOY,
+    {
+      authz: { type: 'STRICT_DNS', address: 'gateway-authz', port: 9191 },
+      upstream: { type: 'STRICT_DNS', address: 'upstream', port: 8081 },
+    },
+  ],
+  [
+    K8S_ENVOY,
+    { authz: { type: 'STATIC', address: '127.0.0.1', port: 9191 }, upstream: { type: 'STRICT_DNS', address: 'upstream-api', port: 8081 } },
+  ],
 ])('%s', (file, expected) => {
   const config = load(file);
   const checked = checkBootstrap(config);
-  const view = checked.view as Json;
+  const view = checked.view;
 
   it('converts strictly into an envoy.config.bootstrap.v3.Bootstrap that encodes and decodes losslessly', () => {
     expect(checked.bytes.length).toBeGreaterThan(1000);
@@ -122,7 +145,7 @@ describe.each([
 
   it('drops client-sent x-gateway-* identity headers before any filter runs', () => {
     const early = connectionManager(view).early_header_mutation_extensions;
-    const removed = early.flatMap((e: Json) => e.typed_config.mutations.map((m: Json) => m.remove));
+    const removed = early.flatMap((e) => e.typed_config.mutations.map((m) => m.remove));
     expect(removed.sort()).toEqual(['x-gateway-account-id', 'x-gateway-key-id', 'x-gateway-key-prefix', 'x-gateway-route-family']);
   });
 
@@ -152,22 +175,40 @@ describe.each([
       avoidPreviousHosts: true,
       hostSelectionMaxAttempts: 3,
     });
-    expect(mirrored.healthCheck).toEqual({ serviceName: '', intervalMs: 5000, timeoutMs: 1000, unhealthyThreshold: 2, healthyThreshold: 1 });
+    expect(mirrored.healthCheck).toEqual({
+      serviceName: '',
+      intervalMs: 5000,
+      timeoutMs: 1000,
+      unhealthyThreshold: 2,
+      healthyThreshold: 1,
+    });
   });
 
   it('disables ext_authz only on the health route, keyed by exactly the filter name', () => {
-    const disabled = routes(view).filter((r: Json) => authzDisabledOn(view, r)).map((r: Json) => r.name);
+    const disabled = routes(view)
+      .filter((r) => authzDisabledOn(view, r))
+      .map((r) => r.name);
     expect(disabled).toEqual(['envoy_healthz']);
     expect(Object.keys(routeFor(view, '/healthz')!.typed_per_filter_config)).toEqual([EXT_AUTHZ_FILTER]);
-    for (const path of ['/v1/chat/completions', '/v1/messages', '/v1beta/models/gemini-2.0-flash:generateContent', '/v1/models', '/anything']) {
+    for (const path of [
+      '/v1/chat/completions',
+      '/v1/messages',
+      '/v1beta/models/gemini-2.0-flash:generateContent',
+      '/v1/models',
+      '/anything',
+    ]) {
       const route = routeFor(view, path)!;
-      expect({ path, disabled: authzDisabledOn(view, route), typedPerFilter: route.typed_per_filter_config }).toEqual({ path, disabled: false, typedPerFilter: undefined });
+      expect({ path, disabled: authzDisabledOn(view, route), typedPerFilter: route.typed_per_filter_config }).toEqual({
+        path,
+        disabled: false,
+        typedPerFilter: undefined,
+      });
     }
   });
 
   it('retries only connect failures and refused streams, and gives LLM calls 600 s', () => {
     expect(retryProblems(view)).toEqual([]);
-    for (const route of routes(view).filter((r: Json) => r.route)) {
+    for (const route of routes(view).filter((r) => r.route)) {
       expect({ route: route.name, timeout: route.route.timeout, retryOn: route.route.retry_policy?.retry_on }).toEqual({
         route: route.name,
         timeout: '600s',
@@ -182,12 +223,12 @@ describe.each([
     expect(clusterEndpoints(view, 'ext_authz')).toEqual([{ address: expected.authz.address, port: expected.authz.port }]);
     expect(cluster(view, 'upstream_api').type).toBe(expected.upstream.type);
     expect(clusterEndpoints(view, 'upstream_api')).toEqual([{ address: expected.upstream.address, port: expected.upstream.port }]);
-    expect(view.static_resources.clusters.map((c: Json) => c.name).sort()).toEqual(['ext_authz', 'upstream_api']);
+    expect(view.static_resources.clusters.map((c) => c.name).sort()).toEqual(['ext_authz', 'upstream_api']);
   });
 
   it('logs JSON to stdout without credential headers or the query string', () => {
     expect(accessLogProblems(view)).toEqual([]);
-    const log = connectionManager(view).access_log[0];
+    const log = connectionManager(view).access_log[0]!;
     expect(log.typed_config['@type']).toBe('type.googleapis.com/envoy.extensions.access_loggers.stream.v3.StdoutAccessLog');
     expect(log.typed_config.log_format.json_format.path).toBe('%REQ_WITHOUT_QUERY(:PATH)%');
     expect(JSON.stringify(log).toLowerCase()).not.toMatch(/authorization|x-api-key|x-goog-api-key|x-vendorg-api-key/);
@@ -196,9 +237,9 @@ describe.each([
 
 describe('deploy/envoy.yaml', () => {
   it('equals envoy.yaml except for the two cluster addresses', () => {
-    const normalise = (config: Json) => {
+    const normalise = (config: EnvoyView) => {
       const copy = clone(config);
-      for (const c of copy.static_resources.clusters) {
+      for (const c of copy.static_resources.clusters.map(loose)) {
         delete c.load_assignment;
         if (c.name === 'ext_authz') {
           delete c.type;
@@ -216,23 +257,48 @@ describe('the strict converter (negative cases, so a green run means something)'
 
   it('refuses an unknown field and names its path, inside Any typed_config too', () => {
     const top = clone(base);
-    top.static_resources.clusters[0].conect_timeout = '1s';
-    expect(problemsOf(top)).toEqual([`static_resources.clusters[0].conect_timeout: unknown field 'conect_timeout' in envoy.config.cluster.v3.Cluster`]);
+    loose(firstCluster(top)).conect_timeout = '1s';
+    expect(problemsOf(top)).toEqual([
+      `static_resources.clusters[0].conect_timeout: unknown field 'conect_timeout' in envoy.config.cluster.v3.Cluster`,
+    ]);
 
     const nested = clone(base);
-    extAuthzOf(nested).failure_mode_allowed = false;
-    expect(problemsOf(nested)).toEqual([`${EXT_AUTHZ_PATH}.failure_mode_allowed: unknown field 'failure_mode_allowed' in envoy.extensions.filters.http.ext_authz.v3.ExtAuthz`]);
+    loose(extAuthzOf(nested)).failure_mode_allowed = false;
+    expect(problemsOf(nested)).toEqual([
+      `${EXT_AUTHZ_PATH}.failure_mode_allowed: unknown field 'failure_mode_allowed' in envoy.extensions.filters.http.ext_authz.v3.ExtAuthz`,
+    ]);
   });
 
   it('refuses a wrong JSON type (string for bool, string for integer, object for string, scalar for repeated, scalar for message)', () => {
-    const cases: Array<[(c: Json) => void, RegExp]> = [
-      [(c) => (extAuthzOf(c).failure_mode_allow = 'false'), /\.failure_mode_allow: expected a bool \(true\/false\), got string 'false'/],
-      [(c) => (c.admin.address.socket_address.port_value = '99o1'), /^admin\.address\.socket_address\.port_value: expected an integer \(uint32\), got string '99o1'/],
-      [(c) => (c.static_resources.clusters[0].name = { name: 'ext_authz' }), /^static_resources\.clusters\[0\]\.name: expected a string, got object/],
-      [(c) => (hcmOf(c).route_config.virtual_hosts[0].domains = '*'), /\.route_config\.virtual_hosts\[0\]\.domains: expected an array \(repeated string\), got string/],
-      [(c) => (c.static_resources.clusters[0].health_checks[0].grpc_health_check = true), /^static_resources\.clusters\[0\]\.health_checks\[0\]\.grpc_health_check: expected an object/],
-      [(c) => (c.static_resources.clusters[0].connect_timeout = 0.25), /^static_resources\.clusters\[0\]\.connect_timeout: expected a duration string such as "0\.25s", got number/],
-      [(c) => (hcmOf(c).max_request_headers_kb = { value: 60 }), /\.max_request_headers_kb: expected an integer \(uint32\), got object/],
+    const cases: Array<[(c: EnvoyView) => void, RegExp]> = [
+      [
+        (c) => (loose(extAuthzOf(c)).failure_mode_allow = 'false'),
+        /\.failure_mode_allow: expected a bool \(true\/false\), got string 'false'/,
+      ],
+      [
+        (c) => (loose(c.admin.address.socket_address).port_value = '99o1'),
+        /^admin\.address\.socket_address\.port_value: expected an integer \(uint32\), got string '99o1'/,
+      ],
+      [
+        (c) => (loose(firstCluster(c)).name = { name: 'ext_authz' }),
+        /^static_resources\.clusters\[0\]\.name: expected a string, got object/,
+      ],
+      [
+        (c) => (loose(firstHost(c)).domains = '*'),
+        /\.route_config\.virtual_hosts\[0\]\.domains: expected an array \(repeated string\), got string/,
+      ],
+      [
+        (c) => (loose(firstCluster(c).health_checks[0]!).grpc_health_check = true),
+        /^static_resources\.clusters\[0\]\.health_checks\[0\]\.grpc_health_check: expected an object/,
+      ],
+      [
+        (c) => (loose(firstCluster(c)).connect_timeout = 0.25),
+        /^static_resources\.clusters\[0\]\.connect_timeout: expected a duration string such as "0\.25s", got number/,
+      ],
+      [
+        (c) => (loose(hcmOf(c)).max_request_headers_kb = { value: 60 }),
+        /\.max_request_headers_kb: expected an integer \(uint32\), got object/,
+      ],
     ];
     for (const [mutate, expected] of cases) {
       const config = clone(base);
@@ -250,8 +316,13 @@ describe('the strict converter (negative cases, so a green run means something)'
       `${EXT_AUTHZ_PATH.replace(/\(envoy\.extensions\.filters\.http\.ext_authz\.v3\.ExtAuthz\)$/, '')}: unknown "@type" 'type.googleapis.com/envoy.extensions.filters.http.ext_authz.v3.ExtAuth' (no message envoy.extensions.filters.http.ext_authz.v3.ExtAuth in the loaded Envoy protos)`,
     ]);
     const perRoute = clone(base);
-    hcmOf(perRoute).route_config.virtual_hosts[0].routes[0].typed_per_filter_config[EXT_AUTHZ_FILTER]['@type'] = 'envoy.extensions.filters.http.ext_authz.v3.ExtAuthzPerRoute';
-    expect(problemsOf(perRoute)).toEqual([expect.stringMatching(/routes\[0\]\.typed_per_filter_config\["envoy\.filters\.http\.ext_authz"\]: "@type" must start with type\.googleapis\.com\//)]);
+    routeAt(perRoute, 0).typed_per_filter_config[EXT_AUTHZ_FILTER]!['@type'] =
+      'envoy.extensions.filters.http.ext_authz.v3.ExtAuthzPerRoute';
+    expect(problemsOf(perRoute)).toEqual([
+      expect.stringMatching(
+        /routes\[0\]\.typed_per_filter_config\["envoy\.filters\.http\.ext_authz"\]: "@type" must start with type\.googleapis\.com\//,
+      ),
+    ]);
   });
 
   it('refuses an enum name that does not exist', () => {
@@ -259,28 +330,47 @@ describe('the strict converter (negative cases, so a green run means something)'
     extAuthzOf(config).status_on_error.code = 'Unavailable';
     const problems = problemsOf(config);
     expect(problems).toHaveLength(1);
-    expect(problems[0]).toMatch(new RegExp(`^${EXT_AUTHZ_PATH.replace(/[.()[\]]/g, '\\$&')}\\.status_on_error\\.code: 'Unavailable' is not a value of enum envoy\\.type\\.v3\\.StatusCode`));
+    expect(problems[0]).toMatch(
+      new RegExp(
+        `^${EXT_AUTHZ_PATH.replace(/[.()[\]]/g, '\\$&')}\\.status_on_error\\.code: 'Unavailable' is not a value of enum envoy\\.type\\.v3\\.StatusCode`,
+      ),
+    );
     const transport = clone(base);
     extAuthzOf(transport).transport_api_version = 'v3';
-    expect(problemsOf(transport)).toEqual([expect.stringMatching(/\.transport_api_version: 'v3' is not a value of enum envoy\.config\.core\.v3\.ApiVersion/)]);
+    expect(problemsOf(transport)).toEqual([
+      expect.stringMatching(/\.transport_api_version: 'v3' is not a value of enum envoy\.config\.core\.v3\.ApiVersion/),
+    ]);
   });
 
   it('refuses null (an empty YAML value) where Envoy would silently read "unset"', () => {
     const config = clone(base);
-    config.static_resources.clusters[0].typed_extension_protocol_options['envoy.extensions.upstreams.http.v3.HttpProtocolOptions'].explicit_http_config.http2_protocol_options = null;
-    expect(problemsOf(config)).toEqual([expect.stringMatching(/explicit_http_config\.http2_protocol_options: null is not allowed .* \(write \{\} for an empty message\)$/)]);
+    loose(
+      firstCluster(config).typed_extension_protocol_options['envoy.extensions.upstreams.http.v3.HttpProtocolOptions']!.explicit_http_config,
+    ).http2_protocol_options = null;
+    expect(problemsOf(config)).toEqual([
+      expect.stringMatching(/explicit_http_config\.http2_protocol_options: null is not allowed .* \(write \{\} for an empty message\)$/),
+    ]);
   });
 
   it('applies the PGV rules Envoy enforces: required fields, required oneofs, ranges, patterns', () => {
-    const cases: Array<[(c: Json) => void, RegExp]> = [
-      [(c) => delete c.static_resources.clusters[0].health_checks[0].unhealthy_threshold, /health_checks\[0\]\.unhealthy_threshold: required field 'unhealthy_threshold' is missing$/],
-      [(c) => delete c.static_resources.clusters[0].health_checks[0].grpc_health_check, /health_checks\[0\]: one of http_health_check \| tcp_health_check \| grpc_health_check \| custom_health_check is required/],
+    const cases: Array<[(c: EnvoyView) => void, RegExp]> = [
+      [
+        (c) => delete loose(firstCluster(c).health_checks[0]!).unhealthy_threshold,
+        /health_checks\[0\]\.unhealthy_threshold: required field 'unhealthy_threshold' is missing$/,
+      ],
+      [
+        (c) => delete loose(firstCluster(c).health_checks[0]!).grpc_health_check,
+        /health_checks\[0\]: one of http_health_check \| tcp_health_check \| grpc_health_check \| custom_health_check is required/,
+      ],
       [(c) => (extAuthzOf(c).grpc_service.envoy_grpc.cluster_name = ''), /envoy_grpc\.cluster_name: must not be empty \(required\)$/],
-      [(c) => (c.static_resources.clusters[0].connect_timeout = '0s'), /^static_resources\.clusters\[0\]\.connect_timeout: 0s must be > 0s$/],
+      [(c) => (firstCluster(c).connect_timeout = '0s'), /^static_resources\.clusters\[0\]\.connect_timeout: 0s must be > 0s$/],
       [(c) => (c.admin.address.socket_address.port_value = 65536), /^admin\.address\.socket_address\.port_value: 65536 must be <= 65535$/],
       [(c) => (hcmOf(c).max_request_headers_kb = 9000), /max_request_headers_kb: 9000 must be <= 8192$/],
-      [(c) => (hcmOf(c).route_config.virtual_hosts[0].routes[4].match.path_separated_prefix = '/v1/responses/'), /path_separated_prefix: '\/v1\/responses\/' does not match/],
-      [(c) => (c.static_resources.clusters[0].health_checks[0].http_health_check = { path: '/x' }), /http_health_check: oneof 'health_checker' already set by 'grpc_health_check'$/],
+      [(c) => (routeAt(c, 4).match.path_separated_prefix = '/v1/responses/'), /path_separated_prefix: '\/v1\/responses\/' does not match/],
+      [
+        (c) => (loose(firstCluster(c).health_checks[0]!).http_health_check = { path: '/x' }),
+        /http_health_check: oneof 'health_checker' already set by 'grpc_health_check'$/,
+      ],
     ];
     for (const [mutate, expected] of cases) {
       const config = clone(base);
@@ -293,15 +383,30 @@ describe('the strict converter (negative cases, so a green run means something)'
 
   it('refuses deprecated fields, and YAML merge keys (Envoy does not support `<<`)', () => {
     const deprecated = clone(base);
-    hcmOf(deprecated).route_config.virtual_hosts[0].routes[1].route.internal_redirect_action = 'PASS_THROUGH_INTERNAL_REDIRECT';
-    expect(problemsOf(deprecated)).toEqual([expect.stringMatching(/\.internal_redirect_action: field 'internal_redirect_action' of envoy\.config\.route\.v3\.RouteAction is deprecated$/)]);
+    loose(routeAt(deprecated, 1).route).internal_redirect_action = 'PASS_THROUGH_INTERNAL_REDIRECT';
+    expect(problemsOf(deprecated)).toEqual([
+      expect.stringMatching(
+        /\.internal_redirect_action: field 'internal_redirect_action' of envoy\.config\.route\.v3\.RouteAction is deprecated$/,
+      ),
+    ]);
     const merged = parseYaml('admin:\n  <<: { address: { socket_address: { address: 127.0.0.1, port_value: 9901 } } }\n');
     expect(problemsOf(merged)).toEqual([`admin.<<: unknown field '<<' in envoy.config.bootstrap.v3.Admin`]);
   });
 
   it('accepts what proto3 JSON accepts: lowerCamel names, integers as strings, wrappers as plain values', () => {
-    expect(checkMessage('envoy.config.core.v3.SocketAddress', { address: '127.0.0.1', portValue: '9901' })).toEqual({ address: '127.0.0.1', port_value: 9901 });
-    expect(checkMessage('envoy.config.core.v3.HealthCheck', { timeout: '1s', interval: '5s', unhealthy_threshold: 2, healthy_threshold: 1, tcp_health_check: {} })).toMatchObject({
+    expect(checkMessage('envoy.config.core.v3.SocketAddress', { address: '127.0.0.1', portValue: '9901' })).toEqual({
+      address: '127.0.0.1',
+      port_value: 9901,
+    });
+    expect(
+      checkMessage('envoy.config.core.v3.HealthCheck', {
+        timeout: '1s',
+        interval: '5s',
+        unhealthy_threshold: 2,
+        healthy_threshold: 1,
+        tcp_health_check: {},
+      }),
+    ).toMatchObject({
       timeout: { seconds: 1, nanos: 0 },
       unhealthy_threshold: { value: 2 },
     });
@@ -310,12 +415,12 @@ describe('the strict converter (negative cases, so a green run means something)'
 
 describe('the semantic checks (negative cases)', () => {
   const base = load(COMPOSE_ENVOY);
-  const viewOf = (config: Json) => checkBootstrap(config).view as Json;
+  const viewOf = (config: EnvoyView) => checkBootstrap(config).view;
 
   it('notices a per-route override keyed by a name other than the filter name (Envoy would ignore it)', () => {
     const config = clone(base);
-    const perRoute = hcmOf(config).route_config.virtual_hosts[0].routes[0].typed_per_filter_config;
-    perRoute['envoy.filters.http.ext_authz_v3'] = perRoute[EXT_AUTHZ_FILTER];
+    const perRoute = routeAt(config, 0).typed_per_filter_config;
+    perRoute['envoy.filters.http.ext_authz_v3'] = perRoute[EXT_AUTHZ_FILTER]!;
     delete perRoute[EXT_AUTHZ_FILTER];
     expect(extAuthzProblems(viewOf(config))).toEqual([
       "route envoy_healthz: typed_per_filter_config key 'envoy.filters.http.ext_authz_v3' is not the ext_authz filter name envoy.filters.http.ext_authz",
@@ -327,10 +432,12 @@ describe('the semantic checks (negative cases)', () => {
     const config = clone(base);
     const hcm = hcmOf(config);
     hcm.http_filters.reverse();
-    const ext = hcm.http_filters.find((f: Json) => f.name === EXT_AUTHZ_FILTER).typed_config;
+    const ext = hcm.http_filters.find((f) => f.name === EXT_AUTHZ_FILTER)!.typed_config;
     ext.failure_mode_allow = true;
     ext.grpc_service.timeout = '0.2s';
-    hcm.route_config.virtual_hosts[0].routes[6].typed_per_filter_config = clone(hcm.route_config.virtual_hosts[0].routes[0].typed_per_filter_config);
+    hcm.route_config.virtual_hosts[0]!.routes[6]!.typed_per_filter_config = clone(
+      hcm.route_config.virtual_hosts[0]!.routes[0]!.typed_per_filter_config,
+    );
     expect(extAuthzProblems(viewOf(config))).toEqual([
       'first http filter is envoy.filters.http.router, not envoy.filters.http.ext_authz',
       'the router is not the last http filter',
@@ -345,9 +452,12 @@ describe('the semantic checks (negative cases)', () => {
   it('notices unsafe retries and a query-carrying path in the access log', () => {
     const config = clone(base);
     const hcm = hcmOf(config);
-    hcm.route_config.virtual_hosts[0].routes[1].route = { ...hcm.route_config.virtual_hosts[0].routes[1].route, retry_policy: { retry_on: '5xx,connect-failure' } };
-    hcm.access_log[0].typed_config.log_format.json_format.path = '%REQ(:PATH)%';
-    hcm.access_log[0].typed_config.log_format.json_format.auth = '%REQ(AUTHORIZATION)%';
+    hcm.route_config.virtual_hosts[0]!.routes[1]!.route = {
+      ...hcm.route_config.virtual_hosts[0]!.routes[1]!.route,
+      retry_policy: { retry_on: '5xx,connect-failure' },
+    };
+    hcm.access_log[0]!.typed_config.log_format.json_format.path = '%REQ(:PATH)%';
+    hcm.access_log[0]!.typed_config.log_format.json_format.auth = '%REQ(AUTHORIZATION)%';
     expect(retryProblems(viewOf(config))).toEqual(['route chat_completions retries on 5xx']);
     expect(accessLogProblems(viewOf(config))).toEqual([
       'access log REQ(:PATH) logs the path WITH its query string',
@@ -358,7 +468,7 @@ describe('the semantic checks (negative cases)', () => {
 
   it('notices an ext_authz cluster without HTTP/2 or health check', () => {
     const config = clone(base);
-    const authz = config.static_resources.clusters[0];
+    const authz = loose(firstCluster(config));
     delete authz.typed_extension_protocol_options;
     delete authz.health_checks;
     expect(extAuthzClusterProblems(viewOf(config))).toEqual(['ext_authz has no HttpProtocolOptions', 'ext_authz has no grpc health check']);

@@ -55,7 +55,7 @@ async function call(path: string, init: { method?: string; headers?: Record<stri
     contentType,
     sawHeader: JSON.parse(response.headers.get('x-upstream-saw-headers') ?? 'null') as string[] | null,
     text,
-    json: contentType.startsWith('application/json') ? (JSON.parse(text) as Record<string, any>) : undefined,
+    json: contentType.startsWith('application/json') ? (JSON.parse(text) as Record<string, unknown>) : undefined,
   };
 }
 
@@ -66,7 +66,11 @@ describe('fake-upstream', () => {
       body: { model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] },
     });
     expect(r.status).toBe(200);
-    expect(r.json).toMatchObject({ object: 'chat.completion', model: 'gpt-4o-mini', choices: [{ message: { role: 'assistant' }, finish_reason: 'stop' }] });
+    expect(r.json).toMatchObject({
+      object: 'chat.completion',
+      model: 'gpt-4o-mini',
+      choices: [{ message: { role: 'assistant' }, finish_reason: 'stop' }],
+    });
     expect(r.sawHeader).toEqual(r.json!.received_headers);
     expect(r.sawHeader).toEqual(expect.arrayContaining(['content-type', 'x-gateway-account-id', 'x-gateway-key-prefix', 'x-request-id']));
     expect(r.sawHeader).not.toContain('authorization');
@@ -77,7 +81,10 @@ describe('fake-upstream', () => {
 
   it('would reveal a credential that reached it by name, but never echoes its value', async () => {
     const secret = 'Bearer not-a-real-key-but-secret-looking-0123456789';
-    const r = await call('/v1/chat/completions?key=also-secret-query-value', { headers: { authorization: secret, 'x-api-key': 'xak-secret-value' }, body: { model: 'gpt-4o' } });
+    const r = await call('/v1/chat/completions?key=also-secret-query-value', {
+      headers: { authorization: secret, 'x-api-key': 'xak-secret-value' },
+      body: { model: 'gpt-4o' },
+    });
     expect(r.sawHeader).toEqual(expect.arrayContaining(['authorization', 'x-api-key']));
     expect(r.json!.received_query_params).toEqual(['key']);
     expect(r.text).not.toContain('not-a-real-key');
@@ -92,22 +99,42 @@ describe('fake-upstream', () => {
     expect(r.sawHeader).toContain('content-type');
     const events = r.text.trim().split('\n\n');
     expect(events[events.length - 1]).toBe('data: [DONE]');
-    expect(JSON.parse(events[1]!.slice('data: '.length))).toMatchObject({ object: 'chat.completion.chunk', choices: [{ delta: { content: expect.any(String) } }] });
+    expect(JSON.parse(events[1]!.slice('data: '.length))).toMatchObject({
+      object: 'chat.completion.chunk',
+      choices: [{ delta: { content: expect.any(String) } }],
+    });
   });
 
   it('answers the other OpenAI-style routes', async () => {
     expect((await call('/v1/completions', { body: { model: 'x', prompt: 'hi' } })).json).toMatchObject({ object: 'text_completion' });
-    expect((await call('/v1/embeddings', { body: { model: 'e', input: 'hi' } })).json).toMatchObject({ object: 'list', data: [{ object: 'embedding' }] });
-    expect((await call('/v1/responses', { body: { model: 'gpt-4o', input: 'hi' } })).json).toMatchObject({ object: 'response', status: 'completed' });
-    expect((await call('/v1beta/openai/chat/completions', { body: { model: 'gemini-2.0-flash' } })).json).toMatchObject({ object: 'chat.completion', model: 'gemini-2.0-flash' });
+    expect((await call('/v1/embeddings', { body: { model: 'e', input: 'hi' } })).json).toMatchObject({
+      object: 'list',
+      data: [{ object: 'embedding' }],
+    });
+    expect((await call('/v1/responses', { body: { model: 'gpt-4o', input: 'hi' } })).json).toMatchObject({
+      object: 'response',
+      status: 'completed',
+    });
+    expect((await call('/v1beta/openai/chat/completions', { body: { model: 'gemini-2.0-flash' } })).json).toMatchObject({
+      object: 'chat.completion',
+      model: 'gemini-2.0-flash',
+    });
   });
 
   it('answers the Messages style, streamed or not', async () => {
     const headers = { 'anthropic-version': '2023-06-01' };
     const r = await call('/v1/messages', { headers, body: { model: 'claude-sonnet-4-5', max_tokens: 10, messages: [] } });
-    expect(r.json).toMatchObject({ type: 'message', role: 'assistant', model: 'claude-sonnet-4-5', content: [{ type: 'text' }], stop_reason: 'end_turn' });
+    expect(r.json).toMatchObject({
+      type: 'message',
+      role: 'assistant',
+      model: 'claude-sonnet-4-5',
+      content: [{ type: 'text' }],
+      stop_reason: 'end_turn',
+    });
     expect(r.sawHeader).toContain('anthropic-version');
-    expect((await call('/v1/messages/count_tokens', { headers, body: { model: 'm', messages: [] } })).json).toMatchObject({ input_tokens: 5 });
+    expect((await call('/v1/messages/count_tokens', { headers, body: { model: 'm', messages: [] } })).json).toMatchObject({
+      input_tokens: 5,
+    });
     const stream = await call('/v1/messages', { headers, body: { model: 'claude-sonnet-4-5', stream: true } });
     expect(stream.contentType).toBe('text/event-stream');
     expect(stream.text).toMatch(/^event: message_start\n/);
@@ -116,16 +143,26 @@ describe('fake-upstream', () => {
 
   it('answers the generative style', async () => {
     const r = await call('/v1beta/models/gemini-2.0-flash:generateContent', { body: { contents: [{ parts: [{ text: 'hi' }] }] } });
-    expect(r.json).toMatchObject({ candidates: [{ content: { role: 'model', parts: [{ text: expect.any(String) }] }, finishReason: 'STOP' }], modelVersion: 'gemini-2.0-flash' });
+    expect(r.json).toMatchObject({
+      candidates: [{ content: { role: 'model', parts: [{ text: expect.any(String) }] }, finishReason: 'STOP' }],
+      modelVersion: 'gemini-2.0-flash',
+    });
     expect((await call('/v1/models/gemini-2.0-flash:countTokens', { body: {} })).json).toMatchObject({ totalTokens: 5 });
-    expect((await call('/v1beta/models/text-embedding-004:embedContent', { body: {} })).json).toMatchObject({ embedding: { values: expect.any(Array) } });
+    expect((await call('/v1beta/models/text-embedding-004:embedContent', { body: {} })).json).toMatchObject({
+      embedding: { values: expect.any(Array) },
+    });
   });
 
   it('lists models in the style of the caller', async () => {
     expect((await call('/v1/models')).json).toMatchObject({ object: 'list', data: [{ object: 'model' }, { object: 'model' }] });
     expect((await call('/v1/models/gpt-4o')).json).toMatchObject({ id: 'gpt-4o', object: 'model' });
-    expect((await call('/v1/models', { headers: { 'anthropic-version': '2023-06-01' } })).json).toMatchObject({ data: [{ type: 'model' }, { type: 'model' }], has_more: false });
-    expect((await call('/v1beta/models')).json).toMatchObject({ models: [{ name: 'models/gemini-2.0-flash' }, { name: 'models/gemini-2.5-pro' }] });
+    expect((await call('/v1/models', { headers: { 'anthropic-version': '2023-06-01' } })).json).toMatchObject({
+      data: [{ type: 'model' }, { type: 'model' }],
+      has_more: false,
+    });
+    expect((await call('/v1beta/models')).json).toMatchObject({
+      models: [{ name: 'models/gemini-2.0-flash' }, { name: 'models/gemini-2.5-pro' }],
+    });
   });
 
   it('answers health, unknown paths and bad JSON sensibly', async () => {
@@ -142,7 +179,7 @@ describe('fake-upstream', () => {
     const started = Date.now();
     const exited = once(child, 'exit');
     child.kill('SIGTERM');
-    const [code] = await exited;
+    const [code] = (await exited) as [number | null, NodeJS.Signals | null];
     expect(code).toBe(0);
     expect(Date.now() - started).toBeLessThan(5_000);
   });

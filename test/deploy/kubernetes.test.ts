@@ -13,12 +13,42 @@ import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 
 import { checkBootstrap } from './support/envoy-bootstrap';
-import { accessLogProblems, authzDisabledOn, clusterEndpoints, extAuthzClusterProblems, extAuthzProblems, onlyListener, retryProblems, routeFor } from './support/envoy-semantics';
+import {
+  accessLogProblems,
+  authzDisabledOn,
+  clusterEndpoints,
+  extAuthzClusterProblems,
+  extAuthzProblems,
+  onlyListener,
+  retryProblems,
+  routeFor,
+} from './support/envoy-semantics';
 import { describeObject, KINDS, kindKey, schemaProblems, typeProblems } from './support/k8s-schemas';
 import { kustomizeBuild, podContainers, readKustomization, type K8sObject } from './support/kustomize';
 import { parseYaml, parseYamlDocuments, readRepoFile, REPO_ROOT, repoPath } from './support/repo-files';
+import type { IDeployment } from 'kubernetes-models/apps/v1/Deployment';
+import type { IPodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
+import type { INetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy';
+import type { IConfigMap } from 'kubernetes-models/v1/ConfigMap';
+import type { IContainer } from 'kubernetes-models/v1/Container';
+import type { ISecret } from 'kubernetes-models/v1/Secret';
+import type { IService } from 'kubernetes-models/v1/Service';
 
-type Json = any;
+/**
+ * A manifest as these tests read it: every field of its kubernetes-models interface present. A field the
+ * manifest lacks is undefined at run time and fails the assertion that reads it.
+ */
+type Present<T> = T extends readonly (infer U)[] ? Present<U>[] : T extends object ? { [K in keyof T]-?: Present<NonNullable<T[K]>> } : T;
+
+interface Kinds {
+  Deployment: IDeployment;
+  ConfigMap: IConfigMap;
+  Secret: ISecret;
+  Service: IService;
+  PodDisruptionBudget: IPodDisruptionBudget;
+  NetworkPolicy: INetworkPolicy;
+}
+type Container = Present<IContainer>;
 
 const DEPLOY = repoPath('deploy');
 /** The real admin-token.env is git-ignored; the checked-in example stands in for it. */
@@ -26,30 +56,30 @@ const SUBSTITUTES = { 'admin-token.env': 'admin-token.env.example' };
 const built = kustomizeBuild(DEPLOY, SUBSTITUTES);
 const objects = built.objects;
 
-function only(kind: string, name?: string): K8sObject {
+function only<Kind extends keyof Kinds>(kind: Kind, name?: string): Present<Kinds[Kind]> {
   const found = objects.filter((o) => o.kind === kind && (name === undefined || o.metadata?.name === name));
   if (found.length !== 1) throw new Error(`expected one ${kind}${name ? `/${name}` : ''}, found ${found.length}`);
-  return found[0]!;
+  return found[0] as Present<Kinds[Kind]>;
 }
 
 const deployment = only('Deployment', 'gateway-authz');
 const podSpec = deployment.spec.template.spec;
 const podLabels: Record<string, string> = deployment.spec.template.metadata.labels;
-const container = (name: string): Json => {
-  const found = podSpec.containers.find((c: Json) => c.name === name);
+const container = (name: string): Container => {
+  const found = podSpec.containers.find((c) => c.name === name);
   if (!found) throw new Error(`no container ${name}`);
   return found;
 };
-const envOf = (c: Json): Record<string, Json> => Object.fromEntries((c.env ?? []).map((e: Json) => [e.name, e]));
-const envValue = (c: Json, name: string): string => {
+const envOf = (c: Container) => Object.fromEntries((c.env ?? []).map((e) => [e.name, e]));
+const envValue = (c: Container, name: string): string => {
   const entry = envOf(c)[name];
   if (!entry || typeof entry.value !== 'string') throw new Error(`${c.name}: env ${name} has no literal value`);
   return entry.value;
 };
 /** A container port by name or number. */
-const portNumber = (c: Json, port: string | number): number => {
+const portNumber = (c: Container, port: string | number): number => {
   if (typeof port === 'number') return port;
-  const found = (c.ports ?? []).find((p: Json) => p.name === port);
+  const found = (c.ports ?? []).find((p) => p.name === port);
   if (!found) throw new Error(`${c.name} has no port named ${port}`);
   return found.containerPort;
 };
@@ -60,9 +90,9 @@ describe('deploy/kustomization.yaml', () => {
   it('lists every manifest in deploy/ and uses only files that exist', () => {
     const k = readKustomization(DEPLOY);
     const manifests = fs.readdirSync(DEPLOY).filter((f) => f.endsWith('.yaml') && f !== 'kustomization.yaml' && f !== 'envoy.yaml');
-    expect([...k.resources].sort()).toEqual(manifests.sort());
-    expect(k.configMapGenerator.map((g: Json) => g.name).sort()).toEqual(['gateway-authz-envoy', 'gateway-authz-settings']);
-    expect(k.configMapGenerator.find((g: Json) => g.name === 'gateway-authz-envoy').files).toEqual(['envoy.yaml']);
+    expect([...k.resources!].sort()).toEqual(manifests.sort());
+    expect(k.configMapGenerator!.map((g) => g.name).sort()).toEqual(['gateway-authz-envoy', 'gateway-authz-settings']);
+    expect(k.configMapGenerator!.find((g) => g.name === 'gateway-authz-envoy')!.files).toEqual(['envoy.yaml']);
   });
 
   it('builds the expected objects', () => {
@@ -92,26 +122,29 @@ describe('Kubernetes schemas (kubernetes-models 4.5.1)', () => {
   });
 
   it('catches a wrong type, a bad enum and a misspelled field (so a green run means something)', () => {
-    const broken = JSON.parse(JSON.stringify(deployment));
-    broken.spec.template.spec.containers[1].ports[0].containerPort = '9191';
-    broken.spec.strategy.type = 'Rolling';
+    // The wrong values are written through plain records: the types would refuse them, as they should.
+    const broken = JSON.parse(JSON.stringify(deployment)) as typeof deployment;
+    (broken.spec.template.spec.containers[1]!.ports[0] as Record<string, unknown>).containerPort = '9191';
+    (broken.spec.strategy as Record<string, unknown>).type = 'Rolling';
     expect(schemaProblems(broken)).toEqual([
       'Deployment/gateway-authz: /spec/strategy/type must be equal to one of the allowed values',
       'Deployment/gateway-authz: /spec/template/spec/containers/1/ports/0/containerPort must be integer',
     ]);
-    const misspelled = JSON.parse(JSON.stringify(deployment));
-    const authz = misspelled.spec.template.spec.containers.find((c: Json) => c.name === 'gateway-authz');
+    const misspelled = JSON.parse(JSON.stringify(deployment)) as typeof deployment;
+    const authz = misspelled.spec.template.spec.containers.find((c) => c.name === 'gateway-authz') as Record<string, unknown>;
     authz.readinesProbe = authz.readinessProbe;
     delete authz.readinessProbe;
     expect(schemaProblems(misspelled)).toEqual([]); // kubernetes-models alone would let it through
-    expect(typeProblems([misspelled])).toEqual([expect.stringMatching(/^Deployment\/gateway-authz: .*'"readinesProbe"' does not exist in type 'IContainer'/)]);
+    expect(typeProblems([misspelled])).toEqual([
+      expect.stringMatching(/^Deployment\/gateway-authz: .*'"readinesProbe"' does not exist in type 'IContainer'/),
+    ]);
   });
 });
 
 describe('the pod', () => {
   it('runs 2 replicas of envoy + gateway-authz with matching selector and template labels', () => {
     expect(deployment.spec.replicas).toBe(2);
-    expect(podSpec.containers.map((c: Json) => c.name)).toEqual(['envoy', 'gateway-authz']);
+    expect(podSpec.containers.map((c) => c.name)).toEqual(['envoy', 'gateway-authz']);
     expect(selects(deployment.spec.selector.matchLabels, podLabels)).toBe(true);
     expect(deployment.spec.strategy.rollingUpdate.maxUnavailable).toBe(0);
   });
@@ -122,9 +155,9 @@ describe('the pod', () => {
     expect(envValue(authz, 'ADMIN_PORT')).toBe('9192');
     expect(envValue(authz, 'SHUTDOWN_DRAIN_DELAY_MS')).toBe('5000');
     const env = envOf(authz);
-    expect(env.REDIS_URL.valueFrom.configMapKeyRef).toEqual({ name: 'gateway-authz-settings', key: 'REDIS_URL' });
+    expect(env.REDIS_URL!.valueFrom.configMapKeyRef).toEqual({ name: 'gateway-authz-settings', key: 'REDIS_URL' });
     expect(only('ConfigMap', 'gateway-authz-settings').data.REDIS_URL).toMatch(/^rediss?:\/\/[^:/]+:\d+/);
-    expect(env.ADMIN_TOKEN.valueFrom.secretKeyRef).toEqual({ name: 'gateway-authz-admin', key: 'ADMIN_TOKEN' });
+    expect(env.ADMIN_TOKEN!.valueFrom.secretKeyRef).toEqual({ name: 'gateway-authz-admin', key: 'ADMIN_TOKEN' });
     expect(Object.keys(only('Secret', 'gateway-authz-admin').data)).toEqual(['ADMIN_TOKEN']);
     // Every env value is a string (Kubernetes refuses numbers) and every reference resolves.
     for (const c of podContainers(deployment)) {
@@ -156,7 +189,7 @@ describe('the pod', () => {
       expect(probe.httpGet.path).toBe('/healthz');
       expect(portNumber(envoy, probe.httpGet.port)).toBe(8080);
     }
-    const view = checkBootstrap(parseYaml(only('ConfigMap', 'gateway-authz-envoy').data['envoy.yaml'])).view as Json;
+    const view = checkBootstrap(parseYaml(only('ConfigMap', 'gateway-authz-envoy').data['envoy.yaml']!)).view;
     const health = routeFor(view, '/healthz')!;
     expect(authzDisabledOn(view, health)).toBe(true);
     expect(health.direct_response.status).toBe(200);
@@ -186,7 +219,12 @@ describe('the pod', () => {
     expect(podSpec.automountServiceAccountToken).toBe(false);
     for (const c of podSpec.containers) {
       const sc = c.securityContext;
-      expect({ name: c.name, readOnly: sc.readOnlyRootFilesystem, escalation: sc.allowPrivilegeEscalation, drop: sc.capabilities.drop }).toEqual({
+      expect({
+        name: c.name,
+        readOnly: sc.readOnlyRootFilesystem,
+        escalation: sc.allowPrivilegeEscalation,
+        drop: sc.capabilities.drop,
+      }).toEqual({
         name: c.name,
         readOnly: true,
         escalation: false,
@@ -194,21 +232,22 @@ describe('the pod', () => {
       });
       expect(sc.runAsUser).toBeGreaterThan(0);
       expect(sc.privileged).toBeUndefined();
-      for (const part of ['requests', 'limits']) for (const resource of ['cpu', 'memory']) expect(c.resources[part][resource]).toBeDefined();
+      for (const part of ['requests', 'limits'] as const)
+        for (const resource of ['cpu', 'memory']) expect(c.resources[part][resource]).toBeDefined();
     }
     expect(container('gateway-authz').securityContext.runAsUser).toBe(1000); // `node` in node:20-bookworm-slim
   });
 
-  it("feeds Envoy the ConfigMap built from deploy/envoy.yaml, and it passes the strict Bootstrap checker", () => {
+  it('feeds Envoy the ConfigMap built from deploy/envoy.yaml, and it passes the strict Bootstrap checker', () => {
     const envoy = container('envoy');
     const configMap = only('ConfigMap', 'gateway-authz-envoy');
     expect(configMap.data['envoy.yaml']).toBe(readRepoFile('deploy', 'envoy.yaml'));
-    const volume = podSpec.volumes.find((v: Json) => v.configMap?.name === 'gateway-authz-envoy');
-    const mount = envoy.volumeMounts.find((m: Json) => m.name === volume.name);
+    const volume = podSpec.volumes.find((v) => v.configMap?.name === 'gateway-authz-envoy');
+    const mount = envoy.volumeMounts.find((m) => m.name === volume!.name)!;
     expect(mount.readOnly).toBe(true);
     expect(envoy.args.slice(0, 2)).toEqual(['-c', `${mount.mountPath}/envoy.yaml`]);
 
-    const view = checkBootstrap(parseYaml(configMap.data['envoy.yaml'])).view as Json;
+    const view = checkBootstrap(parseYaml(configMap.data['envoy.yaml']!)).view;
     expect(extAuthzProblems(view)).toEqual([]);
     expect(extAuthzClusterProblems(view)).toEqual([]);
     expect(retryProblems(view)).toEqual([]);
@@ -230,11 +269,13 @@ describe('Services, PodDisruptionBudget and NetworkPolicy', () => {
       expect(service.spec.type).toBe('ClusterIP');
       expect(selects(service.spec.selector, podLabels)).toBe(true);
       expect(service.spec.ports).toHaveLength(1);
-      expect(service.spec.ports[0].port).toBe(port);
-      expect(portNumber(container(containerName), service.spec.ports[0].targetPort)).toBe(port);
+      expect(service.spec.ports[0]!.port).toBe(port);
+      expect(portNumber(container(containerName), service.spec.ports[0]!.targetPort)).toBe(port);
     }
     // Nothing exposes the ext_authz gRPC port.
-    expect(objects.filter((o) => o.kind === 'Service').flatMap((s) => s.spec.ports.map((p: Json) => p.port))).not.toContain(9191);
+    expect(
+      (objects.filter((o) => o.kind === 'Service') as Present<IService>[]).flatMap((s) => s.spec.ports.map((p) => p.port)),
+    ).not.toContain(9191);
   });
 
   it('keeps at least one pod through voluntary disruptions', () => {
@@ -249,7 +290,7 @@ describe('Services, PodDisruptionBudget and NetworkPolicy', () => {
     const policy = only('NetworkPolicy');
     expect(selects(policy.spec.podSelector.matchLabels, podLabels)).toBe(true);
     expect(policy.spec.policyTypes).toEqual(['Ingress']);
-    const ports = policy.spec.ingress.flatMap((rule: Json) => rule.ports.map((p: Json) => p.port)).sort();
+    const ports = policy.spec.ingress.flatMap((rule) => rule.ports.map((p) => p.port)).sort();
     expect(ports).toEqual([8080, 9192]);
   });
 });
@@ -261,7 +302,7 @@ describe('the admin token', () => {
   it('ships only a placeholder, too short for gateway-authz to accept (it refuses tokens under 16 characters)', () => {
     expect(token).toMatch(/REPLACE/);
     expect(token.length).toBeLessThan(16);
-    expect(Buffer.from(only('Secret', 'gateway-authz-admin').data.ADMIN_TOKEN, 'base64').toString()).toBe(token);
+    expect(Buffer.from(only('Secret', 'gateway-authz-admin').data.ADMIN_TOKEN!, 'base64').toString()).toBe(token);
   });
 
   it('keeps the real token file out of git and holds no token-like value in deploy/', () => {
@@ -270,11 +311,15 @@ describe('the admin token', () => {
     expect(tracked).not.toContain('deploy/admin-token.env');
     for (const file of fs.readdirSync(DEPLOY).filter((f) => f !== 'admin-token.env')) {
       const text = readRepoFile('deploy', file);
-      expect({ file, hex: /\b[0-9a-f]{32,}\b/i.test(text), customerKey: /gk_(live|test)_[A-Za-z0-9]{20,}/.test(text) }).toEqual({ file, hex: false, customerKey: false });
+      expect({ file, hex: /\b[0-9a-f]{32,}\b/i.test(text), customerKey: /gk_(live|test)_[A-Za-z0-9]{20,}/.test(text) }).toEqual({
+        file,
+        hex: false,
+        customerKey: false,
+      });
     }
     // No Secret object is written out by hand: the only one comes from the generator.
     for (const file of readKustomization(DEPLOY).resources as string[]) {
-      const kinds = parseYamlDocuments(readRepoFile('deploy', file), file).map((d: Json) => d.kind);
+      const kinds = (parseYamlDocuments(readRepoFile('deploy', file), file) as K8sObject[]).map((d) => d.kind);
       expect(kinds).not.toContain('Secret');
     }
     expect(built.sources.get(only('Secret'))).toBe('secretGenerator gateway-authz-admin');

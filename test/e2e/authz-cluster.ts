@@ -33,7 +33,7 @@ import * as path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { parse } from 'yaml';
 import { healthClient } from '../support/health-client';
-import { createOfficialCheckClient, type OfficialCheckClient } from '../support/envoy-official-client';
+import { createOfficialCheckClient, type OfficialCheckClient, type OfficialCheckResponse } from '../support/envoy-official-client';
 
 export const ENVOY_YAML = path.join(__dirname, '..', '..', 'envoy.yaml');
 
@@ -58,21 +58,52 @@ export interface AuthzClusterSettings {
 }
 
 /** Envoy duration text ("0.25s", "5s", "50ms") → milliseconds. */
-export function durationMs(text: unknown, what: string): number {
+export function durationMs(text: string | undefined, what: string): number {
   const match = /^(\d+(?:\.\d+)?)(ms|s)$/.exec(String(text ?? ''));
   if (!match) throw new Error(`${what}: expected a duration like 0.25s, got ${JSON.stringify(text)}`);
   return match[2] === 's' ? Number(match[1]) * 1000 : Number(match[1]);
 }
 
-function findExtAuthzFilter(node: unknown): Record<string, any> | undefined {
+/** The parts of envoy.yaml read here; a missing one is reported below. */
+interface EnvoyYamlView {
+  static_resources?: {
+    listeners?: unknown;
+    clusters?: {
+      name?: string;
+      health_checks?: {
+        grpc_health_check?: { service_name?: string };
+        interval?: string;
+        timeout?: string;
+        unhealthy_threshold?: number;
+        healthy_threshold?: number;
+      }[];
+    }[];
+  };
+}
+
+interface ExtAuthzConfigView {
+  grpc_service: {
+    envoy_grpc?: { cluster_name?: string };
+    retry_policy?: {
+      retry_on?: string;
+      num_retries?: number;
+      retry_back_off?: { base_interval?: string; max_interval?: string };
+      retry_host_predicate?: { name?: string }[];
+      host_selection_retry_max_attempts?: number;
+    };
+  };
+}
+
+function findExtAuthzFilter(node: unknown): ExtAuthzConfigView | undefined {
   if (Array.isArray(node)) {
     for (const item of node) {
       const found = findExtAuthzFilter(item);
       if (found) return found;
     }
   } else if (node && typeof node === 'object') {
-    const record = node as Record<string, any>;
-    if (record.name === 'envoy.filters.http.ext_authz' && record.typed_config?.grpc_service) return record.typed_config;
+    const record = node as { name?: unknown; typed_config?: { grpc_service?: unknown } };
+    if (record.name === 'envoy.filters.http.ext_authz' && record.typed_config?.grpc_service)
+      return record.typed_config as ExtAuthzConfigView;
     for (const value of Object.values(record)) {
       const found = findExtAuthzFilter(value);
       if (found) return found;
@@ -83,11 +114,11 @@ function findExtAuthzFilter(node: unknown): Record<string, any> | undefined {
 
 /** The ext_authz cluster's health check and the filter's retry policy, as envoy.yaml sets them. */
 export function authzClusterSettingsFromEnvoyYaml(file = ENVOY_YAML): AuthzClusterSettings {
-  const bootstrap = parse(fs.readFileSync(file, 'utf8'));
+  const bootstrap = parse(fs.readFileSync(file, 'utf8')) as EnvoyYamlView;
   const filter = findExtAuthzFilter(bootstrap.static_resources?.listeners);
   if (!filter) throw new Error(`${file}: no envoy.filters.http.ext_authz filter with a grpc_service`);
   const clusterName = filter.grpc_service.envoy_grpc?.cluster_name;
-  const cluster = (bootstrap.static_resources?.clusters ?? []).find((c: { name?: string }) => c.name === clusterName);
+  const cluster = (bootstrap.static_resources?.clusters ?? []).find((c) => c.name === clusterName);
   if (!cluster) throw new Error(`${file}: no cluster named ${clusterName}`);
   const retry = filter.grpc_service.retry_policy;
   if (!retry) throw new Error(`${file}: the ext_authz grpc_service has no retry_policy`);
@@ -106,7 +137,7 @@ export function authzClusterSettingsFromEnvoyYaml(file = ENVOY_YAML): AuthzClust
         ? durationMs(retry.retry_back_off.max_interval, 'retry_back_off.max_interval')
         : baseIntervalMs * 10,
       avoidPreviousHosts: (retry.retry_host_predicate ?? []).some(
-        (predicate: { name?: string }) => predicate.name === 'envoy.retry_host_predicates.previous_hosts',
+        (predicate) => predicate.name === 'envoy.retry_host_predicates.previous_hosts',
       ),
       hostSelectionMaxAttempts: Number(retry.host_selection_retry_max_attempts ?? 1),
     },
@@ -123,7 +154,8 @@ export function authzClusterSettingsFromEnvoyYaml(file = ENVOY_YAML): AuthzClust
 /** The gRPC codes the configured retry_on conditions make retryable. */
 export function retryableCodes(retryOn: readonly string[]): Set<number> {
   const codes = new Set<number>();
-  if (retryOn.some((condition) => ['connect-failure', 'refused-stream', 'unavailable'].includes(condition))) codes.add(grpc.status.UNAVAILABLE);
+  if (retryOn.some((condition) => ['connect-failure', 'refused-stream', 'unavailable'].includes(condition)))
+    codes.add(grpc.status.UNAVAILABLE);
   if (retryOn.includes('cancelled')) codes.add(grpc.status.CANCELLED);
   if (retryOn.includes('resource-exhausted')) codes.add(grpc.status.RESOURCE_EXHAUSTED);
   if (retryOn.includes('internal')) codes.add(grpc.status.INTERNAL);
@@ -237,7 +269,7 @@ export class AuthzCluster {
   }
 
   /** Check with Envoy's retry policy, all attempts within `timeoutMs`; rejects like a grpc-js call. */
-  async check(request: object, timeoutMs: number): Promise<any> {
+  async check(request: object, timeoutMs: number): Promise<OfficialCheckResponse> {
     const deadline = Date.now() + timeoutMs;
     const tried = new Set<Host>();
     const { numRetries, baseIntervalMs, maxIntervalMs } = this.settings.retry;

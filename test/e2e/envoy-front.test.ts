@@ -1,6 +1,6 @@
 /**
- * Pins the Envoy behaviour that test/e2e/envoy-front.ts imitates
- * (shared/reference/envoy-ext-authz.md §2), against a stub authz server
+ * Pins the Envoy behaviour that test/e2e/envoy-front.ts imitates (HTTP
+ * connection manager, ext_authz filter, router), against a stub authz server
  * built from Envoy's OFFICIAL protos (as Envoy's own client is) and the fake
  * upstream. If the e2e tests are to mean anything for the real deployment,
  * the front must be Envoy in every rule the gateway relies on.
@@ -10,14 +10,14 @@ import * as http from 'node:http';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 
-import { OFFICIAL_EXTERNAL_AUTH_PROTO, OFFICIAL_LOADER_OPTIONS } from '../support/envoy-official-client';
+import { OFFICIAL_EXTERNAL_AUTH_PROTO, OFFICIAL_LOADER_OPTIONS, type EnvoyCheckRequest } from '../support/envoy-official-client';
 import { mutateQuery, sendHttp, startEnvoyFront, type EnvoyFront } from './envoy-front';
 import { startFakeUpstream, type FakeUpstream } from './fake-upstream';
 
 // ---------------------------------------------------------------------------
 // The stub authz server: answers whatever the current test says.
 
-type Handler = (request: any, call: grpc.ServerUnaryCall<any, any>) => Promise<object | grpc.StatusObject>;
+type Handler = (request: EnvoyCheckRequest, call: grpc.ServerUnaryCall<EnvoyCheckRequest, object>) => Promise<object | grpc.StatusObject>;
 
 interface StubAuthz {
   address: string;
@@ -29,7 +29,10 @@ const ALLOW = { status: { code: 0, message: '' }, ok_response: {} };
 
 async function startStubAuthz(): Promise<StubAuthz> {
   const definition = protoLoader.loadSync(OFFICIAL_EXTERNAL_AUTH_PROTO, OFFICIAL_LOADER_OPTIONS);
-  const service = (grpc.loadPackageDefinition(definition) as any).envoy.service.auth.v3.Authorization.service;
+  const loaded = grpc.loadPackageDefinition(definition) as unknown as {
+    envoy: { service: { auth: { v3: { Authorization: grpc.ServiceClientConstructor } } } };
+  };
+  const service = loaded.envoy.service.auth.v3.Authorization.service;
   const server = new grpc.Server();
   const stub: StubAuthz = {
     address: '',
@@ -41,10 +44,10 @@ async function startStubAuthz(): Promise<StubAuthz> {
       }),
   };
   server.addService(service, {
-    Check: (call: grpc.ServerUnaryCall<any, any>, callback: grpc.sendUnaryData<any>) => {
+    Check: (call: grpc.ServerUnaryCall<EnvoyCheckRequest, object>, callback: grpc.sendUnaryData<object>) => {
       stub
         .handler(call.request, call)
-        .then((answer) => ('code' in answer && 'details' in answer ? callback(answer as grpc.StatusObject) : callback(null, answer)))
+        .then((answer) => ('code' in answer && 'details' in answer ? callback(answer) : callback(null, answer)))
         .catch((err: Error) => callback({ code: grpc.status.INTERNAL, details: err.message }));
     },
   });
@@ -87,7 +90,7 @@ beforeEach(() => {
 
 describe('CheckRequest: what the front sends, as Envoy fills it', () => {
   it('carries lower-case headers with the pseudo-headers, the query in :path and path, and Envoy-only fields', async () => {
-    let seen: any;
+    let seen: EnvoyCheckRequest | undefined;
     stub.handler = async (request) => {
       seen = request;
       return ALLOW;
@@ -106,7 +109,7 @@ describe('CheckRequest: what the front sends, as Envoy fills it', () => {
     });
     expect(reply.status).toBe(200);
 
-    const http = seen.attributes.request.http;
+    const http = seen!.attributes.request.http;
     expect(http.headers).toMatchObject({
       ':authority': 'api.example.test',
       ':path': '/v1/chat/completions?a=1&b=%2F',
@@ -135,9 +138,9 @@ describe('CheckRequest: what the front sends, as Envoy fills it', () => {
     });
     expect(http.id).toMatch(/^\d+$/);
     expect(http.id).not.toBe(http.headers['x-request-id']);
-    expect(seen.attributes.source.address.socket_address).toMatchObject({ address: '127.0.0.1', protocol: 'TCP' });
-    expect(seen.attributes.source.address.socket_address.port_value).toBeGreaterThan(0);
-    expect(seen.attributes.destination.address.socket_address).toMatchObject({ address: '127.0.0.1', port_value: front.port });
+    expect(seen!.attributes.source.address.socket_address).toMatchObject({ address: '127.0.0.1', protocol: 'TCP' });
+    expect(seen!.attributes.source.address.socket_address.port_value).toBeGreaterThan(0);
+    expect(seen!.attributes.destination.address.socket_address).toMatchObject({ address: '127.0.0.1', port_value: front.port });
     expect(front.checks).toHaveLength(1);
 
     // The x-request-id Envoy added travels upstream too.
@@ -149,7 +152,7 @@ describe('CheckRequest: what the front sends, as Envoy fills it', () => {
       path: '/v1/models',
       headers: { 'x-request-id': 'client-chosen-id', 'x-envoy-auth-partial-body': 'true' },
     });
-    const headers = (front.checks[0] as any).attributes.request.http.headers;
+    const headers = (front.checks[0] as EnvoyCheckRequest).attributes.request.http.headers;
     expect(headers['x-request-id']).toBe('client-chosen-id');
     expect(headers['x-envoy-auth-partial-body']).toBeUndefined();
     expect(upstream.requests[0]!.headers['x-request-id']).toBe('client-chosen-id');
@@ -164,7 +167,14 @@ describe('CheckRequest: what the front sends, as Envoy fills it', () => {
     };
     const done = new Promise<{ status: number; body: string }>((resolve, reject) => {
       const req = http.request(
-        { hostname: '127.0.0.1', port: front.port, method: 'POST', path: '/v1/chat/completions', agent: false, headers: { 'content-type': 'application/json' } },
+        {
+          hostname: '127.0.0.1',
+          port: front.port,
+          method: 'POST',
+          path: '/v1/chat/completions',
+          agent: false,
+          headers: { 'content-type': 'application/json' },
+        },
         (res) => {
           let body = '';
           res.on('data', (c: Buffer) => (body += c.toString()));
@@ -179,9 +189,9 @@ describe('CheckRequest: what the front sends, as Envoy fills it', () => {
     await arrived;
     const reply = await done;
     expect(reply.status).toBe(200);
-    expect(JSON.parse(reply.body).model).toBe('streamed-model');
+    expect((JSON.parse(reply.body) as { model: string }).model).toBe('streamed-model');
     expect(upstream.requests[0]!.body).toBe('{"model":"streamed-model"}');
-    expect((front.checks[0] as any).attributes.request.http.size).toBe('0');
+    expect((front.checks[0] as EnvoyCheckRequest).attributes.request.http.size).toBe('0');
   });
 });
 
@@ -283,12 +293,21 @@ describe('allowed: ok_response applied to the upstream request', () => {
   it('applies query_parameters_to_remove and query_parameters_to_set to the upstream path only', async () => {
     stub.handler = async () => ({
       status: { code: 0 },
-      ok_response: { query_parameters_to_remove: ['key'], query_parameters_to_set: [{ key: 'alt', value: 'sse' }, { key: 'new', value: 'a b' }] },
+      ok_response: {
+        query_parameters_to_remove: ['key'],
+        query_parameters_to_set: [
+          { key: 'alt', value: 'sse' },
+          { key: 'new', value: 'a b' },
+        ],
+      },
     });
-    await sendHttp(front.url, { method: 'POST', path: '/v1beta/models/gemini-x:streamGenerateContent?key=secret&alt=json&x=%2F&key=again' });
+    await sendHttp(front.url, {
+      method: 'POST',
+      path: '/v1beta/models/gemini-x:streamGenerateContent?key=secret&alt=json&x=%2F&key=again',
+    });
     expect(upstream.requests[0]!.path).toBe('/v1beta/models/gemini-x:streamGenerateContent?alt=sse&x=%2F&new=a%20b');
     // The Check saw the original target.
-    expect((front.checks[0] as any).attributes.request.http.path).toContain('key=secret');
+    expect((front.checks[0] as EnvoyCheckRequest).attributes.request.http.path).toContain('key=secret');
   });
 
   it('drops the ? when every query parameter is removed', () => {
@@ -344,7 +363,14 @@ describe('allowed: ok_response applied to the upstream request', () => {
     const started = Date.now();
     await new Promise<void>((resolve, reject) => {
       const req = http.request(
-        { hostname: '127.0.0.1', port: front.port, method: 'POST', path: '/v1/chat/completions', agent: false, headers: { 'content-type': 'application/json' } },
+        {
+          hostname: '127.0.0.1',
+          port: front.port,
+          method: 'POST',
+          path: '/v1/chat/completions',
+          agent: false,
+          headers: { 'content-type': 'application/json' },
+        },
         (res) => {
           expect(res.headers['content-type']).toBe('text/event-stream');
           res.on('data', (chunk: Buffer) => {

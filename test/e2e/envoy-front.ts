@@ -6,8 +6,9 @@
  *
  * The Check call goes through a client built from Envoy's OFFICIAL protos
  * (test/support/envoy-official-client.ts), never our trimmed proto/ copy.
- * The rules below follow shared/reference/envoy-ext-authz.md §2; each one is
- * pinned in envoy-front.test.ts against a stub authz server.
+ * The rules below are Envoy's (HTTP connection manager, ext_authz filter,
+ * router); each one is pinned in envoy-front.test.ts against a stub authz
+ * server.
  *
  * Request side (what Envoy puts into CheckRequest):
  *  - attributes.request.http.headers: lower-case keys, pseudo-headers first
@@ -78,6 +79,7 @@ import {
   OFFICIAL_EXTERNAL_AUTH_PROTO,
   OFFICIAL_LOADER_OPTIONS,
   type OfficialCheckClient,
+  type OfficialCheckResponse,
 } from '../support/envoy-official-client';
 
 export interface EnvoyFrontOptions {
@@ -190,11 +192,7 @@ export function removeHeaders(headers: HeaderList, names: readonly string[]): vo
  * or is appended; an empty query loses its '?'. Names are compared raw,
  * undecoded, as Envoy's ext_authz filter does: `k%65y` is not `key`.
  */
-export function mutateQuery(
-  target: string,
-  toRemove: readonly string[],
-  toSet: readonly { key: string; value: string }[],
-): string {
+export function mutateQuery(target: string, toRemove: readonly string[], toSet: readonly { key: string; value: string }[]): string {
   if (toRemove.length === 0 && toSet.length === 0) return target;
   const mark = target.indexOf('?');
   const path = mark === -1 ? target : target.slice(0, mark);
@@ -224,8 +222,11 @@ export function httpStatusNumber(code: unknown): number {
   if (typeof code !== 'string' || code === '') return 0;
   if (/^\d+$/.test(code)) return Number(code);
   if (statusCodeNumbers === undefined) {
-    const def = protoLoader.loadSync(OFFICIAL_EXTERNAL_AUTH_PROTO, OFFICIAL_LOADER_OPTIONS) as Record<string, any>;
-    const values: { name: string; number: number }[] = def['envoy.type.v3.StatusCode']?.type?.value ?? [];
+    const def = protoLoader.loadSync(OFFICIAL_EXTERNAL_AUTH_PROTO, OFFICIAL_LOADER_OPTIONS) as Record<
+      string,
+      { type?: { value?: { name: string; number: number }[] } } | undefined
+    >;
+    const values = def['envoy.type.v3.StatusCode']?.type?.value ?? [];
     statusCodeNumbers = new Map(values.map((v) => [v.name, v.number]));
   }
   const number = statusCodeNumbers.get(code);
@@ -317,7 +318,7 @@ export async function startEnvoyFront(options: EnvoyFrontOptions): Promise<Envoy
     };
     checks.push(checkRequest);
 
-    let response: any;
+    let response: OfficialCheckResponse;
     try {
       response = await client.check(checkRequest, timeoutMs);
     } catch {
@@ -430,7 +431,7 @@ export interface HttpReply {
   headerLines: Record<string, string[]>;
   body: string;
   /** Parsed `body` when it is JSON, else undefined. */
-  json: any;
+  json: unknown;
 }
 
 export interface HttpCall {
@@ -445,14 +446,21 @@ export function sendHttp(baseUrl: string, call: HttpCall): Promise<HttpReply> {
   const base = new URL(baseUrl);
   return new Promise((resolve, reject) => {
     const req = http.request(
-      { hostname: base.hostname, port: base.port, method: call.method ?? 'GET', path: call.path, headers: call.headers ?? {}, agent: false },
+      {
+        hostname: base.hostname,
+        port: base.port,
+        method: call.method ?? 'GET',
+        path: call.path,
+        headers: call.headers ?? {},
+        agent: false,
+      },
       (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (chunk: Buffer) => chunks.push(chunk));
         res.on('error', reject);
         res.on('end', () => {
           const body = Buffer.concat(chunks).toString('utf8');
-          let json: any;
+          let json: unknown;
           try {
             json = JSON.parse(body);
           } catch {

@@ -23,19 +23,17 @@ export interface FakeUpstream {
   close(): Promise<void>;
 }
 
-type Answer =
-  | { kind: 'json'; status: number; body: unknown }
-  | { kind: 'sse'; events: string[] };
+type Answer = { kind: 'json'; status: number; body: unknown } | { kind: 'sse'; events: string[] };
 
 function json(body: unknown, status = 200): Answer {
   return { kind: 'json', status, body };
 }
 
-function parseBody(text: string): Record<string, any> {
+function parseBody(text: string): Record<string, unknown> {
   if (text === '') return {};
   try {
-    const parsed = JSON.parse(text);
-    return parsed !== null && typeof parsed === 'object' ? parsed : {};
+    const parsed: unknown = JSON.parse(text);
+    return parsed !== null && typeof parsed === 'object' ? (parsed as Record<string, unknown>) : {};
   } catch {
     return {};
   }
@@ -233,7 +231,10 @@ function answer(method: string, target: string, headers: http.IncomingHttpHeader
         case 'streamGenerateContent':
           return {
             kind: 'sse',
-            events: [`data: ${JSON.stringify(generateContent(name!, 'h'))}\r\n\r\n`, `data: ${JSON.stringify(generateContent(name!, 'i'))}\r\n\r\n`],
+            events: [
+              `data: ${JSON.stringify(generateContent(name!, 'h'))}\r\n\r\n`,
+              `data: ${JSON.stringify(generateContent(name!, 'i'))}\r\n\r\n`,
+            ],
           };
         case 'countTokens':
           return json({ totalTokens: 3 });

@@ -158,7 +158,9 @@ describe('rolling restart behind the Envoy-faithful front', () => {
       expect(await a.stop()).toBe(0);
       const statuses = await Promise.all(
         Array.from({ length: 20 }, () =>
-          sendHttp(front.url, { method: 'POST', path: '/v1/chat/completions', headers: { authorization: 'Bearer gk_live_x' } }).then((r) => r.status),
+          sendHttp(front.url, { method: 'POST', path: '/v1/chat/completions', headers: { authorization: 'Bearer gk_live_x' } }).then(
+            (r) => r.status,
+          ),
         ),
       );
       expect(statuses).toContain(503);

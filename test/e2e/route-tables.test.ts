@@ -9,6 +9,7 @@ import { randomInt } from 'node:crypto';
 import { sendHttp, type HttpCall, type HttpReply } from './envoy-front';
 import { startE2EWorld, type E2EWorld } from './e2e-world';
 import { registerSecrets } from '../support/secret-scan';
+import type { DenyBodyView } from '../support/deny-body';
 
 const ACCOUNT = 'acct_routes';
 const CREDENTIAL_HEADERS = ['authorization', 'x-api-key', 'x-vendorg-api-key', 'x-goog-api-key'];
@@ -58,7 +59,7 @@ function expectDenial(reply: HttpReply, status: number, reason: string, style: S
     contentType: 'application/json',
     code: reason,
   });
-  const body = reply.json;
+  const body = reply.json as DenyBodyView;
   switch (style) {
     case 'chat':
       expect(Object.keys(body.error).sort()).toEqual(['code', 'message', 'param', 'type']);
@@ -77,7 +78,7 @@ function expectDenial(reply: HttpReply, status: number, reason: string, style: S
       expect(body.error).toMatchObject({ status, code: reason });
       break;
   }
-  expect(typeof (body.error.message as unknown)).toBe('string');
+  expect(typeof body.error.message).toBe('string');
   expect(world.upstream.requests).toHaveLength(0);
 }
 
@@ -238,7 +239,9 @@ function callOf(call: Call, headers: Record<string, string | string[]>): HttpCal
 }
 
 const ALLOWED_CASES = ROUTE_TABLE.flatMap((row) =>
-  row.calls.flatMap((call) => row.accepted.map((credential) => [row.label, `${call.method} ${call.path}`, credential.name, row, call, credential] as const)),
+  row.calls.flatMap((call) =>
+    row.accepted.map((credential) => [row.label, `${call.method} ${call.path}`, credential.name, row, call, credential] as const),
+  ),
 );
 
 describe('each route family accepts its credential headers, and the upstream never sees the key', () => {
@@ -259,7 +262,7 @@ describe('a credential header the family does not read is 401 missing_credential
   it.each(REFUSED_HEADER_CASES)('%s: %s', async (_label, _credential, row, credential) => {
     const reply = await send(callOf(row.calls[0]!, { ...row.extra, ...credential.headers(key) }));
     expectDenial(reply, 401, 'missing_credential', row.style);
-    expect(reply.json.error.message).toContain(`'${credential.name}'`);
+    expect((reply.json as DenyBodyView).error.message).toContain(`'${credential.name}'`);
     expect(reply.body).not.toContain(key);
   });
 });
@@ -276,8 +279,8 @@ describe('messages: the version header', () => {
   it("is required: 400 invalid_request_error naming 'vendora-version'", async () => {
     const reply = await send(callOf({ method: 'POST', path: '/v1/messages', body: MESSAGES_BODY }, X_API_KEY.headers(key)));
     expectDenial(reply, 400, 'missing_version_header', 'messages');
-    expect(reply.json.error.type).toBe('invalid_request_error');
-    expect(reply.json.error.message).toContain("'vendora-version'");
+    expect((reply.json as DenyBodyView).error.type).toBe('invalid_request_error');
+    expect((reply.json as DenyBodyView).error.message).toContain("'vendora-version'");
   });
 
   it.each([
@@ -286,15 +289,20 @@ describe('messages: the version header', () => {
     ['vendora-version', '2026-10-21'],
     ['anthropic-version', '2026-10-21'],
   ])('%s: %s is accepted', async (header, version) => {
-    const reply = await send(callOf({ method: 'POST', path: '/v1/messages', body: MESSAGES_BODY }, { [header]: version, ...X_API_KEY.headers(key) }));
+    const reply = await send(
+      callOf({ method: 'POST', path: '/v1/messages', body: MESSAGES_BODY }, { [header]: version, ...X_API_KEY.headers(key) }),
+    );
     expect(reply.status).toBe(200);
-    expect(reply.json.type).toBe('message');
+    expect((reply.json as { type: string }).type).toBe('message');
     expectForwarded('messages');
   });
 
   it('a version outside the accepted list is 400 unsupported_version', async () => {
     const reply = await send(
-      callOf({ method: 'POST', path: '/v1/messages', body: MESSAGES_BODY }, { 'anthropic-version': '2020-01-01', ...X_API_KEY.headers(key) }),
+      callOf(
+        { method: 'POST', path: '/v1/messages', body: MESSAGES_BODY },
+        { 'anthropic-version': '2020-01-01', ...X_API_KEY.headers(key) },
+      ),
     );
     expectDenial(reply, 400, 'unsupported_version', 'messages');
   });
@@ -306,7 +314,7 @@ describe('generative-content: both key spellings, and no key in the URL', () => 
   it.each([X_VENDORG_API_KEY, X_GOOG_API_KEY].map((c) => [c.name, c] as const))('%s is accepted', async (_name, credential) => {
     const reply = await send(callOf(GENERATE, credential.headers(key)));
     expect(reply.status).toBe(200);
-    expect(reply.json.candidates[0].content.parts[0].text).toBe('hi');
+    expect((reply.json as { candidates: { content: { parts: { text: string }[] } }[] }).candidates[0]!.content.parts[0]!.text).toBe('hi');
     expectForwarded('generative-content');
   });
 
@@ -317,7 +325,9 @@ describe('generative-content: both key spellings, and no key in the URL', () => 
   });
 
   it('?key= beside a header key is dropped before the upstream', async () => {
-    const reply = await send(callOf({ ...GENERATE, path: `/v1beta/models/gemini-x:streamGenerateContent?alt=sse&key=${key}` }, X_GOOG_API_KEY.headers(key)));
+    const reply = await send(
+      callOf({ ...GENERATE, path: `/v1beta/models/gemini-x:streamGenerateContent?alt=sse&key=${key}` }, X_GOOG_API_KEY.headers(key)),
+    );
     expect(reply.status).toBe(200);
     expect(reply.headers['content-type']).toBe('text/event-stream');
     expectForwarded('generative-content');
@@ -339,8 +349,12 @@ describe('models: the headers pick the rules and the error body', () => {
   });
 
   it.each([
-    ['OpenAI', {}, (body: any) => expect(body).toMatchObject({ object: 'list', data: [{ id: 'gpt-x' }] })],
-    ['Anthropic', { 'anthropic-version': '2023-06-01' }, (body: any) => expect(body).toMatchObject({ has_more: false, data: [{ type: 'model' }] })],
+    ['OpenAI', {}, (body: unknown) => expect(body).toMatchObject({ object: 'list', data: [{ id: 'gpt-x' }] })],
+    [
+      'Anthropic',
+      { 'anthropic-version': '2023-06-01' },
+      (body: unknown) => expect(body).toMatchObject({ has_more: false, data: [{ type: 'model' }] }),
+    ],
   ] as const)('a valid key lists the models in the %s shape', async (_shape, extra, check) => {
     const reply = await send({ path: '/v1/models', headers: { ...extra, ...X_API_KEY.headers(key) } });
     expect(reply.status).toBe(200);
@@ -349,7 +363,7 @@ describe('models: the headers pick the rules and the error body', () => {
   });
 });
 
-describe('a family path with a trailing slash (Envoy forwards it to the same upstream path) gets that family\'s rules', () => {
+describe("a family path with a trailing slash (Envoy forwards it to the same upstream path) gets that family's rules", () => {
   it('POST /v1/messages/ without a version header is 400 missing_version_header', async () => {
     const reply = await send(callOf({ method: 'POST', path: '/v1/messages/', body: MESSAGES_BODY }, X_API_KEY.headers(key)));
     expectDenial(reply, 400, 'missing_version_header', 'messages');
@@ -395,7 +409,7 @@ describe('Authorization: the Bearer scheme', () => {
   it('Basic is 401 invalid_authorization_scheme, naming Bearer', async () => {
     const reply = await send(callOf(CHAT, { authorization: `Basic ${Buffer.from(`user:${key}`).toString('base64')}` }));
     expectDenial(reply, 401, 'invalid_authorization_scheme', 'chat');
-    expect(reply.json.error.message).toContain('Bearer');
+    expect((reply.json as DenyBodyView).error.message).toContain('Bearer');
   });
 
   it('Bearer with two tokens is 401 malformed_authorization_header', async () => {
@@ -416,7 +430,9 @@ describe('several keys in one request', () => {
   });
 
   it('two Authorization lines with different keys (Envoy joins them with ",") are 401 conflicting_credentials', async () => {
-    const reply = await send(callOf({ method: 'POST', path: '/v1/chat/completions', body: CHAT_BODY }, { authorization: [`Bearer ${key}`, `Bearer ${otherKey}`] }));
+    const reply = await send(
+      callOf({ method: 'POST', path: '/v1/chat/completions', body: CHAT_BODY }, { authorization: [`Bearer ${key}`, `Bearer ${otherKey}`] }),
+    );
     expectDenial(reply, 401, 'conflicting_credentials', 'chat');
   });
 
@@ -450,7 +466,7 @@ describe('an upstream provider key is 401 upstream_key_not_accepted, in every fa
     registerSecrets(providerKey);
     const reply = await send(callOf(row.calls[0]!, { ...row.extra, ...credential.headers(providerKey) }));
     expectDenial(reply, 401, 'upstream_key_not_accepted', row.style);
-    expect(reply.json.error.message).toContain(provider);
+    expect((reply.json as DenyBodyView).error.message).toContain(provider);
     expect(reply.body).not.toContain(providerKey);
   });
 });

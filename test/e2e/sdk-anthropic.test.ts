@@ -4,12 +4,7 @@
  * 0.137.0 (the last 0.x, installed as `anthropic-sdk-legacy`) sends
  * `x-api-key` + `anthropic-version: 2023-06-01`. Every case runs for both.
  */
-import Anthropic, {
-  APIError,
-  AuthenticationError,
-  PaymentRequiredError,
-  RateLimitError,
-} from '@anthropic-ai/sdk';
+import Anthropic, { APIError, AuthenticationError, PaymentRequiredError, RateLimitError } from '@anthropic-ai/sdk';
 import AnthropicLegacy, {
   APIError as LegacyAPIError,
   AuthenticationError as LegacyAuthenticationError,
@@ -17,6 +12,7 @@ import AnthropicLegacy, {
 } from 'anthropic-sdk-legacy';
 import { displayPrefixOf, generateCustomerKey } from '../../src/keys/customer-key';
 import { registerSecrets } from '../support/secret-scan';
+import type { DenyBodyView } from '../support/deny-body';
 import { startE2EWorld, type E2EWorld } from './e2e-world';
 
 const SDK_ENV = /^(OPENAI|ANTHROPIC|GOOGLE|GEMINI)_/;
@@ -65,7 +61,7 @@ interface MessagesApi {
 interface SdkError extends Error {
   status: number;
   headers: Headers;
-  error: any;
+  error: unknown;
   requestID: string | null | undefined;
 }
 
@@ -158,7 +154,7 @@ async function caught(promise: Promise<unknown>): Promise<SdkError> {
 }
 
 /** The gateway's reason code, where the messages style puts it. */
-const errorCodeOf = (error: SdkError): unknown => error.error?.error?.details?.error_code;
+const errorCodeOf = (error: SdkError): unknown => (error.error as Partial<DenyBodyView> | undefined)?.error?.details?.error_code;
 
 /** Account ids must be unique per SDK version: billing changes apply to a whole account. */
 const accountFor = (flavour: Flavour, what: string) => `an-${flavour.version}-${what}`;
@@ -166,9 +162,24 @@ const accountFor = (flavour: Flavour, what: string) => `an-${flavour.version}-${
 describe.each(FLAVOURS)('$sdk', (flavour) => {
   describe('allowed calls', () => {
     const calls: { name: string; family: string; streamed: boolean; call: (api: MessagesApi) => Promise<void> }[] = [
-      { name: 'messages.create', family: 'messages', streamed: false, call: async (api) => expect((await api.create()).length).toBeGreaterThan(0) },
-      { name: 'messages.stream', family: 'messages', streamed: true, call: async (api) => expect((await api.stream()).length).toBeGreaterThan(0) },
-      { name: 'models.list', family: 'models', streamed: false, call: async (api) => expect(Array.isArray(await api.listModels())).toBe(true) },
+      {
+        name: 'messages.create',
+        family: 'messages',
+        streamed: false,
+        call: async (api) => expect((await api.create()).length).toBeGreaterThan(0),
+      },
+      {
+        name: 'messages.stream',
+        family: 'messages',
+        streamed: true,
+        call: async (api) => expect((await api.stream()).length).toBeGreaterThan(0),
+      },
+      {
+        name: 'models.list',
+        family: 'models',
+        streamed: false,
+        call: async (api) => expect(Array.isArray(await api.listModels())).toBe(true),
+      },
     ];
 
     test.each(calls)('$name succeeds; the upstream gets the identity headers and no credential', async ({ family, streamed, call }) => {

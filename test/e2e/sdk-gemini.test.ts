@@ -92,7 +92,7 @@ interface Call {
   name: string;
   family: string;
   path: RegExp;
-  run(apiKey: string, exchanges?: Exchange[]): Promise<void>;
+  run: (apiKey: string, exchanges?: Exchange[]) => Promise<void>;
 }
 
 interface Failure {
@@ -128,7 +128,10 @@ const FLAVOURS: Flavour[] = [
         path: /^\/v1beta\/models\/gemini-2\.5-flash:streamGenerateContent\?alt=sse$/,
         run: async (key, exchanges) => {
           let text = '';
-          for await (const chunk of await genai(key, { exchanges: exchanges ?? [] }).models.generateContentStream({ model: MODEL, contents: 'hi' })) {
+          for await (const chunk of await genai(key, { exchanges: exchanges ?? [] }).models.generateContentStream({
+            model: MODEL,
+            contents: 'hi',
+          })) {
             text += chunk.text ?? '';
           }
           expect(text.length).toBeGreaterThan(0);
@@ -138,7 +141,8 @@ const FLAVOURS: Flavour[] = [
         name: 'models.list',
         family: 'models',
         path: /^\/v1beta\/models(\?.*)?$/,
-        run: async (key, exchanges) => expect(Array.isArray((await genai(key, { exchanges: exchanges ?? [] }).models.list()).page)).toBe(true),
+        run: async (key, exchanges) =>
+          expect(Array.isArray((await genai(key, { exchanges: exchanges ?? [] }).models.list()).page)).toBe(true),
       },
     ],
     generate: (key) => genaiGenerate(genai(key)),
@@ -157,7 +161,9 @@ const FLAVOURS: Flavour[] = [
         family: 'generative-content',
         path: /^\/v1beta\/models\/gemini-2\.5-flash:generateContent$/,
         run: async (key, exchanges) =>
-          withGlobalFetchSpy(exchanges, async () => expect((await generativeAi(key).generateContent('hi')).response.text().length).toBeGreaterThan(0)),
+          withGlobalFetchSpy(exchanges, async () =>
+            expect((await generativeAi(key).generateContent('hi')).response.text().length).toBeGreaterThan(0),
+          ),
       },
       {
         name: 'generateContentStream',
@@ -178,7 +184,10 @@ const FLAVOURS: Flavour[] = [
         path: /^\/v1beta\/models\/text-embedding-004:embedContent$/,
         run: async (key, exchanges) =>
           withGlobalFetchSpy(exchanges, async () => {
-            const model = new GoogleGenerativeAI(key).getGenerativeModel({ model: 'text-embedding-004' }, { baseUrl: world.url, apiVersion: 'v1beta' });
+            const model = new GoogleGenerativeAI(key).getGenerativeModel(
+              { model: 'text-embedding-004' },
+              { baseUrl: world.url, apiVersion: 'v1beta' },
+            );
             expect(Array.isArray((await model.embedContent('hi')).embedding.values)).toBe(true);
           }),
       },
@@ -187,7 +196,7 @@ const FLAVOURS: Flavour[] = [
     ErrorClass: GoogleGenerativeAIFetchError,
     failure: (error) => {
       const fetchError = error as GoogleGenerativeAIFetchError;
-      const details = fetchError.errorDetails as { reason?: string }[] | undefined;
+      const details = fetchError.errorDetails;
       return { status: fetchError.status, reason: details?.[0]?.reason, message: fetchError.message };
     },
   },
@@ -256,7 +265,12 @@ describe.each(FLAVOURS)('$sdk', (flavour) => {
           return key;
         },
       },
-      { name: 'Google provider key', code: 'upstream_key_not_accepted', text: 'looks like a Google API key', key: async () => `AIza${'c'.repeat(35)}` },
+      {
+        name: 'Google provider key',
+        code: 'upstream_key_not_accepted',
+        text: 'looks like a Google API key',
+        key: async () => `AIza${'c'.repeat(35)}`,
+      },
     ];
 
     test.each(cases)('$name → 401 $code', async ({ code, text, key: makeKey }) => {
@@ -326,7 +340,7 @@ describe('@google/genai with httpOptions.retryOptions', () => {
     expect(attemptsOf(key)).toBe(1);
   });
 
-  test('a 429 is retried on genai\'s own backoff, not after retry-after: a quick retry is refused again', async () => {
+  test("a 429 is retried on genai's own backoff, not after retry-after: a quick retry is refused again", async () => {
     const { key, keyId } = await world.newKey('gg-retry-limited', { name: 'quick retry' });
     await limitToOnePerTwoSeconds(keyId);
     await genaiGenerate(genai(key));

@@ -49,7 +49,12 @@ function client(apiKey: string, options: { maxRetries: number; exchanges?: Excha
       ? {
           fetch: async (input: string | URL | Request, init?: RequestInit) => {
             const response = await fetch(input, init);
-            exchanges.push({ requestHeaders: new Headers(init?.headers), status: response.status, responseHeaders: response.headers, receivedAt: Date.now() });
+            exchanges.push({
+              requestHeaders: new Headers(init?.headers),
+              status: response.status,
+              responseHeaders: response.headers,
+              receivedAt: Date.now(),
+            });
             return response;
           },
         }
@@ -72,8 +77,7 @@ async function caught(promise: Promise<unknown>): Promise<unknown> {
   throw new Error('expected the SDK call to fail');
 }
 
-const chat = (openai: OpenAI) =>
-  openai.chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] });
+const chat = (openai: OpenAI) => openai.chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] });
 
 describe('openai SDK: allowed calls', () => {
   const calls: { name: string; family: string; streamed: boolean; call: (openai: OpenAI) => Promise<void> }[] = [

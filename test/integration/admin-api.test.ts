@@ -278,7 +278,14 @@ describe('account view, billing and limits', () => {
     ['a limit given as text', { limits: { key: [{ limit: '100', window: '1m' }] } }, 'limits.key.0.limit'],
     [
       'a window given twice (1m and 60)',
-      { limits: { account: [{ limit: 10, window: '1m' }, { limit: 20, window: 60 }] } },
+      {
+        limits: {
+          account: [
+            { limit: 10, window: '1m' },
+            { limit: 20, window: 60 },
+          ],
+        },
+      },
       'limits.account.1.window',
     ],
     ['more than 10 limits in a scope', { limits: { key: elevenLimits } }, 'limits.key'],
@@ -359,7 +366,7 @@ describe('prepaid credit', () => {
       Array.from({ length: 20 }, (_, index) => server.admin('POST', '/admin/accounts/wallet/credit', { amount: index % 2 ? 7 : 3 })),
     );
     expect(answers.every((answer) => answer.status === 200)).toBe(true);
-    const balances = answers.map((answer) => answer.body.creditBalance as number);
+    const balances = answers.map((answer) => answer.body.creditBalance);
     expect(new Set(balances).size).toBe(20);
     expect((await server.admin('GET', '/admin/accounts/wallet')).body.billing.creditBalance).toBe(before + 10 * 7 + 10 * 3);
   });
@@ -443,7 +450,12 @@ describe('key view and key limits', () => {
   });
 
   it('sets, changes and clears the key limits; renames the key', async () => {
-    const set = await server.admin('PATCH', `/admin/keys/${keyId}`, { limits: [{ limit: 60, window: '1m' }, { limit: 1000, window: '1d' }] });
+    const set = await server.admin('PATCH', `/admin/keys/${keyId}`, {
+      limits: [
+        { limit: 60, window: '1m' },
+        { limit: 1000, window: '1d' },
+      ],
+    });
     expect(set.status).toBe(200);
     expect(set.body.limits).toEqual([
       { limit: 60, window: '1m' },
@@ -466,7 +478,15 @@ describe('key view and key limits', () => {
     [{}, undefined],
     [{ limits: [{ limit: 5, window: '1x' }] }, 'limits.0.window'],
     [{ limits: [{ limit: -1, window: '1m' }] }, 'limits.0.limit'],
-    [{ limits: [{ limit: 5, window: '1h' }, { limit: 6, window: 3600 }] }, 'limits.1.window'],
+    [
+      {
+        limits: [
+          { limit: 5, window: '1h' },
+          { limit: 6, window: 3600 },
+        ],
+      },
+      'limits.1.window',
+    ],
     [{ limits: { key: [] } }, 'limits'],
     [{ environment: 'test' }, 'environment'],
     [{ status: 'revoked' }, 'status'],
@@ -479,7 +499,10 @@ describe('key view and key limits', () => {
   });
 
   it('answers 404 key_not_found for an unknown key id, on GET and PATCH', async () => {
-    for (const [method, body] of [['GET', undefined], ['PATCH', { name: 'x' }]] as const) {
+    for (const [method, body] of [
+      ['GET', undefined],
+      ['PATCH', { name: 'x' }],
+    ] as const) {
       const response = await server.admin(method, '/admin/keys/key_doesNotExist000', body);
       expect(response.status).toBe(404);
       expect(response.body.error.code).toBe('key_not_found');

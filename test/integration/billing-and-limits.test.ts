@@ -4,6 +4,7 @@ import { startTestRedis, type TestRedis } from '../support/redis-server';
 import { startAppUnderTest, TEST_ADMIN_TOKEN, type AppUnderTest } from '../support/running-app';
 import { startServerProcess, type ServerProcess } from '../support/server-process';
 import { registerSecrets } from '../support/secret-scan';
+import { parseDenyBody, type DenyBodyView } from '../support/deny-body';
 
 /**
  * 402 and 429 end to end: real Redis, real gRPC with Envoy's official protos,
@@ -44,9 +45,10 @@ const requestFor = (style: Style, key: string) =>
 const headersOf = (options: { header: { key: string; value: string } }[]) =>
   Object.fromEntries(options.map((o) => [o.header.key, o.header.value]));
 
-function expectBillingBody(style: Style, body: any, reason: string): void {
+function expectBillingBody(style: Style, body: DenyBodyView, reason: string): void {
   if (style === 'chat') expect(body.error).toMatchObject({ type: 'billing_error', code: reason });
-  if (style === 'messages') expect(body).toMatchObject({ type: 'error', error: { type: 'billing_error', details: { error_code: reason } } });
+  if (style === 'messages')
+    expect(body).toMatchObject({ type: 'error', error: { type: 'billing_error', details: { error_code: reason } } });
   if (style === 'generative') {
     expect(body.error).toMatchObject({ code: 402, status: 'FAILED_PRECONDITION' });
     expect(body.error.details[0]).toMatchObject({ '@type': 'type.googleapis.com/google.rpc.ErrorInfo', reason });
@@ -66,7 +68,7 @@ describe('402: billing', () => {
       expect(headers['retry-after-ms']).toBeUndefined();
       expect(headers['x-should-retry']).toBe('false');
       expect(headers['content-type']).toBe('application/json');
-      const body = JSON.parse(response.denied_response.body);
+      const body = parseDenyBody(response.denied_response.body);
       expectBillingBody(style, body, 'account_suspended');
       expect(response.denied_response.body).toMatch(/billing/i);
     },
@@ -76,8 +78,8 @@ describe('402: billing', () => {
     const { key } = await newKey('prepaid-co', { billing: { creditBalance: 0 } });
     const refused = await client.check(requestFor('messages', key));
     expect(refused.denied_response.status.code).toBe('PaymentRequired');
-    expectBillingBody('messages', JSON.parse(refused.denied_response.body), 'credit_exhausted');
-    expect(JSON.parse(refused.denied_response.body).error.message).toMatch(/top up/i);
+    expectBillingBody('messages', parseDenyBody(refused.denied_response.body), 'credit_exhausted');
+    expect(parseDenyBody(refused.denied_response.body).error.message).toMatch(/top up/i);
 
     const credit = await server.admin('POST', '/admin/accounts/prepaid-co/credit', { amount: 500 });
     expect(credit.status).toBe(200);
@@ -115,7 +117,7 @@ describe('429: rate limits', () => {
     expect(headers['x-gateway-ratelimit-window']).toBe('1m');
     expect(headers['anthropic-ratelimit-requests-remaining']).toBe('0');
     expect(headers['x-should-retry']).toBeUndefined();
-    const body = JSON.parse(refused.denied_response.body);
+    const body = parseDenyBody(refused.denied_response.body);
     expect(body.error).toMatchObject({ type: 'rate_limit_error', details: { error_code: 'rate_limited', scope: 'key', window: '1m' } });
   });
 
@@ -141,7 +143,8 @@ describe('429: rate limits', () => {
       expect((await server.admin('PATCH', `/admin/keys/${id}`, { limits: [{ limit: 100, window: '1m' }] })).status).toBe(200);
       const requests = Array.from({ length: 500 }, () => requestFor('chat', key));
       // Warm both replicas (JIT, connections, key index cache) so the burst itself is short.
-      for (let i = 0; i < 20; i += 1) await Promise.all(clients.map((c) => c.check(requestFor('chat', 'gk_live_warmupwarmupwarmupwarmupwarmup000000'))));
+      for (let i = 0; i < 20; i += 1)
+        await Promise.all(clients.map((c) => c.check(requestFor('chat', 'gk_live_warmupwarmupwarmupwarmupwarmup000000'))));
       await Promise.all(clients.map((c) => c.check(requestFor('chat', key.slice(0, -1) + (key.endsWith('A') ? 'B' : 'A')))));
       const started = Date.now();
       const responses = await Promise.all(requests.map((request, i) => clients[i % 2]!.check(request, 10_000)));
@@ -165,7 +168,7 @@ describe('429: rate limits', () => {
         expect(Number(headers['retry-after'])).toBeLessThanOrEqual(60);
         expect(headers['x-ratelimit-limit-requests']).toBe('100');
         expect(headers['x-ratelimit-remaining-requests']).toBe('0');
-        expect(JSON.parse(response.denied_response.body).error).toMatchObject({ type: 'requests', code: 'rate_limit_exceeded' });
+        expect(parseDenyBody(response.denied_response.body).error).toMatchObject({ type: 'requests', code: 'rate_limit_exceeded' });
       }
       // Both replicas really served part of the burst.
       for (const replica of replicas) expect(replica.output()).not.toContain('"level":"error"');

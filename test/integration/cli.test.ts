@@ -4,7 +4,7 @@ import { ensureBuiltCli, runCli } from '../support/built-cli';
 import { startServerProcess } from '../support/server-process';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
 import { registerSecrets } from '../support/secret-scan';
-import { startAppUnderTest, TEST_ADMIN_TOKEN, type AppUnderTest } from '../support/running-app';
+import { startAppUnderTest, TEST_ADMIN_TOKEN, type AdminBody, type AppUnderTest } from '../support/running-app';
 
 // Each CLI run is a fresh node process; some tests make several, so allow for a loaded machine.
 jest.setTimeout(60_000);
@@ -32,7 +32,7 @@ describe('gateway-authz accounts / keys (against the admin API, real Redis)', ()
 
     const created = await runCli(['keys', 'create', '--account', 'acme', '--name', 'ci runner', '--env', 'test', '--json'], env);
     expect(created.code).toBe(0);
-    const body = JSON.parse(created.stdout);
+    const body = JSON.parse(created.stdout) as AdminBody;
     registerSecrets(body.key);
     expect(Object.keys(body).sort()).toEqual(['accountId', 'createdAt', 'environment', 'id', 'key', 'name', 'prefix']);
     expect(body).toMatchObject({ accountId: 'acme', name: 'ci runner', environment: 'test' });
@@ -74,7 +74,7 @@ describe('gateway-authz accounts / keys (against the admin API, real Redis)', ()
     const ok = async (args: string[]) => {
       const run = await runCli([...args, '--json'], env);
       expect({ code: run.code, stderr: run.stderr }).toEqual({ code: 0, stderr: '' });
-      return JSON.parse(run.stdout);
+      return JSON.parse(run.stdout) as AdminBody;
     };
     beforeAll(async () => {
       await ok(['accounts', 'create', '--id', 'cli-billing', '--name', 'CLI Billing']);
@@ -123,7 +123,16 @@ describe('gateway-authz accounts / keys (against the admin API, real Redis)', ()
     });
 
     it('sets and clears limit overrides per scope', async () => {
-      const set = await ok(['accounts', 'limits', '--id', 'cli-billing', '--key-limits', '100/1m, 10000/1d', '--account-limits', '1000/3600']);
+      const set = await ok([
+        'accounts',
+        'limits',
+        '--id',
+        'cli-billing',
+        '--key-limits',
+        '100/1m, 10000/1d',
+        '--account-limits',
+        '1000/3600',
+      ]);
       expect(set.limits).toEqual({
         key: [
           { limit: 100, window: '1m' },
@@ -186,7 +195,7 @@ describe('gateway-authz accounts / keys (against the admin API, real Redis)', ()
     beforeAll(async () => {
       await runCli(['accounts', 'create', '--id', 'cli-keys', '--name', 'CLI Keys'], env);
       const run = await runCli(['keys', 'create', '--account', 'cli-keys', '--name', 'worker', '--json'], env);
-      created = JSON.parse(run.stdout);
+      created = JSON.parse(run.stdout) as AdminBody;
       registerSecrets(created.key);
     });
 
@@ -205,20 +214,22 @@ describe('gateway-authz accounts / keys (against the admin API, real Redis)', ()
     it('sets and clears the key limits', async () => {
       const set = await runCli(['keys', 'limits', '--id', created.id, '--limits', '5/1s,100/1m', '--json'], env);
       expect(set.code).toBe(0);
-      expect(JSON.parse(set.stdout).limits).toEqual([
+      expect((JSON.parse(set.stdout) as AdminBody).limits).toEqual([
         { limit: 5, window: '1s' },
         { limit: 100, window: '1m' },
       ]);
       expectNoKeyMaterial(set.stdout);
       const cleared = await runCli(['keys', 'limits', '--id', created.id, '--clear', '--json'], env);
       expect(cleared.code).toBe(0);
-      expect(JSON.parse(cleared.stdout).limits).toBeNull();
+      expect((JSON.parse(cleared.stdout) as AdminBody).limits).toBeNull();
     });
 
     it('exits 1 with key_not_found for an unknown key id', async () => {
       const run = await runCli(['keys', 'get', '--id', 'key_nothing0000000'], env);
       expect(run.code).toBe(1);
-      expect(run.stderr).toBe("error: key_not_found: No key 'key_nothing0000000'. Key ids look like key_… (see the answer of key creation).\n");
+      expect(run.stderr).toBe(
+        "error: key_not_found: No key 'key_nothing0000000'. Key ids look like key_… (see the answer of key creation).\n",
+      );
     });
 
     it('logged the changes without key material or the admin token', () => {
@@ -234,7 +245,7 @@ describe('gateway-authz accounts / keys (against the admin API, real Redis)', ()
     return run.stdout;
   };
   /** Runs the CLI with --json, expects exit 0, and answers its one parsed JSON document. */
-  const json = async (args: string[]) => JSON.parse(await text([...args, '--json']));
+  const json = async (args: string[]) => JSON.parse(await text([...args, '--json'])) as AdminBody;
   /** Creates a key with --json and registers it as a secret for the suite's log scan. */
   const newKey = async (account: string, ...extra: string[]) => {
     const created = await json(['keys', 'create', '--account', account, ...extra]);
@@ -264,7 +275,7 @@ describe('gateway-authz accounts / keys (against the admin API, real Redis)', ()
       expect(out).toMatch(new RegExp(`^prefix +${key!.slice(0, 12)}…$`, 'm'));
       expect(out).toMatch(/^name +printed$/m);
       expect(out).toMatch(/^environment +live$/m);
-      expect(() => JSON.parse(out)).toThrow();
+      expect(() => JSON.parse(out) as unknown).toThrow();
     });
 
     it('lists keys as a table of prefixes and names, never a full key', async () => {
@@ -273,7 +284,11 @@ describe('gateway-authz accounts / keys (against the admin API, real Redis)', ()
       expect(header!.split(/\s{2,}/)).toEqual(['PREFIX', 'NAME', 'ENV', 'STATUS', 'CREATED', 'LAST USED', 'EXPIRES', 'ID']);
       expect(rows).toHaveLength(3);
       const row = (id: string) => rows.find((line) => line.endsWith(id))!;
-      expect(row(first.id)).toMatch(new RegExp(`^${first.prefix}…\\s+deploy bot\\s+live\\s+active\\s+\\d{4}-\\d{2}-\\d{2} \\d{2}:\\d{2}Z\\s+never\\s+-\\s+${first.id}$`));
+      expect(row(first.id)).toMatch(
+        new RegExp(
+          `^${first.prefix}…\\s+deploy bot\\s+live\\s+active\\s+\\d{4}-\\d{2}-\\d{2} \\d{2}:\\d{2}Z\\s+never\\s+-\\s+${first.id}$`,
+        ),
+      );
       expect(row(second.id)).toMatch(/staging\s+test\s+active\s+.*never\s+2031-06-30 00:00Z\s+key_/);
       for (const key of [first.key, second.key]) expect(out).not.toContain(key);
       expect(out).not.toContain(hashCustomerKey(first.key));
@@ -314,7 +329,7 @@ describe('gateway-authz accounts / keys (against the admin API, real Redis)', ()
         const response = await client.check(
           envoyCheckRequest({ path: '/v1/chat/completions', headers: { authorization: `Bearer ${key}` } }),
         );
-        return response.status.code as number;
+        return response.status.code;
       } finally {
         client.close();
       }
@@ -335,7 +350,7 @@ describe('gateway-authz accounts / keys (against the admin API, real Redis)', ()
 
       const oldView = await json(['keys', 'get', '--id', old.id]);
       expect(oldView).toMatchObject({ status: 'revoked', replacedBy: expect.stringMatching(/^key_/) });
-      expect(await json(['keys', 'get', '--id', oldView.replacedBy])).toMatchObject({
+      expect(await json(['keys', 'get', '--id', oldView.replacedBy!])).toMatchObject({
         status: 'active',
         name: 'rotate me',
         replaces: old.id,
@@ -351,7 +366,7 @@ describe('gateway-authz accounts / keys (against the admin API, real Redis)', ()
       registerSecrets(rotated.key);
       expect(rotated).toMatchObject({ replaces: old.id, oldKey: { id: old.id, status: 'active' } });
       expect(parseCustomerKey(rotated.key).ok).toBe(true);
-      const revokeAt = Date.parse(rotated.oldKey.revokeAt);
+      const revokeAt = Date.parse(rotated.oldKey.revokeAt!);
       expect(revokeAt).toBeGreaterThanOrEqual(before + 3600_000 - 2000);
       expect(revokeAt).toBeLessThanOrEqual(Date.now() + 3600_000 + 2000);
 
@@ -359,7 +374,7 @@ describe('gateway-authz accounts / keys (against the admin API, real Redis)', ()
       expect(oldView).toMatchObject({ status: 'active', revokeAt: rotated.oldKey.revokeAt, replacedBy: rotated.id });
       expect(await checkStatus(old.key)).toBe(0);
       expect(await text(['keys', 'get', '--id', old.id])).toMatch(
-        new RegExp(`^stops working +${rotated.oldKey.revokeAt.replace(/\./g, '\\.')}$`, 'm'),
+        new RegExp(`^stops working +${rotated.oldKey.revokeAt!.replace(/\./g, '\\.')}$`, 'm'),
       );
     });
 
@@ -368,7 +383,9 @@ describe('gateway-authz accounts / keys (against the admin API, real Redis)', ()
       const out = await text(['keys', 'rotate', '--id', old.id, '--grace', '30s']);
       registerSecrets(/^ {4}(gk_live_\S+)$/m.exec(out)![1]!);
       expect(out).toMatch(
-        new RegExp(`The old key ${old.prefix}… \\(${old.id}\\) keeps working until \\d{4}-\\d{2}-\\d{2} \\d{2}:\\d{2}Z \\(grace 30s\\), then is refused\\.`),
+        new RegExp(
+          `The old key ${old.prefix}… \\(${old.id}\\) keeps working until \\d{4}-\\d{2}-\\d{2} \\d{2}:\\d{2}Z \\(grace 30s\\), then is refused\\.`,
+        ),
       );
     });
 
@@ -428,7 +445,9 @@ describe('gateway-authz accounts / keys (against the admin API, real Redis)', ()
       const out = await text(['accounts', 'list']);
       const [header, ...rows] = out.trimEnd().split('\n');
       expect(header!.split(/\s{2,}/)).toEqual(['ID', 'NAME', 'BILLING', 'BALANCE', 'CREATED']);
-      expect(rows.find((line) => line.startsWith('cli-set '))).toMatch(/^cli-set\s+CLI Set\s+active, prepaid\s+4200\s+\d{4}-\d{2}-\d{2} \d{2}:\d{2}Z$/);
+      expect(rows.find((line) => line.startsWith('cli-set '))).toMatch(
+        /^cli-set\s+CLI Set\s+active, prepaid\s+4200\s+\d{4}-\d{2}-\d{2} \d{2}:\d{2}Z$/,
+      );
       expect(rows.find((line) => line.startsWith('acme '))).toMatch(/^acme\s+Acme\s+active, post-paid\s+-\s+\d{4}-/);
 
       const body = await json(['accounts', 'list']);
@@ -441,7 +460,18 @@ describe('gateway-authz accounts / keys (against the admin API, real Redis)', ()
     });
 
     it('changes name and billing in one call', async () => {
-      const out = await text(['accounts', 'set', '--id', 'cli-set', '--name', 'CLI Set Renamed', '--status', 'suspended', '--credit-balance', '10']);
+      const out = await text([
+        'accounts',
+        'set',
+        '--id',
+        'cli-set',
+        '--name',
+        'CLI Set Renamed',
+        '--status',
+        'suspended',
+        '--credit-balance',
+        '10',
+      ]);
       expect(out).toMatch(/^name +CLI Set Renamed$/m);
       expect(out).toMatch(/^status +suspended$/m);
       expect(out).toMatch(/^credit balance +10 \(minor units\)$/m);
@@ -456,7 +486,7 @@ describe('gateway-authz accounts / keys (against the admin API, real Redis)', ()
 
     it('prints key-value text by default and the API JSON with --json', async () => {
       const out = await text(['accounts', 'get', '--id', 'cli-set']);
-      expect(() => JSON.parse(out)).toThrow();
+      expect(() => JSON.parse(out) as unknown).toThrow();
       expect(out).toMatch(/^id +cli-set$/m);
       expect(out).toMatch(/^billing +post-paid$/m);
       expect(out).toMatch(/^key limits +not overridden/m);

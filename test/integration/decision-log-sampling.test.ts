@@ -6,7 +6,8 @@ let server: AppUnderTest;
 let client: OfficialCheckClient;
 let key: string;
 
-const chat = (credential: string) => envoyCheckRequest({ path: '/v1/chat/completions', headers: { authorization: `Bearer ${credential}` } });
+const chat = (credential: string) =>
+  envoyCheckRequest({ path: '/v1/chat/completions', headers: { authorization: `Bearer ${credential}` } });
 
 beforeAll(async () => {
   server = await startAppUnderTest({ env: { DECISION_LOG_SAMPLE: '0' } });

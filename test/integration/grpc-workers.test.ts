@@ -2,7 +2,7 @@ import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { envoyCheckRequest, OFFICIAL_EXTERNAL_AUTH_PROTO, OFFICIAL_LOADER_OPTIONS } from '../support/envoy-official-client';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
-import { TEST_ADMIN_TOKEN } from '../support/running-app';
+import { TEST_ADMIN_TOKEN, type AdminBody } from '../support/running-app';
 import { startServerProcess, type ServerProcess } from '../support/server-process';
 
 /**
@@ -15,7 +15,12 @@ let server: ServerProcess;
 
 type Check = (request: object) => Promise<{ status: { code: number } }>;
 interface CheckClient extends grpc.Client {
-  Check(request: object, metadata: grpc.Metadata, options: grpc.CallOptions, callback: (error: grpc.ServiceError | null, response?: unknown) => void): void;
+  Check(
+    request: object,
+    metadata: grpc.Metadata,
+    options: grpc.CallOptions,
+    callback: (error: grpc.ServiceError | null, response?: unknown) => void,
+  ): void;
 }
 const Authorization = (
   grpc.loadPackageDefinition(protoLoader.loadSync(OFFICIAL_EXTERNAL_AUTH_PROTO, OFFICIAL_LOADER_OPTIONS)) as unknown as {
@@ -42,13 +47,13 @@ function clients(count: number): { check: Check; close(): void }[] {
   });
 }
 
-async function admin(method: string, path: string, body?: object): Promise<any> {
+async function admin(method: string, path: string, body?: object): Promise<AdminBody> {
   const response = await fetch(`${server.adminUrl}${path}`, {
     method,
     headers: { authorization: `Bearer ${TEST_ADMIN_TOKEN}`, ...(body ? { 'content-type': 'application/json' } : {}) },
     ...(body ? { body: JSON.stringify(body) } : {}),
   });
-  return response.json();
+  return (await response.json()) as AdminBody;
 }
 
 const lines = () =>
@@ -70,7 +75,12 @@ const listening = () => lines().filter((line) => line.msg === 'gateway-authz lis
 
 beforeAll(async () => {
   redis = await startTestRedis();
-  server = await startServerProcess({ REDIS_URL: redis.url, ADMIN_TOKEN: TEST_ADMIN_TOKEN, GRPC_WORKERS: '2', LAST_USED_FLUSH_MS: '3600000' });
+  server = await startServerProcess({
+    REDIS_URL: redis.url,
+    ADMIN_TOKEN: TEST_ADMIN_TOKEN,
+    GRPC_WORKERS: '2',
+    LAST_USED_FLUSH_MS: '3600000',
+  });
   await until(() => listening() >= 2, 'both workers to listen');
 });
 afterAll(async () => {
@@ -91,7 +101,11 @@ it('every worker decides, and /metrics reports the sum over the workers', async 
   } finally {
     for (const client of pool) client.close();
   }
-  const deciders = new Set(lines().filter((line) => line.event === 'decision').map((line) => line.worker));
+  const deciders = new Set(
+    lines()
+      .filter((line) => line.event === 'decision')
+      .map((line) => line.worker),
+  );
   expect(deciders).toEqual(new Set([1, 2]));
   for (let scrape = 0; scrape < 4; scrape += 1) {
     const text = await (await fetch(`${server.adminUrl}/metrics`)).text();
@@ -107,7 +121,9 @@ it('replaces a worker that dies, and keeps answering', async () => {
   await until(() => listening() >= 3, 'the new worker to listen');
   const [client] = clients(1);
   try {
-    const answer = await client!.check(envoyCheckRequest({ path: '/v1/chat/completions', headers: { authorization: 'Bearer gk_live_nope' } }));
+    const answer = await client!.check(
+      envoyCheckRequest({ path: '/v1/chat/completions', headers: { authorization: 'Bearer gk_live_nope' } }),
+    );
     expect(answer.status.code).toBe(16);
   } finally {
     client!.close();

@@ -4,6 +4,7 @@ import { startTestRedis, type TestRedis } from '../support/redis-server';
 import { startAppUnderTest, TEST_ADMIN_TOKEN, type AppUnderTest } from '../support/running-app';
 import { registerSecrets } from '../support/secret-scan';
 import { startServerProcess, type ServerProcess } from '../support/server-process';
+import { parseDenyBody } from '../support/deny-body';
 
 /**
  * Rotation, revocation and expiry through Envoy-shaped Checks on two server
@@ -42,7 +43,7 @@ async function createKey(name: string): Promise<{ key: string; id: string }> {
 async function onEveryReplica(key: string): Promise<string[]> {
   const request = envoyCheckRequest({ path: '/v1/chat/completions', headers: { authorization: `Bearer ${key}` } });
   const responses = await Promise.all(clients.map((client) => client.check(request)));
-  return responses.map((r) => (r.status.code === 0 ? 'allow' : JSON.parse(r.denied_response.body).error.code));
+  return responses.map((r) => (r.status.code === 0 ? 'allow' : String(parseDenyBody(r.denied_response.body).error.code)));
 }
 
 it('after an immediate rotate returns, the old key is key_revoked and the new key allowed on both replicas', async () => {
@@ -62,7 +63,7 @@ it('with graceSeconds both keys work on both replicas; revoking the old one ends
   const rotated = await admin.admin('POST', `/admin/keys/${old.id}/rotate`, { graceSeconds: 3600 });
   keys.push(rotated.body.key);
   expect(rotated.body.oldKey).toMatchObject({ status: 'active', revokeAt: expect.any(String) });
-  expect(Date.parse(rotated.body.oldKey.revokeAt) - Date.now()).toBeGreaterThan(3_500_000);
+  expect(Date.parse(rotated.body.oldKey.revokeAt!) - Date.now()).toBeGreaterThan(3_500_000);
   expect(await onEveryReplica(old.key)).toEqual(['allow', 'allow']);
   expect(await onEveryReplica(rotated.body.key)).toEqual(['allow', 'allow']);
   expect((await admin.admin('POST', `/admin/keys/${old.id}/revoke`)).status).toBe(200);
@@ -81,7 +82,7 @@ it('refuses a revoked key and an expired key on both replicas, saying what happe
   const response = await clients[0]!.check(
     envoyCheckRequest({ path: '/v1/messages', headers: { 'x-api-key': expiring.key, 'anthropic-version': '2023-06-01' } }),
   );
-  const message: string = JSON.parse(response.denied_response.body).error.message;
+  const message = parseDenyBody(response.denied_response.body).error.message;
   expect(message).toContain('has expired');
   expect(message).toContain('API Keys');
   expect(message).not.toContain(expiring.key);
@@ -119,13 +120,13 @@ it.each([
 it('shows last use in the listing, written off the hot path by the replica that saw the request', async () => {
   const used = await createKey('last used');
   const before = await admin.admin('GET', '/admin/accounts/acme/keys');
-  expect(before.body.keys.find((k: { id: string }) => k.id === used.id).lastUsedAt).toBeNull();
+  expect(before.body.keys.find((k) => k.id === used.id)!.lastUsedAt).toBeNull();
   await onEveryReplica(used.key);
   let lastUsedAt: string | null = null;
   for (let attempt = 0; attempt < 50 && !lastUsedAt; attempt += 1) {
     await new Promise((resolve) => setTimeout(resolve, 100));
     const listing = await admin.admin('GET', '/admin/accounts/acme/keys');
-    lastUsedAt = listing.body.keys.find((k: { id: string }) => k.id === used.id).lastUsedAt;
+    lastUsedAt = listing.body.keys.find((k) => k.id === used.id)!.lastUsedAt ?? null;
   }
   expect(lastUsedAt).not.toBeNull();
   expect(Math.abs(Date.parse(lastUsedAt!) - Date.now())).toBeLessThan(10_000);

@@ -8,7 +8,8 @@ let server: AppUnderTest;
 let client: OfficialCheckClient;
 let key: string;
 
-const chat = (credential: string) => envoyCheckRequest({ path: '/v1/chat/completions', headers: { authorization: `Bearer ${credential}` } });
+const chat = (credential: string) =>
+  envoyCheckRequest({ path: '/v1/chat/completions', headers: { authorization: `Bearer ${credential}` } });
 const scrape = async () => {
   const response = await fetch(`${server.adminUrl}/metrics`);
   expect(response.status).toBe(200);
@@ -38,7 +39,9 @@ it('counts decisions by style, family, result and reason, with latency, store ro
   await client.check(chat(`${key.slice(0, -1)}${key.endsWith('A') ? 'B' : 'A'}`));
   const text = await scrape();
   expect(sample(text, 'gateway_authz_decisions_total', 'style="chat",family="chat-completions",result="allow",reason="allowed"')).toBe(3);
-  expect(sample(text, 'gateway_authz_decisions_total', 'style="chat",family="chat-completions",result="deny",reason="malformed_key"')).toBe(1);
+  expect(sample(text, 'gateway_authz_decisions_total', 'style="chat",family="chat-completions",result="deny",reason="malformed_key"')).toBe(
+    1,
+  );
   expect(sample(text, 'gateway_authz_decision_duration_seconds_count', 'result="allow"')).toBe(3);
   expect(sample(text, 'gateway_authz_store_duration_seconds_count', 'operation="authorize"')).toBe(3);
   expect(sample(text, 'gateway_authz_store_duration_seconds_count', 'operation="resolve_key"')).toBe(1);
@@ -57,5 +60,7 @@ it('counts store errors when Redis is gone', async () => {
   expect(response.denied_response.status.code).toBe('ServiceUnavailable');
   const text = await scrape();
   expect(sample(text, 'gateway_authz_store_errors_total', 'operation="authorize"')).toBeGreaterThanOrEqual(1);
-  expect(sample(text, 'gateway_authz_decisions_total', 'style="chat",family="chat-completions",result="deny",reason="store_unavailable"')).toBe(1);
+  expect(
+    sample(text, 'gateway_authz_decisions_total', 'style="chat",family="chat-completions",result="deny",reason="store_unavailable"'),
+  ).toBe(1);
 });

@@ -7,12 +7,18 @@ import { startTestRedisCluster, type TestRedisCluster } from '../support/redis-c
 import { startAppUnderTest, TEST_ADMIN_TOKEN, type AppUnderTest } from '../support/running-app';
 import { registerSecrets } from '../support/secret-scan';
 import { startServerProcess, type ServerProcess } from '../support/server-process';
+import { parseDenyBody } from '../support/deny-body';
 
 /**
  * The acceptance checks of the core, billing and lifecycle issues, on a real
  * three-master Redis Cluster, with two server processes sharing it.
  */
-const HTTP_STATUS_NAMES: Record<number, string> = { 400: 'BadRequest', 401: 'Unauthorized', 402: 'PaymentRequired', 429: 'TooManyRequests' };
+const HTTP_STATUS_NAMES: Record<number, string> = {
+  400: 'BadRequest',
+  401: 'Unauthorized',
+  402: 'PaymentRequired',
+  429: 'TooManyRequests',
+};
 
 let cluster: TestRedisCluster;
 let admin: AppUnderTest;
@@ -24,7 +30,10 @@ beforeAll(async () => {
   const env = { REDIS_CLUSTER_NODES: cluster.nodes, REDIS_TIMEOUT_MS: '1000' };
   admin = await startAppUnderTest({ env });
   expect(admin.app.store.description).toContain('Redis Cluster');
-  replicas = await Promise.all([startServerProcess({ ...env, ADMIN_TOKEN: TEST_ADMIN_TOKEN }), startServerProcess({ ...env, ADMIN_TOKEN: TEST_ADMIN_TOKEN })]);
+  replicas = await Promise.all([
+    startServerProcess({ ...env, ADMIN_TOKEN: TEST_ADMIN_TOKEN }),
+    startServerProcess({ ...env, ADMIN_TOKEN: TEST_ADMIN_TOKEN }),
+  ]);
   clients = replicas.map((replica) => createOfficialCheckClient(replica.grpcAddress));
 });
 afterAll(async () => {
@@ -41,11 +50,13 @@ async function newKey(accountId: string, accountPatch?: object) {
   if (accountPatch) expect((await admin.admin('PATCH', `/admin/accounts/${accountId}`, accountPatch)).status).toBe(200);
   const created = await admin.admin('POST', `/admin/accounts/${accountId}/keys`, { name: 'cluster' });
   expect(created.status).toBe(201);
-  return { key: created.body.key as string, id: created.body.id as string };
+  return { key: created.body.key, id: created.body.id };
 }
 const chat = (key: string) => envoyCheckRequest({ path: '/v1/chat/completions', headers: { authorization: `Bearer ${key}` } });
 const onBoth = async (key: string) =>
-  (await Promise.all(clients.map((c) => c.check(chat(key))))).map((r) => (r.status.code === 0 ? 'allow' : JSON.parse(r.denied_response.body).error.code));
+  (await Promise.all(clients.map((c) => c.check(chat(key))))).map((r) =>
+    r.status.code === 0 ? 'allow' : parseDenyBody(r.denied_response.body).error.code,
+  );
 
 describe('core: every Envoy fixture decides as on one Redis', () => {
   let secrets: FixtureSecrets;
@@ -67,9 +78,9 @@ describe('core: every Envoy fixture decides as on one Redis', () => {
       return;
     }
     expect(response.denied_response.status.code).toBe(HTTP_STATUS_NAMES[fixture.expect.http_status]);
-    expect(response.denied_response.headers.find((h: { header: { key: string } }) => h.header.key === 'x-gateway-error-code').header.value).toBe(
-      fixture.expect.reason,
-    );
+    expect(
+      response.denied_response.headers.find((h: { header: { key: string } }) => h.header.key === 'x-gateway-error-code')!.header.value,
+    ).toBe(fixture.expect.reason);
   });
 });
 

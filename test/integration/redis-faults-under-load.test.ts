@@ -8,6 +8,7 @@ import { spawnTestRedisServer, type TestRedis } from '../support/redis-server';
 import { TEST_ADMIN_TOKEN } from '../support/running-app';
 import { startServerProcess, type ServerProcess } from '../support/server-process';
 import { registerSecrets } from '../support/secret-scan';
+import { type DenyBodyView } from '../support/deny-body';
 
 /**
  * Redis faults under load, against a gateway-authz replica in its own OS
@@ -59,7 +60,12 @@ const startRedis = (port?: number) =>
 beforeAll(async () => {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gateway-authz-faults-'));
   redis = await startRedis();
-  replica = await startServerProcess({ REDIS_URL: redis.url, ADMIN_TOKEN: TEST_ADMIN_TOKEN, HEALTH_INTERVAL_MS: '100', HEALTH_TIMEOUT_MS: '100' });
+  replica = await startServerProcess({
+    REDIS_URL: redis.url,
+    ADMIN_TOKEN: TEST_ADMIN_TOKEN,
+    HEALTH_INTERVAL_MS: '100',
+    HEALTH_TIMEOUT_MS: '100',
+  });
   const admin = (route: string, body: object) =>
     fetch(`${replica.adminUrl}${route}`, {
       method: 'POST',
@@ -68,7 +74,9 @@ beforeAll(async () => {
     });
   // Limits far above what the load can send: every refusal here must come from the fault, never from the 600/min default.
   const unlimited = [{ limit: 10_000_000, window: '1m' }];
-  expect((await admin('/admin/accounts', { id: 'faults', name: 'Faults', limits: { key: unlimited, account: unlimited } })).status).toBe(201);
+  expect((await admin('/admin/accounts', { id: 'faults', name: 'Faults', limits: { key: unlimited, account: unlimited } })).status).toBe(
+    201,
+  );
   key = ((await (await admin('/admin/accounts/faults/keys', { name: 'load' })).json()) as { key: string }).key;
   registerSecrets(key);
 });
@@ -89,7 +97,9 @@ function startLoad(): { samples: Sample[]; stop(): Promise<void> } {
       const started = performance.now();
       const outcome = await client.check(request, 1000).then(
         (response) =>
-          response.status.code === 0 ? 'allowed' : `denied ${response.denied_response?.status?.code} ${JSON.parse(response.denied_response?.body ?? '{}').error?.code}`,
+          response.status.code === 0
+            ? 'allowed'
+            : `denied ${response.denied_response?.status?.code} ${(JSON.parse(response.denied_response?.body ?? '{}') as Partial<DenyBodyView>).error?.code}`,
         (error: { code?: number }) => `rpc-error ${error.code}`,
       );
       samples.push({ at: Date.now(), outcome, clientMs: performance.now() - started });
@@ -117,7 +127,14 @@ function loggedStoreUnavailableMs(since: number): number[] {
 }
 
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-const quantile = (values: number[], q: number) => [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor(q * values.length))] ?? NaN;
+const quantile = (values: number[], q: number) =>
+  [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor(q * values.length))] ?? NaN;
+/** Figures for test-artifacts/: the server's own decision times, and what the clients saw. */
+const serverLatency = (ms: number[]) => ({ p50: quantile(ms, 0.5), p99: quantile(ms, 0.99), max: Math.max(...ms) });
+const clientLatency = (samples: readonly Sample[]) => {
+  const ms = samples.map((sample) => sample.clientMs);
+  return { p50: quantile(ms, 0.5), p99: quantile(ms, 0.99) };
+};
 const figures: Record<string, unknown> = {};
 
 async function waitForHealth(status: string, withinMs: number): Promise<number> {
@@ -178,8 +195,8 @@ it('Redis killed and restarted under load: 503 within the deadline while down, n
     figures.redisKilled = {
       checksWhileDown: down.length,
       allowedWhileDown: 0,
-      serverDecisionMs: { p50: quantile(serverMs, 0.5), p99: quantile(serverMs, 0.99), max: Math.max(...serverMs) },
-      clientMsWhileDown: { p50: quantile(down.map((s) => s.clientMs), 0.5), p99: quantile(down.map((s) => s.clientMs), 0.99) },
+      serverDecisionMs: serverLatency(serverMs),
+      clientMsWhileDown: clientLatency(down),
       healthNotServingAfterMs: notServingAfterMs,
       recoveredAfterRedisBackMs: recoveredAt! - backAt,
     };
@@ -215,8 +232,8 @@ it('a slow Redis (DEBUG SLEEP) is treated as a down one: 503 within the deadline
     figures.redisSlow = {
       checksWhileSlow: slow.length,
       allowedWhileSlow: 0,
-      serverDecisionMs: { p50: quantile(serverMs, 0.5), p99: quantile(serverMs, 0.99), max: Math.max(...serverMs) },
-      clientMsWhileSlow: { p50: quantile(slow.map((s) => s.clientMs), 0.5), p99: quantile(slow.map((s) => s.clientMs), 0.99) },
+      serverDecisionMs: serverLatency(serverMs),
+      clientMsWhileSlow: clientLatency(slow),
       recoveredAfterSleepMs: recoveredAt! - backAt,
     };
   } finally {
@@ -228,5 +245,8 @@ it('a slow Redis (DEBUG SLEEP) is treated as a down one: 503 within the deadline
 afterAll(() => {
   const out = path.join(__dirname, '..', '..', 'test-artifacts');
   fs.mkdirSync(out, { recursive: true });
-  fs.writeFileSync(path.join(out, 'redis-faults.json'), `${JSON.stringify({ date: new Date().toISOString(), redisTimeoutMs: REDIS_TIMEOUT_MS, ...figures }, null, 2)}\n`);
+  fs.writeFileSync(
+    path.join(out, 'redis-faults.json'),
+    `${JSON.stringify({ date: new Date().toISOString(), redisTimeoutMs: REDIS_TIMEOUT_MS, ...figures }, null, 2)}\n`,
+  );
 });

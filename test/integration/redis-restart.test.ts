@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { createOfficialCheckClient, envoyCheckRequest, type OfficialCheckClient } from '../support/envoy-official-client';
 import { spawnTestRedisServer, type TestRedis } from '../support/redis-server';
 import { startAppUnderTest, type AppUnderTest } from '../support/running-app';
+import { parseDenyBody } from '../support/deny-body';
 
 /**
  * Redis killed and started again on the same port, with AOF persistence:
@@ -53,7 +54,7 @@ it('answers 503 while Redis is down, then decides correctly again within 2 s of 
   }
   expect(allowed).toBe(true);
   // The script cache was empty after the restart: EVALSHA got NOSCRIPT and ioredis reloaded it.
-  expect(JSON.parse((await client.check(chat(broke))).denied_response.body).error.code).toBe('credit_exhausted');
+  expect(parseDenyBody((await client.check(chat(broke))).denied_response.body).error.code).toBe('credit_exhausted');
   expect((await server.admin('GET', '/admin/accounts/durable')).body.billing.creditBalance).toBe(700);
   expect((await server.admin('GET', '/admin/accounts/durable/keys')).body.keys).toHaveLength(1);
 });

@@ -3,6 +3,7 @@ import { generateCustomerKey } from '../../src/keys/customer-key';
 import { createOfficialCheckClient, envoyCheckRequest, type OfficialCheckClient } from '../support/envoy-official-client';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
 import { startAppUnderTest, type AppUnderTest } from '../support/running-app';
+import { parseDenyBody } from '../support/deny-body';
 
 /**
  * Redis slow or gone: every Check is still answered before Envoy's deadline
@@ -43,13 +44,11 @@ it('answers 503 store_unavailable within the deadline while Redis is paused (slo
   const admin = new Redis(redis.url);
   try {
     await admin.call('CLIENT', 'PAUSE', '600', 'ALL');
-    const responses = await Promise.all(
-      Array.from({ length: 5 }, () => client.check(chatRequest(key), ENVOY_DEFAULT_DEADLINE_MS)),
-    );
+    const responses = await Promise.all(Array.from({ length: 5 }, () => client.check(chatRequest(key), ENVOY_DEFAULT_DEADLINE_MS)));
     for (const response of responses) {
       expect(response.http_response).toBe('denied_response');
       expect(response.denied_response.status.code).toBe('ServiceUnavailable');
-      expect(JSON.parse(response.denied_response.body).error.code).toBe('store_unavailable');
+      expect(parseDenyBody(response.denied_response.body).error.code).toBe('store_unavailable');
     }
   } finally {
     await admin.call('CLIENT', 'UNPAUSE').catch(() => undefined);
@@ -73,9 +72,7 @@ describe('with Redis stopped', () => {
   });
 
   it('denies every concurrent Check with 503 before the deadline, never allowing', async () => {
-    const responses = await Promise.all(
-      Array.from({ length: 20 }, () => client.check(chatRequest(key), ENVOY_DEFAULT_DEADLINE_MS)),
-    );
+    const responses = await Promise.all(Array.from({ length: 20 }, () => client.check(chatRequest(key), ENVOY_DEFAULT_DEADLINE_MS)));
     for (const response of responses) {
       expect(response.status.code).toBe(14);
       expect(response.denied_response.status.code).toBe('ServiceUnavailable');
@@ -85,7 +82,7 @@ describe('with Redis stopped', () => {
   it('still refuses malformed keys with 401: they never need Redis', async () => {
     const response = await client.check(chatRequest(`${key.slice(0, -1)}x`), ENVOY_DEFAULT_DEADLINE_MS);
     expect(response.denied_response.status.code).toBe('Unauthorized');
-    expect(JSON.parse(response.denied_response.body).error.code).toBe('malformed_key');
+    expect(parseDenyBody(response.denied_response.body).error.code).toBe('malformed_key');
   });
 
   it('answers a gRPC UNAVAILABLE error when STORE_FAILURE_MODE=grpc-unavailable', async () => {

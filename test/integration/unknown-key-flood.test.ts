@@ -5,6 +5,7 @@ import { generateCustomerKey } from '../../src/keys/customer-key';
 import { createOfficialCheckClient, envoyCheckRequest, type OfficialCheckClient } from '../support/envoy-official-client';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
 import { startAppUnderTest, type AppUnderTest } from '../support/running-app';
+import { parseDenyBody } from '../support/deny-body';
 
 /**
  * A flood of well-formed but unknown keys: at most one Redis command per
@@ -43,7 +44,7 @@ const chat = (key: string) => envoyCheckRequest({ path: '/v1/chat/completions', 
 async function flood(keys: string[]): Promise<void> {
   for (let i = 0; i < keys.length; i += 100) {
     const responses = await Promise.all(keys.slice(i, i + 100).map((key) => client.check(chat(key))));
-    for (const response of responses) expect(JSON.parse(response.denied_response.body).error.code).toBe('unknown_key');
+    for (const response of responses) expect(parseDenyBody(response.denied_response.body).error.code).toBe('unknown_key');
   }
 }
 

@@ -54,9 +54,7 @@ describe('decision pipeline on Envoy CheckRequest fixtures', () => {
     } else {
       expect(lookups).toBe(1);
       expect(decision.identity?.accountId).toBe(FIXTURE_ACCOUNT);
-      expect(decision.strip.headers).toEqual(
-        expect.arrayContaining(['authorization', 'x-api-key', 'x-vendorg-api-key', 'x-goog-api-key']),
-      );
+      expect(decision.strip.headers).toEqual(expect.arrayContaining(['authorization', 'x-api-key', 'x-vendorg-api-key', 'x-goog-api-key']));
     }
   });
 });

@@ -1,4 +1,4 @@
-import { toAuthRequest, type CheckRequestMessage } from '../../src/grpc/check-request';
+import { toAuthRequest } from '../../src/grpc/check-request';
 import { decide } from '../../src/pipeline/decide';
 import { toCheckAnswer } from '../../src/responses/check-response';
 import { generateCustomerKey } from '../../src/keys/customer-key';
@@ -9,7 +9,7 @@ import { envoyCheckRequest } from '../support/envoy-official-client';
 function fixtureRequest(file: string, secrets: Parameters<typeof materialize>[1]) {
   const fixture = loadCheckRequestFixtures().find((f) => f.file.endsWith(`${file}.json`));
   if (!fixture) throw new Error(`no fixture ${file}`);
-  return toAuthRequest(materialize(fixture.check_request, secrets) as CheckRequestMessage);
+  return toAuthRequest(materialize(fixture.check_request, secrets));
 }
 
 describe('decision pipeline: operator settings and time', () => {
@@ -22,7 +22,7 @@ describe('decision pipeline: operator settings and time', () => {
 
   it('keeps refusing ?key= on chat routes even when query keys are on', async () => {
     const world = await fixtureWorld({ acceptQueryKey: true });
-    const request = toAuthRequest(envoyCheckRequest({ path: `/v1/chat/completions?key=${world.secrets.LIVE_KEY}` }) as CheckRequestMessage);
+    const request = toAuthRequest(envoyCheckRequest({ path: `/v1/chat/completions?key=${world.secrets.LIVE_KEY}` }));
     const decision = await decide(request, world.deps);
     expect(decision.kind === 'deny' && decision.reason).toBe('query_key_not_accepted');
   });
@@ -39,18 +39,24 @@ describe('decision pipeline: operator settings and time', () => {
     expect(spec.kind).toBe('allow');
   });
 
-  it.each(['2023-06-01', '2026-10-21'])('accepts %s, which a current official Anthropic SDK sends, with no config at all', async (version) => {
-    const world = await fixtureWorld();
-    const request = toAuthRequest(
-      envoyCheckRequest({ path: '/v1/messages', headers: { authorization: `Bearer ${world.secrets.LIVE_KEY}`, 'anthropic-version': version } }) as CheckRequestMessage,
-    );
-    expect((await decide(request, world.deps)).kind).toBe('allow');
-  });
+  it.each(['2023-06-01', '2026-10-21'])(
+    'accepts %s, which a current official Anthropic SDK sends, with no config at all',
+    async (version) => {
+      const world = await fixtureWorld();
+      const request = toAuthRequest(
+        envoyCheckRequest({
+          path: '/v1/messages',
+          headers: { authorization: `Bearer ${world.secrets.LIVE_KEY}`, 'anthropic-version': version },
+        }),
+      );
+      expect((await decide(request, world.deps)).kind).toBe('allow');
+    },
+  );
 
   it('lets the operator narrow the accepted versions: with ["2023-06-01"] only, 2026-10-21 is 400 unsupported_version', async () => {
     const world = await fixtureWorld({ messagesVersions: ['2023-06-01'] });
     const request = toAuthRequest(
-      envoyCheckRequest({ path: '/v1/messages', headers: { 'x-api-key': world.secrets.LIVE_KEY, 'anthropic-version': '2026-10-21' } }) as CheckRequestMessage,
+      envoyCheckRequest({ path: '/v1/messages', headers: { 'x-api-key': world.secrets.LIVE_KEY, 'anthropic-version': '2026-10-21' } }),
     );
     const decision = await decide(request, world.deps);
     expect(decision.kind === 'deny' && decision.reason).toBe('unsupported_version');
@@ -73,7 +79,7 @@ describe('decision pipeline: operator settings and time', () => {
     'does not treat the path trick %s as the public route',
     async (path) => {
       const world = await fixtureWorld({ publicRoutes: [{ exact: '/healthz' }, { prefix: '/x' }] });
-      const decision = await decide(toAuthRequest(envoyCheckRequest({ method: 'GET', path }) as CheckRequestMessage), world.deps);
+      const decision = await decide(toAuthRequest(envoyCheckRequest({ method: 'GET', path })), world.deps);
       expect(decision.kind === 'deny' && decision.reason).toBe('missing_credential');
     },
   );
@@ -82,7 +88,7 @@ describe('decision pipeline: operator settings and time', () => {
     const world = await fixtureWorld();
     const key = generateCustomerKey('test');
     await insertKey(world.store, key, { expiresAt: new Date(world.clock.now() + 60_000).toISOString() });
-    const request = toAuthRequest(envoyCheckRequest({ path: '/v1/chat/completions', headers: { authorization: `Bearer ${key}` } }) as CheckRequestMessage);
+    const request = toAuthRequest(envoyCheckRequest({ path: '/v1/chat/completions', headers: { authorization: `Bearer ${key}` } }));
     expect((await decide(request, world.deps)).kind).toBe('allow');
     world.clock.advance(59_999);
     expect((await decide(request, world.deps)).kind).toBe('allow');

@@ -1,4 +1,4 @@
-import { toAuthRequest, type CheckRequestMessage } from '../../src/grpc/check-request';
+import { toAuthRequest } from '../../src/grpc/check-request';
 import { decide } from '../../src/pipeline/decide';
 import { envoyCheckRequest } from '../support/envoy-official-client';
 import { fixtureWorld, type FixtureWorld } from '../support/pipeline-fixture-world';
@@ -15,7 +15,7 @@ beforeAll(async () => {
 });
 
 async function decideOn(method: string, path: string, headers: Record<string, string>) {
-  return decide(toAuthRequest(envoyCheckRequest({ method, path, headers }) as CheckRequestMessage), world.deps);
+  return decide(toAuthRequest(envoyCheckRequest({ method, path, headers })), world.deps);
 }
 
 describe('messages with a trailing slash', () => {
@@ -35,7 +35,10 @@ describe('messages with a trailing slash', () => {
   });
 
   it('does not read x-goog-api-key', async () => {
-    const decision = await decideOn('POST', '/v1/messages/', { 'x-goog-api-key': world.secrets.LIVE_KEY, 'anthropic-version': '2023-06-01' });
+    const decision = await decideOn('POST', '/v1/messages/', {
+      'x-goog-api-key': world.secrets.LIVE_KEY,
+      'anthropic-version': '2023-06-01',
+    });
     expect(decision.kind === 'deny' && decision.reason).toBe('missing_credential');
   });
 });

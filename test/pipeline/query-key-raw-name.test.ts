@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { toAuthRequest, type CheckRequestMessage } from '../../src/grpc/check-request';
+import { toAuthRequest } from '../../src/grpc/check-request';
 import { decide } from '../../src/pipeline/decide';
 import { toCheckAnswer } from '../../src/responses/check-response';
 import { envoyCheckRequest } from '../support/envoy-official-client';
@@ -27,7 +27,7 @@ function rawQueryNames(target: string): string[] {
 }
 
 async function decideOn(world: FixtureWorld, path: string, headers: Record<string, string> = {}, method = 'POST') {
-  return decide(toAuthRequest(envoyCheckRequest({ method, path, headers }) as CheckRequestMessage), world.deps);
+  return decide(toAuthRequest(envoyCheckRequest({ method, path, headers })), world.deps);
 }
 
 describe('query parameters that decode to "key" but are not spelled "key"', () => {
@@ -69,7 +69,9 @@ describe('query parameters that decode to "key" but are not spelled "key"', () =
   });
 
   it('is refused on chat routes too, where query keys are never read, and on a public route', async () => {
-    const chat = await decideOn(world, `/v1/chat/completions?k%65y=${world.secrets.LIVE_KEY}`, { authorization: `Bearer ${world.secrets.LIVE_KEY}` });
+    const chat = await decideOn(world, `/v1/chat/completions?k%65y=${world.secrets.LIVE_KEY}`, {
+      authorization: `Bearer ${world.secrets.LIVE_KEY}`,
+    });
     expect(chat.kind === 'deny' && chat.reason).toBe('query_key_not_removable');
     expect(chat.kind === 'deny' && chat.message).toContain("'Authorization: Bearer <key>'");
     const open = await decideOn(world, `/healthz?k%65y=${world.secrets.LIVE_KEY}`, {}, 'GET');
@@ -99,7 +101,11 @@ describe('query parameters that decode to "key" but are not spelled "key"', () =
 describe('whatever the query, a reported removal is one Envoy performs', () => {
   /** Each character of 'key' plain, or escaped in either hex case; sometimes other names around it. */
   const spelledKey = fc
-    .tuple(...[...'key'].map((char) => fc.constantFrom(char, `%${char.charCodeAt(0).toString(16)}`, `%${char.charCodeAt(0).toString(16).toUpperCase()}`)))
+    .tuple(
+      ...[...'key'].map((char) =>
+        fc.constantFrom(char, `%${char.charCodeAt(0).toString(16)}`, `%${char.charCodeAt(0).toString(16).toUpperCase()}`),
+      ),
+    )
     .map((chars) => chars.join(''));
   // No '#': Envoy refuses a request target with a fragment by default (http_reject_path_with_fragment), so a Check never carries one.
   const name = fc.oneof(
@@ -107,7 +113,9 @@ describe('whatever the query, a reported removal is one Envoy performs', () => {
     fc.constantFrom('?key', 'Key', 'key%20', 'k%2565y', 'alt', 'monkey', ''),
     fc.string({ maxLength: 8 }).filter((text) => !text.includes('#')),
   );
-  const part = fc.tuple(name, fc.option(fc.constantFrom('LIVE', 'sse', '', '%41'), { nil: undefined })).map(([n, v]) => (v === undefined ? n : `${n}=${v}`));
+  const part = fc
+    .tuple(name, fc.option(fc.constantFrom('LIVE', 'sse', '', '%41'), { nil: undefined }))
+    .map(([n, v]) => (v === undefined ? n : `${n}=${v}`));
   const query = fc.array(part, { minLength: 1, maxLength: 4 }).map((parts) => parts.join('&'));
 
   it('reports only a raw "key", and refuses any disguised one', async () => {

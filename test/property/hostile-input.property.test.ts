@@ -26,40 +26,59 @@ const headerName = fc.constantFrom(
 const nastyText = fc.oneof(
   fc.string({ maxLength: 200 }),
   fc.string({ unit: 'binary', maxLength: 200 }),
-  fc.constantFrom('Bearer', 'Bearer ', 'bearer  x  y', 'Basic Zm9vOmJhcg==', '\u0000', 'gk_live_', ',,,', 'Bearer gk_live_AAAA,Bearer gk_live_BBBB'),
-);
-const path = fc.oneof(
   fc.constantFrom(
-    '/v1/chat/completions',
-    '/v1/messages',
-    '/v1beta/models/g:generateContent',
-    '/v1/models',
-    '//v1/chat/completions',
-    '/v1/../v1/messages',
-    '/v1%2Fchat%2Fcompletions',
-    '/V1/CHAT/COMPLETIONS',
-    '/v1/chat/completions/',
-    '/healthz',
+    'Bearer',
+    'Bearer ',
+    'bearer  x  y',
+    'Basic Zm9vOmJhcg==',
+    '\u0000',
+    'gk_live_',
+    ',,,',
+    'Bearer gk_live_AAAA,Bearer gk_live_BBBB',
   ),
-  fc.string({ maxLength: 300 }).map((s) => `/${s}`),
-  fc.webPath(),
-).chain((p) => fc.option(fc.string({ maxLength: 100 }), { nil: undefined }).map((q) => (q === undefined ? p : `${p}?${q}`)));
+);
+const path = fc
+  .oneof(
+    fc.constantFrom(
+      '/v1/chat/completions',
+      '/v1/messages',
+      '/v1beta/models/g:generateContent',
+      '/v1/models',
+      '//v1/chat/completions',
+      '/v1/../v1/messages',
+      '/v1%2Fchat%2Fcompletions',
+      '/V1/CHAT/COMPLETIONS',
+      '/v1/chat/completions/',
+      '/healthz',
+    ),
+    fc.string({ maxLength: 300 }).map((s) => `/${s}`),
+    fc.webPath(),
+  )
+  .chain((p) => fc.option(fc.string({ maxLength: 100 }), { nil: undefined }).map((q) => (q === undefined ? p : `${p}?${q}`)));
 
 describe('customer key format', () => {
   it('accepts every generated key and refuses every single-character change to one', () => {
     fc.assert(
-      fc.property(fc.constantFrom('live', 'test' as const), fc.nat(43), fc.string({ minLength: 1, maxLength: 1 }), (env, index, replacement) => {
-        const key = generateCustomerKey(env);
-        expect(parseCustomerKey(key).ok).toBe(true);
-        const mutated = key.slice(0, index) + replacement + key.slice(index + 1);
-        if (mutated !== key) expect(parseCustomerKey(mutated).ok).toBe(false);
-      }),
+      fc.property(
+        fc.constantFrom('live', 'test' as const),
+        fc.nat(43),
+        fc.string({ minLength: 1, maxLength: 1 }),
+        (env, index, replacement) => {
+          const key = generateCustomerKey(env);
+          expect(parseCustomerKey(key).ok).toBe(true);
+          const mutated = key.slice(0, index) + replacement + key.slice(index + 1);
+          if (mutated !== key) expect(parseCustomerKey(mutated).ok).toBe(false);
+        },
+      ),
       RUNS,
     );
   });
 
   it('never accepts random text as a key, and never throws', () => {
-    fc.assert(fc.property(fc.string({ maxLength: 80 }), (text) => expect(parseCustomerKey(text).ok).toBe(false)), RUNS);
+    fc.assert(
+      fc.property(fc.string({ maxLength: 80 }), (text) => expect(parseCustomerKey(text).ok).toBe(false)),
+      RUNS,
+    );
   });
 });
 
@@ -118,7 +137,7 @@ describe('the whole pipeline on hostile CheckRequests', () => {
             expect(answer.response.status.code).toBe(0);
           } else {
             expect(answer.response.status.code).not.toBe(0);
-            expect(() => JSON.parse(answer.response.denied_response!.body)).not.toThrow();
+            expect(() => JSON.parse(answer.response.denied_response!.body) as unknown).not.toThrow();
             for (const secret of Object.values(world.secrets)) expect(answer.response.denied_response!.body).not.toContain(secret);
           }
         },

@@ -19,7 +19,23 @@ import {
   PROTO_ROOT,
   loadAuthorizationService,
 } from '../../src/grpc/proto-loading';
-import { OFFICIAL_EXTERNAL_AUTH_PROTO, OFFICIAL_INCLUDE_DIRS } from '../support/envoy-official-client';
+import {
+  OFFICIAL_EXTERNAL_AUTH_PROTO,
+  OFFICIAL_INCLUDE_DIRS,
+  type OfficialCheckResponse,
+  type OfficialDeniedResponse,
+} from '../support/envoy-official-client';
+
+/** The fields of a decoded CheckRequest that these tests read. */
+interface DecodedCheckRequest {
+  attributes: {
+    source: { address: { address: string } };
+    request: { http: { size: string; raw_body: string; headers: Record<string, string>; header_map: { headers: unknown[] } } };
+    tls_session: { sni: string };
+    route_metadata_context: { filter_metadata: Record<string, unknown> };
+    context_extensions: Record<string, string>;
+  };
+}
 
 const PROTOBUFJS_DIR = path.dirname(require.resolve('protobufjs/package.json'));
 
@@ -290,13 +306,13 @@ describe('wire compatibility of proto/ with Envoy official ext_authz v3 protos',
     ],
   ])('CheckRequest, fully populated, %s', (_name, src, dst) => {
     const r = expectWireCompatible('envoy.service.auth.v3.CheckRequest', fullCheckRequest(src, dst));
-    const http = (r.oursDecodedObject as any).attributes.request.http;
+    const http = (r.oursDecodedObject as DecodedCheckRequest).attributes.request.http;
     expect(http.size).toBe('9007199254740993');
     expect(http.raw_body).toBe(Buffer.from([0x7b, 0x00, 0xc3, 0x28, 0xff, 0x7d]).toString('base64'));
     expect(http.headers[':path']).toBe('/v1/chat/completions?stream=true');
     expect(http.header_map.headers).toHaveLength(3);
-    expect((r.oursDecodedObject as any).attributes.tls_session.sni).toBe('api.example.com');
-    expect((r.oursDecodedObject as any).attributes.route_metadata_context.filter_metadata).toHaveProperty([
+    expect((r.oursDecodedObject as DecodedCheckRequest).attributes.tls_session.sni).toBe('api.example.com');
+    expect((r.oursDecodedObject as DecodedCheckRequest).attributes.route_metadata_context.filter_metadata).toHaveProperty([
       'envoy.filters.http.ext_authz',
       'fields',
       'plan',
@@ -316,12 +332,12 @@ describe('wire compatibility of proto/ with Envoy official ext_authz v3 protos',
       denied_response: deniedResponse(),
       dynamic_metadata: struct(),
     });
-    const obj = r.oursDecodedObject as any;
+    const obj = r.oursDecodedObject as OfficialCheckResponse;
     expect(obj.http_response).toBe('denied_response');
     expect(obj.denied_response.status.code).toBe('Unauthorized');
-    expect(obj.denied_response.headers[0].append).toEqual({ value: false });
-    expect(obj.denied_response.headers[0].append_action).toBe('OVERWRITE_IF_EXISTS_OR_ADD');
-    expect(obj.status.details[0].type_url).toBe('type.googleapis.com/google.rpc.ErrorInfo');
+    expect(obj.denied_response.headers[0]!.append).toEqual({ value: false });
+    expect(obj.denied_response.headers[0]!.append_action).toBe('OVERWRITE_IF_EXISTS_OR_ADD');
+    expect(obj.status.details[0]!.type_url).toBe('type.googleapis.com/google.rpc.ErrorInfo');
   });
 
   test('CheckResponse with denied_response 429 and 503', () => {
@@ -330,7 +346,7 @@ describe('wire compatibility of proto/ with Envoy official ext_authz v3 protos',
         status: { code: 8, message: code },
         denied_response: { ...deniedResponse(), status: { code } },
       });
-      expect((r.oursDecodedObject as any).denied_response.status.code).toBe(code);
+      expect((r.oursDecodedObject as OfficialCheckResponse).denied_response.status.code).toBe(code);
     }
   });
 
@@ -340,7 +356,7 @@ describe('wire compatibility of proto/ with Envoy official ext_authz v3 protos',
       ok_response: okResponse(),
       dynamic_metadata: struct(),
     });
-    const obj = r.oursDecodedObject as any;
+    const obj = r.oursDecodedObject as OfficialCheckResponse;
     expect(obj.http_response).toBe('ok_response');
     expect(obj.ok_response.headers_to_remove).toEqual(['authorization', 'x-api-key']);
     expect(obj.ok_response.query_parameters_to_set).toHaveLength(2);
@@ -349,7 +365,7 @@ describe('wire compatibility of proto/ with Envoy official ext_authz v3 protos',
 
   test('CheckResponse without http_response', () => {
     const r = expectWireCompatible('envoy.service.auth.v3.CheckResponse', { status: { code: 0 } });
-    expect((r.oursDecodedObject as any).http_response).toBeUndefined();
+    expect((r.oursDecodedObject as OfficialCheckResponse).http_response).toBeUndefined();
   });
 
   test('CheckResponse with error_response (field 5)', () => {
@@ -364,7 +380,7 @@ describe('wire compatibility of proto/ with Envoy official ext_authz v3 protos',
     expect(ourType.fields['error_response']?.partOf?.name).toBe('http_response');
 
     const ourBytes = ourType.encode(ourType.fromObject(input)).finish();
-    const ourObject = ourType.toObject(ourType.decode(ourBytes), CONVERSION) as any;
+    const ourObject = ourType.toObject(ourType.decode(ourBytes), CONVERSION) as OfficialCheckResponse;
     expect(ourObject.http_response).toBe('error_response');
     expect(ourObject.error_response.status.code).toBe('ServiceUnavailable');
     expect(Buffer.from(ourType.encode(ourType.decode(ourBytes)).finish()).equals(Buffer.from(ourBytes))).toBe(true);
@@ -377,7 +393,7 @@ describe('wire compatibility of proto/ with Envoy official ext_authz v3 protos',
       // Older protos (like older Envoys) skip field 5 as unknown; everything
       // else still decodes, and nothing else is numbered 5.
       expect(officialType.fieldsById[5]).toBeUndefined();
-      const decoded = officialType.toObject(officialType.decode(ourBytes), CONVERSION) as any;
+      const decoded = officialType.toObject(officialType.decode(ourBytes), CONVERSION) as OfficialCheckResponse;
       expect(decoded.http_response).toBeUndefined();
       expect(decoded.status).toEqual(ourObject.status);
       expect(decoded.dynamic_metadata).toEqual(ourObject.dynamic_metadata);
@@ -389,7 +405,7 @@ describe('wire compatibility of proto/ with Envoy official ext_authz v3 protos',
     for (const [name, value] of Object.entries(codes)) {
       if (value === 0) continue;
       const r = expectWireCompatible('envoy.service.auth.v3.DeniedHttpResponse', { status: { code: value } });
-      expect((r.oursDecodedObject as any).status.code).toBe(name);
+      expect((r.oursDecodedObject as OfficialDeniedResponse).status.code).toBe(name);
     }
   });
 });
@@ -402,7 +418,7 @@ function allTypes(ns: protobuf.NamespaceBase): protobuf.Type[] {
   for (const nested of ns.nestedArray) {
     if (nested instanceof protobuf.Type) out.push(nested);
     if (nested instanceof protobuf.Namespace || nested instanceof protobuf.Type) {
-      out.push(...allTypes(nested as protobuf.NamespaceBase));
+      out.push(...allTypes(nested));
     }
   }
   return out;
@@ -413,7 +429,7 @@ function allEnums(ns: protobuf.NamespaceBase): protobuf.Enum[] {
   for (const nested of ns.nestedArray) {
     if (nested instanceof protobuf.Enum) out.push(nested);
     if (nested instanceof protobuf.Namespace || nested instanceof protobuf.Type) {
-      out.push(...allEnums(nested as protobuf.NamespaceBase));
+      out.push(...allEnums(nested));
     }
   }
   return out;
@@ -599,7 +615,7 @@ describe('src/grpc/proto-loading.ts', () => {
     // Envoy -> us: official bytes are deserialized by our service definition.
     const req = fullCheckRequest({ socket_address: { address: '203.0.113.7', port_value: 1 } }, { pipe: { path: '/p' } });
     const reqBytes = Buffer.from(officialReq.encode(officialReq.fromObject(req)).finish());
-    const decodedReq = check.requestDeserialize(reqBytes) as any;
+    const decodedReq = check.requestDeserialize(reqBytes) as DecodedCheckRequest;
     expect(decodedReq.attributes.request.http.size).toBe('9007199254740993');
     expect(decodedReq.attributes.request.http.headers[':path']).toBe('/v1/chat/completions?stream=true');
     expect(decodedReq.attributes.source.address.address).toBe('socket_address');
@@ -614,7 +630,7 @@ describe('src/grpc/proto-loading.ts', () => {
         body: '{"error":"rate_limited"}',
       },
     });
-    const decodedRes = officialRes.toObject(officialRes.decode(resBytes), CONVERSION) as any;
+    const decodedRes = officialRes.toObject(officialRes.decode(resBytes), CONVERSION) as OfficialCheckResponse;
     expect(decodedRes.status).toEqual({ code: 7, message: 'denied', details: [] });
     expect(decodedRes.http_response).toBe('denied_response');
     expect(decodedRes.denied_response.status.code).toBe('TooManyRequests');

@@ -196,7 +196,7 @@ describe.each(implementations)('store contract: %s', (_name, open) => {
       return { key, hash: hashCustomerKey(key), record: keyRecord(key, old.accountId, { name: old.name, replaces: old.id }) };
     };
 
-    it('lists accounts by id and an account\'s keys newest first; null for an unknown account', async () => {
+    it("lists accounts by id and an account's keys newest first; null for an unknown account", async () => {
       const ids = await seed();
       const later = generateCustomerKey('test');
       const laterRecord = keyRecord(later, ids.accountId, { createdAt: '2026-11-23T00:00:00.000Z', environment: 'test' });
@@ -237,12 +237,16 @@ describe.each(implementations)('store contract: %s', (_name, open) => {
     it('refuses to rotate a revoked, an expired or an already rotated key, changing nothing', async () => {
       const revoked = await seed({}, { status: 'revoked' });
       const r1 = replacement(revoked.record);
-      expect(await store.rotateKey({ oldKeyId: revoked.keyId, newKeyHash: r1.hash, newKey: r1.record, graceSeconds: 0 })).toEqual({ kind: 'key_revoked' });
+      expect(await store.rotateKey({ oldKeyId: revoked.keyId, newKeyHash: r1.hash, newKey: r1.record, graceSeconds: 0 })).toEqual({
+        kind: 'key_revoked',
+      });
       expect(await store.resolveKeyHash(r1.hash)).toBeNull();
 
       const expired = await seed({}, { expiresAt: new Date(T0 - 1).toISOString() });
       const r2 = replacement(expired.record);
-      expect(await store.rotateKey({ oldKeyId: expired.keyId, newKeyHash: r2.hash, newKey: r2.record, graceSeconds: 0 })).toEqual({ kind: 'key_expired' });
+      expect(await store.rotateKey({ oldKeyId: expired.keyId, newKeyHash: r2.hash, newKey: r2.record, graceSeconds: 0 })).toEqual({
+        kind: 'key_expired',
+      });
 
       const graced = await seed();
       const r3 = replacement(graced.record);
@@ -253,7 +257,9 @@ describe.each(implementations)('store contract: %s', (_name, open) => {
         replacedBy: r3.record.id,
       });
       expect(await store.getKey(r4.record.id)).toBeNull();
-      expect(await store.rotateKey({ oldKeyId: 'key_none', newKeyHash: r4.hash, newKey: r4.record, graceSeconds: 0 })).toEqual({ kind: 'key_not_found' });
+      expect(await store.rotateKey({ oldKeyId: 'key_none', newKeyHash: r4.hash, newKey: r4.record, graceSeconds: 0 })).toEqual({
+        kind: 'key_not_found',
+      });
     });
 
     it('answers the same rotation repeated (a lost reply retried) as the first time, changing nothing', async () => {
@@ -324,12 +330,20 @@ describe.each(implementations)('store contract: %s', (_name, open) => {
     it('keeps an audit trail, newest first, paged by entry id', async () => {
       const accountId = unique('audited');
       for (let i = 0; i < 5; i += 1) {
-        await store.appendAudit({ action: 'key.update', accountId, keyId: `key_${i}`, keyPrefix: 'gk_live_AbC4', detail: `n=${i}` }, T0 + i);
+        await store.appendAudit(
+          { action: 'key.update', accountId, keyId: `key_${i}`, keyPrefix: 'gk_live_AbC4', detail: `n=${i}` },
+          T0 + i,
+        );
       }
       const first = await store.readAudit({ limit: 3 });
       const mine = first.entries.filter((e) => e.accountId === accountId);
       expect(mine.map((e) => e.keyId)).toEqual(['key_4', 'key_3', 'key_2']);
-      expect(mine[0]).toMatchObject({ action: 'key.update', time: new Date(T0 + 4).toISOString(), keyPrefix: 'gk_live_AbC4', detail: 'n=4' });
+      expect(mine[0]).toMatchObject({
+        action: 'key.update',
+        time: new Date(T0 + 4).toISOString(),
+        keyPrefix: 'gk_live_AbC4',
+        detail: 'n=4',
+      });
       expect(first.next).toBe(first.entries[2]!.id);
       const second = await store.readAudit({ limit: 3, before: first.next! });
       expect(second.entries.filter((e) => e.accountId === accountId).map((e) => e.keyId)).toEqual(['key_1', 'key_0']);
@@ -355,7 +369,10 @@ describe.each(implementations)('store contract: %s', (_name, open) => {
       await store.createAccount(account(id, { creditBalance: 0 }));
       expect(await store.adjustCredit(id, CREDIT_LIMIT_MINOR_UNITS)).toEqual({ kind: 'ok', creditBalance: CREDIT_LIMIT_MINOR_UNITS });
       expect(await store.adjustCredit(id, 1)).toEqual({ kind: 'balance_out_of_range', creditBalance: CREDIT_LIMIT_MINOR_UNITS });
-      expect(await store.adjustCredit(id, CREDIT_LIMIT_MINOR_UNITS)).toEqual({ kind: 'balance_out_of_range', creditBalance: CREDIT_LIMIT_MINOR_UNITS });
+      expect(await store.adjustCredit(id, CREDIT_LIMIT_MINOR_UNITS)).toEqual({
+        kind: 'balance_out_of_range',
+        creditBalance: CREDIT_LIMIT_MINOR_UNITS,
+      });
       expect((await store.getAccount(id))?.creditBalance).toBe(CREDIT_LIMIT_MINOR_UNITS);
       expect(await store.adjustCredit(id, -CREDIT_LIMIT_MINOR_UNITS)).toEqual({ kind: 'ok', creditBalance: 0 });
       expect(await store.adjustCredit(id, -CREDIT_LIMIT_MINOR_UNITS)).toEqual({ kind: 'ok', creditBalance: -CREDIT_LIMIT_MINOR_UNITS });
@@ -409,11 +426,15 @@ describe.each(implementations)('store contract: %s', (_name, open) => {
       const ids = await seed({}, { expiresAt: new Date(T0 + 1000).toISOString() });
       clock.advance(999);
       const first = replacementFor(ids.record);
-      expect(await store.rotateKey({ oldKeyId: ids.keyId, newKeyHash: first.hash, newKey: first.record, graceSeconds: 60 })).toMatchObject({ kind: 'rotated' });
+      expect(await store.rotateKey({ oldKeyId: ids.keyId, newKeyHash: first.hash, newKey: first.record, graceSeconds: 60 })).toMatchObject({
+        kind: 'rotated',
+      });
       const expiring = await seed({}, { expiresAt: new Date(T0 + 1000).toISOString() });
       clock.advance(1);
       const second = replacementFor(expiring.record);
-      expect(await store.rotateKey({ oldKeyId: expiring.keyId, newKeyHash: second.hash, newKey: second.record, graceSeconds: 60 })).toEqual({ kind: 'key_expired' });
+      expect(await store.rotateKey({ oldKeyId: expiring.keyId, newKeyHash: second.hash, newKey: second.record, graceSeconds: 60 })).toEqual(
+        { kind: 'key_expired' },
+      );
       expect(await store.resolveKeyHash(second.hash)).toBeNull();
     });
   });
@@ -513,7 +534,7 @@ describe.each(implementations)('store contract: %s', (_name, open) => {
       const plan = { key: [perMinute(5)], account: [] };
       await kinds(ids, plan, 5);
       clock.advance(60_000);
-      expect(await kinds(ids, plan, 6)).toEqual([...Array(5).fill('allow'), 'rate_limited']);
+      expect(await kinds(ids, plan, 6)).toEqual([...Array<string>(5).fill('allow'), 'rate_limited']);
     });
 
     it('shares account limits across keys; a request refused by one limit consumes none of the others', async () => {
@@ -647,7 +668,7 @@ describe('redis store specifics', () => {
     const listing = await store.listAccounts();
     expect(listing.accounts.map((a) => a.id)).toContain(good);
     expect(listing.accounts.map((a) => a.id)).not.toContain(bad);
-    expect(listing.unreadable).toEqual([{ id: bad, problem: expect.stringContaining("creditBalance '18014398509481982'") as string }]);
+    expect(listing.unreadable).toEqual([{ id: bad, problem: expect.stringContaining("creditBalance '18014398509481982'") }]);
     await expect(store.getAccount(bad)).rejects.toThrow(CorruptRecordError);
     await expect(store.adjustCredit(bad, 1)).rejects.toThrow(CorruptRecordError);
   });

@@ -35,7 +35,8 @@ export function loadCheckRequestFixtures(): CheckRequestFixture[] {
     .map((file) => ({ file, ...(JSON.parse(readFileSync(join(FIXTURE_DIR, file), 'utf8')) as Omit<CheckRequestFixture, 'file'>) }));
 }
 
-export interface FixtureSecrets {
+/** A type alias, not an interface, so that Object.values() of it is string[]. */
+export type FixtureSecrets = {
   LIVE_KEY: string;
   OTHER_LIVE_KEY: string;
   REVOKED_KEY: string;
@@ -46,7 +47,7 @@ export interface FixtureSecrets {
   ANTHROPIC_KEY: string;
   GOOGLE_KEY: string;
   OPENROUTER_KEY: string;
-}
+};
 
 function hex(length: number): string {
   return Array.from({ length }, () => '0123456789abcdef'[Math.floor(Math.random() * 16)]).join('');

@@ -8,6 +8,7 @@ import {
   OFFICIAL_LOADER_OPTIONS,
   createOfficialCheckClient,
   envoyCheckRequest,
+  type EnvoyCheckRequest,
 } from './envoy-official-client';
 
 describe('envoyCheckRequest', () => {
@@ -82,28 +83,26 @@ describe('envoyCheckRequest', () => {
     // Serialize/deserialize via the official service definition's serializers.
     const method = (def['envoy.service.auth.v3.Authorization'] as protoLoader.ServiceDefinition)['Check']!;
     const req = envoyCheckRequest({ path: '/v1/models?limit=5', headers: { 'x-api-key': 'k' } });
-    const back = method.requestDeserialize(method.requestSerialize(req)) as any;
+    const back = method.requestDeserialize(method.requestSerialize(req)) as EnvoyCheckRequest;
     expect(back.attributes.request.http.headers).toEqual(req.attributes.request.http.headers);
     expect(back.attributes.request.http.id).toBe(req.attributes.request.http.id);
     expect(back.attributes.request.time).toEqual(req.attributes.request.time);
-    expect(back.attributes.source.address.socket_address.port_value).toBe(
-      req.attributes.source.address.socket_address.port_value,
-    );
+    expect(back.attributes.source.address.socket_address.port_value).toBe(req.attributes.source.address.socket_address.port_value);
   });
 });
 
 describe('createOfficialCheckClient against a server built from proto/', () => {
   let server: grpc.Server;
   let address: string;
-  let lastRequest: any;
+  let lastRequest: EnvoyCheckRequest;
 
   beforeAll(async () => {
     const { service } = loadAuthorizationService();
     server = new grpc.Server();
     server.addService(service, {
-      Check: (call: grpc.ServerUnaryCall<any, any>, cb: grpc.sendUnaryData<any>) => {
+      Check: (call: grpc.ServerUnaryCall<EnvoyCheckRequest, object>, cb: grpc.sendUnaryData<object>) => {
         lastRequest = call.request;
-        const path: string = call.request.attributes.request.http.path;
+        const path = call.request.attributes.request.http.path;
         if (path === '/boom') {
           cb({ code: grpc.status.UNAVAILABLE, details: 'backend down' });
         } else if (path === '/slow') {
@@ -160,7 +159,7 @@ describe('createOfficialCheckClient against a server built from proto/', () => {
         append_action: 'APPEND_IF_EXISTS_OR_ADD',
       });
       expect(res.ok_response.headers_to_remove).toEqual(['x-api-key']);
-      expect(res.dynamic_metadata.fields.customer_id.stringValue).toBe('cus_1');
+      expect(res.dynamic_metadata.fields.customer_id!.stringValue).toBe('cus_1');
     } finally {
       client.close();
     }

@@ -12,10 +12,7 @@ import * as protoLoader from '@grpc/proto-loader';
 import { recordCapture } from './secret-scan';
 
 /** <node_modules>/@grpc/grpc-js-xds/deps */
-export const ENVOY_OFFICIAL_DEPS_DIR = path.join(
-  path.dirname(require.resolve('@grpc/grpc-js-xds/package.json')),
-  'deps',
-);
+export const ENVOY_OFFICIAL_DEPS_DIR = path.join(path.dirname(require.resolve('@grpc/grpc-js-xds/package.json')), 'deps');
 
 /** Include dirs needed to load Envoy's official protos (PGV/udpa/xds imports). */
 export const OFFICIAL_INCLUDE_DIRS: string[] = ['envoy-api', 'googleapis', 'xds', 'protoc-gen-validate'].map((d) =>
@@ -33,12 +30,51 @@ export const OFFICIAL_LOADER_OPTIONS: protoLoader.Options = {
   includeDirs: OFFICIAL_INCLUDE_DIRS,
 };
 
+/** A HeaderValueOption as the official protos decode it (keepCase, enums as strings, defaults). */
+export interface OfficialHeaderOption {
+  header: { key: string; value: string; raw_value: string };
+  append: { value: boolean } | null;
+  append_action: string;
+  keep_empty_value: boolean;
+}
+
+/** A google.protobuf.Struct as decoded with oneofs: each value names its kind. */
+export interface OfficialStruct {
+  fields: Record<string, { kind: string; stringValue?: string; boolValue?: boolean; numberValue?: number }>;
+}
+
+/**
+ * A CheckResponse as the official protos decode it. `http_response` names the oneof member that is set; the
+ * other member is absent at run time (a test reads the one it expects after asserting `http_response`).
+ */
+export interface OfficialCheckResponse {
+  status: { code: number; message: string; details: { type_url: string; value: string }[] };
+  http_response: 'ok_response' | 'denied_response' | 'error_response';
+  ok_response: {
+    headers: OfficialHeaderOption[];
+    headers_to_remove: string[];
+    response_headers_to_add: OfficialHeaderOption[];
+    query_parameters_to_set: { key: string; value: string }[];
+    query_parameters_to_remove: string[];
+    dynamic_metadata: OfficialStruct;
+  };
+  denied_response: OfficialDeniedResponse;
+  error_response: OfficialDeniedResponse;
+  dynamic_metadata: OfficialStruct;
+}
+
+export interface OfficialDeniedResponse {
+  status: { code: string };
+  headers: OfficialHeaderOption[];
+  body: string;
+}
+
 export interface OfficialCheckClient {
   /**
    * Calls Check; rejects with the grpc.ServiceError (has .code/.details) on RPC failure.
    * Every response (deny bodies and headers, allow headers) and error joins the suite-wide secret scan.
    */
-  check(req: object, deadlineMs?: number): Promise<any /* CheckResponse as plain object */>;
+  check(req: object, deadlineMs?: number): Promise<OfficialCheckResponse>;
   close(): void;
 }
 
@@ -52,8 +88,8 @@ let cachedCtor: grpc.ServiceClientConstructor | undefined;
 function authorizationClientCtor(): grpc.ServiceClientConstructor {
   if (cachedCtor === undefined) {
     const def = protoLoader.loadSync(OFFICIAL_EXTERNAL_AUTH_PROTO, OFFICIAL_LOADER_OPTIONS);
-    const pkg = grpc.loadPackageDefinition(def) as any;
-    const ctor = pkg?.envoy?.service?.auth?.v3?.Authorization as grpc.ServiceClientConstructor | undefined;
+    const pkg = grpc.loadPackageDefinition(def) as { envoy?: { service?: { auth?: { v3?: { Authorization?: unknown } } } } };
+    const ctor = pkg.envoy?.service?.auth?.v3?.Authorization as grpc.ServiceClientConstructor | undefined;
     if (typeof ctor !== 'function') {
       throw new Error('envoy.service.auth.v3.Authorization not found in official protos');
     }
@@ -69,7 +105,7 @@ export function createOfficialCheckClient(address: string /* host:port */): Offi
   const Ctor = authorizationClientCtor();
   const client = new Ctor(address, grpc.credentials.createInsecure()) as unknown as AuthorizationClient;
   return {
-    check(req: object, deadlineMs: number = DEFAULT_CHECK_DEADLINE_MS): Promise<any> {
+    check(req: object, deadlineMs: number = DEFAULT_CHECK_DEADLINE_MS): Promise<OfficialCheckResponse> {
       return new Promise((resolve, reject) => {
         client.Check(req, new grpc.Metadata(), { deadline: Date.now() + deadlineMs }, (err, res) => {
           try {
@@ -80,7 +116,7 @@ export function createOfficialCheckClient(address: string /* host:port */): Offi
             // Recording is best effort.
           }
           if (err) reject(err);
-          else resolve(res);
+          else resolve(res as OfficialCheckResponse);
         });
       });
     },

@@ -2,16 +2,24 @@ import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { protoPath } from 'grpc-health-check';
 
+interface HealthServiceClient extends grpc.Client {
+  Check(
+    request: { service: string },
+    options: grpc.CallOptions,
+    callback: (error: grpc.ServiceError | null, response: { status: string }) => void,
+  ): grpc.ClientUnaryCall;
+}
+
 /** A grpc.health.v1 client, as Envoy's cluster health check and Kubernetes gRPC probes use it. */
 export function healthClient(address: string) {
   const definition = protoLoader.loadSync(protoPath, { keepCase: true, enums: String });
-  const Health = (grpc.loadPackageDefinition(definition) as any).grpc.health.v1.Health as grpc.ServiceClientConstructor;
-  const client = new Health(address, grpc.credentials.createInsecure()) as any;
+  const loaded = grpc.loadPackageDefinition(definition) as unknown as {
+    grpc: { health: { v1: { Health: grpc.ServiceClientConstructor } } };
+  };
+  const client = new loaded.grpc.health.v1.Health(address, grpc.credentials.createInsecure()) as unknown as HealthServiceClient;
   const check = (service = '') =>
     new Promise<{ status: string }>((resolve, reject) =>
-      client.Check({ service }, { deadline: Date.now() + 2000 }, (error: unknown, response: { status: string }) =>
-        error ? reject(error) : resolve(response),
-      ),
+      client.Check({ service }, { deadline: Date.now() + 2000 }, (error, response) => (error ? reject(error) : resolve(response))),
     );
   return { check, close: () => client.close() };
 }

@@ -12,11 +12,7 @@ export const FIXTURE_ACCOUNT = 'acct_fixture';
 export const FIXTURE_NOW = Date.parse('2026-11-22T12:00:00Z');
 
 /** Stores a key record directly (the admin API only creates active keys). */
-export async function insertKey(
-  store: AdminStore,
-  key: string,
-  overrides: Partial<StoredKey> = {},
-): Promise<StoredKey> {
+export async function insertKey(store: AdminStore, key: string, overrides: Partial<StoredKey> = {}): Promise<StoredKey> {
   const record: StoredKey = {
     id: `key_${hashCustomerKey(key).slice(0, 12)}`,
     accountId: FIXTURE_ACCOUNT,
@@ -63,9 +59,7 @@ export function settingsFrom(env: Record<string, string>, files: Record<string, 
 
 /** A MemoryStore seeded with the fixture account and keys, and a manual clock. */
 export async function fixtureWorld(config?: object): Promise<FixtureWorld> {
-  const settings = config
-    ? settingsFrom({ CONFIG_FILE: 'config.json' }, { 'config.json': JSON.stringify(config) })
-    : settingsFrom({});
+  const settings = config ? settingsFrom({ CONFIG_FILE: 'config.json' }, { 'config.json': JSON.stringify(config) }) : settingsFrom({});
   const clock = new ManualClock(FIXTURE_NOW);
   const store = new MemoryStore(clock);
   await store.createAccount({ id: FIXTURE_ACCOUNT, name: 'Fixture Inc', status: 'active', createdAt: new Date(FIXTURE_NOW).toISOString() });

@@ -57,7 +57,9 @@ export async function startTestRedisCluster(): Promise<TestRedisCluster> {
     try {
       await run('redis-cli', ['--cluster', 'create', ...addresses, '--cluster-replicas', '0', '--cluster-yes'], { timeout: 20_000 });
     } catch (error) {
-      throw new Error(`redis-cli --cluster create failed (is redis-cli installed? apt-get install -y redis-tools): ${(error as Error).message}`);
+      throw new Error(
+        `redis-cli --cluster create failed (is redis-cli installed? apt-get install -y redis-tools): ${(error as Error).message}`,
+      );
     }
     await waitForClusterOk(masters);
     return {

@@ -2,13 +2,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import Redis from 'ioredis';
-import {
-  findRedisServerBinary,
-  probeDockerEngine,
-  startTestRedis,
-  type TestRedis,
-  type TestRedisDeps,
-} from './redis-server';
+import { findRedisServerBinary, probeDockerEngine, startTestRedis, type TestRedis, type TestRedisDeps } from './redis-server';
 
 /** Same resolution as production, minus TEST_REDIS_URL: we must own the instance to test stop(). */
 const OWNED: Partial<TestRedisDeps> = { env: { ...process.env, TEST_REDIS_URL: '' } };
@@ -166,9 +160,9 @@ describe('startTestRedis', () => {
       const fake = path.join(bin, 'redis-server');
       fs.writeFileSync(fake, '#!/bin/sh\necho "fatal: simulated startup failure" >&2\nexit 3\n', { mode: 0o755 });
       const t0 = Date.now();
-      await expect(
-        startTestRedis({}, { env: { PATH: bin }, fallbackBinaries: [], dockerAvailable: async () => false }),
-      ).rejects.toThrow(/exited early \(code 3[\s\S]*simulated startup failure/);
+      await expect(startTestRedis({}, { env: { PATH: bin }, fallbackBinaries: [], dockerAvailable: async () => false })).rejects.toThrow(
+        /exited early \(code 3[\s\S]*simulated startup failure/,
+      );
       expect(Date.now() - t0).toBeLessThan(5000);
     } finally {
       fs.rmSync(bin, { recursive: true, force: true });

@@ -51,10 +51,7 @@ const READY_DEADLINE_MS = 5000;
 const STOP_GRACE_MS = 3000;
 const MAX_PORT_ATTEMPTS = 5;
 
-export async function startTestRedis(
-  opts: StartTestRedisOptions = {},
-  deps: Partial<TestRedisDeps> = {},
-): Promise<TestRedis> {
+export async function startTestRedis(opts: StartTestRedisOptions = {}, deps: Partial<TestRedisDeps> = {}): Promise<TestRedis> {
   const env = deps.env ?? process.env;
   const fallbackBinaries = deps.fallbackBinaries ?? DEFAULT_FALLBACK_BINARIES;
   const dockerAvailable = deps.dockerAvailable ?? cachedDockerProbe;
@@ -267,11 +264,10 @@ function startWatchdog(redisPid: number, tempDir: string | undefined): ChildProc
     'while kill -0 "$1" 2>/dev/null && kill -0 "$2" 2>/dev/null; do sleep 1; done; ' +
     'if ! kill -0 "$1" 2>/dev/null; then kill -9 "$2" 2>/dev/null; [ -n "$3" ] && rm -rf -- "$3"; fi; exit 0';
   try {
-    const wd = spawn(
-      '/bin/sh',
-      ['-c', script, 'redis-watchdog', String(process.pid), String(redisPid), tempDir ?? ''],
-      { stdio: 'ignore', detached: true },
-    );
+    const wd = spawn('/bin/sh', ['-c', script, 'redis-watchdog', String(process.pid), String(redisPid), tempDir ?? ''], {
+      stdio: 'ignore',
+      detached: true,
+    });
     wd.on('error', () => undefined);
     wd.unref();
     return wd;
@@ -341,14 +337,22 @@ async function spawnOnPort(binary: string, port: number, opts: StartTestRedisOpt
   if (!ownDir) fs.mkdirSync(dir, { recursive: true });
 
   const args = [
-    '--port', String(port),
-    '--bind', '127.0.0.1',
-    '--protected-mode', 'no',
-    '--save', '',
-    '--appendonly', opts.appendOnly ? 'yes' : 'no',
-    '--dir', dir,
-    '--daemonize', 'no',
-    '--logfile', '',
+    '--port',
+    String(port),
+    '--bind',
+    '127.0.0.1',
+    '--protected-mode',
+    'no',
+    '--save',
+    '',
+    '--appendonly',
+    opts.appendOnly ? 'yes' : 'no',
+    '--dir',
+    dir,
+    '--daemonize',
+    'no',
+    '--logfile',
+    '',
     ...(opts.extraArgs ?? []),
   ];
   const child = spawn(binary, args, { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -425,12 +429,7 @@ function sleep(ms: number): Promise<void> {
  * Poll with PING until Redis answers or the deadline passes. `fatal()` is
  * checked between attempts; a non-undefined result aborts immediately.
  */
-async function waitForPing(
-  host: string,
-  port: number,
-  deadline: number,
-  fatal: () => string | undefined,
-): Promise<void> {
+async function waitForPing(host: string, port: number, deadline: number, fatal: () => string | undefined): Promise<void> {
   let lastErr = 'no attempt made';
   for (;;) {
     const reason = fatal();
@@ -462,9 +461,7 @@ async function waitForPing(
     }
     if (Date.now() >= deadline) {
       const late = fatal();
-      throw new Error(
-        late ?? `redis at ${host}:${port} did not answer PING within ${READY_DEADLINE_MS} ms (last error: ${lastErr})`,
-      );
+      throw new Error(late ?? `redis at ${host}:${port} did not answer PING within ${READY_DEADLINE_MS} ms (last error: ${lastErr})`);
     }
     await sleep(50);
   }

@@ -1,12 +1,25 @@
 import { startApp, type RunningApp } from '../../src/app';
 import type { Clock } from '../../src/domain/clock';
 import { RedisStore } from '../../src/store/redis/redis-store';
-import type { Store } from '../../src/store/store';
+import type { AuditEntry, Store } from '../../src/store/store';
+import type { ApiAccount, ApiAccountList, ApiCredit, ApiErrorBody, ApiKey, ApiKeyList, ApiRotatedKey } from '../../src/cli/api-types';
 import { LogCapture } from './log-capture';
 import { captureAdminResponses, captureFinalState, registerSecrets } from './secret-scan';
 import { settingsFrom } from './pipeline-fixture-world';
 
 export const TEST_ADMIN_TOKEN = 'test-admin-token-0123456789abcdef';
+
+/**
+ * An admin answer as the tests read it: the fields of every answer shape the admin API has (error, account,
+ * key, created or rotated key, lists, credit, audit page). A test asserts on the fields the answer it expects
+ * has; a field the answer lacks is undefined at run time and fails that assertion. (Every admin answer has a JSON body.)
+ */
+export type AdminBody = ApiErrorBody & ApiKey & ApiRotatedKey & ApiAccount & ApiAccountList & ApiKeyList & ApiCredit & AuditPage;
+
+interface AuditPage {
+  entries: AuditEntry[];
+  next: string | null;
+}
 
 export interface AppUnderTest {
   app: RunningApp;
@@ -14,7 +27,7 @@ export interface AppUnderTest {
   grpcAddress: string;
   adminUrl: string;
   /** Calls the admin API over real HTTP with the admin token. Every response joins the suite-wide secret scan. */
-  admin(method: string, path: string, body?: object, token?: string): Promise<{ status: number; body: any }>;
+  admin(method: string, path: string, body?: object, token?: string): Promise<{ status: number; body: AdminBody }>;
   /** Records a final /metrics scrape and (with a token) the audit log for the secret scan, then closes the app. */
   close(): Promise<void>;
 }
@@ -65,7 +78,7 @@ export async function startAppUnderTest(options: {
         ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
       });
       const text = await response.text();
-      const parsed = text ? JSON.parse(text) : undefined;
+      const parsed = (text ? JSON.parse(text) : undefined) as AdminBody;
       if (typeof parsed?.key === 'string') registerSecrets(parsed.key);
       return { status: response.status, body: parsed };
     },

@@ -73,12 +73,23 @@ describe('what the secret scan captures besides log lines', () => {
 
   it('finds the sha256 hex of a secret in a captured item', () => {
     registerSecrets(key);
-    recordCapture('audit', 'GET /admin/audit 200', JSON.stringify({ entries: [{ detail: createHash('sha256').update(key).digest('hex') }] }));
-    expect(scanCaptureDir(dir).leaks).toEqual([{ file: `audit-${process.pid}.ndjson`, source: 'audit', secretStart: 'gk_liv', kind: 'sha256 of secret' }]);
+    recordCapture(
+      'audit',
+      'GET /admin/audit 200',
+      JSON.stringify({ entries: [{ detail: createHash('sha256').update(key).digest('hex') }] }),
+    );
+    expect(scanCaptureDir(dir).leaks).toEqual([
+      { file: `audit-${process.pid}.ndjson`, source: 'audit', secretStart: 'gk_liv', kind: 'sha256 of secret' },
+    ]);
   });
 
   it('masks only the `key` field of create/rotate answers, and still finds a key anywhere else in them', () => {
-    const created = recordAdminResponse('POST', '/admin/accounts/acme/keys', 201, JSON.stringify({ id: 'key_a', key, prefix: 'gk_live_Capt' }));
+    const created = recordAdminResponse(
+      'POST',
+      '/admin/accounts/acme/keys',
+      201,
+      JSON.stringify({ id: 'key_a', key, prefix: 'gk_live_Capt' }),
+    );
     expect(created).toBe(key);
     expect(scanCaptureDir(dir)).toMatchObject({ secrets: 1, counts: { admin: 1 }, leaks: [] });
     expect(readFileSync(join(dir, `admin-${process.pid}.ndjson`), 'utf8')).toContain(CREATED_KEY_MASK);
@@ -109,7 +120,8 @@ describe('what the secret scan captures besides log lines', () => {
   it('records what tests fetch from a registered admin URL, by source, and a final scrape and audit read', async () => {
     const server = createServer((request, response) => {
       if (request.url === '/metrics') response.end(`leaky_metric{k="${key}"} 1\n`);
-      else if (request.url?.startsWith('/admin/audit')) response.end(JSON.stringify({ entries: [{ keyPrefix: 'gk_live_Capt' }], next: null }));
+      else if (request.url?.startsWith('/admin/audit'))
+        response.end(JSON.stringify({ entries: [{ keyPrefix: 'gk_live_Capt' }], next: null }));
       else response.end(JSON.stringify({ ok: true }));
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

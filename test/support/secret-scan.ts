@@ -158,7 +158,7 @@ function fetchState(): FetchState {
       }
       return response;
     };
-    globalThis.fetch = wrapped as typeof fetch;
+    globalThis.fetch = wrapped;
     holder[FETCH_STATE] = state;
   }
   return state;

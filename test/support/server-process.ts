@@ -42,23 +42,23 @@ export async function startServerProcess(env: Record<string, string>, startTimeo
   let output = '';
   let errors = '';
   let partial = '';
-  child.stdout!.on('data', (chunk) => {
+  child.stdout.on('data', (chunk) => {
     output += chunk;
     const lines = (partial + String(chunk)).split('\n');
     partial = lines.pop() ?? '';
     for (const line of lines) if (line !== '') recordLogLine(line);
   });
-  child.stderr!.on('data', (chunk) => (errors += chunk));
+  child.stderr.on('data', (chunk) => (errors += chunk));
   await new Promise<void>((resolve, reject) => {
     const deadline = setTimeout(() => reject(new Error(`server did not start: ${output}${errors}`)), startTimeoutMs);
     const onData = () => {
       if (output.includes('gateway-authz listening')) {
         clearTimeout(deadline);
-        child.stdout!.off('data', onData);
+        child.stdout.off('data', onData);
         resolve();
       }
     };
-    child.stdout!.on('data', onData);
+    child.stdout.on('data', onData);
     child.once('exit', (code) => {
       clearTimeout(deadline);
       reject(new Error(`server exited with ${code} before listening: ${output}${errors}`));

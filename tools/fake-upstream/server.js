@@ -40,7 +40,12 @@ function seen(req) {
 
 function send(res, req, status, body, extraHeaders = {}) {
   const s = seen(req);
-  const payload = JSON.stringify({ ...body, received_headers: s.names, received_query_params: s.queryParams, gateway_identity: s.identity });
+  const payload = JSON.stringify({
+    ...body,
+    received_headers: s.names,
+    received_query_params: s.queryParams,
+    gateway_identity: s.identity,
+  });
   res.writeHead(status, {
     'content-type': 'application/json',
     'content-length': Buffer.byteLength(payload),
@@ -78,7 +83,8 @@ function chatCompletion(model) {
 
 function chatStream(model) {
   const base = { id: id('chatcmpl-'), object: 'chat.completion.chunk', created: now(), model };
-  const chunk = (delta, finish) => `data: ${JSON.stringify({ ...base, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] })}\n\n`;
+  const chunk = (delta, finish) =>
+    `data: ${JSON.stringify({ ...base, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] })}\n\n`;
   return [chunk({ role: 'assistant', content: '' }, null), chunk({ content: USAGE_TEXT }, null), chunk({}, 'stop'), 'data: [DONE]\n\n'];
 }
 
@@ -132,13 +138,50 @@ function route(req, body) {
     return [200, chatCompletion(model || MODELS.chat[0])];
   }
   if (post && path === '/v1/completions') {
-    return [200, { id: id('cmpl-'), object: 'text_completion', created: now(), model: model || 'gpt-3.5-turbo-instruct', choices: [{ index: 0, text: USAGE_TEXT, logprobs: null, finish_reason: 'stop' }], usage: { prompt_tokens: 5, completion_tokens: 5, total_tokens: 10 } }];
+    return [
+      200,
+      {
+        id: id('cmpl-'),
+        object: 'text_completion',
+        created: now(),
+        model: model || 'gpt-3.5-turbo-instruct',
+        choices: [{ index: 0, text: USAGE_TEXT, logprobs: null, finish_reason: 'stop' }],
+        usage: { prompt_tokens: 5, completion_tokens: 5, total_tokens: 10 },
+      },
+    ];
   }
   if (post && (path === '/v1/embeddings' || path === '/v1beta/openai/embeddings')) {
-    return [200, { object: 'list', data: [{ object: 'embedding', index: 0, embedding: [0.1, 0.2, 0.3] }], model: model || 'text-embedding-3-small', usage: { prompt_tokens: 5, total_tokens: 5 } }];
+    return [
+      200,
+      {
+        object: 'list',
+        data: [{ object: 'embedding', index: 0, embedding: [0.1, 0.2, 0.3] }],
+        model: model || 'text-embedding-3-small',
+        usage: { prompt_tokens: 5, total_tokens: 5 },
+      },
+    ];
   }
   if (post && path === '/v1/responses') {
-    return [200, { id: id('resp_'), object: 'response', created_at: now(), status: 'completed', model: model || MODELS.chat[0], output: [{ type: 'message', id: id('msg_'), status: 'completed', role: 'assistant', content: [{ type: 'output_text', text: USAGE_TEXT, annotations: [] }] }], usage: { input_tokens: 5, output_tokens: 5, total_tokens: 10 } }];
+    return [
+      200,
+      {
+        id: id('resp_'),
+        object: 'response',
+        created_at: now(),
+        status: 'completed',
+        model: model || MODELS.chat[0],
+        output: [
+          {
+            type: 'message',
+            id: id('msg_'),
+            status: 'completed',
+            role: 'assistant',
+            content: [{ type: 'output_text', text: USAGE_TEXT, annotations: [] }],
+          },
+        ],
+        usage: { input_tokens: 5, output_tokens: 5, total_tokens: 10 },
+      },
+    ];
   }
 
   // Anthropic style.
@@ -163,7 +206,12 @@ function route(req, body) {
   const modelsPath = /^\/(v1|v1beta)\/models(?:\/([^/:]+))?$/.exec(path);
   if (get && modelsPath) {
     const [, version, single] = modelsPath;
-    const style = req.headers['anthropic-version'] || req.headers['vendora-version'] ? 'messages' : version === 'v1beta' || req.headers['x-goog-api-key'] || req.headers['x-vendorg-api-key'] ? 'generative' : 'chat';
+    const style =
+      req.headers['anthropic-version'] || req.headers['vendora-version']
+        ? 'messages'
+        : version === 'v1beta' || req.headers['x-goog-api-key'] || req.headers['x-vendorg-api-key']
+          ? 'generative'
+          : 'chat';
     if (style === 'generative') {
       const entry = (m) => ({ name: `models/${m}`, displayName: m, supportedGenerationMethods: ['generateContent', 'countTokens'] });
       return [200, single ? entry(single) : { models: MODELS.generative.map(entry) }];
@@ -219,7 +267,9 @@ server.headersTimeout = 66_000;
 
 server.listen(PORT, HOST, () => {
   const address = server.address();
-  process.stdout.write(`${JSON.stringify({ msg: 'fake-upstream listening', port: typeof address === 'object' && address ? address.port : PORT })}\n`);
+  process.stdout.write(
+    `${JSON.stringify({ msg: 'fake-upstream listening', port: typeof address === 'object' && address ? address.port : PORT })}\n`,
+  );
 });
 
 const stop = () => {

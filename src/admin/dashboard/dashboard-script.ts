@@ -33,13 +33,13 @@ export const DASHBOARD_SCRIPT = String.raw`(function () {
   // ---------------------------------------------------------------- token
 
   function storedToken() {
-    try { return window.sessionStorage.getItem(TOKEN_STORAGE_KEY); } catch (e) { return null; }
+    try { return window.sessionStorage.getItem(TOKEN_STORAGE_KEY); } catch { return null; }
   }
   function storeToken(token) {
-    try { window.sessionStorage.setItem(TOKEN_STORAGE_KEY, token); } catch (e) { /* private mode: this page load only */ }
+    try { window.sessionStorage.setItem(TOKEN_STORAGE_KEY, token); } catch { /* private mode: this page load only */ }
   }
   function forgetToken() {
-    try { window.sessionStorage.removeItem(TOKEN_STORAGE_KEY); } catch (e) { /* nothing stored */ }
+    try { window.sessionStorage.removeItem(TOKEN_STORAGE_KEY); } catch { /* nothing stored */ }
   }
 
   // ---------------------------------------------------------------- API
@@ -68,7 +68,7 @@ export const DASHBOARD_SCRIPT = String.raw`(function () {
     var text = await response.text();
     var data = null;
     if (text) {
-      try { data = JSON.parse(text); } catch (e) { data = null; }
+      try { data = JSON.parse(text); } catch { data = null; }
     }
     if (!response.ok) {
       var error = data && data.error;
@@ -339,10 +339,10 @@ export const DASHBOARD_SCRIPT = String.raw`(function () {
       if (!navigator.clipboard || !navigator.clipboard.writeText) throw new Error('no clipboard API');
       await navigator.clipboard.writeText(shownKey);
       status.textContent = 'Copied to the clipboard.';
-    } catch (e) {
+    } catch {
       selectKeyText();
       var copied = false;
-      try { copied = document.execCommand('copy'); } catch (e2) { copied = false; }
+      try { copied = document.execCommand('copy'); } catch { copied = false; }
       status.textContent = copied ? 'Copied to the clipboard.' : 'The key is selected: press Ctrl+C (\u2318C on a Mac) to copy it.';
     }
   }

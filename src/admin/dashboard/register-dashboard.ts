@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import { DASHBOARD_HTML } from './dashboard-page';
 import { DASHBOARD_SCRIPT } from './dashboard-script';
 import { DASHBOARD_CSS } from './dashboard-style';

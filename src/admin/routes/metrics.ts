@@ -3,7 +3,5 @@ import type { MetricsSource } from '../../cluster/worker-pool';
 
 /** Prometheus scrape endpoint. Labels hold no accounts, keys or prefixes, so it needs no token. */
 export function registerMetricsRoute(app: FastifyInstance, source: MetricsSource): void {
-  app.get('/metrics', { config: { public: true } }, async (_request, reply) =>
-    reply.type(source.contentType).send(await source.metrics()),
-  );
+  app.get('/metrics', { config: { public: true } }, async (_request, reply) => reply.type(source.contentType).send(await source.metrics()));
 }

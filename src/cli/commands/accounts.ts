@@ -100,7 +100,10 @@ export function accountsCommand(): Command {
         .option('--name <name>', 'new display name'),
     ),
   ).action(
-    async (options: JsonFlag & { id: string; name?: string; status?: string; creditBalance?: number; postpaid?: true }, command: Command) => {
+    async (
+      options: JsonFlag & { id: string; name?: string; status?: string; creditBalance?: number; postpaid?: true },
+      command: Command,
+    ) => {
       const body: { name?: string; billing?: Billing } = {};
       if (options.name !== undefined) body.name = options.name;
       const billing = billingFrom(options);

@@ -3,7 +3,7 @@ import { DISPLAY_PREFIX_LENGTH } from '../../keys/customer-key';
 import type { ApiCreatedKey, ApiKey, ApiKeyList, ApiRotatedKey } from '../api-types';
 import { accountPath, callApi, keyPath, withJson, type JsonFlag } from '../command-kit';
 import { describeDuration, environmentOption, graceOption, isoTimeOption, parseLimitList, type LimitArgument } from '../option-parsers';
-import { cell, emit, formatLimits, renderKeyValue, renderTable, shortTime, type Column } from '../output';
+import { cell, emit, formatLimits, renderKeyValue, renderTable, shortTime, type CellValue, type Column } from '../output';
 
 const KEY_WARNING = 'Store this key now: it will not be shown again.';
 
@@ -53,7 +53,7 @@ export function renderKey(key: ApiKey): string {
 }
 
 /** The one time a full key is printed: set apart on its own line, with the warning. */
-function renderNewKey(heading: string, created: ApiCreatedKey, extra: readonly (readonly [string, unknown])[] = []): string {
+function renderNewKey(heading: string, created: ApiCreatedKey, extra: readonly (readonly [string, CellValue])[] = []): string {
   return [
     `${heading}\n`,
     '\n',
@@ -120,10 +120,7 @@ export function keysCommand(): Command {
   });
 
   withJson(
-    keys
-      .command('get')
-      .description('show a key by its id (never the key itself)')
-      .requiredOption('--id <key-id>', 'key id (key_…)'),
+    keys.command('get').description('show a key by its id (never the key itself)').requiredOption('--id <key-id>', 'key id (key_…)'),
   ).action(async (options: JsonFlag & { id: string }) => {
     emit(options, await callApi<ApiKey>('GET', keyPath(options.id)), renderKey);
   });
@@ -133,20 +130,26 @@ export function keysCommand(): Command {
       .command('rotate')
       .description('replace a key with a new one; the old key is refused now, or after a grace period')
       .requiredOption('--id <key-id>', 'key id (key_…) of the key to replace')
-      .option('--grace <duration>', 'how long the old key keeps working: 0 (refused now), 30s, 1h, 24h, 7d or seconds; at most 7d', graceOption, 0),
+      .option(
+        '--grace <duration>',
+        'how long the old key keeps working: 0 (refused now), 30s, 1h, 24h, 7d or seconds; at most 7d',
+        graceOption,
+        0,
+      ),
   ).action(async (options: JsonFlag & { id: string; grace: number }) => {
     const rotated = await callApi<ApiRotatedKey>('POST', `${keyPath(options.id)}/rotate`, { graceSeconds: options.grace });
     emit(options, rotated, (answer) => renderRotation(answer, options.grace));
   });
 
   withJson(
-    keys
-      .command('revoke')
-      .description('revoke a key: it is refused from now on')
-      .requiredOption('--id <key-id>', 'key id (key_…)'),
+    keys.command('revoke').description('revoke a key: it is refused from now on').requiredOption('--id <key-id>', 'key id (key_…)'),
   ).action(async (options: JsonFlag & { id: string }) => {
     const key = await callApi<ApiKey>('POST', `${keyPath(options.id)}/revoke`, {});
-    emit(options, key, (answer) => `Revoked key ${cell(answer.id)} (${shownPrefix(answer.prefix)}): it is refused from now on.\n\n${renderKey(answer)}`);
+    emit(
+      options,
+      key,
+      (answer) => `Revoked key ${cell(answer.id)} (${shownPrefix(answer.prefix)}): it is refused from now on.\n\n${renderKey(answer)}`,
+    );
   });
 
   withJson(

@@ -35,13 +35,10 @@ async function serve(): Promise<void> {
     stopping = true;
     logger.info({ signal }, 'shutting down');
     // A last resort if draining hangs: never outlive the orchestrator's grace period silently.
-    const deadline = setTimeout(
-      () => {
-        logger.error({ signal }, 'shutdown took too long; exiting');
-        process.exit(1);
-      },
-      shutdownDeadlineMs,
-    );
+    const deadline = setTimeout(() => {
+      logger.error({ signal }, 'shutdown took too long; exiting');
+      process.exit(1);
+    }, shutdownDeadlineMs);
     deadline.unref();
     app.close().then(
       () => process.exit(0),
@@ -53,7 +50,5 @@ async function serve(): Promise<void> {
 }
 
 export function serveCommand(): Command {
-  return new Command('serve')
-    .description('run the gRPC Check server and the admin API (settings from the environment)')
-    .action(serve);
+  return new Command('serve').description('run the gRPC Check server and the admin API (settings from the environment)').action(serve);
 }

@@ -1,19 +1,26 @@
 import { KEY_ENVIRONMENTS, type KeyEnvironment } from '../../keys/customer-key';
 import type { RateLimit, RatePlanOverride } from '../../domain/rate-limits';
 import { CorruptRecordError } from '../store';
-import type { Account, AccountStatus, StoredKey } from '../../domain/key-records';
+import type { Account, StoredKey } from '../../domain/key-records';
 
 /** Store records ↔ Redis hash fields. Numbers and lists travel as strings and JSON. */
 
 export function keyToFields(key: StoredKey): string[] {
   const fields = [
-    'id', key.id,
-    'accountId', key.accountId,
-    'prefix', key.prefix,
-    'name', key.name,
-    'environment', key.environment,
-    'status', key.status,
-    'createdAt', key.createdAt,
+    'id',
+    key.id,
+    'accountId',
+    key.accountId,
+    'prefix',
+    key.prefix,
+    'name',
+    key.name,
+    'environment',
+    key.environment,
+    'status',
+    key.status,
+    'createdAt',
+    key.createdAt,
   ];
   if (key.expiresAt !== undefined) fields.push('expiresAt', key.expiresAt, 'expiresAtMs', String(Date.parse(key.expiresAt)));
   if (key.limits !== undefined) fields.push('limits', JSON.stringify(key.limits));
@@ -33,7 +40,11 @@ type RecordKind = CorruptRecordError['record'];
 /** Balances travel as decimal text; anything that is not an exact whole number is refused, never rounded. */
 export function exactBalance(text: unknown): number {
   const balance = typeof text === 'string' && /^-?[0-9]+$/.test(text) ? Number(text) : Number.NaN;
-  if (!Number.isSafeInteger(balance)) throw new CorruptRecordError('account', `creditBalance '${String(text)}' is not a whole number within ±(2^53 - 1), so it cannot be read exactly`);
+  if (!Number.isSafeInteger(balance))
+    throw new CorruptRecordError(
+      'account',
+      `creditBalance '${String(text)}' is not a whole number within ±(2^53 - 1), so it cannot be read exactly`,
+    );
   return balance;
 }
 
@@ -100,7 +111,7 @@ export function parseAccount(fields: Record<string, string>): Account {
   const account: Account = {
     id: required(fields, 'id', 'account'),
     name: fields.name ?? '',
-    status: status as AccountStatus,
+    status,
     createdAt: required(fields, 'createdAt', 'account'),
   };
   if (fields.creditBalance !== undefined) account.creditBalance = exactBalance(fields.creditBalance);

@@ -39,6 +39,8 @@ import * as path from 'node:path';
 
 import * as protobuf from 'protobufjs';
 
+import type { EnvoyView } from './envoy-semantics';
+
 /** <node_modules>/@grpc/grpc-js-xds/deps: Envoy's official v3 API protos and their imports. */
 export const ENVOY_DEPS_DIR = path.join(path.dirname(require.resolve('@grpc/grpc-js-xds/package.json')), 'deps');
 
@@ -100,7 +102,7 @@ export interface CheckedBootstrap {
   readonly message: protobuf.Message;
   readonly bytes: Uint8Array;
   /** The decoded message as proto3 JSON, with every Any expanded to {"@type", ...fields}. */
-  readonly view: Record<string, unknown>;
+  readonly view: EnvoyView;
 }
 
 /** Checks a parsed YAML/JSON bootstrap strictly and builds the official Bootstrap message; throws EnvoyConfigError. */
@@ -114,7 +116,8 @@ export function checkBootstrap(config: unknown, root: protobuf.Root = loadEnvoyR
   const message = type.fromObject(converted as Record<string, unknown>);
   const bytes = type.encode(message).finish();
   const decoded = type.decode(bytes);
-  return { message, bytes, view: protoJsonView(root, type, decoded) };
+  // The view's declared shape is what the checks read; the converter above has checked the message itself.
+  return { message, bytes, view: protoJsonView(root, type, decoded) as unknown as EnvoyView };
 }
 
 /** The same strict check for any message type (used for fragments in tests). */
@@ -187,7 +190,58 @@ function fieldByJsonKey(type: protobuf.Type, key: string): protobuf.Field | unde
   return index.get(key);
 }
 
-type Rules = Record<string, any>;
+/**
+ * A parsed `(validate.rules)` option at any level: the rules of a field, or of one kind (string, enum,
+ * duration, repeated items, map keys, ...). The members this checker applies are declared; numeric kinds
+ * (int32, uint64, double, ...) are looked up by type name.
+ */
+interface Rules {
+  message?: Rules;
+  duration?: DurationRules;
+  any?: Rules;
+  timestamp?: Rules;
+  enum?: Rules;
+  string?: Rules;
+  bool?: Rules;
+  bytes?: Rules;
+  map?: Rules;
+  repeated?: Rules;
+  items?: Rules;
+  keys?: Rules;
+  values?: Rules;
+  required?: boolean;
+  ignore_empty?: boolean;
+  defined_only?: boolean;
+  unique?: boolean;
+  strict?: boolean;
+  const?: Scalar;
+  in?: Scalar[];
+  not_in?: Scalar[];
+  len?: number;
+  min_len?: number;
+  max_len?: number;
+  min_bytes?: number;
+  max_bytes?: number;
+  prefix?: string;
+  suffix?: string;
+  contains?: string;
+  not_contains?: string;
+  pattern?: string;
+  well_known_regex?: string;
+  min_items?: number;
+  max_items?: number;
+  min_pairs?: number;
+  max_pairs?: number;
+  [key: string]: Json | Rules | DurationRules | undefined;
+}
+
+type Scalar = string | number | boolean;
+
+/** google.protobuf.Duration rules: the bounds and the constant are durations ({seconds, nanos}). */
+interface DurationRules {
+  required?: boolean;
+  [key: string]: Json | undefined;
+}
 
 /** Merges every `(validate.rules)` entry of a field's parsed options. */
 function pgvRules(field: protobuf.Field): Rules | undefined {
@@ -195,14 +249,14 @@ function pgvRules(field: protobuf.Field): Rules | undefined {
   let merged: Rules | undefined;
   for (const entry of entries) {
     const rules = entry['(validate.rules)'];
-    if (isPlainObject(rules)) merged = deepMerge(merged ?? {}, rules as Rules);
+    if (isPlainObject(rules)) merged = deepMerge(merged ?? {}, rules);
   }
   return merged;
 }
 
 function deepMerge(target: Rules, source: Rules): Rules {
   for (const [key, value] of Object.entries(source)) {
-    target[key] = isPlainObject(value) && isPlainObject(target[key]) ? deepMerge({ ...target[key] }, value as Rules) : value;
+    target[key] = isPlainObject(value) && isPlainObject(target[key]) ? deepMerge({ ...target[key] }, value) : value;
   }
   return target;
 }
@@ -314,7 +368,8 @@ class Converter {
     const name = type.fullName.slice(1);
     if (typeof value === 'string') {
       const number = type.values[value];
-      if (number === undefined) return this.problem(at, `'${value}' is not a value of enum ${name} (${Object.keys(type.values).join(', ')})`);
+      if (number === undefined)
+        return this.problem(at, `'${value}' is not a value of enum ${name} (${Object.keys(type.values).join(', ')})`);
       if (isDeprecated(type.valuesOptions?.[value])) this.problem(at, `enum value ${name}.${value} is deprecated`);
       return number;
     }
@@ -332,11 +387,13 @@ class Converter {
       return value;
     }
     if (type === 'bool') {
-      if (typeof value !== 'boolean') return this.problem(at, `expected a bool (true/false), got ${jsonKind(value)}${typeof value === 'string' ? ` '${value}'` : ''}`);
+      if (typeof value !== 'boolean')
+        return this.problem(at, `expected a bool (true/false), got ${jsonKind(value)}${typeof value === 'string' ? ` '${value}'` : ''}`);
       return value;
     }
     if (type === 'bytes') {
-      if (typeof value !== 'string' || !/^[A-Za-z0-9+/_-]*={0,2}$/.test(value)) return this.problem(at, `expected base64 bytes (string), got ${jsonKind(value)}`);
+      if (typeof value !== 'string' || !/^[A-Za-z0-9+/_-]*={0,2}$/.test(value))
+        return this.problem(at, `expected base64 bytes (string), got ${jsonKind(value)}`);
       return Buffer.from(value, 'base64');
     }
     if (FLOAT_TYPES.has(type)) {
@@ -404,7 +461,11 @@ class Converter {
 
   private duration(value: unknown, at: string): Out {
     const match = typeof value === 'string' ? /^(-)?(\d+)(?:\.(\d{1,9}))?s$/.exec(value) : null;
-    if (!match) return this.problem(at, `expected a duration string such as "0.25s", got ${jsonKind(value)}${typeof value !== 'object' ? ` ${JSON.stringify(value)}` : ''}`);
+    if (!match)
+      return this.problem(
+        at,
+        `expected a duration string such as "0.25s", got ${jsonKind(value)}${typeof value !== 'object' ? ` ${JSON.stringify(value)}` : ''}`,
+      );
     const sign = match[1] ? -1 : 1;
     const seconds = Number(match[2]);
     if (seconds > 315_576_000_000) return this.problem(at, `duration ${String(value)} is out of range`);
@@ -490,7 +551,8 @@ class Converter {
         }
         return;
       }
-      if (full === '.google.protobuf.Duration' && rules.duration) this.checkDuration(rules.duration, value as { seconds: number; nanos: number }, at);
+      if (full === '.google.protobuf.Duration' && rules.duration)
+        this.checkDuration(rules.duration, value as { seconds: number; nanos: number }, at);
       if (full === '.google.protobuf.Any' && rules.any) this.checkAny(rules.any, value as { type_url: string }, at);
       if (WRAPPERS.has(full)) {
         const inner = (value as { value: Out }).value;
@@ -502,9 +564,11 @@ class Converter {
       const number = (value ?? 0) as number;
       const enumRules = rules.enum;
       if (!enumRules) return;
-      if (enumRules.defined_only && !Object.values(resolved.values).includes(number)) this.problem(at, `${number} is not a defined enum value`);
+      if (enumRules.defined_only && !Object.values(resolved.values).includes(number))
+        this.problem(at, `${number} is not a defined enum value`);
       if (enumRules.const !== undefined && number !== enumRules.const) this.problem(at, `must be enum value ${enumRules.const}`);
-      if (Array.isArray(enumRules.in) && !enumRules.in.includes(number)) this.problem(at, `must be one of enum values ${enumRules.in.join(', ')}`);
+      if (Array.isArray(enumRules.in) && !enumRules.in.includes(number))
+        this.problem(at, `must be one of enum values ${enumRules.in.join(', ')}`);
       if (Array.isArray(enumRules.not_in) && enumRules.not_in.includes(number)) this.problem(at, `must not be enum value ${number}`);
       return;
     }
@@ -543,7 +607,8 @@ class Converter {
     if (rules.prefix !== undefined && !value.startsWith(rules.prefix)) this.problem(at, `must start with '${rules.prefix}'`);
     if (rules.suffix !== undefined && !value.endsWith(rules.suffix)) this.problem(at, `must end with '${rules.suffix}'`);
     if (rules.contains !== undefined && !value.includes(rules.contains)) this.problem(at, `must contain '${rules.contains}'`);
-    if (rules.not_contains !== undefined && value.includes(rules.not_contains)) this.problem(at, `must not contain '${rules.not_contains}'`);
+    if (rules.not_contains !== undefined && value.includes(rules.not_contains))
+      this.problem(at, `must not contain '${rules.not_contains}'`);
     if (Array.isArray(rules.in) && !rules.in.includes(value)) this.problem(at, `must be one of ${rules.in.join(', ')}`);
     if (Array.isArray(rules.not_in) && rules.not_in.includes(value)) this.problem(at, `must not be '${value}'`);
     if (typeof rules.pattern === 'string') {
@@ -571,7 +636,7 @@ class Converter {
     this.checkRange(value, bound('gt'), bound('gte'), bound('lt'), bound('lte'), String(value), at);
   }
 
-  private checkDuration(rules: Rules, value: { seconds: number; nanos: number }, at: string): void {
+  private checkDuration(rules: DurationRules, value: { seconds: number; nanos: number }, at: string): void {
     const nanos = (d: unknown) => {
       const o = (isPlainObject(d) ? d : {}) as { seconds?: number | string; nanos?: number };
       return Number(o.seconds ?? 0) * 1e9 + Number(o.nanos ?? 0);
@@ -593,8 +658,18 @@ class Converter {
     at: string,
     format: (n: number) => string = String,
   ): void {
-    const lower = gt !== undefined ? { v: gt, ok: (x: number) => x > gt, text: `> ${format(gt)}` } : gte !== undefined ? { v: gte, ok: (x: number) => x >= gte, text: `>= ${format(gte)}` } : undefined;
-    const upper = lt !== undefined ? { v: lt, ok: (x: number) => x < lt, text: `< ${format(lt)}` } : lte !== undefined ? { v: lte, ok: (x: number) => x <= lte, text: `<= ${format(lte)}` } : undefined;
+    const lower =
+      gt !== undefined
+        ? { v: gt, ok: (x: number) => x > gt, text: `> ${format(gt)}` }
+        : gte !== undefined
+          ? { v: gte, ok: (x: number) => x >= gte, text: `>= ${format(gte)}` }
+          : undefined;
+    const upper =
+      lt !== undefined
+        ? { v: lt, ok: (x: number) => x < lt, text: `< ${format(lt)}` }
+        : lte !== undefined
+          ? { v: lte, ok: (x: number) => x <= lte, text: `<= ${format(lte)}` }
+          : undefined;
     if (lower && upper && upper.v < lower.v) {
       if (!(lower.ok(value) || upper.ok(value))) this.problem(at, `${shown} must be ${upper.text} or ${lower.text}`);
       return;
@@ -605,14 +680,17 @@ class Converter {
 
   private checkAny(rules: Rules, value: { type_url: string }, at: string): void {
     if (Array.isArray(rules.in) && !rules.in.includes(value.type_url)) this.problem(at, `"@type" must be one of ${rules.in.join(', ')}`);
-    if (Array.isArray(rules.not_in) && rules.not_in.includes(value.type_url)) this.problem(at, `"@type" ${value.type_url} is not allowed here`);
+    if (Array.isArray(rules.not_in) && rules.not_in.includes(value.type_url))
+      this.problem(at, `"@type" ${value.type_url} is not allowed here`);
   }
 
   private checkRepeatedRules(field: protobuf.Field, rules: Rules | undefined, items: Out[], at: string): void {
     if (!rules) return;
     if (rules.ignore_empty && items.length === 0) return;
-    if (rules.min_items !== undefined && items.length < Number(rules.min_items)) this.problem(at, `needs at least ${rules.min_items} item(s), has ${items.length}`);
-    if (rules.max_items !== undefined && items.length > Number(rules.max_items)) this.problem(at, `allows at most ${rules.max_items} item(s), has ${items.length}`);
+    if (rules.min_items !== undefined && items.length < Number(rules.min_items))
+      this.problem(at, `needs at least ${rules.min_items} item(s), has ${items.length}`);
+    if (rules.max_items !== undefined && items.length > Number(rules.max_items))
+      this.problem(at, `allows at most ${rules.max_items} item(s), has ${items.length}`);
     if (rules.unique) {
       const seen = new Set(items.map((item) => JSON.stringify(item)));
       if (seen.size !== items.length) this.problem(at, 'items must be unique');
@@ -626,11 +704,14 @@ class Converter {
     if (!rules) return;
     const keys = Object.keys(entries);
     if (rules.ignore_empty && keys.length === 0) return;
-    if (rules.min_pairs !== undefined && keys.length < Number(rules.min_pairs)) this.problem(at, `needs at least ${rules.min_pairs} entr(ies)`);
-    if (rules.max_pairs !== undefined && keys.length > Number(rules.max_pairs)) this.problem(at, `allows at most ${rules.max_pairs} entr(ies)`);
+    if (rules.min_pairs !== undefined && keys.length < Number(rules.min_pairs))
+      this.problem(at, `needs at least ${rules.min_pairs} entr(ies)`);
+    if (rules.max_pairs !== undefined && keys.length > Number(rules.max_pairs))
+      this.problem(at, `allows at most ${rules.max_pairs} entr(ies)`);
     for (const key of keys) {
-      if (isPlainObject(rules.keys)) this.checkScalarRules(field.keyType, rules.keys as Rules, field.keyType === 'string' ? key : Number(key), mapPath(at, key));
-      if (isPlainObject(rules.values)) this.checkSingleRules(field, rules.values as Rules, entries[key], mapPath(at, key));
+      if (isPlainObject(rules.keys))
+        this.checkScalarRules(field.keyType, rules.keys, field.keyType === 'string' ? key : Number(key), mapPath(at, key));
+      if (isPlainObject(rules.values)) this.checkSingleRules(field, rules.values, entries[key], mapPath(at, key));
     }
   }
 }
@@ -656,8 +737,10 @@ function defaultScalar(type: string): Out {
 
 /** PGV's well_known_regex for header names and values (RFC 7230), strict or not. */
 function wellKnownRegex(name: string, strict: boolean): RegExp | undefined {
+  // eslint-disable-next-line no-control-regex -- PGV's rule is about control characters: NUL is refused
   const relaxed = /^[^\u0000\n\r]*$/;
   if (name === 'HTTP_HEADER_NAME') return strict ? /^:?[0-9a-zA-Z!#$%&'*+\-.^_|~`]+$/ : relaxed;
+  // eslint-disable-next-line no-control-regex -- PGV's rule is about control characters: all but HTAB are refused
   if (name === 'HTTP_HEADER_VALUE') return strict ? /^[^\u0000-\u0008\u000A-\u001F\u007F]*$/ : relaxed;
   return undefined;
 }
@@ -667,6 +750,9 @@ function wellKnownRegex(name: string, strict: boolean): RegExp | undefined {
 // ---------------------------------------------------------------------------
 
 type ProtoMessage = protobuf.Message & Record<string, unknown>;
+
+/** An int64 as protobufjs decodes it: a number, or a Long, whose toString() gives the exact decimal. */
+type Int64 = number | { toString(): string };
 
 export function protoJsonView(root: protobuf.Root, type: protobuf.Type, message: protobuf.Message): Record<string, unknown> {
   const out: Record<string, unknown> = {};
@@ -694,7 +780,7 @@ function viewValue(root: protobuf.Root, field: protobuf.FieldBase, value: unknow
   const resolved = field.resolvedType;
   if (resolved instanceof protobuf.Enum) return resolved.valuesById[value as number] ?? value;
   if (resolved instanceof protobuf.Type) return viewMessage(root, resolved, value as ProtoMessage);
-  if (value && typeof value === 'object' && 'low' in (value as object)) return Number(String(value));
+  if (value && typeof value === 'object' && 'low' in value) return Number((value as Int64).toString());
   if (value instanceof Uint8Array) return Buffer.from(value).toString('base64');
   return value;
 }
@@ -714,7 +800,7 @@ function viewMessage(root: protobuf.Root, type: protobuf.Type, message: ProtoMes
     return viewValue(root, type.fields.value!, value);
   }
   if (full === '.google.protobuf.Duration') {
-    const seconds = Number(String(message.seconds ?? 0));
+    const seconds = Number(((message.seconds ?? 0) as Int64).toString());
     const nanos = Number(message.nanos ?? 0);
     return `${Number((seconds + nanos / 1e9).toFixed(9))}s`;
   }

@@ -5,7 +5,119 @@
  * files pass and that a broken variant is caught.
  */
 
-type View = Record<string, any>;
+/**
+ * The decoded Bootstrap (proto3 JSON) as these checks and the tests read it: only the fields read are
+ * declared. proto3 JSON leaves a default value out, so any field may be absent at run time: the checks read
+ * with `?.`, and a test that reads an absent field fails its assertion.
+ */
+export interface EnvoyView {
+  admin: { address: Address };
+  overload_manager: { resource_monitors: unknown[] };
+  static_resources: { listeners: Listener[]; clusters: Cluster[] };
+}
+
+export interface Address {
+  socket_address: { address: string; port_value: number };
+}
+
+export interface Listener {
+  name: string;
+  address: Address;
+  filter_chains: { filters: { name: string; typed_config: ConnectionManager }[] }[];
+}
+
+export interface ConnectionManager {
+  '@type': string;
+  normalize_path: boolean;
+  merge_slashes: boolean;
+  path_with_escaped_slashes_action: string;
+  use_remote_address: boolean;
+  internal_address_config: { cidr_ranges: { address_prefix: string; prefix_len: number }[] };
+  generate_request_id: boolean;
+  max_request_headers_kb: number;
+  stream_idle_timeout: string;
+  common_http_protocol_options: { headers_with_underscores_action: string };
+  early_header_mutation_extensions: { typed_config: { mutations: { remove: string }[] } }[];
+  route_config: { virtual_hosts: VirtualHost[] };
+  http_filters: HttpFilter[];
+  access_log: AccessLog[];
+}
+
+export interface VirtualHost {
+  name: string;
+  domains: string[];
+  routes: Route[];
+  retry_policy: unknown;
+  typed_per_filter_config: Record<string, PerFilterConfig>;
+}
+
+export interface PerFilterConfig {
+  '@type': string;
+  disabled: boolean;
+}
+
+export interface Route {
+  name: string;
+  match: { path?: string; path_separated_prefix?: string; prefix?: string };
+  route: {
+    cluster: string;
+    timeout: string;
+    retry_policy: { retry_on: string; retriable_status_codes?: number[]; per_try_timeout?: string };
+  };
+  direct_response: { status: number };
+  typed_per_filter_config: Record<string, PerFilterConfig>;
+}
+
+export interface HttpFilter {
+  name: string;
+  disabled: boolean;
+  typed_config: ExtAuthzConfig;
+}
+
+export interface ExtAuthzConfig {
+  '@type': string;
+  failure_mode_allow: boolean;
+  transport_api_version: string;
+  grpc_service: {
+    timeout: string;
+    envoy_grpc: { cluster_name: string };
+    retry_policy: { retry_on: string };
+  };
+  status_on_error: { code: string };
+  with_request_body: unknown;
+  include_peer_certificate: boolean;
+  http_service: unknown;
+}
+
+export interface Cluster {
+  name: string;
+  type: string;
+  connect_timeout: string;
+  load_assignment: { endpoints: { lb_endpoints: { endpoint: { address: Address } }[] }[] };
+  typed_extension_protocol_options: Record<string, { '@type': string; explicit_http_config: { http2_protocol_options: object } }>;
+  health_checks: HealthCheck[];
+  circuit_breakers: { thresholds: { priority: string; max_requests: number }[] };
+}
+
+export interface HealthCheck {
+  grpc_health_check: { service_name: string };
+  timeout: string;
+  interval: string;
+  unhealthy_threshold: number;
+  healthy_threshold: number;
+}
+
+export interface AccessLog {
+  typed_config: {
+    '@type': string;
+    log_format: {
+      json_format: Record<string, string>;
+      text_format_source: { inline_string: string };
+      text_format: string;
+      formatters: { name: string }[];
+    };
+  };
+}
 
 export const EXT_AUTHZ_FILTER = 'envoy.filters.http.ext_authz';
 export const ROUTER_FILTER = 'envoy.filters.http.router';
@@ -37,42 +149,42 @@ export const KEYED_SAMPLE_PATHS = [
   '/',
 ];
 
-export function onlyListener(view: View): View {
+export function onlyListener(view: EnvoyView): Listener {
   const listeners = view.static_resources?.listeners ?? [];
   if (listeners.length !== 1) throw new Error(`expected exactly one listener, found ${listeners.length}`);
-  return listeners[0];
+  return listeners[0]!;
 }
 
-export function connectionManager(view: View): View {
+export function connectionManager(view: EnvoyView): ConnectionManager {
   const filters = onlyListener(view).filter_chains?.[0]?.filters ?? [];
-  const hcm = filters.find((f: View) => f.typed_config?.['@type'] === HCM_TYPE);
+  const hcm = filters.find((f) => f.typed_config?.['@type'] === HCM_TYPE);
   if (!hcm) throw new Error('no http_connection_manager on the listener');
   return hcm.typed_config;
 }
 
-export function cluster(view: View, name: string): View {
-  const found = (view.static_resources?.clusters ?? []).find((c: View) => c.name === name);
+export function cluster(view: EnvoyView, name: string): Cluster {
+  const found = (view.static_resources?.clusters ?? []).find((c) => c.name === name);
   if (!found) throw new Error(`no cluster '${name}'`);
   return found;
 }
 
-export function clusterEndpoints(view: View, name: string): Array<{ address: string; port: number }> {
+export function clusterEndpoints(view: EnvoyView, name: string): Array<{ address: string; port: number }> {
   const c = cluster(view, name);
-  return (c.load_assignment?.endpoints ?? []).flatMap((e: View) =>
-    (e.lb_endpoints ?? []).map((lb: View) => ({
+  return (c.load_assignment?.endpoints ?? []).flatMap((e) =>
+    (e.lb_endpoints ?? []).map((lb) => ({
       address: lb.endpoint?.address?.socket_address?.address,
       port: lb.endpoint?.address?.socket_address?.port_value,
     })),
   );
 }
 
-export function routes(view: View): View[] {
+export function routes(view: EnvoyView): Route[] {
   const hosts = connectionManager(view).route_config?.virtual_hosts ?? [];
-  return hosts.flatMap((h: View) => h.routes ?? []);
+  return hosts.flatMap((h) => h.routes ?? []);
 }
 
 /** Envoy's first-match route selection for a path, for the match kinds our configs use. */
-export function routeFor(view: View, path: string): View | undefined {
+export function routeFor(view: EnvoyView, path: string): Route | undefined {
   return routes(view).find((route) => {
     const m = route.match ?? {};
     if (m.path !== undefined) return path === m.path;
@@ -83,23 +195,23 @@ export function routeFor(view: View, path: string): View | undefined {
 }
 
 /** Is ext_authz disabled for this route by a per-route override keyed by the filter's exact name? */
-export function authzDisabledOn(view: View, route: View): boolean {
+export function authzDisabledOn(view: EnvoyView, route: Route): boolean {
   const hosts = connectionManager(view).route_config?.virtual_hosts ?? [];
-  const host = hosts.find((h: View) => (h.routes ?? []).includes(route));
+  const host = hosts.find((h) => (h.routes ?? []).includes(route));
   const perRoute = route.typed_per_filter_config?.[EXT_AUTHZ_FILTER] ?? host?.typed_per_filter_config?.[EXT_AUTHZ_FILTER];
   return perRoute?.disabled === true;
 }
 
 /** The ext_authz filter contract of README / reference §2, §3, §5 and "Facts". */
-export function extAuthzProblems(view: View): string[] {
+export function extAuthzProblems(view: EnvoyView): string[] {
   const problems: string[] = [];
   const hcm = connectionManager(view);
-  const filters: View[] = hcm.http_filters ?? [];
+  const filters = hcm.http_filters ?? [];
   if (filters[0]?.name !== EXT_AUTHZ_FILTER) problems.push(`first http filter is ${filters[0]?.name}, not ${EXT_AUTHZ_FILTER}`);
   if (filters[filters.length - 1]?.name !== ROUTER_FILTER) problems.push('the router is not the last http filter');
   if (filters.filter((f) => f.name === EXT_AUTHZ_FILTER).length !== 1) problems.push('ext_authz must appear exactly once');
   const authz = filters.find((f) => f.name === EXT_AUTHZ_FILTER);
-  const ext = authz?.typed_config ?? {};
+  const ext: Partial<ExtAuthzConfig> = authz?.typed_config ?? {};
   if (ext['@type'] !== EXT_AUTHZ_TYPE) problems.push(`ext_authz typed_config is ${ext['@type']}`);
   if (authz?.disabled === true) problems.push('ext_authz filter is disabled by default');
   // proto3 `bool`: false is the default and is not on the wire; anything else is true.
@@ -107,17 +219,20 @@ export function extAuthzProblems(view: View): string[] {
   if (ext.transport_api_version !== 'V3') problems.push(`transport_api_version is ${ext.transport_api_version}, not V3`);
   if (ext.grpc_service?.envoy_grpc?.cluster_name !== 'ext_authz') problems.push('grpc_service.envoy_grpc.cluster_name is not ext_authz');
   if (ext.grpc_service?.timeout !== '0.25s') problems.push(`grpc_service.timeout is ${ext.grpc_service?.timeout}, not 0.25s`);
-  if (ext.status_on_error?.code !== 'ServiceUnavailable') problems.push(`status_on_error is ${ext.status_on_error?.code}, not ServiceUnavailable (503)`);
+  if (ext.status_on_error?.code !== 'ServiceUnavailable')
+    problems.push(`status_on_error is ${ext.status_on_error?.code}, not ServiceUnavailable (503)`);
   if (ext.with_request_body !== undefined) problems.push('with_request_body is set (keys are in headers; bodies must not be buffered)');
   if (ext.include_peer_certificate === true) problems.push('include_peer_certificate is set');
   if (ext.http_service !== undefined) problems.push('http_service is set (gRPC only)');
 
   // Per-route overrides: keyed by the exact filter name, only on the health route.
   for (const host of hcm.route_config?.virtual_hosts ?? []) {
-    for (const key of Object.keys(host.typed_per_filter_config ?? {})) problems.push(`virtual host ${host.name} has a typed_per_filter_config '${key}'`);
+    for (const key of Object.keys(host.typed_per_filter_config ?? {}))
+      problems.push(`virtual host ${host.name} has a typed_per_filter_config '${key}'`);
     for (const route of host.routes ?? []) {
-      for (const [key, value] of Object.entries<View>(route.typed_per_filter_config ?? {})) {
-        if (key !== EXT_AUTHZ_FILTER) problems.push(`route ${route.name}: typed_per_filter_config key '${key}' is not the ext_authz filter name ${EXT_AUTHZ_FILTER}`);
+      for (const [key, value] of Object.entries(route.typed_per_filter_config ?? {})) {
+        if (key !== EXT_AUTHZ_FILTER)
+          problems.push(`route ${route.name}: typed_per_filter_config key '${key}' is not the ext_authz filter name ${EXT_AUTHZ_FILTER}`);
         else if (value['@type'] !== EXT_AUTHZ_PER_ROUTE_TYPE) problems.push(`route ${route.name}: override is ${value['@type']}`);
       }
     }
@@ -137,14 +252,16 @@ export function extAuthzProblems(view: View): string[] {
 /** Retries only where the upstream provably has not seen the request. */
 export const SAFE_RETRY_ON = new Set(['connect-failure', 'refused-stream']);
 
-export function retryProblems(view: View): string[] {
+export function retryProblems(view: EnvoyView): string[] {
   const problems: string[] = [];
   const hosts = connectionManager(view).route_config?.virtual_hosts ?? [];
   for (const host of hosts) if (host.retry_policy) problems.push(`virtual host ${host.name} has a retry_policy`);
   for (const route of routes(view)) {
     const policy = route.route?.retry_policy;
     if (!policy) continue;
-    const on = String(policy.retry_on ?? '').split(',').map((s) => s.trim());
+    const on = String(policy.retry_on ?? '')
+      .split(',')
+      .map((s) => s.trim());
     const unsafe = on.filter((token) => !SAFE_RETRY_ON.has(token));
     if (unsafe.length > 0) problems.push(`route ${route.name} retries on ${unsafe.join(', ')}`);
     if ((policy.retriable_status_codes ?? []).length > 0) problems.push(`route ${route.name} retries on status codes`);
@@ -153,52 +270,65 @@ export function retryProblems(view: View): string[] {
   return problems;
 }
 
-export function extAuthzClusterProblems(view: View): string[] {
+export function extAuthzClusterProblems(view: EnvoyView): string[] {
   const problems: string[] = [];
   const c = cluster(view, 'ext_authz');
   const options = c.typed_extension_protocol_options?.[HTTP_PROTOCOL_OPTIONS_KEY];
-  if (!options || options['@type'] !== `type.googleapis.com/${HTTP_PROTOCOL_OPTIONS_KEY}`) problems.push('ext_authz has no HttpProtocolOptions');
+  if (!options || options['@type'] !== `type.googleapis.com/${HTTP_PROTOCOL_OPTIONS_KEY}`)
+    problems.push('ext_authz has no HttpProtocolOptions');
   else if (!options.explicit_http_config?.http2_protocol_options) problems.push('ext_authz cluster is not explicitly HTTP/2');
   if (c.connect_timeout !== '0.25s') problems.push(`ext_authz connect_timeout is ${c.connect_timeout}`);
-  const checks: View[] = c.health_checks ?? [];
+  const checks = c.health_checks ?? [];
   const grpc = checks.find((h) => h.grpc_health_check !== undefined);
   if (!grpc) problems.push('ext_authz has no grpc health check');
   else {
-    if (grpc.grpc_health_check.service_name !== undefined && grpc.grpc_health_check.service_name !== '') problems.push('grpc health check service_name is not ""');
+    if (grpc.grpc_health_check.service_name !== undefined && grpc.grpc_health_check.service_name !== '')
+      problems.push('grpc health check service_name is not ""');
     const expected = { timeout: '1s', interval: '5s', unhealthy_threshold: 2, healthy_threshold: 1 };
-    for (const [key, value] of Object.entries(expected)) if (grpc[key] !== value) problems.push(`health check ${key} is ${grpc[key]}, not ${value}`);
+    for (const [key, value] of Object.entries(expected)) {
+      const actual = grpc[key as keyof typeof expected];
+      if (actual !== value) problems.push(`health check ${key} is ${actual}, not ${value}`);
+    }
   }
-  const maxRequests = c.circuit_breakers?.thresholds?.find((t: View) => (t.priority ?? 'DEFAULT') === 'DEFAULT')?.max_requests;
-  if (!(typeof maxRequests === 'number' && maxRequests > 1024)) problems.push(`ext_authz circuit breaker max_requests is ${maxRequests} (Envoy's default 1024 is too low)`);
+  const maxRequests = c.circuit_breakers?.thresholds?.find((t) => (t.priority ?? 'DEFAULT') === 'DEFAULT')?.max_requests;
+  if (!(typeof maxRequests === 'number' && maxRequests > 1024))
+    problems.push(`ext_authz circuit breaker max_requests is ${maxRequests} (Envoy's default 1024 is too low)`);
   return problems;
 }
 
 const FORBIDDEN_HEADERS = ['authorization', 'proxy-authorization', 'x-api-key', 'x-goog-api-key', 'x-vendorg-api-key', 'cookie'];
 
 /** Access logs must never carry credentials or the query string (?key=). */
-export function accessLogProblems(view: View): string[] {
+export function accessLogProblems(view: EnvoyView): string[] {
   const problems: string[] = [];
-  const logs: View[] = connectionManager(view).access_log ?? [];
+  const logs = connectionManager(view).access_log ?? [];
   if (logs.length === 0) problems.push('no access log');
   for (const log of logs) {
-    const format = log.typed_config?.log_format ?? {};
-    const texts = [...Object.values<unknown>(format.json_format ?? {}), format.text_format_source?.inline_string, format.text_format].filter(
-      (v): v is string => typeof v === 'string',
+    const format: Partial<AccessLog['typed_config']['log_format']> = log.typed_config?.log_format ?? {};
+    const texts = [
+      ...Object.values<unknown>(format.json_format ?? {}),
+      format.text_format_source?.inline_string,
+      format.text_format,
+    ].filter((v): v is string => typeof v === 'string');
+    const commands = texts.flatMap((text) =>
+      [...text.matchAll(/%([A-Z_]+)(?:\(([^)]*)\))?(?::\d+)?%/g)].map((m) => ({ name: m[1]!, arg: m[2] ?? '' })),
     );
-    const commands = texts.flatMap((text) => [...text.matchAll(/%([A-Z_]+)(?:\(([^)]*)\))?(?::\d+)?%/g)].map((m) => ({ name: m[1]!, arg: m[2] ?? '' })));
     for (const { name, arg } of commands) {
       const headers = arg.split('?').map((h) => h.trim().toLowerCase());
       if (['REQ', 'RESP', 'TRAILER', 'REQ_WITHOUT_QUERY'].includes(name)) {
-        for (const header of headers) if (FORBIDDEN_HEADERS.includes(header)) problems.push(`access log ${name}(${arg}) logs a credential header`);
+        for (const header of headers)
+          if (FORBIDDEN_HEADERS.includes(header)) problems.push(`access log ${name}(${arg}) logs a credential header`);
       }
-      if (name !== 'REQ_WITHOUT_QUERY' && headers.some((h) => h === ':path' || h === 'x-envoy-original-path')) problems.push(`access log ${name}(${arg}) logs the path WITH its query string`);
+      if (name !== 'REQ_WITHOUT_QUERY' && headers.some((h) => h === ':path' || h === 'x-envoy-original-path'))
+        problems.push(`access log ${name}(${arg}) logs the path WITH its query string`);
       if (name === 'PATH' || name === 'REQUEST_HEADERS' || name === 'DOWNSTREAM_PEER_CERT') problems.push(`access log uses %${name}%`);
       if (name === 'REQ_WITHOUT_QUERY') {
-        const declared = (format.formatters ?? []).some((f: View) => f.name === 'envoy.formatter.req_without_query');
+        const declared = (format.formatters ?? []).some((f) => f.name === 'envoy.formatter.req_without_query');
         if (!declared) problems.push('REQ_WITHOUT_QUERY is used without declaring the envoy.formatter.req_without_query formatter');
       }
     }
-    if (!commands.some((c) => c.name === 'REQ_WITHOUT_QUERY' && c.arg.toLowerCase() === ':path')) problems.push('access log has no query-free path');
+    if (!commands.some((c) => c.name === 'REQ_WITHOUT_QUERY' && c.arg.toLowerCase() === ':path'))
+      problems.push('access log has no query-free path');
   }
   return problems;
 }

@@ -24,7 +24,7 @@ import { REPO_ROOT } from './repo-files';
 import type { K8sObject } from './kustomize';
 
 interface Kind {
-  readonly model: new (data: any) => { validate(): void };
+  readonly model: new (data: K8sObject) => { validate(): void };
   /** Module and interface for the TypeScript check. */
   readonly module: string;
   readonly iface: string;
@@ -35,8 +35,16 @@ export const KINDS: Record<string, Kind> = {
   'v1/Secret': { model: Secret, module: 'kubernetes-models/v1/Secret', iface: 'ISecret' },
   'v1/Service': { model: Service, module: 'kubernetes-models/v1/Service', iface: 'IService' },
   'apps/v1/Deployment': { model: Deployment, module: 'kubernetes-models/apps/v1/Deployment', iface: 'IDeployment' },
-  'policy/v1/PodDisruptionBudget': { model: PodDisruptionBudget, module: 'kubernetes-models/policy/v1/PodDisruptionBudget', iface: 'IPodDisruptionBudget' },
-  'networking.k8s.io/v1/NetworkPolicy': { model: NetworkPolicy, module: 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy', iface: 'INetworkPolicy' },
+  'policy/v1/PodDisruptionBudget': {
+    model: PodDisruptionBudget,
+    module: 'kubernetes-models/policy/v1/PodDisruptionBudget',
+    iface: 'IPodDisruptionBudget',
+  },
+  'networking.k8s.io/v1/NetworkPolicy': {
+    model: NetworkPolicy,
+    module: 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy',
+    iface: 'INetworkPolicy',
+  },
 };
 
 export const kindKey = (object: K8sObject) => `${object.apiVersion}/${object.kind}`;
@@ -93,7 +101,9 @@ export function typeProblems(objects: readonly K8sObject[]): string[] {
   const fileExists = host.fileExists.bind(host);
   const readFile = host.readFile.bind(host);
   host.getSourceFile = (name, languageVersion, onError, shouldCreate) =>
-    path.resolve(name) === fileName ? ts.createSourceFile(name, source, languageVersion, true) : getSourceFile(name, languageVersion, onError, shouldCreate);
+    path.resolve(name) === fileName
+      ? ts.createSourceFile(name, source, languageVersion, true)
+      : getSourceFile(name, languageVersion, onError, shouldCreate);
   host.fileExists = (name) => path.resolve(name) === fileName || fileExists(name);
   host.readFile = (name) => (path.resolve(name) === fileName ? source : readFile(name));
 

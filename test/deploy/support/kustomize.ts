@@ -9,9 +9,46 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 
+import type { IContainer } from 'kubernetes-models/v1/Container';
+import type { IPodSpec } from 'kubernetes-models/v1/PodSpec';
+
 import { parseYaml, parseYamlDocuments } from './repo-files';
 
-export type K8sObject = Record<string, any>;
+/** A manifest object: what every kind has is typed, the rest is kind-specific (see k8s-schemas.ts). */
+export interface K8sObject {
+  apiVersion?: string;
+  kind?: string;
+  metadata?: { name?: string };
+  [field: string]: unknown;
+}
+
+/** A configMapGenerator or secretGenerator entry. */
+interface Generator {
+  name?: string;
+  type?: string;
+  files?: string[];
+  literals?: string[];
+  envs?: string[];
+  [field: string]: unknown;
+}
+
+interface ImageOverride {
+  name?: string;
+  newName?: string;
+  newTag?: string;
+  digest?: string;
+  [field: string]: unknown;
+}
+
+export interface Kustomization {
+  apiVersion?: string;
+  kind?: string;
+  resources?: string[];
+  configMapGenerator?: Generator[];
+  secretGenerator?: Generator[];
+  images?: ImageOverride[];
+  [field: string]: unknown;
+}
 
 export interface Built {
   readonly objects: K8sObject[];
@@ -21,8 +58,8 @@ export interface Built {
 
 const SUPPORTED_FIELDS = new Set(['apiVersion', 'kind', 'resources', 'configMapGenerator', 'secretGenerator', 'images']);
 
-export function readKustomization(dir: string): K8sObject {
-  return parseYaml(fs.readFileSync(path.join(dir, 'kustomization.yaml'), 'utf8'), 'kustomization.yaml') as K8sObject;
+export function readKustomization(dir: string): Kustomization {
+  return parseYaml(fs.readFileSync(path.join(dir, 'kustomization.yaml'), 'utf8'), 'kustomization.yaml') as Kustomization;
 }
 
 /**
@@ -33,7 +70,8 @@ export function kustomizeBuild(dir: string, substitutes: Record<string, string> 
   const k = readKustomization(dir);
   const unsupported = Object.keys(k).filter((key) => !SUPPORTED_FIELDS.has(key));
   if (unsupported.length > 0) throw new Error(`kustomization.yaml uses ${unsupported.join(', ')}, which this stand-in does not implement`);
-  if (k.apiVersion !== 'kustomize.config.k8s.io/v1beta1' || k.kind !== 'Kustomization') throw new Error('not a kustomize.config.k8s.io/v1beta1 Kustomization');
+  if (k.apiVersion !== 'kustomize.config.k8s.io/v1beta1' || k.kind !== 'Kustomization')
+    throw new Error('not a kustomize.config.k8s.io/v1beta1 Kustomization');
 
   const objects: K8sObject[] = [];
   const sources = new Map<K8sObject, string>();
@@ -43,21 +81,29 @@ export function kustomizeBuild(dir: string, substitutes: Record<string, string> 
   };
   const read = (file: string) => fs.readFileSync(path.join(dir, substitutes[file] ?? file), 'utf8');
 
-  for (const file of (k.resources ?? []) as string[]) {
+  for (const file of k.resources ?? []) {
     for (const doc of parseYamlDocuments(read(file), file)) add(doc as K8sObject, file);
   }
 
-  for (const gen of (k.configMapGenerator ?? []) as K8sObject[]) {
+  for (const gen of k.configMapGenerator ?? []) {
     checkKeys(gen, ['name', 'files', 'literals', 'envs'], `configMapGenerator ${gen.name}`);
-    add({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: gen.name }, data: generatorData(gen, read) }, `configMapGenerator ${gen.name}`);
+    add(
+      { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: gen.name }, data: generatorData(gen, read) },
+      `configMapGenerator ${gen.name}`,
+    );
   }
-  for (const gen of (k.secretGenerator ?? []) as K8sObject[]) {
+  for (const gen of k.secretGenerator ?? []) {
     checkKeys(gen, ['name', 'files', 'literals', 'envs', 'type'], `secretGenerator ${gen.name}`);
-    const data = Object.fromEntries(Object.entries(generatorData(gen, read)).map(([key, value]) => [key, Buffer.from(value).toString('base64')]));
-    add({ apiVersion: 'v1', kind: 'Secret', type: gen.type ?? 'Opaque', metadata: { name: gen.name }, data }, `secretGenerator ${gen.name}`);
+    const data = Object.fromEntries(
+      Object.entries(generatorData(gen, read)).map(([key, value]) => [key, Buffer.from(value).toString('base64')]),
+    );
+    add(
+      { apiVersion: 'v1', kind: 'Secret', type: gen.type ?? 'Opaque', metadata: { name: gen.name }, data },
+      `secretGenerator ${gen.name}`,
+    );
   }
 
-  for (const image of (k.images ?? []) as K8sObject[]) {
+  for (const image of k.images ?? []) {
     checkKeys(image, ['name', 'newName', 'newTag', 'digest'], `images ${image.name}`);
     for (const object of objects) {
       for (const container of podContainers(object)) {
@@ -71,27 +117,27 @@ export function kustomizeBuild(dir: string, substitutes: Record<string, string> 
   return { objects, sources };
 }
 
-function checkKeys(object: K8sObject, allowed: string[], where: string): void {
+function checkKeys(object: object, allowed: string[], where: string): void {
   const extra = Object.keys(object).filter((key) => !allowed.includes(key));
   if (extra.length > 0) throw new Error(`${where}: ${extra.join(', ')} not implemented by this stand-in`);
 }
 
-function generatorData(gen: K8sObject, read: (file: string) => string): Record<string, string> {
+function generatorData(gen: Generator, read: (file: string) => string): Record<string, string> {
   const data: Record<string, string> = {};
   const put = (key: string, value: string, where: string) => {
     if (key in data) throw new Error(`${where}: key ${key} given twice`);
     data[key] = value;
   };
-  for (const spec of (gen.files ?? []) as string[]) {
+  for (const spec of gen.files ?? []) {
     const [key, file] = spec.includes('=') ? (spec.split('=', 2) as [string, string]) : [path.basename(spec), spec];
     put(key, read(file), `${gen.name} files`);
   }
-  for (const literal of (gen.literals ?? []) as string[]) {
+  for (const literal of gen.literals ?? []) {
     const at = literal.indexOf('=');
     if (at <= 0) throw new Error(`${gen.name}: literal '${literal}' is not KEY=VALUE`);
     put(literal.slice(0, at), literal.slice(at + 1), `${gen.name} literals`);
   }
-  for (const file of (gen.envs ?? []) as string[]) {
+  for (const file of gen.envs ?? []) {
     for (const line of read(file).split('\n')) {
       const trimmed = line.trim();
       if (trimmed === '' || trimmed.startsWith('#')) continue;
@@ -103,7 +149,8 @@ function generatorData(gen: K8sObject, read: (file: string) => string): Record<s
   return data;
 }
 
-export function podContainers(object: K8sObject): K8sObject[] {
-  const spec = object.kind === 'Pod' ? object.spec : object.spec?.template?.spec;
+export function podContainers(object: K8sObject): IContainer[] {
+  const spec = (object.kind === 'Pod' ? object.spec : (object.spec as { template?: { spec?: unknown } } | undefined)?.template?.spec) as
+    IPodSpec | undefined;
   return [...(spec?.initContainers ?? []), ...(spec?.containers ?? [])];
 }

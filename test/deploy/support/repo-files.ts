@@ -35,7 +35,7 @@ export function parseYamlDocuments(text: string, source = 'yaml'): unknown[] {
   const out: unknown[] = [];
   for (const doc of list) {
     if (doc.errors.length > 0) throw new Error(`${source}: ${doc.errors.map((e) => e.message).join('; ')}`);
-    const value = doc.toJS({ maxAliasCount: 100 });
+    const value: unknown = doc.toJS({ maxAliasCount: 100 });
     if (value !== null && value !== undefined) out.push(value);
   }
   return out;

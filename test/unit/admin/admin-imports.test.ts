@@ -1,19 +1,6 @@
-import { readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
-
-const SRC = join(__dirname, '..', '..', '..', 'src');
-
-function sourceFiles(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) =>
-    entry.isDirectory() ? sourceFiles(join(dir, entry.name)) : entry.name.endsWith('.ts') ? [join(dir, entry.name)] : [],
-  );
-}
-
-/** Module specifiers of every import and export-from in a file. */
-function importsOf(file: string): string[] {
-  const text = readFileSync(file, 'utf8');
-  return [...text.matchAll(/^\s*(?:import|export)\b[^'"]*?from\s+'([^']+)'/gm)].map((match) => match[1]!);
-}
+import { importsOf, sourceFiles, SRC } from '../../support/source-imports';
 
 describe('admin imports point one way', () => {
   it('only app.ts imports admin-server.ts; the routes and helpers take their deps from admin-deps.ts', () => {

@@ -37,7 +37,12 @@ describe('windowSchema', () => {
 
 describe('limit lists', () => {
   it('turns windows into seconds', () => {
-    expect(limitListSchema.parse([{ limit: 100, window: '1m' }, { limit: 10_000, window: 86_400 }])).toEqual([
+    expect(
+      limitListSchema.parse([
+        { limit: 100, window: '1m' },
+        { limit: 10_000, window: 86_400 },
+      ]),
+    ).toEqual([
       { limit: 100, windowSeconds: 60 },
       { limit: 10_000, windowSeconds: 86_400 },
     ]);
@@ -52,9 +57,28 @@ describe('limit lists', () => {
     [[{ limit: 1e9 + 1, window: '1m' }], '0.limit'],
     [[{ limit: 2.5, window: '1m' }], '0.limit'],
     [[{ window: '1m' }], '0.limit'],
-    [[{ limit: 1, window: '1m' }, { limit: 2, window: '1x' }], '1.window'],
-    [[{ limit: 1, window: '1m' }, { limit: 2, window: 60 }], '1.window'],
-    [[{ limit: 1, window: '1h' }, { limit: 2, window: '1m' }, { limit: 3, window: '60m' }], '2.window'],
+    [
+      [
+        { limit: 1, window: '1m' },
+        { limit: 2, window: '1x' },
+      ],
+      '1.window',
+    ],
+    [
+      [
+        { limit: 1, window: '1m' },
+        { limit: 2, window: 60 },
+      ],
+      '1.window',
+    ],
+    [
+      [
+        { limit: 1, window: '1h' },
+        { limit: 2, window: '1m' },
+        { limit: 3, window: '60m' },
+      ],
+      '2.window',
+    ],
     [[{ limit: 1, window: '1m', scope: 'key' }], '0.scope'],
     [Array.from({ length: 11 }, (_, i) => ({ limit: 1, window: i + 1 })), undefined],
   ])('refuses %j at %s', (input, field) => {
@@ -62,7 +86,12 @@ describe('limit lists', () => {
   });
 
   it('says which earlier entry a duplicate window repeats', () => {
-    expect(issueOf(limitListSchema, [{ limit: 1, window: '1m' }, { limit: 2, window: 60 }]).message).toMatch(/repeats window 1m of entry 0/);
+    expect(
+      issueOf(limitListSchema, [
+        { limit: 1, window: '1m' },
+        { limit: 2, window: 60 },
+      ]).message,
+    ).toMatch(/repeats window 1m of entry 0/);
   });
 
   it('needs at least one scope in an account limits object; null clears a scope', () => {

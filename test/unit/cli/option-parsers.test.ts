@@ -1,11 +1,5 @@
 import { InvalidArgumentError } from 'commander';
-import {
-  describeDuration,
-  graceOption,
-  isoTimeOption,
-  MAX_GRACE_SECONDS,
-  parseDuration,
-} from '../../../src/cli/option-parsers';
+import { describeDuration, graceOption, isoTimeOption, MAX_GRACE_SECONDS, parseDuration } from '../../../src/cli/option-parsers';
 
 describe('parseDuration', () => {
   it.each([

@@ -1,8 +1,4 @@
-import {
-  QUERY_KEY_PARAMETER,
-  extractCredential,
-  type CredentialResult,
-} from '../../../src/credentials/extract-credential';
+import { QUERY_KEY_PARAMETER, extractCredential, type CredentialResult } from '../../../src/credentials/extract-credential';
 import { FAMILY_HEADER_RULES, rulesForModelsRoute, type FamilyHeaderRules } from '../../../src/routes/family-header-rules';
 import {
   SPEC_VENDORG_KEY_HEADER,
@@ -117,16 +113,13 @@ describe('chat-completions family (Bearer only)', () => {
     expect(result.message).not.toContain('x-api-key');
   });
 
-  it.each(['x-api-key', 'x-vendorg-api-key', 'x-goog-api-key'])(
-    'does not read %s, and says so while naming Bearer',
-    (header) => {
-      const result = denied(extract(CHAT, { headers: { [header]: KEY } }));
-      expect(result.reason).toBe('missing_credential');
-      expect(result.message).toContain(`'${header}'`);
-      expect(result.message).toContain("'Authorization: Bearer <key>'");
-      expect(result.message).not.toContain(KEY);
-    },
-  );
+  it.each(['x-api-key', 'x-vendorg-api-key', 'x-goog-api-key'])('does not read %s, and says so while naming Bearer', (header) => {
+    const result = denied(extract(CHAT, { headers: { [header]: KEY } }));
+    expect(result.reason).toBe('missing_credential');
+    expect(result.message).toContain(`'${header}'`);
+    expect(result.message).toContain("'Authorization: Bearer <key>'");
+    expect(result.message).not.toContain(KEY);
+  });
 
   it.each([
     ['Basic', `Basic ${Buffer.from(`u:${KEY}`).toString('base64')}`],
@@ -209,9 +202,7 @@ describe('messages family (x-api-key or Bearer)', () => {
 
   it('accepts x-api-key repeated with the same value and refuses it with different values', () => {
     expect(extract(MESSAGES, { headers: { 'x-api-key': `${KEY}, ${KEY}` } })).toMatchObject({ ok: true, credential: KEY });
-    expect(denied(extract(MESSAGES, { headers: { 'x-api-key': `${KEY},${OTHER_KEY}` } })).reason).toBe(
-      'conflicting_credentials',
-    );
+    expect(denied(extract(MESSAGES, { headers: { 'x-api-key': `${KEY},${OTHER_KEY}` } })).reason).toBe('conflicting_credentials');
   });
 
   it('refuses a missing key, recommending x-api-key first, then Bearer', () => {
@@ -265,18 +256,14 @@ describe('generative-content family (generative key header, Bearer or x-api-key)
   });
 
   it('refuses a generative key header and Bearer carrying different keys', () => {
-    const result = denied(
-      extract(GENERATIVE, { headers: { 'x-goog-api-key': KEY, authorization: `Bearer ${OTHER_KEY}` } }),
-    );
+    const result = denied(extract(GENERATIVE, { headers: { 'x-goog-api-key': KEY, authorization: `Bearer ${OTHER_KEY}` } }));
     expect(result.reason).toBe('conflicting_credentials');
   });
 
   it('refuses a missing key, recommending the spec header name first', () => {
     const result = denied(extract(GENERATIVE, {}));
     expect(result.reason).toBe('missing_credential');
-    expect(result.message).toContain(
-      "Send it as 'x-vendorg-api-key: <key>', 'Authorization: Bearer <key>' or 'x-api-key: <key>'.",
-    );
+    expect(result.message).toContain("Send it as 'x-vendorg-api-key: <key>', 'Authorization: Bearer <key>' or 'x-api-key: <key>'.");
   });
 
   describe('with spec-only header spellings', () => {
@@ -295,9 +282,11 @@ describe('generative-content family (generative key header, Bearer or x-api-key)
     });
 
     it('ignores x-goog-api-key next to an accepted header (no conflict is seen)', () => {
-      expect(
-        extract(GENERATIVE, { headers: { 'x-vendorg-api-key': KEY, 'x-goog-api-key': OTHER_KEY }, names: SPEC_ONLY }),
-      ).toEqual({ ok: true, credential: KEY, source: 'x-vendorg-api-key' });
+      expect(extract(GENERATIVE, { headers: { 'x-vendorg-api-key': KEY, 'x-goog-api-key': OTHER_KEY }, names: SPEC_ONLY })).toEqual({
+        ok: true,
+        credential: KEY,
+        source: 'x-vendorg-api-key',
+      });
     });
   });
 
@@ -324,15 +313,15 @@ describe('generative-content family (generative key header, Bearer or x-api-key)
     });
 
     it('with the same key as a header is fine; the header is the reported source', () => {
-      expect(
-        extract(GENERATIVE, { headers: { 'x-goog-api-key': KEY }, query: `key=${KEY}`, acceptQueryKey: true }),
-      ).toEqual({ ok: true, credential: KEY, source: 'x-goog-api-key' });
+      expect(extract(GENERATIVE, { headers: { 'x-goog-api-key': KEY }, query: `key=${KEY}`, acceptQueryKey: true })).toEqual({
+        ok: true,
+        credential: KEY,
+        source: 'x-goog-api-key',
+      });
     });
 
     it('with a different key from a header is conflicting, naming both places', () => {
-      const result = denied(
-        extract(GENERATIVE, { headers: { 'x-goog-api-key': KEY }, query: `key=${OTHER_KEY}`, acceptQueryKey: true }),
-      );
+      const result = denied(extract(GENERATIVE, { headers: { 'x-goog-api-key': KEY }, query: `key=${OTHER_KEY}`, acceptQueryKey: true }));
       expect(result.reason).toBe('conflicting_credentials');
       expect(result.message).toContain("'x-goog-api-key'");
       expect(result.message).toContain("'query:key'");

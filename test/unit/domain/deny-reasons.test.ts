@@ -34,7 +34,9 @@ describe('the deny-reason catalogue', () => {
     expect(denial('missing_credential', { ways: ['Authorization: Bearer <key>'] }).message).toBe(
       "Missing API key. Send it as 'Authorization: Bearer <key>'. Create a customer API key in the dashboard under API Keys.",
     );
-    expect(denial('missing_credential', { ways: ['x-api-key: <key>', 'Authorization: Bearer <key>'], unreadHeader: 'x-goog-api-key' }).message).toBe(
+    expect(
+      denial('missing_credential', { ways: ['x-api-key: <key>', 'Authorization: Bearer <key>'], unreadHeader: 'x-goog-api-key' }).message,
+    ).toBe(
       "This route does not read the API key from the 'x-goog-api-key' header. Send it as 'x-api-key: <key>' or 'Authorization: Bearer <key>'.",
     );
     expect(denial('unsupported_version', { header: 'anthropic-version', accepted: ['2023-06-01', '2026-10-21'] }).message).toBe(
@@ -43,21 +45,32 @@ describe('the deny-reason catalogue', () => {
     expect(denial('rate_limited', { limit: 100, window: '1m', scope: 'account', retryInSeconds: 7 }).message).toBe(
       'Rate limit reached: 100 requests per 1m for this account. Retry in 7 s.',
     );
-    expect(denial('upstream_key_not_accepted', { where: 'x-api-key', provider: 'OpenAI' }).message).toContain('looks like an OpenAI API key');
-    expect(denial('upstream_key_not_accepted', { where: 'x-api-key', provider: 'Google' }).message).toContain('looks like a Google API key');
+    expect(denial('upstream_key_not_accepted', { where: 'x-api-key', provider: 'OpenAI' }).message).toContain(
+      'looks like an OpenAI API key',
+    );
+    expect(denial('upstream_key_not_accepted', { where: 'x-api-key', provider: 'Google' }).message).toContain(
+      'looks like a Google API key',
+    );
   });
 
   it('query_key_not_removable names the raw parameter and how to send the key instead', () => {
-    const { message } = denial('query_key_not_removable', { rawName: 'k%65y', parameter: 'key', ways: ['x-goog-api-key: <key>', 'Authorization: Bearer <key>'] });
+    const { message } = denial('query_key_not_removable', {
+      rawName: 'k%65y',
+      parameter: 'key',
+      ways: ['x-goog-api-key: <key>', 'Authorization: Bearer <key>'],
+    });
     expect(message).toContain("'k%65y' reads as 'key'");
-    expect(message).toContain("cannot remove it before the request goes upstream");
+    expect(message).toContain('cannot remove it before the request goes upstream');
     expect(message).toContain("'x-goog-api-key: <key>' or 'Authorization: Bearer <key>'");
-    expect(denial('query_key_not_removable', { rawName: '%6B%65%79', parameter: 'key', ways: [] }).message).toContain('Remove the parameter');
+    expect(denial('query_key_not_removable', { rawName: '%6B%65%79', parameter: 'key', ways: [] }).message).toContain(
+      'Remove the parameter',
+    );
   });
 
   it('the README "Errors" table lists every reason with its status, and nothing else', () => {
     const rows = readmeErrorRows();
     expect(rows.map((row) => row.reason).sort()).toEqual([...ALL_REASONS].sort());
-    for (const row of rows) expect({ reason: row.reason, status: row.status }).toEqual({ reason: row.reason, status: httpStatusOf(row.reason as DenyReason) });
+    for (const row of rows)
+      expect({ reason: row.reason, status: row.status }).toEqual({ reason: row.reason, status: httpStatusOf(row.reason as DenyReason) });
   });
 });

@@ -1,20 +1,11 @@
-import { readdirSync, readFileSync } from 'node:fs';
-import { join, relative, resolve, dirname } from 'node:path';
-
-const SRC = join(__dirname, '..', '..', '..', 'src');
-
-function sourceFiles(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) =>
-    entry.isDirectory() ? sourceFiles(join(dir, entry.name)) : entry.name.endsWith('.ts') ? [join(dir, entry.name)] : [],
-  );
-}
+import { dirname, join, relative, resolve } from 'node:path';
+import { importsOf, sourceFiles, SRC } from '../../support/source-imports';
 
 /** The src/ folder (layer) of every relative import and export-from in a file. */
 function layersImportedBy(file: string): string[] {
-  const text = readFileSync(file, 'utf8');
-  return [...text.matchAll(/^\s*(?:import|export)\b[^'"]*?from\s+'(\.[^']*)'/gm)].map(
-    (match) => relative(SRC, resolve(dirname(file), match[1]!)).split('/')[0]!,
-  );
+  return importsOf(file)
+    .filter((specifier) => specifier.startsWith('.'))
+    .map((specifier) => relative(SRC, resolve(dirname(file), specifier)).split('/')[0]!);
 }
 
 function offendingImports(layer: string, forbidden: readonly string[]): string[] {

@@ -13,7 +13,9 @@ import { envoyCheckRequest, OFFICIAL_EXTERNAL_AUTH_PROTO, OFFICIAL_LOADER_OPTION
 const generic = loadAuthorizationService().service.Check!;
 /** Envoy's official protos: the bytes Envoy sends. */
 const official = (
-  protoLoader.loadSync(OFFICIAL_EXTERNAL_AUTH_PROTO, OFFICIAL_LOADER_OPTIONS)['envoy.service.auth.v3.Authorization'] as grpc.ServiceDefinition
+  protoLoader.loadSync(OFFICIAL_EXTERNAL_AUTH_PROTO, OFFICIAL_LOADER_OPTIONS)[
+    'envoy.service.auth.v3.Authorization'
+  ] as grpc.ServiceDefinition
 ).Check!;
 
 /** Both readers, compared on what the pipeline gets out of them. */
@@ -32,7 +34,11 @@ const headerValue = fc.oneof(fc.string({ maxLength: 200 }), fc.string({ unit: 'b
 
 describe('CheckRequest decoding (the fields the pipeline reads)', () => {
   it('reads every Envoy-shaped fixture as protobufjs does', () => {
-    const secrets = makeFixtureSecrets({ live: generateCustomerKey('live'), otherLive: generateCustomerKey('live'), revoked: generateCustomerKey('live') });
+    const secrets = makeFixtureSecrets({
+      live: generateCustomerKey('live'),
+      otherLive: generateCustomerKey('live'),
+      revoked: generateCustomerKey('live'),
+    });
     for (const fixture of loadCheckRequestFixtures()) {
       expectSameAuthRequest(official.requestSerialize(materialize(fixture.check_request, secrets)));
     }
@@ -45,7 +51,9 @@ describe('CheckRequest decoding (the fields the pipeline reads)', () => {
           method: fc.constantFrom('GET', 'POST', '', 'g e t'),
           path: fc.oneof(fc.webPath(), fc.string({ maxLength: 300 })),
           headers: fc.dictionary(headerName, headerValue, { maxKeys: 25 }),
-          raw: fc.array(fc.record({ key: headerName, value: headerValue, raw: fc.option(fc.uint8Array({ maxLength: 40 })) }), { maxLength: 6 }),
+          raw: fc.array(fc.record({ key: headerName, value: headerValue, raw: fc.option(fc.uint8Array({ maxLength: 40 })) }), {
+            maxLength: 6,
+          }),
           extensions: fc.dictionary(fc.string({ maxLength: 10 }), fc.string({ maxLength: 10 }), { maxKeys: 3 }),
         }),
         ({ method, path, headers, raw, extensions }) => {
@@ -69,11 +77,36 @@ describe('CheckRequest decoding (the fields the pipeline reads)', () => {
     const first = official.requestSerialize(envoyCheckRequest({ path: '/first', headers: { authorization: 'Bearer a' } }));
     const second = official.requestSerialize(envoyCheckRequest({ path: '/second', headers: { 'x-api-key': 'b' } }));
     const unknown = Buffer.from([
-      0x78, 0x96, 0x01, // field 15, varint 150
-      0x81, 0x01, 1, 2, 3, 4, 5, 6, 7, 8, // field 16, fixed64
-      0x8d, 0x01, 1, 2, 3, 4, // field 17, fixed32
-      0x92, 0x01, 0x02, 0x61, 0x62, // field 18, bytes "ab"
-      0x9b, 0x01, 0x08, 0x01, 0x9c, 0x01, // field 19, group holding a varint
+      0x78,
+      0x96,
+      0x01, // field 15, varint 150
+      0x81,
+      0x01,
+      1,
+      2,
+      3,
+      4,
+      5,
+      6,
+      7,
+      8, // field 16, fixed64
+      0x8d,
+      0x01,
+      1,
+      2,
+      3,
+      4, // field 17, fixed32
+      0x92,
+      0x01,
+      0x02,
+      0x61,
+      0x62, // field 18, bytes "ab"
+      0x9b,
+      0x01,
+      0x08,
+      0x01,
+      0x9c,
+      0x01, // field 19, group holding a varint
     ]);
     expectSameAuthRequest(Buffer.concat([unknown, first, unknown, second]));
     expect(toAuthRequest(decodeCheckRequest(Buffer.concat([first, second]))).path).toBe('/second');
@@ -88,7 +121,7 @@ describe('CheckRequest decoding (the fields the pipeline reads)', () => {
       Buffer.from([0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]), // varint over 10 bytes
     ];
     for (const bytes of malformed) {
-      expect(() => generic.requestDeserialize(bytes)).toThrow();
+      expect(() => generic.requestDeserialize(bytes) as unknown).toThrow();
       expect(() => decodeCheckRequest(bytes)).toThrow();
     }
   });

@@ -155,9 +155,7 @@ describe('toAuthRequest', () => {
     });
 
     it('the http attributes win over the pseudo-headers', () => {
-      const request = toAuthRequest(
-        http({ method: 'POST', path: '/v1/messages', headers: { ':method': 'GET', ':path': '/public' } }),
-      );
+      const request = toAuthRequest(http({ method: 'POST', path: '/v1/messages', headers: { ':method': 'GET', ':path': '/public' } }));
       expect(request.method).toBe('POST');
       expect(request.path).toBe('/v1/messages');
     });
@@ -177,8 +175,8 @@ describe('toAuthRequest', () => {
       );
       expect(Object.getPrototypeOf(request.headers)).toBeNull();
       expect(request.headers['__proto__']).toBe('p');
-      expect(request.headers.constructor).toBe('c');
-      expect(request.headers['toString']).toBeUndefined();
+      expect(request.headers['constructor']).toBe('c');
+      expect('toString' in request.headers).toBe(false);
     });
 
     it('a missing x-request-id gives an empty request id', () => {

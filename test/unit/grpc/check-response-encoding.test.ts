@@ -17,7 +17,9 @@ import { fixtureWorld } from '../../support/pipeline-fixture-world';
 const generic = loadAuthorizationService().service.Check!;
 /** Envoy's official protos, to read the bytes the way Envoy does. */
 const official = (
-  protoLoader.loadSync(OFFICIAL_EXTERNAL_AUTH_PROTO, OFFICIAL_LOADER_OPTIONS)['envoy.service.auth.v3.Authorization'] as grpc.ServiceDefinition
+  protoLoader.loadSync(OFFICIAL_EXTERNAL_AUTH_PROTO, OFFICIAL_LOADER_OPTIONS)[
+    'envoy.service.auth.v3.Authorization'
+  ] as grpc.ServiceDefinition
 ).Check!;
 
 const ROUTES: Record<ClientStyle, ClassifiedRoute> = {
@@ -29,7 +31,12 @@ const ROUTES: Record<ClientStyle, ClassifiedRoute> = {
 const NOW = Date.UTC(2026, 10, 22, 12, 0, 0);
 
 function responsesOf(decision: Decision, requestId = 'req-1'): CheckResponse[] {
-  const answer = toCheckAnswer(decision, { requestId, storeFailureMode: 'deny', now: NOW, versionHeaders: ['vendora-version', 'anthropic-version'] });
+  const answer = toCheckAnswer(decision, {
+    requestId,
+    storeFailureMode: 'deny',
+    now: NOW,
+    versionHeaders: ['vendora-version', 'anthropic-version'],
+  });
   return answer.kind === 'response' ? [answer.response] : [];
 }
 
@@ -98,15 +105,34 @@ describe('fast CheckResponse encoding', () => {
     const odd = [
       {},
       { status: { code: 0, message: '' } },
-      { status: { code: -1, message: '' }, ok_response: { headers: [], headers_to_remove: [], query_parameters_to_remove: [], response_headers_to_add: [] } },
-      { status: { code: 0, message: '' }, ok_response: { headers: [{ header: { key: 'a' } }], headers_to_remove: [], query_parameters_to_remove: [], response_headers_to_add: [] } },
-      { status: { code: 0, message: '' }, ok_response: { headers: [], headers_to_remove: [7], query_parameters_to_remove: [], response_headers_to_add: [] } },
+      {
+        status: { code: -1, message: '' },
+        ok_response: { headers: [], headers_to_remove: [], query_parameters_to_remove: [], response_headers_to_add: [] },
+      },
+      {
+        status: { code: 0, message: '' },
+        ok_response: {
+          headers: [{ header: { key: 'a' } }],
+          headers_to_remove: [],
+          query_parameters_to_remove: [],
+          response_headers_to_add: [],
+        },
+      },
+      {
+        status: { code: 0, message: '' },
+        ok_response: { headers: [], headers_to_remove: [7], query_parameters_to_remove: [], response_headers_to_add: [] },
+      },
     ];
     for (const response of odd) expect(encodeCheckResponse(response as unknown as CheckResponse)).toBeUndefined();
     const service = withFastCheckCodec(loadAuthorizationService().service);
     const withUnknownAction = {
       status: { code: 0, message: '' },
-      ok_response: { headers: [{ header: { key: 'a', value: 'b' }, append_action: 'ADD_IF_ABSENT' }], headers_to_remove: [], query_parameters_to_remove: [], response_headers_to_add: [] },
+      ok_response: {
+        headers: [{ header: { key: 'a', value: 'b' }, append_action: 'ADD_IF_ABSENT' }],
+        headers_to_remove: [],
+        query_parameters_to_remove: [],
+        response_headers_to_add: [],
+      },
     };
     // Without `append` and with another action: the same bytes either way.
     expect(Buffer.compare(service.Check!.responseSerialize(withUnknownAction), generic.responseSerialize(withUnknownAction))).toBe(0);

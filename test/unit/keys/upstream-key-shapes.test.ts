@@ -7,8 +7,8 @@ import { UPSTREAM_KEY_SHAPES, upstreamProviderOf } from '../../../src/keys/upstr
 
 /*
  * Every "key" here is fake and assembled at run time, so no file holds a
- * string shaped like a real secret. Shapes follow the gitleaks/trufflehog
- * rules summarised in shared/reference/key-management.md §5.
+ * string shaped like a real secret. Shapes follow the gitleaks and
+ * trufflehog detection rules for each provider's keys.
  */
 const ALNUM = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
 const URLSAFE = `${ALNUM}_-`;

@@ -18,7 +18,8 @@ const anthropicKey = `sk-ant-api03-${randomBase62(93)}AA`;
 registerSecrets(customerKey, googleKey, openAiKey, anthropicKey);
 
 const percentEncoded = (text: string) => text.replace(/_/g, '%5F');
-const fullyEncoded = (text: string) => [...text].map((char) => `%${char.charCodeAt(0).toString(16).toUpperCase().padStart(2, '0')}`).join('');
+const fullyEncoded = (text: string) =>
+  [...text].map((char) => `%${char.charCodeAt(0).toString(16).toUpperCase().padStart(2, '0')}`).join('');
 
 const CASES: [label: string, path: string, secret: string][] = [
   ['a Google key after the model name', `/v1beta/models/gemini:${googleKey}`, googleKey],
@@ -37,7 +38,12 @@ const route = { family: 'other', style: 'generic' } as const;
 describe('decision lines never carry a key found inside a path segment', () => {
   it.each(CASES)('%s', (_label, path, secret) => {
     const logs = new LogCapture();
-    const decision: DenyDecision = { kind: 'deny', route: { ...route, pathWithoutQuery: path }, reason: 'missing_credential', message: 'm' };
+    const decision: DenyDecision = {
+      kind: 'deny',
+      route: { ...route, pathWithoutQuery: path },
+      reason: 'missing_credential',
+      message: 'm',
+    };
     logDecision(logs.logger, decision, { requestId: 'r', method: 'POST', httpStatus: 401, durationMs: 1 });
     const [line] = logs.events('decision');
     expect(line?.path).toContain('[redacted]');

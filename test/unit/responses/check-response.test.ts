@@ -2,13 +2,9 @@ import type { AllowDecision, DenyDecision } from '../../../src/domain/decision';
 import type { DenyReason } from '../../../src/domain/deny-reasons';
 import type { ClassifiedRoute, ClientStyle } from '../../../src/domain/route';
 import type { LimitHit, LimitState } from '../../../src/domain/rate-limits';
-import {
-  toCheckAnswer,
-  type CheckAnswerContext,
-  type CheckResponse,
-  type HeaderValueOption,
-} from '../../../src/responses/check-response';
+import { toCheckAnswer, type CheckAnswerContext, type CheckResponse, type HeaderValueOption } from '../../../src/responses/check-response';
 import { openAiDuration, rfc3339Seconds } from '../../../src/responses/rate-limit-headers';
+import { parseDenyBody } from '../../support/deny-body';
 
 const NOW = Date.UTC(2026, 10, 22, 12, 0, 0); // 2026-11-22T12:00:00Z
 const BOTH_SPELLINGS = ['vendora-version', 'anthropic-version'] as const;
@@ -78,25 +74,20 @@ const rateLimitNames = (options: HeaderValueOption[]) =>
   options.map((option) => option.header.key).filter((key) => key.includes('ratelimit-requests'));
 
 describe('402 (billing)', () => {
-  const billing = STYLES.flatMap((style) =>
-    (['account_suspended', 'credit_exhausted'] as const).map((reason) => [style, reason] as const),
-  );
+  const billing = STYLES.flatMap((style) => (['account_suspended', 'credit_exhausted'] as const).map((reason) => [style, reason] as const));
 
-  it.each(billing)(
-    '%s %s: HTTP 402, gRPC 7, x-should-retry false and no retry-after',
-    (style, reason) => {
-      const response = responseOf(deny(style, reason));
-      expect(response.status.code).toBe(7);
-      expect(response.denied_response!.status.code).toBe(402);
-      const headers = asMap(response.denied_response!.headers);
-      expect(headers['x-should-retry']).toBe('false');
-      expect(headers['x-gateway-error-code']).toBe(reason);
-      expect(headers['content-type']).toBe('application/json');
-      expect(headers).not.toHaveProperty('retry-after');
-      expect(headers).not.toHaveProperty('retry-after-ms');
-      expect(headers).not.toHaveProperty('www-authenticate');
-    },
-  );
+  it.each(billing)('%s %s: HTTP 402, gRPC 7, x-should-retry false and no retry-after', (style, reason) => {
+    const response = responseOf(deny(style, reason));
+    expect(response.status.code).toBe(7);
+    expect(response.denied_response!.status.code).toBe(402);
+    const headers = asMap(response.denied_response!.headers);
+    expect(headers['x-should-retry']).toBe('false');
+    expect(headers['x-gateway-error-code']).toBe(reason);
+    expect(headers['content-type']).toBe('application/json');
+    expect(headers).not.toHaveProperty('retry-after');
+    expect(headers).not.toHaveProperty('retry-after-ms');
+    expect(headers).not.toHaveProperty('www-authenticate');
+  });
 });
 
 describe('429 (rate limit)', () => {
@@ -107,7 +98,7 @@ describe('429 (rate limit)', () => {
     expect(asMap(response.denied_response!.headers)['x-gateway-error-code']).toBe('rate_limited');
   });
 
-  it('chat: the header says rate_limited while the body code is OpenAI\'s rate_limit_exceeded', () => {
+  it("chat: the header says rate_limited while the body code is OpenAI's rate_limit_exceeded", () => {
     const response = responseOf(rateLimited('chat'));
     expect(asMap(response.denied_response!.headers)['x-gateway-error-code']).toBe('rate_limited');
     expect(JSON.parse(response.denied_response!.body)).toMatchObject({ error: { code: 'rate_limit_exceeded', type: 'requests' } });
@@ -176,16 +167,16 @@ describe('429 (rate limit)', () => {
     expect(headers['request-id']).toBe('req-1');
   });
 
-  it("generative: no rate-limit headers; RetryInfo in the body gives the delay in Duration JSON form", () => {
+  it('generative: no rate-limit headers; RetryInfo in the body gives the delay in Duration JSON form', () => {
     const response = responseOf(rateLimited('generative', { retryAfterMs: 250 }));
     const names = response.denied_response!.headers.map((option) => option.header.key);
     expect(names.filter((key) => key.includes('ratelimit-') && !key.startsWith('x-gateway-'))).toEqual([]);
-    expect(JSON.parse(response.denied_response!.body).error.details[1]).toEqual({
+    expect(parseDenyBody(response.denied_response!.body).error.details[1]).toEqual({
       '@type': 'type.googleapis.com/google.rpc.RetryInfo',
       retryDelay: '0.250s',
     });
     const slower = responseOf(rateLimited('generative', { retryAfterMs: 26_000 }));
-    expect(JSON.parse(slower.denied_response!.body).error.details[1].retryDelay).toBe('26s');
+    expect(parseDenyBody(slower.denied_response!.body).error.details[1]!.retryDelay).toBe('26s');
   });
 
   it('a rate_limited decision without a known limit still answers 429, just without limit headers', () => {
@@ -228,7 +219,7 @@ describe('rate-limit headers on an allowed request (ok_response.response_headers
     });
   });
 
-  it("messages: the spec-only spelling setting emits only vendora-* names", () => {
+  it('messages: the spec-only spelling setting emits only vendora-* names', () => {
     const specOnly = { versionHeaders: ['vendora-version'] };
     expect(rateLimitNames(addedResponseHeaders(allow(ROUTES.messages, STATE), specOnly))).toEqual([
       'vendora-ratelimit-requests-limit',

@@ -3,14 +3,11 @@ import type { LimitHit } from '../../../src/domain/rate-limits';
 import { DENY_REASONS, httpStatusOf, type DenyReason } from '../../../src/domain/deny-reasons';
 import type { ClientStyle } from '../../../src/domain/route';
 import { chatErrorBody } from '../../../src/responses/error-bodies/chat-error-body';
-import {
-  ERROR_INFO_DOMAIN,
-  generativeErrorBody,
-  protoDuration,
-} from '../../../src/responses/error-bodies/generative-error-body';
+import { ERROR_INFO_DOMAIN, generativeErrorBody, protoDuration } from '../../../src/responses/error-bodies/generative-error-body';
 import { genericErrorBody } from '../../../src/responses/error-bodies/generic-error-body';
 import { errorBodyFor, type ErrorBodyInput } from '../../../src/responses/error-bodies';
 import { messagesErrorBody } from '../../../src/responses/error-bodies/messages-error-body';
+import type { DenyBodyView } from '../../support/deny-body';
 
 const ALL_REASONS = Object.keys(DENY_REASONS) as DenyReason[];
 const STYLES: ClientStyle[] = ['chat', 'messages', 'generative', 'generic'];
@@ -295,10 +292,10 @@ describe('generic style (paths outside the three client styles)', () => {
 });
 
 describe('in every style', () => {
-  const reasonAt: Record<ClientStyle, (body: any) => unknown> = {
+  const reasonAt: Record<ClientStyle, (body: DenyBodyView) => unknown> = {
     chat: (body) => body.error.code,
     messages: (body) => body.error.details.error_code,
-    generative: (body) => body.error.details[0].reason,
+    generative: (body) => body.error.details[0]?.reason,
     generic: (body) => body.error.code,
   };
 
@@ -309,7 +306,7 @@ describe('in every style', () => {
 
   it.each(cases)('%s: the reason code %s travels unchanged', (style, reason) => {
     const body = parsed(style, input(reason, reason === 'rate_limited' ? RATE_LIMITED : {}));
-    expect(reasonAt[style](body)).toBe(reason);
+    expect(reasonAt[style](body as DenyBodyView)).toBe(reason);
   });
 
   it.each(['messages', 'generative', 'generic'] as const)(
@@ -354,11 +351,11 @@ describe('in every style', () => {
   });
 
   it.each(STYLES)('%s: param carries the header name only, nothing else from the decision', (style) => {
-    const body = JSON.parse(
+    const body: unknown = JSON.parse(
       errorBodyFor(style, input('malformed_key', { param: 'x-api-key', keyPrefix: KEY_PREFIX, accountId: ACCOUNT })),
     );
     const params: unknown[] = [];
-    JSON.stringify(body, (key, value) => {
+    JSON.stringify(body, (key, value: unknown) => {
       if (key === 'param') params.push(value);
       return value;
     });
@@ -376,7 +373,13 @@ describe('deny reasons', () => {
     expect(by(503)).toEqual(['store_unavailable']);
     expect(by(401)).toHaveLength(ALL_REASONS.length - 7);
     expect(by(401)).toEqual(
-      expect.arrayContaining(['missing_credential', 'conflicting_credentials', 'query_key_not_accepted', 'malformed_key', 'upstream_key_not_accepted']),
+      expect.arrayContaining([
+        'missing_credential',
+        'conflicting_credentials',
+        'query_key_not_accepted',
+        'malformed_key',
+        'upstream_key_not_accepted',
+      ]),
     );
   });
 });

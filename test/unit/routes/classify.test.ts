@@ -1,13 +1,7 @@
 import { classifyFamily, isCanonicalPath, splitPathAndQuery } from '../../../src/routes/classify';
 import { FAMILY_HEADER_RULES, rulesForModelsRoute } from '../../../src/routes/family-header-rules';
 import { headerNamesFor } from '../../../src/routes/header-names';
-import {
-  DEFAULT_ROUTE_SPECS,
-  KEYED_FAMILIES,
-  buildRouteTable,
-  compilePathMatcher,
-  type PathMatchSpec,
-} from '../../../src/routes/route-table';
+import { DEFAULT_ROUTE_SPECS, KEYED_FAMILIES, buildRouteTable, compilePathMatcher } from '../../../src/routes/route-table';
 
 const DEFAULTS = buildRouteTable({}, []);
 
@@ -50,13 +44,10 @@ describe('default routes', () => {
     expect(classify('POST', path)).toBe('generative-content');
   });
 
-  it.each(['/v1/models', '/v1/models/gpt-4o', '/v1beta/models', '/v1beta/models/gemini-1.5-pro'])(
-    'GET %s is models',
-    (path) => {
-      expect(classify('GET', path)).toBe('models');
-      expect(classify('get', path)).toBe('models');
-    },
-  );
+  it.each(['/v1/models', '/v1/models/gpt-4o', '/v1beta/models', '/v1beta/models/gemini-1.5-pro'])('GET %s is models', (path) => {
+    expect(classify('GET', path)).toBe('models');
+    expect(classify('get', path)).toBe('models');
+  });
 
   it('the default table has exactly these families, in this order', () => {
     expect(KEYED_FAMILIES).toEqual(['messages', 'chat-completions', 'generative-content', 'models']);
@@ -168,11 +159,7 @@ describe('models route: method and style rules', () => {
 });
 
 describe('public routes', () => {
-  const table = buildRouteTable({}, [
-    { exact: '/health' },
-    { prefix: '/public/' },
-    { regex: '^/status/[a-z]+$', methods: ['GET'] },
-  ]);
+  const table = buildRouteTable({}, [{ exact: '/health' }, { prefix: '/public/' }, { regex: '^/status/[a-z]+$', methods: ['GET'] }]);
 
   it.each([
     ['GET', '/health'],
@@ -287,7 +274,7 @@ describe('compilePathMatcher', () => {
   });
 
   it('refuses a spec with none of exact, prefix or regex', () => {
-    expect(() => compilePathMatcher({ methods: ['GET'] } as PathMatchSpec)).toThrow(/exact, prefix or regex/);
+    expect(() => compilePathMatcher({ methods: ['GET'] })).toThrow(/exact, prefix or regex/);
   });
 });
 

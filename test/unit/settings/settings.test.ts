@@ -475,7 +475,9 @@ describe('Redis topologies', () => {
 
   it('refuses two topologies at once, a Sentinel list without a master name, and malformed node lists', () => {
     const result = loadSettings({ REDIS_URL: 'redis://h:1', REDIS_CLUSTER_NODES: 'a:1', REDIS_SENTINELS: 'x', REDIS_SENTINEL_MASTER: '' });
-    expect(result.ok ? [] : result.problems).toEqual([expect.stringMatching(/^REDIS_SENTINELS: must be a comma-separated list of host:port/)]);
+    expect(result.ok ? [] : result.problems).toEqual([
+      expect.stringMatching(/^REDIS_SENTINELS: must be a comma-separated list of host:port/),
+    ]);
     const both = loadSettings({ REDIS_URL: 'redis://h:1', REDIS_CLUSTER_NODES: 'a:1', REDIS_SENTINELS: 's:1' });
     expect(both.ok ? [] : both.problems).toEqual([
       expect.stringContaining('set only one of REDIS_URL, REDIS_SENTINELS, REDIS_CLUSTER_NODES'),
@@ -516,9 +518,7 @@ describe('loadCliSettings', () => {
   });
 
   it('prefers ADMIN_URL, trimmed', () => {
-    expect(loadCliSettings({ ADMIN_URL: ' https://admin.internal ', ADMIN_PORT: '9300' }).adminUrl).toBe(
-      'https://admin.internal',
-    );
+    expect(loadCliSettings({ ADMIN_URL: ' https://admin.internal ', ADMIN_PORT: '9300' }).adminUrl).toBe('https://admin.internal');
   });
 
   it('carries a trimmed ADMIN_TOKEN, and none when blank', () => {

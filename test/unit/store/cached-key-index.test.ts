@@ -6,7 +6,10 @@ import type { KeyIndex } from '../../../src/domain/authorization';
 
 class ScriptedIndex implements KeyIndex {
   calls: string[] = [];
-  constructor(public entries: Map<string, KeyIds>, public failing = false) {}
+  constructor(
+    public entries: Map<string, KeyIds>,
+    public failing = false,
+  ) {}
   async resolveKeyHash(keyHash: string): Promise<KeyIds | null> {
     this.calls.push(keyHash);
     if (this.failing) throw new Error('down');
@@ -40,7 +43,13 @@ describe('CachedKeyIndex', () => {
   });
 
   it('is bounded: the least recently used entries are dropped', async () => {
-    const inner = new ScriptedIndex(new Map([['a', IDS], ['b', IDS], ['c', IDS]]));
+    const inner = new ScriptedIndex(
+      new Map([
+        ['a', IDS],
+        ['b', IDS],
+        ['c', IDS],
+      ]),
+    );
     const cache = new CachedKeyIndex(inner, options(new ManualClock(1_000_000)));
     for (const hash of ['a', 'b', 'c', 'a']) await cache.resolveKeyHash(hash);
     expect(inner.calls).toEqual(['a', 'b', 'c', 'a']);
