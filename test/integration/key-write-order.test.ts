@@ -3,9 +3,9 @@ import { ManualClock } from '../../src/domain/clock';
 import { mintKey, successorTerms } from '../../src/keys/key-minting';
 import { RedisStore } from '../../src/store/redis/redis-store';
 import { redisKeys } from '../../src/store/redis/redis-keys';
-import { createOfficialCheckClient, envoyCheckRequest, type OfficialCheckClient } from '../support/envoy-official-client';
+import { createOfficialCheckClient, decisionFor, type OfficialCheckClient } from '../support/envoy-official-client';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
-import { startAppUnderTest, type AppUnderTest } from '../support/running-app';
+import { keyIdsOf, startAppUnderTest, type AppUnderTest } from '../support/running-app';
 import { registerSecrets } from '../support/secret-scan';
 
 /**
@@ -48,18 +48,8 @@ afterAll(async () => {
   await redis?.stop();
 });
 
-/** 'allow', or the deny reason code, for one real Check with this key. */
-async function decide(key: string): Promise<string> {
-  const request = envoyCheckRequest({ path: '/v1/chat/completions', headers: { authorization: `Bearer ${key}` } });
-  const response = (await check.check(request)) as { status: { code: number }; denied_response: { body: string } };
-  return response.status.code === 0 ? 'allow' : (JSON.parse(response.denied_response.body) as { error: { code: string } }).error.code;
-}
-
-async function keyIdsOfAcme(): Promise<string[]> {
-  const listed = await app.admin('GET', '/admin/accounts/acme/keys');
-  expect(listed.status).toBe(200);
-  return (listed.body.keys as { id: string }[]).map((key) => key.id).sort();
-}
+const decide = (key: string) => decisionFor(check, key);
+const keyIdsOfAcme = () => keyIdsOf(app, 'acme');
 
 it('a rotation whose index writes fail answers 503, leaves the old key working and unchanged, and succeeds when retried', async () => {
   const created = await app.admin('POST', '/admin/accounts/acme/keys', { name: 'prod', expiresAt: '2099-01-01T00:00:00Z' });

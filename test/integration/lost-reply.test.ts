@@ -3,9 +3,9 @@ import * as net from 'node:net';
 import Redis from 'ioredis';
 import { redisKeys } from '../../src/store/redis/redis-keys';
 import { REDIS_SCRIPTS } from '../../src/store/redis/scripts';
-import { createOfficialCheckClient, envoyCheckRequest, type OfficialCheckClient } from '../support/envoy-official-client';
+import { createOfficialCheckClient, decisionFor, type OfficialCheckClient } from '../support/envoy-official-client';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
-import { startAppUnderTest, type AppUnderTest } from '../support/running-app';
+import { keyIdsOf, startAppUnderTest, type AppUnderTest } from '../support/running-app';
 
 /**
  * Issue 13, defect 3, the last gap: Redis runs the rotate (or insert) script,
@@ -130,35 +130,19 @@ afterAll(async () => {
   await redis?.stop();
 });
 
-type AdminError = { error: { code: string; message: string } };
-/** An admin answer's body, read as the shape the test expects of it. */
-const bodyOf = <T>(response: { body: unknown }): T => response.body as T;
-
-/** 'allow', or the deny reason code, for one real Check with this key. */
-async function decide(key: string): Promise<string> {
-  const request = envoyCheckRequest({ path: '/v1/chat/completions', headers: { authorization: `Bearer ${key}` } });
-  const response = (await check.check(request)) as { status: { code: number }; denied_response: { body: string } };
-  return response.status.code === 0 ? 'allow' : (JSON.parse(response.denied_response.body) as { error: { code: string } }).error.code;
-}
-
-async function keyIdsOfAcme(): Promise<string[]> {
-  const listed = await app.admin('GET', '/admin/accounts/acme/keys');
-  expect(listed.status).toBe(200);
-  return bodyOf<{ keys: { id: string }[] }>(listed)
-    .keys.map((key) => key.id)
-    .sort();
-}
+const decide = (key: string) => decisionFor(check, key);
+const keyIdsOfAcme = () => keyIdsOf(app, 'acme');
 
 async function auditOf(keyId: string): Promise<{ action: string; detail?: string }[]> {
   const audit = await app.admin('GET', '/admin/audit?limit=200');
   expect(audit.status).toBe(200);
-  return bodyOf<{ entries: { action: string; keyId?: string; detail?: string }[] }>(audit).entries.filter((entry) => entry.keyId === keyId);
+  return audit.body.entries.filter((entry) => entry.keyId === keyId);
 }
 
 async function createKey(name: string): Promise<{ id: string; key: string }> {
   const created = await app.admin('POST', '/admin/accounts/acme/keys', { name });
   expect(created.status).toBe(201);
-  return bodyOf<{ id: string; key: string }>(created);
+  return created.body;
 }
 
 /** After Redis was unreachable: waits until the service reaches it again (ioredis reconnects within 1 s). */
@@ -179,7 +163,7 @@ it('a rotation whose reply is lost after Redis applied it answers 201 with the n
   const rotated = await app.admin('POST', `/admin/keys/${old.id}/rotate`, { graceSeconds: 0 });
   expect(proxy.lost).toBe(1);
   expect(rotated.status).toBe(201);
-  const next = bodyOf<{ id: string; key: string; replaces: string; oldKey: { status: string; replacedBy: string } }>(rotated);
+  const next = rotated.body;
   expect(next).toMatchObject({ replaces: old.id, oldKey: { status: 'revoked', replacedBy: next.id } });
 
   expect(await decide(next.key)).toBe('allow');
@@ -197,7 +181,7 @@ it('a key creation whose reply is lost answers 201 with the one key it created',
   const created = await app.admin('POST', '/admin/accounts/acme/keys', { name: 'ci' });
   expect(proxy.lost).toBe(1);
   expect(created.status).toBe(201);
-  const key = bodyOf<{ id: string; key: string }>(created);
+  const key = created.body;
   expect(await keyIdsOfAcme()).toEqual([...keysBefore, key.id].sort());
   expect(await decide(key.key)).toBe('allow');
   expect((await auditOf(key.id)).map((entry) => entry.action)).toEqual(['key.create']);
@@ -209,7 +193,7 @@ it('Redis unreachable for every attempt after applying the rotation: 503 says it
   const failed = await app.admin('POST', `/admin/keys/${old.id}/rotate`, { graceSeconds: 0 });
   expect(failed.status).toBe(503);
   expect(failed.body).not.toHaveProperty('key');
-  const { code, message } = bodyOf<AdminError>(failed).error;
+  const { code, message } = failed.body.error;
   expect(code).toBe('store_unavailable');
   expect(message).toContain('may or may not have been applied');
   expect(message).toContain(`GET /admin/keys/${old.id}`);
@@ -239,7 +223,7 @@ it('Redis unreachable for every attempt before the rotation ran: the same 503; t
   const failed = await app.admin('POST', `/admin/keys/${old.id}/rotate`, { graceSeconds: 0 });
   expect(proxy.lost).toBe(1);
   expect(failed.status).toBe(503);
-  expect(bodyOf<AdminError>(failed).error.message).toContain('may or may not have been applied');
+  expect(failed.body.error.message).toContain('may or may not have been applied');
 
   proxy.up();
   await waitUntilReachable(old.id);
@@ -248,7 +232,7 @@ it('Redis unreachable for every attempt before the rotation ran: the same 503; t
   expect(await decide(old.key)).toBe('allow');
   const retried = await app.admin('POST', `/admin/keys/${old.id}/rotate`, { graceSeconds: 0 });
   expect(retried.status).toBe(201);
-  expect(await decide(bodyOf<{ key: string }>(retried).key)).toBe('allow');
+  expect(await decide(retried.body.key)).toBe('allow');
   expect(await decide(old.key)).toBe('key_revoked');
   expect((await auditOf(old.id)).filter((entry) => entry.action === 'key.rotate')).toHaveLength(1);
 });
@@ -259,7 +243,7 @@ it('Redis unreachable for every attempt after applying a key creation: 503 names
   const failed = await app.admin('POST', '/admin/accounts/acme/keys', { name: 'lost' });
   expect(failed.status).toBe(503);
   expect(failed.body).not.toHaveProperty('key');
-  const { message } = bodyOf<AdminError>(failed).error;
+  const { message } = failed.body.error;
   expect(message).toContain('may or may not have been created');
   const keyId = /Find out with GET \/admin\/keys\/(key_\w+)/.exec(message)?.[1];
   expect(keyId).toBeDefined();

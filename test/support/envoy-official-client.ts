@@ -247,3 +247,9 @@ export function envoyCheckRequest(opts: EnvoyCheckRequestOptions): EnvoyCheckReq
     },
   };
 }
+
+/** 'allow', or the deny reason code, for one real Check of a chat request carrying this key. */
+export async function decisionFor(check: OfficialCheckClient, key: string): Promise<string> {
+  const response = await check.check(envoyCheckRequest({ path: '/v1/chat/completions', headers: { authorization: `Bearer ${key}` } }));
+  return response.status.code === 0 ? 'allow' : (JSON.parse(response.denied_response.body) as { error: { code: string } }).error.code;
+}

@@ -90,3 +90,10 @@ export async function startAppUnderTest(options: {
 }
 
 export { RedisStore };
+
+/** The ids of an account's keys, sorted, as the admin API lists them. */
+export async function keyIdsOf(app: AppUnderTest, accountId: string): Promise<string[]> {
+  const listed = await app.admin('GET', `/admin/accounts/${accountId}/keys`);
+  expect(listed.status).toBe(200);
+  return listed.body.keys.map((key) => key.id).sort();
+}
