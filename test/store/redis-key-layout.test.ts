@@ -7,7 +7,8 @@ import { startTestRedis, type TestRedis } from '../support/redis-server';
 /**
  * redis-keys.ts is the one place that knows the key layout: every key the
  * store (its Lua scripts included) writes for an account is one that
- * redisKeys names, the rate-limit buckets too.
+ * redisKeys names, and the rate-limit buckets are the account hash's fields
+ * that redisKeys names.
  */
 let redis: TestRedis;
 let store: RedisStore;
@@ -25,7 +26,7 @@ afterAll(async () => {
   await redis.stop();
 });
 
-it('writes exactly the keys redisKeys names, buckets being its prefixes plus the window in seconds', async () => {
+it('writes exactly the keys redisKeys names, buckets being account fields named by its prefixes plus the window in seconds', async () => {
   // Unique ids, so that a shared Redis (TEST_REDIS_URL) holding other data does not matter.
   const suffix = `${Date.now()}${Math.floor(Math.random() * 1e6)}`;
   const accountId = `acct_layout${suffix}`;
@@ -54,9 +55,16 @@ it('writes exactly the keys redisKeys names, buckets being its prefixes plus the
       redisKeys.account(accountId),
       redisKeys.key(accountId, keyId),
       redisKeys.accountKeys(accountId),
-      `${redisKeys.keyBucketPrefix(accountId, keyId)}60`,
-      `${redisKeys.accountBucketPrefix(accountId)}3600`,
     ].sort(),
   );
+  const accountFields = Object.keys(await client.hgetall(redisKeys.account(accountId))).filter((field) =>
+    field.startsWith(redisKeys.bucketFieldPrefix()),
+  );
+  expect(accountFields.sort()).toEqual(
+    [`${redisKeys.accountBucketFieldPrefix()}3600`, `${redisKeys.keyBucketFieldPrefix(keyId)}60`].sort(),
+  );
+  expect(await client.hexists(redisKeys.account(accountId), redisKeys.bucketSweepField())).toBe(1);
+  // The account hash never expires: it is the account record.
+  expect(await client.pttl(redisKeys.account(accountId))).toBe(-1);
   expect(await client.sismember(redisKeys.accounts(), accountId)).toBe(1);
 });

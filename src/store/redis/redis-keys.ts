@@ -3,9 +3,9 @@
  *
  * Two immutable, global indexes (key hash → key and account id, key id →
  * account id) and everything mutable under the account's hash tag
- * `{acct:ID}`: account, key records, key set and rate-limit buckets. The
- * authorize script touches only that tag, so it runs unchanged on Redis
- * Cluster (one slot per account).
+ * `{acct:ID}`: account (with its rate-limit buckets as fields), key records
+ * and key set. The authorize script touches only that tag, so it runs
+ * unchanged on Redis Cluster (one slot per account).
  */
 export const redisKeys = {
   keyIdsByHash: (keyHash: string) => `gwa:keyhash:${keyHash}`,
@@ -19,10 +19,15 @@ export const redisKeys = {
   key: (accountId: string, keyId: string) => `${redisKeys.accountTag(accountId)}key:${keyId}`,
   accountKeys: (accountId: string) => `${redisKeys.accountTag(accountId)}keys`,
   /**
-   * Rate-limit buckets (GCRA theoretical arrival time) up to the window: the
-   * authorize script appends the window in seconds of each limit that applies,
-   * which it only knows after reading the records.
+   * Rate-limit buckets (GCRA theoretical arrival time, µs) are fields of the
+   * account's own hash, so one HMGET reads the account and every bucket a
+   * decision needs: `rl:k:<keyId>:<windowSeconds>` per key limit,
+   * `rl:a:<windowSeconds>` per account limit. The authorize script appends
+   * the window, which it only knows after reading the records.
    */
-  keyBucketPrefix: (accountId: string, keyId: string) => `${redisKeys.accountTag(accountId)}rl:k:${keyId}:`,
-  accountBucketPrefix: (accountId: string) => `${redisKeys.accountTag(accountId)}rl:a:`,
+  bucketFieldPrefix: () => 'rl:',
+  keyBucketFieldPrefix: (keyId: string) => `${redisKeys.bucketFieldPrefix()}k:${keyId}:`,
+  accountBucketFieldPrefix: () => `${redisKeys.bucketFieldPrefix()}a:`,
+  /** Account hash field: when (µs, Redis's clock) the authorize script next deletes bucket fields whose time has passed. */
+  bucketSweepField: () => 'rlSweepAtUs',
 };

@@ -112,10 +112,12 @@ export class RedisStore implements Store {
         this.checks.gwaAuthorize(
           redisKeys.account(request.accountId),
           redisKeys.key(request.accountId, request.keyId),
-          planJson(request.defaultPlan),
           this.clockOverride ? String(Math.round(this.clockOverride() * 1000)) : '',
-          redisKeys.keyBucketPrefix(request.accountId, request.keyId),
-          redisKeys.accountBucketPrefix(request.accountId),
+          redisKeys.bucketFieldPrefix(),
+          redisKeys.keyBucketFieldPrefix(request.keyId),
+          redisKeys.accountBucketFieldPrefix(),
+          redisKeys.bucketSweepField(),
+          ...planArguments(request.defaultPlan),
         ),
         this.checkDeadlineMs,
       ),
@@ -387,16 +389,24 @@ export class RedisStore implements Store {
   }
 }
 
-/** The default plan is the frozen settings object, the same on every Check: encode it once. */
-const encodedPlans = new WeakMap<object, string>();
-function planJson(plan: AuthorizeRequest['defaultPlan']): string {
-  if (!Object.isFrozen(plan)) return JSON.stringify(plan);
-  let json = encodedPlans.get(plan);
-  if (json === undefined) {
-    json = JSON.stringify(plan);
-    encodedPlans.set(plan, json);
+/**
+ * The default plan as the authorize script reads it: the number of key
+ * limits, then limit/window pairs, key scope first. Plain numbers, so the
+ * script does no JSON decoding for it. The plan is the frozen settings
+ * object, the same on every Check: encoded once.
+ */
+const encodedPlans = new WeakMap<object, readonly [string, ...string[]]>();
+
+function planArguments(plan: AuthorizeRequest['defaultPlan']): readonly [string, ...string[]] {
+  let encoded = encodedPlans.get(plan);
+  if (encoded === undefined) {
+    encoded = [
+      String(plan.key.length),
+      ...[...plan.key, ...plan.account].flatMap((limit) => [String(limit.limit), String(limit.windowSeconds)]),
+    ];
+    if (Object.isFrozen(plan)) encodedPlans.set(plan, encoded);
   }
-  return json;
+  return encoded;
 }
 
 function asStoreError(error: unknown): StoreUnavailableError {

@@ -51,6 +51,12 @@ local function iso8601(ms)
     math.floor(rest / 3600000), math.floor(rest / 60000) % 60, math.floor(rest / 1000) % 60, rest % 1000)
 end`;
 
+/**
+ * How often (µs) an allowed decision deletes an account's bucket fields whose
+ * time has passed: the hash then holds at most an hour's worth of stale buckets.
+ */
+const BUCKET_SWEEP_INTERVAL_US = 3_600_000_000;
+
 /** Every script, declared once: `defineCommand` registers each under its name, and `ScriptCommands` types it. */
 export const REDIS_SCRIPTS = {
   // Create-if-absent in one step so two admins racing on one id cannot overwrite each other.
@@ -210,40 +216,79 @@ return 1`,
    * The whole decision for a known key in one round trip. Mirrors
    * authorizeAccountState() in src/limits/authorize-account-state.ts (the
    * in-memory store runs that); the shared contract suite keeps them equal.
-   * Which limits apply is only known after reading the records, so bucket
-   * names come as two prefixes (redisKeys.keyBucketPrefix and
-   * accountBucketPrefix) to which the script appends each limit's window in
-   * seconds; they carry the account's hash tag, so they live in KEYS[1]'s
-   * cluster slot. `nowUs` '' means Redis's own TIME.
+   *
+   * Five commands when allowed: EVALSHA, HMGET key record, HMGET account
+   * record with the bucket fields, TIME, one HSET of the buckets. Buckets
+   * are fields of the account hash (no TTL of their own): a field whose TAT
+   * has passed is equivalent to an absent one, and at most once per
+   * BUCKET_SWEEP_INTERVAL_US an allowed decision deletes those (buckets of
+   * rotated or revoked keys, of windows no longer in use), so the hash does
+   * not grow without bound. Field names are redisKeys' prefixes plus each
+   * limit's window in seconds. The bucket fields of the limits that apply
+   * are read with the account when the key's limits are known from its
+   * record or the default plan; an account override with other windows costs
+   * one more HMGET. The default plan comes as numbers (count of key limits,
+   * then limit/window pairs, key scope first), not JSON, so it is not decoded
+   * on every call. `nowUs` '' means Redis's own TIME.
    */
   gwaAuthorize: script({
     keys: ['account', 'keyRecord'],
-    argv: ['defaultPlanJson', 'nowUs', 'keyBucketPrefix', 'accountBucketPrefix'],
+    argv: [
+      'nowUs',
+      'bucketFieldPrefix',
+      'keyBucketFieldPrefix',
+      'accountBucketFieldPrefix',
+      'sweepField',
+      'planKeyLimitCount',
+      '...planLimits',
+    ],
     lua: `
 local k = redis.call('HMGET', KEYS[2], 'status', 'expiresAtMs', 'limits', 'prefix', 'environment', 'revokeAtMs')
-local a = redis.call('HMGET', KEYS[1], 'status', 'creditBalance', 'limits')
-if not k[1] or not a[1] then return {'unknown_key'} end
+if not k[1] then return {'unknown_key'} end
+local split = 6 + 2 * tonumber(ARGV[6])
+local function plan_limits(from, to)
+  local out = {}
+  for i = from, to, 2 do out[#out + 1] = {limit = tonumber(ARGV[i]), windowSeconds = tonumber(ARGV[i + 1])} end
+  return out
+end
+local plan_key, plan_account = plan_limits(7, split), plan_limits(split + 1, #ARGV)
+local own_key_limits = nil
+if k[3] then own_key_limits = cjson.decode(k[3]) end
+local fields, slot = {'status', 'creditBalance', 'limits', ARGV[5]}, {}
+local function want(field)
+  if not slot[field] then fields[#fields + 1] = field; slot[field] = #fields end
+end
+for _, lim in ipairs(own_key_limits or plan_key) do want(ARGV[3] .. lim.windowSeconds) end
+for _, lim in ipairs(plan_account) do want(ARGV[4] .. lim.windowSeconds) end
+local a = redis.call('HMGET', KEYS[1], unpack(fields))
+if not a[1] then return {'unknown_key'} end
 local now
-if ARGV[2] ~= '' then now = tonumber(ARGV[2])
+if ARGV[1] ~= '' then now = tonumber(ARGV[1])
 else local t = redis.call('TIME'); now = tonumber(t[1]) * 1000000 + tonumber(t[2]) end
 local prefix = k[4]
 if k[1] == 'revoked' or (k[6] and tonumber(k[6]) * 1000 <= now) then return {'key_revoked', prefix} end
 if k[2] and tonumber(k[2]) * 1000 <= now then return {'key_expired', prefix} end
 if a[1] == 'suspended' then return {'account_suspended', prefix} end
 if a[2] and tonumber(a[2]) <= 0 then return {'credit_exhausted', prefix} end
-local plan = cjson.decode(ARGV[1])
 local overrides = {}
 if a[3] then overrides = cjson.decode(a[3]) end
-local key_limits = plan.key
-if k[3] then key_limits = cjson.decode(k[3]) elseif overrides.key then key_limits = overrides.key end
-local account_limits = overrides.account or plan.account
-local writes, tight, refused = {}, nil, nil
-local function step(scope, bucket, lim)
+local key_limits = own_key_limits or overrides.key or plan_key
+local account_limits = overrides.account or plan_account
+local stored = {}
+for field, i in pairs(slot) do stored[field] = a[i] end
+local missing = {}
+for _, lim in ipairs(key_limits) do local f = ARGV[3] .. lim.windowSeconds; if not slot[f] then missing[#missing + 1] = f end end
+for _, lim in ipairs(account_limits) do local f = ARGV[4] .. lim.windowSeconds; if not slot[f] then missing[#missing + 1] = f end end
+if #missing > 0 then
+  local more = redis.call('HMGET', KEYS[1], unpack(missing))
+  for i, f in ipairs(missing) do stored[f] = more[i] end
+end
+local writes, written, tight, refused = {}, {}, nil, nil
+local function step(scope, field, lim)
   local window = lim.windowSeconds * 1000000
   local interval = math.max(1, math.floor(window / lim.limit))
-  local stored = redis.call('GET', bucket)
   local tat = now
-  if stored then tat = math.max(tonumber(stored), now) end
+  if stored[field] then tat = math.max(tonumber(stored[field]), now) end
   local new_tat = tat + interval
   local allow_at = new_tat - window
   if now < allow_at then
@@ -254,7 +299,9 @@ local function step(scope, bucket, lim)
   else
     local remaining = math.floor((window - (new_tat - now)) / interval)
     local reset = math.ceil((new_tat - now) / 1000)
-    writes[#writes + 1] = {bucket, new_tat, reset + 1}
+    writes[#writes + 1] = field
+    writes[#writes + 1] = string.format('%.0f', new_tat)
+    written[field] = true
     if tight == nil or remaining < tight[4] then tight = {scope, lim.limit, lim.windowSeconds, remaining, reset} end
   end
 end
@@ -271,7 +318,22 @@ if refused then
   local r = strings(refused)
   return {'rate_limited', prefix, r[1], r[2], r[3], r[4], r[5], r[6]}
 end
-for _, w in ipairs(writes) do redis.call('SET', w[1], string.format('%.0f', w[2]), 'PX', string.format('%.0f', w[3])) end
+if #writes > 0 then
+  local sweep_at = a[4] and tonumber(a[4])
+  if not sweep_at or sweep_at <= now then
+    if sweep_at then
+      local all, stale, p = redis.call('HGETALL', KEYS[1]), {}, ARGV[2]
+      for i = 1, #all, 2 do
+        local f = all[i]
+        if string.sub(f, 1, #p) == p and not written[f] and (tonumber(all[i + 1]) or 0) <= now then stale[#stale + 1] = f end
+      end
+      if #stale > 0 then redis.call('HDEL', KEYS[1], unpack(stale)) end
+    end
+    writes[#writes + 1] = ARGV[5]
+    writes[#writes + 1] = string.format('%.0f', now + ${BUCKET_SWEEP_INTERVAL_US})
+  end
+  redis.call('HSET', KEYS[1], unpack(writes))
+end
 if tight then
   local t = strings(tight)
   return {'allow', prefix, k[5], t[1], t[2], t[3], t[4], t[5]}

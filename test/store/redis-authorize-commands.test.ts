@@ -1,0 +1,120 @@
+import Redis from 'ioredis';
+import { generateCustomerKey, hashCustomerKey } from '../../src/keys/customer-key';
+import type { RatePlan } from '../../src/domain/rate-limits';
+import { redisKeys } from '../../src/store/redis/redis-keys';
+import { RedisStore } from '../../src/store/redis/redis-store';
+import { startTestRedis, type TestRedis } from '../support/redis-server';
+
+/**
+ * What one decision costs Redis: every command it executes, the script's own
+ * included (INFO commandstats counts both), is at most five. And the buckets
+ * packed into the account hash do not pile up: buckets whose time has passed
+ * (a rotated key's, say) are deleted by a later decision.
+ */
+let redis: TestRedis;
+let store: RedisStore;
+let stats: Redis;
+let nowMs = Date.parse('2026-11-23T12:00:00.000Z');
+
+const plan: RatePlan = Object.freeze({ key: [{ limit: 3, windowSeconds: 60 }], account: [{ limit: 100, windowSeconds: 3600 }] });
+
+beforeAll(async () => {
+  redis = await startTestRedis();
+  store = await RedisStore.connect({ url: redis.url, commandTimeoutMs: 1000, clockOverride: () => nowMs });
+  stats = new Redis(redis.url, { disconnectTimeout: 50 });
+});
+
+afterAll(async () => {
+  stats.disconnect();
+  await store.close();
+  await redis.stop();
+});
+
+async function newAccountWithKey(name: string, keyLimits?: RatePlan['key']): Promise<{ accountId: string; keyId: string }> {
+  const suffix = `${Date.now()}${Math.floor(Math.random() * 1e6)}`;
+  const accountId = `acct_${name}${suffix}`;
+  expect(await store.createAccount({ id: accountId, name, status: 'active', createdAt: '2026-11-23T12:00:00.000Z' })).toBe(true);
+  const keyId = await newKey(accountId, keyLimits);
+  return { accountId, keyId };
+}
+
+async function newKey(accountId: string, keyLimits?: RatePlan['key']): Promise<string> {
+  const key = generateCustomerKey('live');
+  const keyId = `key_${Math.floor(Math.random() * 1e9)}`;
+  const record = {
+    id: keyId,
+    accountId,
+    prefix: key.slice(0, 12),
+    name: 'commands',
+    environment: 'live' as const,
+    status: 'active' as const,
+    createdAt: '2026-11-23T12:00:00.000Z',
+    ...(keyLimits ? { limits: keyLimits } : {}),
+  };
+  expect(await store.insertKey(hashCustomerKey(key), record)).toBe('created');
+  return keyId;
+}
+
+/** Every command Redis executed during `run` (client and in-script), by name. */
+async function commandsDuring(run: () => Promise<unknown>): Promise<Record<string, number>> {
+  await stats.config('RESETSTAT');
+  await run();
+  const info = await stats.info('commandstats');
+  return Object.fromEntries(
+    [...info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)]
+      .filter((m) => !/^(config|info)(\||$)/.test(m[1]!))
+      .map((m) => [m[1]!, Number(m[2])]),
+  );
+}
+
+const total = (calls: Record<string, number>) => Object.values(calls).reduce((sum, n) => sum + n, 0);
+
+it('an allowed decision with key and account limits executes at most 5 commands, script included', async () => {
+  const { accountId, keyId } = await newAccountWithKey('allowed');
+  // The first call loads the script (NOSCRIPT, then EVAL): not the steady state.
+  expect((await store.authorize({ accountId, keyId, defaultPlan: plan })).kind).toBe('allow');
+  const calls = await commandsDuring(async () => {
+    expect((await store.authorize({ accountId, keyId, defaultPlan: plan })).kind).toBe('allow');
+  });
+  expect(calls.evalsha).toBe(1);
+  expect(total(calls)).toBeLessThanOrEqual(5);
+});
+
+it('a key with its own limits, and a refused decision, also stay within 5 commands', async () => {
+  const { accountId, keyId } = await newAccountWithKey('refused', [
+    { limit: 1, windowSeconds: 10 },
+    { limit: 5, windowSeconds: 60 },
+  ]);
+  expect((await store.authorize({ accountId, keyId, defaultPlan: plan })).kind).toBe('allow');
+  const calls = await commandsDuring(async () => {
+    expect((await store.authorize({ accountId, keyId, defaultPlan: plan })).kind).toBe('rate_limited');
+  });
+  expect(calls.evalsha).toBe(1);
+  expect(total(calls)).toBeLessThanOrEqual(5);
+});
+
+it("deletes buckets whose time has passed, such as a rotated key's, so the account hash does not grow", async () => {
+  const { accountId, keyId: oldKeyId } = await newAccountWithKey('sweep');
+  expect((await store.authorize({ accountId, keyId: oldKeyId, defaultPlan: plan })).kind).toBe('allow');
+  const newKeyId = await newKey(accountId);
+  expect((await store.authorize({ accountId, keyId: newKeyId, defaultPlan: plan })).kind).toBe('allow');
+  const bucketFields = async () =>
+    Object.keys(await stats.hgetall(redisKeys.account(accountId)))
+      .filter((field) => field.startsWith(redisKeys.bucketFieldPrefix()))
+      .sort();
+  expect(await bucketFields()).toEqual(
+    [
+      `${redisKeys.keyBucketFieldPrefix(oldKeyId)}60`,
+      `${redisKeys.keyBucketFieldPrefix(newKeyId)}60`,
+      `${redisKeys.accountBucketFieldPrefix()}3600`,
+    ].sort(),
+  );
+  // Two hours on: every bucket is full again; only the new key is still used.
+  nowMs += 2 * 3600 * 1000;
+  expect((await store.authorize({ accountId, keyId: newKeyId, defaultPlan: plan })).kind).toBe('allow');
+  expect(await bucketFields()).toEqual(
+    [`${redisKeys.keyBucketFieldPrefix(newKeyId)}60`, `${redisKeys.accountBucketFieldPrefix()}3600`].sort(),
+  );
+  // The account record itself is untouched by the sweep.
+  expect((await store.getAccount(accountId))?.name).toBe('sweep');
+});
