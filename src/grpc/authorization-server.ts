@@ -27,7 +27,7 @@ export interface AuthorizationServerDeps extends PipelineDeps {
   /** Bounds the Checks in flight and refuses ones already past their deadline. Absent: every Check is decided. */
   admission?: CheckAdmission;
   /** The event-loop delay just waited out, added to each Check's latency; absent: 0. */
-  loopLag?: { currentMs(): number };
+  loopLag?: { currentMs(nowMs: number): number };
   /** Notes each allowed key's use; written later, off the hot path. */
   lastUsed?: { note(ids: { keyId: string; accountId: string }): void };
   /** DECISION_LOG_SAMPLE: fraction of allowed decisions logged (denials always are). Default 1. */
@@ -40,7 +40,7 @@ export function createCheckHandler(deps: AuthorizationServerDeps): grpc.handleUn
   const { admission, loopLag } = deps;
   return (call, callback) => {
     const started = performance.now();
-    const waitedMs = loopLag ? loopLag.currentMs() : 0;
+    const waitedMs = loopLag ? loopLag.currentMs(started) : 0;
     if (admission) {
       const shed = admission.admit(deadlineMsOf(call.getDeadline()));
       if (shed) {

@@ -9,13 +9,17 @@ const GRANULARITY_MS = 1;
  * Check that arrives during a pause is read only after it, so a timer started
  * in its handler misses the wait.
  *
- * A timer due every `periodMs` measures how late it fires. The lateness holds
- * for the rest of that loop turn (the I/O read right after the timers phase,
- * which is where Checks that arrived during the pause are read) and is
- * cleared in the turn's check phase. It is an estimate: a pause shorter than
- * the period, or one the timer was not due in, is seen only in part, and
- * Checks read in a later turn than the one right after the pause get none of it.
- * The hot path reads one number; nothing is allocated per Check.
+ * A timer is due every `periodMs`, and the wait is read from it two ways:
+ * - it is overdue now: the loop has not been free to run it for that long
+ *   (a pause in this turn's timers phase, whose I/O is read before the timer runs);
+ * - it fired late in this turn: the lateness holds for the I/O read right
+ *   after the timers phase (a pause in the previous turn), and is cleared in
+ *   this turn's check phase.
+ * It is an estimate, not a per-Check arrival time: a Check that arrived in the
+ * middle of a pause is charged the whole pause (an upper bound), one read in a
+ * later turn than the one right after the pause is charged none of it, and a
+ * pause shorter than the period may be missed. The hot path reads two numbers;
+ * nothing is allocated per Check.
  */
 export class EventLoopLag {
   private lagMs = 0;
@@ -35,9 +39,10 @@ export class EventLoopLag {
     this.lagMs = 0;
   }
 
-  /** Milliseconds the loop was blocked before the current turn; 0 when it was not. */
-  currentMs(): number {
-    return this.lagMs;
+  /** Milliseconds the loop was just blocked, `nowMs` being performance.now(); 0 when it was not. */
+  currentMs(nowMs: number): number {
+    const overdue = nowMs - this.expectedAt;
+    return overdue > GRANULARITY_MS && overdue > this.lagMs ? overdue : this.lagMs;
   }
 
   private schedule(): void {
