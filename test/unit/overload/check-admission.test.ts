@@ -54,7 +54,7 @@ describe('the Check handler with admission', () => {
     const check = (deadlineMs: number) =>
       new Promise<{ error: Partial<grpc.StatusObject> | null; response: unknown }>((resolve) => {
         const call = { request: {}, getDeadline: () => deadlineMs } as unknown as Parameters<typeof handler>[0];
-        handler(call, (error, response) => resolve({ error: error, response }));
+        handler(call, (error, response) => resolve({ error, response }));
       });
     return { check, metrics, storeCalls };
   }
