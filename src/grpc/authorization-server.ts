@@ -41,6 +41,8 @@ export function createCheckHandler(deps: AuthorizationServerDeps): grpc.handleUn
   return (call, callback) => {
     const started = performance.now();
     const waitedMs = loopLag ? loopLag.currentMs(started) : 0;
+    const request = toAuthRequest(call.request ?? {});
+    // Admitted only once nothing synchronous is left that could throw and leave its place taken.
     if (admission) {
       const shed = admission.admit(deadlineMsOf(call.getDeadline()));
       if (shed) {
@@ -49,7 +51,6 @@ export function createCheckHandler(deps: AuthorizationServerDeps): grpc.handleUn
         return;
       }
     }
-    const request = toAuthRequest(call.request ?? {});
     decide(request, deps).then(
       (decision) => {
         admission?.release();

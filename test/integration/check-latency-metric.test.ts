@@ -1,4 +1,5 @@
 import { createOfficialCheckClient, envoyCheckRequest, type OfficialCheckClient } from '../support/envoy-official-client';
+import { ManualClock } from '../../src/domain/clock';
 import { startAppUnderTest, type AppUnderTest } from '../support/running-app';
 
 /** gateway_authz_check_latency_seconds: one observation per decision, buckets up to 1 s. */
@@ -51,4 +52,17 @@ it('counts every decision, allowed or denied, once, in buckets up to 1 s', async
   expect(sampleOf(after, 'gateway_authz_check_latency_seconds_bucket{le="0.0005"}')).toBeLessThanOrEqual(credentials.length);
   expect(sampleOf(after, 'gateway_authz_check_latency_seconds_sum')).toBeGreaterThan(0);
   expect(sampleOf(after, 'gateway_authz_checks_in_flight')).toBe(0);
+});
+
+it("judges Checks' deadlines on the system clock that grpc-js sets them on, not on the domain's clock", async () => {
+  // A replica whose injected clock runs ten years ahead would otherwise find every Check past its deadline.
+  const ahead = await startAppUnderTest({ clock: new ManualClock(Date.now() + 10 * 365 * 86_400_000) });
+  const aheadClient = createOfficialCheckClient(ahead.grpcAddress);
+  try {
+    const response = await aheadClient.check(chatRequest(''), 250);
+    expect(response.denied_response.status.code).toBe('Unauthorized');
+  } finally {
+    aheadClient.close();
+    await ahead.close();
+  }
 });
