@@ -3,7 +3,9 @@ import { systemClock, type Clock } from './domain/clock';
 import { startAuthorizationServer } from './grpc/authorization-server';
 import { AUTHORIZATION_SERVICE_NAME } from './grpc/proto-loading';
 import { HealthMonitor } from './health/health-monitor';
+import { EventLoopLag } from './metrics/event-loop-lag';
 import { Metrics } from './metrics/metrics';
+import { CheckAdmission } from './overload/check-admission';
 import type { Logger } from './logging/logger';
 import type { Settings } from './settings/settings';
 import { clusterMetricsSource } from './cluster/worker-pool';
@@ -46,6 +48,11 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
 
   const metrics = new Metrics();
   const checkPath = metrics.instrumentCheckPath(store, store);
+  // Deadlines come from grpc-js, which sets them on the system clock (Date.now() + grpc-timeout), not the domain's clock.
+  const admission = new CheckAdmission(settings.maxChecksInFlight, systemClock);
+  metrics.watchChecksInFlight(() => admission.checksInFlight);
+  const loopLag = new EventLoopLag();
+  loopLag.start();
   const lastUsed = new LastUsedRecorder(store, clock, logger, settings.lastUsedFlushMs);
   lastUsed.start();
   const grpcServer = await startAuthorizationServer(
@@ -59,6 +66,8 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
       }),
       authorizer: checkPath.authorizer,
       metrics,
+      admission,
+      loopLag,
       clock,
       logger,
       storeFailureMode: settings.storeFailureMode,
@@ -92,6 +101,7 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
   } catch (error) {
     health.shuttingDown();
     await grpcServer.close();
+    loopLag.stop();
     await lastUsed.stop();
     await store.close();
     throw error;
@@ -112,6 +122,7 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
         await new Promise((resolve) => setTimeout(resolve, settings.shutdown.drainDelayMs));
       }
       await Promise.all([grpcServer.close(), admin.close()]);
+      loopLag.stop();
       await lastUsed.stop();
       await store.close();
       logger.info({ event: 'shutdown' }, 'stopped');

@@ -5,6 +5,7 @@ import type { Clock } from '../domain/clock';
 import type { Decision } from '../domain/decision';
 import { logDecision, shouldLogDecision } from '../logging/decision-log';
 import type { Logger } from '../logging/logger';
+import type { CheckAdmission, ShedReason } from '../overload/check-admission';
 import { decide, type PipelineDeps } from '../pipeline/decide';
 import { toCheckAnswer, type CheckResponse, type StoreFailureMode } from '../responses/check-response';
 import { decodeCheckRequest } from './check-request-decoding';
@@ -17,8 +18,16 @@ export interface AuthorizationServerDeps extends PipelineDeps {
   clock: Clock;
   logger: Logger;
   storeFailureMode: StoreFailureMode;
-  /** Decision counts and latency. */
-  metrics?: { observeDecision(decision: Decision, seconds: number): void };
+  /** Decision counts and latency, and shed Checks. */
+  metrics?: {
+    observeDecision(decision: Decision, seconds: number): void;
+    observeCheckLatency(seconds: number): void;
+    observeShed(reason: ShedReason): void;
+  };
+  /** Bounds the Checks in flight and refuses ones already past their deadline. Absent: every Check is decided. */
+  admission?: CheckAdmission;
+  /** The event-loop delay just waited out, added to each Check's latency; absent: 0. */
+  loopLag?: { currentMs(nowMs: number): number };
   /** Notes each allowed key's use; written later, off the hot path. */
   lastUsed?: { note(ids: { keyId: string; accountId: string }): void };
   /** DECISION_LOG_SAMPLE: fraction of allowed decisions logged (denials always are). Default 1. */
@@ -28,11 +37,23 @@ export interface AuthorizationServerDeps extends PipelineDeps {
 /** The Check handler: CheckRequest → pipeline → CheckResponse. It never throws a denial as a gRPC error. */
 export function createCheckHandler(deps: AuthorizationServerDeps): grpc.handleUnaryCall<CheckRequestMessage, unknown> {
   const sample = deps.decisionLogSample ?? 1;
+  const { admission, loopLag } = deps;
   return (call, callback) => {
     const started = performance.now();
+    const waitedMs = loopLag ? loopLag.currentMs(started) : 0;
     const request = toAuthRequest(call.request ?? {});
+    // Admitted only once nothing synchronous is left that could throw and leave its place taken.
+    if (admission) {
+      const shed = admission.admit(deadlineMsOf(call.getDeadline()));
+      if (shed) {
+        deps.metrics?.observeShed(shed);
+        callback(shedAnswer(shed, admission.maxInFlight));
+        return;
+      }
+    }
     decide(request, deps).then(
       (decision) => {
+        admission?.release();
         if (decision.kind === 'allow' && decision.identity) deps.lastUsed?.note(decision.identity);
         const answer = toCheckAnswer(decision, {
           requestId: request.requestId,
@@ -42,6 +63,7 @@ export function createCheckHandler(deps: AuthorizationServerDeps): grpc.handleUn
         });
         const durationMs = performance.now() - started;
         deps.metrics?.observeDecision(decision, durationMs / 1000);
+        deps.metrics?.observeCheckLatency((durationMs + waitedMs) / 1000);
         if (shouldLogDecision(decision, sample)) {
           logDecision(deps.logger, decision, {
             requestId: request.requestId,
@@ -55,12 +77,29 @@ export function createCheckHandler(deps: AuthorizationServerDeps): grpc.handleUn
         else callback({ code: answer.grpcCode, details: answer.details });
       },
       (error: unknown) => {
+        admission?.release();
         // The pipeline handles every expected failure; this is a bug. Fail closed.
         deps.logger.error({ err: error, requestId: request.requestId }, 'check failed unexpectedly');
         callback({ code: grpc.status.INTERNAL, details: 'internal error' });
       },
     );
   };
+}
+
+/** grpc-js sets a server call's deadline from `grpc-timeout` on receipt (Date.now() + timeout), Infinity without one. */
+function deadlineMsOf(deadline: grpc.Deadline): number {
+  return typeof deadline === 'number' ? deadline : deadline.getTime();
+}
+
+/**
+ * A shed Check's answer: a gRPC error, never a CheckResponse, so it can never
+ * be an allow (envoy.yaml has failure_mode_allow: false). Envoy's retry_policy
+ * retries UNAVAILABLE on another replica, or answers its status_on_error (503).
+ */
+function shedAnswer(reason: ShedReason, maxInFlight: number): Partial<grpc.StatusObject> {
+  return reason === 'over_capacity'
+    ? { code: grpc.status.UNAVAILABLE, details: `overloaded: ${maxInFlight} Checks in flight (MAX_CHECKS_IN_FLIGHT); try another replica` }
+    : { code: grpc.status.DEADLINE_EXCEEDED, details: 'the deadline passed before the Check started' };
 }
 
 /**

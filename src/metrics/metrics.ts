@@ -1,8 +1,9 @@
 import { performance } from 'node:perf_hooks';
-import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Decision } from '../domain/decision';
 import type { AdminAuthMetrics, AuthLimitKind } from '../domain/admin-auth-limits';
 import type { Authorizer, KeyIndex } from '../domain/authorization';
+import type { ShedReason } from '../overload/check-admission';
 
 /**
  * Prometheus metrics, on a registry of their own (no global state, so
@@ -25,6 +26,24 @@ export class Metrics implements AdminAuthMetrics {
     help: 'Time from CheckRequest to CheckResponse, by result.',
     labelNames: ['result'] as const,
     buckets: [0.0002, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25],
+    registers: [this.registry],
+  });
+
+  private readonly checkLatencySeconds = new Histogram({
+    name: 'gateway_authz_check_latency_seconds',
+    help:
+      'Time from a Check reaching the process to its answer being handed to the transport, counting the event-loop delay ' +
+      '(GC pauses, long callbacks) it waited out before its handler ran. Every decision; shed Checks are not decisions.',
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
+    registers: [this.registry],
+  });
+
+  private readonly shedChecks = new Counter({
+    name: 'gateway_authz_checks_shed_total',
+    help:
+      'Checks answered without a decision: over_capacity (MAX_CHECKS_IN_FLIGHT reached, gRPC UNAVAILABLE) or ' +
+      'past_deadline (the caller had given up before the Check started, gRPC DEADLINE_EXCEEDED).',
+    labelNames: ['reason'] as const,
     registers: [this.registry],
   });
 
@@ -72,8 +91,35 @@ export class Metrics implements AdminAuthMetrics {
   private readonly decisionHistograms = new Map<string, Histogram.Internal<'result'>>();
   private readonly keyCacheCounters = new Map<string, Counter.Internal>();
 
+  private readonly shedCounters = new Map<ShedReason, Counter.Internal>();
+
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: 'gateway_authz_' });
+  }
+
+  /** Reports `checksInFlight()` as a gauge at each scrape (read then, not on the hot path). */
+  watchChecksInFlight(checksInFlight: () => number): void {
+    new Gauge({
+      name: 'gateway_authz_checks_in_flight',
+      help: 'Checks being decided right now (admitted, not yet answered); at most MAX_CHECKS_IN_FLIGHT per process.',
+      registers: [this.registry],
+      collect() {
+        this.set(checksInFlight());
+      },
+    });
+  }
+
+  observeCheckLatency(seconds: number): void {
+    this.checkLatencySeconds.observe(seconds);
+  }
+
+  observeShed(reason: ShedReason): void {
+    let counter = this.shedCounters.get(reason);
+    if (!counter) {
+      counter = this.shedChecks.labels({ reason });
+      this.shedCounters.set(reason, counter);
+    }
+    counter.inc();
   }
 
   observeDecision(decision: Decision, seconds: number): void {

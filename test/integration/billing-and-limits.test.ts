@@ -128,7 +128,8 @@ describe('429: rate limits', () => {
       // 250 Checks land on each replica in the same instant; with the 50 ms
       // default, replies queued behind that burst in one event loop would
       // time out (503). This test is about exactness, not the timeout.
-      const env = { REDIS_URL: redis.url, ADMIN_TOKEN: TEST_ADMIN_TOKEN, REDIS_TIMEOUT_MS: '1000' };
+      // Nor about shedding: 250 Checks per replica arrive at once, near the default MAX_CHECKS_IN_FLIGHT.
+      const env = { REDIS_URL: redis.url, ADMIN_TOKEN: TEST_ADMIN_TOKEN, REDIS_TIMEOUT_MS: '1000', MAX_CHECKS_IN_FLIGHT: '1000' };
       replicas = await Promise.all([startServerProcess(env), startServerProcess(env)]);
       clients = replicas.map((replica) => createOfficialCheckClient(replica.grpcAddress));
     });

@@ -27,7 +27,8 @@ let clients: OfficialCheckClient[] = [];
 
 beforeAll(async () => {
   cluster = await startTestRedisCluster();
-  const env = { REDIS_CLUSTER_NODES: cluster.nodes, REDIS_TIMEOUT_MS: '1000' };
+  // The 500-Check burst is about exactness, not shedding: room for all 250 per replica whatever the default bound.
+  const env = { REDIS_CLUSTER_NODES: cluster.nodes, REDIS_TIMEOUT_MS: '1000', MAX_CHECKS_IN_FLIGHT: '1000' };
   admin = await startAppUnderTest({ env });
   expect(admin.app.store.description).toContain('Redis Cluster');
   replicas = await Promise.all([

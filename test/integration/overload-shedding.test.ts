@@ -1,0 +1,115 @@
+import Redis from 'ioredis';
+import { createOfficialCheckClient, envoyCheckRequest, type OfficialCheckClient } from '../support/envoy-official-client';
+import { startTestRedis, type TestRedis } from '../support/redis-server';
+import { startAppUnderTest, type AppUnderTest } from '../support/running-app';
+import { parseDenyBody } from '../support/deny-body';
+
+/**
+ * Past MAX_CHECKS_IN_FLIGHT a Check is answered gRPC UNAVAILABLE at once
+ * (Envoy retries it on another replica or answers status_on_error), instead of
+ * queueing behind Checks that wait for a slow Redis. Never an allow.
+ */
+const ENVOY_DEADLINE_MS = 250;
+const MAX_IN_FLIGHT = 4;
+const UNAVAILABLE = 14;
+/** A Redis deadline (REDIS_TIMEOUT_MS) long enough that an answer at once and one at the deadline cannot be confused. */
+const REDIS_DEADLINE_MS = 150;
+/** Client and server share this test process, so "at once" includes the client's own work on a busy machine. */
+const AT_ONCE_MS = 25;
+
+let redis: TestRedis;
+let server: AppUnderTest;
+let client: OfficialCheckClient;
+let key: string;
+
+const chatRequest = (credential: string) =>
+  envoyCheckRequest({ path: '/v1/chat/completions', headers: { authorization: `Bearer ${credential}` } });
+
+/** `outcome`: 'allowed', a deny reason code (e.g. 'store_unavailable'), 'shed', or another gRPC error. */
+interface Timed {
+  ms: number;
+  outcome: string;
+}
+
+async function timedCheck(credential: string): Promise<Timed> {
+  const started = performance.now();
+  try {
+    const response = await client.check(chatRequest(credential), ENVOY_DEADLINE_MS);
+    const ms = performance.now() - started;
+    if (response.http_response === 'ok_response') return { ms, outcome: 'allowed' };
+    return { ms, outcome: String(parseDenyBody(response.denied_response.body).error.code) };
+  } catch (error) {
+    const { code, details } = error as { code: number; details: string };
+    return { ms: performance.now() - started, outcome: code === UNAVAILABLE && /overloaded/.test(details) ? 'shed' : `grpc ${code}` };
+  }
+}
+
+async function metricValue(name: string): Promise<number> {
+  const text = await (await fetch(`${server.adminUrl}/metrics`)).text();
+  const line = text.split('\n').find((candidate) => candidate.startsWith(`${name} `));
+  return line ? Number(line.split(' ')[1]) : 0;
+}
+
+async function waitForInFlight(count: number): Promise<void> {
+  for (let attempt = 0; attempt < 100; attempt += 1) {
+    if ((await metricValue('gateway_authz_checks_in_flight')) === count) return;
+    await new Promise((resolve) => setTimeout(resolve, 2));
+  }
+  throw new Error(`never saw ${count} Checks in flight`);
+}
+
+beforeAll(async () => {
+  redis = await startTestRedis();
+  server = await startAppUnderTest({
+    redisUrl: redis.url,
+    env: { MAX_CHECKS_IN_FLIGHT: String(MAX_IN_FLIGHT), REDIS_TIMEOUT_MS: String(REDIS_DEADLINE_MS) },
+  });
+  client = createOfficialCheckClient(server.grpcAddress);
+  await server.admin('POST', '/admin/accounts', { id: 'acme', name: 'Acme' });
+  key = (await server.admin('POST', '/admin/accounts/acme/keys', { name: 'ci' })).body.key;
+  expect((await timedCheck(key)).outcome).toBe('allowed');
+  // The client's first gRPC error (a Check past its own deadline) loads its error path, stack traces and all.
+  await expect(client.check(chatRequest(key), 0)).rejects.toMatchObject({ code: 4 });
+  // The first scrape loads fetch and prom-client's collectors (tens of ms): not inside the timed burst.
+  expect(await metricValue('gateway_authz_checks_in_flight')).toBe(0);
+});
+
+afterAll(async () => {
+  client?.close();
+  await server?.close();
+  await redis?.stop();
+});
+
+it('sheds the Checks beyond the bound at once while Redis is slow, answers the rest by the rules, and never allows', async () => {
+  const admin = new Redis(redis.url);
+  try {
+    await admin.call('CLIENT', 'PAUSE', '1000', 'ALL');
+    // Fill the bound with Checks that wait for the paused Redis…
+    const admitted = Array.from({ length: MAX_IN_FLIGHT }, () => timedCheck(key));
+    await waitForInFlight(MAX_IN_FLIGHT);
+    // …then a burst: valid keys and malformed ones alike are shed (the bound counts every Check, see README "Settings").
+    const malformed = `${key.slice(0, -1)}${key.endsWith('x') ? 'y' : 'x'}`;
+    const burst = [...Array.from({ length: 6 }, () => timedCheck(key)), timedCheck(malformed), timedCheck(malformed)];
+    const burstAnswers = await Promise.all(burst);
+    const admittedAnswers = await Promise.all(admitted);
+
+    expect(burstAnswers.map((answer) => answer.outcome)).toEqual(Array(8).fill('shed'));
+    for (const answer of burstAnswers) expect(answer.ms).toBeLessThan(AT_ONCE_MS);
+    expect(admittedAnswers.map((answer) => answer.outcome)).toEqual(Array(MAX_IN_FLIGHT).fill('store_unavailable'));
+    // Answered at the Redis deadline, not shed.
+    for (const answer of admittedAnswers) expect(answer.ms).toBeGreaterThanOrEqual(REDIS_DEADLINE_MS - 5);
+    expect(await metricValue('gateway_authz_checks_shed_total{reason="over_capacity"}')).toBe(8);
+    expect(await metricValue('gateway_authz_checks_in_flight')).toBe(0);
+  } finally {
+    await admin.call('CLIENT', 'UNPAUSE').catch(() => undefined);
+    admin.disconnect();
+  }
+});
+
+it('allows everything again once Redis answers, a full bound at a time', async () => {
+  for (let round = 0; round < 3; round += 1) {
+    const answers = await Promise.all(Array.from({ length: MAX_IN_FLIGHT }, () => timedCheck(key)));
+    expect(answers.map((answer) => answer.outcome)).toEqual(Array(MAX_IN_FLIGHT).fill('allowed'));
+  }
+  expect(await metricValue('gateway_authz_checks_shed_total{reason="over_capacity"}')).toBe(8);
+});
