@@ -1,4 +1,4 @@
-import { createOfficialCheckClient, envoyCheckRequest, type OfficialCheckClient } from '../support/envoy-official-client';
+import { chatCheckRequest, createOfficialCheckClient, type OfficialCheckClient } from '../support/envoy-official-client';
 import { ManualClock } from '../../src/domain/clock';
 import { startAppUnderTest, type AppUnderTest } from '../support/running-app';
 
@@ -6,9 +6,6 @@ import { startAppUnderTest, type AppUnderTest } from '../support/running-app';
 let server: AppUnderTest;
 let client: OfficialCheckClient;
 let key: string;
-
-const chatRequest = (credential: string) =>
-  envoyCheckRequest({ path: '/v1/chat/completions', headers: { authorization: `Bearer ${credential}` } });
 
 beforeAll(async () => {
   server = await startAppUnderTest({});
@@ -43,7 +40,7 @@ it('counts every decision, allowed or denied, once, in buckets up to 1 s', async
   const before = await scrape();
   expect(sampleOf(before, 'gateway_authz_check_latency_seconds_count')).toBe(0);
   const credentials = [key, key, key, `${key.slice(0, -1)}${key.endsWith('x') ? 'y' : 'x'}`, 'sk-ant-api03-notakey', ''];
-  await Promise.all(credentials.map((credential) => client.check(chatRequest(credential))));
+  await Promise.all(credentials.map((credential) => client.check(chatCheckRequest(credential))));
 
   const after = await scrape();
   expect(sampleOf(after, 'gateway_authz_check_latency_seconds_count')).toBe(credentials.length);
@@ -59,7 +56,7 @@ it("judges Checks' deadlines on the system clock that grpc-js sets them on, not 
   const ahead = await startAppUnderTest({ clock: new ManualClock(Date.now() + 10 * 365 * 86_400_000) });
   const aheadClient = createOfficialCheckClient(ahead.grpcAddress);
   try {
-    const response = await aheadClient.check(chatRequest(''), 250);
+    const response = await aheadClient.check(chatCheckRequest(''), 250);
     expect(response.denied_response.status.code).toBe('Unauthorized');
   } finally {
     aheadClient.close();

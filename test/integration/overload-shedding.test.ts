@@ -1,5 +1,5 @@
 import Redis from 'ioredis';
-import { createOfficialCheckClient, envoyCheckRequest, type OfficialCheckClient } from '../support/envoy-official-client';
+import { chatCheckRequest, createOfficialCheckClient, type OfficialCheckClient } from '../support/envoy-official-client';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
 import { startAppUnderTest, type AppUnderTest } from '../support/running-app';
 import { parseDenyBody } from '../support/deny-body';
@@ -22,9 +22,6 @@ let server: AppUnderTest;
 let client: OfficialCheckClient;
 let key: string;
 
-const chatRequest = (credential: string) =>
-  envoyCheckRequest({ path: '/v1/chat/completions', headers: { authorization: `Bearer ${credential}` } });
-
 /** `outcome`: 'allowed', a deny reason code (e.g. 'store_unavailable'), 'shed', or another gRPC error. */
 interface Timed {
   ms: number;
@@ -34,7 +31,7 @@ interface Timed {
 async function timedCheck(credential: string): Promise<Timed> {
   const started = performance.now();
   try {
-    const response = await client.check(chatRequest(credential), ENVOY_DEADLINE_MS);
+    const response = await client.check(chatCheckRequest(credential), ENVOY_DEADLINE_MS);
     const ms = performance.now() - started;
     if (response.http_response === 'ok_response') return { ms, outcome: 'allowed' };
     return { ms, outcome: String(parseDenyBody(response.denied_response.body).error.code) };
@@ -69,7 +66,7 @@ beforeAll(async () => {
   key = (await server.admin('POST', '/admin/accounts/acme/keys', { name: 'ci' })).body.key;
   expect((await timedCheck(key)).outcome).toBe('allowed');
   // The client's first gRPC error (a Check past its own deadline) loads its error path, stack traces and all.
-  await expect(client.check(chatRequest(key), 0)).rejects.toMatchObject({ code: 4 });
+  await expect(client.check(chatCheckRequest(key), 0)).rejects.toMatchObject({ code: 4 });
   // The first scrape loads fetch and prom-client's collectors (tens of ms): not inside the timed burst.
   expect(await metricValue('gateway_authz_checks_in_flight')).toBe(0);
 });

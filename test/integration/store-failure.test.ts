@@ -1,6 +1,6 @@
 import Redis from 'ioredis';
 import { generateCustomerKey } from '../../src/keys/customer-key';
-import { createOfficialCheckClient, envoyCheckRequest, type OfficialCheckClient } from '../support/envoy-official-client';
+import { chatCheckRequest, createOfficialCheckClient, type OfficialCheckClient } from '../support/envoy-official-client';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
 import { startAppUnderTest, type AppUnderTest } from '../support/running-app';
 import { parseDenyBody } from '../support/deny-body';
@@ -18,9 +18,6 @@ let server: AppUnderTest;
 let client: OfficialCheckClient;
 let key: string;
 
-const chatRequest = (credential: string) =>
-  envoyCheckRequest({ path: '/v1/chat/completions', headers: { authorization: `Bearer ${credential}` } });
-
 beforeAll(async () => {
   redis = await startTestRedis();
   server = await startAppUnderTest({ redisUrl: redis.url });
@@ -36,7 +33,7 @@ afterAll(async () => {
 });
 
 it('allows a valid key while Redis is healthy', async () => {
-  const response = await client.check(chatRequest(key), ENVOY_DEFAULT_DEADLINE_MS);
+  const response = await client.check(chatCheckRequest(key), ENVOY_DEFAULT_DEADLINE_MS);
   expect(response.status.code).toBe(0);
 });
 
@@ -44,7 +41,7 @@ it('answers 503 store_unavailable within the deadline while Redis is paused (slo
   const admin = new Redis(redis.url);
   try {
     await admin.call('CLIENT', 'PAUSE', '600', 'ALL');
-    const responses = await Promise.all(Array.from({ length: 5 }, () => client.check(chatRequest(key), ENVOY_DEFAULT_DEADLINE_MS)));
+    const responses = await Promise.all(Array.from({ length: 5 }, () => client.check(chatCheckRequest(key), ENVOY_DEFAULT_DEADLINE_MS)));
     for (const response of responses) {
       expect(response.http_response).toBe('denied_response');
       expect(response.denied_response.status.code).toBe('ServiceUnavailable');
@@ -72,7 +69,7 @@ describe('with Redis stopped', () => {
   });
 
   it('denies every concurrent Check with 503 before the deadline, never allowing', async () => {
-    const responses = await Promise.all(Array.from({ length: 20 }, () => client.check(chatRequest(key), ENVOY_DEFAULT_DEADLINE_MS)));
+    const responses = await Promise.all(Array.from({ length: 20 }, () => client.check(chatCheckRequest(key), ENVOY_DEFAULT_DEADLINE_MS)));
     for (const response of responses) {
       expect(response.status.code).toBe(14);
       expect(response.denied_response.status.code).toBe('ServiceUnavailable');
@@ -80,13 +77,13 @@ describe('with Redis stopped', () => {
   });
 
   it('still refuses malformed keys with 401: they never need Redis', async () => {
-    const response = await client.check(chatRequest(`${key.slice(0, -1)}x`), ENVOY_DEFAULT_DEADLINE_MS);
+    const response = await client.check(chatCheckRequest(`${key.slice(0, -1)}x`), ENVOY_DEFAULT_DEADLINE_MS);
     expect(response.denied_response.status.code).toBe('Unauthorized');
     expect(parseDenyBody(response.denied_response.body).error.code).toBe('malformed_key');
   });
 
   it('answers a gRPC UNAVAILABLE error when STORE_FAILURE_MODE=grpc-unavailable', async () => {
-    await expect(failOverClient.check(chatRequest(generateCustomerKey('live')), ENVOY_DEFAULT_DEADLINE_MS)).rejects.toMatchObject({
+    await expect(failOverClient.check(chatCheckRequest(generateCustomerKey('live')), ENVOY_DEFAULT_DEADLINE_MS)).rejects.toMatchObject({
       code: 14,
     });
   });

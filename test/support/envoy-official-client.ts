@@ -248,6 +248,11 @@ export function envoyCheckRequest(opts: EnvoyCheckRequestOptions): EnvoyCheckReq
   };
 }
 
+/** A chat-completions Check carrying `credential` as a Bearer token: the request most tests send. */
+export function chatCheckRequest(credential: string): EnvoyCheckRequest {
+  return envoyCheckRequest({ path: '/v1/chat/completions', headers: { authorization: `Bearer ${credential}` } });
+}
+
 /** 'allow', or the deny reason code, for one real Check of a chat request carrying this key. */
 export async function decisionFor(check: OfficialCheckClient, key: string): Promise<string> {
   const response = await check.check(envoyCheckRequest({ path: '/v1/chat/completions', headers: { authorization: `Bearer ${key}` } }));
