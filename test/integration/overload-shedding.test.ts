@@ -13,9 +13,12 @@ const ENVOY_DEADLINE_MS = 250;
 const MAX_IN_FLIGHT = 4;
 const UNAVAILABLE = 14;
 /** A Redis deadline (REDIS_TIMEOUT_MS) long enough that an answer at once and one at the deadline cannot be confused. */
-const REDIS_DEADLINE_MS = 150;
-/** Client and server share this test process, so "at once" includes the client's own work on a busy machine. */
-const AT_ONCE_MS = 25;
+const REDIS_DEADLINE_MS = 200;
+/**
+ * Client and server share this test process on a shared 2-core machine, so "at once" includes the client's own
+ * work and the machine's stalls (33 ms seen in CI). What matters is that it is far from the Redis deadline.
+ */
+const AT_ONCE_MS = 100;
 
 let redis: TestRedis;
 let server: AppUnderTest;
