@@ -1,0 +1,40 @@
+/**
+ * Who a signed-in customer is, and what they may do on an account. Shared by
+ * the members store, the admin API (which manages members) and the customer
+ * dashboard (which signs people in with OpenID Connect).
+ */
+
+/**
+ * A person as their identity provider names them. `subject` is unique only
+ * within its `issuer`, so the pair is the identity. `email` is present only
+ * when the issuer marked it verified.
+ */
+export interface CustomerIdentity {
+  issuer: string;
+  subject: string;
+  verifiedEmail?: string;
+  /** For display only (the provider's `name` claim or the email); never used to authorise. */
+  displayName?: string;
+}
+
+/** owner: keys and members; developer: keys; viewer: sees keys and usage. */
+export const MEMBER_ROLES = ['owner', 'developer', 'viewer'] as const;
+export type MemberRole = (typeof MEMBER_ROLES)[number];
+
+/** One account a person may act on, and in which role. */
+export interface Membership {
+  accountId: string;
+  role: MemberRole;
+}
+
+/**
+ * What the customer dashboard asks of the members store when someone signs
+ * in: the accounts they belong to. Implementations also bind pending
+ * invitations by verified email to the identity on that first sign-in.
+ */
+export interface MembershipLookup {
+  membershipsOf(identity: CustomerIdentity): Promise<Membership[]>;
+}
+
+/** Who made a change, for the audit trail: the operator, or a member by issuer and subject. */
+export type AuditActor = { kind: 'operator' } | { kind: 'member'; issuer: string; subject: string };
