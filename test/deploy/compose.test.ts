@@ -11,12 +11,15 @@ import { execFile } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import * as os from 'node:os';
+import * as path from 'node:path';
 import { promisify } from 'node:util';
 
 import { checkBootstrap } from './support/envoy-bootstrap';
 import { cluster, clusterEndpoints } from './support/envoy-semantics';
 import { parseYaml, parseYamlDocuments, readRepoFile, readYaml, repoPath } from './support/repo-files';
 import { loadSettings } from '../../src/settings/settings';
+import { DASHBOARD_ASSETS } from '../../src/admin/dashboard/register-dashboard';
 import type { IDeployment } from 'kubernetes-models/apps/v1/Deployment';
 
 /**
@@ -252,6 +255,48 @@ describe('Dockerfile (gateway-authz)', () => {
     const excludes = (file: string) =>
       ignored.some((pattern) => pattern === file || (pattern.startsWith('*') && file.endsWith(pattern.slice(1))));
     for (const file of copied) expect({ file, ignored: excludes(file) }).toEqual({ file, ignored: false });
+  });
+
+  it("puts the dashboard's browser files in the image: src/ is copied, `npm run build` copies src/web/ to dist/web/, the runtime takes dist/", async () => {
+    const build = all.filter((i) => i.stage === 0);
+    const copiesSrc = build.findIndex((i) => i.op === 'COPY' && i.args === 'src ./src');
+    const builds = build.findIndex((i) => i.op === 'RUN' && i.args === 'npm run build');
+    expect(copiesSrc).toBeGreaterThanOrEqual(0);
+    expect(builds).toBeGreaterThan(copiesSrc);
+    expect(last.some((i) => i.op === 'COPY' && i.args === '--from=build /app/dist ./dist')).toBe(true);
+    const scripts = (JSON.parse(readRepoFile('package.json')) as { scripts: Record<string, string> }).scripts;
+    expect(scripts.build).toBe('tsc -p tsconfig.build.json && npm run build:web --silent');
+
+    // .dockerignore keeps none of them (nor a folder above them) out of the build context.
+    const ignored = readRepoFile('.dockerignore')
+      .split('\n')
+      .map((l) => l.trim())
+      .filter((l) => l !== '' && !l.startsWith('#'));
+    const files = Object.values(DASHBOARD_ASSETS).map((file) => `src/web/${file}`);
+    for (const file of files) {
+      const parts = file.split('/');
+      const paths = parts.map((_, index) => parts.slice(0, index + 1).join('/'));
+      const hit = ignored.find((pattern) => paths.some((p) => p === pattern || (pattern.startsWith('*') && p.endsWith(pattern.slice(1)))));
+      expect({ file, ignoredBy: hit }).toEqual({ file, ignoredBy: undefined });
+    }
+
+    // The copy step, run as the build stage runs it: in a tree with package.json and src/ only, and no dist/ yet.
+    const stage = fs.mkdtempSync(path.join(os.tmpdir(), 'docker-build-stage-'));
+    try {
+      fs.copyFileSync(repoPath('package.json'), path.join(stage, 'package.json'));
+      fs.cpSync(repoPath('src', 'web'), path.join(stage, 'src', 'web'), { recursive: true });
+      await promisify(execFile)('npm', ['run', 'build:web', '--silent'], { cwd: stage });
+      for (const file of files) {
+        const built = path.join(stage, file.replace(/^src\//, 'dist/'));
+        expect({ file, copied: fs.existsSync(built) && fs.readFileSync(built, 'utf8') === readRepoFile(file) }).toEqual({
+          file,
+          copied: true,
+        });
+      }
+      expect(fs.existsSync(path.join(stage, 'dist', 'web', 'tsconfig.json'))).toBe(false);
+    } finally {
+      fs.rmSync(stage, { recursive: true, force: true });
+    }
   });
 });
 
