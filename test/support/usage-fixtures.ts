@@ -47,7 +47,7 @@ export const USAGE_FIXTURE_CASES: readonly UsageFixtureCase[] = [
   {
     fixture: 'chat-stream-no-usage.sse',
     response: chat('/v1/chat/completions', SSE_TYPE),
-    expected: { kind: 'none', reason: 'no-usage-reported', model: 'gpt-4o-mini', streamComplete: true, deliveredTextBytes: 27 },
+    expected: { kind: 'none', reason: 'no-usage-reported', model: 'gpt-4o-mini', streamComplete: true, deliveredTextBytes: 40 },
   },
   {
     fixture: 'gemini-compat-chat-stream.sse',
