@@ -22,14 +22,18 @@ export function modelPatternProblem(pattern: string): string | undefined {
  * Entries that can never match because an earlier one takes every model they
  * would (first match wins): a duplicate, or anything under an earlier
  * prefix, e.g. `gpt-4o-mini*` after `gpt-4o*`. Such a table is refused, so
- * the operator's intended price is never silently replaced.
+ * the operator's intended price is never silently replaced. Undefined
+ * stands for an entry that is invalid for another reason, reported apart.
  */
-export function shadowedEntries(patterns: readonly string[]): { index: number; by: number }[] {
+export function shadowedEntries(patterns: readonly (string | undefined)[]): { index: number; by: number }[] {
   const shadowed: { index: number; by: number }[] = [];
   patterns.forEach((pattern, index) => {
+    if (pattern === undefined) return;
     const by = patterns
       .slice(0, index)
-      .findIndex((earlier) => (earlier.endsWith('*') ? pattern.startsWith(earlier.slice(0, -1)) : earlier === pattern));
+      .findIndex(
+        (earlier) => earlier !== undefined && (earlier.endsWith('*') ? pattern.startsWith(earlier.slice(0, -1)) : earlier === pattern),
+      );
     if (by !== -1) shadowed.push({ index, by });
   });
   return shadowed;

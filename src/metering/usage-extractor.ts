@@ -120,6 +120,7 @@ class BodyExtractor implements UsageExtractor {
   private sse: SseJsonReader | undefined;
   private bodyBytes = 0;
   private documents = 0;
+  private leadingWhitespace: number[] = [];
 
   constructor(interpreter: Interpreter, framing: Framing) {
     this.interpreter = interpreter;
@@ -128,10 +129,36 @@ class BodyExtractor implements UsageExtractor {
 
   write(chunk: Uint8Array): void {
     if (chunk.length === 0) return;
-    if (this.framing === 'sniff') this.framing = sniff(chunk, this.bodyBytes);
     this.bodyBytes += chunk.length;
+    if (this.framing === 'sniff') {
+      const decided = sniff(chunk);
+      if (decided === undefined) {
+        this.keepLeadingWhitespace(chunk);
+        return;
+      }
+      this.framing = decided;
+      if (this.leadingWhitespace.length > 0) this.feed(Uint8Array.from(this.leadingWhitespace));
+      this.leadingWhitespace = [];
+    }
+    this.feed(chunk);
+  }
+
+  private feed(chunk: Uint8Array): void {
     if (this.framing === 'json') this.jsonScanner().write(chunk);
     else if (this.framing === 'sse') this.sseReader().write(chunk);
+  }
+
+  /** Whitespace before the first significant byte, kept to replay once the framing is known (at most a few bytes in practice). */
+  private keepLeadingWhitespace(chunk: Uint8Array): void {
+    if (this.leadingWhitespace.length + chunk.length > MAX_LEADING_WHITESPACE) {
+      // Only whitespace so far, and a lot of it: that cannot be JSON worth reading; read on as events.
+      this.framing = 'sse';
+      this.feed(Uint8Array.from(this.leadingWhitespace));
+      this.leadingWhitespace = [];
+      this.feed(chunk);
+      return;
+    }
+    this.leadingWhitespace.push(...chunk);
   }
 
   finish(): UsageReading {
@@ -188,13 +215,15 @@ class BodyExtractor implements UsageExtractor {
   }
 }
 
+const MAX_LEADING_WHITESPACE = 4096;
+
 /** A body with no content-type: JSON if its first significant byte opens an object or array, else server-sent events. */
-function sniff(chunk: Uint8Array, seenBefore: number): Framing {
+function sniff(chunk: Uint8Array): Framing | undefined {
   for (const byte of chunk) {
     if (byte === 0x20 || byte === 0x0a || byte === 0x0d || byte === 0x09) continue;
     return byte === 0x7b || byte === 0x5b ? 'json' : 'sse';
   }
-  return seenBefore > 0 ? 'sse' : 'sniff';
+  return undefined;
 }
 
 const MAX_MODEL_LENGTH = 256;

@@ -76,11 +76,13 @@ const pricingSchema = z
       .array(modelPriceSchema)
       .max(MAX_PRICED_MODELS, `must hold at most ${MAX_PRICED_MODELS} entries`)
       .superRefine((entries, ctx) => {
-        for (const { index, by } of shadowedEntries(entries.map((entry) => entry.pattern))) {
+        // zod runs this check even when some entries failed theirs; those are reported on their own.
+        const patterns = entries.map((entry) => (typeof entry?.pattern === 'string' ? entry.pattern : undefined));
+        for (const { index, by } of shadowedEntries(patterns)) {
           ctx.addIssue({
             code: 'custom',
             path: [index, 'model'],
-            message: `can never match: entry ${by} ('${entries[by]!.pattern}') comes first and takes every model it would (first match wins; put the longer pattern first)`,
+            message: `can never match: entry ${by} ('${patterns[by]}') comes first and takes every model it would (first match wins; put the longer pattern first)`,
           });
         }
       })
