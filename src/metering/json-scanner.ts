@@ -39,12 +39,14 @@ const MAX_KEY_LENGTH = 64;
 
 interface WatchNode {
   readonly children: Map<string, WatchNode>;
+  /** The children again, keyed by their keys' UTF-16 units: a key is matched without building a string. */
+  readonly keys: { readonly units: readonly number[]; readonly node: WatchNode }[];
   anyElement: WatchNode | undefined;
   watch: { readonly index: number; readonly kind: WatchKind } | undefined;
 }
 
 function newNode(): WatchNode {
-  return { children: new Map(), anyElement: undefined, watch: undefined };
+  return { children: new Map(), keys: [], anyElement: undefined, watch: undefined };
 }
 
 function hasChildren(node: WatchNode): boolean {
@@ -66,7 +68,10 @@ export class WatchTree {
         if (!next) {
           next = newNode();
           if (segment === '*') node.anyElement = next;
-          else node.children.set(segment, next);
+          else {
+            node.children.set(segment, next);
+            node.keys.push({ units: Array.from(segment, (char) => char.charCodeAt(0)), node: next });
+          }
         }
         node = next;
       }
@@ -209,7 +214,8 @@ export class JsonScanner implements ScannedDocument {
   private captureOverflow = false;
   private captureBuffer: Uint8Array | undefined;
 
-  // Per-document results.
+  // Per-document results, and whether any was set since the last reset.
+  private documentTouched = false;
   private readonly captured: (Uint8Array | null | undefined)[];
   private readonly measures: number[];
   private readonly counts: number[];
@@ -253,6 +259,8 @@ export class JsonScanner implements ScannedDocument {
   value(index: number): unknown {
     const bytes = this.captured[index];
     if (!bytes) return undefined;
+    // Most captured values in a stream are `null` (OpenAI's `"usage":null` on every chunk): no decoding for those.
+    if (bytes.length === 4 && bytes[0] === 0x6e && bytes[1] === 0x75 && bytes[2] === 0x6c && bytes[3] === 0x6c) return null;
     try {
       return JSON.parse(utf8.decode(bytes)) as unknown;
     } catch {
@@ -370,6 +378,7 @@ export class JsonScanner implements ScannedDocument {
     if (watch) {
       if (watch.kind === 'capture') this.startCapture(watch.index, i);
       else if (watch.kind === 'presence') this.counts[watch.index] = (this.counts[watch.index] ?? 0) + 1;
+      this.documentTouched = true;
     }
     if (byte === 0x7b || byte === 0x5b) {
       if (this.depth >= MAX_DEPTH) {
@@ -422,7 +431,7 @@ export class JsonScanner implements ScannedDocument {
       this.mode = M_INVALID;
       return;
     }
-    this.containerNodes.length = this.depth;
+    this.containerNodes[this.depth] = null;
     this.depth--;
     this.valueEnded(bytes, i + 1);
   }
@@ -540,8 +549,16 @@ export class JsonScanner implements ScannedDocument {
       this.nextValueNode = null;
       return;
     }
-    const key = String.fromCharCode(...this.keyUnits.subarray(0, this.keyLength));
-    this.nextValueNode = container.children.get(key) ?? null;
+    this.nextValueNode = null;
+    for (const candidate of container.keys) {
+      if (candidate.units.length !== this.keyLength) continue;
+      let same = true;
+      for (let k = 0; k < this.keyLength && same; k++) same = candidate.units[k] === this.keyUnits[k];
+      if (same) {
+        this.nextValueNode = candidate.node;
+        return;
+      }
+    }
   }
 
   private scanNumber(bytes: Uint8Array, start: number, end: number): number {
@@ -579,9 +596,11 @@ export class JsonScanner implements ScannedDocument {
   }
 
   private resetDocument(): void {
+    if (!this.documentTouched) return;
     this.captured.fill(undefined);
     this.measures.fill(0);
     this.counts.fill(0);
+    this.documentTouched = false;
   }
 
   private startCapture(index: number, i: number): void {
@@ -598,9 +617,13 @@ export class JsonScanner implements ScannedDocument {
       this.captureOverflow = true;
       return;
     }
-    this.captureBuffer ??= new Uint8Array(CAPTURE_LIMIT_BYTES);
-    this.captureBuffer.set(bytes.subarray(from, to), this.captureLength);
-    this.captureLength += to - from;
+    const buffer = (this.captureBuffer ??= new Uint8Array(CAPTURE_LIMIT_BYTES));
+    // Captured values are short: a loop beats allocating a subarray view for them.
+    if (to - from <= 64) for (let k = from; k < to; k++) buffer[this.captureLength++] = bytes[k]!;
+    else {
+      buffer.set(bytes.subarray(from, to), this.captureLength);
+      this.captureLength += to - from;
+    }
   }
 
   private finishCapture(bytes: Uint8Array, end: number): void {

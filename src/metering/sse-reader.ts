@@ -40,6 +40,8 @@ export class SseJsonReader {
 
   private lineState = L_FIELD;
   private afterCR = false;
+  /** Position of the next CR in the current chunk: -2 not searched yet, -1 none. */
+  private nextCr = -2;
   private bomChecked = 0; // bytes of a leading BOM matched so far; -1 once past it
   private readonly fieldName = new Uint8Array(MAX_FIELD_NAME);
   private fieldLength = 0;
@@ -51,6 +53,9 @@ export class SseJsonReader {
   private readonly eventName = new Uint8Array(MAX_EVENT_NAME);
   private eventNameLength = 0;
   private currentEventName = '';
+  private readonly lastEventName = new Uint8Array(MAX_EVENT_NAME);
+  private lastEventNameLength = 0;
+  private lastEventNameText = '';
 
   /** Events whose data was not a complete JSON text (nor [DONE]). */
   invalidEvents = 0;
@@ -66,6 +71,7 @@ export class SseJsonReader {
   }
 
   write(bytes: Uint8Array): void {
+    this.nextCr = -2;
     let i = 0;
     const end = bytes.length;
     while (this.bomChecked >= 0 && i < end) {
@@ -109,16 +115,27 @@ export class SseJsonReader {
           if (byte === 0x20) i++; // one space after the colon is not part of the value
           break;
         case L_VALUE: {
-          let j = i;
-          while (j < end && bytes[j] !== 0x0d && bytes[j] !== 0x0a) j++;
-          this.value(bytes, i, j);
-          i = j;
+          const lineEnd = this.lineEnd(bytes, i);
+          this.value(bytes, i, lineEnd);
+          i = lineEnd;
           break;
         }
         default: // L_IGNORE
-          while (i < end && bytes[i] !== 0x0d && bytes[i] !== 0x0a) i++;
+          i = this.lineEnd(bytes, i);
       }
     }
+  }
+
+  /**
+   * Where the line that continues at `from` ends in this chunk (or the
+   * chunk's end): native searches for LF, and for CR, which most streams never
+   * send, remembered per chunk so a chunk without one is searched once.
+   */
+  private lineEnd(bytes: Uint8Array, from: number): number {
+    if (this.nextCr !== -1 && this.nextCr < from) this.nextCr = bytes.indexOf(0x0d, from);
+    const lf = bytes.indexOf(0x0a, from);
+    const end = lf === -1 ? bytes.length : lf;
+    return this.nextCr === -1 ? end : Math.min(end, this.nextCr);
   }
 
   /** The body ended: reads a last event that lacks its blank line if its data is complete JSON. */
@@ -167,13 +184,24 @@ export class SseJsonReader {
     this.scanner.write(bytes, from, to);
   }
 
+  /** The event name as text, reusing the previous event's string when the name repeats (it mostly does). */
+  private decodedEventName(): string {
+    const length = this.eventNameLength;
+    if (length !== this.lastEventNameLength || !sameBytes(this.eventName, this.lastEventName, length)) {
+      this.lastEventName.set(this.eventName.subarray(0, length));
+      this.lastEventNameLength = length;
+      this.lastEventNameText = latin1(this.eventName, length);
+    }
+    return this.lastEventNameText;
+  }
+
   private dispatch(): void {
     if (this.dataLines > 0) {
       if (this.doneMatch && this.dataLength === DONE.length) {
         this.validEvents++;
         this.handlers.onDone();
       } else {
-        this.currentEventName = this.eventNameLength <= MAX_EVENT_NAME ? latin1(this.eventName, this.eventNameLength) : '';
+        this.currentEventName = this.eventNameLength <= MAX_EVENT_NAME ? this.decodedEventName() : '';
         if (this.scanner.end()) this.validEvents++;
         else this.invalidEvents++;
       }
@@ -185,6 +213,11 @@ export class SseJsonReader {
     this.eventNameLength = 0;
     this.currentEventName = '';
   }
+}
+
+function sameBytes(a: Uint8Array, b: Uint8Array, length: number): boolean {
+  for (let k = 0; k < length; k++) if (a[k] !== b[k]) return false;
+  return true;
 }
 
 function fieldOf(name: Uint8Array, length: number): number {

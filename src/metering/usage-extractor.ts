@@ -307,7 +307,8 @@ class ChatCompletionsInterpreter implements Interpreter {
       this.responsesEvent(document, type);
       return;
     }
-    this.model = modelName(document.value(CHAT.model)) ?? this.model;
+    // One model names the whole response: parsed from the first chunk that names it, not from every chunk.
+    this.model ??= modelName(document.value(CHAT.model));
     for (let index = CHAT.firstText; index < CHAT.firstText + CHAT_TEXT_PATHS.length; index++)
       this.deliveredTextBytes += document.measured(index);
     const usage = document.value(CHAT.usage);
@@ -325,7 +326,7 @@ class ChatCompletionsInterpreter implements Interpreter {
   }
 
   private responsesEvent(document: ScannedDocument, type: string): void {
-    this.model = modelName(document.value(CHAT.responseModel)) ?? this.model;
+    this.model ??= modelName(document.value(CHAT.responseModel));
     if (RESPONSES_TEXT_DELTAS.has(type)) this.deliveredTextBytes += document.measured(CHAT.delta);
     if (!RESPONSES_TERMINAL_EVENTS.has(type)) return;
     this.ended = true;
@@ -433,8 +434,7 @@ class GenerativeInterpreter implements Interpreter {
   }
 
   document(document: ScannedDocument, _eventName: string, streamed: boolean): void {
-    const version = modelName(document.value(GENERATIVE.modelVersion));
-    this.model = version?.replace(/^models\//, '') ?? this.model;
+    this.model ??= modelName(document.value(GENERATIVE.modelVersion))?.replace(/^models\//, '');
     const finishReason = document.value(GENERATIVE.finishReason);
     const finished = !streamed || (typeof finishReason === 'string' && finishReason.length > 0);
     if (finished) this.ended = true;
