@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { DEFAULT_ADMIN_AUTH_LIMITS, type AdminAuthLimits } from '../domain/admin-auth-limits';
+import type { PriceTable } from '../domain/pricing';
 import type { RatePlan } from '../domain/rate-limits';
 import type { StoreFailureMode } from '../domain/deny-reasons';
 import type { PipelineSettings } from '../domain/pipeline-settings';
@@ -42,6 +43,8 @@ export interface Settings {
   /** Checks decided at once per process; more are answered gRPC UNAVAILABLE at once instead of queueing. */
   readonly maxChecksInFlight: number;
   readonly pipeline: PipelineSettings;
+  /** The config file's price table; absent: usage is counted in tokens and nothing is charged for it. */
+  readonly pricing?: PriceTable;
 }
 
 export type RedisTopology =
@@ -199,6 +202,7 @@ export function loadSettings(
     grpcMaxConnectionAgeMs: e.GRPC_MAX_CONNECTION_AGE_MS,
     grpcWorkers: e.GRPC_WORKERS,
     maxChecksInFlight: e.MAX_CHECKS_IN_FLIGHT,
+    ...(config.pricing ? { pricing: config.pricing } : {}),
     pipeline: {
       routeTable: buildRouteTable(config.routes ?? {}, config.publicRoutes ?? []),
       headerNames: headerNamesFor(config.acceptVendorHeaderSpellings ?? true),

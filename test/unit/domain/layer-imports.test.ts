@@ -18,11 +18,17 @@ function offendingImports(layer: string, forbidden: readonly string[]): string[]
 
 describe('imports point one way: domain <- limits, pipeline <- adapters', () => {
   it('domain/ imports nothing from the layers built on it', () => {
-    expect(offendingImports('domain', ['limits', 'pipeline', 'store', 'grpc', 'admin', 'responses', 'settings'])).toEqual([]);
+    expect(offendingImports('domain', ['limits', 'pipeline', 'store', 'grpc', 'admin', 'responses', 'settings', 'metering'])).toEqual([]);
   });
 
   it('limits/ and pipeline/ import nothing from the store or other adapters', () => {
     expect(offendingImports('limits', ['store', 'pipeline', 'grpc', 'admin'])).toEqual([]);
     expect(offendingImports('pipeline', ['store', 'grpc', 'admin'])).toEqual([]);
+  });
+
+  it('metering/ is pure: it imports only the domain, never transport, store, settings or other adapters', () => {
+    expect(
+      offendingImports('metering', ['store', 'grpc', 'admin', 'pipeline', 'settings', 'responses', 'limits', 'cluster', 'health']),
+    ).toEqual([]);
   });
 });
