@@ -61,7 +61,7 @@ export interface OverloadResult {
   /** The rate asked for. */
   rate: number;
   seconds: number;
-  /** Checks sent, and per second: below `rate` when the driver could not keep its schedule. */
+  /** Checks sent, and per second from the window's start to the last send: below `rate` when the driver could not keep its schedule. */
   sent: number;
   sentPerSecond: number;
   /** How late the driver sent Checks against their schedule (its own event loop's lag on the shared cores). */
@@ -355,6 +355,7 @@ export class H2Driver {
     let position = 0;
     let nextAt = start;
     let measuredInFlight = 0;
+    let lastSentAt = measureTo;
     let finished = false;
 
     return new Promise((resolve) => {
@@ -370,7 +371,8 @@ export class H2Driver {
           rate,
           seconds,
           ...counts,
-          sentPerSecond: counts.sent / seconds,
+          // A driver that fell behind catches up in bursts and sends its last Check after the window: its rate is over the longer span.
+          sentPerSecond: counts.sent / ((Math.max(measureTo, lastSentAt) - measureFrom) / 1000),
           goodputPerSecond: counts.goodput / seconds,
           scheduleLagMs: { p99: lagSummary.p99Ms, max: lagSummary.maxMs },
           latency: summarize(latencies),
@@ -414,6 +416,7 @@ export class H2Driver {
             counts.sent += 1;
             measuredInFlight += 1;
             lags.push(sentAt - scheduledAt);
+            lastSentAt = sentAt;
           }
           this.send(traffic.frames[index]!, checkResponseStatusCode, (completion) => {
             if (!measured || finished) return;

@@ -3,8 +3,11 @@
  * generator whose event loop does not pause for GC, so the latency it logs
  * is the server's. It sends one fixed body, so it drives one request class:
  * a valid key's CheckRequest (cached after the first Check, as valid keys
- * are in production). `--rps` holds a fixed rate per connection, and
- * `--log-file` writes every request's latency, so the percentiles are exact.
+ * are in production). `--rps` holds a fixed rate per connection,
+ * `--requests` fixes how many (h2load then waits for every answer: with
+ * `--duration` it would drop the requests still in flight at the end, the
+ * slowest ones), and `--log-file` writes every request's latency, so the
+ * percentiles are exact.
  */
 import { execFileSync, spawn } from 'node:child_process';
 import * as fs from 'node:fs';
@@ -32,6 +35,8 @@ export interface H2loadRound {
   latenciesMs: number[];
   /** Of those, requests that failed (h2load logs status -1) or had an HTTP status other than 200. */
   failed: number;
+  /** Seconds from the first measured request's start to the last one's: the rate h2load held is (latenciesMs.length − 1) / this. */
+  startSpanSeconds: number;
   /** h2load's own summary line ("requests: … total, … started, … done, … succeeded, … failed, …"). */
   summary: string;
 }
@@ -59,8 +64,8 @@ export function h2loadArguments(options: H2loadOptions): string[] {
     String(options.streamsPerConnection),
     '--rps',
     (options.rate / options.connections).toFixed(3),
-    '--duration',
-    `${Math.ceil(options.warmupMs + options.durationMs)}ms`,
+    '--requests',
+    String(requestCount(options)),
     '--data',
     options.bodyFile,
     '--header',
@@ -75,17 +80,28 @@ export function h2loadArguments(options: H2loadOptions): string[] {
   ];
 }
 
+/** Requests for warm-up + duration at the rate; at least one per connection, as h2load requires. */
+function requestCount(options: H2loadOptions): number {
+  return Math.max(options.connections, Math.round((options.rate * (options.warmupMs + options.durationMs)) / 1000));
+}
+
+/** Past this, h2load is stopped and the run fails: some answer never came. */
+const STUCK_AFTER_MS = 30_000;
+
 export async function runH2load(options: H2loadOptions): Promise<H2loadRound> {
   fs.rmSync(options.logFile, { force: true });
   const child = spawn(options.binary, h2loadArguments(options), { stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   child.stdout.on('data', (chunk) => (output += chunk));
   child.stderr.on('data', (chunk) => (output += chunk));
-  const code = await new Promise<number | null>((resolve, reject) => {
+  const stuck = setTimeout(() => child.kill('SIGKILL'), options.warmupMs + options.durationMs + STUCK_AFTER_MS);
+  const { code, signal } = await new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve, reject) => {
     child.once('error', reject);
-    child.once('exit', resolve);
-  });
-  if (code !== 0) throw new Error(`h2load exited with ${code}: ${output.slice(-2000)}`);
+    child.once('exit', (exitCode, exitSignal) => resolve({ code: exitCode, signal: exitSignal }));
+  }).finally(() => clearTimeout(stuck));
+  if (signal === 'SIGKILL')
+    throw new Error(`h2load still waited for answers ${STUCK_AFTER_MS / 1000} s after its last request: ${output.slice(-2000)}`);
+  if (code !== 0) throw new Error(`h2load exited with ${code}${signal ? ` (${signal})` : ''}: ${output.slice(-2000)}`);
   const summary = /^requests: .*$/m.exec(output)?.[0] ?? '';
   return { ...parseH2loadLog(fs.readFileSync(options.logFile, 'utf8'), options.warmupMs), summary };
 }
@@ -105,17 +121,21 @@ export function parseH2loadLog(text: string, warmupMs: number): Omit<H2loadRound
       throw new Error(`unexpected h2load log line: '${line}'`);
     rows.push([start!, status!, latency!]);
   }
-  if (rows.length === 0) return { latenciesMs: [], failed: 0 };
+  if (rows.length === 0) return { latenciesMs: [], failed: 0, startSpanSeconds: 0 };
   // Loops, not Math.min(...rows): a spread of some 100k arguments overflows the stack.
   let first = Infinity;
   for (const [start] of rows) first = Math.min(first, start);
   const from = first + warmupMs * 1000;
   const latenciesMs: number[] = [];
   let failed = 0;
+  let earliest = Infinity;
+  let latest = -Infinity;
   for (const [start, status, latency] of rows) {
     if (start < from) continue;
     latenciesMs.push(latency / 1000);
     if (status !== 200) failed += 1;
+    earliest = Math.min(earliest, start);
+    latest = Math.max(latest, start);
   }
-  return { latenciesMs, failed };
+  return { latenciesMs, failed, startSpanSeconds: latenciesMs.length > 1 ? (latest - earliest) / 1e6 : 0 };
 }

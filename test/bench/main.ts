@@ -26,7 +26,7 @@ import { parseArgs } from 'node:util';
 import Redis from 'ioredis';
 import { ENVOY_CHECK_TIMEOUT_MS, H2Driver, PhaseStats, summarize, type PhaseHooks, type PhaseResult } from './h2-driver';
 import { findH2load, runH2load } from './h2load';
-import { cpuSecondsOf, machineInfo, rssBytesOf, sampleMaxRss } from './proc-stats';
+import { cpuSecondsOf, machineInfo, rssBytesOf, sampleMaxRss, waitUntilIdle } from './proc-stats';
 import { startGateway, startNoopServer, type ServerUnderTest } from './processes';
 import { checkPathRoundTrips, clientCommandsDuring, commandDelta, commandStats, redisCpuSeconds, type CommandCounts } from './redis-stats';
 import {
@@ -213,7 +213,7 @@ interface Contender {
   redisCpuSeconds: number;
   commands: CommandCounts;
   metrics: Record<string, number>;
-  tail: { latenciesMs: number[]; failed: number; seconds: number; histogram?: Histogram; counters: Record<string, number> };
+  tail: { latenciesMs: number[]; failed: number; startSpanSeconds: number; histogram?: Histogram; counters: Record<string, number> };
   roundRates: number[];
 }
 
@@ -406,7 +406,7 @@ function contender(label: string, server: ServerUnderTest, traffic: Traffic, tai
     redisCpuSeconds: 0,
     commands: {},
     metrics: {},
-    tail: { latenciesMs: [], failed: 0, seconds: 0, counters: {} },
+    tail: { latenciesMs: [], failed: 0, startSpanSeconds: 0, counters: {} },
     roundRates: [],
   };
 }
@@ -611,7 +611,7 @@ async function tailRound(entry: Contender, binary: string, rate: number, options
   });
   for (const latency of round.latenciesMs) entry.tail.latenciesMs.push(latency);
   entry.tail.failed += round.failed;
-  entry.tail.seconds += options.roundMs / 1000;
+  entry.tail.startSpanSeconds += round.startSpanSeconds;
   if (round.latenciesMs.length === 0) throw new Error(`tail phase, ${entry.label}: h2load logged no request (${round.summary})`);
   if (before) {
     const after = await scrapeMetrics(entry.server.adminUrl!);
@@ -636,7 +636,7 @@ function toServerRun(entry: Contender, tailRate: number): ServerRun {
       ? {
           rate: tailRate,
           requests: entry.tail.latenciesMs.length,
-          heldPerSecond: entry.tail.latenciesMs.length / entry.tail.seconds,
+          heldPerSecond: entry.tail.latenciesMs.length / entry.tail.startSpanSeconds,
           failed: entry.tail.failed,
           latency: summarize(entry.tail.latenciesMs),
           ...(entry.gateway
@@ -730,6 +730,8 @@ async function freshProcessPhases(gateway: Contender, options: Options): Promise
     const overload: OverloadRun[] = [];
     for (const multiple of OVERLOAD_MULTIPLES) {
       const offered = multiple * saturation;
+      // What one phase queued must not spill into the next.
+      if (!(await waitUntilIdle(server.pid))) log(`  note: the gateway was still busy 10 s after the previous phase`);
       log(`${gateway.label}: open loop at ${multiple} × saturation, ${Math.round(offered)}/s, ${options.overloadMs / 1000} s`);
       overload.push(await overloadPhase(server, gateway.traffic, multiple, offered, options));
       log(
@@ -765,7 +767,7 @@ async function overloadPhase(
       throw new Error(`overload at ${multiple} × saturation: ${result.mismatches} wrong answers (${result.firstError})`);
     driver.close();
     // Let what is still queued drain before the read, so the counters cover the phase's Checks.
-    await new Promise((resolve) => setTimeout(resolve, 500));
+    await waitUntilIdle(server.pid);
     const after = await scrapeMetrics(server.adminUrl!);
     const histogram = histogramDelta(before.checkLatency, after.checkLatency);
     const serverP99 = histogram ? histogramQuantile(histogram, 0.99) : undefined;

@@ -103,6 +103,23 @@ export function sampleMaxRss(root: number, everyMs = 200): { stop(): number } {
   };
 }
 
+/**
+ * Waits until the process tree uses under `share` of one core over `stepMs`,
+ * at most `maxMs`: a server that is still working off a queue from one phase
+ * would otherwise carry it into the next. Returns whether it got idle.
+ */
+export async function waitUntilIdle(root: number, maxMs = 10_000, stepMs = 250, share = 0.1): Promise<boolean> {
+  const deadline = Date.now() + maxMs;
+  let before = cpuSecondsOf(root);
+  while (Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, stepMs));
+    const now = cpuSecondsOf(root);
+    if (now - before < (share * stepMs) / 1000) return true;
+    before = now;
+  }
+  return false;
+}
+
 export interface MachineInfo {
   cpus: number;
   cpuModel: string;

@@ -58,18 +58,18 @@ describe('parseH2loadLog', () => {
   ].join('\n');
 
   it('keeps every request without a warm-up, in ms', () => {
-    expect(parseH2loadLog(log, 0)).toEqual({ latenciesMs: [1.5, 2.5, 90, 1, 0.7], failed: 2 });
+    expect(parseH2loadLog(log, 0)).toEqual({ latenciesMs: [1.5, 2.5, 90, 1, 0.7], failed: 2, startSpanSeconds: 0.4 });
   });
 
   it('leaves out the requests that started in the warm-up, counted from the earliest start', () => {
-    expect(parseH2loadLog(log, 250)).toEqual({ latenciesMs: [90, 1, 0.7], failed: 2 });
+    expect(parseH2loadLog(log, 250)).toEqual({ latenciesMs: [90, 1, 0.7], failed: 2, startSpanSeconds: 0.15 });
   });
 
   it('refuses a line it does not understand', () => {
     expect(() => parseH2loadLog('finished in 4.00s\n', 0)).toThrow(/unexpected h2load log line/);
   });
 
-  it('asks h2load for the rate per connection, a gRPC request, and the log', () => {
+  it('asks h2load for the rate per connection, a fixed number of gRPC requests, and the log', () => {
     const args = h2loadArguments({
       binary: 'h2load',
       address: '127.0.0.1:9191',
@@ -82,7 +82,7 @@ describe('parseH2loadLog', () => {
       durationMs: 1000,
     });
     expect(args.join(' ')).toBe(
-      '--clients 4 --max-concurrent-streams 256 --rps 750.000 --duration 1000ms --data /tmp/body.bin ' +
+      '--clients 4 --max-concurrent-streams 256 --rps 750.000 --requests 3000 --data /tmp/body.bin ' +
         '--header content-type: application/grpc --header te: trailers --header grpc-timeout: 250m ' +
         '--log-file /tmp/h2load.log http://127.0.0.1:9191/envoy.service.auth.v3.Authorization/Check',
     );
