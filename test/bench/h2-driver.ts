@@ -60,6 +60,7 @@ export interface PhaseResult {
 export interface OverloadResult {
   /** The rate asked for. */
   rate: number;
+  /** The measurement window, longer than asked when the driver fell behind its schedule. */
   seconds: number;
   /** Checks sent, and per second from the window's start to the last send: below `rate` when the driver could not keep its schedule. */
   sent: number;
@@ -346,7 +347,6 @@ export class H2Driver {
     const start = performance.now();
     const measureFrom = start + options.warmupMs;
     const measureTo = measureFrom + options.durationMs;
-    const seconds = options.durationMs / 1000;
     const latencies: number[] = [];
     const decidedLatencies: number[] = [];
     const lags: number[] = [];
@@ -367,13 +367,14 @@ export class H2Driver {
         // Still unanswered: Envoy gave up on them long ago.
         counts.unanswered += measuredInFlight;
         const lagSummary = summarize(lags);
+        // A driver that fell behind catches up in bursts and sends its last Check after the window: its rates are over that longer span.
+        const span = (Math.max(measureTo, lastSentAt) - measureFrom) / 1000;
         resolve({
           rate,
-          seconds,
+          seconds: span,
           ...counts,
-          // A driver that fell behind catches up in bursts and sends its last Check after the window: its rate is over the longer span.
-          sentPerSecond: counts.sent / ((Math.max(measureTo, lastSentAt) - measureFrom) / 1000),
-          goodputPerSecond: counts.goodput / seconds,
+          sentPerSecond: counts.sent / span,
+          goodputPerSecond: counts.goodput / span,
           scheduleLagMs: { p99: lagSummary.p99Ms, max: lagSummary.maxMs },
           latency: summarize(latencies),
           decidedLatency: summarize(decidedLatencies),
@@ -390,7 +391,10 @@ export class H2Driver {
         const late = latencyMs > answerWithinMs;
         if (late) counts.late += 1;
         if (!completion.ok) {
-          counts.grpcErrors += 1;
+          if (completion.error?.startsWith('undecodable')) {
+            counts.mismatches += 1;
+            firstError ??= completion.error;
+          } else counts.grpcErrors += 1;
           return;
         }
         counts.decided += 1;
