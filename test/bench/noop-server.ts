@@ -3,14 +3,26 @@
  * server with the same options, the same proto loading (our proto/ copy via
  * src/grpc/proto-loading.ts, so requests are decoded into the same objects),
  * and a Check that answers allow without looking at the request. Run as a
- * child process: `node noop-server.js`; prints `{"port":N}` when listening.
+ * child process: `node noop-server.js [--transport NAME]`; prints
+ * `{"port":N}` when listening. A transport this build does not have is
+ * refused with exit code 2 (UNKNOWN_TRANSPORT_EXIT), so the bench knows to
+ * run without that no-op; each transport the service can ship adds its name.
  */
 import * as grpc from '@grpc/grpc-js';
 import { loadAuthorizationService } from '../../src/grpc/proto-loading';
 
 const ALLOW = Object.freeze({ status: { code: 0, message: '' }, ok_response: {} });
 
+const TRANSPORTS = ['grpc-js'] as const;
+const UNKNOWN_TRANSPORT_EXIT = 2;
+
 function main(): void {
+  const at = process.argv.indexOf('--transport');
+  const transport = at >= 0 ? process.argv[at + 1] : 'grpc-js';
+  if (!(TRANSPORTS as readonly (string | undefined)[]).includes(transport)) {
+    process.stderr.write(`noop server: unknown transport '${transport}' (this build has: ${TRANSPORTS.join(', ')})\n`);
+    process.exit(UNKNOWN_TRANSPORT_EXIT);
+  }
   const server = new grpc.Server({
     // Same options as src/grpc/authorization-server.ts.
     'grpc.keepalive_time_ms': 30_000,
