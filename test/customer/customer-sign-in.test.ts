@@ -5,8 +5,9 @@
  * /usr/bin/chromium the suite fails (never skips).
  */
 import { createHash } from 'node:crypto';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdirSync, statSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
+import { join } from 'node:path';
 import Redis from 'ioredis';
 import { chromium, type Browser, type BrowserContext, type Page, type Request } from 'playwright-core';
 import { startCustomerApp, startOidcProvider, type CustomerAppProcess, type OidcTestProvider } from '../support/customer-stack';
@@ -30,6 +31,15 @@ const CLIENT_SECRET = 'test-oidc-client-secret-fedcba9876543210';
 const IDLE_MS = 60_000;
 const MAX_AGE_MS = 300_000;
 const COOKIE = 'gwa_session';
+const ARTIFACTS = join(__dirname, '..', '..', 'test-artifacts');
+
+/** A full-page screenshot at the tab's 375 px width, in test-artifacts/. */
+async function keepScreenshot(page: Page, name: string): Promise<void> {
+  mkdirSync(ARTIFACTS, { recursive: true });
+  const file = join(ARTIFACTS, name);
+  await page.screenshot({ path: file, fullPage: true });
+  expect(statSync(file).size).toBeGreaterThan(1_000);
+}
 
 /** Every secret this file saw (also registered with the suite-wide scan), for its own log check at the end. */
 const seenSecrets: string[] = [];
@@ -257,6 +267,7 @@ describe('signing in with OpenID Connect', () => {
       'acme: owner (keys and members)',
       'globex: viewer (sees keys and usage)',
     ]);
+    await keepScreenshot(page, 'customer-signed-in.png');
 
     // The cookie: HttpOnly, SameSite=Lax, Path=/, not Secure only because of CUSTOMER_PLAIN_HTTP_LOCALHOST; no expiry (browser session).
     const { cookie, id } = await sessionCookie(context, publicApp);
@@ -311,6 +322,7 @@ describe('signing in with OpenID Connect', () => {
     );
     const body = (await page.locator('main').textContent()) ?? '';
     expect(body).toContain(`issuer ${provider.issuer} and subject nobody or your email address nobody@example.com`);
+    await keepScreenshot(page, 'customer-no-access.png');
     const status = await send(publicApp, 'GET', '/', { cookie: (await sessionCookie(tab.context, publicApp)).header });
     expect(status.status).toBe(403);
     await page.getByRole('button', { name: 'Sign out' }).click();
