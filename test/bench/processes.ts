@@ -98,10 +98,17 @@ export async function startGateway(
   nodeArgs: readonly string[] = [],
   distDir = path.join(REPO_ROOT, 'dist'),
 ): Promise<ServerUnderTest> {
-  const [grpcPort, adminPort] = [await freePort(), await freePort()];
+  const [grpcPort, adminPort, customerPort] = [await freePort(), await freePort(), await freePort()];
   const out = fs.openSync(logFile, 'w');
   const child = spawn(process.execPath, [...nodeArgs, path.join(distDir, 'cli', 'main.js'), 'serve'], {
-    env: { PATH: process.env.PATH ?? '', GRPC_PORT: String(grpcPort), ADMIN_PORT: String(adminPort), BIND_ADDRESS: '127.0.0.1', ...env },
+    env: {
+      PATH: process.env.PATH ?? '',
+      GRPC_PORT: String(grpcPort),
+      ADMIN_PORT: String(adminPort),
+      CUSTOMER_PORT: String(customerPort),
+      BIND_ADDRESS: '127.0.0.1',
+      ...env,
+    },
     stdio: ['ignore', out, 'pipe'],
   });
   fs.closeSync(out);

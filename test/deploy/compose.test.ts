@@ -98,14 +98,23 @@ describe('docker-compose.yml', () => {
     expect(onlyListenerPort()).toBe(8080);
   });
 
-  it('builds gateway-authz from . with the documented environment, admin port on loopback only, ready only when Redis answers', () => {
+  it('builds gateway-authz from . with the documented environment, admin and customer ports on loopback only, ready only when Redis answers', () => {
     const authz = services['gateway-authz'];
     expect(authz.build).toBe('.');
     const env = authz.environment;
-    expect(env).toMatchObject({ GRPC_PORT: '9191', ADMIN_PORT: '9192', REDIS_URL: 'redis://redis:6379', REDIS_TIMEOUT_MS: '50' });
+    expect(env).toMatchObject({
+      GRPC_PORT: '9191',
+      ADMIN_PORT: '9192',
+      CUSTOMER_PORT: '9193',
+      REDIS_URL: 'redis://redis:6379',
+      REDIS_TIMEOUT_MS: '50',
+    });
     expect(env.ADMIN_TOKEN).toMatch(/^\$\{ADMIN_TOKEN:\?[^$}]+\}$/); // required, no default (see "admin token" below)
     expect(Object.values(env).every((v) => typeof v === 'string')).toBe(true);
-    expect(publishedPorts(authz)).toEqual([{ hostIp: '127.0.0.1', host: 9192, container: 9192 }]);
+    expect(publishedPorts(authz)).toEqual([
+      { hostIp: '127.0.0.1', host: 9192, container: 9192 },
+      { hostIp: '127.0.0.1', host: 9193, container: 9193 },
+    ]);
     expect(authz.depends_on).toEqual({ redis: { condition: 'service_healthy' } });
     expect(authz.healthcheck.test.join(' ')).toContain('http://127.0.0.1:9192/readyz');
     const graceSeconds = Number(/^(\d+)s$/.exec(authz.stop_grace_period)?.[1]);
@@ -120,6 +129,8 @@ describe('docker-compose.yml', () => {
     if (!result.ok) return;
     expect(result.settings.grpcPort).toBe(9191);
     expect(result.settings.adminPort).toBe(9192);
+    expect(result.settings.customerPort).toBe(9193);
+    expect(result.settings.customerSignIn).toBeUndefined(); // no identity provider unless the operator names one
     expect(result.settings.redis).toEqual({ mode: 'standalone', url: 'redis://redis:6379' });
     expect(result.settings.configFile).toBeUndefined();
     expect(result.settings.adminToken).toBe(OPERATOR_TOKEN);
@@ -209,7 +220,7 @@ describe('Dockerfile (gateway-authz)', () => {
     expect(last.some((i) => i.op === 'COPY' && i.args.startsWith('--from=build /app/dist'))).toBe(true);
     expect(last.some((i) => i.op === 'COPY' && /\bsrc\b/.test(i.args))).toBe(false);
     expect(last.filter((i) => i.op === 'CMD').map((i) => execForm(i.args))).toEqual([['node', 'dist/cli/main.js', 'serve']]);
-    expect(last.filter((i) => i.op === 'EXPOSE').map((i) => i.args)).toEqual(['9191 9192']);
+    expect(last.filter((i) => i.op === 'EXPOSE').map((i) => i.args)).toEqual(['9191 9192 9193']);
   });
 
   it('runs as the non-root node user, with a HEALTHCHECK on /readyz using node (no curl in slim images)', () => {

@@ -1,0 +1,7 @@
+import type { CustomerIdentity } from '../domain/customer-identity';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    customerIdentity: CustomerIdentity | undefined;
+  }
+}
