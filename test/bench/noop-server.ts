@@ -22,7 +22,7 @@ const ALLOW = Object.freeze({ status: { code: 0, message: '' }, ok_response: {} 
 const ALLOW_RESPONSE: CheckResponse = {
   status: { code: 0, message: '' },
   ok_response: { headers: [], headers_to_remove: [], response_headers_to_add: [], query_parameters_to_remove: [] },
-} as unknown as CheckResponse;
+};
 
 function startGrpcJs(stop: (close: () => Promise<void>) => void): void {
   const server = new grpc.Server({
@@ -35,7 +35,7 @@ function startGrpcJs(stop: (close: () => Promise<void>) => void): void {
     'grpc.enable_channelz': 0,
   });
   const { service } = loadAuthorizationService();
-  server.addService(service as grpc.ServiceDefinition, {
+  server.addService(service, {
     Check: (_call: grpc.ServerUnaryCall<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) => callback(null, ALLOW),
   });
   server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (error, port) => {

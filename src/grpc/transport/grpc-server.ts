@@ -87,6 +87,8 @@ const { NGHTTP2_NO_ERROR, NGHTTP2_CANCEL } = http2.constants;
 const MAX_TIMER_MS = 2 ** 31 - 1;
 /** GOAWAY's "any stream you may have sent": the first of the two GOAWAYs of a drain (RFC 9113 §6.8). */
 const ALL_STREAMS = 2 ** 31 - 1;
+/** How long a drain waits for the ACK of the PING that follows its first GOAWAY. */
+const DRAIN_PING_TIMEOUT_MS = 1000;
 
 const RESPONSE_HEADERS = Object.freeze({ ':status': 200, 'content-type': 'application/grpc' });
 const WITH_TRAILERS: http2.ServerStreamResponseOptions = Object.freeze({ waitForTrailers: true, sendDate: false });
@@ -135,7 +137,9 @@ class ServerCall implements ServerStreamingCall {
     readonly deadlineMs: number,
     timeoutMs: number,
     private readonly encoding: string | undefined,
+    private readonly connection: SessionState | undefined,
   ) {
+    if (connection) connection.openCalls += 1;
     if (timeoutMs < MAX_TIMER_MS) this.deadlineTimer = setTimeout(() => this.deadlinePassed(), timeoutMs);
   }
 
@@ -241,6 +245,7 @@ class ServerCall implements ServerStreamingCall {
 
   /** The stream is gone: answered, reset by the client (RST_STREAM), or its connection closed. */
   onClose(): void {
+    if (this.connection) this.connection.openCalls -= 1;
     if (this.state !== FINISHED) this.finish();
     else if (this.deadlineTimer) clearTimeout(this.deadlineTimer);
   }
@@ -340,7 +345,9 @@ class ServerCall implements ServerStreamingCall {
 
 const ACCEPT_IDENTITY = Object.freeze({ 'grpc-accept-encoding': 'identity' });
 
-interface SessionTimers {
+interface SessionState {
+  /** Calls started on this connection and not yet closed. */
+  openCalls: number;
   keepalive?: NodeJS.Timeout;
   pingTimeout?: NodeJS.Timeout;
   maxAge?: NodeJS.Timeout;
@@ -352,7 +359,7 @@ export class GrpcServer {
   readonly settings: GrpcServerSettings;
   private readonly server: http2.Http2Server;
   private readonly methods = new Map<string, MethodHandler>();
-  private readonly sessions = new Map<http2.ServerHttp2Session, SessionTimers>();
+  private readonly sessions = new Map<http2.Http2Session, SessionState>();
   /** Server-streaming calls in progress, ended by close(). */
   private readonly streamingCalls = new Set<ServerCall>();
   private closing: Promise<void> | undefined;
@@ -411,7 +418,7 @@ export class GrpcServer {
         clearTimeout(force);
         resolve();
       });
-      for (const session of this.sessions.keys()) this.drain(session);
+      for (const session of this.sessions.keys()) this.drain(session, 'shutdown');
     });
     return this.closing;
   }
@@ -446,7 +453,10 @@ export class GrpcServer {
     const subtype = typeof contentType === 'string' ? contentSubtypeOf(contentType) : undefined;
     if (subtype === undefined) {
       // PROTOCOL-HTTP2.md: HTTP 415; with a gRPC status as well, as grpc-go does.
-      refuse(stream, 415, { code: GrpcStatus.INVALID_ARGUMENT, details: `invalid gRPC request content-type "${String(contentType ?? '')}"` });
+      refuse(stream, 415, {
+        code: GrpcStatus.INVALID_ARGUMENT,
+        details: `invalid gRPC request content-type "${String(contentType ?? '')}"`,
+      });
       return;
     }
     if (headers[':method'] !== 'POST') {
@@ -485,7 +495,17 @@ export class GrpcServer {
       refuse(stream, 200, { code: GrpcStatus.UNAVAILABLE, details: 'the server is shutting down' });
       return;
     }
-    const call = new ServerCall(this, stream, path, handler, deadlineMs, timeoutMs, typeof encoding === 'string' ? encoding : undefined);
+    const connection = stream.session ? this.sessions.get(stream.session) : undefined;
+    const call = new ServerCall(
+      this,
+      stream,
+      path,
+      handler,
+      deadlineMs,
+      timeoutMs,
+      typeof encoding === 'string' ? encoding : undefined,
+      connection,
+    );
     if (handler.kind === 'server-streaming') this.streamingCalls.add(call);
     stream.on('data', (chunk: Buffer) => call.onData(chunk));
     stream.on('end', () => call.onEnd());
@@ -493,7 +513,7 @@ export class GrpcServer {
   }
 
   private onSession(session: http2.ServerHttp2Session): void {
-    const timers: SessionTimers = {};
+    const timers: SessionState = { openCalls: 0 };
     this.sessions.set(session, timers);
     session.on('error', (error) => this.logger.debug({ err: error }, 'HTTP/2 connection error'));
     session.once('close', () => {
@@ -504,22 +524,25 @@ export class GrpcServer {
       clearTimeout(timers.grace);
     });
     if (this.closing) {
-      this.drain(session);
+      this.drain(session, 'shutdown');
       return;
     }
     this.scheduleKeepalive(session, timers);
     const { maxConnectionAgeMs } = this.settings;
     // ±10 % so that connections opened together (after a restart) are not all recycled together.
     const ageMs = Math.round(maxConnectionAgeMs * (0.9 + 0.2 * Math.random()));
-    timers.maxAge = setTimeout(() => this.drain(session), ageMs).unref();
+    timers.maxAge = setTimeout(() => this.drain(session, 'max_age'), ageMs).unref();
   }
 
   /** A PING every keepaliveTimeMs; a peer that does not answer within keepaliveTimeoutMs is gone. */
-  private scheduleKeepalive(session: http2.ServerHttp2Session, timers: SessionTimers): void {
+  private scheduleKeepalive(session: http2.ServerHttp2Session, timers: SessionState): void {
     timers.keepalive = setTimeout(() => {
       if (session.destroyed || session.closed) return;
       timers.pingTimeout = setTimeout(() => {
-        this.logger.info({ event: 'keepalive_timeout', timeoutMs: this.settings.keepaliveTimeoutMs }, 'gRPC connection closed: no PING ACK');
+        this.logger.info(
+          { event: 'keepalive_timeout', timeoutMs: this.settings.keepaliveTimeoutMs },
+          'gRPC connection closed: no PING ACK',
+        );
         session.destroy();
       }, this.settings.keepaliveTimeoutMs).unref();
       try {
@@ -542,17 +565,25 @@ export class GrpcServer {
    * last stream taken. Calls in flight finish; the connection closes when
    * they have, or is destroyed after the grace period.
    */
-  private drain(session: http2.ServerHttp2Session): void {
+  private drain(session: http2.Http2Session, reason: 'max_age' | 'shutdown'): void {
     const timers = this.sessions.get(session);
     if (!timers || timers.draining || session.destroyed || session.closed) return;
     timers.draining = true;
     clearTimeout(timers.maxAge);
+    if (reason === 'shutdown' && timers.openCalls === 0) {
+      // Nothing to finish, and the traffic has been sent elsewhere (health went NOT_SERVING first): one GOAWAY.
+      session.close();
+      return;
+    }
     timers.grace = setTimeout(() => session.destroy(), this.settings.maxConnectionAgeGraceMs).unref();
+    // A client that answers GOAWAY by closing at once never ACKs the PING: do not wait for it long.
+    const closeAnyway = setTimeout(() => close(), DRAIN_PING_TIMEOUT_MS).unref();
     const close = () => {
+      clearTimeout(closeAnyway);
       if (!session.destroyed && !session.closed) session.close();
     };
     try {
-      session.goaway(NGHTTP2_NO_ERROR, ALL_STREAMS, Buffer.from('max_age'));
+      session.goaway(NGHTTP2_NO_ERROR, ALL_STREAMS, Buffer.from(reason));
       if (!session.ping(close)) close();
     } catch {
       close();

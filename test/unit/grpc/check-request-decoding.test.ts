@@ -4,7 +4,7 @@ import * as protoLoader from '@grpc/proto-loader';
 import { createLogger } from '../../../src/logging/logger';
 import type { UnaryCall } from '../../../src/grpc/transport/grpc-server';
 import { checkMethod } from '../../../src/grpc/authorization-server';
-import { toAuthRequest, type CheckRequestMessage } from '../../../src/grpc/check-request';
+import { toAuthRequest } from '../../../src/grpc/check-request';
 import { decodeCheckRequest } from '../../../src/grpc/check-request-decoding';
 import { loadAuthorizationService } from '../../../src/grpc/proto-loading';
 import { generateCustomerKey } from '../../../src/keys/customer-key';
@@ -22,7 +22,7 @@ const official = (
 
 /** Both readers, compared on what the pipeline gets out of them. */
 function expectSameAuthRequest(bytes: Buffer): void {
-  const reference = toAuthRequest(generic.requestDeserialize(bytes) as CheckRequestMessage);
+  const reference = toAuthRequest(generic.requestDeserialize(bytes));
   const fast = toAuthRequest(decodeCheckRequest(bytes));
   expect(fast).toEqual(reference);
   expect(Object.keys(fast.headers)).toEqual(Object.keys(reference.headers));
