@@ -42,9 +42,14 @@ process.on('exit', () => {
   for (const child of live) child.kill('SIGKILL');
 });
 
-/** The no-op grpc-js Check server (noop-server.ts), compiled next to this file. */
-export async function startNoopServer(): Promise<ServerUnderTest> {
-  const child = spawn(process.execPath, [path.join(__dirname, 'noop-server.js')], { stdio: ['ignore', 'pipe', 'pipe'] });
+/**
+ * A no-op Check server (noop-server.ts), compiled next to this file: on grpc-js (the issue's baseline), or on
+ * the transport the service ships (`h2`: what a decision costs on top of it).
+ */
+export async function startNoopServer(transport: 'grpc-js' | 'h2' = 'grpc-js'): Promise<ServerUnderTest> {
+  const child = spawn(process.execPath, [path.join(__dirname, 'noop-server.js'), '--transport', transport], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   live.add(child);
   let output = '';
   let errors = '';
@@ -65,7 +70,7 @@ export async function startNoopServer(): Promise<ServerUnderTest> {
     });
   });
   return {
-    name: 'baseline',
+    name: transport === 'h2' ? 'baseline-h2' : 'baseline',
     pid: child.pid!,
     grpcAddress: `127.0.0.1:${port}`,
     stop: async () => {

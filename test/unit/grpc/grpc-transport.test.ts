@@ -317,6 +317,24 @@ describe('requests', () => {
     }
   });
 
+  it('resets a stream whose headers exceed the advertised SETTINGS_MAX_HEADER_LIST_SIZE (ENHANCE_YOUR_CALM), and serves the next', async () => {
+    // The limit holds once the client has acknowledged the server's SETTINGS, i.e. after the first exchange.
+    await rawCall(session, { path: '/test.Echo/Unary', body: [grpcFrame(Buffer.from('x'))] });
+    const answer = await rawCall(session, {
+      path: '/test.Echo/Unary',
+      headers: { 'x-big': 'v'.repeat(20_000) },
+      body: [grpcFrame(Buffer.from('x'))],
+    });
+    expect(answer.grpcStatus).toBeUndefined();
+    expect(answer.rstCode).toBe(http2.constants.NGHTTP2_ENHANCE_YOUR_CALM);
+    const fits = await rawCall(session, {
+      path: '/test.Echo/Unary',
+      headers: { 'x-big': 'v'.repeat(8_000) },
+      body: [grpcFrame(Buffer.from('x'))],
+    });
+    expect(fits.grpcStatus).toBe(0);
+  });
+
   it('answers a unary call with no message or with two UNIMPLEMENTED, and a request cut inside a message INTERNAL', async () => {
     const none = await rawCall(session, { path: '/test.Echo/Unary', body: [] });
     expect(none.grpcStatus).toBe(grpc.status.UNIMPLEMENTED);

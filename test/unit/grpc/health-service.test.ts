@@ -6,7 +6,9 @@ import type { MethodHandler, ServerStreamingCall } from '../../../src/grpc/trans
 import type { RpcError } from '../../../src/grpc/transport/status';
 
 /** The official grpc.health.v1 proto (as grpc-health-check ships it), through protobufjs. */
-const official = protoLoader.loadSync(protoPath, { keepCase: true, enums: String, defaults: true })['grpc.health.v1.Health'] as protoLoader.ServiceDefinition;
+const official = protoLoader.loadSync(protoPath, { keepCase: true, enums: String, defaults: true })[
+  'grpc.health.v1.Health'
+] as protoLoader.ServiceDefinition;
 const check = official.Check!;
 
 /** A call that records what the method sends. */
@@ -39,7 +41,11 @@ describe('grpc.health.v1 messages', () => {
       }),
     );
     // Unknown fields are skipped; the last `service` wins, as in protobufjs.
-    const twice = Buffer.concat([check.requestSerialize({ service: 'a' }), Buffer.from([0x10, 0x01]), check.requestSerialize({ service: 'b' })]);
+    const twice = Buffer.concat([
+      check.requestSerialize({ service: 'a' }),
+      Buffer.from([0x10, 0x01]),
+      check.requestSerialize({ service: 'b' }),
+    ]);
     expect(decodeHealthCheckRequest(twice)).toBe('b');
     expect(() => decodeHealthCheckRequest(Buffer.from([0x0a, 0x05, 0x61]))).toThrow();
   });
