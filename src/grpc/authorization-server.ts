@@ -41,6 +41,8 @@ export function checkMethod(handler: CheckHandler, logger: Logger): MethodHandle
         return;
       }
       handler(request, call.deadlineMs, (error, response) => {
+        // Cancelled, or past its deadline and answered so: nobody reads this answer.
+        if (call.finished) return;
         if (error) {
           call.fail(error);
           return;
