@@ -71,16 +71,17 @@ export const DEFAULT_GRPC_SERVER_SETTINGS: Omit<GrpcServerSettings, 'host' | 'po
   maxHeaderListBytes: 16 * 1024,
 };
 
-/** The 5-byte gRPC message prefix (uncompressed flag, big-endian length) and the message. */
+/** A gRPC message's prefix: the compressed flag and the big-endian length. */
+export const MESSAGE_PREFIX_BYTES = 5;
+
+/** The prefix (uncompressed) and the message, in one buffer. */
 export function frameMessage(message: Buffer): Buffer {
-  const frame = Buffer.allocUnsafe(5 + message.length);
+  const frame = Buffer.allocUnsafe(MESSAGE_PREFIX_BYTES + message.length);
   frame[0] = 0;
   frame.writeUInt32BE(message.length, 1);
-  message.copy(frame, 5);
+  message.copy(frame, MESSAGE_PREFIX_BYTES);
   return frame;
 }
-
-export const MESSAGE_PREFIX_BYTES = 5;
 
 const { NGHTTP2_NO_ERROR, NGHTTP2_CANCEL } = http2.constants;
 /** Node's timers take at most 2^31 − 1 ms; a longer deadline is as good as none. */
