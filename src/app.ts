@@ -66,7 +66,7 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
 
   const metrics = new Metrics();
   const checkPath = metrics.instrumentCheckPath(store, store);
-  // Deadlines come from grpc-js, which sets them on the system clock (Date.now() + grpc-timeout), not the domain's clock.
+  // Deadlines come from the gRPC transport, which sets them on the system clock (Date.now() + grpc-timeout), not the domain's clock.
   const admission = new CheckAdmission(settings.maxChecksInFlight, systemClock);
   metrics.watchChecksInFlight(() => admission.checksInFlight);
   const loopLag = new EventLoopLag();

@@ -13,7 +13,7 @@
  *
  * What it does not: decode the server's HPACK. A gRPC unary answer is
  * HEADERS, DATA, trailers on success and a trailers-only HEADERS on error
- * (grpc-js), so "DATA then END_STREAM" means grpc-status 0 and "END_STREAM
+ * (the service's transport and grpc-js alike), so "DATA then END_STREAM" means grpc-status 0 and "END_STREAM
  * without DATA" means an RPC error. The DATA (the CheckResponse) is handed
  * back when asked for, to be decoded and checked.
  */
