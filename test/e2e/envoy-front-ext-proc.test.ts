@@ -13,6 +13,7 @@ import { isFinalMessage, startExtProcRecorder, type ExtProcRecorder, type Record
 import { usageReadingOf } from '../support/side-stream-usage';
 import { startStubAuthz, type StubAuthz } from '../support/stub-authz';
 import { USAGE_FIXTURE_CASES } from '../support/usage-fixtures';
+import { E2E_FRONT_TIMEOUT_MS } from './e2e-world';
 import { sendHttp, startEnvoyFront, type EnvoyFront, type HttpCall, type HttpReply } from './envoy-front';
 import { extProcSettingsFromEnvoyYaml, type ExtProcSettings } from './ext-proc-tap';
 import { SLOW_STREAM_PIECES, startFakeUpstream, type FakeUpstream, type RecordedRequest } from './fake-upstream';
@@ -58,6 +59,8 @@ async function frontWith(extProc: Partial<Parameters<typeof startEnvoyFront>[0][
   const started = await startEnvoyFront({
     authzAddress: authz.address,
     upstreamUrl: upstream.url,
+    // Not about the Check deadline: on a loaded test machine 250 ms can turn a Check into a 503.
+    timeoutMs: E2E_FRONT_TIMEOUT_MS,
     ...(extProc ? { extProc: { address: processor.address, settings, ...extProc } } : {}),
   });
   fronts.push(started);
@@ -379,7 +382,7 @@ describe('a client that goes away mid-answer', () => {
 
 describe('the option is off by default', () => {
   it('a front without extProc opens no side stream', async () => {
-    const plain = await startEnvoyFront({ authzAddress: authz.address, upstreamUrl: upstream.url });
+    const plain = await startEnvoyFront({ authzAddress: authz.address, upstreamUrl: upstream.url, timeoutMs: E2E_FRONT_TIMEOUT_MS });
     fronts.push(plain);
     expect((await sendHttp(plain.url, messagesCall('claude-x', true))).status).toBe(200);
     await sleep(100);
