@@ -98,6 +98,8 @@ export class PipelinedConnection implements CheckChannel {
   private readonly sweeper = new DeadlineSweeper<Pending>((entry) =>
     this.settle(entry, undefined, new DeadlineExceededError(this.options.deadlineMs)),
   );
+  /** Scripts sent with EVAL on the current socket, so Redis has them: EVALSHA from then on. */
+  private loadedScripts = new Set<string>();
   /** Why the connection is down, for the errors of commands refused meanwhile. */
   private downReason = 'not connected yet';
 
@@ -125,7 +127,14 @@ export class PipelinedConnection implements CheckChannel {
     for (const key of keys) tail += bulk(key);
     for (const arg of args) tail += bulk(arg);
     const tailParts = 1 + keys.length + args.length;
-    const text = `*${2 + tailParts}\r\n$7\r\nEVALSHA\r\n$40\r\n${script.sha}\r\n${tail}`;
+    let text: string;
+    if (this.loadedScripts.has(script.sha)) {
+      text = `*${2 + tailParts}\r\n$7\r\nEVALSHA\r\n$40\r\n${script.sha}\r\n${tail}`;
+    } else {
+      // The first call on this socket sends the script itself (one round trip, as ioredis does), later ones its SHA.
+      text = `*${2 + tailParts}\r\n$4\r\nEVAL\r\n${bulk(script.lua)}${tail}`;
+      if (this.ready) this.loadedScripts.add(script.sha);
+    }
     return this.issue(text, parse, operation, script, tail, tailParts) as Promise<T>;
   }
 
@@ -136,7 +145,9 @@ export class PipelinedConnection implements CheckChannel {
   async ping(deadlineMs: number): Promise<void> {
     if (!this.ready) throw this.downError();
     const reply = await withinDeadline(this.internal(['PING']), deadlineMs);
-    if (reply !== 'PONG') throw new StoreUnavailableError(`unexpected PING reply from Redis: ${String(reply)}`);
+    if (reply !== 'PONG') {
+      throw new StoreUnavailableError(`unexpected PING reply from Redis: ${reply instanceof Error ? reply.message : String(reply)}`);
+    }
   }
 
   async close(): Promise<void> {
@@ -186,7 +197,7 @@ export class PipelinedConnection implements CheckChannel {
     });
   }
 
-  /** A command outside the Check deadline (handshake, PING, QUIT): its raw reply, or its error reply as a rejection. */
+  /** A command outside the Check deadline (handshake, PING, QUIT): its raw reply, an error reply included. */
   private internal(parts: readonly string[]): Promise<RespReply> {
     return new Promise((resolve, reject) => {
       const entry: Pending = {
@@ -243,6 +254,11 @@ export class PipelinedConnection implements CheckChannel {
     } else if (this.waitingHead > 1024 && this.waitingHead * 2 > this.waiting.length) {
       this.waiting = this.waiting.slice(this.waitingHead);
       this.waitingHead = 0;
+    }
+    if (entry.operation === undefined) {
+      // Handshake, PING, QUIT: the caller reads the reply, error replies included.
+      this.settle(entry, reply, undefined);
+      return;
     }
     if (reply instanceof RedisReplyError) {
       if (reply.code === 'NOSCRIPT' && entry.script !== undefined && !entry.settled) {
@@ -301,6 +317,7 @@ export class PipelinedConnection implements CheckChannel {
     const address = await this.options.locate();
     const socket = await openSocket(address, this.options.connectTimeoutMs);
     this.socket = socket;
+    this.loadedScripts = new Set();
     this.reader.reset();
     socket.on('data', (chunk: Buffer) => {
       try {

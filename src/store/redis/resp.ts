@@ -48,41 +48,53 @@ const INCOMPLETE = Symbol('incomplete');
 /**
  * Reads replies from a byte stream. `push` each chunk as it arrives; every
  * complete reply goes to `onReply` in order. A reply split across chunks is
- * parsed again from its start when the rest arrives (replies on the Check
- * connection are small). A byte sequence that is not RESP throws.
+ * parsed again from its start once enough bytes are there (the length of a
+ * bulk string says how many), so a large reply arriving in many chunks is
+ * copied once. A byte sequence that is not RESP throws.
  */
 export class RespReader {
-  private buffer: Buffer | undefined;
+  /** Bytes of an incomplete reply, not yet joined. */
+  private held: Buffer[] = [];
+  private heldLength = 0;
+  /** How many bytes the incomplete reply needs at least before it is worth parsing again. */
+  private wanted = 0;
   private offset = 0;
+  /** While parsing: the buffer length a bulk string that did not fit needs. */
+  private needed = 0;
 
   constructor(private readonly onReply: (reply: RespReply) => void) {}
 
   push(chunk: Buffer): void {
-    let buffer: Buffer;
-    if (this.buffer === undefined) {
-      buffer = chunk;
-    } else {
-      buffer = Buffer.concat([this.buffer.subarray(this.offset), chunk]);
+    if (this.heldLength + chunk.length < this.wanted) {
+      this.held.push(chunk);
+      this.heldLength += chunk.length;
+      return;
     }
-    this.buffer = buffer;
+    const buffer = this.held.length === 0 ? chunk : Buffer.concat([...this.held, chunk]);
+    this.held = [];
+    this.heldLength = 0;
+    this.wanted = 0;
     this.offset = 0;
     while (this.offset < buffer.length) {
       const start = this.offset;
+      this.needed = 0;
       const reply = this.read(buffer);
       if (reply === INCOMPLETE) {
-        this.offset = start;
+        const rest = buffer.subarray(start);
+        this.held = [rest];
+        this.heldLength = rest.length;
+        this.wanted = Math.max(rest.length + 1, this.needed - start);
         return;
       }
       this.onReply(reply);
     }
-    this.buffer = undefined;
-    this.offset = 0;
   }
 
   /** Drops a partial reply (after the connection closed). */
   reset(): void {
-    this.buffer = undefined;
-    this.offset = 0;
+    this.held = [];
+    this.heldLength = 0;
+    this.wanted = 0;
   }
 
   private read(buffer: Buffer): RespReply | typeof INCOMPLETE {
@@ -103,7 +115,10 @@ export class RespReader {
         const length = integerAt(buffer, lineStart, lineEnd);
         if (length < 0) return null;
         const end = this.offset + length;
-        if (end + 2 > buffer.length) return INCOMPLETE;
+        if (end + 2 > buffer.length) {
+          this.needed = end + 2;
+          return INCOMPLETE;
+        }
         this.offset = end + 2;
         return buffer.toString('utf8', end - length, end);
       }
