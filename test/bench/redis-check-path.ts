@@ -259,6 +259,7 @@ async function mixPhase(
   const started = performance.now();
   let decisions = 0;
   let failures = 0;
+  let firstFailure: string | undefined;
   const classes = { valid: 0, malformed: 0, unknown: 0, rate_limited: 0 };
   const decide = async (draw: number, index: number) => {
     if (draw < 0.9) {
@@ -301,8 +302,9 @@ async function mixPhase(
         const index = Math.floor(nextDraw() * 1e9);
         const promise: Promise<void> = decide(nextDraw(), index).then(
           () => void pending.delete(promise),
-          () => {
+          (error: unknown) => {
             failures += 1;
+            firstFailure ??= error instanceof Error ? error.message : String(error);
             pending.delete(promise);
           },
         );
@@ -325,6 +327,7 @@ async function mixPhase(
     seconds: round2(elapsedS),
     decisions,
     failures,
+    ...(firstFailure !== undefined ? { firstFailure } : {}),
     classes,
     flushMs,
     nodeCpuUsPerDecision: round2(node / decisions),

@@ -79,15 +79,19 @@ describe('DeadlineSweeper', () => {
   });
   const command = (id: number, ms: number): Command => ({ id, deadline: performance.now() + ms, settled: false });
 
+  /** Waits (at most 3 s, the machine may be busy) until `done` holds. */
+  async function until(done: () => boolean): Promise<void> {
+    const end = Date.now() + 3000;
+    while (!done() && Date.now() < end) await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+
   it('fails each unanswered command once its deadline has passed, oldest first, and none before', async () => {
     const sweeper = new DeadlineSweeper<Command>(expire);
     const commands = [command(1, 20), command(2, 20), command(3, 60)];
     commands.forEach((entry) => sweeper.add(entry));
-    await new Promise((resolve) => setTimeout(resolve, 40));
-    expect(expired.map((entry) => entry.id)).toEqual([1, 2]);
-    for (const entry of expired) expect(entry.failedAt!).toBeGreaterThanOrEqual(entry.deadline);
-    await new Promise((resolve) => setTimeout(resolve, 40));
+    await until(() => expired.length === 3);
     expect(expired.map((entry) => entry.id)).toEqual([1, 2, 3]);
+    for (const entry of expired) expect(entry.failedAt!).toBeGreaterThanOrEqual(entry.deadline);
     expect(sweeper.size).toBe(0);
   });
 
@@ -96,9 +100,8 @@ describe('DeadlineSweeper', () => {
     const commands = Array.from({ length: 100 }, (_, i) => command(i, 10));
     commands.forEach((entry) => sweeper.add(entry));
     for (const entry of commands) if (entry.id % 2 === 0) entry.settled = true;
-    await new Promise((resolve) => setTimeout(resolve, 30));
+    await until(() => sweeper.size === 0);
     expect(expired.map((entry) => entry.id)).toEqual(commands.filter((entry) => entry.id % 2 === 1).map((entry) => entry.id));
-    expect(sweeper.size).toBe(0);
   });
 
   it('arms one timer for a burst of commands, not one each', () => {
