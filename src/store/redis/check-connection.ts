@@ -253,6 +253,8 @@ export class PipelinedConnection implements CheckChannel {
     for (const entry of unsent) {
       if (entry.settled) continue;
       text += entry.text;
+      // Only its place in the reply order is needed from now on.
+      entry.text = '';
       this.waiting.push(entry);
     }
     if (text !== '') socket.write(text);
@@ -310,6 +312,7 @@ export class PipelinedConnection implements CheckChannel {
   private settle(entry: Pending, value: unknown, error: Error | undefined): void {
     if (entry.settled) return;
     entry.settled = true;
+    this.sweeper.settled();
     if (entry.operation !== undefined && this.timer !== undefined) {
       this.timer(entry.operation, (performance.now() - entry.startedAt) / 1000, error !== undefined);
     }

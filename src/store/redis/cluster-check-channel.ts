@@ -102,6 +102,7 @@ export class ClusterCheckChannel implements CheckChannel {
   private settle(entry: Pending, value: unknown, error: Error | undefined): void {
     if (entry.settled) return;
     entry.settled = true;
+    this.sweeper.settled();
     this.timer?.(entry.operation, (performance.now() - entry.startedAt) / 1000, error !== undefined);
     if (error === undefined) entry.resolve(value);
     else

@@ -28,12 +28,11 @@ export interface Expiring {
  * all commands get the same deadline after they are issued, so in issue
  * order their deadlines only grow. The timer is armed for the oldest command
  * still waiting; when it fires (and, as above, once pending I/O has run), it
- * fails every command past its deadline and re-arms for the next. Commands
- * answered in time are dropped from the front as the sweep passes them, so
- * a healthy connection costs one timer per deadline period, not one per
- * command.
+ * fails every command past its deadline and re-arms for the next. A healthy
+ * connection costs one timer per deadline period, not one per command.
  */
 export class DeadlineSweeper<Entry extends Expiring> {
+  /** In issue order, so in deadline order; entries before `head` are done. */
   private entries: (Entry | undefined)[] = [];
   private head = 0;
   private timer: NodeJS.Timeout | undefined;
@@ -51,7 +50,28 @@ export class DeadlineSweeper<Entry extends Expiring> {
     if (this.timer === undefined && !this.sweepPending) this.arm(entry.deadline);
   }
 
-  /** Commands still waiting (answered ones not yet swept included); for tests. */
+  /**
+   * Call once the command is settled. Answers come back about in issue
+   * order, so answered commands leave from the front at once: the sweeper
+   * holds only what is in flight, and nothing it holds outlives its answer
+   * for long (which would get it promoted to the old generation).
+   */
+  settled(): void {
+    const entries = this.entries;
+    while (this.head < entries.length && entries[this.head]!.settled) {
+      entries[this.head] = undefined;
+      this.head += 1;
+    }
+    if (this.head === entries.length) {
+      this.entries = [];
+      this.head = 0;
+    } else if (this.head > 1024 && this.head * 2 > entries.length) {
+      this.entries = entries.slice(this.head);
+      this.head = 0;
+    }
+  }
+
+  /** Commands still held (answered ones behind an unanswered one included); for tests. */
   get size(): number {
     return this.entries.length - this.head;
   }
@@ -80,25 +100,17 @@ export class DeadlineSweeper<Entry extends Expiring> {
     this.sweepPending = false;
     const now = this.now();
     const entries = this.entries;
-    while (this.head < entries.length) {
-      const entry = entries[this.head]!;
-      if (!entry.settled) {
-        if (entry.deadline > now) break;
-        this.expire(entry);
+    for (let at = this.head; at < entries.length; at += 1) {
+      const entry = entries[at]!;
+      if (entry.settled) continue;
+      if (entry.deadline > now) {
+        this.settled();
+        this.arm(entry.deadline);
+        return;
       }
-      entries[this.head] = undefined;
-      this.head += 1;
+      this.expire(entry);
     }
-    if (this.head === entries.length) {
-      this.entries = [];
-      this.head = 0;
-      return;
-    }
-    if (this.head > 1024 && this.head * 2 > entries.length) {
-      this.entries = entries.slice(this.head);
-      this.head = 0;
-    }
-    this.arm(this.entries[this.head]!.deadline);
+    this.settled();
   };
 }
 
