@@ -67,7 +67,8 @@ it('fails a command Redis does not answer in time at its deadline, then goes on 
     expect(outcome.error).toBeInstanceOf(StoreUnavailableError);
     expect(outcome.error.message).toBe(`Redis command failed: Redis did not answer within ${DEADLINE_MS} ms`);
     expect(outcome.ms).toBeGreaterThanOrEqual(DEADLINE_MS - 1);
-    expect(outcome.ms).toBeLessThan(DEADLINE_MS + 80);
+    // Well before Redis is back (400 ms); the margin is for a busy machine.
+    expect(outcome.ms).toBeLessThan(300);
     await new Promise((resolve) => setTimeout(resolve, 400));
     // The late reply arrives now and is dropped; the next command gets its own.
     await direct.set('cc:next', 'next value');
