@@ -1,5 +1,8 @@
 import { z } from 'zod';
+import { MAX_ACTIVE_KEYS_LIMIT } from '../domain/active-key-cap';
 import { CREDIT_LIMIT_MINOR_UNITS } from '../domain/credit';
+import { MEMBER_ROLES } from '../domain/customer-identity';
+import { emailProblem, issuerProblem, normalizeEmail, subjectProblem } from '../domain/members';
 import { KEY_ENVIRONMENTS } from '../keys/customer-key';
 import { limitListSchema } from '../limits/limit-schema';
 
@@ -43,19 +46,28 @@ export const accountLimitsSchema = z
   })
   .refine(nonEmpty(LIMIT_SCOPES), atLeastOne(LIMIT_SCOPES));
 
+/** The account's own active-key cap (src/domain/active-key-cap.ts); 0 stops new keys altogether. */
+export const maxActiveKeysSchema = z
+  .int('must be a whole number of keys')
+  .min(0, 'must not be negative (0 allows no new keys)')
+  .max(MAX_ACTIVE_KEYS_LIMIT, `must be at most ${MAX_ACTIVE_KEYS_LIMIT}`);
+
 export const createAccountBody = z.strictObject({
   id: accountIdSchema,
   name: displayNameSchema,
   billing: billingSchema.optional(),
   limits: accountLimitsSchema.optional(),
+  maxActiveKeys: maxActiveKeysSchema.optional(),
 });
 
-const ACCOUNT_PATCH_FIELDS = ['name', 'billing', 'limits'] as const;
+const ACCOUNT_PATCH_FIELDS = ['name', 'billing', 'limits', 'maxActiveKeys'] as const;
 export const patchAccountBody = z
   .strictObject({
     name: displayNameSchema.optional(),
     billing: billingSchema.optional(),
     limits: accountLimitsSchema.optional(),
+    /** null: the service default (DEFAULT_MAX_ACTIVE_KEYS) applies again. */
+    maxActiveKeys: maxActiveKeysSchema.nullable().optional(),
   })
   .refine(nonEmpty(ACCOUNT_PATCH_FIELDS), atLeastOne(ACCOUNT_PATCH_FIELDS));
 
@@ -94,6 +106,43 @@ export const rotateKeyBody = z.strictObject({
     .max(MAX_GRACE_SECONDS, `must be at most ${MAX_GRACE_SECONDS} (7 days)`)
     .optional(),
 });
+
+/** A string the domain's validator accepts, with the validator's own words as the message. */
+const checkedText = (problem: (text: string) => string | undefined) =>
+  z.string().superRefine((text, context) => {
+    const found = problem(text);
+    if (found) context.addIssue({ code: 'custom', message: found });
+  });
+
+export const memberRoleSchema = z.enum(MEMBER_ROLES, { error: `must be one of: ${MEMBER_ROLES.join(', ')}` });
+/** Member ids are `mem_` + base62; anything else cannot name a member. */
+export const memberIdSchema = z.string().regex(/^mem_[A-Za-z0-9]{1,64}$/);
+export const emailSchema = z.string().transform(normalizeEmail).pipe(checkedText(emailProblem));
+export const issuerSchema = checkedText(issuerProblem);
+export const subjectSchema = checkedText(subjectProblem);
+
+const inviteMemberBody = z.strictObject({ role: memberRoleSchema, email: emailSchema });
+const identityMemberBody = z.strictObject({ role: memberRoleSchema, issuer: issuerSchema, subject: subjectSchema });
+const neitherMemberBody = z.custom<never>(() => false, {
+  error: 'give role and either email (an invitation) or issuer and subject (an identity)',
+});
+const has = (value: unknown, field: string) => typeof value === 'object' && value !== null && field in value;
+
+/**
+ * A member is invited by email, or added by identity (issuer + subject, as
+ * the identity provider names the person). The fields given choose which, so
+ * an error names the bad field of that form, never both forms at once.
+ */
+export const addMemberBody = {
+  safeParse(value: unknown) {
+    if (has(value, 'email')) return inviteMemberBody.safeParse(value);
+    if (has(value, 'issuer') || has(value, 'subject')) return identityMemberBody.safeParse(value);
+    return neitherMemberBody.safeParse(value);
+  },
+};
+export type AddMemberBody = z.output<typeof inviteMemberBody> | z.output<typeof identityMemberBody>;
+
+export const patchMemberBody = z.strictObject({ role: memberRoleSchema });
 
 /** Audit entry ids are `<ms>-<sequence>`, each part an unsigned 64-bit integer (Redis stream ids). */
 const MAX_STREAM_ID_PART = 2n ** 64n - 1n;

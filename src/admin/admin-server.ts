@@ -11,6 +11,7 @@ import { registerAuditRoutes } from './routes/audit';
 import { registerHealthRoutes } from './routes/health';
 import { registerMetricsRoute } from './routes/metrics';
 import { registerKeyRoutes } from './routes/keys';
+import { registerMemberRoutes } from './routes/members';
 
 export type { AdminServerDeps } from './admin-deps';
 
@@ -25,7 +26,7 @@ declare module 'fastify' {
 }
 
 /**
- * The admin API: accounts (billing, limit overrides, prepaid credit) and keys.
+ * The admin API: accounts (billing, limit overrides, prepaid credit, active-key cap), keys and members.
  * Every route needs the admin token. Bodies are checked by admin-schemas.ts;
  * answers are built by admin-views.ts.
  */
@@ -89,6 +90,7 @@ export function buildAdminServer(deps: AdminServerDeps): FastifyInstance {
 
   registerAccountRoutes(app, deps);
   registerKeyRoutes(app, deps);
+  registerMemberRoutes(app, deps);
   registerDashboard(app);
   registerAuditRoutes(app, deps);
   registerHealthRoutes(app, deps.health);

@@ -2,6 +2,8 @@ import type { KeyEnvironment } from '../keys/customer-key';
 import { describeWindow } from '../limits/rate-limit';
 import type { RateLimit } from '../domain/rate-limits';
 import type { Account, AccountStatus, KeyStatus, StoredKey } from '../domain/key-records';
+import type { AuditActor, MemberRole } from '../domain/customer-identity';
+import type { Member } from '../domain/members';
 import type { AccountListing, UnreadableRecord } from '../store/store';
 
 /**
@@ -25,7 +27,49 @@ export interface AccountView {
   };
   /** null for a scope means "not overridden": the operator's default plan applies. */
   limits: { key: LimitView[] | null; account: LimitView[] | null };
+  /** The account's own active-key cap; null means the service default (DEFAULT_MAX_ACTIVE_KEYS) applies. */
+  maxActiveKeys: number | null;
   createdAt: string;
+}
+
+/** Who made a change: `{"kind":"operator"}` or `{"kind":"member","issuer","subject"}`. */
+export type ActorView = { kind: 'operator' } | { kind: 'member'; issuer: string; subject: string };
+
+export function actorView(actor: AuditActor): ActorView {
+  return actor.kind === 'operator' ? { kind: 'operator' } : { kind: 'member', issuer: actor.issuer, subject: actor.subject };
+}
+
+export interface MemberView {
+  id: string;
+  accountId: string;
+  role: MemberRole;
+  /** `invited` until the invited person first signs in with the verified email. */
+  status: 'active' | 'invited';
+  /** The identity provider's names for the person; null for an invitation not yet bound. */
+  issuer: string | null;
+  subject: string | null;
+  /** The address an invitation was sent to (kept after it binds); null for a member added by identity. */
+  email: string | null;
+  addedAt: string;
+  addedBy: ActorView;
+  /** When the invitation was bound (the person's first sign-in). */
+  joinedAt: string | null;
+}
+
+export function memberView(member: Member): MemberView {
+  const identity = member.principal.kind === 'identity' ? member.principal : undefined;
+  return {
+    id: member.id,
+    accountId: member.accountId,
+    role: member.role,
+    status: identity ? 'active' : 'invited',
+    issuer: identity?.issuer ?? null,
+    subject: identity?.subject ?? null,
+    email: member.principal.kind === 'invitation' ? member.principal.email : (member.invitedEmail ?? null),
+    addedAt: member.addedAt,
+    addedBy: actorView(member.addedBy),
+    joinedAt: member.joinedAt ?? null,
+  };
 }
 
 export interface KeyView {
@@ -46,6 +90,8 @@ export interface KeyView {
   replacedBy: string | null;
   /** null means "not overridden": the account's key limits, else the plan's, apply. */
   limits: LimitView[] | null;
+  /** null for keys created before the creator was recorded. */
+  createdBy: ActorView | null;
 }
 
 export interface AccountListView {
@@ -69,6 +115,7 @@ export function accountView(account: Account): AccountView {
     name: account.name,
     billing: { status: account.status, creditBalance: account.creditBalance ?? null },
     limits: { key: limitsView(account.limits?.key), account: limitsView(account.limits?.account) },
+    maxActiveKeys: account.maxActiveKeys ?? null,
     createdAt: account.createdAt,
   };
 }
@@ -102,6 +149,7 @@ export function keyView(key: StoredKey, nowMs: number): KeyView {
     replaces: key.replaces ?? null,
     replacedBy: key.replacedBy ?? null,
     limits: limitsView(key.limits),
+    createdBy: key.createdBy ? actorView(key.createdBy) : null,
   };
 }
 

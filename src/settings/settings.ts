@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { DEFAULT_ADMIN_AUTH_LIMITS, type AdminAuthLimits } from '../domain/admin-auth-limits';
+import { DEFAULT_MAX_ACTIVE_KEYS, MAX_ACTIVE_KEYS_LIMIT } from '../domain/active-key-cap';
 import type { RatePlan } from '../domain/rate-limits';
 import type { StoreFailureMode } from '../domain/deny-reasons';
 import type { PipelineSettings } from '../domain/pipeline-settings';
@@ -41,6 +42,8 @@ export interface Settings {
   readonly grpcWorkers: number;
   /** Checks decided at once per process; more are answered gRPC UNAVAILABLE at once instead of queueing. */
   readonly maxChecksInFlight: number;
+  /** The active-key cap of accounts that set none of their own. */
+  readonly defaultMaxActiveKeys: number;
   readonly pipeline: PipelineSettings;
 }
 
@@ -151,6 +154,10 @@ const envSchema = z.object({
   GRPC_MAX_CONNECTION_AGE_MS: z.preprocess(blankAsUnset, z.coerce.number().int().min(1_000).max(86_400_000).default(300_000)),
   GRPC_WORKERS: z.preprocess(blankAsUnset, z.coerce.number().int().min(1).max(64).default(1)),
   MAX_CHECKS_IN_FLIGHT: z.preprocess(blankAsUnset, z.coerce.number().int().min(1).max(100_000).default(DEFAULT_MAX_CHECKS_IN_FLIGHT)),
+  DEFAULT_MAX_ACTIVE_KEYS: z.preprocess(
+    blankAsUnset,
+    z.coerce.number().int().min(1).max(MAX_ACTIVE_KEYS_LIMIT).default(DEFAULT_MAX_ACTIVE_KEYS),
+  ),
 });
 
 export type SettingsResult = { ok: true; settings: Settings } | { ok: false; problems: string[] };
@@ -199,6 +206,7 @@ export function loadSettings(
     grpcMaxConnectionAgeMs: e.GRPC_MAX_CONNECTION_AGE_MS,
     grpcWorkers: e.GRPC_WORKERS,
     maxChecksInFlight: e.MAX_CHECKS_IN_FLIGHT,
+    defaultMaxActiveKeys: e.DEFAULT_MAX_ACTIVE_KEYS,
     pipeline: {
       routeTable: buildRouteTable(config.routes ?? {}, config.publicRoutes ?? []),
       headerNames: headerNamesFor(config.acceptVendorHeaderSpellings ?? true),

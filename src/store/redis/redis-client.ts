@@ -1,6 +1,6 @@
 import Redis, { Cluster, type RedisOptions } from 'ioredis';
 import type { RedisTopology } from '../../settings/settings';
-import { REDIS_SCRIPTS, type ScriptCommands } from './scripts';
+import { REDIS_SCRIPTS, takesKeyList, type ScriptCommands } from './scripts';
 
 /**
  * The Redis driver: connections for each topology (standalone, Sentinel,
@@ -60,7 +60,8 @@ export function openClient(topology: RedisTopology, commandTimeoutMs: number | u
       break;
   }
   for (const [name, script] of Object.entries(REDIS_SCRIPTS)) {
-    redis.defineCommand(name, { numberOfKeys: script.keys.length, lua: script.lua });
+    // Without numberOfKeys, ioredis takes the number of keys as the call's first argument.
+    redis.defineCommand(name, takesKeyList(script) ? { lua: script.lua } : { numberOfKeys: script.keys.length, lua: script.lua });
   }
   // Errors surface per command; without a listener ioredis would print them.
   redis.on('error', () => undefined);

@@ -2,7 +2,10 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { RedisTopology } from '../../settings/settings';
 import type { AuthorizeOutcome, AuthorizeRequest } from '../../domain/authorization';
 import type { Account, KeyIds, StoredKey } from '../../domain/key-records';
+import { DEFAULT_MAX_ACTIVE_KEYS } from '../../domain/active-key-cap';
 import { CREDIT_LIMIT_MINOR_UNITS } from '../../domain/credit';
+import { OPERATOR, type CustomerIdentity, type MemberRole, type Membership } from '../../domain/customer-identity';
+import { MAX_MEMBERS_PER_ACCOUNT, normalizeEmail, principalKey, type Member, type MemberPrincipal } from '../../domain/members';
 import { compareCodeUnits } from '../../domain/ordering';
 import {
   CorruptRecordError,
@@ -10,24 +13,42 @@ import {
   StoreUnavailableError,
   type AccountListing,
   type AccountPatch,
+  type AddMemberResult,
   type AuditEntry,
   type AuditEntryInput,
   type CreditResult,
+  type InsertKeyResult,
+  type InvitationBinding,
   type KeyPatch,
   type LastUse,
+  type MemberChangeResult,
   type RotateKeyRequest,
   type RotateKeyResult,
   type Store,
   type UnreadableRecord,
 } from '../store';
-import { accountToFields, fieldsOf, keyToFields, parseAccount, parseKey } from './redis-records';
+import {
+  accountToFields,
+  actorToText,
+  fieldsOf,
+  keyToFields,
+  memberToJson,
+  parseAccount,
+  parseActor,
+  parseKey,
+  parseMember,
+} from './redis-records';
 import { withinDeadline } from './deadline';
 import { redisKeys } from './redis-keys';
 import { closeClient, describeTopology, openClient, writesBatchedPerTurn, type ScriptedRedis } from './redis-client';
-import { REDIS_SCRIPTS as scripts } from './scripts';
+import { KEY_LIST_CHANGED, REDIS_SCRIPTS as scripts } from './scripts';
 
 /** Audit entries kept (approximately): old ones are trimmed as new ones arrive. */
 const AUDIT_MAX_ENTRIES = 100_000;
+/** Entries kept (approximately) in each account's own trail. */
+const ACCOUNT_AUDIT_MAX_ENTRIES = 10_000;
+/** A key write whose account's key set keeps changing under it (see counted_toward_cap) is tried this often, then refused as unavailable. */
+const KEY_LIST_MAX_ATTEMPTS = 10;
 
 export interface RedisStoreOptions {
   /** Standalone Redis; or give `topology` for Sentinel or Cluster. */
@@ -42,6 +63,8 @@ export interface RedisStoreOptions {
   clockOverride?: () => number;
   /** Deadline for admin calls and last-used batches (default 2 s). */
   adminCommandTimeoutMs?: number;
+  /** The active-key cap of accounts without their own (default DEFAULT_MAX_ACTIVE_KEYS). */
+  defaultMaxActiveKeys?: number;
 }
 
 const DEFAULT_ADMIN_TIMEOUT_MS = 2000;
@@ -70,6 +93,7 @@ export class RedisStore implements Store {
     private readonly clockOverride: (() => number) | undefined,
     private readonly checkDeadlineMs: number,
     private readonly adminDeadlineMs: number,
+    private readonly defaultMaxActiveKeys: number,
   ) {
     this.description = where;
     this.batchWrites = writesBatchedPerTurn(checks);
@@ -93,7 +117,15 @@ export class RedisStore implements Store {
       admin.disconnect();
       throw new StoreUnavailableError(`cannot reach ${where}: ${messageOf(error)}`, { cause: error });
     }
-    return new RedisStore(checks, admin, where, options.clockOverride, options.commandTimeoutMs, adminDeadlineMs);
+    return new RedisStore(
+      checks,
+      admin,
+      where,
+      options.clockOverride,
+      options.commandTimeoutMs,
+      adminDeadlineMs,
+      options.defaultMaxActiveKeys ?? DEFAULT_MAX_ACTIVE_KEYS,
+    );
   }
 
   async resolveKeyHash(keyHash: string): Promise<KeyIds | null> {
@@ -177,18 +209,28 @@ export class RedisStore implements Store {
     const accountId = await this.call(() => this.redis.get(redisKeys.accountIdByKeyId(request.oldKeyId)));
     if (accountId === null || accountId !== request.newKey.accountId) return { kind: 'key_not_found' };
     await this.writeKeyIndexes(request.newKeyHash, request.newKey);
-    const reply = await this.callUntilAnswered(() =>
-      this.redis.gwaRotateKey(
+    // Only a rotation with a grace period counts the account's keys (an immediate one is never refused by the cap).
+    const result = await this.withKeyList(accountId, request.graceSeconds > 0, async (keyRecords) => {
+      const keys = [
         redisKeys.key(accountId, request.oldKeyId),
         redisKeys.key(accountId, request.newKey.id),
         redisKeys.accountKeys(accountId),
-        this.clockOverride ? String(Math.round(this.clockOverride())) : '',
-        String(request.graceSeconds * 1000),
-        request.newKey.id,
-        ...keyToFields(request.newKey),
-      ),
-    );
-    const result = scripts.gwaRotateKey.parseReply(reply);
+        redisKeys.account(accountId),
+        ...keyRecords,
+      ];
+      const reply = await this.callUntilAnswered(() =>
+        this.redis.gwaRotateKey(
+          keys.length,
+          ...keys,
+          this.nowMsOverride(),
+          String(request.graceSeconds * 1000),
+          String(this.defaultMaxActiveKeys),
+          request.newKey.id,
+          ...keyToFields(request.newKey),
+        ),
+      );
+      return scripts.gwaRotateKey.parseReply(reply);
+    });
     if (result.kind !== 'rotated') await this.removeUnusedKeyIndexes(request.newKeyHash, request.newKey);
     return result;
   }
@@ -212,18 +254,29 @@ export class RedisStore implements Store {
     );
   }
 
+  /** The global trail first, then the account's own (two slots on a Cluster, so two commands, sent together). */
   async appendAudit(entry: AuditEntryInput, nowMs: number): Promise<void> {
-    const fields = Object.entries({ time: new Date(nowMs).toISOString(), ...entry }).flatMap(([name, value]) =>
-      value === undefined ? [] : [name, String(value)],
+    const fields = Object.entries({ time: new Date(nowMs).toISOString(), ...entry, actor: actorToText(entry.actor) }).flatMap(
+      ([name, value]) => (value === undefined ? [] : [name, String(value)]),
     );
-    await this.call(() => this.redis.xadd(redisKeys.audit(), 'MAXLEN', '~', String(AUDIT_MAX_ENTRIES), '*', ...fields));
+    await this.call(() =>
+      Promise.all([
+        this.redis.xadd(redisKeys.audit(), 'MAXLEN', '~', String(AUDIT_MAX_ENTRIES), '*', ...fields),
+        this.redis.xadd(redisKeys.accountAudit(entry.accountId), 'MAXLEN', '~', String(ACCOUNT_AUDIT_MAX_ENTRIES), '*', ...fields),
+      ]),
+    );
   }
 
-  async readAudit(options: { limit: number; before?: string }): Promise<{ entries: AuditEntry[]; next: string | null }> {
+  async readAudit(options: {
+    limit: number;
+    before?: string;
+    accountId?: string;
+  }): Promise<{ entries: AuditEntry[]; next: string | null }> {
     // Nothing is older than the first possible id (and Redis refuses the exclusive range "(0-0").
     if (options.before === '0-0') return { entries: [], next: null };
     const end = options.before ? `(${options.before}` : '+';
-    const rows = await this.call(() => this.redis.xrevrange(redisKeys.audit(), end, '-', 'COUNT', options.limit));
+    const stream = options.accountId === undefined ? redisKeys.audit() : redisKeys.accountAudit(options.accountId);
+    const rows = await this.call(() => this.redis.xrevrange(stream, end, '-', 'COUNT', options.limit));
     const entries = rows.map(([id, flat]) => {
       const fields = fieldsOf(flat);
       const entry: AuditEntry = {
@@ -231,9 +284,12 @@ export class RedisStore implements Store {
         time: fields.time ?? '',
         action: fields.action as AuditEntry['action'],
         accountId: fields.accountId ?? '',
+        // Entries from before actors were recorded came from the admin API.
+        actor: fields.actor ? parseActor(fields.actor, 'account', 'audit actor') : OPERATOR,
       };
       if (fields.keyId) entry.keyId = fields.keyId;
       if (fields.keyPrefix) entry.keyPrefix = fields.keyPrefix;
+      if (fields.memberId) entry.memberId = fields.memberId;
       if (fields.detail) entry.detail = fields.detail;
       return entry;
     });
@@ -253,6 +309,7 @@ export class RedisStore implements Store {
           ...patch,
           // Sent as text: Lua would print a large number as 1e+15.
           ...(typeof patch.creditBalance === 'number' ? { creditBalance: String(patch.creditBalance) } : {}),
+          ...(typeof patch.maxActiveKeys === 'number' ? { maxActiveKeys: String(patch.maxActiveKeys) } : {}),
         }),
       ),
     );
@@ -267,22 +324,169 @@ export class RedisStore implements Store {
   }
 
   /** Indexes first, record last: see writeKeyIndexes. A lost reply is resolved as in rotateKey. */
-  async insertKey(keyHash: string, key: StoredKey): Promise<'created' | 'account_not_found'> {
+  async insertKey(keyHash: string, key: StoredKey): Promise<InsertKeyResult> {
     await this.writeKeyIndexes(keyHash, key);
-    const reply = await this.callUntilAnswered(() =>
-      this.redis.gwaInsertKey(
+    const result = await this.withKeyList(key.accountId, true, async (keyRecords) => {
+      const keys = [
         redisKeys.account(key.accountId),
         redisKeys.key(key.accountId, key.id),
         redisKeys.accountKeys(key.accountId),
-        key.id,
-        ...keyToFields(key),
+        ...keyRecords,
+      ];
+      const reply = await this.callUntilAnswered(() =>
+        this.redis.gwaInsertKey(keys.length, ...keys, this.nowMsOverride(), String(this.defaultMaxActiveKeys), key.id, ...keyToFields(key)),
+      );
+      return scripts.gwaInsertKey.parseReply(reply);
+    });
+    if (result !== 'created') await this.removeUnusedKeyIndexes(keyHash, key);
+    return result;
+  }
+
+  /**
+   * Runs a script that counts the account's keys, with their record names
+   * listed from the key set (every key a script touches is in its KEYS).
+   * The script answers KEY_LIST_CHANGED when a key was added in between;
+   * then the list is read again and the script run again.
+   */
+  private async withKeyList<R>(
+    accountId: string,
+    needed: boolean,
+    run: (keyRecords: string[]) => Promise<R | typeof KEY_LIST_CHANGED>,
+  ): Promise<R> {
+    for (let attempt = 1; attempt <= KEY_LIST_MAX_ATTEMPTS; attempt += 1) {
+      const keyIds = needed ? await this.call(() => this.redis.smembers(redisKeys.accountKeys(accountId))) : [];
+      const result = await run(keyIds.map((keyId) => redisKeys.key(accountId, keyId)));
+      if (result !== KEY_LIST_CHANGED) return result;
+    }
+    throw new StoreUnavailableError(
+      `the keys of account '${accountId}' changed ${KEY_LIST_MAX_ATTEMPTS} times while they were being counted; nothing was written`,
+    );
+  }
+
+  /** '' means the script takes Redis TIME; tests decide on an injected clock. */
+  private nowMsOverride(): string {
+    return this.clockOverride ? String(Math.round(this.clockOverride())) : '';
+  }
+
+  /**
+   * The principal's global index first, then the member record (as keys
+   * do), then the index again: a removal that ran in between (which takes
+   * the record out first, the index after) cannot leave a member without
+   * its index entry. The script run twice with the same member answers
+   * 'added' both times, so a lost reply is repeated.
+   */
+  async addMember(member: Member): Promise<AddMemberResult> {
+    const index = redisKeys.principalAccounts(principalKey(member.principal));
+    await this.call(() => this.redis.sadd(index, member.accountId));
+    const reply = await this.callUntilAnswered(() =>
+      this.redis.gwaAddMember(
+        redisKeys.account(member.accountId),
+        redisKeys.members(member.accountId),
+        redisKeys.memberPrincipals(member.accountId),
+        member.id,
+        principalKey(member.principal),
+        memberToJson(member),
+        String(MAX_MEMBERS_PER_ACCOUNT),
       ),
     );
-    if (scripts.gwaInsertKey.parseReply(reply) === 'account_not_found') {
-      await this.removeUnusedKeyIndexes(keyHash, key);
-      return 'account_not_found';
+    const result = scripts.gwaAddMember.parseReply(reply);
+    if (result.kind === 'added' || result.kind === 'already_member') await this.call(() => this.redis.sadd(index, member.accountId));
+    else await this.unindex(member.accountId, member.principal);
+    return result;
+  }
+
+  async listMembers(accountId: string): Promise<Member[] | null> {
+    if ((await this.getAccount(accountId)) === null) return null;
+    const records = await this.call(() => this.redis.hvals(redisKeys.members(accountId)));
+    return records.map(parseMember).sort((a, b) => compareCodeUnits(a.addedAt, b.addedAt) || compareCodeUnits(a.id, b.id));
+  }
+
+  async getMember(accountId: string, memberId: string): Promise<Member | null> {
+    const json = await this.call(() => this.redis.hget(redisKeys.members(accountId), memberId));
+    return json === null ? null : parseMember(json);
+  }
+
+  async findMember(accountId: string, principal: MemberPrincipal): Promise<Member | null> {
+    const reply = await this.call(() =>
+      this.redis.gwaMemberOf(redisKeys.members(accountId), redisKeys.memberPrincipals(accountId), principalKey(principal)),
+    );
+    return scripts.gwaMemberOf.parseReply(reply);
+  }
+
+  async changeMemberRole(accountId: string, memberId: string, role: MemberRole): Promise<MemberChangeResult> {
+    const reply = await this.callUntilAnswered(() => this.redis.gwaChangeMemberRole(redisKeys.members(accountId), memberId, role));
+    return scripts.gwaChangeMemberRole.parseReply(reply);
+  }
+
+  async removeMember(accountId: string, memberId: string): Promise<MemberChangeResult> {
+    const reply = await this.call(() =>
+      this.redis.gwaRemoveMember(redisKeys.members(accountId), redisKeys.memberPrincipals(accountId), memberId),
+    );
+    const result = scripts.gwaRemoveMember.parseReply(reply);
+    if (result.kind === 'changed') await this.unindex(accountId, result.member.principal);
+    return result;
+  }
+
+  /**
+   * For each account the verified email is invited to: the identity's index
+   * entry first, then the script that turns the invitation into the
+   * identity's membership, then the index again and the email's entry out
+   * (as addMember and removeMember order them).
+   */
+  async bindInvitations(identity: CustomerIdentity, nowMs: number): Promise<InvitationBinding[]> {
+    if (identity.verifiedEmail === undefined) return [];
+    const invitation: MemberPrincipal = { kind: 'invitation', email: normalizeEmail(identity.verifiedEmail) };
+    const self: MemberPrincipal = { kind: 'identity', issuer: identity.issuer, subject: identity.subject };
+    const selfIndex = redisKeys.principalAccounts(principalKey(self));
+    const accountIds = (await this.call(() => this.redis.smembers(redisKeys.principalAccounts(principalKey(invitation))))).sort(
+      compareCodeUnits,
+    );
+    const bindings: InvitationBinding[] = [];
+    for (const accountId of accountIds) {
+      await this.call(() => this.redis.sadd(selfIndex, accountId));
+      const reply = await this.call(() =>
+        this.redis.gwaBindInvitation(
+          redisKeys.members(accountId),
+          redisKeys.memberPrincipals(accountId),
+          principalKey(invitation),
+          principalKey(self),
+          identity.issuer,
+          identity.subject,
+          new Date(nowMs).toISOString(),
+        ),
+      );
+      const result = scripts.gwaBindInvitation.parseReply(reply);
+      if (result.kind === 'no_invitation') {
+        // A stale entry (the invitation was removed): both index entries are checked against the account.
+        await Promise.all([this.unindex(accountId, self), this.unindex(accountId, invitation)]);
+        continue;
+      }
+      await this.call(() => this.redis.sadd(selfIndex, accountId));
+      await this.unindex(accountId, invitation);
+      bindings.push(result);
     }
-    return 'created';
+    return bindings;
+  }
+
+  async accountsOf(identity: Pick<CustomerIdentity, 'issuer' | 'subject'>): Promise<Membership[]> {
+    const self: MemberPrincipal = { kind: 'identity', issuer: identity.issuer, subject: identity.subject };
+    const accountIds = await this.call(() => this.redis.smembers(redisKeys.principalAccounts(principalKey(self))));
+    // The index may name an account the principal has just left: the account's own record decides.
+    const members = await Promise.all(accountIds.map((accountId) => this.findMember(accountId, self)));
+    return members
+      .flatMap((member) => (member ? [{ accountId: member.accountId, role: member.role }] : []))
+      .sort((a, b) => compareCodeUnits(a.accountId, b.accountId));
+  }
+
+  /**
+   * Takes an account out of a principal's index after its record went, then
+   * checks the record again: an add that ran in between (index, record,
+   * index) may have had its entry taken out, and gets it back.
+   */
+  private async unindex(accountId: string, principal: MemberPrincipal): Promise<void> {
+    const index = redisKeys.principalAccounts(principalKey(principal));
+    await this.call(() => this.redis.srem(index, accountId));
+    if (await this.findMember(accountId, principal)) await this.call(() => this.redis.sadd(index, accountId));
   }
 
   /**
