@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { MAX_ACTIVE_KEYS_LIMIT } from '../domain/active-key-cap';
 import { CREDIT_LIMIT_MINOR_UNITS } from '../domain/credit';
 import { MEMBER_ROLES } from '../domain/customer-identity';
-import { emailProblem, issuerProblem, normalizeEmail, subjectProblem } from '../domain/members';
+import { emailProblem, issuerProblem, normalizeEmail, subjectProblem, type MemberPrincipal } from '../domain/members';
 import { KEY_ENVIRONMENTS } from '../keys/customer-key';
 import { limitListSchema } from '../limits/limit-schema';
 
@@ -141,6 +141,10 @@ export const addMemberBody = {
   },
 };
 export type AddMemberBody = z.output<typeof inviteMemberBody> | z.output<typeof identityMemberBody>;
+
+export function principalOf(body: AddMemberBody): MemberPrincipal {
+  return 'email' in body ? { kind: 'invitation', email: body.email } : { kind: 'identity', issuer: body.issuer, subject: body.subject };
+}
 
 export const patchMemberBody = z.strictObject({ role: memberRoleSchema });
 

@@ -1,5 +1,6 @@
-import Fastify, { type FastifyBodyParser, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { DEFAULT_ADMIN_AUTH_LIMITS, type AuthLimitKind } from '../domain/admin-auth-limits';
+import { registerJsonBodyParser } from '../http/json-body';
 import { StoreUnavailableError } from '../store/store';
 import { AdminAuthLimiter, clientAddressKey, DEFAULT_TRUSTED_FOR_MS, type AuthAdmission } from './admin-auth-limiter';
 import type { AdminServerDeps } from './admin-deps';
@@ -97,24 +98,6 @@ export function buildAdminServer(deps: AdminServerDeps): FastifyInstance {
   if (deps.metrics) registerMetricsRoute(app, deps.metrics);
 
   return app;
-}
-
-/** fastify's default JSON parser is the callback form of FastifyBodyParser: it never returns a promise. */
-type CallbackBodyParser = Exclude<FastifyBodyParser<string>, (...args: never[]) => Promise<unknown>>;
-
-/**
- * JSON bodies as fastify parses them (refusing __proto__ and
- * constructor.prototype keys), except that an empty body reads as {}:
- * generic HTTP clients send `Content-Type: application/json` with no body
- * on actions such as revoke.
- */
-function registerJsonBodyParser(app: FastifyInstance): void {
-  const parseJson = app.getDefaultJsonParser('error', 'error') as CallbackBodyParser;
-  app.removeContentTypeParser('application/json');
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
-    if (body.length === 0) done(null, {});
-    else parseJson(request, body.toString(), done);
-  });
 }
 
 /** 429 with retry-after in whole seconds (rounded up, so a client that waits that long is admitted). */

@@ -1,19 +1,14 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { addMember, changeMemberRole, removeMember } from '../../actions/member-actions';
 import { OPERATOR } from '../../domain/customer-identity';
-import type { MemberPrincipal } from '../../domain/members';
 import type { AddMemberResult, MemberChangeResult } from '../../store/store';
 import { sendAccountNotFound, sendAdminError, sendInvalidBody, sendMemberNotFound } from '../admin-errors';
-import { accountIdSchema, addMemberBody, memberIdSchema, patchMemberBody, type AddMemberBody } from '../admin-schemas';
+import { accountIdSchema, addMemberBody, memberIdSchema, patchMemberBody, principalOf } from '../admin-schemas';
 import type { AdminServerDeps } from '../admin-deps';
 import { memberView } from '../admin-views';
 
 type AccountParams = { Params: { id: string } };
 type MemberParams = { Params: { id: string; memberId: string } };
-
-export function principalOf(body: AddMemberBody): MemberPrincipal {
-  return 'email' in body ? { kind: 'invitation', email: body.email } : { kind: 'identity', issuer: body.issuer, subject: body.subject };
-}
 
 /**
  * Account members, managed by the operator: list, add (an identity, or an
