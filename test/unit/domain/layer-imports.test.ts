@@ -18,7 +18,13 @@ function offendingImports(layer: string, forbidden: readonly string[]): string[]
 
 describe('imports point one way: domain <- limits, pipeline <- adapters', () => {
   it('domain/ imports nothing from the layers built on it', () => {
-    expect(offendingImports('domain', ['limits', 'pipeline', 'store', 'grpc', 'admin', 'responses', 'settings'])).toEqual([]);
+    expect(
+      offendingImports('domain', ['limits', 'pipeline', 'store', 'grpc', 'admin', 'customer', 'actions', 'http', 'responses', 'settings']),
+    ).toEqual([]);
+  });
+
+  it('actions/ (shared by the admin and customer APIs) import neither API nor any transport', () => {
+    expect(offendingImports('actions', ['admin', 'customer', 'http', 'grpc', 'cli', 'settings'])).toEqual([]);
   });
 
   it('limits/ and pipeline/ import nothing from the store or other adapters', () => {
