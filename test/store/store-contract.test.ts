@@ -6,6 +6,7 @@ import type { RatePlan } from '../../src/domain/rate-limits';
 import { MemoryStore } from '../../src/store/memory-store';
 import { redisKeys } from '../../src/store/redis/redis-keys';
 import { RedisStore } from '../../src/store/redis/redis-store';
+import { keyToFields } from '../../src/store/redis/redis-records';
 import { CorruptRecordError, type Store } from '../../src/store/store';
 import { OPERATOR, type AuditActor, type CustomerIdentity } from '../../src/domain/customer-identity';
 import { MAX_MEMBERS_PER_ACCOUNT, type Member, type MemberPrincipal } from '../../src/domain/members';
@@ -976,9 +977,47 @@ describe('redis store specifics', () => {
               ? JSON.stringify(await redisClient.smembers(name))
               : type === 'stream'
                 ? JSON.stringify(await redisClient.xrange(name, '-', '+'))
-                : String(await redisClient.get(name));
+                : type === 'zset'
+                  ? JSON.stringify(await redisClient.zrange(name, 0, -1, 'WITHSCORES'))
+                  : String(await redisClient.get(name));
         expect(dump).not.toContain(key);
       }
+    } finally {
+      redisClient.disconnect();
+    }
+  });
+
+  it('counts the keys of an account that predate the cap once, in batches, on its first capped write, then from its active-keys set', async () => {
+    const store = await connect();
+    const accountId = unique('old');
+    await store.createAccount(account(accountId, { maxActiveKeys: 601 }));
+    const redisClient = client();
+    try {
+      // As before the cap existed: key records, key set and indexes, but no complete active-keys set.
+      await redisClient.hdel(redisKeys.account(accountId), redisKeys.activeKeysIndexedField());
+      const pipeline = redisClient.pipeline();
+      for (let i = 0; i < 1200; i += 1) {
+        const key = generateCustomerKey('live');
+        const record = keyRecord(key, accountId, { id: `key_old${i}`, status: i % 2 === 0 ? 'active' : 'revoked' });
+        pipeline.set(redisKeys.accountIdByKeyId(record.id), accountId);
+        pipeline.hset(redisKeys.key(accountId, record.id), ...keyToFields(record));
+        pipeline.sadd(redisKeys.accountKeys(accountId), record.id);
+      }
+      await pipeline.exec();
+      const [first, second] = [generateCustomerKey('live'), generateCustomerKey('live')];
+      expect(await store.insertKey(hashCustomerKey(first), keyRecord(first, accountId))).toBe('created');
+      expect(await redisClient.zcard(redisKeys.activeKeys(accountId))).toBe(601);
+      expect(await redisClient.hget(redisKeys.account(accountId), redisKeys.activeKeysIndexedField())).toBe('1');
+      expect(await store.insertKey(hashCustomerKey(second), keyRecord(second, accountId))).toEqual({
+        kind: 'active_key_cap_reached',
+        maxActiveKeys: 601,
+        activeKeys: 601,
+      });
+      expect(await store.revokeKey('key_old0', T0)).toMatchObject({ status: 'revoked' });
+      expect(await store.insertKey(hashCustomerKey(second), keyRecord(second, accountId))).toBe('created');
+      expect(await redisClient.zscore(redisKeys.activeKeys(accountId), 'key_old0')).toBeNull();
+      // The account record itself reads as before.
+      expect(await store.getAccount(accountId)).toEqual(account(accountId, { maxActiveKeys: 601 }));
     } finally {
       redisClient.disconnect();
     }

@@ -26,6 +26,10 @@ export const redisKeys = {
   account: (accountId: string) => `${redisKeys.accountTag(accountId)}account`,
   key: (accountId: string, keyId: string) => `${redisKeys.accountTag(accountId)}key:${keyId}`,
   accountKeys: (accountId: string) => `${redisKeys.accountTag(accountId)}keys`,
+  /** Sorted set: the account's keys that count toward its active-key cap, scored by when they stop counting (ms; +inf). */
+  activeKeys: (accountId: string) => `${redisKeys.accountTag(accountId)}active-keys`,
+  /** Account hash field: present once activeKeys holds every key of the account (built once for accounts older than the cap). */
+  activeKeysIndexedField: () => 'activeKeysIndexed',
   /** Hash: member id → member record (JSON). */
   members: (accountId: string) => `${redisKeys.accountTag(accountId)}members`,
   /** Hash: principal key → member id; one member per principal per account. */

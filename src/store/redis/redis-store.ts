@@ -41,14 +41,14 @@ import {
 import { withinDeadline } from './deadline';
 import { redisKeys } from './redis-keys';
 import { closeClient, describeTopology, openClient, writesBatchedPerTurn, type ScriptedRedis } from './redis-client';
-import { KEY_LIST_CHANGED, REDIS_SCRIPTS as scripts } from './scripts';
+import { ACTIVE_KEYS_NOT_INDEXED, REDIS_SCRIPTS as scripts } from './scripts';
 
 /** Audit entries kept (approximately): old ones are trimmed as new ones arrive. */
 const AUDIT_MAX_ENTRIES = 100_000;
 /** Entries kept (approximately) in each account's own trail. */
 const ACCOUNT_AUDIT_MAX_ENTRIES = 10_000;
-/** A key write whose account's key set keeps changing under it (see counted_toward_cap) is tried this often, then refused as unavailable. */
-const KEY_LIST_MAX_ATTEMPTS = 10;
+/** Key records per script when an account's active keys are first indexed: a few ms of Redis time each, so Checks never wait long. */
+const INDEX_BATCH_KEYS = 500;
 
 export interface RedisStoreOptions {
   /** Standalone Redis; or give `topology` for Sentinel or Cluster. */
@@ -158,7 +158,9 @@ export class RedisStore implements Store {
   }
 
   async createAccount(account: Account): Promise<boolean> {
-    const reply = await this.call(() => this.redis.gwaCreateAccount(redisKeys.account(account.id), ...accountToFields(account)));
+    // A new account has no keys: its (empty) active-keys set is complete from the start.
+    const fields = [...accountToFields(account), redisKeys.activeKeysIndexedField(), '1'];
+    const reply = await this.call(() => this.redis.gwaCreateAccount(redisKeys.account(account.id), ...fields));
     const created = scripts.gwaCreateAccount.parseReply(reply);
     // The listing index is global (another cluster slot), so it follows the record.
     if (created) await this.call(() => this.redis.sadd(redisKeys.accounts(), account.id));
@@ -209,22 +211,18 @@ export class RedisStore implements Store {
     const accountId = await this.call(() => this.redis.get(redisKeys.accountIdByKeyId(request.oldKeyId)));
     if (accountId === null || accountId !== request.newKey.accountId) return { kind: 'key_not_found' };
     await this.writeKeyIndexes(request.newKeyHash, request.newKey);
-    // Only a rotation with a grace period counts the account's keys (an immediate one is never refused by the cap).
-    const result = await this.withKeyList(accountId, request.graceSeconds > 0, async (keyRecords) => {
-      const keys = [
-        redisKeys.key(accountId, request.oldKeyId),
-        redisKeys.key(accountId, request.newKey.id),
-        redisKeys.accountKeys(accountId),
-        redisKeys.account(accountId),
-        ...keyRecords,
-      ];
+    const result = await this.withActiveKeysIndexed(accountId, async () => {
       const reply = await this.callUntilAnswered(() =>
         this.redis.gwaRotateKey(
-          keys.length,
-          ...keys,
+          redisKeys.key(accountId, request.oldKeyId),
+          redisKeys.key(accountId, request.newKey.id),
+          redisKeys.accountKeys(accountId),
+          redisKeys.account(accountId),
+          redisKeys.activeKeys(accountId),
           this.nowMsOverride(),
           String(request.graceSeconds * 1000),
           String(this.defaultMaxActiveKeys),
+          redisKeys.activeKeysIndexedField(),
           request.newKey.id,
           ...keyToFields(request.newKey),
         ),
@@ -238,7 +236,9 @@ export class RedisStore implements Store {
   async revokeKey(keyId: string, nowMs: number): Promise<StoredKey | null> {
     const accountId = await this.call(() => this.redis.get(redisKeys.accountIdByKeyId(keyId)));
     if (accountId === null) return null;
-    const reply = await this.call(() => this.redis.gwaRevokeKey(redisKeys.key(accountId, keyId), new Date(nowMs).toISOString()));
+    const reply = await this.call(() =>
+      this.redis.gwaRevokeKey(redisKeys.key(accountId, keyId), redisKeys.activeKeys(accountId), new Date(nowMs).toISOString(), keyId),
+    );
     return scripts.gwaRevokeKey.parseReply(reply);
   }
 
@@ -326,15 +326,20 @@ export class RedisStore implements Store {
   /** Indexes first, record last: see writeKeyIndexes. A lost reply is resolved as in rotateKey. */
   async insertKey(keyHash: string, key: StoredKey): Promise<InsertKeyResult> {
     await this.writeKeyIndexes(keyHash, key);
-    const result = await this.withKeyList(key.accountId, true, async (keyRecords) => {
-      const keys = [
-        redisKeys.account(key.accountId),
-        redisKeys.key(key.accountId, key.id),
-        redisKeys.accountKeys(key.accountId),
-        ...keyRecords,
-      ];
+    const { accountId } = key;
+    const result = await this.withActiveKeysIndexed(accountId, async () => {
       const reply = await this.callUntilAnswered(() =>
-        this.redis.gwaInsertKey(keys.length, ...keys, this.nowMsOverride(), String(this.defaultMaxActiveKeys), key.id, ...keyToFields(key)),
+        this.redis.gwaInsertKey(
+          redisKeys.account(accountId),
+          redisKeys.key(accountId, key.id),
+          redisKeys.accountKeys(accountId),
+          redisKeys.activeKeys(accountId),
+          this.nowMsOverride(),
+          String(this.defaultMaxActiveKeys),
+          redisKeys.activeKeysIndexedField(),
+          key.id,
+          ...keyToFields(key),
+        ),
       );
       return scripts.gwaInsertKey.parseReply(reply);
     });
@@ -343,24 +348,35 @@ export class RedisStore implements Store {
   }
 
   /**
-   * Runs a script that counts the account's keys, with their record names
-   * listed from the key set (every key a script touches is in its KEYS).
-   * The script answers KEY_LIST_CHANGED when a key was added in between;
-   * then the list is read again and the script run again.
+   * Runs a capped write (insert, rotation); if the account's active keys
+   * were never indexed (its keys predate the cap), indexes them and runs it
+   * once more.
    */
-  private async withKeyList<R>(
-    accountId: string,
-    needed: boolean,
-    run: (keyRecords: string[]) => Promise<R | typeof KEY_LIST_CHANGED>,
-  ): Promise<R> {
-    for (let attempt = 1; attempt <= KEY_LIST_MAX_ATTEMPTS; attempt += 1) {
-      const keyIds = needed ? await this.call(() => this.redis.smembers(redisKeys.accountKeys(accountId))) : [];
-      const result = await run(keyIds.map((keyId) => redisKeys.key(accountId, keyId)));
-      if (result !== KEY_LIST_CHANGED) return result;
+  private async withActiveKeysIndexed<R>(accountId: string, write: () => Promise<R | typeof ACTIVE_KEYS_NOT_INDEXED>): Promise<R> {
+    const first = await write();
+    if (first !== ACTIVE_KEYS_NOT_INDEXED) return first;
+    await this.indexActiveKeys(accountId);
+    const second = await write();
+    if (second !== ACTIVE_KEYS_NOT_INDEXED) return second;
+    throw new StoreUnavailableError(`the active keys of account '${accountId}' could not be indexed; nothing was written`);
+  }
+
+  /**
+   * Once per account whose keys predate the cap: its key records (listed
+   * from the key set and passed in KEYS, as every key a script touches is
+   * declared) go into its active keys, INDEX_BATCH_KEYS per script, and the
+   * last batch marks the set complete. A key added meanwhile (by a rotation)
+   * added itself.
+   */
+  private async indexActiveKeys(accountId: string): Promise<void> {
+    const keyIds = await this.call(() => this.redis.smembers(redisKeys.accountKeys(accountId)));
+    for (let start = 0; start === 0 || start < keyIds.length; start += INDEX_BATCH_KEYS) {
+      const batch = keyIds.slice(start, start + INDEX_BATCH_KEYS).map((keyId) => redisKeys.key(accountId, keyId));
+      const keys = [redisKeys.account(accountId), redisKeys.activeKeys(accountId), ...batch];
+      const last = start + INDEX_BATCH_KEYS >= keyIds.length ? '1' : '0';
+      const reply = await this.call(() => this.redis.gwaIndexActiveKeys(keys.length, ...keys, redisKeys.activeKeysIndexedField(), last));
+      scripts.gwaIndexActiveKeys.parseReply(reply);
     }
-    throw new StoreUnavailableError(
-      `the keys of account '${accountId}' changed ${KEY_LIST_MAX_ATTEMPTS} times while they were being counted; nothing was written`,
-    );
   }
 
   /** '' means the script takes Redis TIME; tests decide on an injected clock. */

@@ -64,14 +64,20 @@ local function iso8601(ms)
     math.floor(rest / 3600000), math.floor(rest / 60000) % 60, math.floor(rest / 1000) % 60, rest % 1000)
 end`;
 
+/** A capped write's answer when the account's active keys are not indexed yet: index them, then run it again. */
+export const ACTIVE_KEYS_NOT_INDEXED = 'active_keys_not_indexed';
+
 /**
- * Lua: the store's "now" in ms (an override from the tests, else Redis TIME),
- * and the count of an account's keys toward its active-key cap
- * (src/domain/active-key-cap.ts countsTowardCap): not revoked, and not past
- * the end of a rotation grace period. KEYS[first..] are the account's key
- * records as the store listed them from the key set; since that set only
- * grows, an equal size means the same keys, and nil says it has changed in
- * between (the store lists again and retries).
+ * Lua: the store's "now" in ms (an override from the tests, else Redis
+ * TIME), and the count of an account's keys toward its active-key cap
+ * (src/domain/active-key-cap.ts countsTowardCap). The account's
+ * `activeKeys` sorted set holds every key that is not revoked, scored by
+ * when it stops counting (the end of a rotation grace period, else +inf),
+ * so the count is one ZCOUNT however many keys the account ever had. A
+ * field of the account hash (redisKeys.activeKeysIndexedField, passed in
+ * ARGV) says the set is complete; nil
+ * means it has not been built yet for this account (keys created before the
+ * cap existed): the store builds it (gwaIndexActiveKeys) and retries.
  */
 const LUA_ACTIVE_KEYS = `
 local function now_ms(override)
@@ -79,14 +85,11 @@ local function now_ms(override)
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
-local function counted_toward_cap(key_set, first, now)
-  if redis.call('SCARD', key_set) ~= #KEYS - first + 1 then return nil end
-  local counted = 0
-  for i = first, #KEYS do
-    local k = redis.call('HMGET', KEYS[i], 'status', 'revokeAtMs')
-    if k[1] == 'active' and not (k[2] and tonumber(k[2]) <= now) then counted = counted + 1 end
-  end
-  return counted
+local function counted_toward_cap(account, active_keys, indexed_field, now)
+  if redis.call('HEXISTS', account, indexed_field) == 0 then return nil end
+  local now_text = string.format('%.0f', now)
+  redis.call('ZREMRANGEBYSCORE', active_keys, '-inf', now_text)
+  return redis.call('ZCOUNT', active_keys, '(' .. now_text, '+inf')
 end
 local function cap_of(account, default)
   local own = redis.call('HGET', account, 'maxActiveKeys')
@@ -127,24 +130,26 @@ return 1`,
     parseReply: (reply): boolean => reply === 1,
   }),
 
-  // The key record and the account's key set change together, and only for an
-  // account that exists and is below its active-key cap, counted in the same
-  // step. Run again with the same record it finds it written and answers
-  // 'created' again (before counting, so the key never counts against
-  // itself): a call whose reply was lost can be repeated.
+  // The key record, the account's key set and its active keys change
+  // together, and only for an account that exists and is below its
+  // active-key cap, counted in the same step. Run again with the same record
+  // it finds it written and answers 'created' again (before counting, so the
+  // key never counts against itself): a call whose reply was lost can be
+  // repeated.
   gwaInsertKey: script({
-    keys: ['account', 'keyRecord', 'accountKeys', '...accountKeyRecords'],
-    argv: ['nowMsOverride', 'defaultMaxActiveKeys', 'keyId', '...keyFields'],
+    keys: ['account', 'keyRecord', 'accountKeys', 'activeKeys'],
+    argv: ['nowMsOverride', 'defaultMaxActiveKeys', 'indexedField', 'keyId', '...keyFields'],
     lua: `${LUA_ACTIVE_KEYS}
 if redis.call('EXISTS', KEYS[1]) == 0 then return {'account_not_found'} end
 if redis.call('EXISTS', KEYS[2]) == 1 then return {'created'} end
-local counted = counted_toward_cap(KEYS[3], 4, now_ms(ARGV[1]))
-if counted == nil then return {'key_list_changed'} end
+local counted = counted_toward_cap(KEYS[1], KEYS[4], ARGV[3], now_ms(ARGV[1]))
+if counted == nil then return {'${ACTIVE_KEYS_NOT_INDEXED}'} end
 local cap = cap_of(KEYS[1], ARGV[2])
 if not cap then return {'cap_unreadable'} end
 if counted >= cap then return {'active_key_cap_reached', tostring(cap), tostring(counted)} end
-redis.call('HSET', KEYS[2], unpack(ARGV, 4))
-redis.call('SADD', KEYS[3], ARGV[3])
+redis.call('HSET', KEYS[2], unpack(ARGV, 5))
+redis.call('SADD', KEYS[3], ARGV[4])
+redis.call('ZADD', KEYS[4], '+inf', ARGV[4])
 return {'created'}`,
     parseReply: parseInsertReply,
   }),
@@ -218,11 +223,13 @@ return redis.call('HGETALL', KEYS[1])`,
   }),
 
   // Revokes a key from the next request on; keeps the first revocation time.
+  // A revoked key no longer counts toward the account's cap.
   gwaRevokeKey: script({
-    keys: ['keyRecord'],
-    argv: ['nowIso'],
+    keys: ['keyRecord', 'activeKeys'],
+    argv: ['nowIso', 'keyId'],
     lua: `
 if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+redis.call('ZREM', KEYS[2], ARGV[2])
 redis.call('HSET', KEYS[1], 'status', 'revoked')
 redis.call('HSETNX', KEYS[1], 'revokedAt', ARGV[1])
 return redis.call('HGETALL', KEYS[1])`,
@@ -238,15 +245,17 @@ return redis.call('HGETALL', KEYS[1])`,
   // record present) changes nothing and answers as the first run did: the
   // store repeats a call whose reply was lost, and must learn what happened.
   // A rotation with a grace period counts the account's keys toward its cap
-  // (capRefuses: allowed at the cap, not above it); the store passes the key
-  // records only then.
+  // (capRefuses: allowed at the cap, not above it); an immediate one never
+  // does. The active keys follow: the new key counts, the old one stops
+  // counting now or at the end of the grace period.
   gwaRotateKey: script({
-    keys: ['oldKeyRecord', 'newKeyRecord', 'accountKeys', 'account', '...accountKeyRecords'],
-    argv: ['nowMsOverride', 'graceMs', 'defaultMaxActiveKeys', 'newKeyId', '...newKeyFields'],
+    keys: ['oldKeyRecord', 'newKeyRecord', 'accountKeys', 'account', 'activeKeys'],
+    argv: ['nowMsOverride', 'graceMs', 'defaultMaxActiveKeys', 'indexedField', 'newKeyId', '...newKeyFields'],
     lua: `${LUA_ISO_8601}${LUA_ACTIVE_KEYS}
-local old = redis.call('HMGET', KEYS[1], 'status', 'replacedBy', 'expiresAtMs', 'revokeAtMs')
+local old = redis.call('HMGET', KEYS[1], 'status', 'replacedBy', 'expiresAtMs', 'revokeAtMs', 'id')
 if not old[1] then return {'key_not_found'} end
-if old[2] == ARGV[4] and redis.call('EXISTS', KEYS[2]) == 1 then
+local old_id = old[5]
+if old[2] == ARGV[5] and redis.call('EXISTS', KEYS[2]) == 1 then
   return {'rotated', redis.call('HGETALL', KEYS[1]), redis.call('HGETALL', KEYS[2])}
 end
 local now = now_ms(ARGV[1])
@@ -255,22 +264,47 @@ if old[2] then return {'key_already_rotated', old[2]} end
 if old[3] and tonumber(old[3]) <= now then return {'key_expired'} end
 local grace = tonumber(ARGV[2])
 if grace > 0 then
-  local counted = counted_toward_cap(KEYS[3], 5, now)
-  if counted == nil then return {'key_list_changed'} end
+  local counted = counted_toward_cap(KEYS[4], KEYS[5], ARGV[4], now)
+  if counted == nil then return {'${ACTIVE_KEYS_NOT_INDEXED}'} end
   local cap = cap_of(KEYS[4], ARGV[3])
   if not cap then return {'cap_unreadable'} end
   if counted > cap then return {'active_key_cap_reached', tostring(cap), tostring(counted)} end
 end
 if grace == 0 then
   redis.call('HSET', KEYS[1], 'status', 'revoked', 'revokedAt', iso8601(now))
+  redis.call('ZREM', KEYS[5], old_id)
 else
   redis.call('HSET', KEYS[1], 'revokeAt', iso8601(now + grace), 'revokeAtMs', string.format('%.0f', now + grace))
+  redis.call('ZADD', KEYS[5], string.format('%.0f', now + grace), old_id)
 end
-redis.call('HSET', KEYS[1], 'replacedBy', ARGV[4])
-redis.call('HSET', KEYS[2], unpack(ARGV, 5))
-redis.call('SADD', KEYS[3], ARGV[4])
+redis.call('HSET', KEYS[1], 'replacedBy', ARGV[5])
+redis.call('HSET', KEYS[2], unpack(ARGV, 6))
+redis.call('SADD', KEYS[3], ARGV[5])
+redis.call('ZADD', KEYS[5], '+inf', ARGV[5])
 return {'rotated', redis.call('HGETALL', KEYS[1]), redis.call('HGETALL', KEYS[2])}`,
     parseReply: parseRotateReply,
+  }),
+
+  // Adds a batch of an account's key records to its active keys, and with
+  // the last batch marks the set complete: done once, for accounts whose
+  // keys predate the cap. Until the mark, every write that could make the set
+  // wrong keeps it right itself (insertions are refused, rotations and
+  // revocations add and remove their keys), so batches need no snapshot.
+  gwaIndexActiveKeys: script({
+    keys: ['account', 'activeKeys', '...keyRecords'],
+    argv: ['indexedField', 'lastBatch'],
+    lua: `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 'indexed' end
+for i = 3, #KEYS do
+  local k = redis.call('HMGET', KEYS[i], 'status', 'revokeAtMs', 'id')
+  if k[1] == 'active' and k[3] then redis.call('ZADD', KEYS[2], k[2] or '+inf', k[3]) end
+end
+if ARGV[2] == '1' then redis.call('HSET', KEYS[1], ARGV[1], '1') end
+return 'indexed'`,
+    parseReply: (reply): 'indexed' => {
+      if (reply === 'indexed') return reply;
+      throw new StoreUnavailableError(`unexpected index active keys reply from Redis: ${String(reply)}`);
+    },
   }),
 
   // A member (or invitation) joins an account once per principal, within the
@@ -535,18 +569,15 @@ export type ScriptCommands = {
     : never;
 };
 
-/** The store's answer when an account's key set changed between listing it and the script: list again and retry. */
-export const KEY_LIST_CHANGED = 'key_list_changed';
-
 /** The refusals the insert and rotate scripts share. */
-function capReply(kind: unknown, cap: unknown, counted: unknown): ActiveKeyCapReached | typeof KEY_LIST_CHANGED | undefined {
-  if (kind === KEY_LIST_CHANGED) return KEY_LIST_CHANGED;
+function capReply(kind: unknown, cap: unknown, counted: unknown): ActiveKeyCapReached | typeof ACTIVE_KEYS_NOT_INDEXED | undefined {
+  if (kind === ACTIVE_KEYS_NOT_INDEXED) return ACTIVE_KEYS_NOT_INDEXED;
   if (kind === 'cap_unreadable') throw new CorruptRecordError('account', 'maxActiveKeys is not a number');
   if (kind === 'active_key_cap_reached') return { kind, maxActiveKeys: Number(cap), activeKeys: Number(counted) };
   return undefined;
 }
 
-function parseInsertReply(reply: unknown): 'created' | 'account_not_found' | ActiveKeyCapReached | typeof KEY_LIST_CHANGED {
+function parseInsertReply(reply: unknown): 'created' | 'account_not_found' | ActiveKeyCapReached | typeof ACTIVE_KEYS_NOT_INDEXED {
   const [kind, cap, counted] = Array.isArray(reply) ? (reply as unknown[]) : [];
   if (kind === 'created' || kind === 'account_not_found') return kind;
   const refusal = capReply(kind, cap, counted);
@@ -591,7 +622,7 @@ function parseKeyOrNull(reply: unknown): StoredKey | null {
   return reply ? parseKey(fieldsOf(reply)) : null;
 }
 
-function parseRotateReply(reply: unknown): RotateKeyResult | typeof KEY_LIST_CHANGED {
+function parseRotateReply(reply: unknown): RotateKeyResult | typeof ACTIVE_KEYS_NOT_INDEXED {
   if (!Array.isArray(reply)) throw new StoreUnavailableError('unexpected rotate reply from Redis');
   const [kind, second, third] = reply as unknown[];
   if (kind === 'rotated') return { kind, oldKey: parseKey(fieldsOf(second)), newKey: parseKey(fieldsOf(third)) };
