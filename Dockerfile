@@ -32,7 +32,8 @@ COPY proto ./proto
 # nothing to disk (Kubernetes runs it with readOnlyRootFilesystem).
 USER node
 # 9191: ext_authz gRPC (Envoy) + grpc.health.v1   9192: admin HTTP API, /healthz, /readyz, /metrics
-EXPOSE 9191 9192
+# 9193: customer dashboard (OpenID Connect sign-in)
+EXPOSE 9191 9192 9193
 # Ready = Redis answers and not shutting down (/readyz). No curl in slim
 # images, so Node's own fetch does the request.
 HEALTHCHECK --interval=10s --timeout=3s --start-period=15s --retries=3 \

@@ -1,5 +1,6 @@
-// ESLint flat config. TypeScript (src/, test/) is linted with type information from tsconfig.json;
-// the few plain JavaScript files (configs, tools/fake-upstream) with the JavaScript rules only.
+// ESLint flat config. TypeScript (src/, test/) is linted with type information from tsconfig.json, and so is the
+// dashboards' browser code (src/web/, from src/web/tsconfig.json); the few other plain JavaScript files (configs,
+// tools/fake-upstream) with the JavaScript rules only.
 // Formatting is Prettier's job: eslint-config-prettier comes last and turns off every rule it would fight.
 import js from '@eslint/js';
 import prettier from 'eslint-config-prettier';
@@ -37,7 +38,39 @@ export default tseslint.config(
   },
   {
     files: ['**/*.js'],
+    ignores: ['src/web/**'],
     languageOptions: { sourceType: 'commonjs', globals: globals.node },
+  },
+  {
+    // The dashboard pages' browser code: ES modules served as written, with browser globals only. Type-aware like the
+    // TypeScript (src/web/tsconfig.json checks their JSDoc types), and user data only ever goes in as text.
+    files: ['src/web/**/*.js'],
+    extends: [tseslint.configs.recommendedTypeChecked],
+    languageOptions: {
+      sourceType: 'module',
+      globals: globals.browser,
+      parserOptions: {
+        projectService: true,
+        tsconfigRootDir: import.meta.dirname,
+      },
+    },
+    rules: {
+      'no-restricted-properties': [
+        'error',
+        ...['innerHTML', 'outerHTML'].map((property) => ({ property, message: 'Build elements with ../shared/dom.js: text only.' })),
+        { property: 'insertAdjacentHTML', message: 'Build elements with ../shared/dom.js: text only.' },
+        { object: 'document', property: 'write', message: 'Build elements with ../shared/dom.js: text only.' },
+        { object: 'window', property: 'localStorage', message: 'Secrets stay in this tab only (sessionStorage).' },
+        { object: 'document', property: 'cookie', message: 'The page sets no cookie of its own.' },
+      ],
+      'no-restricted-globals': [
+        'error',
+        { name: 'localStorage', message: 'Secrets stay in this tab only (sessionStorage).' },
+        { name: 'eval', message: 'The CSP forbids it.' },
+      ],
+      'no-implied-eval': 'error',
+      'no-new-func': 'error',
+    },
   },
   {
     files: ['**/*.mjs'],

@@ -1,4 +1,9 @@
+import type { FastifyInstance } from 'fastify';
 import { buildAdminServer } from './admin/admin-server';
+import { memberDirectory } from './actions/member-actions';
+import { registerCustomerApi } from './customer/customer-api';
+import { buildCustomerServer } from './customer/customer-server';
+import type { MembershipLookup } from './domain/customer-identity';
 import { systemClock, type Clock } from './domain/clock';
 import { startAuthorizationServer } from './grpc/authorization-server';
 import { AUTHORIZATION_SERVICE_NAME } from './grpc/proto-loading';
@@ -11,12 +16,15 @@ import type { Settings } from './settings/settings';
 import { clusterMetricsSource } from './cluster/worker-pool';
 import { CachedKeyIndex } from './store/cached-key-index';
 import { LastUsedRecorder } from './store/last-used-recorder';
+import { openSessionStorage } from './store/open-session-storage';
 import { openStore } from './store/open-store';
 import type { Store } from './store/store';
+import type { SessionStorage } from './domain/session-storage';
 
 export interface RunningApp {
   grpcPort: number;
   adminPort: number;
+  customerPort: number;
   store: Store;
   health: HealthMonitor;
   /**
@@ -34,6 +42,11 @@ export interface AppOptions {
   store?: Store;
   /** Set in a GRPC_WORKERS worker: /metrics then reports the sum over all workers. */
   clusterWorker?: boolean;
+  /** The customer dashboard's members and API: by default the store's members and the customer API; tests may pass their own. */
+  customer?: {
+    memberships?: MembershipLookup;
+    registerApi?: (app: FastifyInstance) => void | Promise<void>;
+  };
 }
 
 /** Wires store, gRPC Check server and admin API from one settings object. */
@@ -45,10 +58,11 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
     logger.warn({ store: store.description }, 'using the embedded in-memory store: it keeps nothing');
   else logger.info({ store: store.description }, 'key store connected');
   if (!settings.adminToken) logger.warn('ADMIN_TOKEN is not set: the admin API refuses every call until it is');
+  if (!settings.customerSignIn) logger.warn('OIDC_ISSUER_URL is not set: the customer dashboard says sign-in is not configured');
 
   const metrics = new Metrics();
   const checkPath = metrics.instrumentCheckPath(store, store);
-  // Deadlines come from grpc-js, which sets them on the system clock (Date.now() + grpc-timeout), not the domain's clock.
+  // Deadlines come from the gRPC transport, which sets them on the system clock (Date.now() + grpc-timeout), not the domain's clock.
   const admission = new CheckAdmission(settings.maxChecksInFlight, systemClock);
   metrics.watchChecksInFlight(() => admission.checksInFlight);
   const loopLag = new EventLoopLag();
@@ -96,23 +110,47 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
     authLimits: settings.adminAuthLimits,
     ...(settings.adminToken ? { adminToken: settings.adminToken } : {}),
   });
+  let sessions: SessionStorage | undefined;
+  let customer: FastifyInstance | undefined;
   try {
     await admin.listen({ host: settings.bindAddress, port: settings.adminPort });
+    sessions = await openSessionStorage(settings, clock);
+    customer = await buildCustomerServer({
+      ...(settings.customerSignIn ? { signIn: settings.customerSignIn } : {}),
+      sessions,
+      // Sign-in binds pending invitations and lists the person's accounts; the API checks membership on every call.
+      memberships: options.customer?.memberships ?? memberDirectory({ store, clock, logger }),
+      clock,
+      logger,
+      registerApi:
+        options.customer?.registerApi ??
+        ((app) =>
+          registerCustomerApi(app, {
+            store,
+            clock,
+            logger,
+            defaultPlan: settings.pipeline.defaultPlan,
+            defaultMaxActiveKeys: settings.defaultMaxActiveKeys,
+          })),
+    });
+    await customer.listen({ host: settings.bindAddress, port: settings.customerPort });
   } catch (error) {
     health.shuttingDown();
-    await grpcServer.close();
+    await Promise.all([grpcServer.close(), admin.close(), customer?.close()]);
+    await sessions?.close();
     loopLag.stop();
     await lastUsed.stop();
     await store.close();
     throw error;
   }
-  const address = admin.server.address();
-  const adminPort = typeof address === 'object' && address ? address.port : settings.adminPort;
-  logger.info({ grpcPort: grpcServer.port, adminPort }, 'gateway-authz listening');
+  const adminPort = listeningPort(admin, settings.adminPort);
+  const customerPort = listeningPort(customer, settings.customerPort);
+  logger.info({ grpcPort: grpcServer.port, adminPort, customerPort }, 'gateway-authz listening');
 
   return {
     grpcPort: grpcServer.port,
     adminPort,
+    customerPort,
     store,
     health,
     async close() {
@@ -121,7 +159,8 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
         logger.info({ event: 'shutdown', drainDelayMs: settings.shutdown.drainDelayMs }, 'draining: not serving, still answering');
         await new Promise((resolve) => setTimeout(resolve, settings.shutdown.drainDelayMs));
       }
-      await Promise.all([grpcServer.close(), admin.close()]);
+      await Promise.all([grpcServer.close(), admin.close(), customer.close()]);
+      await sessions.close();
       loopLag.stop();
       await lastUsed.stop();
       await store.close();
@@ -129,4 +168,9 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
       logger.flush?.();
     },
   };
+}
+
+function listeningPort(server: FastifyInstance, configured: number): number {
+  const address = server.server.address();
+  return typeof address === 'object' && address ? address.port : configured;
 }

@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { ActionDeps } from '../actions/action-deps';
 import { createKey, revokeKey, rotateKey, updateKey } from '../actions/key-actions';
 import { addMember, changeMemberRole, memberDirectory, removeMember } from '../actions/member-actions';
@@ -124,7 +124,9 @@ async function customerApiRoutes(api: FastifyInstance, deps: CustomerApiDeps): P
     return undefined;
   });
 
-  api.setErrorHandler((error: { statusCode?: number; code?: string; message: string }, request, reply) => {
+  // The store's and the body's errors are answered here; any other refusal (the server's CSRF check fails a
+  // request to these routes with a 403 error, for instance) goes on to the server's own error handler.
+  api.setErrorHandler((error: FastifyError, request, reply) => {
     if (error instanceof StoreUnavailableError) {
       deps.logger.error({ event: 'customer', detail: error.message }, 'customer call failed: store unavailable');
       const message =
@@ -136,7 +138,7 @@ async function customerApiRoutes(api: FastifyInstance, deps: CustomerApiDeps): P
     if (error.code?.startsWith('FST_ERR_CTP')) {
       return sendCustomerError(reply, 400, 'invalid_json', 'The body is not valid JSON. Send a JSON object, or no body at all.');
     }
-    if (error.statusCode && error.statusCode < 500) return sendCustomerError(reply, 400, 'invalid_field', `Bad request: ${error.message}`);
+    if (error.statusCode && error.statusCode < 500) throw error;
     deps.logger.error({ event: 'customer', err: error }, 'customer call failed');
     return sendCustomerError(reply, 500, 'internal_error', 'Internal error.');
   });

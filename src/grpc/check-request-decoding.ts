@@ -2,7 +2,7 @@
  * Protobuf decoding of the part of Envoy's CheckRequest the pipeline reads:
  * attributes.request.http.{method, path, headers, header_map}.
  *
- * grpc-js would otherwise decode the whole message with protobufjs and turn
+ * protobufjs (what grpc-js servers use) would decode the whole message and turn
  * it into a plain object with every default filled in (source and
  * destination addresses, timestamps, context extensions…), which was the
  * largest single cost of a Check in the gateway's own process after the
@@ -13,8 +13,8 @@
  * Buffer's UTF-8 decoder (protobufjs's BufferReader uses the same), a
  * repeated singular message replaces the earlier one, later map entries win,
  * a map entry without a key or value gets '', and malformed input (a length
- * past the end, a bad wire type, a varint over 10 bytes) throws, which
- * grpc-js answers with an RPC error as it would for protobufjs.
+ * past the end, a bad wire type, a varint over 10 bytes) throws, which the
+ * server answers INTERNAL, as grpc-js does when protobufjs throws.
  * test/unit/grpc/check-request-decoding.test.ts compares the two on random
  * and Envoy-shaped requests.
  *
@@ -25,84 +25,7 @@
  * raw_value=3}.
  */
 import type { CheckRequestMessage } from './check-request';
-
-const WIRE_VARINT = 0;
-const WIRE_FIXED64 = 1;
-const WIRE_BYTES = 2;
-const WIRE_GROUP_START = 3;
-const WIRE_GROUP_END = 4;
-const WIRE_FIXED32 = 5;
-
-class Reader {
-  constructor(
-    readonly buffer: Buffer,
-    public pos: number,
-    readonly end: number,
-  ) {}
-
-  /** A varint as uint32 (tags and lengths), as protobufjs reads them; up to 10 bytes, higher bits dropped. */
-  uint32(): number {
-    let value = 0;
-    for (let shift = 0, i = 0; i < 10; i += 1, shift += 7) {
-      if (this.pos >= this.end) throw new RangeError('index out of range: truncated varint');
-      const byte = this.buffer[this.pos++]!;
-      if (shift < 32) value |= (byte & 0x7f) << shift;
-      if (byte < 0x80) return value >>> 0;
-    }
-    throw new Error('invalid varint encoding');
-  }
-
-  /** The bounds of a length-delimited field's payload; the reader moves past it. */
-  delimited(): [number, number] {
-    const length = this.uint32();
-    const start = this.pos;
-    if (length > this.end - start) throw new RangeError('index out of range: length past the end');
-    this.pos = start + length;
-    return [start, this.pos];
-  }
-
-  string(): string {
-    const [start, end] = this.delimited();
-    return this.buffer.toString('utf8', start, end);
-  }
-
-  skip(wireType: number): void {
-    switch (wireType) {
-      case WIRE_VARINT:
-        this.uint32();
-        return;
-      case WIRE_FIXED64:
-        this.advance(8);
-        return;
-      case WIRE_BYTES:
-        this.delimited();
-        return;
-      case WIRE_GROUP_START:
-        for (;;) {
-          const tag = this.uint32();
-          const type = tag & 7;
-          if (type === WIRE_GROUP_END) return;
-          this.skip(type);
-        }
-      case WIRE_FIXED32:
-        this.advance(4);
-        return;
-      default:
-        throw new Error(`invalid wire type ${wireType}`);
-    }
-  }
-
-  private advance(bytes: number): void {
-    if (bytes > this.end - this.pos) throw new RangeError('index out of range: fixed field past the end');
-    this.pos += bytes;
-  }
-
-  /** A reader over a nested message, moving this one past it. */
-  nested(): Reader {
-    const [start, end] = this.delimited();
-    return new Reader(this.buffer, start, end);
-  }
-}
+import { ProtobufReader as Reader, WIRE_BYTES } from './protobuf-reader';
 
 type HttpRequestMessage = NonNullable<NonNullable<NonNullable<CheckRequestMessage['attributes']>['request']>['http']>;
 type HeaderValueMessage = NonNullable<NonNullable<HttpRequestMessage['header_map']>['headers']>[number];
@@ -204,7 +127,7 @@ function decodeHeaderValue(reader: Reader): HeaderValueMessage {
     else if (field === 2) header.value = reader.string();
     else {
       const [start, end] = reader.delimited();
-      // A copy: grpc-js may reuse the buffer the message arrived in.
+      // A copy: the message may be a view of the connection's buffer, which must not be kept alive.
       header.raw_value = Buffer.from(reader.buffer.subarray(start, end));
     }
   }

@@ -7,7 +7,6 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 
-import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 
 /** Entry file of the ext_authz service, relative to PROTO_ROOT. */
@@ -49,20 +48,21 @@ export const LOADER_OPTIONS: protoLoader.Options = {
   includeDirs: [PROTO_ROOT],
 };
 
-/** Loads the envoy.service.auth.v3.Authorization service definition. */
+/**
+ * Loads the envoy.service.auth.v3.Authorization service definition: each
+ * method's path and protobufjs (de)serializers. grpc-js clients and servers
+ * take it as it is (the CLI's check client, the bench's no-op baseline); our
+ * server uses its response serializer for answers the fast encoder does not
+ * know.
+ */
 export function loadAuthorizationService(): {
-  service: grpc.ServiceDefinition;
+  service: protoLoader.ServiceDefinition;
   packageDefinition: protoLoader.PackageDefinition;
 } {
   const packageDefinition = protoLoader.loadSync(EXTERNAL_AUTH_PROTO, LOADER_OPTIONS);
-  const loaded = grpc.loadPackageDefinition(packageDefinition);
-  let node: unknown = loaded;
-  for (const part of AUTHORIZATION_SERVICE_NAME.split('.')) {
-    node = (node as Record<string, unknown> | undefined)?.[part];
-  }
-  const ctor = node as grpc.ServiceClientConstructor | undefined;
-  if (typeof ctor !== 'function' || ctor.service === undefined) {
+  const service = packageDefinition[AUTHORIZATION_SERVICE_NAME] as protoLoader.ServiceDefinition | undefined;
+  if (!service || typeof service.Check?.responseSerialize !== 'function') {
     throw new Error(`${AUTHORIZATION_SERVICE_NAME} not found in ${path.join(PROTO_ROOT, EXTERNAL_AUTH_PROTO)}`);
   }
-  return { service: ctor.service, packageDefinition };
+  return { service, packageDefinition };
 }

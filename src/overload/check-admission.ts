@@ -17,7 +17,7 @@ export type ShedReason = 'over_capacity' | 'past_deadline';
 export class CheckAdmission {
   private inFlight = 0;
 
-  /** `clock`: the one the transport's deadlines are on (grpc-js: the system clock). */
+  /** `clock`: the one the transport's deadlines are on (src/grpc/transport: the system clock). */
   constructor(
     readonly maxInFlight: number,
     private readonly clock: Clock,

@@ -1,5 +1,7 @@
 import { z } from 'zod';
+import { MAX_PRICE_PER_MILLION_TOKENS, type ModelPriceEntry, type PriceTable, type TokenPrices } from '../domain/pricing';
 import { limitListSchema } from '../limits/limit-schema';
+import { modelPatternProblem, shadowedEntries } from '../metering/pricing';
 import { KEYED_FAMILIES } from '../routes/route-table';
 
 /**
@@ -30,6 +32,70 @@ const familyRoutes = Object.fromEntries(KEYED_FAMILIES.map((family) => [family, 
   z.ZodOptional<z.ZodArray<typeof pathMatchSpec>>
 >;
 
+const PRICE_HINT = `must be a whole number of minor units per million tokens, from 0 to ${MAX_PRICE_PER_MILLION_TOKENS}`;
+const price = z.number({ error: PRICE_HINT }).int(PRICE_HINT).min(0, PRICE_HINT).max(MAX_PRICE_PER_MILLION_TOKENS, PRICE_HINT);
+
+/** Cache prices default to the input price: a forgotten cache price never makes cached tokens free. */
+const priceFields = {
+  input: price,
+  output: price,
+  cachedInput: price.optional(),
+  cacheCreation: price.optional(),
+};
+
+function tokenPrices(fields: {
+  input: number;
+  output: number;
+  cachedInput?: number | undefined;
+  cacheCreation?: number | undefined;
+}): TokenPrices {
+  return {
+    input: fields.input,
+    output: fields.output,
+    cachedInput: fields.cachedInput ?? fields.input,
+    cacheCreation: fields.cacheCreation ?? fields.input,
+  };
+}
+
+export const MAX_PRICED_MODELS = 1_000;
+
+const modelPriceSchema = z
+  .strictObject({
+    model: z.string({ error: 'must be a model name or a prefix ending in *' }).superRefine((pattern, ctx) => {
+      const problem = modelPatternProblem(pattern);
+      if (problem) ctx.addIssue({ code: 'custom', message: problem });
+    }),
+    ...priceFields,
+  })
+  .transform((entry): ModelPriceEntry => ({ pattern: entry.model, prices: tokenPrices(entry) }));
+
+/** The price table: per model pattern (first match wins), a default, and what to do with models it does not price. */
+const pricingSchema = z
+  .strictObject({
+    models: z
+      .array(modelPriceSchema)
+      .max(MAX_PRICED_MODELS, `must hold at most ${MAX_PRICED_MODELS} entries`)
+      .superRefine((entries, ctx) => {
+        // zod runs this check even when some entries failed theirs; those are reported on their own.
+        const patterns = entries.map((entry) => (typeof entry?.pattern === 'string' ? entry.pattern : undefined));
+        for (const { index, by } of shadowedEntries(patterns)) {
+          ctx.addIssue({
+            code: 'custom',
+            path: [index, 'model'],
+            message: `can never match: entry ${by} ('${patterns[by]}') comes first and takes every model it would (first match wins; put the longer pattern first)`,
+          });
+        }
+      })
+      .optional(),
+    default: z.strictObject(priceFields).transform(tokenPrices),
+    unpricedModels: z.enum(['refuse', 'charge-default'], { error: 'must be "refuse" or "charge-default"' }),
+  })
+  .transform((pricing): PriceTable => ({
+    models: pricing.models ?? [],
+    defaultPrices: pricing.default,
+    unpricedModels: pricing.unpricedModels,
+  }));
+
 export const configFileSchema = z.strictObject({
   routes: z.strictObject(familyRoutes).optional(),
   publicRoutes: z.array(pathMatchSpec).optional(),
@@ -48,6 +114,8 @@ export const configFileSchema = z.strictObject({
   acceptQueryKey: z.boolean().optional(),
   /** Request limits for every key and account that has no override. */
   defaultPlan: z.strictObject({ key: limitListSchema.optional(), account: limitListSchema.optional() }).optional(),
+  /** Token prices for metering; absent: usage is counted in tokens and nothing is charged for it. */
+  pricing: pricingSchema.optional(),
 });
 
 export type ConfigFile = z.infer<typeof configFileSchema>;

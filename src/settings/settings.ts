@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { DEFAULT_ADMIN_AUTH_LIMITS, type AdminAuthLimits } from '../domain/admin-auth-limits';
 import { DEFAULT_MAX_ACTIVE_KEYS, MAX_ACTIVE_KEYS_LIMIT } from '../domain/active-key-cap';
+import type { PriceTable } from '../domain/pricing';
 import type { RatePlan } from '../domain/rate-limits';
 import type { StoreFailureMode } from '../domain/deny-reasons';
 import type { PipelineSettings } from '../domain/pipeline-settings';
@@ -45,7 +46,44 @@ export interface Settings {
   /** The active-key cap of accounts that set none of their own. */
   readonly defaultMaxActiveKeys: number;
   readonly pipeline: PipelineSettings;
+  /** The config file's price table; absent: usage is counted in tokens and nothing is charged for it. */
+  readonly pricing?: PriceTable;
+  /** The customer dashboard's own HTTP port (sign-in, sessions, the customer API); the admin port stays internal. */
+  readonly customerPort: number;
+  /** Absent: no identity provider is configured, and the customer dashboard says so. */
+  readonly customerSignIn?: CustomerSignInSettings;
 }
+
+/** OpenID Connect sign-in for the customer dashboard (OIDC_* and CUSTOMER_SESSION_* settings). */
+export interface CustomerSignInSettings {
+  readonly issuerUrl: string;
+  readonly clientId: string;
+  /** Absent: a public client, which proves possession with PKCE alone. */
+  readonly clientSecret?: string;
+  /** Where the identity provider sends the browser back; its path is CUSTOMER_CALLBACK_PATH. */
+  readonly redirectUrl: string;
+  /** The redirect URL's origin: the dashboard as browsers see it (Origin checks, the cookie's scope). */
+  readonly publicOrigin: string;
+  readonly scopes: readonly string[];
+  /** Which claim names a person: `sub` (scoped by issuer) or a verified `email`. */
+  readonly identityClaim: IdentityClaim;
+  /** Signs the session cookie; the same value on every replica, so any replica serves any session. */
+  readonly sessionSecret: string;
+  readonly sessionIdleMs: number;
+  readonly sessionMaxAgeMs: number;
+  /**
+   * Plain-HTTP development on one machine: the redirect URL (and issuer) may be
+   * http:// on a loopback host, and the session cookie then lacks `Secure`.
+   */
+  readonly plainHttpLocalhost: boolean;
+}
+
+export const IDENTITY_CLAIMS = ['sub', 'email'] as const;
+export type IdentityClaim = (typeof IDENTITY_CLAIMS)[number];
+
+/** The identity provider sends the browser back here; OIDC_REDIRECT_URL must end in this path. */
+export const CUSTOMER_CALLBACK_PATH = '/auth/callback';
+export const DEFAULT_OIDC_SCOPES = 'openid email profile';
 
 export type RedisTopology =
   | { readonly mode: 'standalone'; readonly url: string }
@@ -158,6 +196,18 @@ const envSchema = z.object({
     blankAsUnset,
     z.coerce.number().int().min(1).max(MAX_ACTIVE_KEYS_LIMIT).default(DEFAULT_MAX_ACTIVE_KEYS),
   ),
+  CUSTOMER_PORT: port(9193),
+  OIDC_ISSUER_URL: optionalText,
+  OIDC_CLIENT_ID: optionalText,
+  OIDC_CLIENT_SECRET: optionalText,
+  OIDC_REDIRECT_URL: optionalText,
+  OIDC_SCOPES: z.preprocess(blankAsUnset, z.string().default(DEFAULT_OIDC_SCOPES)),
+  OIDC_IDENTITY_CLAIM: z.preprocess(blankAsUnset, z.enum(IDENTITY_CLAIMS).default('sub')),
+  CUSTOMER_SESSION_SECRET: optionalText,
+  // 1 minute to 1 day without a request; 5 minutes to 30 days in all.
+  CUSTOMER_SESSION_IDLE_TIMEOUT_MS: z.preprocess(blankAsUnset, z.coerce.number().int().min(60_000).max(86_400_000).default(1_800_000)),
+  CUSTOMER_SESSION_MAX_AGE_MS: z.preprocess(blankAsUnset, z.coerce.number().int().min(300_000).max(2_592_000_000).default(43_200_000)),
+  CUSTOMER_PLAIN_HTTP_LOCALHOST: z.preprocess(blankAsUnset, z.enum(['true', 'false']).default('false')),
 });
 
 export type SettingsResult = { ok: true; settings: Settings } | { ok: false; problems: string[] };
@@ -177,7 +227,13 @@ export function loadSettings(
     if (loaded.ok) config = loaded.config;
     else problems.push(...loaded.problems);
   }
-  if (parsedEnv.success) problems.push(...redisTopologyProblems(parsedEnv.data), ...adminAuthProblems(parsedEnv.data));
+  if (parsedEnv.success) {
+    problems.push(
+      ...redisTopologyProblems(parsedEnv.data),
+      ...adminAuthProblems(parsedEnv.data),
+      ...customerSignInProblems(parsedEnv.data),
+    );
+  }
   if (problems.length > 0 || !parsedEnv.success) return { ok: false, problems };
 
   const e = parsedEnv.data;
@@ -207,6 +263,9 @@ export function loadSettings(
     grpcWorkers: e.GRPC_WORKERS,
     maxChecksInFlight: e.MAX_CHECKS_IN_FLIGHT,
     defaultMaxActiveKeys: e.DEFAULT_MAX_ACTIVE_KEYS,
+    ...(config.pricing ? { pricing: config.pricing } : {}),
+    customerPort: e.CUSTOMER_PORT,
+    ...(e.OIDC_ISSUER_URL ? { customerSignIn: customerSignInOf(e) } : {}),
     pipeline: {
       routeTable: buildRouteTable(config.routes ?? {}, config.publicRoutes ?? []),
       headerNames: headerNamesFor(config.acceptVendorHeaderSpellings ?? true),
@@ -247,6 +306,100 @@ function adminAuthProblems(e: ParsedEnv): string[] {
   return [
     `ADMIN_AUTH_FAILURES_PER_ADDRESS: must not exceed ADMIN_AUTH_FAILURES_TOTAL (got ${e.ADMIN_AUTH_FAILURES_PER_ADDRESS} > ${e.ADMIN_AUTH_FAILURES_TOTAL})`,
   ];
+}
+
+const OIDC_SETTINGS = ['OIDC_CLIENT_ID', 'OIDC_CLIENT_SECRET', 'OIDC_REDIRECT_URL', 'CUSTOMER_SESSION_SECRET'] as const;
+
+/** Loopback hosts, where plain HTTP may be allowed for development (CUSTOMER_PLAIN_HTTP_LOCALHOST). */
+function isLoopbackHost(hostname: string): boolean {
+  return hostname === 'localhost' || hostname === '[::1]' || /^127(\.\d{1,3}){3}$/.test(hostname);
+}
+
+function parsedUrl(text: string): URL | undefined {
+  try {
+    return new URL(text);
+  } catch {
+    return undefined;
+  }
+}
+
+/** Every problem with the OIDC_* and CUSTOMER_SESSION_* settings (none when sign-in is not configured at all). */
+function customerSignInProblems(e: ParsedEnv): string[] {
+  const problems: string[] = [];
+  const plainHttpLocalhost = e.CUSTOMER_PLAIN_HTTP_LOCALHOST === 'true';
+  if (!e.OIDC_ISSUER_URL) {
+    // A half-done configuration is never silently ignored.
+    const stray = OIDC_SETTINGS.filter((name) => e[name] !== undefined);
+    if (stray.length > 0) problems.push(`OIDC_ISSUER_URL: required when ${stray.join(', ')} ${stray.length > 1 ? 'are' : 'is'} set`);
+    return problems;
+  }
+  const httpAllowed = (url: URL, name: string) => {
+    if (url.protocol === 'https:') return;
+    if (url.protocol !== 'http:') problems.push(`${name}: must be an https:// URL, got '${url.protocol}'`);
+    else if (!isLoopbackHost(url.hostname))
+      problems.push(
+        `${name}: must be an https:// URL (plain http:// is allowed only on a loopback host with CUSTOMER_PLAIN_HTTP_LOCALHOST=true)`,
+      );
+    else if (!plainHttpLocalhost)
+      problems.push(`${name}: plain http:// on ${url.hostname} needs CUSTOMER_PLAIN_HTTP_LOCALHOST=true (development only)`);
+  };
+  const issuer = parsedUrl(e.OIDC_ISSUER_URL);
+  if (!issuer) problems.push(`OIDC_ISSUER_URL: not a URL: '${e.OIDC_ISSUER_URL}'`);
+  else {
+    httpAllowed(issuer, 'OIDC_ISSUER_URL');
+    if (issuer.search || issuer.hash) problems.push('OIDC_ISSUER_URL: must not have a query or fragment (it is the issuer identifier)');
+  }
+  if (!e.OIDC_CLIENT_ID)
+    problems.push('OIDC_CLIENT_ID: required with OIDC_ISSUER_URL (the client id the identity provider gave this dashboard)');
+  if (!e.OIDC_REDIRECT_URL) {
+    problems.push(`OIDC_REDIRECT_URL: required with OIDC_ISSUER_URL (e.g. https://console.example.com${CUSTOMER_CALLBACK_PATH})`);
+  } else {
+    const redirect = parsedUrl(e.OIDC_REDIRECT_URL);
+    if (!redirect) problems.push(`OIDC_REDIRECT_URL: not a URL: '${e.OIDC_REDIRECT_URL}'`);
+    else {
+      httpAllowed(redirect, 'OIDC_REDIRECT_URL');
+      if (redirect.pathname !== CUSTOMER_CALLBACK_PATH || redirect.search || redirect.hash || redirect.username || redirect.password)
+        problems.push(
+          `OIDC_REDIRECT_URL: must be the dashboard's public origin followed by ${CUSTOMER_CALLBACK_PATH} and nothing else, got '${e.OIDC_REDIRECT_URL}'`,
+        );
+      if (plainHttpLocalhost && redirect.protocol === 'https:')
+        problems.push(
+          'CUSTOMER_PLAIN_HTTP_LOCALHOST: only for an http:// redirect URL on a loopback host; an https:// dashboard keeps Secure cookies',
+        );
+    }
+  }
+  const scopes = e.OIDC_SCOPES.split(/\s+/).filter(Boolean);
+  if (!scopes.includes('openid')) problems.push(`OIDC_SCOPES: must include 'openid' (got '${e.OIDC_SCOPES}')`);
+  if (e.OIDC_IDENTITY_CLAIM === 'email' && !scopes.includes('email'))
+    problems.push("OIDC_SCOPES: must include 'email' when OIDC_IDENTITY_CLAIM=email");
+  if (!e.CUSTOMER_SESSION_SECRET) {
+    problems.push('CUSTOMER_SESSION_SECRET: required with OIDC_ISSUER_URL (≥ 32 random characters, the same on every replica)');
+  } else if (e.CUSTOMER_SESSION_SECRET.length < 32) {
+    problems.push('CUSTOMER_SESSION_SECRET: must be at least 32 characters (use a long random value)');
+  }
+  if (e.CUSTOMER_SESSION_IDLE_TIMEOUT_MS > e.CUSTOMER_SESSION_MAX_AGE_MS) {
+    problems.push(
+      `CUSTOMER_SESSION_IDLE_TIMEOUT_MS: must not exceed CUSTOMER_SESSION_MAX_AGE_MS (got ${e.CUSTOMER_SESSION_IDLE_TIMEOUT_MS} > ${e.CUSTOMER_SESSION_MAX_AGE_MS})`,
+    );
+  }
+  return problems;
+}
+
+function customerSignInOf(e: ParsedEnv): CustomerSignInSettings {
+  const redirectUrl = new URL(e.OIDC_REDIRECT_URL!);
+  return {
+    issuerUrl: e.OIDC_ISSUER_URL!,
+    clientId: e.OIDC_CLIENT_ID!,
+    ...(e.OIDC_CLIENT_SECRET ? { clientSecret: e.OIDC_CLIENT_SECRET } : {}),
+    redirectUrl: redirectUrl.href,
+    publicOrigin: redirectUrl.origin,
+    scopes: e.OIDC_SCOPES.split(/\s+/).filter(Boolean),
+    identityClaim: e.OIDC_IDENTITY_CLAIM,
+    sessionSecret: e.CUSTOMER_SESSION_SECRET!,
+    sessionIdleMs: e.CUSTOMER_SESSION_IDLE_TIMEOUT_MS,
+    sessionMaxAgeMs: e.CUSTOMER_SESSION_MAX_AGE_MS,
+    plainHttpLocalhost: e.CUSTOMER_PLAIN_HTTP_LOCALHOST === 'true',
+  };
 }
 
 function redisTopologyOf(e: ParsedEnv): RedisTopology | undefined {

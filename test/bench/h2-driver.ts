@@ -8,17 +8,20 @@
  */
 import { performance } from 'node:perf_hooks';
 import { RawH2Connection } from './raw-h2-connection';
-import { CHECK_PATH, EXPECTED_STATUS, REQUEST_CLASSES, checkCodec, type Traffic } from './traffic';
+import { CHECK_PATH, EXPECTED_STATUS, REQUEST_CLASSES, checkCodec, checkResponseStatusCode, type Traffic } from './traffic';
 
-/** What Envoy's gRPC client sends with each Check (200 ms is Envoy's default ext_authz timeout). */
-const REQUEST_HEADERS: readonly (readonly [string, string])[] = [
+/** envoy.yaml's ext_authz grpc_service timeout (0.25s): Envoy sends it as grpc-timeout and gives up after it. */
+export const ENVOY_CHECK_TIMEOUT_MS = 250;
+
+/** What Envoy's gRPC client sends with each Check. */
+export const REQUEST_HEADERS: readonly (readonly [string, string])[] = [
   [':method', 'POST'],
   [':scheme', 'http'],
   [':path', CHECK_PATH],
   [':authority', 'ext_authz'],
   ['content-type', 'application/grpc'],
   ['te', 'trailers'],
-  ['grpc-timeout', '200m'],
+  ['grpc-timeout', `${ENVOY_CHECK_TIMEOUT_MS}m`],
   ['user-agent', 'envoy-bench'],
 ];
 
@@ -53,6 +56,39 @@ export interface PhaseResult {
   firstError?: string;
 }
 
+/** An open-loop phase past saturation (overloadLoop). Counts are of the Checks scheduled inside the measurement window. */
+export interface OverloadResult {
+  /** The rate asked for. */
+  rate: number;
+  /** The measurement window, longer than asked when the driver fell behind its schedule. */
+  seconds: number;
+  /** Checks sent, and per second from the window's start to the last send: below `rate` when the driver could not keep its schedule. */
+  sent: number;
+  sentPerSecond: number;
+  /** How late the driver sent Checks against their schedule (its own event loop's lag on the shared cores). */
+  scheduleLagMs: { p99: number; max: number };
+  /** Answered with a CheckResponse (a decision), of which: */
+  decided: number;
+  /** … 503 store_unavailable (the Redis deadline passed), */
+  storeUnavailable: number;
+  /** … the wrong answer for the request's class (stops the run). */
+  mismatches: number;
+  /** Answered with a trailers-only gRPC error: shed (UNAVAILABLE, DEADLINE_EXCEEDED) or another error. */
+  grpcErrors: number;
+  /** Reset streams, lost connections, and Checks with no answer at all. */
+  unanswered: number;
+  /** Answers (of any kind) that came after the deadline. */
+  late: number;
+  /** Decisions, not 503, answered within the deadline: the useful work. */
+  goodput: number;
+  goodputPerSecond: number;
+  /** Every answer, from its send. */
+  latency: LatencySummary;
+  /** Decisions only. */
+  decidedLatency: LatencySummary;
+  firstError?: string;
+}
+
 export interface PhaseHooks {
   /** Called when the measurement window opens and closes (snapshot CPU, Redis stats…). */
   atStart?: () => void | Promise<void>;
@@ -61,10 +97,16 @@ export interface PhaseHooks {
 
 interface Completion {
   ok: boolean;
-  /** CheckResponse.status.code when decoded, else -1. */
+  /** The server answered: a CheckResponse (ok) or a trailers-only gRPC error. Not: a reset stream, a lost connection. */
+  answered: boolean;
+  /** CheckResponse.status.code when read, else -1. */
   status: number;
   error?: string;
 }
+
+/** How an answer's CheckResponse.status.code is read: fully decoded (protobufjs, checks the whole message) or peeked. */
+type StatusReader = (message: Buffer) => number;
+const decodeStatus: StatusReader = (message) => checkCodec().deserialize(message).status?.code ?? 0;
 
 /** How often one Check may be sent again after the server did not process it (GOAWAY), as Envoy would. */
 const MAX_RESENDS = 3;
@@ -127,33 +169,33 @@ export class H2Driver {
     void replaced.finally(() => this.replacing.delete(slot)).catch(() => undefined);
   }
 
-  /** One Check; `decode` also parses the CheckResponse to check its status code. */
-  private send(frame: Buffer, decode: boolean, done: (completion: Completion) => void, resends = 0): void {
+  /** One Check; with `readStatus`, the answer's CheckResponse status code is read too. */
+  private send(frame: Buffer, readStatus: StatusReader | undefined, done: (completion: Completion) => void, resends = 0): void {
     const connection = this.pick();
     if (!connection) {
       const replacements = [...this.replacing.values()];
       if (replacements.length === 0 || resends >= MAX_RESENDS) {
-        done({ ok: false, status: -1, error: 'no open connection' });
+        done({ ok: false, answered: false, status: -1, error: 'no open connection' });
         return;
       }
-      void Promise.allSettled(replacements).then(() => this.send(frame, decode, done, resends + 1));
+      void Promise.allSettled(replacements).then(() => this.send(frame, readStatus, done, resends + 1));
       return;
     }
-    connection.request(frame, decode, (completion) => {
+    connection.request(frame, readStatus !== undefined, (completion) => {
       if (!completion.ok) {
         // Never processed by the server: send it again on another connection, as Envoy does with a refused stream.
-        if (completion.unprocessed && !this.closing && resends < MAX_RESENDS) this.send(frame, decode, done, resends + 1);
-        else done({ ok: false, status: -1, error: completion.error });
+        if (completion.unprocessed && !this.closing && resends < MAX_RESENDS) this.send(frame, readStatus, done, resends + 1);
+        else done({ ok: false, answered: completion.answered === true, status: -1, error: completion.error });
         return;
       }
-      if (!completion.body) {
-        done({ ok: true, status: -1 });
+      if (!completion.body || !readStatus) {
+        done({ ok: true, answered: true, status: -1 });
         return;
       }
       try {
-        done({ ok: true, status: checkCodec().deserialize(completion.body.subarray(5)).status?.code ?? 0 });
+        done({ ok: true, answered: true, status: readStatus(completion.body.subarray(5)) });
       } catch (error) {
-        done({ ok: false, status: -1, error: `undecodable response: ${(error as Error).message}` });
+        done({ ok: false, answered: true, status: -1, error: `undecodable response: ${(error as Error).message}` });
       }
     });
   }
@@ -188,7 +230,7 @@ export class H2Driver {
       const decode = position % decodeEvery === 0;
       const sentAt = performance.now();
       inFlight += 1;
-      this.send(traffic.frames[index]!, decode, (completion) => {
+      this.send(traffic.frames[index]!, decode ? decodeStatus : undefined, (completion) => {
         inFlight -= 1;
         if (measuring) stats.record(performance.now() - sentAt, cls, completion);
         if (!stopped) issue();
@@ -271,7 +313,7 @@ export class H2Driver {
           const index = position++ % traffic.frames.length;
           const cls = traffic.classes[index]!;
           inFlight += 1;
-          this.send(traffic.frames[index]!, position % decodeEvery === 0, (completion) => {
+          this.send(traffic.frames[index]!, position % decodeEvery === 0 ? decodeStatus : undefined, (completion) => {
             inFlight -= 1;
             if (scheduledAt >= measureFrom) stats.record(performance.now() - scheduledAt, cls, completion);
             if (nextAt >= measureTo) finishWhenDrained();
@@ -279,6 +321,117 @@ export class H2Driver {
         }
         if (nextAt < measureTo) setTimeout(tick, 1);
         else finishWhenDrained();
+      };
+      tick();
+    });
+  }
+
+  /**
+   * Open loop past saturation, judged the way Envoy would: each Check is
+   * timed from its send, every answer is read (its status peeked, so 503s
+   * and wrong answers are counted exactly), and an answer counts only if it
+   * comes within `answerWithinMs`. A shed Check (a trailers-only gRPC error,
+   * UNAVAILABLE) is an answer; a reset stream, a lost connection, or no answer
+   * by `answerWithinMs` + 1 s after the last send is not. The driver's own lag
+   * behind its schedule is measured too, and the rate it really sent.
+   */
+  overloadLoop(options: {
+    traffic: Traffic;
+    rate: number;
+    warmupMs: number;
+    durationMs: number;
+    answerWithinMs: number;
+  }): Promise<OverloadResult> {
+    const { traffic, rate, answerWithinMs } = options;
+    const interval = 1000 / rate;
+    const start = performance.now();
+    const measureFrom = start + options.warmupMs;
+    const measureTo = measureFrom + options.durationMs;
+    const latencies: number[] = [];
+    const decidedLatencies: number[] = [];
+    const lags: number[] = [];
+    const counts = { sent: 0, decided: 0, storeUnavailable: 0, mismatches: 0, grpcErrors: 0, unanswered: 0, late: 0, goodput: 0 };
+    let firstError: string | undefined;
+    let position = 0;
+    let nextAt = start;
+    let measuredInFlight = 0;
+    let lastSentAt = measureTo;
+    let finished = false;
+
+    return new Promise((resolve) => {
+      let drainDeadline: NodeJS.Timeout | undefined;
+      const finish = () => {
+        if (finished) return;
+        finished = true;
+        if (drainDeadline) clearTimeout(drainDeadline);
+        // Still unanswered: Envoy gave up on them long ago.
+        counts.unanswered += measuredInFlight;
+        const lagSummary = summarize(lags);
+        // A driver that fell behind catches up in bursts and sends its last Check after the window: its rates are over that longer span.
+        const span = (Math.max(measureTo, lastSentAt) - measureFrom) / 1000;
+        resolve({
+          rate,
+          seconds: span,
+          ...counts,
+          sentPerSecond: counts.sent / span,
+          goodputPerSecond: counts.goodput / span,
+          scheduleLagMs: { p99: lagSummary.p99Ms, max: lagSummary.maxMs },
+          latency: summarize(latencies),
+          decidedLatency: summarize(decidedLatencies),
+          ...(firstError ? { firstError } : {}),
+        });
+      };
+      const record = (latencyMs: number, cls: number, completion: Completion) => {
+        if (!completion.answered) {
+          counts.unanswered += 1;
+          firstError ??= completion.error;
+          return;
+        }
+        latencies.push(latencyMs);
+        const late = latencyMs > answerWithinMs;
+        if (late) counts.late += 1;
+        if (!completion.ok) {
+          if (completion.error?.startsWith('undecodable')) {
+            counts.mismatches += 1;
+            firstError ??= completion.error;
+          } else counts.grpcErrors += 1;
+          return;
+        }
+        counts.decided += 1;
+        decidedLatencies.push(latencyMs);
+        const expected = EXPECTED_STATUS[REQUEST_CLASSES[cls]!];
+        if (completion.status === UNAVAILABLE && expected !== UNAVAILABLE) counts.storeUnavailable += 1;
+        else if (completion.status !== expected) {
+          counts.mismatches += 1;
+          firstError ??= `a ${REQUEST_CLASSES[cls]} Check answered status ${completion.status}, expected ${expected}`;
+        } else if (!late) counts.goodput += 1;
+      };
+      const tick = () => {
+        if (finished) return;
+        const now = performance.now();
+        while (nextAt <= now && nextAt < measureTo) {
+          const scheduledAt = nextAt;
+          nextAt += interval;
+          const measured = scheduledAt >= measureFrom;
+          const index = position++ % traffic.frames.length;
+          const cls = traffic.classes[index]!;
+          const sentAt = performance.now();
+          if (measured) {
+            counts.sent += 1;
+            measuredInFlight += 1;
+            lags.push(sentAt - scheduledAt);
+            lastSentAt = sentAt;
+          }
+          this.send(traffic.frames[index]!, checkResponseStatusCode, (completion) => {
+            if (!measured || finished) return;
+            measuredInFlight -= 1;
+            record(performance.now() - sentAt, cls, completion);
+            if (nextAt >= measureTo && measuredInFlight === 0) finish();
+          });
+        }
+        if (nextAt < measureTo) setTimeout(tick, 1);
+        else if (measuredInFlight === 0) finish();
+        else drainDeadline = setTimeout(finish, answerWithinMs + 1000);
       };
       tick();
     });
@@ -300,7 +453,7 @@ export class H2Driver {
         const cls = traffic.classes[index]!;
         const sentAt = performance.now();
         inFlight += 1;
-        this.send(traffic.frames[index]!, true, (completion) => {
+        this.send(traffic.frames[index]!, decodeStatus, (completion) => {
           inFlight -= 1;
           stats.record(performance.now() - sentAt, cls, completion);
           issue();

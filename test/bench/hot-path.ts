@@ -18,6 +18,7 @@ import { malformedKeys, mixedTraffic, unknownKeys } from './traffic';
 import { generateCustomerKey, hashCustomerKey, displayPrefixOf } from '../../src/keys/customer-key';
 
 type Modules = typeof import('../../src/grpc/authorization-server') &
+  typeof import('../../src/grpc/check-handler') &
   typeof import('../../src/grpc/proto-loading') &
   typeof import('../../src/logging/logger') &
   typeof import('../../src/metrics/metrics') &
@@ -118,11 +119,6 @@ async function contenderFor(
   const loaded = m.loadSettings({ CONFIG_FILE: '', ...env });
   if (!loaded.ok) throw new Error(loaded.problems.join('; '));
   const settings = loaded.settings as typeof loaded.settings & { decisionLogSample?: number };
-  // The service definition as the server registers it (with its response encoder, where the build has one).
-  const raw = m.loadAuthorizationService().service;
-  const named = m as unknown as Record<string, ((service: typeof raw) => typeof raw) | undefined>;
-  const fast = named.withFastCheckCodec ?? named.withFastResponseEncoding;
-  const check = (fast ? fast(raw) : raw).Check!;
   const bodies = frames.map((frame) => frame.subarray(5));
 
   // Synchronous writes, as pino's default stdout destination does in production.
@@ -160,7 +156,9 @@ async function contenderFor(
   } as never);
 
   let index = 0;
-  /** The whole handler, request object → serialized CheckResponse, 64 calls in flight, for `durationMs`. */
+  /** One Check, request bytes → the serialized CheckResponse, through the build's own codec; `done` when answered. */
+  const checkOnce = oneCheck(m, handler);
+  /** The whole handler, request bytes → serialized CheckResponse, 64 calls in flight, for `durationMs`. */
   const run = async (durationMs: number) => {
     let done = 0;
     const end = performance.now() + durationMs;
@@ -168,10 +166,7 @@ async function contenderFor(
       await new Promise<void>((resolve) => {
         let pending = 64;
         for (let i = 0; i < 64; i += 1) {
-          const request: unknown = check.requestDeserialize(bodies[index++ % bodies.length]!);
-          handler({ request } as never, (error: unknown, response: unknown) => {
-            if (error) throw new Error('the Check handler answered an error', { cause: error });
-            check.responseSerialize(response);
+          checkOnce(bodies[index++ % bodies.length]!, () => {
             if (--pending === 0) resolve();
           });
         }
@@ -181,6 +176,50 @@ async function contenderFor(
     return done;
   };
   return { dist: label, run, stop: () => lastUsed.stop(), decisions: 0, wallMs: 0 };
+}
+
+type Handler = ReturnType<Modules['createCheckHandler']>;
+interface Codec {
+  requestDeserialize(bytes: Buffer): unknown;
+  responseSerialize(value: unknown): Buffer;
+}
+interface FakeCall {
+  deadlineMs: number;
+  finished: boolean;
+  respond(frame: Buffer): void;
+  fail(error: unknown): void;
+}
+
+/**
+ * One Check the way the build's server runs it: through its Check method (this transport: decode, handler,
+ * encode into the frame), or, in a build from before it, through the grpc-js service definition's codec.
+ */
+function oneCheck(m: Modules, handler: Handler): (bytes: Buffer, done: () => void) => void {
+  const named = m as unknown as Record<string, unknown>;
+  if (typeof named.checkMethod === 'function') {
+    const method = (named.checkMethod as (h: Handler, logger: unknown) => { handle(bytes: Buffer, call: FakeCall): void })(handler, {
+      error: () => undefined,
+    });
+    return (bytes, done) =>
+      method.handle(bytes, {
+        deadlineMs: Infinity,
+        finished: false,
+        respond: () => done(),
+        fail: (error) => {
+          throw new Error('the Check handler answered an error', { cause: error });
+        },
+      });
+  }
+  const raw = m.loadAuthorizationService().service as unknown as { Check: Codec };
+  const fast = (named.withFastCheckCodec ?? named.withFastResponseEncoding) as ((service: unknown) => { Check: Codec }) | undefined;
+  const check = (fast ? fast(raw) : raw).Check;
+  const legacy = handler as unknown as (call: { request: unknown }, callback: (error: unknown, response: unknown) => void) => void;
+  return (bytes, done) =>
+    legacy({ request: check.requestDeserialize(bytes) }, (error, response) => {
+      if (error) throw new Error('the Check handler answered an error', { cause: error });
+      check.responseSerialize(response);
+      done();
+    });
 }
 
 main().then(

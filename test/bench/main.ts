@@ -1,32 +1,75 @@
 /**
- * `npm run bench`: gateway-authz against the ceiling of its own stack.
+ * `npm run bench`: gateway-authz against the ceiling of its own stack, and
+ * issue 14's targets, all measured in one run.
  *
- *   npm run bench                                # 100k keys, about 2 minutes
+ *   npm run bench                                # 200k keys, about 3 minutes
  *   npm run bench -- --keys 1000000              # 1M keys in Redis
  *   npm run bench -- --compare-key-counts        # a gateway on 10k keys and one on 1M, side by side
+ *   npm run bench -- --rounds 2 --round-seconds 0.5 --keys 20000 --overload-seconds 1   # a quick look (figures meaningless)
  *
  * Redis: REDIS_URL (must be empty, or pass --flush), else a redis-server
- * spawned on a free port (test/support/redis-server.ts). The baseline and
- * the gateway(s) run in child processes, all started up front; the load
- * driver (h2-driver.ts) runs here and drives them in alternating rounds, so
- * drift in a shared, noisy machine hits every contender alike.
+ * spawned on a free port (test/support/redis-server.ts). The no-op servers
+ * and the gateway(s) run in child processes, all started up front. Phases:
+ *  1. saturation, closed loop, mixed traffic (the Node driver, h2-driver.ts,
+ *     here), in alternating rounds so drift on a shared, noisy machine hits
+ *     every server alike: decisions/s, CPU of server and Redis, Redis commands;
+ *  2. the tail: h2load at half the gateway's saturation, one valid key, the
+ *     same rate against the no-op grpc-js server, alternating rounds; the
+ *     gateway's own Check latency histogram read around each round;
+ *  3. per gateway, a fresh process: the key cache filled (one Check per key,
+ *     up to 200k), RSS after ¼ load, then open loop at 1.5 × and 3 × its
+ *     saturation (mixed traffic), RSS sampled throughout.
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { parseArgs } from 'node:util';
 import Redis from 'ioredis';
-import { H2Driver, PhaseStats, type PhaseHooks, type PhaseResult } from './h2-driver';
-import { cpuSecondsOf, machineInfo, rssBytesOf } from './proc-stats';
+import { ENVOY_CHECK_TIMEOUT_MS, H2Driver, PhaseStats, summarize, type PhaseHooks, type PhaseResult } from './h2-driver';
+import { findH2load, runH2load } from './h2load';
+import { cpuSecondsOf, machineInfo, rssBytesOf, sampleMaxRss, waitUntilIdle } from './proc-stats';
 import { startGateway, startNoopServer, type ServerUnderTest } from './processes';
 import { checkPathRoundTrips, clientCommandsDuring, commandDelta, commandStats, redisCpuSeconds, type CommandCounts } from './redis-stats';
-import { evaluateTargets, printReport, type BenchReport, type GatewayRun, type ServerRun } from './report';
+import {
+  evaluateTargets,
+  KEY_CACHE_MAX_ENTRIES,
+  printReport,
+  type BenchReport,
+  type GatewayRun,
+  type OverloadRun,
+  type ServerRun,
+  type TailRun,
+} from './report';
 import { seedKeys, type SeededKeys } from './seed';
+import {
+  addHistograms,
+  counterDelta,
+  histogramDelta,
+  histogramQuantile,
+  scrapeMetrics,
+  type Histogram,
+  type MetricsSnapshot,
+} from './server-metrics';
 import { activePool, BENCH_DIR, envAssignments, expectClean, GATEWAY_DEFAULT_ENV, openDisposableRedis, writeGatewayConfig } from './setup';
-import { malformedKeys, mixedTraffic, TRAFFIC_MIX, uniformTraffic, unknownKeys, type Traffic, type TrafficPools } from './traffic';
+import {
+  envoyShapedRequest,
+  frameOf,
+  malformedKeys,
+  mixedTraffic,
+  TRAFFIC_MIX,
+  uniformTraffic,
+  unknownKeys,
+  type Traffic,
+  type TrafficPools,
+} from './traffic';
 
-/** The gateway's default KEY_CACHE_MAX_ENTRIES: the cache fill never needs more keys than this. */
-const KEY_CACHE_MAX_ENTRIES = 200_000;
 const SMALL_KEY_COUNT = 10_000;
+/** The transport a no-op Check server is asked for besides grpc-js: the one the service ships (issue 14), when noop-server.ts has it. */
+const SHIPPED_TRANSPORT = 'h2';
+/** Multiples of the gateway's own saturation the overload phases offer. */
+const OVERLOAD_MULTIPLES = [1.5, 3] as const;
+const OVERLOAD_WARMUP_MS = 1_000;
+/** h2load streams per connection: far more than the rate needs, so it never waits for an answer before sending (a stall is measured, not hidden). */
+const TAIL_STREAMS_PER_CONNECTION = 256;
 
 interface Options {
   keys: number;
@@ -34,6 +77,8 @@ interface Options {
   rounds: number;
   roundMs: number;
   warmupMs: number;
+  /** Measured seconds of each overload phase (after OVERLOAD_WARMUP_MS). */
+  overloadMs: number;
   connections: number;
   concurrency: number;
   activeKeys: number;
@@ -55,6 +100,7 @@ function parseOptions(argv: string[]): Options {
       rounds: { type: 'string', default: '12' },
       'round-seconds': { type: 'string', default: '1' },
       warmup: { type: 'string', default: '2' },
+      'overload-seconds': { type: 'string', default: '5' },
       connections: { type: 'string', default: '4' },
       concurrency: { type: 'string', default: '64' },
       'active-keys': { type: 'string', default: '10000' },
@@ -63,7 +109,7 @@ function parseOptions(argv: string[]): Options {
       json: { type: 'string', default: path.join(BENCH_DIR, 'result.json') },
       env: { type: 'string', multiple: true, default: [] },
       'node-arg': { type: 'string', multiple: true, default: [] },
-      workers: { type: 'string', default: '2' },
+      workers: { type: 'string', default: '0' },
       versus: { type: 'string' },
       'versus-env': { type: 'string', multiple: true, default: [] },
       help: { type: 'boolean', default: false },
@@ -73,18 +119,19 @@ function parseOptions(argv: string[]): Options {
     process.stdout.write(
       [
         'npm run bench -- [options]',
-        '  --keys N                keys seeded in Redis (default 100000; 1000000 with --compare-key-counts)',
+        `  --keys N                keys seeded in Redis (default ${KEY_CACHE_MAX_ENTRIES}, the key cache's bound; 1000000 with --compare-key-counts)`,
         `  --compare-key-counts    also run a gateway on a Redis holding ${SMALL_KEY_COUNT} keys, and compare throughput`,
-        '  --rounds N              alternating rounds per phase (default 12)',
-        '  --round-seconds S       measured seconds per contender per round (default 1)',
+        '  --rounds N              alternating rounds of the saturation and the tail phases (default 12)',
+        '  --round-seconds S       measured seconds per server per round (default 1)',
         '  --warmup S              warm-up before the first round (default 2; 0.3 s before later rounds)',
+        `  --overload-seconds S    measured seconds of each overload phase (${OVERLOAD_MULTIPLES.join(' and ')} × saturation; default 5, after ${OVERLOAD_WARMUP_MS / 1000} s)`,
         '  --connections N         HTTP/2 connections, as Envoy would hold (default 4)',
         '  --concurrency N         streams in flight at saturation, over all connections (default 64)',
         '  --active-keys N         distinct valid keys in the traffic (default 10000)',
-        '  --no-fill               skip the cache fill (one Check per seeded key, up to 200k) before the last RSS reading',
+        '  --no-fill               skip the cache fill (one Check per seeded key, up to 200k) before the RSS readings and overload',
         '  --env NAME=VALUE        a setting for the gateway process (repeatable), e.g. --env DECISION_LOG_SAMPLE=1',
         '  --node-arg ARG          a node option for the gateway process (repeatable), e.g. --node-arg=--cpu-prof',
-        '  --workers N             also run a gateway with GRPC_WORKERS=N (default 2; 0 or 1: do not)',
+        '  --workers N             also run a gateway with GRPC_WORKERS=N (default 0: do not)',
         '  --versus DIR            A/B: also run a gateway built into DIR (a copy of an earlier dist/), same rounds',
         '  --versus-env NAME=VALUE A/B: also run a gateway with this setting on top of --env (repeatable)',
         '  --flush                 FLUSHALL the Redis at REDIS_URL first (it must be disposable)',
@@ -108,11 +155,12 @@ function parseOptions(argv: string[]): Options {
   const gatewayEnv = envAssignments(values.env, 'env');
   const versusEnv = envAssignments(values['versus-env'], 'versus-env');
   return {
-    keys: whole(values.keys ?? (compareKeyCounts ? '1000000' : '100000'), 'keys'),
+    keys: whole(values.keys ?? (compareKeyCounts ? '1000000' : String(KEY_CACHE_MAX_ENTRIES)), 'keys'),
     compareKeyCounts,
     rounds: whole(values.rounds, 'rounds'),
     roundMs: seconds(values['round-seconds'], 'round-seconds'),
     warmupMs: seconds(values.warmup, 'warmup'),
+    overloadMs: seconds(values['overload-seconds'], 'overload-seconds'),
     connections: whole(values.connections, 'connections'),
     concurrency: whole(values.concurrency, 'concurrency'),
     activeKeys: whole(values['active-keys'], 'active-keys'),
@@ -155,6 +203,8 @@ interface Contender {
   traffic: Traffic;
   /** Only gateways: validate answers, count Redis commands, read /metrics. */
   gateway?: { seeded: SeededKeys; redisUrl: string; startFresh: () => Promise<ServerUnderTest> };
+  /** The tail phase's request body: a valid key's CheckRequest, length-prefixed (a file, for h2load). */
+  tailBody: string;
   saturation: PhaseStats;
   saturationSeconds: number;
   cpuSeconds: number;
@@ -163,20 +213,18 @@ interface Contender {
   redisCpuSeconds: number;
   commands: CommandCounts;
   metrics: Record<string, number>;
-  halfLoad: PhaseStats;
-  halfLoadSeconds: number;
-  /** Open loop at half the gateway's own saturation: what a Check costs in time when the gateway is not overloaded. */
-  ownHalfLoad: PhaseStats;
-  ownHalfLoadSeconds: number;
+  tail: { latenciesMs: number[]; failed: number; startSpanSeconds: number; histogram?: Histogram; counters: Record<string, number> };
   roundRates: number[];
 }
 
 async function main(): Promise<void> {
   const options = parseOptions(process.argv.slice(2));
+  // Before anything long: the tail phase cannot run without it.
+  const h2load = findH2load();
   fs.mkdirSync(BENCH_DIR, { recursive: true });
   const started = Date.now();
   const machine = machineInfo();
-  log(`gateway-authz bench on ${machine.cpus} × ${machine.cpuModel}, node ${machine.node}`);
+  log(`gateway-authz bench on ${machine.cpus} × ${machine.cpuModel}, node ${machine.node}, ${h2load.version}`);
 
   const redis = await openDisposableRedis(options.flush, 'bench');
   const stats = new Redis(redis.url, { disconnectTimeout: 50 });
@@ -203,10 +251,10 @@ async function main(): Promise<void> {
         ? `gateway-authz, ${keys >= 1_000_000 ? `${keys / 1_000_000}M` : `${keys / 1000}k`} keys`
         : 'gateway-authz';
       gateways.push(
-        contender(label, server, traffic, {
+        contender(label, server, traffic, writeTailBody(seeded, options, `db${db}`), {
           seeded,
           redisUrl,
-          startFresh: () => startGatewayFor(redisUrl, keys, options, options.gatewayEnv, undefined, 'rss'),
+          startFresh: () => startGatewayFor(redisUrl, keys, options, options.gatewayEnv, undefined, 'fresh'),
         }),
       );
     }
@@ -216,10 +264,10 @@ async function main(): Promise<void> {
     for (const extra of options.extra) {
       const server = await startGatewayFor(main.gateway!.redisUrl, main.gateway!.seeded.keys, options, extra.env, extra.distDir, extra.tag);
       servers.push(server);
-      const entry = contender(extra.label, server, main.traffic, {
+      const entry = contender(extra.label, server, main.traffic, main.tailBody, {
         ...main.gateway!,
         startFresh: () =>
-          startGatewayFor(main.gateway!.redisUrl, main.gateway!.seeded.keys, options, extra.env, extra.distDir, `${extra.tag}-rss`),
+          startGatewayFor(main.gateway!.redisUrl, main.gateway!.seeded.keys, options, extra.env, extra.distDir, `${extra.tag}-fresh`),
       });
       versus.push(entry);
       extraEnv.set(entry, extra.env);
@@ -229,65 +277,82 @@ async function main(): Promise<void> {
     const roundTrips = new Map<Contender, GatewayRun['roundTrips']>();
     for (const gateway of [...gateways, ...versus]) roundTrips.set(gateway, await prepareGateway(gateway, options));
 
-    const baselineServer = await startNoopServer();
+    const baselineServer = (await startNoopServer('grpc-js'))!;
     servers.push(baselineServer);
-    const baseline = contender('baseline (no-op grpc-js)', baselineServer, main.traffic);
-    const contenders = [baseline, ...gateways, ...versus];
+    const baseline = contender('no-op grpc-js', baselineServer, main.traffic, main.tailBody);
+    const shippedServer = await startNoopServer(SHIPPED_TRANSPORT);
+    if (shippedServer) servers.push(shippedServer);
+    const shippedNoop = shippedServer
+      ? contender(`no-op ${SHIPPED_TRANSPORT} (shipped transport)`, shippedServer, main.traffic, main.tailBody)
+      : undefined;
+    log(
+      shippedNoop
+        ? `no-op Check servers: grpc-js (the target's yardstick) and ${SHIPPED_TRANSPORT} (the shipped transport)`
+        : `no-op Check server: grpc-js (noop-server.ts has no --transport ${SHIPPED_TRANSPORT}: grpc-js is the shipped transport in this build)`,
+    );
+    const contenders = [baseline, ...(shippedNoop ? [shippedNoop] : []), ...gateways, ...versus];
 
-    // Saturation: closed loop, alternating rounds.
+    // 1. Saturation: closed loop, alternating rounds.
     log(`saturation: ${options.rounds} rounds × ${options.roundMs / 1000} s each, ${options.concurrency} in flight`);
     for (let round = 0; round < options.rounds; round += 1) {
       for (const entry of contenders) await saturationRound(entry, stats, options, round === 0 ? options.warmupMs : 300);
       log(`  round ${round + 1}: ${contenders.map((entry) => `${entry.label} ${Math.round(entry.roundRates.at(-1)!)}/s`).join(', ')}`);
     }
-    const halfLoadRate = rate(baseline) / 2;
 
-    // Latency at half the baseline's saturation: open loop, alternating rounds.
-    log(`latency: open loop at ${Math.round(halfLoadRate)}/s, ${options.rounds} rounds × ${options.roundMs / 1000} s each`);
+    // 2. The tail: h2load at half the gateway's own saturation, the same rate against the no-op grpc-js server.
+    const tailRate = rate(main) / 2;
+    const tailContenders = [baseline, ...gateways, ...versus];
+    log(`tail: h2load at ${Math.round(tailRate)}/s, one valid key, ${options.rounds} rounds × ${options.roundMs / 1000} s each`);
+    // No warm-up: the servers are warm from saturation, and so h2load's log and the gateway's histogram count the same Checks.
     for (let round = 0; round < options.rounds; round += 1) {
-      for (const entry of contenders) await halfLoadRound(entry, halfLoadRate, options, round === 0 ? options.warmupMs : 300);
-    }
-    // Half the baseline's rate can exceed the gateway's own saturation; this phase shows the time a Check takes below it.
-    const ownHalfLoadRate = rate(main) / 2;
-    log(
-      `latency: open loop at ${Math.round(ownHalfLoadRate)}/s (half the gateway's saturation), ${options.rounds} rounds × ${options.roundMs / 1000} s each`,
-    );
-    for (let round = 0; round < options.rounds; round += 1) {
-      for (const entry of contenders) await halfLoadRound(entry, ownHalfLoadRate, options, round === 0 ? options.warmupMs : 300, 'own');
+      for (const entry of tailContenders) await tailRound(entry, h2load.binary, tailRate, options);
     }
 
-    const baselineRun = toServerRun(baseline, halfLoadRate, ownHalfLoadRate);
+    const baselineRun = toServerRun(baseline, tailRate);
+    const shippedRun = shippedNoop ? { ...toServerRun(shippedNoop, tailRate), transport: SHIPPED_TRANSPORT } : undefined;
     await baselineServer.stop();
+    await shippedServer?.stop();
 
+    // The timed processes are done: their RSS now, then they stop and free the cores for the fresh ones.
+    const rssSteady = new Map<Contender, number>();
+    const timedRuns = new Map<Contender, ServerRun>();
+    for (const gateway of [...gateways, ...versus]) {
+      rssSteady.set(gateway, rssBytesOf(gateway.server.pid) / 2 ** 20);
+      timedRuns.set(gateway, toServerRun(gateway, tailRate));
+      await gateway.server.stop();
+    }
+
+    // 3. Per gateway, a fresh process: cache fill, RSS, then past saturation.
     const runs: GatewayRun[] = [];
     const versusRuns: GatewayRun[] = [];
     for (const gateway of [...gateways, ...versus]) {
-      const rssSteadyMb = rssBytesOf(gateway.server.pid) / 2 ** 20;
-      const rssCacheFull = options.fillCache ? await fillCache(gateway, options) : undefined;
+      const { fresh, overload } = await freshProcessPhases(gateway, options);
       const seeded = gateway.gateway!.seeded;
       (versus.includes(gateway) ? versusRuns : runs).push({
-        ...toServerRun(gateway, halfLoadRate, ownHalfLoadRate),
+        ...timedRuns.get(gateway)!,
         keys: seeded.keys,
         accounts: seeded.accounts,
         seedSeconds: seeded.seconds,
         gatewayEnv: { ...(extraEnv.get(gateway) ?? options.gatewayEnv) },
         roundTrips: roundTrips.get(gateway)!,
-        rssSteadyMb,
-        ...(rssCacheFull ? { rssCacheFull } : {}),
+        rssSteadyMb: rssSteady.get(gateway)!,
+        fresh,
+        overload,
       });
     }
 
     const gateway = runs.at(-1)!;
     const report: BenchReport = {
-      version: 1,
+      version: 2,
       date: new Date().toISOString(),
       command: `npm run bench${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`,
       machine,
       driver: {
         name: 'node-raw-http2',
         why:
-          'built-in driver (test/bench/h2-driver.ts over raw-h2-connection.ts): HTTP/2 framing on the socket, pre-encoded requests. ' +
-          'h2load is not used even when installed: it sends one request body for every request, so it can neither mix the traffic classes nor run an open loop',
+          'built-in driver (test/bench/h2-driver.ts over raw-h2-connection.ts): HTTP/2 framing on the socket, pre-encoded requests, ' +
+          'mixed request classes, closed loop (saturation) and open loop (overload). The tail is measured with h2load instead: ' +
+          'the Node driver shares the cores and its own event loop lags, which it would count as latency',
         connections: options.connections,
         concurrency: options.concurrency,
         rounds: options.rounds,
@@ -296,13 +361,21 @@ async function main(): Promise<void> {
         trafficMix: TRAFFIC_MIX,
         activeKeys: Math.min(options.activeKeys, gateway.keys),
       },
+      tailDriver: {
+        name: 'h2load',
+        version: h2load.version,
+        connections: options.connections,
+        streamsPerConnection: TAIL_STREAMS_PER_CONNECTION,
+        request: `one valid key's CheckRequest (cached after its first Check), grpc-timeout ${ENVOY_CHECK_TIMEOUT_MS}m`,
+      },
       redis: { version, source: process.env.REDIS_URL ? 'REDIS_URL' : redis.pid ? 'spawned redis-server' : 'test Redis' },
       baseline: baselineRun,
+      ...(shippedRun ? { shippedNoop: shippedRun } : {}),
       gateway,
       ...(runs.length > 1 ? { keyCountComparison: { small: runs[0]!, large: runs[1]! } } : {}),
       ...(versusRuns.length > 0 ? { versus: versusRuns } : {}),
-      halfLoadRate,
-      ownHalfLoadRate,
+      tailRate,
+      answerWithinMs: ENVOY_CHECK_TIMEOUT_MS,
       targets: [],
       elapsedSeconds: 0,
     };
@@ -319,12 +392,13 @@ async function main(): Promise<void> {
   }
 }
 
-function contender(label: string, server: ServerUnderTest, traffic: Traffic, gateway?: Contender['gateway']): Contender {
+function contender(label: string, server: ServerUnderTest, traffic: Traffic, tailBody: string, gateway?: Contender['gateway']): Contender {
   return {
     label,
     server,
     traffic,
     ...(gateway ? { gateway } : {}),
+    tailBody,
     saturation: new PhaseStats(),
     saturationSeconds: 0,
     cpuSeconds: 0,
@@ -332,10 +406,7 @@ function contender(label: string, server: ServerUnderTest, traffic: Traffic, gat
     redisCpuSeconds: 0,
     commands: {},
     metrics: {},
-    halfLoad: new PhaseStats(),
-    halfLoadSeconds: 0,
-    ownHalfLoad: new PhaseStats(),
-    ownHalfLoadSeconds: 0,
+    tail: { latenciesMs: [], failed: 0, startSpanSeconds: 0, counters: {} },
     roundRates: [],
   };
 }
@@ -369,6 +440,13 @@ function buildTraffic(seeded: SeededKeys, options: Options, malformed: string[],
   return mixedTraffic(pools, Math.max(100_000, pools.valid.length * 4));
 }
 
+/** h2load's request body: one valid key's Envoy-shaped CheckRequest as a gRPC length-prefixed message, in a file. */
+function writeTailBody(seeded: SeededKeys, options: Options, name: string): string {
+  const file = path.join(BENCH_DIR, `h2load-body-${name}.bin`);
+  fs.writeFileSync(file, frameOf(envoyShapedRequest(activePool(seeded, options.activeKeys)[0]!, 0)));
+  return file;
+}
+
 function startGatewayFor(
   redisUrl: string,
   keys: number,
@@ -391,7 +469,11 @@ async function prepareGateway(gateway: Contender, options: Options): Promise<Gat
   const driver = await H2Driver.connect(gateway.server.grpcAddress, options.connections);
   try {
     const valid = activePool(seeded, options.activeKeys);
-    expectClean('cache warm-up', await driver.sendAll(uniformTraffic('valid', valid), 16));
+    // A 503 (Redis deadline) on a busy machine leaves that key to be cached at its next Check; a wrong answer stops the run.
+    const warmUp = await driver.sendAll(uniformTraffic('valid', valid), 16);
+    expectClean('cache warm-up', warmUp, true);
+    if (warmUp.unavailable + warmUp.errors > 0)
+      log(`  note: ${warmUp.unavailable} 503s and ${warmUp.errors} failed RPCs in the warm-up: the machine is busy`);
     // Spends each rate-limited key's one allowed request (already spent when another gateway shares the Redis).
     await driver.sendAll(uniformTraffic('valid', seeded.rateLimited), 16);
     const accounting = await roundTripAccounting(driver, redisUrl, valid, seeded.rateLimited, gateway.traffic);
@@ -463,7 +545,7 @@ async function saturationRound(entry: Contender, stats: Redis, options: Options,
   let cpuStart = 0;
   let driverStart = process.cpuUsage();
   let commandsBefore: CommandCounts = {};
-  let metricsBefore: Record<string, number> = {};
+  let metricsBefore: MetricsSnapshot = { counters: {} };
   let redisCpuStart = 0;
   const { gateway } = entry;
   const hooks: PhaseHooks = {
@@ -485,9 +567,8 @@ async function saturationRound(entry: Contender, stats: Redis, options: Options,
         for (const [command, calls] of Object.entries(commandDelta(commandsBefore, await commandStats(stats)))) {
           entry.commands[command] = (entry.commands[command] ?? 0) + calls;
         }
-        const after = await scrapeMetrics(entry.server.adminUrl!);
-        for (const [name, value] of Object.entries(after))
-          entry.metrics[name] = (entry.metrics[name] ?? 0) + value - (metricsBefore[name] ?? 0);
+        for (const [name, delta] of Object.entries(counterDelta(metricsBefore, await scrapeMetrics(entry.server.adminUrl!))))
+          entry.metrics[name] = (entry.metrics[name] ?? 0) + delta;
       }
     },
   };
@@ -509,49 +590,79 @@ async function saturationRound(entry: Contender, stats: Redis, options: Options,
   }
 }
 
-async function halfLoadRound(
-  entry: Contender,
-  rate: number,
-  options: Options,
-  warmupMs: number,
-  which: 'baseline' | 'own' = 'baseline',
-): Promise<void> {
-  const driver = await H2Driver.connect(entry.server.grpcAddress, options.connections);
-  try {
-    const result = await driver.openLoop({
-      traffic: entry.traffic,
-      rate,
-      warmupMs,
-      durationMs: options.roundMs,
-      decodeEvery: entry.gateway ? 16 : Number.POSITIVE_INFINITY,
-      maxInFlight: 10_000,
-      stats: which === 'own' ? entry.ownHalfLoad : entry.halfLoad,
-    });
-    if (which === 'own') entry.ownHalfLoadSeconds += result.seconds;
-    else entry.halfLoadSeconds += result.seconds;
-  } finally {
-    driver.close();
+/**
+ * One round of the tail phase: h2load at `rate` against one server. For a
+ * gateway, its /metrics is read before and after (outside h2load's run, so
+ * the scrape's own cost is not in the tail), and every Check of the round
+ * must have been allowed.
+ */
+async function tailRound(entry: Contender, binary: string, rate: number, options: Options): Promise<void> {
+  const before = entry.gateway ? await scrapeMetrics(entry.server.adminUrl!) : undefined;
+  const round = await runH2load({
+    binary,
+    address: entry.server.grpcAddress,
+    bodyFile: entry.tailBody,
+    logFile: path.join(BENCH_DIR, 'h2load.log'),
+    connections: options.connections,
+    streamsPerConnection: TAIL_STREAMS_PER_CONNECTION,
+    rate,
+    warmupMs: 0,
+    durationMs: options.roundMs,
+  });
+  for (const latency of round.latenciesMs) entry.tail.latenciesMs.push(latency);
+  entry.tail.failed += round.failed;
+  entry.tail.startSpanSeconds += round.startSpanSeconds;
+  if (round.latenciesMs.length === 0) throw new Error(`tail phase, ${entry.label}: h2load logged no request (${round.summary})`);
+  if (before) {
+    const after = await scrapeMetrics(entry.server.adminUrl!);
+    const counters = counterDelta(before, after);
+    const refused = Object.entries(counters).filter(
+      ([name]) => name.startsWith('reason.') && name !== 'reason.allowed' && name !== 'reason.store_unavailable',
+    );
+    if (refused.length > 0)
+      throw new Error(`tail phase, ${entry.label}: the valid key was refused: ${JSON.stringify(Object.fromEntries(refused))}`);
+    for (const [name, delta] of Object.entries(counters)) entry.tail.counters[name] = (entry.tail.counters[name] ?? 0) + delta;
+    entry.tail.histogram = addHistograms(entry.tail.histogram, histogramDelta(before.checkLatency, after.checkLatency));
   }
 }
 
-function toServerRun(entry: Contender, halfLoadRate: number, ownHalfLoadRate: number): ServerRun {
+function toServerRun(entry: Contender, tailRate: number): ServerRun {
   const saturation = entry.saturation.result(entry.saturationSeconds);
-  const halfLoad = entry.halfLoad.result(entry.halfLoadSeconds);
-  const ownHalfLoad = entry.ownHalfLoad.result(entry.ownHalfLoadSeconds);
-  if (entry.gateway) {
-    expectClean(`${entry.label}, saturation`, saturation, true);
-    expectClean(`${entry.label}, half load`, halfLoad, true);
-    expectClean(`${entry.label}, half its own saturation`, ownHalfLoad, true);
-  }
+  if (entry.gateway) expectClean(`${entry.label}, saturation`, saturation, true);
   const commandTotal = Object.values(entry.commands).reduce((sum, calls) => sum + calls, 0);
+  const { histogram } = entry.tail;
+  const tail: TailRun | undefined =
+    entry.tail.latenciesMs.length > 0
+      ? {
+          rate: tailRate,
+          requests: entry.tail.latenciesMs.length,
+          heldPerSecond: entry.tail.latenciesMs.length / entry.tail.startSpanSeconds,
+          failed: entry.tail.failed,
+          latency: summarize(entry.tail.latenciesMs),
+          ...(entry.gateway
+            ? {
+                server: {
+                  count: histogram?.cumulative.at(-1) ?? 0,
+                  ...(histogram
+                    ? {
+                        p50: histogramQuantile(histogram, 0.5),
+                        p99: histogramQuantile(histogram, 0.99),
+                        p999: histogramQuantile(histogram, 0.999),
+                      }
+                    : {}),
+                  counters: entry.tail.counters,
+                },
+              }
+            : {}),
+        }
+      : undefined;
   return {
     label: entry.label,
     saturation,
     roundRates: entry.roundRates,
     cpuUsPerDecision: (entry.cpuSeconds * 1e6) / saturation.decisions,
     driverCpuUsPerDecision: entry.driverCpuMicros / saturation.decisions,
-    halfLoad: { ...halfLoad, rate: halfLoadRate },
-    ownHalfLoad: { ...ownHalfLoad, rate: ownHalfLoadRate },
+    ...(tail ? { tail } : {}),
     rssMb: rssBytesOf(entry.server.pid) / 2 ** 20,
     ...(entry.gateway
       ? {
@@ -569,61 +680,100 @@ function toServerRun(entry: Contender, halfLoadRate: number, ownHalfLoadRate: nu
 }
 
 /**
- * RSS with the key cache as full as production could make it, read from a
- * FRESH gateway process with the same settings: the one that ran the timed
- * phases was driven past its saturation (the open loop at half the
- * baseline's rate can exceed it), and V8 keeps the heap that overload grew.
- * One Check for each seeded key (up to the cache's default bound), then 5 s
- * of the mixed traffic at a quarter of the gateway's saturation rate.
+ * RSS with the key cache as full as production could make it, and the
+ * overload phases, on a FRESH gateway process with the same settings (the
+ * timed one has been through saturation, and V8 keeps a heap that load grew):
+ * one Check for each seeded key (up to the cache's default bound), 5 s of
+ * the mix at a quarter of the gateway's saturation, the RSS reading, then
+ * open loop at each OVERLOAD_MULTIPLES × the gateway's saturation with RSS
+ * sampled all along (the largest sample is RSS under load).
  */
-async function fillCache(gateway: Contender, options: Options): Promise<GatewayRun['rssCacheFull']> {
+async function freshProcessPhases(gateway: Contender, options: Options): Promise<Pick<GatewayRun, 'fresh' | 'overload'>> {
   const { seeded, startFresh } = gateway.gateway!;
-  const count = Math.min(seeded.kept.length, KEY_CACHE_MAX_ENTRIES);
-  log(`${gateway.label}: a fresh process; cache fill, one Check for each of ${count.toLocaleString('en-US')} keys`);
   const server = await startFresh();
-  const driver = await H2Driver.connect(server.grpcAddress, options.connections);
+  const saturation = rate(gateway);
   try {
-    for (let first = 0; first < count; first += 20_000) {
-      const chunk = seeded.kept.slice(first, Math.min(count, first + 20_000));
-      // Only for the RSS reading: a Check past its deadline on a busy machine does not matter here, a wrong answer does.
-      expectClean('cache fill', await driver.sendAll(uniformTraffic('valid', chunk), 32), true);
+    const driver = await H2Driver.connect(server.grpcAddress, options.connections);
+    const cachedKeys = options.fillCache ? Math.min(seeded.kept.length, KEY_CACHE_MAX_ENTRIES) : 0;
+    let freshReading: Omit<GatewayRun['fresh'], 'rssUnderLoadMb' | 'cachedKeys'> = {};
+    try {
+      if (options.fillCache) {
+        log(`${gateway.label}: a fresh process; cache fill, one Check for each of ${cachedKeys.toLocaleString('en-US')} keys`);
+        for (let first = 0; first < cachedKeys; first += 20_000) {
+          const chunk = seeded.kept.slice(first, Math.min(cachedKeys, first + 20_000));
+          // Only for the RSS reading: a Check past its deadline on a busy machine does not matter here, a wrong answer does.
+          expectClean('cache fill', await driver.sendAll(uniformTraffic('valid', chunk), 32), true);
+        }
+        const steadyRate = saturation / 4;
+        await driver.openLoop({
+          traffic: gateway.traffic,
+          rate: steadyRate,
+          warmupMs: 0,
+          durationMs: 5000,
+          decodeEvery: 16,
+          maxInFlight: 10_000,
+          stats: new PhaseStats(),
+        });
+        await new Promise((resolve) => setTimeout(resolve, 1000));
+        // The live JS heap next to RSS: how much of RSS is data, and how much is heap V8 has not handed back.
+        const metrics = await (await fetch(`${server.adminUrl}/metrics`)).text();
+        const heapUsed = Number(/^gateway_authz_nodejs_heap_size_used_bytes (\S+)$/m.exec(metrics)?.[1] ?? NaN);
+        freshReading = { rssMb: rssBytesOf(server.pid) / 2 ** 20, heapUsedMb: heapUsed / 2 ** 20, steadyRate };
+      } else {
+        log(`${gateway.label}: a fresh process (no cache fill)`);
+      }
+    } finally {
+      driver.close();
     }
-    const steadyRate = rate(gateway) / 4;
-    await driver.openLoop({
-      traffic: gateway.traffic,
-      rate: steadyRate,
-      warmupMs: 0,
-      durationMs: 5000,
-      decodeEvery: 16,
-      maxInFlight: 10_000,
-      stats: new PhaseStats(),
-    });
-    await new Promise((resolve) => setTimeout(resolve, 1000));
-    // The live JS heap next to RSS: how much of RSS is data, and how much is heap V8 has not handed back.
-    const metrics = await (await fetch(`${server.adminUrl}/metrics`)).text();
-    const heapUsed = Number(/^gateway_authz_nodejs_heap_size_used_bytes (\S+)$/m.exec(metrics)?.[1] ?? NaN);
-    return { cachedKeys: count, rssMb: rssBytesOf(server.pid) / 2 ** 20, heapUsedMb: heapUsed / 2 ** 20, steadyRate };
+
+    const rss = sampleMaxRss(server.pid);
+    const overload: OverloadRun[] = [];
+    for (const multiple of OVERLOAD_MULTIPLES) {
+      const offered = multiple * saturation;
+      // What one phase queued must not spill into the next.
+      if (!(await waitUntilIdle(server.pid))) log(`  note: the gateway was still busy 10 s after the previous phase`);
+      log(`${gateway.label}: open loop at ${multiple} × saturation, ${Math.round(offered)}/s, ${options.overloadMs / 1000} s`);
+      overload.push(await overloadPhase(server, gateway.traffic, multiple, offered, options));
+      log(
+        `  sent ${Math.round(overload.at(-1)!.sentPerSecond)}/s, goodput ${Math.round(overload.at(-1)!.goodputPerSecond)}/s, ` +
+          `${overload.at(-1)!.late} late, ${overload.at(-1)!.unanswered} unanswered`,
+      );
+    }
+    return { fresh: { cachedKeys, ...freshReading, rssUnderLoadMb: rss.stop() / 2 ** 20 }, overload };
   } finally {
-    driver.close();
     await server.stop();
   }
 }
 
-/** The few counters of /metrics the report shows (key cache outcomes, store errors, decisions by reason). */
-async function scrapeMetrics(adminUrl: string): Promise<Record<string, number>> {
+/** One overload phase on its own connections (as a fresh set of Envoys would open), the gateway's /metrics read around it. */
+async function overloadPhase(
+  server: ServerUnderTest,
+  traffic: Traffic,
+  multiple: number,
+  offered: number,
+  options: Options,
+): Promise<OverloadRun> {
+  const driver = await H2Driver.connect(server.grpcAddress, options.connections);
   try {
-    const text = await (await fetch(`${adminUrl}/metrics`)).text();
-    const out: Record<string, number> = {};
-    for (const match of text.matchAll(/^gateway_authz_key_cache_lookups_total\{outcome="([^"]+)"\} (\S+)$/gm))
-      out[`keyCache.${match[1]}`] = Number(match[2]);
-    for (const match of text.matchAll(/^gateway_authz_store_errors_total\{operation="([^"]+)"\} (\S+)$/gm))
-      out[`storeErrors.${match[1]}`] = Number(match[2]);
-    for (const match of text.matchAll(/^gateway_authz_decisions_total\{[^}]*reason="([^"]+)"[^}]*\} (\S+)$/gm)) {
-      out[`reason.${match[1]}`] = (out[`reason.${match[1]}`] ?? 0) + Number(match[2]);
-    }
-    return out;
-  } catch {
-    return {};
+    const before = await scrapeMetrics(server.adminUrl!);
+    const result = await driver.overloadLoop({
+      traffic,
+      rate: offered,
+      warmupMs: OVERLOAD_WARMUP_MS,
+      durationMs: options.overloadMs,
+      answerWithinMs: ENVOY_CHECK_TIMEOUT_MS,
+    });
+    if (result.mismatches > 0)
+      throw new Error(`overload at ${multiple} × saturation: ${result.mismatches} wrong answers (${result.firstError})`);
+    driver.close();
+    // Let what is still queued drain before the read, so the counters cover the phase's Checks.
+    await waitUntilIdle(server.pid);
+    const after = await scrapeMetrics(server.adminUrl!);
+    const histogram = histogramDelta(before.checkLatency, after.checkLatency);
+    const serverP99 = histogram ? histogramQuantile(histogram, 0.99) : undefined;
+    return { ...result, multiple, counters: counterDelta(before, after), ...(serverP99 ? { serverP99 } : {}) };
+  } finally {
+    driver.close();
   }
 }
 

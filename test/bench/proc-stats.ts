@@ -70,8 +70,12 @@ export function cpuSecondsOf(root: number): number {
 
 /** Resident set size in bytes (VmRSS) of the process tree. */
 export function rssBytesOf(root: number): number {
+  return rssBytesOfPids(processTree(root));
+}
+
+function rssBytesOfPids(pids: readonly number[]): number {
   let total = 0;
-  for (const pid of processTree(root)) {
+  for (const pid of pids) {
     try {
       const match = /^VmRSS:\s+(\d+)\s+kB/m.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
       if (match) total += Number(match[1]) * 1024;
@@ -80,6 +84,40 @@ export function rssBytesOf(root: number): number {
     }
   }
   return total;
+}
+
+/**
+ * Samples the RSS of the process tree every `everyMs` and keeps the largest.
+ * The tree is listed once, at the start: walking all of /proc at each sample
+ * would steal the load driver's time during the phase it measures.
+ */
+export function sampleMaxRss(root: number, everyMs = 200): { stop(): number } {
+  const pids = processTree(root);
+  let max = rssBytesOfPids(pids);
+  const timer = setInterval(() => (max = Math.max(max, rssBytesOfPids(pids))), everyMs);
+  return {
+    stop: () => {
+      clearInterval(timer);
+      return Math.max(max, rssBytesOfPids(pids));
+    },
+  };
+}
+
+/**
+ * Waits until the process tree uses under `share` of one core over `stepMs`,
+ * at most `maxMs`: a server that is still working off a queue from one phase
+ * would otherwise carry it into the next. Returns whether it got idle.
+ */
+export async function waitUntilIdle(root: number, maxMs = 10_000, stepMs = 250, share = 0.1): Promise<boolean> {
+  const deadline = Date.now() + maxMs;
+  let before = cpuSecondsOf(root);
+  while (Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, stepMs));
+    const now = cpuSecondsOf(root);
+    if (now - before < (share * stepMs) / 1000) return true;
+    before = now;
+  }
+  return false;
 }
 
 export interface MachineInfo {

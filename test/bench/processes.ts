@@ -42,18 +42,27 @@ process.on('exit', () => {
   for (const child of live) child.kill('SIGKILL');
 });
 
-/** The no-op grpc-js Check server (noop-server.ts), compiled next to this file. */
-export async function startNoopServer(): Promise<ServerUnderTest> {
-  const child = spawn(process.execPath, [path.join(__dirname, 'noop-server.js')], { stdio: ['ignore', 'pipe', 'pipe'] });
+/** noop-server.ts's exit code for a transport it does not have. */
+const UNKNOWN_TRANSPORT_EXIT = 2;
+
+/**
+ * The no-op Check server (noop-server.ts, compiled next to this file) on
+ * `transport`; undefined when this build's noop-server.ts does not have that
+ * transport (it exits with UNKNOWN_TRANSPORT_EXIT).
+ */
+export async function startNoopServer(transport = 'grpc-js'): Promise<ServerUnderTest | undefined> {
+  const child = spawn(process.execPath, [path.join(__dirname, 'noop-server.js'), '--transport', transport], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   live.add(child);
   let output = '';
   let errors = '';
   child.stderr.on('data', (chunk) => (errors += chunk));
-  const port = await new Promise<number>((resolve, reject) => {
-    const deadline = setTimeout(() => reject(new Error(`noop server did not start: ${errors}`)), 15_000);
+  const port = await new Promise<number | undefined>((resolve, reject) => {
+    const deadline = setTimeout(() => reject(new Error(`noop server (${transport}) did not start: ${errors}`)), 15_000);
     child.stdout.on('data', (chunk) => {
       output += chunk;
-      const match = /\{"port":(\d+)\}/.exec(output);
+      const match = /\{"port":(\d+)/.exec(output);
       if (match) {
         clearTimeout(deadline);
         resolve(Number(match[1]));
@@ -61,11 +70,14 @@ export async function startNoopServer(): Promise<ServerUnderTest> {
     });
     child.once('exit', (code) => {
       clearTimeout(deadline);
-      reject(new Error(`noop server exited with ${code}: ${errors}`));
+      live.delete(child);
+      if (code === UNKNOWN_TRANSPORT_EXIT) resolve(undefined);
+      else reject(new Error(`noop server (${transport}) exited with ${code}: ${errors}`));
     });
   });
+  if (port === undefined) return undefined;
   return {
-    name: 'baseline',
+    name: `no-op ${transport}`,
     pid: child.pid!,
     grpcAddress: `127.0.0.1:${port}`,
     stop: async () => {
@@ -86,10 +98,17 @@ export async function startGateway(
   nodeArgs: readonly string[] = [],
   distDir = path.join(REPO_ROOT, 'dist'),
 ): Promise<ServerUnderTest> {
-  const [grpcPort, adminPort] = [await freePort(), await freePort()];
+  const [grpcPort, adminPort, customerPort] = [await freePort(), await freePort(), await freePort()];
   const out = fs.openSync(logFile, 'w');
   const child = spawn(process.execPath, [...nodeArgs, path.join(distDir, 'cli', 'main.js'), 'serve'], {
-    env: { PATH: process.env.PATH ?? '', GRPC_PORT: String(grpcPort), ADMIN_PORT: String(adminPort), BIND_ADDRESS: '127.0.0.1', ...env },
+    env: {
+      PATH: process.env.PATH ?? '',
+      GRPC_PORT: String(grpcPort),
+      ADMIN_PORT: String(adminPort),
+      CUSTOMER_PORT: String(customerPort),
+      BIND_ADDRESS: '127.0.0.1',
+      ...env,
+    },
     stdio: ['ignore', out, 'pipe'],
   });
   fs.closeSync(out);

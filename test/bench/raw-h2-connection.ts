@@ -13,7 +13,7 @@
  *
  * What it does not: decode the server's HPACK. A gRPC unary answer is
  * HEADERS, DATA, trailers on success and a trailers-only HEADERS on error
- * (grpc-js), so "DATA then END_STREAM" means grpc-status 0 and "END_STREAM
+ * (the service's transport and grpc-js alike), so "DATA then END_STREAM" means grpc-status 0 and "END_STREAM
  * without DATA" means an RPC error. The DATA (the CheckResponse) is handed
  * back when asked for, to be decoded and checked.
  */
@@ -33,8 +33,11 @@ const FLAG = { END_STREAM: 0x1, ACK: 0x1, END_HEADERS: 0x4, PADDED: 0x8, PRIORIT
 const PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1');
 const OUR_WINDOW = 1 << 30;
 
-/** `unprocessed`: the request never reached the server's application (refused by GOAWAY, or never sent), so it may be sent again. */
-export type RawCompletion = { ok: true; body?: Buffer } | { ok: false; error: string; unprocessed?: boolean };
+/**
+ * `unprocessed`: the request never reached the server's application (refused by GOAWAY, or never sent), so it may be sent again.
+ * `answered`: the server did answer, with a gRPC error (a trailers-only response: shed, past its deadline, internal…).
+ */
+export type RawCompletion = { ok: true; body?: Buffer } | { ok: false; error: string; unprocessed?: boolean; answered?: boolean };
 
 interface Pending {
   done: (completion: RawCompletion) => void;
@@ -288,7 +291,7 @@ export class RawH2Connection {
   private finish(streamId: number, entry: Pending): void {
     this.pending.delete(streamId);
     if (!entry.gotData) {
-      entry.done({ ok: false, error: 'gRPC error (trailers-only response)' });
+      entry.done({ ok: false, error: 'gRPC error (trailers-only response)', answered: true });
       return;
     }
     entry.done(entry.keepBody ? { ok: true, body: Buffer.concat(entry.chunks ?? []) } : { ok: true });

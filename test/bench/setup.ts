@@ -76,9 +76,10 @@ export function activePool(seeded: SeededKeys, count: number): string[] {
 }
 
 /**
- * Wrong answers always stop the run. Failed RPCs (Envoy's 200 ms deadline
- * passed) and 503s (the 50 ms Redis deadline passed) are what overload looks
- * like: they stop it only where the load is light.
+ * Wrong answers always stop the run. Failed RPCs (a gRPC error answer such
+ * as a shed Check, or Envoy's 250 ms deadline passed) and 503s (the Redis
+ * deadline passed) are what overload looks like: they stop it only where the
+ * load is light.
  */
 export function expectClean(what: string, result: PhaseResult, overloadPossible = false): void {
   if (((result.errors > 0 || result.unavailable > 0) && !overloadPossible) || result.mismatches > 0) {

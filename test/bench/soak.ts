@@ -165,7 +165,7 @@ interface SoakWindow {
   p99Ms: number;
   p999Ms: number;
   maxMs: number;
-  /** Failed RPCs (no grpc-status 0, broken stream, past the 200 ms grpc-timeout). */
+  /** Failed RPCs (no grpc-status 0, broken stream, past the 250 ms grpc-timeout). */
   errors: number;
   /** Sends dropped because MAX_IN_FLIGHT Checks were outstanding (the gateway fell behind). */
   dropped: number;
@@ -558,7 +558,7 @@ function evaluate(windows: SoakWindow[]): { list: Verdict[]; figures: Pick<SoakR
     },
     {
       name: 'failed RPCs',
-      rule: 'zero failed RPCs (past the 200 ms grpc-timeout or broken) and zero sends dropped for too many in flight',
+      rule: 'zero failed RPCs (past the 250 ms grpc-timeout or broken) and zero sends dropped for too many in flight',
       value: `${failed} failed, ${dropped} dropped of ${fmtInt(decisions + failed + dropped)} sent`,
       pass: failed === 0 && dropped === 0,
     },

@@ -1,40 +1,179 @@
-import js from '@eslint/js';
-import { Linter } from 'eslint';
-import globals from 'globals';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, posix, relative } from 'node:path';
+import { promisify } from 'node:util';
+import Fastify from 'fastify';
 
-import { DASHBOARD_HTML } from '../../src/admin/dashboard/dashboard-page';
-import { DASHBOARD_SCRIPT } from '../../src/admin/dashboard/dashboard-script';
-import { DASHBOARD_CSS } from '../../src/admin/dashboard/dashboard-style';
+import { DASHBOARD_ASSETS } from '../../src/admin/dashboard/register-dashboard';
+import { registerWebAssets, WEB_ROOT } from '../../src/web-assets/web-assets';
 
-/** Static checks of the dashboard assets; the browser suite (dashboard.test.ts) checks the behaviour. */
+/** Static checks of the dashboard's browser files; the browser suite (dashboard.test.ts) checks the behaviour. */
+
+const REPO = join(__dirname, '..', '..');
+const execFileAsync = promisify(execFile);
+const ASSET_PREFIX = '/dashboard/assets/';
+
+function filesBelow(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) =>
+    entry.isDirectory() ? filesBelow(join(dir, entry.name)) : [relative(WEB_ROOT, join(dir, entry.name))],
+  );
+}
+
+const webFiles = filesBelow(WEB_ROOT);
+const scripts = webFiles.filter((file) => file.endsWith('.js'));
+const stylesheets = webFiles.filter((file) => file.endsWith('.css'));
+const read = (file: string) => readFileSync(join(WEB_ROOT, file), 'utf8');
+/** The file without its comments (which may well name what the code must not do). */
+const code = (file: string) =>
+  read(file)
+    .replace(/\/\*[\s\S]*?\*\//g, '')
+    .replace(/^\s*\/\/.*$/gm, '');
+const pageHtml = read(DASHBOARD_ASSETS['/dashboard']!);
+
+/** The URL paths a module imports (static `import … from './x.js'`), resolved against its own URL path. */
+function importedPaths(urlPath: string, source: string): string[] {
+  return [...source.matchAll(/^\s*import\b[^'"]*?from\s+'([^']+)'/gm)].map((match) => posix.join(posix.dirname(urlPath), match[1]!));
+}
+
 describe('dashboard assets', () => {
-  it('the script is valid browser JavaScript that passes the recommended ESLint rules', () => {
-    // The script is a string in a .ts file, so `eslint .` does not see it: lint it here (a parse error is a message too).
-    const linter = new Linter({ configType: 'flat' });
-    const config: Linter.Config[] = [
-      js.configs.recommended,
-      { languageOptions: { ecmaVersion: 2022, sourceType: 'script', globals: globals.browser } },
-    ];
-    const problems = linter.verify(DASHBOARD_SCRIPT, config).map((m) => `${m.line}:${m.column} ${m.ruleId ?? 'parse'}: ${m.message}`);
-    expect(problems).toEqual([]);
+  it('serves exactly what the page loads: its stylesheets and scripts, and every module they import', () => {
+    const loaded = new Set<string>();
+    const pending = [...pageHtml.matchAll(/<(?:link|script)\b[^>]*\b(?:href|src)="(\/dashboard\/[^"]+)"/g)].map((match) => match[1]!);
+    while (pending.length > 0) {
+      const path = pending.pop()!;
+      if (loaded.has(path)) continue;
+      loaded.add(path);
+      expect(path.startsWith(ASSET_PREFIX)).toBe(true);
+      if (path.endsWith('.js')) pending.push(...importedPaths(path, read(path.slice(ASSET_PREFIX.length))));
+    }
+    const served = Object.keys(DASHBOARD_ASSETS).filter((path) => path !== '/dashboard');
+    expect([...loaded].sort()).toEqual(served.sort());
+    // Served at the same layout as src/web/, so relative imports mean the same thing to tsc and to the browser.
+    for (const path of served) expect(DASHBOARD_ASSETS[path]).toBe(path.slice(ASSET_PREFIX.length));
   });
 
-  it('the script never builds HTML from strings', () => {
-    for (const sink of ['innerHTML', 'outerHTML', 'insertAdjacentHTML', 'document.write', 'eval(', 'new Function', "setTimeout('"]) {
-      expect(DASHBOARD_SCRIPT).not.toContain(sink);
+  it('the browser code never builds HTML from strings', () => {
+    expect(scripts.length).toBeGreaterThanOrEqual(4);
+    for (const file of scripts) {
+      for (const sink of ['innerHTML', 'outerHTML', 'insertAdjacentHTML', 'document.write', 'eval(', 'new Function', "setTimeout('"]) {
+        expect({ file, sink, found: code(file).includes(sink) }).toEqual({ file, sink, found: false });
+      }
     }
   });
 
-  it('the script keeps the token in sessionStorage only', () => {
-    expect(DASHBOARD_SCRIPT).toContain('sessionStorage');
-    expect(DASHBOARD_SCRIPT).not.toContain('localStorage');
-    expect(DASHBOARD_SCRIPT).not.toMatch(/document\.cookie/);
+  it('the operator script keeps the token in sessionStorage only', () => {
+    expect(read('operator/operator.js')).toContain('sessionStorage');
+    for (const file of scripts) {
+      expect(code(file)).not.toContain('localStorage');
+      expect(code(file)).not.toMatch(/document\.cookie/);
+    }
   });
 
   it('the page has no inline script, inline style, event-handler attribute or external resource', () => {
-    expect(DASHBOARD_HTML).not.toMatch(/<script>|<script(?![^>]*\bsrc="\/dashboard\/app\.js")/);
-    expect(DASHBOARD_HTML).not.toMatch(/<style|\sstyle=|\son[a-z]+=/i);
-    expect(DASHBOARD_HTML).not.toMatch(/(src|href)="(https?:)?\/\//);
-    expect(DASHBOARD_CSS).not.toMatch(/url\(|@import/);
+    expect(pageHtml).not.toMatch(/<script(?![^>]*\bsrc="\/dashboard\/assets\/)/);
+    expect(pageHtml).not.toMatch(/<style|\sstyle=|\son[a-z]+=/i);
+    expect(pageHtml).not.toMatch(/(src|href)="(https?:)?\/\//);
+    for (const file of stylesheets) expect(code(file)).not.toMatch(/url\(|@import/);
+  });
+
+  it('every input, select and textarea of the page has a label', () => {
+    const controls = [...pageHtml.matchAll(/<(input|select|textarea)\b[^>]*>/g)].map((match) => match[0]);
+    expect(controls.length).toBeGreaterThanOrEqual(7);
+    for (const control of controls) {
+      const id = /\bid="([^"]+)"/.exec(control)?.[1];
+      expect({ control, labelled: id !== undefined && pageHtml.includes(`<label for="${id}"`) }).toEqual({ control, labelled: true });
+    }
+  });
+});
+
+describe('the browser code is type-checked and linted with the rest', () => {
+  it('every script is a // @ts-check module, in the browser tsconfig that npm test runs', () => {
+    for (const file of scripts) expect({ file, firstLine: read(file).split('\n')[0] }).toEqual({ file, firstLine: '// @ts-check' });
+    const tsconfig = readFileSync(join(WEB_ROOT, 'tsconfig.json'), 'utf8');
+    for (const option of ['"checkJs": true', '"strict": true', '"noEmit": true', '"types": []', '"DOM"', '"include": ["**/*.js"]']) {
+      expect(tsconfig).toContain(option);
+    }
+    const scriptsOf = (JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts;
+    expect(scriptsOf.typecheck).toContain('tsc -p src/web/tsconfig.json');
+    expect(scriptsOf.test).toMatch(/npm run typecheck\b.*npm run lint\b/);
+    expect(scriptsOf.lint).toBe('eslint . && prettier --check .');
+  });
+
+  it('ESLint lints it as browser modules, with type information, and refuses HTML sinks', async () => {
+    // --print-config in a child process: ESLint loads eslint.config.mjs with a dynamic import, which jest's VM cannot do.
+    const eslintBin = join(REPO, 'node_modules', 'eslint', 'bin', 'eslint.js');
+    const configs = await Promise.all(
+      ['shared/dom.js', 'operator/operator.js'].map(async (file) => {
+        const { stdout } = await execFileAsync(process.execPath, [eslintBin, '--print-config', join('src', 'web', file)], { cwd: REPO });
+        return JSON.parse(stdout) as {
+          languageOptions: { sourceType: string; globals: Record<string, unknown>; parserOptions: { projectService?: boolean } };
+          rules: Record<string, unknown>;
+        };
+      }),
+    );
+    for (const config of configs) {
+      expect(config.languageOptions.sourceType).toBe('module');
+      expect(config.languageOptions.globals).toHaveProperty('document');
+      expect(config.languageOptions.globals).not.toHaveProperty('process');
+      expect(config.languageOptions.parserOptions.projectService).toBe(true);
+      expect(config.rules['@typescript-eslint/no-floating-promises']).toEqual([2]);
+      expect(JSON.stringify(config.rules['no-restricted-properties'])).toContain('innerHTML');
+    }
+  });
+});
+
+describe('registerWebAssets', () => {
+  let root: string;
+  beforeEach(() => {
+    root = mkdtempSync(join(tmpdir(), 'web-assets-'));
+    mkdirSync(join(root, 'page'));
+    writeFileSync(join(root, 'page', 'index.html'), '<!doctype html><title>t</title>');
+  });
+  afterEach(() => rmSync(root, { recursive: true, force: true }));
+
+  it('refuses to start when a file is missing, naming it and the build step', () => {
+    const app = Fastify();
+    expect(() => registerWebAssets(app, { '/page': 'page/index.html', '/page/app.js': 'page/app.js' }, {}, root)).toThrow(
+      `Web asset page/app.js (for /page/app.js) is missing from ${root}. Run \`npm run build\`, which copies src/web/ to dist/web/.`,
+    );
+  });
+
+  it('refuses a file that is not HTML, CSS or JavaScript', () => {
+    writeFileSync(join(root, 'page', 'data.json'), '{}');
+    expect(() => registerWebAssets(Fastify(), { '/page/data.json': 'page/data.json' }, {}, root)).toThrow(
+      'Web asset page/data.json (for /page/data.json) is not HTML, CSS or JavaScript.',
+    );
+  });
+
+  it('serves only the listed paths, by GET, with the security headers and the exact content type', async () => {
+    mkdirSync(join(root, 'page', 'sub'));
+    writeFileSync(join(root, 'page', 'sub', 'app.js'), 'export {};\n');
+    writeFileSync(join(root, 'page', 'secret.js'), 'not listed');
+    const app = Fastify();
+    registerWebAssets(app, { '/page': 'page/index.html', '/page/assets/sub/app.js': 'page/sub/app.js' }, {}, root);
+    const page = await app.inject({ method: 'GET', url: '/page?x=1' });
+    expect(page.statusCode).toBe(200);
+    expect(page.headers['content-type']).toBe('text/html; charset=utf-8');
+    expect(page.headers['cache-control']).toBe('no-store');
+    expect(page.headers['content-security-policy']).toContain("default-src 'none'");
+    expect(page.headers.etag).toBeUndefined();
+    const script = await app.inject({ method: 'GET', url: '/page/assets/sub/app.js' });
+    expect([script.statusCode, script.headers['content-type'], script.body]).toEqual([
+      200,
+      'text/javascript; charset=utf-8',
+      'export {};\n',
+    ]);
+    for (const [method, url] of [
+      ['HEAD', '/page'],
+      ['POST', '/page'],
+      ['GET', '/page/assets/secret.js'],
+      ['GET', '/page/assets/sub/'],
+      ['GET', '/page/assets/sub/../app.js'],
+      ['GET', '/page/assets/sub/%2e%2e/../secret.js'],
+    ] as const) {
+      expect({ method, url, status: (await app.inject({ method, url })).statusCode }).toEqual({ method, url, status: 404 });
+    }
+    await app.close();
   });
 });

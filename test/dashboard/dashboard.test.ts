@@ -3,12 +3,16 @@
  * Chromium through playwright-core, against the real server on a real Redis.
  * Chromium is required: without /usr/bin/chromium the suite fails (never skips).
  */
-import { existsSync, mkdirSync, statSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, mkdirSync, readFileSync, statSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
+import { extname, join } from 'node:path';
 import { chromium, type Browser, type BrowserContext, type Locator, type Page } from 'playwright-core';
+import { DASHBOARD_ASSETS } from '../../src/admin/dashboard/register-dashboard';
+import { WEB_ROOT } from '../../src/web-assets/web-assets';
 import { startAppUnderTest, TEST_ADMIN_TOKEN, type AppUnderTest } from '../support/running-app';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
 import { registerSecrets } from '../support/secret-scan';
+import { startServerProcess } from '../support/server-process';
 
 const CHROMIUM = '/usr/bin/chromium';
 const CHROMIUM_ARGS = [
@@ -26,6 +30,10 @@ const TOKEN_STORAGE_KEY = 'gateway-authz.admin-token';
 const FULL_KEY = /^gk_(live|test)_[0-9A-Za-z]{36}$/;
 const XSS_KEY_NAME = '<img src=x onerror=alert(1)>';
 const XSS_ACCOUNT_NAME = '<b onmouseover=alert(2)>Evil & Co</b>';
+const DESKTOP = { width: 1280, height: 800 };
+/** A small phone: the narrowest width the page is made for. */
+const PHONE = { width: 375, height: 812 };
+const CONTENT_TYPES: Record<string, string> = { '.html': 'text/html', '.js': 'text/javascript', '.css': 'text/css' };
 
 jest.setTimeout(60_000);
 
@@ -60,14 +68,14 @@ interface Tab {
   page: Page;
   /** Every window.alert/confirm/prompt the page opened. */
   dialogs: string[];
-  /** Uncaught page errors and console messages about the Content-Security-Policy. */
+  /** Uncaught page errors, console messages about the Content-Security-Policy, and dashboard files that did not load. */
   problems: string[];
 }
 
 const openContexts: BrowserContext[] = [];
 
-async function openDashboard(): Promise<Tab> {
-  const context = await browser!.newContext({ viewport: { width: 1280, height: 800 } });
+async function openDashboard(viewport = DESKTOP): Promise<Tab> {
+  const context = await browser!.newContext({ viewport });
   openContexts.push(context);
   const page = await context.newPage();
   const dialogs: string[] = [];
@@ -80,6 +88,11 @@ async function openDashboard(): Promise<Tab> {
   page.on('console', (message) => {
     if (/content security policy/i.test(message.text())) problems.push(`CSP: ${message.text()}`);
   });
+  page.on('response', (response) => {
+    const { pathname } = new URL(response.url());
+    if (pathname.startsWith('/dashboard') && response.status() !== 200) problems.push(`${pathname}: HTTP ${response.status()}`);
+  });
+  page.on('requestfailed', (failed) => problems.push(`${failed.url()}: ${failed.failure()?.errorText ?? 'failed'}`));
   const response = await page.goto(`${server.adminUrl}/dashboard`);
   expect(response?.status()).toBe(200);
   return { context, page, dialogs, problems };
@@ -163,6 +176,47 @@ async function apiKeys(accountId: string) {
   return answer.body.keys as Array<{ id: string; prefix: string; name: string; status: string; replaces: string | null }>;
 }
 
+/** Five keys: live and test, one revoked, one regenerated with a grace period (so the old key shows its end). */
+async function seedShowcaseKeys(accountId: string) {
+  await createKey(accountId, 'prod backend', 'live');
+  const staging = await createKey(accountId, 'staging', 'test');
+  await createKey(accountId, 'CI', 'test');
+  const revoked = await createKey(accountId, 'old laptop script', 'live');
+  expect((await server.admin('POST', `/admin/keys/${revoked.id}/revoke`)).status).toBe(200);
+  const rotated = await server.admin('POST', `/admin/keys/${staging.id}/rotate`, { graceSeconds: 86_400 });
+  expect(rotated.status).toBe(201);
+  return { revoked };
+}
+
+async function saveScreenshot(page: Page, name: string): Promise<void> {
+  mkdirSync(ARTIFACTS, { recursive: true });
+  const file = join(ARTIFACTS, name);
+  await page.screenshot({ path: file, fullPage: true });
+  expect(existsSync(file)).toBe(true);
+  expect(statSync(file).size).toBeGreaterThan(0);
+}
+
+async function expectNoSidewaysScroll(page: Page, state: string): Promise<void> {
+  const width = await page.evaluate<number>('document.scrollingElement.scrollWidth');
+  expect({ state, width, fits: width <= PHONE.width }).toEqual({ state, width, fits: true });
+}
+
+function isFocused(page: Page, target: Locator): Promise<boolean> {
+  return target
+    .and(page.locator(':focus'))
+    .count()
+    .then((count) => count === 1);
+}
+
+/** Presses Tab until `target` has the focus; fails when Tab does not get there within a page's worth of stops. */
+async function tabTo(page: Page, target: Locator): Promise<void> {
+  for (let presses = 0; presses < 40; presses++) {
+    await page.keyboard.press('Tab');
+    if (await isFocused(page, target)) return;
+  }
+  throw new Error(`Tab never reached ${String(target)}`);
+}
+
 function expectNoProblems(tab: Tab): void {
   expect(tab.problems).toEqual([]);
   expect(tab.dialogs).toEqual([]);
@@ -170,19 +224,34 @@ function expectNoProblems(tab: Tab): void {
 
 // ------------------------------------------------------------------ the page itself
 
+/** Status of a request sent with exactly this path: fetch() would resolve `..` and `%2e%2e` before sending. */
+function rawStatus(method: string, path: string): Promise<number> {
+  const { hostname, port } = new URL(server.adminUrl);
+  return new Promise((resolve, reject) => {
+    const request = httpRequest({ host: hostname, port, method, path }, (response) => {
+      response.resume();
+      resolve(response.statusCode ?? 0);
+    });
+    request.on('error', reject);
+    request.end();
+  });
+}
+
 describe('GET /dashboard', () => {
-  it('serves the page and its assets without a token, with strict security headers', async () => {
-    for (const [path, type] of [
-      ['/dashboard', 'text/html'],
-      ['/dashboard/app.js', 'text/javascript'],
-      ['/dashboard/app.css', 'text/css'],
-    ] as const) {
+  it('serves the page and its assets without a token, as they are in src/web/, with strict security headers', async () => {
+    const paths = Object.keys(DASHBOARD_ASSETS);
+    expect(paths.length).toBeGreaterThanOrEqual(5);
+    for (const path of paths) {
+      const file = DASHBOARD_ASSETS[path]!;
       const response = await fetch(`${server.adminUrl}${path}`);
-      expect(response.status).toBe(200);
-      expect(response.headers.get('content-type')).toContain(type);
+      expect({ path, status: response.status }).toEqual({ path, status: 200 });
+      expect(response.headers.get('content-type')).toBe(`${CONTENT_TYPES[extname(file)]}; charset=utf-8`);
       expect(response.headers.get('x-content-type-options')).toBe('nosniff');
       expect(response.headers.get('cache-control')).toBe('no-store');
       expect(response.headers.get('referrer-policy')).toBe('no-referrer');
+      expect(response.headers.get('x-frame-options')).toBe('DENY');
+      expect(response.headers.get('cross-origin-opener-policy')).toBe('same-origin');
+      expect(response.headers.get('cross-origin-resource-policy')).toBe('same-origin');
       const csp = response.headers.get('content-security-policy') ?? '';
       for (const directive of [
         "default-src 'none'",
@@ -198,23 +267,49 @@ describe('GET /dashboard', () => {
       }
       expect(csp).not.toContain('unsafe-inline');
       expect(csp).not.toContain('unsafe-eval');
+      expect(await response.text()).toBe(readFileSync(join(WEB_ROOT, file), 'utf8'));
     }
     const page = await (await fetch(`${server.adminUrl}/dashboard`)).text();
     expect(page).toContain('API Keys');
     expect(page).not.toMatch(/<script>|<style|style=|\son[a-z]+=/i);
   });
 
-  it('keeps the token requirement on everything else', async () => {
+  it('keeps the token requirement on everything else, including the other files of src/web/', async () => {
     for (const [method, path] of [
       ['GET', '/dashboard/other.js'],
       ['GET', '/dashboard/'],
+      ['GET', '/dashboard/app.js'],
+      ['GET', '/dashboard/assets/'],
+      ['GET', '/dashboard/assets/shared/'],
+      ['GET', '/dashboard/assets/tsconfig.json'],
+      ['GET', '/dashboard/assets/operator/index.html'],
+      ['GET', '/dashboard/assets/shared/nothing.js'],
+      ['GET', '/dashboard/assets/shared/../operator/operator.js'],
+      ['GET', '/dashboard/assets/shared/%2e%2e/operator/operator.js'],
+      ['GET', '/dashboard/assets/../../package.json'],
+      ['GET', '/dashboard/assets//shared/dom.js'],
       ['POST', '/dashboard'],
       ['HEAD', '/dashboard'],
+      ['HEAD', '/dashboard/assets/shared/dom.js'],
+      ['POST', '/dashboard/assets/shared/dom.js'],
       ['GET', '/admin/accounts'],
       ['GET', '/'],
     ] as const) {
-      const response = await fetch(`${server.adminUrl}${path}`, { method });
-      expect({ method, path, status: response.status }).toEqual({ method, path, status: 401 });
+      expect({ method, path, status: await rawStatus(method, path) }).toEqual({ method, path, status: 401 });
+    }
+  });
+
+  it('is served the same by the built server (dist/: npm run build copies src/web/ to dist/web/)', async () => {
+    const built = await startServerProcess({ ADMIN_TOKEN: TEST_ADMIN_TOKEN });
+    try {
+      for (const [path, file] of Object.entries(DASHBOARD_ASSETS)) {
+        const response = await fetch(`${built.adminUrl}${path}`);
+        expect({ path, status: response.status }).toEqual({ path, status: 200 });
+        expect(await response.text()).toBe(readFileSync(join(WEB_ROOT, file), 'utf8'));
+      }
+      expect((await fetch(`${built.adminUrl}/dashboard/assets/tsconfig.json`)).status).toBe(401);
+    } finally {
+      await built.stop();
     }
   });
 });
@@ -229,6 +324,9 @@ describe('dashboard in Chromium', () => {
     await createAccount('rotate-grace', 'Rotate Grace GmbH');
     await createAccount('revoke-flow', 'Revoke Flow SA');
     await createAccount('xss', XSS_ACCOUNT_NAME);
+    await createAccount('phone', 'Narrow Screens Ltd');
+    await createAccount('tab-order', 'Tab Order AG');
+    await createAccount('keyboard', 'Keyboard Co');
   });
 
   it('refuses a wrong token plainly and lists the accounts with the right one', async () => {
@@ -247,7 +345,7 @@ describe('dashboard in Chromium', () => {
     expect(await alert.textContent()).toBe('');
     const options = await page.locator('#account-select option').allTextContents();
     expect(options).toEqual(expect.arrayContaining(['Acme Corp (acme)', 'Create Flow Ltd (create-flow)']));
-    expect(await page.getByTestId('hint').textContent()).toBe(
+    expect(await page.getByTestId('hint').innerText()).toBe(
       "Use one key per environment or integration (e.g. 'prod backend', 'staging', 'CI'), so you can rotate one " +
         'without touching the others. Rotate a key immediately if it was exposed in a client, a screenshot or a repository.',
     );
@@ -449,27 +547,179 @@ describe('dashboard in Chromium', () => {
     expectNoProblems(tab);
   });
 
-  it('renders a readable page (full-page screenshot in test-artifacts/dashboard.png)', async () => {
-    await createKey('acme', 'prod backend', 'live');
-    const staging = await createKey('acme', 'staging', 'test');
-    await createKey('acme', 'CI', 'test');
-    const laptop = await createKey('acme', 'old laptop script', 'live');
-    expect((await server.admin('POST', `/admin/keys/${laptop.id}/revoke`)).status).toBe(200);
-    const rotated = await server.admin('POST', `/admin/keys/${staging.id}/rotate`, { graceSeconds: 86_400 });
-    expect(rotated.status).toBe(201);
+  it('renders a readable page (full-page screenshot in test-artifacts/dashboard-operator.png)', async () => {
+    const { revoked } = await seedShowcaseKeys('acme');
 
     const tab = await openDashboard();
     const { page } = tab;
     await signedIn(page);
     await chooseAccount(page, 'acme');
-    await waitForRowStatus(page, laptop.id, 'revoked');
+    await waitForRowStatus(page, revoked.id, 'revoked');
     expect(await page.locator('tr[data-testid="key-row"]').count()).toBe(5);
 
-    mkdirSync(ARTIFACTS, { recursive: true });
-    const file = join(ARTIFACTS, 'dashboard.png');
-    await page.screenshot({ path: file, fullPage: true });
-    expect(existsSync(file)).toBe(true);
-    expect(statSync(file).size).toBeGreaterThan(0);
+    await saveScreenshot(page, 'dashboard-operator.png');
+    expectNoProblems(tab);
+  });
+
+  it('fits a 375 px wide screen: no sideways scrolling with keys, the new-key panel or a dialog (screenshot dashboard-operator-375px.png)', async () => {
+    const { revoked } = await seedShowcaseKeys('phone');
+    const longName = 'nightly-reconciliation-batch-job-for-the-eu-west-billing-cluster';
+    const long = await createKey('phone', longName);
+    const tab = await openDashboard(PHONE);
+    const { page, context } = tab;
+    await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: server.adminUrl });
+    await expectNoSidewaysScroll(page, 'sign-in');
+
+    await signedIn(page);
+    await chooseAccount(page, 'phone');
+    await waitForRowStatus(page, revoked.id, 'revoked');
+    expect(await page.locator('tr[data-testid="key-row"]').count()).toBe(6);
+    await expectNoSidewaysScroll(page, 'key list');
+    // The table becomes one block per key, each value under its column's name.
+    const nameCell = keyRow(page, long.id).locator('td.name');
+    expect(await nameCell.textContent()).toBe(longName);
+    const label = `getComputedStyle(document.querySelector('tr[data-key-id="${long.id}"] td.name'), '::before').content`;
+    expect(await page.evaluate<string>(label)).toBe('"Name"');
+    const box = (await keyRow(page, long.id).boundingBox())!;
+    expect(box.x + box.width).toBeLessThanOrEqual(PHONE.width);
+
+    await page.getByLabel('Name').fill('phone app');
+    await page.getByRole('button', { name: 'Create key' }).click();
+    const key = await shownKey(page);
+    await expectNoSidewaysScroll(page, 'new-key panel');
+    await dismissKey(page, key);
+
+    await keyRow(page, long.id)
+      .getByRole('button', { name: /^Regenerate key/ })
+      .click();
+    const dialog = page.getByRole('dialog');
+    await dialog.waitFor();
+    await expectNoSidewaysScroll(page, 'regenerate dialog');
+    const dialogBox = (await dialog.boundingBox())!;
+    expect(dialogBox.x).toBeGreaterThanOrEqual(0);
+    expect(dialogBox.x + dialogBox.width).toBeLessThanOrEqual(PHONE.width);
+    await page.keyboard.press('Escape');
+    await dialog.waitFor({ state: 'hidden' });
+
+    await saveScreenshot(page, 'dashboard-operator-375px.png');
+    expectNoProblems(tab);
+  });
+
+  it('reaches every control with Tab, each with a visible focus ring', async () => {
+    await seedShowcaseKeys('tab-order');
+    const tab = await openDashboard();
+    const { page } = tab;
+    await signedIn(page);
+    await chooseAccount(page, 'tab-order');
+    await page.locator('tr[data-testid="key-row"]').nth(4).waitFor();
+
+    // Every visible control, numbered in data-control (the test has no DOM types: the page code is a string).
+    const controls = await page.evaluate<
+      string[]
+    >(`[...document.querySelectorAll('button, input, select, textarea, a[href], [tabindex="0"]')]
+      .filter((element) => element.checkVisibility())
+      .map((element, index) => (element.dataset.control = String(index)))`);
+    expect(controls.length).toBeGreaterThanOrEqual(12); // sign out, account, refresh, the table, 7 row buttons, name, environment, create
+
+    const reached = new Map<string, { outline: string; width: number }>();
+    await page.locator('body').focus();
+    for (let presses = 0; presses < controls.length + 5 && reached.size < controls.length; presses++) {
+      await page.keyboard.press('Tab');
+      const focused = await page.evaluate<{ control: string; outline: string; width: number } | null>(`(() => {
+        const element = document.activeElement;
+        if (!element || !element.dataset.control) return null;
+        const style = getComputedStyle(element);
+        return { control: element.dataset.control, outline: style.outlineStyle, width: parseFloat(style.outlineWidth) };
+      })()`);
+      if (focused) reached.set(focused.control, { outline: focused.outline, width: focused.width });
+    }
+    expect([...reached.keys()].sort()).toEqual([...controls].sort());
+    for (const [control, ring] of reached)
+      expect({ control, ...ring, visible: ring.outline !== 'none' && ring.width >= 2 }).toMatchObject({ visible: true });
+    expectNoProblems(tab);
+  });
+
+  it('works with the keyboard alone: sign in, create a key, copy it, regenerate it, cancel and confirm a revoke', async () => {
+    const tab = await openDashboard();
+    const { page, context } = tab;
+    await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: server.adminUrl });
+    const focused = (locator: Locator) => isFocused(page, locator);
+
+    // The token field has the focus on arrival; Enter submits.
+    expect(await focused(page.getByLabel('Admin token'))).toBe(true);
+    await page.keyboard.type(TEST_ADMIN_TOKEN);
+    await page.keyboard.press('Enter');
+    await page.getByRole('heading', { name: 'API Keys' }).waitFor();
+
+    // Choose the account by typing its name into the focused list.
+    await tabTo(page, page.getByLabel('Account', { exact: true }));
+    await page.keyboard.type('Keyboard');
+    await page.locator('#keys-caption', { hasText: 'Keys of Keyboard Co' }).waitFor();
+    await page.getByTestId('no-keys').waitFor();
+
+    await tabTo(page, page.getByLabel('Name'));
+    await page.keyboard.type('typed on a keyboard');
+    await page.keyboard.press('Tab');
+    expect(await focused(page.getByLabel('Environment'))).toBe(true);
+    await page.keyboard.type('test');
+    await tabTo(page, page.getByRole('button', { name: 'Create key' }));
+    await page.keyboard.press('Enter');
+    const key = await shownKey(page);
+    expect(key.startsWith('gk_test_')).toBe(true);
+
+    // The panel takes the focus on its Copy button; Done hands it back to the form.
+    expect(await focused(page.getByRole('button', { name: 'Copy' }))).toBe(true);
+    await page.keyboard.press('Enter');
+    await page.getByTestId('copy-status').filter({ hasText: 'Copied' }).waitFor();
+    expect(await page.evaluate('navigator.clipboard.readText()')).toBe(key);
+    await page.keyboard.press('Tab');
+    expect(await focused(page.getByRole('button', { name: 'Done' }))).toBe(true);
+    await page.keyboard.press('Enter');
+    await page.getByTestId('new-key-panel').waitFor({ state: 'hidden' });
+    expect(await focused(page.getByLabel('Name'))).toBe(true);
+    const [created] = await apiKeys('keyboard');
+    expect(created).toMatchObject({ name: 'typed on a keyboard', prefix: key.slice(0, 12), status: 'active' });
+
+    // Regenerate: the dialog opens on "Immediately"; the arrow keys choose a grace period.
+    await tabTo(page, keyRow(page, created!.id).getByRole('button', { name: /^Regenerate key/ }));
+    await page.keyboard.press('Enter');
+    const dialog = page.getByRole('dialog');
+    await dialog.waitFor();
+    expect(await focused(dialog.getByLabel('Immediately (recommended if the key was exposed)'))).toBe(true);
+    await page.keyboard.press('ArrowDown');
+    expect(await dialog.getByLabel('Keep the old key working for 1 hour').isChecked()).toBe(true);
+    await page.keyboard.press('Tab');
+    expect(await focused(dialog.getByRole('button', { name: 'Regenerate key' }))).toBe(true);
+    await page.keyboard.press('Enter');
+    const fresh = await shownKey(page);
+    expect(await page.getByTestId('new-key-context').textContent()).toContain('keeps working for 1 hour');
+    expect((await apiKey(created!.id)).status).toBe('active');
+    await page.keyboard.press('Tab');
+    await page.keyboard.press('Enter');
+    await page.getByTestId('new-key-panel').waitFor({ state: 'hidden' });
+    expect(await page.content()).not.toContain(fresh);
+    expect(await focused(page.getByRole('region', { name: 'Keys of Keyboard Co' }))).toBe(true);
+
+    // Revoke: Escape cancels and gives the focus back to the row's button; the dialog starts on Cancel.
+    const successor = (await apiKeys('keyboard')).find((candidate) => candidate.replaces === created!.id)!;
+    const revokeButton = keyRow(page, successor.id).getByRole('button', { name: /^Revoke key/ });
+    await tabTo(page, revokeButton);
+    await page.keyboard.press('Enter');
+    await dialog.waitFor();
+    expect(await focused(dialog.getByRole('button', { name: 'Cancel' }))).toBe(true);
+    await page.keyboard.press('Escape');
+    await dialog.waitFor({ state: 'hidden' });
+    expect(await focused(revokeButton)).toBe(true);
+    expect((await apiKey(successor.id)).status).toBe('active');
+
+    await page.keyboard.press('Enter');
+    await dialog.waitFor();
+    await page.keyboard.press('Shift+Tab');
+    expect(await focused(dialog.getByRole('button', { name: 'Revoke key' }))).toBe(true);
+    await page.keyboard.press('Enter');
+    await waitForRowStatus(page, successor.id, 'revoked');
+    expect((await apiKey(successor.id)).status).toBe('revoked');
+    expect(await focused(page.getByRole('status').filter({ hasText: 'was revoked' }))).toBe(true);
     expectNoProblems(tab);
   });
 });

@@ -11,12 +11,15 @@ import { execFile } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import * as os from 'node:os';
+import * as path from 'node:path';
 import { promisify } from 'node:util';
 
 import { checkBootstrap } from './support/envoy-bootstrap';
 import { cluster, clusterEndpoints } from './support/envoy-semantics';
 import { parseYaml, parseYamlDocuments, readRepoFile, readYaml, repoPath } from './support/repo-files';
 import { loadSettings } from '../../src/settings/settings';
+import { DASHBOARD_ASSETS } from '../../src/admin/dashboard/register-dashboard';
 import type { IDeployment } from 'kubernetes-models/apps/v1/Deployment';
 
 /**
@@ -95,14 +98,23 @@ describe('docker-compose.yml', () => {
     expect(onlyListenerPort()).toBe(8080);
   });
 
-  it('builds gateway-authz from . with the documented environment, admin port on loopback only, ready only when Redis answers', () => {
+  it('builds gateway-authz from . with the documented environment, admin and customer ports on loopback only, ready only when Redis answers', () => {
     const authz = services['gateway-authz'];
     expect(authz.build).toBe('.');
     const env = authz.environment;
-    expect(env).toMatchObject({ GRPC_PORT: '9191', ADMIN_PORT: '9192', REDIS_URL: 'redis://redis:6379', REDIS_TIMEOUT_MS: '50' });
+    expect(env).toMatchObject({
+      GRPC_PORT: '9191',
+      ADMIN_PORT: '9192',
+      CUSTOMER_PORT: '9193',
+      REDIS_URL: 'redis://redis:6379',
+      REDIS_TIMEOUT_MS: '50',
+    });
     expect(env.ADMIN_TOKEN).toMatch(/^\$\{ADMIN_TOKEN:\?[^$}]+\}$/); // required, no default (see "admin token" below)
     expect(Object.values(env).every((v) => typeof v === 'string')).toBe(true);
-    expect(publishedPorts(authz)).toEqual([{ hostIp: '127.0.0.1', host: 9192, container: 9192 }]);
+    expect(publishedPorts(authz)).toEqual([
+      { hostIp: '127.0.0.1', host: 9192, container: 9192 },
+      { hostIp: '127.0.0.1', host: 9193, container: 9193 },
+    ]);
     expect(authz.depends_on).toEqual({ redis: { condition: 'service_healthy' } });
     expect(authz.healthcheck.test.join(' ')).toContain('http://127.0.0.1:9192/readyz');
     const graceSeconds = Number(/^(\d+)s$/.exec(authz.stop_grace_period)?.[1]);
@@ -117,6 +129,8 @@ describe('docker-compose.yml', () => {
     if (!result.ok) return;
     expect(result.settings.grpcPort).toBe(9191);
     expect(result.settings.adminPort).toBe(9192);
+    expect(result.settings.customerPort).toBe(9193);
+    expect(result.settings.customerSignIn).toBeUndefined(); // no identity provider unless the operator names one
     expect(result.settings.redis).toEqual({ mode: 'standalone', url: 'redis://redis:6379' });
     expect(result.settings.configFile).toBeUndefined();
     expect(result.settings.adminToken).toBe(OPERATOR_TOKEN);
@@ -206,7 +220,7 @@ describe('Dockerfile (gateway-authz)', () => {
     expect(last.some((i) => i.op === 'COPY' && i.args.startsWith('--from=build /app/dist'))).toBe(true);
     expect(last.some((i) => i.op === 'COPY' && /\bsrc\b/.test(i.args))).toBe(false);
     expect(last.filter((i) => i.op === 'CMD').map((i) => execForm(i.args))).toEqual([['node', 'dist/cli/main.js', 'serve']]);
-    expect(last.filter((i) => i.op === 'EXPOSE').map((i) => i.args)).toEqual(['9191 9192']);
+    expect(last.filter((i) => i.op === 'EXPOSE').map((i) => i.args)).toEqual(['9191 9192 9193']);
   });
 
   it('runs as the non-root node user, with a HEALTHCHECK on /readyz using node (no curl in slim images)', () => {
@@ -252,6 +266,48 @@ describe('Dockerfile (gateway-authz)', () => {
     const excludes = (file: string) =>
       ignored.some((pattern) => pattern === file || (pattern.startsWith('*') && file.endsWith(pattern.slice(1))));
     for (const file of copied) expect({ file, ignored: excludes(file) }).toEqual({ file, ignored: false });
+  });
+
+  it("puts the dashboard's browser files in the image: src/ is copied, `npm run build` copies src/web/ to dist/web/, the runtime takes dist/", async () => {
+    const build = all.filter((i) => i.stage === 0);
+    const copiesSrc = build.findIndex((i) => i.op === 'COPY' && i.args === 'src ./src');
+    const builds = build.findIndex((i) => i.op === 'RUN' && i.args === 'npm run build');
+    expect(copiesSrc).toBeGreaterThanOrEqual(0);
+    expect(builds).toBeGreaterThan(copiesSrc);
+    expect(last.some((i) => i.op === 'COPY' && i.args === '--from=build /app/dist ./dist')).toBe(true);
+    const scripts = (JSON.parse(readRepoFile('package.json')) as { scripts: Record<string, string> }).scripts;
+    expect(scripts.build).toBe('tsc -p tsconfig.build.json && npm run build:web --silent');
+
+    // .dockerignore keeps none of them (nor a folder above them) out of the build context.
+    const ignored = readRepoFile('.dockerignore')
+      .split('\n')
+      .map((l) => l.trim())
+      .filter((l) => l !== '' && !l.startsWith('#'));
+    const files = Object.values(DASHBOARD_ASSETS).map((file) => `src/web/${file}`);
+    for (const file of files) {
+      const parts = file.split('/');
+      const paths = parts.map((_, index) => parts.slice(0, index + 1).join('/'));
+      const hit = ignored.find((pattern) => paths.some((p) => p === pattern || (pattern.startsWith('*') && p.endsWith(pattern.slice(1)))));
+      expect({ file, ignoredBy: hit }).toEqual({ file, ignoredBy: undefined });
+    }
+
+    // The copy step, run as the build stage runs it: in a tree with package.json and src/ only, and no dist/ yet.
+    const stage = fs.mkdtempSync(path.join(os.tmpdir(), 'docker-build-stage-'));
+    try {
+      fs.copyFileSync(repoPath('package.json'), path.join(stage, 'package.json'));
+      fs.cpSync(repoPath('src', 'web'), path.join(stage, 'src', 'web'), { recursive: true });
+      await promisify(execFile)('npm', ['run', 'build:web', '--silent'], { cwd: stage });
+      for (const file of files) {
+        const built = path.join(stage, file.replace(/^src\//, 'dist/'));
+        expect({ file, copied: fs.existsSync(built) && fs.readFileSync(built, 'utf8') === readRepoFile(file) }).toEqual({
+          file,
+          copied: true,
+        });
+      }
+      expect(fs.existsSync(path.join(stage, 'dist', 'web', 'tsconfig.json'))).toBe(false);
+    } finally {
+      fs.rmSync(stage, { recursive: true, force: true });
+    }
   });
 });
 

@@ -105,6 +105,7 @@ describe('deploy/kustomization.yaml', () => {
       'Secret/gateway-authz-admin',
       'Service/gateway-authz',
       'Service/gateway-authz-admin',
+      'Service/gateway-authz-customer',
     ]);
     expect(container('gateway-authz').image).toBe('gateway-authz:dev');
     expect(container('envoy').image).toMatch(/^envoyproxy\/envoy:v1\.36[.-]/);
@@ -153,6 +154,8 @@ describe('the pod', () => {
     const authz = container('gateway-authz');
     expect(envValue(authz, 'GRPC_PORT')).toBe('9191');
     expect(envValue(authz, 'ADMIN_PORT')).toBe('9192');
+    expect(envValue(authz, 'CUSTOMER_PORT')).toBe('9193');
+    expect(portNumber(authz, 'customer')).toBe(9193);
     expect(envValue(authz, 'SHUTDOWN_DRAIN_DELAY_MS')).toBe('5000');
     const env = envOf(authz);
     expect(env.REDIS_URL!.valueFrom.configMapKeyRef).toEqual({ name: 'gateway-authz-settings', key: 'REDIS_URL' });
@@ -259,12 +262,14 @@ describe('the pod', () => {
 });
 
 describe('Services, PodDisruptionBudget and NetworkPolicy', () => {
-  it('exposes Envoy :8080 and the admin API :9192 as ClusterIP Services selecting the pod', () => {
+  it('exposes Envoy :8080, the admin API :9192 and the customer dashboard :9193 as ClusterIP Services selecting the pod', () => {
     const publicService = only('Service', 'gateway-authz');
     const admin = only('Service', 'gateway-authz-admin');
+    const customer = only('Service', 'gateway-authz-customer');
     for (const [service, containerName, port] of [
       [publicService, 'envoy', 8080],
       [admin, 'gateway-authz', 9192],
+      [customer, 'gateway-authz', 9193],
     ] as const) {
       expect(service.spec.type).toBe('ClusterIP');
       expect(selects(service.spec.selector, podLabels)).toBe(true);
@@ -286,12 +291,12 @@ describe('Services, PodDisruptionBudget and NetworkPolicy', () => {
     expect(selects(pdb.spec.selector.matchLabels, podLabels)).toBe(true);
   });
 
-  it('admits other pods only to 8080 and 9192, never to the gRPC port', () => {
+  it('admits other pods only to 8080, 9192 and 9193, never to the gRPC port', () => {
     const policy = only('NetworkPolicy');
     expect(selects(policy.spec.podSelector.matchLabels, podLabels)).toBe(true);
     expect(policy.spec.policyTypes).toEqual(['Ingress']);
     const ports = policy.spec.ingress.flatMap((rule) => rule.ports.map((p) => p.port)).sort();
-    expect(ports).toEqual([8080, 9192]);
+    expect(ports).toEqual([8080, 9192, 9193]);
   });
 });
 

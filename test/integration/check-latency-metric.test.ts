@@ -51,7 +51,7 @@ it('counts every decision, allowed or denied, once, in buckets up to 1 s', async
   expect(sampleOf(after, 'gateway_authz_checks_in_flight')).toBe(0);
 });
 
-it("judges Checks' deadlines on the system clock that grpc-js sets them on, not on the domain's clock", async () => {
+it("judges Checks' deadlines on the system clock that the transport sets them on, not on the domain's clock", async () => {
   // A replica whose injected clock runs ten years ahead would otherwise find every Check past its deadline.
   const ahead = await startAppUnderTest({ clock: new ManualClock(Date.now() + 10 * 365 * 86_400_000) });
   const aheadClient = createOfficialCheckClient(ahead.grpcAddress);

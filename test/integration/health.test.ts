@@ -66,6 +66,50 @@ describe('with Redis', () => {
     }
   });
 
+  it('Watch sees every change as it happens (SERVING, NOT_SERVING with Redis down, SERVING again) and ends UNAVAILABLE on close', async () => {
+    const server = await startAppUnderTest({ redisUrl: redis.url, env: FAST_HEALTH });
+    const client = healthClient(server.grpcAddress);
+    const waitFor = async (condition: () => boolean, what: string) => {
+      const deadline = Date.now() + 5000;
+      while (!condition()) {
+        if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+    };
+    let closed = false;
+    try {
+      const whole = client.watch('');
+      const authz = client.watch('envoy.service.auth.v3.Authorization');
+      const unknown = client.watch('no.such.Service');
+      await waitFor(
+        () => whole.statuses.length === 1 && authz.statuses.length === 1 && unknown.statuses.length === 1,
+        'the first statuses',
+      );
+      expect([whole.statuses, authz.statuses, unknown.statuses]).toEqual([['SERVING'], ['SERVING'], ['SERVICE_UNKNOWN']]);
+      const admin = new Redis(redis.url, { disconnectTimeout: 50 });
+      try {
+        await admin.call('CLIENT', 'PAUSE', '1500', 'ALL');
+      } finally {
+        admin.disconnect();
+      }
+      await waitFor(() => whole.statuses.length === 2, 'NOT_SERVING');
+      await waitFor(() => whole.statuses.length === 3, 'SERVING again');
+      expect(whole.statuses).toEqual(['SERVING', 'NOT_SERVING', 'SERVING']);
+      expect(authz.statuses).toEqual(['SERVING', 'NOT_SERVING', 'SERVING']);
+      expect(unknown.statuses).toEqual(['SERVICE_UNKNOWN']);
+      expect(whole.ended()).toBeUndefined();
+      closed = true;
+      await server.close();
+      await waitFor(() => whole.ended() !== undefined && unknown.ended() !== undefined, 'the Watches to end');
+      expect(whole.statuses.at(-1)).toBe('NOT_SERVING');
+      expect(whole.ended()).toMatchObject({ code: grpc.status.UNAVAILABLE });
+      expect(unknown.ended()).toMatchObject({ code: grpc.status.UNAVAILABLE });
+    } finally {
+      client.close();
+      if (!closed) await server.close();
+    }
+  });
+
   it('treats a paused (slow) Redis as down, and serves again when it answers', async () => {
     const server = await startAppUnderTest({ redisUrl: redis.url, env: FAST_HEALTH });
     const client = healthClient(server.grpcAddress);

@@ -12,7 +12,10 @@ function newestSource(dir: string): number {
   }, 0);
 }
 
-/** The compiled CLI, rebuilt when any source is newer (npm test builds first anyway). */
+/**
+ * The compiled CLI, rebuilt with `npm run build` (TypeScript, then the dashboard's browser files into dist/web/) when
+ * any source is newer (npm test builds first anyway).
+ */
 export function ensureBuiltCli(): string {
   let built = 0;
   try {
@@ -21,7 +24,7 @@ export function ensureBuiltCli(): string {
     built = 0;
   }
   if (built < newestSource(join(ROOT, 'src'))) {
-    execFileSync(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json'], { cwd: ROOT });
+    execFileSync('npm', ['run', 'build', '--silent'], { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'] });
   }
   return CLI_PATH;
 }

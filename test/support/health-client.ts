@@ -3,6 +3,7 @@ import * as protoLoader from '@grpc/proto-loader';
 import { protoPath } from 'grpc-health-check';
 
 interface HealthServiceClient extends grpc.Client {
+  Watch(request: { service: string }): grpc.ClientReadableStream<{ status: string }>;
   Check(
     request: { service: string },
     options: grpc.CallOptions,
@@ -21,7 +22,17 @@ export function healthClient(address: string) {
     new Promise<{ status: string }>((resolve, reject) =>
       client.Check({ service }, { deadline: Date.now() + 2000 }, (error, response) => (error ? reject(error) : resolve(response))),
     );
-  return { check, close: () => client.close() };
+  /** Health/Watch: every status the server sends, and how the call ended (once it has). */
+  const watch = (service = '') => {
+    const call = client.Watch({ service });
+    const statuses: string[] = [];
+    let ended: grpc.StatusObject | undefined;
+    call.on('data', (response: { status: string }) => statuses.push(response.status));
+    call.on('error', () => undefined);
+    call.on('status', (status: grpc.StatusObject) => (ended = status));
+    return { statuses, ended: () => ended, cancel: () => call.cancel() };
+  };
+  return { check, watch, close: () => client.close() };
 }
 
 /** Polls until the check says `status` or the time is up; returns the last answer. */

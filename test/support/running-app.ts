@@ -65,6 +65,7 @@ export async function startAppUnderTest(options: {
   const env: Record<string, string> = {
     GRPC_PORT: '0',
     ADMIN_PORT: '0',
+    CUSTOMER_PORT: '0',
     BIND_ADDRESS: '127.0.0.1',
     ADMIN_TOKEN: TEST_ADMIN_TOKEN,
     ...(options.redisUrl ? { REDIS_URL: options.redisUrl } : {}),

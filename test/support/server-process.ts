@@ -34,9 +34,16 @@ export interface ServerProcess {
  * "listening" line. Its log lines join the suite-wide secret scan.
  */
 export async function startServerProcess(env: Record<string, string>, startTimeoutMs = 15000): Promise<ServerProcess> {
-  const [grpcPort, adminPort] = [await freePort(), await freePort()];
+  const [grpcPort, adminPort, customerPort] = [await freePort(), await freePort(), await freePort()];
   const child = spawn(process.execPath, [ensureBuiltCli(), 'serve'], {
-    env: { PATH: process.env.PATH ?? '', GRPC_PORT: String(grpcPort), ADMIN_PORT: String(adminPort), BIND_ADDRESS: '127.0.0.1', ...env },
+    env: {
+      PATH: process.env.PATH ?? '',
+      GRPC_PORT: String(grpcPort),
+      ADMIN_PORT: String(adminPort),
+      CUSTOMER_PORT: String(customerPort),
+      BIND_ADDRESS: '127.0.0.1',
+      ...env,
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';

@@ -1,55 +1,32 @@
-import type { FastifyInstance, FastifyReply } from 'fastify';
-import { DASHBOARD_HTML } from './dashboard-page';
-import { DASHBOARD_SCRIPT } from './dashboard-script';
-import { DASHBOARD_CSS } from './dashboard-style';
+import type { FastifyInstance } from 'fastify';
+import { registerWebAssets, type WebAssets } from '../../web-assets/web-assets';
 
 /**
- * The admin dashboard ("API Keys"): one static page plus its script and
- * stylesheet. They hold no data, so they are the only admin routes served
- * without the admin token; every data call the page makes goes to the admin
- * API with `Authorization: Bearer <token>`.
+ * The operator dashboard ("API Keys"): one page plus its stylesheets and script modules, from src/web/. They hold no
+ * data, so they are the only admin routes served without the admin token; every data call the page makes goes to the
+ * admin API with `Authorization: Bearer <token>`.
+ *
+ * Files are served below /dashboard/assets/ with the same layout as in src/web/, so the modules' relative imports
+ * (`../shared/dom.js`) resolve alike in the type checker and in the browser.
  */
+const ASSET_PREFIX = '/dashboard/assets/';
 
-const ASSETS: Readonly<Record<string, { contentType: string; body: string }>> = {
-  '/dashboard': { contentType: 'text/html; charset=utf-8', body: DASHBOARD_HTML },
-  '/dashboard/app.js': { contentType: 'text/javascript; charset=utf-8', body: DASHBOARD_SCRIPT },
-  '/dashboard/app.css': { contentType: 'text/css; charset=utf-8', body: DASHBOARD_CSS },
+/** Every file the page loads, directly or through an import; test/dashboard checks the list against the files. */
+export const DASHBOARD_ASSET_FILES: readonly string[] = [
+  'shared/base.css',
+  'shared/api.js',
+  'shared/dom.js',
+  'shared/key-panel.js',
+  'operator/operator.css',
+  'operator/operator.js',
+];
+
+export const DASHBOARD_ASSETS: WebAssets = {
+  '/dashboard': 'operator/index.html',
+  ...Object.fromEntries(DASHBOARD_ASSET_FILES.map((file) => [`${ASSET_PREFIX}${file}`, file])),
 };
 
-/**
- * No inline script or style anywhere (script and stylesheet are same-origin
- * files), no external resource, no framing, no form posts, no base override.
- */
-export const DASHBOARD_CSP = [
-  "default-src 'none'",
-  "script-src 'self'",
-  "style-src 'self'",
-  "connect-src 'self'",
-  "img-src 'self' data:",
-  "base-uri 'none'",
-  "form-action 'none'",
-  "frame-ancestors 'none'",
-].join('; ');
-
-const SECURITY_HEADERS: Readonly<Record<string, string>> = {
-  'content-security-policy': DASHBOARD_CSP,
-  'x-content-type-options': 'nosniff',
-  'cache-control': 'no-store',
-  'referrer-policy': 'no-referrer',
-  'x-frame-options': 'DENY',
-  'cross-origin-opener-policy': 'same-origin',
-  'cross-origin-resource-policy': 'same-origin',
-};
-
-/**
- * True only for `GET` of exactly the dashboard page and its two assets, as
- * matched by the router (so a query string does not matter, and any other
- * path, method or a 404 is not public). Used by the admin token hook.
- */
+/** Public (`config.public`, read by the admin token hook) only for GET of exactly these paths. */
 export function registerDashboard(app: FastifyInstance): void {
-  for (const [path, asset] of Object.entries(ASSETS)) {
-    app.get(path, { exposeHeadRoute: false, config: { public: true } }, async (_request, reply: FastifyReply) =>
-      reply.headers(SECURITY_HEADERS).type(asset.contentType).send(asset.body),
-    );
-  }
+  registerWebAssets(app, DASHBOARD_ASSETS, { public: true });
 }

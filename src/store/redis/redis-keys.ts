@@ -22,6 +22,11 @@ export const redisKeys = {
   accounts: () => 'gwa:accounts',
   /** Stream of admin mutations. */
   audit: () => 'gwa:audit',
+  /**
+   * A customer dashboard session (JSON, with a time to live), named by the
+   * SHA-256 of its session id: a dump of Redis holds no live session id.
+   */
+  customerSession: (sessionIdHash: string) => `gwa:session:${sessionIdHash}`,
   accountTag: (accountId: string) => `gwa:{acct:${accountId}}:`,
   account: (accountId: string) => `${redisKeys.accountTag(accountId)}account`,
   key: (accountId: string, keyId: string) => `${redisKeys.accountTag(accountId)}key:${keyId}`,

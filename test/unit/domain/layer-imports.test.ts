@@ -19,7 +19,19 @@ function offendingImports(layer: string, forbidden: readonly string[]): string[]
 describe('imports point one way: domain <- limits, pipeline <- adapters', () => {
   it('domain/ imports nothing from the layers built on it', () => {
     expect(
-      offendingImports('domain', ['limits', 'pipeline', 'store', 'grpc', 'admin', 'customer', 'actions', 'http', 'responses', 'settings']),
+      offendingImports('domain', [
+        'limits',
+        'pipeline',
+        'store',
+        'grpc',
+        'admin',
+        'customer',
+        'actions',
+        'http',
+        'responses',
+        'settings',
+        'metering',
+      ]),
     ).toEqual([]);
   });
 
@@ -29,6 +41,18 @@ describe('imports point one way: domain <- limits, pipeline <- adapters', () => 
 
   it('limits/ and pipeline/ import nothing from the store or other adapters', () => {
     expect(offendingImports('limits', ['store', 'pipeline', 'grpc', 'admin'])).toEqual([]);
-    expect(offendingImports('pipeline', ['store', 'grpc', 'admin'])).toEqual([]);
+    expect(offendingImports('pipeline', ['store', 'grpc', 'admin', 'customer'])).toEqual([]);
+  });
+
+  it('the customer dashboard and the admin API are separate adapters: neither imports the other', () => {
+    expect(offendingImports('customer', ['admin', 'grpc', 'pipeline'])).toEqual([]);
+    expect(offendingImports('admin', ['customer'])).toEqual([]);
+    expect(offendingImports('store', ['customer'])).toEqual([]);
+  });
+
+  it('metering/ is pure: it imports only the domain, never transport, store, settings or other adapters', () => {
+    expect(
+      offendingImports('metering', ['store', 'grpc', 'admin', 'pipeline', 'settings', 'responses', 'limits', 'cluster', 'health']),
+    ).toEqual([]);
   });
 });

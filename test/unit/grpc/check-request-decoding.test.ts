@@ -1,8 +1,10 @@
 import fc from 'fast-check';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
-import { withFastCheckCodec } from '../../../src/grpc/authorization-server';
-import { toAuthRequest, type CheckRequestMessage } from '../../../src/grpc/check-request';
+import { createLogger } from '../../../src/logging/logger';
+import type { UnaryCall } from '../../../src/grpc/transport/grpc-server';
+import { checkMethod } from '../../../src/grpc/authorization-server';
+import { toAuthRequest } from '../../../src/grpc/check-request';
 import { decodeCheckRequest } from '../../../src/grpc/check-request-decoding';
 import { loadAuthorizationService } from '../../../src/grpc/proto-loading';
 import { generateCustomerKey } from '../../../src/keys/customer-key';
@@ -20,7 +22,7 @@ const official = (
 
 /** Both readers, compared on what the pipeline gets out of them. */
 function expectSameAuthRequest(bytes: Buffer): void {
-  const reference = toAuthRequest(generic.requestDeserialize(bytes) as CheckRequestMessage);
+  const reference = toAuthRequest(generic.requestDeserialize(bytes));
   const fast = toAuthRequest(decodeCheckRequest(bytes));
   expect(fast).toEqual(reference);
   expect(Object.keys(fast.headers)).toEqual(Object.keys(reference.headers));
@@ -112,7 +114,7 @@ describe('CheckRequest decoding (the fields the pipeline reads)', () => {
     expect(toAuthRequest(decodeCheckRequest(Buffer.concat([first, second]))).path).toBe('/second');
   });
 
-  it('refuses malformed bytes as protobufjs does, so grpc-js answers with an RPC error', () => {
+  it('refuses malformed bytes as protobufjs does, so the server answers INTERNAL', () => {
     const good = official.requestSerialize(envoyCheckRequest({ path: '/v1/chat/completions', headers: { authorization: 'Bearer k' } }));
     const malformed = [
       good.subarray(0, good.length - 3), // truncated
@@ -126,9 +128,17 @@ describe('CheckRequest decoding (the fields the pipeline reads)', () => {
     }
   });
 
-  it('is what the server registers', () => {
-    const service = withFastCheckCodec(loadAuthorizationService().service);
+  it('is what the server hands the Check handler, and a message it cannot read is answered INTERNAL without a decision', () => {
+    const seen: unknown[] = [];
+    const method = checkMethod((request) => seen.push(request), createLogger('silent'));
+    const failures: unknown[] = [];
+    const call = { deadlineMs: Infinity, finished: false, respond: () => undefined, fail: (error) => failures.push(error) } as UnaryCall;
     const bytes = official.requestSerialize(envoyCheckRequest({ path: '/v1/messages', headers: { 'x-api-key': 'k' } }));
-    expect(service.Check!.requestDeserialize(bytes)).toEqual(decodeCheckRequest(bytes));
+    if (method.kind !== 'unary') throw new Error('Check is unary');
+    method.handle(bytes, call);
+    expect(seen).toEqual([decodeCheckRequest(bytes)]);
+    method.handle(Buffer.from([0x0a, 0x05, 0x01]), call);
+    expect(seen).toHaveLength(1);
+    expect(failures).toEqual([{ code: 13, details: expect.stringMatching(/^Error deserializing request: /) }]);
   });
 });

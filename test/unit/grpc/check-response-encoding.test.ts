@@ -3,9 +3,11 @@ import * as protoLoader from '@grpc/proto-loader';
 import type { AllowDecision, Decision, DenyDecision } from '../../../src/domain/decision';
 import { DENY_REASONS, type DenyReason } from '../../../src/domain/deny-reasons';
 import type { ClassifiedRoute, ClientStyle } from '../../../src/domain/route';
-import { withFastCheckCodec } from '../../../src/grpc/authorization-server';
+import { checkMethod } from '../../../src/grpc/authorization-server';
 import { toAuthRequest, type CheckRequestMessage } from '../../../src/grpc/check-request';
-import { encodeCheckResponse } from '../../../src/grpc/check-response-encoding';
+import { encodeCheckResponse, encodeCheckResponseFrame } from '../../../src/grpc/check-response-encoding';
+import type { UnaryCall } from '../../../src/grpc/transport/grpc-server';
+import { createLogger } from '../../../src/logging/logger';
 import { loadAuthorizationService } from '../../../src/grpc/proto-loading';
 import { decide } from '../../../src/pipeline/decide';
 import { overwrite, toCheckAnswer, type CheckResponse } from '../../../src/responses/check-response';
@@ -124,7 +126,6 @@ describe('fast CheckResponse encoding', () => {
       },
     ];
     for (const response of odd) expect(encodeCheckResponse(response as unknown as CheckResponse)).toBeUndefined();
-    const service = withFastCheckCodec(loadAuthorizationService().service);
     const withUnknownAction = {
       status: { code: 0, message: '' },
       ok_response: {
@@ -134,7 +135,36 @@ describe('fast CheckResponse encoding', () => {
         response_headers_to_add: [],
       },
     };
-    // Without `append` and with another action: the same bytes either way.
-    expect(Buffer.compare(service.Check!.responseSerialize(withUnknownAction), generic.responseSerialize(withUnknownAction))).toBe(0);
+    // Without `append` and with another action: the same bytes either way, as a gRPC frame.
+    expect(Buffer.compare(answerFrame(withUnknownAction), frameOf(generic.responseSerialize(withUnknownAction)))).toBe(0);
+    // Outside the shape: protobufjs's bytes.
+    const odd3 = odd[3]!;
+    expect(() => generic.responseSerialize(odd3)).not.toThrow();
+    expect(Buffer.compare(answerFrame(odd3), frameOf(generic.responseSerialize(odd3)))).toBe(0);
+  });
+
+  it('is what the server writes: the fast bytes in one length-prefixed frame', () => {
+    for (const response of syntheticResponses()) {
+      const frame = answerFrame(response);
+      expect(Buffer.compare(frame, frameOf(encodeCheckResponse(response)!))).toBe(0);
+      expect(Buffer.compare(frame, encodeCheckResponseFrame(response)!)).toBe(0);
+    }
   });
 });
+
+function frameOf(message: Buffer): Buffer {
+  const prefix = Buffer.alloc(5);
+  prefix.writeUInt32BE(message.length, 1);
+  return Buffer.concat([prefix, message]);
+}
+
+/** The frame the server's Check method writes for a handler that answers `response`. */
+function answerFrame(response: object): Buffer {
+  const method = checkMethod((_request, _deadline, reply) => reply(null, response as CheckResponse), createLogger('silent'));
+  let written: Buffer | undefined;
+  const call = { deadlineMs: Infinity, finished: false, respond: (frame) => (written = frame), fail: () => undefined } as UnaryCall;
+  if (method.kind !== 'unary') throw new Error('Check is unary');
+  method.handle(Buffer.alloc(0), call);
+  if (!written) throw new Error('no answer written');
+  return written;
+}

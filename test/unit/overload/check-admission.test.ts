@@ -1,6 +1,6 @@
-import * as grpc from '@grpc/grpc-js';
 import { ManualClock } from '../../../src/domain/clock';
-import { createCheckHandler } from '../../../src/grpc/authorization-server';
+import { createCheckHandler } from '../../../src/grpc/check-handler';
+import { GrpcStatus, type RpcError } from '../../../src/grpc/transport/status';
 import { createLogger } from '../../../src/logging/logger';
 import { Metrics } from '../../../src/metrics/metrics';
 import { CheckAdmission } from '../../../src/overload/check-admission';
@@ -52,9 +52,8 @@ describe('the Check handler with admission', () => {
       storeFailureMode: 'deny',
     });
     const check = (deadlineMs: number) =>
-      new Promise<{ error: Partial<grpc.StatusObject> | null; response: unknown }>((resolve) => {
-        const call = { request: {}, getDeadline: () => deadlineMs } as unknown as Parameters<typeof handler>[0];
-        handler(call, (error, response) => resolve({ error, response }));
+      new Promise<{ error: RpcError | null; response: unknown }>((resolve) => {
+        handler({}, deadlineMs, (error, response) => resolve({ error, response }));
       });
     return { check, metrics, storeCalls };
   }
@@ -62,7 +61,7 @@ describe('the Check handler with admission', () => {
   it('answers a Check already past its deadline DEADLINE_EXCEEDED without deciding it, and counts it', async () => {
     const { check, metrics, storeCalls } = handlerWith(new CheckAdmission(10, new ManualClock(NOW)));
     const { error } = await check(NOW - 5);
-    expect(error).toMatchObject({ code: grpc.status.DEADLINE_EXCEEDED });
+    expect(error).toMatchObject({ code: GrpcStatus.DEADLINE_EXCEEDED });
     expect(storeCalls).toEqual([]);
     const shed = await metrics.registry.getSingleMetricAsString('gateway_authz_checks_shed_total');
     expect(shed).toContain('gateway_authz_checks_shed_total{reason="past_deadline"} 1');

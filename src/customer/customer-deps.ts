@@ -1,0 +1,26 @@
+import type { FastifyInstance } from 'fastify';
+import type { Clock } from '../domain/clock';
+import type { MembershipLookup } from '../domain/customer-identity';
+import type { SessionStorage } from '../domain/session-storage';
+import type { Logger } from '../logging/logger';
+import type { CustomerSignInSettings } from '../settings/settings';
+import type { RelyingParty } from './oidc-login';
+
+/** What the customer dashboard's HTTP server is built from (app.ts wires it). */
+export interface CustomerServerDeps {
+  /** Absent: no identity provider is configured; the pages say so and the API answers 503. */
+  signIn?: CustomerSignInSettings;
+  sessions: SessionStorage;
+  /** Which accounts a signed-in person may act on: none means the "no access" page. */
+  memberships: MembershipLookup;
+  clock: Clock;
+  logger: Logger;
+  /** The identity provider side; by default openid-client against signIn's issuer. */
+  relyingParty?: RelyingParty;
+  /**
+   * Mounts the customer JSON API (under /api). It runs behind this server's
+   * checks: every /api request has a signed-in `request.customerIdentity`,
+   * and every state-changing one passed the Origin and CSRF token checks.
+   */
+  registerApi?: (app: FastifyInstance) => void | Promise<void>;
+}

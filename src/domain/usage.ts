@@ -1,0 +1,95 @@
+/**
+ * Token usage of one upstream response, split the way it is priced. The
+ * three API styles report overlapping numbers (OpenAI's and Gemini's prompt
+ * counts include cached tokens, Anthropic's input count excludes them); here
+ * the four counts never overlap, so a cost is a plain sum of count × price.
+ */
+export interface TokenCounts {
+  /** Input tokens at the full input price: neither read from nor written to a prompt cache. */
+  readonly inputTokens: number;
+  /** Generated tokens, including reasoning/thinking tokens (every style bills those as output). */
+  readonly outputTokens: number;
+  /** Input tokens read from a prompt cache. */
+  readonly cachedInputTokens: number;
+  /** Input tokens written to a prompt cache. */
+  readonly cacheCreationTokens: number;
+}
+
+/**
+ * The largest count accepted in any one field of one response: 10^9 tokens,
+ * a hundred times the largest context window offered today. A reported
+ * count above it is treated as malformed usage. Together with
+ * MAX_PRICE_PER_MILLION_TOKENS it bounds the cost of one response well
+ * inside the credit bounds (see src/domain/pricing.ts).
+ */
+export const MAX_TOKEN_COUNT = 1_000_000_000;
+
+export const ZERO_TOKENS: TokenCounts = Object.freeze({ inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, cacheCreationTokens: 0 });
+
+/** Every token the response processed or produced: what a token budget consumes. */
+export function totalTokens(counts: TokenCounts): number {
+  return counts.inputTokens + counts.outputTokens + counts.cachedInputTokens + counts.cacheCreationTokens;
+}
+
+export function isTokenCount(value: unknown): value is number {
+  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0 && value <= MAX_TOKEN_COUNT;
+}
+
+/** Why a response carries no usage to count. */
+export type NoUsageReason =
+  /** Not a generation request (a GET, a DELETE, or a family that is never metered). */
+  | 'not-metered-request'
+  /** The upstream answered 4xx/5xx: an error answer costs nothing. */
+  | 'error-status'
+  /** 1xx/3xx: no generation happened. */
+  | 'not-success-status'
+  /** Neither JSON nor server-sent events. */
+  | 'unsupported-content-type'
+  /** A compressed body (gzip, br…): Envoy must hand the processor the body as the upstream's identity encoding. */
+  | 'unsupported-content-encoding'
+  | 'empty-body'
+  /** The body (or every event of the stream) was not valid JSON, or was cut off before its first complete document. */
+  | 'malformed-body'
+  /** A usage object was present but its counts were missing, negative, fractional or above MAX_TOKEN_COUNT. */
+  | 'malformed-usage'
+  /** Well-formed, but no usage in it: a stream without `stream_options.include_usage`, or one cut off before its usage. */
+  | 'no-usage-reported';
+
+/** What the response itself says about its usage, before any estimate or price. */
+export type UsageReading =
+  | {
+      readonly kind: 'reported';
+      readonly tokens: TokenCounts;
+      /** The model that served the request, as the response names it (absent if it names none). */
+      readonly model?: string;
+      /** The upstream's last word on the usage (false: a running or early count, e.g. a stream cut off mid-way). */
+      readonly final: boolean;
+      /** The body reached its protocol's end ([DONE], message_stop, a terminal event, the JSON's last byte). */
+      readonly streamComplete: boolean;
+    }
+  | {
+      readonly kind: 'none';
+      readonly reason: NoUsageReason;
+      readonly model?: string;
+      readonly streamComplete: boolean;
+      /**
+       * UTF-8 bytes of generated text the client received (chat-completions
+       * content, refusals, tool-call arguments; Responses API text deltas),
+       * for the estimate of a stream that reports no usage.
+       */
+      readonly deliveredTextBytes: number;
+    };
+
+/** The usage that is counted for one response: reported by the upstream, or estimated when it reported none. */
+export interface MeteredUsage {
+  readonly tokens: TokenCounts;
+  readonly model?: string;
+  /** True when the counts are an estimate (see src/metering/usage-estimate.ts), never the upstream's report. */
+  readonly estimated: boolean;
+  readonly final: boolean;
+  readonly streamComplete: boolean;
+}
+
+/** Either the usage to count, or why the response costs nothing. */
+export type UsageOutcome =
+  { readonly kind: 'metered'; readonly usage: MeteredUsage } | { readonly kind: 'free'; readonly reason: NoUsageReason };

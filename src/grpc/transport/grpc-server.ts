@@ -1,0 +1,607 @@
+/**
+ * A gRPC server on node:http2's core API for the few methods this service
+ * serves: unary calls and server-streaming calls with one request message.
+ * It follows gRPC over HTTP/2 (grpc/doc/PROTOCOL-HTTP2.md) as far as those
+ * need; what it refuses, and how, is listed in the README ("The gRPC
+ * transport").
+ *
+ * Why not grpc-js: its server spends most of a no-op Check's CPU on per-call
+ * machinery (interceptor objects, metadata conversion, status metadata
+ * clones); this is one object and a few listeners per call. The measurement
+ * is in the README.
+ */
+import * as http2 from 'node:http2';
+import type { Logger } from '../../logging/logger';
+import { percentEncodeGrpcMessage } from './grpc-message';
+import { parseGrpcTimeoutMs } from './grpc-timeout';
+import { GrpcStatus, type RpcError } from './status';
+
+/** How a method's call is answered. Every method gets exactly one request message. */
+export interface UnaryCall {
+  /** When the caller gives up (`grpc-timeout` on receipt, system clock, epoch ms), Infinity without one. */
+  readonly deadlineMs: number;
+  /** True once the call has ended: answered, cancelled by the client, past its deadline, or the server closed. */
+  readonly finished: boolean;
+  /** Answers with one message, given as a length-prefixed frame (see frameMessage), then status OK. */
+  respond(frame: Buffer): void;
+  /** Answers with an error status (Trailers-Only). */
+  fail(error: RpcError): void;
+}
+
+export interface ServerStreamingCall extends UnaryCall {
+  /** Sends one message (a length-prefixed frame) and keeps the call open. */
+  write(frame: Buffer): void;
+  /** Ends the call with this status after the messages written. */
+  end(status: RpcError): void;
+  /** Runs once when the call ends for any reason. */
+  onFinished(listener: () => void): void;
+}
+
+export type MethodHandler =
+  | { kind: 'unary'; handle(message: Buffer, call: UnaryCall): void }
+  | { kind: 'server-streaming'; handle(message: Buffer, call: ServerStreamingCall): void };
+
+export interface GrpcServerSettings {
+  host: string;
+  port: number;
+  /** RESOURCE_EXHAUSTED for a request message above this (grpc-js's default: 4 MiB). */
+  maxReceiveMessageBytes: number;
+  /** A PING on every connection this often; no ACK within keepaliveTimeoutMs closes it. */
+  keepaliveTimeMs: number;
+  keepaliveTimeoutMs: number;
+  /** Connections are drained (GOAWAY) after this age, ±10 % jitter, and closed maxConnectionAgeGraceMs later. */
+  maxConnectionAgeMs: number;
+  maxConnectionAgeGraceMs: number;
+  /** close(): how long in-flight calls may take before the connections are destroyed. */
+  shutdownTimeoutMs: number;
+  /** SETTINGS_MAX_CONCURRENT_STREAMS advertised per connection. */
+  maxConcurrentStreams: number;
+  /** SETTINGS_MAX_HEADER_LIST_SIZE advertised: request headers above it are refused by node:http2. */
+  maxHeaderListBytes: number;
+}
+
+export const DEFAULT_GRPC_SERVER_SETTINGS: Omit<GrpcServerSettings, 'host' | 'port'> = {
+  maxReceiveMessageBytes: 4 * 1024 * 1024,
+  keepaliveTimeMs: 30_000,
+  keepaliveTimeoutMs: 10_000,
+  maxConnectionAgeMs: 300_000,
+  maxConnectionAgeGraceMs: 30_000,
+  shutdownTimeoutMs: 10_000,
+  maxConcurrentStreams: 1000,
+  maxHeaderListBytes: 16 * 1024,
+};
+
+/** A gRPC message's prefix: the compressed flag and the big-endian length. */
+export const MESSAGE_PREFIX_BYTES = 5;
+
+/** The prefix (uncompressed) and the message, in one buffer. */
+export function frameMessage(message: Buffer): Buffer {
+  const frame = Buffer.allocUnsafe(MESSAGE_PREFIX_BYTES + message.length);
+  frame[0] = 0;
+  frame.writeUInt32BE(message.length, 1);
+  message.copy(frame, MESSAGE_PREFIX_BYTES);
+  return frame;
+}
+
+const { NGHTTP2_NO_ERROR, NGHTTP2_CANCEL } = http2.constants;
+/** Node's timers take at most 2^31 − 1 ms; a longer deadline is as good as none. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+/** GOAWAY's "any stream you may have sent": the first of the two GOAWAYs of a drain (RFC 9113 §6.8). */
+const ALL_STREAMS = 2 ** 31 - 1;
+/** How long a drain waits for the ACK of the PING that follows its first GOAWAY. */
+const DRAIN_PING_TIMEOUT_MS = 1000;
+
+const RESPONSE_HEADERS = Object.freeze({ ':status': 200, 'content-type': 'application/grpc' });
+const WITH_TRAILERS: http2.ServerStreamResponseOptions = Object.freeze({ waitForTrailers: true, sendDate: false });
+const END_STREAM: http2.ServerStreamResponseOptions = Object.freeze({ endStream: true, sendDate: false });
+const OK_TRAILERS = Object.freeze({ 'grpc-status': '0' });
+
+function sendOkTrailers(this: http2.ServerHttp2Stream): void {
+  this.sendTrailers(OK_TRAILERS);
+}
+
+/** Stream errors end in 'close', where the call is settled; the listener only keeps them from being thrown. */
+function ignoreStreamError(): void {}
+
+/** `application/grpc`, optionally `+proto` and parameters; anything else that starts like it is another encoding. */
+function contentSubtypeOf(contentType: string): string | undefined {
+  if (!contentType.startsWith('application/grpc')) return undefined;
+  const rest = contentType.slice('application/grpc'.length);
+  if (rest === '' || rest.startsWith(';')) return 'proto';
+  if (!rest.startsWith('+')) return undefined;
+  const end = rest.indexOf(';');
+  return rest.slice(1, end === -1 ? undefined : end);
+}
+
+const READING = 0;
+const HANDLING = 1;
+const FINISHED = 2;
+
+/** One call, from its HEADERS to its status. */
+class ServerCall implements ServerStreamingCall {
+  private state = READING;
+  private headersSent = false;
+  /** Bytes of a message prefix or body split across DATA frames. */
+  private partial: Buffer[] | undefined;
+  private partialBytes = 0;
+  /** Length of the message being received in pieces; -1 while reading a prefix. */
+  private expected = -1;
+  private message: Buffer | undefined;
+  private deadlineTimer: NodeJS.Timeout | undefined;
+  private finishListeners: (() => void)[] | undefined;
+
+  constructor(
+    private readonly server: GrpcServer,
+    private readonly stream: http2.ServerHttp2Stream,
+    private readonly path: string,
+    private readonly handler: MethodHandler,
+    readonly deadlineMs: number,
+    timeoutMs: number,
+    private readonly encoding: string | undefined,
+    private readonly connection: SessionState | undefined,
+  ) {
+    if (connection) connection.openCalls += 1;
+    if (timeoutMs < MAX_TIMER_MS) this.deadlineTimer = setTimeout(() => this.deadlinePassed(), timeoutMs);
+  }
+
+  get finished(): boolean {
+    return this.state === FINISHED;
+  }
+
+  onData(chunk: Buffer): void {
+    if (this.state !== READING) return;
+    let data = chunk;
+    if (this.partial && this.expected === -1) {
+      // A prefix split across frames (rare): join the few bytes.
+      this.partial.push(chunk);
+      data = Buffer.concat(this.partial);
+      this.partial = undefined;
+      this.partialBytes = 0;
+    }
+    let offset = 0;
+    while (offset < data.length && this.state === READING) {
+      if (this.expected >= 0) {
+        const take = Math.min(this.expected - this.partialBytes, data.length - offset);
+        this.partial!.push(data.subarray(offset, offset + take));
+        this.partialBytes += take;
+        offset += take;
+        if (this.partialBytes === this.expected) {
+          const message = Buffer.concat(this.partial!, this.expected);
+          this.partial = undefined;
+          this.partialBytes = 0;
+          this.expected = -1;
+          this.received(message);
+        }
+        continue;
+      }
+      if (data.length - offset < MESSAGE_PREFIX_BYTES) {
+        this.partial = [Buffer.from(data.subarray(offset))];
+        return;
+      }
+      const flag = data[offset]!;
+      const length = data.readUInt32BE(offset + 1);
+      offset += MESSAGE_PREFIX_BYTES;
+      if (!this.acceptPrefix(flag, length)) return;
+      if (data.length - offset >= length) {
+        this.received(data.subarray(offset, offset + length));
+        offset += length;
+      } else {
+        // The length is checked before any of the body is kept.
+        this.expected = length;
+        this.partial = [];
+      }
+    }
+  }
+
+  private acceptPrefix(flag: number, length: number): boolean {
+    if (flag === 1) {
+      // compression.md: a compressed message needs grpc-encoding; identity is all this server accepts.
+      if (this.encoding === undefined || this.encoding === 'identity') {
+        this.fail({ code: GrpcStatus.INTERNAL, details: 'Compressed message received without a grpc-encoding' });
+      } else {
+        this.fail({ code: GrpcStatus.UNIMPLEMENTED, details: `Message encoding "${this.encoding}" is not supported` }, ACCEPT_IDENTITY);
+      }
+      return false;
+    }
+    if (flag !== 0) {
+      this.fail({ code: GrpcStatus.INTERNAL, details: `Invalid message flag ${flag}` });
+      return false;
+    }
+    const limit = this.server.settings.maxReceiveMessageBytes;
+    if (length > limit) {
+      this.fail({ code: GrpcStatus.RESOURCE_EXHAUSTED, details: `Received message larger than max (${length} vs. ${limit})` });
+      return false;
+    }
+    if (this.message !== undefined) {
+      this.fail({ code: GrpcStatus.UNIMPLEMENTED, details: `More than one request message for ${this.path}` });
+      return false;
+    }
+    return true;
+  }
+
+  private received(message: Buffer): void {
+    this.message = message;
+  }
+
+  onEnd(): void {
+    if (this.state !== READING) return;
+    if (this.partial) {
+      this.fail({ code: GrpcStatus.INTERNAL, details: 'The request ended inside a message' });
+      return;
+    }
+    const message = this.message;
+    if (message === undefined) {
+      this.fail({ code: GrpcStatus.UNIMPLEMENTED, details: `No request message for ${this.path}` });
+      return;
+    }
+    this.message = undefined;
+    this.state = HANDLING;
+    try {
+      this.handler.handle(message, this);
+    } catch (error) {
+      this.server.logger.error({ err: error, path: this.path }, 'gRPC handler failed');
+      this.fail({ code: GrpcStatus.INTERNAL, details: 'internal error' });
+    }
+  }
+
+  /** The stream is gone: answered, reset by the client (RST_STREAM), or its connection closed. */
+  onClose(): void {
+    if (this.connection) this.connection.openCalls -= 1;
+    if (this.state !== FINISHED) this.finish();
+    else if (this.deadlineTimer) clearTimeout(this.deadlineTimer);
+  }
+
+  respond(frame: Buffer): void {
+    if (this.state === FINISHED || !this.open()) return;
+    this.finish();
+    try {
+      this.stream.respond(RESPONSE_HEADERS, WITH_TRAILERS);
+      this.stream.on('wantTrailers', sendOkTrailers);
+      this.stream.end(frame);
+    } catch (error) {
+      this.server.streamFailed(this.stream, error);
+    }
+  }
+
+  write(frame: Buffer): void {
+    if (this.state === FINISHED || !this.open()) return;
+    try {
+      if (!this.headersSent) {
+        this.headersSent = true;
+        this.stream.respond(RESPONSE_HEADERS, WITH_TRAILERS);
+      }
+      this.stream.write(frame);
+    } catch (error) {
+      this.finish();
+      this.server.streamFailed(this.stream, error);
+    }
+  }
+
+  end(status: RpcError): void {
+    this.fail(status);
+  }
+
+  fail(error: RpcError, extraHeaders?: Readonly<Record<string, string>>): void {
+    if (this.state === FINISHED || !this.open()) return;
+    this.finish();
+    const status = { 'grpc-status': String(error.code), 'grpc-message': percentEncodeGrpcMessage(error.details) };
+    try {
+      if (this.headersSent) {
+        this.stream.on('wantTrailers', () => this.stream.sendTrailers(status));
+        this.stream.end();
+        return;
+      }
+      // Trailers-Only: one HEADERS frame with END_STREAM.
+      this.stream.respond({ ...RESPONSE_HEADERS, ...extraHeaders, ...status }, END_STREAM);
+      // An answer before the client's END_STREAM is followed by RST_STREAM(NO_ERROR): the rest is not read.
+      if (!this.stream.readableEnded) this.stream.close(NGHTTP2_NO_ERROR);
+    } catch (error) {
+      this.server.streamFailed(this.stream, error);
+    }
+  }
+
+  onFinished(listener: () => void): void {
+    if (this.state === FINISHED) listener();
+    else (this.finishListeners ??= []).push(listener);
+  }
+
+  /** Ends a call the server is closing (server-streaming calls stay open otherwise). */
+  shutDown(): void {
+    this.fail({ code: GrpcStatus.UNAVAILABLE, details: 'the server is shutting down' });
+  }
+
+  private open(): boolean {
+    if (this.stream.destroyed || this.stream.closed) {
+      if (this.state !== FINISHED) this.finish();
+      return false;
+    }
+    return true;
+  }
+
+  private deadlinePassed(): void {
+    this.deadlineTimer = undefined;
+    if (this.state === FINISHED) return;
+    this.fail({ code: GrpcStatus.DEADLINE_EXCEEDED, details: 'Deadline exceeded' });
+  }
+
+  private finish(): void {
+    this.state = FINISHED;
+    if (this.deadlineTimer) {
+      clearTimeout(this.deadlineTimer);
+      this.deadlineTimer = undefined;
+    }
+    this.server.callFinished(this);
+    const listeners = this.finishListeners;
+    if (!listeners) return;
+    this.finishListeners = undefined;
+    for (const listener of listeners) {
+      try {
+        listener();
+      } catch (error) {
+        this.server.logger.error({ err: error, path: this.path }, 'gRPC call listener failed');
+      }
+    }
+  }
+}
+
+const ACCEPT_IDENTITY = Object.freeze({ 'grpc-accept-encoding': 'identity' });
+
+interface SessionState {
+  /** Calls started on this connection and not yet closed. */
+  openCalls: number;
+  keepalive?: NodeJS.Timeout;
+  pingTimeout?: NodeJS.Timeout;
+  maxAge?: NodeJS.Timeout;
+  grace?: NodeJS.Timeout;
+  draining?: boolean;
+}
+
+export class GrpcServer {
+  readonly settings: GrpcServerSettings;
+  private readonly server: http2.Http2Server;
+  private readonly methods = new Map<string, MethodHandler>();
+  private readonly sessions = new Map<http2.Http2Session, SessionState>();
+  /** Server-streaming calls in progress, ended by close(). */
+  private readonly streamingCalls = new Set<ServerCall>();
+  private closing: Promise<void> | undefined;
+
+  constructor(
+    settings: Partial<GrpcServerSettings> & Pick<GrpcServerSettings, 'host' | 'port'>,
+    readonly logger: Logger,
+  ) {
+    this.settings = { ...DEFAULT_GRPC_SERVER_SETTINGS, ...settings };
+    this.server = http2.createServer({
+      settings: {
+        maxConcurrentStreams: this.settings.maxConcurrentStreams,
+        maxHeaderListSize: this.settings.maxHeaderListBytes,
+      },
+      // node:http2 refuses new streams with ENHANCE_YOUR_CALM past this many MB of buffered frames per
+      // connection, and then closes it; grpc-js lifts it for the same reason. Streams per connection are
+      // bounded by maxConcurrentStreams and their messages by maxReceiveMessageBytes instead.
+      maxSessionMemory: 1024,
+    });
+    this.server.on('session', (session) => this.onSession(session));
+    this.server.on('stream', (stream, headers) => this.onStream(stream, headers));
+    this.server.on('sessionError', (error) => this.logger.debug({ err: error }, 'HTTP/2 connection error'));
+  }
+
+  /** Registers a method at its path, `/<package>.<Service>/<Method>`. */
+  addMethod(path: string, handler: MethodHandler): void {
+    this.methods.set(path, handler);
+  }
+
+  listen(): Promise<number> {
+    return new Promise((resolve, reject) => {
+      const onError = (error: Error) => reject(error);
+      this.server.once('error', onError);
+      this.server.listen(this.settings.port, this.settings.host, () => {
+        this.server.off('error', onError);
+        this.server.on('error', (error) => this.logger.error({ err: error }, 'gRPC server error'));
+        const address = this.server.address();
+        resolve(typeof address === 'object' && address ? address.port : this.settings.port);
+      });
+    });
+  }
+
+  /**
+   * Graceful close: no new connections; every connection gets GOAWAY (twice,
+   * see drain) and its calls in flight may finish; server-streaming calls
+   * (Health/Watch) end UNAVAILABLE at once. Connections still open after
+   * shutdownTimeoutMs are destroyed.
+   */
+  close(): Promise<void> {
+    this.closing ??= new Promise<void>((resolve) => {
+      for (const call of [...this.streamingCalls]) call.shutDown();
+      const force = setTimeout(() => {
+        for (const session of this.sessions.keys()) session.destroy();
+      }, this.settings.shutdownTimeoutMs);
+      this.server.close(() => {
+        clearTimeout(force);
+        resolve();
+      });
+      for (const session of this.sessions.keys()) this.drain(session, 'shutdown');
+    });
+    return this.closing;
+  }
+
+  /** Connections open now (for tests and metrics). */
+  get connectionCount(): number {
+    return this.sessions.size;
+  }
+
+  callFinished(call: ServerCall): void {
+    this.streamingCalls.delete(call);
+  }
+
+  /** node:http2 refused a write (the stream went away between the check and the call): drop the stream. */
+  streamFailed(stream: http2.ServerHttp2Stream, error: unknown): void {
+    this.logger.debug({ err: error }, 'gRPC stream write failed');
+    if (!stream.destroyed) stream.close(NGHTTP2_CANCEL);
+  }
+
+  private onStream(stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders): void {
+    stream.on('error', ignoreStreamError);
+    try {
+      this.startCall(stream, headers);
+    } catch (error) {
+      this.logger.error({ err: error }, 'gRPC call setup failed');
+      if (!stream.destroyed) stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR);
+    }
+  }
+
+  private startCall(stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders): void {
+    const contentType = headers['content-type'];
+    const subtype = typeof contentType === 'string' ? contentSubtypeOf(contentType) : undefined;
+    if (subtype === undefined) {
+      // PROTOCOL-HTTP2.md: HTTP 415; with a gRPC status as well, as grpc-go does.
+      refuse(stream, 415, {
+        code: GrpcStatus.INVALID_ARGUMENT,
+        details: `invalid gRPC request content-type "${String(contentType ?? '')}"`,
+      });
+      return;
+    }
+    if (headers[':method'] !== 'POST') {
+      refuse(stream, 405, { code: GrpcStatus.INTERNAL, details: `gRPC requires :method POST, got "${String(headers[':method'])}"` });
+      return;
+    }
+    if (headers.te !== 'trailers') {
+      // As gRPC C-core: te: trailers is how a client shows nothing between it and us drops trailers.
+      refuse(stream, 200, { code: GrpcStatus.UNKNOWN, details: 'Missing or bad te header: gRPC needs "te: trailers"' });
+      return;
+    }
+    if (subtype !== 'proto') {
+      refuse(stream, 200, { code: GrpcStatus.UNIMPLEMENTED, details: `content-type "${contentType}": only protobuf messages are served` });
+      return;
+    }
+    let timeoutMs = Infinity;
+    const timeout = headers['grpc-timeout'];
+    if (timeout !== undefined) {
+      const parsed = typeof timeout === 'string' ? parseGrpcTimeoutMs(timeout) : undefined;
+      if (parsed === undefined) {
+        refuse(stream, 200, { code: GrpcStatus.INTERNAL, details: `Invalid grpc-timeout value "${String(timeout)}"` });
+        return;
+      }
+      timeoutMs = parsed;
+    }
+    const path = headers[':path'] ?? '';
+    const handler = this.methods.get(path);
+    if (!handler) {
+      refuse(stream, 200, { code: GrpcStatus.UNIMPLEMENTED, details: `The server does not implement the method ${path}` });
+      return;
+    }
+    const encoding = headers['grpc-encoding'];
+    const deadlineMs = timeoutMs === Infinity ? Infinity : Date.now() + timeoutMs;
+    if (handler.kind === 'server-streaming' && this.closing) {
+      // close() has ended the open ones; a new one would hold the drain until its timeout.
+      refuse(stream, 200, { code: GrpcStatus.UNAVAILABLE, details: 'the server is shutting down' });
+      return;
+    }
+    const connection = stream.session ? this.sessions.get(stream.session) : undefined;
+    const call = new ServerCall(
+      this,
+      stream,
+      path,
+      handler,
+      deadlineMs,
+      timeoutMs,
+      typeof encoding === 'string' ? encoding : undefined,
+      connection,
+    );
+    if (handler.kind === 'server-streaming') this.streamingCalls.add(call);
+    stream.on('data', (chunk: Buffer) => call.onData(chunk));
+    stream.on('end', () => call.onEnd());
+    stream.on('close', () => call.onClose());
+  }
+
+  private onSession(session: http2.ServerHttp2Session): void {
+    const timers: SessionState = { openCalls: 0 };
+    this.sessions.set(session, timers);
+    session.on('error', (error) => this.logger.debug({ err: error }, 'HTTP/2 connection error'));
+    session.once('close', () => {
+      this.sessions.delete(session);
+      clearTimeout(timers.keepalive);
+      clearTimeout(timers.pingTimeout);
+      clearTimeout(timers.maxAge);
+      clearTimeout(timers.grace);
+    });
+    if (this.closing) {
+      this.drain(session, 'shutdown');
+      return;
+    }
+    this.scheduleKeepalive(session, timers);
+    const { maxConnectionAgeMs } = this.settings;
+    // ±10 % so that connections opened together (after a restart) are not all recycled together.
+    const ageMs = Math.round(maxConnectionAgeMs * (0.9 + 0.2 * Math.random()));
+    timers.maxAge = setTimeout(() => this.drain(session, 'max_age'), ageMs).unref();
+  }
+
+  /** A PING every keepaliveTimeMs; a peer that does not answer within keepaliveTimeoutMs is gone. */
+  private scheduleKeepalive(session: http2.ServerHttp2Session, timers: SessionState): void {
+    timers.keepalive = setTimeout(() => {
+      if (session.destroyed || session.closed) return;
+      timers.pingTimeout = setTimeout(() => {
+        this.logger.info(
+          { event: 'keepalive_timeout', timeoutMs: this.settings.keepaliveTimeoutMs },
+          'gRPC connection closed: no PING ACK',
+        );
+        session.destroy();
+      }, this.settings.keepaliveTimeoutMs).unref();
+      try {
+        session.ping((error) => {
+          clearTimeout(timers.pingTimeout);
+          if (!error) this.scheduleKeepalive(session, timers);
+        });
+      } catch (error) {
+        clearTimeout(timers.pingTimeout);
+        this.logger.debug({ err: error }, 'keepalive PING not sent');
+        session.destroy();
+      }
+    }, this.settings.keepaliveTimeMs).unref();
+  }
+
+  /**
+   * Graceful GOAWAY, as grpc-go drains: a first GOAWAY that still accepts
+   * every stream the client may have sent, a PING, and on its ACK (one round
+   * trip later: the client has seen the GOAWAY) the final GOAWAY naming the
+   * last stream taken. Calls in flight finish; the connection closes when
+   * they have, or is destroyed after the grace period.
+   */
+  private drain(session: http2.Http2Session, reason: 'max_age' | 'shutdown'): void {
+    const timers = this.sessions.get(session);
+    if (!timers || timers.draining || session.destroyed || session.closed) return;
+    timers.draining = true;
+    clearTimeout(timers.maxAge);
+    if (reason === 'shutdown' && timers.openCalls === 0) {
+      // Nothing to finish, and the traffic has been sent elsewhere (health went NOT_SERVING first): one GOAWAY.
+      session.close();
+      return;
+    }
+    timers.grace = setTimeout(() => session.destroy(), this.settings.maxConnectionAgeGraceMs).unref();
+    // A client that answers GOAWAY by closing at once never ACKs the PING: do not wait for it long.
+    const closeAnyway = setTimeout(() => close(), DRAIN_PING_TIMEOUT_MS).unref();
+    const close = () => {
+      clearTimeout(closeAnyway);
+      if (!session.destroyed && !session.closed) session.close();
+    };
+    try {
+      session.goaway(NGHTTP2_NO_ERROR, ALL_STREAMS, Buffer.from(reason));
+      if (!session.ping(close)) close();
+    } catch {
+      close();
+    }
+  }
+}
+
+/** An answer at the HEADERS stage: Trailers-Only, with a non-200 HTTP status where the protocol calls for one. */
+function refuse(stream: http2.ServerHttp2Stream, httpStatus: number, error: RpcError): void {
+  stream.respond(
+    {
+      ':status': httpStatus,
+      'content-type': 'application/grpc',
+      'grpc-status': String(error.code),
+      'grpc-message': percentEncodeGrpcMessage(error.details),
+    },
+    END_STREAM,
+  );
+  if (!stream.readableEnded) stream.close(NGHTTP2_NO_ERROR);
+}

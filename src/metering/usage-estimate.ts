@@ -1,0 +1,96 @@
+import type { RouteFamily } from '../domain/route';
+import { MAX_TOKEN_COUNT, type NoUsageReason, type TokenCounts, type UsageOutcome, type UsageReading } from '../domain/usage';
+
+/**
+ * A chat-completions stream reports usage only when the request asked for it
+ * (`stream_options: {"include_usage": true}`), and the official openai SDK
+ * never asks by default. Making the upstream report it would mean rewriting
+ * the request body, which ext_proc's observability mode cannot do (it
+ * neither waits nor mutates), and waiting for the body would add latency to
+ * every request. So such a response is charged an estimate, marked
+ * `estimated` in every record, never silently nothing.
+ *
+ * The rule, one token per 4 bytes (OpenAI's rule of thumb of ~4 characters
+ * per token for English text), counted in UTF-8 bytes so that scripts with
+ * multi-byte characters are not undercounted by a per-character rule:
+ * - output = ⌈delivered text bytes ÷ 4⌉: the decoded text of content,
+ *   refusal and tool-call name/argument deltas (Responses API: its text
+ *   deltas) that reached the client;
+ * - input = ⌈request body bytes ÷ 4⌉: the whole JSON request body (the
+ *   prompt and its JSON syntax, role names and parameters);
+ * - no cached or cache-creation tokens.
+ *
+ * Error bound. Output: every token is at least one byte of text, so the true
+ * count of the delivered text is at most 4 × the estimate; for prose and code
+ * in the tokenizers of current OpenAI models it is typically within about
+ * ±30%. Reasoning tokens that a model bills but does not stream are not
+ * seen at all, so for reasoning models the estimate can be far below the
+ * truth. Input: JSON syntax adds a few dozen tokens to every request, and
+ * base64 images or audio count as text, far above what they are billed
+ * (an image billed about a thousand tokens is typically 100 KB or more of
+ * base64: 25,000 or more here).
+ * The error thus leans towards the operator; a customer who wants exact
+ * figures sets `include_usage`, and is then charged what the upstream reports.
+ */
+export const ESTIMATE_BYTES_PER_TOKEN = 4;
+
+export function estimateTokens(deliveredTextBytes: number, requestBodyBytes: number): TokenCounts {
+  return {
+    inputTokens: tokensForBytes(requestBodyBytes),
+    outputTokens: tokensForBytes(deliveredTextBytes),
+    cachedInputTokens: 0,
+    cacheCreationTokens: 0,
+  };
+}
+
+function tokensForBytes(bytes: number): number {
+  if (!Number.isSafeInteger(bytes) || bytes <= 0) return 0;
+  return Math.min(MAX_TOKEN_COUNT, Math.ceil(bytes / ESTIMATE_BYTES_PER_TOKEN));
+}
+
+export interface MeteringContext {
+  readonly family: RouteFamily;
+  /**
+   * Bytes of the request body as Envoy forwarded it to the upstream, counted
+   * by the processor (never kept). Not `content-length`: a client may omit it
+   * (chunked, or HTTP/2), so it would price the estimate's input at nothing.
+   */
+  readonly requestBodyBytes: number;
+}
+
+/** Readings that mean the upstream generated nothing: an error answer, a redirect, a request that is not a generation. */
+const NOTHING_GENERATED: ReadonlySet<NoUsageReason> = new Set(['not-metered-request', 'error-status', 'not-success-status']);
+
+/**
+ * What is counted for a response. Reported usage is counted as reported. A
+ * successful chat-completions response without usable usage (a stream
+ * without include_usage, one cut off before its usage chunk, a body the
+ * processor could not read) is estimated as above. Messages and
+ * generative-content responses always carry usage, so one without it is a
+ * fault of the upstream: it costs nothing and its reason is counted.
+ */
+export function usageOutcome(reading: UsageReading, context: MeteringContext): UsageOutcome {
+  if (reading.kind === 'reported') {
+    return {
+      kind: 'metered',
+      usage: {
+        tokens: reading.tokens,
+        ...(reading.model ? { model: reading.model } : {}),
+        estimated: false,
+        final: reading.final,
+        streamComplete: reading.streamComplete,
+      },
+    };
+  }
+  if (context.family !== 'chat-completions' || NOTHING_GENERATED.has(reading.reason)) return { kind: 'free', reason: reading.reason };
+  return {
+    kind: 'metered',
+    usage: {
+      tokens: estimateTokens(reading.deliveredTextBytes, context.requestBodyBytes),
+      ...(reading.model ? { model: reading.model } : {}),
+      estimated: true,
+      final: reading.streamComplete,
+      streamComplete: reading.streamComplete,
+    },
+  };
+}

@@ -1,0 +1,11 @@
+import type { Clock } from '../domain/clock';
+import type { SessionStorage } from '../domain/session-storage';
+import type { Settings } from '../settings/settings';
+import { MemorySessionStorage } from './memory-session-storage';
+import { RedisSessionStorage } from './redis/redis-session-storage';
+
+/** Customer sessions live where the keys do: in Redis when configured, otherwise in process. */
+export async function openSessionStorage(settings: Settings, clock: Clock): Promise<SessionStorage> {
+  if (!settings.redis) return new MemorySessionStorage(clock);
+  return RedisSessionStorage.connect(settings.redis, settings.redisAdminTimeoutMs);
+}

@@ -1,0 +1,52 @@
+import type { SessionStorage } from '../../domain/session-storage';
+import type { RedisTopology } from '../../settings/settings';
+import { StoreUnavailableError } from '../store';
+import { closeClient, describeTopology, openClient, type ScriptedRedis } from './redis-client';
+import { redisKeys } from './redis-keys';
+
+/**
+ * Customer dashboard sessions in Redis, one string key per session with a
+ * time to live, so every replica serves every session. On a connection of its
+ * own: a sign-in never waits behind Checks, and the Check path is untouched.
+ */
+export class RedisSessionStorage implements SessionStorage {
+  private constructor(private readonly redis: ScriptedRedis) {}
+
+  static async connect(topology: RedisTopology, commandTimeoutMs: number): Promise<RedisSessionStorage> {
+    const redis = openClient(topology, commandTimeoutMs);
+    try {
+      await redis.connect();
+      await redis.ping();
+    } catch (error) {
+      redis.disconnect();
+      throw new StoreUnavailableError(`cannot reach ${describeTopology(topology)} for customer sessions: ${(error as Error).message}`, {
+        cause: error,
+      });
+    }
+    return new RedisSessionStorage(redis);
+  }
+
+  async read(idHash: string): Promise<string | null> {
+    return this.call(() => this.redis.get(redisKeys.customerSession(idHash)));
+  }
+
+  async write(idHash: string, data: string, ttlMs: number): Promise<void> {
+    await this.call(() => this.redis.set(redisKeys.customerSession(idHash), data, 'PX', Math.max(1, Math.ceil(ttlMs))));
+  }
+
+  async remove(idHash: string): Promise<void> {
+    await this.call(() => this.redis.del(redisKeys.customerSession(idHash)));
+  }
+
+  async close(): Promise<void> {
+    await closeClient(this.redis);
+  }
+
+  private async call<T>(command: () => Promise<T>): Promise<T> {
+    try {
+      return await command();
+    } catch (error) {
+      throw new StoreUnavailableError(`session storage: ${(error as Error).message}`, { cause: error });
+    }
+  }
+}

@@ -1,0 +1,125 @@
+/**
+ * What `npm run bench` reads its targets from: the CheckResponse status code
+ * peeked from the bytes (against protobufjs with Envoy's official protos),
+ * h2load's per-request log, and the service's Prometheus histogram.
+ */
+import * as grpc from '@grpc/grpc-js';
+import * as protoLoader from '@grpc/proto-loader';
+import { h2loadArguments, parseH2loadLog } from '../../bench/h2load';
+import { histogramDelta, histogramQuantile, parseMetrics, formatBucket } from '../../bench/server-metrics';
+import { checkCodec, checkResponseStatusCode } from '../../bench/traffic';
+import { OFFICIAL_EXTERNAL_AUTH_PROTO, OFFICIAL_LOADER_OPTIONS } from '../../support/envoy-official-client';
+
+function officialResponseSerializer(): (response: object) => Buffer {
+  const definition = protoLoader.loadSync(OFFICIAL_EXTERNAL_AUTH_PROTO, OFFICIAL_LOADER_OPTIONS);
+  const check = (definition['envoy.service.auth.v3.Authorization'] as grpc.ServiceDefinition).Check!;
+  return (response) => check.responseSerialize(response);
+}
+
+describe('checkResponseStatusCode', () => {
+  const serialize = officialResponseSerializer();
+
+  it.each([
+    [
+      'an allow with headers and no status code (proto3 omits 0)',
+      { status: {}, ok_response: { headers: [{ header: { key: 'x-a', value: 'b' } }] } },
+      0,
+    ],
+    ['no status at all', { ok_response: {} }, 0],
+    ['401', { status: { code: 16, message: 'unauthenticated' }, denied_response: { status: { code: 401 }, body: '{"error":{}}' } }, 16],
+    ['429', { status: { code: 8 }, denied_response: { status: { code: 429 } } }, 8],
+    ['503 store_unavailable', { status: { code: 14, message: 'store' }, denied_response: { status: { code: 503 } } }, 14],
+    ['an answer with dynamic metadata', { dynamic_metadata: { fields: { a: { number_value: 1.5 } } }, status: { code: 7 } }, 7],
+  ])('reads the code of %s as protobufjs does', (_name, response, code) => {
+    const bytes = serialize(response);
+    expect(checkResponseStatusCode(bytes)).toBe(code);
+    expect(checkCodec().deserialize(bytes).status?.code ?? 0).toBe(code);
+  });
+
+  it('reads a negative int32 code (a 10-byte varint)', () => {
+    expect(checkResponseStatusCode(serialize({ status: { code: -3 } }))).toBe(-3);
+  });
+
+  it('refuses a truncated message rather than guessing', () => {
+    const bytes = serialize({ status: { code: 16, message: 'unauthenticated' } });
+    expect(() => checkResponseStatusCode(bytes.subarray(0, bytes.length - 3))).toThrow(/truncated/);
+  });
+});
+
+describe('parseH2loadLog', () => {
+  const log = [
+    // start (µs since the epoch), HTTP status, µs to the end of the response
+    '1000000000000000\t200\t1500',
+    '1000000000100000\t200\t2500',
+    '1000000000250000\t-1\t90000',
+    '1000000000300000\t200\t1000',
+    '1000000000400000\t503\t700',
+    '',
+  ].join('\n');
+
+  it('keeps every request without a warm-up, in ms', () => {
+    expect(parseH2loadLog(log, 0)).toEqual({ latenciesMs: [1.5, 2.5, 90, 1, 0.7], failed: 2, startSpanSeconds: 0.4 });
+  });
+
+  it('leaves out the requests that started in the warm-up, counted from the earliest start', () => {
+    expect(parseH2loadLog(log, 250)).toEqual({ latenciesMs: [90, 1, 0.7], failed: 2, startSpanSeconds: 0.15 });
+  });
+
+  it('refuses a line it does not understand', () => {
+    expect(() => parseH2loadLog('finished in 4.00s\n', 0)).toThrow(/unexpected h2load log line/);
+  });
+
+  it('asks h2load for the rate per connection, a fixed number of gRPC requests, and the log', () => {
+    const args = h2loadArguments({
+      binary: 'h2load',
+      address: '127.0.0.1:9191',
+      bodyFile: '/tmp/body.bin',
+      logFile: '/tmp/h2load.log',
+      connections: 4,
+      streamsPerConnection: 256,
+      rate: 3000,
+      warmupMs: 0,
+      durationMs: 1000,
+    });
+    expect(args.join(' ')).toBe(
+      '--clients 4 --max-concurrent-streams 256 --rps 750.000 --requests 3000 --data /tmp/body.bin ' +
+        '--header content-type: application/grpc --header te: trailers --header grpc-timeout: 250m ' +
+        '--log-file /tmp/h2load.log http://127.0.0.1:9191/envoy.service.auth.v3.Authorization/Check',
+    );
+  });
+});
+
+describe('the Check latency histogram', () => {
+  const scrape = (counts: number[]) =>
+    parseMetrics(
+      [
+        '# TYPE gateway_authz_check_latency_seconds histogram',
+        ...['0.001', '0.005', '0.025', '+Inf'].map((le, i) => `gateway_authz_check_latency_seconds_bucket{le="${le}"} ${counts[i]}`),
+        `gateway_authz_check_latency_seconds_count ${counts[3]}`,
+        'gateway_authz_checks_shed_total{reason="over_capacity"} 7',
+        'gateway_authz_decisions_total{style="bearer",family="chat-completions",result="allow",reason="allowed"} 5',
+        'gateway_authz_decisions_total{style="x-api-key",family="messages",result="allow",reason="allowed"} 2',
+      ].join('\n'),
+    );
+
+  it('reads the buckets and the counters', () => {
+    const snapshot = scrape([1, 2, 3, 4]);
+    expect(snapshot.checkLatency).toEqual({ bounds: [0.001, 0.005, 0.025, Infinity], cumulative: [1, 2, 3, 4] });
+    expect(snapshot.counters).toEqual({ 'shed.over_capacity': 7, 'reason.allowed': 7 });
+  });
+
+  it('finds the bucket of a quantile in the delta between two scrapes', () => {
+    const delta = histogramDelta(scrape([100, 100, 100, 100]).checkLatency, scrape([1_100, 1_190, 1_199, 1_200]).checkLatency)!;
+    expect(delta.cumulative).toEqual([1_000, 1_090, 1_099, 1_100]);
+    // rank ceil(0.5 × 1100) = 550 is in the first bucket; ceil(0.99 × 1100) = 1089 in the second; 0.999 → 1099, the third.
+    expect(formatBucket(histogramQuantile(delta, 0.5))).toBe('0–1');
+    expect(formatBucket(histogramQuantile(delta, 0.99))).toBe('1–5');
+    expect(formatBucket(histogramQuantile(delta, 0.999))).toBe('5–25');
+    expect(formatBucket(histogramQuantile(delta, 1))).toBe('> 25');
+  });
+
+  it('has no quantile without observations, and no delta without the histogram', () => {
+    expect(histogramQuantile({ bounds: [0.001, Infinity], cumulative: [0, 0] }, 0.99)).toBeUndefined();
+    expect(histogramDelta(undefined, scrape([1, 1, 1, 1]).checkLatency)).toBeUndefined();
+  });
+});

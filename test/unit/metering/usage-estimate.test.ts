@@ -1,0 +1,79 @@
+import type { RouteFamily } from '../../../src/domain/route';
+import { MAX_TOKEN_COUNT, type NoUsageReason, type UsageReading } from '../../../src/domain/usage';
+import { ESTIMATE_BYTES_PER_TOKEN, estimateTokens, usageOutcome } from '../../../src/metering/usage-estimate';
+import { SSE_TYPE, readUsage, response, tokens, usageFixture } from '../../support/usage-fixtures';
+
+const none = (reason: NoUsageReason, deliveredTextBytes = 0, streamComplete = true): UsageReading => ({
+  kind: 'none',
+  reason,
+  model: 'gpt-4o-mini',
+  streamComplete,
+  deliveredTextBytes,
+});
+
+describe('the estimate rule: one token per 4 bytes, rounded up', () => {
+  it('output from the delivered text, input from the request body, no cache counts', () => {
+    expect(ESTIMATE_BYTES_PER_TOKEN).toBe(4);
+    expect(estimateTokens(40, 1000)).toEqual(tokens(250, 10));
+    expect(estimateTokens(41, 1001)).toEqual(tokens(251, 11));
+    expect(estimateTokens(1, 1)).toEqual(tokens(1, 1));
+    expect(estimateTokens(0, 0)).toEqual(tokens(0, 0));
+  });
+
+  it('never exceeds the token bound, and treats nonsense sizes as nothing', () => {
+    expect(estimateTokens(Number.MAX_SAFE_INTEGER, 8 * MAX_TOKEN_COUNT)).toEqual(tokens(MAX_TOKEN_COUNT, MAX_TOKEN_COUNT));
+    expect(estimateTokens(-5, Number.NaN)).toEqual(tokens(0, 0));
+    expect(estimateTokens(1.5, Infinity)).toEqual(tokens(0, 0));
+  });
+});
+
+describe('what is counted for a response', () => {
+  const chat = { family: 'chat-completions' as RouteFamily, requestBodyBytes: 400 };
+
+  it('reported usage is counted as reported, not estimated', () => {
+    const reading = readUsage(response('chat-completions', '/v1/chat/completions', SSE_TYPE), usageFixture('chat-stream-usage.sse'));
+    expect(usageOutcome(reading, chat)).toEqual({
+      kind: 'metered',
+      usage: { tokens: tokens(9, 12), model: 'gpt-4o-mini', estimated: false, final: true, streamComplete: true },
+    });
+  });
+
+  it('a chat-completions stream without include_usage is never free: it is estimated and marked so', () => {
+    const reading = readUsage(response('chat-completions', '/v1/chat/completions', SSE_TYPE), usageFixture('chat-stream-no-usage.sse'));
+    expect(usageOutcome(reading, chat)).toEqual({
+      kind: 'metered',
+      // 40 bytes of delivered text → 10 output tokens; 400 request bytes → 100 input tokens.
+      usage: { tokens: tokens(100, 10), model: 'gpt-4o-mini', estimated: true, final: true, streamComplete: true },
+    });
+  });
+
+  it('a chat-completions stream cut off before its usage chunk is estimated from what it delivered', () => {
+    expect(usageOutcome(none('no-usage-reported', 9, false), chat)).toEqual({
+      kind: 'metered',
+      usage: { tokens: tokens(100, 3), model: 'gpt-4o-mini', estimated: true, final: false, streamComplete: false },
+    });
+  });
+
+  it.each(['malformed-usage', 'malformed-body', 'empty-body', 'unsupported-content-type', 'unsupported-content-encoding'] as const)(
+    'a successful chat-completions answer whose usage cannot be read (%s) is estimated too',
+    (reason) => {
+      expect(usageOutcome(none(reason), chat)).toMatchObject({ kind: 'metered', usage: { estimated: true, tokens: tokens(100, 0) } });
+    },
+  );
+
+  it.each(['error-status', 'not-success-status', 'not-metered-request'] as const)('%s costs nothing, in every family', (reason) => {
+    for (const family of ['chat-completions', 'messages', 'generative-content'] as RouteFamily[]) {
+      expect(usageOutcome(none(reason), { family, requestBodyBytes: 400 })).toEqual({ kind: 'free', reason });
+    }
+  });
+
+  it.each(['messages', 'generative-content'] as RouteFamily[])(
+    '%s answers always carry usage: one without it costs nothing, with its reason',
+    (family) => {
+      expect(usageOutcome(none('no-usage-reported', 100), { family, requestBodyBytes: 400 })).toEqual({
+        kind: 'free',
+        reason: 'no-usage-reported',
+      });
+    },
+  );
+});

@@ -1,0 +1,115 @@
+import { MAX_PRICE_PER_MILLION_TOKENS } from '../../../src/domain/pricing';
+import { MAX_PRICED_MODELS } from '../../../src/settings/config-file';
+import { loadSettings } from '../../../src/settings/settings';
+
+const PATH = '/etc/gateway/config.json';
+
+function withConfig(config: unknown) {
+  return loadSettings({ CONFIG_FILE: PATH }, (path) => {
+    if (path !== PATH) throw new Error(`unexpected read of ${path}`);
+    return JSON.stringify(config);
+  });
+}
+
+function problemsOf(config: unknown): string[] {
+  const result = withConfig(config);
+  if (result.ok) throw new Error('expected problems, got valid settings');
+  return result.problems;
+}
+
+const pricing = {
+  models: [
+    { model: 'gpt-4o-mini*', input: 150_000, output: 600_000, cachedInput: 75_000 },
+    { model: 'claude-sonnet-4-5*', input: 3_000_000, output: 15_000_000, cachedInput: 300_000, cacheCreation: 3_750_000 },
+  ],
+  default: { input: 10_000_000, output: 30_000_000 },
+  unpricedModels: 'refuse',
+};
+
+describe('config file: pricing', () => {
+  it('builds the price table in order, cache prices defaulting to the input price', () => {
+    const result = withConfig({ pricing });
+    if (!result.ok) throw new Error(result.problems.join('; '));
+    expect(result.settings.pricing).toEqual({
+      models: [
+        { pattern: 'gpt-4o-mini*', prices: { input: 150_000, output: 600_000, cachedInput: 75_000, cacheCreation: 150_000 } },
+        { pattern: 'claude-sonnet-4-5*', prices: { input: 3_000_000, output: 15_000_000, cachedInput: 300_000, cacheCreation: 3_750_000 } },
+      ],
+      defaultPrices: { input: 10_000_000, output: 30_000_000, cachedInput: 10_000_000, cacheCreation: 10_000_000 },
+      unpricedModels: 'refuse',
+    });
+    expect(Object.isFrozen(result.settings.pricing!.models[0]!.prices)).toBe(true);
+  });
+
+  it('a table with only a default charges every model the default', () => {
+    const result = withConfig({ pricing: { default: { input: 1, output: 2 }, unpricedModels: 'charge-default' } });
+    expect(result.ok && result.settings.pricing).toMatchObject({ models: [], unpricedModels: 'charge-default' });
+  });
+
+  it('without pricing, settings have no price table', () => {
+    const result = withConfig({});
+    expect(result.ok && 'pricing' in result.settings).toBe(false);
+  });
+
+  it('the default and the choice for unpriced models are required: money is never left to a silent default', () => {
+    expect(problemsOf({ pricing: { models: [] } })).toEqual([
+      expect.stringMatching(/^CONFIG_FILE \/etc\/gateway\/config.json: pricing.default: /),
+      expect.stringMatching(/^CONFIG_FILE \/etc\/gateway\/config.json: pricing.unpricedModels: /),
+    ]);
+    expect(problemsOf({ pricing: { ...pricing, unpricedModels: 'free' } })).toEqual([
+      `CONFIG_FILE ${PATH}: pricing.unpricedModels: must be "refuse" or "charge-default"`,
+    ]);
+  });
+
+  it.each<[unknown, string]>([
+    [-1, 'negative'],
+    [1.5, 'fractional'],
+    [MAX_PRICE_PER_MILLION_TOKENS + 1, 'too high'],
+    ['100', 'text'],
+  ])('refuses a price of %j (%s), naming the field', (value) => {
+    expect(problemsOf({ pricing: { ...pricing, models: [{ model: 'm', input: 1, output: value }] } })).toEqual([
+      `CONFIG_FILE ${PATH}: pricing.models.0.output: must be a whole number of minor units per million tokens, from 0 to ${MAX_PRICE_PER_MILLION_TOKENS}`,
+    ]);
+  });
+
+  it('accepts prices from 0 to the maximum', () => {
+    expect(
+      withConfig({
+        pricing: {
+          ...pricing,
+          models: [
+            { model: 'free', input: 0, output: 0 },
+            { model: 'dear', input: MAX_PRICE_PER_MILLION_TOKENS, output: MAX_PRICE_PER_MILLION_TOKENS },
+          ],
+        },
+      }).ok,
+    ).toBe(true);
+  });
+
+  it('lists every bad entry at once: a bad pattern, an unknown field, an entry an earlier one shadows', () => {
+    expect(
+      problemsOf({
+        pricing: {
+          ...pricing,
+          models: [
+            { model: 'gpt-4o*', input: 1, output: 1 },
+            { model: 'gpt-4o-mini', input: 1, output: 1 },
+            { model: 'a*b', input: 1, output: 1 },
+            { model: 'o3', input: 1, output: 1, reasoning: 5 },
+          ],
+        },
+      }),
+    ).toEqual([
+      `CONFIG_FILE ${PATH}: pricing.models.2.model: may hold '*' only as its last character (a prefix such as "gpt-4o-mini*")`,
+      `CONFIG_FILE ${PATH}: pricing.models.3: Unrecognized key: "reasoning"`,
+      `CONFIG_FILE ${PATH}: pricing.models.1.model: can never match: entry 0 ('gpt-4o*') comes first and takes every model it would (first match wins; put the longer pattern first)`,
+    ]);
+  });
+
+  it(`holds at most ${MAX_PRICED_MODELS} entries`, () => {
+    const models = Array.from({ length: MAX_PRICED_MODELS + 1 }, (_, index) => ({ model: `m${index}`, input: 1, output: 1 }));
+    expect(problemsOf({ pricing: { ...pricing, models } })).toEqual([
+      `CONFIG_FILE ${PATH}: pricing.models: must hold at most ${MAX_PRICED_MODELS} entries`,
+    ]);
+  });
+});
