@@ -1,21 +1,23 @@
 import type { KeyEnvironment } from '../keys/customer-key';
-import { describeWindow } from '../limits/rate-limit';
-import type { RateLimit } from '../domain/rate-limits';
-import type { Account, AccountStatus, KeyStatus, StoredKey } from '../domain/key-records';
-import type { AuditActor, MemberRole } from '../domain/customer-identity';
-import type { Member } from '../domain/members';
+import type { Account, AccountStatus, StoredKey } from '../domain/key-records';
+import { actorView, keyViewStatus, limitsView, type ActorView, type KeyViewStatus, type LimitView } from '../http/api-views';
 import type { AccountListing, UnreadableRecord } from '../store/store';
+
+export {
+  actorView,
+  keyViewStatus,
+  limitsView,
+  memberView,
+  type ActorView,
+  type KeyViewStatus,
+  type LimitView,
+  type MemberView,
+} from '../http/api-views';
 
 /**
  * Store records → admin API answers. Every field is picked explicitly, so a
  * field added to a record later (a hash, a counter) never leaks by default.
  */
-
-export interface LimitView {
-  limit: number;
-  /** `"1m"`, `"1d"`, `"90s"`: how windows are written everywhere. */
-  window: string;
-}
 
 export interface AccountView {
   id: string;
@@ -30,46 +32,6 @@ export interface AccountView {
   /** The account's own active-key cap; null means the service default (DEFAULT_MAX_ACTIVE_KEYS) applies. */
   maxActiveKeys: number | null;
   createdAt: string;
-}
-
-/** Who made a change: `{"kind":"operator"}` or `{"kind":"member","issuer","subject"}`. */
-export type ActorView = { kind: 'operator' } | { kind: 'member'; issuer: string; subject: string };
-
-export function actorView(actor: AuditActor): ActorView {
-  return actor.kind === 'operator' ? { kind: 'operator' } : { kind: 'member', issuer: actor.issuer, subject: actor.subject };
-}
-
-export interface MemberView {
-  id: string;
-  accountId: string;
-  role: MemberRole;
-  /** `invited` until the invited person first signs in with the verified email. */
-  status: 'active' | 'invited';
-  /** The identity provider's names for the person; null for an invitation not yet bound. */
-  issuer: string | null;
-  subject: string | null;
-  /** The address an invitation was sent to (kept after it binds); null for a member added by identity. */
-  email: string | null;
-  addedAt: string;
-  addedBy: ActorView;
-  /** When the invitation was bound (the person's first sign-in). */
-  joinedAt: string | null;
-}
-
-export function memberView(member: Member): MemberView {
-  const identity = member.principal.kind === 'identity' ? member.principal : undefined;
-  return {
-    id: member.id,
-    accountId: member.accountId,
-    role: member.role,
-    status: identity ? 'active' : 'invited',
-    issuer: identity?.issuer ?? null,
-    subject: identity?.subject ?? null,
-    email: member.principal.kind === 'invitation' ? member.principal.email : (member.invitedEmail ?? null),
-    addedAt: member.addedAt,
-    addedBy: actorView(member.addedBy),
-    joinedAt: member.joinedAt ?? null,
-  };
 }
 
 export interface KeyView {
@@ -105,10 +67,6 @@ export interface CreditView {
   creditBalance: number;
 }
 
-export function limitsView(limits: readonly RateLimit[] | undefined): LimitView[] | null {
-  return limits ? limits.map((entry) => ({ limit: entry.limit, window: describeWindow(entry.windowSeconds) })) : null;
-}
-
 export function accountView(account: Account): AccountView {
   return {
     id: account.id,
@@ -122,14 +80,6 @@ export function accountView(account: Account): AccountView {
 
 export function accountListView(listing: AccountListing): AccountListView {
   return { accounts: listing.accounts.map(accountView), unreadable: listing.unreadable.map(({ id, problem }) => ({ id, problem })) };
-}
-
-export type KeyViewStatus = KeyStatus | 'expired';
-
-export function keyViewStatus(key: StoredKey, nowMs: number): KeyViewStatus {
-  if (key.status === 'revoked' || (key.revokeAt !== undefined && Date.parse(key.revokeAt) <= nowMs)) return 'revoked';
-  if (key.expiresAt !== undefined && Date.parse(key.expiresAt) <= nowMs) return 'expired';
-  return 'active';
 }
 
 /** Never the key or its hash: the record holds neither, and only these fields are copied. */

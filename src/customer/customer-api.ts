@@ -11,8 +11,8 @@ import {
   patchMemberBody,
   principalOf,
   rotateKeyBody,
-} from '../admin/admin-schemas';
-import { memberView } from '../admin/admin-views';
+} from '../http/api-schemas';
+import { memberView } from '../http/api-views';
 import { countsTowardCap } from '../domain/active-key-cap';
 import { memberActor, type CustomerIdentity } from '../domain/customer-identity';
 import { mayPerform, PERMISSIONS, type CustomerAction } from '../domain/customer-permissions';

@@ -1,6 +1,6 @@
 import type { FastifyReply } from 'fastify';
 import type { z } from 'zod';
-import { describeIssue } from '../admin/admin-schemas';
+import { describeIssue } from '../http/api-schemas';
 
 /**
  * The customer API's error codes. Bodies have the admin API's shape,

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { displayNameSchema, isoDateTimeSchema } from '../admin/admin-schemas';
+import { displayNameSchema, isoDateTimeSchema } from '../http/api-schemas';
 import { KEY_ENVIRONMENTS } from '../keys/customer-key';
 
 /**

@@ -1,4 +1,4 @@
-import { actorView, keyViewStatus, limitsView, type ActorView, type KeyViewStatus, type LimitView } from '../admin/admin-views';
+import { actorView, keyViewStatus, limitsView, type ActorView, type KeyViewStatus, type LimitView } from '../http/api-views';
 import type { CustomerIdentity, MemberRole } from '../domain/customer-identity';
 import { actionsOf, type CustomerAction } from '../domain/customer-permissions';
 import type { Account, AccountStatus, StoredKey } from '../domain/key-records';

@@ -6,7 +6,7 @@ import { registerCustomerApi } from '../../src/customer/customer-api';
 import { declareCustomerIdentity } from '../../src/customer/customer-request';
 import { DEFAULT_PLAN } from '../../src/settings/settings';
 import type { Store } from '../../src/store/store';
-import type { MemberView } from '../../src/admin/admin-views';
+import type { MemberView } from '../../src/http/api-views';
 import type { AccountSummaryView, CustomerAuditEntryView, CustomerKeyView, MeView } from '../../src/customer/customer-views';
 import { LogCapture } from './log-capture';
 import { captureAdminResponses, registerSecrets } from './secret-scan';
