@@ -1,5 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { buildAdminServer } from './admin/admin-server';
+import { memberDirectory } from './actions/member-actions';
+import { registerCustomerApi } from './customer/customer-api';
 import { buildCustomerServer } from './customer/customer-server';
 import type { MembershipLookup } from './domain/customer-identity';
 import { systemClock, type Clock } from './domain/clock';
@@ -40,18 +42,12 @@ export interface AppOptions {
   store?: Store;
   /** Set in a GRPC_WORKERS worker: /metrics then reports the sum over all workers. */
   clusterWorker?: boolean;
-  /** The customer dashboard's members and API; see NO_MEMBERSHIPS. Tests pass their own. */
+  /** The customer dashboard's members and API: by default the store's members and the customer API; tests may pass their own. */
   customer?: {
     memberships?: MembershipLookup;
     registerApi?: (app: FastifyInstance) => void | Promise<void>;
   };
 }
-
-/**
- * Until the members store exists, nobody is a member of anything: everyone
- * who signs in to the customer dashboard gets its "no access" page.
- */
-const NO_MEMBERSHIPS: MembershipLookup = { membershipsOf: async () => [] };
 
 /** Wires store, gRPC Check server and admin API from one settings object. */
 export async function startApp(settings: Settings, options: AppOptions): Promise<RunningApp> {
@@ -122,10 +118,20 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
     customer = await buildCustomerServer({
       ...(settings.customerSignIn ? { signIn: settings.customerSignIn } : {}),
       sessions,
-      memberships: options.customer?.memberships ?? NO_MEMBERSHIPS,
+      // Sign-in binds pending invitations and lists the person's accounts; the API checks membership on every call.
+      memberships: options.customer?.memberships ?? memberDirectory({ store, clock, logger }),
       clock,
       logger,
-      ...(options.customer?.registerApi ? { registerApi: options.customer.registerApi } : {}),
+      registerApi:
+        options.customer?.registerApi ??
+        ((app) =>
+          registerCustomerApi(app, {
+            store,
+            clock,
+            logger,
+            defaultPlan: settings.pipeline.defaultPlan,
+            defaultMaxActiveKeys: settings.defaultMaxActiveKeys,
+          })),
     });
     await customer.listen({ host: settings.bindAddress, port: settings.customerPort });
   } catch (error) {

@@ -1,20 +1,36 @@
 import { z } from 'zod';
+import { MAX_ACTIVE_KEYS_LIMIT } from '../domain/active-key-cap';
 import { CREDIT_LIMIT_MINOR_UNITS } from '../domain/credit';
+import { accountIdSchema, displayNameSchema, isoDateTimeSchema } from '../http/api-schemas';
 import { KEY_ENVIRONMENTS } from '../keys/customer-key';
 import { limitListSchema } from '../limits/limit-schema';
 
 /**
  * Request bodies of the admin API. Every object is strict (an unknown field
  * is an error, never silently ignored) and every issue carries the path of
- * the bad field, e.g. `limits.key.0.window`.
+ * the bad field, e.g. `limits.key.0.window`. What the customer API takes
+ * too lives in src/http/api-schemas.ts, re-exported here.
  */
 
-export const accountIdSchema = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'must be 1-64 characters of letters, digits, _ or -');
-
-/** Key ids are `key_` + base62; anything else cannot name a key. */
-export const keyIdSchema = z.string().regex(/^[A-Za-z0-9_-]{1,128}$/);
-
-export const displayNameSchema = z.string().trim().min(1, 'must not be empty').max(200, 'must be at most 200 characters');
+export {
+  accountIdSchema,
+  addMemberBody,
+  auditQuery,
+  describeIssue,
+  displayNameSchema,
+  emailSchema,
+  isoDateTimeSchema,
+  issuerSchema,
+  keyIdSchema,
+  MAX_GRACE_SECONDS,
+  memberIdSchema,
+  memberRoleSchema,
+  patchMemberBody,
+  principalOf,
+  rotateKeyBody,
+  subjectSchema,
+  type AddMemberBody,
+} from '../http/api-schemas';
 
 const nonEmpty = (fields: readonly string[]) => (value: Record<string, unknown>) => fields.some((field) => value[field] !== undefined);
 const atLeastOne = (fields: readonly string[]) => ({ message: `must set at least one of: ${fields.join(', ')}` });
@@ -43,30 +59,33 @@ export const accountLimitsSchema = z
   })
   .refine(nonEmpty(LIMIT_SCOPES), atLeastOne(LIMIT_SCOPES));
 
+/** The account's own active-key cap (src/domain/active-key-cap.ts); 0 stops new keys altogether. */
+export const maxActiveKeysSchema = z
+  .int('must be a whole number of keys')
+  .min(0, 'must not be negative (0 allows no new keys)')
+  .max(MAX_ACTIVE_KEYS_LIMIT, `must be at most ${MAX_ACTIVE_KEYS_LIMIT}`);
+
 export const createAccountBody = z.strictObject({
   id: accountIdSchema,
   name: displayNameSchema,
   billing: billingSchema.optional(),
   limits: accountLimitsSchema.optional(),
+  maxActiveKeys: maxActiveKeysSchema.optional(),
 });
 
-const ACCOUNT_PATCH_FIELDS = ['name', 'billing', 'limits'] as const;
+const ACCOUNT_PATCH_FIELDS = ['name', 'billing', 'limits', 'maxActiveKeys'] as const;
 export const patchAccountBody = z
   .strictObject({
     name: displayNameSchema.optional(),
     billing: billingSchema.optional(),
     limits: accountLimitsSchema.optional(),
+    /** null: the service default (DEFAULT_MAX_ACTIVE_KEYS) applies again. */
+    maxActiveKeys: maxActiveKeysSchema.nullable().optional(),
   })
   .refine(nonEmpty(ACCOUNT_PATCH_FIELDS), atLeastOne(ACCOUNT_PATCH_FIELDS));
 
 export const creditBody = z.strictObject({
   amount: creditSchema('(negative to debit)').refine((amount) => amount !== 0, 'must not be zero'),
-});
-
-/** An ISO-8601 date-time with an explicit zone, e.g. 2027-01-01T00:00:00Z. */
-export const isoDateTimeSchema = z.iso.datetime({
-  offset: true,
-  error: 'must be an ISO-8601 date-time with a zone, e.g. 2027-01-01T00:00:00Z',
 });
 
 export const createKeyBody = z.strictObject({
@@ -85,44 +104,6 @@ export const patchKeyBody = z
   })
   .refine(nonEmpty(KEY_PATCH_FIELDS), atLeastOne(KEY_PATCH_FIELDS));
 
-/** A planned rotation keeps the old key working at most this long. */
-export const MAX_GRACE_SECONDS = 7 * 86_400;
-export const rotateKeyBody = z.strictObject({
-  graceSeconds: z
-    .int('must be a whole number of seconds')
-    .min(0, 'must not be negative')
-    .max(MAX_GRACE_SECONDS, `must be at most ${MAX_GRACE_SECONDS} (7 days)`)
-    .optional(),
-});
-
-/** Audit entry ids are `<ms>-<sequence>`, each part an unsigned 64-bit integer (Redis stream ids). */
-const MAX_STREAM_ID_PART = 2n ** 64n - 1n;
-
-export const auditQuery = z.strictObject({
-  limit: z.coerce.number().int('must be a whole number').min(1).max(1000).optional(),
-  before: z
-    .string()
-    .regex(/^[0-9]{1,20}-[0-9]{1,20}$/, 'must be an entry id from a previous page (e.g. 1763812800000-0)')
-    // Runs even when the pattern failed, so it reads only parts made of digits.
-    .refine(
-      (id) => id.split('-').every((part) => !/^[0-9]+$/.test(part) || BigInt(part) <= MAX_STREAM_ID_PART),
-      'must be an entry id from a previous page (each part below 2^64)',
-    )
-    .optional(),
-});
-
 export type CreateAccountBody = z.output<typeof createAccountBody>;
 export type PatchAccountBody = z.output<typeof patchAccountBody>;
 export type PatchKeyBody = z.output<typeof patchKeyBody>;
-
-/** The first issue as the admin API reports it: a dotted field path and a message that names it. */
-export function describeIssue(error: z.ZodError): { field?: string; message: string } {
-  const issue = error.issues[0]!;
-  const path = issue.path.map(String);
-  if (issue.code === 'unrecognized_keys') {
-    const unknown = issue.keys.map((key) => [...path, key].join('.'));
-    return { field: unknown[0]!, message: `unknown field(s): ${unknown.join(', ')}` };
-  }
-  const field = path.join('.');
-  return field ? { field, message: `${field}: ${issue.message}` } : { message: `body: ${issue.message}` };
-}

@@ -1,5 +1,6 @@
-import Fastify, { type FastifyBodyParser, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { DEFAULT_ADMIN_AUTH_LIMITS, type AuthLimitKind } from '../domain/admin-auth-limits';
+import { registerJsonBodyParser } from '../http/json-body';
 import { StoreUnavailableError } from '../store/store';
 import { AdminAuthLimiter, clientAddressKey, DEFAULT_TRUSTED_FOR_MS, type AuthAdmission } from './admin-auth-limiter';
 import type { AdminServerDeps } from './admin-deps';
@@ -11,6 +12,7 @@ import { registerAuditRoutes } from './routes/audit';
 import { registerHealthRoutes } from './routes/health';
 import { registerMetricsRoute } from './routes/metrics';
 import { registerKeyRoutes } from './routes/keys';
+import { registerMemberRoutes } from './routes/members';
 
 export type { AdminServerDeps } from './admin-deps';
 
@@ -25,7 +27,7 @@ declare module 'fastify' {
 }
 
 /**
- * The admin API: accounts (billing, limit overrides, prepaid credit) and keys.
+ * The admin API: accounts (billing, limit overrides, prepaid credit, active-key cap), keys and members.
  * Every route needs the admin token. Bodies are checked by admin-schemas.ts;
  * answers are built by admin-views.ts.
  */
@@ -89,30 +91,13 @@ export function buildAdminServer(deps: AdminServerDeps): FastifyInstance {
 
   registerAccountRoutes(app, deps);
   registerKeyRoutes(app, deps);
+  registerMemberRoutes(app, deps);
   registerDashboard(app);
   registerAuditRoutes(app, deps);
   registerHealthRoutes(app, deps.health);
   if (deps.metrics) registerMetricsRoute(app, deps.metrics);
 
   return app;
-}
-
-/** fastify's default JSON parser is the callback form of FastifyBodyParser: it never returns a promise. */
-type CallbackBodyParser = Exclude<FastifyBodyParser<string>, (...args: never[]) => Promise<unknown>>;
-
-/**
- * JSON bodies as fastify parses them (refusing __proto__ and
- * constructor.prototype keys), except that an empty body reads as {}:
- * generic HTTP clients send `Content-Type: application/json` with no body
- * on actions such as revoke.
- */
-function registerJsonBodyParser(app: FastifyInstance): void {
-  const parseJson = app.getDefaultJsonParser('error', 'error') as CallbackBodyParser;
-  app.removeContentTypeParser('application/json');
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
-    if (body.length === 0) done(null, {});
-    else parseJson(request, body.toString(), done);
-  });
 }
 
 /** 429 with retry-after in whole seconds (rounded up, so a client that waits that long is admitted). */

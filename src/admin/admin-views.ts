@@ -1,19 +1,23 @@
 import type { KeyEnvironment } from '../keys/customer-key';
-import { describeWindow } from '../limits/rate-limit';
-import type { RateLimit } from '../domain/rate-limits';
-import type { Account, AccountStatus, KeyStatus, StoredKey } from '../domain/key-records';
+import type { Account, AccountStatus, StoredKey } from '../domain/key-records';
+import { actorView, keyViewStatus, limitsView, type ActorView, type KeyViewStatus, type LimitView } from '../http/api-views';
 import type { AccountListing, UnreadableRecord } from '../store/store';
+
+export {
+  actorView,
+  keyViewStatus,
+  limitsView,
+  memberView,
+  type ActorView,
+  type KeyViewStatus,
+  type LimitView,
+  type MemberView,
+} from '../http/api-views';
 
 /**
  * Store records → admin API answers. Every field is picked explicitly, so a
  * field added to a record later (a hash, a counter) never leaks by default.
  */
-
-export interface LimitView {
-  limit: number;
-  /** `"1m"`, `"1d"`, `"90s"`: how windows are written everywhere. */
-  window: string;
-}
 
 export interface AccountView {
   id: string;
@@ -25,6 +29,8 @@ export interface AccountView {
   };
   /** null for a scope means "not overridden": the operator's default plan applies. */
   limits: { key: LimitView[] | null; account: LimitView[] | null };
+  /** The account's own active-key cap; null means the service default (DEFAULT_MAX_ACTIVE_KEYS) applies. */
+  maxActiveKeys: number | null;
   createdAt: string;
 }
 
@@ -46,6 +52,8 @@ export interface KeyView {
   replacedBy: string | null;
   /** null means "not overridden": the account's key limits, else the plan's, apply. */
   limits: LimitView[] | null;
+  /** null for keys created before the creator was recorded. */
+  createdBy: ActorView | null;
 }
 
 export interface AccountListView {
@@ -59,30 +67,19 @@ export interface CreditView {
   creditBalance: number;
 }
 
-export function limitsView(limits: readonly RateLimit[] | undefined): LimitView[] | null {
-  return limits ? limits.map((entry) => ({ limit: entry.limit, window: describeWindow(entry.windowSeconds) })) : null;
-}
-
 export function accountView(account: Account): AccountView {
   return {
     id: account.id,
     name: account.name,
     billing: { status: account.status, creditBalance: account.creditBalance ?? null },
     limits: { key: limitsView(account.limits?.key), account: limitsView(account.limits?.account) },
+    maxActiveKeys: account.maxActiveKeys ?? null,
     createdAt: account.createdAt,
   };
 }
 
 export function accountListView(listing: AccountListing): AccountListView {
   return { accounts: listing.accounts.map(accountView), unreadable: listing.unreadable.map(({ id, problem }) => ({ id, problem })) };
-}
-
-export type KeyViewStatus = KeyStatus | 'expired';
-
-export function keyViewStatus(key: StoredKey, nowMs: number): KeyViewStatus {
-  if (key.status === 'revoked' || (key.revokeAt !== undefined && Date.parse(key.revokeAt) <= nowMs)) return 'revoked';
-  if (key.expiresAt !== undefined && Date.parse(key.expiresAt) <= nowMs) return 'expired';
-  return 'active';
 }
 
 /** Never the key or its hash: the record holds neither, and only these fields are copied. */
@@ -102,6 +99,7 @@ export function keyView(key: StoredKey, nowMs: number): KeyView {
     replaces: key.replaces ?? null,
     replacedBy: key.replacedBy ?? null,
     limits: limitsView(key.limits),
+    createdBy: key.createdBy ? actorView(key.createdBy) : null,
   };
 }
 

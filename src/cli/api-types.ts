@@ -14,6 +14,8 @@ export interface ApiAccount {
   name: string;
   billing: { status: 'active' | 'suspended'; creditBalance: number | null };
   limits: { key: ApiLimit[] | null; account: ApiLimit[] | null };
+  /** The account's own active-key cap; null: the service default applies (absent from servers older than issue 15). */
+  maxActiveKeys?: number | null;
   createdAt: string;
 }
 
@@ -44,6 +46,8 @@ export interface ApiKey {
   replaces?: string | null;
   replacedBy?: string | null;
   limits: ApiLimit[] | null;
+  /** Who created the key (absent from servers older than issue 15; null for keys from before it). */
+  createdBy?: ApiActor | null;
 }
 
 export interface ApiKeyList {
@@ -64,6 +68,27 @@ export interface ApiCreatedKey {
 export interface ApiRotatedKey extends ApiCreatedKey {
   replaces: string;
   oldKey: ApiKey;
+}
+
+/** Who made a change. */
+export type ApiActor = { kind: 'operator' } | { kind: 'member'; issuer: string; subject: string };
+
+export interface ApiMember {
+  id: string;
+  accountId: string;
+  role: 'owner' | 'developer' | 'viewer';
+  /** `invited` until the invited person first signs in with that verified email. */
+  status: 'active' | 'invited';
+  issuer: string | null;
+  subject: string | null;
+  email: string | null;
+  addedAt: string;
+  addedBy: ApiActor;
+  joinedAt: string | null;
+}
+
+export interface ApiMemberList {
+  members: ApiMember[];
 }
 
 export interface ApiErrorBody {

@@ -7,7 +7,7 @@ import { adminRequest } from './admin-client';
  * only when a command runs, after commander has accepted its options, so a
  * bad option is refused before anything else happens.
  */
-export function callApi<T>(method: 'GET' | 'POST' | 'PATCH', path: string, body?: object): Promise<T> {
+export function callApi<T>(method: 'GET' | 'POST' | 'PATCH' | 'DELETE', path: string, body?: object): Promise<T> {
   return adminRequest<T>(loadCliSettings(process.env), method, path, body);
 }
 

@@ -4,6 +4,7 @@ import { AdminApiError } from './admin-client';
 import { accountsCommand } from './commands/accounts';
 import { checkCommand } from './commands/check';
 import { keysCommand } from './commands/keys';
+import { membersCommand } from './commands/members';
 import { cell } from './output';
 import { serveCommand } from './commands/serve';
 
@@ -12,6 +13,7 @@ export function buildCli(): Command {
   program.addCommand(serveCommand(), { isDefault: true });
   program.addCommand(accountsCommand());
   program.addCommand(keysCommand());
+  program.addCommand(membersCommand());
   program.addCommand(checkCommand());
   // Usage errors show the command's help after commander's message, in every subcommand.
   const showHelpEverywhere = (command: Command) => {

@@ -1,4 +1,7 @@
 import { InvalidArgumentError } from 'commander';
+import { MAX_ACTIVE_KEYS_LIMIT } from '../domain/active-key-cap';
+import { MEMBER_ROLES, type MemberRole } from '../domain/customer-identity';
+import { emailProblem, issuerProblem, normalizeEmail, subjectProblem } from '../domain/members';
 import { MAX_WINDOW_SECONDS, describeWindow, parseWindow } from '../limits/rate-limit';
 
 /**
@@ -28,6 +31,32 @@ export function environmentOption(value: string): 'live' | 'test' {
   if (value !== 'live' && value !== 'test') throw new InvalidArgumentError("must be 'live' or 'test'");
   return value;
 }
+
+export function maxActiveKeysOption(value: string): number {
+  const trimmed = value.trim();
+  if (!/^\d+$/.test(trimmed) || Number(trimmed) > MAX_ACTIVE_KEYS_LIMIT) {
+    throw new InvalidArgumentError(`must be a whole number of keys from 0 to ${MAX_ACTIVE_KEYS_LIMIT}`);
+  }
+  return Number(trimmed);
+}
+
+export function memberRoleOption(value: string): MemberRole {
+  if (!(MEMBER_ROLES as readonly string[]).includes(value)) throw new InvalidArgumentError(`must be one of: ${MEMBER_ROLES.join(', ')}`);
+  return value as MemberRole;
+}
+
+/** The API checks these again; refusing here names the problem before any call. */
+const checked = (problem: (text: string) => string | undefined, normalize: (text: string) => string = (text) => text) => {
+  return (value: string): string => {
+    const text = normalize(value);
+    const found = problem(text);
+    if (found) throw new InvalidArgumentError(found);
+    return text;
+  };
+};
+export const emailOption = checked(emailProblem, normalizeEmail);
+export const issuerOption = checked(issuerProblem);
+export const subjectOption = checked(subjectProblem);
 
 export function accountStatusOption(value: string): 'active' | 'suspended' {
   if (value !== 'active' && value !== 'suspended') throw new InvalidArgumentError("must be 'active' or 'suspended'");

@@ -38,3 +38,11 @@ export interface MembershipLookup {
 
 /** Who made a change, for the audit trail: the operator, or a member by issuer and subject. */
 export type AuditActor = { kind: 'operator' } | { kind: 'member'; issuer: string; subject: string };
+
+/** The admin API's (and CLI's) changes: made by whoever holds ADMIN_TOKEN. */
+export const OPERATOR: AuditActor = Object.freeze({ kind: 'operator' });
+
+/** The actor a signed-in member's changes are recorded under: issuer and subject only, never a display name or email. */
+export function memberActor(identity: Pick<CustomerIdentity, 'issuer' | 'subject'>): AuditActor {
+  return { kind: 'member', issuer: identity.issuer, subject: identity.subject };
+}

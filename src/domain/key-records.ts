@@ -1,4 +1,5 @@
 import type { KeyEnvironment } from '../keys/customer-key';
+import type { AuditActor } from './customer-identity';
 import type { RateLimit, RatePlanOverride } from './rate-limits';
 
 /** The records the authorization rules read, as every store returns them. */
@@ -27,6 +28,8 @@ export interface StoredKey {
   /** The key this one replaced by rotation, and the key that replaced it. */
   replaces?: string;
   replacedBy?: string;
+  /** Who created it (by creation or rotation); absent on keys created before this was recorded. */
+  createdBy?: AuditActor;
 }
 
 export type AccountStatus = 'active' | 'suspended';
@@ -40,6 +43,8 @@ export interface Account {
   creditBalance?: number;
   /** Overrides of the default plan for this account. */
   limits?: RatePlanOverride;
+  /** Cap on keys that count as active (src/domain/active-key-cap.ts); absent means the service default. */
+  maxActiveKeys?: number;
   createdAt: string;
 }
 

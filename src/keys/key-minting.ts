@@ -1,5 +1,6 @@
 import type { RateLimit } from '../domain/rate-limits';
 import type { StoredKey } from '../domain/key-records';
+import type { AuditActor } from '../domain/customer-identity';
 import { randomBase62 } from './base62';
 import { displayPrefixOf, generateCustomerKey, hashCustomerKey, type KeyEnvironment } from './customer-key';
 
@@ -13,6 +14,8 @@ export interface KeyTerms {
   limits?: readonly RateLimit[];
   /** Set for a rotation: the key this one replaces. */
   replaces?: string;
+  /** Who asks for it: recorded on the key, shown in listings. */
+  createdBy?: AuditActor;
 }
 
 export interface MintedKey {
@@ -38,6 +41,7 @@ export function mintKey(terms: KeyTerms, nowMs: number): MintedKey {
   if (terms.expiresAt !== undefined) record.expiresAt = terms.expiresAt;
   if (terms.limits !== undefined) record.limits = terms.limits;
   if (terms.replaces !== undefined) record.replaces = terms.replaces;
+  if (terms.createdBy !== undefined) record.createdBy = terms.createdBy;
   return { key, keyHash: hashCustomerKey(key), record };
 }
 
@@ -46,7 +50,8 @@ export function mintKey(terms: KeyTerms, nowMs: number): MintedKey {
  * account, name, environment, per-key limits and expiry (a time-limited key
  * must not become a forever key by rotation; PATCH can change the expiry
  * afterwards), plus which key it replaces. Usage, revocation and rotation
- * state start fresh.
+ * state start fresh, and so does `createdBy`: whoever rotates creates the
+ * new key.
  */
 export function successorTerms(old: StoredKey): KeyTerms {
   const terms: KeyTerms = { accountId: old.accountId, name: old.name, environment: old.environment, replaces: old.id };

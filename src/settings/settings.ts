@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { DEFAULT_ADMIN_AUTH_LIMITS, type AdminAuthLimits } from '../domain/admin-auth-limits';
+import { DEFAULT_MAX_ACTIVE_KEYS, MAX_ACTIVE_KEYS_LIMIT } from '../domain/active-key-cap';
 import type { PriceTable } from '../domain/pricing';
 import type { RatePlan } from '../domain/rate-limits';
 import type { StoreFailureMode } from '../domain/deny-reasons';
@@ -42,6 +43,8 @@ export interface Settings {
   readonly grpcWorkers: number;
   /** Checks decided at once per process; more are answered gRPC UNAVAILABLE at once instead of queueing. */
   readonly maxChecksInFlight: number;
+  /** The active-key cap of accounts that set none of their own. */
+  readonly defaultMaxActiveKeys: number;
   readonly pipeline: PipelineSettings;
   /** The config file's price table; absent: usage is counted in tokens and nothing is charged for it. */
   readonly pricing?: PriceTable;
@@ -189,6 +192,10 @@ const envSchema = z.object({
   GRPC_MAX_CONNECTION_AGE_MS: z.preprocess(blankAsUnset, z.coerce.number().int().min(1_000).max(86_400_000).default(300_000)),
   GRPC_WORKERS: z.preprocess(blankAsUnset, z.coerce.number().int().min(1).max(64).default(1)),
   MAX_CHECKS_IN_FLIGHT: z.preprocess(blankAsUnset, z.coerce.number().int().min(1).max(100_000).default(DEFAULT_MAX_CHECKS_IN_FLIGHT)),
+  DEFAULT_MAX_ACTIVE_KEYS: z.preprocess(
+    blankAsUnset,
+    z.coerce.number().int().min(1).max(MAX_ACTIVE_KEYS_LIMIT).default(DEFAULT_MAX_ACTIVE_KEYS),
+  ),
   CUSTOMER_PORT: port(9193),
   OIDC_ISSUER_URL: optionalText,
   OIDC_CLIENT_ID: optionalText,
@@ -255,6 +262,7 @@ export function loadSettings(
     grpcMaxConnectionAgeMs: e.GRPC_MAX_CONNECTION_AGE_MS,
     grpcWorkers: e.GRPC_WORKERS,
     maxChecksInFlight: e.MAX_CHECKS_IN_FLIGHT,
+    defaultMaxActiveKeys: e.DEFAULT_MAX_ACTIVE_KEYS,
     ...(config.pricing ? { pricing: config.pricing } : {}),
     customerPort: e.CUSTOMER_PORT,
     ...(e.OIDC_ISSUER_URL ? { customerSignIn: customerSignInOf(e) } : {}),

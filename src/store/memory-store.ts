@@ -1,15 +1,23 @@
+import { capRefuses, countsTowardCap, DEFAULT_MAX_ACTIVE_KEYS } from '../domain/active-key-cap';
 import { systemClock, type Clock } from '../domain/clock';
 import { adjustCreditBalance } from '../domain/credit';
+import type { CustomerIdentity, MemberRole, Membership } from '../domain/customer-identity';
+import { leavesNoOwner, MAX_MEMBERS_PER_ACCOUNT, normalizeEmail, principalKey, type Member, type MemberPrincipal } from '../domain/members';
 import { compareCodeUnits } from '../domain/ordering';
 import { authorizeAccountState } from '../limits/authorize-account-state';
 import type {
   AccountListing,
   AccountPatch,
+  ActiveKeyCapReached,
+  AddMemberResult,
   AuditEntry,
   AuditEntryInput,
   CreditResult,
+  InsertKeyResult,
+  InvitationBinding,
   KeyPatch,
   LastUse,
+  MemberChangeResult,
   RotateKeyRequest,
   RotateKeyResult,
   Store,
@@ -52,11 +60,20 @@ export class MemoryStore implements Store {
   private readonly idsByHash = new Map<string, KeyIds>();
   /** Rate-limit buckets per account. */
   private readonly buckets = new Map<string, Map<string, Bucket>>();
+  /** Members per account, by member id. */
+  private readonly members = new Map<string, Map<string, Member>>();
   private readonly audit: AuditEntry[] = [];
   /** The last audit id, as Redis streams make them: `<ms>-<sequence>`, strictly increasing even if the clock steps back. */
   private lastAuditId: StreamId = { ms: 0n, sequence: 0n };
 
-  constructor(private readonly clock: Clock = systemClock) {}
+  private readonly defaultMaxActiveKeys: number;
+
+  constructor(
+    private readonly clock: Clock = systemClock,
+    options: { defaultMaxActiveKeys?: number } = {},
+  ) {
+    this.defaultMaxActiveKeys = options.defaultMaxActiveKeys ?? DEFAULT_MAX_ACTIVE_KEYS;
+  }
 
   async resolveKeyHash(keyHash: string): Promise<KeyIds | null> {
     const ids = this.idsByHash.get(keyHash);
@@ -98,6 +115,8 @@ export class MemoryStore implements Store {
     if (!account) return null;
     if (patch.name !== undefined) account.name = patch.name;
     if (patch.status !== undefined) account.status = patch.status;
+    if (patch.maxActiveKeys === null) delete account.maxActiveKeys;
+    else if (patch.maxActiveKeys !== undefined) account.maxActiveKeys = patch.maxActiveKeys;
     if (patch.creditBalance === null) delete account.creditBalance;
     else if (patch.creditBalance !== undefined) account.creditBalance = patch.creditBalance;
     if (patch.limits !== undefined) {
@@ -123,8 +142,12 @@ export class MemoryStore implements Store {
     return adjusted;
   }
 
-  async insertKey(keyHash: string, key: StoredKey): Promise<'created' | 'account_not_found'> {
+  async insertKey(keyHash: string, key: StoredKey): Promise<InsertKeyResult> {
     if (!this.accounts.has(key.accountId)) return 'account_not_found';
+    // The same insert repeated: already there, and never refused by the cap it is counted in.
+    if (this.keys.has(key.id)) return 'created';
+    const refusal = this.capRefusal(key.accountId, 'create');
+    if (refusal) return refusal;
     this.keys.set(key.id, structuredClone(key));
     this.idsByHash.set(keyHash, { keyId: key.id, accountId: key.accountId });
     return 'created';
@@ -171,6 +194,8 @@ export class MemoryStore implements Store {
     if (old.status === 'revoked' || (old.revokeAt !== undefined && Date.parse(old.revokeAt) <= nowMs)) return { kind: 'key_revoked' };
     if (old.replacedBy !== undefined) return { kind: 'key_already_rotated', replacedBy: old.replacedBy };
     if (old.expiresAt !== undefined && Date.parse(old.expiresAt) <= nowMs) return { kind: 'key_expired' };
+    const refusal = request.graceSeconds === 0 ? undefined : this.capRefusal(old.accountId, 'rotate_with_grace');
+    if (refusal) return refusal;
     if (request.graceSeconds === 0) {
       old.status = 'revoked';
       old.revokedAt = new Date(nowMs).toISOString();
@@ -208,15 +233,119 @@ export class MemoryStore implements Store {
     if (this.audit.length > AUDIT_MAX_ENTRIES) this.audit.shift();
   }
 
-  async readAudit(options: { limit: number; before?: string }): Promise<{ entries: AuditEntry[]; next: string | null }> {
+  async readAudit(options: {
+    limit: number;
+    before?: string;
+    accountId?: string;
+  }): Promise<{ entries: AuditEntry[]; next: string | null }> {
     // `before` is a position, like XREVRANGE's exclusive end: it need not be the id of a kept entry.
     const before = options.before === undefined ? undefined : parseStreamId(options.before);
-    const older = before === undefined ? this.audit : this.audit.filter((entry) => compareStreamIds(parseStreamId(entry.id), before) < 0);
+    const older = this.audit.filter(
+      (entry) =>
+        (before === undefined || compareStreamIds(parseStreamId(entry.id), before) < 0) &&
+        (options.accountId === undefined || entry.accountId === options.accountId),
+    );
     const entries = older.slice(-options.limit).reverse();
     return { entries: structuredClone(entries), next: entries.length === options.limit ? (entries.at(-1)?.id ?? null) : null };
+  }
+
+  async addMember(member: Member): Promise<AddMemberResult> {
+    if (!this.accounts.has(member.accountId)) return { kind: 'account_not_found' };
+    const members = this.membersOf(member.accountId);
+    const existing = this.withPrincipal(member.accountId, member.principal);
+    // The same add repeated (a lost reply retried) answers as the first did.
+    if (existing?.id === member.id) return { kind: 'added', member: structuredClone(existing) };
+    if (existing) return { kind: 'already_member', member: structuredClone(existing) };
+    if (members.size >= MAX_MEMBERS_PER_ACCOUNT) return { kind: 'member_limit_reached', limit: MAX_MEMBERS_PER_ACCOUNT };
+    members.set(member.id, structuredClone(member));
+    return { kind: 'added', member: structuredClone(member) };
+  }
+
+  async listMembers(accountId: string): Promise<Member[] | null> {
+    if (!this.accounts.has(accountId)) return null;
+    return [...this.membersOf(accountId).values()]
+      .sort((a, b) => compareCodeUnits(a.addedAt, b.addedAt) || compareCodeUnits(a.id, b.id))
+      .map((member) => structuredClone(member));
+  }
+
+  async getMember(accountId: string, memberId: string): Promise<Member | null> {
+    const member = this.members.get(accountId)?.get(memberId);
+    return member ? structuredClone(member) : null;
+  }
+
+  async findMember(accountId: string, principal: MemberPrincipal): Promise<Member | null> {
+    const member = this.withPrincipal(accountId, principal);
+    return member ? structuredClone(member) : null;
+  }
+
+  async changeMemberRole(accountId: string, memberId: string, role: MemberRole): Promise<MemberChangeResult> {
+    const members = this.members.get(accountId);
+    const member = members?.get(memberId);
+    if (!members || !member) return { kind: 'member_not_found' };
+    if (leavesNoOwner([...members.values()], memberId, role)) return { kind: 'last_owner' };
+    member.role = role;
+    return { kind: 'changed', member: structuredClone(member) };
+  }
+
+  async removeMember(accountId: string, memberId: string): Promise<MemberChangeResult> {
+    const members = this.members.get(accountId);
+    const member = members?.get(memberId);
+    if (!members || !member) return { kind: 'member_not_found' };
+    if (leavesNoOwner([...members.values()], memberId, null)) return { kind: 'last_owner' };
+    members.delete(memberId);
+    return { kind: 'changed', member: structuredClone(member) };
+  }
+
+  async bindInvitations(identity: CustomerIdentity, nowMs: number): Promise<InvitationBinding[]> {
+    if (identity.verifiedEmail === undefined) return [];
+    const invitation: MemberPrincipal = { kind: 'invitation', email: normalizeEmail(identity.verifiedEmail) };
+    const self: MemberPrincipal = { kind: 'identity', issuer: identity.issuer, subject: identity.subject };
+    const bindings: InvitationBinding[] = [];
+    for (const accountId of [...this.members.keys()].sort(compareCodeUnits)) {
+      const invited = this.withPrincipal(accountId, invitation);
+      if (!invited) continue;
+      const existing = this.withPrincipal(accountId, self);
+      if (existing) {
+        this.membersOf(accountId).delete(invited.id);
+        bindings.push({ kind: 'dropped', invitation: structuredClone(invited), existing: structuredClone(existing) });
+        continue;
+      }
+      invited.principal = self;
+      invited.joinedAt = new Date(nowMs).toISOString();
+      bindings.push({ kind: 'bound', member: structuredClone(invited) });
+    }
+    return bindings;
+  }
+
+  async accountsOf(identity: Pick<CustomerIdentity, 'issuer' | 'subject'>): Promise<Membership[]> {
+    const self: MemberPrincipal = { kind: 'identity', issuer: identity.issuer, subject: identity.subject };
+    return [...this.members.keys()].sort(compareCodeUnits).flatMap((accountId) => {
+      const member = this.withPrincipal(accountId, self);
+      return member ? [{ accountId, role: member.role }] : [];
+    });
   }
 
   async ping(): Promise<void> {}
 
   async close(): Promise<void> {}
+
+  private membersOf(accountId: string): Map<string, Member> {
+    let members = this.members.get(accountId);
+    if (!members) this.members.set(accountId, (members = new Map<string, Member>()));
+    return members;
+  }
+
+  private withPrincipal(accountId: string, principal: MemberPrincipal): Member | undefined {
+    const wanted = principalKey(principal);
+    return [...(this.members.get(accountId)?.values() ?? [])].find((member) => principalKey(member.principal) === wanted);
+  }
+
+  /** The cap check of insert and rotate, on the store's clock, as the Redis scripts make it. */
+  private capRefusal(accountId: string, operation: 'create' | 'rotate_with_grace'): ActiveKeyCapReached | undefined {
+    const nowMs = this.clock.now();
+    const maxActiveKeys = this.accounts.get(accountId)?.maxActiveKeys ?? this.defaultMaxActiveKeys;
+    let activeKeys = 0;
+    for (const key of this.keys.values()) if (key.accountId === accountId && countsTowardCap(key, nowMs)) activeKeys += 1;
+    return capRefuses(operation, activeKeys, maxActiveKeys) ? { kind: 'active_key_cap_reached', maxActiveKeys, activeKeys } : undefined;
+  }
 }

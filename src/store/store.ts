@@ -1,5 +1,7 @@
 import type { Account, AccountStatus, KeyIds, StoredKey } from '../domain/key-records';
 import type { Authorizer, KeyIndex } from '../domain/authorization';
+import type { AuditActor, CustomerIdentity, MemberRole, Membership } from '../domain/customer-identity';
+import type { Member, MemberPrincipal } from '../domain/members';
 import type { RateLimit } from '../domain/rate-limits';
 
 // The adapter side of storage. The pipeline sees only `KeyIndex` and
@@ -15,6 +17,8 @@ export interface AccountPatch {
   creditBalance?: number | null;
   /** null for a scope removes the override. */
   limits?: { key?: readonly RateLimit[] | null; account?: readonly RateLimit[] | null };
+  /** null removes the account's own cap (the service default applies). */
+  maxActiveKeys?: number | null;
 }
 
 export interface KeyPatch {
@@ -38,24 +42,49 @@ export interface RotateKeyRequest {
   graceSeconds: number;
 }
 
+/** A key write refused by the account's active-key cap (src/domain/active-key-cap.ts); nothing was written. */
+export interface ActiveKeyCapReached {
+  kind: 'active_key_cap_reached';
+  /** The cap that applied: the account's own, else the store's default. */
+  maxActiveKeys: number;
+  /** Keys that counted toward it at that instant. */
+  activeKeys: number;
+}
+
+export type InsertKeyResult = 'created' | 'account_not_found' | ActiveKeyCapReached;
+
 export type RotateKeyResult =
   | { kind: 'rotated'; oldKey: StoredKey; newKey: StoredKey }
   | { kind: 'key_not_found' }
   | { kind: 'key_revoked' }
   | { kind: 'key_expired' }
-  | { kind: 'key_already_rotated'; replacedBy: string };
+  | { kind: 'key_already_rotated'; replacedBy: string }
+  | ActiveKeyCapReached;
 
 export interface LastUse extends KeyIds {
   atMs: number;
 }
 
 export type AuditAction =
-  'account.create' | 'account.update' | 'account.credit' | 'key.create' | 'key.update' | 'key.rotate' | 'key.revoke';
+  | 'account.create'
+  | 'account.update'
+  | 'account.credit'
+  | 'key.create'
+  | 'key.update'
+  | 'key.rotate'
+  | 'key.revoke'
+  | 'member.add'
+  | 'member.update'
+  | 'member.remove'
+  | 'member.bind';
 
 export interface AuditEntryInput {
   action: AuditAction;
   accountId: string;
+  /** Who made the change. Entries written before this was recorded read as the operator (only the admin API wrote then). */
+  actor: AuditActor;
   keyId?: string;
+  memberId?: string;
   /** Display prefix only: never the key or its hash. */
   keyPrefix?: string;
   /** Short, secret-free facts, e.g. "graceSeconds=3600" or "changes=name,limits". */
@@ -89,7 +118,48 @@ export interface AccountListing {
   unreadable: UnreadableRecord[];
 }
 
-export interface AdminStore {
+export type AddMemberResult =
+  | { kind: 'added'; member: Member }
+  | { kind: 'account_not_found' }
+  /** The principal is already a member (or invited) on this account; nothing changed. */
+  | { kind: 'already_member'; member: Member }
+  | { kind: 'member_limit_reached'; limit: number };
+
+export type MemberChangeResult =
+  | { kind: 'changed'; member: Member }
+  | { kind: 'member_not_found' }
+  /** The change would leave an account that has an owner without one (src/domain/members.ts); nothing changed. */
+  | { kind: 'last_owner' };
+
+/** What signing in did to one pending invitation for the person's verified email. */
+export type InvitationBinding =
+  /** The invitation is now this identity's membership, with the invited role. */
+  | { kind: 'bound'; member: Member }
+  /** The identity was already a member of that account: its membership is kept as it is and the invitation removed. */
+  | { kind: 'dropped'; invitation: Member; existing: Member };
+
+/**
+ * Account members and email invitations. Writes are atomic per account
+ * (the last-owner rule and the member limit are checked in the same step as
+ * the write); the index from a person to their accounts is global and
+ * verified against the account on every read.
+ */
+export interface MemberStore {
+  addMember(member: Member): Promise<AddMemberResult>;
+  /** Null when the account does not exist. Ordered by when they were added, then id. */
+  listMembers(accountId: string): Promise<Member[] | null>;
+  getMember(accountId: string, memberId: string): Promise<Member | null>;
+  /** The member (or invitation) of this account with this principal, or null. */
+  findMember(accountId: string, principal: MemberPrincipal): Promise<Member | null>;
+  changeMemberRole(accountId: string, memberId: string, role: MemberRole): Promise<MemberChangeResult>;
+  removeMember(accountId: string, memberId: string): Promise<MemberChangeResult>;
+  /** Binds every pending invitation for the identity's verified email (none without one) to the identity. */
+  bindInvitations(identity: CustomerIdentity, nowMs: number): Promise<InvitationBinding[]>;
+  /** The accounts the identity is a member of (bound memberships only), ordered by account id. Binds nothing. */
+  accountsOf(identity: Pick<CustomerIdentity, 'issuer' | 'subject'>): Promise<Membership[]>;
+}
+
+export interface AdminStore extends MemberStore {
   /** False when an account with this id already exists (nothing is changed then). */
   createAccount(account: Account): Promise<boolean>;
   getAccount(accountId: string): Promise<Account | null>;
@@ -105,9 +175,11 @@ export interface AdminStore {
    * Stores the key under its hash, atomically with the account's key index.
    * The global indexes are written first and the record last, so a failure
    * at any point leaves no usable key and nothing a retry trips over. The same
-   * insert repeated answers 'created' again and changes nothing.
+   * insert repeated answers 'created' again and changes nothing. Refused
+   * (nothing written) when the account already holds as many active keys as
+   * its cap, counted in the same atomic step.
    */
-  insertKey(keyHash: string, key: StoredKey): Promise<'created' | 'account_not_found'>;
+  insertKey(keyHash: string, key: StoredKey): Promise<InsertKeyResult>;
   getKey(keyId: string): Promise<StoredKey | null>;
   /** Null when the key does not exist. */
   updateKey(keyId: string, patch: KeyPatch): Promise<StoredKey | null>;
@@ -119,7 +191,9 @@ export interface AdminStore {
    * record and marks the old key (revoked now, or at the end of the grace). Any
    * failure leaves the old key working and the rotation safe to retry. The
    * same rotation repeated (same new key id, already applied) changes nothing
-   * and answers 'rotated' with both records, as the first run did.
+   * and answers 'rotated' with both records, as the first run did. A
+   * rotation with a grace period is refused above the active-key cap (see
+   * capRefuses); an immediate one never is.
    */
   rotateKey(request: RotateKeyRequest): Promise<RotateKeyResult>;
   /** Refused from the next request on; idempotent. Null when the key does not exist. */
@@ -128,9 +202,10 @@ export interface AdminStore {
   /**
    * Newest first. `before` is a position: entries strictly older than that id
    * are returned, whether or not an entry with that id exists (it may have been
-   * trimmed since the previous page).
+   * trimmed since the previous page). With `accountId`, only that account's
+   * entries, from a trail of its own (its ids are positions in that trail).
    */
-  readAudit(options: { limit: number; before?: string }): Promise<{ entries: AuditEntry[]; next: string | null }>;
+  readAudit(options: { limit: number; before?: string; accountId?: string }): Promise<{ entries: AuditEntry[]; next: string | null }>;
 }
 
 /** Where the last-used batcher writes: a separate, off-hot-path interface. */
@@ -170,7 +245,7 @@ export class StoreOutcomeUnknownError extends StoreUnavailableError {
 /** One stored record cannot be read (a field is missing or malformed); the rest of the store is fine. */
 export class CorruptRecordError extends StoreUnavailableError {
   constructor(
-    readonly record: 'account' | 'key',
+    readonly record: 'account' | 'key' | 'member',
     /** Which field is wrong, e.g. "creditBalance is not a whole number within ±10^15". */
     readonly problem: string,
   ) {

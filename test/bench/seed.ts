@@ -97,7 +97,14 @@ export async function seedKeys(redisUrl: string, options: SeedOptions, progress:
   const store = await RedisStore.connect({ url: redisUrl, commandTimeoutMs: 2000 });
   const rateLimited: string[] = [];
   try {
-    const account: Account = { id: 'bench-acct-limited', name: 'Bench limited', status: 'active', createdAt };
+    // All rate-limited keys live in one account: its active-key cap must hold them.
+    const account: Account = {
+      id: 'bench-acct-limited',
+      name: 'Bench limited',
+      status: 'active',
+      createdAt,
+      maxActiveKeys: options.rateLimitedKeys,
+    };
     await store.createAccount(account);
     for (let i = 0; i < options.rateLimitedKeys; i += 1) {
       const plaintext = generateCustomerKey('live');
@@ -111,7 +118,7 @@ export async function seedKeys(redisUrl: string, options: SeedOptions, progress:
         createdAt,
         limits: [{ limit: 1, windowSeconds: 86_400 }],
       });
-      if (result !== 'created') throw new Error(`seeding a rate-limited key failed: ${result}`);
+      if (result !== 'created') throw new Error(`seeding a rate-limited key failed: ${JSON.stringify(result)}`);
       rateLimited.push(plaintext);
     }
     for (const plaintext of [kept[0], kept.at(-1)]) {

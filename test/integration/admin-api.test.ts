@@ -152,10 +152,11 @@ describe('keys', () => {
   });
 });
 
-const ACCOUNT_VIEW_FIELDS = ['billing', 'createdAt', 'id', 'limits', 'name'];
+const ACCOUNT_VIEW_FIELDS = ['billing', 'createdAt', 'id', 'limits', 'maxActiveKeys', 'name'];
 const KEY_VIEW_FIELDS = [
   'accountId',
   'createdAt',
+  'createdBy',
   'environment',
   'expiresAt',
   'id',
@@ -181,6 +182,7 @@ describe('account view, billing and limits', () => {
       name: 'Viewed Inc',
       billing: { status: 'active', creditBalance: null },
       limits: { key: null, account: null },
+      maxActiveKeys: null,
       createdAt: expect.any(String),
     });
   });
@@ -445,6 +447,7 @@ describe('key view and key limits', () => {
       replaces: null,
       replacedBy: null,
       limits: null,
+      createdBy: { kind: 'operator' },
     });
     expectNoKeyMaterial(response.body);
   });

@@ -508,6 +508,81 @@ describe('gateway-authz accounts / keys (against the admin API, real Redis)', ()
       expect(run.stderr).toMatch(/^error: invalid_field: name: .+\n$/);
     });
   });
+
+  describe('members add / list / role / remove, and accounts key-cap (issue 15)', () => {
+    beforeAll(async () => {
+      await json(['accounts', 'create', '--id', 'cli-team', '--name', 'CLI Team']);
+    });
+
+    it('adds an owner by identity and invites a developer by email, lists them, changes a role, removes the invitation', async () => {
+      const owner = await json([
+        'members',
+        'add',
+        '--account',
+        'cli-team',
+        '--role',
+        'owner',
+        '--issuer',
+        'https://login.example.com',
+        '--subject',
+        'user-42',
+      ]);
+      expect(owner).toMatchObject({ role: 'owner', status: 'active', issuer: 'https://login.example.com', subject: 'user-42' });
+      const invitedText = await text(['members', 'add', '--account', 'cli-team', '--role', 'developer', '--email', 'Dev@Example.com']);
+      expect(invitedText).toMatch(/^Invited dev@example\.com to account cli-team as developer\.\n/);
+      const list = await text(['members', 'list', '--account', 'cli-team']);
+      const [header, ...rows] = list.trimEnd().split('\n');
+      expect(header!.split(/\s{2,}/)).toEqual(['ID', 'ROLE', 'STATUS', 'WHO', 'ADDED', 'BY']);
+      expect(rows).toHaveLength(2);
+      expect(rows[0]).toMatch(/^mem_\w+\s+owner\s+active\s+user-42 @ https:\/\/login\.example\.com\s+\d{4}-.*\s+operator$/);
+      expect(rows[1]).toMatch(/^mem_\w+\s+developer\s+invited\s+dev@example\.com\s+/);
+      const invitedId = rows[1]!.split(/\s+/)[0]!;
+      expect(await json(['members', 'role', '--account', 'cli-team', '--id', invitedId, '--role', 'viewer'])).toMatchObject({
+        id: invitedId,
+        role: 'viewer',
+      });
+      expect(await text(['members', 'remove', '--account', 'cli-team', '--id', invitedId])).toBe(
+        `Removed dev@example.com (${invitedId}) from account cli-team.\n`,
+      );
+      expect((await json(['members', 'list', '--account', 'cli-team'])).members).toHaveLength(1);
+    });
+
+    it('exits 1 with last_owner when removing the only owner', async () => {
+      const only = (await json(['members', 'list', '--account', 'cli-team'])).members.find((m) => m.role === 'owner')!;
+      const run = await runCli(['members', 'remove', '--account', 'cli-team', '--id', only.id], env);
+      expect(run.code).toBe(1);
+      expect(run.stdout).toBe('');
+      expect(run.stderr).toMatch(/^error: last_owner: /);
+    });
+
+    it('sets and removes an account key cap, and the API refuses a key past it', async () => {
+      expect((await json(['accounts', 'key-cap', '--id', 'cli-team', '--max', '1'])).maxActiveKeys).toBe(1);
+      expect(await text(['accounts', 'get', '--id', 'cli-team'])).toMatch(/^max active keys +1$/m);
+      await json(['keys', 'create', '--account', 'cli-team']).then((created) => registerSecrets(created.key));
+      const refused = await runCli(['keys', 'create', '--account', 'cli-team'], env);
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toMatch(/^error: active_key_cap_reached: Account 'cli-team' holds 1 keys/);
+      expect((await json(['accounts', 'key-cap', '--id', 'cli-team', '--default'])).maxActiveKeys).toBeNull();
+      expect(await text(['accounts', 'get', '--id', 'cli-team'])).toMatch(/^max active keys +not set \(the service default applies\)$/m);
+    });
+
+    it.each([
+      [['members', 'add', '--account', 'cli-team', '--role', 'admin', '--email', 'a@example.com'], 'owner, developer, viewer'],
+      [['members', 'add', '--account', 'cli-team', '--role', 'owner'], 'give --email, or both --issuer and --subject'],
+      [['members', 'add', '--account', 'cli-team', '--role', 'owner', '--email', 'nope'], 'email address'],
+      [['members', 'add', '--account', 'cli-team', '--role', 'owner', '--email', 'a@example.com', '--subject', 's'], 'cannot be used with'],
+      [['members', 'add', '--account', 'cli-team', '--role', 'owner', '--issuer', 'ftp://x', '--subject', 's'], 'https URL'],
+      [['members', 'remove', '--account', 'cli-team'], "required option '--id <member-id>' not specified"],
+      [['accounts', 'key-cap', '--id', 'cli-team'], 'give --max or --default'],
+      [['accounts', 'key-cap', '--id', 'cli-team', '--max', '-1'], 'from 0 to 10000'],
+      [['accounts', 'key-cap', '--id', 'cli-team', '--max', '3', '--default'], 'cannot be used with'],
+    ])('refuses %j before calling the API, saying why', async (args, says) => {
+      const run = await runCli(args, env);
+      expect(run.code).not.toBe(0);
+      expect(run.stdout).toBe('');
+      expect(run.stderr).toContain(says);
+    });
+  });
 });
 
 describe('gateway-authz serve', () => {

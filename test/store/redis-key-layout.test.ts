@@ -1,5 +1,7 @@
 import Redis from 'ioredis';
 import { generateCustomerKey, hashCustomerKey } from '../../src/keys/customer-key';
+import { OPERATOR } from '../../src/domain/customer-identity';
+import { principalKey } from '../../src/domain/members';
 import { redisKeys } from '../../src/store/redis/redis-keys';
 import { RedisStore } from '../../src/store/redis/redis-store';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
@@ -55,6 +57,7 @@ it('writes exactly the keys redisKeys names, buckets being account fields named 
       redisKeys.account(accountId),
       redisKeys.key(accountId, keyId),
       redisKeys.accountKeys(accountId),
+      redisKeys.activeKeys(accountId),
     ].sort(),
   );
   const accountFields = Object.keys(await client.hgetall(redisKeys.account(accountId))).filter((field) =>
@@ -67,4 +70,36 @@ it('writes exactly the keys redisKeys names, buckets being account fields named 
   // The account hash never expires: it is the account record.
   expect(await client.pttl(redisKeys.account(accountId))).toBe(-1);
   expect(await client.sismember(redisKeys.accounts(), accountId)).toBe(1);
+});
+
+it('writes members, their principal index and the account audit trail only where redisKeys says', async () => {
+  const suffix = `${Date.now()}${Math.floor(Math.random() * 1e6)}`;
+  const accountId = `acct_members${suffix}`;
+  await store.createAccount({ id: accountId, name: 'Members', status: 'active', createdAt: '2026-11-22T12:00:00.000Z' });
+  const identity = { issuer: 'https://login.example.com', subject: `sub${suffix}`, verifiedEmail: `inv${suffix}@example.com` };
+  const base = { accountId, addedAt: '2026-11-22T12:00:00.000Z', addedBy: OPERATOR };
+  await store.addMember({ ...base, id: `mem_a${suffix}`, role: 'owner', principal: { kind: 'invitation', email: identity.verifiedEmail } });
+  await store.addMember({
+    ...base,
+    id: `mem_b${suffix}`,
+    role: 'viewer',
+    principal: { kind: 'invitation', email: `other${suffix}@example.com` },
+  });
+  expect(await store.bindInvitations(identity, Date.parse('2026-11-22T12:01:00Z'))).toHaveLength(1);
+  await store.appendAudit({ action: 'member.bind', actor: OPERATOR, accountId, memberId: `mem_a${suffix}` }, Date.now());
+
+  const written = (await client.keys(`*${suffix}*`)).sort();
+  expect(written).toEqual(
+    [
+      redisKeys.account(accountId),
+      redisKeys.members(accountId),
+      redisKeys.memberPrincipals(accountId),
+      redisKeys.accountAudit(accountId),
+      redisKeys.principalAccounts(principalKey({ kind: 'identity', issuer: identity.issuer, subject: identity.subject })),
+      redisKeys.principalAccounts(principalKey({ kind: 'invitation', email: `other${suffix}@example.com` })),
+    ].sort(),
+  );
+  // The bound invitation's index entry is gone; the identity's names the account.
+  expect(await client.exists(redisKeys.principalAccounts(principalKey({ kind: 'invitation', email: identity.verifiedEmail })))).toBe(0);
+  expect(await client.smembers(written.find((name) => name.includes('identity'))!)).toEqual([accountId]);
 });

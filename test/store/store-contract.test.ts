@@ -6,7 +6,10 @@ import type { RatePlan } from '../../src/domain/rate-limits';
 import { MemoryStore } from '../../src/store/memory-store';
 import { redisKeys } from '../../src/store/redis/redis-keys';
 import { RedisStore } from '../../src/store/redis/redis-store';
+import { keyToFields } from '../../src/store/redis/redis-records';
 import { CorruptRecordError, type Store } from '../../src/store/store';
+import { OPERATOR, type AuditActor, type CustomerIdentity } from '../../src/domain/customer-identity';
+import { MAX_MEMBERS_PER_ACCOUNT, type Member, type MemberPrincipal } from '../../src/domain/members';
 import type { Account, StoredKey } from '../../src/domain/key-records';
 import type { AuthorizeOutcome } from '../../src/domain/authorization';
 import { startTestRedisCluster, type TestRedisCluster } from '../support/redis-cluster';
@@ -32,12 +35,17 @@ afterAll(async () => {
   await Promise.all([redis?.stop(), cluster?.stop()]);
 });
 
-const implementations: [string, (clock: ManualClock) => Promise<Store>][] = [
-  ['memory', async (clock) => new MemoryStore(clock)],
+/** Store options the contract varies: the active-key cap of accounts without their own (default 50). */
+interface ContractOptions {
+  defaultMaxActiveKeys?: number;
+}
+
+const implementations: [string, (clock: ManualClock, options?: ContractOptions) => Promise<Store>][] = [
+  ['memory', async (clock, options = {}) => new MemoryStore(clock, options)],
   [
     'redis',
-    async (clock) => {
-      const store = await RedisStore.connect({ url: redis.url, commandTimeoutMs: 1000, clockOverride: () => clock.now() });
+    async (clock, options = {}) => {
+      const store = await RedisStore.connect({ url: redis.url, commandTimeoutMs: 1000, clockOverride: () => clock.now(), ...options });
       opened.push(store);
       return store;
     },
@@ -45,12 +53,13 @@ const implementations: [string, (clock: ManualClock) => Promise<Store>][] = [
   [
     // Same layout, unchanged, on a three-master Redis Cluster.
     'redis-cluster',
-    async (clock) => {
+    async (clock, options = {}) => {
       const nodes = cluster.nodes.split(',').map((node) => ({ host: node.split(':')[0]!, port: Number(node.split(':')[1]) }));
       const store = await RedisStore.connect({
         topology: { mode: 'cluster', nodes },
         commandTimeoutMs: 1000,
         clockOverride: () => clock.now(),
+        ...options,
       });
       opened.push(store);
       return store;
@@ -331,7 +340,7 @@ describe.each(implementations)('store contract: %s', (_name, open) => {
       const accountId = unique('audited');
       for (let i = 0; i < 5; i += 1) {
         await store.appendAudit(
-          { action: 'key.update', accountId, keyId: `key_${i}`, keyPrefix: 'gk_live_AbC4', detail: `n=${i}` },
+          { action: 'key.update', actor: OPERATOR, accountId, keyId: `key_${i}`, keyPrefix: 'gk_live_AbC4', detail: `n=${i}` },
           T0 + i,
         );
       }
@@ -391,7 +400,8 @@ describe.each(implementations)('store contract: %s', (_name, open) => {
 
     it('treats the audit cursor as a position: an id that names no entry pages on from there, never an empty page', async () => {
       const accountId = unique('cursor');
-      for (let i = 0; i < 3; i += 1) await store.appendAudit({ action: 'key.update', accountId, keyId: `key_${i}` }, T0 + i);
+      for (let i = 0; i < 3; i += 1)
+        await store.appendAudit({ action: 'key.update', actor: OPERATOR, accountId, keyId: `key_${i}` }, T0 + i);
       const newest = (await store.readAudit({ limit: 1 })).entries[0]!;
       expect(newest.keyId).toBe('key_2');
       const [ms, sequence] = newest.id.split('-');
@@ -436,6 +446,329 @@ describe.each(implementations)('store contract: %s', (_name, open) => {
         { kind: 'key_expired' },
       );
       expect(await store.resolveKeyHash(second.hash)).toBeNull();
+    });
+  });
+
+  describe('members and invitations (issue 15)', () => {
+    const ISSUER = 'https://login.example.com';
+    let memberCount = 0;
+    const person = (name: string, email?: string): CustomerIdentity => ({
+      issuer: ISSUER,
+      subject: `${name}-${unique('sub')}`,
+      ...(email !== undefined ? { verifiedEmail: email } : {}),
+    });
+    const asPrincipal = (identity: CustomerIdentity): MemberPrincipal => ({
+      kind: 'identity',
+      issuer: identity.issuer,
+      subject: identity.subject,
+    });
+    const member = (accountId: string, principal: MemberPrincipal, role: Member['role'], addedBy: AuditActor = OPERATOR): Member => ({
+      id: `mem_${unique('m').replace(/[^A-Za-z0-9]/g, '')}`,
+      accountId,
+      role,
+      principal,
+      ...(principal.kind === 'invitation' ? { invitedEmail: principal.email } : {}),
+      addedAt: new Date(T0 + (memberCount += 1)).toISOString(),
+      addedBy,
+    });
+    const newAccount = async () => {
+      const id = unique('team');
+      await store.createAccount(account(id));
+      return id;
+    };
+    const added = async (accountId: string, principal: MemberPrincipal, role: Member['role']) => {
+      const result = await store.addMember(member(accountId, principal, role));
+      if (result.kind !== 'added') throw new Error(`expected added, got ${result.kind}`);
+      return result.member;
+    };
+
+    it('adds identities and invitations, lists them in the order added, and finds each by principal', async () => {
+      const accountId = await newAccount();
+      const alice = person('alice');
+      const byAlice: AuditActor = { kind: 'member', issuer: alice.issuer, subject: alice.subject };
+      const owner = member(accountId, asPrincipal(alice), 'owner');
+      expect(await store.addMember(owner)).toEqual({ kind: 'added', member: owner });
+      const invited = member(accountId, { kind: 'invitation', email: 'bob@example.com' }, 'developer', byAlice);
+      expect(await store.addMember(invited)).toEqual({ kind: 'added', member: invited });
+      expect(await store.listMembers(accountId)).toEqual([owner, invited]);
+      expect(await store.getMember(accountId, invited.id)).toEqual(invited);
+      expect(await store.findMember(accountId, asPrincipal(alice))).toEqual(owner);
+      expect(await store.findMember(accountId, { kind: 'invitation', email: 'bob@example.com' })).toEqual(invited);
+      expect(await store.findMember(accountId, asPrincipal(person('stranger')))).toBeNull();
+      expect(await store.accountsOf(alice)).toEqual([{ accountId, role: 'owner' }]);
+    });
+
+    it('refuses the same principal twice on one account (answering the existing member), but not on two accounts', async () => {
+      const [first, second] = [await newAccount(), await newAccount()];
+      const carol = person('carol');
+      const original = await added(first, asPrincipal(carol), 'viewer');
+      expect(await store.addMember(member(first, asPrincipal(carol), 'owner'))).toEqual({ kind: 'already_member', member: original });
+      await added(first, { kind: 'invitation', email: 'dave@example.com' }, 'viewer');
+      const again = await store.addMember(member(first, { kind: 'invitation', email: 'Dave@Example.COM' }, 'owner'));
+      expect(again.kind).toBe('already_member');
+      await added(second, asPrincipal(carol), 'developer');
+      expect(await store.accountsOf(carol)).toEqual(
+        [
+          { accountId: first, role: 'viewer' },
+          { accountId: second, role: 'developer' },
+        ].sort((a, b) => (a.accountId < b.accountId ? -1 : 1)),
+      );
+      expect(await store.listMembers(first)).toHaveLength(2);
+    });
+
+    it('answers the same add repeated (a lost reply retried) as added, with one member listed', async () => {
+      const accountId = await newAccount();
+      const record = member(accountId, asPrincipal(person('erin')), 'viewer');
+      await store.addMember(record);
+      expect(await store.addMember(record)).toEqual({ kind: 'added', member: record });
+      expect(await store.listMembers(accountId)).toEqual([record]);
+    });
+
+    it('refuses a member for an account that does not exist, and never lists that account for the person', async () => {
+      const frank = person('frank');
+      const ghost = unique('ghost');
+      expect(await store.addMember(member(ghost, asPrincipal(frank), 'owner'))).toEqual({ kind: 'account_not_found' });
+      expect(await store.accountsOf(frank)).toEqual([]);
+      expect(await store.listMembers(ghost)).toBeNull();
+    });
+
+    it('changes a role, and never lets the last acting owner go (demoted or removed); a pending owner invitation does not count', async () => {
+      const accountId = await newAccount();
+      const grace = await added(accountId, asPrincipal(person('grace')), 'owner');
+      const invitedOwner = await added(accountId, { kind: 'invitation', email: 'heidi@example.com' }, 'owner');
+      expect(await store.changeMemberRole(accountId, grace.id, 'developer')).toEqual({ kind: 'last_owner' });
+      expect(await store.removeMember(accountId, grace.id)).toEqual({ kind: 'last_owner' });
+      expect((await store.getMember(accountId, grace.id))?.role).toBe('owner');
+      // The invitation itself can always go.
+      expect(await store.removeMember(accountId, invitedOwner.id)).toEqual({ kind: 'changed', member: invitedOwner });
+      const ivan = await added(accountId, asPrincipal(person('ivan')), 'viewer');
+      expect(await store.changeMemberRole(accountId, ivan.id, 'owner')).toEqual({ kind: 'changed', member: { ...ivan, role: 'owner' } });
+      expect(await store.changeMemberRole(accountId, grace.id, 'viewer')).toEqual({
+        kind: 'changed',
+        member: { ...grace, role: 'viewer' },
+      });
+      expect(await store.removeMember(accountId, ivan.id)).toEqual({ kind: 'last_owner' });
+      // An owner staying owner is no change at all.
+      expect(await store.changeMemberRole(accountId, ivan.id, 'owner')).toEqual({ kind: 'changed', member: { ...ivan, role: 'owner' } });
+    });
+
+    it('keeps one acting owner when two owners are demoted at the same moment', async () => {
+      const accountId = await newAccount();
+      const one = await added(accountId, asPrincipal(person('judy')), 'owner');
+      const two = await added(accountId, asPrincipal(person('ken')), 'owner');
+      const results = await Promise.all([store.removeMember(accountId, one.id), store.changeMemberRole(accountId, two.id, 'viewer')]);
+      expect(results.map((result) => result.kind).sort()).toEqual(['changed', 'last_owner']);
+      expect((await store.listMembers(accountId))?.filter((m) => m.role === 'owner')).toHaveLength(1);
+    });
+
+    it("removes a member: gone from the account and from the person's accounts; member ids are scoped to their account", async () => {
+      const [accountId, other] = [await newAccount(), await newAccount()];
+      await added(accountId, asPrincipal(person('owner')), 'owner');
+      const leo = person('leo');
+      const leaving = await added(accountId, asPrincipal(leo), 'developer');
+      expect(await store.getMember(other, leaving.id)).toBeNull();
+      expect(await store.changeMemberRole(other, leaving.id, 'viewer')).toEqual({ kind: 'member_not_found' });
+      expect(await store.removeMember(other, leaving.id)).toEqual({ kind: 'member_not_found' });
+      expect(await store.removeMember(accountId, leaving.id)).toEqual({ kind: 'changed', member: leaving });
+      expect(await store.getMember(accountId, leaving.id)).toBeNull();
+      expect(await store.findMember(accountId, asPrincipal(leo))).toBeNull();
+      expect(await store.accountsOf(leo)).toEqual([]);
+      expect(await store.removeMember(accountId, leaving.id)).toEqual({ kind: 'member_not_found' });
+      // Removed, the same person can be added again.
+      expect((await store.addMember(member(accountId, asPrincipal(leo), 'viewer'))).kind).toBe('added');
+    });
+
+    it('binds an invitation to the identity that signs in with that verified email (any case): same id and role, joined now', async () => {
+      const [accountId, other] = [await newAccount(), await newAccount()];
+      const invitation = await added(accountId, { kind: 'invitation', email: 'mia@example.com' }, 'developer');
+      const elsewhere = await added(other, { kind: 'invitation', email: 'mia@example.com' }, 'viewer');
+      const mia = person('mia', 'Mia@Example.com');
+      expect(await store.accountsOf(mia)).toEqual([]);
+      const bindings = await store.bindInvitations(mia, T0 + 42);
+      const bound = (invited: Member): Member => ({ ...invited, principal: asPrincipal(mia), joinedAt: new Date(T0 + 42).toISOString() });
+      expect(
+        bindings.sort((a, b) => (a.kind === 'bound' && b.kind === 'bound' && a.member.accountId < b.member.accountId ? -1 : 1)),
+      ).toEqual(
+        [
+          { kind: 'bound', member: bound(invitation) },
+          { kind: 'bound', member: bound(elsewhere) },
+        ].sort((a, b) => (a.member.accountId < b.member.accountId ? -1 : 1)),
+      );
+      expect(await store.getMember(accountId, invitation.id)).toEqual(bound(invitation));
+      expect(await store.findMember(accountId, { kind: 'invitation', email: 'mia@example.com' })).toBeNull();
+      expect(await store.accountsOf(mia)).toEqual(
+        [
+          { accountId, role: 'developer' },
+          { accountId: other, role: 'viewer' },
+        ].sort((a, b) => (a.accountId < b.accountId ? -1 : 1)),
+      );
+      // Signing in again binds nothing more.
+      expect(await store.bindInvitations(mia, T0 + 43)).toEqual([]);
+    });
+
+    it("binds nothing without a verified email, and nothing for another person's email", async () => {
+      const accountId = await newAccount();
+      await added(accountId, { kind: 'invitation', email: 'nina@example.com' }, 'owner');
+      const unverified = person('nina');
+      expect(await store.bindInvitations(unverified, T0)).toEqual([]);
+      expect(await store.bindInvitations(person('oscar', 'oscar@example.com'), T0)).toEqual([]);
+      expect(await store.accountsOf(unverified)).toEqual([]);
+      expect((await store.findMember(accountId, { kind: 'invitation', email: 'nina@example.com' }))?.role).toBe('owner');
+    });
+
+    it('drops an invitation for someone who is already a member, keeping their membership as it is', async () => {
+      const accountId = await newAccount();
+      const pat = person('pat', 'pat@example.com');
+      const existing = await added(accountId, asPrincipal(pat), 'viewer');
+      const invitation = await added(accountId, { kind: 'invitation', email: 'pat@example.com' }, 'owner');
+      expect(await store.bindInvitations(pat, T0)).toEqual([{ kind: 'dropped', invitation, existing }]);
+      expect(await store.listMembers(accountId)).toEqual([existing]);
+      expect(await store.accountsOf(pat)).toEqual([{ accountId, role: 'viewer' }]);
+    });
+
+    it(`refuses more than ${MAX_MEMBERS_PER_ACCOUNT} members and invitations on one account`, async () => {
+      const accountId = await newAccount();
+      for (let batch = 0; batch < MAX_MEMBERS_PER_ACCOUNT / 100; batch += 1) {
+        await Promise.all(
+          Array.from({ length: 100 }, (_, i) => added(accountId, { kind: 'invitation', email: `m${batch}x${i}@example.com` }, 'viewer')),
+        );
+      }
+      expect(await store.addMember(member(accountId, asPrincipal(person('one-too-many')), 'owner'))).toEqual({
+        kind: 'member_limit_reached',
+        limit: MAX_MEMBERS_PER_ACCOUNT,
+      });
+    });
+  });
+
+  describe('active-key cap (issue 15)', () => {
+    const newKey = (accountId: string, extra: Partial<StoredKey> = {}) => {
+      const key = generateCustomerKey('live');
+      return { key, hash: hashCustomerKey(key), record: keyRecord(key, accountId, extra) };
+    };
+    const cappedAccount = async (maxActiveKeys?: number) => {
+      const id = unique('capped');
+      await store.createAccount(account(id, maxActiveKeys === undefined ? {} : { maxActiveKeys }));
+      return id;
+    };
+
+    it("round-trips an account's own cap, and removes it with null", async () => {
+      const id = await cappedAccount(7);
+      expect((await store.getAccount(id))?.maxActiveKeys).toBe(7);
+      expect((await store.updateAccount(id, { maxActiveKeys: 0 }))?.maxActiveKeys).toBe(0);
+      expect(await store.updateAccount(id, { maxActiveKeys: null })).not.toHaveProperty('maxActiveKeys');
+    });
+
+    it('refuses a key at the cap, writing nothing; revoked keys free a place, expired ones do not', async () => {
+      const accountId = await cappedAccount(2);
+      const first = newKey(accountId, { expiresAt: new Date(T0 - 1000).toISOString() });
+      const second = newKey(accountId);
+      expect(await store.insertKey(first.hash, first.record)).toBe('created');
+      expect(await store.insertKey(second.hash, second.record)).toBe('created');
+      const third = newKey(accountId);
+      expect(await store.insertKey(third.hash, third.record)).toEqual({ kind: 'active_key_cap_reached', maxActiveKeys: 2, activeKeys: 2 });
+      expect(await store.getKey(third.record.id)).toBeNull();
+      expect(await store.resolveKeyHash(third.hash)).toBeNull();
+      expect(await store.listKeys(accountId)).toHaveLength(2);
+      await store.revokeKey(first.record.id, T0);
+      expect(await store.insertKey(third.hash, third.record)).toBe('created');
+    });
+
+    it('answers the same insert repeated as created even at the cap it is counted in', async () => {
+      const accountId = await cappedAccount(1);
+      const only = newKey(accountId);
+      expect(await store.insertKey(only.hash, only.record)).toBe('created');
+      expect(await store.insertKey(only.hash, only.record)).toBe('created');
+    });
+
+    it("applies the store's default cap to accounts without their own, and 0 allows no key at all", async () => {
+      const small = await open(clock, { defaultMaxActiveKeys: 1 });
+      const accountId = unique('default-cap');
+      await small.createAccount(account(accountId));
+      const [a, b] = [newKey(accountId), newKey(accountId)];
+      expect(await small.insertKey(a.hash, a.record)).toBe('created');
+      expect(await small.insertKey(b.hash, b.record)).toEqual({ kind: 'active_key_cap_reached', maxActiveKeys: 1, activeKeys: 1 });
+      await small.updateAccount(accountId, { maxActiveKeys: 2 });
+      expect(await small.insertKey(b.hash, b.record)).toBe('created');
+      const frozen = await cappedAccount(0);
+      const c = newKey(frozen);
+      expect(await store.insertKey(c.hash, c.record)).toEqual({ kind: 'active_key_cap_reached', maxActiveKeys: 0, activeKeys: 0 });
+    });
+
+    it('never lets concurrent creations pass the cap', async () => {
+      const accountId = await cappedAccount(3);
+      const results = await Promise.all(Array.from({ length: 12 }, () => newKey(accountId)).map((k) => store.insertKey(k.hash, k.record)));
+      expect(results.filter((result) => result === 'created')).toHaveLength(3);
+      expect(await store.listKeys(accountId)).toHaveLength(3);
+    });
+
+    it('never refuses an immediate rotation; allows one rotation with grace at the cap, not a second above it', async () => {
+      const accountId = await cappedAccount(2);
+      const [a, b] = [newKey(accountId), newKey(accountId)];
+      await store.insertKey(a.hash, a.record);
+      await store.insertKey(b.hash, b.record);
+      const successor = (old: StoredKey) => newKey(accountId, { id: `${old.id}r`, replaces: old.id });
+      const a2 = successor(a.record);
+      expect((await store.rotateKey({ oldKeyId: a.record.id, newKeyHash: a2.hash, newKey: a2.record, graceSeconds: 0 })).kind).toBe(
+        'rotated',
+      );
+      // At the cap (2): a grace rotation takes it to 3 until the grace ends.
+      const b2 = successor(b.record);
+      expect((await store.rotateKey({ oldKeyId: b.record.id, newKeyHash: b2.hash, newKey: b2.record, graceSeconds: 60 })).kind).toBe(
+        'rotated',
+      );
+      // Above the cap: a second grace rotation is refused, changing nothing; an immediate one is not.
+      const a3 = successor(a2.record);
+      expect(await store.rotateKey({ oldKeyId: a2.record.id, newKeyHash: a3.hash, newKey: a3.record, graceSeconds: 60 })).toEqual({
+        kind: 'active_key_cap_reached',
+        maxActiveKeys: 2,
+        activeKeys: 3,
+      });
+      expect(await store.getKey(a2.record.id)).toMatchObject({ status: 'active' });
+      expect(await store.getKey(a2.record.id)).not.toHaveProperty('replacedBy');
+      expect(await store.getKey(a3.record.id)).toBeNull();
+      expect(await store.resolveKeyHash(a3.hash)).toBeNull();
+      expect((await authorize({ accountId, keyId: a2.record.id })).kind).toBe('allow');
+      // Once the first grace has ended, the old key no longer counts.
+      clock.advance(61_000);
+      expect((await store.rotateKey({ oldKeyId: a2.record.id, newKeyHash: a3.hash, newKey: a3.record, graceSeconds: 60 })).kind).toBe(
+        'rotated',
+      );
+    });
+
+    it('keeps who created a key', async () => {
+      const accountId = await cappedAccount();
+      const byMember = newKey(accountId, { createdBy: { kind: 'member', issuer: 'https://login.example.com', subject: 'u-1' } });
+      const byOperator = newKey(accountId, { createdBy: OPERATOR });
+      await store.insertKey(byMember.hash, byMember.record);
+      await store.insertKey(byOperator.hash, byOperator.record);
+      expect(await store.getKey(byMember.record.id)).toEqual(byMember.record);
+      expect((await store.getKey(byOperator.record.id))?.createdBy).toEqual({ kind: 'operator' });
+    });
+  });
+
+  describe('audit actors and per-account trails (issue 15)', () => {
+    it("records who made each change, and reads one account's trail alone, newest first, paged", async () => {
+      const [mine, theirs] = [unique('trail'), unique('trail')];
+      const member: AuditActor = { kind: 'member', issuer: 'https://login.example.com', subject: 'owner-1' };
+      for (let i = 0; i < 4; i += 1) {
+        await store.appendAudit({ action: 'key.create', actor: i % 2 ? member : OPERATOR, accountId: mine, keyId: `key_m${i}` }, T0 + i);
+        await store.appendAudit({ action: 'member.add', actor: OPERATOR, accountId: theirs, memberId: `mem_t${i}` }, T0 + i);
+      }
+      const first = await store.readAudit({ accountId: mine, limit: 3 });
+      expect(first.entries.map((entry) => [entry.keyId, entry.actor])).toEqual([
+        ['key_m3', member],
+        ['key_m2', OPERATOR],
+        ['key_m1', member],
+      ]);
+      expect(first.entries.every((entry) => entry.accountId === mine)).toBe(true);
+      const second = await store.readAudit({ accountId: mine, limit: 3, before: first.next! });
+      expect(second).toEqual({ entries: [expect.objectContaining({ keyId: 'key_m0', actor: OPERATOR })], next: null });
+      const all = await store.readAudit({ limit: 1000 });
+      expect(all.entries.find((entry) => entry.memberId === 'mem_t3')).toMatchObject({
+        accountId: theirs,
+        actor: OPERATOR,
+        action: 'member.add',
+      });
     });
   });
 
@@ -644,9 +977,47 @@ describe('redis store specifics', () => {
               ? JSON.stringify(await redisClient.smembers(name))
               : type === 'stream'
                 ? JSON.stringify(await redisClient.xrange(name, '-', '+'))
-                : String(await redisClient.get(name));
+                : type === 'zset'
+                  ? JSON.stringify(await redisClient.zrange(name, 0, -1, 'WITHSCORES'))
+                  : String(await redisClient.get(name));
         expect(dump).not.toContain(key);
       }
+    } finally {
+      redisClient.disconnect();
+    }
+  });
+
+  it('counts the keys of an account that predate the cap once, in batches, on its first capped write, then from its active-keys set', async () => {
+    const store = await connect();
+    const accountId = unique('old');
+    await store.createAccount(account(accountId, { maxActiveKeys: 601 }));
+    const redisClient = client();
+    try {
+      // As before the cap existed: key records, key set and indexes, but no complete active-keys set.
+      await redisClient.hdel(redisKeys.account(accountId), redisKeys.activeKeysIndexedField());
+      const pipeline = redisClient.pipeline();
+      for (let i = 0; i < 1200; i += 1) {
+        const key = generateCustomerKey('live');
+        const record = keyRecord(key, accountId, { id: `key_old${i}`, status: i % 2 === 0 ? 'active' : 'revoked' });
+        pipeline.set(redisKeys.accountIdByKeyId(record.id), accountId);
+        pipeline.hset(redisKeys.key(accountId, record.id), ...keyToFields(record));
+        pipeline.sadd(redisKeys.accountKeys(accountId), record.id);
+      }
+      await pipeline.exec();
+      const [first, second] = [generateCustomerKey('live'), generateCustomerKey('live')];
+      expect(await store.insertKey(hashCustomerKey(first), keyRecord(first, accountId))).toBe('created');
+      expect(await redisClient.zcard(redisKeys.activeKeys(accountId))).toBe(601);
+      expect(await redisClient.hget(redisKeys.account(accountId), redisKeys.activeKeysIndexedField())).toBe('1');
+      expect(await store.insertKey(hashCustomerKey(second), keyRecord(second, accountId))).toEqual({
+        kind: 'active_key_cap_reached',
+        maxActiveKeys: 601,
+        activeKeys: 601,
+      });
+      expect(await store.revokeKey('key_old0', T0)).toMatchObject({ status: 'revoked' });
+      expect(await store.insertKey(hashCustomerKey(second), keyRecord(second, accountId))).toBe('created');
+      expect(await redisClient.zscore(redisKeys.activeKeys(accountId), 'key_old0')).toBeNull();
+      // The account record itself reads as before.
+      expect(await store.getAccount(accountId)).toEqual(account(accountId, { maxActiveKeys: 601 }));
     } finally {
       redisClient.disconnect();
     }

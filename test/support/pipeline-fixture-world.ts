@@ -24,7 +24,7 @@ export async function insertKey(store: AdminStore, key: string, overrides: Parti
     ...overrides,
   };
   const result = await store.insertKey(hashCustomerKey(key), record);
-  if (result !== 'created') throw new Error(`could not seed key: ${result}`);
+  if (result !== 'created') throw new Error(`could not seed key: ${JSON.stringify(result)}`);
   return record;
 }
 

@@ -2,7 +2,17 @@ import { startApp, type RunningApp } from '../../src/app';
 import type { Clock } from '../../src/domain/clock';
 import { RedisStore } from '../../src/store/redis/redis-store';
 import type { AuditEntry, Store } from '../../src/store/store';
-import type { ApiAccount, ApiAccountList, ApiCredit, ApiErrorBody, ApiKey, ApiKeyList, ApiRotatedKey } from '../../src/cli/api-types';
+import type {
+  ApiAccount,
+  ApiAccountList,
+  ApiCredit,
+  ApiErrorBody,
+  ApiKey,
+  ApiKeyList,
+  ApiMember,
+  ApiMemberList,
+  ApiRotatedKey,
+} from '../../src/cli/api-types';
 import { LogCapture } from './log-capture';
 import { captureAdminResponses, captureFinalState, registerSecrets } from './secret-scan';
 import { settingsFrom } from './pipeline-fixture-world';
@@ -14,7 +24,16 @@ export const TEST_ADMIN_TOKEN = 'test-admin-token-0123456789abcdef';
  * key, created or rotated key, lists, credit, audit page). A test asserts on the fields the answer it expects
  * has; a field the answer lacks is undefined at run time and fails that assertion. (Every admin answer has a JSON body.)
  */
-export type AdminBody = ApiErrorBody & ApiKey & ApiRotatedKey & ApiAccount & ApiAccountList & ApiKeyList & ApiCredit & AuditPage;
+export type AdminBody = ApiErrorBody &
+  ApiKey &
+  ApiRotatedKey &
+  ApiAccount &
+  ApiAccountList &
+  ApiKeyList &
+  ApiCredit &
+  AuditPage &
+  Omit<ApiMember, 'status'> &
+  ApiMemberList;
 
 interface AuditPage {
   entries: AuditEntry[];

@@ -91,10 +91,19 @@ export function registerSecrets(...secrets: string[]): void {
   if (dir && secrets.length > 0) appendFileSync(join(dir, `secrets-${process.pid}.txt`), `${secrets.join('\n')}\n`);
 }
 
-/** POST /admin/accounts/:id/keys and POST /admin/keys/:keyId/rotate: the only answers that carry a full key. */
+/**
+ * POST /admin/accounts/:id/keys and POST /admin/keys/:keyId/rotate, and the customer API's
+ * POST /api/accounts/:id/keys and POST /api/accounts/:id/keys/:keyId/regenerate: the only answers that carry a full key.
+ */
 export function isKeyMintingCall(method: string, path: string): boolean {
   const bare = path.split('?')[0] ?? '';
-  return method.toUpperCase() === 'POST' && (/^\/admin\/accounts\/[^/]+\/keys$/.test(bare) || /^\/admin\/keys\/[^/]+\/rotate$/.test(bare));
+  return (
+    method.toUpperCase() === 'POST' &&
+    (/^\/admin\/accounts\/[^/]+\/keys$/.test(bare) ||
+      /^\/admin\/keys\/[^/]+\/rotate$/.test(bare) ||
+      /^\/api\/accounts\/[^/]+\/keys$/.test(bare) ||
+      /^\/api\/accounts\/[^/]+\/keys\/[^/]+\/regenerate$/.test(bare))
+  );
 }
 
 /** The path with every non-literal segment (ids, and any key a test sends) replaced by `:id`. */

@@ -5,7 +5,8 @@ import { CorruptRecordError, type AccountPatch, type CreditResult } from '../../
 import { sendAccountNotFound, sendAdminError, sendInvalidBody } from '../admin-errors';
 import { accountIdSchema, createAccountBody, creditBody, patchAccountBody, type PatchAccountBody } from '../admin-schemas';
 import type { AdminServerDeps } from '../admin-deps';
-import { recordAdminAction } from '../admin-actions';
+import { recordChange } from '../../actions/audit-trail';
+import { OPERATOR } from '../../domain/customer-identity';
 import { accountListView, accountView, type CreditView } from '../admin-views';
 
 type AccountParams = { Params: { id: string } };
@@ -38,6 +39,10 @@ function toAccountPatch(body: PatchAccountBody): { patch: AccountPatch; changes:
     }
     patch.limits = limits;
   }
+  if (body.maxActiveKeys !== undefined) {
+    patch.maxActiveKeys = body.maxActiveKeys;
+    changes.push('maxActiveKeys');
+  }
   return { patch, changes };
 }
 
@@ -66,8 +71,9 @@ export function registerAccountRoutes(app: FastifyInstance, deps: AdminServerDep
   app.post('/admin/accounts', async (request, reply) => {
     const body = createAccountBody.safeParse(request.body);
     if (!body.success) return sendInvalidBody(reply, body.error);
-    const { id, name, billing, limits } = body.data;
+    const { id, name, billing, limits, maxActiveKeys } = body.data;
     const account: Account = { id, name, status: billing?.status ?? 'active', createdAt: now() };
+    if (maxActiveKeys !== undefined) account.maxActiveKeys = maxActiveKeys;
     if (billing?.creditBalance != null) account.creditBalance = billing.creditBalance;
     if (limits?.key || limits?.account) {
       account.limits = {
@@ -78,7 +84,7 @@ export function registerAccountRoutes(app: FastifyInstance, deps: AdminServerDep
     if (!(await deps.store.createAccount(account))) {
       return sendAdminError(reply, 409, 'account_exists', `An account with id '${account.id}' already exists.`, 'id');
     }
-    await recordAdminAction(deps, { action: 'account.create', accountId: account.id });
+    await recordChange(deps, { action: 'account.create', actor: OPERATOR, accountId: account.id });
     return reply.code(201).send(accountView(account));
   });
 
@@ -110,7 +116,7 @@ export function registerAccountRoutes(app: FastifyInstance, deps: AdminServerDep
     const { patch, changes } = toAccountPatch(body.data);
     const account = await deps.store.updateAccount(id, patch);
     if (!account) return sendAccountNotFound(reply, id);
-    await recordAdminAction(deps, { action: 'account.update', accountId: id, detail: `changes=${changes.join(',')}` });
+    await recordChange(deps, { action: 'account.update', actor: OPERATOR, accountId: id, detail: `changes=${changes.join(',')}` });
     return reply.send(accountView(account));
   });
 
@@ -147,7 +153,7 @@ export function registerAccountRoutes(app: FastifyInstance, deps: AdminServerDep
           'amount',
         );
       case 'ok': {
-        await recordAdminAction(deps, { action: 'account.credit', accountId: id, detail: `amount=${amount}` });
+        await recordChange(deps, { action: 'account.credit', actor: OPERATOR, accountId: id, detail: `amount=${amount}` });
         const view: CreditView = { accountId: id, creditBalance: result.creditBalance };
         return reply.send(view);
       }

@@ -1,10 +1,29 @@
 import type { FastifyInstance } from 'fastify';
-import { sendInvalidBody } from '../admin-errors';
-import { auditQuery } from '../admin-schemas';
+import { sendAccountNotFound, sendInvalidBody } from '../admin-errors';
+import { accountIdSchema, auditQuery } from '../admin-schemas';
 import type { AdminServerDeps } from '../admin-deps';
 
-/** `GET /admin/audit?limit=&before=`: newest first, paged by entry id. */
+/**
+ * `GET /admin/audit?limit=&before=`: newest first, paged by entry id.
+ * `GET /admin/accounts/:id/audit`: the same for one account, from its own
+ * trail (what its owners see in the dashboard; ids are positions in it).
+ */
 export function registerAuditRoutes(app: FastifyInstance, deps: AdminServerDeps): void {
+  app.get<{ Params: { id: string } }>('/admin/accounts/:id/audit', async (request, reply) => {
+    const query = auditQuery.safeParse(request.query ?? {});
+    if (!query.success) return sendInvalidBody(reply, query.error);
+    const accountId = request.params.id;
+    if (!accountIdSchema.safeParse(accountId).success || !(await deps.store.getAccount(accountId))) {
+      return sendAccountNotFound(reply, accountId);
+    }
+    const page = await deps.store.readAudit({
+      accountId,
+      limit: query.data.limit ?? 100,
+      ...(query.data.before !== undefined ? { before: query.data.before } : {}),
+    });
+    return reply.send(page);
+  });
+
   app.get('/admin/audit', async (request, reply) => {
     const query = auditQuery.safeParse(request.query ?? {});
     if (!query.success) return sendInvalidBody(reply, query.error);

@@ -1,9 +1,9 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
+import { createKey, revokeKey, rotateKey, updateKey } from '../../actions/key-actions';
+import { OPERATOR } from '../../domain/customer-identity';
 import { KEY_SERVICE_PREFIX } from '../../keys/customer-key';
-import { mintKey, successorTerms } from '../../keys/key-minting';
-import { StoreOutcomeUnknownError, type KeyPatch } from '../../store/store';
-import { recordAdminAction } from '../admin-actions';
-import { sendAccountNotFound, sendAdminError, sendInvalidBody, sendKeyNotFound } from '../admin-errors';
+import type { KeyPatch } from '../../store/store';
+import { sendAccountNotFound, sendActiveKeyCapReached, sendAdminError, sendInvalidBody, sendKeyNotFound } from '../admin-errors';
 import { accountIdSchema, createKeyBody, keyIdSchema, patchKeyBody, rotateKeyBody } from '../admin-schemas';
 import type { AdminServerDeps } from '../admin-deps';
 import { createdKeyView, keyView } from '../admin-views';
@@ -14,7 +14,8 @@ type AccountParams = { Params: { id: string } };
 /**
  * Keys: create and rotate (the only answers that ever carry a full key),
  * list, read, change, revoke. Every other answer is the key view, which
- * holds neither the key nor its hash.
+ * holds neither the key nor its hash. The changes themselves are the shared
+ * key actions (src/actions/key-actions.ts), made as the operator.
  */
 export function registerKeyRoutes(app: FastifyInstance, deps: AdminServerDeps): void {
   const now = () => deps.clock.now();
@@ -35,48 +36,36 @@ export function registerKeyRoutes(app: FastifyInstance, deps: AdminServerDeps): 
     return problem ? sendAdminError(reply, 404, 'key_not_found', problem) : undefined;
   };
 
-  /**
-   * Runs a key write; when the store cannot tell whether it was applied
-   * (StoreOutcomeUnknownError), answers 503 with what is known and how to find
-   * out, instead of the generic "store unavailable". Undefined when it has answered.
-   */
-  const writeOrExplain = async <T>(reply: FastifyReply, write: () => Promise<T>, explanation: string): Promise<T | undefined> => {
-    try {
-      return await write();
-    } catch (error) {
-      if (!(error instanceof StoreOutcomeUnknownError)) throw error;
-      deps.logger.error({ event: 'admin', detail: error.message }, 'admin call failed: outcome unknown');
-      sendAdminError(reply, 503, 'store_unavailable', explanation);
-      return undefined;
-    }
-  };
-
   app.post<AccountParams>('/admin/accounts/:id/keys', async (request, reply) => {
     const body = createKeyBody.safeParse(request.body ?? {});
     if (!body.success) return sendInvalidBody(reply, body.error);
-    if (!isAccountId(request.params.id)) return sendAccountNotFound(reply, request.params.id);
+    const accountId = request.params.id;
+    if (!isAccountId(accountId)) return sendAccountNotFound(reply, accountId);
     const environment = body.data.environment ?? 'live';
-    const { key, keyHash, record } = mintKey(
-      {
-        accountId: request.params.id,
-        name: body.data.name ?? `${environment} key`,
-        environment,
-        ...(body.data.expiresAt !== undefined ? { expiresAt: new Date(body.data.expiresAt).toISOString() } : {}),
-        ...(body.data.limits !== undefined ? { limits: body.data.limits } : {}),
-      },
-      now(),
-    );
-    const result = await writeOrExplain(
-      reply,
-      () => deps.store.insertKey(keyHash, record),
-      `The key store did not confirm the creation of key '${record.id}': it may or may not have been created, and its secret was ` +
-        `not handed out (it cannot be shown again). Find out with GET /admin/keys/${record.id}: a 404 means nothing was created; ` +
-        `create the key again. If it exists, nobody holds it: revoke it (POST /admin/keys/${record.id}/revoke), then create the key again.`,
-    );
-    if (result === undefined) return reply;
-    if (result === 'account_not_found') return sendAccountNotFound(reply, request.params.id, 'Create it first.');
-    await recordAdminAction(deps, { action: 'key.create', accountId: record.accountId, keyId: record.id, keyPrefix: record.prefix });
-    return reply.code(201).send(createdKeyView(record, key));
+    const outcome = await createKey(deps, OPERATOR, {
+      accountId,
+      name: body.data.name ?? `${environment} key`,
+      environment,
+      ...(body.data.expiresAt !== undefined ? { expiresAt: new Date(body.data.expiresAt).toISOString() } : {}),
+      ...(body.data.limits !== undefined ? { limits: body.data.limits } : {}),
+    });
+    switch (outcome.kind) {
+      case 'created':
+        return reply.code(201).send(createdKeyView(outcome.record, outcome.key));
+      case 'account_not_found':
+        return sendAccountNotFound(reply, accountId, 'Create it first.');
+      case 'active_key_cap_reached':
+        return sendActiveKeyCapReached(reply, accountId, outcome, 'create');
+      case 'outcome_unknown':
+        return sendAdminError(
+          reply,
+          503,
+          'store_unavailable',
+          `The key store did not confirm the creation of key '${outcome.keyId}': it may or may not have been created, and its secret was ` +
+            `not handed out (it cannot be shown again). Find out with GET /admin/keys/${outcome.keyId}: a 404 means nothing was created; ` +
+            `create the key again. If it exists, nobody holds it: revoke it (POST /admin/keys/${outcome.keyId}/revoke), then create the key again.`,
+        );
+    }
   });
 
   app.get<AccountParams>('/admin/accounts/:id/keys', async (request, reply) => {
@@ -107,15 +96,8 @@ export function registerKeyRoutes(app: FastifyInstance, deps: AdminServerDeps): 
     if (body.data.expiresAt !== undefined) {
       patch.expiresAt = body.data.expiresAt === null ? null : new Date(body.data.expiresAt).toISOString();
     }
-    const key = await deps.store.updateKey(keyId, patch);
+    const key = await updateKey(deps, OPERATOR, keyId, patch);
     if (!key) return sendKeyNotFound(reply, keyId);
-    await recordAdminAction(deps, {
-      action: 'key.update',
-      accountId: key.accountId,
-      keyId: key.id,
-      keyPrefix: key.prefix,
-      detail: `changes=${Object.keys(patch).join(',')}`,
-    });
     return reply.send(keyView(key, now()));
   });
 
@@ -128,20 +110,12 @@ export function registerKeyRoutes(app: FastifyInstance, deps: AdminServerDeps): 
     const old = await deps.store.getKey(keyId);
     if (!old) return sendKeyNotFound(reply, keyId);
     const graceSeconds = body.data.graceSeconds ?? 0;
-    const { key, keyHash, record } = mintKey(successorTerms(old), now());
-    // The grace end and the expiry check use the store's clock, not this replica's.
-    const result = await writeOrExplain(
-      reply,
-      () => deps.store.rotateKey({ oldKeyId: old.id, newKeyHash: keyHash, newKey: record, graceSeconds }),
-      `The key store did not confirm the rotation of key '${keyId}': it may or may not have been applied, and the new key's ` +
-        `secret was not handed out (it cannot be shown again). Find out with GET /admin/keys/${keyId}. If it has no replacedBy, ` +
-        `nothing changed and the old key still works: rotate it again. If its replacedBy is '${record.id}', the rotation was ` +
-        `applied: the old key is ${graceSeconds === 0 ? 'revoked' : 'revoked at its revokeAt'} and nobody holds key '${record.id}'. ` +
-        `Revoke '${record.id}' (POST /admin/keys/${record.id}/revoke) and create a new key for account '${old.accountId}' ` +
-        `(POST /admin/accounts/${old.accountId}/keys).`,
-    );
-    if (result === undefined) return reply;
-    switch (result.kind) {
+    const outcome = await rotateKey(deps, OPERATOR, old, graceSeconds);
+    switch (outcome.kind) {
+      case 'rotated':
+        return reply
+          .code(201)
+          .send({ ...createdKeyView(outcome.newKey, outcome.key), replaces: old.id, oldKey: keyView(outcome.oldKey, now()) });
       case 'key_not_found':
         return sendKeyNotFound(reply, keyId);
       case 'key_revoked':
@@ -153,28 +127,31 @@ export function registerKeyRoutes(app: FastifyInstance, deps: AdminServerDeps): 
           reply,
           409,
           'key_already_rotated',
-          `Key '${keyId}' was already rotated; its replacement is '${result.replacedBy}'. Rotate that key, or revoke this one now.`,
+          `Key '${keyId}' was already rotated; its replacement is '${outcome.replacedBy}'. Rotate that key, or revoke this one now.`,
         );
-      case 'rotated':
-        break;
+      case 'active_key_cap_reached':
+        return sendActiveKeyCapReached(reply, old.accountId, outcome, 'rotate');
+      case 'outcome_unknown':
+        return sendAdminError(
+          reply,
+          503,
+          'store_unavailable',
+          `The key store did not confirm the rotation of key '${keyId}': it may or may not have been applied, and the new key's ` +
+            `secret was not handed out (it cannot be shown again). Find out with GET /admin/keys/${keyId}. If it has no replacedBy, ` +
+            `nothing changed and the old key still works: rotate it again. If its replacedBy is '${outcome.keyId}', the rotation was ` +
+            `applied: the old key is ${graceSeconds === 0 ? 'revoked' : 'revoked at its revokeAt'} and nobody holds key '${outcome.keyId}'. ` +
+            `Revoke '${outcome.keyId}' (POST /admin/keys/${outcome.keyId}/revoke) and create a new key for account '${old.accountId}' ` +
+            `(POST /admin/accounts/${old.accountId}/keys).`,
+        );
     }
-    await recordAdminAction(deps, {
-      action: 'key.rotate',
-      accountId: old.accountId,
-      keyId: old.id,
-      keyPrefix: old.prefix,
-      detail: `newKeyId=${result.newKey.id} newKeyPrefix=${result.newKey.prefix} graceSeconds=${graceSeconds}`,
-    });
-    return reply.code(201).send({ ...createdKeyView(result.newKey, key), replaces: old.id, oldKey: keyView(result.oldKey, now()) });
   });
 
   app.post<KeyParams>('/admin/keys/:keyId/revoke', async (request, reply) => {
     const { keyId } = request.params;
     const refused = refuseLookup(reply, keyId);
     if (refused) return refused;
-    const key = await deps.store.revokeKey(keyId, now());
+    const key = await revokeKey(deps, OPERATOR, keyId);
     if (!key) return sendKeyNotFound(reply, keyId);
-    await recordAdminAction(deps, { action: 'key.revoke', accountId: key.accountId, keyId: key.id, keyPrefix: key.prefix });
     return reply.send(keyView(key, now()));
   });
 }

@@ -1,7 +1,14 @@
 import { Command, Option } from 'commander';
 import type { ApiAccount, ApiAccountList, ApiCredit } from '../api-types';
 import { accountPath, callApi, withJson, type JsonFlag } from '../command-kit';
-import { accountStatusOption, integerOption, nonZeroIntegerOption, parseLimitList, type LimitArgument } from '../option-parsers';
+import {
+  accountStatusOption,
+  integerOption,
+  maxActiveKeysOption,
+  nonZeroIntegerOption,
+  parseLimitList,
+  type LimitArgument,
+} from '../option-parsers';
 import { cell, emit, formatLimits, renderKeyValue, renderTable, shortTime, type Column } from '../output';
 
 const PLAN_DEFAULT = "not overridden (the plan's limits apply)";
@@ -37,6 +44,11 @@ export function renderAccount(account: ApiAccount): string {
     ['credit balance', creditBalance === null ? '- (post-paid)' : `${creditBalance} (minor units)`],
     ['key limits', formatLimits(account.limits.key, PLAN_DEFAULT)],
     ['account limits', formatLimits(account.limits.account, PLAN_DEFAULT)],
+    // Absent from servers older than issue 15: then the line is left out.
+    [
+      'max active keys',
+      account.maxActiveKeys === undefined ? undefined : (account.maxActiveKeys ?? 'not set (the service default applies)'),
+    ],
     ['created', account.createdAt],
   ]);
 }
@@ -165,6 +177,20 @@ export function accountsCommand(): Command {
       emit(options, await callApi<ApiAccount>('PATCH', accountPath(options.id), { limits }), renderAccount);
     },
   );
+
+  withJson(
+    accounts
+      .command('key-cap')
+      .description('cap how many keys the account may hold that are not revoked (expired ones count until revoked)')
+      .requiredOption('--id <id>', 'account id')
+      .addOption(
+        new Option('--max <keys>', 'the most keys it may hold (0 allows no new key)').argParser(maxActiveKeysOption).conflicts('default'),
+      )
+      .option('--default', "remove the account's own cap (the service default, DEFAULT_MAX_ACTIVE_KEYS, applies)"),
+  ).action(async (options: JsonFlag & { id: string; max?: number; default?: true }, command: Command) => {
+    if (options.max === undefined && !options.default) command.error('error: give --max or --default');
+    emit(options, await callApi<ApiAccount>('PATCH', accountPath(options.id), { maxActiveKeys: options.max ?? null }), renderAccount);
+  });
 
   withJson(
     accounts

@@ -4,7 +4,7 @@ import { StoreUnavailableError } from '../store';
 import { PipelinedConnection, type CheckChannel, type RedisAddress } from './check-connection';
 import { ClusterCheckChannel } from './cluster-check-channel';
 import { withinDeadline } from './deadline';
-import { REDIS_SCRIPTS, numberOfKeys, type ScriptCommands } from './scripts';
+import { REDIS_SCRIPTS, takesKeyList, type ScriptCommands } from './scripts';
 
 /**
  * The Redis driver: connections for each topology (standalone, Sentinel,
@@ -64,8 +64,8 @@ export function openClient(topology: RedisTopology, commandTimeoutMs: number | u
       break;
   }
   for (const [name, script] of Object.entries(REDIS_SCRIPTS)) {
-    const keys = numberOfKeys(script);
-    redis.defineCommand(name, { ...(keys !== undefined ? { numberOfKeys: keys } : {}), lua: script.lua });
+    // Without numberOfKeys, ioredis takes the number of keys as the call's first argument.
+    redis.defineCommand(name, takesKeyList(script) ? { lua: script.lua } : { numberOfKeys: script.keys.length, lua: script.lua });
   }
   // Errors surface per command; without a listener ioredis would print them.
   redis.on('error', () => undefined);

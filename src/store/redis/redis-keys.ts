@@ -2,14 +2,22 @@
  * Every Redis key this service writes, in one place.
  *
  * Two immutable, global indexes (key hash → key and account id, key id →
- * account id) and everything mutable under the account's hash tag
- * `{acct:ID}`: account (with its rate-limit buckets as fields), key records
- * and key set. The authorize script touches only that tag, so it runs
- * unchanged on Redis Cluster (one slot per account).
+ * account id), one global index from a member's principal to the accounts it
+ * belongs to, and everything mutable under the account's hash tag
+ * `{acct:ID}`: account (with its rate-limit buckets as fields), key records,
+ * key set, members and the account's own audit trail. Every script touches
+ * only that tag, so it runs unchanged on Redis Cluster (one slot per account).
  */
 export const redisKeys = {
   keyIdsByHash: (keyHash: string) => `gwa:keyhash:${keyHash}`,
   accountIdByKeyId: (keyId: string) => `gwa:keyid:${keyId}`,
+  /**
+   * Set of the account ids a member principal (src/domain/members.ts
+   * principalKey: `identity:…:…` or `email:…`, URI-encoded, so no hash tag
+   * can appear in it) belongs to or is invited to. Written before the
+   * account's member record and checked against it on every read.
+   */
+  principalAccounts: (principalKey: string) => `gwa:member-of:${principalKey}`,
   /** Set of all account ids, for listings. */
   accounts: () => 'gwa:accounts',
   /** Stream of admin mutations. */
@@ -23,6 +31,16 @@ export const redisKeys = {
   account: (accountId: string) => `${redisKeys.accountTag(accountId)}account`,
   key: (accountId: string, keyId: string) => `${redisKeys.accountTag(accountId)}key:${keyId}`,
   accountKeys: (accountId: string) => `${redisKeys.accountTag(accountId)}keys`,
+  /** Sorted set: the account's keys that count toward its active-key cap, scored by when they stop counting (ms; +inf). */
+  activeKeys: (accountId: string) => `${redisKeys.accountTag(accountId)}active-keys`,
+  /** Account hash field: present once activeKeys holds every key of the account (built once for accounts older than the cap). */
+  activeKeysIndexedField: () => 'activeKeysIndexed',
+  /** Hash: member id → member record (JSON). */
+  members: (accountId: string) => `${redisKeys.accountTag(accountId)}members`,
+  /** Hash: principal key → member id; one member per principal per account. */
+  memberPrincipals: (accountId: string) => `${redisKeys.accountTag(accountId)}member-principals`,
+  /** Stream: the account's own audit trail (also in the global one), which its owners read. */
+  accountAudit: (accountId: string) => `${redisKeys.accountTag(accountId)}audit`,
   /**
    * Rate-limit buckets (GCRA theoretical arrival time, µs) are fields of the
    * account's own hash, so one HMGET reads the account and every bucket a

@@ -1,4 +1,7 @@
 import { KEY_ENVIRONMENTS, type KeyEnvironment } from '../../keys/customer-key';
+import { MAX_ACTIVE_KEYS_LIMIT } from '../../domain/active-key-cap';
+import { MEMBER_ROLES, OPERATOR, type AuditActor, type MemberRole } from '../../domain/customer-identity';
+import type { Member, MemberPrincipal } from '../../domain/members';
 import type { RateLimit, RatePlanOverride } from '../../domain/rate-limits';
 import { CorruptRecordError } from '../store';
 import type { Account, StoredKey } from '../../domain/key-records';
@@ -25,6 +28,7 @@ export function keyToFields(key: StoredKey): string[] {
   if (key.expiresAt !== undefined) fields.push('expiresAt', key.expiresAt, 'expiresAtMs', String(Date.parse(key.expiresAt)));
   if (key.limits !== undefined) fields.push('limits', JSON.stringify(key.limits));
   if (key.replaces !== undefined) fields.push('replaces', key.replaces);
+  if (key.createdBy !== undefined) fields.push('createdBy', JSON.stringify(key.createdBy));
   return fields;
 }
 
@@ -32,10 +36,71 @@ export function accountToFields(account: Account): string[] {
   const fields = ['id', account.id, 'name', account.name, 'status', account.status, 'createdAt', account.createdAt];
   if (account.creditBalance !== undefined) fields.push('creditBalance', String(account.creditBalance));
   if (account.limits !== undefined) fields.push('limits', JSON.stringify(account.limits));
+  if (account.maxActiveKeys !== undefined) fields.push('maxActiveKeys', String(account.maxActiveKeys));
   return fields;
 }
 
 type RecordKind = CorruptRecordError['record'];
+
+const isText = (value: unknown): value is string => typeof value === 'string' && value !== '';
+
+/** An actor as it is written in key records, member records and audit entries: JSON. */
+export function actorToText(actor: AuditActor): string {
+  return JSON.stringify(
+    actor.kind === 'operator' ? { kind: 'operator' } : { kind: 'member', issuer: actor.issuer, subject: actor.subject },
+  );
+}
+
+export function parseActor(value: unknown, what: RecordKind, field: string): AuditActor {
+  const actor = (typeof value === 'string' ? safeJson(value) : value) as Partial<Record<string, unknown>> | undefined;
+  if (actor?.kind === 'operator') return OPERATOR;
+  if (actor?.kind === 'member' && isText(actor.issuer) && isText(actor.subject)) {
+    return { kind: 'member', issuer: actor.issuer, subject: actor.subject };
+  }
+  throw new CorruptRecordError(what, `${field} is not an actor ({kind:"operator"} or {kind:"member",issuer,subject})`);
+}
+
+function safeJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
+/** A member record as the members hash holds it: the domain record as JSON (the scripts change role and principal in place). */
+export function memberToJson(member: Member): string {
+  return JSON.stringify(member);
+}
+
+/** Checks every field, so a damaged record is named, never taken for a member with some role. */
+export function parseMember(json: unknown): Member {
+  const raw = (typeof json === 'string' ? safeJson(json) : undefined) as Partial<Record<string, unknown>> | undefined;
+  if (!raw || typeof raw !== 'object') throw new CorruptRecordError('member', 'not JSON');
+  const { id, accountId, role, addedAt, principal } = raw;
+  if (!isText(id) || !isText(accountId) || !isText(addedAt)) throw new CorruptRecordError('member', 'no id, accountId or addedAt');
+  if (!MEMBER_ROLES.includes(role as MemberRole)) throw new CorruptRecordError('member', `bad role ${String(role)}`);
+  const member: Member = {
+    id,
+    accountId,
+    role: role as MemberRole,
+    principal: parsePrincipal(principal),
+    addedAt,
+    addedBy: parseActor(raw.addedBy, 'member', 'addedBy'),
+  };
+  if (isText(raw.invitedEmail)) member.invitedEmail = raw.invitedEmail;
+  if (isText(raw.joinedAt)) member.joinedAt = raw.joinedAt;
+  return member;
+}
+
+function parsePrincipal(value: unknown): MemberPrincipal {
+  const principal = (value ?? {}) as Partial<Record<string, unknown>>;
+  if (principal.kind === 'identity' && isText(principal.issuer) && isText(principal.subject)) {
+    return { kind: 'identity', issuer: principal.issuer, subject: principal.subject };
+  }
+  if (principal.kind === 'invitation' && isText(principal.email)) return { kind: 'invitation', email: principal.email };
+  throw new CorruptRecordError('member', 'principal is neither {kind:"identity",issuer,subject} nor {kind:"invitation",email}');
+}
 
 /** Balances travel as decimal text; anything that is not an exact whole number is refused, never rounded. */
 export function exactBalance(text: unknown): number {
@@ -102,6 +167,7 @@ export function parseKey(fields: Record<string, string>): StoredKey {
   for (const optional of ['lastUsedAt', 'revokedAt', 'revokeAt', 'replaces', 'replacedBy'] as const) {
     if (fields[optional]) key[optional] = fields[optional];
   }
+  if (fields.createdBy) key.createdBy = parseActor(fields.createdBy, 'key', 'createdBy');
   return key;
 }
 
@@ -122,6 +188,16 @@ export function parseAccount(fields: Record<string, string>): Account {
       ...(raw.account !== undefined ? { account: limitList(raw.account, 'account') } : {}),
     };
     account.limits = limits;
+  }
+  if (fields.maxActiveKeys !== undefined) {
+    const cap = /^[0-9]{1,9}$/.test(fields.maxActiveKeys) ? Number(fields.maxActiveKeys) : Number.NaN;
+    if (!(cap <= MAX_ACTIVE_KEYS_LIMIT)) {
+      throw new CorruptRecordError(
+        'account',
+        `maxActiveKeys '${fields.maxActiveKeys}' is not a whole number from 0 to ${MAX_ACTIVE_KEYS_LIMIT}`,
+      );
+    }
+    account.maxActiveKeys = cap;
   }
   return account;
 }

@@ -2,7 +2,10 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { RedisTopology } from '../../settings/settings';
 import type { AuthorizeOutcome, AuthorizeRequest, CheckPathTimer, TimesCheckPath } from '../../domain/authorization';
 import type { Account, KeyIds, StoredKey } from '../../domain/key-records';
+import { DEFAULT_MAX_ACTIVE_KEYS } from '../../domain/active-key-cap';
 import { CREDIT_LIMIT_MINOR_UNITS } from '../../domain/credit';
+import { OPERATOR, type CustomerIdentity, type MemberRole, type Membership } from '../../domain/customer-identity';
+import { MAX_MEMBERS_PER_ACCOUNT, normalizeEmail, principalKey, type Member, type MemberPrincipal } from '../../domain/members';
 import { compareCodeUnits } from '../../domain/ordering';
 import {
   CorruptRecordError,
@@ -10,24 +13,42 @@ import {
   StoreUnavailableError,
   type AccountListing,
   type AccountPatch,
+  type AddMemberResult,
   type AuditEntry,
   type AuditEntryInput,
   type CreditResult,
+  type InsertKeyResult,
+  type InvitationBinding,
   type KeyPatch,
   type LastUse,
+  type MemberChangeResult,
   type RotateKeyRequest,
   type RotateKeyResult,
   type Store,
   type UnreadableRecord,
 } from '../store';
-import { accountToFields, fieldsOf, keyToFields, parseAccount, parseKey } from './redis-records';
+import {
+  accountToFields,
+  actorToText,
+  fieldsOf,
+  keyToFields,
+  memberToJson,
+  parseAccount,
+  parseActor,
+  parseKey,
+  parseMember,
+} from './redis-records';
 import type { CheckChannel } from './check-connection';
 import { redisKeys } from './redis-keys';
 import { closeClient, describeTopology, openCheckChannel, openClient, type ScriptedRedis } from './redis-client';
-import { REDIS_SCRIPTS as scripts, authorizeScript, parseAuthorizeReply } from './scripts';
+import { ACTIVE_KEYS_NOT_INDEXED, REDIS_SCRIPTS as scripts, authorizeScript, parseAuthorizeReply } from './scripts';
 
 /** Audit entries kept (approximately): old ones are trimmed as new ones arrive. */
 const AUDIT_MAX_ENTRIES = 100_000;
+/** Entries kept (approximately) in each account's own trail. */
+const ACCOUNT_AUDIT_MAX_ENTRIES = 10_000;
+/** Key records per script when an account's active keys are first indexed: a few ms of Redis time each, so Checks never wait long. */
+const INDEX_BATCH_KEYS = 500;
 
 export interface RedisStoreOptions {
   /** Standalone Redis; or give `topology` for Sentinel or Cluster. */
@@ -42,6 +63,8 @@ export interface RedisStoreOptions {
   clockOverride?: () => number;
   /** Deadline for admin calls and last-used batches (default 2 s). */
   adminCommandTimeoutMs?: number;
+  /** The active-key cap of accounts without their own (default DEFAULT_MAX_ACTIVE_KEYS). */
+  defaultMaxActiveKeys?: number;
 }
 
 const DEFAULT_ADMIN_TIMEOUT_MS = 2000;
@@ -69,6 +92,7 @@ export class RedisStore implements Store, TimesCheckPath {
     private readonly clockOverride: (() => number) | undefined,
     private readonly checkDeadlineMs: number,
     private readonly adminDeadlineMs: number,
+    private readonly defaultMaxActiveKeys: number,
   ) {
     this.description = where;
   }
@@ -99,6 +123,7 @@ export class RedisStore implements Store, TimesCheckPath {
       options.clockOverride,
       options.commandTimeoutMs,
       adminDeadlineMs,
+      options.defaultMaxActiveKeys ?? DEFAULT_MAX_ACTIVE_KEYS,
     );
   }
 
@@ -121,7 +146,9 @@ export class RedisStore implements Store, TimesCheckPath {
   }
 
   async createAccount(account: Account): Promise<boolean> {
-    const reply = await this.call(() => this.redis.gwaCreateAccount(redisKeys.account(account.id), ...accountToFields(account)));
+    // A new account has no keys: its (empty) active-keys set is complete from the start.
+    const fields = [...accountToFields(account), redisKeys.activeKeysIndexedField(), '1'];
+    const reply = await this.call(() => this.redis.gwaCreateAccount(redisKeys.account(account.id), ...fields));
     const created = scripts.gwaCreateAccount.parseReply(reply);
     // The listing index is global (another cluster slot), so it follows the record.
     if (created) await this.call(() => this.redis.sadd(redisKeys.accounts(), account.id));
@@ -172,18 +199,24 @@ export class RedisStore implements Store, TimesCheckPath {
     const accountId = await this.call(() => this.redis.get(redisKeys.accountIdByKeyId(request.oldKeyId)));
     if (accountId === null || accountId !== request.newKey.accountId) return { kind: 'key_not_found' };
     await this.writeKeyIndexes(request.newKeyHash, request.newKey);
-    const reply = await this.callUntilAnswered(() =>
-      this.redis.gwaRotateKey(
-        redisKeys.key(accountId, request.oldKeyId),
-        redisKeys.key(accountId, request.newKey.id),
-        redisKeys.accountKeys(accountId),
-        this.clockOverride ? String(Math.round(this.clockOverride())) : '',
-        String(request.graceSeconds * 1000),
-        request.newKey.id,
-        ...keyToFields(request.newKey),
-      ),
-    );
-    const result = scripts.gwaRotateKey.parseReply(reply);
+    const result = await this.withActiveKeysIndexed(accountId, async () => {
+      const reply = await this.callUntilAnswered(() =>
+        this.redis.gwaRotateKey(
+          redisKeys.key(accountId, request.oldKeyId),
+          redisKeys.key(accountId, request.newKey.id),
+          redisKeys.accountKeys(accountId),
+          redisKeys.account(accountId),
+          redisKeys.activeKeys(accountId),
+          this.nowMsOverride(),
+          String(request.graceSeconds * 1000),
+          String(this.defaultMaxActiveKeys),
+          redisKeys.activeKeysIndexedField(),
+          request.newKey.id,
+          ...keyToFields(request.newKey),
+        ),
+      );
+      return scripts.gwaRotateKey.parseReply(reply);
+    });
     if (result.kind !== 'rotated') await this.removeUnusedKeyIndexes(request.newKeyHash, request.newKey);
     return result;
   }
@@ -191,7 +224,9 @@ export class RedisStore implements Store, TimesCheckPath {
   async revokeKey(keyId: string, nowMs: number): Promise<StoredKey | null> {
     const accountId = await this.call(() => this.redis.get(redisKeys.accountIdByKeyId(keyId)));
     if (accountId === null) return null;
-    const reply = await this.call(() => this.redis.gwaRevokeKey(redisKeys.key(accountId, keyId), new Date(nowMs).toISOString()));
+    const reply = await this.call(() =>
+      this.redis.gwaRevokeKey(redisKeys.key(accountId, keyId), redisKeys.activeKeys(accountId), new Date(nowMs).toISOString(), keyId),
+    );
     return scripts.gwaRevokeKey.parseReply(reply);
   }
 
@@ -224,18 +259,29 @@ export class RedisStore implements Store, TimesCheckPath {
     );
   }
 
+  /** The global trail first, then the account's own (two slots on a Cluster, so two commands, sent together). */
   async appendAudit(entry: AuditEntryInput, nowMs: number): Promise<void> {
-    const fields = Object.entries({ time: new Date(nowMs).toISOString(), ...entry }).flatMap(([name, value]) =>
-      value === undefined ? [] : [name, String(value)],
+    const fields = Object.entries({ time: new Date(nowMs).toISOString(), ...entry, actor: actorToText(entry.actor) }).flatMap(
+      ([name, value]) => (value === undefined ? [] : [name, String(value)]),
     );
-    await this.call(() => this.redis.xadd(redisKeys.audit(), 'MAXLEN', '~', String(AUDIT_MAX_ENTRIES), '*', ...fields));
+    await this.call(() =>
+      Promise.all([
+        this.redis.xadd(redisKeys.audit(), 'MAXLEN', '~', String(AUDIT_MAX_ENTRIES), '*', ...fields),
+        this.redis.xadd(redisKeys.accountAudit(entry.accountId), 'MAXLEN', '~', String(ACCOUNT_AUDIT_MAX_ENTRIES), '*', ...fields),
+      ]),
+    );
   }
 
-  async readAudit(options: { limit: number; before?: string }): Promise<{ entries: AuditEntry[]; next: string | null }> {
+  async readAudit(options: {
+    limit: number;
+    before?: string;
+    accountId?: string;
+  }): Promise<{ entries: AuditEntry[]; next: string | null }> {
     // Nothing is older than the first possible id (and Redis refuses the exclusive range "(0-0").
     if (options.before === '0-0') return { entries: [], next: null };
     const end = options.before ? `(${options.before}` : '+';
-    const rows = await this.call(() => this.redis.xrevrange(redisKeys.audit(), end, '-', 'COUNT', options.limit));
+    const stream = options.accountId === undefined ? redisKeys.audit() : redisKeys.accountAudit(options.accountId);
+    const rows = await this.call(() => this.redis.xrevrange(stream, end, '-', 'COUNT', options.limit));
     const entries = rows.map(([id, flat]) => {
       const fields = fieldsOf(flat);
       const entry: AuditEntry = {
@@ -243,9 +289,12 @@ export class RedisStore implements Store, TimesCheckPath {
         time: fields.time ?? '',
         action: fields.action as AuditEntry['action'],
         accountId: fields.accountId ?? '',
+        // Entries from before actors were recorded came from the admin API.
+        actor: fields.actor ? parseActor(fields.actor, 'account', 'audit actor') : OPERATOR,
       };
       if (fields.keyId) entry.keyId = fields.keyId;
       if (fields.keyPrefix) entry.keyPrefix = fields.keyPrefix;
+      if (fields.memberId) entry.memberId = fields.memberId;
       if (fields.detail) entry.detail = fields.detail;
       return entry;
     });
@@ -265,6 +314,7 @@ export class RedisStore implements Store, TimesCheckPath {
           ...patch,
           // Sent as text: Lua would print a large number as 1e+15.
           ...(typeof patch.creditBalance === 'number' ? { creditBalance: String(patch.creditBalance) } : {}),
+          ...(typeof patch.maxActiveKeys === 'number' ? { maxActiveKeys: String(patch.maxActiveKeys) } : {}),
         }),
       ),
     );
@@ -279,22 +329,185 @@ export class RedisStore implements Store, TimesCheckPath {
   }
 
   /** Indexes first, record last: see writeKeyIndexes. A lost reply is resolved as in rotateKey. */
-  async insertKey(keyHash: string, key: StoredKey): Promise<'created' | 'account_not_found'> {
+  async insertKey(keyHash: string, key: StoredKey): Promise<InsertKeyResult> {
     await this.writeKeyIndexes(keyHash, key);
+    const { accountId } = key;
+    const result = await this.withActiveKeysIndexed(accountId, async () => {
+      const reply = await this.callUntilAnswered(() =>
+        this.redis.gwaInsertKey(
+          redisKeys.account(accountId),
+          redisKeys.key(accountId, key.id),
+          redisKeys.accountKeys(accountId),
+          redisKeys.activeKeys(accountId),
+          this.nowMsOverride(),
+          String(this.defaultMaxActiveKeys),
+          redisKeys.activeKeysIndexedField(),
+          key.id,
+          ...keyToFields(key),
+        ),
+      );
+      return scripts.gwaInsertKey.parseReply(reply);
+    });
+    if (result !== 'created') await this.removeUnusedKeyIndexes(keyHash, key);
+    return result;
+  }
+
+  /**
+   * Runs a capped write (insert, rotation); if the account's active keys
+   * were never indexed (its keys predate the cap), indexes them and runs it
+   * once more.
+   */
+  private async withActiveKeysIndexed<R>(accountId: string, write: () => Promise<R | typeof ACTIVE_KEYS_NOT_INDEXED>): Promise<R> {
+    const first = await write();
+    if (first !== ACTIVE_KEYS_NOT_INDEXED) return first;
+    await this.indexActiveKeys(accountId);
+    const second = await write();
+    if (second !== ACTIVE_KEYS_NOT_INDEXED) return second;
+    throw new StoreUnavailableError(`the active keys of account '${accountId}' could not be indexed; nothing was written`);
+  }
+
+  /**
+   * Once per account whose keys predate the cap: its key records (listed
+   * from the key set and passed in KEYS, as every key a script touches is
+   * declared) go into its active keys, INDEX_BATCH_KEYS per script, and the
+   * last batch marks the set complete. A key added meanwhile (by a rotation)
+   * added itself.
+   */
+  private async indexActiveKeys(accountId: string): Promise<void> {
+    const keyIds = await this.call(() => this.redis.smembers(redisKeys.accountKeys(accountId)));
+    for (let start = 0; start === 0 || start < keyIds.length; start += INDEX_BATCH_KEYS) {
+      const batch = keyIds.slice(start, start + INDEX_BATCH_KEYS).map((keyId) => redisKeys.key(accountId, keyId));
+      const keys = [redisKeys.account(accountId), redisKeys.activeKeys(accountId), ...batch];
+      const last = start + INDEX_BATCH_KEYS >= keyIds.length ? '1' : '0';
+      const reply = await this.call(() => this.redis.gwaIndexActiveKeys(keys.length, ...keys, redisKeys.activeKeysIndexedField(), last));
+      scripts.gwaIndexActiveKeys.parseReply(reply);
+    }
+  }
+
+  /** '' means the script takes Redis TIME; tests decide on an injected clock. */
+  private nowMsOverride(): string {
+    return this.clockOverride ? String(Math.round(this.clockOverride())) : '';
+  }
+
+  /**
+   * The principal's global index first, then the member record (as keys
+   * do), then the index again: a removal that ran in between (which takes
+   * the record out first, the index after) cannot leave a member without
+   * its index entry. The script run twice with the same member answers
+   * 'added' both times, so a lost reply is repeated.
+   */
+  async addMember(member: Member): Promise<AddMemberResult> {
+    const index = redisKeys.principalAccounts(principalKey(member.principal));
+    await this.call(() => this.redis.sadd(index, member.accountId));
     const reply = await this.callUntilAnswered(() =>
-      this.redis.gwaInsertKey(
-        redisKeys.account(key.accountId),
-        redisKeys.key(key.accountId, key.id),
-        redisKeys.accountKeys(key.accountId),
-        key.id,
-        ...keyToFields(key),
+      this.redis.gwaAddMember(
+        redisKeys.account(member.accountId),
+        redisKeys.members(member.accountId),
+        redisKeys.memberPrincipals(member.accountId),
+        member.id,
+        principalKey(member.principal),
+        memberToJson(member),
+        String(MAX_MEMBERS_PER_ACCOUNT),
       ),
     );
-    if (scripts.gwaInsertKey.parseReply(reply) === 'account_not_found') {
-      await this.removeUnusedKeyIndexes(keyHash, key);
-      return 'account_not_found';
+    const result = scripts.gwaAddMember.parseReply(reply);
+    if (result.kind === 'added' || result.kind === 'already_member') await this.call(() => this.redis.sadd(index, member.accountId));
+    else await this.unindex(member.accountId, member.principal);
+    return result;
+  }
+
+  async listMembers(accountId: string): Promise<Member[] | null> {
+    if ((await this.getAccount(accountId)) === null) return null;
+    const records = await this.call(() => this.redis.hvals(redisKeys.members(accountId)));
+    return records.map(parseMember).sort((a, b) => compareCodeUnits(a.addedAt, b.addedAt) || compareCodeUnits(a.id, b.id));
+  }
+
+  async getMember(accountId: string, memberId: string): Promise<Member | null> {
+    const json = await this.call(() => this.redis.hget(redisKeys.members(accountId), memberId));
+    return json === null ? null : parseMember(json);
+  }
+
+  async findMember(accountId: string, principal: MemberPrincipal): Promise<Member | null> {
+    const reply = await this.call(() =>
+      this.redis.gwaMemberOf(redisKeys.members(accountId), redisKeys.memberPrincipals(accountId), principalKey(principal)),
+    );
+    return scripts.gwaMemberOf.parseReply(reply);
+  }
+
+  async changeMemberRole(accountId: string, memberId: string, role: MemberRole): Promise<MemberChangeResult> {
+    const reply = await this.callUntilAnswered(() => this.redis.gwaChangeMemberRole(redisKeys.members(accountId), memberId, role));
+    return scripts.gwaChangeMemberRole.parseReply(reply);
+  }
+
+  async removeMember(accountId: string, memberId: string): Promise<MemberChangeResult> {
+    const reply = await this.call(() =>
+      this.redis.gwaRemoveMember(redisKeys.members(accountId), redisKeys.memberPrincipals(accountId), memberId),
+    );
+    const result = scripts.gwaRemoveMember.parseReply(reply);
+    if (result.kind === 'changed') await this.unindex(accountId, result.member.principal);
+    return result;
+  }
+
+  /**
+   * For each account the verified email is invited to: the identity's index
+   * entry first, then the script that turns the invitation into the
+   * identity's membership, then the index again and the email's entry out
+   * (as addMember and removeMember order them).
+   */
+  async bindInvitations(identity: CustomerIdentity, nowMs: number): Promise<InvitationBinding[]> {
+    if (identity.verifiedEmail === undefined) return [];
+    const invitation: MemberPrincipal = { kind: 'invitation', email: normalizeEmail(identity.verifiedEmail) };
+    const self: MemberPrincipal = { kind: 'identity', issuer: identity.issuer, subject: identity.subject };
+    const selfIndex = redisKeys.principalAccounts(principalKey(self));
+    const accountIds = (await this.call(() => this.redis.smembers(redisKeys.principalAccounts(principalKey(invitation))))).sort(
+      compareCodeUnits,
+    );
+    const bindings: InvitationBinding[] = [];
+    for (const accountId of accountIds) {
+      await this.call(() => this.redis.sadd(selfIndex, accountId));
+      const reply = await this.call(() =>
+        this.redis.gwaBindInvitation(
+          redisKeys.members(accountId),
+          redisKeys.memberPrincipals(accountId),
+          principalKey(invitation),
+          principalKey(self),
+          identity.issuer,
+          identity.subject,
+          new Date(nowMs).toISOString(),
+        ),
+      );
+      const result = scripts.gwaBindInvitation.parseReply(reply);
+      if (result.kind === 'no_invitation') {
+        // A stale entry (the invitation was removed): both index entries are checked against the account.
+        await Promise.all([this.unindex(accountId, self), this.unindex(accountId, invitation)]);
+        continue;
+      }
+      await this.call(() => this.redis.sadd(selfIndex, accountId));
+      await this.unindex(accountId, invitation);
+      bindings.push(result);
     }
-    return 'created';
+    return bindings;
+  }
+
+  async accountsOf(identity: Pick<CustomerIdentity, 'issuer' | 'subject'>): Promise<Membership[]> {
+    const self: MemberPrincipal = { kind: 'identity', issuer: identity.issuer, subject: identity.subject };
+    const accountIds = await this.call(() => this.redis.smembers(redisKeys.principalAccounts(principalKey(self))));
+    // The index may name an account the principal has just left: the account's own record decides.
+    const members = await Promise.all(accountIds.map((accountId) => this.findMember(accountId, self)));
+    return members
+      .flatMap((member) => (member ? [{ accountId: member.accountId, role: member.role }] : []))
+      .sort((a, b) => compareCodeUnits(a.accountId, b.accountId));
+  }
+
+  /**
+   * Takes an account out of a principal's index after its record went, then
+   * checks the record again: an add that ran in between (index, record,
+   * index) may have had its entry taken out, and gets it back.
+   */
+  private async unindex(accountId: string, principal: MemberPrincipal): Promise<void> {
+    const index = redisKeys.principalAccounts(principalKey(principal));
+    await this.call(() => this.redis.srem(index, accountId));
+    if (await this.findMember(accountId, principal)) await this.call(() => this.redis.sadd(index, accountId));
   }
 
   /**

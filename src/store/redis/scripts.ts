@@ -1,11 +1,20 @@
 import type { AuthorizeOutcome } from '../../domain/authorization';
 import type { Account, StoredKey } from '../../domain/key-records';
 import { createHash } from 'node:crypto';
+import type { Member } from '../../domain/members';
 import type { LimitScope, LimitState, RateLimit, RatePlan } from '../../domain/rate-limits';
 import { emissionIntervalUs } from '../../limits/gcra';
 import type { KeyEnvironment } from '../../keys/customer-key';
-import { CorruptRecordError, StoreUnavailableError, type CreditResult, type RotateKeyResult } from '../store';
-import { exactBalance, fieldsOf, parseAccount, parseKey } from './redis-records';
+import {
+  CorruptRecordError,
+  StoreUnavailableError,
+  type ActiveKeyCapReached,
+  type AddMemberResult,
+  type CreditResult,
+  type MemberChangeResult,
+  type RotateKeyResult,
+} from '../store';
+import { exactBalance, fieldsOf, parseAccount, parseKey, parseMember } from './redis-records';
 import { redisKeys } from './redis-keys';
 
 /**
@@ -15,7 +24,11 @@ import { redisKeys } from './redis-keys';
  * read them from KEYS and ARGV).
  */
 export interface LuaScript<Keys extends readonly string[], Argv extends readonly string[], Reply> {
-  /** KEYS, named in order; ioredis is told how many there are. */
+  /**
+   * KEYS, named in order; ioredis is told how many there are. A last name
+   * starting with `...` takes any number of keys: the call then starts with
+   * the number of keys (see ScriptCommands).
+   */
   readonly keys: Keys;
   /** ARGV, named in order; a last name starting with `...` takes all the remaining arguments. */
   readonly argv: Argv;
@@ -54,6 +67,53 @@ local function iso8601(ms)
     math.floor(rest / 3600000), math.floor(rest / 60000) % 60, math.floor(rest / 1000) % 60, rest % 1000)
 end`;
 
+/** A capped write's answer when the account's active keys are not indexed yet: index them, then run it again. */
+export const ACTIVE_KEYS_NOT_INDEXED = 'active_keys_not_indexed';
+
+/**
+ * Lua: the store's "now" in ms (an override from the tests, else Redis
+ * TIME), and the count of an account's keys toward its active-key cap
+ * (src/domain/active-key-cap.ts countsTowardCap). The account's
+ * `activeKeys` sorted set holds every key that is not revoked, scored by
+ * when it stops counting (the end of a rotation grace period, else +inf),
+ * so the count is one ZCOUNT however many keys the account ever had. A
+ * field of the account hash (redisKeys.activeKeysIndexedField, passed in
+ * ARGV) says the set is complete; nil
+ * means it has not been built yet for this account (keys created before the
+ * cap existed): the store builds it (gwaIndexActiveKeys) and retries.
+ */
+const LUA_ACTIVE_KEYS = `
+local function now_ms(override)
+  if override ~= '' then return tonumber(override) end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function counted_toward_cap(account, active_keys, indexed_field, now)
+  if redis.call('HEXISTS', account, indexed_field) == 0 then return nil end
+  local now_text = string.format('%.0f', now)
+  redis.call('ZREMRANGEBYSCORE', active_keys, '-inf', now_text)
+  return redis.call('ZCOUNT', active_keys, '(' .. now_text, '+inf')
+end
+local function cap_of(account, default)
+  local own = redis.call('HGET', account, 'maxActiveKeys')
+  if own then return tonumber(own) end
+  return tonumber(default)
+end`;
+
+/** Lua: the last-owner rule's count (src/domain/members.ts isActingOwner): owners that are bound identities. */
+const LUA_ACTING_OWNERS = `
+local function acting_owners(members)
+  local n = 0
+  for _, json in ipairs(redis.call('HVALS', members)) do
+    local m = cjson.decode(json)
+    if m.role == 'owner' and m.principal.kind == 'identity' then n = n + 1 end
+  end
+  return n
+end
+local function leaves_no_owner(members, m)
+  return m.role == 'owner' and m.principal.kind == 'identity' and acting_owners(members) == 1
+end`;
+
 /**
  * How often (µs) an allowed decision deletes an account's bucket fields whose
  * time has passed: the hash then holds at most an hour's worth of stale buckets.
@@ -73,19 +133,28 @@ return 1`,
     parseReply: (reply): boolean => reply === 1,
   }),
 
-  // The key record and the account's key set change together, and only for an
-  // account that exists. Run again with the same record it writes the same
-  // fields and answers 'created' again, so a call whose reply was lost can be
+  // The key record, the account's key set and its active keys change
+  // together, and only for an account that exists and is below its
+  // active-key cap, counted in the same step. Run again with the same record
+  // it finds it written and answers 'created' again (before counting, so the
+  // key never counts against itself): a call whose reply was lost can be
   // repeated.
   gwaInsertKey: script({
-    keys: ['account', 'keyRecord', 'accountKeys'],
-    argv: ['keyId', '...keyFields'],
-    lua: `
-if redis.call('EXISTS', KEYS[1]) == 0 then return 'account_not_found' end
-redis.call('HSET', KEYS[2], unpack(ARGV, 2))
-redis.call('SADD', KEYS[3], ARGV[1])
-return 'created'`,
-    parseReply: (reply) => oneOf(reply, ['created', 'account_not_found'] as const, 'insert key'),
+    keys: ['account', 'keyRecord', 'accountKeys', 'activeKeys'],
+    argv: ['nowMsOverride', 'defaultMaxActiveKeys', 'indexedField', 'keyId', '...keyFields'],
+    lua: `${LUA_ACTIVE_KEYS}
+if redis.call('EXISTS', KEYS[1]) == 0 then return {'account_not_found'} end
+if redis.call('EXISTS', KEYS[2]) == 1 then return {'created'} end
+local counted = counted_toward_cap(KEYS[1], KEYS[4], ARGV[3], now_ms(ARGV[1]))
+if counted == nil then return {'${ACTIVE_KEYS_NOT_INDEXED}'} end
+local cap = cap_of(KEYS[1], ARGV[2])
+if not cap then return {'cap_unreadable'} end
+if counted >= cap then return {'active_key_cap_reached', tostring(cap), tostring(counted)} end
+redis.call('HSET', KEYS[2], unpack(ARGV, 5))
+redis.call('SADD', KEYS[3], ARGV[4])
+redis.call('ZADD', KEYS[4], '+inf', ARGV[4])
+return {'created'}`,
+    parseReply: parseInsertReply,
   }),
 
   // Applies a JSON patch to the account; null removes creditBalance or a limits scope.
@@ -97,6 +166,8 @@ if redis.call('EXISTS', KEYS[1]) == 0 then return false end
 local p = cjson.decode(ARGV[1])
 if p.name ~= nil then redis.call('HSET', KEYS[1], 'name', p.name) end
 if p.status ~= nil then redis.call('HSET', KEYS[1], 'status', p.status) end
+if p.maxActiveKeys == cjson.null then redis.call('HDEL', KEYS[1], 'maxActiveKeys')
+elseif p.maxActiveKeys ~= nil then redis.call('HSET', KEYS[1], 'maxActiveKeys', p.maxActiveKeys) end
 if p.creditBalance == cjson.null then redis.call('HDEL', KEYS[1], 'creditBalance')
 elseif p.creditBalance ~= nil then redis.call('HSET', KEYS[1], 'creditBalance', p.creditBalance) end
 if p.limits ~= nil then
@@ -155,11 +226,13 @@ return redis.call('HGETALL', KEYS[1])`,
   }),
 
   // Revokes a key from the next request on; keeps the first revocation time.
+  // A revoked key no longer counts toward the account's cap.
   gwaRevokeKey: script({
-    keys: ['keyRecord'],
-    argv: ['nowIso'],
+    keys: ['keyRecord', 'activeKeys'],
+    argv: ['nowIso', 'keyId'],
     lua: `
 if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+redis.call('ZREM', KEYS[2], ARGV[2])
 redis.call('HSET', KEYS[1], 'status', 'revoked')
 redis.call('HSETNX', KEYS[1], 'revokedAt', ARGV[1])
 return redis.call('HGETALL', KEYS[1])`,
@@ -174,32 +247,160 @@ return redis.call('HGETALL', KEYS[1])`,
   // the point of no return. The same rotation run again (same new key id, its
   // record present) changes nothing and answers as the first run did: the
   // store repeats a call whose reply was lost, and must learn what happened.
+  // A rotation with a grace period counts the account's keys toward its cap
+  // (capRefuses: allowed at the cap, not above it); an immediate one never
+  // does. The active keys follow: the new key counts, the old one stops
+  // counting now or at the end of the grace period.
   gwaRotateKey: script({
-    keys: ['oldKeyRecord', 'newKeyRecord', 'accountKeys'],
-    argv: ['nowMsOverride', 'graceMs', 'newKeyId', '...newKeyFields'],
-    lua: `${LUA_ISO_8601}
-local old = redis.call('HMGET', KEYS[1], 'status', 'replacedBy', 'expiresAtMs', 'revokeAtMs')
+    keys: ['oldKeyRecord', 'newKeyRecord', 'accountKeys', 'account', 'activeKeys'],
+    argv: ['nowMsOverride', 'graceMs', 'defaultMaxActiveKeys', 'indexedField', 'newKeyId', '...newKeyFields'],
+    lua: `${LUA_ISO_8601}${LUA_ACTIVE_KEYS}
+local old = redis.call('HMGET', KEYS[1], 'status', 'replacedBy', 'expiresAtMs', 'revokeAtMs', 'id')
 if not old[1] then return {'key_not_found'} end
-if old[2] == ARGV[3] and redis.call('EXISTS', KEYS[2]) == 1 then
+local old_id = old[5]
+if old[2] == ARGV[5] and redis.call('EXISTS', KEYS[2]) == 1 then
   return {'rotated', redis.call('HGETALL', KEYS[1]), redis.call('HGETALL', KEYS[2])}
 end
-local now
-if ARGV[1] ~= '' then now = tonumber(ARGV[1])
-else local t = redis.call('TIME'); now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) end
+local now = now_ms(ARGV[1])
 if old[1] == 'revoked' or (old[4] and tonumber(old[4]) <= now) then return {'key_revoked'} end
 if old[2] then return {'key_already_rotated', old[2]} end
 if old[3] and tonumber(old[3]) <= now then return {'key_expired'} end
 local grace = tonumber(ARGV[2])
+if grace > 0 then
+  local counted = counted_toward_cap(KEYS[4], KEYS[5], ARGV[4], now)
+  if counted == nil then return {'${ACTIVE_KEYS_NOT_INDEXED}'} end
+  local cap = cap_of(KEYS[4], ARGV[3])
+  if not cap then return {'cap_unreadable'} end
+  if counted > cap then return {'active_key_cap_reached', tostring(cap), tostring(counted)} end
+end
 if grace == 0 then
   redis.call('HSET', KEYS[1], 'status', 'revoked', 'revokedAt', iso8601(now))
+  redis.call('ZREM', KEYS[5], old_id)
 else
   redis.call('HSET', KEYS[1], 'revokeAt', iso8601(now + grace), 'revokeAtMs', string.format('%.0f', now + grace))
+  redis.call('ZADD', KEYS[5], string.format('%.0f', now + grace), old_id)
 end
-redis.call('HSET', KEYS[1], 'replacedBy', ARGV[3])
-redis.call('HSET', KEYS[2], unpack(ARGV, 4))
-redis.call('SADD', KEYS[3], ARGV[3])
+redis.call('HSET', KEYS[1], 'replacedBy', ARGV[5])
+redis.call('HSET', KEYS[2], unpack(ARGV, 6))
+redis.call('SADD', KEYS[3], ARGV[5])
+redis.call('ZADD', KEYS[5], '+inf', ARGV[5])
 return {'rotated', redis.call('HGETALL', KEYS[1]), redis.call('HGETALL', KEYS[2])}`,
     parseReply: parseRotateReply,
+  }),
+
+  // Adds a batch of an account's key records to its active keys, and with
+  // the last batch marks the set complete: done once, for accounts whose
+  // keys predate the cap. Until the mark, every write that could make the set
+  // wrong keeps it right itself (insertions are refused, rotations and
+  // revocations add and remove their keys), so batches need no snapshot.
+  gwaIndexActiveKeys: script({
+    keys: ['account', 'activeKeys', '...keyRecords'],
+    argv: ['indexedField', 'lastBatch'],
+    lua: `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 'indexed' end
+for i = 3, #KEYS do
+  local k = redis.call('HMGET', KEYS[i], 'status', 'revokeAtMs', 'id')
+  if k[1] == 'active' and k[3] then redis.call('ZADD', KEYS[2], k[2] or '+inf', k[3]) end
+end
+if ARGV[2] == '1' then redis.call('HSET', KEYS[1], ARGV[1], '1') end
+return 'indexed'`,
+    parseReply: (reply): 'indexed' => {
+      if (reply === 'indexed') return reply;
+      throw new StoreUnavailableError(`unexpected index active keys reply from Redis: ${String(reply)}`);
+    },
+  }),
+
+  // A member (or invitation) joins an account once per principal, within the
+  // member limit. The same add repeated (same member id) answers 'added' as
+  // the first run did, so a lost reply can be retried.
+  gwaAddMember: script({
+    keys: ['account', 'members', 'memberPrincipals'],
+    argv: ['memberId', 'principalKey', 'memberJson', 'maxMembers'],
+    lua: `
+if redis.call('EXISTS', KEYS[1]) == 0 then return {'account_not_found'} end
+local existing = redis.call('HGET', KEYS[3], ARGV[2])
+if existing then
+  local kind = 'already_member'
+  if existing == ARGV[1] then kind = 'added' end
+  return {kind, redis.call('HGET', KEYS[2], existing)}
+end
+if redis.call('HLEN', KEYS[2]) >= tonumber(ARGV[4]) then return {'member_limit_reached', ARGV[4]} end
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
+redis.call('HSET', KEYS[3], ARGV[2], ARGV[1])
+return {'added', ARGV[3]}`,
+    parseReply: parseAddMemberReply,
+  }),
+
+  // A role change under the last-owner rule, checked in the same step.
+  gwaChangeMemberRole: script({
+    keys: ['members'],
+    argv: ['memberId', 'role'],
+    lua: `${LUA_ACTING_OWNERS}
+local json = redis.call('HGET', KEYS[1], ARGV[1])
+if not json then return {'member_not_found'} end
+local m = cjson.decode(json)
+if m.role == ARGV[2] then return {'changed', json} end
+if leaves_no_owner(KEYS[1], m) then return {'last_owner'} end
+m.role = ARGV[2]
+local updated = cjson.encode(m)
+redis.call('HSET', KEYS[1], ARGV[1], updated)
+return {'changed', updated}`,
+    parseReply: parseMemberChangeReply,
+  }),
+
+  // Removes a member (or invitation) and its principal entry, under the last-owner rule.
+  gwaRemoveMember: script({
+    keys: ['members', 'memberPrincipals'],
+    argv: ['memberId'],
+    lua: `${LUA_ACTING_OWNERS}
+local json = redis.call('HGET', KEYS[1], ARGV[1])
+if not json then return {'member_not_found'} end
+if leaves_no_owner(KEYS[1], cjson.decode(json)) then return {'last_owner'} end
+redis.call('HDEL', KEYS[1], ARGV[1])
+local principals = redis.call('HGETALL', KEYS[2])
+for i = 1, #principals, 2 do
+  if principals[i + 1] == ARGV[1] then redis.call('HDEL', KEYS[2], principals[i]) end
+end
+return {'changed', json}`,
+    parseReply: parseMemberChangeReply,
+  }),
+
+  // First sign-in with a verified email: the account's invitation for it
+  // becomes the identity's membership (same member id and role). An identity
+  // that is already a member keeps its membership, and the invitation goes.
+  gwaBindInvitation: script({
+    keys: ['members', 'memberPrincipals'],
+    argv: ['invitationKey', 'identityKey', 'issuer', 'subject', 'joinedAtIso'],
+    lua: `
+local invite_id = redis.call('HGET', KEYS[2], ARGV[1])
+if not invite_id then return {'no_invitation'} end
+local invite = redis.call('HGET', KEYS[1], invite_id)
+local existing_id = redis.call('HGET', KEYS[2], ARGV[2])
+if existing_id then
+  redis.call('HDEL', KEYS[1], invite_id)
+  redis.call('HDEL', KEYS[2], ARGV[1])
+  return {'dropped', invite, redis.call('HGET', KEYS[1], existing_id)}
+end
+local m = cjson.decode(invite)
+m.principal = {kind = 'identity', issuer = ARGV[3], subject = ARGV[4]}
+m.joinedAt = ARGV[5]
+local bound = cjson.encode(m)
+redis.call('HSET', KEYS[1], invite_id, bound)
+redis.call('HDEL', KEYS[2], ARGV[1])
+redis.call('HSET', KEYS[2], ARGV[2], invite_id)
+return {'bound', bound}`,
+    parseReply: parseBindReply,
+  }),
+
+  // The member with a principal, in one round trip (principal → id → record).
+  gwaMemberOf: script({
+    keys: ['members', 'memberPrincipals'],
+    argv: ['principalKey'],
+    lua: `
+local id = redis.call('HGET', KEYS[2], ARGV[1])
+if not id then return false end
+return redis.call('HGET', KEYS[1], id)`,
+    parseReply: (reply): Member | null => (reply ? parseMember(reply) : null),
   }),
 
   // Last use of a batch of keys (KEYS, with ARGV an atMs, atIso pair per key),
@@ -232,36 +433,83 @@ type StringsNamed<Names extends readonly string[]> = Names extends readonly [...
   ? [...{ -readonly [I in keyof Fixed]: string }, ...string[]]
   : { -readonly [I in keyof Names]: string };
 
-/** A script with a variable number of KEYS (`['...name']`) is called with their count first. */
-type ScriptArguments<Keys extends readonly string[], Argv extends readonly string[]> = Keys extends readonly [`...${string}`]
-  ? [numberOfKeys: number, ...keysThenArgv: string[]]
-  : [...StringsNamed<Keys>, ...StringsNamed<Argv>];
+/** Whether a script takes any number of keys (its last KEYS name starts with `...`). */
+export function takesKeyList(definition: LuaScript<readonly string[], readonly string[], unknown>): boolean {
+  return definition.keys.at(-1)?.startsWith('...') ?? false;
+}
 
-/** The commands `defineCommand` adds to a client: KEYS then ARGV, all strings; the raw reply goes to the script's parseReply. */
+/**
+ * The commands `defineCommand` adds to a client: KEYS then ARGV, all strings;
+ * the raw reply goes to the script's parseReply. A script with a key list is
+ * called with the number of keys first, then the keys, then ARGV.
+ */
 export type ScriptCommands = {
   [Name in ScriptName]: (typeof REDIS_SCRIPTS)[Name] extends LuaScript<infer Keys, infer Argv, unknown>
-    ? (...args: ScriptArguments<Keys, Argv>) => Promise<unknown>
+    ? Keys extends readonly [...string[], `...${string}`]
+      ? (numberOfKeys: number, ...keysThenArgv: string[]) => Promise<unknown>
+      : (...args: [...StringsNamed<Keys>, ...StringsNamed<Argv>]) => Promise<unknown>
     : never;
 };
 
-/** How many KEYS ioredis is told a script takes; undefined when the caller gives the count (`['...name']`). */
-export function numberOfKeys(script: LuaScript<readonly string[], readonly string[], unknown>): number | undefined {
-  return script.keys.length === 1 && script.keys[0]!.startsWith('...') ? undefined : script.keys.length;
+/** The refusals the insert and rotate scripts share. */
+function capReply(kind: unknown, cap: unknown, counted: unknown): ActiveKeyCapReached | typeof ACTIVE_KEYS_NOT_INDEXED | undefined {
+  if (kind === ACTIVE_KEYS_NOT_INDEXED) return ACTIVE_KEYS_NOT_INDEXED;
+  if (kind === 'cap_unreadable') throw new CorruptRecordError('account', 'maxActiveKeys is not a number');
+  if (kind === 'active_key_cap_reached') return { kind, maxActiveKeys: Number(cap), activeKeys: Number(counted) };
+  return undefined;
 }
 
-function oneOf<const T extends string>(reply: unknown, expected: readonly T[], what: string): T {
-  if (typeof reply === 'string' && (expected as readonly string[]).includes(reply)) return reply as T;
-  throw new StoreUnavailableError(`unexpected ${what} reply from Redis: ${String(reply)}`);
+function parseInsertReply(reply: unknown): 'created' | 'account_not_found' | ActiveKeyCapReached | typeof ACTIVE_KEYS_NOT_INDEXED {
+  const [kind, cap, counted] = Array.isArray(reply) ? (reply as unknown[]) : [];
+  if (kind === 'created' || kind === 'account_not_found') return kind;
+  const refusal = capReply(kind, cap, counted);
+  if (refusal) return refusal;
+  throw new StoreUnavailableError(`unexpected insert key reply from Redis: ${String(kind)}`);
+}
+
+function parseAddMemberReply(reply: unknown): AddMemberResult {
+  const [kind, second] = Array.isArray(reply) ? (reply as unknown[]) : [];
+  switch (kind) {
+    case 'added':
+    case 'already_member':
+      return { kind, member: parseMember(second) };
+    case 'account_not_found':
+      return { kind };
+    case 'member_limit_reached':
+      return { kind, limit: Number(second) };
+    default:
+      throw new StoreUnavailableError(`unexpected add member reply from Redis: ${String(kind)}`);
+  }
+}
+
+function parseMemberChangeReply(reply: unknown): MemberChangeResult {
+  const [kind, json] = Array.isArray(reply) ? (reply as unknown[]) : [];
+  if (kind === 'changed') return { kind, member: parseMember(json) };
+  if (kind === 'member_not_found' || kind === 'last_owner') return { kind };
+  throw new StoreUnavailableError(`unexpected member change reply from Redis: ${String(kind)}`);
+}
+
+export type BindReply =
+  { kind: 'no_invitation' } | { kind: 'bound'; member: Member } | { kind: 'dropped'; invitation: Member; existing: Member };
+
+function parseBindReply(reply: unknown): BindReply {
+  const [kind, first, second] = Array.isArray(reply) ? (reply as unknown[]) : [];
+  if (kind === 'no_invitation') return { kind };
+  if (kind === 'bound') return { kind, member: parseMember(first) };
+  if (kind === 'dropped') return { kind, invitation: parseMember(first), existing: parseMember(second) };
+  throw new StoreUnavailableError(`unexpected bind invitation reply from Redis: ${String(kind)}`);
 }
 
 function parseKeyOrNull(reply: unknown): StoredKey | null {
   return reply ? parseKey(fieldsOf(reply)) : null;
 }
 
-function parseRotateReply(reply: unknown): RotateKeyResult {
+function parseRotateReply(reply: unknown): RotateKeyResult | typeof ACTIVE_KEYS_NOT_INDEXED {
   if (!Array.isArray(reply)) throw new StoreUnavailableError('unexpected rotate reply from Redis');
   const [kind, second, third] = reply as unknown[];
   if (kind === 'rotated') return { kind, oldKey: parseKey(fieldsOf(second)), newKey: parseKey(fieldsOf(third)) };
+  const refusal = capReply(kind, second, third);
+  if (refusal) return refusal;
   if (kind === 'key_already_rotated' && typeof second === 'string') return { kind, replacedBy: second };
   if (kind === 'key_not_found' || kind === 'key_revoked' || kind === 'key_expired') return { kind };
   throw new StoreUnavailableError(`unexpected rotate reply from Redis: ${String(kind)}`);

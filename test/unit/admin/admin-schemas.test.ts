@@ -169,8 +169,10 @@ describe('views', () => {
       name: 'Acme',
       billing: { status: 'active', creditBalance: 0 },
       limits: { key: null, account: [{ limit: 10, window: '90s' }] },
+      maxActiveKeys: null,
       createdAt: '2025-01-01T00:00:00.000Z',
     });
+    expect(accountView({ ...account, maxActiveKeys: 0 }).maxActiveKeys).toBe(0);
     expect(accountView({ id: 'b', name: 'B', status: 'suspended', createdAt: 'x' }).billing).toEqual({
       status: 'suspended',
       creditBalance: null,
@@ -205,6 +207,12 @@ describe('views', () => {
       replaces: null,
       replacedBy: null,
       limits: [{ limit: 1, window: '1h' }],
+      createdBy: null,
+    });
+    expect(keyView({ ...record, createdBy: { kind: 'member', issuer: 'https://i', subject: 's' } }, 0).createdBy).toEqual({
+      kind: 'member',
+      issuer: 'https://i',
+      subject: 's',
     });
   });
 

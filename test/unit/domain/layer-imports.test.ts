@@ -19,8 +19,24 @@ function offendingImports(layer: string, forbidden: readonly string[]): string[]
 describe('imports point one way: domain <- limits, pipeline <- adapters', () => {
   it('domain/ imports nothing from the layers built on it', () => {
     expect(
-      offendingImports('domain', ['limits', 'pipeline', 'store', 'grpc', 'admin', 'customer', 'responses', 'settings', 'metering']),
+      offendingImports('domain', [
+        'limits',
+        'pipeline',
+        'store',
+        'grpc',
+        'admin',
+        'customer',
+        'actions',
+        'http',
+        'responses',
+        'settings',
+        'metering',
+      ]),
     ).toEqual([]);
+  });
+
+  it('actions/ (shared by the admin and customer APIs) import neither API nor any transport', () => {
+    expect(offendingImports('actions', ['admin', 'customer', 'http', 'grpc', 'cli', 'settings'])).toEqual([]);
   });
 
   it('limits/ and pipeline/ import nothing from the store or other adapters', () => {

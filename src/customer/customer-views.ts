@@ -1,0 +1,136 @@
+import { actorView, keyViewStatus, limitsView, type ActorView, type KeyViewStatus, type LimitView } from '../http/api-views';
+import type { CustomerIdentity, MemberRole } from '../domain/customer-identity';
+import { actionsOf, type CustomerAction } from '../domain/customer-permissions';
+import type { Account, AccountStatus, StoredKey } from '../domain/key-records';
+import type { RatePlan } from '../domain/rate-limits';
+import type { KeyEnvironment } from '../keys/customer-key';
+import type { AuditEntry } from '../store/store';
+
+/**
+ * Store records → customer API answers. As in the admin views every field is
+ * picked explicitly, and these pick less: no balance figure, no per-key
+ * limit override details beyond what applies, no other account.
+ */
+
+export interface MeView {
+  identity: { issuer: string; subject: string; email: string | null; name: string | null };
+  /** Ordered by account id; empty means "no access" (the dashboard says so). */
+  accounts: { id: string; name: string; role: MemberRole }[];
+}
+
+export function meView(identity: CustomerIdentity, accounts: MeView['accounts']): MeView {
+  return {
+    identity: {
+      issuer: identity.issuer,
+      subject: identity.subject,
+      email: identity.verifiedEmail ?? null,
+      name: identity.displayName ?? null,
+    },
+    accounts,
+  };
+}
+
+export interface AccountSummaryView {
+  id: string;
+  name: string;
+  role: MemberRole;
+  /** What the caller's role may do here (the permission matrix's row); the server checks every call anyway. */
+  permissions: CustomerAction[];
+  billing: {
+    status: AccountStatus;
+    prepaid: boolean;
+    /** Prepaid accounts: whether requests are still paid for (balance above zero). Never the balance. Null when post-paid. */
+    creditRemains: boolean | null;
+  };
+  /** The limits that apply now: the account's overrides, else the operator's default plan. */
+  limits: { key: LimitView[]; account: LimitView[] };
+  keys: { active: number; maxActiveKeys: number };
+}
+
+export function accountSummaryView(
+  account: Account,
+  role: MemberRole,
+  facts: { defaultPlan: RatePlan; defaultMaxActiveKeys: number; activeKeys: number },
+): AccountSummaryView {
+  const prepaid = account.creditBalance !== undefined;
+  return {
+    id: account.id,
+    name: account.name,
+    role,
+    permissions: actionsOf(role),
+    billing: { status: account.status, prepaid, creditRemains: prepaid ? account.creditBalance! > 0 : null },
+    limits: {
+      key: limitsView(account.limits?.key ?? facts.defaultPlan.key) ?? [],
+      account: limitsView(account.limits?.account ?? facts.defaultPlan.account) ?? [],
+    },
+    keys: { active: facts.activeKeys, maxActiveKeys: account.maxActiveKeys ?? facts.defaultMaxActiveKeys },
+  };
+}
+
+export interface CustomerKeyView {
+  id: string;
+  prefix: string;
+  name: string;
+  environment: KeyEnvironment;
+  status: KeyViewStatus;
+  createdAt: string;
+  lastUsedAt: string | null;
+  expiresAt: string | null;
+  /** null for keys created before the creator was recorded. */
+  createdBy: ActorView | null;
+  revokedAt: string | null;
+  /** End of a regeneration's grace period: the key is refused from then on. */
+  revokeAt: string | null;
+  replaces: string | null;
+  replacedBy: string | null;
+}
+
+/** Never the key or its hash. */
+export function customerKeyView(key: StoredKey, nowMs: number): CustomerKeyView {
+  return {
+    id: key.id,
+    prefix: key.prefix,
+    name: key.name,
+    environment: key.environment,
+    status: keyViewStatus(key, nowMs),
+    createdAt: key.createdAt,
+    lastUsedAt: key.lastUsedAt ?? null,
+    expiresAt: key.expiresAt ?? null,
+    createdBy: key.createdBy ? actorView(key.createdBy) : null,
+    revokedAt: key.revokedAt ?? null,
+    revokeAt: key.revokeAt ?? null,
+    replaces: key.replaces ?? null,
+    replacedBy: key.replacedBy ?? null,
+  };
+}
+
+/** The one customer answer that carries a full key: create and regenerate. */
+export function customerCreatedKeyView(key: StoredKey, fullKey: string, nowMs: number) {
+  return { ...customerKeyView(key, nowMs), key: fullKey };
+}
+
+export interface CustomerAuditEntryView {
+  id: string;
+  time: string;
+  action: AuditEntry['action'];
+  actor: ActorView;
+  keyId: string | null;
+  keyPrefix: string | null;
+  memberId: string | null;
+  /** Only for key and member changes: the operator's account changes (billing, credit, limits) carry figures that stay internal. */
+  detail: string | null;
+}
+
+export function customerAuditEntryView(entry: AuditEntry): CustomerAuditEntryView {
+  const detailShown = entry.action.startsWith('key.') || entry.action.startsWith('member.');
+  return {
+    id: entry.id,
+    time: entry.time,
+    action: entry.action,
+    actor: actorView(entry.actor),
+    keyId: entry.keyId ?? null,
+    keyPrefix: entry.keyPrefix ?? null,
+    memberId: entry.memberId ?? null,
+    detail: detailShown ? (entry.detail ?? null) : null,
+  };
+}

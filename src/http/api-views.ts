@@ -1,0 +1,69 @@
+import type { AuditActor, MemberRole } from '../domain/customer-identity';
+import type { KeyStatus, StoredKey } from '../domain/key-records';
+import type { Member } from '../domain/members';
+import type { RateLimit } from '../domain/rate-limits';
+import { describeWindow } from '../limits/rate-limit';
+
+/**
+ * Views both HTTP APIs answer with (the operator's admin API and the
+ * customers' API). As everywhere, every field is picked explicitly, so a
+ * field added to a record later never leaks by default.
+ */
+
+export interface LimitView {
+  limit: number;
+  /** `"1m"`, `"1d"`, `"90s"`: how windows are written everywhere. */
+  window: string;
+}
+
+export function limitsView(limits: readonly RateLimit[] | undefined): LimitView[] | null {
+  return limits ? limits.map((entry) => ({ limit: entry.limit, window: describeWindow(entry.windowSeconds) })) : null;
+}
+
+/** Who made a change: `{"kind":"operator"}` or `{"kind":"member","issuer","subject"}`. */
+export type ActorView = { kind: 'operator' } | { kind: 'member'; issuer: string; subject: string };
+
+export function actorView(actor: AuditActor): ActorView {
+  return actor.kind === 'operator' ? { kind: 'operator' } : { kind: 'member', issuer: actor.issuer, subject: actor.subject };
+}
+
+export interface MemberView {
+  id: string;
+  accountId: string;
+  role: MemberRole;
+  /** `invited` until the invited person first signs in with the verified email. */
+  status: 'active' | 'invited';
+  /** The identity provider's names for the person; null for an invitation not yet bound. */
+  issuer: string | null;
+  subject: string | null;
+  /** The address an invitation was sent to (kept after it binds); null for a member added by identity. */
+  email: string | null;
+  addedAt: string;
+  addedBy: ActorView;
+  /** When the invitation was bound (the person's first sign-in). */
+  joinedAt: string | null;
+}
+
+export function memberView(member: Member): MemberView {
+  const identity = member.principal.kind === 'identity' ? member.principal : undefined;
+  return {
+    id: member.id,
+    accountId: member.accountId,
+    role: member.role,
+    status: identity ? 'active' : 'invited',
+    issuer: identity?.issuer ?? null,
+    subject: identity?.subject ?? null,
+    email: member.principal.kind === 'invitation' ? member.principal.email : (member.invitedEmail ?? null),
+    addedAt: member.addedAt,
+    addedBy: actorView(member.addedBy),
+    joinedAt: member.joinedAt ?? null,
+  };
+}
+
+export type KeyViewStatus = KeyStatus | 'expired';
+
+export function keyViewStatus(key: StoredKey, nowMs: number): KeyViewStatus {
+  if (key.status === 'revoked' || (key.revokeAt !== undefined && Date.parse(key.revokeAt) <= nowMs)) return 'revoked';
+  if (key.expiresAt !== undefined && Date.parse(key.expiresAt) <= nowMs) return 'expired';
+  return 'active';
+}
