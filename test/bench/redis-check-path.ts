@@ -187,11 +187,12 @@ async function contenderFor(label: string, dist: string, url: string): Promise<C
       createdAt,
       ...(limits ? { limits } : {}),
     });
-    if (result !== 'created') throw new Error(`seeding ${keyId}: ${result}`);
+    if (result !== 'created') throw new Error(`seeding ${keyId}: ${JSON.stringify(result)}`);
     return { hash, ids: { keyId, accountId } };
   };
   const valid = await inChunks(KEYS, (i) => newKey(`${label}-acct-${i % accounts}`, `key_${label}_${i}`));
-  await store.createAccount({ id: `${label}-limited`, name: 'limited', status: 'active', createdAt });
+  // All rate-limited keys live in one account: its active-key cap must hold them.
+  await store.createAccount({ id: `${label}-limited`, name: 'limited', status: 'active', createdAt, maxActiveKeys: RATE_LIMITED_KEYS });
   const limited = await inChunks(RATE_LIMITED_KEYS, (i) =>
     newKey(`${label}-limited`, `key_${label}_limited${i}`, [{ limit: 1, windowSeconds: 86_400 }]),
   );
