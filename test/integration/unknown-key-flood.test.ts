@@ -19,7 +19,15 @@ let stats: Redis;
 
 beforeAll(async () => {
   redis = await startTestRedis();
-  server = await startAppUnderTest({ redisUrl: redis.url, env: { LOG_LEVEL: 'warn', KEY_CACHE_NEGATIVE_TTL_MS: '60000' } });
+  server = await startAppUnderTest({
+    redisUrl: redis.url,
+    env: {
+      LOG_LEVEL: 'warn',
+      KEY_CACHE_NEGATIVE_TTL_MS: '60000',
+      // This counts commands, not time: a loaded machine must not turn lookups into store_unavailable.
+      REDIS_TIMEOUT_MS: '1000',
+    },
+  });
   client = createOfficialCheckClient(server.grpcAddress);
   stats = new Redis(redis.url, { disconnectTimeout: 50 });
 });
