@@ -199,7 +199,9 @@ describe('requests without credentials', () => {
   it('are answered 401 at once and not counted as guesses: they reveal nothing', async () => {
     const answers = await Promise.all(Array.from({ length: 20 }, () => adminFrom(server, '127.0.0.1', undefined)));
     expect(count(answers, 401)).toBe(20);
-    expect(Math.max(...answers.map((answer) => answer.ms))).toBeLessThan(450);
+    // The median: a delayed answer takes the 500 ms of a checked token, while one stall of a loaded machine moves only the maximum.
+    const ms = answers.map((answer) => answer.ms).sort((a, b) => a - b);
+    expect(ms[Math.floor(ms.length / 2)]).toBeLessThan(450);
     expect((await adminFrom(server, '127.0.0.1', TEST_ADMIN_TOKEN)).status).toBe(200);
   });
 

@@ -36,7 +36,7 @@ beforeAll(async () => {
   const url = new URL(redis.url);
   url.username = APP_USER;
   url.password = APP_PASSWORD;
-  app = await startAppUnderTest({ redisUrl: url.toString() });
+  app = await startAppUnderTest({ redisUrl: url.toString(), env: { REDIS_TIMEOUT_MS: '50' } });
   check = createOfficialCheckClient(app.grpcAddress);
   expect((await app.admin('POST', '/admin/accounts', { id: 'acme', name: 'Acme' })).status).toBe(201);
 });

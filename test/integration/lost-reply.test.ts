@@ -117,7 +117,7 @@ beforeAll(async () => {
   proxy = new LostReplyProxy(redis.port);
   const proxied = await proxy.listen();
   operator = new Redis(redis.url, { disconnectTimeout: 50 });
-  app = await startAppUnderTest({ redisUrl: proxied });
+  app = await startAppUnderTest({ redisUrl: proxied, env: { REDIS_TIMEOUT_MS: '50' } });
   check = createOfficialCheckClient(app.grpcAddress);
   expect((await app.admin('POST', '/admin/accounts', { id: 'acme', name: 'Acme' })).status).toBe(201);
 });

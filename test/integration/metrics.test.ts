@@ -23,7 +23,7 @@ const sample = (text: string, name: string, labels: string) => {
 
 beforeAll(async () => {
   redis = await startTestRedis();
-  server = await startAppUnderTest({ redisUrl: redis.url });
+  server = await startAppUnderTest({ redisUrl: redis.url, env: { REDIS_TIMEOUT_MS: '50' } });
   client = createOfficialCheckClient(server.grpcAddress);
   await server.admin('POST', '/admin/accounts', { id: 'metered', name: 'Metered' });
   key = (await server.admin('POST', '/admin/accounts/metered/keys', { name: 'm' })).body.key;

@@ -20,7 +20,7 @@ let key: string;
 
 beforeAll(async () => {
   redis = await startTestRedis();
-  server = await startAppUnderTest({ redisUrl: redis.url });
+  server = await startAppUnderTest({ redisUrl: redis.url, env: { REDIS_TIMEOUT_MS: '50' } });
   client = createOfficialCheckClient(server.grpcAddress);
   await server.admin('POST', '/admin/accounts', { id: 'acme', name: 'Acme' });
   key = (await server.admin('POST', '/admin/accounts/acme/keys', { name: 'ci' })).body.key;
@@ -59,7 +59,10 @@ describe('with Redis stopped', () => {
 
   beforeAll(async () => {
     // A second replica configured to hand store failures to Envoy's failure_mode_allow.
-    failOverServer = await startAppUnderTest({ redisUrl: redis.url, env: { STORE_FAILURE_MODE: 'grpc-unavailable' } });
+    failOverServer = await startAppUnderTest({
+      redisUrl: redis.url,
+      env: { STORE_FAILURE_MODE: 'grpc-unavailable', REDIS_TIMEOUT_MS: '50' },
+    });
     failOverClient = createOfficialCheckClient(failOverServer.grpcAddress);
     await redis.stop();
   });

@@ -55,6 +55,9 @@ export interface AppUnderTest {
  * The real server (gRPC Check + admin HTTP) on free loopback ports, with its
  * logs captured. Redis-backed when a URL is given.
  */
+/** The Redis deadline of apps under test unless a test sets REDIS_TIMEOUT_MS; production's default is 50 ms. */
+export const TEST_REDIS_TIMEOUT_MS = '1000';
+
 export async function startAppUnderTest(options: {
   redisUrl?: string;
   env?: Record<string, string>;
@@ -68,7 +71,9 @@ export async function startAppUnderTest(options: {
     CUSTOMER_PORT: '0',
     BIND_ADDRESS: '127.0.0.1',
     ADMIN_TOKEN: TEST_ADMIN_TOKEN,
-    ...(options.redisUrl ? { REDIS_URL: options.redisUrl } : {}),
+    // Production's 50 ms Redis deadline turns a loaded test machine's pauses into
+    // store_unavailable answers; tests of the deadline itself set it.
+    ...(options.redisUrl ? { REDIS_URL: options.redisUrl, REDIS_TIMEOUT_MS: TEST_REDIS_TIMEOUT_MS } : {}),
     ...(options.config ? { CONFIG_FILE: 'config.json' } : {}),
     ...options.env,
   };
