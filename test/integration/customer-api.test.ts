@@ -9,6 +9,7 @@ import { startCustomerApiUnderTest, type CustomerApiUnderTest } from '../support
 import { LogCapture } from '../support/log-capture';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
 import { systemClock } from '../../src/domain/clock';
+import { dayStartOf, HOUR_MS, hourStartOf } from '../../src/domain/request-counts';
 
 /**
  * The customer API over real HTTP, on a real Redis: every call is authorised
@@ -120,6 +121,7 @@ const CALLS: Call[] = [
   },
   { action: 'members.manage', method: 'DELETE', ok: 200, prepare: async (a) => ({ path: path(a, `/members/${(await newMember(a)).id}`) }) },
   { action: 'audit.read', method: 'GET', ok: 200, prepare: async (a) => ({ path: path(a, '/audit') }) },
+  { action: 'usage.read', method: 'GET', ok: 200, prepare: async (a) => ({ path: path(a, '/usage?window=30d') }) },
 ];
 const callName = (call: Call) => `${call.method} ${call.action}`;
 
@@ -139,10 +141,10 @@ describe('the role matrix: each role against each call', () => {
     fixture = await team();
   });
 
-  it('covers every customer API route, and every action of the matrix but usage (served elsewhere)', () => {
+  it('covers every customer API route, and every action of the matrix', () => {
     const exercised = new Set(CALLS.map((call) => `${call.method} ${call.action}`));
     expect(exercised.size).toBe(CALLS.length - 1); // keys.read has two routes (list and one key)
-    expect(new Set(CALLS.map((call) => call.action))).toEqual(new Set(CUSTOMER_ACTIONS.filter((action) => action !== 'usage.read')));
+    expect(new Set(CALLS.map((call) => call.action))).toEqual(new Set(CUSTOMER_ACTIONS));
     // Every route the plugin registers, but /me (tested for 401 below, and for what it lists), is in CALLS.
     expect(api.routes.filter((route) => !route.startsWith('HEAD ')).sort()).toEqual(
       [
@@ -152,6 +154,7 @@ describe('the role matrix: each role against each call', () => {
         'GET /api/accounts/:accountId/keys',
         'GET /api/accounts/:accountId/keys/:keyId',
         'GET /api/accounts/:accountId/members',
+        'GET /api/accounts/:accountId/usage',
         'GET /api/me',
         'PATCH /api/accounts/:accountId/keys/:keyId',
         'PATCH /api/accounts/:accountId/members/:memberId',
@@ -161,7 +164,7 @@ describe('the role matrix: each role against each call', () => {
         'POST /api/accounts/:accountId/members',
       ].sort(),
     );
-    expect(CALLS).toHaveLength(12);
+    expect(CALLS).toHaveLength(13);
   });
 
   describe.each(['owner', 'developer', 'viewer'] as const)('%s', (role) => {
@@ -296,6 +299,46 @@ describe("a member of account A trying every call on account B's ids", () => {
     expect(everything).not.toContain(b.accountId);
     expect(everything).not.toContain(b.keyId);
     expect(everything).not.toContain(b.people.owner.subject);
+  });
+});
+
+describe('usage', () => {
+  it('shows requests per key by hour (24 hours) and by day (30 days), to every role, and nothing of another account', async () => {
+    const { accountId, people, keyId } = await team();
+    const other = await team();
+    const second = await newKey(accountId);
+    const now = Date.now();
+    const hour = hourStartOf(now);
+    const used = (id: string, requests: number) => ({ accountId, keyId: id, atMs: now, requests });
+    await store.recordLastUsed([used(keyId, 5), used(second.id, 2)], { id: uniqueId('batch'), hourStartMs: hour });
+    await store.recordLastUsed([used(keyId, 1)], { id: uniqueId('batch'), hourStartMs: hour - HOUR_MS });
+    await store.recordLastUsed([{ accountId: other.accountId, keyId: other.keyId, atMs: now, requests: 9 }], {
+      id: uniqueId('batch'),
+      hourStartMs: hour,
+    });
+
+    const day = await api.call(people.viewer, 'GET', path(accountId, '/usage'));
+    expect(day.status).toBe(200);
+    expect(day.body).toMatchObject({ window: '24h', granularity: 'hour', metrics: ['requests'], countsDelayMs: 30_000 });
+    expect(day.body.bucketStarts).toHaveLength(24);
+    expect(day.body.bucketStarts.at(-1)).toBe(new Date(hour).toISOString());
+    const seriesOf = (body: typeof day.body, id: string) => body.keys.find((key: { id: string }) => key.id === id)?.series.requests;
+    expect(seriesOf(day.body, keyId)!.slice(-2)).toEqual([1, 5]);
+    expect(seriesOf(day.body, second.id)!.slice(-2)).toEqual([0, 2]);
+    expect(day.body.totals.requests.slice(-2)).toEqual([1, 7]);
+    expect(day.body.totals.requests.slice(0, -2).every((n: number) => n === 0)).toBe(true);
+
+    const month = await api.call(people.developer, 'GET', path(accountId, '/usage?window=30d'));
+    expect(month.body).toMatchObject({ window: '30d', granularity: 'day' });
+    expect(month.body.bucketStarts).toHaveLength(30);
+    // The hour before may fall on yesterday: the two days together hold every request.
+    expect(month.body.totals.requests.slice(-2).reduce((sum: number, n: number) => sum + n, 0)).toBe(8);
+    expect(month.body.totals.requests.at(-1)).toBe(dayStartOf(now) === hour ? 7 : 8);
+    expect(JSON.stringify([day.body, month.body])).not.toContain(other.keyId);
+
+    const bad = await api.call(people.owner, 'GET', path(accountId, '/usage?window=7d'));
+    expect(bad.status).toBe(400);
+    expect(bad.body.error.message).toContain('window');
   });
 });
 
