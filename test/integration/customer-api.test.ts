@@ -1,6 +1,7 @@
 import { createKey } from '../../src/actions/key-actions';
 import { addMember } from '../../src/actions/member-actions';
 import { CUSTOMER_API_PREFIX } from '../../src/customer/customer-api';
+import type { UsageView } from '../../src/customer/customer-views';
 import { OPERATOR, type CustomerIdentity, type MemberRole } from '../../src/domain/customer-identity';
 import { actionsOf, CUSTOMER_ACTIONS, mayPerform, type CustomerAction } from '../../src/domain/customer-permissions';
 import { hashCustomerKey } from '../../src/keys/customer-key';
@@ -317,24 +318,28 @@ describe('usage', () => {
       hourStartMs: hour,
     });
 
-    const day = await api.call(people.viewer, 'GET', path(accountId, '/usage'));
-    expect(day.status).toBe(200);
-    expect(day.body).toMatchObject({ window: '24h', granularity: 'hour', metrics: ['requests'], countsDelayMs: 30_000 });
-    expect(day.body.bucketStarts).toHaveLength(24);
-    expect(day.body.bucketStarts.at(-1)).toBe(new Date(hour).toISOString());
-    const seriesOf = (body: typeof day.body, id: string) => body.keys.find((key: { id: string }) => key.id === id)?.series.requests;
-    expect(seriesOf(day.body, keyId)!.slice(-2)).toEqual([1, 5]);
-    expect(seriesOf(day.body, second.id)!.slice(-2)).toEqual([0, 2]);
-    expect(day.body.totals.requests.slice(-2)).toEqual([1, 7]);
-    expect(day.body.totals.requests.slice(0, -2).every((n: number) => n === 0)).toBe(true);
+    const usage = async (who: CustomerIdentity, query: string) => {
+      const response = await api.call(who, 'GET', path(accountId, `/usage${query}`));
+      expect(response.status).toBe(200);
+      return response.body as unknown as UsageView;
+    };
+    const day = await usage(people.viewer, '');
+    expect(day).toMatchObject({ window: '24h', granularity: 'hour', metrics: ['requests'], countsDelayMs: 30_000 });
+    expect(day.bucketStarts).toHaveLength(24);
+    expect(day.bucketStarts.at(-1)).toBe(new Date(hour).toISOString());
+    const seriesOf = (view: UsageView, id: string) => view.keys.find((key) => key.id === id)?.series.requests;
+    expect(seriesOf(day, keyId)!.slice(-2)).toEqual([1, 5]);
+    expect(seriesOf(day, second.id)!.slice(-2)).toEqual([0, 2]);
+    expect(day.totals.requests.slice(-2)).toEqual([1, 7]);
+    expect(day.totals.requests.slice(0, -2).every((n) => n === 0)).toBe(true);
 
-    const month = await api.call(people.developer, 'GET', path(accountId, '/usage?window=30d'));
-    expect(month.body).toMatchObject({ window: '30d', granularity: 'day' });
-    expect(month.body.bucketStarts).toHaveLength(30);
+    const month = await usage(people.developer, '?window=30d');
+    expect(month).toMatchObject({ window: '30d', granularity: 'day' });
+    expect(month.bucketStarts).toHaveLength(30);
     // The hour before may fall on yesterday: the two days together hold every request.
-    expect(month.body.totals.requests.slice(-2).reduce((sum: number, n: number) => sum + n, 0)).toBe(8);
-    expect(month.body.totals.requests.at(-1)).toBe(dayStartOf(now) === hour ? 7 : 8);
-    expect(JSON.stringify([day.body, month.body])).not.toContain(other.keyId);
+    expect(month.totals.requests.slice(-2).reduce((sum, n) => sum + n, 0)).toBe(8);
+    expect(month.totals.requests.at(-1)).toBe(dayStartOf(now) === hour ? 7 : 8);
+    expect(JSON.stringify([day, month])).not.toContain(other.keyId);
 
     const bad = await api.call(people.owner, 'GET', path(accountId, '/usage?window=7d'));
     expect(bad.status).toBe(400);
