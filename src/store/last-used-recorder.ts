@@ -177,10 +177,19 @@ export class LastUsedRecorder {
     }
   }
 
+  /** Flushes once more; what the store still did not confirm then is lost with the process, and logged as dropped. */
   async stop(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
     await this.flush();
+    if (this.unconfirmed.length > 0) {
+      const requests = this.unconfirmed.reduce((sum, chunk) => sum + chunk.uses.reduce((n, use) => n + (use.requests ?? 0), 0), 0);
+      this.logger.error(
+        { event: 'last_used_dropped', batches: this.unconfirmed.length, requests },
+        'stopping with request counts the store did not confirm: dropped',
+      );
+      this.unconfirmed = [];
+    }
   }
 }
 

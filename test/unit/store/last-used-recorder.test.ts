@@ -117,6 +117,15 @@ describe('LastUsedRecorder', () => {
     expect(failing.recordLastUsed).toHaveBeenCalledTimes(3);
   });
 
+  it('on stop, logs the counts the store still did not confirm as dropped, with how many requests', async () => {
+    const logs = new LogCapture();
+    const failing = { recordLastUsed: jest.fn(async () => Promise.reject(new Error('redis down'))) };
+    const recorder = new LastUsedRecorder(failing, new ManualClock(1), logs.logger, 60_000);
+    for (let i = 0; i < 3; i += 1) recorder.note({ keyId: 'k1', accountId: 'a' });
+    await recorder.stop();
+    expect(logs.lines.filter((line) => line.includes('"event":"last_used_dropped"') && line.includes('"requests":3'))).toHaveLength(1);
+  });
+
   it('counts exactly: every note once, each batch in the UTC hour its notes fell in', async () => {
     const clock = new ManualClock(5 * HOUR_MS - 1_000);
     const sink = new RecordingSink();
