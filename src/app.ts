@@ -131,6 +131,7 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
             logger,
             defaultPlan: settings.pipeline.defaultPlan,
             defaultMaxActiveKeys: settings.defaultMaxActiveKeys,
+            countsFlushIntervalMs: settings.lastUsedFlushMs,
           })),
     });
     await customer.listen({ host: settings.bindAddress, port: settings.customerPort });

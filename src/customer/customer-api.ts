@@ -14,6 +14,7 @@ import {
 } from '../http/api-schemas';
 import { memberView } from '../http/api-views';
 import { countsTowardCap } from '../domain/active-key-cap';
+import { USAGE_WINDOWS, windowBucketStarts } from '../domain/request-counts';
 import { memberActor, type CustomerIdentity } from '../domain/customer-identity';
 import { mayPerform, PERMISSIONS, type CustomerAction } from '../domain/customer-permissions';
 import type { StoredKey } from '../domain/key-records';
@@ -31,8 +32,8 @@ import {
   type CustomerErrorCode,
 } from './customer-errors';
 import { declareCustomerIdentity } from './customer-request';
-import { customerCreateKeyBody, customerPatchKeyBody } from './customer-schemas';
-import { accountSummaryView, customerAuditEntryView, customerCreatedKeyView, customerKeyView, meView } from './customer-views';
+import { customerCreateKeyBody, customerPatchKeyBody, usageQuery } from './customer-schemas';
+import { accountSummaryView, customerAuditEntryView, customerCreatedKeyView, customerKeyView, meView, usageView } from './customer-views';
 
 /** What the customer API needs; the customer server builds it from the settings and the shared store. */
 export interface CustomerApiDeps extends ActionDeps {
@@ -40,6 +41,8 @@ export interface CustomerApiDeps extends ActionDeps {
   defaultPlan: RatePlan;
   /** The active-key cap of accounts without their own (settings DEFAULT_MAX_ACTIVE_KEYS); the store enforces it, the summary shows it. */
   defaultMaxActiveKeys: number;
+  /** How often request counts reach the store (settings LAST_USED_FLUSH_MS): the usage view says counts lag by up to this. */
+  countsFlushIntervalMs: number;
 }
 
 /** Where the customer API lives on the customer listener. */
@@ -311,6 +314,23 @@ async function customerApiRoutes(api: FastifyInstance, deps: CustomerApiDeps): P
     if (!(await keyOfAccount(accountId, keyId))) return sendKeyMissing(reply, accountId, keyId);
     const key = await revokeKey(deps, memberActor(callerOf(request).identity), keyId);
     return key ? reply.send(customerKeyView(key, now())) : sendKeyMissing(reply, accountId, keyId);
+  });
+
+  api.get<AccountParams>('/accounts/:accountId/usage', { config: { customerAction: 'usage.read' } }, async (request, reply) => {
+    const { accountId } = request.params;
+    const query = usageQuery.safeParse(request.query ?? {});
+    if (!query.success) return sendInvalidCustomerBody(reply, query.error);
+    const window = query.data.window ?? '24h';
+    const at = now();
+    const starts = windowBucketStarts(window, at);
+    const [keys, counts] = await Promise.all([
+      deps.store.listKeys(accountId),
+      deps.store.readRequestCounts(accountId, USAGE_WINDOWS[window].granularity, starts),
+    ]);
+    if (!keys) return sendNoSuchAccount(reply, accountId);
+    return reply
+      .header('cache-control', 'no-store')
+      .send(usageView(window, starts, counts, keys, { nowMs: at, countsDelayMs: deps.countsFlushIntervalMs }));
   });
 
   api.get<AccountParams>('/accounts/:accountId/members', { config: { customerAction: 'members.read' } }, async (request, reply) => {

@@ -112,6 +112,7 @@ export function signedInPage(identity: CustomerIdentity, memberships: readonly M
 <ul data-testid="accounts">
 ${items}
 </ul>
+<p><a href="/keys" data-testid="open-keys">Open API Keys</a>: create, regenerate and revoke keys, and see their usage.</p>
 ${signOutForm(csrfToken)}`,
   );
 }

@@ -21,6 +21,8 @@ declare module 'fastify' {
      * Every customer API route must declare it: registering one without it fails.
      */
     customerAction?: CustomerAction | 'signed-in';
+    /** A page only for a signed-in person (the API Keys page): anyone else is sent to the start page to sign in. */
+    signedInPage?: boolean;
   }
 }
 

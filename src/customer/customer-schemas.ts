@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { displayNameSchema, isoDateTimeSchema } from '../http/api-schemas';
+import { USAGE_WINDOWS, type UsageWindow } from '../domain/request-counts';
 import { KEY_ENVIRONMENTS } from '../keys/customer-key';
 
 /**
@@ -25,3 +26,8 @@ export const customerPatchKeyBody = z
   .refine((body) => KEY_PATCH_FIELDS.some((field) => body[field] !== undefined), {
     message: `must set at least one of: ${KEY_PATCH_FIELDS.join(', ')}`,
   });
+
+/** `?window=24h` (hourly, the default) or `?window=30d` (daily). */
+export const usageQuery = z.strictObject({
+  window: z.enum(Object.keys(USAGE_WINDOWS) as [UsageWindow, ...UsageWindow[]]).optional(),
+});

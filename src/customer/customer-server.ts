@@ -5,6 +5,7 @@ import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest }
 import type { CustomerSignInSettings } from '../settings/settings';
 import { CUSTOMER_CALLBACK_PATH } from '../settings/settings';
 import { StoreUnavailableError } from '../store/store';
+import { registerCustomerDashboard } from './customer-dashboard';
 import type { CustomerServerDeps } from './customer-deps';
 import {
   CSRF_FORM_FIELD,
@@ -164,6 +165,9 @@ async function registerSignIn(app: FastifyInstance, deps: CustomerServerDeps, si
       request.customerSessionEnded = state.reason;
       logger.info({ event: 'customer_session_ended', reason: state.reason }, 'customer session ended');
     }
+    if (request.routeOptions.config?.signedInPage && !request.customerIdentity) {
+      return reply.redirect(request.customerSessionEnded ? `/?ended=${request.customerSessionEnded}` : '/', 303);
+    }
     if (isApiRequest(request) && !request.customerIdentity) {
       return request.customerSessionEnded
         ? sendError(reply, 401, 'session_expired', 'Your session has ended. Sign in again.')
@@ -211,6 +215,8 @@ async function registerSignIn(app: FastifyInstance, deps: CustomerServerDeps, si
     const csrfToken = reply.generateCsrf();
     return sendPage(reply, memberships.length === 0 ? noAccessPage(identity, csrfToken) : signedInPage(identity, memberships, csrfToken));
   });
+
+  registerCustomerDashboard(app);
 
   app.get('/auth/login', async (request, reply) => {
     if (request.customerIdentity) return reply.redirect('/', 303);

@@ -4,7 +4,8 @@ import { actionsOf, type CustomerAction } from '../domain/customer-permissions';
 import type { Account, AccountStatus, StoredKey } from '../domain/key-records';
 import type { RatePlan } from '../domain/rate-limits';
 import type { KeyEnvironment } from '../keys/customer-key';
-import type { AuditEntry } from '../store/store';
+import { USAGE_WINDOWS, type UsageGranularity, type UsageWindow } from '../domain/request-counts';
+import type { AuditEntry, RequestCountsByKey } from '../store/store';
 
 /**
  * Store records → customer API answers. As in the admin views every field is
@@ -132,5 +133,61 @@ export function customerAuditEntryView(entry: AuditEntry): CustomerAuditEntryVie
     keyPrefix: entry.keyPrefix ?? null,
     memberId: entry.memberId ?? null,
     detail: detailShown ? (entry.detail ?? null) : null,
+  };
+}
+
+/** The series each key (and the total) has, in this order; token and spend series join this list when they are metered. */
+export const USAGE_METRICS = ['requests'] as const;
+export type UsageMetric = (typeof USAGE_METRICS)[number];
+
+export interface UsageView {
+  window: UsageWindow;
+  granularity: UsageGranularity;
+  /** Start of each bucket (UTC), oldest first; the last one is the current hour or day, still counting. */
+  bucketStarts: string[];
+  /** Counts reach the store in batches: the newest requests show up within this long. */
+  countsDelayMs: number;
+  metrics: UsageMetric[];
+  /** Per bucket, over every key of the account (revoked ones included). */
+  totals: Record<UsageMetric, number[]>;
+  /** Keys that are not revoked, and any other key with requests in the window; newest first. */
+  keys: {
+    id: string;
+    prefix: string;
+    name: string;
+    environment: KeyEnvironment;
+    status: KeyViewStatus;
+    series: Record<UsageMetric, number[]>;
+  }[];
+}
+
+/** Requests allowed per key and bucket: what the dashboard's usage chart draws. */
+export function usageView(
+  window: UsageWindow,
+  bucketStartsMs: readonly number[],
+  counts: readonly RequestCountsByKey[],
+  keys: readonly StoredKey[],
+  facts: { nowMs: number; countsDelayMs: number },
+): UsageView {
+  const requestsOf = (keyId: string) => counts.map((bucket) => bucket[keyId] ?? 0);
+  const shown = keys
+    .map((key) => ({ key, requests: requestsOf(key.id) }))
+    .filter(({ key, requests }) => keyViewStatus(key, facts.nowMs) !== 'revoked' || requests.some((n) => n > 0))
+    .sort((a, b) => (a.key.createdAt < b.key.createdAt ? 1 : a.key.createdAt > b.key.createdAt ? -1 : 0));
+  return {
+    window,
+    granularity: USAGE_WINDOWS[window].granularity,
+    bucketStarts: bucketStartsMs.map((ms) => new Date(ms).toISOString()),
+    countsDelayMs: facts.countsDelayMs,
+    metrics: [...USAGE_METRICS],
+    totals: { requests: counts.map((bucket) => Object.values(bucket).reduce((sum, n) => sum + n, 0)) },
+    keys: shown.map(({ key, requests }) => ({
+      id: key.id,
+      prefix: key.prefix,
+      name: key.name,
+      environment: key.environment,
+      status: keyViewStatus(key, facts.nowMs),
+      series: { requests },
+    })),
   };
 }

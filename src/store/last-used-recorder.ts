@@ -1,20 +1,44 @@
+import { randomUUID } from 'node:crypto';
 import type { Clock } from '../domain/clock';
+import { COUNTED_BATCH_MEMORY_MS, HOUR_MS, hourStartOf } from '../domain/request-counts';
 import type { Logger } from '../logging/logger';
-import type { LastUse, LastUsedSink } from './store';
+import type { CountedBatch, LastUse, LastUsedSink } from './store';
 import type { KeyIds } from '../domain/key-records';
 
-/** The keys seen since the recorder last forgot them: each one's ids and latest use, at its slot number. */
+/** The keys seen since the recorder last forgot them: each one's ids, latest use and requests since the last flush, at its slot number. */
 interface Slots {
   readonly slotOf: Map<string, number>;
   readonly keyIds: string[];
   readonly accountIds: string[];
   readonly usedAtMs: Float64Array;
+  readonly requests: Uint32Array;
+}
+
+/** A chunk the store did not confirm: sent again, with the same id, at the next flush. */
+interface UnconfirmedChunk {
+  readonly uses: readonly LastUse[];
+  readonly batch: CountedBatch;
+  readonly firstSentAtMs: number;
 }
 
 /**
- * Records when keys were last used without touching the hot path: a Check
- * only notes the use in memory; a timer writes the latest use of each key in
- * one batch, so each key gets at most one write per flush interval.
+ * A chunk is sent again for at most this long: the store remembers a counted
+ * batch id for COUNTED_BATCH_MEMORY_MS, and a chunk sent after it forgot could
+ * be counted twice. The margin covers a flush interval and a slow write.
+ */
+const RESEND_FOR_MS = COUNTED_BATCH_MEMORY_MS - 10 * 60_000;
+
+/**
+ * Records when keys were last used, and how many requests each key had,
+ * without touching the hot path: a Check only notes the use in memory (a time
+ * and a count, in typed arrays); a timer writes the latest use and the count
+ * of each key in one batch, so each key gets at most one write per flush
+ * interval.
+ *
+ * Counts are exact: every batch holds counts of one UTC hour (a note in a new
+ * hour flushes what the previous one counted first) and has its own id; a
+ * chunk the store did not confirm is kept and sent again, same id, with the
+ * next flush, and the store applies an id's counts once.
  *
  * A key keeps its slot from one flush to the next, so noting a key seen
  * before writes one number and allocates nothing. A fresh object per note,
@@ -30,6 +54,12 @@ export class LastUsedRecorder {
   private pendingCount = 0;
   private timer: NodeJS.Timeout | undefined;
   private flushing: Promise<void> = Promise.resolve();
+  /** The hour the pending counts fell in. */
+  private countingHourMs = Number.NaN;
+  private unconfirmed: UnconfirmedChunk[] = [];
+  /** Batch ids: this process's random part, then a sequence number. */
+  private readonly batchIdPrefix = randomUUID();
+  private batchSequence = 0;
 
   constructor(
     private readonly sink: LastUsedSink,
@@ -59,7 +89,13 @@ export class LastUsedRecorder {
   }
 
   note(ids: KeyIds): void {
-    const { slotOf, keyIds, accountIds, usedAtMs } = this.slots;
+    const now = this.clock.now();
+    if (now < this.countingHourMs || now >= this.countingHourMs + HOUR_MS || Number.isNaN(this.countingHourMs)) {
+      // The counts so far belong to the hour that ended: they leave in a batch of their own.
+      if (this.pendingCount > 0) void this.flush();
+      this.countingHourMs = hourStartOf(now);
+    }
+    const { slotOf, keyIds, accountIds, usedAtMs, requests } = this.slots;
     let slot = slotOf.get(ids.keyId);
     if (slot === undefined) {
       slot = keyIds.length;
@@ -67,7 +103,8 @@ export class LastUsedRecorder {
       keyIds.push(ids.keyId);
       accountIds.push(ids.accountId);
     }
-    usedAtMs[slot] = this.clock.now();
+    usedAtMs[slot] = now;
+    requests[slot] = requests[slot]! + 1;
     if (this.isPending[slot] === 0) {
       this.isPending[slot] = 1;
       this.pending[this.pendingCount] = slot;
@@ -79,42 +116,83 @@ export class LastUsedRecorder {
     }
   }
 
-  /** Writes what is pending; a failed batch is logged and dropped (it is only a timestamp). */
+  /**
+   * Writes what is pending, after any chunk an earlier flush could not
+   * confirm. A chunk that fails is kept for the next flush (same batch id, so
+   * its counts apply once); one unconfirmed for longer than RESEND_FOR_MS is
+   * dropped and logged.
+   */
   flush(): Promise<void> {
-    if (this.pendingCount === 0) return this.flushing;
-    // A copy of the pending uses; their objects are made a chunk at a time, so few live through the writes.
-    const { keyIds, accountIds, usedAtMs } = this.slots;
+    if (this.pendingCount === 0 && this.unconfirmed.length === 0) return this.flushing;
+    // A copy of the pending uses and counts; their objects are made a chunk at a time, so few live through the writes.
+    const { keyIds, accountIds, usedAtMs, requests } = this.slots;
     const count = this.pendingCount;
+    const hourStartMs = this.countingHourMs;
     const slots = this.pending.slice(0, count);
     const atMs = new Float64Array(count);
+    const counted = new Uint32Array(count);
     for (let i = 0; i < count; i += 1) {
-      atMs[i] = usedAtMs[slots[i]!]!;
-      this.isPending[slots[i]!] = 0;
+      const slot = slots[i]!;
+      atMs[i] = usedAtMs[slot]!;
+      counted[i] = requests[slot]!;
+      requests[slot] = 0;
+      this.isPending[slot] = 0;
     }
     this.pendingCount = 0;
     this.flushing = this.flushing.then(async () => {
+      const resend = this.unconfirmed;
+      this.unconfirmed = [];
+      for (const chunk of resend) await this.send(chunk);
       for (let start = 0; start < count; start += this.chunkSize) {
-        const chunk: LastUse[] = [];
+        const uses: LastUse[] = [];
         for (let i = start; i < Math.min(count, start + this.chunkSize); i += 1) {
-          chunk.push({ keyId: keyIds[slots[i]!]!, accountId: accountIds[slots[i]!]!, atMs: atMs[i]! });
+          uses.push({ keyId: keyIds[slots[i]!]!, accountId: accountIds[slots[i]!]!, atMs: atMs[i]!, requests: counted[i]! });
         }
-        try {
-          await this.sink.recordLastUsed(chunk);
-        } catch (error) {
-          this.logger.warn({ event: 'last_used', keys: chunk.length, detail: (error as Error).message }, 'could not record last use');
-        }
+        this.batchSequence += 1;
+        const batch = { id: `${this.batchIdPrefix}-${this.batchSequence}`, hourStartMs };
+        await this.send({ uses, batch, firstSentAtMs: this.clock.now() });
       }
     });
     return this.flushing;
   }
 
+  private async send(chunk: UnconfirmedChunk): Promise<void> {
+    try {
+      await this.sink.recordLastUsed(chunk.uses, chunk.batch);
+    } catch (error) {
+      const requests = chunk.uses.reduce((sum, use) => sum + (use.requests ?? 0), 0);
+      const detail = (error as Error).message;
+      if (this.clock.now() - chunk.firstSentAtMs < RESEND_FOR_MS) {
+        this.unconfirmed.push(chunk);
+        this.logger.warn(
+          { event: 'last_used', keys: chunk.uses.length, requests, detail },
+          'could not record last use: kept for the next flush',
+        );
+      } else {
+        this.logger.error(
+          { event: 'last_used_dropped', keys: chunk.uses.length, requests, detail },
+          'could not record last use for an hour: these request counts are dropped',
+        );
+      }
+    }
+  }
+
+  /** Flushes once more; what the store still did not confirm then is lost with the process, and logged as dropped. */
   async stop(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
     await this.flush();
+    if (this.unconfirmed.length > 0) {
+      const requests = this.unconfirmed.reduce((sum, chunk) => sum + chunk.uses.reduce((n, use) => n + (use.requests ?? 0), 0), 0);
+      this.logger.error(
+        { event: 'last_used_dropped', batches: this.unconfirmed.length, requests },
+        'stopping with request counts the store did not confirm: dropped',
+      );
+      this.unconfirmed = [];
+    }
   }
 }
 
 function emptySlots(capacity: number): Slots {
-  return { slotOf: new Map(), keyIds: [], accountIds: [], usedAtMs: new Float64Array(capacity) };
+  return { slotOf: new Map(), keyIds: [], accountIds: [], usedAtMs: new Float64Array(capacity), requests: new Uint32Array(capacity) };
 }

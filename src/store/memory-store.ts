@@ -4,6 +4,13 @@ import { adjustCreditBalance } from '../domain/credit';
 import type { CustomerIdentity, MemberRole, Membership } from '../domain/customer-identity';
 import { leavesNoOwner, MAX_MEMBERS_PER_ACCOUNT, normalizeEmail, principalKey, type Member, type MemberPrincipal } from '../domain/members';
 import { compareCodeUnits } from '../domain/ordering';
+import {
+  COUNTED_BATCH_MEMORY_MS,
+  DAILY_RETENTION_MS,
+  dayStartOf,
+  HOURLY_RETENTION_MS,
+  type UsageGranularity,
+} from '../domain/request-counts';
 import { authorizeAccountState } from '../limits/authorize-account-state';
 import type {
   AccountListing,
@@ -16,7 +23,9 @@ import type {
   InsertKeyResult,
   InvitationBinding,
   KeyPatch,
+  CountedBatch,
   LastUse,
+  RequestCountsByKey,
   MemberChangeResult,
   RotateKeyRequest,
   RotateKeyResult,
@@ -58,6 +67,10 @@ export class MemoryStore implements Store {
   private readonly accounts = new Map<string, Account>();
   private readonly keys = new Map<string, StoredKey>();
   private readonly idsByHash = new Map<string, KeyIds>();
+  /** Account → `granularity:startMs` → key id → requests, as the Redis store's hourly and daily hashes. */
+  private readonly requestCounts = new Map<string, Map<string, { counts: Map<string, number>; expiresAtMs: number }>>();
+  /** Batch id → when it was counted, for COUNTED_BATCH_MEMORY_MS. */
+  private readonly countedBatches = new Map<string, number>();
   /** Rate-limit buckets per account. */
   private readonly buckets = new Map<string, Map<string, Bucket>>();
   /** Members per account, by member id. */
@@ -216,12 +229,53 @@ export class MemoryStore implements Store {
     return structuredClone(key);
   }
 
-  async recordLastUsed(uses: readonly LastUse[]): Promise<void> {
+  async recordLastUsed(uses: readonly LastUse[], batch?: CountedBatch): Promise<void> {
+    const counting = batch !== undefined && !this.countedBatches.has(batch.id);
+    if (counting) this.rememberCountedBatch(batch.id);
     for (const use of uses) {
       const key = this.keys.get(use.keyId);
       if (!key || key.accountId !== use.accountId) continue;
       if (key.lastUsedAt === undefined || Date.parse(key.lastUsedAt) < use.atMs) key.lastUsedAt = new Date(use.atMs).toISOString();
+      if (counting && use.requests) {
+        this.addRequests(use.accountId, 'hour', batch.hourStartMs, use.keyId, use.requests);
+        this.addRequests(use.accountId, 'day', dayStartOf(batch.hourStartMs), use.keyId, use.requests);
+      }
     }
+  }
+
+  async readRequestCounts(
+    accountId: string,
+    granularity: UsageGranularity,
+    bucketStartsMs: readonly number[],
+  ): Promise<RequestCountsByKey[]> {
+    const now = this.clock.now();
+    return bucketStartsMs.map((startMs) => {
+      const bucket = this.requestCounts.get(accountId)?.get(`${granularity}:${startMs}`);
+      return bucket && bucket.expiresAtMs > now ? Object.fromEntries(bucket.counts) : {};
+    });
+  }
+
+  private addRequests(accountId: string, granularity: UsageGranularity, startMs: number, keyId: string, requests: number): void {
+    let buckets = this.requestCounts.get(accountId);
+    if (!buckets) this.requestCounts.set(accountId, (buckets = new Map<string, { counts: Map<string, number>; expiresAtMs: number }>()));
+    const now = this.clock.now();
+    for (const [name, bucket] of buckets) if (bucket.expiresAtMs <= now) buckets.delete(name);
+    const name = `${granularity}:${startMs}`;
+    let bucket = buckets.get(name);
+    if (!bucket) {
+      const retention = granularity === 'hour' ? HOURLY_RETENTION_MS : DAILY_RETENTION_MS;
+      buckets.set(name, (bucket = { counts: new Map(), expiresAtMs: startMs + retention }));
+    }
+    bucket.counts.set(keyId, (bucket.counts.get(keyId) ?? 0) + requests);
+  }
+
+  private rememberCountedBatch(id: string): void {
+    const now = this.clock.now();
+    for (const [counted, atMs] of this.countedBatches) {
+      if (now - atMs < COUNTED_BATCH_MEMORY_MS) break; // insertion order: the rest are younger
+      this.countedBatches.delete(counted);
+    }
+    this.countedBatches.set(id, now);
   }
 
   async appendAudit(entry: AuditEntryInput, nowMs: number): Promise<void> {

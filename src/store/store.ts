@@ -1,3 +1,4 @@
+import type { UsageGranularity } from '../domain/request-counts';
 import type { Account, AccountStatus, KeyIds, StoredKey } from '../domain/key-records';
 import type { Authorizer, KeyIndex } from '../domain/authorization';
 import type { AuditActor, CustomerIdentity, MemberRole, Membership } from '../domain/customer-identity';
@@ -63,7 +64,20 @@ export type RotateKeyResult =
 
 export interface LastUse extends KeyIds {
   atMs: number;
+  /** Requests allowed with the key since the previous batch, all in the batch's hour (0 or absent: none counted). */
+  requests?: number;
 }
+
+/** What a batch of last uses with request counts carries besides the uses. */
+export interface CountedBatch {
+  /** Unique to this batch: sent again after a failure, it keeps its id, and the store counts it once. */
+  readonly id: string;
+  /** The UTC hour every count of the batch fell in (src/domain/request-counts.ts). */
+  readonly hourStartMs: number;
+}
+
+/** Request counts of one bucket: key id → requests. */
+export type RequestCountsByKey = Record<string, number>;
 
 export type AuditAction =
   | 'account.create'
@@ -206,12 +220,20 @@ export interface AdminStore extends MemberStore {
    * entries, from a trail of its own (its ids are positions in that trail).
    */
   readAudit(options: { limit: number; before?: string; accountId?: string }): Promise<{ entries: AuditEntry[]; next: string | null }>;
+  /** The account's request counts, one record per bucket start given (in that order); buckets past their retention are empty. */
+  readRequestCounts(accountId: string, granularity: UsageGranularity, bucketStartsMs: readonly number[]): Promise<RequestCountsByKey[]>;
 }
 
 /** Where the last-used batcher writes: a separate, off-hot-path interface. */
 export interface LastUsedSink {
-  /** Keeps the later time per key; keys that no longer exist are skipped. */
-  recordLastUsed(uses: readonly LastUse[]): Promise<void>;
+  /**
+   * Keeps the later time per key; keys that no longer exist are skipped. With
+   * `batch`, adds each use's `requests` to the key's hourly and daily buckets,
+   * unless a batch with that id was counted already (then only the times are
+   * written). Throws when the outcome is not known: the caller sends the same
+   * batch again.
+   */
+  recordLastUsed(uses: readonly LastUse[], batch?: CountedBatch): Promise<void>;
 }
 
 export interface Store extends KeyIndex, Authorizer, AdminStore, LastUsedSink {

@@ -73,7 +73,8 @@ beforeAll(async () => {
     clock: systemClock,
     logger: logs.logger,
     relyingParty: stubProvider,
-    registerApi: (server) => registerCustomerApi(server, { ...deps, defaultPlan: DEFAULT_PLAN, defaultMaxActiveKeys: 50 }),
+    registerApi: (server) =>
+      registerCustomerApi(server, { ...deps, defaultPlan: DEFAULT_PLAN, defaultMaxActiveKeys: 50, countsFlushIntervalMs: 30_000 }),
   });
   await app.listen({ host: '127.0.0.1', port: 0 });
   const address = app.server.address();

@@ -6,13 +6,13 @@ import { promisify } from 'node:util';
 import Fastify from 'fastify';
 
 import { DASHBOARD_ASSETS } from '../../src/admin/dashboard/register-dashboard';
+import { CHART_LIBRARY_FILES, CHART_LIBRARY_ROOT, CUSTOMER_ASSETS, CUSTOMER_PAGE_PATH } from '../../src/customer/customer-dashboard';
 import { registerWebAssets, WEB_ROOT } from '../../src/web-assets/web-assets';
 
 /** Static checks of the dashboard's browser files; the browser suite (dashboard.test.ts) checks the behaviour. */
 
 const REPO = join(__dirname, '..', '..');
 const execFileAsync = promisify(execFile);
-const ASSET_PREFIX = '/dashboard/assets/';
 
 function filesBelow(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) =>
@@ -29,52 +29,47 @@ const code = (file: string) =>
   read(file)
     .replace(/\/\*[\s\S]*?\*\//g, '')
     .replace(/^\s*\/\/.*$/gm, '');
-const pageHtml = read(DASHBOARD_ASSETS['/dashboard']!);
+
+/** Each dashboard page: where it is served, its HTML, and the files it may load (from src/web/, or a library's own). */
+const PAGES = [
+  { name: 'operator', path: '/dashboard', prefix: '/dashboard/assets/', assets: DASHBOARD_ASSETS, vendor: {} as Record<string, string> },
+  {
+    name: 'customer',
+    path: CUSTOMER_PAGE_PATH,
+    prefix: `${CUSTOMER_PAGE_PATH}/assets/`,
+    assets: { [CUSTOMER_PAGE_PATH]: 'customer/index.html', ...CUSTOMER_ASSETS },
+    vendor: CHART_LIBRARY_FILES,
+  },
+];
 
 /** The URL paths a module imports (static `import … from './x.js'`), resolved against its own URL path. */
 function importedPaths(urlPath: string, source: string): string[] {
   return [...source.matchAll(/^\s*import\b[^'"]*?from\s+'([^']+)'/gm)].map((match) => posix.join(posix.dirname(urlPath), match[1]!));
 }
 
-describe('dashboard assets', () => {
+describe.each(PAGES)('dashboard assets: the $name page', ({ path: pagePath, prefix, assets, vendor }) => {
+  const pageHtml = read(assets[pagePath]!);
+
   it('serves exactly what the page loads: its stylesheets and scripts, and every module they import', () => {
     const loaded = new Set<string>();
-    const pending = [...pageHtml.matchAll(/<(?:link|script)\b[^>]*\b(?:href|src)="(\/dashboard\/[^"]+)"/g)].map((match) => match[1]!);
+    const pending = [...pageHtml.matchAll(/<(?:link|script)\b[^>]*\b(?:href|src)="(\/[^"]+)"/g)].map((match) => match[1]!);
     while (pending.length > 0) {
       const path = pending.pop()!;
       if (loaded.has(path)) continue;
       loaded.add(path);
-      expect(path.startsWith(ASSET_PREFIX)).toBe(true);
-      if (path.endsWith('.js')) pending.push(...importedPaths(path, read(path.slice(ASSET_PREFIX.length))));
+      expect(path.startsWith(prefix)).toBe(true);
+      if (path.endsWith('.js') && !(path in vendor)) pending.push(...importedPaths(path, read(path.slice(prefix.length))));
     }
-    const served = Object.keys(DASHBOARD_ASSETS).filter((path) => path !== '/dashboard');
+    const served = [...Object.keys(assets).filter((path) => path !== pagePath), ...Object.keys(vendor)];
     expect([...loaded].sort()).toEqual(served.sort());
     // Served at the same layout as src/web/, so relative imports mean the same thing to tsc and to the browser.
-    for (const path of served) expect(DASHBOARD_ASSETS[path]).toBe(path.slice(ASSET_PREFIX.length));
-  });
-
-  it('the browser code never builds HTML from strings', () => {
-    expect(scripts.length).toBeGreaterThanOrEqual(4);
-    for (const file of scripts) {
-      for (const sink of ['innerHTML', 'outerHTML', 'insertAdjacentHTML', 'document.write', 'eval(', 'new Function', "setTimeout('"]) {
-        expect({ file, sink, found: code(file).includes(sink) }).toEqual({ file, sink, found: false });
-      }
-    }
-  });
-
-  it('the operator script keeps the token in sessionStorage only', () => {
-    expect(read('operator/operator.js')).toContain('sessionStorage');
-    for (const file of scripts) {
-      expect(code(file)).not.toContain('localStorage');
-      expect(code(file)).not.toMatch(/document\.cookie/);
-    }
+    for (const path of Object.keys(assets).filter((path) => path !== pagePath)) expect(assets[path]).toBe(path.slice(prefix.length));
   });
 
   it('the page has no inline script, inline style, event-handler attribute or external resource', () => {
-    expect(pageHtml).not.toMatch(/<script(?![^>]*\bsrc="\/dashboard\/assets\/)/);
+    expect(pageHtml).not.toMatch(new RegExp(`<script(?![^>]*\\bsrc="${prefix.replace(/\//g, '\\/')})`));
     expect(pageHtml).not.toMatch(/<style|\sstyle=|\son[a-z]+=/i);
     expect(pageHtml).not.toMatch(/(src|href)="(https?:)?\/\//);
-    for (const file of stylesheets) expect(code(file)).not.toMatch(/url\(|@import/);
   });
 
   it('every input, select and textarea of the page has a label', () => {
@@ -87,11 +82,42 @@ describe('dashboard assets', () => {
   });
 });
 
+describe('dashboard assets', () => {
+  it('the browser code never builds HTML from strings', () => {
+    expect(scripts.length).toBeGreaterThanOrEqual(4);
+    for (const file of scripts) {
+      for (const sink of ['innerHTML', 'outerHTML', 'insertAdjacentHTML', 'document.write', 'eval(', 'new Function', "setTimeout('"]) {
+        expect({ file, sink, found: code(file).includes(sink) }).toEqual({ file, sink, found: false });
+      }
+    }
+  });
+
+  it('the operator script keeps the token in sessionStorage only; the customer script holds no token but the CSRF one', () => {
+    expect(read('operator/operator.js')).toContain('sessionStorage');
+    for (const file of scripts) {
+      expect(code(file)).not.toContain('localStorage');
+      expect(code(file)).not.toMatch(/document\.cookie/);
+    }
+    expect(code('customer/customer.js')).not.toContain('sessionStorage');
+  });
+
+  it('no stylesheet loads anything (no url(), no @import)', () => {
+    for (const file of stylesheets) expect(code(file)).not.toMatch(/url\(|@import/);
+  });
+
+  it('the chart library is served from its pinned package, never from a CDN', () => {
+    const pkg = JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')) as { dependencies: Record<string, string> };
+    expect(pkg.dependencies.uplot).toMatch(/^\d+\.\d+\.\d+$/);
+    const installed = JSON.parse(readFileSync(join(CHART_LIBRARY_ROOT, '..', 'package.json'), 'utf8')) as { name: string; version: string };
+    expect(installed).toMatchObject({ name: 'uplot', version: pkg.dependencies.uplot });
+  });
+});
+
 describe('the browser code is type-checked and linted with the rest', () => {
   it('every script is a // @ts-check module, in the browser tsconfig that npm test runs', () => {
     for (const file of scripts) expect({ file, firstLine: read(file).split('\n')[0] }).toEqual({ file, firstLine: '// @ts-check' });
     const tsconfig = readFileSync(join(WEB_ROOT, 'tsconfig.json'), 'utf8');
-    for (const option of ['"checkJs": true', '"strict": true', '"noEmit": true', '"types": []', '"DOM"', '"include": ["**/*.js"]']) {
+    for (const option of ['"checkJs": true', '"strict": true', '"noEmit": true', '"types": []', '"DOM"', '"include": ["**/*.js"']) {
       expect(tsconfig).toContain(option);
     }
     const scriptsOf = (JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts;
@@ -104,7 +130,7 @@ describe('the browser code is type-checked and linted with the rest', () => {
     // --print-config in a child process: ESLint loads eslint.config.mjs with a dynamic import, which jest's VM cannot do.
     const eslintBin = join(REPO, 'node_modules', 'eslint', 'bin', 'eslint.js');
     const configs = await Promise.all(
-      ['shared/dom.js', 'operator/operator.js'].map(async (file) => {
+      ['shared/dom.js', 'operator/operator.js', 'customer/customer.js'].map(async (file) => {
         const { stdout } = await execFileAsync(process.execPath, [eslintBin, '--print-config', join('src', 'web', file)], { cwd: REPO });
         return JSON.parse(stdout) as {
           languageOptions: { sourceType: string; globals: Record<string, unknown>; parserOptions: { projectService?: boolean } };

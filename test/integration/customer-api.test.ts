@@ -1,6 +1,7 @@
 import { createKey } from '../../src/actions/key-actions';
 import { addMember } from '../../src/actions/member-actions';
 import { CUSTOMER_API_PREFIX } from '../../src/customer/customer-api';
+import type { UsageView } from '../../src/customer/customer-views';
 import { OPERATOR, type CustomerIdentity, type MemberRole } from '../../src/domain/customer-identity';
 import { actionsOf, CUSTOMER_ACTIONS, mayPerform, type CustomerAction } from '../../src/domain/customer-permissions';
 import { hashCustomerKey } from '../../src/keys/customer-key';
@@ -9,6 +10,7 @@ import { startCustomerApiUnderTest, type CustomerApiUnderTest } from '../support
 import { LogCapture } from '../support/log-capture';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
 import { systemClock } from '../../src/domain/clock';
+import { dayStartOf, HOUR_MS, hourStartOf } from '../../src/domain/request-counts';
 
 /**
  * The customer API over real HTTP, on a real Redis: every call is authorised
@@ -120,6 +122,7 @@ const CALLS: Call[] = [
   },
   { action: 'members.manage', method: 'DELETE', ok: 200, prepare: async (a) => ({ path: path(a, `/members/${(await newMember(a)).id}`) }) },
   { action: 'audit.read', method: 'GET', ok: 200, prepare: async (a) => ({ path: path(a, '/audit') }) },
+  { action: 'usage.read', method: 'GET', ok: 200, prepare: async (a) => ({ path: path(a, '/usage?window=30d') }) },
 ];
 const callName = (call: Call) => `${call.method} ${call.action}`;
 
@@ -139,10 +142,10 @@ describe('the role matrix: each role against each call', () => {
     fixture = await team();
   });
 
-  it('covers every customer API route, and every action of the matrix but usage (served elsewhere)', () => {
+  it('covers every customer API route, and every action of the matrix', () => {
     const exercised = new Set(CALLS.map((call) => `${call.method} ${call.action}`));
     expect(exercised.size).toBe(CALLS.length - 1); // keys.read has two routes (list and one key)
-    expect(new Set(CALLS.map((call) => call.action))).toEqual(new Set(CUSTOMER_ACTIONS.filter((action) => action !== 'usage.read')));
+    expect(new Set(CALLS.map((call) => call.action))).toEqual(new Set(CUSTOMER_ACTIONS));
     // Every route the plugin registers, but /me (tested for 401 below, and for what it lists), is in CALLS.
     expect(api.routes.filter((route) => !route.startsWith('HEAD ')).sort()).toEqual(
       [
@@ -152,6 +155,7 @@ describe('the role matrix: each role against each call', () => {
         'GET /api/accounts/:accountId/keys',
         'GET /api/accounts/:accountId/keys/:keyId',
         'GET /api/accounts/:accountId/members',
+        'GET /api/accounts/:accountId/usage',
         'GET /api/me',
         'PATCH /api/accounts/:accountId/keys/:keyId',
         'PATCH /api/accounts/:accountId/members/:memberId',
@@ -161,7 +165,7 @@ describe('the role matrix: each role against each call', () => {
         'POST /api/accounts/:accountId/members',
       ].sort(),
     );
-    expect(CALLS).toHaveLength(12);
+    expect(CALLS).toHaveLength(13);
   });
 
   describe.each(['owner', 'developer', 'viewer'] as const)('%s', (role) => {
@@ -296,6 +300,50 @@ describe("a member of account A trying every call on account B's ids", () => {
     expect(everything).not.toContain(b.accountId);
     expect(everything).not.toContain(b.keyId);
     expect(everything).not.toContain(b.people.owner.subject);
+  });
+});
+
+describe('usage', () => {
+  it('shows requests per key by hour (24 hours) and by day (30 days), to every role, and nothing of another account', async () => {
+    const { accountId, people, keyId } = await team();
+    const other = await team();
+    const second = await newKey(accountId);
+    const now = Date.now();
+    const hour = hourStartOf(now);
+    const used = (id: string, requests: number) => ({ accountId, keyId: id, atMs: now, requests });
+    await store.recordLastUsed([used(keyId, 5), used(second.id, 2)], { id: uniqueId('batch'), hourStartMs: hour });
+    await store.recordLastUsed([used(keyId, 1)], { id: uniqueId('batch'), hourStartMs: hour - HOUR_MS });
+    await store.recordLastUsed([{ accountId: other.accountId, keyId: other.keyId, atMs: now, requests: 9 }], {
+      id: uniqueId('batch'),
+      hourStartMs: hour,
+    });
+
+    const usage = async (who: CustomerIdentity, query: string) => {
+      const response = await api.call(who, 'GET', path(accountId, `/usage${query}`));
+      expect(response.status).toBe(200);
+      return response.body as unknown as UsageView;
+    };
+    const day = await usage(people.viewer, '');
+    expect(day).toMatchObject({ window: '24h', granularity: 'hour', metrics: ['requests'], countsDelayMs: 30_000 });
+    expect(day.bucketStarts).toHaveLength(24);
+    expect(day.bucketStarts.at(-1)).toBe(new Date(hour).toISOString());
+    const seriesOf = (view: UsageView, id: string) => view.keys.find((key) => key.id === id)?.series.requests;
+    expect(seriesOf(day, keyId)!.slice(-2)).toEqual([1, 5]);
+    expect(seriesOf(day, second.id)!.slice(-2)).toEqual([0, 2]);
+    expect(day.totals.requests.slice(-2)).toEqual([1, 7]);
+    expect(day.totals.requests.slice(0, -2).every((n) => n === 0)).toBe(true);
+
+    const month = await usage(people.developer, '?window=30d');
+    expect(month).toMatchObject({ window: '30d', granularity: 'day' });
+    expect(month.bucketStarts).toHaveLength(30);
+    // The hour before may fall on yesterday: the two days together hold every request.
+    expect(month.totals.requests.slice(-2).reduce((sum, n) => sum + n, 0)).toBe(8);
+    expect(month.totals.requests.at(-1)).toBe(dayStartOf(now) === hour ? 7 : 8);
+    expect(JSON.stringify([day, month])).not.toContain(other.keyId);
+
+    const bad = await api.call(people.owner, 'GET', path(accountId, '/usage?window=7d'));
+    expect(bad.status).toBe(400);
+    expect(bad.body.error.message).toContain('window');
   });
 });
 

@@ -1,3 +1,4 @@
+import { hourStartOf } from '../../src/domain/request-counts';
 import Redis from 'ioredis';
 import { generateCustomerKey, hashCustomerKey } from '../../src/keys/customer-key';
 import type { RatePlan } from '../../src/domain/rate-limits';
@@ -132,6 +133,22 @@ it('a last-used batch executes one script and at most two commands per key, howe
   // Again with the same times: nothing is later, so nothing is written.
   const again = await commandsDuring(() => store.recordLastUsed(uses));
   expect(again).toEqual({ evalsha: 1, hmget: uses.length });
+});
+
+it('a batch with request counts is still one script, and writes the counts within the account hash tag', async () => {
+  const { accountId, keyId } = await newAccountWithKey('counted');
+  const others = await Promise.all(Array.from({ length: 4 }, () => newKey(accountId)));
+  const uses = [keyId, ...others].map((id) => ({ accountId, keyId: id, atMs: nowMs, requests: 2 }));
+  await store.recordLastUsed(uses.slice(0, 1)); // loads the script: not the steady state
+  const calls = await commandsDuring(() => store.recordLastUsed(uses, { id: `batch-${accountId}`, hourStartMs: hourStartOf(nowMs) }));
+  expect(calls.evalsha).toBe(1);
+  expect(calls.hincrby).toBe(2 * uses.length);
+  const written = (await stats.keys(`*${accountId}*`)).filter((name) => !name.endsWith(':account') && !name.includes(':key'));
+  expect(written.length).toBeGreaterThan(0);
+  for (const name of written) expect(name.startsWith(redisKeys.accountTag(accountId))).toBe(true);
+  expect(Object.keys(calls).filter((name) => name !== 'evalsha' && !['set', 'hmget', 'hset', 'hincrby', 'pexpire'].includes(name))).toEqual(
+    [],
+  );
 });
 
 it("deletes buckets whose time has passed, such as a rotated key's, so the account hash does not grow", async () => {

@@ -4,6 +4,7 @@ import { CREDIT_LIMIT_MINOR_UNITS } from '../../src/domain/credit';
 import { generateCustomerKey, hashCustomerKey } from '../../src/keys/customer-key';
 import type { RatePlan } from '../../src/domain/rate-limits';
 import { MemoryStore } from '../../src/store/memory-store';
+import { dayStartOf, HOUR_MS, hourStartOf } from '../../src/domain/request-counts';
 import { redisKeys } from '../../src/store/redis/redis-keys';
 import { RedisStore } from '../../src/store/redis/redis-store';
 import { keyToFields } from '../../src/store/redis/redis-records';
@@ -334,6 +335,33 @@ describe.each(implementations)('store contract: %s', (_name, open) => {
       ]);
       expect((await store.getKey(ids.keyId))?.lastUsedAt).toBe(new Date(T0 + 2000).toISOString());
       expect(await store.getKey('key_gone')).toBeNull();
+    });
+
+    it('counts requests per key in hourly and daily buckets, once per batch id, only for keys that exist', async () => {
+      const ids = await seed();
+      const other = await seed();
+      const hour = hourStartOf(T0);
+      const use = (requests: number, atMs = T0) => ({ accountId: ids.accountId, keyId: ids.keyId, atMs, requests });
+      await store.recordLastUsed(
+        [use(3), { accountId: ids.accountId, keyId: 'key_gone', atMs: T0, requests: 7 }, { ...other, atMs: T0, requests: 2 }],
+        { id: 'batch-1', hourStartMs: hour },
+      );
+      // The same batch again (its first answer was lost): the later time is written, the counts are not added twice.
+      await store.recordLastUsed([use(3, T0 + 500)], { id: 'batch-1', hourStartMs: hour });
+      await store.recordLastUsed([use(4)], { id: 'batch-2', hourStartMs: hour });
+      // Without a batch: times only.
+      await store.recordLastUsed([use(100)]);
+      // The next hour, its own bucket; the same day.
+      await store.recordLastUsed([use(5, T0 + HOUR_MS)], { id: 'batch-3', hourStartMs: hour + HOUR_MS });
+      expect((await store.getKey(ids.keyId))?.lastUsedAt).toBe(new Date(T0 + HOUR_MS).toISOString());
+      expect(await store.readRequestCounts(ids.accountId, 'hour', [hour - HOUR_MS, hour, hour + HOUR_MS])).toEqual([
+        {},
+        { [ids.keyId]: 7 },
+        { [ids.keyId]: 5 },
+      ]);
+      expect(await store.readRequestCounts(ids.accountId, 'day', [dayStartOf(T0)])).toEqual([{ [ids.keyId]: 12 }]);
+      expect(await store.readRequestCounts(other.accountId, 'day', [dayStartOf(T0)])).toEqual([{ [other.keyId]: 2 }]);
+      expect(await store.readRequestCounts(unique('none'), 'hour', [hour])).toEqual([{}]);
     });
 
     it('keeps an audit trail, newest first, paged by entry id', async () => {

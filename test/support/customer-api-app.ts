@@ -75,6 +75,7 @@ export async function startCustomerApiUnderTest(options: {
     logger: logs.logger,
     defaultPlan: DEFAULT_PLAN,
     defaultMaxActiveKeys: options.defaultMaxActiveKeys ?? DEFAULT_MAX_ACTIVE_KEYS,
+    countsFlushIntervalMs: 30_000,
   });
   await app.listen({ host: '127.0.0.1', port: 0 });
   const address = app.server.address();

@@ -3,8 +3,9 @@
 // which jest's CommonJS module registry cannot load, so the service cannot run
 // inside a jest worker. Settings come from the environment, as in production;
 // what a test controls comes through the IPC channel and two variables:
-// - TEST_MEMBERSHIPS: JSON, subject → memberships (the members store does not
-//   exist yet; an identity not listed has none);
+// - TEST_MEMBERSHIPS: JSON, subject → memberships (an identity not listed has
+//   none), with a probe API instead of the customer API; when unset, the
+//   service's own members (in the store) and customer API, as in production;
 // - the clock: the service runs on Date.now() plus an offset that the test
 //   moves with the message {advanceClockMs}, answered {clockAdvancedMs}.
 // It also mounts a probe customer API (GET and POST /api/probe), so the tests
@@ -22,18 +23,22 @@ const { settings } = result;
 
 let offsetMs = 0;
 const clock = { now: () => Date.now() + offsetMs };
-const memberships = JSON.parse(process.env.TEST_MEMBERSHIPS ?? '{}');
+const memberships = process.env.TEST_MEMBERSHIPS === undefined ? undefined : JSON.parse(process.env.TEST_MEMBERSHIPS);
 
 const app = await startApp(settings, {
   logger: createLogger(settings.logLevel),
   clock,
-  customer: {
-    memberships: { membershipsOf: async (identity) => memberships[identity.subject] ?? [] },
-    registerApi: (server) => {
-      server.get('/api/probe', async (request) => ({ subject: request.customerIdentity?.subject ?? null }));
-      server.post('/api/probe', async (request) => ({ changed: true, subject: request.customerIdentity?.subject ?? null }));
-    },
-  },
+  ...(memberships
+    ? {
+        customer: {
+          memberships: { membershipsOf: async (identity) => memberships[identity.subject] ?? [] },
+          registerApi: (server) => {
+            server.get('/api/probe', async (request) => ({ subject: request.customerIdentity?.subject ?? null }));
+            server.post('/api/probe', async (request) => ({ changed: true, subject: request.customerIdentity?.subject ?? null }));
+          },
+        },
+      }
+    : {}),
 });
 
 process.on('message', (message) => {

@@ -96,6 +96,8 @@ export async function startOidcProvider(config: {
 export interface CustomerAppProcess {
   customerUrl: string;
   adminUrl: string;
+  /** host:port of the Check service. */
+  grpcAddress: string;
   /** Every log line so far. */
   logs(): string[];
   /** Moves the service's clock forward (sessions expire on it). */
@@ -106,11 +108,13 @@ export interface CustomerAppProcess {
 /**
  * The built service with the given environment (plus free loopback ports),
  * run by customer-app-process.mjs; `memberships` maps a subject to its
- * accounts. Its log lines join the suite-wide secret scan.
+ * accounts, with a probe API in place of the customer API ('store': the
+ * service's own members and customer API). Its log lines join the
+ * suite-wide secret scan.
  */
 export async function startCustomerApp(
   env: Record<string, string>,
-  memberships: Record<string, { accountId: string; role: 'owner' | 'developer' | 'viewer' }[]> = {},
+  memberships: Record<string, { accountId: string; role: 'owner' | 'developer' | 'viewer' }[]> | 'store' = {},
 ): Promise<CustomerAppProcess> {
   ensureBuiltCli();
   const customerPort = env.CUSTOMER_PORT ?? String(await freePort());
@@ -122,14 +126,14 @@ export async function startCustomerApp(
       BIND_ADDRESS: '127.0.0.1',
       ...env,
       CUSTOMER_PORT: customerPort,
-      TEST_MEMBERSHIPS: JSON.stringify(memberships),
+      ...(memberships === 'store' ? {} : { TEST_MEMBERSHIPS: JSON.stringify(memberships) }),
     },
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
   });
   const lines: string[] = [];
   let errors = '';
   child.stderr!.on('data', (chunk: Buffer) => (errors += chunk.toString()));
-  const listening = await new Promise<{ adminPort: number; customerPort: number }>((resolve, reject) => {
+  const listening = await new Promise<{ grpcPort: number; adminPort: number; customerPort: number }>((resolve, reject) => {
     const deadline = setTimeout(() => reject(new Error(`the service did not start:\n${lines.join('\n')}\n${errors}`)), 30_000);
     child.once('exit', (code) => reject(new Error(`the service exited with ${code}:\n${lines.join('\n')}\n${errors}`)));
     onLines(child, (line) => {
@@ -137,13 +141,14 @@ export async function startCustomerApp(
       recordLogLine(line);
       if (line.includes('gateway-authz listening')) {
         clearTimeout(deadline);
-        resolve(JSON.parse(line) as { adminPort: number; customerPort: number });
+        resolve(JSON.parse(line) as { grpcPort: number; adminPort: number; customerPort: number });
       }
     });
   });
   return {
     customerUrl: `http://127.0.0.1:${listening.customerPort}`,
     adminUrl: `http://127.0.0.1:${listening.adminPort}`,
+    grpcAddress: `127.0.0.1:${listening.grpcPort}`,
     logs: () => [...lines],
     advanceClock: (ms) =>
       new Promise((resolve) => {

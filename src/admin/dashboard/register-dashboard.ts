@@ -16,6 +16,7 @@ export const DASHBOARD_ASSET_FILES: readonly string[] = [
   'shared/base.css',
   'shared/api.js',
   'shared/dom.js',
+  'shared/key-format.js',
   'shared/key-panel.js',
   'operator/operator.css',
   'operator/operator.js',

@@ -39,6 +39,15 @@ export const redisKeys = {
   members: (accountId: string) => `${redisKeys.accountTag(accountId)}members`,
   /** Hash: principal key → member id; one member per principal per account. */
   memberPrincipals: (accountId: string) => `${redisKeys.accountTag(accountId)}member-principals`,
+  /**
+   * Hash: key id → requests in one UTC hour or day starting at `startMs`
+   * (src/domain/request-counts.ts), expiring after its retention. Written by
+   * the last-used script, never by a Check.
+   */
+  requestCounts: (accountId: string, granularity: 'hour' | 'day', startMs: number) =>
+    `${redisKeys.accountTag(accountId)}requests:${granularity}:${startMs}`,
+  /** String: present while the batch with this id (LastUsedRecorder) is known counted, so a resent batch counts once. */
+  countedBatch: (accountId: string, batchId: string) => `${redisKeys.accountTag(accountId)}counted-batch:${batchId}`,
   /** Stream: the account's own audit trail (also in the global one), which its owners read. */
   accountAudit: (accountId: string) => `${redisKeys.accountTag(accountId)}audit`,
   /**

@@ -8,6 +8,13 @@ import { OPERATOR, type CustomerIdentity, type MemberRole, type Membership } fro
 import { MAX_MEMBERS_PER_ACCOUNT, normalizeEmail, principalKey, type Member, type MemberPrincipal } from '../../domain/members';
 import { compareCodeUnits } from '../../domain/ordering';
 import {
+  COUNTED_BATCH_MEMORY_MS,
+  DAILY_RETENTION_MS,
+  dayStartOf,
+  HOURLY_RETENTION_MS,
+  type UsageGranularity,
+} from '../../domain/request-counts';
+import {
   CorruptRecordError,
   StoreOutcomeUnknownError,
   StoreUnavailableError,
@@ -20,7 +27,9 @@ import {
   type InsertKeyResult,
   type InvitationBinding,
   type KeyPatch,
+  type CountedBatch,
   type LastUse,
+  type RequestCountsByKey,
   type MemberChangeResult,
   type RotateKeyRequest,
   type RotateKeyResult,
@@ -232,9 +241,11 @@ export class RedisStore implements Store, TimesCheckPath {
 
   /**
    * One script per batch (off the hot path), or on a Cluster one per account
-   * in it, since a script's keys must share a slot there.
+   * in it, since a script's keys must share a slot there. Each script call has
+   * its own marker for the batch (named by its first account), so a batch sent
+   * again, split the same way, is counted once per call.
    */
-  async recordLastUsed(uses: readonly LastUse[]): Promise<void> {
+  async recordLastUsed(uses: readonly LastUse[], batch?: CountedBatch): Promise<void> {
     if (uses.length === 0) return;
     let batches: (readonly LastUse[])[] = [uses];
     if (this.slotted) {
@@ -246,17 +257,48 @@ export class RedisStore implements Store, TimesCheckPath {
       }
       batches = [...byAccount.values()];
     }
+    const hourStartMs = batch?.hourStartMs ?? 0;
+    const dayStartMs = dayStartOf(hourStartMs);
+    const counts = batch !== undefined && uses.some((use) => (use.requests ?? 0) > 0);
+    // Lifetimes relative to now (PEXPIRE), so that the tests' clock override applies to them as to everything else.
+    const nowMs = this.clockOverride ? Math.round(this.clockOverride()) : Date.now();
     await this.call(() =>
       Promise.all(
-        batches.map((batch) =>
+        batches.map((part) =>
           this.redis.gwaRecordLastUsed(
-            batch.length,
-            ...batch.map((use) => redisKeys.key(use.accountId, use.keyId)),
-            ...batch.flatMap((use) => [String(use.atMs), new Date(use.atMs).toISOString()]),
+            1 + 3 * part.length,
+            redisKeys.countedBatch(part[0]!.accountId, batch?.id ?? 'none'),
+            ...part.map((use) => redisKeys.key(use.accountId, use.keyId)),
+            ...part.map((use) => redisKeys.requestCounts(use.accountId, 'hour', hourStartMs)),
+            ...part.map((use) => redisKeys.requestCounts(use.accountId, 'day', dayStartMs)),
+            String(counts ? COUNTED_BATCH_MEMORY_MS : 0),
+            String(hourStartMs + HOURLY_RETENTION_MS - nowMs),
+            String(dayStartMs + DAILY_RETENTION_MS - nowMs),
+            ...part.flatMap((use) => [String(use.atMs), new Date(use.atMs).toISOString(), String(use.requests ?? 0), use.keyId]),
           ),
         ),
       ),
     );
+  }
+
+  async readRequestCounts(
+    accountId: string,
+    granularity: UsageGranularity,
+    bucketStartsMs: readonly number[],
+  ): Promise<RequestCountsByKey[]> {
+    const hashes = await this.call(() =>
+      Promise.all(bucketStartsMs.map((startMs) => this.redis.hgetall(redisKeys.requestCounts(accountId, granularity, startMs)))),
+    );
+    return hashes.map((hash) => {
+      const counts: RequestCountsByKey = {};
+      for (const [keyId, value] of Object.entries(hash)) {
+        const requests = Number(value);
+        if (!Number.isSafeInteger(requests) || requests < 0)
+          throw new CorruptRecordError('key', `request count of ${keyId} is not a whole number`);
+        counts[keyId] = requests;
+      }
+      return counts;
+    });
   }
 
   /** The global trail first, then the account's own (two slots on a Cluster, so two commands, sent together). */

@@ -408,17 +408,45 @@ return redis.call('HGET', KEYS[1], id)`,
   // One script per batch, two commands per key (HMGET, and HSET when
   // later). On a Cluster every key of one call shares a slot (the store
   // groups them by account).
+  /**
+   * Last-use times and request counts of a batch of keys. KEYS: the batch's
+   * marker, then per use its key record, hourly and daily count hashes. ARGV:
+   * the marker's and the hashes' lifetimes (ms from now; a bucket whose
+   * lifetime is over is not written), then per use its time (ms, ISO),
+   * requests and key id. The counts are added only when the marker was not
+   * set yet (a batch sent again is counted once); a requests of 0 writes
+   * nothing, so a batch without counts needs no marker (ARGV[1] is then 0).
+   */
   gwaRecordLastUsed: script({
-    keys: ['...keyRecords'],
-    argv: ['...atMsAtIsoPairs'],
+    keys: ['countedBatch', '...keyRecordsThenHourlyThenDailyCounts'],
+    argv: ['markerTtlMs', 'hourlyTtlMs', 'dailyTtlMs', '...atMsAtIsoRequestsKeyId'],
     lua: `
+local n = (#KEYS - 1) / 3
+local counting = false
+if tonumber(ARGV[1]) > 0 then
+  counting = redis.call('SET', KEYS[1], '1', 'NX', 'PX', ARGV[1]) ~= false
+end
 local written = 0
-for i = 1, #KEYS do
-  local at = tonumber(ARGV[2 * i - 1])
-  local current = redis.call('HMGET', KEYS[i], 'status', 'lastUsedMs')
-  if current[1] and (not current[2] or tonumber(current[2]) < at) then
-    redis.call('HSET', KEYS[i], 'lastUsedMs', ARGV[2 * i - 1], 'lastUsedAt', ARGV[2 * i])
-    written = written + 1
+for i = 1, n do
+  local base = 3 + 4 * (i - 1)
+  local at = tonumber(ARGV[base + 1])
+  local current = redis.call('HMGET', KEYS[1 + i], 'status', 'lastUsedMs')
+  if current[1] then
+    if not current[2] or tonumber(current[2]) < at then
+      redis.call('HSET', KEYS[1 + i], 'lastUsedMs', ARGV[base + 1], 'lastUsedAt', ARGV[base + 2])
+      written = written + 1
+    end
+    local requests = tonumber(ARGV[base + 3])
+    if counting and requests > 0 then
+      if tonumber(ARGV[2]) > 0 then
+        redis.call('HINCRBY', KEYS[1 + n + i], ARGV[base + 4], requests)
+        redis.call('PEXPIRE', KEYS[1 + n + i], ARGV[2])
+      end
+      if tonumber(ARGV[3]) > 0 then
+        redis.call('HINCRBY', KEYS[1 + 2 * n + i], ARGV[base + 4], requests)
+        redis.call('PEXPIRE', KEYS[1 + 2 * n + i], ARGV[3])
+      end
+    end
   end
 end
 return written`,

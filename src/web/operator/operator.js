@@ -7,6 +7,7 @@
  */
 import { ApiError, fetchJson, isObject } from '../shared/api.js';
 import { button, byId, el, messageRegions, replaceContent, timeElement } from '../shared/dom.js';
+import { describeKey, displayPrefix, newestFirst, oldKeyFate } from '../shared/key-format.js';
 import { keyPanel } from '../shared/key-panel.js';
 
 // The admin API's answers, as declared for the CLI: one description of the wire contract for both clients.
@@ -15,8 +16,6 @@ import { keyPanel } from '../shared/key-panel.js';
 /** @typedef {import('../../cli/api-types').ApiCreatedKey} CreatedKey */
 
 const TOKEN_STORAGE_KEY = 'gateway-authz.admin-token';
-/** @type {Readonly<Record<string, string>>} */
-const GRACE_LABELS = { 0: 'immediately', 3600: '1 hour', 86400: '24 hours', 604800: '7 days' };
 
 const ui = {
   main: byId('main', HTMLElement),
@@ -157,16 +156,6 @@ function failed(error) {
 
 // ---------------------------------------------------------------- formatting
 
-/** @param {Key} key */
-function displayPrefix(key) {
-  return `${key.prefix}…`;
-}
-
-/** @param {Key} key */
-function describeKey(key) {
-  return `“${key.name}” (${displayPrefix(key)})`;
-}
-
 function currentAccount() {
   return accounts.find((account) => account.id === currentAccountId);
 }
@@ -303,8 +292,7 @@ async function loadKeys() {
   }
   const data = await api('GET', `/admin/accounts/${encodeURIComponent(accountId)}/keys`);
   if (request !== keysRequest) return;
-  keys = /** @type {Key[]} */ (listIn(data, 'keys')).slice();
-  keys.sort((a, b) => (a.createdAt < b.createdAt ? 1 : a.createdAt > b.createdAt ? -1 : 0));
+  keys = newestFirst(/** @type {Key[]} */ (listIn(data, 'keys')));
   renderKeys();
 }
 
@@ -367,11 +355,7 @@ async function confirmRotate() {
   closeDialogs();
   if (!key) return;
   const created = createdKeyIn(await api('POST', `/admin/keys/${encodeURIComponent(key.id)}/rotate`, { graceSeconds }));
-  const oldKey =
-    graceSeconds === 0
-      ? `The old key ${displayPrefix(key)} was revoked.`
-      : `The old key ${displayPrefix(key)} keeps working for ${GRACE_LABELS[graceSeconds] ?? `${graceSeconds} seconds`}.`;
-  newKey.show(created.key, `New key for ${describeKey(key)} in ${created.environment}. ${oldKey}`, ui.keysRegion);
+  newKey.show(created.key, `New key for ${describeKey(key)} in ${created.environment}. ${oldKeyFate(key, graceSeconds)}`, ui.keysRegion);
   await loadKeys();
 }
 

@@ -1,0 +1,652 @@
+// @ts-check
+/**
+ * The customer's "API Keys" page (/keys). Rules it keeps:
+ * - it talks only to the customer API (/api) and /auth, with the session cookie and, on every change, the session's
+ *   CSRF token (from /auth/session) in the x-csrf-token header;
+ * - every string from the API (names, ids, emails, messages) goes into the page as text (../shared/dom.js);
+ * - a full key (create, regenerate) is shown once, in the key panel, until "Done" (../shared/key-panel.js);
+ * - controls the member's role may not use are hidden (the account summary lists what the role may do); the server
+ *   refuses them anyway.
+ */
+import { ApiError, fetchJson, isObject } from '../shared/api.js';
+import { button, byId, el, messageRegions, replaceContent, timeElement } from '../shared/dom.js';
+import { describeKey, displayPrefix, newestFirst, oldKeyFate } from '../shared/key-format.js';
+import { keyPanel } from '../shared/key-panel.js';
+import { usageChart } from './usage-chart.js';
+
+// The customer API's answers, as the server declares them: one description of the wire contract.
+/** @typedef {import('../../customer/customer-views').MeView} Me */
+/** @typedef {import('../../customer/customer-views').AccountSummaryView} Summary */
+/** @typedef {import('../../customer/customer-views').CustomerKeyView} Key */
+/** @typedef {import('../../customer/customer-views').UsageView} Usage */
+/** @typedef {import('../../customer/customer-views').CustomerAuditEntryView} AuditEntry */
+/** @typedef {import('../../http/api-views').MemberView} Member */
+/** @typedef {import('../../http/api-views').ActorView} Actor */
+/** @typedef {Key & { key: string }} CreatedKey */
+/** @typedef {'24h' | '30d'} UsageWindow */
+
+const ui = {
+  main: byId('main', HTMLElement),
+  signedInAs: byId('signed-in-as', HTMLElement),
+  signOut: byId('sign-out', HTMLButtonElement),
+  accountSelect: byId('account-select', HTMLSelectElement),
+  accountSummary: byId('account-summary', HTMLElement),
+  refresh: byId('refresh', HTMLButtonElement),
+  keysRegion: byId('keys-region', HTMLElement),
+  keysCaption: byId('keys-caption', HTMLElement),
+  keysBody: byId('keys-body', HTMLElement),
+  noKeys: byId('no-keys', HTMLElement),
+  createCard: byId('create-card', HTMLElement),
+  createForm: byId('create-form', HTMLFormElement),
+  keyName: byId('key-name', HTMLInputElement),
+  keyEnvironment: byId('key-environment', HTMLSelectElement),
+  keyExpiry: byId('key-expiry', HTMLInputElement),
+  notice: byId('notice', HTMLElement),
+  window24h: byId('window-24h', HTMLButtonElement),
+  window30d: byId('window-30d', HTMLButtonElement),
+  usageSummary: byId('usage-summary', HTMLElement),
+  usageBody: byId('usage-body', HTMLElement),
+  limits: byId('limits', HTMLElement),
+  membersSection: byId('members-section', HTMLElement),
+  membersBody: byId('members-body', HTMLElement),
+  inviteForm: byId('invite-form', HTMLFormElement),
+  inviteEmail: byId('invite-email', HTMLInputElement),
+  inviteRole: byId('invite-role', HTMLSelectElement),
+  auditSection: byId('audit-section', HTMLElement),
+  auditList: byId('audit-list', HTMLElement),
+  rotateDialog: byId('rotate-dialog', HTMLDialogElement),
+  rotateSubject: byId('rotate-subject', HTMLElement),
+  rotateConfirm: byId('rotate-confirm', HTMLButtonElement),
+  rotateCancel: byId('rotate-cancel', HTMLButtonElement),
+  immediately: byId('grace-0', HTMLInputElement),
+  revokeDialog: byId('revoke-dialog', HTMLDialogElement),
+  revokeSubject: byId('revoke-subject', HTMLElement),
+  revokeConfirm: byId('revoke-confirm', HTMLButtonElement),
+  revokeCancel: byId('revoke-cancel', HTMLButtonElement),
+  editDialog: byId('edit-dialog', HTMLDialogElement),
+  editSubject: byId('edit-subject', HTMLElement),
+  editForm: byId('edit-form', HTMLFormElement),
+  editName: byId('edit-name', HTMLInputElement),
+  editExpiry: byId('edit-expiry', HTMLInputElement),
+  editCancel: byId('edit-cancel', HTMLButtonElement),
+};
+
+const messages = messageRegions(byId('error', HTMLElement), ui.notice);
+const newKey = keyPanel({
+  panel: byId('new-key-panel', HTMLElement),
+  context: byId('new-key-context', HTMLElement),
+  value: byId('new-key-value', HTMLElement),
+  copyButton: byId('copy-key', HTMLButtonElement),
+  doneButton: byId('new-key-done', HTMLButtonElement),
+  copyStatus: byId('copy-status', HTMLElement),
+});
+const chart = usageChart(byId('usage-chart', HTMLElement));
+
+/** The session's CSRF token, sent with every change. */
+let csrfToken = '';
+/** @type {Me['accounts']} */
+let accounts = [];
+/** @type {string | null} */
+let currentAccountId = null;
+/** @type {Summary | null} */
+let summary = null;
+/** @type {Key[]} */
+let keys = [];
+/** @type {UsageWindow} */
+let usageWindow = '24h';
+/** Only the newest account load may render (the account can change while one is on its way). */
+let loadSerial = 0;
+/** The key an open dialog is about. */
+/** @type {Key | null} */
+let dialogKey = null;
+let busy = false;
+
+// ---------------------------------------------------------------- API
+
+/**
+ * @param {string} method
+ * @param {string} path
+ * @param {unknown} [body]
+ */
+function api(method, path, body) {
+  /** @type {Record<string, string>} */
+  const headers = method === 'GET' ? {} : { 'x-csrf-token': csrfToken };
+  return fetchJson(method, path, { body, headers, credentials: 'same-origin', service: 'the dashboard' });
+}
+
+/** @param {string} [rest] */
+function accountPath(rest = '') {
+  return `/api/accounts/${encodeURIComponent(currentAccountId ?? '')}${rest}`;
+}
+
+/**
+ * @template T
+ * @param {unknown} data
+ * @param {string} field  a field the answer must have
+ * @returns {T}
+ */
+function answer(data, field) {
+  if (!isObject(data) || !(field in data)) throw new ApiError(0, '', `The dashboard's answer has no '${field}'.`);
+  return /** @type {T} */ (data);
+}
+
+/** @param {string} action */
+function may(action) {
+  return summary?.permissions.includes(/** @type {Summary['permissions'][number]} */ (action)) ?? false;
+}
+
+/**
+ * Runs one change: one at a time, errors shown plainly. Controls stay enabled meanwhile, so keyboard focus is never
+ * dropped; a second action is ignored until this one ends.
+ * @param {() => Promise<void>} action
+ */
+async function run(action) {
+  if (busy) return;
+  busy = true;
+  ui.main.setAttribute('aria-busy', 'true');
+  try {
+    await action();
+  } catch (error) {
+    failed(error);
+  } finally {
+    busy = false;
+    ui.main.removeAttribute('aria-busy');
+  }
+}
+
+/** @param {unknown} error */
+function failed(error) {
+  // The session ended (idle, maximum age, signed out elsewhere): the start page says why and offers to sign in.
+  if (error instanceof ApiError && error.status === 401) {
+    window.location.assign('/');
+    return;
+  }
+  messages.error(error);
+}
+
+// ---------------------------------------------------------------- formatting
+
+/** @param {Actor | null} actor */
+function actorText(actor) {
+  if (!actor) return '—';
+  return actor.kind === 'operator' ? 'your provider (operator)' : actor.subject;
+}
+
+/** A date input's day (UTC) → the end of that day, as the API's ISO time. */
+/** @param {string} day  YYYY-MM-DD */
+function endOfDay(day) {
+  return `${day}T23:59:59.999Z`;
+}
+
+function currentAccount() {
+  return accounts.find((account) => account.id === currentAccountId);
+}
+
+// ---------------------------------------------------------------- rendering
+
+function renderAccounts() {
+  replaceContent(
+    ui.accountSelect,
+    ...accounts.map((account) => {
+      const option = el('option', {}, `${account.name} (${account.id}) · ${account.role}`);
+      option.value = account.id;
+      option.selected = account.id === currentAccountId;
+      return option;
+    }),
+  );
+}
+
+function renderSummary() {
+  const account = currentAccount();
+  if (!summary || !account) {
+    replaceContent(ui.accountSummary);
+    replaceContent(ui.limits);
+    return;
+  }
+  replaceContent(
+    ui.accountSummary,
+    `Account id ${summary.id} · your role: ${summary.role} · ${summary.keys.active} of at most ${summary.keys.maxActiveKeys} keys in use`,
+  );
+  ui.createCard.hidden = !may('keys.create');
+  ui.membersSection.hidden = !may('members.read');
+  ui.inviteForm.hidden = !may('members.manage');
+  ui.auditSection.hidden = !may('audit.read');
+
+  /** @param {string} scope @param {{ limit: number, window: string }[]} limits */
+  const limitLine = (scope, limits) =>
+    el(
+      'li',
+      {},
+      limits.length === 0
+        ? `${scope}: no limit`
+        : `${scope}: ${limits.map((entry) => `${entry.limit} requests per ${entry.window}`).join(', ')}`,
+    );
+  const billing = summary.billing;
+  replaceContent(
+    ui.limits,
+    limitLine('Each key', summary.limits.key),
+    limitLine('The whole account', summary.limits.account),
+    el(
+      'li',
+      { data: { testid: 'credit' } },
+      billing.prepaid
+        ? `Prepaid: credit remains: ${billing.creditRemains ? 'yes' : 'no (requests are refused until topped up)'}`
+        : 'Billed after use',
+    ),
+    billing.status === 'suspended' && el('li', { className: 'note' }, 'This account is suspended: every request is refused.'),
+  );
+}
+
+function renderKeys() {
+  const account = currentAccount();
+  replaceContent(ui.keysCaption, account ? `Keys of ${account.name}` : 'Keys');
+  ui.noKeys.hidden = !(account && keys.length === 0);
+  const byId = new Map(keys.map((key) => [key.id, key]));
+  replaceContent(ui.keysBody, ...keys.map((key) => keyRow(key, byId)));
+}
+
+/**
+ * One key's row. Each cell names its column in data-label, which the narrow layout shows in place of the header.
+ * @param {Key} key
+ * @param {Map<string, Key>} byId
+ */
+function keyRow(key, byId) {
+  /** @param {Key | undefined} other @param {string} id */
+  const prefixOf = (other, id) => (other ? displayPrefix(other) : id);
+  /** @param {string} text */
+  const note = (text) => el('span', { className: 'note' }, text);
+  /**
+   * @param {string} className
+   * @param {string} label
+   * @param {...import('../shared/dom.js').Child} children
+   */
+  const cell = (className, label, ...children) => el('td', { className, data: { label } }, ...children);
+
+  const status = cell(
+    'status',
+    'Status',
+    el('span', { className: `badge status-${key.status}` }, key.status),
+    key.status === 'active' && key.revokeAt && note('in its regeneration grace period'),
+    key.status === 'revoked' && key.revokedAt && el('span', { className: 'note' }, 'revoked ', timeElement(key.revokedAt)),
+    key.replacedBy && note(`replaced by ${prefixOf(byId.get(key.replacedBy), key.replacedBy)}`),
+    key.replaces && note(`replaces ${prefixOf(byId.get(key.replaces), key.replaces)}`),
+  );
+
+  const expires = cell(
+    'expires',
+    'Expires',
+    key.expiresAt && timeElement(key.expiresAt),
+    key.expiresAt && key.revokeAt && el('br'),
+    key.revokeAt && timeElement(key.revokeAt),
+    key.revokeAt && note('end of grace period'),
+    !key.expiresAt && !key.revokeAt && (key.status === 'active' ? 'never' : '—'),
+  );
+
+  const active = key.status === 'active';
+  const actions = cell(
+    'actions-cell',
+    '',
+    active &&
+      !key.replacedBy &&
+      may('keys.regenerate') &&
+      button('Regenerate', { className: 'secondary small', label: `Regenerate key ${describeKey(key)}` }, () => openRotateDialog(key)),
+    key.status !== 'revoked' &&
+      may('keys.update') &&
+      button('Edit', { className: 'secondary small', label: `Rename or set the expiry of key ${describeKey(key)}` }, () =>
+        openEditDialog(key),
+      ),
+    active &&
+      may('keys.revoke') &&
+      button('Revoke', { className: 'danger-outline small', label: `Revoke key ${describeKey(key)}` }, () => openRevokeDialog(key)),
+  );
+
+  return el(
+    'tr',
+    { data: { testid: 'key-row', keyId: key.id, status: key.status } },
+    cell('prefix', 'Prefix', el('code', {}, displayPrefix(key))),
+    cell('name', 'Name', key.name),
+    cell('environment', 'Environment', el('span', { className: `badge env-${key.environment}` }, key.environment)),
+    status,
+    cell('created', 'Created', timeElement(key.createdAt)),
+    cell('last-used', 'Last used', key.lastUsedAt ? timeElement(key.lastUsedAt) : 'never'),
+    expires,
+    cell('created-by', 'Created by', actorText(key.createdBy)),
+    actions,
+  );
+}
+
+/** @param {Usage} usage */
+function renderUsage(usage) {
+  for (const control of [ui.window24h, ui.window30d]) control.setAttribute('aria-pressed', String(control.dataset.window === usage.window));
+  const sum = (/** @type {number[]} */ values) => values.reduce((total, n) => total + n, 0);
+  const total = sum(usage.totals.requests);
+  const span = usage.window === '24h' ? 'the last 24 hours (by hour, UTC)' : 'the last 30 days (by day, UTC)';
+  replaceContent(
+    ui.usageSummary,
+    `${total} ${total === 1 ? 'request' : 'requests'} allowed in ${span}. New requests show up within about ${Math.max(1, Math.ceil(usage.countsDelayMs / 1000))} second${usage.countsDelayMs > 1000 ? 's' : ''}.`,
+  );
+  const byUse = usage.keys.map((key) => ({ key, requests: sum(key.series.requests) })).sort((a, b) => b.requests - a.requests);
+  replaceContent(
+    ui.usageBody,
+    ...byUse.map(({ key, requests }) =>
+      el(
+        'tr',
+        { data: { testid: 'usage-row', keyId: key.id } },
+        el('td', { data: { label: 'Key' } }, `${key.name} (${key.prefix}…)`),
+        el('td', { data: { label: 'Requests' } }, String(requests)),
+      ),
+    ),
+  );
+  chart.draw(
+    usage.bucketStarts,
+    usage.granularity,
+    { label: 'All keys', values: usage.totals.requests },
+    byUse.filter(({ requests }) => requests > 0).map(({ key }) => ({ label: `${key.name} (${key.prefix}…)`, values: key.series.requests })),
+  );
+}
+
+/** @param {Member[]} members */
+function renderMembers(members) {
+  const manage = may('members.manage');
+  replaceContent(
+    ui.membersBody,
+    ...members.map((member) => {
+      const who = member.email ?? `${member.subject ?? ''} (${member.issuer ?? ''})`;
+      /** @type {import('../shared/dom.js').Child} */
+      let role = member.role;
+      if (manage) {
+        const select = el('select', { label: `Role of ${who}` });
+        for (const value of ['viewer', 'developer', 'owner']) {
+          const option = el('option', {}, value);
+          option.value = value;
+          option.selected = value === member.role;
+          select.append(option);
+        }
+        select.addEventListener(
+          'change',
+          () =>
+            void run(async () => {
+              messages.clear();
+              await api('PATCH', accountPath(`/members/${encodeURIComponent(member.id)}`), { role: select.value });
+              await loadAccount();
+              messages.notice(`${who} is now ${select.value}.`);
+            }),
+        );
+        role = select;
+      }
+      return el(
+        'tr',
+        { data: { testid: 'member-row', memberId: member.id } },
+        el('td', { className: 'name', data: { label: 'Who' } }, who),
+        el('td', { data: { label: 'Role' } }, role),
+        el('td', { data: { label: 'Status' } }, member.status),
+        el(
+          'td',
+          { className: 'actions-cell', data: { label: '' } },
+          manage &&
+            button(
+              'Remove',
+              { className: 'danger-outline small', label: `Remove ${who}` },
+              () =>
+                void run(async () => {
+                  messages.clear();
+                  await api('DELETE', accountPath(`/members/${encodeURIComponent(member.id)}`));
+                  await loadAccount();
+                  messages.notice(`${who} was removed.`);
+                  ui.notice.focus();
+                }),
+            ),
+        ),
+      );
+    }),
+  );
+}
+
+/** @param {AuditEntry[]} entries */
+function renderAudit(entries) {
+  replaceContent(
+    ui.auditList,
+    ...entries.map((entry) =>
+      el(
+        'li',
+        { data: { testid: 'audit-entry' } },
+        timeElement(entry.time),
+        ` ${entry.action} by ${actorText(entry.actor)}`,
+        entry.keyPrefix && ` · key ${entry.keyPrefix}…`,
+        entry.memberId && ` · member ${entry.memberId}`,
+        entry.detail && ` · ${entry.detail}`,
+      ),
+    ),
+  );
+  if (entries.length === 0) replaceContent(ui.auditList, el('li', { className: 'muted' }, 'No changes recorded yet.'));
+}
+
+// ---------------------------------------------------------------- loading
+
+async function loadSession() {
+  /** @type {{ csrfToken: string }} */
+  const session = answer(await api('GET', '/auth/session'), 'csrfToken');
+  csrfToken = session.csrfToken;
+  /** @type {Me} */
+  const me = answer(await api('GET', '/api/me'), 'accounts');
+  accounts = me.accounts;
+  replaceContent(ui.signedInAs, `Signed in as ${me.identity.name ?? me.identity.email ?? me.identity.subject}`);
+  if (accounts.length === 0) {
+    // No membership (any more): the start page explains who can add this person.
+    window.location.assign('/');
+    return;
+  }
+  const wanted = new URLSearchParams(window.location.search).get('account');
+  currentAccountId = accounts.some((account) => account.id === wanted) ? wanted : (accounts[0]?.id ?? null);
+  renderAccounts();
+}
+
+/** Everything shown about the current account: summary, keys, usage, and for owners members and the audit trail. */
+async function loadAccount() {
+  const serial = ++loadSerial;
+  const [summaryData, keysData] = await Promise.all([api('GET', accountPath()), api('GET', accountPath('/keys'))]);
+  if (serial !== loadSerial) return;
+  summary = answer(summaryData, 'permissions');
+  /** @type {{ keys: Key[] }} */
+  const list = answer(keysData, 'keys');
+  keys = newestFirst(list.keys);
+  renderSummary();
+  renderKeys();
+  const [usage, members, audit] = await Promise.all([
+    api('GET', accountPath(`/usage?window=${usageWindow}`)),
+    may('members.read') ? api('GET', accountPath('/members')) : null,
+    may('audit.read') ? api('GET', accountPath('/audit?limit=50')) : null,
+  ]);
+  if (serial !== loadSerial) return;
+  renderUsage(answer(usage, 'totals'));
+  /** @type {{ members: Member[] }} */
+  const memberList = members ? answer(members, 'members') : { members: [] };
+  /** @type {{ entries: AuditEntry[] }} */
+  const auditPage = audit ? answer(audit, 'entries') : { entries: [] };
+  renderMembers(memberList.members);
+  renderAudit(auditPage.entries);
+}
+
+async function signOut() {
+  // The server ends the session and clears the cookie; its answer is a redirect to the signed-out page.
+  try {
+    await fetch('/auth/logout', { method: 'POST', headers: { 'x-csrf-token': csrfToken }, credentials: 'same-origin', redirect: 'manual' });
+  } finally {
+    window.location.assign('/?ended=signed_out');
+  }
+}
+
+// ---------------------------------------------------------------- dialogs
+
+function closeDialogs() {
+  for (const dialog of [ui.rotateDialog, ui.revokeDialog, ui.editDialog]) if (dialog.open) dialog.close();
+  dialogKey = null;
+}
+
+/** @param {Key} key */
+function openRotateDialog(key) {
+  dialogKey = key;
+  replaceContent(ui.rotateSubject, `Key ${describeKey(key)} gets a new secret value; its name and environment stay the same.`);
+  ui.immediately.checked = true;
+  ui.rotateDialog.showModal();
+  ui.immediately.focus();
+}
+
+/** @param {Key} key */
+function openRevokeDialog(key) {
+  dialogKey = key;
+  replaceContent(ui.revokeSubject, `Revoke key ${describeKey(key)}?`);
+  ui.revokeDialog.showModal();
+  // The safe choice has the focus: Enter right away cancels.
+  ui.revokeCancel.focus();
+}
+
+/** @param {Key} key */
+function openEditDialog(key) {
+  dialogKey = key;
+  replaceContent(ui.editSubject, `Key ${describeKey(key)}`);
+  ui.editName.value = key.name;
+  ui.editExpiry.value = key.expiresAt ? key.expiresAt.slice(0, 10) : '';
+  ui.editDialog.showModal();
+  ui.editName.focus();
+}
+
+function selectedGraceSeconds() {
+  const checked = ui.rotateDialog.querySelector('input[name="grace"]:checked');
+  return checked instanceof HTMLInputElement ? Number(checked.value) : 0;
+}
+
+async function confirmRotate() {
+  const key = dialogKey;
+  const graceSeconds = selectedGraceSeconds();
+  closeDialogs();
+  if (!key) return;
+  /** @type {CreatedKey} */
+  const created = answer(await api('POST', accountPath(`/keys/${encodeURIComponent(key.id)}/regenerate`), { graceSeconds }), 'key');
+  newKey.show(created.key, `New key for ${describeKey(key)} in ${created.environment}. ${oldKeyFate(key, graceSeconds)}`, ui.keysRegion);
+  await loadAccount();
+}
+
+async function confirmRevoke() {
+  const key = dialogKey;
+  closeDialogs();
+  if (!key) return;
+  await api('POST', accountPath(`/keys/${encodeURIComponent(key.id)}/revoke`));
+  await loadAccount();
+  messages.notice(`Key ${describeKey(key)} was revoked.`);
+  // The row's buttons are gone: the notice saying what happened takes the focus.
+  ui.notice.focus();
+}
+
+async function saveEdit() {
+  const key = dialogKey;
+  if (!key) return;
+  messages.clear();
+  const name = ui.editName.value.trim();
+  const day = ui.editExpiry.value;
+  /** @type {{ name?: string, expiresAt?: string | null }} */
+  const patch = {};
+  if (name && name !== key.name) patch.name = name;
+  const expiresAt = day ? endOfDay(day) : null;
+  if (expiresAt !== (key.expiresAt ?? null) && !(day && key.expiresAt?.startsWith(day))) patch.expiresAt = expiresAt;
+  closeDialogs();
+  if (Object.keys(patch).length === 0) {
+    messages.notice('Nothing changed.');
+    return;
+  }
+  await api('PATCH', accountPath(`/keys/${encodeURIComponent(key.id)}`), patch);
+  await loadAccount();
+  messages.notice(`Key ${describeKey({ ...key, name: patch.name ?? key.name })} was saved.`);
+  ui.notice.focus();
+}
+
+// ---------------------------------------------------------------- wiring
+
+ui.signOut.addEventListener('click', () => void signOut());
+
+ui.accountSelect.addEventListener('change', () => {
+  currentAccountId = ui.accountSelect.value || null;
+  const url = new URL(window.location.href);
+  url.searchParams.set('account', currentAccountId ?? '');
+  window.history.replaceState(null, '', url);
+  newKey.hide();
+  summary = null;
+  keys = [];
+  renderKeys();
+  messages.clear();
+  // A read: not queued behind a change, and an older answer never overwrites a newer one (loadSerial).
+  loadAccount().catch(failed);
+});
+
+ui.refresh.addEventListener('click', () => {
+  void run(async () => {
+    messages.clear();
+    await loadAccount();
+  });
+});
+
+for (const control of [ui.window24h, ui.window30d]) {
+  control.addEventListener('click', () => {
+    usageWindow = control.dataset.window === '30d' ? '30d' : '24h';
+    void run(async () => {
+      renderUsage(answer(await api('GET', accountPath(`/usage?window=${usageWindow}`)), 'totals'));
+    });
+  });
+}
+
+ui.createForm.addEventListener('submit', (event) => {
+  event.preventDefault();
+  const name = ui.keyName.value.trim();
+  const environment = ui.keyEnvironment.value;
+  const day = ui.keyExpiry.value;
+  void run(async () => {
+    messages.clear();
+    /** @type {CreatedKey} */
+    const created = answer(
+      await api('POST', accountPath('/keys'), { environment, ...(name ? { name } : {}), ...(day ? { expiresAt: endOfDay(day) } : {}) }),
+      'key',
+    );
+    ui.keyName.value = '';
+    ui.keyExpiry.value = '';
+    newKey.show(
+      created.key,
+      `Created key “${created.name}” (${created.environment}) for ${currentAccount()?.name ?? 'this account'}.`,
+      ui.keyName,
+    );
+    await loadAccount();
+  });
+});
+
+ui.inviteForm.addEventListener('submit', (event) => {
+  event.preventDefault();
+  const email = ui.inviteEmail.value.trim();
+  const role = ui.inviteRole.value;
+  void run(async () => {
+    messages.clear();
+    await api('POST', accountPath('/members'), { email, role });
+    ui.inviteEmail.value = '';
+    await loadAccount();
+    messages.notice(`${email} was added as ${role}. They get access when they sign in with that verified email address.`);
+  });
+});
+
+ui.rotateConfirm.addEventListener('click', () => void run(confirmRotate));
+ui.rotateCancel.addEventListener('click', closeDialogs);
+ui.revokeConfirm.addEventListener('click', () => void run(confirmRevoke));
+ui.revokeCancel.addEventListener('click', closeDialogs);
+ui.editForm.addEventListener('submit', (event) => {
+  event.preventDefault();
+  void run(saveEdit);
+});
+ui.editCancel.addEventListener('click', closeDialogs);
+for (const dialog of [ui.rotateDialog, ui.revokeDialog, ui.editDialog]) {
+  // Escape closes a modal dialog without a click: forget its key then too.
+  dialog.addEventListener('close', () => {
+    if (!ui.rotateDialog.open && !ui.revokeDialog.open && !ui.editDialog.open) dialogKey = null;
+  });
+}
+
+void run(async () => {
+  await loadSession();
+  if (currentAccountId) await loadAccount();
+});

@@ -1,0 +1,374 @@
+/**
+ * The customer's journey, end to end, as the issue names it: a real OpenID
+ * provider (oidc-provider, its own process), the built service (its own
+ * process, with its own members and customer API, on a real Redis), Debian's
+ * Chromium through playwright-core, and real Checks over gRPC with the keys
+ * the page showed. Chromium is required: without /usr/bin/chromium the suite
+ * fails (never skips).
+ */
+import { mkdirSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { addMember } from '../../src/actions/member-actions';
+import { OPERATOR, type MemberRole } from '../../src/domain/customer-identity';
+import { RedisStore } from '../../src/store/redis/redis-store';
+import { launchChromium } from '../support/chromium';
+import { startCustomerApp, startOidcProvider, type CustomerAppProcess, type OidcTestProvider } from '../support/customer-stack';
+import { createOfficialCheckClient, decisionFor, type OfficialCheckClient } from '../support/envoy-official-client';
+import { LogCapture } from '../support/log-capture';
+import { startTestRedis, type TestRedis } from '../support/redis-server';
+import { registerSecrets } from '../support/secret-scan';
+import { freePort } from '../support/server-process';
+
+const SESSION_SECRET = 'journey-customer-session-secret-0123456789abcdef';
+const COOKIE = 'gwa_session';
+const ARTIFACTS = join(__dirname, '..', '..', 'test-artifacts');
+const FLUSH_MS = 200;
+
+jest.setTimeout(120_000);
+
+let redis: TestRedis;
+let store: RedisStore;
+let provider: OidcTestProvider;
+let app: CustomerAppProcess;
+let browser: Browser;
+let check: OfficialCheckClient;
+
+const suffix = `${process.pid}`;
+const ACME = `acme-${suffix}`;
+const GLOBEX = `globex-${suffix}`;
+const INITECH = `initech-${suffix}`;
+
+beforeAll(async () => {
+  registerSecrets(SESSION_SECRET);
+  const port = await freePort();
+  const origin = `http://127.0.0.1:${port}`;
+  redis = await startTestRedis();
+  store = await RedisStore.connect({ url: redis.url, commandTimeoutMs: 1000 });
+  provider = await startOidcProvider({
+    clients: [{ client_id: 'dashboard', token_endpoint_auth_method: 'none', redirect_uris: [`${origin}/auth/callback`] }],
+    users: {
+      alice: { email: 'alice@example.com', email_verified: true, name: 'Alice' },
+      bob: { email: 'bob@example.com', email_verified: true, name: 'Bob' },
+      carol: { email: 'carol@example.com', email_verified: true, name: 'Carol' },
+      nobody: { email: 'nobody@example.com', email_verified: true, name: 'No Body' },
+    },
+  });
+  const deps = { store, clock: { now: () => Date.now() }, logger: new LogCapture().logger };
+  for (const [id, name] of [
+    [ACME, 'Acme Corp'],
+    [GLOBEX, 'Globex'],
+    [INITECH, 'Initech'],
+  ] as const) {
+    await store.createAccount({ id, name, status: 'active', createdAt: new Date().toISOString(), creditBalance: 1_000_000 });
+  }
+  const members: [string, string, MemberRole][] = [
+    [ACME, 'alice', 'owner'],
+    [ACME, 'bob', 'viewer'],
+    [GLOBEX, 'alice', 'developer'],
+    [INITECH, 'carol', 'owner'],
+  ];
+  for (const [accountId, subject, role] of members) {
+    const added = await addMember(deps, OPERATOR, { accountId, role, principal: { kind: 'identity', issuer: provider.issuer, subject } });
+    expect(added.kind).toBe('added');
+  }
+  [app, browser] = await Promise.all([
+    startCustomerApp(
+      {
+        REDIS_URL: redis.url,
+        REDIS_TIMEOUT_MS: '1000',
+        OIDC_ISSUER_URL: provider.issuer,
+        OIDC_CLIENT_ID: 'dashboard',
+        OIDC_REDIRECT_URL: `${origin}/auth/callback`,
+        CUSTOMER_SESSION_SECRET: SESSION_SECRET,
+        CUSTOMER_PLAIN_HTTP_LOCALHOST: 'true',
+        CUSTOMER_PORT: String(port),
+        LAST_USED_FLUSH_MS: String(FLUSH_MS),
+        LOG_LEVEL: 'info',
+      },
+      'store',
+    ),
+    launchChromium('The customer journey tests'),
+  ]);
+  check = createOfficialCheckClient(app.grpcAddress);
+}, 120_000);
+
+afterAll(async () => {
+  check?.close();
+  await browser?.close();
+  await app?.stop();
+  await provider?.stop();
+  await store?.close();
+  await redis?.stop();
+});
+
+const openContexts: BrowserContext[] = [];
+afterEach(async () => {
+  for (const context of openContexts.splice(0)) await context.close();
+});
+
+async function newPage(width = 1280): Promise<{ context: BrowserContext; page: Page }> {
+  const context = await browser.newContext({ viewport: { width, height: 900 } });
+  openContexts.push(context);
+  await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: app.customerUrl });
+  // Only loopback: the provider's development login page imports a web font.
+  await context.route(/^https?:\/\/(?!127\.0\.0\.1[:/]|localhost[:/])/, (route) => route.abort());
+  const page = await context.newPage();
+  page.on('response', (response) => {
+    const code = new URL(response.url()).searchParams.get('code');
+    if (code) registerSecrets(code);
+  });
+  return { context, page };
+}
+
+async function signIn(page: Page, login: string): Promise<void> {
+  await page.goto(`${app.customerUrl}/`);
+  await page.getByRole('link', { name: 'Sign in with your identity provider' }).click();
+  await page.locator('input[name="login"]').fill(login);
+  await page.locator('input[name="password"]').fill('any password will do');
+  await Promise.all([
+    page.waitForResponse((response) => response.url().includes('/auth/callback'), { timeout: 20_000 }),
+    page.getByRole('button', { name: 'Sign-in' }).click(),
+  ]);
+  await page.waitForLoadState();
+}
+
+async function sessionCookie(context: BrowserContext): Promise<string> {
+  const cookie = (await context.cookies(app.customerUrl)).find((c) => c.name === COOKIE);
+  if (!cookie) throw new Error(`no ${COOKIE} cookie`);
+  registerSecrets(cookie.value, cookie.value.slice(0, cookie.value.lastIndexOf('.')));
+  return `${COOKIE}=${cookie.value}`;
+}
+
+/** The page, loaded for this account, once its keys are listed. */
+async function openKeys(page: Page, caption: string): Promise<void> {
+  await page.getByTestId('open-keys').click();
+  await page.getByRole('heading', { name: 'API Keys' }).waitFor();
+  await page.locator('#keys-caption', { hasText: caption }).waitFor();
+}
+
+/** The full key in the "copy once" panel, registered with the secret scan. */
+async function shownKey(page: Page): Promise<string> {
+  await page.getByTestId('new-key-panel').waitFor();
+  const key = (await page.getByTestId('new-key-value').textContent()) ?? '';
+  expect(key).toMatch(/^gk_live_[A-Za-z0-9]{36}$/);
+  registerSecrets(key);
+  return key;
+}
+
+async function closeKeyPanel(page: Page): Promise<void> {
+  await page.getByRole('button', { name: 'Done' }).click();
+  await page.getByTestId('new-key-panel').waitFor({ state: 'hidden' });
+}
+
+const row = (page: Page, name: string) => page.getByTestId('key-row').filter({ has: page.locator('td.name', { hasText: name }) });
+
+/** A call to the customer API from inside the page, with the session's CSRF token, as a script on the page could make it. */
+function callFromPage(page: Page, method: string, path: string, body?: object): Promise<{ status: number; code: string | null }> {
+  return page.evaluate(
+    async ({ method, path, body }) => {
+      const session = (await (await fetch('/auth/session')).json()) as { csrfToken: string };
+      const response = await fetch(path, {
+        method,
+        headers: { 'x-csrf-token': session.csrfToken, 'content-type': 'application/json' },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+      const answer = (await response.json()) as { error?: { code: string } };
+      return { status: response.status, code: answer.error?.code ?? null };
+    },
+    { method, path, body },
+  );
+}
+
+/** The document's scroll width and the viewport's: equal when nothing sticks out sideways. */
+function pageWidths(page: Page): Promise<{ scroll: number; client: number }> {
+  return page.evaluate('({ scroll: document.documentElement.scrollWidth, client: document.documentElement.clientWidth })');
+}
+
+async function usageTotal(page: Page): Promise<string> {
+  return (await page.getByTestId('usage-summary').textContent()) ?? '';
+}
+
+describe('the customer journey in Chromium', () => {
+  it('an owner signs in, sees only her accounts, creates, copies, uses, regenerates, revokes, renames and expires keys, sees usage, and signs out', async () => {
+    const { context, page } = await newPage();
+    await signIn(page, 'alice');
+    await openKeys(page, 'Keys of Acme Corp');
+
+    // Only her two accounts, and she can switch between them.
+    const options = await page.getByTestId('account-select').locator('option').allTextContents();
+    expect(options).toEqual([`Acme Corp (${ACME}) · owner`, `Globex (${GLOBEX}) · developer`]);
+    await page.getByTestId('account-select').selectOption(GLOBEX);
+    await page.locator('#keys-caption', { hasText: 'Keys of Globex' }).waitFor();
+    await page.getByTestId('members-section').waitFor({ state: 'hidden' }); // a developer there: no members, no audit
+    expect(await page.getByTestId('audit-section').isHidden()).toBe(true);
+    await page.getByTestId('account-select').selectOption(ACME);
+    await page.locator('#keys-caption', { hasText: 'Keys of Acme Corp' }).waitFor();
+    expect(await page.getByTestId('hint').textContent()).toContain('one key per environment or integration');
+
+    // Create: the full key once, with the warning; the copy button puts exactly it on the clipboard.
+    await page.locator('#key-name').fill('prod backend');
+    await page.getByTestId('create-key').click();
+    const first = await shownKey(page);
+    expect(await page.getByTestId('new-key-warning').textContent()).toBe('This key will not be shown again. Store it now.');
+    await page.getByRole('button', { name: 'Copy' }).click();
+    await page.getByTestId('copy-status').filter({ hasText: 'Copied' }).waitFor();
+    expect(await page.evaluate<string>('navigator.clipboard.readText()')).toBe(first);
+    await closeKeyPanel(page);
+    await row(page, 'prod backend').waitFor();
+    expect(await page.content()).not.toContain(first);
+    // Never shown again: not after a reload, not in any answer of the API.
+    await page.reload();
+    await row(page, 'prod backend').waitFor();
+    expect(await page.content()).not.toContain(first);
+    const listed = await page.evaluate(async (path) => (await fetch(path)).text(), `/api/accounts/${ACME}/keys`);
+    expect(listed).toContain('prod backend');
+    expect(listed).not.toContain(first);
+    expect(listed).not.toContain(first.slice(12));
+
+    // The key works in a real Check.
+    expect(await decisionFor(check, first)).toBe('allow');
+
+    // Regenerate immediately (the default): the old key is refused at once, the new one allowed.
+    await row(page, 'prod backend')
+      .getByRole('button', { name: /^Regenerate key/ })
+      .click();
+    expect(await page.getByLabel('Immediately (recommended if the key was exposed)').isChecked()).toBe(true);
+    await page.getByRole('button', { name: 'Regenerate key', exact: true }).click();
+    const second = await shownKey(page);
+    expect(await page.getByTestId('new-key-context').textContent()).toContain('was revoked');
+    await closeKeyPanel(page);
+    expect(await decisionFor(check, first)).toBe('key_revoked');
+    expect(await decisionFor(check, second)).toBe('allow');
+
+    // Regenerate with a grace period: both work until it ends.
+    await row(page, 'prod backend')
+      .filter({ has: page.locator('.badge.status-active') })
+      .first()
+      .getByRole('button', { name: /^Regenerate key/ })
+      .click();
+    await page.getByLabel('Keep the old key working for 1 hour').check();
+    await page.getByRole('button', { name: 'Regenerate key', exact: true }).click();
+    const third = await shownKey(page);
+    expect(await page.getByTestId('new-key-context').textContent()).toContain('keeps working for 1 hour');
+    await closeKeyPanel(page);
+    expect(await decisionFor(check, second)).toBe('allow');
+    expect(await decisionFor(check, third)).toBe('allow');
+
+    // Revoke the one in its grace period: refused from now on.
+    const inGrace = page.getByTestId('key-row').filter({ hasText: 'in its regeneration grace period' });
+    await inGrace.getByRole('button', { name: /^Revoke key/ }).click();
+    await page.getByRole('button', { name: 'Revoke key', exact: true }).click();
+    await page.getByTestId('notice').filter({ hasText: 'was revoked' }).waitFor();
+    expect(await decisionFor(check, second)).toBe('key_revoked');
+    expect(await decisionFor(check, third)).toBe('allow');
+
+    // Rename and set an expiry, then clear it.
+    const expiryDay = new Date(Date.now() + 30 * 86_400_000).toISOString().slice(0, 10);
+    const current = page.getByTestId('key-row').filter({ has: page.locator('.badge.status-active') });
+    await current.getByRole('button', { name: /^Rename or set the expiry/ }).click();
+    await page.locator('#edit-name').fill('prod backend v2');
+    await page.getByLabel('Expires after (UTC; empty: never)').fill(expiryDay);
+    await page.getByRole('button', { name: 'Save' }).click();
+    await page.getByTestId('notice').filter({ hasText: 'was saved' }).waitFor();
+    const renamed = row(page, 'prod backend v2');
+    expect(await renamed.locator('td.expires time').getAttribute('datetime')).toBe(`${expiryDay}T23:59:59.999Z`);
+    expect((await store.getKey((await renamed.getAttribute('data-key-id'))!))?.expiresAt).toBe(`${expiryDay}T23:59:59.999Z`);
+    await renamed.getByRole('button', { name: /^Rename or set the expiry/ }).click();
+    await page.getByLabel('Expires after (UTC; empty: never)').fill('');
+    await page.getByRole('button', { name: 'Save' }).click();
+    await row(page, 'prod backend v2')
+      .locator('td.expires', { hasText: /^never$/ })
+      .waitFor();
+    expect(await decisionFor(check, third)).toBe('allow');
+
+    // Usage: the allowed Checks, counted in process and flushed with the last-used times (every FLUSH_MS).
+    // Allowed: first 1, second 2, third 3.
+    // Allowed answers are counted once the recorder flushed (FLUSH_MS): refresh until they are all there.
+    const deadline = Date.now() + 10_000;
+    let summary = '';
+    while (!summary.startsWith('6 requests') && Date.now() < deadline) {
+      await page.waitForTimeout(FLUSH_MS);
+      await page.getByRole('button', { name: 'Refresh' }).click();
+      await page.locator('main:not([aria-busy])').waitFor();
+      summary = await usageTotal(page);
+    }
+    expect(summary).toMatch(/^6 requests allowed in the last 24 hours/);
+    const usageRows = await page.getByTestId('usage-row').allTextContents();
+    expect(usageRows.slice(0, 3).map((text) => text.replace(/\(gk_live_[^)]*\)/, '(…)'))).toEqual([
+      'prod backend v2 (…)3',
+      'prod backend (…)2',
+      'prod backend (…)1',
+    ]);
+    expect(await page.locator('#usage-chart canvas').count()).toBeGreaterThan(0);
+    await page.getByRole('button', { name: 'Last 30 days' }).click();
+    await page.getByTestId('usage-summary').filter({ hasText: 'in the last 30 days' }).waitFor();
+    expect(await usageTotal(page)).toMatch(/^6 requests/);
+    expect(await page.getByTestId('limits').textContent()).toContain('Prepaid: credit remains: yes');
+    expect(await row(page, 'prod backend v2').locator('td.last-used time').count()).toBe(1);
+
+    // Owners see members and the audit trail, with who made each change.
+    const members = await page.getByTestId('member-row').allTextContents();
+    expect(members.join('\n')).toContain('bob');
+    expect(await page.getByTestId('audit-entry').first().textContent()).toContain('by alice');
+
+    mkdirSync(ARTIFACTS, { recursive: true });
+    const screenshot = join(ARTIFACTS, 'customer-dashboard.png');
+    await page.screenshot({ path: screenshot, fullPage: true });
+    expect(statSync(screenshot).size).toBeGreaterThan(10_000);
+
+    // 375 px wide: everything fits, no horizontal scroll.
+    await page.setViewportSize({ width: 375, height: 800 });
+    await page.waitForTimeout(100);
+    const widths = await pageWidths(page);
+    expect(widths.scroll).toBeLessThanOrEqual(widths.client);
+    await page.screenshot({ path: join(ARTIFACTS, 'customer-dashboard-375.png'), fullPage: true });
+
+    // Sign out ends the session on the server: the old cookie is refused.
+    const cookie = await sessionCookie(context);
+    await page.getByTestId('sign-out').click();
+    await page.getByTestId('notice').filter({ hasText: 'You are signed out.' }).waitFor();
+    for (const path of ['/auth/session', `/api/accounts/${ACME}/keys`]) {
+      const replayed = await fetch(`${app.customerUrl}${path}`, { headers: { cookie } });
+      expect(replayed.status).toBe(401);
+    }
+  });
+
+  it('a viewer sees keys and usage but no create, regenerate, edit or revoke control, and the API refuses those calls', async () => {
+    const { page } = await newPage(375);
+    await signIn(page, 'bob');
+    await openKeys(page, 'Keys of Acme Corp');
+    await page.getByTestId('usage-summary').filter({ hasText: 'requests allowed' }).waitFor();
+    expect(await page.getByTestId('create-card').isHidden()).toBe(true);
+    expect(await page.getByTestId('create-key').isVisible()).toBe(false);
+    expect(await page.getByTestId('key-row').count()).toBeGreaterThan(0);
+    expect(await page.getByTestId('key-row').getByRole('button').count()).toBe(0);
+    expect(await page.getByTestId('members-section').isHidden()).toBe(true);
+    const keyId = (await page.getByTestId('key-row').first().getAttribute('data-key-id'))!;
+    const refused = [
+      await callFromPage(page, 'POST', `/api/accounts/${ACME}/keys`, { name: 'sneaky' }),
+      await callFromPage(page, 'POST', `/api/accounts/${ACME}/keys/${keyId}/regenerate`, {}),
+      await callFromPage(page, 'POST', `/api/accounts/${ACME}/keys/${keyId}/revoke`),
+      await callFromPage(page, 'PATCH', `/api/accounts/${ACME}/keys/${keyId}`, { name: 'renamed' }),
+    ];
+    expect(refused).toEqual(Array.from({ length: 4 }, () => ({ status: 403, code: 'forbidden' })));
+    // Another account's ids are as unknown as ids that do not exist.
+    expect(await callFromPage(page, 'GET', `/api/accounts/${INITECH}/keys`)).toEqual({ status: 404, code: 'account_not_found' });
+    expect(await callFromPage(page, 'GET', `/api/accounts/${ACME}/usage`)).toEqual({ status: 200, code: null });
+    const widths = await pageWidths(page);
+    expect(widths.scroll).toBeLessThanOrEqual(widths.client);
+  });
+
+  it('a person with no membership sees "no access", also when opening the keys page directly; signed out, the keys page asks to sign in', async () => {
+    const { page } = await newPage(375);
+    await page.goto(`${app.customerUrl}/keys`);
+    await page.getByRole('link', { name: 'Sign in with your identity provider' }).waitFor();
+    await signIn(page, 'nobody');
+    await page.getByRole('heading', { name: 'No access' }).waitFor();
+    await page.goto(`${app.customerUrl}/keys`);
+    await page.getByRole('heading', { name: 'No access' }).waitFor();
+    expect(await page.getByTestId('no-access').textContent()).toBe(
+      'You are not a member of any account here, so there is nothing to show.',
+    );
+  });
+});
