@@ -30,6 +30,10 @@ export class LastUsedRecorder {
   private pendingCount = 0;
   private timer: NodeJS.Timeout | undefined;
   private flushing: Promise<void> = Promise.resolve();
+  /** Set when stop()'s time is up: the chunks not yet sent are dropped. */
+  private abandoned = false;
+  /** Uses of the flush in progress not yet sent, for the log line when stop() gives up on them. */
+  private unsent = 0;
 
   constructor(
     private readonly sink: LastUsedSink,
@@ -94,6 +98,8 @@ export class LastUsedRecorder {
     this.pendingCount = 0;
     this.flushing = this.flushing.then(async () => {
       for (let start = 0; start < count; start += this.chunkSize) {
+        this.unsent = count - start;
+        if (this.abandoned) return;
         const chunk: LastUse[] = [];
         for (let i = start; i < Math.min(count, start + this.chunkSize); i += 1) {
           chunk.push({ keyId: keyIds[slots[i]!]!, accountId: accountIds[slots[i]!]!, atMs: atMs[i]! });
@@ -108,10 +114,27 @@ export class LastUsedRecorder {
     return this.flushing;
   }
 
-  async stop(): Promise<void> {
+  /**
+   * Stops the timer and writes what is pending, for `budgetMs` at most: then
+   * the uses not yet written are dropped, and logged. Shutdown must end in
+   * SHUTDOWN_TIMEOUT_MS even when Redis does not answer, and each chunk
+   * would otherwise wait out the Redis timeout, one after the other.
+   */
+  async stop(budgetMs = Infinity): Promise<void> {
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
-    await this.flush();
+    const flushed = this.flush();
+    if (budgetMs === Infinity) return flushed;
+    let expiry: NodeJS.Timeout | undefined;
+    const expired = new Promise<void>((resolve) => {
+      expiry = setTimeout(() => {
+        this.abandoned = true;
+        this.logger.warn({ event: 'last_used', keys: this.unsent, budgetMs }, 'last uses not written: shutting down');
+        resolve();
+      }, budgetMs);
+    });
+    await Promise.race([flushed, expired]);
+    clearTimeout(expiry);
   }
 }
 
