@@ -93,6 +93,7 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
       host: settings.bindAddress,
       port: settings.grpcPort,
       maxConnectionAgeMs: settings.grpcMaxConnectionAgeMs,
+      maxConcurrentStreams: settings.grpcMaxConcurrentStreams,
       shutdownTimeoutMs: settings.shutdown.timeoutMs,
     },
   );
