@@ -135,6 +135,11 @@ export class RawH2Connection {
     return this.pending.size + this.queue.length;
   }
 
+  /** A new request would be sent at once: under the server's SETTINGS_MAX_CONCURRENT_STREAMS, nothing queued here. */
+  get hasRoom(): boolean {
+    return this.queue.length === 0 && this.pending.size < this.maxConcurrent;
+  }
+
   get isOpen(): boolean {
     return this.closed === undefined;
   }

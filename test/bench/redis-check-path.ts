@@ -187,7 +187,7 @@ async function contenderFor(label: string, dist: string, url: string): Promise<C
       createdAt,
       ...(limits ? { limits } : {}),
     });
-    if (result !== 'created') throw new Error(`seeding ${keyId}: ${result}`);
+    if (result !== 'created') throw new Error(`seeding ${keyId}: ${JSON.stringify(result)}`);
     return { hash, ids: { keyId, accountId } };
   };
   const valid = await inChunks(KEYS, (i) => newKey(`${label}-acct-${i % accounts}`, `key_${label}_${i}`));
