@@ -190,11 +190,23 @@ export class H2Driver {
     if (this.closing || this.growing || this.connections.length >= this.maxConnections) return;
     this.growing = RawH2Connection.connect(this.host, this.port, REQUEST_HEADERS)
       .then((connection) => {
-        if (this.closing) connection.close();
-        else this.connections.push(connection);
+        if (this.closing) {
+          connection.close();
+          return;
+        }
+        // The Checks waiting for a stream go to the new connection, as Envoy's pending requests do.
+        for (const other of this.connections) {
+          if (connection.room === 0) break;
+          if (other.isOpen) other.handOver(Math.min(other.queued, connection.room), connection);
+        }
+        this.connections.push(connection);
       })
       .catch(() => undefined)
-      .finally(() => (this.growing = undefined));
+      .finally(() => {
+        this.growing = undefined;
+        // Still Checks waiting: another connection, as long as the limit allows.
+        if (this.connections.some((connection) => connection.isOpen && connection.queued > 0)) this.grow();
+      });
   }
 
   private replace(slot: number): void {
