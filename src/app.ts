@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 import type { FastifyInstance } from 'fastify';
 import { buildAdminServer } from './admin/admin-server';
 import { memberDirectory } from './actions/member-actions';
@@ -92,6 +93,7 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
       host: settings.bindAddress,
       port: settings.grpcPort,
       maxConnectionAgeMs: settings.grpcMaxConnectionAgeMs,
+      maxConcurrentStreams: settings.grpcMaxConcurrentStreams,
       shutdownTimeoutMs: settings.shutdown.timeoutMs,
     },
   );
@@ -160,15 +162,33 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
         logger.info({ event: 'shutdown', drainDelayMs: settings.shutdown.drainDelayMs }, 'draining: not serving, still answering');
         await new Promise((resolve) => setTimeout(resolve, settings.shutdown.drainDelayMs));
       }
+      const closing = performance.now();
+      // SHUTDOWN_TIMEOUT_MS bounds the whole close, Redis included: a Redis that does not answer (paused, cut off)
+      // would otherwise hold each last-used chunk and each QUIT for REDIS_ADMIN_TIMEOUT_MS, one after the other.
+      const timeLeftMs = () => Math.max(0, settings.shutdown.timeoutMs - (performance.now() - closing));
       await Promise.all([grpcServer.close(), admin.close(), customer.close()]);
-      await sessions.close();
       loopLag.stop();
-      await lastUsed.stop();
-      await store.close();
+      await lastUsed.stop(timeLeftMs());
+      if (!(await settlesWithin(Promise.all([sessions.close(), store.close()]), timeLeftMs())))
+        logger.warn({ event: 'shutdown', timeoutMs: settings.shutdown.timeoutMs }, 'Redis connections not closed in time; exiting anyway');
       logger.info({ event: 'shutdown' }, 'stopped');
       logger.flush?.();
     },
   };
+}
+
+/** True when `work` settled within `ms`; false when the time ran out first (the work is left to finish or fail on its own). */
+async function settlesWithin(work: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const outcome = await Promise.race([
+    work.then(
+      () => true,
+      () => true,
+    ),
+    new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), ms))),
+  ]);
+  clearTimeout(timer);
+  return outcome;
 }
 
 function listeningPort(server: FastifyInstance, configured: number): number {

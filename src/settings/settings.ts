@@ -43,6 +43,8 @@ export interface Settings {
   readonly grpcWorkers: number;
   /** Checks decided at once per process; more are answered gRPC UNAVAILABLE at once instead of queueing. */
   readonly maxChecksInFlight: number;
+  /** SETTINGS_MAX_CONCURRENT_STREAMS advertised on each gRPC connection: what one client may have sent and not had answered. */
+  readonly grpcMaxConcurrentStreams: number;
   /** The active-key cap of accounts that set none of their own. */
   readonly defaultMaxActiveKeys: number;
   readonly pipeline: PipelineSettings;
@@ -125,6 +127,16 @@ export const DEFAULT_PLAN: RatePlan = {
  */
 export const DEFAULT_MAX_CHECKS_IN_FLIGHT = 256;
 
+/**
+ * A stream counts against SETTINGS_MAX_CONCURRENT_STREAMS from the client's
+ * HEADERS until the answer, so this bounds what one connection can have
+ * waiting unread in the socket, where no admission can see it. 100 is
+ * Envoy's own downstream value (envoy.yaml) and the HTTP/2 recommended
+ * minimum (RFC 9113 §6.5.2); Envoy opens another connection when one is
+ * full. See README "Operations" (Overload).
+ */
+export const DEFAULT_GRPC_MAX_CONCURRENT_STREAMS = 100;
+
 // An empty value means "use the default", not port 0 (a random port).
 const blankAsUnset = (value: unknown) => (typeof value === 'string' && value.trim() === '' ? undefined : value);
 const port = (fallback: number) => z.preprocess(blankAsUnset, z.coerce.number().int().min(0).max(65535).default(fallback));
@@ -192,6 +204,10 @@ const envSchema = z.object({
   GRPC_MAX_CONNECTION_AGE_MS: z.preprocess(blankAsUnset, z.coerce.number().int().min(1_000).max(86_400_000).default(300_000)),
   GRPC_WORKERS: z.preprocess(blankAsUnset, z.coerce.number().int().min(1).max(64).default(1)),
   MAX_CHECKS_IN_FLIGHT: z.preprocess(blankAsUnset, z.coerce.number().int().min(1).max(100_000).default(DEFAULT_MAX_CHECKS_IN_FLIGHT)),
+  GRPC_MAX_CONCURRENT_STREAMS: z.preprocess(
+    blankAsUnset,
+    z.coerce.number().int().min(1).max(10_000).default(DEFAULT_GRPC_MAX_CONCURRENT_STREAMS),
+  ),
   DEFAULT_MAX_ACTIVE_KEYS: z.preprocess(
     blankAsUnset,
     z.coerce.number().int().min(1).max(MAX_ACTIVE_KEYS_LIMIT).default(DEFAULT_MAX_ACTIVE_KEYS),
@@ -262,6 +278,7 @@ export function loadSettings(
     grpcMaxConnectionAgeMs: e.GRPC_MAX_CONNECTION_AGE_MS,
     grpcWorkers: e.GRPC_WORKERS,
     maxChecksInFlight: e.MAX_CHECKS_IN_FLIGHT,
+    grpcMaxConcurrentStreams: e.GRPC_MAX_CONCURRENT_STREAMS,
     defaultMaxActiveKeys: e.DEFAULT_MAX_ACTIVE_KEYS,
     ...(config.pricing ? { pricing: config.pricing } : {}),
     customerPort: e.CUSTOMER_PORT,

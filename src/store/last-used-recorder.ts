@@ -60,6 +60,10 @@ export class LastUsedRecorder {
   /** Batch ids: this process's random part, then a sequence number. */
   private readonly batchIdPrefix = randomUUID();
   private batchSequence = 0;
+  /** Set when stop()'s time is up: the chunks not yet sent are dropped. */
+  private abandoned = false;
+  /** Uses of the flush in progress not yet sent, for the log line when stop() gives up on them. */
+  private unsent = 0;
 
   constructor(
     private readonly sink: LastUsedSink,
@@ -142,8 +146,16 @@ export class LastUsedRecorder {
     this.flushing = this.flushing.then(async () => {
       const resend = this.unconfirmed;
       this.unconfirmed = [];
-      for (const chunk of resend) await this.send(chunk);
+      for (const [index, chunk] of resend.entries()) {
+        if (this.abandoned) {
+          this.unconfirmed.push(...resend.slice(index));
+          return;
+        }
+        await this.send(chunk);
+      }
       for (let start = 0; start < count; start += this.chunkSize) {
+        this.unsent = count - start;
+        if (this.abandoned) return;
         const uses: LastUse[] = [];
         for (let i = start; i < Math.min(count, start + this.chunkSize); i += 1) {
           uses.push({ keyId: keyIds[slots[i]!]!, accountId: accountIds[slots[i]!]!, atMs: atMs[i]!, requests: counted[i]! });
@@ -177,11 +189,30 @@ export class LastUsedRecorder {
     }
   }
 
-  /** Flushes once more; what the store still did not confirm then is lost with the process, and logged as dropped. */
-  async stop(): Promise<void> {
+  /**
+   * Stops the timer and writes what is pending, for `budgetMs` at most: then
+   * the uses not yet written are dropped, and logged. Shutdown must end in
+   * SHUTDOWN_TIMEOUT_MS even when Redis does not answer, and each chunk
+   * would otherwise wait out the Redis timeout, one after the other. What the
+   * store still did not confirm is lost with the process, and logged as dropped.
+   */
+  async stop(budgetMs = Infinity): Promise<void> {
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
-    await this.flush();
+    const flushed = this.flush();
+    if (budgetMs === Infinity) await flushed;
+    else {
+      let expiry: NodeJS.Timeout | undefined;
+      const expired = new Promise<void>((resolve) => {
+        expiry = setTimeout(() => {
+          this.abandoned = true;
+          this.logger.warn({ event: 'last_used', keys: this.unsent, budgetMs }, 'last uses not written: shutting down');
+          resolve();
+        }, budgetMs);
+      });
+      await Promise.race([flushed, expired]);
+      clearTimeout(expiry);
+    }
     if (this.unconfirmed.length > 0) {
       const requests = this.unconfirmed.reduce((sum, chunk) => sum + chunk.uses.reduce((n, use) => n + (use.requests ?? 0), 0), 0);
       this.logger.error(

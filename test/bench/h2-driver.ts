@@ -111,6 +111,15 @@ const decodeStatus: StatusReader = (message) => checkCodec().deserialize(message
 /** How often one Check may be sent again after the server did not process it (GOAWAY), as Envoy would. */
 const MAX_RESENDS = 3;
 
+/**
+ * envoy.yaml's ext_authz cluster: circuit_breakers max_connections. Envoy's
+ * HTTP/2 pool marks a connection busy at the server's
+ * SETTINGS_MAX_CONCURRENT_STREAMS and opens another whenever a request is
+ * pending and no connection has room, up to this
+ * (envoyproxy.io, "Connection pooling" and "Circuit breaking").
+ */
+export const ENVOY_EXT_AUTHZ_MAX_CONNECTIONS = 1024;
+
 export class H2Driver {
   private next = 0;
   private closing = false;
@@ -119,20 +128,36 @@ export class H2Driver {
   /** Slot → its replacement being connected. */
   private readonly replacing = new Map<number, Promise<void>>();
 
+  /** A connection being added because every open one was full (Envoy's pool growing). */
+  private growing: Promise<void> | undefined;
+
   private constructor(
     private readonly host: string,
     private readonly port: number,
     private readonly connections: RawH2Connection[],
+    private readonly maxConnections: number,
   ) {}
 
-  static async connect(address: string, connections: number): Promise<H2Driver> {
+  /**
+   * `connections` to start with. `maxConnections` above it: like Envoy, a
+   * connection is added whenever every open one is at the server's
+   * SETTINGS_MAX_CONCURRENT_STREAMS, up to that many; until then the request
+   * waits on the least busy one (Envoy's pending queue). Default: a fixed pool.
+   */
+  static async connect(address: string, connections: number, maxConnections = connections): Promise<H2Driver> {
     const at = address.lastIndexOf(':');
     const [host, port] = [address.slice(0, at), Number(address.slice(at + 1))];
     return new H2Driver(
       host,
       port,
       await Promise.all(Array.from({ length: connections }, () => RawH2Connection.connect(host, port, REQUEST_HEADERS))),
+      maxConnections,
     );
+  }
+
+  /** Connections open or replaced so far (the pool grows past saturation when allowed to). */
+  get connectionCount(): number {
+    return this.connections.length;
   }
 
   close(): void {
@@ -146,13 +171,42 @@ export class H2Driver {
    * new one; until that is ready the others carry the load.
    */
   private pick(): RawH2Connection | undefined {
+    let leastBusy: RawH2Connection | undefined;
     for (let tries = 0; tries < this.connections.length; tries += 1) {
       const slot = this.next++ % this.connections.length;
       const connection = this.connections[slot]!;
-      if (connection.isOpen) return connection;
-      this.replace(slot);
+      if (!connection.isOpen) {
+        this.replace(slot);
+        continue;
+      }
+      if (connection.hasRoom || this.maxConnections <= this.connections.length) return connection;
+      if (!leastBusy || connection.inFlight < leastBusy.inFlight) leastBusy = connection;
     }
-    return undefined;
+    if (leastBusy) this.grow();
+    return leastBusy;
+  }
+
+  private grow(): void {
+    if (this.closing || this.growing || this.connections.length >= this.maxConnections) return;
+    this.growing = RawH2Connection.connect(this.host, this.port, REQUEST_HEADERS)
+      .then((connection) => {
+        if (this.closing) {
+          connection.close();
+          return;
+        }
+        // The Checks waiting for a stream go to the new connection, as Envoy's pending requests do.
+        for (const other of this.connections) {
+          if (connection.room === 0) break;
+          if (other.isOpen) other.handOver(Math.min(other.queued, connection.room), connection);
+        }
+        this.connections.push(connection);
+      })
+      .catch(() => undefined)
+      .finally(() => {
+        this.growing = undefined;
+        // Still Checks waiting: another connection, as long as the limit allows.
+        if (this.connections.some((connection) => connection.isOpen && connection.queued > 0)) this.grow();
+      });
   }
 
   private replace(slot: number): void {

@@ -24,7 +24,15 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { parseArgs } from 'node:util';
 import Redis from 'ioredis';
-import { ENVOY_CHECK_TIMEOUT_MS, H2Driver, PhaseStats, summarize, type PhaseHooks, type PhaseResult } from './h2-driver';
+import {
+  ENVOY_CHECK_TIMEOUT_MS,
+  ENVOY_EXT_AUTHZ_MAX_CONNECTIONS,
+  H2Driver,
+  PhaseStats,
+  summarize,
+  type PhaseHooks,
+  type PhaseResult,
+} from './h2-driver';
 import { findH2load, runH2load } from './h2load';
 import { cpuSecondsOf, machineInfo, rssBytesOf, sampleMaxRss, waitUntilIdle } from './proc-stats';
 import { startGateway, startNoopServer, type ServerUnderTest } from './processes';
@@ -42,6 +50,7 @@ import {
 import { seedKeys, type SeededKeys } from './seed';
 import {
   addHistograms,
+  formatBucket,
   counterDelta,
   histogramDelta,
   histogramQuantile,
@@ -79,6 +88,8 @@ interface Options {
   warmupMs: number;
   /** Measured seconds of each overload phase (after OVERLOAD_WARMUP_MS). */
   overloadMs: number;
+  /** --overload-only RATE: only a fresh gateway's overload phases, at multiples of this rate taken as its saturation. */
+  overloadOnlyRate: number | undefined;
   connections: number;
   concurrency: number;
   activeKeys: number;
@@ -101,6 +112,7 @@ function parseOptions(argv: string[]): Options {
       'round-seconds': { type: 'string', default: '1' },
       warmup: { type: 'string', default: '2' },
       'overload-seconds': { type: 'string', default: '5' },
+      'overload-only': { type: 'string' },
       connections: { type: 'string', default: '4' },
       concurrency: { type: 'string', default: '64' },
       'active-keys': { type: 'string', default: '10000' },
@@ -125,6 +137,8 @@ function parseOptions(argv: string[]): Options {
         '  --round-seconds S       measured seconds per server per round (default 1)',
         '  --warmup S              warm-up before the first round (default 2; 0.3 s before later rounds)',
         `  --overload-seconds S    measured seconds of each overload phase (${OVERLOAD_MULTIPLES.join(' and ')} × saturation; default 5, after ${OVERLOAD_WARMUP_MS / 1000} s)`,
+        '  --overload-only RATE    only the overload phases, on a fresh gateway, taking RATE decisions/s as its saturation',
+        '                          (a short look while developing: no saturation or tail phase, no targets list)',
         '  --connections N         HTTP/2 connections, as Envoy would hold (default 4)',
         '  --concurrency N         streams in flight at saturation, over all connections (default 64)',
         '  --active-keys N         distinct valid keys in the traffic (default 10000)',
@@ -161,6 +175,7 @@ function parseOptions(argv: string[]): Options {
     roundMs: seconds(values['round-seconds'], 'round-seconds'),
     warmupMs: seconds(values.warmup, 'warmup'),
     overloadMs: seconds(values['overload-seconds'], 'overload-seconds'),
+    overloadOnlyRate: values['overload-only'] === undefined ? undefined : whole(values['overload-only'], 'overload-only'),
     connections: whole(values.connections, 'connections'),
     concurrency: whole(values.concurrency, 'concurrency'),
     activeKeys: whole(values['active-keys'], 'active-keys'),
@@ -259,6 +274,10 @@ async function main(): Promise<void> {
       );
     }
     const main = gateways.at(-1)!;
+    if (options.overloadOnlyRate !== undefined) {
+      await overloadOnly(main, options.overloadOnlyRate, options);
+      return;
+    }
     const versus: Contender[] = [];
     const extraEnv = new Map<Contender, Record<string, string>>();
     for (const extra of options.extra) {
@@ -688,10 +707,13 @@ function toServerRun(entry: Contender, tailRate: number): ServerRun {
  * open loop at each OVERLOAD_MULTIPLES × the gateway's saturation with RSS
  * sampled all along (the largest sample is RSS under load).
  */
-async function freshProcessPhases(gateway: Contender, options: Options): Promise<Pick<GatewayRun, 'fresh' | 'overload'>> {
+async function freshProcessPhases(
+  gateway: Contender,
+  options: Options,
+  saturation = rate(gateway),
+): Promise<Pick<GatewayRun, 'fresh' | 'overload'>> {
   const { seeded, startFresh } = gateway.gateway!;
   const server = await startFresh();
-  const saturation = rate(gateway);
   try {
     const driver = await H2Driver.connect(server.grpcAddress, options.connections);
     const cachedKeys = options.fillCache ? Math.min(seeded.kept.length, KEY_CACHE_MAX_ENTRIES) : 0;
@@ -753,9 +775,11 @@ async function overloadPhase(
   offered: number,
   options: Options,
 ): Promise<OverloadRun> {
-  const driver = await H2Driver.connect(server.grpcAddress, options.connections);
+  // Envoy's pool: a connection more whenever the open ones are at the server's SETTINGS_MAX_CONCURRENT_STREAMS.
+  const driver = await H2Driver.connect(server.grpcAddress, options.connections, ENVOY_EXT_AUTHZ_MAX_CONNECTIONS);
   try {
     const before = await scrapeMetrics(server.adminUrl!);
+    const cpuBefore = cpuSecondsOf(server.pid);
     const result = await driver.overloadLoop({
       traffic,
       rate: offered,
@@ -765,15 +789,49 @@ async function overloadPhase(
     });
     if (result.mismatches > 0)
       throw new Error(`overload at ${multiple} × saturation: ${result.mismatches} wrong answers (${result.firstError})`);
+    const connections = driver.connectionCount;
     driver.close();
     // Let what is still queued drain before the read, so the counters cover the phase's Checks.
     await waitUntilIdle(server.pid);
+    const serverCpuSeconds = cpuSecondsOf(server.pid) - cpuBefore;
     const after = await scrapeMetrics(server.adminUrl!);
     const histogram = histogramDelta(before.checkLatency, after.checkLatency);
     const serverP99 = histogram ? histogramQuantile(histogram, 0.99) : undefined;
-    return { ...result, multiple, counters: counterDelta(before, after), ...(serverP99 ? { serverP99 } : {}) };
+    return {
+      ...result,
+      multiple,
+      serverCpuSeconds,
+      connections,
+      counters: counterDelta(before, after),
+      ...(serverP99 ? { serverP99 } : {}),
+    };
   } finally {
     driver.close();
+  }
+}
+
+/** --overload-only: the fresh process's phases alone, printed as they are (a development tool: no targets are judged). */
+async function overloadOnly(gateway: Contender, saturation: number, options: Options): Promise<void> {
+  // The rate-limited keys' one allowed request is spent (state in Redis, so for the fresh process too); nothing else is timed here.
+  const driver = await H2Driver.connect(gateway.server.grpcAddress, options.connections);
+  try {
+    // One at a time: none is shed, whatever MAX_CHECKS_IN_FLIGHT the run sets.
+    await driver.sendAll(uniformTraffic('valid', gateway.gateway!.seeded.rateLimited), 1);
+  } finally {
+    driver.close();
+  }
+  await gateway.server.stop();
+  const { overload } = await freshProcessPhases(gateway, options, saturation);
+  for (const phase of overload) {
+    const shed = Object.entries(phase.counters).filter(([name]) => name.startsWith('shed.'));
+    process.stdout.write(
+      `${phase.multiple} × ${saturation}/s: sent ${Math.round(phase.sentPerSecond)}/s (driver lag p99 ${phase.scheduleLagMs.p99.toFixed(0)} ms), ` +
+        `goodput ${Math.round(phase.goodputPerSecond)}/s = ${(phase.goodputPerSecond / saturation).toFixed(2)} × ; ` +
+        `decided ${phase.decided} (503 ${phase.storeUnavailable}), gRPC errors ${phase.grpcErrors}, late ${phase.late}, unanswered ${phase.unanswered} of ${phase.sent}; ` +
+        `all answers p50/p99/max ${phase.latency.p50Ms.toFixed(1)}/${phase.latency.p99Ms.toFixed(1)}/${phase.latency.maxMs.toFixed(1)} ms; ` +
+        `${phase.connections} connections; decided p99 ${phase.decidedLatency.p99Ms.toFixed(1)} ms (inside the server: ${phase.serverP99 ? formatBucket(phase.serverP99) : '–'} ms); server CPU ${phase.serverCpuSeconds.toFixed(2)} s; server counters ${JSON.stringify(Object.fromEntries(shed))}` +
+        `${phase.firstError ? `; first error: ${phase.firstError}` : ''}\n`,
+    );
   }
 }
 

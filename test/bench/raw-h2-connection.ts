@@ -92,6 +92,8 @@ export class RawH2Connection {
   private inbox: Buffer = Buffer.alloc(0);
   private received = 0;
   private closed: string | undefined;
+  /** Called at the server's first SETTINGS: until then its stream limit is not known. */
+  private onSettings: (() => void) | undefined;
 
   private constructor(
     private readonly socket: net.Socket,
@@ -108,8 +110,14 @@ export class RawH2Connection {
       const socket = net.connect({ host, port, noDelay: true });
       socket.once('error', reject);
       socket.once('connect', () => {
-        socket.off('error', reject);
         const connection = new RawH2Connection(socket, hpackLiterals(headers));
+        // Ready at the server's SETTINGS (its preface), as Envoy's pool: a request sent before it could exceed a stream limit not yet seen.
+        connection.onSettings = () => {
+          socket.off('error', reject);
+          resolve(connection);
+        };
+        // Closed before its SETTINGS (a server at its connection limit): no connection (a no-op once resolved).
+        socket.once('close', () => reject(new Error('connection closed before the server sent its SETTINGS')));
         const settings = Buffer.alloc(12);
         settings.writeUInt16BE(0x2, 0); // ENABLE_PUSH
         settings.writeUInt32BE(0, 2);
@@ -126,13 +134,32 @@ export class RawH2Connection {
             windowUpdate,
           ]),
         );
-        resolve(connection);
       });
     });
   }
 
   get inFlight(): number {
     return this.pending.size + this.queue.length;
+  }
+
+  /** A new request would be sent at once: under the server's SETTINGS_MAX_CONCURRENT_STREAMS, nothing queued here. */
+  get hasRoom(): boolean {
+    return this.queue.length === 0 && this.pending.size < this.maxConcurrent;
+  }
+
+  /** Streams this connection could start now (the server's limit less those open), nothing queued counted. */
+  get room(): number {
+    return Math.max(0, this.maxConcurrent - this.pending.size - this.queue.length);
+  }
+
+  /** Requests queued here for want of a stream, for another connection to send (as Envoy's pool dispatches a pending request). */
+  get queued(): number {
+    return this.queue.length;
+  }
+
+  /** Takes up to `count` queued requests off this connection and sends them on `other`, with their own callbacks. */
+  handOver(count: number, other: RawH2Connection): void {
+    for (const { frame, entry } of this.queue.splice(0, count)) other.request(frame, entry.keepBody, entry.done);
   }
 
   get isOpen(): boolean {
@@ -262,6 +289,9 @@ export class RawH2Connection {
           if (id === 0x4) this.streamWindow = value;
         }
         this.control(frameHeader(0, FRAME.SETTINGS, FLAG.ACK, 0));
+        const settled = this.onSettings;
+        this.onSettings = undefined;
+        settled?.();
         return;
       }
       case FRAME.PING:

@@ -187,3 +187,37 @@ it('keeps the official client working across connection recycling, with no faile
     }
   });
 });
+
+it('advertises GRPC_MAX_CONCURRENT_STREAMS in its SETTINGS (default 100); a real client holds its extra streams until one ends', async () => {
+  const remoteMaxStreams = async (app: AppUnderTest): Promise<number | undefined> => {
+    const session = connect(app.grpcAddress);
+    try {
+      return await new Promise<number | undefined>((resolve) =>
+        session.once('remoteSettings', (settings: { maxConcurrentStreams?: number }) => resolve(settings.maxConcurrentStreams)),
+      );
+    } finally {
+      session.close();
+    }
+  };
+  await withApp({}, async (app) => {
+    expect(await remoteMaxStreams(app)).toBe(100);
+  });
+  await withApp({ GRPC_MAX_CONCURRENT_STREAMS: '3', REDIS_TIMEOUT_MS: '1000' }, async (app, key) => {
+    expect(await remoteMaxStreams(app)).toBe(3);
+    const body = [grpcFrame(Buffer.from(check.requestSerialize(chatCheckRequest(key))))];
+    const session = connect(app.grpcAddress);
+    try {
+      // The first Check caches the key; then the authorize script (a write) waits while Redis is paused.
+      expect((await rawCall(session, { body })).grpcStatus).toBe(0);
+      await admin.call('CLIENT', 'PAUSE', '600', 'WRITE');
+      const calls = Array.from({ length: 5 }, () => rawCall(session, { headers: { 'grpc-timeout': '5S' }, body }));
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      // Two of the five are still in the client: the server was never handed more than it advertised.
+      expect(await metric(app, 'gateway_authz_checks_in_flight')).toBe(3);
+      const answers = await Promise.all(calls);
+      expect(answers.map((answer) => answer.grpcStatus)).toEqual([0, 0, 0, 0, 0]);
+    } finally {
+      session.close();
+    }
+  });
+});

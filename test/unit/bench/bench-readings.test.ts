@@ -6,6 +6,7 @@
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { h2loadArguments, parseH2loadLog } from '../../bench/h2load';
+import { asShown, evaluateTargets, type BenchReport, type GatewayRun } from '../../bench/report';
 import { histogramDelta, histogramQuantile, parseMetrics, formatBucket } from '../../bench/server-metrics';
 import { checkCodec, checkResponseStatusCode } from '../../bench/traffic';
 import { OFFICIAL_EXTERNAL_AUTH_PROTO, OFFICIAL_LOADER_OPTIONS } from '../../support/envoy-official-client';
@@ -121,5 +122,57 @@ describe('the Check latency histogram', () => {
   it('has no quantile without observations, and no delta without the histogram', () => {
     expect(histogramQuantile({ bounds: [0.001, Infinity], cumulative: [0, 0] }, 0.99)).toBeUndefined();
     expect(histogramDelta(undefined, scrape([1, 1, 1, 1]).checkLatency)).toBeUndefined();
+  });
+});
+
+describe('the targets list', () => {
+  /** The fields evaluateTargets reads, around the figure under test. */
+  function reportWith(roundTrips: { valid: number; malformed: number }, overrides: Partial<GatewayRun> = {}): BenchReport {
+    const gateway = {
+      label: 'gateway-authz',
+      saturation: { perSecond: 5000 },
+      cpuUsPerDecision: 59.96,
+      redisCpuUsPerDecision: 15.04,
+      redisCommands: { perDecision: 5.004, byCommand: {} },
+      fresh: { cachedKeys: 200_000, rssUnderLoadMb: 200.4 },
+      overload: [],
+      roundTrips: {
+        'valid (cached)': { decisions: 1000, commands: {}, perDecision: roundTrips.valid },
+        malformed: { decisions: 1000, commands: {}, perDecision: roundTrips.malformed },
+      },
+      ...overrides,
+    };
+    return { baseline: { saturation: { perSecond: 5001 }, cpuUsPerDecision: 100 }, gateway, answerWithinMs: 250 } as unknown as BenchReport;
+  }
+  const verdict = (report: BenchReport, name: string) => evaluateTargets(report).find((target) => target.name.startsWith(name));
+
+  it('judges each figure as it prints it: 1.004 round trips, printed 1.00, meet "≤ 1"; 1.006, printed 1.01, do not', () => {
+    expect(verdict(reportWith({ valid: 1.004, malformed: 0 }), 'Redis round trips, cached valid key')).toMatchObject({
+      value: '1.00',
+      pass: true,
+    });
+    expect(verdict(reportWith({ valid: 1.006, malformed: 0 }), 'Redis round trips, cached valid key')).toMatchObject({
+      value: '1.01',
+      pass: false,
+    });
+  });
+
+  it('does the same for every bound in the list (CPU, Redis CPU, commands, RSS, ratio to the no-op)', () => {
+    const report = reportWith({ valid: 1, malformed: 0.004 });
+    expect(verdict(report, 'server CPU per decision')).toMatchObject({ pass: true });
+    expect(verdict(report, 'server CPU per decision')!.value).toMatch(/^60\.0 µs/);
+    expect(verdict(report, 'Redis CPU per decision')).toMatchObject({ value: '15.0 µs', pass: true });
+    expect(verdict(report, 'Redis commands per decision')).toMatchObject({ value: '5.00', pass: true });
+    expect(verdict(report, 'RSS under load')).toMatchObject({ pass: true });
+    expect(verdict(report, 'RSS under load')!.value).toMatch(/^200 MB/);
+    expect(verdict(report, 'Redis commands, malformed key')).toMatchObject({ value: '0.00', pass: true });
+    // 5000 / 5001 = 0.9998, printed 1.00 ×.
+    expect(verdict(report, 'decisions/s at saturation vs the no-op grpc-js server')).toMatchObject({ pass: true });
+  });
+
+  it('rounds as toFixed does', () => {
+    expect(asShown(1.004, 2)).toBe(1);
+    expect(asShown(59.96, 1)).toBe(60);
+    expect(asShown(0.8951, 2)).toBe(0.9);
   });
 });

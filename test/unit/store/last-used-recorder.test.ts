@@ -213,4 +213,18 @@ describe('LastUsedRecorder', () => {
       jest.useRealTimers();
     }
   });
+  it('on stop with a time budget, gives up on a store that does not answer: resolves in time, sends no further chunk, logs what was dropped', async () => {
+    const calls: number[] = [];
+    const silent = { recordLastUsed: (uses: readonly LastUse[]) => (calls.push(uses.length), new Promise<void>(() => undefined)) };
+    const logs = new LogCapture();
+    const recorder = new LastUsedRecorder(silent, new ManualClock(1), logs.logger, 60_000, 50_000, 100);
+    for (let i = 0; i < 250; i += 1) recorder.note({ keyId: `k${i}`, accountId: 'a' });
+    const started = performance.now();
+    await recorder.stop(50);
+    expect(performance.now() - started).toBeLessThan(1000);
+    expect(calls).toEqual([100]);
+    expect(logs.events('last_used').find((entry) => entry.msg === 'last uses not written: shutting down')).toMatchObject({ keys: 250 });
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(calls).toEqual([100]);
+  });
 });

@@ -1,0 +1,343 @@
+/**
+ * The garbage collector under a steady load, with the key cache full: what a
+ * mark-compact costs, how often one runs, what promotes to the old
+ * generation, and the event-loop delay and RSS that follow. A tool for
+ * issue 14's "tail" work, not part of `npm run bench`.
+ *
+ *   npm run build && npx tsc -p tsconfig.bench.json
+ *   node .bench/build/test/bench/gc-profile.js seed --redis-url redis://127.0.0.1:6390   # once: 200k keys
+ *   node .bench/build/test/bench/gc-profile.js run --redis-url redis://127.0.0.1:6390 --rate 3000 --seconds 60 \
+ *        --node-arg=--trace-gc [--node-options='--max-old-space-size=192'] [--dist <an earlier dist/>]
+ *
+ * `run` starts a fresh gateway (`node dist/cli/main.js serve`), sends one
+ * Check for each seeded key (filling the cache to its default bound), then
+ * the bench's mixed traffic open loop at `--rate` for `--seconds`. Over that
+ * steady window only it reports: the GCs the gateway traced (`--trace-gc`
+ * or `--trace-gc-nvp`, whichever was given), the event-loop delay measured
+ * inside the gateway by a preloaded probe (`monitorEventLoopDelay` at 1 ms
+ * resolution), the server-side Check latency histogram from /metrics, and
+ * RSS and heap sampled every second.
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { parseArgs } from 'node:util';
+import { H2Driver, PhaseStats } from './h2-driver';
+import { startGateway } from './processes';
+import { rssBytesOf } from './proc-stats';
+import { seedKeys } from './seed';
+import { BENCH_DIR, GATEWAY_DEFAULT_ENV, SHIPPED_NODE_OPTIONS, envAssignments, expectClean, writeGatewayConfig } from './setup';
+import { malformedKeys, mixedTraffic, unknownKeys, uniformTraffic } from './traffic';
+
+const KEYS_FILE = path.join(BENCH_DIR, 'gc-profile-keys.json');
+const PROBE_FILE = path.join(BENCH_DIR, 'gc-profile-probe.cjs');
+const PROBE_OUT = path.join(BENCH_DIR, 'gc-profile-probe.json');
+const PROMOTED_OUT = path.join(BENCH_DIR, 'gc-profile-promoted.heapprofile');
+
+/**
+ * Preloaded into the gateway (`--require`): SIGUSR2 writes the event-loop
+ * delay since the last SIGUSR2 and starts anew. With GC_PROFILE_PROMOTED
+ * set, it also samples allocations from one SIGUSR2 to the next, keeping
+ * those that outlived a scavenge (V8's sampling heap profiler drops objects
+ * that died young only), and writes that profile: what promotes.
+ */
+const PROBE_SOURCE = `'use strict';
+const { monitorEventLoopDelay } = require('node:perf_hooks');
+const fs = require('node:fs');
+const histogram = monitorEventLoopDelay({ resolution: 1 });
+histogram.enable();
+const sampling = process.env.GC_PROFILE_PROMOTED ? new (require('node:inspector').Session)() : undefined;
+let sampled = false;
+if (sampling) sampling.connect();
+process.on('SIGUSR2', () => {
+  const ms = (ns) => ns / 1e6;
+  const out = { count: histogram.count, p50: ms(histogram.percentile(50)), p90: ms(histogram.percentile(90)),
+    p99: ms(histogram.percentile(99)), p999: ms(histogram.percentile(99.9)), max: ms(histogram.max), mean: ms(histogram.mean) };
+  if (typeof global.gc === 'function') {
+    // With --expose-gc: full, non-incremental collections, timed; an upper bound for a mark-compact's pause.
+    const times = [];
+    for (let i = 0; i < 5; i += 1) { const t = process.hrtime.bigint(); global.gc(); times.push(Number(process.hrtime.bigint() - t) / 1e6); }
+    times.sort((a, b) => a - b);
+    out.fullGcMs = { min: times[0], median: times[2] };
+  }
+  histogram.reset();
+  if (!sampling) return fs.writeFileSync(${JSON.stringify(PROBE_OUT)}, JSON.stringify(out));
+  if (!sampled) {
+    sampled = true;
+    sampling.post('HeapProfiler.startSampling', { samplingInterval: 16384, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: process.env.GC_PROFILE_PROMOTED === 'all' }, () =>
+      fs.writeFileSync(${JSON.stringify(PROBE_OUT)}, JSON.stringify(out)));
+    return;
+  }
+  sampling.post('HeapProfiler.stopSampling', (error, result) => {
+    fs.writeFileSync(${JSON.stringify(PROMOTED_OUT)}, JSON.stringify(error ? { error: String(error) } : result.profile));
+    fs.writeFileSync(${JSON.stringify(PROBE_OUT)}, JSON.stringify(out));
+  });
+});
+`;
+
+const log = (text: string) => process.stderr.write(`${text}\n`);
+
+interface SavedKeys {
+  kept: string[];
+  rateLimited: string[];
+}
+
+interface GcEvent {
+  atMs: number;
+  kind: 'scavenge' | 'mark-compact' | 'other';
+  pauseMs: number;
+  reason?: string;
+  promotedBytes?: number;
+  heapAfterMb?: number;
+}
+
+/** Lines of `--trace-gc` or `--trace-gc-nvp` in the gateway's stdout (mixed with its JSON log lines). */
+function parseGcTrace(text: string): GcEvent[] {
+  const events: GcEvent[] = [];
+  for (const line of text.split('\n')) {
+    const head = /^\[\d+:0x[0-9a-f]+\]\s+(\d+) ms: (.*)$/.exec(line);
+    if (!head) continue;
+    const atMs = Number(head[1]);
+    const body = head[2]!;
+    if (body.startsWith('pause=')) {
+      const field = (name: string) => new RegExp(`(?:^| )${name}=(\\S+)`).exec(body)?.[1];
+      const gc = field('gc');
+      events.push({
+        atMs,
+        kind: gc === 's' ? 'scavenge' : gc === 'mc' ? 'mark-compact' : 'other',
+        pauseMs: Number(field('pause')),
+        promotedBytes: Number(field('promoted') ?? 0),
+        heapAfterMb: Number(field('total_size_after') ?? 0) / 2 ** 20,
+      });
+      continue;
+    }
+    const classic =
+      /^(Scavenge|Mark-Compact|Minor Mark-Compact|Mark-Compact \(reduce\))[^,]*-> ([\d.]+) \([\d.]+\) MB, (?:pooled: [\d.]+ MB, )?([\d.]+) \/ [\d.]+ ms.*?\) (.*)$/.exec(
+        body,
+      );
+    if (classic) {
+      events.push({
+        atMs,
+        kind: classic[1] === 'Scavenge' ? 'scavenge' : classic[1]!.startsWith('Mark-Compact') ? 'mark-compact' : 'other',
+        pauseMs: Number(classic[3]),
+        heapAfterMb: Number(classic[2]),
+        reason: classic[4]!.replace(/^\(average mu[^)]*\)\s*/, '').trim(),
+      });
+    }
+  }
+  return events;
+}
+
+function percentile(sorted: number[], q: number): number {
+  return sorted.length === 0 ? 0 : sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)]!;
+}
+
+/** `gateway_authz_check_latency_seconds` buckets: cumulative count at each upper bound. */
+function latencyBuckets(metrics: string): Map<number, number> {
+  const buckets = new Map<number, number>();
+  for (const match of metrics.matchAll(/^gateway_authz_check_latency_seconds_bucket\{le="([^"]+)"\} (\S+)$/gm)) {
+    buckets.set(match[1] === '+Inf' ? Infinity : Number(match[1]), Number(match[2]));
+  }
+  return buckets;
+}
+
+/** The q-quantile of the window between two scrapes, interpolated linearly inside its bucket (as Prometheus does). */
+function histogramQuantile(before: Map<number, number>, after: Map<number, number>, q: number): { ms: number; total: number } {
+  const bounds = [...after.keys()].sort((a, b) => a - b);
+  const counts = bounds.map((bound) => (after.get(bound) ?? 0) - (before.get(bound) ?? 0));
+  const total = counts.at(-1) ?? 0;
+  const rank = q * total;
+  let lower = 0;
+  for (let i = 0; i < bounds.length; i += 1) {
+    if (counts[i]! >= rank) {
+      const upper = bounds[i]!;
+      if (upper === Infinity) return { ms: lower * 1000, total };
+      const below = i === 0 ? 0 : counts[i - 1]!;
+      const share = counts[i]! === below ? 0 : (rank - below) / (counts[i]! - below);
+      return { ms: (lower + (upper - lower) * share) * 1000, total };
+    }
+    lower = bounds[i]!;
+  }
+  return { ms: NaN, total };
+}
+
+async function scrape(adminUrl: string): Promise<string> {
+  return (await fetch(`${adminUrl}/metrics`)).text();
+}
+
+async function probeDump(pid: number): Promise<Record<string, number>> {
+  fs.rmSync(PROBE_OUT, { force: true });
+  process.kill(pid, 'SIGUSR2');
+  for (let i = 0; i < 100 && !fs.existsSync(PROBE_OUT); i += 1) await new Promise((resolve) => setTimeout(resolve, 20));
+  return JSON.parse(fs.readFileSync(PROBE_OUT, 'utf8')) as Record<string, number>;
+}
+
+async function seedCommand(redisUrl: string, keys: number): Promise<void> {
+  const seeded = await seedKeys(redisUrl, { keys, keysPerAccount: 10, rateLimitedKeys: 100, keep: keys }, log);
+  fs.mkdirSync(BENCH_DIR, { recursive: true });
+  fs.writeFileSync(KEYS_FILE, JSON.stringify({ kept: seeded.kept, rateLimited: seeded.rateLimited } satisfies SavedKeys));
+  log(`seeded ${keys} keys in ${seeded.seconds.toFixed(1)} s; plaintexts in ${KEYS_FILE}`);
+}
+
+interface RunOptions {
+  redisUrl: string;
+  rate: number;
+  seconds: number;
+  nodeArgs: string[];
+  nodeOptions: string;
+  env: Record<string, string>;
+  distDir?: string;
+  fill: number;
+  tag: string;
+}
+
+async function runCommand(options: RunOptions): Promise<void> {
+  const saved = JSON.parse(fs.readFileSync(KEYS_FILE, 'utf8')) as SavedKeys;
+  fs.writeFileSync(PROBE_FILE, PROBE_SOURCE);
+  const logFile = path.join(BENCH_DIR, `gc-profile-${options.tag}.log`);
+  const server = await startGateway(
+    {
+      REDIS_URL: options.redisUrl,
+      CONFIG_FILE: writeGatewayConfig('gc-profile-config.json'),
+      ...GATEWAY_DEFAULT_ENV,
+      NODE_OPTIONS: options.nodeOptions,
+      ...options.env,
+    },
+    logFile,
+    ['--require', PROBE_FILE, ...options.nodeArgs],
+    options.distDir,
+  );
+  const driver = await H2Driver.connect(server.grpcAddress, 4);
+  try {
+    const fill = saved.kept.slice(0, options.fill);
+    const fillStarted = Date.now();
+    for (let first = 0; first < fill.length; first += 20_000) {
+      expectClean('cache fill', await driver.sendAll(uniformTraffic('valid', fill.slice(first, first + 20_000)), 32), true);
+    }
+    // Spend the rate-limited keys' one allowed request, so they are refused from now on.
+    await driver.sendAll(uniformTraffic('valid', saved.rateLimited), 16);
+    log(`${options.tag}: cache filled with ${fill.length} keys in ${((Date.now() - fillStarted) / 1000).toFixed(1)} s`);
+    const active = fill.filter((_, index) => index % Math.max(1, Math.floor(fill.length / 10_000)) === 0).slice(0, 10_000);
+    const traffic = mixedTraffic(
+      { valid: active, malformed: malformedKeys(400), unknown: unknownKeys(2000), rateLimited: saved.rateLimited },
+      Math.max(100_000, active.length * 4),
+    );
+    // Two seconds of the load before the window, so the window starts from a steady state.
+    await driver.openLoop({ traffic, rate: options.rate, warmupMs: 0, durationMs: 2000, decodeEvery: 16, maxInFlight: 10_000 });
+
+    const traceFrom = fs.statSync(logFile).size;
+    const metricsBefore = await scrape(server.adminUrl!);
+    await probeDump(server.pid);
+    const rss: number[] = [];
+    const sampler = setInterval(() => rss.push(rssBytesOf(server.pid) / 2 ** 20), 1000);
+    const stats = new PhaseStats();
+    const result = await driver.openLoop({
+      traffic,
+      rate: options.rate,
+      warmupMs: 0,
+      durationMs: options.seconds * 1000,
+      decodeEvery: 16,
+      maxInFlight: 10_000,
+      stats,
+    });
+    clearInterval(sampler);
+    const loopDelay = await probeDump(server.pid);
+    const metricsAfter = await scrape(server.adminUrl!);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const trace = fs.readFileSync(logFile, 'utf8').slice(traceFrom);
+    const events = parseGcTrace(trace);
+
+    const minutes = options.seconds / 60;
+    const summary = (kind: GcEvent['kind']) => {
+      const list = events.filter((event) => event.kind === kind);
+      const pauses = list.map((event) => event.pauseMs).sort((a, b) => a - b);
+      return {
+        count: list.length,
+        perMinute: list.length / minutes,
+        pauseMs: {
+          p50: percentile(pauses, 0.5),
+          p99: percentile(pauses, 0.99),
+          max: pauses.at(-1) ?? 0,
+          total: pauses.reduce((a, b) => a + b, 0),
+        },
+        promotedMbPerSecond: list.reduce((sum, event) => sum + (event.promotedBytes ?? 0), 0) / 2 ** 20 / options.seconds,
+      };
+    };
+    const reasons: Record<string, number> = {};
+    for (const event of events) if (event.kind === 'mark-compact' && event.reason) reasons[event.reason] = (reasons[event.reason] ?? 0) + 1;
+    const heapUsed = (metrics: string) => Number(/^gateway_authz_nodejs_heap_size_used_bytes (\S+)$/m.exec(metrics)?.[1] ?? NaN) / 2 ** 20;
+    const before = latencyBuckets(metricsBefore);
+    const after = latencyBuckets(metricsAfter);
+    const p99 = histogramQuantile(before, after, 0.99);
+    const under5 = (after.get(0.005)! - (before.get(0.005) ?? 0)) / p99.total;
+    const report = {
+      tag: options.tag,
+      nodeOptions: options.nodeOptions,
+      nodeArgs: options.nodeArgs,
+      env: options.env,
+      rate: options.rate,
+      seconds: options.seconds,
+      cachedKeys: fill.length,
+      driver: {
+        perSecond: result.perSecond,
+        latency: result.latency,
+        errors: result.errors,
+        unavailable: result.unavailable,
+        mismatches: result.mismatches,
+        overloaded: result.overloaded,
+      },
+      serverCheckLatency: { p99Ms: p99.ms, shareUnder5ms: under5, count: p99.total },
+      eventLoopDelayMs: loopDelay,
+      gc: { scavenge: summary('scavenge'), markCompact: summary('mark-compact'), markCompactReasons: reasons },
+      rssMb: { min: Math.min(...rss), max: Math.max(...rss), last: rss.at(-1) },
+      heapUsedMb: { before: heapUsed(metricsBefore), after: heapUsed(metricsAfter) },
+    };
+    process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+    fs.writeFileSync(path.join(BENCH_DIR, `gc-profile-${options.tag}.json`), JSON.stringify({ ...report, events }, null, 2));
+  } finally {
+    driver.close();
+    await server.stop();
+  }
+}
+
+async function main(): Promise<void> {
+  const [command, ...rest] = process.argv.slice(2);
+  const { values } = parseArgs({
+    args: rest,
+    options: {
+      'redis-url': { type: 'string' },
+      keys: { type: 'string', default: '200000' },
+      rate: { type: 'string', default: '3000' },
+      seconds: { type: 'string', default: '60' },
+      'node-arg': { type: 'string', multiple: true, default: [] },
+      'node-options': { type: 'string', default: SHIPPED_NODE_OPTIONS },
+      env: { type: 'string', multiple: true, default: [] },
+      dist: { type: 'string' },
+      tag: { type: 'string', default: 'run' },
+    },
+  });
+  const redisUrl = values['redis-url'];
+  if (!redisUrl) throw new Error('--redis-url is required (a disposable Redis: seed writes to it)');
+  if (command === 'seed') return seedCommand(redisUrl, Number(values.keys));
+  if (command === 'run') {
+    return runCommand({
+      redisUrl,
+      rate: Number(values.rate),
+      seconds: Number(values.seconds),
+      nodeArgs: values['node-arg'],
+      nodeOptions: values['node-options'],
+      env: envAssignments(values.env, 'env'),
+      ...(values.dist ? { distDir: path.resolve(values.dist) } : {}),
+      fill: Number(values.keys),
+      tag: values.tag,
+    });
+  }
+  throw new Error(`unknown command '${command ?? ''}': seed or run`);
+}
+
+main().then(
+  () => process.exit(0),
+  (error: unknown) => {
+    log(`gc-profile failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+    process.exit(1);
+  },
+);
