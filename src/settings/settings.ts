@@ -42,6 +42,8 @@ export interface Settings {
   readonly grpcWorkers: number;
   /** Checks decided at once per process; more are answered gRPC UNAVAILABLE at once instead of queueing. */
   readonly maxChecksInFlight: number;
+  /** ext_proc Process streams (answers being metered) open at once per process; more are refused (REFUSED_STREAM). */
+  readonly extProcMaxStreams: number;
   readonly pipeline: PipelineSettings;
   /** The config file's price table; absent: usage is counted in tokens and nothing is charged for it. */
   readonly pricing?: PriceTable;
@@ -122,6 +124,14 @@ export const DEFAULT_PLAN: RatePlan = {
  */
 export const DEFAULT_MAX_CHECKS_IN_FLIGHT = 256;
 
+/**
+ * One Process stream per answer in flight through Envoy (envoy.yaml lets
+ * 10,000 requests reach the upstream at once). An open stream costs about
+ * 10 KB here (measured, README "Usage and billing"), so the bound keeps
+ * them under ~100 MB of the container's 512 MiB.
+ */
+export const DEFAULT_EXT_PROC_MAX_STREAMS = 10_000;
+
 // An empty value means "use the default", not port 0 (a random port).
 const blankAsUnset = (value: unknown) => (typeof value === 'string' && value.trim() === '' ? undefined : value);
 const port = (fallback: number) => z.preprocess(blankAsUnset, z.coerce.number().int().min(0).max(65535).default(fallback));
@@ -189,6 +199,7 @@ const envSchema = z.object({
   GRPC_MAX_CONNECTION_AGE_MS: z.preprocess(blankAsUnset, z.coerce.number().int().min(1_000).max(86_400_000).default(300_000)),
   GRPC_WORKERS: z.preprocess(blankAsUnset, z.coerce.number().int().min(1).max(64).default(1)),
   MAX_CHECKS_IN_FLIGHT: z.preprocess(blankAsUnset, z.coerce.number().int().min(1).max(100_000).default(DEFAULT_MAX_CHECKS_IN_FLIGHT)),
+  EXT_PROC_MAX_STREAMS: z.preprocess(blankAsUnset, z.coerce.number().int().min(1).max(1_000_000).default(DEFAULT_EXT_PROC_MAX_STREAMS)),
   CUSTOMER_PORT: port(9193),
   OIDC_ISSUER_URL: optionalText,
   OIDC_CLIENT_ID: optionalText,
@@ -255,6 +266,7 @@ export function loadSettings(
     grpcMaxConnectionAgeMs: e.GRPC_MAX_CONNECTION_AGE_MS,
     grpcWorkers: e.GRPC_WORKERS,
     maxChecksInFlight: e.MAX_CHECKS_IN_FLIGHT,
+    extProcMaxStreams: e.EXT_PROC_MAX_STREAMS,
     ...(config.pricing ? { pricing: config.pricing } : {}),
     customerPort: e.CUSTOMER_PORT,
     ...(e.OIDC_ISSUER_URL ? { customerSignIn: customerSignInOf(e) } : {}),
