@@ -307,8 +307,6 @@ class ServerCall implements BidiStreamingCall {
 
   onEnd(): void {
     if (this.state !== READING) return;
-    // A bidi call's 'end' that came with a reset: not a half-close, onClose settles it as cancelled.
-    if (this.handler.kind === 'bidi-streaming' && (this.stream.closed || this.stream.destroyed)) return;
     if (this.partial) {
       this.abort({ code: GrpcStatus.INTERNAL, details: 'The request ended inside a message' }, 'failed');
       return;
@@ -644,14 +642,7 @@ export class GrpcServer {
     if (handler.kind === 'server-streaming') this.streamingCalls.add(call);
     else if (handler.kind === 'bidi-streaming') this.bidiCalls.add(call);
     stream.on('data', (chunk: Buffer) => call.onData(chunk));
-    if (handler.kind === 'bidi-streaming') {
-      // node:http2 ends the readable side of a stream the client resets (RST_STREAM) before it closes the stream,
-      // so an 'end' is a half-close only if the stream is still open a moment later (its close is deferred to an
-      // immediate, which runs first). Single-message calls answer at once: a reset drops that answer anyway.
-      stream.on('end', () => setImmediate(() => call.onEnd()));
-    } else {
-      stream.on('end', () => call.onEnd());
-    }
+    stream.on('end', () => call.onEnd());
     stream.on('close', () => call.onClose());
     call.startStreaming();
   }

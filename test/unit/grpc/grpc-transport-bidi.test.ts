@@ -1,5 +1,6 @@
 import * as grpc from '@grpc/grpc-js';
 import * as http2 from 'node:http2';
+import * as net from 'node:net';
 import {
   frameMessage,
   GrpcServer,
@@ -269,6 +270,41 @@ describe('bidi-streaming calls: messages', () => {
     }
   });
 
+  it('tell the handler of a bare RST_STREAM (no half-close before it) as cancelled, even inside a message', async () => {
+    // node:http2 ends a reset stream's readable side before it closes the stream; that end is no half-close.
+    const socket = net.connect(Number(s.address.split(':')[1]), '127.0.0.1');
+    socket.on('error', () => undefined);
+    socket.on('data', () => undefined);
+    await new Promise((resolve) => socket.once('connect', resolve));
+    try {
+      const headers = Buffer.concat(
+        [
+          [':method', 'POST'],
+          [':scheme', 'http'],
+          [':path', BIDI],
+          [':authority', 'test'],
+          ['content-type', 'application/grpc'],
+          ['te', 'trailers'],
+        ].map(([name, value]) =>
+          Buffer.concat([Buffer.from([0, name!.length]), Buffer.from(name!), Buffer.from([value!.length]), Buffer.from(value!)]),
+        ),
+      );
+      const message = Buffer.concat([grpcFrame(Buffer.from('whole')), grpcFrame(Buffer.from('cut off')).subarray(0, 8)]);
+      socket.write(Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'));
+      socket.write(h2Frame(4, 0, 0, Buffer.alloc(0)));
+      socket.write(h2Frame(1, 4, 1, headers)); // HEADERS, END_HEADERS
+      socket.write(h2Frame(0, 0, 1, message)); // DATA, no END_STREAM
+      await until(() => s.calls[0]?.messages.length === 1, 'the whole message');
+      const code = Buffer.alloc(4);
+      code.writeUInt32BE(http2.constants.NGHTTP2_CANCEL);
+      socket.write(h2Frame(3, 0, 1, code)); // RST_STREAM
+      await until(() => s.calls[0]!.finished === 1, 'the call to end');
+      expect(s.calls[0]!).toMatchObject({ messages: ['whole'], halfClosed: 0, aborted: ['cancelled'] });
+    } finally {
+      socket.destroy();
+    }
+  });
+
   it('keep the limits of single-message calls per message: too large, compressed, cut off, each ends the call (failed)', async () => {
     const small = await start({ maxReceiveMessageBytes: 100 });
     const session = connect(small.address);
@@ -472,3 +508,13 @@ describe('bidi-streaming calls: drains', () => {
     }
   });
 });
+
+/** An HTTP/2 frame header and payload. */
+function h2Frame(type: number, flags: number, streamId: number, payload: Buffer): Buffer {
+  const header = Buffer.alloc(9);
+  header.writeUIntBE(payload.length, 0, 3);
+  header[3] = type;
+  header[4] = flags;
+  header.writeUInt32BE(streamId, 5);
+  return Buffer.concat([header, payload]);
+}
