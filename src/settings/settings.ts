@@ -126,9 +126,9 @@ export const DEFAULT_MAX_CHECKS_IN_FLIGHT = 256;
 
 /**
  * One Process stream per answer in flight through Envoy (envoy.yaml lets
- * 10,000 requests reach the upstream at once). An open stream costs about
- * 10 KB here (measured, README "Usage and billing"), so the bound keeps
- * them under ~100 MB of the container's 512 MiB.
+ * 10,000 requests reach the upstream at once). An open stream costs 11–15 KiB
+ * of resident memory (measured, README "Usage and billing"), so the bound
+ * keeps them under ~150 MB of the container's 512 MiB.
  */
 export const DEFAULT_EXT_PROC_MAX_STREAMS = 10_000;
 

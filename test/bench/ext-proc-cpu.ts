@@ -212,14 +212,17 @@ async function main(): Promise<void> {
   }
 }
 
-/** RSS growth per stream while `held` streams are open mid-answer (250 of their body chunks read). */
+/** Memory growth per stream while `held` streams are open mid-answer (10 of their body chunks read). */
 async function heldStreamMemory(
   address: string,
   pid: number,
   adminUrl: string,
   held: number,
-): Promise<{ openStreamsHeld: number; rssPerOpenStreamKiB: number }> {
+): Promise<{ openStreamsHeld: number; rssPerOpenStreamKiB: number; heapPerOpenStreamKiB: number }> {
   await waitUntilIdle(pid);
+  const heapUsed = async () =>
+    Number(/^gateway_authz_nodejs_heap_size_used_bytes (\d+)/m.exec(await (await fetch(`${adminUrl}/metrics`)).text())?.[1]);
+  const heapBefore = await heapUsed();
   const rssBefore = rssBytesOf(pid);
   const sessions = Array.from({ length: 8 }, () => http2.connect(`http://${address}`, { maxSessionMemory: 256 }));
   for (const session of sessions) session.on('error', () => undefined);
@@ -231,17 +234,22 @@ async function heldStreamMemory(
       te: 'trailers',
     });
     stream.on('error', () => undefined);
-    stream.write(Buffer.concat([requestHeaders(1_000_000 + i), RESPONSE_HEADERS, ...BODY.slice(0, 250)]));
+    stream.write(Buffer.concat([requestHeaders(1_000_000 + i), RESPONSE_HEADERS, ...BODY.slice(0, 10)]));
     return stream;
   });
   await waitUntilIdle(pid, 20_000);
   await new Promise((resolve) => setTimeout(resolve, 1000));
   const open = /^gateway_authz_ext_proc_streams_open (\d+)/m.exec(await (await fetch(`${adminUrl}/metrics`)).text())?.[1];
   const rssHeld = rssBytesOf(pid);
+  const heapHeld = await heapUsed();
   for (const stream of streams) stream.close(http2.constants.NGHTTP2_CANCEL);
   for (const session of sessions) session.close();
   await waitUntilIdle(pid);
-  return { openStreamsHeld: Number(open), rssPerOpenStreamKiB: Math.round((rssHeld - rssBefore) / held / 1024) };
+  return {
+    openStreamsHeld: Number(open),
+    rssPerOpenStreamKiB: Math.round((rssHeld - rssBefore) / held / 1024),
+    heapPerOpenStreamKiB: Math.round((heapHeld - heapBefore) / held / 1024),
+  };
 }
 
 main().catch((error: unknown) => {
