@@ -150,7 +150,7 @@ function runExchange(exchange: Exchange, processClient: ProcessClient = client):
       setImmediate(() => call.cancel());
     }
   };
-  for (const message of messages) call.write(message, () => ++written === messages.length && setTimeout(cut, 20));
+  for (const message of messages) call.write(message, () => ++written === messages.length && setTimeout(cut, 250));
   return status;
 }
 
