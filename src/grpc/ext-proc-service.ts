@@ -222,9 +222,14 @@ class MeteringStream implements RequestStream {
 
   /** The answer is over: its one record goes to the sink; a complete one also ends the stream. */
   private finish(delivery: MeteredResponse['delivery']): void {
+    const meter = this.meter;
+    if (!meter) {
+      // Ended before its request headers: nobody to meter against.
+      this.notMetered('no_identity');
+      return;
+    }
     if (this.ended) return;
     this.ended = true;
-    const meter = this.meter!;
     const record = meter.finish(delivery);
     const outcome: MeteringOutcome = record.outcome.kind === 'free' ? 'no_usage' : record.outcome.usage.estimated ? 'estimated' : 'usage';
     this.deps.metrics?.streamEnded(

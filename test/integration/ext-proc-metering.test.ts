@@ -1,4 +1,5 @@
 import * as grpc from '@grpc/grpc-js';
+import * as http2 from 'node:http2';
 import { ManualClock } from '../../src/domain/clock';
 import type { MeteredResponse } from '../../src/domain/metered-response';
 import type { UsageOutcome } from '../../src/domain/usage';
@@ -327,6 +328,28 @@ describe('answers that cost nothing, and requests metered against no one', () =>
     expect(recorded).toEqual([]);
   });
 
+  it('a stream that ends before any message (half-closed or reset) gives no record and no error', async () => {
+    const errorsBefore = app.logs.lines.filter((line) => line.includes('"level":"error"')).length;
+    const quiet = client.process();
+    quiet.on('error', () => undefined);
+    const status = new Promise<grpc.StatusObject>((resolve) => quiet.on('status', resolve));
+    quiet.end();
+    expect((await status).code).toBe(grpc.status.OK);
+    const session = connect(app.grpcAddress);
+    try {
+      const reset = session.request({ ':method': 'POST', ':path': PROCESS_PATH, 'content-type': 'application/grpc', te: 'trailers' });
+      reset.on('error', () => undefined);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      reset.close(http2.constants.NGHTTP2_CANCEL);
+      await new Promise((resolve) => reset.on('close', resolve));
+    } finally {
+      session.close();
+    }
+    await sleep(50);
+    expect(recorded).toEqual([]);
+    expect(app.logs.lines.filter((line) => line.includes('"level":"error"')).length).toBe(errorsBefore);
+  });
+
   it.each([
     ['a repeated identity header', (h: [string, string][]) => [...h, ['x-gateway-account-id', 'other']]],
     ['a partial identity', (h: [string, string][]) => h.filter(([k]) => k !== 'x-gateway-key-id')],
@@ -447,6 +470,13 @@ describe('protocol', () => {
     const key = (await app.admin('POST', `/admin/accounts/${account}/keys`, {})).body.key;
     const check = createOfficialCheckClient(app.grpcAddress);
     try {
+      let openStreams = 0;
+      const gauge = setInterval(() => {
+        void fetch(`${app.adminUrl}/metrics`)
+          .then((response) => response.text())
+          .then((text) => (openStreams = Number(/^gateway_authz_ext_proc_streams_open (\d+)/m.exec(text)?.[1] ?? 0)))
+          .catch(() => undefined);
+      }, 20);
       const open = Array.from({ length: 20 }, () => {
         const call = client.process();
         call.on('data', () => undefined);
@@ -462,7 +492,11 @@ describe('protocol', () => {
         return call;
       });
       for (let i = 0; i < 10; i += 1) expect(await decisionFor(check, key)).toBe('allow');
+      // Cut once the processor has them all (Envoy's close comes seconds after the last message).
+      await until(() => openStreams >= 20, 'the streams to be open');
+      await sleep(100);
       for (const call of open) call.cancel();
+      clearInterval(gauge);
       await until(() => recorded.length === 20, 'the cancelled streams’ records');
     } finally {
       check.close();
