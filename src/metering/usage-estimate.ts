@@ -51,9 +51,12 @@ function tokensForBytes(bytes: number): number {
 export interface MeteringContext {
   readonly family: RouteFamily;
   /**
-   * Bytes of the request body as Envoy forwarded it to the upstream, counted
-   * by the processor (never kept). Not `content-length`: a client may omit it
-   * (chunked, or HTTP/2), so it would price the estimate's input at nothing.
+   * Bytes of the request body as Envoy forwarded it to the upstream: Envoy's
+   * `request.size` attribute, sent with the response headers (envoy.yaml's
+   * ext_proc response_attributes). That is the request's content-length,
+   * which Envoy holds the body to, or, when a client sends none (chunked,
+   * HTTP/2), the body bytes Envoy received; never content-length read alone,
+   * which would price such a request's input at nothing.
    */
   readonly requestBodyBytes: number;
 }

@@ -2,7 +2,7 @@ import { performance } from 'node:perf_hooks';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Decision } from '../domain/decision';
 import type { AdminAuthMetrics, AuthLimitKind } from '../domain/admin-auth-limits';
-import type { Authorizer, KeyIndex } from '../domain/authorization';
+import type { Authorizer, CheckPathOperation, CheckPathTimer, KeyIndex, TimesCheckPath } from '../domain/authorization';
 import type { ShedReason } from '../overload/check-admission';
 import { ExtProcMetrics } from './ext-proc-metrics';
 
@@ -160,24 +160,53 @@ export class Metrics implements AdminAuthMetrics {
     this.adminAuthRefusals.inc({ limit });
   }
 
-  /** Wraps the Check-path store calls with latency and error metrics. */
+  /**
+   * Latency and error metrics for the Check-path store calls. A store that
+   * times its own calls (the Redis store, where its reply queue already holds
+   * each call's start) is told where to report and returned as it is: no
+   * wrapper promise per call. Any other is wrapped.
+   */
   instrumentCheckPath(keyIndex: KeyIndex, authorizer: Authorizer): { keyIndex: KeyIndex; authorizer: Authorizer } {
+    const timed = new Set<TimesCheckPath>();
+    for (const part of [keyIndex, authorizer]) if (timesItself(part)) timed.add(part);
+    for (const store of timed) store.timeCheckPathWith(this.observeStoreCall);
     return {
-      keyIndex: { resolveKeyHash: (hash) => this.time('resolve_key', () => keyIndex.resolveKeyHash(hash)) },
-      authorizer: { authorize: (request) => this.time('authorize', () => authorizer.authorize(request)) },
+      keyIndex: timesItself(keyIndex)
+        ? keyIndex
+        : { resolveKeyHash: (hash) => this.time('resolve_key', () => keyIndex.resolveKeyHash(hash)) },
+      authorizer: timesItself(authorizer)
+        ? authorizer
+        : { authorize: (request) => this.time('authorize', () => authorizer.authorize(request)) },
     };
   }
 
-  private async time<T>(operation: string, call: () => Promise<T>): Promise<T> {
+  private readonly observeStoreCall: CheckPathTimer = (operation, seconds, failed) => {
+    if (failed) this.storeErrorCounter(operation).inc();
+    this.storeHistogram(operation).observe(seconds);
+  };
+
+  private async time<T>(operation: CheckPathOperation, call: () => Promise<T>): Promise<T> {
     const started = performance.now();
+    let failed = false;
     try {
       return await call();
     } catch (error) {
-      this.redisErrors.inc({ operation });
+      failed = true;
       throw error;
     } finally {
-      this.storeHistogram(operation).observe((performance.now() - started) / 1000);
+      this.observeStoreCall(operation, (performance.now() - started) / 1000, failed);
     }
+  }
+
+  private readonly storeErrorCounters = new Map<string, Counter.Internal>();
+
+  private storeErrorCounter(operation: CheckPathOperation): Counter.Internal {
+    let counter = this.storeErrorCounters.get(operation);
+    if (!counter) {
+      counter = this.redisErrors.labels({ operation });
+      this.storeErrorCounters.set(operation, counter);
+    }
+    return counter;
   }
 
   private readonly storeHistograms = new Map<string, Histogram.Internal<'operation'>>();
@@ -190,4 +219,8 @@ export class Metrics implements AdminAuthMetrics {
     }
     return histogram;
   }
+}
+
+function timesItself(store: object): store is TimesCheckPath {
+  return typeof (store as Partial<TimesCheckPath>).timeCheckPathWith === 'function';
 }

@@ -191,7 +191,7 @@ const envSchema = z.object({
   STORE_FAILURE_MODE: z.enum(['deny', 'grpc-unavailable']).default('deny'),
   KEY_CACHE_MAX_ENTRIES: z.preprocess(blankAsUnset, z.coerce.number().int().min(1).max(10_000_000).default(200_000)),
   KEY_CACHE_NEGATIVE_TTL_MS: z.preprocess(blankAsUnset, z.coerce.number().int().min(0).max(60_000).default(2_000)),
-  LAST_USED_FLUSH_MS: z.preprocess(blankAsUnset, z.coerce.number().int().min(100).max(3_600_000).default(5_000)),
+  LAST_USED_FLUSH_MS: z.preprocess(blankAsUnset, z.coerce.number().int().min(100).max(3_600_000).default(30_000)),
   HEALTH_INTERVAL_MS: z.preprocess(blankAsUnset, z.coerce.number().int().min(50).max(60_000).default(1_000)),
   HEALTH_TIMEOUT_MS: z.preprocess(blankAsUnset, z.coerce.number().int().min(10).max(10_000).default(500)),
   SHUTDOWN_DRAIN_DELAY_MS: z.preprocess(blankAsUnset, z.coerce.number().int().min(0).max(120_000).default(0)),

@@ -40,9 +40,14 @@ export function commandDelta(before: CommandCounts, after: CommandCounts): Comma
 }
 
 const sha1 = (text: string) => createHash('sha1').update(text).digest('hex');
+/** The authorize script is generated per default plan (scripts.ts), so it is the EVALSHA that is none of the admin scripts. */
 const SCRIPT_NAMES: Record<string, string> = {
-  [sha1(REDIS_SCRIPTS.gwaAuthorize.lua)]: 'evalsha(authorize)',
   [sha1(REDIS_SCRIPTS.gwaRecordLastUsed.lua)]: 'evalsha(last-used)',
+  ...Object.fromEntries(
+    Object.entries(REDIS_SCRIPTS)
+      .filter(([name]) => name !== 'gwaRecordLastUsed')
+      .map(([name, script]) => [sha1(script.lua), `evalsha(${name})`]),
+  ),
 };
 
 /** Client commands seen by MONITOR while `during` runs, by command (EVALSHA named by script). */
@@ -62,7 +67,7 @@ export async function clientCommandsDuring(redisUrl: string, during: () => Promi
     if (source === 'lua') return;
     const command = String(args[0] ?? '').toLowerCase();
     if (NOT_DECISIONS.test(command)) return;
-    const name = command === 'evalsha' ? (SCRIPT_NAMES[String(args[1])] ?? 'evalsha(other)') : command;
+    const name = command === 'evalsha' ? (SCRIPT_NAMES[String(args[1])] ?? 'evalsha(authorize)') : command;
     counts[name] = (counts[name] ?? 0) + 1;
   });
   try {

@@ -5,27 +5,17 @@
  * /usr/bin/chromium the suite fails (never skips).
  */
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, statSync } from 'node:fs';
+import { mkdirSync, statSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { join } from 'node:path';
 import Redis from 'ioredis';
-import { chromium, type Browser, type BrowserContext, type Page, type Request } from 'playwright-core';
+import type { Browser, BrowserContext, Page, Request } from 'playwright-core';
+import { launchChromium } from '../support/chromium';
 import { startCustomerApp, startOidcProvider, type CustomerAppProcess, type OidcTestProvider } from '../support/customer-stack';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
 import { findLeaks, registerSecrets as registerWithScan } from '../support/secret-scan';
 import { freePort } from '../support/server-process';
 
-const CHROMIUM = '/usr/bin/chromium';
-const CHROMIUM_ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
 const SESSION_SECRET = 'test-customer-session-secret-0123456789abcdef';
 const CLIENT_SECRET = 'test-oidc-client-secret-fedcba9876543210';
 const IDLE_MS = 60_000;
@@ -68,12 +58,6 @@ const MEMBERSHIPS = {
 };
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) {
-    throw new Error(
-      `The customer sign-in tests need Chromium at ${CHROMIUM} and never skip. ` +
-        'Install the Debian package `chromium` (apt-get update && apt-get install -y chromium), as .ci/run does.',
-    );
-  }
   registerSecrets(SESSION_SECRET, CLIENT_SECRET);
   const [publicPort, replicaPort] = [await freePort(), await freePort()];
   const publicOrigin = `http://127.0.0.1:${publicPort}`;
@@ -123,7 +107,7 @@ beforeAll(async () => {
     ),
     startCustomerApp({ ...replicaEnv, CUSTOMER_PORT: String(replicaPort) }, MEMBERSHIPS),
     startCustomerApp(replicaEnv, MEMBERSHIPS),
-    chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS }),
+    launchChromium('The customer sign-in tests'),
   ]);
 }, 120_000);
 

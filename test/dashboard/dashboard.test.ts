@@ -6,25 +6,15 @@
 import { existsSync, mkdirSync, readFileSync, statSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { extname, join } from 'node:path';
-import { chromium, type Browser, type BrowserContext, type Locator, type Page } from 'playwright-core';
+import type { Browser, BrowserContext, Locator, Page } from 'playwright-core';
 import { DASHBOARD_ASSETS } from '../../src/admin/dashboard/register-dashboard';
 import { WEB_ROOT } from '../../src/web-assets/web-assets';
 import { startAppUnderTest, TEST_ADMIN_TOKEN, type AppUnderTest } from '../support/running-app';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
+import { launchChromium } from '../support/chromium';
 import { registerSecrets } from '../support/secret-scan';
 import { startServerProcess } from '../support/server-process';
 
-const CHROMIUM = '/usr/bin/chromium';
-const CHROMIUM_ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
 const ARTIFACTS = join(__dirname, '..', '..', 'test-artifacts');
 const TOKEN_STORAGE_KEY = 'gateway-authz.admin-token';
 const FULL_KEY = /^gk_(live|test)_[0-9A-Za-z]{36}$/;
@@ -42,13 +32,7 @@ let server: AppUnderTest;
 let browser: Browser | undefined;
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) {
-    throw new Error(
-      `The dashboard tests need Chromium at ${CHROMIUM} and never skip. ` +
-        'Install the Debian package `chromium` (apt-get update && apt-get install -y chromium), as .ci/run does.',
-    );
-  }
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
+  browser = await launchChromium('The dashboard tests');
   redis = await startTestRedis();
   // Chromium shares the (small) machine with Redis and the server: the default
   // 50 ms per-command deadline, meant for the Check hot path, is too tight here.

@@ -157,9 +157,12 @@ describe('docker-compose.yml', () => {
 
   it("has Envoy's cluster addresses match the compose service names and ports", () => {
     expect(cluster(envoyView, 'ext_authz').type).toBe('STRICT_DNS');
-    expect(clusterEndpoints(envoyView, 'ext_authz')).toEqual([
-      { address: 'gateway-authz', port: Number(services['gateway-authz'].environment.GRPC_PORT) },
-    ]);
+    for (const name of ['ext_authz', 'ext_proc']) {
+      expect(cluster(envoyView, name).type).toBe('STRICT_DNS');
+      expect(clusterEndpoints(envoyView, name)).toEqual([
+        { address: 'gateway-authz', port: Number(services['gateway-authz'].environment.GRPC_PORT) },
+      ]);
+    }
     expect(cluster(envoyView, 'upstream_api').type).toBe('STRICT_DNS');
     expect(clusterEndpoints(envoyView, 'upstream_api')).toEqual([
       { address: 'upstream', port: Number(services.upstream.environment.PORT) },

@@ -16,6 +16,7 @@ import {
   BOOTSTRAP_TYPE,
 } from './support/envoy-bootstrap';
 import {
+  acceptEncodingProblems,
   accessLogProblems,
   authzDisabledOn,
   cluster,
@@ -24,7 +25,13 @@ import {
   extAuthzClusterProblems,
   extAuthzProblems,
   EXT_AUTHZ_FILTER,
+  EXT_PROC_FILTER,
+  extProcClusterProblems,
+  extProcConfig,
+  extProcProblems,
+  METERING_PROCESSING_MODE,
   onlyListener,
+  type Address,
   retryProblems,
   routeFor,
   routes,
@@ -32,6 +39,8 @@ import {
 } from './support/envoy-semantics';
 import { parseYaml, readRepoFile } from './support/repo-files';
 import { authzClusterSettingsFromEnvoyYaml } from '../e2e/authz-cluster';
+import { upstreamRequestHeadersFromEnvoyYaml } from '../e2e/envoy-front';
+import { extProcSettingsFromEnvoyYaml } from '../e2e/ext-proc-tap';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 
@@ -49,6 +58,7 @@ function load(file: string): EnvoyView {
 const clone = <T>(value: T): T => JSON.parse(JSON.stringify(value)) as T;
 const hcmOf = (config: EnvoyView) => config.static_resources.listeners[0]!.filter_chains[0]!.filters[0]!.typed_config;
 const extAuthzOf = (config: EnvoyView) => hcmOf(config).http_filters.find((f) => f.name === EXT_AUTHZ_FILTER)!.typed_config;
+const extProcOf = (config: EnvoyView) => loose(hcmOf(config).http_filters.find((f) => f.name === EXT_PROC_FILTER)!.typed_config);
 const firstCluster = (config: EnvoyView) => config.static_resources.clusters[0]!;
 const firstHost = (config: EnvoyView) => hcmOf(config).route_config.virtual_hosts[0]!;
 const routeAt = (config: EnvoyView, index: number) => firstHost(config).routes[index]!;
@@ -223,7 +233,55 @@ describe.each([
     expect(clusterEndpoints(view, 'ext_authz')).toEqual([{ address: expected.authz.address, port: expected.authz.port }]);
     expect(cluster(view, 'upstream_api').type).toBe(expected.upstream.type);
     expect(clusterEndpoints(view, 'upstream_api')).toEqual([{ address: expected.upstream.address, port: expected.upstream.port }]);
-    expect(view.static_resources.clusters.map((c) => c.name).sort()).toEqual(['ext_authz', 'upstream_api']);
+    expect(view.static_resources.clusters.map((c) => c.name).sort()).toEqual(['ext_authz', 'ext_proc', 'upstream_api']);
+  });
+
+  it('meters with ext_proc right after ext_authz: observability mode, fail-open, headers and the streamed response body', () => {
+    expect(extProcProblems(view)).toEqual([]);
+    expect(connectionManager(view).http_filters.map((f) => f.name)).toEqual([
+      EXT_AUTHZ_FILTER,
+      EXT_PROC_FILTER,
+      'envoy.filters.http.router',
+    ]);
+    // What the YAML states, including the values proto3 leaves off the wire (NONE, SKIP).
+    const ext = extProcOf(config);
+    expect(ext.observability_mode).toBe(true);
+    expect(ext.failure_mode_allow).toBe(true);
+    expect(ext.processing_mode).toEqual(METERING_PROCESSING_MODE);
+    expect(ext.response_attributes).toEqual(['request.size']);
+    expect(ext.deferred_close_timeout).toBe('5s');
+    // Only ext_proc fails open: the key check stays fail-closed.
+    expect(extAuthzOf(config).failure_mode_allow).toBe(false);
+    // The Envoy-faithful front (test/e2e/ext-proc-tap.ts) runs the filter as read from this same file.
+    expect(extProcSettingsFromEnvoyYaml()).toEqual({
+      clusterName: 'ext_proc',
+      processingMode: {
+        requestHeaderMode: 'SEND',
+        responseHeaderMode: 'SEND',
+        requestBodyMode: 'NONE',
+        responseBodyMode: 'STREAMED',
+        requestTrailerMode: 'SKIP',
+        responseTrailerMode: 'SEND',
+      },
+      requestAttributes: [],
+      responseAttributes: ['request.size'],
+      deferredCloseTimeoutMs: 5000,
+    });
+  });
+
+  it('opens metering streams on a cluster of their own: same gateway-authz endpoints, HTTP/2, room for every answer in flight', () => {
+    expect(extProcClusterProblems(view)).toEqual([]);
+    expect(clusterEndpoints(view, 'ext_proc')).toEqual([{ address: expected.authz.address, port: expected.authz.port }]);
+    expect(extProcConfig(view)!.grpc_service!.retry_policy.retry_on).toBe('connect-failure,refused-stream');
+  });
+
+  it('asks the upstream for unencoded answers on every route, so the processor can read them', () => {
+    expect(acceptEncodingProblems(view)).toEqual([]);
+    expect(firstHost(config).request_headers_to_add).toEqual([
+      { header: { key: 'accept-encoding', value: 'identity' }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' },
+    ]);
+    // The Envoy-faithful front's router sets what this same file says.
+    expect(upstreamRequestHeadersFromEnvoyYaml()).toEqual({ 'accept-encoding': 'identity' });
   });
 
   it('logs JSON to stdout without credential headers or the query string', () => {
@@ -236,12 +294,12 @@ describe.each([
 });
 
 describe('deploy/envoy.yaml', () => {
-  it('equals envoy.yaml except for the two cluster addresses', () => {
+  it('equals envoy.yaml except for the cluster addresses', () => {
     const normalise = (config: EnvoyView) => {
       const copy = clone(config);
       for (const c of copy.static_resources.clusters.map(loose)) {
         delete c.load_assignment;
-        if (c.name === 'ext_authz') {
+        if (c.name === 'ext_authz' || c.name === 'ext_proc') {
           delete c.type;
           delete c.dns_lookup_family;
         }
@@ -464,6 +522,64 @@ describe('the semantic checks (negative cases)', () => {
       'access log REQ(AUTHORIZATION) logs a credential header',
       'access log has no query-free path',
     ]);
+  });
+
+  it('notices ext_proc misplaced, fail-closed, waiting, with the wrong body modes or attributes, or with a stream deadline', () => {
+    const config = clone(base);
+    const hcm = hcmOf(config);
+    const [authz, proc, router] = hcm.http_filters;
+    hcm.http_filters = [proc!, authz!, router!];
+    const ext = extProcOf(config);
+    ext.failure_mode_allow = false;
+    delete ext.observability_mode;
+    ext.processing_mode = { request_body_mode: 'STREAMED', response_body_mode: 'BUFFERED', response_trailer_mode: 'DEFAULT' };
+    ext.response_attributes = [];
+    (ext.grpc_service as Record<string, unknown>).timeout = '0.25s';
+    (ext.grpc_service as { retry_policy: { retry_on: string } }).retry_policy.retry_on = 'connect-failure,reset';
+    ext.message_timeout = '0.2s';
+    expect(extProcProblems(viewOf(config))).toEqual([
+      'ext_proc does not come right after ext_authz (envoy.filters.http.ext_proc, envoy.filters.http.ext_authz, envoy.filters.http.router)',
+      'observability_mode must be true (metering must never wait on the processor)',
+      'failure_mode_allow must be true (metering must never break an answer)',
+      'processing_mode.request_body_mode is STREAMED, not NONE',
+      'processing_mode.response_body_mode is BUFFERED, not STREAMED',
+      'processing_mode.response_trailer_mode is SKIP, not SEND',
+      'response_attributes is [], not ["request.size"]',
+      'grpc_service.timeout 0.25s would cut long answers',
+      'ext_proc retries on reset (the processor may have seen the stream)',
+      'message_timeout is set (observability mode never waits for a reply)',
+    ]);
+    const missing = clone(base);
+    hcmOf(missing).http_filters = hcmOf(missing).http_filters.filter((f) => f.name !== EXT_PROC_FILTER);
+    expect(extProcProblems(viewOf(missing))).toContain('ext_proc must appear exactly once');
+  });
+
+  it('notices an ext_proc cluster on other endpoints or with too few streams, and a route that lets the upstream compress', () => {
+    const config = clone(base);
+    const proc = loose(config.static_resources.clusters.find((c) => c.name === 'ext_proc')!);
+    (proc.circuit_breakers as { thresholds: { max_requests: number }[] }).thresholds[0]!.max_requests = 1024;
+    (
+      proc.load_assignment as { endpoints: { lb_endpoints: { endpoint: { address: Address } }[] }[] }
+    ).endpoints[0]!.lb_endpoints[0]!.endpoint.address.socket_address.port_value = 9192;
+    delete proc.health_checks;
+    expect(extProcClusterProblems(viewOf(config))).toEqual([
+      'ext_proc does not point at the same gateway-authz endpoints as ext_authz',
+      'ext_proc health check differs from ext_authz',
+      "ext_proc max_requests 1024 does not exceed upstream_api's 10000 (an overflow is an unmetered answer)",
+    ]);
+
+    const encoding = clone(base);
+    firstHost(encoding).request_headers_to_add = [];
+    routeAt(encoding, 1).request_headers_to_add = [
+      { header: { key: 'accept-encoding', value: 'gzip' }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' },
+    ];
+    const problems = acceptEncodingProblems(viewOf(encoding));
+    expect(problems[0]).toBe('route chat_completions: accept-encoding is gzip, not identity');
+    expect(problems.slice(1)).toEqual(
+      routes(viewOf(encoding))
+        .filter((r) => r.route && r.name !== 'chat_completions')
+        .map((r) => `route ${r.name}: accept-encoding is not set toward the upstream`),
+    );
   });
 
   it('notices an ext_authz cluster without HTTP/2 or health check', () => {

@@ -14,9 +14,12 @@ import * as fs from 'node:fs';
 
 import { checkBootstrap } from './support/envoy-bootstrap';
 import {
+  acceptEncodingProblems,
   accessLogProblems,
   authzDisabledOn,
   clusterEndpoints,
+  extProcClusterProblems,
+  extProcProblems,
   extAuthzClusterProblems,
   extAuthzProblems,
   onlyListener,
@@ -255,9 +258,13 @@ describe('the pod', () => {
     expect(extAuthzClusterProblems(view)).toEqual([]);
     expect(retryProblems(view)).toEqual([]);
     expect(accessLogProblems(view)).toEqual([]);
+    expect(extProcProblems(view)).toEqual([]);
+    expect(extProcClusterProblems(view)).toEqual([]);
+    expect(acceptEncodingProblems(view)).toEqual([]);
     // Envoy's ports and the pod agree.
     expect(onlyListener(view).address.socket_address.port_value).toBe(portNumber(envoy, 'http'));
     expect(clusterEndpoints(view, 'ext_authz')).toEqual([{ address: '127.0.0.1', port: portNumber(container('gateway-authz'), 'grpc') }]);
+    expect(clusterEndpoints(view, 'ext_proc')).toEqual([{ address: '127.0.0.1', port: portNumber(container('gateway-authz'), 'grpc') }]);
   });
 });
 

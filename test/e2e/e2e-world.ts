@@ -2,12 +2,14 @@
  * The whole stack for one e2e test file:
  *
  *   client (SDK / raw HTTP) ──▶ EnvoyFront ──gRPC Check──▶ gateway-authz ──▶ real Redis
- *                                   └──▶ FakeUpstream (records what it received)
+ *                                   ├──▶ FakeUpstream (records what it received and answered)
+ *                                   └──ext_proc (option)──▶ a processor stub that records, or gateway-authz
  *
  * Start it in beforeAll and close it in afterAll.
  */
 import { startEnvoyFront, type EnvoyFront } from './envoy-front';
-import { startFakeUpstream, type FakeUpstream } from './fake-upstream';
+import { startFakeUpstream, type FakeUpstream, type FakeUpstreamOptions } from './fake-upstream';
+import { startExtProcRecorder, type ExtProcRecorder } from '../support/ext-proc-recorder';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
 import { startAppUnderTest, type AppUnderTest } from '../support/running-app';
 import { registerSecrets } from '../support/secret-scan';
@@ -17,6 +19,8 @@ export interface E2EWorld {
   gateway: AppUnderTest;
   upstream: FakeUpstream;
   front: EnvoyFront;
+  /** The processor stub behind the front's ext_proc filter, with `extProc: 'recorder'`. */
+  processor?: ExtProcRecorder;
   /** Base URL of the front (http://127.0.0.1:PORT). */
   url: string;
   /** Creates an account (if new) with optional PATCH body (billing/limits) and a key; returns the full key and ids. Registers the key with registerSecrets. */
@@ -35,6 +39,13 @@ export interface E2EWorldOptions {
   env?: Record<string, string>;
   /** The front's ext_authz deadline (default E2E_FRONT_TIMEOUT_MS). */
   frontTimeoutMs?: number;
+  /**
+   * Runs envoy.yaml's ext_proc filter (usage metering) in the front, against a processor stub that records
+   * every side stream ('recorder'), or against gateway-authz's gRPC port as envoy.yaml does ('gateway').
+   * Default: off.
+   */
+  extProc?: 'recorder' | 'gateway';
+  upstream?: FakeUpstreamOptions;
 }
 
 /** Anthropic SDK 1.x sends `anthropic-version: 2026-10-21`; the 0.x line sends 2023-06-01. */
@@ -75,12 +86,16 @@ export async function startE2EWorld(options: E2EWorldOptions = {}): Promise<E2EW
       env: { ...DEFAULT_E2E_ENV, ...(options.env ?? {}) },
     });
     started.push(gateway);
-    const upstream = await startFakeUpstream();
+    const upstream = await startFakeUpstream(options.upstream);
     started.push(upstream);
+    const processor = options.extProc === 'recorder' ? await startExtProcRecorder() : undefined;
+    if (processor) started.push(processor);
+    const processorAddress = processor?.address ?? (options.extProc === 'gateway' ? gateway.grpcAddress : undefined);
     const front = await startEnvoyFront({
       authzAddress: gateway.grpcAddress,
       upstreamUrl: upstream.url,
       timeoutMs: options.frontTimeoutMs ?? E2E_FRONT_TIMEOUT_MS,
+      ...(processorAddress ? { extProc: { address: processorAddress } } : {}),
     });
     started.push(front);
 
@@ -101,6 +116,7 @@ export async function startE2EWorld(options: E2EWorldOptions = {}): Promise<E2EW
       gateway,
       upstream,
       front,
+      ...(processor ? { processor } : {}),
       url: front.url,
       async newKey(accountId, keyOptions = {}) {
         await ensureAccount(accountId);

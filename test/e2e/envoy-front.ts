@@ -67,13 +67,31 @@
  *    line (Envoy's addCopy), so `set-cookie` stays correct.
  *  - Header keys are lower-cased; ':'-pseudo headers and `host` in
  *    `headers` are ignored (the real service never sets them).
+ *
+ * Usage metering, with the `extProc` option (off by default, so suites that
+ * do not meter are unchanged): envoy.yaml's ext_proc filter, after ext_authz,
+ * in observability mode (ext-proc-tap.ts says what is mirrored). Its request
+ * headers are the ones ext_authz left (identity set, credentials removed,
+ * the query mutated), before the router's route-level additions
+ * (`accept-encoding: identity`, which the upstream does receive). Its
+ * response headers are the upstream's, before ext_authz's
+ * `response_headers_to_add` (encoders run in reverse order). Local replies
+ * (a deny, status_on_error, an unreachable upstream) pass through it too, as
+ * Envoy runs every encoder filter on them: a deny's side stream has response
+ * messages only. A client that went away while its Check ran is not
+ * forwarded upstream.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
+import * as fs from 'node:fs';
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 
 import * as protoLoader from '@grpc/proto-loader';
+import { parse as parseYaml } from 'yaml';
 
+import { ENVOY_YAML } from './authz-cluster';
+
+import { ExtProcTap, type ExtProcSideStream, type ExtProcTapOptions, type HeaderEntries } from './ext-proc-tap';
 import {
   createOfficialCheckClient,
   OFFICIAL_EXTERNAL_AUTH_PROTO,
@@ -95,6 +113,10 @@ export interface EnvoyFrontOptions {
   statusOnError?: number;
   /** ExtAuthzPerRoute check_settings.context_extensions for every request (default none). */
   contextExtensions?: Record<string, string>;
+  /** Runs envoy.yaml's ext_proc filter (usage metering, observability mode) against this processor. Default: off. */
+  extProc?: ExtProcTapOptions;
+  /** Request headers the router sets toward the upstream; default: envoy.yaml's virtual host request_headers_to_add. */
+  upstreamRequestHeaders?: Record<string, string>;
 }
 
 export interface EnvoyFront {
@@ -102,7 +124,38 @@ export interface EnvoyFront {
   port: number;
   /** Every CheckRequest sent, for assertions. */
   checks: object[];
+  /** The ext_proc filter, when the `extProc` option is given. */
+  extProc?: ExtProcTap;
   close(): Promise<void>;
+}
+
+interface VirtualHostYaml {
+  name?: string;
+  request_headers_to_add?: { header?: { key?: string; value?: string }; append_action?: string }[];
+}
+
+/**
+ * The request headers envoy.yaml's virtual host sets on every upstream request (the router applies them,
+ * after every filter): `accept-encoding: identity`, so that metering can read the answer. Only overwriting
+ * entries are mirrored; any other kind is refused rather than approximated.
+ */
+export function upstreamRequestHeadersFromEnvoyYaml(file = ENVOY_YAML): Record<string, string> {
+  const bootstrap = parseYaml(fs.readFileSync(file, 'utf8')) as {
+    static_resources?: {
+      listeners?: { filter_chains?: { filters?: { typed_config?: { route_config?: { virtual_hosts?: VirtualHostYaml[] } } }[] }[] }[];
+    };
+  };
+  const hosts = (bootstrap.static_resources?.listeners ?? []).flatMap((l) =>
+    (l.filter_chains ?? []).flatMap((c) => (c.filters ?? []).flatMap((f) => f.typed_config?.route_config?.virtual_hosts ?? [])),
+  );
+  if (hosts.length !== 1) throw new Error(`${file}: expected one virtual host, found ${hosts.length}`);
+  const headers: Record<string, string> = {};
+  for (const option of hosts[0]!.request_headers_to_add ?? []) {
+    if (option.append_action !== 'OVERWRITE_IF_EXISTS_OR_ADD')
+      throw new Error(`${file}: request_headers_to_add ${option.append_action} is not mirrored`);
+    headers[String(option.header?.key).toLowerCase()] = String(option.header?.value ?? '');
+  }
+  return headers;
 }
 
 export const DEFAULT_EXT_AUTHZ_TIMEOUT_MS = 250;
@@ -247,17 +300,39 @@ function peer(address: string | undefined, port: number | undefined): object {
   };
 }
 
-function sendLocalReply(res: http.ServerResponse, status: number, headers: HeaderList, body: string): void {
+/** One entry per field line, in order. */
+function entriesOf(headers: HeaderList): [string, string][] {
+  return [...headers].flatMap(([key, values]) => values.map((value): [string, string] => [key, value]));
+}
+
+function sendLocalReply(res: http.ServerResponse, status: number, headers: HeaderList, body: string, exchange?: ExtProcSideStream): void {
   if (res.headersSent || res.destroyed) {
     res.destroy();
     return;
   }
   const bytes = Buffer.from(body, 'utf8');
+  headers.set('content-length', [String(bytes.length)]);
   // Envoy's local reply: text/plain only when there is a body and no content-type.
   if (bytes.length > 0 && !headers.has('content-type')) headers.set('content-type', ['text/plain']);
-  headers.set('content-length', [String(bytes.length)]);
+  if (exchange) {
+    // Envoy runs the local reply through every encoder filter, ext_proc included: headers, then the body in one chunk.
+    exchange.responseHeaders([[':status', String(status)], ...entriesOf(headers)], bytes.length === 0);
+    if (bytes.length > 0) exchange.responseBody(bytes, true);
+  }
   res.writeHead(status, toNodeHeaders(headers));
   res.end(bytes);
+}
+
+/** Whether an HTTP/1 message has a body (Envoy's codec ends the stream with the headers otherwise). */
+function requestHasBody(req: http.IncomingMessage): boolean {
+  const length = req.headers['content-length'];
+  return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length.trim() !== '0');
+}
+
+function responseHasBody(method: string, res: http.IncomingMessage): boolean {
+  const status = res.statusCode ?? 0;
+  if (method === 'HEAD' || status === 204 || status === 304 || (status >= 100 && status < 200)) return false;
+  return res.headers['content-length']?.trim() !== '0';
 }
 
 export async function startEnvoyFront(options: EnvoyFrontOptions): Promise<EnvoyFront> {
@@ -269,8 +344,22 @@ export async function startEnvoyFront(options: EnvoyFrontOptions): Promise<Envoy
   const ownClient = options.authzAddress ? createOfficialCheckClient(options.authzAddress) : undefined;
   const client = options.authzCluster ?? ownClient!;
   const checks: object[] = [];
+  const tap = options.extProc ? new ExtProcTap(options.extProc) : undefined;
+  const routeHeaders = Object.entries(options.upstreamRequestHeaders ?? upstreamRequestHeadersFromEnvoyYaml()).map(
+    ([key, value]): [string, string] => [key.toLowerCase(), value],
+  );
 
   async function handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    // The HTTP stream's end (answered, or the client went away) is Envoy's onDestroy for every filter.
+    let clientGone = false;
+    let requestBodyBytes = 0;
+    let envoyRequestHeaders: HeaderEntries = [];
+    const exchange = tap?.exchange(() => ({ requestHeaders: envoyRequestHeaders, requestBodyBytes }));
+    res.on('close', () => {
+      if (!res.writableFinished) clientGone = true;
+      exchange?.httpStreamDestroyed();
+    });
+
     // --- connection manager: the request header map
     const target = req.url ?? '/';
     const method = (req.method ?? 'GET').toUpperCase();
@@ -288,7 +377,14 @@ export async function startEnvoyFront(options: EnvoyFrontOptions): Promise<Envoy
     if (!requestHeaders.has('x-request-id')) requestHeaders.set('x-request-id', [randomUUID()]);
 
     // --- ext_authz: CheckRequest
-    const checkHeaders: Record<string, string> = { ':authority': authority, ':path': target, ':method': method, ':scheme': 'http' };
+    const pseudoHeaders = (path: string): [string, string][] => [
+      [':authority', authority],
+      [':path', path],
+      [':method', method],
+      [':scheme', 'http'],
+    ];
+    envoyRequestHeaders = [...pseudoHeaders(target), ...entriesOf(requestHeaders)];
+    const checkHeaders: Record<string, string> = Object.fromEntries(pseudoHeaders(target));
     for (const [key, values] of requestHeaders) {
       if (key !== 'x-envoy-auth-partial-body') checkHeaders[key] = values.join(',');
     }
@@ -322,11 +418,13 @@ export async function startEnvoyFront(options: EnvoyFrontOptions): Promise<Envoy
     try {
       response = await client.check(checkRequest, timeoutMs);
     } catch {
-      sendLocalReply(res, statusOnError, new Map(), '');
+      sendLocalReply(res, statusOnError, new Map(), '', exchange);
       return;
     }
+    // Envoy cancels the Check of a client that went away; nothing goes upstream.
+    if (clientGone) return;
     if (response?.http_response === 'error_response') {
-      sendLocalReply(res, statusOnError, new Map(), '');
+      sendLocalReply(res, statusOnError, new Map(), '', exchange);
       return;
     }
 
@@ -342,7 +440,7 @@ export async function startEnvoyFront(options: EnvoyFrontOptions): Promise<Envoy
         if (list) list.push(option.header?.value ?? '');
         else headers.set(key, [option.header?.value ?? '']);
       }
-      sendLocalReply(res, status, headers, String(denied?.body ?? ''));
+      sendLocalReply(res, status, headers, String(denied?.body ?? ''), exchange);
       return;
     }
 
@@ -357,6 +455,13 @@ export async function startEnvoyFront(options: EnvoyFrontOptions): Promise<Envoy
     );
     const responseHeaderOptions = (ok?.response_headers_to_add ?? []) as HeaderValueOptionLike[];
 
+    // ext_proc (decoder after ext_authz): the request as ext_authz left it.
+    envoyRequestHeaders = [...pseudoHeaders(upstreamPath), ...entriesOf(requestHeaders)];
+    const hasBody = requestHasBody(req);
+    exchange?.requestHeaders(envoyRequestHeaders, !hasBody);
+
+    // The router: route-level header additions, then upstream.
+    for (const [key, value] of routeHeaders) requestHeaders.set(key, [value]);
     const outgoing = toNodeHeaders(requestHeaders);
     outgoing.host = authority || upstream.host;
     const upstreamReq = http.request({
@@ -369,23 +474,50 @@ export async function startEnvoyFront(options: EnvoyFrontOptions): Promise<Envoy
       agent: upstreamAgent,
     });
     upstreamReq.on('response', (upstreamRes) => {
+      const status = upstreamRes.statusCode ?? 502;
       const headers: HeaderList = new Map();
       for (const [key, values] of Object.entries(upstreamRes.headersDistinct)) {
         if (values !== undefined && !HOP_BY_HOP.has(key)) headers.set(key, [...values]);
       }
+      if (exchange) {
+        // ext_proc encodes before ext_authz: the upstream's headers, without response_headers_to_add.
+        const withBody = responseHasBody(method, upstreamRes);
+        exchange.responseHeaders([[':status', String(status)], ...entriesOf(headers)], !withBody);
+        // Each read as it passes, sent before it goes on to the client; the end as an empty last chunk (Envoy's
+        // HTTP/1 codec), or the trailers. Registered before pipe() so the processor's copy goes first.
+        upstreamRes.on('data', (chunk: Buffer) => exchange.responseBody(chunk, false));
+        upstreamRes.on('end', () => {
+          const trailers = Object.entries(upstreamRes.trailersDistinct).flatMap(([key, values]) =>
+            (values ?? []).map((value): [string, string] => [key, value]),
+          );
+          if (trailers.length > 0) exchange.responseTrailers(trailers);
+          else if (withBody) exchange.responseBody(Buffer.alloc(0), true);
+        });
+      }
       for (const option of responseHeaderOptions) applyHeaderOption(headers, option, 'add-line');
-      res.writeHead(upstreamRes.statusCode ?? 502, toNodeHeaders(headers));
+      res.writeHead(status, toNodeHeaders(headers));
       res.flushHeaders();
       upstreamRes.pipe(res);
       upstreamRes.on('error', () => res.destroy());
     });
     upstreamReq.on('error', () => {
       // Envoy's answer when the upstream cannot be reached or resets.
-      sendLocalReply(res, 503, new Map(), 'upstream connect error or disconnect/reset before headers');
+      sendLocalReply(res, 503, new Map(), 'upstream connect error or disconnect/reset before headers', exchange);
     });
     // The client went away (e.g. an SDK cancelled a stream): reset the upstream too.
     res.on('close', () => {
       if (!res.writableFinished) upstreamReq.destroy();
+    });
+    req.on('data', (chunk: Buffer) => {
+      requestBodyBytes += chunk.length;
+      exchange?.requestBody(chunk, false);
+    });
+    req.on('end', () => {
+      const trailers = Object.entries(req.trailersDistinct).flatMap(([key, values]) =>
+        (values ?? []).map((value): [string, string] => [key, value]),
+      );
+      if (trailers.length > 0) exchange?.requestTrailers(trailers);
+      else if (hasBody) exchange?.requestBody(Buffer.alloc(0), true);
     });
     req.pipe(upstreamReq);
   }
@@ -408,12 +540,14 @@ export async function startEnvoyFront(options: EnvoyFrontOptions): Promise<Envoy
     url: `http://127.0.0.1:${port}`,
     port,
     checks,
+    ...(tap ? { extProc: tap } : {}),
     close: () =>
       (closing ??= new Promise<void>((resolve) => {
         server.close(() => resolve());
         server.closeAllConnections();
         upstreamAgent.destroy();
         ownClient?.close();
+        tap?.close();
       })),
   };
 }

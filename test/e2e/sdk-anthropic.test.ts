@@ -14,6 +14,7 @@ import { displayPrefixOf, generateCustomerKey } from '../../src/keys/customer-ke
 import { registerSecrets } from '../support/secret-scan';
 import type { DenyBodyView } from '../support/deny-body';
 import { startE2EWorld, type E2EWorld } from './e2e-world';
+import { expectMeteredAsUpstreamReported } from './side-stream-expectations';
 
 const SDK_ENV = /^(OPENAI|ANTHROPIC|GOOGLE|GEMINI)_/;
 const CREDENTIAL_HEADERS = ['authorization', 'x-api-key', 'x-goog-api-key', 'x-vendorg-api-key'];
@@ -30,7 +31,12 @@ beforeAll(async () => {
   }
   // The gateway's own default accepted versions, as an operator who configures nothing gets them:
   // both SDK lines must work out of the box (JSON drops the undefined, so no messagesVersions is set).
-  world = await startE2EWorld({ config: { messagesVersions: undefined } });
+  // The front runs envoy.yaml's ext_proc filter too: every answer must reach the processor, unchanged for the SDK.
+  world = await startE2EWorld({
+    config: { messagesVersions: undefined },
+    extProc: 'recorder',
+    upstream: { usage: { inputTokens: 23, outputTokens: 9, cachedInputTokens: 5, cacheCreationTokens: 3 } },
+  });
 }, 60_000);
 
 afterAll(async () => {
@@ -208,6 +214,7 @@ describe.each(FLAVOURS)('$sdk', (flavour) => {
         'x-gateway-route-family': family,
       });
       if (streamed) expect(JSON.parse(upstream.body)).toMatchObject({ stream: true });
+      await expectMeteredAsUpstreamReported(world, upstream);
     });
   });
 

@@ -12,6 +12,7 @@ import { GoogleGenerativeAI, GoogleGenerativeAIFetchError } from '@google/genera
 import { displayPrefixOf, generateCustomerKey } from '../../src/keys/customer-key';
 import { registerSecrets } from '../support/secret-scan';
 import { startE2EWorld, type E2EWorld } from './e2e-world';
+import { expectMeteredAsUpstreamReported } from './side-stream-expectations';
 
 const SDK_ENV = /^(OPENAI|ANTHROPIC|GOOGLE|GEMINI)_/;
 const CREDENTIAL_HEADERS = ['authorization', 'x-api-key', 'x-goog-api-key', 'x-vendorg-api-key'];
@@ -27,7 +28,11 @@ beforeAll(async () => {
     savedEnv[name] = process.env[name];
     delete process.env[name];
   }
-  world = await startE2EWorld();
+  // The front runs envoy.yaml's ext_proc filter too: every answer must reach the processor, unchanged for the SDK.
+  world = await startE2EWorld({
+    extProc: 'recorder',
+    upstream: { usage: { inputTokens: 23, outputTokens: 9, cachedInputTokens: 5, cacheCreationTokens: 3 } },
+  });
 }, 60_000);
 
 afterAll(async () => {
@@ -249,6 +254,7 @@ describe.each(FLAVOURS)('$sdk', (flavour) => {
         'x-gateway-key-prefix': displayPrefixOf(key),
         'x-gateway-route-family': family,
       });
+      await expectMeteredAsUpstreamReported(world, upstream);
     });
   });
 

@@ -7,6 +7,7 @@ import OpenAI, { APIError, AuthenticationError, RateLimitError } from 'openai';
 import { displayPrefixOf, generateCustomerKey } from '../../src/keys/customer-key';
 import { registerSecrets } from '../support/secret-scan';
 import { startE2EWorld, type E2EWorld } from './e2e-world';
+import { expectMeteredAsUpstreamReported } from './side-stream-expectations';
 
 const SDK_ENV = /^(OPENAI|ANTHROPIC|GOOGLE|GEMINI)_/;
 const CREDENTIAL_HEADERS = ['authorization', 'x-api-key', 'x-goog-api-key', 'x-vendorg-api-key'];
@@ -21,7 +22,11 @@ beforeAll(async () => {
     savedEnv[name] = process.env[name];
     delete process.env[name];
   }
-  world = await startE2EWorld();
+  // The front runs envoy.yaml's ext_proc filter too: every answer must reach the processor, unchanged for the SDK.
+  world = await startE2EWorld({
+    extProc: 'recorder',
+    upstream: { usage: { inputTokens: 23, outputTokens: 9, cachedInputTokens: 5, cacheCreationTokens: 3 } },
+  });
 }, 60_000);
 
 afterAll(async () => {
@@ -106,6 +111,42 @@ describe('openai SDK: allowed calls', () => {
       },
     },
     {
+      name: 'chat.completions.create (stream: true, stream_options.include_usage)',
+      family: 'chat-completions',
+      streamed: true,
+      call: async (openai) => {
+        const stream = await openai.chat.completions.create({
+          model: 'gpt-4o-mini',
+          messages: [{ role: 'user', content: 'hi' }],
+          stream: true,
+          stream_options: { include_usage: true },
+        });
+        let usage: unknown;
+        for await (const chunk of stream) usage = chunk.usage ?? usage;
+        expect(usage).toMatchObject({ completion_tokens: 9 });
+      },
+    },
+    {
+      name: 'responses.create',
+      family: 'chat-completions',
+      streamed: false,
+      call: async (openai) => {
+        const response = await openai.responses.create({ model: 'gpt-4o-mini', input: 'hi' });
+        expect(response.output_text).toBe('hi');
+      },
+    },
+    {
+      name: 'responses.create (stream: true)',
+      family: 'chat-completions',
+      streamed: true,
+      call: async (openai) => {
+        const stream = await openai.responses.create({ model: 'gpt-4o-mini', input: 'hi', stream: true });
+        const types: string[] = [];
+        for await (const event of stream) types.push(event.type);
+        expect(types[types.length - 1]).toBe('response.completed');
+      },
+    },
+    {
       name: 'models.list',
       family: 'models',
       streamed: false,
@@ -136,6 +177,7 @@ describe('openai SDK: allowed calls', () => {
       'x-gateway-route-family': family,
     });
     if (streamed) expect(JSON.parse(upstream!.body)).toMatchObject({ stream: true });
+    await expectMeteredAsUpstreamReported(world, upstream!);
   });
 });
 

@@ -175,8 +175,11 @@ it('keeps the official client working across connection recycling, with no faile
     try {
       const outcomes: string[] = [];
       const end = Date.now() + 3500;
-      while (Date.now() < end)
+      // Paced and capped below the default plan's 600 per key per minute: a rate-limited answer is not what this test is about.
+      while (Date.now() < end && outcomes.length < 480) {
         outcomes.push(...(await Promise.all(Array.from({ length: 8 }, () => outcome(client.check(chatCheckRequest(key)))))));
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
       expect(outcomes.length).toBeGreaterThan(50);
       expect(outcomes.filter((entry) => entry !== 'allowed')).toEqual([]);
     } finally {

@@ -7,9 +7,13 @@ import { startTestRedis, type TestRedis } from '../support/redis-server';
 
 /**
  * What one decision costs Redis: every command it executes, the script's own
- * included (INFO commandstats counts both), is at most five. And the buckets
- * packed into the account hash do not pile up: buckets whose time has passed
- * (a rotated key's, say) are deleted by a later decision.
+ * included (INFO commandstats counts both), for each class of the traffic
+ * mix: five for an allowed decision, four for a refused one, one for a key
+ * hash the service has not cached, none for a malformed key (it never
+ * reaches the store). The last-used batches add one script per batch and
+ * two commands per key. And the buckets packed into the account hash do not
+ * pile up: buckets whose time has passed (a rotated key's, say) are deleted
+ * by a later decision.
  */
 let redis: TestRedis;
 let store: RedisStore;
@@ -80,7 +84,7 @@ it('an allowed decision with key and account limits executes at most 5 commands,
   expect(total(calls)).toBeLessThanOrEqual(5);
 });
 
-it('a key with its own limits, and a refused decision, also stay within 5 commands', async () => {
+it('a key with its own limits refused by them executes at most 4 commands: no write', async () => {
   const { accountId, keyId } = await newAccountWithKey('refused', [
     { limit: 1, windowSeconds: 10 },
     { limit: 5, windowSeconds: 60 },
@@ -90,7 +94,44 @@ it('a key with its own limits, and a refused decision, also stay within 5 comman
     expect((await store.authorize({ accountId, keyId, defaultPlan: plan })).kind).toBe('rate_limited');
   });
   expect(calls.evalsha).toBe(1);
-  expect(total(calls)).toBeLessThanOrEqual(5);
+  expect(calls.hset).toBeUndefined();
+  expect(total(calls)).toBeLessThanOrEqual(4);
+});
+
+it('a refusal for key status or billing executes at most 4 commands', async () => {
+  const { accountId, keyId } = await newAccountWithKey('suspended');
+  expect(await store.updateAccount(accountId, { status: 'suspended' })).not.toBeNull();
+  expect((await store.authorize({ accountId, keyId, defaultPlan: plan })).kind).toBe('account_suspended');
+  const calls = await commandsDuring(async () => {
+    expect((await store.authorize({ accountId, keyId, defaultPlan: plan })).kind).toBe('account_suspended');
+  });
+  expect(calls.evalsha).toBe(1);
+  expect(total(calls)).toBeLessThanOrEqual(4);
+});
+
+it('a key hash the service has not cached costs one GET; a known hash whose record is gone, two commands', async () => {
+  const unknown = await commandsDuring(async () => {
+    expect(await store.resolveKeyHash(hashCustomerKey(generateCustomerKey('live')))).toBeNull();
+  });
+  expect(unknown).toEqual({ get: 1 });
+  const { accountId } = await newAccountWithKey('gone');
+  const gone = await commandsDuring(async () => {
+    expect((await store.authorize({ accountId, keyId: 'key_never_stored', defaultPlan: plan })).kind).toBe('unknown_key');
+  });
+  expect(total(gone)).toBeLessThanOrEqual(2);
+});
+
+it('a last-used batch executes one script and at most two commands per key, however many keys', async () => {
+  const { accountId, keyId } = await newAccountWithKey('used');
+  const others = await Promise.all(Array.from({ length: 9 }, () => newKey(accountId)));
+  const uses = [keyId, ...others].map((id) => ({ accountId, keyId: id, atMs: nowMs }));
+  await store.recordLastUsed(uses.slice(0, 1)); // loads the script: not the steady state
+  const calls = await commandsDuring(() => store.recordLastUsed(uses));
+  expect(calls.evalsha).toBe(1);
+  expect(total(calls)).toBeLessThanOrEqual(1 + 2 * uses.length);
+  // Again with the same times: nothing is later, so nothing is written.
+  const again = await commandsDuring(() => store.recordLastUsed(uses));
+  expect(again).toEqual({ evalsha: 1, hmget: uses.length });
 });
 
 it("deletes buckets whose time has passed, such as a rotated key's, so the account hash does not grow", async () => {

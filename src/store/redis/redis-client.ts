@@ -1,12 +1,16 @@
 import Redis, { Cluster, type RedisOptions } from 'ioredis';
 import type { RedisTopology } from '../../settings/settings';
-import { REDIS_SCRIPTS, type ScriptCommands } from './scripts';
+import { StoreUnavailableError } from '../store';
+import { PipelinedConnection, type CheckChannel, type RedisAddress } from './check-connection';
+import { ClusterCheckChannel } from './cluster-check-channel';
+import { withinDeadline } from './deadline';
+import { REDIS_SCRIPTS, numberOfKeys, type ScriptCommands } from './scripts';
 
 /**
  * The Redis driver: connections for each topology (standalone, Sentinel,
- * Cluster) with the scripts defined on them, how the Check connection batches
- * its writes, and how a topology is named in logs. What the store does with
- * Redis is in redis-store.ts.
+ * Cluster) with the scripts defined on them, the Check path's channel, and
+ * how a topology is named in logs. What the store does with Redis is in
+ * redis-store.ts.
  */
 export type ScriptedRedis = Redis & ScriptCommands;
 
@@ -22,7 +26,7 @@ export function openClient(topology: RedisTopology, commandTimeoutMs: number | u
     connectTimeout: 2000,
     // After a failed connect, ioredis otherwise keeps a 2 s timer alive on close.
     disconnectTimeout: 100,
-    retryStrategy: (attempt) => Math.min(50 * attempt, 1000),
+    retryStrategy: reconnectDelayMs,
   };
   let redis: ScriptedRedis;
   switch (topology.mode) {
@@ -47,7 +51,7 @@ export function openClient(topology: RedisTopology, commandTimeoutMs: number | u
           enableOfflineQueue: false,
           scaleReads: 'master',
           slotsRefreshTimeout: 2000,
-          clusterRetryStrategy: (attempt) => Math.min(50 * attempt, 1000),
+          clusterRetryStrategy: reconnectDelayMs,
           redisOptions: {
             ...(commandTimeoutMs !== undefined ? { commandTimeout: commandTimeoutMs } : {}),
             maxRetriesPerRequest: 0,
@@ -60,38 +64,95 @@ export function openClient(topology: RedisTopology, commandTimeoutMs: number | u
       break;
   }
   for (const [name, script] of Object.entries(REDIS_SCRIPTS)) {
-    redis.defineCommand(name, { numberOfKeys: script.keys.length, lua: script.lua });
+    const keys = numberOfKeys(script);
+    redis.defineCommand(name, { ...(keys !== undefined ? { numberOfKeys: keys } : {}), lua: script.lua });
   }
   // Errors surface per command; without a listener ioredis would print them.
   redis.on('error', () => undefined);
   return redis;
 }
 
+/** Pause before reconnect attempt n: 50 ms more each time, at most a second. */
+function reconnectDelayMs(attempt: number): number {
+  return Math.min(50 * attempt, 1000);
+}
+
+const CONNECT_TIMEOUT_MS = 2000;
+
 /**
- * Returns what to call before each command so that commands issued in the
- * same turn of the event loop leave in one write: the connection's socket is
- * corked until the loop's check phase (setImmediate), which comes right after
- * it has handled every socket that was ready, so Checks that arrived on
- * several Envoy connections share one write. Measured (test/bench): a third
- * less client CPU per authorize than one write per command, and less than
- * ioredis's enableAutoPipelining, whose pipeline objects cost more than the
- * writes they save. (A Cluster client has no single socket; it writes as
- * usual.)
+ * The Check path's channel for a topology. Standalone and Sentinel get the
+ * pipelined connection (check-connection.ts), reaching the server `admin`
+ * is configured for (its options, as ioredis read the URL) or the master the
+ * Sentinels name now; a Cluster gets ioredis, which knows the slots.
  */
-export function writesBatchedPerTurn(client: Redis): () => void {
-  let corked = false;
-  return () => {
-    if (corked) return;
-    // Read on every call: ioredis opens a new socket after a reconnect.
-    const stream: Redis['stream'] | undefined = client.stream;
-    if (!stream) return;
-    stream.cork();
-    corked = true;
-    setImmediate(() => {
-      corked = false;
-      stream.uncork();
-    });
+export async function openCheckChannel(topology: RedisTopology, admin: Redis, deadlineMs: number): Promise<CheckChannel> {
+  const options = { deadlineMs, connectTimeoutMs: CONNECT_TIMEOUT_MS, reconnectDelayMs };
+  switch (topology.mode) {
+    case 'standalone':
+      return PipelinedConnection.open({ ...options, locate: () => Promise.resolve(addressOf(admin.options)) });
+    case 'sentinel':
+      return PipelinedConnection.open({ ...options, locate: () => masterNamedBySentinels(topology) });
+    case 'cluster': {
+      const cluster = openClient(topology, undefined) as unknown as Cluster;
+      try {
+        await cluster.connect();
+      } catch (error) {
+        cluster.disconnect();
+        throw error;
+      }
+      return new ClusterCheckChannel(cluster, deadlineMs);
+    }
+  }
+}
+
+/** Where an ioredis client made from a URL connects: the same server, database, credentials and TLS. */
+function addressOf(options: RedisOptions): RedisAddress {
+  return {
+    host: options.host ?? 'localhost',
+    port: options.port ?? 6379,
+    ...(options.username ? { username: options.username } : {}),
+    ...(options.password ? { password: options.password } : {}),
+    ...(options.db ? { db: options.db } : {}),
+    ...(options.family ? { family: options.family } : {}),
+    // rediss:// (tls: true) or TLS options: the same TLS as the admin connection.
+    ...(options.tls ? { tls: typeof options.tls === 'object' ? options.tls : {} } : {}),
   };
+}
+
+/** Asks each Sentinel in turn for the master's address, as ioredis does; the connection then checks ROLE. */
+async function masterNamedBySentinels(topology: Extract<RedisTopology, { mode: 'sentinel' }>): Promise<RedisAddress> {
+  const problems: string[] = [];
+  for (const sentinel of topology.sentinels) {
+    const probe = new Redis({
+      host: sentinel.host,
+      port: sentinel.port,
+      lazyConnect: true,
+      connectTimeout: CONNECT_TIMEOUT_MS,
+      maxRetriesPerRequest: 0,
+      enableOfflineQueue: false,
+      retryStrategy: () => null,
+      disconnectTimeout: 100,
+    });
+    probe.on('error', () => undefined);
+    try {
+      await probe.connect();
+      const reply = await withinDeadline(probe.call('SENTINEL', 'get-master-addr-by-name', topology.masterName), CONNECT_TIMEOUT_MS);
+      if (Array.isArray(reply) && typeof reply[0] === 'string' && reply[1] !== undefined) {
+        return {
+          host: reply[0],
+          port: Number(reply[1]),
+          ...(topology.password ? { password: topology.password } : {}),
+          mustBeMaster: true,
+        };
+      }
+      problems.push(`${sentinel.host}:${sentinel.port} knows no master '${topology.masterName}'`);
+    } catch (error) {
+      problems.push(`${sentinel.host}:${sentinel.port}: ${error instanceof Error ? error.message : String(error)}`);
+    } finally {
+      probe.disconnect();
+    }
+  }
+  throw new StoreUnavailableError(`no Sentinel named the master: ${problems.join('; ')}`);
 }
 
 /** Quits politely, or drops the connection when Redis does not answer. */

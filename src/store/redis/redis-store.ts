@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { RedisTopology } from '../../settings/settings';
-import type { AuthorizeOutcome, AuthorizeRequest } from '../../domain/authorization';
+import type { AuthorizeOutcome, AuthorizeRequest, CheckPathTimer, TimesCheckPath } from '../../domain/authorization';
 import type { Account, KeyIds, StoredKey } from '../../domain/key-records';
 import { CREDIT_LIMIT_MINOR_UNITS } from '../../domain/credit';
 import { compareCodeUnits } from '../../domain/ordering';
@@ -21,10 +21,10 @@ import {
   type UnreadableRecord,
 } from '../store';
 import { accountToFields, fieldsOf, keyToFields, parseAccount, parseKey } from './redis-records';
-import { withinDeadline } from './deadline';
+import type { CheckChannel } from './check-connection';
 import { redisKeys } from './redis-keys';
-import { closeClient, describeTopology, openClient, writesBatchedPerTurn, type ScriptedRedis } from './redis-client';
-import { REDIS_SCRIPTS as scripts } from './scripts';
+import { closeClient, describeTopology, openCheckChannel, openClient, type ScriptedRedis } from './redis-client';
+import { REDIS_SCRIPTS as scripts, authorizeScript, parseAuthorizeReply } from './scripts';
 
 /** Audit entries kept (approximately): old ones are trimmed as new ones arrive. */
 const AUDIT_MAX_ENTRIES = 100_000;
@@ -53,26 +53,24 @@ const LOST_REPLY_FIRST_PAUSE_MS = 50;
 
 /**
  * Two connections: Checks run on one with the tight deadline Envoy's timeout
- * needs; admin calls and last-used batches run on another with a looser one,
- * so a busy moment neither fails an operator's change nor queues behind the
- * hot path.
+ * needs (the pipelined Check channel, check-connection.ts); admin calls and
+ * last-used batches run on another (ioredis) with a looser one, so a busy
+ * moment neither fails an operator's change nor queues behind the hot path.
  */
-export class RedisStore implements Store {
+export class RedisStore implements Store, TimesCheckPath {
   readonly description: string;
 
-  /** Called before each Check command, so that a turn's Check commands leave in one write. */
-  private readonly batchWrites: () => void;
-
   private constructor(
-    private readonly checks: ScriptedRedis,
+    private readonly checks: CheckChannel,
     private readonly redis: ScriptedRedis,
     where: string,
+    /** On a Cluster a script's keys must share a slot. */
+    private readonly slotted: boolean,
     private readonly clockOverride: (() => number) | undefined,
     private readonly checkDeadlineMs: number,
     private readonly adminDeadlineMs: number,
   ) {
     this.description = where;
-    this.batchWrites = writesBatchedPerTurn(checks);
   }
 
   /** Connects and waits until Redis answers, so start-up fails loudly on a bad URL. */
@@ -80,49 +78,46 @@ export class RedisStore implements Store {
     const topology: RedisTopology | undefined = options.topology ?? (options.url ? { mode: 'standalone', url: options.url } : undefined);
     if (!topology) throw new StoreUnavailableError('no Redis given: set a URL or a topology');
     const where = describeTopology(topology);
-    // The Check connection keeps its deadline itself (withinDeadline), so a
-    // reply that arrived during a busy moment is never counted as a timeout.
-    const checks = openClient(topology, undefined);
     const adminDeadlineMs = options.adminCommandTimeoutMs ?? DEFAULT_ADMIN_TIMEOUT_MS;
     const admin = openClient(topology, adminDeadlineMs);
+    let checks: CheckChannel | undefined;
     try {
-      await Promise.all([checks.connect(), admin.connect()]);
-      await Promise.all([checks.ping(), admin.ping()]);
+      await admin.connect();
+      await admin.ping();
+      checks = await openCheckChannel(topology, admin, options.commandTimeoutMs);
+      await checks.ping(options.commandTimeoutMs * 10);
     } catch (error) {
-      checks.disconnect();
       admin.disconnect();
+      await checks?.close();
       throw new StoreUnavailableError(`cannot reach ${where}: ${messageOf(error)}`, { cause: error });
     }
-    return new RedisStore(checks, admin, where, options.clockOverride, options.commandTimeoutMs, adminDeadlineMs);
-  }
-
-  async resolveKeyHash(keyHash: string): Promise<KeyIds | null> {
-    this.batchWrites();
-    const value = await this.call(() => withinDeadline(this.checks.get(redisKeys.keyIdsByHash(keyHash)), this.checkDeadlineMs));
-    if (value === null) return null;
-    const [keyId, accountId] = value.split(' ');
-    if (!keyId || !accountId) throw new StoreUnavailableError('corrupt key index entry');
-    return { keyId, accountId };
-  }
-
-  async authorize(request: AuthorizeRequest): Promise<AuthorizeOutcome> {
-    this.batchWrites();
-    const reply = await this.call(() =>
-      withinDeadline(
-        this.checks.gwaAuthorize(
-          redisKeys.account(request.accountId),
-          redisKeys.key(request.accountId, request.keyId),
-          this.clockOverride ? String(Math.round(this.clockOverride() * 1000)) : '',
-          redisKeys.bucketFieldPrefix(),
-          redisKeys.keyBucketFieldPrefix(request.keyId),
-          redisKeys.accountBucketFieldPrefix(),
-          redisKeys.bucketSweepField(),
-          ...planArguments(request.defaultPlan),
-        ),
-        this.checkDeadlineMs,
-      ),
+    return new RedisStore(
+      checks,
+      admin,
+      where,
+      topology.mode === 'cluster',
+      options.clockOverride,
+      options.commandTimeoutMs,
+      adminDeadlineMs,
     );
-    return scripts.gwaAuthorize.parseReply(reply);
+  }
+
+  timeCheckPathWith(timer: CheckPathTimer): void {
+    this.checks.timeWith(timer);
+  }
+
+  resolveKeyHash(keyHash: string): Promise<KeyIds | null> {
+    return this.checks.get(redisKeys.keyIdsByHash(keyHash), parseKeyIndexEntry, 'resolve_key');
+  }
+
+  authorize(request: AuthorizeRequest): Promise<AuthorizeOutcome> {
+    return this.checks.script(
+      authorizeScript(request.defaultPlan),
+      [redisKeys.account(request.accountId), redisKeys.key(request.accountId, request.keyId)],
+      [this.clockOverride ? String(Math.round(this.clockOverride() * 1000)) : '', redisKeys.keyBucketFieldPrefix(request.keyId)],
+      parseAuthorizeReply,
+      'authorize',
+    );
   }
 
   async createAccount(account: Account): Promise<boolean> {
@@ -200,13 +195,30 @@ export class RedisStore implements Store {
     return scripts.gwaRevokeKey.parseReply(reply);
   }
 
+  /**
+   * One script per batch (off the hot path), or on a Cluster one per account
+   * in it, since a script's keys must share a slot there.
+   */
   async recordLastUsed(uses: readonly LastUse[]): Promise<void> {
     if (uses.length === 0) return;
-    // One pipelined batch, off the hot path.
+    let batches: (readonly LastUse[])[] = [uses];
+    if (this.slotted) {
+      const byAccount = new Map<string, LastUse[]>();
+      for (const use of uses) {
+        const batch = byAccount.get(use.accountId);
+        if (batch) batch.push(use);
+        else byAccount.set(use.accountId, [use]);
+      }
+      batches = [...byAccount.values()];
+    }
     await this.call(() =>
       Promise.all(
-        uses.map((use) =>
-          this.redis.gwaRecordLastUsed(redisKeys.key(use.accountId, use.keyId), String(use.atMs), new Date(use.atMs).toISOString()),
+        batches.map((batch) =>
+          this.redis.gwaRecordLastUsed(
+            batch.length,
+            ...batch.map((use) => redisKeys.key(use.accountId, use.keyId)),
+            ...batch.flatMap((use) => [String(use.atMs), new Date(use.atMs).toISOString()]),
+          ),
         ),
       ),
     );
@@ -344,11 +356,11 @@ export class RedisStore implements Store {
 
   async ping(): Promise<void> {
     // On the Check connection: health is about whether Checks can be answered.
-    await this.call(() => withinDeadline(this.checks.ping(), this.checkDeadlineMs * 10));
+    await this.call(() => this.checks.ping(this.checkDeadlineMs * 10));
   }
 
   async close(): Promise<void> {
-    await Promise.all([closeClient(this.checks), closeClient(this.redis)]);
+    await Promise.all([this.checks.close(), closeClient(this.redis)]);
   }
 
   /**
@@ -389,24 +401,13 @@ export class RedisStore implements Store {
   }
 }
 
-/**
- * The default plan as the authorize script reads it: the number of key
- * limits, then limit/window pairs, key scope first. Plain numbers, so the
- * script does no JSON decoding for it. The plan is the frozen settings
- * object, the same on every Check: encoded once.
- */
-const encodedPlans = new WeakMap<object, readonly [string, ...string[]]>();
-
-function planArguments(plan: AuthorizeRequest['defaultPlan']): readonly [string, ...string[]] {
-  let encoded = encodedPlans.get(plan);
-  if (encoded === undefined) {
-    encoded = [
-      String(plan.key.length),
-      ...[...plan.key, ...plan.account].flatMap((limit) => [String(limit.limit), String(limit.windowSeconds)]),
-    ];
-    if (Object.isFrozen(plan)) encodedPlans.set(plan, encoded);
-  }
-  return encoded;
+/** The key index entry: `<keyId> <accountId>`. */
+function parseKeyIndexEntry(reply: unknown): KeyIds | null {
+  if (reply === null) return null;
+  if (typeof reply !== 'string') throw new StoreUnavailableError('corrupt key index entry');
+  const [keyId, accountId] = reply.split(' ');
+  if (!keyId || !accountId) throw new StoreUnavailableError('corrupt key index entry');
+  return { keyId, accountId };
 }
 
 function asStoreError(error: unknown): StoreUnavailableError {

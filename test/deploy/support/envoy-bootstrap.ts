@@ -61,6 +61,7 @@ export const ENVOY_PROTO_FILES = [
   'envoy/config/bootstrap/v3/bootstrap.proto',
   'envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager.proto',
   'envoy/extensions/filters/http/ext_authz/v3/ext_authz.proto',
+  'envoy/extensions/filters/http/ext_proc/v3/ext_proc.proto',
   'envoy/extensions/filters/http/router/v3/router.proto',
   'envoy/extensions/upstreams/http/v3/http_protocol_options.proto',
   'envoy/extensions/access_loggers/stream/v3/stream.proto',

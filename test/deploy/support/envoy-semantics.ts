@@ -49,6 +49,12 @@ export interface VirtualHost {
   routes: Route[];
   retry_policy: unknown;
   typed_per_filter_config: Record<string, PerFilterConfig>;
+  request_headers_to_add: HeaderValueOption[];
+}
+
+export interface HeaderValueOption {
+  header: { key: string; value: string };
+  append_action: string;
 }
 
 export interface PerFilterConfig {
@@ -66,12 +72,40 @@ export interface Route {
   };
   direct_response: { status: number };
   typed_per_filter_config: Record<string, PerFilterConfig>;
+  request_headers_to_add: HeaderValueOption[];
 }
 
 export interface HttpFilter {
   name: string;
   disabled: boolean;
+  /** The ext_authz filter's config; ext_proc's is read through extProcConfig(). */
   typed_config: ExtAuthzConfig;
+}
+
+export interface ExtProcConfig {
+  '@type': string;
+  grpc_service: {
+    timeout: string;
+    envoy_grpc: { cluster_name: string };
+    retry_policy: { retry_on: string; num_retries: number };
+  };
+  observability_mode: boolean;
+  failure_mode_allow: boolean;
+  processing_mode: {
+    request_header_mode: string;
+    response_header_mode: string;
+    request_body_mode: string;
+    response_body_mode: string;
+    request_trailer_mode: string;
+    response_trailer_mode: string;
+  };
+  request_attributes: string[];
+  response_attributes: string[];
+  deferred_close_timeout: string;
+  message_timeout: string;
+  forward_rules: unknown;
+  allow_mode_override: boolean;
+  metadata_options: unknown;
 }
 
 export interface ExtAuthzConfig {
@@ -96,7 +130,7 @@ export interface Cluster {
   load_assignment: { endpoints: { lb_endpoints: { endpoint: { address: Address } }[] }[] };
   typed_extension_protocol_options: Record<string, { '@type': string; explicit_http_config: { http2_protocol_options: object } }>;
   health_checks: HealthCheck[];
-  circuit_breakers: { thresholds: { priority: string; max_requests: number }[] };
+  circuit_breakers: { thresholds: { priority: string; max_requests: number; max_retries: number }[] };
 }
 
 export interface HealthCheck {
@@ -120,6 +154,8 @@ export interface AccessLog {
 }
 
 export const EXT_AUTHZ_FILTER = 'envoy.filters.http.ext_authz';
+export const EXT_PROC_FILTER = 'envoy.filters.http.ext_proc';
+export const EXT_PROC_TYPE = 'type.googleapis.com/envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor';
 export const ROUTER_FILTER = 'envoy.filters.http.router';
 export const HCM_TYPE = 'type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager';
 export const EXT_AUTHZ_TYPE = 'type.googleapis.com/envoy.extensions.filters.http.ext_authz.v3.ExtAuthz';
@@ -329,6 +365,113 @@ export function accessLogProblems(view: EnvoyView): string[] {
     }
     if (!commands.some((c) => c.name === 'REQ_WITHOUT_QUERY' && c.arg.toLowerCase() === ':path'))
       problems.push('access log has no query-free path');
+  }
+  return problems;
+}
+
+/** The ext_proc filter's typed_config, if the filter is there. */
+export function extProcConfig(view: EnvoyView): Partial<ExtProcConfig> | undefined {
+  const filter = (connectionManager(view).http_filters ?? []).find((f) => f.name === EXT_PROC_FILTER);
+  return filter ? (filter.typed_config as unknown as Partial<ExtProcConfig>) : undefined;
+}
+
+/** What metering needs from Envoy (README "Usage and billing", envoy.yaml's ext_proc comments). */
+export const METERING_PROCESSING_MODE = {
+  request_header_mode: 'SEND',
+  response_header_mode: 'SEND',
+  request_body_mode: 'NONE',
+  response_body_mode: 'STREAMED',
+  request_trailer_mode: 'SKIP',
+  response_trailer_mode: 'SEND',
+};
+
+/**
+ * The usage-metering ext_proc filter: right after ext_authz, observability mode, fail-open, the processing
+ * mode above (proto3 JSON leaves enum defaults out: DEFAULT/NONE read as absent), request.size as a response
+ * attribute, its own cluster, no stream deadline.
+ */
+export function extProcProblems(view: EnvoyView): string[] {
+  const problems: string[] = [];
+  const filters = connectionManager(view).http_filters ?? [];
+  const names = filters.map((f) => f.name);
+  if (names.filter((n) => n === EXT_PROC_FILTER).length !== 1) problems.push('ext_proc must appear exactly once');
+  const authzAt = names.indexOf(EXT_AUTHZ_FILTER);
+  if (authzAt === -1 || names[authzAt + 1] !== EXT_PROC_FILTER)
+    problems.push(`ext_proc does not come right after ext_authz (${names.join(', ')})`);
+  const filter = filters.find((f) => f.name === EXT_PROC_FILTER);
+  if (filter?.disabled === true) problems.push('ext_proc filter is disabled by default');
+  const ext = extProcConfig(view) ?? {};
+  if (ext['@type'] !== EXT_PROC_TYPE) problems.push(`ext_proc typed_config is ${ext['@type']}`);
+  if (ext.observability_mode !== true) problems.push('observability_mode must be true (metering must never wait on the processor)');
+  if (ext.failure_mode_allow !== true) problems.push('failure_mode_allow must be true (metering must never break an answer)');
+  const mode: Record<string, string | undefined> = { ...ext.processing_mode };
+  const effective = (key: string, unset: string) => (mode[key] === undefined || mode[key] === 'DEFAULT' ? unset : mode[key]);
+  const actual = {
+    request_header_mode: effective('request_header_mode', 'SEND'),
+    response_header_mode: effective('response_header_mode', 'SEND'),
+    request_body_mode: mode.request_body_mode ?? 'NONE',
+    response_body_mode: mode.response_body_mode ?? 'NONE',
+    request_trailer_mode: effective('request_trailer_mode', 'SKIP'),
+    response_trailer_mode: effective('response_trailer_mode', 'SKIP'),
+  };
+  for (const [key, wanted] of Object.entries(METERING_PROCESSING_MODE)) {
+    const got = actual[key as keyof typeof actual];
+    if (got !== wanted) problems.push(`processing_mode.${key} is ${got}, not ${wanted}`);
+  }
+  if (JSON.stringify(ext.response_attributes ?? []) !== JSON.stringify(['request.size']))
+    problems.push(`response_attributes is ${JSON.stringify(ext.response_attributes ?? [])}, not ["request.size"]`);
+  if ((ext.request_attributes ?? []).length > 0) problems.push('request_attributes is set (the request headers carry everything needed)');
+  if (ext.grpc_service?.envoy_grpc?.cluster_name !== 'ext_proc') problems.push('grpc_service.envoy_grpc.cluster_name is not ext_proc');
+  if (ext.grpc_service?.timeout !== undefined) problems.push(`grpc_service.timeout ${ext.grpc_service.timeout} would cut long answers`);
+  const retryOn = String(ext.grpc_service?.retry_policy?.retry_on ?? '')
+    .split(',')
+    .filter(Boolean);
+  const unsafe = retryOn.filter((token) => !SAFE_RETRY_ON.has(token));
+  if (unsafe.length > 0) problems.push(`ext_proc retries on ${unsafe.join(', ')} (the processor may have seen the stream)`);
+  if (ext.deferred_close_timeout !== '5s') problems.push(`deferred_close_timeout is ${ext.deferred_close_timeout}, not 5s`);
+  if (ext.message_timeout !== undefined) problems.push('message_timeout is set (observability mode never waits for a reply)');
+  if (ext.forward_rules !== undefined) problems.push('forward_rules is set (the processor needs every header)');
+  if (ext.allow_mode_override === true) problems.push('allow_mode_override is set');
+  return problems;
+}
+
+/** The ext_proc cluster: gateway-authz's gRPC port over HTTP/2, health-checked, with room for one stream per answer in flight. */
+export function extProcClusterProblems(view: EnvoyView): string[] {
+  const problems: string[] = [];
+  const c = cluster(view, 'ext_proc');
+  const authz = cluster(view, 'ext_authz');
+  if (JSON.stringify(clusterEndpoints(view, 'ext_proc')) !== JSON.stringify(clusterEndpoints(view, 'ext_authz')))
+    problems.push('ext_proc does not point at the same gateway-authz endpoints as ext_authz');
+  if (c.type !== authz.type) problems.push(`ext_proc is ${c.type}, ext_authz ${authz.type}`);
+  const options = c.typed_extension_protocol_options?.[HTTP_PROTOCOL_OPTIONS_KEY];
+  if (!options?.explicit_http_config?.http2_protocol_options) problems.push('ext_proc cluster is not explicitly HTTP/2');
+  if (JSON.stringify(c.health_checks) !== JSON.stringify(authz.health_checks))
+    problems.push('ext_proc health check differs from ext_authz');
+  const defaultThreshold = (name: string) =>
+    cluster(view, name).circuit_breakers?.thresholds?.find((t) => (t.priority ?? 'DEFAULT') === 'DEFAULT');
+  const streams = defaultThreshold('ext_proc')?.max_requests ?? 1024;
+  const answers = defaultThreshold('upstream_api')?.max_requests ?? 1024;
+  if (streams <= answers)
+    problems.push(`ext_proc max_requests ${streams} does not exceed upstream_api's ${answers} (an overflow is an unmetered answer)`);
+  return problems;
+}
+
+/** Every request to the upstream asks for an unencoded answer, so the processor can read it. */
+export function acceptEncodingProblems(view: EnvoyView): string[] {
+  const problems: string[] = [];
+  for (const host of connectionManager(view).route_config?.virtual_hosts ?? []) {
+    for (const route of host.routes ?? []) {
+      if (!route.route) continue;
+      const options = [...(host.request_headers_to_add ?? []), ...(route.request_headers_to_add ?? [])].filter(
+        (o) => o.header?.key?.toLowerCase() === 'accept-encoding',
+      );
+      const last = options[options.length - 1];
+      if (!last) problems.push(`route ${route.name}: accept-encoding is not set toward the upstream`);
+      else if (last.header.value !== 'identity')
+        problems.push(`route ${route.name}: accept-encoding is ${last.header.value}, not identity`);
+      else if (last.append_action !== 'OVERWRITE_IF_EXISTS_OR_ADD')
+        problems.push(`route ${route.name}: accept-encoding is not overwritten (${last.append_action})`);
+    }
   }
   return problems;
 }

@@ -605,7 +605,8 @@ describe('connections', () => {
     try {
       await until(() => at.length === sessions.length, 'every GOAWAY', 3000);
       expect(Math.min(...at)).toBeGreaterThanOrEqual(880);
-      expect(Math.max(...at)).toBeLessThanOrEqual(1200);
+      // 1100 ms at the most, plus room for a timer that fires late on a loaded machine (a CI run saw 1271 ms).
+      expect(Math.max(...at)).toBeLessThanOrEqual(1500);
       expect(Math.max(...at) - Math.min(...at)).toBeGreaterThan(5);
     } finally {
       for (const session of sessions) session.destroy();

@@ -53,7 +53,7 @@ describe('defaults', () => {
       logLevel: 'info',
       storeFailureMode: 'deny',
       keyCache: { maxEntries: 200_000, negativeTtlMs: 2_000 },
-      lastUsedFlushMs: 5_000,
+      lastUsedFlushMs: 30_000,
       decisionLogSample: 1,
     });
     expect(settings.pipeline.defaultPlan).toEqual(DEFAULT_PLAN);

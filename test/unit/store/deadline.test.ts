@@ -1,5 +1,33 @@
-import { createServer, connect, type AddressInfo } from 'node:net';
-import { DeadlineExceededError, withinDeadline } from '../../../src/store/redis/deadline';
+import { spawn } from 'node:child_process';
+import { connect, type Socket } from 'node:net';
+import { performance } from 'node:perf_hooks';
+import { DeadlineExceededError, DeadlineSweeper, withinDeadline, type Expiring } from '../../../src/store/redis/deadline';
+
+/**
+ * An echo server in another process: it answers while this process's event
+ * loop is blocked, so the reply is waiting in the socket when the loop comes
+ * back, together with the expired deadline timer.
+ */
+async function connectToEchoProcess(): Promise<{ socket: Socket; stop: () => void }> {
+  const child = spawn(
+    process.execPath,
+    ['-e', "const s = require('net').createServer((c) => c.pipe(c)).listen(0, '127.0.0.1', () => console.log(s.address().port))"],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  const port = await new Promise<number>((resolve) => child.stdout.once('data', (data) => resolve(Number(String(data).trim()))));
+  const socket = connect(port, '127.0.0.1');
+  await new Promise((resolve) => socket.once('connect', resolve));
+  // A round trip first, so the echo process is warm.
+  socket.write('warm');
+  await new Promise((resolve) => socket.once('data', resolve));
+  return {
+    socket,
+    stop: () => {
+      socket.destroy();
+      child.kill();
+    },
+  };
+}
 
 const blockEventLoop = (ms: number) => {
   const until = Date.now() + ms;
@@ -22,20 +50,92 @@ describe('withinDeadline', () => {
   });
 
   it('lets a reply that already arrived win over a deadline that expired while the loop was busy', async () => {
-    const server = createServer((socket) => socket.on('data', (data) => socket.write(data)));
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const socket = connect((server.address() as AddressInfo).port, '127.0.0.1');
-    await new Promise((resolve) => socket.once('connect', resolve));
+    const echo = await connectToEchoProcess();
     try {
-      const reply = new Promise<string>((resolve) => socket.once('data', (data) => resolve(String(data))));
+      const reply = new Promise<string>((resolve) => echo.socket.once('data', (data) => resolve(String(data))));
       const answer = withinDeadline(reply, 10);
-      socket.write('pong');
-      await new Promise((resolve) => setTimeout(resolve, 5)); // the echo is on its way
-      blockEventLoop(50); // the deadline timer and the reply are now both ready
+      echo.socket.write('pong');
+      blockEventLoop(50); // the echo arrives meanwhile: the deadline timer and the reply are now both ready
       await expect(answer).resolves.toBe('pong');
     } finally {
-      socket.destroy();
-      server.close();
+      echo.stop();
+    }
+  });
+});
+
+describe('DeadlineSweeper', () => {
+  interface Command extends Expiring {
+    id: number;
+    failedAt?: number;
+  }
+  const expired: Command[] = [];
+  const expire = (command: Command) => {
+    command.settled = true;
+    command.failedAt = performance.now();
+    expired.push(command);
+  };
+  beforeEach(() => {
+    expired.length = 0;
+  });
+  const command = (id: number, ms: number): Command => ({ id, deadline: performance.now() + ms, settled: false });
+
+  /** Waits (at most 3 s, the machine may be busy) until `done` holds. */
+  async function until(done: () => boolean): Promise<void> {
+    const end = Date.now() + 3000;
+    while (!done() && Date.now() < end) await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+
+  it('fails each unanswered command once its deadline has passed, oldest first, and none before', async () => {
+    const sweeper = new DeadlineSweeper<Command>(expire);
+    const commands = [command(1, 20), command(2, 20), command(3, 60)];
+    commands.forEach((entry) => sweeper.add(entry));
+    await until(() => expired.length === 3);
+    expect(expired.map((entry) => entry.id)).toEqual([1, 2, 3]);
+    for (const entry of expired) expect(entry.failedAt!).toBeGreaterThanOrEqual(entry.deadline);
+    expect(sweeper.size).toBe(0);
+  });
+
+  it('never fails a command that was answered, and forgets answered ones', async () => {
+    const sweeper = new DeadlineSweeper<Command>(expire);
+    const commands = Array.from({ length: 100 }, (_, i) => command(i, 10));
+    commands.forEach((entry) => sweeper.add(entry));
+    for (const entry of commands) {
+      if (entry.id % 2 === 1) continue;
+      entry.settled = true;
+      sweeper.settled();
+    }
+    // The first (even, answered) one left at once; the others wait behind unanswered ones.
+    expect(sweeper.size).toBe(99);
+    await until(() => sweeper.size === 0);
+    expect(expired.map((entry) => entry.id)).toEqual(commands.filter((entry) => entry.id % 2 === 1).map((entry) => entry.id));
+  });
+
+  it('arms one timer for a burst of commands, not one each', () => {
+    const setTimeoutSpy = jest.spyOn(global, 'setTimeout');
+    try {
+      const sweeper = new DeadlineSweeper<Command>(expire);
+      for (let i = 0; i < 1000; i += 1) sweeper.add(command(i, 50));
+      expect(setTimeoutSpy).toHaveBeenCalledTimes(1);
+      sweeper.stop();
+    } finally {
+      setTimeoutSpy.mockRestore();
+    }
+  });
+
+  it('lets a reply that already arrived win over a deadline that expired while the loop was busy', async () => {
+    const echo = await connectToEchoProcess();
+    try {
+      const sweeper = new DeadlineSweeper<Command>(expire);
+      const entry = command(1, 10);
+      sweeper.add(entry);
+      echo.socket.once('data', () => (entry.settled = true));
+      echo.socket.write('pong');
+      blockEventLoop(50); // the echo arrives meanwhile: the deadline timer and the reply are now both ready
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(entry.settled).toBe(true);
+      expect(expired).toEqual([]);
+    } finally {
+      echo.stop();
     }
   });
 });

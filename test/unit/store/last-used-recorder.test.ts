@@ -81,6 +81,57 @@ describe('LastUsedRecorder', () => {
     expect(sink.batches).toEqual([[{ keyId: 'k2', accountId: 'a', atMs: 1 }]]);
   });
 
+  it('keeps a key from one flush to the next: a later use is written again, with its own time', async () => {
+    const clock = new ManualClock(1_000);
+    const sink = new RecordingSink();
+    const recorder = new LastUsedRecorder(sink, clock, new LogCapture().logger, 60_000);
+    recorder.note({ keyId: 'key_a', accountId: 'acme' });
+    await recorder.flush();
+    clock.advance(500);
+    recorder.note({ keyId: 'key_b', accountId: 'acme' });
+    clock.advance(500);
+    recorder.note({ keyId: 'key_a', accountId: 'acme' });
+    await recorder.flush();
+    expect(sink.batches).toEqual([
+      [{ keyId: 'key_a', accountId: 'acme', atMs: 1_000 }],
+      [
+        { keyId: 'key_b', accountId: 'acme', atMs: 1_500 },
+        { keyId: 'key_a', accountId: 'acme', atMs: 2_000 },
+      ],
+    ]);
+  });
+
+  it('after flushing early at the bound, forgets those keys and records the next ones as new', async () => {
+    const clock = new ManualClock(1);
+    const sink = new RecordingSink();
+    const recorder = new LastUsedRecorder(sink, clock, new LogCapture().logger, 60_000, 2);
+    recorder.note({ keyId: 'k1', accountId: 'a' });
+    recorder.note({ keyId: 'k2', accountId: 'b' });
+    clock.advance(1);
+    recorder.note({ keyId: 'k2', accountId: 'b' });
+    recorder.note({ keyId: 'k3', accountId: 'c' });
+    await recorder.stop();
+    expect(sink.batches).toEqual([
+      [
+        { keyId: 'k1', accountId: 'a', atMs: 1 },
+        { keyId: 'k2', accountId: 'b', atMs: 1 },
+      ],
+      [
+        { keyId: 'k2', accountId: 'b', atMs: 2 },
+        { keyId: 'k3', accountId: 'c', atMs: 2 },
+      ],
+    ]);
+  });
+
+  it('writes only the ids and the time, whatever else the noted object carries', async () => {
+    const sink = new RecordingSink();
+    const recorder = new LastUsedRecorder(sink, new ManualClock(7), new LogCapture().logger, 60_000);
+    const identity = { keyId: 'key_a', accountId: 'acme', keyPrefix: 'gk_live_abcd', environment: 'live' };
+    recorder.note(identity);
+    await recorder.flush();
+    expect(sink.batches).toEqual([[{ keyId: 'key_a', accountId: 'acme', atMs: 7 }]]);
+  });
+
   it('writes on its own timer once started, and flushes what is left on stop', async () => {
     jest.useFakeTimers();
     try {

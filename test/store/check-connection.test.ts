@@ -1,0 +1,210 @@
+import Redis from 'ioredis';
+import { createHash } from 'node:crypto';
+import type { CheckPathOperation } from '../../src/domain/authorization';
+import { PipelinedConnection, type LuaSource, type RedisAddress } from '../../src/store/redis/check-connection';
+import { StoreUnavailableError } from '../../src/store/store';
+import { spawnTestRedisServer, type TestRedis } from '../support/redis-server';
+
+/**
+ * The Check path's own Redis connection against a real redis-server: the
+ * deadline (one sweeper; a reply that arrived is never a timeout; late
+ * replies keep their place), scripts after a restart or SCRIPT FLUSH, fail
+ * fast while Redis is down and reconnect by itself, credentials and database
+ * from the URL, and the timing hook.
+ */
+const DEADLINE_MS = 100;
+const asText = (reply: unknown) => reply as string | null;
+const script = (lua: string): LuaSource => ({ lua, sha: createHash('sha1').update(lua).digest('hex') });
+
+let redis: TestRedis;
+let direct: Redis;
+
+beforeAll(async () => {
+  redis = await spawnTestRedisServer();
+  direct = new Redis(redis.url, { disconnectTimeout: 50, maxRetriesPerRequest: 0 });
+});
+afterAll(async () => {
+  direct.disconnect();
+  await redis.stop();
+});
+
+function open(address: Partial<RedisAddress> = {}): Promise<PipelinedConnection> {
+  return PipelinedConnection.open({
+    locate: () => Promise.resolve({ host: '127.0.0.1', port: redis.port, ...address }),
+    deadlineMs: DEADLINE_MS,
+    connectTimeoutMs: 2000,
+    reconnectDelayMs: () => 50,
+  });
+}
+
+const blockEventLoop = (ms: number) => {
+  const until = Date.now() + ms;
+  while (Date.now() < until) {
+    /* busy, like a burst of Checks */
+  }
+};
+
+it('answers many pipelined commands in order', async () => {
+  const connection = await open();
+  try {
+    await direct.mset(...Array.from({ length: 200 }, (_, i) => [`cc:order:${i}`, `value ${i}`]).flat());
+    const replies = await Promise.all(Array.from({ length: 200 }, (_, i) => connection.get(`cc:order:${i}`, asText, 'resolve_key')));
+    expect(replies).toEqual(Array.from({ length: 200 }, (_, i) => `value ${i}`));
+  } finally {
+    await connection.close();
+  }
+});
+
+it('fails a command Redis does not answer in time at its deadline, then goes on in order once Redis is back', async () => {
+  const connection = await open();
+  try {
+    await direct.set('cc:late', 'late value');
+    // Redis holds every client's commands for 400 ms: slow, as far as the Check path can tell.
+    await direct.call('CLIENT', 'PAUSE', '400', 'ALL');
+    const started = performance.now();
+    const late = connection.get('cc:late', asText, 'resolve_key').catch((error: unknown) => ({ error, ms: performance.now() - started }));
+    const outcome = (await late) as { error: Error; ms: number };
+    expect(outcome.error).toBeInstanceOf(StoreUnavailableError);
+    expect(outcome.error.message).toBe(`Redis command failed: Redis did not answer within ${DEADLINE_MS} ms`);
+    expect(outcome.ms).toBeGreaterThanOrEqual(DEADLINE_MS - 1);
+    // Well before Redis is back (400 ms); the margin is for a busy machine.
+    expect(outcome.ms).toBeLessThan(300);
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    // The late reply arrives now and is dropped; the next command gets its own.
+    await direct.set('cc:next', 'next value');
+    expect(await connection.get('cc:next', asText, 'resolve_key')).toBe('next value');
+  } finally {
+    await connection.close();
+  }
+});
+
+it('counts a reply that arrived while the event loop was blocked past the deadline as an answer', async () => {
+  const connection = await open();
+  try {
+    await direct.set('cc:blocked', 'in time');
+    const reply = connection.get('cc:blocked', asText, 'resolve_key');
+    await new Promise((resolve) => setImmediate(resolve)); // the command is written
+    blockEventLoop(DEADLINE_MS * 2); // Redis answers meanwhile; the deadline passes too
+    await expect(reply).resolves.toBe('in time');
+  } finally {
+    await connection.close();
+  }
+});
+
+it('sends a script once per connection and loads it again after SCRIPT FLUSH (NOSCRIPT), for the same caller', async () => {
+  const connection = await open();
+  try {
+    const echo = script(`return {ARGV[1], KEYS[1], ${Date.now()}}`);
+    const call = (arg: string) => connection.script(echo, ['cc:key'], [arg], (reply) => reply, 'authorize');
+    expect(await call('first')).toEqual(['first', 'cc:key', expect.any(Number)]);
+    await direct.script('FLUSH');
+    expect(await call('after flush')).toEqual(['after flush', 'cc:key', expect.any(Number)]);
+    expect(await call('again')).toEqual(['again', 'cc:key', expect.any(Number)]);
+    expect(Number(await direct.script('EXISTS', echo.sha).then((found) => (found as number[])[0]))).toBe(1);
+  } finally {
+    await connection.close();
+  }
+});
+
+it('fails at once while Redis is down, and reconnects by itself when it is back, scripts included', async () => {
+  const own = await spawnTestRedisServer();
+  const connection = await PipelinedConnection.open({
+    locate: () => Promise.resolve({ host: '127.0.0.1', port: own.port }),
+    deadlineMs: DEADLINE_MS,
+    connectTimeoutMs: 2000,
+    reconnectDelayMs: () => 50,
+  });
+  let restarted: TestRedis | undefined;
+  try {
+    const echo = script(`return 'script ran ${Date.now()}'`);
+    expect(await connection.script(echo, [], [], (reply) => reply, 'authorize')).toMatch(/^script ran/);
+    await own.stop();
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    // Refused as down, not failed at the deadline.
+    await expect(connection.get('cc:down', asText, 'resolve_key')).rejects.toThrow(/not connected to Redis/);
+    restarted = await spawnTestRedisServer({ port: own.port });
+    const back = performance.now();
+    let answer: unknown;
+    while (performance.now() - back < 2000) {
+      try {
+        answer = await connection.script(echo, [], [], (reply) => reply, 'authorize');
+        break;
+      } catch {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+    }
+    expect(answer).toMatch(/^script ran/);
+  } finally {
+    await connection.close();
+    await restarted?.stop();
+    await own.stop().catch(() => undefined);
+  }
+});
+
+it('authenticates and selects the database it is given', async () => {
+  const guarded = await spawnTestRedisServer();
+  const setup = new Redis({ port: guarded.port, disconnectTimeout: 50 });
+  await setup.config('SET', 'requirepass', 's3cret-for-check-connection');
+  setup.disconnect();
+  const admin = new Redis({ port: guarded.port, password: 's3cret-for-check-connection', db: 3, disconnectTimeout: 50 });
+  try {
+    await admin.set('cc:db3', 'in database 3');
+    const connection = await PipelinedConnection.open({
+      locate: () => Promise.resolve({ host: '127.0.0.1', port: guarded.port, password: 's3cret-for-check-connection', db: 3 }),
+      deadlineMs: DEADLINE_MS,
+      connectTimeoutMs: 2000,
+      reconnectDelayMs: () => 50,
+    });
+    try {
+      expect(await connection.get('cc:db3', asText, 'resolve_key')).toBe('in database 3');
+    } finally {
+      await connection.close();
+    }
+    await expect(
+      PipelinedConnection.open({
+        locate: () => Promise.resolve({ host: '127.0.0.1', port: guarded.port, password: 'wrong' }),
+        deadlineMs: DEADLINE_MS,
+        connectTimeoutMs: 2000,
+        reconnectDelayMs: () => 50,
+      }),
+    ).rejects.toThrow(/Redis refused the connection setup/);
+  } finally {
+    admin.disconnect();
+    await guarded.stop();
+  }
+});
+
+it('refuses a server that is not the master when it must be one (a Sentinel named a replica)', async () => {
+  const replica = await spawnTestRedisServer({ extraArgs: ['--replicaof', '127.0.0.1', String(redis.port)] });
+  try {
+    await expect(
+      PipelinedConnection.open({
+        locate: () => Promise.resolve({ host: '127.0.0.1', port: replica.port, mustBeMaster: true }),
+        deadlineMs: DEADLINE_MS,
+        connectTimeoutMs: 2000,
+        reconnectDelayMs: () => 50,
+      }),
+    ).rejects.toThrow(/is not a master/);
+  } finally {
+    await replica.stop();
+  }
+});
+
+it('reports every command to the timing hook: operation, seconds, failed', async () => {
+  const connection = await open();
+  const times: [CheckPathOperation, number, boolean][] = [];
+  connection.timeWith((operation, seconds, failed) => times.push([operation, seconds, failed]));
+  try {
+    await connection.get('cc:timed', asText, 'resolve_key');
+    await expect(
+      connection.script(script("return redis.error_reply('ERR refused on purpose')"), [], [], (reply) => reply, 'authorize'),
+    ).rejects.toThrow('refused on purpose');
+    expect(times).toEqual([
+      ['resolve_key', expect.any(Number), false],
+      ['authorize', expect.any(Number), true],
+    ]);
+    for (const [, seconds] of times) expect(seconds).toBeGreaterThan(0);
+  } finally {
+    await connection.close();
+  }
+});

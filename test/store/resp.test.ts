@@ -1,0 +1,122 @@
+import * as net from 'node:net';
+import Redis from 'ioredis';
+import { RedisReplyError, RespReader, command, type RespReply } from '../../src/store/redis/resp';
+import { startTestRedis, type TestRedis } from '../support/redis-server';
+
+/**
+ * The hand-written RESP reader and writer of the Check connection, held to
+ * the real counterparts: every command goes to a real redis-server as the
+ * writer encodes it, and every reply the reader makes of Redis's bytes must
+ * equal what ioredis makes of the same command, also when the bytes arrive
+ * one at a time.
+ */
+let redis: TestRedis;
+let ioredis: Redis;
+
+beforeAll(async () => {
+  redis = await startTestRedis();
+  ioredis = new Redis(redis.url, { disconnectTimeout: 50 });
+});
+afterAll(async () => {
+  ioredis.disconnect();
+  await redis.stop();
+});
+
+const prefix = `resp-test-${process.pid}:`;
+const big = 'x'.repeat(100_000);
+const COMMANDS: string[][] = [
+  ['PING'],
+  ['SET', `${prefix}text`, 'héllo wörld €'],
+  ['GET', `${prefix}text`],
+  ['GET', `${prefix}missing`],
+  ['SET', `${prefix}empty`, ''],
+  ['GET', `${prefix}empty`],
+  ['INCRBY', `${prefix}counter`, '-42'],
+  ['HSET', `${prefix}hash`, 'a', '1', 'b', '2'],
+  ['HGETALL', `${prefix}hash`],
+  ['HMGET', `${prefix}hash`, 'a', 'nope', 'b'],
+  ['LRANGE', `${prefix}nolist`, '0', '-1'],
+  ['SET', `${prefix}big`, big],
+  ['GET', `${prefix}big`],
+  ['HGET', `${prefix}text`, 'field'],
+  ['EVAL', "return {1, 'two', {3, false, {'deep'}}, -4, 'ü'}", '0'],
+  ['EVAL', "return redis.error_reply('CUSTOM something went wrong')", '0'],
+  ['EVAL', 'return {}', '0'],
+  ['EVALSHA', '0000000000000000000000000000000000000000', '0'],
+  ['TIME'],
+];
+
+/** What ioredis answers for a command: its reply, or its error reply's message. */
+async function ioredisReply(parts: string[]): Promise<unknown> {
+  try {
+    return await ioredis.call(parts[0]!, ...parts.slice(1));
+  } catch (error) {
+    return { error: (error as Error).message };
+  }
+}
+
+function comparable(reply: RespReply): unknown {
+  if (reply instanceof RedisReplyError) return { error: reply.message };
+  if (Array.isArray(reply)) return reply.map(comparable);
+  return reply;
+}
+
+/** Sends the commands as `command()` encodes them, feeding Redis's bytes to a RespReader `chunk` bytes at a time. */
+async function rawReplies(commands: string[][], chunk: number): Promise<RespReply[]> {
+  const socket = net.connect(redis.port, redis.host || '127.0.0.1');
+  await new Promise((resolve) => socket.once('connect', resolve));
+  const replies: RespReply[] = [];
+  const reader = new RespReader((reply) => replies.push(reply));
+  const done = new Promise<void>((resolve, reject) => {
+    socket.on('data', (data: Buffer) => {
+      try {
+        for (let at = 0; at < data.length; at += chunk) reader.push(data.subarray(at, at + chunk));
+      } catch (error) {
+        reject(error);
+      }
+      if (replies.length === commands.length) resolve();
+    });
+  });
+  socket.write(commands.map(command).join(''));
+  await done;
+  socket.destroy();
+  return replies;
+}
+
+it('reads every reply type exactly as ioredis does, in one chunk and byte by byte', async () => {
+  const expected: unknown[] = [];
+  // Each run starts from the same state: the writes answer the same.
+  const reset = () => ioredis.del(`${prefix}counter`, `${prefix}hash`);
+  await reset();
+  for (const parts of COMMANDS) expected.push(await ioredisReply(parts));
+  await reset();
+  // TIME differs between the two reads: compare its shape only.
+  const timeAt = COMMANDS.findIndex((parts) => parts[0] === 'TIME');
+  for (const chunk of [1_000_000, 1, 7]) {
+    const replies = (await rawReplies(COMMANDS, chunk)).map(comparable);
+    await reset();
+    expect(replies[timeAt]).toEqual([expect.stringMatching(/^\d+$/), expect.stringMatching(/^\d+$/)]);
+    replies[timeAt] = expected[timeAt];
+    expect(replies).toEqual(expected);
+  }
+});
+
+it('encodes text by its UTF-8 byte length, so multi-byte values reach Redis intact', async () => {
+  const value = 'ü€𝄞 and ascii';
+  const [set, get] = await rawReplies(
+    [
+      ['SET', `${prefix}utf8`, value],
+      ['GET', `${prefix}utf8`],
+    ],
+    1_000_000,
+  );
+  expect(set).toBe('OK');
+  expect(get).toBe(value);
+  expect(await ioredis.get(`${prefix}utf8`)).toBe(value);
+});
+
+it('refuses bytes that are not RESP', () => {
+  const reader = new RespReader(() => undefined);
+  expect(() => reader.push(Buffer.from('?what\r\n'))).toThrow('not a RESP reply');
+  expect(() => new RespReader(() => undefined).push(Buffer.from(':12x\r\n'))).toThrow('not a RESP integer');
+});
