@@ -125,12 +125,13 @@ export const DEFAULT_PLAN: RatePlan = {
 export const DEFAULT_MAX_CHECKS_IN_FLIGHT = 256;
 
 /**
- * One Process stream per answer in flight through Envoy (envoy.yaml lets
- * 10,000 requests reach the upstream at once). An open stream costs 11–15 KiB
- * of resident memory (measured, README "Usage and billing"), so the bound
- * keeps them under ~150 MB of the container's 512 MiB.
+ * One Process stream per answer in flight through Envoy. An open stream
+ * measured 11–30 KiB of resident memory (README "Usage and billing"), so
+ * 5,000 keeps them under ~150 MB of the container's 512 MiB; a process with
+ * more answers streaming at once than that is rare, and one past the bound
+ * is refused and counted, never a crash. Raise it with the memory limit.
  */
-export const DEFAULT_EXT_PROC_MAX_STREAMS = 10_000;
+export const DEFAULT_EXT_PROC_MAX_STREAMS = 5_000;
 
 // An empty value means "use the default", not port 0 (a random port).
 const blankAsUnset = (value: unknown) => (typeof value === 'string' && value.trim() === '' ? undefined : value);

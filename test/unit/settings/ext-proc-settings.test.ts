@@ -7,11 +7,11 @@ const problemsOf = (env: Record<string, string>) => {
 };
 
 describe('EXT_PROC_MAX_STREAMS', () => {
-  it('defaults to 10,000 when unset or blank', () => {
-    expect(DEFAULT_EXT_PROC_MAX_STREAMS).toBe(10_000);
+  it('defaults to 5,000 when unset or blank', () => {
+    expect(DEFAULT_EXT_PROC_MAX_STREAMS).toBe(5_000);
     for (const env of [{}, { EXT_PROC_MAX_STREAMS: '' }, { EXT_PROC_MAX_STREAMS: ' ' }]) {
       const result = loadSettings(env);
-      expect(result.ok && result.settings.extProcMaxStreams).toBe(10_000);
+      expect(result.ok && result.settings.extProcMaxStreams).toBe(5_000);
     }
   });
 
