@@ -20,6 +20,7 @@ import { openSessionStorage } from './store/open-session-storage';
 import { openStore } from './store/open-store';
 import type { Store } from './store/store';
 import type { SessionStorage } from './domain/session-storage';
+import type { MeteredResponseSink } from './domain/metered-response';
 
 export interface RunningApp {
   grpcPort: number;
@@ -47,9 +48,20 @@ export interface AppOptions {
     memberships?: MembershipLookup;
     registerApi?: (app: FastifyInstance) => void | Promise<void>;
   };
+  /** Where metered answers go; see UNRECORDED_USAGE. Tests pass their own. */
+  meteredResponses?: MeteredResponseSink;
 }
 
-/** Wires store, gRPC Check server and admin API from one settings object. */
+/**
+ * Until the usage ledger is connected, a metered answer is only counted in
+ * gateway_authz_usage_unrecorded_total: its usage is read, but no balance,
+ * budget or usage report moves.
+ */
+function unrecordedUsage(metrics: Metrics): MeteredResponseSink {
+  return { record: () => metrics.extProc.unrecordedResponse() };
+}
+
+/** Wires store, gRPC Check and ext_proc server and admin API from one settings object. */
 export async function startApp(settings: Settings, options: AppOptions): Promise<RunningApp> {
   const { logger } = options;
   const clock = options.clock ?? systemClock;
@@ -61,6 +73,11 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
   if (!settings.customerSignIn) logger.warn('OIDC_ISSUER_URL is not set: the customer dashboard says sign-in is not configured');
 
   const metrics = new Metrics();
+  if (!options.meteredResponses) {
+    logger.warn(
+      'usage metering: answers are read (ext_proc), but no usage ledger records them yet; see gateway_authz_usage_unrecorded_total',
+    );
+  }
   const checkPath = metrics.instrumentCheckPath(store, store);
   // Deadlines come from the gRPC transport, which sets them on the system clock (Date.now() + grpc-timeout), not the domain's clock.
   const admission = new CheckAdmission(settings.maxChecksInFlight, systemClock);
@@ -87,6 +104,13 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
       storeFailureMode: settings.storeFailureMode,
       lastUsed,
       decisionLogSample: settings.decisionLogSample,
+      extProc: {
+        sink: options.meteredResponses ?? unrecordedUsage(metrics),
+        clock,
+        logger,
+        maxStreams: settings.extProcMaxStreams,
+        metrics: metrics.extProc,
+      },
     },
     {
       host: settings.bindAddress,

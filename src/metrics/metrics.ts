@@ -4,6 +4,7 @@ import type { Decision } from '../domain/decision';
 import type { AdminAuthMetrics, AuthLimitKind } from '../domain/admin-auth-limits';
 import type { Authorizer, CheckPathOperation, CheckPathTimer, KeyIndex, TimesCheckPath } from '../domain/authorization';
 import type { ShedReason } from '../overload/check-admission';
+import { ExtProcMetrics } from './ext-proc-metrics';
 
 /**
  * Prometheus metrics, on a registry of their own (no global state, so
@@ -13,6 +14,8 @@ import type { ShedReason } from '../overload/check-admission';
  */
 export class Metrics implements AdminAuthMetrics {
   readonly registry = new Registry();
+  /** The usage processor's (ext_proc) metrics, on the same registry. */
+  readonly extProc = new ExtProcMetrics(this.registry);
 
   private readonly decisions = new Counter({
     name: 'gateway_authz_decisions_total',

@@ -45,6 +45,8 @@ export interface Settings {
   readonly maxChecksInFlight: number;
   /** The active-key cap of accounts that set none of their own. */
   readonly defaultMaxActiveKeys: number;
+  /** ext_proc Process streams (answers being metered) open at once per process; more are refused (REFUSED_STREAM). */
+  readonly extProcMaxStreams: number;
   readonly pipeline: PipelineSettings;
   /** The config file's price table; absent: usage is counted in tokens and nothing is charged for it. */
   readonly pricing?: PriceTable;
@@ -125,6 +127,15 @@ export const DEFAULT_PLAN: RatePlan = {
  */
 export const DEFAULT_MAX_CHECKS_IN_FLIGHT = 256;
 
+/**
+ * One Process stream per answer in flight through Envoy. An open stream
+ * measured 11–30 KiB of resident memory (README "Usage and billing"), so
+ * 5,000 keeps them under ~150 MB of the container's 512 MiB; a process with
+ * more answers streaming at once than that is rare, and one past the bound
+ * is refused and counted, never a crash. Raise it with the memory limit.
+ */
+export const DEFAULT_EXT_PROC_MAX_STREAMS = 5_000;
+
 // An empty value means "use the default", not port 0 (a random port).
 const blankAsUnset = (value: unknown) => (typeof value === 'string' && value.trim() === '' ? undefined : value);
 const port = (fallback: number) => z.preprocess(blankAsUnset, z.coerce.number().int().min(0).max(65535).default(fallback));
@@ -196,6 +207,7 @@ const envSchema = z.object({
     blankAsUnset,
     z.coerce.number().int().min(1).max(MAX_ACTIVE_KEYS_LIMIT).default(DEFAULT_MAX_ACTIVE_KEYS),
   ),
+  EXT_PROC_MAX_STREAMS: z.preprocess(blankAsUnset, z.coerce.number().int().min(1).max(1_000_000).default(DEFAULT_EXT_PROC_MAX_STREAMS)),
   CUSTOMER_PORT: port(9193),
   OIDC_ISSUER_URL: optionalText,
   OIDC_CLIENT_ID: optionalText,
@@ -263,6 +275,7 @@ export function loadSettings(
     grpcWorkers: e.GRPC_WORKERS,
     maxChecksInFlight: e.MAX_CHECKS_IN_FLIGHT,
     defaultMaxActiveKeys: e.DEFAULT_MAX_ACTIVE_KEYS,
+    extProcMaxStreams: e.EXT_PROC_MAX_STREAMS,
     ...(config.pricing ? { pricing: config.pricing } : {}),
     customerPort: e.CUSTOMER_PORT,
     ...(e.OIDC_ISSUER_URL ? { customerSignIn: customerSignInOf(e) } : {}),
