@@ -89,6 +89,11 @@ export function addUsageTotals(into: UsageTotals, more: UsageTotals): UsageTotal
 export const MAX_REQUEST_ID_LENGTH = 128;
 export const MAX_MODEL_NAME_LENGTH = 256;
 
+function isModelName(model: unknown): boolean {
+  // eslint-disable-next-line no-control-regex
+  return typeof model === 'string' && model.length > 0 && model.length <= MAX_MODEL_NAME_LENGTH && !/[\u0000-\u001f\u007f]/.test(model);
+}
+
 const METERED_FAMILIES: readonly RouteFamily[] = ['chat-completions', 'messages', 'generative-content'];
 const STYLES: readonly ClientStyle[] = ['chat', 'messages', 'generative', 'generic'];
 
@@ -105,15 +110,8 @@ export function usageRecordProblem(record: UsageRecord): string | undefined {
   if (typeof record.keyPrefix !== 'string' || !/^[\x21-\x7e]{1,64}$/.test(record.keyPrefix)) return 'keyPrefix is not a display prefix';
   if (!METERED_FAMILIES.includes(record.family)) return `family must be one of ${METERED_FAMILIES.join(', ')}`;
   if (!STYLES.includes(record.style)) return `style must be one of ${STYLES.join(', ')}`;
-  if (record.model !== undefined) {
-    // eslint-disable-next-line no-control-regex
-    if (
-      typeof record.model !== 'string' ||
-      record.model.length === 0 ||
-      record.model.length > MAX_MODEL_NAME_LENGTH ||
-      /[\u0000-\u001f\u007f]/.test(record.model)
-    )
-      return `model must be 1 to ${MAX_MODEL_NAME_LENGTH} characters without control characters`;
+  if (record.model !== undefined && !isModelName(record.model)) {
+    return `model must be 1 to ${MAX_MODEL_NAME_LENGTH} characters without control characters`;
   }
   const tokens = record.tokens as Partial<TokenCounts> | undefined;
   for (const name of ['inputTokens', 'outputTokens', 'cachedInputTokens', 'cacheCreationTokens'] as const) {

@@ -556,7 +556,7 @@ local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], '*', unpack(ARGV,
 redis.call('SET', KEYS[2], id, 'PX', ARGV[1])
 return {'appended', id}`,
     parseReply: (reply): 'appended' | 'duplicate' => {
-      const kind = Array.isArray(reply) ? reply[0] : reply;
+      const kind: unknown = Array.isArray(reply) ? (reply as unknown[])[0] : reply;
       return oneOf(kind, ['appended', 'duplicate'] as const, 'usage stream');
     },
   }),
