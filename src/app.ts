@@ -11,18 +11,23 @@ import type { Settings } from './settings/settings';
 import { clusterMetricsSource } from './cluster/worker-pool';
 import { CachedKeyIndex } from './store/cached-key-index';
 import { LastUsedRecorder } from './store/last-used-recorder';
+import { modelMetricLabel } from './metering/pricing';
 import { openStore } from './store/open-store';
 import type { Store } from './store/store';
+import { UsageRecorder } from './store/usage-recorder';
 
 export interface RunningApp {
   grpcPort: number;
   adminPort: number;
   store: Store;
   health: HealthMonitor;
+  /** Where metered usage goes: records are applied to their accounts (exactly once) and sent to the usage stream. */
+  usage: UsageRecorder;
   /**
    * Graceful drain: NOT_SERVING at once, keep answering for the drain delay,
-   * stop accepting and let in-flight Checks finish (bounded), then flush
-   * last-used times and close Redis.
+   * stop accepting and let in-flight Checks finish (bounded), then apply the
+   * buffered usage records (until SHUTDOWN_TIMEOUT_MS), flush last-used times
+   * and close Redis.
    */
   close(): Promise<void>;
 }
@@ -46,7 +51,7 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
   else logger.info({ store: store.description }, 'key store connected');
   if (!settings.adminToken) logger.warn('ADMIN_TOKEN is not set: the admin API refuses every call until it is');
 
-  const metrics = new Metrics();
+  const metrics = new Metrics({ usageModelLabel: (model) => modelMetricLabel(settings.pricing, model) });
   const checkPath = metrics.instrumentCheckPath(store, store);
   // Deadlines come from grpc-js, which sets them on the system clock (Date.now() + grpc-timeout), not the domain's clock.
   const admission = new CheckAdmission(settings.maxChecksInFlight, systemClock);
@@ -55,6 +60,12 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
   loopLag.start();
   const lastUsed = new LastUsedRecorder(store, clock, logger, settings.lastUsedFlushMs);
   lastUsed.start();
+  const usage = new UsageRecorder(store, settings.pipeline.defaultTokenBudgets, logger, metrics, {
+    maxBuffered: settings.usage.bufferMaxRecords,
+  });
+  metrics.watchUsageBuffer(() => usage.buffered);
+  /** Usage waits for Redis at most the shutdown timeout; what is left then is logged record by record. */
+  const stopUsage = () => usage.stop(Date.now() + settings.shutdown.timeoutMs);
   const grpcServer = await startAuthorizationServer(
     {
       settings: settings.pipeline,
@@ -102,6 +113,7 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
     health.shuttingDown();
     await grpcServer.close();
     loopLag.stop();
+    await stopUsage();
     await lastUsed.stop();
     await store.close();
     throw error;
@@ -115,6 +127,7 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
     adminPort,
     store,
     health,
+    usage,
     async close() {
       health.shuttingDown();
       if (settings.shutdown.drainDelayMs > 0) {
@@ -123,6 +136,8 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
       }
       await Promise.all([grpcServer.close(), admin.close()]);
       loopLag.stop();
+      // After the servers: nothing hands over records any more.
+      await stopUsage();
       await lastUsed.stop();
       await store.close();
       logger.info({ event: 'shutdown' }, 'stopped');

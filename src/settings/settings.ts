@@ -45,6 +45,12 @@ export interface Settings {
   readonly pipeline: PipelineSettings;
   /** The config file's price table; absent: usage is counted in tokens and nothing is charged for it. */
   readonly pricing?: PriceTable;
+  readonly usage: {
+    /** Usage records held in process while Redis does not answer; past it new records are dropped (and logged). */
+    readonly bufferMaxRecords: number;
+    /** Entries the usage stream keeps (approximately: Redis trims whole nodes). */
+    readonly streamMaxLength: number;
+  };
 }
 
 export type RedisTopology =
@@ -86,6 +92,19 @@ export const DEFAULT_PLAN: RatePlan = {
  * Envoy's 250 ms; at saturation the bench keeps only 64 in flight. See README "Performance".
  */
 export const DEFAULT_MAX_CHECKS_IN_FLIGHT = 256;
+
+/**
+ * 100,000 records: about 40 MB of heap (README "Usage and billing"), and
+ * several minutes of a busy replica's usage while Redis is away.
+ */
+export const DEFAULT_USAGE_BUFFER_MAX_RECORDS = 100_000;
+
+/**
+ * The usage stream's bound: 1,000,000 entries, about 0.4 GB in Redis
+ * (README "Usage and billing"); a day of 11 metered answers per second. Size
+ * it for the longest time the billing consumer may be away.
+ */
+export const DEFAULT_USAGE_STREAM_MAX_LENGTH = 1_000_000;
 
 // An empty value means "use the default", not port 0 (a random port).
 const blankAsUnset = (value: unknown) => (typeof value === 'string' && value.trim() === '' ? undefined : value);
@@ -154,6 +173,14 @@ const envSchema = z.object({
   GRPC_MAX_CONNECTION_AGE_MS: z.preprocess(blankAsUnset, z.coerce.number().int().min(1_000).max(86_400_000).default(300_000)),
   GRPC_WORKERS: z.preprocess(blankAsUnset, z.coerce.number().int().min(1).max(64).default(1)),
   MAX_CHECKS_IN_FLIGHT: z.preprocess(blankAsUnset, z.coerce.number().int().min(1).max(100_000).default(DEFAULT_MAX_CHECKS_IN_FLIGHT)),
+  USAGE_BUFFER_MAX_RECORDS: z.preprocess(
+    blankAsUnset,
+    z.coerce.number().int().min(100).max(10_000_000).default(DEFAULT_USAGE_BUFFER_MAX_RECORDS),
+  ),
+  USAGE_STREAM_MAX_LEN: z.preprocess(
+    blankAsUnset,
+    z.coerce.number().int().min(1_000).max(1_000_000_000).default(DEFAULT_USAGE_STREAM_MAX_LENGTH),
+  ),
 });
 
 export type SettingsResult = { ok: true; settings: Settings } | { ok: false; problems: string[] };
@@ -203,6 +230,7 @@ export function loadSettings(
     grpcWorkers: e.GRPC_WORKERS,
     maxChecksInFlight: e.MAX_CHECKS_IN_FLIGHT,
     ...(config.pricing ? { pricing: config.pricing } : {}),
+    usage: { bufferMaxRecords: e.USAGE_BUFFER_MAX_RECORDS, streamMaxLength: e.USAGE_STREAM_MAX_LEN },
     pipeline: {
       routeTable: buildRouteTable(config.routes ?? {}, config.publicRoutes ?? []),
       headerNames: headerNamesFor(config.acceptVendorHeaderSpellings ?? true),
@@ -211,6 +239,10 @@ export function loadSettings(
       defaultPlan: {
         key: config.defaultPlan?.key ?? DEFAULT_PLAN.key,
         account: config.defaultPlan?.account ?? DEFAULT_PLAN.account,
+      },
+      defaultTokenBudgets: {
+        key: config.defaultPlan?.tokenBudgets?.key ?? [],
+        account: config.defaultPlan?.tokenBudgets?.account ?? [],
       },
     },
   };

@@ -5,7 +5,6 @@ import { authorizeAccountState } from '../limits/authorize-account-state';
 import { effectiveTokenBudgets, tokenBucketName, tokenBudgetState } from '../limits/token-budget';
 import { applyUsageToAccountState } from '../limits/usage-account-state';
 import {
-  DEFAULT_USAGE_STREAM_MAX_LENGTH,
   USAGE_MARKER_TTL_MS,
   type AccountListing,
   type AccountPatch,
@@ -22,6 +21,7 @@ import {
   type UsageStreamEntry,
 } from './store';
 import { usageAggregateIncrements, usageBucketOf } from './usage-aggregates';
+import { DEFAULT_USAGE_STREAM_MAX_LENGTH } from '../settings/settings';
 import { usageStreamFields } from './usage-stream-fields';
 import type { Account, KeyIds, StoredKey } from '../domain/key-records';
 import type { AuthorizeOutcome, AuthorizeRequest } from '../domain/authorization';

@@ -5,10 +5,11 @@ import type { Store } from './store';
 
 /** Redis (standalone, Sentinel or Cluster) when configured, otherwise the embedded in-memory store. */
 export async function openStore(settings: Settings): Promise<Store> {
-  if (!settings.redis) return new MemoryStore();
+  if (!settings.redis) return new MemoryStore(undefined, { usageStreamMaxLength: settings.usage.streamMaxLength });
   return RedisStore.connect({
     topology: settings.redis,
     commandTimeoutMs: settings.redisTimeoutMs,
     adminCommandTimeoutMs: settings.redisAdminTimeoutMs,
+    usageStreamMaxLength: settings.usage.streamMaxLength,
   });
 }

@@ -161,9 +161,6 @@ export interface LastUsedSink {
  */
 export const USAGE_MARKER_TTL_MS = 24 * 3_600_000;
 
-/** The default bound of the usage stream (entries, approximate): USAGE_STREAM_MAX_LEN. */
-export const DEFAULT_USAGE_STREAM_MAX_LENGTH = 1_000_000;
-
 /** Where the usage recorder writes: both calls are idempotent per record, so a retry after a lost reply is safe. */
 export interface UsageLedger {
   /**

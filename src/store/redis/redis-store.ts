@@ -10,7 +10,6 @@ import { bucketExpiresAtMs, periodMs, periodName, periodStart, usageMonthOf } fr
 import type { UsageApplyOutcome, UsageRecord } from '../../domain/usage-record';
 import { effectiveTokenBudgets, tokenBudgetState } from '../../limits/token-budget';
 import {
-  DEFAULT_USAGE_STREAM_MAX_LENGTH,
   USAGE_MARKER_TTL_MS,
   CorruptRecordError,
   StoreOutcomeUnknownError,
@@ -31,6 +30,7 @@ import {
   type UsageStreamEntry,
 } from '../store';
 import { usageAggregateIncrements, usageBucketOf } from '../usage-aggregates';
+import { DEFAULT_USAGE_STREAM_MAX_LENGTH } from '../../settings/settings';
 import { usageStreamFields } from '../usage-stream-fields';
 import { accountToFields, fieldsOf, keyToFields, parseAccount, parseKey } from './redis-records';
 import { withinDeadline } from './deadline';
