@@ -2,52 +2,61 @@ import type { LimitScope } from '../domain/rate-limits';
 import type { TokenBudget, TokenBudgetOverride, TokenBudgetPlan, TokenBudgetState } from '../domain/token-budgets';
 
 /**
- * Token budgets as GCRA buckets, in whole microseconds like request limits
- * (gcra.ts), so a bucket is one number: its theoretical arrival time (TAT).
- * A budget of T tokens per window W refills one token every W/T µs; using n
- * tokens moves the TAT n × W/T µs later. W/T is seldom a whole number, so the
- * move is computed exactly (BigInt here; the Lua mirror in
- * src/store/redis/scripts.ts splits the product so that no intermediate
- * passes 2^53) and rounded up once: the budget never forgets a token.
- *
- * With a full budget and the clock standing still, using n tokens leaves
- * exactly T − n remaining (tokenBudgetState), because a budget refills less
- * than one token per µs (MAX_BUDGET_TOKENS_PER_SECOND).
+ * Token budgets as GCRA buckets, like request limits (gcra.ts): a bucket is
+ * its theoretical arrival time (TAT). A budget of T tokens per window W
+ * refills one token every W/T µs, and using n tokens moves the TAT n × W/T
+ * µs later. W/T is seldom a whole number of µs (10^9 tokens a day: 86.4 µs),
+ * so the TAT keeps the fraction of a µs too, as a numerator over T: any
+ * number of records moves a bucket by exactly the sum of their tokens, and
+ * with the clock standing still a full budget has exactly T − Σn left.
+ * Computed exactly here (BigInt); the Lua mirror (LUA_TOKEN_BUDGET in
+ * src/store/redis/scripts.ts) splits each product so no intermediate passes
+ * 2^53, which the budget bounds (MAX_BUDGET_TOKENS, _PER_SECOND) guarantee.
  */
+export interface TokenBucket {
+  /** Whole µs of the TAT. */
+  tatUs: number;
+  /** The TAT's fraction of a µs, as a numerator over the budget's tokens: 0 ≤ fraction < T. */
+  fraction: number;
+}
 
 const US_PER_SECOND = 1_000_000n;
 
-/** How far (µs) using `tokens` tokens moves the bucket: ⌈tokens × W / T⌉. */
-export function tokenDebtUs(tokens: number, budget: TokenBudget): number {
-  const windowUs = BigInt(budget.windowSeconds) * US_PER_SECOND;
+/**
+ * The bucket after using `tokens` tokens now: debt adds up, and time already
+ * refilled is not lent ahead. A fraction that does not fit the budget (its
+ * size was changed since) is dropped: less than a µs.
+ */
+export function consumeTokenBudget(stored: TokenBucket | undefined, nowUs: number, budget: TokenBudget, tokens: number): TokenBucket {
   const size = BigInt(budget.tokens);
-  return Number((BigInt(tokens) * windowUs + size - 1n) / size);
-}
-
-/** The bucket after using `tokens` tokens now: debt adds up, and time already refilled is not lent ahead. */
-export function consumeTokenBudget(storedTatUs: number | undefined, nowUs: number, budget: TokenBudget, tokens: number): number {
-  return Math.max(storedTatUs ?? nowUs, nowUs) + tokenDebtUs(tokens, budget);
+  const from = stored && stored.tatUs >= nowUs ? stored : { tatUs: nowUs, fraction: 0 };
+  const fraction = BigInt(from.fraction < budget.tokens ? from.fraction : 0);
+  const scaled = BigInt(from.tatUs) * size + fraction + BigInt(tokens) * BigInt(budget.windowSeconds) * US_PER_SECOND;
+  return { tatUs: Number(scaled / size), fraction: Number(scaled % size) };
 }
 
 /**
  * A budget as it stands at `nowUs`: the tokens still available are T minus
- * the whole tokens not yet refilled, so that using n tokens of a full budget
- * leaves exactly T − n (the move was rounded up; rounding the refill down
- * takes back no more than that). Exhausted while the debt is a whole window
- * or more; one token is back once the debt is under a window.
+ * the whole tokens not yet refilled. Exhausted while the debt is a whole
+ * window or more; one token is back once the debt is under a window.
  */
-export function tokenBudgetState(scope: LimitScope, storedTatUs: number | undefined, nowUs: number, budget: TokenBudget): TokenBudgetState {
-  const windowUs = budget.windowSeconds * 1_000_000;
-  const debtUs = Math.max(0, (storedTatUs ?? nowUs) - nowUs);
-  const unrefilled = Number((BigInt(debtUs) * BigInt(budget.tokens)) / BigInt(windowUs));
-  const remaining = Math.max(0, budget.tokens - unrefilled);
+export function tokenBudgetState(scope: LimitScope, stored: TokenBucket | undefined, nowUs: number, budget: TokenBudget): TokenBudgetState {
+  const size = BigInt(budget.tokens);
+  const windowUs = BigInt(budget.windowSeconds) * US_PER_SECOND;
+  const fraction = stored && stored.fraction < budget.tokens ? BigInt(stored.fraction) : 0n;
+  // The debt in 1/T µs: how far the TAT is ahead of now.
+  const debt = stored && stored.tatUs >= nowUs ? BigInt(stored.tatUs - nowUs) * size + fraction : 0n;
+  const unrefilled = debt / windowUs;
+  const remaining = unrefilled >= size ? 0 : Number(size - unrefilled);
+  const msOf = (scaled: bigint) => Number((scaled + size * 1000n - 1n) / (size * 1000n));
   return {
     scope,
     tokens: budget.tokens,
     windowSeconds: budget.windowSeconds,
     remaining,
-    resetMs: Math.ceil(debtUs / 1000),
-    retryAfterMs: remaining > 0 ? 0 : Math.ceil((debtUs - windowUs + 1) / 1000),
+    resetMs: msOf(debt),
+    // One token is back once the debt is under one window: (debt − T·W)/T µs, and one more.
+    retryAfterMs: remaining > 0 ? 0 : msOf(debt - size * windowUs + size),
   };
 }
 

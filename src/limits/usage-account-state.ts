@@ -3,8 +3,7 @@ import type { Account, StoredKey } from '../domain/key-records';
 import type { TokenBudgetPlan } from '../domain/token-budgets';
 import { totalTokens } from '../domain/usage';
 import type { UsageBilling, UsageRecord } from '../domain/usage-record';
-import type { BucketWrite } from './authorize-account-state';
-import { consumeTokenBudget, effectiveTokenBudgets, tokenBucketName } from './token-budget';
+import { consumeTokenBudget, effectiveTokenBudgets, tokenBucketName, type TokenBucket } from './token-budget';
 
 /**
  * What one usage record does to its account, as one pure function: debit a
@@ -18,8 +17,8 @@ export interface UsageAccountState {
   account: Account;
   /** Null when the key's record is gone: the account's or the plan's key budgets apply. */
   key: StoredKey | null;
-  /** Stored token bucket TATs by bucket name. */
-  tats: ReadonlyMap<string, number>;
+  /** Stored token buckets by bucket name. */
+  buckets: ReadonlyMap<string, TokenBucket>;
   /** The spend so far in the record's month. */
   accountMonthSpend: number;
   keyMonthSpend: number;
@@ -33,7 +32,13 @@ export interface UsageAccountWrites {
   creditShortfall: number;
   accountMonthSpend: number;
   keyMonthSpend: number;
-  buckets: BucketWrite[];
+  buckets: TokenBucketWrite[];
+}
+
+export interface TokenBucketWrite extends TokenBucket {
+  bucket: string;
+  /** How long the bucket matters: after this it is equivalent to an empty bucket. */
+  ttlMs: number;
 }
 
 /**
@@ -60,14 +65,14 @@ export function applyUsageToAccountState(
     creditShortfall = creditBalance - debited;
   }
   const tokens = totalTokens(record.tokens);
-  const buckets: BucketWrite[] = [];
+  const buckets: TokenBucketWrite[] = [];
   if (tokens > 0) {
     const budgets = effectiveTokenBudgets(plan, state.account.tokenBudgets, state.key?.tokenBudgets);
     for (const scope of ['key', 'account'] as const) {
       for (const budget of budgets[scope]) {
         const bucket = tokenBucketName(scope, record.keyId, budget.windowSeconds);
-        const tatUs = consumeTokenBudget(state.tats.get(bucket), nowUs, budget, tokens);
-        buckets.push({ bucket, tatUs, ttlMs: Math.ceil((tatUs - nowUs) / 1000) + 1 });
+        const moved = consumeTokenBudget(state.buckets.get(bucket), nowUs, budget, tokens);
+        buckets.push({ bucket, ...moved, ttlMs: Math.ceil((moved.tatUs - nowUs) / 1000) + 1 });
       }
     }
   }

@@ -2,7 +2,7 @@ import { systemClock, type Clock } from '../domain/clock';
 import { adjustCreditBalance } from '../domain/credit';
 import { compareCodeUnits } from '../domain/ordering';
 import { authorizeAccountState } from '../limits/authorize-account-state';
-import { effectiveTokenBudgets, tokenBucketName, tokenBudgetState } from '../limits/token-budget';
+import { effectiveTokenBudgets, tokenBucketName, tokenBudgetState, type TokenBucket } from '../limits/token-budget';
 import { applyUsageToAccountState } from '../limits/usage-account-state';
 import {
   USAGE_MARKER_TTL_MS,
@@ -74,6 +74,8 @@ function aggregateName(accountId: string, granularity: UsageGranularity, startMs
 
 interface Bucket {
   tatUs: number;
+  /** Token buckets only: the TAT's fraction of a µs (src/limits/token-budget.ts). */
+  fraction?: number;
   expiresAtMs: number;
 }
 
@@ -313,13 +315,15 @@ export class MemoryStore implements Store {
     this.sweepUsage(account, buckets, nowMs);
     const month = usageMonthOf(record.atMs);
     const keySpend = this.keySpend.get(record.accountId) ?? new Map<string, number>();
-    const tats = new Map<string, number>();
-    for (const [name, bucket] of buckets) if (bucket.expiresAtMs > nowMs) tats.set(name, bucket.tatUs);
+    const tokenBuckets = new Map<string, TokenBucket>();
+    for (const [name, bucket] of buckets) {
+      if (bucket.expiresAtMs > nowMs) tokenBuckets.set(name, { tatUs: bucket.tatUs, fraction: bucket.fraction ?? 0 });
+    }
     const writes = applyUsageToAccountState(
       {
         account,
         key,
-        tats,
+        buckets: tokenBuckets,
         accountMonthSpend: account.monthlySpend?.[month] ?? 0,
         keyMonthSpend: keySpend.get(`${record.keyId} ${month}`) ?? 0,
       },
@@ -332,7 +336,9 @@ export class MemoryStore implements Store {
     account.monthlySpend = { ...account.monthlySpend, [month]: writes.accountMonthSpend };
     keySpend.set(`${record.keyId} ${month}`, writes.keyMonthSpend);
     this.keySpend.set(record.accountId, keySpend);
-    for (const write of writes.buckets) buckets.set(write.bucket, { tatUs: write.tatUs, expiresAtMs: nowMs + write.ttlMs });
+    for (const write of writes.buckets) {
+      buckets.set(write.bucket, { tatUs: write.tatUs, fraction: write.fraction, expiresAtMs: nowMs + write.ttlMs });
+    }
     if (buckets.size > 0) this.buckets.set(record.accountId, buckets);
     const applied = { billing: writes.billing, creditShortfall: writes.creditShortfall };
     this.usageApplied.set(marker, { value: applied, expiresAtMs: nowMs + USAGE_MARKER_TTL_MS });
@@ -377,7 +383,8 @@ export class MemoryStore implements Store {
     return (['key', 'account'] as const).flatMap((scope) =>
       budgets[scope].map((budget) => {
         const bucket = buckets?.get(tokenBucketName(scope, key.id, budget.windowSeconds));
-        return tokenBudgetState(scope, bucket && bucket.expiresAtMs > nowMs ? bucket.tatUs : undefined, nowMs * 1000, budget);
+        const stored = bucket && bucket.expiresAtMs > nowMs ? { tatUs: bucket.tatUs, fraction: bucket.fraction ?? 0 } : undefined;
+        return tokenBudgetState(scope, stored, nowMs * 1000, budget);
       }),
     );
   }

@@ -7,7 +7,7 @@ import { MAX_TOKEN_COUNT } from '../../src/domain/usage';
 import { bucketExpiresAtMs, periodName, usageMonthOf } from '../../src/domain/usage-periods';
 import { addUsageTotals, zeroUsageTotals, type UsageRecord } from '../../src/domain/usage-record';
 import { MAX_WINDOW_SECONDS } from '../../src/limits/rate-limit';
-import { tokenDebtUs } from '../../src/limits/token-budget';
+import { consumeTokenBudget } from '../../src/limits/token-budget';
 import { LUA_TOKEN_BUDGET } from '../../src/store/redis/scripts';
 import { generateCustomerKey, hashCustomerKey } from '../../src/keys/customer-key';
 import type { RatePlan } from '../../src/domain/rate-limits';
@@ -923,6 +923,10 @@ describe.each(implementations)('usage contract: %s', (_name, open) => {
         { scope: 'key', windowSeconds: 60, remaining: 4 },
         { scope: 'key', windowSeconds: 3_600, remaining: 100_000 },
       ]);
+      // 10^9 tokens a day is 86.4 µs a token: many records still add up to the token.
+      const daily = { key: [{ tokens: 1_000_000_000, windowSeconds: 86_400 }], account: [] };
+      for (let i = 0; i < 40; i += 1) await store.applyUsage(usage(ids, { tokens: counts(300, 33) }), daily);
+      expect(await budgetsOf(ids.keyId, daily)).toEqual([{ scope: 'key', windowSeconds: 86_400, remaining: 1_000_000_000 - 40 * 333 }]);
     });
 
     it('goes into debt past the budget: exhausted until the debt has refilled below one window', async () => {
@@ -1089,49 +1093,63 @@ describe.each(implementations)('usage contract: %s', (_name, open) => {
 });
 
 describe('usage: the Lua token budget arithmetic is the BigInt one', () => {
-  it('agrees on the debt of n tokens and the tokens not yet refilled, for budgets at the bounds', async () => {
+  it('agrees on buckets moved by n tokens and on the tokens not yet refilled, for budgets up to the bounds', async () => {
     const redisClient = new Redis(redis.url, { disconnectTimeout: 50 });
     try {
       const lua = `${LUA_TOKEN_BUDGET}
 local out = {}
-for i = 1, #ARGV, 4 do
-  local n, tokens, window, debt = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
-  out[#out + 1] = string.format('%.0f', tb_debt_us(n, tokens, window))
-  out[#out + 1] = string.format('%.0f', tb_unrefilled(debt, tokens, window))
+for i = 1, #ARGV, 6 do
+  local stored, now, n, tokens, window, debt = ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5])
+  if stored == '' then stored = nil end
+  out[#out + 1] = tb_consume(stored, now, n, tokens, window)
+  local _, fraction = tb_parse(stored, tokens)
+  out[#out + 1] = string.format('%.0f', tb_unrefilled(debt, fraction or 0, tokens, window))
 end
 return out`;
+      const NOW_US = 1_795_000_000_000_000;
       const budget = fc
         .record({ windowSeconds: fc.integer({ min: 1, max: MAX_WINDOW_SECONDS }), share: fc.double({ min: 0, max: 1, noNaN: true }) })
         .map(({ windowSeconds, share }) => {
           const most = Math.min(MAX_BUDGET_TOKENS, windowSeconds * MAX_BUDGET_TOKENS_PER_SECOND);
           return { windowSeconds, tokens: Math.max(1, Math.round(most * share)) };
         });
-      const cases = fc.sample(
-        fc.tuple(budget, fc.integer({ min: 0, max: 4 * MAX_TOKEN_COUNT }), fc.double({ min: 0, max: 1, noNaN: true, maxExcluded: true })),
-        { numRuns: 2_000, seed: 16 },
-      );
+      const unit = fc.double({ min: 0, max: 1, noNaN: true, maxExcluded: true });
+      const cases = fc.sample(fc.tuple(budget, fc.integer({ min: 0, max: 4 * MAX_TOKEN_COUNT }), unit, unit, fc.boolean()), {
+        numRuns: 2_000,
+        seed: 16,
+      });
       const edges: typeof cases = [
-        [{ tokens: MAX_BUDGET_TOKENS, windowSeconds: MAX_WINDOW_SECONDS }, 4 * MAX_TOKEN_COUNT, 0.999999],
-        [{ tokens: 1, windowSeconds: MAX_WINDOW_SECONDS }, 4 * MAX_TOKEN_COUNT, 0.5],
-        [{ tokens: MAX_BUDGET_TOKENS_PER_SECOND, windowSeconds: 1 }, 1, 0.999999],
-        [{ tokens: 7, windowSeconds: 60 }, 3, 0],
+        [{ tokens: MAX_BUDGET_TOKENS, windowSeconds: MAX_WINDOW_SECONDS }, 4 * MAX_TOKEN_COUNT, 0.999999, 0.999999, true],
+        [{ tokens: 1, windowSeconds: MAX_WINDOW_SECONDS }, 4 * MAX_TOKEN_COUNT, 0.5, 0, true],
+        [{ tokens: MAX_BUDGET_TOKENS_PER_SECOND, windowSeconds: 1 }, 1, 0.999999, 0.999999, true],
+        [{ tokens: 1_000_000_000, windowSeconds: 86_400 }, 333, 0, 0, false],
+        [{ tokens: 7, windowSeconds: 60 }, 3, 0, 0, false],
       ];
-      const all = [...edges, ...cases].map(([b, n, share]) => ({ ...b, n, debt: Math.floor(b.windowSeconds * 1_000_000 * share) }));
+      const all = [...edges, ...cases].map(([b, n, debtShare, fractionShare, filled]) => {
+        const debt = Math.floor(b.windowSeconds * 1_000_000 * debtShare);
+        const fraction = Math.floor(b.tokens * fractionShare);
+        const stored = filled ? { tatUs: NOW_US + debt, fraction } : undefined;
+        return { budget: b, n, debt, stored, text: stored ? (fraction === 0 ? String(stored.tatUs) : `${stored.tatUs} ${fraction}`) : '' };
+      });
       const reply = (await redisClient.eval(
         lua,
         0,
-        ...all.flatMap((c) => [c.n, c.tokens, c.windowSeconds, c.debt].map(String)),
+        ...all.flatMap((c) => [c.text, NOW_US, c.n, c.budget.tokens, c.budget.windowSeconds, c.debt].map(String)),
       )) as string[];
-      const exact = (c: (typeof all)[number]): [string, string] => {
-        const windowUs = BigInt(c.windowSeconds) * 1_000_000n;
-        const debt = (BigInt(c.n) * windowUs + BigInt(c.tokens) - 1n) / BigInt(c.tokens);
-        return [debt.toString(), ((BigInt(c.debt) * BigInt(c.tokens)) / windowUs).toString()];
-      };
-      const mismatches = all.filter((c, i) => {
-        const [debt, unrefilled] = exact(c);
-        // Debts past 2^53 µs (285 years) are not exact in a double; only the refill side must be, and is, below a window.
-        const debtMatches = BigInt(debt) > 2n ** 53n || reply[2 * i] === debt;
-        return !debtMatches || reply[2 * i + 1] !== unrefilled || Number(debt) !== tokenDebtUs(c.n, c);
+      const mismatches = all.flatMap((c, i) => {
+        const moved = consumeTokenBudget(c.stored, NOW_US, c.budget, c.n);
+        const exactScaled =
+          BigInt(c.stored?.tatUs ?? NOW_US) * BigInt(c.budget.tokens) +
+          BigInt(c.stored?.fraction ?? 0) +
+          BigInt(c.n) * BigInt(c.budget.windowSeconds) * 1_000_000n;
+        const expectedMove = moved.fraction === 0 ? String(moved.tatUs) : `${moved.tatUs} ${moved.fraction}`;
+        const unrefilled =
+          (BigInt(c.debt) * BigInt(c.budget.tokens) + BigInt(c.stored?.fraction ?? 0)) / (BigInt(c.budget.windowSeconds) * 1_000_000n);
+        // A TAT past 2^53 µs (285 years of debt) is not exact in a double, in either language; below it both must be.
+        const moveMatches = exactScaled / BigInt(c.budget.tokens) > 2n ** 53n || reply[2 * i] === expectedMove;
+        return moveMatches && reply[2 * i + 1] === unrefilled.toString()
+          ? []
+          : [{ case: c, lua: [reply[2 * i], reply[2 * i + 1]], expectedMove }];
       });
       expect(mismatches).toEqual([]);
     } finally {

@@ -36,9 +36,12 @@ export const redisKeys = {
   // the account hash and of the key record are declared here too.
 
   /**
-   * Token budget buckets (GCRA TAT, µs; src/limits/token-budget.ts), fields of
-   * the account hash like the rate-limit buckets: `tb:k:<keyId>:<windowSeconds>`
-   * per key budget, `tb:a:<windowSeconds>` per account budget.
+   * Token budget buckets, fields of the account hash like the rate-limit
+   * buckets: `tb:k:<keyId>:<windowSeconds>` per key budget,
+   * `tb:a:<windowSeconds>` per account budget. A value is the GCRA TAT in µs,
+   * `<tatUs>`, or with a fraction of a µs `<tatUs> <fraction>` (the fraction
+   * as a numerator over the budget's tokens; src/limits/token-budget.ts, and
+   * LUA_TOKEN_BUDGET in scripts.ts to read one in a script).
    */
   tokenBucketFieldPrefix: () => 'tb:',
   keyTokenBucketFieldPrefix: (keyId: string) => `${redisKeys.tokenBucketFieldPrefix()}k:${keyId}:`,

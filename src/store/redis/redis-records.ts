@@ -175,3 +175,11 @@ export function parseAccount(fields: Record<string, string>): Account {
   if (Object.keys(monthlySpend).length > 0) account.monthlySpend = monthlySpend;
   return account;
 }
+
+/** A token bucket field: `<tatUs>` or `<tatUs> <fraction>` (see redisKeys.tokenBucketFieldPrefix); undefined when absent or unreadable. */
+export function parseTokenBucket(text: string | null | undefined): { tatUs: number; fraction: number } | undefined {
+  const match = text ? /^([0-9]+)(?: ([0-9]+))?$/.exec(text) : null;
+  if (!match) return undefined;
+  const tatUs = Number(match[1]);
+  return Number.isSafeInteger(tatUs) ? { tatUs, fraction: Number(match[2] ?? '0') } : undefined;
+}

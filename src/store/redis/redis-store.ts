@@ -32,7 +32,7 @@ import {
 import { usageAggregateIncrements, usageBucketOf } from '../usage-aggregates';
 import { DEFAULT_USAGE_STREAM_MAX_LENGTH } from '../../settings/settings';
 import { usageStreamFields } from '../usage-stream-fields';
-import { accountToFields, fieldsOf, keyToFields, parseAccount, parseKey } from './redis-records';
+import { accountToFields, fieldsOf, keyToFields, parseAccount, parseKey, parseTokenBucket } from './redis-records';
 import { withinDeadline } from './deadline';
 import { redisKeys } from './redis-keys';
 import { closeClient, describeTopology, openClient, writesBatchedPerTurn, type ScriptedRedis } from './redis-client';
@@ -452,10 +452,7 @@ export class RedisStore implements Store {
       ...budgets.key.map((budget) => ['key', budget] as const),
       ...budgets.account.map((budget) => ['account', budget] as const),
     ];
-    return scoped.map(([scope, budget], index) => {
-      const tat = stored[index] ? Number(stored[index]) : Number.NaN;
-      return tokenBudgetState(scope, Number.isFinite(tat) ? tat : undefined, nowUs, budget);
-    });
+    return scoped.map(([scope, budget], index) => tokenBudgetState(scope, parseTokenBucket(stored[index]), nowUs, budget));
   }
 
   async readUsageStream(options: { count: number; after?: string }): Promise<UsageStreamEntry[]> {

@@ -63,16 +63,19 @@ const BUCKET_SWEEP_INTERVAL_US = 3_600_000_000;
 const USAGE_SWEEP_INTERVAL_US = 3_600_000_000;
 
 /**
- * Lua: token budget arithmetic, exact in doubles (mirrors
+ * Lua: token budget buckets, exact in doubles (mirrors
  * src/limits/token-budget.ts, which uses BigInt; a test holds the two
- * equal). Budgets are at most 10^9 tokens and 10^6 tokens per second over a
- * window of at most 31 days, so every product below stays under 2^53.
- * - tb_debt_us(n, tokens, window_s): µs the bucket moves for n tokens,
- *   ⌈n × window_s × 10^6 / tokens⌉.
- * - tb_unrefilled(debt_us, tokens, window_s): tokens not yet refilled in a
- *   bucket debt_us ahead of now, ⌊debt_us × tokens / (window_s × 10^6)⌋, for a
- *   debt under one window (a bigger debt means the budget is exhausted).
- *   For the Check (remaining = tokens − tb_unrefilled).
+ * equal). A bucket field holds `<tatUs>` or `<tatUs> <fraction>` (the TAT's
+ * fraction of a µs as a numerator over the budget's tokens). Budgets are at
+ * most 10^9 tokens and 10^6 tokens per second over a window of at most 31
+ * days, so every product below stays under 2^53.
+ * - tb_parse(text, tokens): tat, fraction; nil for an absent or unreadable bucket.
+ * - tb_consume(text, now, n, tokens, window_s): the bucket's new text after
+ *   using n tokens at `now` (µs).
+ * - tb_unrefilled(debt_us, fraction, tokens, window_s): whole tokens not yet
+ *   refilled in a bucket debt_us (+ fraction/tokens) µs ahead of now, for a
+ *   debt under one window (a bigger debt means the budget is exhausted). For
+ *   the Check: remaining = tokens − tb_unrefilled.
  */
 export const LUA_TOKEN_BUDGET = `
 local function divmod(x, y)
@@ -81,17 +84,30 @@ local function divmod(x, y)
   if r < 0 then q = q - 1; r = r + y elseif r >= y then q = q + 1; r = r - y end
   return q, r
 end
-local function tb_debt_us(n, tokens, window_s)
+local function tb_parse(text, tokens)
+  if not text then return nil end
+  local tat, fraction = string.match(text, '^(%d+) (%d+)$')
+  if tat then tat, fraction = tonumber(tat), tonumber(fraction) else tat, fraction = tonumber(text), 0 end
+  if not tat then return nil end
+  if fraction >= tokens then fraction = 0 end
+  return tat, fraction
+end
+local function tb_consume(text, now, n, tokens, window_s)
+  local tat, fraction = tb_parse(text, tokens)
+  if not tat or tat < now then tat, fraction = now, 0 end
   local a, b = divmod(n, tokens)
   local c, r = divmod(b * window_s, tokens)
   local d, e = divmod(r * 1000000, tokens)
-  if e > 0 then d = d + 1 end
-  return a * window_s * 1000000 + c * 1000000 + d
+  tat = tat + a * window_s * 1000000 + c * 1000000 + d
+  fraction = fraction + e
+  if fraction >= tokens then tat = tat + 1; fraction = fraction - tokens end
+  if fraction == 0 then return string.format('%.0f', tat) end
+  return string.format('%.0f %.0f', tat, fraction)
 end
-local function tb_unrefilled(debt_us, tokens, window_s)
+local function tb_unrefilled(debt_us, fraction, tokens, window_s)
   local d1, d0 = divmod(debt_us, 1000000)
   local q1, r1 = divmod(d1 * tokens, window_s)
-  local q2 = divmod(r1 * 1000000 + d0 * tokens, window_s * 1000000)
+  local q2 = divmod(r1 * 1000000 + d0 * tokens + fraction, window_s * 1000000)
   return q1 + q2
 end`;
 
@@ -472,7 +488,7 @@ if not sweep_at or sweep_at <= now then
     for i = 1, #all, 2 do
       local f = all[i]
       local prefix = string.sub(f, 1, 3)
-      if (prefix == '${redisKeys.tokenBucketFieldPrefix()}' and (tonumber(all[i + 1]) or 0) <= now)
+      if (prefix == '${redisKeys.tokenBucketFieldPrefix()}' and (tonumber(string.match(all[i + 1], '^%d+')) or 0) < now)
         or (prefix == '${redisKeys.spendFieldPrefix()}' and string.sub(f, -7) < oldest) then
         stale[#stale + 1] = f; gone[f] = true
       end
@@ -522,10 +538,8 @@ if tokens > 0 then
   if #fields > 0 then
     local stored = redis.call('HMGET', KEYS[1], unpack(fields))
     for i, b in ipairs(budgets) do
-      local tat = now
-      if stored[i] and tonumber(stored[i]) then tat = math.max(tonumber(stored[i]), now) end
       writes[#writes + 1] = fields[i]
-      writes[#writes + 1] = string.format('%.0f', tat + tb_debt_us(tokens, b.tokens, b.windowSeconds))
+      writes[#writes + 1] = tb_consume(stored[i], now, tokens, b.tokens, b.windowSeconds)
     end
   end
 end
