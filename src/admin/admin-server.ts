@@ -11,6 +11,7 @@ import { registerAuditRoutes } from './routes/audit';
 import { registerHealthRoutes } from './routes/health';
 import { registerMetricsRoute } from './routes/metrics';
 import { registerKeyRoutes } from './routes/keys';
+import { registerUsageRoutes } from './routes/usage';
 
 export type { AdminServerDeps } from './admin-deps';
 
@@ -89,6 +90,7 @@ export function buildAdminServer(deps: AdminServerDeps): FastifyInstance {
 
   registerAccountRoutes(app, deps);
   registerKeyRoutes(app, deps);
+  registerUsageRoutes(app, deps);
   registerDashboard(app);
   registerAuditRoutes(app, deps);
   registerHealthRoutes(app, deps.health);

@@ -1,8 +1,12 @@
 import type { KeyEnvironment } from '../keys/customer-key';
 import { describeWindow } from '../limits/rate-limit';
 import type { RateLimit } from '../domain/rate-limits';
+import type { TokenBudget } from '../domain/token-budgets';
+import { usageMonthOf } from '../domain/usage-periods';
 import type { Account, AccountStatus, KeyStatus, StoredKey } from '../domain/key-records';
-import type { AccountListing, UnreadableRecord } from '../store/store';
+import type { AccountListing, UnreadableRecord, UsageBucket } from '../store/store';
+import { addUsageTotals, zeroUsageTotals, type UsageTotals } from '../domain/usage-record';
+import type { UsageGranularity } from '../domain/usage-periods';
 
 /**
  * Store records → admin API answers. Every field is picked explicitly, so a
@@ -15,6 +19,11 @@ export interface LimitView {
   window: string;
 }
 
+export interface TokenBudgetView {
+  tokens: number;
+  window: string;
+}
+
 export interface AccountView {
   id: string;
   name: string;
@@ -22,9 +31,17 @@ export interface AccountView {
     status: AccountStatus;
     /** Integer minor units; null means post-paid. */
     creditBalance: number | null;
+    /** Integer minor units all keys together may spend per UTC month; null: no cap. */
+    monthlySpendCap: number | null;
+    /** Spend of the current UTC month (prepaid or post-paid), integer minor units. */
+    spentThisMonth: number;
+    /** Usage the prepaid balance could not take because it was at −10^15 (normally 0). */
+    creditShortfall: number;
   };
   /** null for a scope means "not overridden": the operator's default plan applies. */
   limits: { key: LimitView[] | null; account: LimitView[] | null };
+  /** null for a scope means "not overridden": the operator's default token budgets apply. */
+  tokenBudgets: { key: TokenBudgetView[] | null; account: TokenBudgetView[] | null };
   createdAt: string;
 }
 
@@ -46,6 +63,10 @@ export interface KeyView {
   replacedBy: string | null;
   /** null means "not overridden": the account's key limits, else the plan's, apply. */
   limits: LimitView[] | null;
+  /** null means "not overridden": the account's key token budgets, else the plan's, apply. */
+  tokenBudgets: TokenBudgetView[] | null;
+  /** Integer minor units this key may spend per UTC month; null: no cap of its own. */
+  monthlySpendCap: number | null;
 }
 
 export interface AccountListView {
@@ -63,18 +84,33 @@ export function limitsView(limits: readonly RateLimit[] | undefined): LimitView[
   return limits ? limits.map((entry) => ({ limit: entry.limit, window: describeWindow(entry.windowSeconds) })) : null;
 }
 
-export function accountView(account: Account): AccountView {
+export function tokenBudgetsView(budgets: readonly TokenBudget[] | undefined): TokenBudgetView[] | null {
+  return budgets ? budgets.map((entry) => ({ tokens: entry.tokens, window: describeWindow(entry.windowSeconds) })) : null;
+}
+
+/** `nowMs` says which month is "this month" (UTC). */
+export function accountView(account: Account, nowMs: number): AccountView {
   return {
     id: account.id,
     name: account.name,
-    billing: { status: account.status, creditBalance: account.creditBalance ?? null },
+    billing: {
+      status: account.status,
+      creditBalance: account.creditBalance ?? null,
+      monthlySpendCap: account.monthlySpendCap ?? null,
+      spentThisMonth: account.monthlySpend?.[usageMonthOf(nowMs)] ?? 0,
+      creditShortfall: account.creditShortfall ?? 0,
+    },
     limits: { key: limitsView(account.limits?.key), account: limitsView(account.limits?.account) },
+    tokenBudgets: { key: tokenBudgetsView(account.tokenBudgets?.key), account: tokenBudgetsView(account.tokenBudgets?.account) },
     createdAt: account.createdAt,
   };
 }
 
-export function accountListView(listing: AccountListing): AccountListView {
-  return { accounts: listing.accounts.map(accountView), unreadable: listing.unreadable.map(({ id, problem }) => ({ id, problem })) };
+export function accountListView(listing: AccountListing, nowMs: number): AccountListView {
+  return {
+    accounts: listing.accounts.map((account) => accountView(account, nowMs)),
+    unreadable: listing.unreadable.map(({ id, problem }) => ({ id, problem })),
+  };
 }
 
 export type KeyViewStatus = KeyStatus | 'expired';
@@ -102,6 +138,8 @@ export function keyView(key: StoredKey, nowMs: number): KeyView {
     replaces: key.replaces ?? null,
     replacedBy: key.replacedBy ?? null,
     limits: limitsView(key.limits),
+    tokenBudgets: tokenBudgetsView(key.tokenBudgets),
+    monthlySpendCap: key.monthlySpendCap ?? null,
   };
 }
 
@@ -115,5 +153,68 @@ export function createdKeyView(key: StoredKey, fullKey: string) {
     name: key.name,
     environment: key.environment,
     createdAt: key.createdAt,
+  };
+}
+
+export type UsageGroupBy = 'key' | 'model';
+
+export type UsageGroupView = UsageTotals & ({ keyId: string; keyPrefix: string | null } | { model: string | null });
+
+export interface UsageBucketView {
+  /** The period's start, ISO-8601 (UTC). */
+  start: string;
+  total: UsageTotals;
+  /** With groupBy: one entry per key or model that had usage in the period, by key id or model name. */
+  groups?: UsageGroupView[];
+}
+
+export interface UsageReportView {
+  accountId: string;
+  granularity: UsageGranularity;
+  groupBy: UsageGroupBy | null;
+  /** The first period's start and the last period's end (exclusive). */
+  from: string;
+  to: string;
+  total: UsageTotals;
+  buckets: UsageBucketView[];
+}
+
+/** Store buckets → the usage API's answer. `prefixes` names each key id's display prefix (keys that still exist). */
+export function usageReportView(
+  accountId: string,
+  granularity: UsageGranularity,
+  groupBy: UsageGroupBy | undefined,
+  buckets: readonly UsageBucket[],
+  periodMs: number,
+  prefixes: ReadonlyMap<string, string>,
+): UsageReportView {
+  const total = zeroUsageTotals();
+  const views = buckets.map((bucket): UsageBucketView => {
+    const bucketTotal = zeroUsageTotals();
+    // Every record is counted once by key: the key groups sum to the period's total.
+    for (const totals of Object.values(bucket.byKey)) addUsageTotals(bucketTotal, totals);
+    addUsageTotals(total, bucketTotal);
+    const view: UsageBucketView = { start: new Date(bucket.startMs).toISOString(), total: bucketTotal };
+    if (groupBy === 'key') {
+      view.groups = Object.entries(bucket.byKey)
+        .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+        .map(([keyId, totals]) => ({ keyId, keyPrefix: prefixes.get(keyId) ?? null, ...totals }));
+    } else if (groupBy === 'model') {
+      view.groups = Object.entries(bucket.byModel)
+        .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+        .map(([model, totals]) => ({ model: model === '' ? null : model, ...totals }));
+    }
+    return view;
+  });
+  const first = buckets[0]?.startMs ?? 0;
+  const last = buckets.at(-1)?.startMs ?? first - periodMs;
+  return {
+    accountId,
+    granularity,
+    groupBy: groupBy ?? null,
+    from: new Date(first).toISOString(),
+    to: new Date(last + periodMs).toISOString(),
+    total,
+    buckets: views,
   };
 }

@@ -6,12 +6,14 @@ import { checkCommand } from './commands/check';
 import { keysCommand } from './commands/keys';
 import { cell } from './output';
 import { serveCommand } from './commands/serve';
+import { usageCommand } from './commands/usage';
 
 export function buildCli(): Command {
   const program = new Command('gateway-authz').description('Envoy ext_authz service for customer API keys');
   program.addCommand(serveCommand(), { isDefault: true });
   program.addCommand(accountsCommand());
   program.addCommand(keysCommand());
+  program.addCommand(usageCommand());
   program.addCommand(checkCommand());
   // Usage errors show the command's help after commander's message, in every subcommand.
   const showHelpEverywhere = (command: Command) => {

@@ -26,6 +26,10 @@ function toAccountPatch(body: PatchAccountBody): { patch: AccountPatch; changes:
     patch.creditBalance = body.billing.creditBalance;
     changes.push('billing.creditBalance');
   }
+  if (body.billing?.monthlySpendCap !== undefined) {
+    patch.monthlySpendCap = body.billing.monthlySpendCap;
+    changes.push('billing.monthlySpendCap');
+  }
   if (body.limits) {
     const limits: NonNullable<AccountPatch['limits']> = {};
     if (body.limits.key !== undefined) {
@@ -38,12 +42,22 @@ function toAccountPatch(body: PatchAccountBody): { patch: AccountPatch; changes:
     }
     patch.limits = limits;
   }
+  if (body.tokenBudgets) {
+    const budgets: NonNullable<AccountPatch['tokenBudgets']> = {};
+    for (const scope of ['key', 'account'] as const) {
+      if (body.tokenBudgets[scope] !== undefined) {
+        budgets[scope] = body.tokenBudgets[scope];
+        changes.push(`tokenBudgets.${scope}`);
+      }
+    }
+    patch.tokenBudgets = budgets;
+  }
   return { patch, changes };
 }
 
 /**
- * Accounts: create, read, change (name, billing, limit overrides) and
- * prepaid credit. Answers are always the account view (admin-views.ts).
+ * Accounts: create, read, change (name, billing and spend cap, limit and
+ * token budget overrides) and prepaid credit. Answers are always the account view (admin-views.ts).
  */
 export function registerAccountRoutes(app: FastifyInstance, deps: AdminServerDeps): void {
   const now = () => new Date(deps.clock.now()).toISOString();
@@ -66,9 +80,16 @@ export function registerAccountRoutes(app: FastifyInstance, deps: AdminServerDep
   app.post('/admin/accounts', async (request, reply) => {
     const body = createAccountBody.safeParse(request.body);
     if (!body.success) return sendInvalidBody(reply, body.error);
-    const { id, name, billing, limits } = body.data;
+    const { id, name, billing, limits, tokenBudgets } = body.data;
     const account: Account = { id, name, status: billing?.status ?? 'active', createdAt: now() };
     if (billing?.creditBalance != null) account.creditBalance = billing.creditBalance;
+    if (billing?.monthlySpendCap != null) account.monthlySpendCap = billing.monthlySpendCap;
+    if (tokenBudgets?.key || tokenBudgets?.account) {
+      account.tokenBudgets = {
+        ...(tokenBudgets.key ? { key: tokenBudgets.key } : {}),
+        ...(tokenBudgets.account ? { account: tokenBudgets.account } : {}),
+      };
+    }
     if (limits?.key || limits?.account) {
       account.limits = {
         ...(limits.key ? { key: limits.key } : {}),
@@ -79,7 +100,7 @@ export function registerAccountRoutes(app: FastifyInstance, deps: AdminServerDep
       return sendAdminError(reply, 409, 'account_exists', `An account with id '${account.id}' already exists.`, 'id');
     }
     await recordAdminAction(deps, { action: 'account.create', accountId: account.id });
-    return reply.code(201).send(accountView(account));
+    return reply.code(201).send(accountView(account, deps.clock.now()));
   });
 
   app.get('/admin/accounts', async (_request, reply) => {
@@ -87,7 +108,7 @@ export function registerAccountRoutes(app: FastifyInstance, deps: AdminServerDep
     for (const { id, problem } of listing.unreadable) {
       deps.logger.error({ event: 'admin', accountId: id, detail: problem }, 'account record unreadable: left out of the listing');
     }
-    return reply.send(accountListView(listing));
+    return reply.send(accountListView(listing, deps.clock.now()));
   });
 
   app.get<AccountParams>('/admin/accounts/:id', async (request, reply) => {
@@ -99,7 +120,7 @@ export function registerAccountRoutes(app: FastifyInstance, deps: AdminServerDep
       return sendAccountUnreadable(reply, id, error);
     }
     if (!account) return sendAccountNotFound(reply, id);
-    return reply.send(accountView(account));
+    return reply.send(accountView(account, deps.clock.now()));
   });
 
   app.patch<AccountParams>('/admin/accounts/:id', async (request, reply) => {
@@ -111,7 +132,7 @@ export function registerAccountRoutes(app: FastifyInstance, deps: AdminServerDep
     const account = await deps.store.updateAccount(id, patch);
     if (!account) return sendAccountNotFound(reply, id);
     await recordAdminAction(deps, { action: 'account.update', accountId: id, detail: `changes=${changes.join(',')}` });
-    return reply.send(accountView(account));
+    return reply.send(accountView(account, deps.clock.now()));
   });
 
   app.post<AccountParams>('/admin/accounts/:id/credit', async (request, reply) => {
