@@ -1,5 +1,5 @@
 import type { UsageRecord } from '../../src/domain/usage-record';
-import type { ApiUsageReport } from '../../src/cli/api-types';
+import type { ApiAccount, ApiKey, ApiUsageReport } from '../../src/cli/api-types';
 import { ensureBuiltCli, runCli } from '../support/built-cli';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
 import { startAppUnderTest, TEST_ADMIN_TOKEN, type AppUnderTest } from '../support/running-app';
@@ -147,7 +147,7 @@ describe('GET /admin/accounts/{id}/usage', () => {
     [{ granularity: 'hour', from: new Date(now - 3 * 86_400_000).toISOString() }, 'from', /kept for 48 hours.*granularity=day/],
     [{ from: new Date(now - 500 * 86_400_000).toISOString() }, 'from', /kept for 400 days.*billing stream/],
   ])('refuses %j, naming %s', async (query, field, message) => {
-    const answer = await server.admin('GET', usagePath(query as Record<string, string>));
+    const answer = await server.admin('GET', usagePath(query));
     expect(answer.status).toBe(400);
     expect(answer.body.error).toEqual({ code: 'invalid_field', field, message: expect.stringMatching(message) });
   });
@@ -224,14 +224,14 @@ describe('gateway-authz usage', () => {
 
   it('sets spend caps and token budgets', async () => {
     const account = await runCli(['accounts', 'billing', '--id', 'metered', '--monthly-spend-cap', '70000', '--json'], env());
-    expect(JSON.parse(account.stdout).billing.monthlySpendCap).toBe(70_000);
+    expect((JSON.parse(account.stdout) as ApiAccount).billing.monthlySpendCap).toBe(70_000);
     const budgets = await runCli(['accounts', 'token-budgets', '--id', 'metered', '--account-budgets', '20000000/1d'], env());
     expect(budgets.stdout).toMatch(/account token budgets\s+20000000 tokens\/1d/);
     expect(budgets.stdout).toMatch(/monthly spend cap\s+70000/);
     const key = await runCli(['keys', 'set', '--id', keyIds[1]!, '--monthly-spend-cap', '100'], env());
     expect(key.stdout).toMatch(/monthly spend cap\s+100/);
     const cleared = await runCli(['keys', 'set', '--id', keyIds[1]!, '--no-monthly-spend-cap', '--json'], env());
-    expect(JSON.parse(cleared.stdout).monthlySpendCap).toBeNull();
+    expect((JSON.parse(cleared.stdout) as ApiKey).monthlySpendCap).toBeNull();
     const keyBudgets = await runCli(['keys', 'token-budgets', '--id', keyIds[1]!, '--budgets', '1000/1m'], env());
     expect(keyBudgets.stdout).toMatch(/token budgets\s+1000 tokens\/1m/);
   });
