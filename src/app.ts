@@ -16,6 +16,9 @@ import { openStore } from './store/open-store';
 import type { Store } from './store/store';
 import { UsageRecorder } from './store/usage-recorder';
 
+/** See stopUsage in startApp. */
+const FINAL_USAGE_FLUSH_MS = 2_000;
+
 export interface RunningApp {
   grpcPort: number;
   adminPort: number;
@@ -64,8 +67,15 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
     maxBuffered: settings.usage.bufferMaxRecords,
   });
   metrics.watchUsageBuffer(() => usage.buffered);
-  /** Usage waits for Redis at most the shutdown timeout; what is left then is logged record by record. */
-  const stopUsage = () => usage.stop(Date.now() + settings.shutdown.timeoutMs);
+  /**
+   * Buffered usage is applied within the shutdown timeout, counted from the
+   * start of the close (so the whole close stays within it, and within the
+   * orchestrator's grace period), but always with at least
+   * FINAL_USAGE_FLUSH_MS: the records of the last streams, cut when the
+   * server closes, come last. What is left then is logged record by record.
+   */
+  const stopUsage = (closeStartedMs: number) =>
+    usage.stop(Math.max(closeStartedMs + settings.shutdown.timeoutMs, Date.now() + FINAL_USAGE_FLUSH_MS));
   const grpcServer = await startAuthorizationServer(
     {
       settings: settings.pipeline,
@@ -113,7 +123,7 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
     health.shuttingDown();
     await grpcServer.close();
     loopLag.stop();
-    await stopUsage();
+    await stopUsage(Date.now());
     await lastUsed.stop();
     await store.close();
     throw error;
@@ -134,10 +144,11 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
         logger.info({ event: 'shutdown', drainDelayMs: settings.shutdown.drainDelayMs }, 'draining: not serving, still answering');
         await new Promise((resolve) => setTimeout(resolve, settings.shutdown.drainDelayMs));
       }
+      const closeStartedMs = Date.now();
       await Promise.all([grpcServer.close(), admin.close()]);
       loopLag.stop();
       // After the servers: nothing hands over records any more.
-      await stopUsage();
+      await stopUsage(closeStartedMs);
       await lastUsed.stop();
       await store.close();
       logger.info({ event: 'shutdown' }, 'stopped');
