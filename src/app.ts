@@ -16,11 +16,16 @@ import type { Settings } from './settings/settings';
 import { clusterMetricsSource } from './cluster/worker-pool';
 import { CachedKeyIndex } from './store/cached-key-index';
 import { LastUsedRecorder } from './store/last-used-recorder';
+import { modelMetricLabel } from './metering/pricing';
 import { openSessionStorage } from './store/open-session-storage';
 import { openStore } from './store/open-store';
 import type { Store } from './store/store';
+import { UsageRecorder } from './store/usage-recorder';
 import type { SessionStorage } from './domain/session-storage';
 import type { MeteredResponseSink } from './domain/metered-response';
+
+/** See stopUsage in startApp. */
+const FINAL_USAGE_FLUSH_MS = 2_000;
 
 export interface RunningApp {
   grpcPort: number;
@@ -28,10 +33,13 @@ export interface RunningApp {
   customerPort: number;
   store: Store;
   health: HealthMonitor;
+  /** Where metered usage goes: records are applied to their accounts (exactly once) and sent to the usage stream. */
+  usage: UsageRecorder;
   /**
    * Graceful drain: NOT_SERVING at once, keep answering for the drain delay,
-   * stop accepting and let in-flight Checks finish (bounded), then flush
-   * last-used times and close Redis.
+   * stop accepting and let in-flight Checks finish (bounded), then apply the
+   * buffered usage records (until SHUTDOWN_TIMEOUT_MS), flush last-used times
+   * and close Redis.
    */
   close(): Promise<void>;
 }
@@ -72,7 +80,7 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
   if (!settings.adminToken) logger.warn('ADMIN_TOKEN is not set: the admin API refuses every call until it is');
   if (!settings.customerSignIn) logger.warn('OIDC_ISSUER_URL is not set: the customer dashboard says sign-in is not configured');
 
-  const metrics = new Metrics();
+  const metrics = new Metrics({ usageModelLabel: (model) => modelMetricLabel(settings.pricing, model) });
   if (!options.meteredResponses) {
     logger.warn(
       'usage metering: answers are read (ext_proc), but no usage ledger records them yet; see gateway_authz_usage_unrecorded_total',
@@ -86,6 +94,19 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
   loopLag.start();
   const lastUsed = new LastUsedRecorder(store, clock, logger, settings.lastUsedFlushMs);
   lastUsed.start();
+  const usage = new UsageRecorder(store, settings.pipeline.defaultTokenBudgets, logger, metrics, {
+    maxBuffered: settings.usage.bufferMaxRecords,
+  });
+  metrics.watchUsageBuffer(() => usage.buffered);
+  /**
+   * Buffered usage is applied within the shutdown timeout, counted from the
+   * start of the close (so the whole close stays within it, and within the
+   * orchestrator's grace period), but always with at least
+   * FINAL_USAGE_FLUSH_MS: the records of the last streams, cut when the
+   * server closes, come last. What is left then is logged record by record.
+   */
+  const stopUsage = (closeStartedMs: number) =>
+    usage.stop(Math.max(closeStartedMs + settings.shutdown.timeoutMs, Date.now() + FINAL_USAGE_FLUSH_MS));
   const grpcServer = await startAuthorizationServer(
     {
       settings: settings.pipeline,
@@ -163,6 +184,7 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
     await Promise.all([grpcServer.close(), admin.close(), customer?.close()]);
     await sessions?.close();
     loopLag.stop();
+    await stopUsage(Date.now());
     await lastUsed.stop();
     await store.close();
     throw error;
@@ -177,15 +199,19 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
     customerPort,
     store,
     health,
+    usage,
     async close() {
       health.shuttingDown();
       if (settings.shutdown.drainDelayMs > 0) {
         logger.info({ event: 'shutdown', drainDelayMs: settings.shutdown.drainDelayMs }, 'draining: not serving, still answering');
         await new Promise((resolve) => setTimeout(resolve, settings.shutdown.drainDelayMs));
       }
+      const closeStartedMs = Date.now();
       await Promise.all([grpcServer.close(), admin.close(), customer.close()]);
       await sessions.close();
       loopLag.stop();
+      // After the servers: nothing hands over records any more.
+      await stopUsage(closeStartedMs);
       await lastUsed.stop();
       await store.close();
       logger.info({ event: 'shutdown' }, 'stopped');

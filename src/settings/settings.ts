@@ -54,6 +54,12 @@ export interface Settings {
   readonly customerPort: number;
   /** Absent: no identity provider is configured, and the customer dashboard says so. */
   readonly customerSignIn?: CustomerSignInSettings;
+  readonly usage: {
+    /** Usage records held in process while Redis does not answer; past it new records are dropped (and logged). */
+    readonly bufferMaxRecords: number;
+    /** Entries the usage stream keeps (approximately: Redis trims whole nodes). */
+    readonly streamMaxLength: number;
+  };
 }
 
 /** OpenID Connect sign-in for the customer dashboard (OIDC_* and CUSTOMER_SESSION_* settings). */
@@ -135,6 +141,19 @@ export const DEFAULT_MAX_CHECKS_IN_FLIGHT = 256;
  * is refused and counted, never a crash. Raise it with the memory limit.
  */
 export const DEFAULT_EXT_PROC_MAX_STREAMS = 5_000;
+
+/**
+ * 100,000 records: about 40 MB of heap (README "Usage and billing"), and
+ * several minutes of a busy replica's usage while Redis is away.
+ */
+export const DEFAULT_USAGE_BUFFER_MAX_RECORDS = 100_000;
+
+/**
+ * The usage stream's bound: 1,000,000 entries, about 0.4 GB in Redis
+ * (README "Usage and billing"); a day of 11 metered answers per second. Size
+ * it for the longest time the billing consumer may be away.
+ */
+export const DEFAULT_USAGE_STREAM_MAX_LENGTH = 1_000_000;
 
 // An empty value means "use the default", not port 0 (a random port).
 const blankAsUnset = (value: unknown) => (typeof value === 'string' && value.trim() === '' ? undefined : value);
@@ -220,6 +239,14 @@ const envSchema = z.object({
   CUSTOMER_SESSION_IDLE_TIMEOUT_MS: z.preprocess(blankAsUnset, z.coerce.number().int().min(60_000).max(86_400_000).default(1_800_000)),
   CUSTOMER_SESSION_MAX_AGE_MS: z.preprocess(blankAsUnset, z.coerce.number().int().min(300_000).max(2_592_000_000).default(43_200_000)),
   CUSTOMER_PLAIN_HTTP_LOCALHOST: z.preprocess(blankAsUnset, z.enum(['true', 'false']).default('false')),
+  USAGE_BUFFER_MAX_RECORDS: z.preprocess(
+    blankAsUnset,
+    z.coerce.number().int().min(100).max(10_000_000).default(DEFAULT_USAGE_BUFFER_MAX_RECORDS),
+  ),
+  USAGE_STREAM_MAX_LEN: z.preprocess(
+    blankAsUnset,
+    z.coerce.number().int().min(1_000).max(1_000_000_000).default(DEFAULT_USAGE_STREAM_MAX_LENGTH),
+  ),
 });
 
 export type SettingsResult = { ok: true; settings: Settings } | { ok: false; problems: string[] };
@@ -279,6 +306,7 @@ export function loadSettings(
     ...(config.pricing ? { pricing: config.pricing } : {}),
     customerPort: e.CUSTOMER_PORT,
     ...(e.OIDC_ISSUER_URL ? { customerSignIn: customerSignInOf(e) } : {}),
+    usage: { bufferMaxRecords: e.USAGE_BUFFER_MAX_RECORDS, streamMaxLength: e.USAGE_STREAM_MAX_LEN },
     pipeline: {
       routeTable: buildRouteTable(config.routes ?? {}, config.publicRoutes ?? []),
       headerNames: headerNamesFor(config.acceptVendorHeaderSpellings ?? true),
@@ -287,6 +315,10 @@ export function loadSettings(
       defaultPlan: {
         key: config.defaultPlan?.key ?? DEFAULT_PLAN.key,
         account: config.defaultPlan?.account ?? DEFAULT_PLAN.account,
+      },
+      defaultTokenBudgets: {
+        key: config.defaultPlan?.tokenBudgets?.key ?? [],
+        account: config.defaultPlan?.tokenBudgets?.account ?? [],
       },
     },
   };
