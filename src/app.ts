@@ -17,6 +17,7 @@ import { clusterMetricsSource } from './cluster/worker-pool';
 import { CachedKeyIndex } from './store/cached-key-index';
 import { LastUsedRecorder } from './store/last-used-recorder';
 import { modelMetricLabel } from './metering/pricing';
+import { usageLedgerSink } from './metering/usage-ledger-sink';
 import { openSessionStorage } from './store/open-session-storage';
 import { openStore } from './store/open-store';
 import type { Store } from './store/store';
@@ -56,17 +57,8 @@ export interface AppOptions {
     memberships?: MembershipLookup;
     registerApi?: (app: FastifyInstance) => void | Promise<void>;
   };
-  /** Where metered answers go; see UNRECORDED_USAGE. Tests pass their own. */
+  /** Where metered answers go; by default the usage ledger (usageLedgerSink). Tests may pass their own. */
   meteredResponses?: MeteredResponseSink;
-}
-
-/**
- * Until the usage ledger is connected, a metered answer is only counted in
- * gateway_authz_usage_unrecorded_total: its usage is read, but no balance,
- * budget or usage report moves.
- */
-function unrecordedUsage(metrics: Metrics): MeteredResponseSink {
-  return { record: () => metrics.extProc.unrecordedResponse() };
 }
 
 /** Wires store, gRPC Check and ext_proc server and admin API from one settings object. */
@@ -81,11 +73,6 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
   if (!settings.customerSignIn) logger.warn('OIDC_ISSUER_URL is not set: the customer dashboard says sign-in is not configured');
 
   const metrics = new Metrics({ usageModelLabel: (model) => modelMetricLabel(settings.pricing, model) });
-  if (!options.meteredResponses) {
-    logger.warn(
-      'usage metering: answers are read (ext_proc), but no usage ledger records them yet; see gateway_authz_usage_unrecorded_total',
-    );
-  }
   const checkPath = metrics.instrumentCheckPath(store, store);
   // Deadlines come from the gRPC transport, which sets them on the system clock (Date.now() + grpc-timeout), not the domain's clock.
   const admission = new CheckAdmission(settings.maxChecksInFlight, systemClock);
@@ -126,7 +113,8 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
       lastUsed,
       decisionLogSample: settings.decisionLogSample,
       extProc: {
-        sink: options.meteredResponses ?? unrecordedUsage(metrics),
+        // Each metered answer becomes a usage record, priced by the price table, applied once per x-request-id.
+        sink: options.meteredResponses ?? usageLedgerSink(usage, settings.pricing),
         clock,
         logger,
         maxStreams: settings.extProcMaxStreams,

@@ -36,7 +36,6 @@ export class ExtProcMetrics {
   private readonly messages: Counter;
   private readonly bodyBytes: Counter;
   private readonly blockingMessages: Counter;
-  private readonly unrecorded: Counter;
   private readonly responseCounters = new Map<string, Counter.Internal>();
   private readonly unmeteredCounters = new Map<string, Counter.Internal>();
 
@@ -81,11 +80,6 @@ export class ExtProcMetrics {
       help:
         'ProcessingRequests sent without observability_mode: Envoy waited for the (pass-through) reply, adding a round trip ' +
         'to the answer. envoy.yaml sets observability_mode: true; a non-zero count means a filter configured otherwise.',
-      registers: [registry],
-    });
-    this.unrecorded = new Counter({
-      name: 'gateway_authz_usage_unrecorded_total',
-      help: 'Metered answers handed to a sink that records nothing (no usage ledger connected): their usage is counted only here.',
       registers: [registry],
     });
   }
@@ -136,10 +130,5 @@ export class ExtProcMetrics {
     }
     if (messages > 0) this.messages.inc(messages);
     if (bodyBytes > 0) this.bodyBytes.inc(bodyBytes);
-  }
-
-  /** A metered answer went to a sink that does not record it (until the usage ledger is connected). */
-  unrecordedResponse(): void {
-    this.unrecorded.inc();
   }
 }
