@@ -132,7 +132,7 @@ const streamedAnswer = (requestId: string): Answer => ({
 async function account(): Promise<ApiAccount> {
   const answer = await server.admin('GET', '/admin/accounts/acme');
   expect(answer.status).toBe(200);
-  return answer.body as unknown as ApiAccount;
+  return answer.body;
 }
 
 async function usageTotal(): Promise<ApiUsageReport['total']> {
