@@ -17,10 +17,17 @@ import type { Settings } from './settings/settings';
 import { clusterMetricsSource } from './cluster/worker-pool';
 import { CachedKeyIndex } from './store/cached-key-index';
 import { LastUsedRecorder } from './store/last-used-recorder';
+import { modelMetricLabel } from './metering/pricing';
+import { usageLedgerSink } from './metering/usage-ledger-sink';
 import { openSessionStorage } from './store/open-session-storage';
 import { openStore } from './store/open-store';
 import type { Store } from './store/store';
+import { UsageRecorder } from './store/usage-recorder';
 import type { SessionStorage } from './domain/session-storage';
+import type { MeteredResponseSink } from './domain/metered-response';
+
+/** See stopUsage in startApp. */
+const FINAL_USAGE_FLUSH_MS = 2_000;
 
 export interface RunningApp {
   grpcPort: number;
@@ -28,10 +35,13 @@ export interface RunningApp {
   customerPort: number;
   store: Store;
   health: HealthMonitor;
+  /** Where metered usage goes: records are applied to their accounts (exactly once) and sent to the usage stream. */
+  usage: UsageRecorder;
   /**
    * Graceful drain: NOT_SERVING at once, keep answering for the drain delay,
-   * stop accepting and let in-flight Checks finish (bounded), then flush
-   * last-used times and close Redis.
+   * stop accepting and let in-flight Checks finish (bounded), then apply the
+   * buffered usage records (until SHUTDOWN_TIMEOUT_MS), flush last-used times
+   * and close Redis.
    */
   close(): Promise<void>;
 }
@@ -48,9 +58,11 @@ export interface AppOptions {
     memberships?: MembershipLookup;
     registerApi?: (app: FastifyInstance) => void | Promise<void>;
   };
+  /** Where metered answers go; by default the usage ledger (usageLedgerSink). Tests may pass their own. */
+  meteredResponses?: MeteredResponseSink;
 }
 
-/** Wires store, gRPC Check server and admin API from one settings object. */
+/** Wires store, gRPC Check and ext_proc server and admin API from one settings object. */
 export async function startApp(settings: Settings, options: AppOptions): Promise<RunningApp> {
   const { logger } = options;
   const clock = options.clock ?? systemClock;
@@ -61,7 +73,7 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
   if (!settings.adminToken) logger.warn('ADMIN_TOKEN is not set: the admin API refuses every call until it is');
   if (!settings.customerSignIn) logger.warn('OIDC_ISSUER_URL is not set: the customer dashboard says sign-in is not configured');
 
-  const metrics = new Metrics();
+  const metrics = new Metrics({ usageModelLabel: (model) => modelMetricLabel(settings.pricing, model) });
   const checkPath = metrics.instrumentCheckPath(store, store);
   // Deadlines come from the gRPC transport, which sets them on the system clock (Date.now() + grpc-timeout), not the domain's clock.
   const admission = new CheckAdmission(settings.maxChecksInFlight, systemClock);
@@ -70,6 +82,19 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
   loopLag.start();
   const lastUsed = new LastUsedRecorder(store, clock, logger, settings.lastUsedFlushMs);
   lastUsed.start();
+  const usage = new UsageRecorder(store, settings.pipeline.defaultTokenBudgets, logger, metrics, {
+    maxBuffered: settings.usage.bufferMaxRecords,
+  });
+  metrics.watchUsageBuffer(() => usage.buffered);
+  /**
+   * Buffered usage is applied within the shutdown timeout, counted from the
+   * start of the close (so the whole close stays within it, and within the
+   * orchestrator's grace period), but always with at least
+   * FINAL_USAGE_FLUSH_MS: the records of the last streams, cut when the
+   * server closes, come last. What is left then is logged record by record.
+   */
+  const stopUsage = (closeStartedMs: number) =>
+    usage.stop(Math.max(closeStartedMs + settings.shutdown.timeoutMs, Date.now() + FINAL_USAGE_FLUSH_MS));
   const grpcServer = await startAuthorizationServer(
     {
       settings: settings.pipeline,
@@ -88,6 +113,14 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
       storeFailureMode: settings.storeFailureMode,
       lastUsed,
       decisionLogSample: settings.decisionLogSample,
+      extProc: {
+        // Each metered answer becomes a usage record, priced by the price table, applied once per x-request-id.
+        sink: options.meteredResponses ?? usageLedgerSink(usage, settings.pricing),
+        clock,
+        logger,
+        maxStreams: settings.extProcMaxStreams,
+        metrics: metrics.extProc,
+      },
     },
     {
       host: settings.bindAddress,
@@ -142,6 +175,7 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
     await Promise.all([grpcServer.close(), admin.close(), customer?.close()]);
     await sessions?.close();
     loopLag.stop();
+    await stopUsage(Date.now());
     await lastUsed.stop();
     await store.close();
     throw error;
@@ -156,6 +190,7 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
     customerPort,
     store,
     health,
+    usage,
     async close() {
       health.shuttingDown();
       if (settings.shutdown.drainDelayMs > 0) {
@@ -166,8 +201,11 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
       // SHUTDOWN_TIMEOUT_MS bounds the whole close, Redis included: a Redis that does not answer (paused, cut off)
       // would otherwise hold each last-used chunk and each QUIT for REDIS_ADMIN_TIMEOUT_MS, one after the other.
       const timeLeftMs = () => Math.max(0, settings.shutdown.timeoutMs - (performance.now() - closing));
+      const closeStartedMs = Date.now();
       await Promise.all([grpcServer.close(), admin.close(), customer.close()]);
       loopLag.stop();
+      // After the servers: nothing hands over records any more.
+      await stopUsage(closeStartedMs);
       await lastUsed.stop(timeLeftMs());
       if (!(await settlesWithin(Promise.all([sessions.close(), store.close()]), timeLeftMs())))
         logger.warn({ event: 'shutdown', timeoutMs: settings.shutdown.timeoutMs }, 'Redis connections not closed in time; exiting anyway');

@@ -1,6 +1,7 @@
 import type { AuditActor } from '../domain/customer-identity';
 import type { StoredKey } from '../domain/key-records';
 import type { RateLimit } from '../domain/rate-limits';
+import type { TokenBudget } from '../domain/token-budgets';
 import type { KeyEnvironment } from '../keys/customer-key';
 import { mintKey, successorTerms } from '../keys/key-minting';
 import { StoreOutcomeUnknownError, type ActiveKeyCapReached, type KeyPatch, type RotateKeyResult } from '../store/store';
@@ -19,8 +20,11 @@ export interface NewKey {
   environment: KeyEnvironment;
   /** ISO-8601. */
   expiresAt?: string;
-  /** Only the operator sets per-key limits. */
+  /** Only the operator sets per-key limits, token budgets and spend caps. */
   limits?: readonly RateLimit[];
+  tokenBudgets?: readonly TokenBudget[];
+  /** Integer minor units per UTC month. */
+  monthlySpendCap?: number;
 }
 
 /** The store could not say whether the write was applied; the new key's secret was not handed out. */

@@ -3,11 +3,11 @@ import type { AdminAuthLimits, AdminAuthMetrics } from '../domain/admin-auth-lim
 import type { Clock } from '../domain/clock';
 import type { HealthMonitor } from '../health/health-monitor';
 import type { Logger } from '../logging/logger';
-import type { AdminStore } from '../store/store';
+import type { AdminStore, UsageReader } from '../store/store';
 
 /** What the admin HTTP server and its routes need; built by app.ts, read by the routes. */
 export interface AdminServerDeps {
-  store: AdminStore;
+  store: AdminStore & UsageReader;
   clock: Clock;
   logger: Logger;
   /** Absent: every call is refused with 503 admin_disabled. */

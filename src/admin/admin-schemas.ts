@@ -3,7 +3,7 @@ import { MAX_ACTIVE_KEYS_LIMIT } from '../domain/active-key-cap';
 import { CREDIT_LIMIT_MINOR_UNITS } from '../domain/credit';
 import { accountIdSchema, displayNameSchema, isoDateTimeSchema } from '../http/api-schemas';
 import { KEY_ENVIRONMENTS } from '../keys/customer-key';
-import { limitListSchema } from '../limits/limit-schema';
+import { limitListSchema, tokenBudgetListSchema } from '../limits/limit-schema';
 
 /**
  * Request bodies of the admin API. Every object is strict (an unknown field
@@ -42,12 +42,20 @@ const creditSchema = (what: string) =>
     .min(-CREDIT_LIMIT_MINOR_UNITS, `must be at least -${CREDIT_LIMIT_MINOR_UNITS} (-10^15 minor units)`)
     .max(CREDIT_LIMIT_MINOR_UNITS, `must be at most ${CREDIT_LIMIT_MINOR_UNITS} (10^15 minor units)`);
 
-const BILLING_FIELDS = ['status', 'creditBalance'] as const;
+/** A monthly spend cap: whole minor units from 1 to 10^15 (null removes it). */
+export const monthlySpendCapSchema = z
+  .int('must be a whole number of minor units per month (or null for no cap)')
+  .min(1, 'must be at least 1 (or null for no cap)')
+  .max(CREDIT_LIMIT_MINOR_UNITS, `must be at most ${CREDIT_LIMIT_MINOR_UNITS} (10^15 minor units)`);
+
+const BILLING_FIELDS = ['status', 'creditBalance', 'monthlySpendCap'] as const;
 export const billingSchema = z
   .strictObject({
     status: z.enum(['active', 'suspended']).optional(),
     /** Integer minor units; null makes the account post-paid. */
     creditBalance: creditSchema('(or null for post-paid)').nullable().optional(),
+    /** What all the account's keys together may spend per calendar month (UTC); null removes the cap. */
+    monthlySpendCap: monthlySpendCapSchema.nullable().optional(),
   })
   .refine(nonEmpty(BILLING_FIELDS), atLeastOne(BILLING_FIELDS));
 
@@ -65,15 +73,23 @@ export const maxActiveKeysSchema = z
   .min(0, 'must not be negative (0 allows no new keys)')
   .max(MAX_ACTIVE_KEYS_LIMIT, `must be at most ${MAX_ACTIVE_KEYS_LIMIT}`);
 
+export const accountTokenBudgetsSchema = z
+  .strictObject({
+    key: tokenBudgetListSchema.nullable().optional(),
+    account: tokenBudgetListSchema.nullable().optional(),
+  })
+  .refine(nonEmpty(LIMIT_SCOPES), atLeastOne(LIMIT_SCOPES));
+
 export const createAccountBody = z.strictObject({
   id: accountIdSchema,
   name: displayNameSchema,
   billing: billingSchema.optional(),
   limits: accountLimitsSchema.optional(),
   maxActiveKeys: maxActiveKeysSchema.optional(),
+  tokenBudgets: accountTokenBudgetsSchema.optional(),
 });
 
-const ACCOUNT_PATCH_FIELDS = ['name', 'billing', 'limits', 'maxActiveKeys'] as const;
+const ACCOUNT_PATCH_FIELDS = ['name', 'billing', 'limits', 'maxActiveKeys', 'tokenBudgets'] as const;
 export const patchAccountBody = z
   .strictObject({
     name: displayNameSchema.optional(),
@@ -81,6 +97,7 @@ export const patchAccountBody = z
     limits: accountLimitsSchema.optional(),
     /** null: the service default (DEFAULT_MAX_ACTIVE_KEYS) applies again. */
     maxActiveKeys: maxActiveKeysSchema.nullable().optional(),
+    tokenBudgets: accountTokenBudgetsSchema.optional(),
   })
   .refine(nonEmpty(ACCOUNT_PATCH_FIELDS), atLeastOne(ACCOUNT_PATCH_FIELDS));
 
@@ -93,16 +110,40 @@ export const createKeyBody = z.strictObject({
   environment: z.enum(KEY_ENVIRONMENTS).optional(),
   expiresAt: isoDateTimeSchema.optional(),
   limits: limitListSchema.optional(),
+  tokenBudgets: tokenBudgetListSchema.optional(),
+  monthlySpendCap: monthlySpendCapSchema.optional(),
 });
 
-const KEY_PATCH_FIELDS = ['name', 'limits', 'expiresAt'] as const;
+const KEY_PATCH_FIELDS = ['name', 'limits', 'expiresAt', 'tokenBudgets', 'monthlySpendCap'] as const;
 export const patchKeyBody = z
   .strictObject({
     name: displayNameSchema.optional(),
     limits: limitListSchema.nullable().optional(),
     expiresAt: isoDateTimeSchema.nullable().optional(),
+    tokenBudgets: tokenBudgetListSchema.nullable().optional(),
+    monthlySpendCap: monthlySpendCapSchema.nullable().optional(),
   })
   .refine(nonEmpty(KEY_PATCH_FIELDS), atLeastOne(KEY_PATCH_FIELDS));
+
+/**
+ * `GET /admin/accounts/{id}/usage`: periods from `from` to `to` (ISO-8601
+ * with a zone), by hour or day, optionally by key or model. The range is
+ * checked against what is kept (USAGE_RETENTION_MS) by the route, which
+ * knows the time.
+ */
+export const usageQuery = z
+  .strictObject({
+    from: isoDateTimeSchema.optional(),
+    to: isoDateTimeSchema.optional(),
+    granularity: z.enum(['hour', 'day'], { error: 'must be "hour" or "day"' }).optional(),
+    groupBy: z.enum(['key', 'model'], { error: 'must be "key" or "model"' }).optional(),
+  })
+  .transform((query) => ({
+    granularity: query.granularity ?? ('day' as const),
+    ...(query.groupBy !== undefined ? { groupBy: query.groupBy } : {}),
+    ...(query.from !== undefined ? { fromMs: Date.parse(query.from) } : {}),
+    ...(query.to !== undefined ? { toMs: Date.parse(query.to) } : {}),
+  }));
 
 export type CreateAccountBody = z.output<typeof createAccountBody>;
 export type PatchAccountBody = z.output<typeof patchAccountBody>;

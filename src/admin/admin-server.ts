@@ -13,6 +13,7 @@ import { registerHealthRoutes } from './routes/health';
 import { registerMetricsRoute } from './routes/metrics';
 import { registerKeyRoutes } from './routes/keys';
 import { registerMemberRoutes } from './routes/members';
+import { registerUsageRoutes } from './routes/usage';
 
 export type { AdminServerDeps } from './admin-deps';
 
@@ -92,6 +93,7 @@ export function buildAdminServer(deps: AdminServerDeps): FastifyInstance {
   registerAccountRoutes(app, deps);
   registerKeyRoutes(app, deps);
   registerMemberRoutes(app, deps);
+  registerUsageRoutes(app, deps);
   registerDashboard(app);
   registerAuditRoutes(app, deps);
   registerHealthRoutes(app, deps.health);

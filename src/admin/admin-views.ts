@@ -1,17 +1,30 @@
 import type { KeyEnvironment } from '../keys/customer-key';
 import type { Account, AccountStatus, StoredKey } from '../domain/key-records';
-import { actorView, keyViewStatus, limitsView, type ActorView, type KeyViewStatus, type LimitView } from '../http/api-views';
-import type { AccountListing, UnreadableRecord } from '../store/store';
+import { addUsageTotals, zeroUsageTotals, type UsageTotals } from '../domain/usage-record';
+import { usageMonthOf, type UsageGranularity } from '../domain/usage-periods';
+import {
+  actorView,
+  keyViewStatus,
+  limitsView,
+  tokenBudgetsView,
+  type ActorView,
+  type KeyViewStatus,
+  type LimitView,
+  type TokenBudgetView,
+} from '../http/api-views';
+import type { AccountListing, UnreadableRecord, UsageBucket } from '../store/store';
 
 export {
   actorView,
   keyViewStatus,
   limitsView,
   memberView,
+  tokenBudgetsView,
   type ActorView,
   type KeyViewStatus,
   type LimitView,
   type MemberView,
+  type TokenBudgetView,
 } from '../http/api-views';
 
 /**
@@ -26,11 +39,19 @@ export interface AccountView {
     status: AccountStatus;
     /** Integer minor units; null means post-paid. */
     creditBalance: number | null;
+    /** Integer minor units all keys together may spend per UTC month; null: no cap. */
+    monthlySpendCap: number | null;
+    /** Spend of the current UTC month (prepaid or post-paid), integer minor units. */
+    spentThisMonth: number;
+    /** Usage the prepaid balance could not take because it was at −10^15 (normally 0). */
+    creditShortfall: number;
   };
   /** null for a scope means "not overridden": the operator's default plan applies. */
   limits: { key: LimitView[] | null; account: LimitView[] | null };
   /** The account's own active-key cap; null means the service default (DEFAULT_MAX_ACTIVE_KEYS) applies. */
   maxActiveKeys: number | null;
+  /** null for a scope means "not overridden": the operator's default token budgets apply. */
+  tokenBudgets: { key: TokenBudgetView[] | null; account: TokenBudgetView[] | null };
   createdAt: string;
 }
 
@@ -54,6 +75,10 @@ export interface KeyView {
   limits: LimitView[] | null;
   /** null for keys created before the creator was recorded. */
   createdBy: ActorView | null;
+  /** null means "not overridden": the account's key token budgets, else the plan's, apply. */
+  tokenBudgets: TokenBudgetView[] | null;
+  /** Integer minor units this key may spend per UTC month; null: no cap of its own. */
+  monthlySpendCap: number | null;
 }
 
 export interface AccountListView {
@@ -67,19 +92,30 @@ export interface CreditView {
   creditBalance: number;
 }
 
-export function accountView(account: Account): AccountView {
+/** `nowMs` says which month is "this month" (UTC). */
+export function accountView(account: Account, nowMs: number): AccountView {
   return {
     id: account.id,
     name: account.name,
-    billing: { status: account.status, creditBalance: account.creditBalance ?? null },
+    billing: {
+      status: account.status,
+      creditBalance: account.creditBalance ?? null,
+      monthlySpendCap: account.monthlySpendCap ?? null,
+      spentThisMonth: account.monthlySpend?.[usageMonthOf(nowMs)] ?? 0,
+      creditShortfall: account.creditShortfall ?? 0,
+    },
     limits: { key: limitsView(account.limits?.key), account: limitsView(account.limits?.account) },
     maxActiveKeys: account.maxActiveKeys ?? null,
+    tokenBudgets: { key: tokenBudgetsView(account.tokenBudgets?.key), account: tokenBudgetsView(account.tokenBudgets?.account) },
     createdAt: account.createdAt,
   };
 }
 
-export function accountListView(listing: AccountListing): AccountListView {
-  return { accounts: listing.accounts.map(accountView), unreadable: listing.unreadable.map(({ id, problem }) => ({ id, problem })) };
+export function accountListView(listing: AccountListing, nowMs: number): AccountListView {
+  return {
+    accounts: listing.accounts.map((account) => accountView(account, nowMs)),
+    unreadable: listing.unreadable.map(({ id, problem }) => ({ id, problem })),
+  };
 }
 
 /** Never the key or its hash: the record holds neither, and only these fields are copied. */
@@ -100,6 +136,8 @@ export function keyView(key: StoredKey, nowMs: number): KeyView {
     replacedBy: key.replacedBy ?? null,
     limits: limitsView(key.limits),
     createdBy: key.createdBy ? actorView(key.createdBy) : null,
+    tokenBudgets: tokenBudgetsView(key.tokenBudgets),
+    monthlySpendCap: key.monthlySpendCap ?? null,
   };
 }
 
@@ -113,5 +151,68 @@ export function createdKeyView(key: StoredKey, fullKey: string) {
     name: key.name,
     environment: key.environment,
     createdAt: key.createdAt,
+  };
+}
+
+export type UsageGroupBy = 'key' | 'model';
+
+export type UsageGroupView = UsageTotals & ({ keyId: string; keyPrefix: string | null } | { model: string | null });
+
+export interface UsageBucketView {
+  /** The period's start, ISO-8601 (UTC). */
+  start: string;
+  total: UsageTotals;
+  /** With groupBy: one entry per key or model that had usage in the period, by key id or model name. */
+  groups?: UsageGroupView[];
+}
+
+export interface UsageReportView {
+  accountId: string;
+  granularity: UsageGranularity;
+  groupBy: UsageGroupBy | null;
+  /** The first period's start and the last period's end (exclusive). */
+  from: string;
+  to: string;
+  total: UsageTotals;
+  buckets: UsageBucketView[];
+}
+
+/** Store buckets → the usage API's answer. `prefixes` names each key id's display prefix (keys that still exist). */
+export function usageReportView(
+  accountId: string,
+  granularity: UsageGranularity,
+  groupBy: UsageGroupBy | undefined,
+  buckets: readonly UsageBucket[],
+  periodMs: number,
+  prefixes: ReadonlyMap<string, string>,
+): UsageReportView {
+  const total = zeroUsageTotals();
+  const views = buckets.map((bucket): UsageBucketView => {
+    const bucketTotal = zeroUsageTotals();
+    // Every record is counted once by key: the key groups sum to the period's total.
+    for (const totals of Object.values(bucket.byKey)) addUsageTotals(bucketTotal, totals);
+    addUsageTotals(total, bucketTotal);
+    const view: UsageBucketView = { start: new Date(bucket.startMs).toISOString(), total: bucketTotal };
+    if (groupBy === 'key') {
+      view.groups = Object.entries(bucket.byKey)
+        .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+        .map(([keyId, totals]) => ({ keyId, keyPrefix: prefixes.get(keyId) ?? null, ...totals }));
+    } else if (groupBy === 'model') {
+      view.groups = Object.entries(bucket.byModel)
+        .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+        .map(([model, totals]) => ({ model: model === '' ? null : model, ...totals }));
+    }
+    return view;
+  });
+  const first = buckets[0]?.startMs ?? 0;
+  const last = buckets.at(-1)?.startMs ?? first - periodMs;
+  return {
+    accountId,
+    granularity,
+    groupBy: groupBy ?? null,
+    from: new Date(first).toISOString(),
+    to: new Date(last + periodMs).toISOString(),
+    total,
+    buckets: views,
   };
 }

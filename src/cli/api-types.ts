@@ -9,13 +9,26 @@ export interface ApiLimit {
   window: string;
 }
 
+export interface ApiTokenBudget {
+  tokens: number;
+  window: string;
+}
+
 export interface ApiAccount {
   id: string;
   name: string;
-  billing: { status: 'active' | 'suspended'; creditBalance: number | null };
+  billing: {
+    status: 'active' | 'suspended';
+    creditBalance: number | null;
+    /** Absent from servers older than issue 16. */
+    monthlySpendCap?: number | null;
+    spentThisMonth?: number;
+    creditShortfall?: number;
+  };
   limits: { key: ApiLimit[] | null; account: ApiLimit[] | null };
   /** The account's own active-key cap; null: the service default applies (absent from servers older than issue 15). */
   maxActiveKeys?: number | null;
+  tokenBudgets?: { key: ApiTokenBudget[] | null; account: ApiTokenBudget[] | null };
   createdAt: string;
 }
 
@@ -48,6 +61,9 @@ export interface ApiKey {
   limits: ApiLimit[] | null;
   /** Who created the key (absent from servers older than issue 15; null for keys from before it). */
   createdBy?: ApiActor | null;
+  /** Absent from servers older than issue 16. */
+  tokenBudgets?: ApiTokenBudget[] | null;
+  monthlySpendCap?: number | null;
 }
 
 export interface ApiKeyList {
@@ -93,4 +109,26 @@ export interface ApiMemberList {
 
 export interface ApiErrorBody {
   error: { code: string; message: string; field?: string };
+}
+
+export interface ApiUsageTotals {
+  requests: number;
+  inputTokens: number;
+  outputTokens: number;
+  cachedInputTokens: number;
+  cacheCreationTokens: number;
+  costMinorUnits: number;
+  estimatedRequests: number;
+}
+
+export type ApiUsageGroup = ApiUsageTotals & { keyId?: string; keyPrefix?: string | null; model?: string | null };
+
+export interface ApiUsageReport {
+  accountId: string;
+  granularity: 'hour' | 'day';
+  groupBy: 'key' | 'model' | null;
+  from: string;
+  to: string;
+  total: ApiUsageTotals;
+  buckets: { start: string; total: ApiUsageTotals; groups?: ApiUsageGroup[] }[];
 }

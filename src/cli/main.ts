@@ -7,6 +7,7 @@ import { keysCommand } from './commands/keys';
 import { membersCommand } from './commands/members';
 import { cell } from './output';
 import { serveCommand } from './commands/serve';
+import { usageCommand } from './commands/usage';
 
 export function buildCli(): Command {
   const program = new Command('gateway-authz').description('Envoy ext_authz service for customer API keys');
@@ -14,6 +15,7 @@ export function buildCli(): Command {
   program.addCommand(accountsCommand());
   program.addCommand(keysCommand());
   program.addCommand(membersCommand());
+  program.addCommand(usageCommand());
   program.addCommand(checkCommand());
   // Usage errors show the command's help after commander's message, in every subcommand.
   const showHelpEverywhere = (command: Command) => {

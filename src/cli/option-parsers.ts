@@ -21,6 +21,24 @@ export function integerOption(value: string): number {
   return parsed;
 }
 
+/** A monthly spend cap: a whole number of minor units from 1 to 10^15. */
+export function spendCapOption(value: string): number {
+  const parsed = integerOption(value);
+  if (parsed < 1 || parsed > 1_000_000_000_000_000) throw new InvalidArgumentError('must be a whole number of minor units from 1 to 10^15');
+  return parsed;
+}
+
+/** What the admin API takes for one token budget. */
+export interface TokenBudgetArgument {
+  tokens: number;
+  window: string | number;
+}
+
+/** `"100000/1m,5000000/1d"` → token budgets: written and checked like limits (TOKENS/WINDOW). */
+export function parseTokenBudgetList(text: string): TokenBudgetArgument[] {
+  return parseLimitList(text).map(({ limit, window }) => ({ tokens: limit, window }));
+}
+
 export function nonZeroIntegerOption(value: string): number {
   const parsed = integerOption(value);
   if (parsed === 0) throw new InvalidArgumentError('must not be zero (positive adds credit, negative debits it)');

@@ -103,6 +103,12 @@ export function formatLimits(limits: readonly { limit: number; window: string }[
   return limits.length === 0 ? 'none' : limits.map((entry) => `${entry.limit}/${entry.window}`).join(', ');
 }
 
+/** `[{tokens:100000,window:"1m"}]` → `100000 tokens/1m`; null (not overridden) → the given word. */
+export function formatTokenBudgets(budgets: readonly { tokens: number; window: string }[] | null | undefined, none: string): string {
+  if (!budgets) return none;
+  return budgets.length === 0 ? 'none' : budgets.map((entry) => `${entry.tokens} tokens/${entry.window}`).join(', ');
+}
+
 /**
  * Prints an API answer on stdout: with `--json` the answer itself as one JSON
  * document, otherwise the text `render` makes of it.

@@ -139,6 +139,13 @@ export const DENY_REASONS = {
     message: ({ keyPrefix }: { keyPrefix: string }) =>
       `The prepaid credit of the account of API key ${keyPrefix}… is used up. Top up the account's credit to continue; retrying will not help until then.`,
   },
+  budget_exceeded: {
+    ...BILLING,
+    /** `scope`: whose monthly spend cap is reached, the key's own or its account's; `cap` in minor units. */
+    message: ({ keyPrefix, scope, cap }: { keyPrefix: string; scope: 'key' | 'account'; cap: number }) =>
+      `The monthly spend cap of ${scope === 'key' ? `API key ${keyPrefix}…` : `the account of API key ${keyPrefix}…`} (${cap} minor units) is reached. ` +
+      'It resets at the start of next month (UTC); raise the cap to continue sooner. Retrying will not help until then.',
+  },
   rate_limited: {
     httpStatus: 429,
     grpcCode: RPC_CODE.RESOURCE_EXHAUSTED,
@@ -156,6 +163,24 @@ export const DENY_REASONS = {
       retryInSeconds: number;
     }) =>
       `Rate limit reached: ${limit} requests per ${window} for this ${scope === 'key' ? 'API key' : 'account'}. Retry in ${retryInSeconds} s.`,
+  },
+  token_budget_exhausted: {
+    httpStatus: 429,
+    grpcCode: RPC_CODE.RESOURCE_EXHAUSTED,
+    category: 'rate_limit',
+    /** `window` as describeWindow spells it (`1m`, `1d`, …). */
+    message: ({
+      tokens,
+      window,
+      scope,
+      retryInSeconds,
+    }: {
+      tokens: number;
+      window: string;
+      scope: 'key' | 'account';
+      retryInSeconds: number;
+    }) =>
+      `Token budget reached: ${tokens} tokens per ${window} for this ${scope === 'key' ? 'API key' : 'account'}. Retry in ${retryInSeconds} s.`,
   },
   missing_version_header: {
     ...INVALID_REQUEST,

@@ -1,4 +1,5 @@
 import type { RatePlan } from './rate-limits';
+import type { TokenBudgetPlan } from './token-budgets';
 import type { HeaderNames } from '../routes/header-names';
 import type { RouteTable } from '../routes/route-table';
 
@@ -15,4 +16,6 @@ export interface PipelineSettings {
   acceptQueryKey: boolean;
   /** Limits for keys and accounts without overrides. */
   defaultPlan: RatePlan;
+  /** Token budgets for keys and accounts without overrides; none unless the config file sets some. */
+  defaultTokenBudgets: TokenBudgetPlan;
 }

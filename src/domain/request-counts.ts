@@ -1,3 +1,6 @@
+import type { UsageGranularity } from './usage-periods';
+
+export type { UsageGranularity };
 /**
  * Requests per key, counted in hourly and daily buckets (UTC). The Check path
  * only adds one to a number in process (LastUsedRecorder); the counts reach
@@ -18,8 +21,6 @@ export const DAILY_RETENTION_MS = 32 * DAY_MS;
  * sent (its counts could otherwise apply twice), see LastUsedRecorder.
  */
 export const COUNTED_BATCH_MEMORY_MS = HOUR_MS;
-
-export type UsageGranularity = 'hour' | 'day';
 
 export function hourStartOf(ms: number): number {
   return ms - (((ms % HOUR_MS) + HOUR_MS) % HOUR_MS);

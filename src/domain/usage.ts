@@ -53,7 +53,9 @@ export type NoUsageReason =
   /** A usage object was present but its counts were missing, negative, fractional or above MAX_TOKEN_COUNT. */
   | 'malformed-usage'
   /** Well-formed, but no usage in it: a stream without `stream_options.include_usage`, or one cut off before its usage. */
-  | 'no-usage-reported';
+  | 'no-usage-reported'
+  /** The stream ended before the upstream's answer (its response headers) arrived: nothing was delivered. */
+  | 'no-response';
 
 /** What the response itself says about its usage, before any estimate or price. */
 export type UsageReading =

@@ -3,6 +3,7 @@ import type { CheckResponse } from '../responses/check-response';
 import { createCheckHandler, type CheckHandler, type CheckHandlerDeps } from './check-handler';
 import { decodeCheckRequest } from './check-request-decoding';
 import { encodeCheckResponseFrame } from './check-response-encoding';
+import { processMethod, PROCESS_PATH, type ExtProcDeps } from './ext-proc-service';
 import { HealthService } from './health-service';
 import { AUTHORIZATION_SERVICE_NAME, loadAuthorizationService } from './proto-loading';
 import { frameMessage, GrpcServer, type GrpcServerSettings, type MethodHandler } from './transport/grpc-server';
@@ -10,7 +11,10 @@ import { GrpcStatus } from './transport/status';
 
 export { createCheckHandler, type CheckHandler } from './check-handler';
 
-export type AuthorizationServerDeps = CheckHandlerDeps;
+export interface AuthorizationServerDeps extends CheckHandlerDeps {
+  /** Usage metering: ExternalProcessor/Process on the same port. Absent: Process is UNIMPLEMENTED. */
+  extProc?: ExtProcDeps;
+}
 
 export const CHECK_PATH = `/${AUTHORIZATION_SERVICE_NAME}/Check`;
 
@@ -81,6 +85,7 @@ export async function startAuthorizationServer(deps: AuthorizationServerDeps, op
   // maxConnectionAgeMs with 30 s of grace (traffic rebalances across replicas after a scale-up or a restart).
   const server = new GrpcServer(options, deps.logger);
   server.addMethod(CHECK_PATH, checkMethod(createCheckHandler(deps), deps.logger));
+  if (deps.extProc) server.addMethod(PROCESS_PATH, processMethod(deps.extProc));
   // NOT_SERVING until the health monitor has seen the store answer.
   const health = new HealthService({ '': 'NOT_SERVING', [AUTHORIZATION_SERVICE_NAME]: 'NOT_SERVING' });
   for (const [path, method] of Object.entries(health.methods())) server.addMethod(path, method);

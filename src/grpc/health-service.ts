@@ -17,7 +17,7 @@
  */
 import type { HealthSink, ServingStatus } from '../health/health-monitor';
 import { ProtobufReader, WIRE_BYTES } from './protobuf-reader';
-import type { MethodHandler, ServerStreamingCall, UnaryCall } from './transport/grpc-server';
+import type { ServerStreamingCall, SingleMessageMethodHandler, UnaryCall } from './transport/grpc-server';
 import { GrpcStatus } from './transport/status';
 
 export const HEALTH_SERVICE_NAME = 'grpc.health.v1.Health';
@@ -68,7 +68,7 @@ export class HealthService implements HealthSink {
   }
 
   /** The two methods, by path, for GrpcServer.addMethod. */
-  methods(): Record<string, MethodHandler> {
+  methods(): Record<string, SingleMessageMethodHandler> {
     return {
       [`/${HEALTH_SERVICE_NAME}/Check`]: {
         kind: 'unary',

@@ -1,4 +1,4 @@
-/** Protobuf wire-format reading shared by the request decoders (check-request-decoding.ts, the health service). */
+/** Protobuf wire-format reading shared by the request decoders (Check, ext_proc's ProcessingRequest, the health service). */
 export const WIRE_VARINT = 0;
 export const WIRE_FIXED64 = 1;
 export const WIRE_BYTES = 2;
@@ -33,6 +33,14 @@ export class ProtobufReader {
     if (length > this.end - start) throw new RangeError('index out of range: length past the end');
     this.pos = start + length;
     return [start, this.pos];
+  }
+
+  /** A double (wire type fixed64), little-endian. */
+  double(): number {
+    if (8 > this.end - this.pos) throw new RangeError('index out of range: fixed field past the end');
+    const value = this.buffer.readDoubleLE(this.pos);
+    this.pos += 8;
+    return value;
   }
 
   string(): string {

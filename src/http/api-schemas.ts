@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { MEMBER_ROLES } from '../domain/customer-identity';
+import { ACCOUNT_ID_PATTERN, KEY_ID_PATTERN } from '../domain/key-records';
 import { emailProblem, issuerProblem, normalizeEmail, subjectProblem, type MemberPrincipal } from '../domain/members';
 
 /**
@@ -9,10 +10,10 @@ import { emailProblem, issuerProblem, normalizeEmail, subjectProblem, type Membe
  * Every object is strict: an unknown field is an error, never ignored.
  */
 
-export const accountIdSchema = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'must be 1-64 characters of letters, digits, _ or -');
+export const accountIdSchema = z.string().regex(ACCOUNT_ID_PATTERN, 'must be 1-64 characters of letters, digits, _ or -');
 
 /** Key ids are `key_` + base62; anything else cannot name a key. */
-export const keyIdSchema = z.string().regex(/^[A-Za-z0-9_-]{1,128}$/);
+export const keyIdSchema = z.string().regex(KEY_ID_PATTERN);
 
 export const displayNameSchema = z.string().trim().min(1, 'must not be empty').max(200, 'must be at most 200 characters');
 

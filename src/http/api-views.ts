@@ -2,6 +2,7 @@ import type { AuditActor, MemberRole } from '../domain/customer-identity';
 import type { KeyStatus, StoredKey } from '../domain/key-records';
 import type { Member } from '../domain/members';
 import type { RateLimit } from '../domain/rate-limits';
+import type { TokenBudget } from '../domain/token-budgets';
 import { describeWindow } from '../limits/rate-limit';
 
 /**
@@ -18,6 +19,16 @@ export interface LimitView {
 
 export function limitsView(limits: readonly RateLimit[] | undefined): LimitView[] | null {
   return limits ? limits.map((entry) => ({ limit: entry.limit, window: describeWindow(entry.windowSeconds) })) : null;
+}
+
+export interface TokenBudgetView {
+  tokens: number;
+  /** Written as limit windows are. */
+  window: string;
+}
+
+export function tokenBudgetsView(budgets: readonly TokenBudget[] | undefined): TokenBudgetView[] | null {
+  return budgets ? budgets.map((entry) => ({ tokens: entry.tokens, window: describeWindow(entry.windowSeconds) })) : null;
 }
 
 /** Who made a change: `{"kind":"operator"}` or `{"kind":"member","issuer","subject"}`. */

@@ -1,4 +1,5 @@
 import type { RateLimit } from '../domain/rate-limits';
+import type { TokenBudget } from '../domain/token-budgets';
 import type { StoredKey } from '../domain/key-records';
 import type { AuditActor } from '../domain/customer-identity';
 import { randomBase62 } from './base62';
@@ -12,6 +13,9 @@ export interface KeyTerms {
   /** ISO-8601; absent means the key does not expire. */
   expiresAt?: string;
   limits?: readonly RateLimit[];
+  tokenBudgets?: readonly TokenBudget[];
+  /** Integer minor units per UTC month. */
+  monthlySpendCap?: number;
   /** Set for a rotation: the key this one replaces. */
   replaces?: string;
   /** Who asks for it: recorded on the key, shown in listings. */
@@ -40,6 +44,8 @@ export function mintKey(terms: KeyTerms, nowMs: number): MintedKey {
   };
   if (terms.expiresAt !== undefined) record.expiresAt = terms.expiresAt;
   if (terms.limits !== undefined) record.limits = terms.limits;
+  if (terms.tokenBudgets !== undefined) record.tokenBudgets = terms.tokenBudgets;
+  if (terms.monthlySpendCap !== undefined) record.monthlySpendCap = terms.monthlySpendCap;
   if (terms.replaces !== undefined) record.replaces = terms.replaces;
   if (terms.createdBy !== undefined) record.createdBy = terms.createdBy;
   return { key, keyHash: hashCustomerKey(key), record };
@@ -47,15 +53,18 @@ export function mintKey(terms: KeyTerms, nowMs: number): MintedKey {
 
 /**
  * What a rotated key's successor inherits, the one place it is decided: the
- * account, name, environment, per-key limits and expiry (a time-limited key
- * must not become a forever key by rotation; PATCH can change the expiry
- * afterwards), plus which key it replaces. Usage, revocation and rotation
- * state start fresh, and so does `createdBy`: whoever rotates creates the
- * new key.
+ * account, name, environment, per-key limits, token budgets, spend cap and
+ * expiry (a time-limited or capped key must not become an unlimited one by
+ * rotation; PATCH can change them afterwards), plus which key it replaces.
+ * Usage (the month's spend and token buckets are per key id), revocation and
+ * rotation state start fresh, and so does `createdBy`: whoever rotates
+ * creates the new key.
  */
 export function successorTerms(old: StoredKey): KeyTerms {
   const terms: KeyTerms = { accountId: old.accountId, name: old.name, environment: old.environment, replaces: old.id };
   if (old.limits !== undefined) terms.limits = old.limits;
+  if (old.tokenBudgets !== undefined) terms.tokenBudgets = old.tokenBudgets;
+  if (old.monthlySpendCap !== undefined) terms.monthlySpendCap = old.monthlySpendCap;
   if (old.expiresAt !== undefined) terms.expiresAt = old.expiresAt;
   return terms;
 }

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { MAX_WINDOW_SECONDS, describeWindow, parseWindow } from './rate-limit';
 import type { RateLimit } from '../domain/rate-limits';
+import { MAX_BUDGET_TOKENS, MAX_BUDGET_TOKENS_PER_SECOND, type TokenBudget } from '../domain/token-budgets';
 
 /**
  * How operators write limits, in the config file's defaultPlan and in the
@@ -37,22 +38,50 @@ export const limitSchema = z
   })
   .transform((entry): RateLimit => ({ limit: entry.limit, windowSeconds: entry.window }));
 
+/** Each window at most once in a list of limits or budgets: which entry repeats which. */
+function refineUniqueWindows(entries: readonly { windowSeconds: number }[], ctx: z.RefinementCtx): void {
+  const seen = new Map<number, number>();
+  entries.forEach((entry, index) => {
+    const first = seen.get(entry.windowSeconds);
+    if (first !== undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        path: [index, 'window'],
+        message: `repeats window ${describeWindow(entry.windowSeconds)} of entry ${first}; give each window once`,
+      });
+    } else {
+      seen.set(entry.windowSeconds, index);
+    }
+  });
+}
+
 /** The limits of one scope: at most 10, no two with the same window. */
 export const limitListSchema = z
   .array(limitSchema, { error: 'must be a list of {"limit","window"} objects, or null' })
   .max(MAX_LIMITS_PER_SCOPE, `must hold at most ${MAX_LIMITS_PER_SCOPE} limits`)
-  .superRefine((limits, ctx) => {
-    const seen = new Map<number, number>();
-    limits.forEach((entry, index) => {
-      const first = seen.get(entry.windowSeconds);
-      if (first !== undefined) {
-        ctx.addIssue({
-          code: 'custom',
-          path: [index, 'window'],
-          message: `repeats window ${describeWindow(entry.windowSeconds)} of entry ${first}; give each window once`,
-        });
-      } else {
-        seen.set(entry.windowSeconds, index);
-      }
-    });
-  });
+  .superRefine(refineUniqueWindows);
+
+const TOKENS_HINT = `must be a whole number of tokens from 1 to ${MAX_BUDGET_TOKENS}`;
+
+/** `{"tokens": 100000, "window": "1m"}`: tokens of every kind (input, output, cached, cache creation) per window. */
+export const tokenBudgetSchema = z
+  .strictObject({
+    tokens: z.number({ error: TOKENS_HINT }).int(TOKENS_HINT).min(1, TOKENS_HINT).max(MAX_BUDGET_TOKENS, TOKENS_HINT),
+    window: windowSchema,
+  })
+  .superRefine((entry, ctx) => {
+    if (entry.tokens > entry.window * MAX_BUDGET_TOKENS_PER_SECOND) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['tokens'],
+        message: `must be at most ${MAX_BUDGET_TOKENS_PER_SECOND} tokens per second of window (${entry.window * MAX_BUDGET_TOKENS_PER_SECOND} for ${describeWindow(entry.window)})`,
+      });
+    }
+  })
+  .transform((entry): TokenBudget => ({ tokens: entry.tokens, windowSeconds: entry.window }));
+
+/** The token budgets of one scope: at most 10, no two with the same window. */
+export const tokenBudgetListSchema = z
+  .array(tokenBudgetSchema, { error: 'must be a list of {"tokens","window"} objects, or null' })
+  .max(MAX_LIMITS_PER_SCOPE, `must hold at most ${MAX_LIMITS_PER_SCOPE} budgets`)
+  .superRefine(refineUniqueWindows);

@@ -43,6 +43,16 @@ export function priceEntryFor(table: PriceTable, model: string): ModelPriceEntry
   return table.models.find((entry) => matchesModelPattern(entry.pattern, model));
 }
 
+/**
+ * The `model` label of the usage metrics: the price table's pattern that
+ * prices the model (`gpt-4o-mini*` for every dated snapshot), else `other`.
+ * Bounded by the table's 1,000 entries, whatever names answers carry.
+ */
+export function modelMetricLabel(table: PriceTable | undefined, model: string | undefined): string {
+  const entry = table && model !== undefined ? priceEntryFor(table, model) : undefined;
+  return entry?.pattern ?? 'other';
+}
+
 /** At Check time, for a request whose model is known then: refused when no pattern prices it and the operator chose `refuse`. */
 export function isModelRefused(table: PriceTable, model: string): boolean {
   return table.unpricedModels === 'refuse' && priceEntryFor(table, model) === undefined;

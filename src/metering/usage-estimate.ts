@@ -61,8 +61,11 @@ export interface MeteringContext {
   readonly requestBodyBytes: number;
 }
 
-/** Readings that mean the upstream generated nothing: an error answer, a redirect, a request that is not a generation. */
-const NOTHING_GENERATED: ReadonlySet<NoUsageReason> = new Set(['not-metered-request', 'error-status', 'not-success-status']);
+/**
+ * Readings that mean nothing generated was delivered: an error answer, a redirect, a request that is not a
+ * generation, an answer that never came.
+ */
+const NOTHING_GENERATED: ReadonlySet<NoUsageReason> = new Set(['not-metered-request', 'error-status', 'not-success-status', 'no-response']);
 
 /**
  * What is counted for a response. Reported usage is counted as reported. A

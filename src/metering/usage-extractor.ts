@@ -23,6 +23,8 @@ import {
  * with the reason.
  */
 export interface UsageExtractor {
+  /** False when the response headers alone decided the reading (not metered, an error status, a body it cannot read): no chunk need be written. */
+  readonly readsBody: boolean;
   write(chunk: Uint8Array): void;
   /**
    * What the body said, as far as it was delivered: call it at end of stream,
@@ -95,7 +97,7 @@ function framingOf(contentType: string | undefined): Framing | undefined {
 
 function fixedReading(reason: NoUsageReason): UsageExtractor {
   const reading: UsageReading = { kind: 'none', reason, streamComplete: false, deliveredTextBytes: 0 };
-  return { write: () => undefined, finish: () => reading };
+  return { readsBody: false, write: () => undefined, finish: () => reading };
 }
 
 /** What one style reads from the documents of a body: a JSON body, each element of a JSON array, or each SSE event. */
@@ -114,6 +116,7 @@ interface Interpreter {
 }
 
 class BodyExtractor implements UsageExtractor {
+  readonly readsBody = true;
   private readonly interpreter: Interpreter;
   private framing: Framing;
   private json: JsonScanner | undefined;

@@ -4,6 +4,14 @@ import type { Decision } from '../domain/decision';
 import type { AdminAuthMetrics, AuthLimitKind } from '../domain/admin-auth-limits';
 import type { Authorizer, CheckPathOperation, CheckPathTimer, KeyIndex, TimesCheckPath } from '../domain/authorization';
 import type { ShedReason } from '../overload/check-admission';
+import { ExtProcMetrics } from './ext-proc-metrics';
+import type { UsageRecord } from '../domain/usage-record';
+import type { UsageRecorderMetrics, UsageRecordOutcome } from '../store/usage-recorder';
+
+export interface MetricsOptions {
+  /** The `model` label of the usage metrics (bounded: see modelMetricLabel); default: always `other`. */
+  usageModelLabel?: (model: string | undefined) => string;
+}
 
 /**
  * Prometheus metrics, on a registry of their own (no global state, so
@@ -11,8 +19,10 @@ import type { ShedReason } from '../overload/check-admission';
  * bounded values: style, family, result, reason code, operation. Never an
  * account, key or prefix.
  */
-export class Metrics implements AdminAuthMetrics {
+export class Metrics implements AdminAuthMetrics, UsageRecorderMetrics {
   readonly registry = new Registry();
+  /** The usage processor's (ext_proc) metrics, on the same registry. */
+  readonly extProc = new ExtProcMetrics(this.registry);
 
   private readonly decisions = new Counter({
     name: 'gateway_authz_decisions_total',
@@ -93,8 +103,64 @@ export class Metrics implements AdminAuthMetrics {
 
   private readonly shedCounters = new Map<ShedReason, Counter.Internal>();
 
-  constructor() {
+  private readonly usageRecords = new Counter({
+    name: 'gateway_authz_usage_records_total',
+    help:
+      'Usage records by what became of them: applied, applied_late (after failed attempts), duplicate, account_not_found, ' +
+      'invalid, dropped_buffer_full, dropped_at_shutdown, unstreamed_at_shutdown.',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
+
+  private readonly usageTokens = new Counter({
+    name: 'gateway_authz_usage_tokens_total',
+    help: 'Tokens of applied usage records by client style, route family, model (price table pattern, else other) and kind.',
+    labelNames: ['style', 'family', 'model', 'kind'] as const,
+    registers: [this.registry],
+  });
+
+  private readonly usageSpend = new Counter({
+    name: 'gateway_authz_usage_spend_minor_units_total',
+    help: 'Cost (integer minor units) of applied usage records by client style, route family and model (price table pattern, else other).',
+    labelNames: ['style', 'family', 'model'] as const,
+    registers: [this.registry],
+  });
+
+  private readonly usageModelLabel: (model: string | undefined) => string;
+
+  constructor(options: MetricsOptions = {}) {
     collectDefaultMetrics({ register: this.registry, prefix: 'gateway_authz_' });
+    this.usageModelLabel = options.usageModelLabel ?? (() => 'other');
+  }
+
+  /** Reports `buffered()` as a gauge at each scrape. */
+  watchUsageBuffer(buffered: () => number): void {
+    new Gauge({
+      name: 'gateway_authz_usage_buffered_records',
+      help: 'Usage records waiting in this process to be applied (bounded by USAGE_BUFFER_MAX_RECORDS).',
+      registers: [this.registry],
+      collect() {
+        this.set(buffered());
+      },
+    });
+  }
+
+  observeUsageRecord(outcome: UsageRecordOutcome): void {
+    this.usageRecords.inc({ outcome });
+  }
+
+  observeUsageApplied(record: UsageRecord): void {
+    const labels = { style: record.style, family: record.family, model: this.usageModelLabel(record.model) };
+    const { tokens } = record;
+    for (const [kind, count] of [
+      ['input', tokens.inputTokens],
+      ['output', tokens.outputTokens],
+      ['cached_input', tokens.cachedInputTokens],
+      ['cache_creation', tokens.cacheCreationTokens],
+    ] as const) {
+      if (count > 0) this.usageTokens.inc({ ...labels, kind }, count);
+    }
+    if (record.costMinorUnits > 0) this.usageSpend.inc(labels, record.costMinorUnits);
   }
 
   /** Reports `checksInFlight()` as a gauge at each scrape (read then, not on the hot path). */

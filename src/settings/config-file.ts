@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { MAX_PRICE_PER_MILLION_TOKENS, type ModelPriceEntry, type PriceTable, type TokenPrices } from '../domain/pricing';
-import { limitListSchema } from '../limits/limit-schema';
+import { limitListSchema, tokenBudgetListSchema } from '../limits/limit-schema';
 import { modelPatternProblem, shadowedEntries } from '../metering/pricing';
 import { KEYED_FAMILIES } from '../routes/route-table';
 
@@ -112,8 +112,14 @@ export const configFileSchema = z.strictObject({
   acceptVendorHeaderSpellings: z.boolean().optional(),
   /** true: generative-content routes also accept the key in `?key=` (it is stripped before upstream). */
   acceptQueryKey: z.boolean().optional(),
-  /** Request limits for every key and account that has no override. */
-  defaultPlan: z.strictObject({ key: limitListSchema.optional(), account: limitListSchema.optional() }).optional(),
+  /** Request limits and token budgets for every key and account that has no override. */
+  defaultPlan: z
+    .strictObject({
+      key: limitListSchema.optional(),
+      account: limitListSchema.optional(),
+      tokenBudgets: z.strictObject({ key: tokenBudgetListSchema.optional(), account: tokenBudgetListSchema.optional() }).optional(),
+    })
+    .optional(),
   /** Token prices for metering; absent: usage is counted in tokens and nothing is charged for it. */
   pricing: pricingSchema.optional(),
 });

@@ -47,6 +47,8 @@ export interface Settings {
   readonly grpcMaxConcurrentStreams: number;
   /** The active-key cap of accounts that set none of their own. */
   readonly defaultMaxActiveKeys: number;
+  /** ext_proc Process streams (answers being metered) open at once per process; more are refused (REFUSED_STREAM). */
+  readonly extProcMaxStreams: number;
   readonly pipeline: PipelineSettings;
   /** The config file's price table; absent: usage is counted in tokens and nothing is charged for it. */
   readonly pricing?: PriceTable;
@@ -54,6 +56,12 @@ export interface Settings {
   readonly customerPort: number;
   /** Absent: no identity provider is configured, and the customer dashboard says so. */
   readonly customerSignIn?: CustomerSignInSettings;
+  readonly usage: {
+    /** Usage records held in process while Redis does not answer; past it new records are dropped (and logged). */
+    readonly bufferMaxRecords: number;
+    /** Entries the usage stream keeps (approximately: Redis trims whole nodes). */
+    readonly streamMaxLength: number;
+  };
 }
 
 /** OpenID Connect sign-in for the customer dashboard (OIDC_* and CUSTOMER_SESSION_* settings). */
@@ -137,6 +145,28 @@ export const DEFAULT_MAX_CHECKS_IN_FLIGHT = 256;
  */
 export const DEFAULT_GRPC_MAX_CONCURRENT_STREAMS = 100;
 
+/**
+ * One Process stream per answer in flight through Envoy. An open stream
+ * measured 11–30 KiB of resident memory (README "Usage and billing"), so
+ * 5,000 keeps them under ~150 MB of the container's 512 MiB; a process with
+ * more answers streaming at once than that is rare, and one past the bound
+ * is refused and counted, never a crash. Raise it with the memory limit.
+ */
+export const DEFAULT_EXT_PROC_MAX_STREAMS = 5_000;
+
+/**
+ * 100,000 records: about 40 MB of heap (README "Usage and billing"), and
+ * several minutes of a busy replica's usage while Redis is away.
+ */
+export const DEFAULT_USAGE_BUFFER_MAX_RECORDS = 100_000;
+
+/**
+ * The usage stream's bound: 1,000,000 entries, about 0.4 GB in Redis
+ * (README "Usage and billing"); a day of 11 metered answers per second. Size
+ * it for the longest time the billing consumer may be away.
+ */
+export const DEFAULT_USAGE_STREAM_MAX_LENGTH = 1_000_000;
+
 // An empty value means "use the default", not port 0 (a random port).
 const blankAsUnset = (value: unknown) => (typeof value === 'string' && value.trim() === '' ? undefined : value);
 const port = (fallback: number) => z.preprocess(blankAsUnset, z.coerce.number().int().min(0).max(65535).default(fallback));
@@ -212,6 +242,7 @@ const envSchema = z.object({
     blankAsUnset,
     z.coerce.number().int().min(1).max(MAX_ACTIVE_KEYS_LIMIT).default(DEFAULT_MAX_ACTIVE_KEYS),
   ),
+  EXT_PROC_MAX_STREAMS: z.preprocess(blankAsUnset, z.coerce.number().int().min(1).max(1_000_000).default(DEFAULT_EXT_PROC_MAX_STREAMS)),
   CUSTOMER_PORT: port(9193),
   OIDC_ISSUER_URL: optionalText,
   OIDC_CLIENT_ID: optionalText,
@@ -224,6 +255,14 @@ const envSchema = z.object({
   CUSTOMER_SESSION_IDLE_TIMEOUT_MS: z.preprocess(blankAsUnset, z.coerce.number().int().min(60_000).max(86_400_000).default(1_800_000)),
   CUSTOMER_SESSION_MAX_AGE_MS: z.preprocess(blankAsUnset, z.coerce.number().int().min(300_000).max(2_592_000_000).default(43_200_000)),
   CUSTOMER_PLAIN_HTTP_LOCALHOST: z.preprocess(blankAsUnset, z.enum(['true', 'false']).default('false')),
+  USAGE_BUFFER_MAX_RECORDS: z.preprocess(
+    blankAsUnset,
+    z.coerce.number().int().min(100).max(10_000_000).default(DEFAULT_USAGE_BUFFER_MAX_RECORDS),
+  ),
+  USAGE_STREAM_MAX_LEN: z.preprocess(
+    blankAsUnset,
+    z.coerce.number().int().min(1_000).max(1_000_000_000).default(DEFAULT_USAGE_STREAM_MAX_LENGTH),
+  ),
 });
 
 export type SettingsResult = { ok: true; settings: Settings } | { ok: false; problems: string[] };
@@ -280,9 +319,11 @@ export function loadSettings(
     maxChecksInFlight: e.MAX_CHECKS_IN_FLIGHT,
     grpcMaxConcurrentStreams: e.GRPC_MAX_CONCURRENT_STREAMS,
     defaultMaxActiveKeys: e.DEFAULT_MAX_ACTIVE_KEYS,
+    extProcMaxStreams: e.EXT_PROC_MAX_STREAMS,
     ...(config.pricing ? { pricing: config.pricing } : {}),
     customerPort: e.CUSTOMER_PORT,
     ...(e.OIDC_ISSUER_URL ? { customerSignIn: customerSignInOf(e) } : {}),
+    usage: { bufferMaxRecords: e.USAGE_BUFFER_MAX_RECORDS, streamMaxLength: e.USAGE_STREAM_MAX_LEN },
     pipeline: {
       routeTable: buildRouteTable(config.routes ?? {}, config.publicRoutes ?? []),
       headerNames: headerNamesFor(config.acceptVendorHeaderSpellings ?? true),
@@ -291,6 +332,10 @@ export function loadSettings(
       defaultPlan: {
         key: config.defaultPlan?.key ?? DEFAULT_PLAN.key,
         account: config.defaultPlan?.account ?? DEFAULT_PLAN.account,
+      },
+      defaultTokenBudgets: {
+        key: config.defaultPlan?.tokenBudgets?.key ?? [],
+        account: config.defaultPlan?.tokenBudgets?.account ?? [],
       },
     },
   };

@@ -4,35 +4,49 @@ import { adjustCreditBalance } from '../domain/credit';
 import type { CustomerIdentity, MemberRole, Membership } from '../domain/customer-identity';
 import { leavesNoOwner, MAX_MEMBERS_PER_ACCOUNT, normalizeEmail, principalKey, type Member, type MemberPrincipal } from '../domain/members';
 import { compareCodeUnits } from '../domain/ordering';
-import {
-  COUNTED_BATCH_MEMORY_MS,
-  DAILY_RETENTION_MS,
-  dayStartOf,
-  HOURLY_RETENTION_MS,
-  type UsageGranularity,
-} from '../domain/request-counts';
+import { COUNTED_BATCH_MEMORY_MS, DAILY_RETENTION_MS, dayStartOf, HOURLY_RETENTION_MS } from '../domain/request-counts';
 import { authorizeAccountState } from '../limits/authorize-account-state';
-import type {
-  AccountListing,
-  AccountPatch,
-  ActiveKeyCapReached,
-  AddMemberResult,
-  AuditEntry,
-  AuditEntryInput,
-  CreditResult,
-  InsertKeyResult,
-  InvitationBinding,
-  KeyPatch,
-  CountedBatch,
-  LastUse,
-  RequestCountsByKey,
-  MemberChangeResult,
-  RotateKeyRequest,
-  RotateKeyResult,
-  Store,
+import { effectiveTokenBudgets, tokenBucketName, tokenBudgetState, type TokenBucket } from '../limits/token-budget';
+import { applyUsageToAccountState } from '../limits/usage-account-state';
+import {
+  USAGE_MARKER_TTL_MS,
+  type AccountListing,
+  type AccountPatch,
+  type ActiveKeyCapReached,
+  type AddMemberResult,
+  type AuditEntry,
+  type AuditEntryInput,
+  type CreditResult,
+  type InsertKeyResult,
+  type InvitationBinding,
+  type KeyPatch,
+  type CountedBatch,
+  type LastUse,
+  type RequestCountsByKey,
+  type MemberChangeResult,
+  type RotateKeyRequest,
+  type RotateKeyResult,
+  type Store,
+  type UsageBucket,
+  type UsageQuery,
+  type UsageStreamEntry,
 } from './store';
+import { usageAggregateIncrements, usageBucketOf } from './usage-aggregates';
+import { DEFAULT_USAGE_STREAM_MAX_LENGTH } from '../settings/settings';
+import { usageStreamFields } from './usage-stream-fields';
 import type { Account, KeyIds, StoredKey } from '../domain/key-records';
 import type { AuthorizeOutcome, AuthorizeRequest } from '../domain/authorization';
+import type { TokenBudgetPlan, TokenBudgetState } from '../domain/token-budgets';
+import {
+  bucketExpiresAtMs,
+  periodMs,
+  periodName,
+  periodStart,
+  previousMonth,
+  usageMonthOf,
+  type UsageGranularity,
+} from '../domain/usage-periods';
+import type { UsageApplyOutcome, UsageBilling, UsageRecord } from '../domain/usage-record';
 
 const AUDIT_MAX_ENTRIES = 10_000;
 
@@ -51,9 +65,44 @@ function compareStreamIds(a: StreamId, b: StreamId): number {
   return a.sequence === b.sequence ? 0 : a.sequence < b.sequence ? -1 : 1;
 }
 
+/** The next id of a stream, as Redis makes them: strictly increasing even if the clock steps back. */
+function nextStreamId(last: StreamId, nowMs: number): StreamId {
+  const ms = BigInt(nowMs);
+  return ms > last.ms ? { ms, sequence: 0n } : { ms: last.ms, sequence: last.sequence + 1n };
+}
+
+function dropExpired<T>(markers: Map<string, Expiring<T>>, nowMs: number): void {
+  // Insertion order is expiry order (one TTL for all, on a clock that the tests only move forward).
+  for (const [name, marker] of markers) {
+    if (marker.expiresAtMs > nowMs) return;
+    markers.delete(name);
+  }
+}
+
+function aggregateName(accountId: string, granularity: UsageGranularity, startMs: number): string {
+  return `${accountId} ${granularity} ${periodName(startMs, granularity)}`;
+}
+
 interface Bucket {
   tatUs: number;
+  /** Token buckets only: the TAT's fraction of a µs (src/limits/token-budget.ts). */
+  fraction?: number;
   expiresAtMs: number;
+}
+
+interface Expiring<T> {
+  value: T;
+  expiresAtMs: number;
+}
+
+/** As the Redis usage script: spent token buckets and old months' spend are deleted at most once an hour per account. */
+const USAGE_SWEEP_INTERVAL_MS = 3_600_000;
+
+export interface MemoryStoreOptions {
+  /** The active-key cap of accounts without their own (default DEFAULT_MAX_ACTIVE_KEYS). */
+  defaultMaxActiveKeys?: number;
+  /** Entries the usage stream keeps (USAGE_STREAM_MAX_LEN). */
+  usageStreamMaxLength?: number;
 }
 
 /**
@@ -78,14 +127,26 @@ export class MemoryStore implements Store {
   private readonly audit: AuditEntry[] = [];
   /** The last audit id, as Redis streams make them: `<ms>-<sequence>`, strictly increasing even if the clock steps back. */
   private lastAuditId: StreamId = { ms: 0n, sequence: 0n };
+  /** Per account: the spend of each key per month (`<keyId> <month>`); the account's own is on its record. */
+  private readonly keySpend = new Map<string, Map<string, number>>();
+  private readonly usageSweepAtMs = new Map<string, number>();
+  /** Usage markers by `<accountId> <requestId>`, oldest first (insertion order), so expired ones are dropped from the front. */
+  private readonly usageApplied = new Map<string, Expiring<{ billing: UsageBilling; creditShortfall: number }>>();
+  private readonly usageStreamed = new Map<string, Expiring<string>>();
+  /** Hour and day aggregates by `<accountId> <granularity> <period>`: counters laid out as in Redis. */
+  private readonly usageAggregates = new Map<string, Expiring<Map<string, number>>>();
+  private readonly usageStream: UsageStreamEntry[] = [];
+  private lastUsageStreamId: StreamId = { ms: 0n, sequence: 0n };
+  private readonly usageStreamMaxLength: number;
 
   private readonly defaultMaxActiveKeys: number;
 
   constructor(
     private readonly clock: Clock = systemClock,
-    options: { defaultMaxActiveKeys?: number } = {},
+    options: MemoryStoreOptions = {},
   ) {
     this.defaultMaxActiveKeys = options.defaultMaxActiveKeys ?? DEFAULT_MAX_ACTIVE_KEYS;
+    this.usageStreamMaxLength = options.usageStreamMaxLength ?? DEFAULT_USAGE_STREAM_MAX_LENGTH;
   }
 
   async resolveKeyHash(keyHash: string): Promise<KeyIds | null> {
@@ -114,7 +175,9 @@ export class MemoryStore implements Store {
 
   async createAccount(account: Account): Promise<boolean> {
     if (this.accounts.has(account.id)) return false;
-    this.accounts.set(account.id, structuredClone(account));
+    // Spend and shortfall are written by usage only, as in Redis.
+    const { monthlySpend: _spend, creditShortfall: _shortfall, ...record } = structuredClone(account);
+    this.accounts.set(account.id, record);
     return true;
   }
 
@@ -142,6 +205,18 @@ export class MemoryStore implements Store {
       if (Object.keys(limits).length === 0) delete account.limits;
       else account.limits = limits;
     }
+    if (patch.tokenBudgets !== undefined) {
+      const budgets = { ...account.tokenBudgets };
+      for (const scope of ['key', 'account'] as const) {
+        const value = patch.tokenBudgets[scope];
+        if (value === null) delete budgets[scope];
+        else if (value !== undefined) budgets[scope] = structuredClone(value);
+      }
+      if (Object.keys(budgets).length === 0) delete account.tokenBudgets;
+      else account.tokenBudgets = budgets;
+    }
+    if (patch.monthlySpendCap === null) delete account.monthlySpendCap;
+    else if (patch.monthlySpendCap !== undefined) account.monthlySpendCap = patch.monthlySpendCap;
     return structuredClone(account);
   }
 
@@ -179,6 +254,10 @@ export class MemoryStore implements Store {
     else if (patch.limits !== undefined) key.limits = structuredClone(patch.limits);
     if (patch.expiresAt === null) delete key.expiresAt;
     else if (patch.expiresAt !== undefined) key.expiresAt = patch.expiresAt;
+    if (patch.tokenBudgets === null) delete key.tokenBudgets;
+    else if (patch.tokenBudgets !== undefined) key.tokenBudgets = structuredClone(patch.tokenBudgets);
+    if (patch.monthlySpendCap === null) delete key.monthlySpendCap;
+    else if (patch.monthlySpendCap !== undefined) key.monthlySpendCap = patch.monthlySpendCap;
     return structuredClone(key);
   }
 
@@ -279,9 +358,7 @@ export class MemoryStore implements Store {
   }
 
   async appendAudit(entry: AuditEntryInput, nowMs: number): Promise<void> {
-    const ms = BigInt(nowMs);
-    const last = this.lastAuditId;
-    this.lastAuditId = ms > last.ms ? { ms, sequence: 0n } : { ms: last.ms, sequence: last.sequence + 1n };
+    this.lastAuditId = nextStreamId(this.lastAuditId, nowMs);
     const id = `${this.lastAuditId.ms}-${this.lastAuditId.sequence}`;
     this.audit.push({ id, time: new Date(nowMs).toISOString(), ...structuredClone(entry) });
     if (this.audit.length > AUDIT_MAX_ENTRIES) this.audit.shift();
@@ -377,6 +454,127 @@ export class MemoryStore implements Store {
       const member = this.withPrincipal(accountId, self);
       return member ? [{ accountId, role: member.role }] : [];
     });
+  }
+
+  async applyUsage(record: UsageRecord, budgets: TokenBudgetPlan): Promise<UsageApplyOutcome> {
+    const nowMs = this.clock.now();
+    dropExpired(this.usageApplied, nowMs);
+    const marker = `${record.accountId} ${record.requestId}`;
+    const first = this.usageApplied.get(marker);
+    if (first) return { kind: 'duplicate', ...first.value };
+    const account = this.accounts.get(record.accountId);
+    if (!account) return { kind: 'account_not_found' };
+    const storedKey = this.keys.get(record.keyId);
+    const key = storedKey?.accountId === record.accountId ? storedKey : null;
+    const buckets = this.buckets.get(record.accountId) ?? new Map<string, Bucket>();
+    this.sweepUsage(account, buckets, nowMs);
+    const month = usageMonthOf(record.atMs);
+    const keySpend = this.keySpend.get(record.accountId) ?? new Map<string, number>();
+    const tokenBuckets = new Map<string, TokenBucket>();
+    for (const [name, bucket] of buckets) {
+      if (bucket.expiresAtMs > nowMs) tokenBuckets.set(name, { tatUs: bucket.tatUs, fraction: bucket.fraction ?? 0 });
+    }
+    const writes = applyUsageToAccountState(
+      {
+        account,
+        key,
+        buckets: tokenBuckets,
+        accountMonthSpend: account.monthlySpend?.[month] ?? 0,
+        keyMonthSpend: keySpend.get(`${record.keyId} ${month}`) ?? 0,
+      },
+      record,
+      nowMs * 1000,
+      budgets,
+    );
+    if (writes.creditBalance !== undefined) account.creditBalance = writes.creditBalance;
+    if (writes.creditShortfall > 0) account.creditShortfall = (account.creditShortfall ?? 0) + writes.creditShortfall;
+    account.monthlySpend = { ...account.monthlySpend, [month]: writes.accountMonthSpend };
+    keySpend.set(`${record.keyId} ${month}`, writes.keyMonthSpend);
+    this.keySpend.set(record.accountId, keySpend);
+    for (const write of writes.buckets) {
+      buckets.set(write.bucket, { tatUs: write.tatUs, fraction: write.fraction, expiresAtMs: nowMs + write.ttlMs });
+    }
+    if (buckets.size > 0) this.buckets.set(record.accountId, buckets);
+    const applied = { billing: writes.billing, creditShortfall: writes.creditShortfall };
+    this.usageApplied.set(marker, { value: applied, expiresAtMs: nowMs + USAGE_MARKER_TTL_MS });
+    for (const granularity of ['hour', 'day'] as const) this.addToAggregate(record, granularity, nowMs);
+    return { kind: 'applied', ...applied };
+  }
+
+  async appendUsageStream(record: UsageRecord, applied: UsageApplyOutcome): Promise<'appended' | 'duplicate'> {
+    const nowMs = this.clock.now();
+    dropExpired(this.usageStreamed, nowMs);
+    const marker = `${record.accountId} ${record.requestId}`;
+    if (this.usageStreamed.has(marker)) return 'duplicate';
+    this.lastUsageStreamId = nextStreamId(this.lastUsageStreamId, nowMs);
+    const id = `${this.lastUsageStreamId.ms}-${this.lastUsageStreamId.sequence}`;
+    this.usageStream.push({ id, fields: Object.fromEntries(usageStreamFields(record, applied)) });
+    if (this.usageStream.length > this.usageStreamMaxLength)
+      this.usageStream.splice(0, this.usageStream.length - this.usageStreamMaxLength);
+    this.usageStreamed.set(marker, { value: id, expiresAtMs: nowMs + USAGE_MARKER_TTL_MS });
+    return 'appended';
+  }
+
+  async readUsage(query: UsageQuery): Promise<UsageBucket[] | null> {
+    if (!this.accounts.has(query.accountId)) return null;
+    const nowMs = this.clock.now();
+    const buckets: UsageBucket[] = [];
+    const size = periodMs(query.granularity);
+    for (let start = periodStart(query.fromMs, query.granularity); start < query.toMs; start += size) {
+      const stored = this.usageAggregates.get(aggregateName(query.accountId, query.granularity, start));
+      const counters = stored && stored.expiresAtMs > nowMs ? Object.fromEntries(stored.value) : {};
+      buckets.push(usageBucketOf(start, counters));
+    }
+    return buckets;
+  }
+
+  async readTokenBudgets(keyId: string, plan: TokenBudgetPlan): Promise<TokenBudgetState[] | null> {
+    const key = this.keys.get(keyId);
+    const account = key && this.accounts.get(key.accountId);
+    if (!key || !account) return null;
+    const nowMs = this.clock.now();
+    const buckets = this.buckets.get(key.accountId);
+    const budgets = effectiveTokenBudgets(plan, account.tokenBudgets, key.tokenBudgets);
+    return (['key', 'account'] as const).flatMap((scope) =>
+      budgets[scope].map((budget) => {
+        const bucket = buckets?.get(tokenBucketName(scope, key.id, budget.windowSeconds));
+        const stored = bucket && bucket.expiresAtMs > nowMs ? { tatUs: bucket.tatUs, fraction: bucket.fraction ?? 0 } : undefined;
+        return tokenBudgetState(scope, stored, nowMs * 1000, budget);
+      }),
+    );
+  }
+
+  async readUsageStream(options: { count: number; after?: string }): Promise<UsageStreamEntry[]> {
+    const after = options.after === undefined ? undefined : parseStreamId(options.after);
+    const newer =
+      after === undefined ? this.usageStream : this.usageStream.filter((entry) => compareStreamIds(parseStreamId(entry.id), after) > 0);
+    return structuredClone(newer.slice(0, options.count));
+  }
+
+  private addToAggregate(record: UsageRecord, granularity: UsageGranularity, nowMs: number): void {
+    const expiresAtMs = bucketExpiresAtMs(record.atMs, granularity);
+    // A record older than the bucket's retention adds nothing (Redis would delete the bucket at once).
+    if (expiresAtMs <= nowMs) return;
+    const name = aggregateName(record.accountId, granularity, periodStart(record.atMs, granularity));
+    const stored = this.usageAggregates.get(name);
+    const counters = stored && stored.expiresAtMs > nowMs ? stored.value : new Map<string, number>();
+    for (const [field, increment] of usageAggregateIncrements(record)) counters.set(field, (counters.get(field) ?? 0) + increment);
+    this.usageAggregates.set(name, { value: counters, expiresAtMs });
+  }
+
+  /** Before applying, at most once an hour per account: spent token buckets and spend of months before the previous go. */
+  private sweepUsage(account: Account, buckets: Map<string, Bucket>, nowMs: number): void {
+    const due = this.usageSweepAtMs.get(account.id);
+    if (due !== undefined && due > nowMs) return;
+    this.usageSweepAtMs.set(account.id, nowMs + USAGE_SWEEP_INTERVAL_MS);
+    if (due === undefined) return;
+    for (const [name, bucket] of buckets) if (name.startsWith('tb:') && bucket.tatUs <= nowMs * 1000) buckets.delete(name);
+    const oldest = previousMonth(usageMonthOf(nowMs));
+    if (account.monthlySpend) {
+      account.monthlySpend = Object.fromEntries(Object.entries(account.monthlySpend).filter(([month]) => month >= oldest));
+    }
+    const keySpend = this.keySpend.get(account.id);
+    for (const field of keySpend?.keys() ?? []) if (field.slice(field.indexOf(' ') + 1) < oldest) keySpend!.delete(field);
   }
 
   async ping(): Promise<void> {}

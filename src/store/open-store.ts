@@ -5,11 +5,17 @@ import type { Store } from './store';
 
 /** Redis (standalone, Sentinel or Cluster) when configured, otherwise the embedded in-memory store. */
 export async function openStore(settings: Settings): Promise<Store> {
-  if (!settings.redis) return new MemoryStore(undefined, { defaultMaxActiveKeys: settings.defaultMaxActiveKeys });
+  if (!settings.redis) {
+    return new MemoryStore(undefined, {
+      defaultMaxActiveKeys: settings.defaultMaxActiveKeys,
+      usageStreamMaxLength: settings.usage.streamMaxLength,
+    });
+  }
   return RedisStore.connect({
     topology: settings.redis,
     commandTimeoutMs: settings.redisTimeoutMs,
     adminCommandTimeoutMs: settings.redisAdminTimeoutMs,
     defaultMaxActiveKeys: settings.defaultMaxActiveKeys,
+    usageStreamMaxLength: settings.usage.streamMaxLength,
   });
 }

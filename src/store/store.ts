@@ -1,13 +1,16 @@
-import type { UsageGranularity } from '../domain/request-counts';
 import type { Account, AccountStatus, KeyIds, StoredKey } from '../domain/key-records';
 import type { Authorizer, KeyIndex } from '../domain/authorization';
 import type { AuditActor, CustomerIdentity, MemberRole, Membership } from '../domain/customer-identity';
 import type { Member, MemberPrincipal } from '../domain/members';
 import type { RateLimit } from '../domain/rate-limits';
+import type { TokenBudget, TokenBudgetPlan, TokenBudgetState } from '../domain/token-budgets';
+import type { UsageGranularity } from '../domain/usage-periods';
+import type { UsageApplyOutcome, UsageRecord, UsageTotals } from '../domain/usage-record';
 
 // The adapter side of storage. The pipeline sees only `KeyIndex` and
 // `Authorizer` (src/domain/authorization.ts); the admin API sees
-// `AdminStore`; the last-used batcher sees `LastUsedSink`. Both
+// `AdminStore`; the last-used batcher sees `LastUsedSink`; the usage
+// recorder sees `UsageLedger`, the usage API `UsageReader`. Both
 // implementations (Redis, in-memory) pass the same contract tests in
 // test/store/.
 
@@ -20,6 +23,10 @@ export interface AccountPatch {
   limits?: { key?: readonly RateLimit[] | null; account?: readonly RateLimit[] | null };
   /** null removes the account's own cap (the service default applies). */
   maxActiveKeys?: number | null;
+  /** null for a scope removes the override. */
+  tokenBudgets?: { key?: readonly TokenBudget[] | null; account?: readonly TokenBudget[] | null };
+  /** Integer minor units per UTC month; null removes the cap. */
+  monthlySpendCap?: number | null;
 }
 
 export interface KeyPatch {
@@ -28,6 +35,10 @@ export interface KeyPatch {
   limits?: readonly RateLimit[] | null;
   /** ISO-8601; null removes the expiry. */
   expiresAt?: string | null;
+  /** null removes the per-key override. */
+  tokenBudgets?: readonly TokenBudget[] | null;
+  /** Integer minor units per UTC month; null removes the cap. */
+  monthlySpendCap?: number | null;
 }
 
 export interface RotateKeyRequest {
@@ -236,7 +247,68 @@ export interface LastUsedSink {
   recordLastUsed(uses: readonly LastUse[], batch?: CountedBatch): Promise<void>;
 }
 
-export interface Store extends KeyIndex, Authorizer, AdminStore, LastUsedSink {
+/**
+ * How long a store remembers that a usage record (account and request id)
+ * was applied, and that it was appended to the stream: 24 hours, as Stripe
+ * keeps idempotency keys. A record is re-sent only by the recorder of the
+ * process that made it, while Redis does not answer; so it counts once unless
+ * an outcome-unknown attempt is still being retried 24 h later (Redis
+ * unreachable for a day with the process running). See README "Usage and billing".
+ */
+export const USAGE_MARKER_TTL_MS = 24 * 3_600_000;
+
+/** Where the usage recorder writes: both calls are idempotent per record, so a retry after a lost reply is safe. */
+export interface UsageLedger {
+  /**
+   * Applies a record to its account in one atomic step, exactly once per
+   * account and request id (for USAGE_MARKER_TTL_MS): the prepaid debit or
+   * post-paid spend, the month's spend of account and key, the token budgets
+   * that apply (`budgets` is the operator's default plan; account and key
+   * overrides are applied by the store), and the hour and day aggregates.
+   */
+  applyUsage(record: UsageRecord, budgets: TokenBudgetPlan): Promise<UsageApplyOutcome>;
+  /**
+   * Appends the record to the usage stream for the billing system, exactly
+   * once per account and request id (for USAGE_MARKER_TTL_MS), with how it
+   * was billed. Separate from applyUsage: on Redis Cluster the one stream
+   * cannot share a slot with every account.
+   */
+  appendUsageStream(record: UsageRecord, applied: UsageApplyOutcome): Promise<'appended' | 'duplicate'>;
+}
+
+export interface UsageQuery {
+  accountId: string;
+  granularity: UsageGranularity;
+  /** Period starts from `fromMs` (aligned to the granularity) up to, not including, `toMs`. */
+  fromMs: number;
+  toMs: number;
+}
+
+/** One hour or day of an account's usage, by key id and by model ('' for answers that named none). */
+export interface UsageBucket {
+  startMs: number;
+  byKey: Record<string, UsageTotals>;
+  byModel: Record<string, UsageTotals>;
+}
+
+export interface UsageStreamEntry {
+  /** The stream entry id. */
+  id: string;
+  /** The documented fields (README "Usage and billing"), as text. */
+  fields: Record<string, string>;
+}
+
+/** What the usage API and views read. */
+export interface UsageReader {
+  /** Every period in the range, oldest first (empty buckets included); null when the account does not exist. */
+  readUsage(query: UsageQuery): Promise<UsageBucket[] | null>;
+  /** The token budgets that apply to a key, as they stand now; null when the key does not exist. */
+  readTokenBudgets(keyId: string, plan: TokenBudgetPlan): Promise<TokenBudgetState[] | null>;
+  /** Stream entries after `after` (an entry id; default: from the start), oldest first. */
+  readUsageStream(options: { count: number; after?: string }): Promise<UsageStreamEntry[]>;
+}
+
+export interface Store extends KeyIndex, Authorizer, AdminStore, LastUsedSink, UsageLedger, UsageReader {
   /** For the start-up log line: where data lives and whether it survives a restart. */
   readonly description: string;
   /** Resolves when the backing service answers; drives health. */

@@ -148,6 +148,9 @@ describe.each([
     expect(hcm.use_remote_address).toBe(true);
     expect(hcm.internal_address_config.cidr_ranges).toEqual([{ address_prefix: '127.0.0.1', prefix_len: 32 }]);
     expect(hcm.generate_request_id).not.toBe(false);
+    // x-request-id counts each metered answer once: Envoy replaces a client's own on every request from outside.
+    expect(hcm.preserve_external_request_id).not.toBe(true);
+    expect(hcmOf(config).preserve_external_request_id).toBe(false);
     expect(hcm.max_request_headers_kb).toBe(60);
     expect(hcm.stream_idle_timeout).toBe('600s');
     expect(hcm.common_http_protocol_options.headers_with_underscores_action).toBe('REJECT_REQUEST');

@@ -11,7 +11,7 @@ import * as grpc from '@grpc/grpc-js';
 
 import { type EnvoyCheckRequest } from '../support/envoy-official-client';
 import { ALLOW, startStubAuthz, type StubAuthz } from '../support/stub-authz';
-import { mutateQuery, sendHttp, startEnvoyFront, type EnvoyFront } from './envoy-front';
+import { mutateQuery, requestIdSettingsFromEnvoyYaml, sendHttp, startEnvoyFront, type EnvoyFront } from './envoy-front';
 import { startFakeUpstream, type FakeUpstream } from './fake-upstream';
 
 function option(key: string, value: string, extra: object = {}): object {
@@ -103,15 +103,17 @@ describe('CheckRequest: what the front sends, as Envoy fills it', () => {
     expect(upstream.requests[0]!.headers['x-request-id']).toBe(http.headers['x-request-id']);
   });
 
-  it("keeps the client's x-request-id and drops a client-sent x-envoy-auth-partial-body from the Check", async () => {
+  it("replaces the client's x-request-id (preserve_external_request_id: false) and drops a client-sent x-envoy-auth-partial-body from the Check", async () => {
+    expect(requestIdSettingsFromEnvoyYaml()).toEqual({ preserveExternalRequestId: false });
     await sendHttp(front.url, {
       path: '/v1/models',
       headers: { 'x-request-id': 'client-chosen-id', 'x-envoy-auth-partial-body': 'true' },
     });
     const headers = (front.checks[0] as EnvoyCheckRequest).attributes.request.http.headers;
-    expect(headers['x-request-id']).toBe('client-chosen-id');
+    // The id counts a metered answer once: a client that could choose it could make a second answer look like the first.
+    expect(headers['x-request-id']).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
     expect(headers['x-envoy-auth-partial-body']).toBeUndefined();
-    expect(upstream.requests[0]!.headers['x-request-id']).toBe('client-chosen-id');
+    expect(upstream.requests[0]!.headers['x-request-id']).toBe(headers['x-request-id']);
   });
 
   it('does not buffer the body: Check is called while the body is still arriving, and the body is streamed upstream', async () => {

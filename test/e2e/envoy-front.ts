@@ -19,8 +19,13 @@
  *    proxy-connection, transfer-encoding, upgrade, te) are stripped by the
  *    connection manager before any filter and never reach Check or upstream.
  *    A client-sent `x-envoy-auth-partial-body` is dropped from the Check.
- *  - `x-request-id` (uuid v4) and `x-forwarded-proto` are added when absent,
- *    as the connection manager does, and are forwarded upstream too.
+ *  - `x-request-id` (uuid v4) is generated for every request, replacing a
+ *    client-sent one, as the connection manager does for an edge request
+ *    with envoy.yaml's `preserve_external_request_id: false` (every client
+ *    of the front counts as external: production clients are outside
+ *    `internal_address_config`). The id keys exactly-once metering, so a
+ *    client must never choose it. `x-forwarded-proto` is added when absent.
+ *    Both are forwarded upstream too.
  *  - http.id = a stream id (random uint64, not x-request-id); http.path =
  *    target with query; http.query/fragment = ''; http.host = :authority;
  *    http.scheme 'http'; http.protocol 'HTTP/1.1'; http.size '0' (no body
@@ -115,6 +120,8 @@ export interface EnvoyFrontOptions {
   contextExtensions?: Record<string, string>;
   /** Runs envoy.yaml's ext_proc filter (usage metering, observability mode) against this processor. Default: off. */
   extProc?: ExtProcTapOptions;
+  /** Keep a client-sent x-request-id; default: envoy.yaml's preserve_external_request_id (false: Envoy replaces it). */
+  preserveExternalRequestId?: boolean;
   /** Request headers the router sets toward the upstream; default: envoy.yaml's virtual host request_headers_to_add. */
   upstreamRequestHeaders?: Record<string, string>;
 }
@@ -156,6 +163,31 @@ export function upstreamRequestHeadersFromEnvoyYaml(file = ENVOY_YAML): Record<s
     headers[String(option.header?.key).toLowerCase()] = String(option.header?.value ?? '');
   }
   return headers;
+}
+
+interface ConnectionManagerYaml {
+  generate_request_id?: boolean;
+  preserve_external_request_id?: boolean;
+}
+
+/**
+ * envoy.yaml's x-request-id settings, as the front mirrors them: Envoy
+ * generates the id (generate_request_id, default true) and, unless
+ * preserve_external_request_id (default false), replaces a client's own on
+ * every edge request. A config that would not generate ids is refused: the
+ * processor could then not count answers exactly once.
+ */
+export function requestIdSettingsFromEnvoyYaml(file = ENVOY_YAML): { preserveExternalRequestId: boolean } {
+  const bootstrap = parseYaml(fs.readFileSync(file, 'utf8')) as {
+    static_resources?: { listeners?: { filter_chains?: { filters?: { typed_config?: ConnectionManagerYaml }[] }[] }[] };
+  };
+  const managers = (bootstrap.static_resources?.listeners ?? []).flatMap((l) =>
+    (l.filter_chains ?? []).flatMap((c) => (c.filters ?? []).flatMap((f) => (f.typed_config ? [f.typed_config] : []))),
+  );
+  if (managers.length !== 1) throw new Error(`${file}: expected one connection manager, found ${managers.length}`);
+  const manager = managers[0]!;
+  if (manager.generate_request_id === false) throw new Error(`${file}: generate_request_id is false; the front always generates one`);
+  return { preserveExternalRequestId: manager.preserve_external_request_id === true };
 }
 
 export const DEFAULT_EXT_AUTHZ_TIMEOUT_MS = 250;
@@ -345,6 +377,7 @@ export async function startEnvoyFront(options: EnvoyFrontOptions): Promise<Envoy
   const client = options.authzCluster ?? ownClient!;
   const checks: object[] = [];
   const tap = options.extProc ? new ExtProcTap(options.extProc) : undefined;
+  const preserveExternalRequestId = options.preserveExternalRequestId ?? requestIdSettingsFromEnvoyYaml().preserveExternalRequestId;
   const routeHeaders = Object.entries(options.upstreamRequestHeaders ?? upstreamRequestHeadersFromEnvoyYaml()).map(
     ([key, value]): [string, string] => [key.toLowerCase(), value],
   );
@@ -374,7 +407,7 @@ export async function startEnvoyFront(options: EnvoyFrontOptions): Promise<Envoy
       requestHeaders.set(key, [...values]);
     }
     if (!requestHeaders.has('x-forwarded-proto')) requestHeaders.set('x-forwarded-proto', ['http']);
-    if (!requestHeaders.has('x-request-id')) requestHeaders.set('x-request-id', [randomUUID()]);
+    if (!preserveExternalRequestId || !requestHeaders.has('x-request-id')) requestHeaders.set('x-request-id', [randomUUID()]);
 
     // --- ext_authz: CheckRequest
     const pseudoHeaders = (path: string): [string, string][] => [

@@ -15,6 +15,7 @@ import { registerSecrets } from '../support/secret-scan';
 import type { DenyBodyView } from '../support/deny-body';
 import { startE2EWorld, type E2EWorld } from './e2e-world';
 import { expectMeteredAsUpstreamReported } from './side-stream-expectations';
+import { chargeOf, deliveredOutcome, meteredLedger, METERED_USAGE, startMeteredWorld, sumOf, totalsOf } from './ledger-expectations';
 
 const SDK_ENV = /^(OPENAI|ANTHROPIC|GOOGLE|GEMINI)_/;
 const CREDENTIAL_HEADERS = ['authorization', 'x-api-key', 'x-goog-api-key', 'x-vendorg-api-key'];
@@ -350,5 +351,99 @@ describe('messages requests without a version header (raw HTTP: the SDKs always 
       error: { type: 'invalid_request_error', details: { error_code: 'missing_version_header' } },
     });
     expect(world.upstream.requests.length).toBe(before);
+  });
+});
+
+describe('usage is billed through ext_proc, with gateway-authz as the processor (as envoy.yaml configures it)', () => {
+  let metered: E2EWorld;
+  beforeAll(async () => {
+    metered = await startMeteredWorld();
+  }, 60_000);
+  afterAll(async () => {
+    await metered?.close();
+  });
+
+  /** The calls these tests make, through each SDK line, pointed at the metered world. */
+  interface MeteredApi {
+    create(): Promise<unknown>;
+    stream(): Promise<unknown>;
+    /** A slow streamed answer, left (the SDK aborts its request) after this many text deltas. */
+    leaveAfter(deltas: number): Promise<void>;
+  }
+  async function leave(events: AsyncIterable<{ type: string }>, deltas: number): Promise<void> {
+    let seen = 0;
+    for await (const event of events) if (event.type === 'content_block_delta' && ++seen === deltas) break;
+  }
+  function meteredClient(flavour: Flavour, apiKey: string): MeteredApi {
+    const options = { apiKey, authToken: null, baseURL: metered.url, maxRetries: 0 };
+    const slow = { ...PARAMS, model: 'claude-slow', stream: true as const };
+    if (flavour.version === '2026-10-21') {
+      const client = new Anthropic(options);
+      return {
+        create: () => client.messages.create(PARAMS),
+        stream: () => client.messages.stream(PARAMS).finalMessage(),
+        leaveAfter: async (deltas) => leave(await client.messages.create(slow), deltas),
+      };
+    }
+    const client = new AnthropicLegacy(options);
+    return {
+      create: () => client.messages.create(PARAMS),
+      stream: () => client.messages.stream(PARAMS).finalMessage(),
+      leaveAfter: async (deltas) => leave(await client.messages.create(slow), deltas),
+    };
+  }
+  const upstreamOf = (accountId: string) => metered.upstream.requests.filter((r) => r.headers['x-gateway-account-id'] === accountId);
+
+  describe.each(FLAVOURS)('$sdk', (flavour) => {
+    const account = (what: string) => `an-billed-${flavour.version}-${what}`;
+
+    test('a whole and a streamed answer move the balance, the month spend and the usage API by exactly the usage reported', async () => {
+      const { key, accountId } = await metered.newKey(account('both'), { accountPatch: { billing: { creditBalance: 10_000 } } });
+      const client = meteredClient(flavour, key);
+
+      await client.create();
+      await client.stream();
+
+      expect(upstreamOf(accountId).map((r) => r.reportedUsage)).toEqual([METERED_USAGE, METERED_USAGE]);
+      const charged = 2 * chargeOf(METERED_USAGE);
+      expect(await meteredLedger(metered, accountId, 2)).toEqual({
+        creditBalance: 10_000 - charged,
+        spentThisMonth: charged,
+        usage: totalsOf(sumOf(METERED_USAGE, METERED_USAGE), 2),
+      });
+    });
+
+    test('a prepaid account runs out: the answer that crosses zero is charged in full, the next request is 402 credit_exhausted', async () => {
+      const { key, accountId } = await metered.newKey(account('runs-out'), { accountPatch: { billing: { creditBalance: 30 } } });
+      const client = meteredClient(flavour, key);
+
+      await client.create();
+      expect((await meteredLedger(metered, accountId, 1)).creditBalance).toBe(30 - chargeOf(METERED_USAGE));
+
+      const error = await caught(client.create());
+      expect(error).toBeInstanceOf(flavour.PaymentClass);
+      expect(error.status).toBe(402);
+      expect(errorCodeOf(error)).toBe('credit_exhausted');
+      expect(upstreamOf(accountId)).toHaveLength(1);
+    });
+
+    test('a stream the client leaves mid-way is charged what it delivered (message_start counts: no final output yet)', async () => {
+      const { key, accountId } = await metered.newKey(account('leaves'), { accountPatch: { billing: { creditBalance: 10_000 } } });
+      await meteredClient(flavour, key).leaveAfter(5);
+
+      // Envoy closes the side stream deferred_close_timeout (5 s) after the client left: then the answer is metered.
+      const ledger = await meteredLedger(metered, accountId, 1, 15_000);
+      const [upstream] = upstreamOf(accountId);
+      expect(upstream!.completed).toBe(false);
+      const delivered = deliveredOutcome(upstream!, 'messages');
+      if (delivered.kind !== 'metered') throw new Error(`expected a metered outcome, got ${delivered.reason}`);
+      expect(delivered.usage).toMatchObject({ estimated: false, final: false });
+      expect(delivered.usage.tokens.outputTokens).toBeLessThan(METERED_USAGE.outputTokens);
+      expect(ledger).toEqual({
+        creditBalance: 10_000 - chargeOf(delivered.usage.tokens),
+        spentThisMonth: chargeOf(delivered.usage.tokens),
+        usage: totalsOf(delivered.usage.tokens),
+      });
+    }, 30_000);
   });
 });

@@ -13,6 +13,7 @@ import { displayPrefixOf, generateCustomerKey } from '../../src/keys/customer-ke
 import { registerSecrets } from '../support/secret-scan';
 import { startE2EWorld, type E2EWorld } from './e2e-world';
 import { expectMeteredAsUpstreamReported } from './side-stream-expectations';
+import { chargeOf, deliveredOutcome, meteredLedger, METERED_USAGE, startMeteredWorld, sumOf, totalsOf } from './ledger-expectations';
 
 const SDK_ENV = /^(OPENAI|ANTHROPIC|GOOGLE|GEMINI)_/;
 const CREDENTIAL_HEADERS = ['authorization', 'x-api-key', 'x-goog-api-key', 'x-vendorg-api-key'];
@@ -377,4 +378,133 @@ describe('@google/genai with httpOptions.retryOptions', () => {
     },
     RETRY_TIMEOUT_MS,
   );
+});
+
+describe('usage is billed through ext_proc, with gateway-authz as the processor (as envoy.yaml configures it)', () => {
+  let metered: E2EWorld;
+  beforeAll(async () => {
+    metered = await startMeteredWorld();
+  }, 60_000);
+  afterAll(async () => {
+    await metered?.close();
+  });
+
+  /** The calls these tests make, through each SDK, pointed at the metered world. */
+  interface MeteredApi {
+    generate(): Promise<unknown>;
+    stream(): Promise<unknown>;
+    /** A slow streamed answer, left (its request aborted) after this many chunks. */
+    leaveAfter(chunks: number): Promise<void>;
+  }
+  const SDKS: { sdk: string; client: (apiKey: string) => MeteredApi }[] = [
+    {
+      sdk: '@google/genai',
+      client(apiKey) {
+        const ai = new GoogleGenAI({ apiKey, vertexai: false, apiVersion: 'v1beta', httpOptions: { baseUrl: metered.url } });
+        return {
+          generate: () => ai.models.generateContent({ model: MODEL, contents: 'hi' }),
+          stream: async () => {
+            for await (const chunk of await ai.models.generateContentStream({ model: MODEL, contents: 'hi' })) void chunk;
+          },
+          leaveAfter: async (chunks) => {
+            const abort = new AbortController();
+            let seen = 0;
+            const stream = await ai.models.generateContentStream({
+              model: 'gemini-slow',
+              contents: 'tell me a long story',
+              config: { abortSignal: abort.signal },
+            });
+            try {
+              for await (const chunk of stream) {
+                void chunk;
+                if (++seen === chunks) abort.abort();
+              }
+            } catch (error) {
+              if (!abort.signal.aborted) throw error;
+            }
+          },
+        };
+      },
+    },
+    {
+      sdk: '@google/generative-ai',
+      client(apiKey) {
+        const model = (name: string) =>
+          new GoogleGenerativeAI(apiKey).getGenerativeModel({ model: name }, { baseUrl: metered.url, apiVersion: 'v1beta' });
+        return {
+          generate: () => model(MODEL).generateContent('hi'),
+          stream: async () => (await model(MODEL).generateContentStream('hi')).response,
+          leaveAfter: async (chunks) => {
+            const abort = new AbortController();
+            let seen = 0;
+            const result = await model('gemini-slow').generateContentStream('tell me a long story', { signal: abort.signal });
+            result.response.catch(() => undefined);
+            try {
+              for await (const chunk of result.stream) {
+                void chunk;
+                if (++seen === chunks) abort.abort();
+              }
+            } catch (error) {
+              if (!abort.signal.aborted) throw error;
+            }
+          },
+        };
+      },
+    },
+  ];
+  const upstreamOf = (accountId: string) => metered.upstream.requests.filter((r) => r.headers['x-gateway-account-id'] === accountId);
+  // Gemini reports no cache writes.
+  const REPORTED = { ...METERED_USAGE, cacheCreationTokens: 0 };
+
+  describe.each(SDKS)('$sdk', ({ sdk, client }) => {
+    const account = (what: string) => `gm-billed-${sdk.replace(/[^a-z]/g, '')}-${what}`;
+
+    test('a whole and a streamed answer move the balance, the month spend and the usage API by exactly the usage reported', async () => {
+      const { key, accountId } = await metered.newKey(account('both'), { accountPatch: { billing: { creditBalance: 10_000 } } });
+      const api = client(key);
+
+      await api.generate();
+      await api.stream();
+
+      expect(upstreamOf(accountId).map((r) => r.reportedUsage)).toEqual([REPORTED, REPORTED]);
+      const charged = 2 * chargeOf(REPORTED);
+      expect(await meteredLedger(metered, accountId, 2)).toEqual({
+        creditBalance: 10_000 - charged,
+        spentThisMonth: charged,
+        usage: totalsOf(sumOf(REPORTED, REPORTED), 2),
+      });
+    });
+
+    test('a prepaid account runs out: the answer that crosses zero is charged in full, the next request is 402 credit_exhausted', async () => {
+      const { key, accountId } = await metered.newKey(account('runs-out'), { accountPatch: { billing: { creditBalance: 30 } } });
+      const api = client(key);
+
+      await api.generate();
+      expect((await meteredLedger(metered, accountId, 1)).creditBalance).toBe(30 - chargeOf(REPORTED));
+
+      const error = await caught(api.generate());
+      expect(error.message).toContain('402');
+      expect(error.message).toContain('credit_exhausted');
+      expect(upstreamOf(accountId)).toHaveLength(1);
+    });
+
+    test('a stream the client leaves mid-way is charged what it delivered (the last running counts that passed)', async () => {
+      const { key, accountId } = await metered.newKey(account('leaves'), { accountPatch: { billing: { creditBalance: 10_000 } } });
+      await client(key).leaveAfter(5);
+
+      // Envoy closes the side stream deferred_close_timeout (5 s) after the client left: then the answer is metered.
+      const ledger = await meteredLedger(metered, accountId, 1, 15_000);
+      const [upstream] = upstreamOf(accountId);
+      expect(upstream!.completed).toBe(false);
+      const delivered = deliveredOutcome(upstream!, 'generative-content');
+      if (delivered.kind !== 'metered') throw new Error(`expected a metered outcome, got ${delivered.reason}`);
+      expect(delivered.usage).toMatchObject({ estimated: false, final: false });
+      expect(delivered.usage.tokens.outputTokens).toBeLessThan(REPORTED.outputTokens);
+      expect(ledger).toEqual({
+        creditBalance: 10_000 - chargeOf(delivered.usage.tokens),
+        spentThisMonth: chargeOf(delivered.usage.tokens),
+        usage: totalsOf(delivered.usage.tokens),
+      });
+    }, 30_000);
+  });
 });

@@ -8,6 +8,7 @@ import { displayPrefixOf, generateCustomerKey } from '../../src/keys/customer-ke
 import { registerSecrets } from '../support/secret-scan';
 import { startE2EWorld, type E2EWorld } from './e2e-world';
 import { expectMeteredAsUpstreamReported } from './side-stream-expectations';
+import { chargeOf, deliveredOutcome, meteredLedger, METERED_USAGE, startMeteredWorld, sumOf, totalsOf } from './ledger-expectations';
 
 const SDK_ENV = /^(OPENAI|ANTHROPIC|GOOGLE|GEMINI)_/;
 const CREDENTIAL_HEADERS = ['authorization', 'x-api-key', 'x-goog-api-key', 'x-vendorg-api-key'];
@@ -290,4 +291,81 @@ describe('openai SDK: rate limits', () => {
     },
     RETRY_TIMEOUT_MS,
   );
+});
+
+describe('openai SDK: usage is billed through ext_proc, with gateway-authz as the processor (as envoy.yaml configures it)', () => {
+  let metered: E2EWorld;
+  beforeAll(async () => {
+    metered = await startMeteredWorld();
+  }, 60_000);
+  afterAll(async () => {
+    await metered?.close();
+  });
+
+  const meteredClient = (apiKey: string) =>
+    new OpenAI({ apiKey, baseURL: `${metered.url}/v1`, maxRetries: 0, organization: null, project: null });
+  const upstreamOf = (accountId: string) => metered.upstream.requests.filter((r) => r.headers['x-gateway-account-id'] === accountId);
+
+  test('a whole and a streamed answer move the balance, the month spend and the usage API by exactly the usage reported', async () => {
+    const { key, accountId } = await metered.newKey('oa-billed', { accountPatch: { billing: { creditBalance: 10_000 } } });
+    const openai = meteredClient(key);
+
+    await chat(openai);
+    const stream = await openai.chat.completions.create({
+      model: 'gpt-4o-mini',
+      messages: [{ role: 'user', content: 'hi' }],
+      stream: true,
+      stream_options: { include_usage: true },
+    });
+    for await (const chunk of stream) void chunk;
+
+    expect(upstreamOf(accountId).map((r) => r.reportedUsage)).toEqual([METERED_USAGE, METERED_USAGE]);
+    const ledger = await meteredLedger(metered, accountId, 2);
+    const charged = 2 * chargeOf(METERED_USAGE);
+    expect(ledger).toEqual({
+      creditBalance: 10_000 - charged,
+      spentThisMonth: charged,
+      usage: totalsOf(sumOf(METERED_USAGE, METERED_USAGE), 2),
+    });
+  });
+
+  test('a prepaid account runs out: the answer that crosses zero is charged in full, the next request is 402 credit_exhausted', async () => {
+    const { key, accountId } = await metered.newKey('oa-runs-out', { accountPatch: { billing: { creditBalance: 30 } } });
+    const openai = meteredClient(key);
+
+    await chat(openai);
+    expect((await meteredLedger(metered, accountId, 1)).creditBalance).toBe(30 - chargeOf(METERED_USAGE));
+
+    const error = await caught(chat(openai));
+    expect(error).toBeInstanceOf(APIError);
+    expect((error as APIError).status).toBe(402);
+    expect((error as APIError).code).toBe('credit_exhausted');
+    expect(upstreamOf(accountId)).toHaveLength(1);
+  });
+
+  test('a stream the client leaves mid-way is charged what it delivered (no usage yet: the estimate of what passed)', async () => {
+    const { key, accountId } = await metered.newKey('oa-leaves', { accountPatch: { billing: { creditBalance: 10_000 } } });
+    const stream = await meteredClient(key).chat.completions.create({
+      model: 'gpt-slow',
+      messages: [{ role: 'user', content: 'tell me a long story' }],
+      stream: true,
+      stream_options: { include_usage: true },
+    });
+    let pieces = 0;
+    for await (const chunk of stream) if (chunk.choices[0]?.delta?.content && ++pieces === 5) break;
+
+    // Envoy closes the side stream deferred_close_timeout (5 s) after the client left: then the answer is metered.
+    const ledger = await meteredLedger(metered, accountId, 1, 15_000);
+    const [upstream] = upstreamOf(accountId);
+    expect(upstream!.completed).toBe(false);
+    const delivered = deliveredOutcome(upstream!, 'chat-completions');
+    if (delivered.kind !== 'metered') throw new Error(`expected a metered outcome, got ${delivered.reason}`);
+    expect(delivered.usage.estimated).toBe(true);
+    expect(delivered.usage.tokens.outputTokens).toBeGreaterThan(0);
+    expect(ledger).toEqual({
+      creditBalance: 10_000 - chargeOf(delivered.usage.tokens),
+      spentThisMonth: chargeOf(delivered.usage.tokens),
+      usage: totalsOf(delivered.usage.tokens, 1, 1),
+    });
+  }, 30_000);
 });

@@ -152,7 +152,9 @@ describe('keys', () => {
   });
 });
 
-const ACCOUNT_VIEW_FIELDS = ['billing', 'createdAt', 'id', 'limits', 'maxActiveKeys', 'name'];
+const ACCOUNT_VIEW_FIELDS = ['billing', 'createdAt', 'id', 'limits', 'maxActiveKeys', 'name', 'tokenBudgets'];
+/** What the account view's billing says about usage (issue 16) for an account that has used nothing. */
+const NO_USAGE = { monthlySpendCap: null, spentThisMonth: 0, creditShortfall: 0 };
 const KEY_VIEW_FIELDS = [
   'accountId',
   'createdAt',
@@ -162,6 +164,7 @@ const KEY_VIEW_FIELDS = [
   'id',
   'lastUsedAt',
   'limits',
+  'monthlySpendCap',
   'name',
   'prefix',
   'replacedBy',
@@ -169,6 +172,7 @@ const KEY_VIEW_FIELDS = [
   'revokeAt',
   'revokedAt',
   'status',
+  'tokenBudgets',
 ];
 
 describe('account view, billing and limits', () => {
@@ -180,9 +184,10 @@ describe('account view, billing and limits', () => {
     expect(response.body).toEqual({
       id: 'viewed',
       name: 'Viewed Inc',
-      billing: { status: 'active', creditBalance: null },
+      billing: { status: 'active', creditBalance: null, ...NO_USAGE },
       limits: { key: null, account: null },
       maxActiveKeys: null,
+      tokenBudgets: { key: null, account: null },
       createdAt: expect.any(String),
     });
   });
@@ -206,7 +211,7 @@ describe('account view, billing and limits', () => {
     await server.admin('POST', '/admin/accounts', { id: 'billed', name: 'Billed' });
     const suspended = await server.admin('PATCH', '/admin/accounts/billed', { billing: { status: 'suspended' } });
     expect(suspended.status).toBe(200);
-    expect(suspended.body.billing).toEqual({ status: 'suspended', creditBalance: null });
+    expect(suspended.body.billing).toEqual({ status: 'suspended', creditBalance: null, ...NO_USAGE });
     expect((await server.admin('GET', '/admin/accounts/billed')).body.billing.status).toBe('suspended');
     const active = await server.admin('PATCH', '/admin/accounts/billed', { billing: { status: 'active' } });
     expect(active.body.billing.status).toBe('active');
@@ -216,12 +221,16 @@ describe('account view, billing and limits', () => {
     await server.admin('POST', '/admin/accounts', { id: 'prepaid', name: 'Prepaid' });
     const prepaid = await server.admin('PATCH', '/admin/accounts/prepaid', { billing: { creditBalance: 5000 } });
     expect(prepaid.status).toBe(200);
-    expect(prepaid.body.billing).toEqual({ status: 'active', creditBalance: 5000 });
+    expect(prepaid.body.billing).toEqual({ status: 'active', creditBalance: 5000, ...NO_USAGE });
     const both = await server.admin('PATCH', '/admin/accounts/prepaid', { billing: { status: 'suspended', creditBalance: 0 } });
-    expect(both.body.billing).toEqual({ status: 'suspended', creditBalance: 0 });
+    expect(both.body.billing).toEqual({ status: 'suspended', creditBalance: 0, ...NO_USAGE });
     const postpaid = await server.admin('PATCH', '/admin/accounts/prepaid', { billing: { creditBalance: null } });
-    expect(postpaid.body.billing).toEqual({ status: 'suspended', creditBalance: null });
-    expect((await server.admin('GET', '/admin/accounts/prepaid')).body.billing).toEqual({ status: 'suspended', creditBalance: null });
+    expect(postpaid.body.billing).toEqual({ status: 'suspended', creditBalance: null, ...NO_USAGE });
+    expect((await server.admin('GET', '/admin/accounts/prepaid')).body.billing).toEqual({
+      status: 'suspended',
+      creditBalance: null,
+      ...NO_USAGE,
+    });
   });
 
   it('renames an account and leaves everything else as it was', async () => {
@@ -359,7 +368,11 @@ describe('prepaid credit', () => {
     expect(added.body).toEqual({ accountId: 'wallet', creditBalance: 1500 });
     const debited = await server.admin('POST', '/admin/accounts/wallet/credit', { amount: -200 });
     expect(debited.body).toEqual({ accountId: 'wallet', creditBalance: 1300 });
-    expect((await server.admin('GET', '/admin/accounts/wallet')).body.billing).toEqual({ status: 'active', creditBalance: 1300 });
+    expect((await server.admin('GET', '/admin/accounts/wallet')).body.billing).toEqual({
+      status: 'active',
+      creditBalance: 1300,
+      ...NO_USAGE,
+    });
   });
 
   it('applies concurrent adjustments atomically: none is lost', async () => {
@@ -448,6 +461,8 @@ describe('key view and key limits', () => {
       replacedBy: null,
       limits: null,
       createdBy: { kind: 'operator' },
+      tokenBudgets: null,
+      monthlySpendCap: null,
     });
     expectNoKeyMaterial(response.body);
   });

@@ -89,9 +89,11 @@ describe('gateway-authz accounts / keys (against the admin API, real Redis)', ()
     });
 
     it('makes an account prepaid, adds and debits credit, suspends it, then makes it post-paid', async () => {
+      const usage = { monthlySpendCap: null, spentThisMonth: 0, creditShortfall: 0 };
       expect((await ok(['accounts', 'billing', '--id', 'cli-billing', '--credit-balance', '1000'])).billing).toEqual({
         status: 'active',
         creditBalance: 1000,
+        ...usage,
       });
       expect(await ok(['accounts', 'credit', '--id', 'cli-billing', '--amount', '250'])).toEqual({
         accountId: 'cli-billing',
@@ -101,12 +103,14 @@ describe('gateway-authz accounts / keys (against the admin API, real Redis)', ()
       expect((await ok(['accounts', 'billing', '--id', 'cli-billing', '--status', 'suspended'])).billing).toEqual({
         status: 'suspended',
         creditBalance: -50,
+        ...usage,
       });
       expect((await ok(['accounts', 'billing', '--id', 'cli-billing', '--postpaid', '--status', 'active'])).billing).toEqual({
         status: 'active',
         creditBalance: null,
+        ...usage,
       });
-      expect((await ok(['accounts', 'get', '--id', 'cli-billing'])).billing).toEqual({ status: 'active', creditBalance: null });
+      expect((await ok(['accounts', 'get', '--id', 'cli-billing'])).billing).toEqual({ status: 'active', creditBalance: null, ...usage });
     });
 
     it('exits 1 with not_prepaid on stderr when crediting a post-paid account', async () => {
@@ -162,7 +166,10 @@ describe('gateway-authz accounts / keys (against the admin API, real Redis)', ()
       [['accounts', 'credit', '--id', 'cli-billing', '--amount', '0'], 'must not be zero'],
       [['keys', 'limits', '--id', 'key_x'], 'give --limits or --clear'],
       [['keys', 'limits', '--id', 'key_x', '--limits', '1/1m', '--clear'], 'cannot be used with'],
-      [['accounts', 'set', '--id', 'cli-billing'], 'give --name, --status, --credit-balance or --postpaid'],
+      [
+        ['accounts', 'set', '--id', 'cli-billing'],
+        'give --name, --status, --credit-balance, --postpaid, --monthly-spend-cap or --no-monthly-spend-cap',
+      ],
       [['accounts', 'set', '--id', 'cli-billing', '--credit-balance', '5', '--postpaid'], 'cannot be used with'],
       [['accounts', 'set', '--id', 'cli-billing', '--name', 'X', '--status', 'closed'], "'active' or 'suspended'"],
       [['accounts', 'list', '--id', 'cli-billing'], "unknown option '--id'"],
@@ -170,7 +177,7 @@ describe('gateway-authz accounts / keys (against the admin API, real Redis)', ()
       [['keys', 'rotate', '--id', 'key_x', '--grace', '8d'], 'at most 7d'],
       [['keys', 'rotate', '--id', 'key_x', '--grace', 'tomorrow'], 'such as 30s, 15m, 1h, 24h or 7d'],
       [['keys', 'rotate', '--id', 'key_x', '--grace', '-1h'], 'such as 30s, 15m, 1h, 24h or 7d'],
-      [['keys', 'set', '--id', 'key_x'], 'give --name, --expires-at or --no-expiry'],
+      [['keys', 'set', '--id', 'key_x'], 'give --name, --expires-at, --no-expiry, --monthly-spend-cap or --no-monthly-spend-cap'],
       [['keys', 'set', '--id', 'key_x', '--expires-at', '2030-01-01', '--no-expiry'], 'cannot be used with'],
       [['keys', 'create', '--account', 'cli-billing', '--expires-at', '2030-01-01T00:00:00'], 'with a zone'],
       [['keys', 'create', '--account', 'cli-billing', '--expires-at', '2030-02-30'], 'not a day of the calendar'],

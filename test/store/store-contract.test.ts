@@ -1,6 +1,14 @@
 import Redis from 'ioredis';
+import fc from 'fast-check';
 import { ManualClock } from '../../src/domain/clock';
 import { CREDIT_LIMIT_MINOR_UNITS } from '../../src/domain/credit';
+import { MAX_BUDGET_TOKENS, MAX_BUDGET_TOKENS_PER_SECOND, NO_TOKEN_BUDGETS, type TokenBudgetPlan } from '../../src/domain/token-budgets';
+import { MAX_TOKEN_COUNT } from '../../src/domain/usage';
+import { bucketExpiresAtMs, periodName, usageMonthOf } from '../../src/domain/usage-periods';
+import { addUsageTotals, zeroUsageTotals, type UsageRecord } from '../../src/domain/usage-record';
+import { MAX_WINDOW_SECONDS } from '../../src/limits/rate-limit';
+import { consumeTokenBudget } from '../../src/limits/token-budget';
+import { LUA_TOKEN_BUDGET } from '../../src/store/redis/scripts';
 import { generateCustomerKey, hashCustomerKey } from '../../src/keys/customer-key';
 import type { RatePlan } from '../../src/domain/rate-limits';
 import { MemoryStore } from '../../src/store/memory-store';
@@ -8,7 +16,7 @@ import { dayStartOf, HOUR_MS, hourStartOf } from '../../src/domain/request-count
 import { redisKeys } from '../../src/store/redis/redis-keys';
 import { RedisStore } from '../../src/store/redis/redis-store';
 import { keyToFields } from '../../src/store/redis/redis-records';
-import { CorruptRecordError, type Store } from '../../src/store/store';
+import { CorruptRecordError, USAGE_MARKER_TTL_MS, type Store } from '../../src/store/store';
 import { OPERATOR, type AuditActor, type CustomerIdentity } from '../../src/domain/customer-identity';
 import { MAX_MEMBERS_PER_ACCOUNT, type Member, type MemberPrincipal } from '../../src/domain/members';
 import type { Account, StoredKey } from '../../src/domain/key-records';
@@ -1081,5 +1089,578 @@ describe('redis store specifics', () => {
     await redisClient.hset(redisKeys.key(accountId, 'key_corrupt'), { id: 'key_corrupt', status: 'active' });
     redisClient.disconnect();
     await expect(store.getKey('key_corrupt')).rejects.toThrow(/corrupt key record/);
+  });
+});
+
+/**
+ * Usage records (issue 16): both stores apply a record alike, exactly once,
+ * and read back the same balance, spend, token budgets, aggregates and
+ * stream entries.
+ */
+describe.each(implementations)('usage contract: %s', (_name, open) => {
+  let store: Store;
+  let clock: ManualClock;
+  beforeEach(async () => {
+    clock = new ManualClock(T0);
+    store = await open(clock);
+  });
+
+  const MONTH = usageMonthOf(T0);
+  async function seed(accountExtra: Partial<Account> = {}, keyExtra: Partial<StoredKey> = {}) {
+    const accountId = unique('usage');
+    await store.createAccount(account(accountId, accountExtra));
+    const key = generateCustomerKey('live');
+    const record = keyRecord(key, accountId, keyExtra);
+    await store.insertKey(hashCustomerKey(key), record);
+    return { accountId, keyId: record.id, record };
+  }
+  const usage = (ids: { accountId: string; keyId: string }, extra: Partial<UsageRecord> = {}): UsageRecord => ({
+    requestId: unique('req'),
+    accountId: ids.accountId,
+    keyId: ids.keyId,
+    keyPrefix: 'gk_live_AbC4',
+    family: 'chat-completions',
+    style: 'chat',
+    model: 'gpt-4o-mini',
+    tokens: { inputTokens: 100, outputTokens: 50, cachedInputTokens: 0, cacheCreationTokens: 0 },
+    costMinorUnits: 7,
+    estimated: false,
+    atMs: clock.now(),
+    ...extra,
+  });
+  const counts = (inputTokens: number, outputTokens: number, cachedInputTokens = 0, cacheCreationTokens = 0) => ({
+    inputTokens,
+    outputTokens,
+    cachedInputTokens,
+    cacheCreationTokens,
+  });
+  const budgetsOf = async (keyId: string, plan: TokenBudgetPlan) =>
+    (await store.readTokenBudgets(keyId, plan))?.map(({ scope, windowSeconds, remaining }) => ({ scope, windowSeconds, remaining }));
+
+  describe('credit and spend', () => {
+    it('debits a prepaid balance by the cost, counts the month spend of account and key, and says how it billed', async () => {
+      const ids = await seed({ creditBalance: 1_000 });
+      expect(await store.applyUsage(usage(ids, { costMinorUnits: 250 }), NO_TOKEN_BUDGETS)).toEqual({
+        kind: 'applied',
+        billing: 'prepaid',
+        creditShortfall: 0,
+      });
+      await store.applyUsage(usage(ids, { costMinorUnits: 800 }), NO_TOKEN_BUDGETS);
+      const stored = await store.getAccount(ids.accountId);
+      expect(stored?.creditBalance).toBe(-50);
+      expect(stored?.monthlySpend).toEqual({ [MONTH]: 1_050 });
+      expect(stored).not.toHaveProperty('creditShortfall');
+      // The Check refuses the next request once the balance is at or below zero.
+      expect((await store.authorize({ ...ids, defaultPlan: NO_LIMITS })).kind).toBe('credit_exhausted');
+    });
+
+    it('counts post-paid spend without a balance, and a zero-cost record as a request', async () => {
+      const ids = await seed();
+      expect(await store.applyUsage(usage(ids, { costMinorUnits: 30 }), NO_TOKEN_BUDGETS)).toEqual({
+        kind: 'applied',
+        billing: 'postpaid',
+        creditShortfall: 0,
+      });
+      await store.applyUsage(usage(ids, { costMinorUnits: 0 }), NO_TOKEN_BUDGETS);
+      const stored = await store.getAccount(ids.accountId);
+      expect(stored).not.toHaveProperty('creditBalance');
+      expect(stored?.monthlySpend).toEqual({ [MONTH]: 30 });
+      expect((await store.authorize({ ...ids, defaultPlan: NO_LIMITS })).kind).toBe('allow');
+    });
+
+    it('applies a request id once: a repeat changes nothing and answers what the first application did', async () => {
+      const ids = await seed({ creditBalance: 100 });
+      const record = usage(ids, { costMinorUnits: 40 });
+      await store.applyUsage(record, NO_TOKEN_BUDGETS);
+      for (let i = 0; i < 3; i += 1) {
+        expect(await store.applyUsage({ ...record, costMinorUnits: 99 }, NO_TOKEN_BUDGETS)).toEqual({
+          kind: 'duplicate',
+          billing: 'prepaid',
+          creditShortfall: 0,
+        });
+      }
+      expect(await store.getAccount(ids.accountId)).toMatchObject({ creditBalance: 60, monthlySpend: { [MONTH]: 40 } });
+      expect((await store.readUsage({ accountId: ids.accountId, granularity: 'hour', fromMs: T0, toMs: T0 + 1 }))?.[0]?.byKey).toEqual({
+        [ids.keyId]: { ...zeroUsageTotals(), requests: 1, inputTokens: 100, outputTokens: 50, costMinorUnits: 40 },
+      });
+      // The same request id in another account is another request.
+      const other = await seed({ creditBalance: 100 });
+      expect((await store.applyUsage({ ...record, accountId: other.accountId, keyId: other.keyId }, NO_TOKEN_BUDGETS)).kind).toBe(
+        'applied',
+      );
+    });
+
+    it('forgets a request id 24 hours after applying it', async () => {
+      const ids = await seed();
+      const record = usage(ids);
+      await store.applyUsage(record, NO_TOKEN_BUDGETS);
+      clock.advance(USAGE_MARKER_TTL_MS - 1);
+      expect((await store.applyUsage(record, NO_TOKEN_BUDGETS)).kind).toBe('duplicate');
+      if (_name === 'memory') {
+        clock.advance(1);
+        expect((await store.applyUsage(record, NO_TOKEN_BUDGETS)).kind).toBe('applied');
+      }
+    });
+
+    it('answers account_not_found for an account that does not exist, creating nothing', async () => {
+      const accountId = unique('ghost');
+      expect(await store.applyUsage(usage({ accountId, keyId: 'key_ghost' }), NO_TOKEN_BUDGETS)).toEqual({ kind: 'account_not_found' });
+      expect(await store.getAccount(accountId)).toBeNull();
+      expect(await store.readUsage({ accountId, granularity: 'day', fromMs: T0, toMs: T0 + 1 })).toBeNull();
+    });
+
+    it('stops the balance at −10^15 and keeps what it could not take as a shortfall, never losing it', async () => {
+      const ids = await seed({ creditBalance: -CREDIT_LIMIT_MINOR_UNITS + 100 });
+      expect(await store.applyUsage(usage(ids, { costMinorUnits: 250 }), NO_TOKEN_BUDGETS)).toEqual({
+        kind: 'applied',
+        billing: 'prepaid',
+        creditShortfall: 150,
+      });
+      const record = usage(ids, { costMinorUnits: 400_000_000_000_000 });
+      expect(await store.applyUsage(record, NO_TOKEN_BUDGETS)).toEqual({
+        kind: 'applied',
+        billing: 'prepaid',
+        creditShortfall: 400_000_000_000_000,
+      });
+      expect(await store.applyUsage(record, NO_TOKEN_BUDGETS)).toEqual({
+        kind: 'duplicate',
+        billing: 'prepaid',
+        creditShortfall: 400_000_000_000_000,
+      });
+      expect(await store.getAccount(ids.accountId)).toMatchObject({
+        creditBalance: -CREDIT_LIMIT_MINOR_UNITS,
+        creditShortfall: 400_000_000_000_150,
+        monthlySpend: { [MONTH]: 400_000_000_000_250 },
+      });
+      // A top-up counts from the bound.
+      expect(await store.adjustCredit(ids.accountId, 10)).toEqual({ kind: 'ok', creditBalance: -CREDIT_LIMIT_MINOR_UNITS + 10 });
+    });
+
+    it('counts spend in the month of the record, and keeps only the current and previous months', async () => {
+      const ids = await seed();
+      const november = Date.parse('2026-11-30T23:59:59.999Z');
+      clock.set(november);
+      await store.applyUsage(usage(ids, { costMinorUnits: 5, atMs: november }), NO_TOKEN_BUDGETS);
+      clock.set(november + 1);
+      // Applied in December, but it happened in November.
+      await store.applyUsage(usage(ids, { costMinorUnits: 6, atMs: november }), NO_TOKEN_BUDGETS);
+      await store.applyUsage(usage(ids, { costMinorUnits: 7, atMs: november + 1 }), NO_TOKEN_BUDGETS);
+      expect((await store.getAccount(ids.accountId))?.monthlySpend).toEqual({ '2026-11': 11, '2026-12': 7 });
+      // Two months on (and past the hourly sweep), November goes; December, now the previous month, stays.
+      clock.set(Date.parse('2027-01-15T00:00:00Z'));
+      await store.applyUsage(usage(ids, { costMinorUnits: 1 }), NO_TOKEN_BUDGETS);
+      clock.advance(3_600_000);
+      await store.applyUsage(usage(ids, { costMinorUnits: 1 }), NO_TOKEN_BUDGETS);
+      expect((await store.getAccount(ids.accountId))?.monthlySpend).toEqual({ '2026-12': 7, '2027-01': 2 });
+    });
+  });
+
+  describe('spend caps and token budget overrides', () => {
+    it('stores monthly spend caps and token budgets on accounts and keys, and removes them with null', async () => {
+      const budget = { tokens: 100_000, windowSeconds: 60 };
+      const ids = await seed(
+        { monthlySpendCap: 50_000, tokenBudgets: { key: [budget] } },
+        { monthlySpendCap: 9_000, tokenBudgets: [{ tokens: 5_000_000, windowSeconds: 86_400 }] },
+      );
+      expect(await store.getAccount(ids.accountId)).toMatchObject({ monthlySpendCap: 50_000, tokenBudgets: { key: [budget] } });
+      expect(await store.getKey(ids.keyId)).toMatchObject({
+        monthlySpendCap: 9_000,
+        tokenBudgets: [{ tokens: 5_000_000, windowSeconds: 86_400 }],
+      });
+      expect(
+        await store.updateAccount(ids.accountId, {
+          monthlySpendCap: 1_000_000_000_000_000,
+          tokenBudgets: { account: [budget], key: null },
+        }),
+      ).toMatchObject({ monthlySpendCap: 1_000_000_000_000_000, tokenBudgets: { account: [budget] } });
+      const cleared = await store.updateAccount(ids.accountId, { monthlySpendCap: null, tokenBudgets: { account: null } });
+      expect(cleared).not.toHaveProperty('monthlySpendCap');
+      expect(cleared).not.toHaveProperty('tokenBudgets');
+      expect(await store.updateKey(ids.keyId, { monthlySpendCap: 1, tokenBudgets: [] })).toMatchObject({
+        monthlySpendCap: 1,
+        tokenBudgets: [],
+      });
+      const { monthlySpendCap: _cap, tokenBudgets: _budgets, ...plain } = ids.record;
+      expect(await store.updateKey(ids.keyId, { monthlySpendCap: null, tokenBudgets: null })).toEqual(plain);
+    });
+  });
+
+  describe('token budgets', () => {
+    const perMinuteTokens = (tokens: number) => ({ tokens, windowSeconds: 60 });
+
+    it('consumes every token of a record from each budget that applies, exactly, and refills over the window', async () => {
+      const ids = await seed();
+      const plan = { key: [perMinuteTokens(100_000)], account: [{ tokens: 5_000_000, windowSeconds: 86_400 }] };
+      expect(await budgetsOf(ids.keyId, plan)).toEqual([
+        { scope: 'key', windowSeconds: 60, remaining: 100_000 },
+        { scope: 'account', windowSeconds: 86_400, remaining: 5_000_000 },
+      ]);
+      await store.applyUsage(usage(ids, { tokens: counts(1_200, 300, 7_000, 500) }), plan);
+      expect(await budgetsOf(ids.keyId, plan)).toEqual([
+        { scope: 'key', windowSeconds: 60, remaining: 91_000 },
+        { scope: 'account', windowSeconds: 86_400, remaining: 4_991_000 },
+      ]);
+      // 30 s refill 50,000 of the minute's tokens, and 1,736.1 of the day's: 7,263.9 are still out, so 4,992,737 show.
+      clock.advance(30_000);
+      expect(await budgetsOf(ids.keyId, plan)).toEqual([
+        { scope: 'key', windowSeconds: 60, remaining: 100_000 },
+        { scope: 'account', windowSeconds: 86_400, remaining: 4_992_737 },
+      ]);
+    });
+
+    it('is exact to the token when the window is not a whole number of µs per token', async () => {
+      const ids = await seed();
+      const plan = {
+        key: [
+          { tokens: 7, windowSeconds: 60 },
+          { tokens: 100_003, windowSeconds: 3_600 },
+        ],
+        account: [],
+      };
+      await store.applyUsage(usage(ids, { tokens: counts(2, 1) }), plan);
+      expect(await budgetsOf(ids.keyId, plan)).toEqual([
+        { scope: 'key', windowSeconds: 60, remaining: 4 },
+        { scope: 'key', windowSeconds: 3_600, remaining: 100_000 },
+      ]);
+      // 10^9 tokens a day is 86.4 µs a token: many records still add up to the token.
+      const daily = { key: [{ tokens: 1_000_000_000, windowSeconds: 86_400 }], account: [] };
+      for (let i = 0; i < 40; i += 1) await store.applyUsage(usage(ids, { tokens: counts(300, 33) }), daily);
+      expect(await budgetsOf(ids.keyId, daily)).toEqual([{ scope: 'key', windowSeconds: 86_400, remaining: 1_000_000_000 - 40 * 333 }]);
+    });
+
+    it('goes into debt past the budget: exhausted until the debt has refilled below one window', async () => {
+      const ids = await seed();
+      const plan = { key: [perMinuteTokens(1_000)], account: [] };
+      await store.applyUsage(usage(ids, { tokens: counts(2_500, 0) }), plan);
+      expect(await store.readTokenBudgets(ids.keyId, plan)).toEqual([
+        { scope: 'key', tokens: 1_000, windowSeconds: 60, remaining: 0, resetMs: 150_000, retryAfterMs: 90_001 },
+      ]);
+      clock.advance(90_000);
+      expect((await budgetsOf(ids.keyId, plan))?.[0]?.remaining).toBe(0);
+      clock.advance(60);
+      expect((await budgetsOf(ids.keyId, plan))?.[0]?.remaining).toBe(1);
+    });
+
+    it('applies overrides: key over the account key override over the plan; the account scope over the plan', async () => {
+      const plan = { key: [perMinuteTokens(1_000)], account: [perMinuteTokens(10_000)] };
+      const ids = await seed({ tokenBudgets: { key: [perMinuteTokens(2_000)], account: [] } });
+      await store.applyUsage(usage(ids, { tokens: counts(100, 0) }), plan);
+      expect(await budgetsOf(ids.keyId, plan)).toEqual([{ scope: 'key', windowSeconds: 60, remaining: 1_900 }]);
+      await store.updateKey(ids.keyId, { tokenBudgets: [{ tokens: 500, windowSeconds: 3_600 }] });
+      expect(await budgetsOf(ids.keyId, plan)).toEqual([{ scope: 'key', windowSeconds: 3_600, remaining: 500 }]);
+      await store.applyUsage(usage(ids, { tokens: counts(100, 0) }), plan);
+      expect(await budgetsOf(ids.keyId, plan)).toEqual([{ scope: 'key', windowSeconds: 3_600, remaining: 400 }]);
+    });
+
+    it('shares account budgets across the keys of an account', async () => {
+      const plan = { key: [], account: [perMinuteTokens(10_000)] };
+      const a = await seed();
+      const keyB = generateCustomerKey('live');
+      const recordB = keyRecord(keyB, a.accountId);
+      await store.insertKey(hashCustomerKey(keyB), recordB);
+      await store.applyUsage(usage(a, { tokens: counts(1_000, 0) }), plan);
+      await store.applyUsage(usage({ accountId: a.accountId, keyId: recordB.id }, { tokens: counts(2_000, 500) }), plan);
+      expect(await budgetsOf(a.keyId, plan)).toEqual([{ scope: 'account', windowSeconds: 60, remaining: 6_500 }]);
+      expect(await budgetsOf(recordB.id, plan)).toEqual([{ scope: 'account', windowSeconds: 60, remaining: 6_500 }]);
+    });
+
+    it('changes no bucket without budgets, or for a record without tokens; null for an unknown key', async () => {
+      const ids = await seed();
+      const plan = { key: [perMinuteTokens(1_000)], account: [] };
+      await store.applyUsage(usage(ids, { tokens: counts(0, 0) }), plan);
+      await store.applyUsage(usage(ids), NO_TOKEN_BUDGETS);
+      expect(await store.readTokenBudgets(ids.keyId, NO_TOKEN_BUDGETS)).toEqual([]);
+      expect(await budgetsOf(ids.keyId, plan)).toEqual([{ scope: 'key', windowSeconds: 60, remaining: 1_000 }]);
+      expect(await store.readTokenBudgets('key_nothing', plan)).toBeNull();
+    });
+  });
+
+  describe('aggregates', () => {
+    it('sums by hour and by day, per key and per model, with the empty periods of the range', async () => {
+      const ids = await seed();
+      const second = keyRecord(generateCustomerKey('test'), ids.accountId, { environment: 'test' });
+      await store.insertKey('unused-hash-' + second.id, second);
+      const hour = Date.parse('2026-11-22T10:00:00Z');
+      clock.set(hour + 3 * 3_600_000);
+      await store.applyUsage(
+        usage(ids, { atMs: hour + 1, tokens: counts(10, 20, 30, 40), costMinorUnits: 5, estimated: true }),
+        NO_TOKEN_BUDGETS,
+      );
+      await store.applyUsage(usage(ids, { atMs: hour + 2, model: 'ft:gpt-4o-mini:org:x', costMinorUnits: 6 }), NO_TOKEN_BUDGETS);
+      await store.applyUsage(
+        usage({ accountId: ids.accountId, keyId: second.id }, { atMs: hour + 3_600_000, model: undefined, costMinorUnits: 1 }),
+        NO_TOKEN_BUDGETS,
+      );
+      const hours = await store.readUsage({
+        accountId: ids.accountId,
+        granularity: 'hour',
+        fromMs: hour + 59_000,
+        toMs: hour + 3 * 3_600_000,
+      });
+      expect(hours?.map((bucket) => new Date(bucket.startMs).toISOString())).toEqual([
+        '2026-11-22T10:00:00.000Z',
+        '2026-11-22T11:00:00.000Z',
+        '2026-11-22T12:00:00.000Z',
+      ]);
+      const first = {
+        requests: 1,
+        inputTokens: 10,
+        outputTokens: 20,
+        cachedInputTokens: 30,
+        cacheCreationTokens: 40,
+        costMinorUnits: 5,
+        estimatedRequests: 1,
+      };
+      const other = { ...zeroUsageTotals(), requests: 1, inputTokens: 100, outputTokens: 50 };
+      expect(hours?.[0]).toEqual({
+        startMs: hour,
+        byKey: { [ids.keyId]: addUsageTotals({ ...first }, { ...other, costMinorUnits: 6 }) },
+        byModel: { 'gpt-4o-mini': first, 'ft:gpt-4o-mini:org:x': { ...other, costMinorUnits: 6 } },
+      });
+      expect(hours?.[1]).toEqual({
+        startMs: hour + 3_600_000,
+        byKey: { [second.id]: { ...other, costMinorUnits: 1 } },
+        byModel: { '': { ...other, costMinorUnits: 1 } },
+      });
+      expect(hours?.[2]).toEqual({ startMs: hour + 2 * 3_600_000, byKey: {}, byModel: {} });
+      const days = await store.readUsage({ accountId: ids.accountId, granularity: 'day', fromMs: hour, toMs: hour + 1 });
+      expect(days?.[0]?.startMs).toBe(Date.parse('2026-11-22T00:00:00Z'));
+      expect(days?.[0]?.byKey[ids.keyId]?.costMinorUnits).toBe(11);
+      expect(days?.[0]?.byKey[second.id]?.costMinorUnits).toBe(1);
+    });
+
+    it('keeps hours 48 hours and days 400 days after they end; a record older than that adds to neither', async () => {
+      const ids = await seed();
+      const day = Date.parse('2026-11-22T00:00:00Z');
+      clock.set(day);
+      await store.applyUsage(usage(ids, { atMs: day }), NO_TOKEN_BUDGETS);
+      const read = async (granularity: 'hour' | 'day') =>
+        (await store.readUsage({ accountId: ids.accountId, granularity, fromMs: day, toMs: day + 1 }))?.[0]?.byKey[ids.keyId]?.requests;
+      clock.set(day + 3_600_000 + 48 * 3_600_000 - 1);
+      expect(await read('hour')).toBe(1);
+      clock.advance(1);
+      expect(await read('hour')).toBeUndefined();
+      // Applied late, 49 h after it happened: its hour is gone already, its day is not.
+      await store.applyUsage(usage(ids, { atMs: day }), NO_TOKEN_BUDGETS);
+      expect(await read('hour')).toBeUndefined();
+      expect(await read('day')).toBe(2);
+      clock.set(day + 86_400_000 + 400 * 86_400_000 - 1);
+      expect(await read('day')).toBe(2);
+      clock.advance(1);
+      expect(await read('day')).toBeUndefined();
+    });
+  });
+
+  describe('usage stream', () => {
+    it('appends each record once, with every documented field and how it was billed', async () => {
+      const ids = await seed({ creditBalance: 10 });
+      const before = await store.readUsageStream({ count: 100_000 });
+      const after = before.at(-1)?.id;
+      const record = usage(ids, { tokens: counts(1, 2, 3, 4), costMinorUnits: 9, estimated: true });
+      const applied = await store.applyUsage(record, NO_TOKEN_BUDGETS);
+      expect(await store.appendUsageStream(record, applied)).toBe('appended');
+      expect(await store.appendUsageStream(record, applied)).toBe('duplicate');
+      const ghost = usage({ accountId: unique('ghost'), keyId: 'key_ghost' }, { model: undefined });
+      expect(await store.appendUsageStream(ghost, { kind: 'account_not_found' })).toBe('appended');
+      const entries = await store.readUsageStream({ count: 10, ...(after ? { after } : {}) });
+      expect(entries.map((entry) => entry.fields)).toEqual([
+        {
+          version: '1',
+          requestId: record.requestId,
+          accountId: ids.accountId,
+          keyId: ids.keyId,
+          keyPrefix: 'gk_live_AbC4',
+          family: 'chat-completions',
+          style: 'chat',
+          model: 'gpt-4o-mini',
+          inputTokens: '1',
+          outputTokens: '2',
+          cachedInputTokens: '3',
+          cacheCreationTokens: '4',
+          costMinorUnits: '9',
+          estimated: 'true',
+          billing: 'prepaid',
+          creditShortfall: '0',
+          time: new Date(T0).toISOString(),
+          timeMs: String(T0),
+        },
+        expect.objectContaining({ requestId: ghost.requestId, model: '', billing: 'account_not_found' }),
+      ]);
+      expect(entries[0]!.id).toMatch(/^\d+-\d+$/);
+    });
+  });
+});
+
+describe('usage: the Lua token budget arithmetic is the BigInt one', () => {
+  it('agrees on buckets moved by n tokens and on the tokens not yet refilled, for budgets up to the bounds', async () => {
+    const redisClient = new Redis(redis.url, { disconnectTimeout: 50 });
+    try {
+      const lua = `${LUA_TOKEN_BUDGET}
+local out = {}
+for i = 1, #ARGV, 6 do
+  local stored, now, n, tokens, window, debt = ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5])
+  if stored == '' then stored = nil end
+  out[#out + 1] = tb_consume(stored, now, n, tokens, window)
+  local _, fraction = tb_parse(stored, tokens)
+  out[#out + 1] = string.format('%.0f', tb_unrefilled(debt, fraction or 0, tokens, window))
+end
+return out`;
+      const NOW_US = 1_795_000_000_000_000;
+      const budget = fc
+        .record({ windowSeconds: fc.integer({ min: 1, max: MAX_WINDOW_SECONDS }), share: fc.double({ min: 0, max: 1, noNaN: true }) })
+        .map(({ windowSeconds, share }) => {
+          const most = Math.min(MAX_BUDGET_TOKENS, windowSeconds * MAX_BUDGET_TOKENS_PER_SECOND);
+          return { windowSeconds, tokens: Math.max(1, Math.round(most * share)) };
+        });
+      const unit = fc.double({ min: 0, max: 1, noNaN: true, maxExcluded: true });
+      const cases = fc.sample(fc.tuple(budget, fc.integer({ min: 0, max: 4 * MAX_TOKEN_COUNT }), unit, unit, fc.boolean()), {
+        numRuns: 2_000,
+        seed: 16,
+      });
+      const edges: typeof cases = [
+        [{ tokens: MAX_BUDGET_TOKENS, windowSeconds: MAX_WINDOW_SECONDS }, 4 * MAX_TOKEN_COUNT, 0.999999, 0.999999, true],
+        [{ tokens: 1, windowSeconds: MAX_WINDOW_SECONDS }, 4 * MAX_TOKEN_COUNT, 0.5, 0, true],
+        [{ tokens: MAX_BUDGET_TOKENS_PER_SECOND, windowSeconds: 1 }, 1, 0.999999, 0.999999, true],
+        [{ tokens: 1_000_000_000, windowSeconds: 86_400 }, 333, 0, 0, false],
+        [{ tokens: 7, windowSeconds: 60 }, 3, 0, 0, false],
+      ];
+      const all = [...edges, ...cases].map(([b, n, debtShare, fractionShare, filled]) => {
+        const debt = Math.floor(b.windowSeconds * 1_000_000 * debtShare);
+        const fraction = Math.floor(b.tokens * fractionShare);
+        const stored = filled ? { tatUs: NOW_US + debt, fraction } : undefined;
+        return { budget: b, n, debt, stored, text: stored ? (fraction === 0 ? String(stored.tatUs) : `${stored.tatUs} ${fraction}`) : '' };
+      });
+      const reply = (await redisClient.eval(
+        lua,
+        0,
+        ...all.flatMap((c) => [c.text, NOW_US, c.n, c.budget.tokens, c.budget.windowSeconds, c.debt].map(String)),
+      )) as string[];
+      const mismatches = all.flatMap((c, i) => {
+        const moved = consumeTokenBudget(c.stored, NOW_US, c.budget, c.n);
+        const exactScaled =
+          BigInt(c.stored?.tatUs ?? NOW_US) * BigInt(c.budget.tokens) +
+          BigInt(c.stored?.fraction ?? 0) +
+          BigInt(c.n) * BigInt(c.budget.windowSeconds) * 1_000_000n;
+        const expectedMove = moved.fraction === 0 ? String(moved.tatUs) : `${moved.tatUs} ${moved.fraction}`;
+        const unrefilled =
+          (BigInt(c.debt) * BigInt(c.budget.tokens) + BigInt(c.stored?.fraction ?? 0)) / (BigInt(c.budget.windowSeconds) * 1_000_000n);
+        // A TAT past 2^53 µs (285 years of debt) is not exact in a double, in either language; below it both must be.
+        const moveMatches = exactScaled / BigInt(c.budget.tokens) > 2n ** 53n || reply[2 * i] === expectedMove;
+        return moveMatches && reply[2 * i + 1] === unrefilled.toString()
+          ? []
+          : [{ case: c, lua: [reply[2 * i], reply[2 * i + 1]], expectedMove }];
+      });
+      expect(mismatches).toEqual([]);
+    } finally {
+      redisClient.disconnect();
+    }
+  });
+});
+
+describe('redis usage specifics', () => {
+  const connect = async (options: Partial<Parameters<typeof RedisStore.connect>[0]> = {}) => {
+    const store = await RedisStore.connect({ url: redis.url, commandTimeoutMs: 1000, ...options });
+    opened.push(store);
+    return store;
+  };
+  const seedAccount = async (store: Store, extra: Partial<Account> = {}) => {
+    const accountId = unique('usage');
+    await store.createAccount(account(accountId, extra));
+    return accountId;
+  };
+  const record = (accountId: string, extra: Partial<UsageRecord> = {}): UsageRecord => ({
+    requestId: unique('req'),
+    accountId,
+    keyId: 'key_r',
+    keyPrefix: 'gk_live_AbC4',
+    family: 'messages',
+    style: 'messages',
+    model: 'claude-sonnet-4-5',
+    tokens: { inputTokens: 3, outputTokens: 4, cachedInputTokens: 0, cacheCreationTokens: 0 },
+    costMinorUnits: 2,
+    estimated: false,
+    atMs: Date.now(),
+    ...extra,
+  });
+
+  it('writes only keys redisKeys names, under the account tag, each marker and aggregate with its TTL', async () => {
+    const store = await connect();
+    const accountId = await seedAccount(store, { creditBalance: 5 });
+    const usage = record(accountId);
+    const applied = await store.applyUsage(usage, {
+      key: [{ tokens: 100, windowSeconds: 60 }],
+      account: [{ tokens: 1_000, windowSeconds: 3_600 }],
+    });
+    await store.appendUsageStream(usage, applied);
+    const redisClient = new Redis(redis.url, { disconnectTimeout: 50 });
+    try {
+      const names = (await redisClient.keys(`*${accountId}*`)).sort();
+      const hour = periodName(usage.atMs, 'hour');
+      const day = periodName(usage.atMs, 'day');
+      expect(names).toEqual(
+        [
+          redisKeys.account(accountId),
+          redisKeys.usageApplied(accountId, usage.requestId),
+          redisKeys.usageHour(accountId, hour),
+          redisKeys.usageDay(accountId, day),
+          redisKeys.usageStreamed(accountId, usage.requestId),
+        ].sort(),
+      );
+      const ttl = await redisClient.pttl(redisKeys.usageApplied(accountId, usage.requestId));
+      expect(ttl).toBeGreaterThan(USAGE_MARKER_TTL_MS - 60_000);
+      expect(ttl).toBeLessThanOrEqual(USAGE_MARKER_TTL_MS);
+      expect(await redisClient.pexpiretime(redisKeys.usageHour(accountId, hour))).toBe(bucketExpiresAtMs(usage.atMs, 'hour'));
+      expect(await redisClient.pexpiretime(redisKeys.usageDay(accountId, day))).toBe(bucketExpiresAtMs(usage.atMs, 'day'));
+      const fields = Object.keys(await redisClient.hgetall(redisKeys.account(accountId))).sort();
+      const month = usageMonthOf(usage.atMs);
+      expect(fields).toEqual(
+        [
+          'id',
+          'name',
+          'status',
+          'createdAt',
+          'creditBalance',
+          redisKeys.activeKeysIndexedField(),
+          redisKeys.accountSpendField(month),
+          redisKeys.keySpendField('key_r', month),
+          `${redisKeys.keyTokenBucketFieldPrefix('key_r')}60`,
+          `${redisKeys.accountTokenBucketFieldPrefix()}3600`,
+          redisKeys.usageSweepField(),
+        ].sort(),
+      );
+    } finally {
+      redisClient.disconnect();
+    }
+  });
+
+  it('refuses a record for an account whose balance is unreadable, writing nothing', async () => {
+    const store = await connect();
+    const accountId = await seedAccount(store, { creditBalance: 5 });
+    const redisClient = new Redis(redis.url, { disconnectTimeout: 50 });
+    try {
+      await redisClient.hset(redisKeys.account(accountId), 'creditBalance', '1e3');
+      const before = await redisClient.hgetall(redisKeys.account(accountId));
+      const usage = record(accountId);
+      await expect(store.applyUsage(usage, NO_TOKEN_BUDGETS)).rejects.toThrow(CorruptRecordError);
+      expect(await redisClient.hgetall(redisKeys.account(accountId))).toEqual(before);
+      expect(await redisClient.exists(redisKeys.usageApplied(accountId, usage.requestId))).toBe(0);
+    } finally {
+      redisClient.disconnect();
+    }
+  });
+
+  it('bounds the stream near USAGE_STREAM_MAX_LEN (MAXLEN ~ trims whole nodes of 100 entries)', async () => {
+    const store = await connect({ usageStreamMaxLength: 50 });
+    const accountId = await seedAccount(store);
+    for (let i = 0; i < 400; i += 1)
+      await store.appendUsageStream(record(accountId), { kind: 'applied', billing: 'postpaid', creditShortfall: 0 });
+    const redisClient = new Redis(redis.url, { disconnectTimeout: 50 });
+    try {
+      const length = await redisClient.xlen(redisKeys.usageStream());
+      expect(length).toBeGreaterThanOrEqual(50);
+      expect(length).toBeLessThanOrEqual(150);
+    } finally {
+      redisClient.disconnect();
+    }
   });
 });

@@ -1,5 +1,6 @@
 import { startApp, type RunningApp } from '../../src/app';
 import type { Clock } from '../../src/domain/clock';
+import type { MeteredResponseSink } from '../../src/domain/metered-response';
 import { RedisStore } from '../../src/store/redis/redis-store';
 import type { AuditEntry, Store } from '../../src/store/store';
 import type {
@@ -64,6 +65,8 @@ export async function startAppUnderTest(options: {
   config?: object;
   store?: Store;
   clock?: Clock;
+  /** Where the usage processor hands metered answers (default: the app's own). */
+  meteredResponses?: MeteredResponseSink;
 }): Promise<AppUnderTest> {
   const env: Record<string, string> = {
     GRPC_PORT: '0',
@@ -84,6 +87,7 @@ export async function startAppUnderTest(options: {
     logger: logs.logger,
     ...(options.store ? { store: options.store } : {}),
     ...(options.clock ? { clock: options.clock } : {}),
+    ...(options.meteredResponses ? { meteredResponses: options.meteredResponses } : {}),
   });
   const adminUrl = `http://127.0.0.1:${app.adminPort}`;
   // Every admin response this test file fetches (helpers or plain fetch) is recorded.

@@ -27,6 +27,10 @@ function toAccountPatch(body: PatchAccountBody): { patch: AccountPatch; changes:
     patch.creditBalance = body.billing.creditBalance;
     changes.push('billing.creditBalance');
   }
+  if (body.billing?.monthlySpendCap !== undefined) {
+    patch.monthlySpendCap = body.billing.monthlySpendCap;
+    changes.push('billing.monthlySpendCap');
+  }
   if (body.limits) {
     const limits: NonNullable<AccountPatch['limits']> = {};
     if (body.limits.key !== undefined) {
@@ -43,12 +47,22 @@ function toAccountPatch(body: PatchAccountBody): { patch: AccountPatch; changes:
     patch.maxActiveKeys = body.maxActiveKeys;
     changes.push('maxActiveKeys');
   }
+  if (body.tokenBudgets) {
+    const budgets: NonNullable<AccountPatch['tokenBudgets']> = {};
+    for (const scope of ['key', 'account'] as const) {
+      if (body.tokenBudgets[scope] !== undefined) {
+        budgets[scope] = body.tokenBudgets[scope];
+        changes.push(`tokenBudgets.${scope}`);
+      }
+    }
+    patch.tokenBudgets = budgets;
+  }
   return { patch, changes };
 }
 
 /**
- * Accounts: create, read, change (name, billing, limit overrides) and
- * prepaid credit. Answers are always the account view (admin-views.ts).
+ * Accounts: create, read, change (name, billing and spend cap, limit and
+ * token budget overrides) and prepaid credit. Answers are always the account view (admin-views.ts).
  */
 export function registerAccountRoutes(app: FastifyInstance, deps: AdminServerDeps): void {
   const now = () => new Date(deps.clock.now()).toISOString();
@@ -71,10 +85,17 @@ export function registerAccountRoutes(app: FastifyInstance, deps: AdminServerDep
   app.post('/admin/accounts', async (request, reply) => {
     const body = createAccountBody.safeParse(request.body);
     if (!body.success) return sendInvalidBody(reply, body.error);
-    const { id, name, billing, limits, maxActiveKeys } = body.data;
+    const { id, name, billing, limits, maxActiveKeys, tokenBudgets } = body.data;
     const account: Account = { id, name, status: billing?.status ?? 'active', createdAt: now() };
     if (maxActiveKeys !== undefined) account.maxActiveKeys = maxActiveKeys;
     if (billing?.creditBalance != null) account.creditBalance = billing.creditBalance;
+    if (billing?.monthlySpendCap != null) account.monthlySpendCap = billing.monthlySpendCap;
+    if (tokenBudgets?.key || tokenBudgets?.account) {
+      account.tokenBudgets = {
+        ...(tokenBudgets.key ? { key: tokenBudgets.key } : {}),
+        ...(tokenBudgets.account ? { account: tokenBudgets.account } : {}),
+      };
+    }
     if (limits?.key || limits?.account) {
       account.limits = {
         ...(limits.key ? { key: limits.key } : {}),
@@ -85,7 +106,7 @@ export function registerAccountRoutes(app: FastifyInstance, deps: AdminServerDep
       return sendAdminError(reply, 409, 'account_exists', `An account with id '${account.id}' already exists.`, 'id');
     }
     await recordChange(deps, { action: 'account.create', actor: OPERATOR, accountId: account.id });
-    return reply.code(201).send(accountView(account));
+    return reply.code(201).send(accountView(account, deps.clock.now()));
   });
 
   app.get('/admin/accounts', async (_request, reply) => {
@@ -93,7 +114,7 @@ export function registerAccountRoutes(app: FastifyInstance, deps: AdminServerDep
     for (const { id, problem } of listing.unreadable) {
       deps.logger.error({ event: 'admin', accountId: id, detail: problem }, 'account record unreadable: left out of the listing');
     }
-    return reply.send(accountListView(listing));
+    return reply.send(accountListView(listing, deps.clock.now()));
   });
 
   app.get<AccountParams>('/admin/accounts/:id', async (request, reply) => {
@@ -105,7 +126,7 @@ export function registerAccountRoutes(app: FastifyInstance, deps: AdminServerDep
       return sendAccountUnreadable(reply, id, error);
     }
     if (!account) return sendAccountNotFound(reply, id);
-    return reply.send(accountView(account));
+    return reply.send(accountView(account, deps.clock.now()));
   });
 
   app.patch<AccountParams>('/admin/accounts/:id', async (request, reply) => {
@@ -117,7 +138,7 @@ export function registerAccountRoutes(app: FastifyInstance, deps: AdminServerDep
     const account = await deps.store.updateAccount(id, patch);
     if (!account) return sendAccountNotFound(reply, id);
     await recordChange(deps, { action: 'account.update', actor: OPERATOR, accountId: id, detail: `changes=${changes.join(',')}` });
-    return reply.send(accountView(account));
+    return reply.send(accountView(account, deps.clock.now()));
   });
 
   app.post<AccountParams>('/admin/accounts/:id/credit', async (request, reply) => {

@@ -48,6 +48,8 @@ export function registerKeyRoutes(app: FastifyInstance, deps: AdminServerDeps): 
       environment,
       ...(body.data.expiresAt !== undefined ? { expiresAt: new Date(body.data.expiresAt).toISOString() } : {}),
       ...(body.data.limits !== undefined ? { limits: body.data.limits } : {}),
+      ...(body.data.tokenBudgets !== undefined ? { tokenBudgets: body.data.tokenBudgets } : {}),
+      ...(body.data.monthlySpendCap !== undefined ? { monthlySpendCap: body.data.monthlySpendCap } : {}),
     });
     switch (outcome.kind) {
       case 'created':
@@ -96,6 +98,8 @@ export function registerKeyRoutes(app: FastifyInstance, deps: AdminServerDeps): 
     if (body.data.expiresAt !== undefined) {
       patch.expiresAt = body.data.expiresAt === null ? null : new Date(body.data.expiresAt).toISOString();
     }
+    if (body.data.tokenBudgets !== undefined) patch.tokenBudgets = body.data.tokenBudgets;
+    if (body.data.monthlySpendCap !== undefined) patch.monthlySpendCap = body.data.monthlySpendCap;
     const key = await updateKey(deps, OPERATOR, keyId, patch);
     if (!key) return sendKeyNotFound(reply, keyId);
     return reply.send(keyView(key, now()));

@@ -7,11 +7,15 @@ import {
   maxActiveKeysOption,
   nonZeroIntegerOption,
   parseLimitList,
+  parseTokenBudgetList,
+  spendCapOption,
   type LimitArgument,
+  type TokenBudgetArgument,
 } from '../option-parsers';
-import { cell, emit, formatLimits, renderKeyValue, renderTable, shortTime, type Column } from '../output';
+import { cell, emit, formatLimits, formatTokenBudgets, renderKeyValue, renderTable, shortTime, type Column } from '../output';
 
 const PLAN_DEFAULT = "not overridden (the plan's limits apply)";
+const BUDGET_DEFAULT = "not overridden (the plan's token budgets apply)";
 
 /** `active, prepaid` / `suspended, post-paid`. */
 function billingText(account: ApiAccount): string {
@@ -42,6 +46,15 @@ export function renderAccount(account: ApiAccount): string {
     ['status', status],
     ['billing', creditBalance === null ? 'post-paid' : 'prepaid'],
     ['credit balance', creditBalance === null ? '- (post-paid)' : `${creditBalance} (minor units)`],
+    ['monthly spend cap', account.billing.monthlySpendCap === undefined ? undefined : (account.billing.monthlySpendCap ?? 'none')],
+    [
+      'spent this month',
+      account.billing.spentThisMonth === undefined ? undefined : `${account.billing.spentThisMonth} (minor units, UTC month)`,
+    ],
+    [
+      'credit shortfall',
+      account.billing.creditShortfall ? `${account.billing.creditShortfall} (usage the balance could not take at -10^15)` : undefined,
+    ],
     ['key limits', formatLimits(account.limits.key, PLAN_DEFAULT)],
     ['account limits', formatLimits(account.limits.account, PLAN_DEFAULT)],
     // Absent from servers older than issue 15: then the line is left out.
@@ -49,18 +62,22 @@ export function renderAccount(account: ApiAccount): string {
       'max active keys',
       account.maxActiveKeys === undefined ? undefined : (account.maxActiveKeys ?? 'not set (the service default applies)'),
     ],
+    ['key token budgets', account.tokenBudgets ? formatTokenBudgets(account.tokenBudgets.key, BUDGET_DEFAULT) : undefined],
+    ['account token budgets', account.tokenBudgets ? formatTokenBudgets(account.tokenBudgets.account, BUDGET_DEFAULT) : undefined],
     ['created', account.createdAt],
   ]);
 }
 
-type Billing = { status?: string; creditBalance?: number | null };
+type Billing = { status?: string; creditBalance?: number | null; monthlySpendCap?: number | null };
+type BillingOptions = { status?: string; creditBalance?: number; postpaid?: true; monthlySpendCap?: number | false };
 
-/** The `billing` part of a PATCH from --status, --credit-balance and --postpaid; undefined when none is given. */
-function billingFrom(options: { status?: string; creditBalance?: number; postpaid?: true }): Billing | undefined {
+/** The `billing` part of a PATCH from the billing options; undefined when none is given. */
+function billingFrom(options: BillingOptions): Billing | undefined {
   const billing: Billing = {};
   if (options.status !== undefined) billing.status = options.status;
   if (options.creditBalance !== undefined) billing.creditBalance = options.creditBalance;
   if (options.postpaid) billing.creditBalance = null;
+  if (options.monthlySpendCap !== undefined) billing.monthlySpendCap = options.monthlySpendCap === false ? null : options.monthlySpendCap;
   return Object.keys(billing).length === 0 ? undefined : billing;
 }
 
@@ -73,7 +90,9 @@ function withBillingOptions(command: Command): Command {
         .argParser(integerOption)
         .conflicts('postpaid'),
     )
-    .option('--postpaid', 'make the account post-paid (no credit balance, never refused for credit)');
+    .option('--postpaid', 'make the account post-paid (no credit balance, never refused for credit)')
+    .option('--monthly-spend-cap <minor-units>', 'what all its keys together may spend per calendar month (UTC)', spendCapOption)
+    .option('--no-monthly-spend-cap', 'remove the monthly spend cap');
 }
 
 export function accountsCommand(): Command {
@@ -111,19 +130,16 @@ export function accountsCommand(): Command {
         .requiredOption('--id <id>', 'account id')
         .option('--name <name>', 'new display name'),
     ),
-  ).action(
-    async (
-      options: JsonFlag & { id: string; name?: string; status?: string; creditBalance?: number; postpaid?: true },
-      command: Command,
-    ) => {
-      const body: { name?: string; billing?: Billing } = {};
-      if (options.name !== undefined) body.name = options.name;
-      const billing = billingFrom(options);
-      if (billing) body.billing = billing;
-      if (Object.keys(body).length === 0) command.error('error: give --name, --status, --credit-balance or --postpaid');
-      emit(options, await callApi<ApiAccount>('PATCH', accountPath(options.id), body), renderAccount);
-    },
-  );
+  ).action(async (options: JsonFlag & BillingOptions & { id: string; name?: string }, command: Command) => {
+    const body: { name?: string; billing?: Billing } = {};
+    if (options.name !== undefined) body.name = options.name;
+    const billing = billingFrom(options);
+    if (billing) body.billing = billing;
+    if (Object.keys(body).length === 0) {
+      command.error('error: give --name, --status, --credit-balance, --postpaid, --monthly-spend-cap or --no-monthly-spend-cap');
+    }
+    emit(options, await callApi<ApiAccount>('PATCH', accountPath(options.id), body), renderAccount);
+  });
 
   withJson(
     withBillingOptions(
@@ -132,9 +148,9 @@ export function accountsCommand(): Command {
         .description("change an account's billing: suspend or reactivate it, make it prepaid (with a balance) or post-paid")
         .requiredOption('--id <id>', 'account id'),
     ),
-  ).action(async (options: JsonFlag & { id: string; status?: string; creditBalance?: number; postpaid?: true }, command: Command) => {
+  ).action(async (options: JsonFlag & BillingOptions & { id: string }, command: Command) => {
     const billing = billingFrom(options);
-    if (!billing) command.error('error: give --status, --credit-balance or --postpaid');
+    if (!billing) command.error('error: give --status, --credit-balance, --postpaid, --monthly-spend-cap or --no-monthly-spend-cap');
     emit(options, await callApi<ApiAccount>('PATCH', accountPath(options.id), { billing }), renderAccount);
   });
 
@@ -191,6 +207,46 @@ export function accountsCommand(): Command {
     if (options.max === undefined && !options.default) command.error('error: give --max or --default');
     emit(options, await callApi<ApiAccount>('PATCH', accountPath(options.id), { maxActiveKeys: options.max ?? null }), renderAccount);
   });
+
+  withJson(
+    accounts
+      .command('token-budgets')
+      .description("override the default plan's token budgets for an account (key: each key alone; account: all its keys together)")
+      .requiredOption('--id <id>', 'account id')
+      .addOption(
+        new Option('--key-budgets <list>', 'tokens per window for each of its keys, such as "100000/1m,5000000/1d"')
+          .argParser(parseTokenBudgetList)
+          .conflicts('clearKeyBudgets'),
+      )
+      .option('--clear-key-budgets', 'remove the per-key override (the default plan applies)')
+      .addOption(
+        new Option('--account-budgets <list>', 'tokens per window for all its keys together, such as "20000000/1d"')
+          .argParser(parseTokenBudgetList)
+          .conflicts('clearAccountBudgets'),
+      )
+      .option('--clear-account-budgets', 'remove the account-wide override (the default plan applies)'),
+  ).action(
+    async (
+      options: JsonFlag & {
+        id: string;
+        keyBudgets?: TokenBudgetArgument[];
+        clearKeyBudgets?: true;
+        accountBudgets?: TokenBudgetArgument[];
+        clearAccountBudgets?: true;
+      },
+      command: Command,
+    ) => {
+      const tokenBudgets: { key?: TokenBudgetArgument[] | null; account?: TokenBudgetArgument[] | null } = {};
+      if (options.keyBudgets) tokenBudgets.key = options.keyBudgets;
+      if (options.clearKeyBudgets) tokenBudgets.key = null;
+      if (options.accountBudgets) tokenBudgets.account = options.accountBudgets;
+      if (options.clearAccountBudgets) tokenBudgets.account = null;
+      if (Object.keys(tokenBudgets).length === 0) {
+        command.error('error: give --key-budgets, --clear-key-budgets, --account-budgets or --clear-account-budgets');
+      }
+      emit(options, await callApi<ApiAccount>('PATCH', accountPath(options.id), { tokenBudgets }), renderAccount);
+    },
+  );
 
   withJson(
     accounts

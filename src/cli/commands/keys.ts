@@ -2,8 +2,28 @@ import { Command, Option } from 'commander';
 import { DISPLAY_PREFIX_LENGTH } from '../../keys/customer-key';
 import type { ApiCreatedKey, ApiKey, ApiKeyList, ApiRotatedKey } from '../api-types';
 import { accountPath, callApi, keyPath, withJson, type JsonFlag } from '../command-kit';
-import { describeDuration, environmentOption, graceOption, isoTimeOption, parseLimitList, type LimitArgument } from '../option-parsers';
-import { cell, emit, formatLimits, renderKeyValue, renderTable, shortTime, type CellValue, type Column } from '../output';
+import {
+  describeDuration,
+  environmentOption,
+  graceOption,
+  isoTimeOption,
+  parseLimitList,
+  parseTokenBudgetList,
+  spendCapOption,
+  type LimitArgument,
+  type TokenBudgetArgument,
+} from '../option-parsers';
+import {
+  cell,
+  emit,
+  formatLimits,
+  formatTokenBudgets,
+  renderKeyValue,
+  renderTable,
+  shortTime,
+  type CellValue,
+  type Column,
+} from '../output';
 
 const KEY_WARNING = 'Store this key now: it will not be shown again.';
 
@@ -49,6 +69,13 @@ export function renderKey(key: ApiKey): string {
     ['replaces', key.replaces ?? undefined],
     ['replaced by', key.replacedBy ?? undefined],
     ['limits', formatLimits(key.limits, "not overridden (the account's key limits, else the plan's, apply)")],
+    [
+      'token budgets',
+      key.tokenBudgets === undefined
+        ? undefined
+        : formatTokenBudgets(key.tokenBudgets, "not overridden (the account's key budgets, else the plan's, apply)"),
+    ],
+    ['monthly spend cap', key.monthlySpendCap === undefined ? undefined : (key.monthlySpendCap ?? 'none of its own')],
   ]);
 }
 
@@ -163,15 +190,25 @@ export function keysCommand(): Command {
           .argParser(isoTimeOption)
           .conflicts('expiry'),
       )
-      .option('--no-expiry', 'remove the expiry: the key works until it is revoked'),
-  ).action(async (options: JsonFlag & { id: string; name?: string; expiresAt?: string; expiry: boolean }, command: Command) => {
-    const body: { name?: string; expiresAt?: string | null } = {};
-    if (options.name !== undefined) body.name = options.name;
-    if (options.expiresAt !== undefined) body.expiresAt = options.expiresAt;
-    if (options.expiry === false) body.expiresAt = null;
-    if (Object.keys(body).length === 0) command.error('error: give --name, --expires-at or --no-expiry');
-    emit(options, await callApi<ApiKey>('PATCH', keyPath(options.id), body), renderKey);
-  });
+      .option('--no-expiry', 'remove the expiry: the key works until it is revoked')
+      .option('--monthly-spend-cap <minor-units>', 'what this key may spend per calendar month (UTC)', spendCapOption)
+      .option('--no-monthly-spend-cap', "remove the key's own spend cap"),
+  ).action(
+    async (
+      options: JsonFlag & { id: string; name?: string; expiresAt?: string; expiry: boolean; monthlySpendCap?: number | false },
+      command: Command,
+    ) => {
+      const body: { name?: string; expiresAt?: string | null; monthlySpendCap?: number | null } = {};
+      if (options.name !== undefined) body.name = options.name;
+      if (options.expiresAt !== undefined) body.expiresAt = options.expiresAt;
+      if (options.expiry === false) body.expiresAt = null;
+      if (options.monthlySpendCap !== undefined) body.monthlySpendCap = options.monthlySpendCap === false ? null : options.monthlySpendCap;
+      if (Object.keys(body).length === 0) {
+        command.error('error: give --name, --expires-at, --no-expiry, --monthly-spend-cap or --no-monthly-spend-cap');
+      }
+      emit(options, await callApi<ApiKey>('PATCH', keyPath(options.id), body), renderKey);
+    },
+  );
 
   withJson(
     keys
@@ -185,6 +222,22 @@ export function keysCommand(): Command {
   ).action(async (options: JsonFlag & { id: string; limits?: LimitArgument[]; clear?: true }, command: Command) => {
     if (!options.limits && !options.clear) command.error('error: give --limits or --clear');
     emit(options, await callApi<ApiKey>('PATCH', keyPath(options.id), { limits: options.limits ?? null }), renderKey);
+  });
+
+  withJson(
+    keys
+      .command('token-budgets')
+      .description("override a key's own token budgets")
+      .requiredOption('--id <key-id>', 'key id (key_…)')
+      .addOption(
+        new Option('--budgets <list>', 'tokens per window for this key, such as "100000/1m,5000000/1d"')
+          .argParser(parseTokenBudgetList)
+          .conflicts('clear'),
+      )
+      .option('--clear', "remove the key's override (the account's key budgets, else the default plan, apply)"),
+  ).action(async (options: JsonFlag & { id: string; budgets?: TokenBudgetArgument[]; clear?: true }, command: Command) => {
+    if (!options.budgets && !options.clear) command.error('error: give --budgets or --clear');
+    emit(options, await callApi<ApiKey>('PATCH', keyPath(options.id), { tokenBudgets: options.budgets ?? null }), renderKey);
   });
 
   return keys;

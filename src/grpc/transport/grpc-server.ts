@@ -1,9 +1,11 @@
 /**
  * A gRPC server on node:http2's core API for the few methods this service
- * serves: unary calls and server-streaming calls with one request message.
- * It follows gRPC over HTTP/2 (grpc/doc/PROTOCOL-HTTP2.md) as far as those
- * need; what it refuses, and how, is listed in the README ("The gRPC
- * transport").
+ * serves: unary and server-streaming calls (one request message), and
+ * bidirectional-streaming calls (request messages handed over one by one as
+ * they complete; a client-streaming method is one of these that answers
+ * with respond()). It follows gRPC over HTTP/2 (grpc/doc/PROTOCOL-HTTP2.md)
+ * as far as those need; what it refuses, and how, is listed in the README
+ * ("The gRPC transport").
  *
  * Why not grpc-js: its server spends most of a no-op Check's CPU on per-call
  * machinery (interceptor objects, metadata conversion, status metadata
@@ -37,9 +39,45 @@ export interface ServerStreamingCall extends UnaryCall {
   onFinished(listener: () => void): void;
 }
 
+export interface BidiStreamingCall extends ServerStreamingCall {
+  /**
+   * Refuses the call before anything was answered: RST_STREAM(REFUSED_STREAM).
+   * gRPC clients report it UNAVAILABLE, and it tells a proxy that nothing was
+   * processed, so it may retry the call elsewhere (Envoy: retry_on
+   * refused-stream). After a first answer it ends the call UNAVAILABLE instead.
+   */
+  refuse(): void;
+}
+
+/** Why a bidi-streaming call ended without its handler ending it. */
+export type CallAbort =
+  /** The client reset the stream (RST_STREAM), or its connection went away. */
+  | 'cancelled'
+  /** Its grpc-timeout passed: answered DEADLINE_EXCEEDED. */
+  | 'deadline'
+  /** The transport answered an error of its own: a message it refuses (too large, compressed, cut off), or a handler that threw. */
+  | 'failed'
+  /** The server closed (close()) before the call ended: answered UNAVAILABLE. */
+  | 'shutdown';
+
+/** What a bidi-streaming handler is told about its call's request side. Each method runs synchronously, in order. */
+export interface RequestStream {
+  /** One request message, as soon as it is complete; the buffer may be a view into a frame, so copy what is kept. */
+  message(message: Buffer): void;
+  /** The client half-closed (END_STREAM): no more messages. The call stays open until the handler ends it. */
+  halfClosed(): void;
+  /** The call ended without the handler ending it. Runs at most once, before the call's onFinished listeners. */
+  aborted(reason: CallAbort): void;
+}
+
 export type MethodHandler =
   | { kind: 'unary'; handle(message: Buffer, call: UnaryCall): void }
-  | { kind: 'server-streaming'; handle(message: Buffer, call: ServerStreamingCall): void };
+  | { kind: 'server-streaming'; handle(message: Buffer, call: ServerStreamingCall): void }
+  /** `start` runs when the call's HEADERS arrive, before any message; undefined when it has ended (refused) the call at once. */
+  | { kind: 'bidi-streaming'; start(call: BidiStreamingCall): RequestStream | undefined };
+
+/** The methods that get exactly one request message. */
+export type SingleMessageMethodHandler = Exclude<MethodHandler, { kind: 'bidi-streaming' }>;
 
 export interface GrpcServerSettings {
   host: string;
@@ -52,6 +90,15 @@ export interface GrpcServerSettings {
   /** Connections are drained (GOAWAY) after this age, ±10 % jitter, and closed maxConnectionAgeGraceMs later. */
   maxConnectionAgeMs: number;
   maxConnectionAgeGraceMs: number;
+  /**
+   * A connection drained at max age that still carries bidi-streaming calls
+   * when maxConnectionAgeGraceMs ends is kept until they end, at most this
+   * long after its GOAWAY. Process calls last as long as the answer they
+   * meter: Envoy ends each within its route timeout (600 s in envoy.yaml)
+   * and deferred_close_timeout (5 s), so cutting them at the grace period
+   * would lose the usage of every long answer that straddles a recycle.
+   */
+  maxStreamingCallDrainMs: number;
   /** close(): how long in-flight calls may take before the connections are destroyed. */
   shutdownTimeoutMs: number;
   /** SETTINGS_MAX_CONCURRENT_STREAMS advertised per connection. */
@@ -66,6 +113,7 @@ export const DEFAULT_GRPC_SERVER_SETTINGS: Omit<GrpcServerSettings, 'host' | 'po
   keepaliveTimeoutMs: 10_000,
   maxConnectionAgeMs: 300_000,
   maxConnectionAgeGraceMs: 30_000,
+  maxStreamingCallDrainMs: 610_000,
   shutdownTimeoutMs: 10_000,
   maxConcurrentStreams: 1000,
   maxHeaderListBytes: 16 * 1024,
@@ -83,7 +131,7 @@ export function frameMessage(message: Buffer): Buffer {
   return frame;
 }
 
-const { NGHTTP2_NO_ERROR, NGHTTP2_CANCEL } = http2.constants;
+const { NGHTTP2_NO_ERROR, NGHTTP2_CANCEL, NGHTTP2_REFUSED_STREAM } = http2.constants;
 /** Node's timers take at most 2^31 − 1 ms; a longer deadline is as good as none. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 /** GOAWAY's "any stream you may have sent": the first of the two GOAWAYs of a drain (RFC 9113 §6.8). */
@@ -118,7 +166,7 @@ const HANDLING = 1;
 const FINISHED = 2;
 
 /** One call, from its HEADERS to its status. */
-class ServerCall implements ServerStreamingCall {
+class ServerCall implements BidiStreamingCall {
   private state = READING;
   private headersSent = false;
   /** Bytes of a message prefix or body split across DATA frames. */
@@ -126,7 +174,10 @@ class ServerCall implements ServerStreamingCall {
   private partialBytes = 0;
   /** Length of the message being received in pieces; -1 while reading a prefix. */
   private expected = -1;
+  /** Unary and server-streaming: the one request message, handled at END_STREAM. */
   private message: Buffer | undefined;
+  /** Bidi-streaming: where each message goes as it completes. */
+  private requestStream: RequestStream | undefined;
   private deadlineTimer: NodeJS.Timeout | undefined;
   private finishListeners: (() => void)[] | undefined;
 
@@ -140,12 +191,28 @@ class ServerCall implements ServerStreamingCall {
     private readonly encoding: string | undefined,
     private readonly connection: SessionState | undefined,
   ) {
-    if (connection) connection.openCalls += 1;
+    if (connection) {
+      connection.openCalls += 1;
+      if (handler.kind === 'bidi-streaming') connection.openBidiCalls += 1;
+    }
     if (timeoutMs < MAX_TIMER_MS) this.deadlineTimer = setTimeout(() => this.deadlinePassed(), timeoutMs);
   }
 
   get finished(): boolean {
     return this.state === FINISHED;
+  }
+
+  /** Bidi-streaming: hands the call to its handler as soon as its HEADERS are in. */
+  startStreaming(): void {
+    if (this.handler.kind !== 'bidi-streaming') return;
+    try {
+      const requestStream = this.handler.start(this);
+      // A handler may refuse or end the call in start().
+      if (this.state !== FINISHED) this.requestStream = requestStream;
+    } catch (error) {
+      this.server.logger.error({ err: error, path: this.path }, 'gRPC handler failed');
+      this.abort({ code: GrpcStatus.INTERNAL, details: 'internal error' }, 'failed');
+    }
   }
 
   onData(chunk: Buffer): void {
@@ -197,36 +264,61 @@ class ServerCall implements ServerStreamingCall {
     if (flag === 1) {
       // compression.md: a compressed message needs grpc-encoding; identity is all this server accepts.
       if (this.encoding === undefined || this.encoding === 'identity') {
-        this.fail({ code: GrpcStatus.INTERNAL, details: 'Compressed message received without a grpc-encoding' });
+        this.abort({ code: GrpcStatus.INTERNAL, details: 'Compressed message received without a grpc-encoding' }, 'failed');
       } else {
-        this.fail({ code: GrpcStatus.UNIMPLEMENTED, details: `Message encoding "${this.encoding}" is not supported` }, ACCEPT_IDENTITY);
+        this.abort(
+          { code: GrpcStatus.UNIMPLEMENTED, details: `Message encoding "${this.encoding}" is not supported` },
+          'failed',
+          ACCEPT_IDENTITY,
+        );
       }
       return false;
     }
     if (flag !== 0) {
-      this.fail({ code: GrpcStatus.INTERNAL, details: `Invalid message flag ${flag}` });
+      this.abort({ code: GrpcStatus.INTERNAL, details: `Invalid message flag ${flag}` }, 'failed');
       return false;
     }
     const limit = this.server.settings.maxReceiveMessageBytes;
     if (length > limit) {
-      this.fail({ code: GrpcStatus.RESOURCE_EXHAUSTED, details: `Received message larger than max (${length} vs. ${limit})` });
+      this.abort({ code: GrpcStatus.RESOURCE_EXHAUSTED, details: `Received message larger than max (${length} vs. ${limit})` }, 'failed');
       return false;
     }
     if (this.message !== undefined) {
-      this.fail({ code: GrpcStatus.UNIMPLEMENTED, details: `More than one request message for ${this.path}` });
+      this.abort({ code: GrpcStatus.UNIMPLEMENTED, details: `More than one request message for ${this.path}` }, 'failed');
       return false;
     }
     return true;
   }
 
   private received(message: Buffer): void {
-    this.message = message;
+    if (this.handler.kind !== 'bidi-streaming') {
+      this.message = message;
+      return;
+    }
+    const requestStream = this.requestStream;
+    if (!requestStream) return;
+    try {
+      requestStream.message(message);
+    } catch (error) {
+      this.server.logger.error({ err: error, path: this.path }, 'gRPC handler failed');
+      this.abort({ code: GrpcStatus.INTERNAL, details: 'internal error' }, 'failed');
+    }
   }
 
   onEnd(): void {
     if (this.state !== READING) return;
     if (this.partial) {
-      this.fail({ code: GrpcStatus.INTERNAL, details: 'The request ended inside a message' });
+      this.abort({ code: GrpcStatus.INTERNAL, details: 'The request ended inside a message' }, 'failed');
+      return;
+    }
+    if (this.handler.kind === 'bidi-streaming') {
+      this.state = HANDLING;
+      try {
+        this.requestStream?.halfClosed();
+      } catch (error) {
+        this.server.logger.error({ err: error, path: this.path }, 'gRPC handler failed');
+        this.abort({ code: GrpcStatus.INTERNAL, details: 'internal error' }, 'failed');
+      }
       return;
     }
     const message = this.message;
@@ -246,8 +338,11 @@ class ServerCall implements ServerStreamingCall {
 
   /** The stream is gone: answered, reset by the client (RST_STREAM), or its connection closed. */
   onClose(): void {
-    if (this.connection) this.connection.openCalls -= 1;
-    if (this.state !== FINISHED) this.finish();
+    if (this.connection) {
+      this.connection.openCalls -= 1;
+      if (this.handler.kind === 'bidi-streaming') this.connection.openBidiCalls -= 1;
+    }
+    if (this.state !== FINISHED) this.finish('cancelled');
     else if (this.deadlineTimer) clearTimeout(this.deadlineTimer);
   }
 
@@ -272,7 +367,7 @@ class ServerCall implements ServerStreamingCall {
       }
       this.stream.write(frame);
     } catch (error) {
-      this.finish();
+      this.finish('cancelled');
       this.server.streamFailed(this.stream, error);
     }
   }
@@ -281,9 +376,38 @@ class ServerCall implements ServerStreamingCall {
     this.fail(status);
   }
 
-  fail(error: RpcError, extraHeaders?: Readonly<Record<string, string>>): void {
+  fail(error: RpcError): void {
+    this.sendStatus(error, undefined, undefined);
+  }
+
+  refuse(): void {
     if (this.state === FINISHED || !this.open()) return;
+    if (this.headersSent) {
+      this.fail({ code: GrpcStatus.UNAVAILABLE, details: 'refused' });
+      return;
+    }
     this.finish();
+    this.stream.close(NGHTTP2_REFUSED_STREAM);
+  }
+
+  onFinished(listener: () => void): void {
+    if (this.state === FINISHED) listener();
+    else (this.finishListeners ??= []).push(listener);
+  }
+
+  /** Ends a call the server is closing (server-streaming and bidi-streaming calls stay open otherwise). */
+  shutDown(): void {
+    this.abort({ code: GrpcStatus.UNAVAILABLE, details: 'the server is shutting down' }, 'shutdown');
+  }
+
+  /** An answer of the transport's own: the handler did not end the call, and a bidi handler is told why. */
+  private abort(error: RpcError, reason: CallAbort, extraHeaders?: Readonly<Record<string, string>>): void {
+    this.sendStatus(error, extraHeaders, reason);
+  }
+
+  private sendStatus(error: RpcError, extraHeaders: Readonly<Record<string, string>> | undefined, abort: CallAbort | undefined): void {
+    if (this.state === FINISHED || !this.open()) return;
+    this.finish(abort);
     const status = { 'grpc-status': String(error.code), 'grpc-message': percentEncodeGrpcMessage(error.details) };
     try {
       if (this.headersSent) {
@@ -300,19 +424,9 @@ class ServerCall implements ServerStreamingCall {
     }
   }
 
-  onFinished(listener: () => void): void {
-    if (this.state === FINISHED) listener();
-    else (this.finishListeners ??= []).push(listener);
-  }
-
-  /** Ends a call the server is closing (server-streaming calls stay open otherwise). */
-  shutDown(): void {
-    this.fail({ code: GrpcStatus.UNAVAILABLE, details: 'the server is shutting down' });
-  }
-
   private open(): boolean {
     if (this.stream.destroyed || this.stream.closed) {
-      if (this.state !== FINISHED) this.finish();
+      if (this.state !== FINISHED) this.finish('cancelled');
       return false;
     }
     return true;
@@ -321,16 +435,26 @@ class ServerCall implements ServerStreamingCall {
   private deadlinePassed(): void {
     this.deadlineTimer = undefined;
     if (this.state === FINISHED) return;
-    this.fail({ code: GrpcStatus.DEADLINE_EXCEEDED, details: 'Deadline exceeded' });
+    this.abort({ code: GrpcStatus.DEADLINE_EXCEEDED, details: 'Deadline exceeded' }, 'deadline');
   }
 
-  private finish(): void {
+  /** `abort`: why the call ended when its handler did not end it (told to a bidi handler). */
+  private finish(abort?: CallAbort): void {
     this.state = FINISHED;
     if (this.deadlineTimer) {
       clearTimeout(this.deadlineTimer);
       this.deadlineTimer = undefined;
     }
     this.server.callFinished(this);
+    const requestStream = this.requestStream;
+    this.requestStream = undefined;
+    if (abort !== undefined && requestStream) {
+      try {
+        requestStream.aborted(abort);
+      } catch (error) {
+        this.server.logger.error({ err: error, path: this.path }, 'gRPC handler failed');
+      }
+    }
     const listeners = this.finishListeners;
     if (!listeners) return;
     this.finishListeners = undefined;
@@ -349,6 +473,8 @@ const ACCEPT_IDENTITY = Object.freeze({ 'grpc-accept-encoding': 'identity' });
 interface SessionState {
   /** Calls started on this connection and not yet closed. */
   openCalls: number;
+  /** Of those, bidi-streaming calls: a drain waits longer for them (maxStreamingCallDrainMs). */
+  openBidiCalls: number;
   keepalive?: NodeJS.Timeout;
   pingTimeout?: NodeJS.Timeout;
   maxAge?: NodeJS.Timeout;
@@ -361,8 +487,10 @@ export class GrpcServer {
   private readonly server: http2.Http2Server;
   private readonly methods = new Map<string, MethodHandler>();
   private readonly sessions = new Map<http2.Http2Session, SessionState>();
-  /** Server-streaming calls in progress, ended by close(). */
+  /** Server-streaming calls in progress, ended by close() at once. */
   private readonly streamingCalls = new Set<ServerCall>();
+  /** Bidi-streaming calls in progress, ended by close() when shutdownTimeoutMs has passed. */
+  private readonly bidiCalls = new Set<ServerCall>();
   private closing: Promise<void> | undefined;
 
   constructor(
@@ -406,13 +534,16 @@ export class GrpcServer {
   /**
    * Graceful close: no new connections; every connection gets GOAWAY (twice,
    * see drain) and its calls in flight may finish; server-streaming calls
-   * (Health/Watch) end UNAVAILABLE at once. Connections still open after
-   * shutdownTimeoutMs are destroyed.
+   * (Health/Watch) end UNAVAILABLE at once, as they never end by themselves.
+   * After shutdownTimeoutMs, bidi-streaming calls still open end UNAVAILABLE
+   * (their handlers are told, 'shutdown'), and connections still open are
+   * destroyed.
    */
   close(): Promise<void> {
     this.closing ??= new Promise<void>((resolve) => {
       for (const call of [...this.streamingCalls]) call.shutDown();
       const force = setTimeout(() => {
+        for (const call of [...this.bidiCalls]) call.shutDown();
         for (const session of this.sessions.keys()) session.destroy();
       }, this.settings.shutdownTimeoutMs);
       this.server.close(() => {
@@ -431,6 +562,7 @@ export class GrpcServer {
 
   callFinished(call: ServerCall): void {
     this.streamingCalls.delete(call);
+    this.bidiCalls.delete(call);
   }
 
   /** node:http2 refused a write (the stream went away between the check and the call): drop the stream. */
@@ -508,13 +640,15 @@ export class GrpcServer {
       connection,
     );
     if (handler.kind === 'server-streaming') this.streamingCalls.add(call);
+    else if (handler.kind === 'bidi-streaming') this.bidiCalls.add(call);
     stream.on('data', (chunk: Buffer) => call.onData(chunk));
     stream.on('end', () => call.onEnd());
     stream.on('close', () => call.onClose());
+    call.startStreaming();
   }
 
   private onSession(session: http2.ServerHttp2Session): void {
-    const timers: SessionState = { openCalls: 0 };
+    const timers: SessionState = { openCalls: 0, openBidiCalls: 0 };
     this.sessions.set(session, timers);
     session.on('error', (error) => this.logger.debug({ err: error }, 'HTTP/2 connection error'));
     session.once('close', () => {
@@ -576,7 +710,17 @@ export class GrpcServer {
       session.close();
       return;
     }
-    timers.grace = setTimeout(() => session.destroy(), this.settings.maxConnectionAgeGraceMs).unref();
+    const drainStarted = Date.now();
+    timers.grace = setTimeout(() => {
+      const waitedMs = Date.now() - drainStarted;
+      const { maxStreamingCallDrainMs } = this.settings;
+      if (reason === 'max_age' && timers.openBidiCalls > 0 && waitedMs < maxStreamingCallDrainMs) {
+        // Unary calls have had their grace; bidi calls (answers being metered) end with their answers.
+        timers.grace = setTimeout(() => session.destroy(), maxStreamingCallDrainMs - waitedMs).unref();
+        return;
+      }
+      session.destroy();
+    }, this.settings.maxConnectionAgeGraceMs).unref();
     // A client that answers GOAWAY by closing at once never ACKs the PING: do not wait for it long.
     const closeAnyway = setTimeout(() => close(), DRAIN_PING_TIMEOUT_MS).unref();
     const close = () => {

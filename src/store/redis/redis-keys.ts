@@ -4,9 +4,11 @@
  * Two immutable, global indexes (key hash → key and account id, key id →
  * account id), one global index from a member's principal to the accounts it
  * belongs to, and everything mutable under the account's hash tag
- * `{acct:ID}`: account (with its rate-limit buckets as fields), key records,
- * key set, members and the account's own audit trail. Every script touches
- * only that tag, so it runs unchanged on Redis Cluster (one slot per account).
+ * `{acct:ID}`: account (with its rate-limit and token buckets and monthly
+ * spend as fields), key records, key set, members, the account's own audit
+ * trail, usage aggregates and markers. The authorize and usage scripts
+ * touch only that tag, so they run unchanged on Redis Cluster (one slot per
+ * account); the usage stream has its own.
  */
 export const redisKeys = {
   keyIdsByHash: (keyHash: string) => `gwa:keyhash:${keyHash}`,
@@ -62,4 +64,53 @@ export const redisKeys = {
   accountBucketFieldPrefix: () => `${redisKeys.bucketFieldPrefix()}a:`,
   /** Account hash field: when (µs, Redis's clock) the authorize script next deletes bucket fields whose time has passed. */
   bucketSweepField: () => 'rlSweepAtUs',
+
+  // Usage (issue 16). Fields the authorize script reads in its one HMGET of
+  // the account hash and of the key record are declared here too.
+
+  /**
+   * Token budget buckets, fields of the account hash like the rate-limit
+   * buckets: `tb:k:<keyId>:<windowSeconds>` per key budget,
+   * `tb:a:<windowSeconds>` per account budget. A value is the GCRA TAT in µs,
+   * `<tatUs>`, or with a fraction of a µs `<tatUs> <fraction>` (the fraction
+   * as a numerator over the budget's tokens; src/limits/token-budget.ts, and
+   * LUA_TOKEN_BUDGET in scripts.ts to read one in a script).
+   */
+  tokenBucketFieldPrefix: () => 'tb:',
+  keyTokenBucketFieldPrefix: (keyId: string) => `${redisKeys.tokenBucketFieldPrefix()}k:${keyId}:`,
+  accountTokenBucketFieldPrefix: () => `${redisKeys.tokenBucketFieldPrefix()}a:`,
+  /**
+   * Token budget overrides as JSON: on the account hash `{"key"?:[…],"account"?:[…]}`,
+   * on the key record `[…]`; each budget `{"tokens":N,"windowSeconds":S}`.
+   */
+  tokenBudgetsField: () => 'tokenBudgets',
+  /** Spend cap (integer minor units per UTC month), on the account hash and on the key record. */
+  monthlySpendCapField: () => 'monthlySpendCap',
+  /**
+   * Spend (integer minor units) per UTC month `YYYY-MM`, fields of the account
+   * hash: `sp:a:<month>` for the account, `sp:k:<keyId>:<month>` per key. The
+   * current and the previous month are kept.
+   */
+  spendFieldPrefix: () => 'sp:',
+  accountSpendField: (month: string) => `${redisKeys.spendFieldPrefix()}a:${month}`,
+  keySpendField: (keyId: string, month: string) => `${redisKeys.spendFieldPrefix()}k:${keyId}:${month}`,
+  /** Account hash field: minor units of usage the prepaid balance could not take (it was at −10^15). */
+  creditShortfallField: () => 'creditShortfall',
+  /** Account hash field: when (µs) the usage script next deletes spent token buckets and spend of months before the previous. */
+  usageSweepField: () => 'usageSweepAtUs',
+  /** Marker (with a TTL) that a usage record was applied to the account: holds how it was billed. */
+  usageApplied: (accountId: string, requestId: string) => `${redisKeys.accountTag(accountId)}usage:applied:${requestId}`,
+  /**
+   * Hour (`2026-11-22T10`) and day (`2026-11-22`) aggregates: hashes with a
+   * TTL, fields laid out by src/store/usage-aggregates.ts.
+   */
+  usageHour: (accountId: string, hour: string) => `${redisKeys.accountTag(accountId)}usage:h:${hour}`,
+  usageDay: (accountId: string, day: string) => `${redisKeys.accountTag(accountId)}usage:d:${day}`,
+  /**
+   * The usage stream for the billing system, and its markers (with a TTL)
+   * that a record was appended: one slot of their own (`{usage}`), since one
+   * stream cannot share a slot with every account.
+   */
+  usageStream: () => 'gwa:{usage}:stream',
+  usageStreamed: (accountId: string, requestId: string) => `gwa:{usage}:streamed:${accountId}:${requestId}`,
 };

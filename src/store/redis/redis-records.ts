@@ -3,8 +3,10 @@ import { MAX_ACTIVE_KEYS_LIMIT } from '../../domain/active-key-cap';
 import { MEMBER_ROLES, OPERATOR, type AuditActor, type MemberRole } from '../../domain/customer-identity';
 import type { Member, MemberPrincipal } from '../../domain/members';
 import type { RateLimit, RatePlanOverride } from '../../domain/rate-limits';
+import type { TokenBudget, TokenBudgetOverride } from '../../domain/token-budgets';
 import { CorruptRecordError } from '../store';
 import type { Account, StoredKey } from '../../domain/key-records';
+import { redisKeys } from './redis-keys';
 
 /** Store records ↔ Redis hash fields. Numbers and lists travel as strings and JSON. */
 
@@ -27,6 +29,8 @@ export function keyToFields(key: StoredKey): string[] {
   ];
   if (key.expiresAt !== undefined) fields.push('expiresAt', key.expiresAt, 'expiresAtMs', String(Date.parse(key.expiresAt)));
   if (key.limits !== undefined) fields.push('limits', JSON.stringify(key.limits));
+  if (key.tokenBudgets !== undefined) fields.push(redisKeys.tokenBudgetsField(), JSON.stringify(key.tokenBudgets));
+  if (key.monthlySpendCap !== undefined) fields.push(redisKeys.monthlySpendCapField(), String(key.monthlySpendCap));
   if (key.replaces !== undefined) fields.push('replaces', key.replaces);
   if (key.createdBy !== undefined) fields.push('createdBy', JSON.stringify(key.createdBy));
   return fields;
@@ -37,6 +41,8 @@ export function accountToFields(account: Account): string[] {
   if (account.creditBalance !== undefined) fields.push('creditBalance', String(account.creditBalance));
   if (account.limits !== undefined) fields.push('limits', JSON.stringify(account.limits));
   if (account.maxActiveKeys !== undefined) fields.push('maxActiveKeys', String(account.maxActiveKeys));
+  if (account.tokenBudgets !== undefined) fields.push(redisKeys.tokenBudgetsField(), JSON.stringify(account.tokenBudgets));
+  if (account.monthlySpendCap !== undefined) fields.push(redisKeys.monthlySpendCapField(), String(account.monthlySpendCap));
   return fields;
 }
 
@@ -139,12 +145,31 @@ function limitList(value: unknown, what: RecordKind): RateLimit[] {
   });
 }
 
-function parseJson(text: string, what: RecordKind): unknown {
+function budgetList(value: unknown, what: RecordKind): TokenBudget[] {
+  const problem = 'tokenBudgets is not a list of {tokens, windowSeconds}';
+  // Lua's cjson writes an empty list as {}: both mean "no budgets".
+  if (value && typeof value === 'object' && !Array.isArray(value) && Object.keys(value).length === 0) return [];
+  if (!Array.isArray(value)) throw new CorruptRecordError(what, problem);
+  return value.map((entry: { tokens?: unknown; windowSeconds?: unknown }) => {
+    if (typeof entry?.tokens !== 'number' || typeof entry?.windowSeconds !== 'number') throw new CorruptRecordError(what, problem);
+    return { tokens: entry.tokens, windowSeconds: entry.windowSeconds };
+  });
+}
+
+function parseJson(text: string, what: RecordKind, field = 'limits'): unknown {
   try {
     return JSON.parse(text);
   } catch {
-    throw new CorruptRecordError(what, `limits is not JSON`);
+    throw new CorruptRecordError(what, `${field} is not JSON`);
   }
+}
+
+/** A stored whole number of minor units ≥ 0 (a cap, a spend, a shortfall); anything else is refused, never rounded. */
+function wholeAmount(fields: Record<string, string>, name: string, what: RecordKind): number {
+  const text = fields[name]!;
+  const amount = /^[0-9]{1,16}$/.test(text) ? Number(text) : Number.NaN;
+  if (!Number.isSafeInteger(amount)) throw new CorruptRecordError(what, `${name} '${text}' is not a whole number of minor units`);
+  return amount;
 }
 
 export function parseKey(fields: Record<string, string>): StoredKey {
@@ -164,6 +189,10 @@ export function parseKey(fields: Record<string, string>): StoredKey {
   };
   if (fields.expiresAt) key.expiresAt = fields.expiresAt;
   if (fields.limits) key.limits = limitList(parseJson(fields.limits, 'key'), 'key');
+  const budgets = fields[redisKeys.tokenBudgetsField()];
+  if (budgets) key.tokenBudgets = budgetList(parseJson(budgets, 'key', redisKeys.tokenBudgetsField()), 'key');
+  if (fields[redisKeys.monthlySpendCapField()] !== undefined)
+    key.monthlySpendCap = wholeAmount(fields, redisKeys.monthlySpendCapField(), 'key');
   for (const optional of ['lastUsedAt', 'revokedAt', 'revokeAt', 'replaces', 'replacedBy'] as const) {
     if (fields[optional]) key[optional] = fields[optional];
   }
@@ -199,5 +228,34 @@ export function parseAccount(fields: Record<string, string>): Account {
     }
     account.maxActiveKeys = cap;
   }
+  const budgets = fields[redisKeys.tokenBudgetsField()];
+  if (budgets) {
+    const raw = parseJson(budgets, 'account', redisKeys.tokenBudgetsField()) as Record<string, unknown>;
+    const tokenBudgets: TokenBudgetOverride = {
+      ...(raw.key !== undefined ? { key: budgetList(raw.key, 'account') } : {}),
+      ...(raw.account !== undefined ? { account: budgetList(raw.account, 'account') } : {}),
+    };
+    account.tokenBudgets = tokenBudgets;
+  }
+  if (fields[redisKeys.monthlySpendCapField()] !== undefined)
+    account.monthlySpendCap = wholeAmount(fields, redisKeys.monthlySpendCapField(), 'account');
+  if (fields[redisKeys.creditShortfallField()] !== undefined) {
+    const shortfall = wholeAmount(fields, redisKeys.creditShortfallField(), 'account');
+    if (shortfall > 0) account.creditShortfall = shortfall;
+  }
+  const spendPrefix = redisKeys.accountSpendField('');
+  const monthlySpend: Record<string, number> = {};
+  for (const field of Object.keys(fields)) {
+    if (field.startsWith(spendPrefix)) monthlySpend[field.slice(spendPrefix.length)] = wholeAmount(fields, field, 'account');
+  }
+  if (Object.keys(monthlySpend).length > 0) account.monthlySpend = monthlySpend;
   return account;
+}
+
+/** A token bucket field: `<tatUs>` or `<tatUs> <fraction>` (see redisKeys.tokenBucketFieldPrefix); undefined when absent or unreadable. */
+export function parseTokenBucket(text: string | null | undefined): { tatUs: number; fraction: number } | undefined {
+  const match = text ? /^([0-9]+)(?: ([0-9]+))?$/.exec(text) : null;
+  if (!match) return undefined;
+  const tatUs = Number(match[1]);
+  return Number.isSafeInteger(tatUs) ? { tatUs, fraction: Number(match[2] ?? '0') } : undefined;
 }

@@ -7,14 +7,14 @@ import { CREDIT_LIMIT_MINOR_UNITS } from '../../domain/credit';
 import { OPERATOR, type CustomerIdentity, type MemberRole, type Membership } from '../../domain/customer-identity';
 import { MAX_MEMBERS_PER_ACCOUNT, normalizeEmail, principalKey, type Member, type MemberPrincipal } from '../../domain/members';
 import { compareCodeUnits } from '../../domain/ordering';
+import type { TokenBudgetPlan, TokenBudgetState } from '../../domain/token-budgets';
+import { totalTokens } from '../../domain/usage';
+import { bucketExpiresAtMs, periodMs, periodName, periodStart, usageMonthOf, type UsageGranularity } from '../../domain/usage-periods';
+import type { UsageApplyOutcome, UsageRecord } from '../../domain/usage-record';
+import { effectiveTokenBudgets, tokenBudgetState } from '../../limits/token-budget';
+import { COUNTED_BATCH_MEMORY_MS, DAILY_RETENTION_MS, dayStartOf, HOURLY_RETENTION_MS } from '../../domain/request-counts';
 import {
-  COUNTED_BATCH_MEMORY_MS,
-  DAILY_RETENTION_MS,
-  dayStartOf,
-  HOURLY_RETENTION_MS,
-  type UsageGranularity,
-} from '../../domain/request-counts';
-import {
+  USAGE_MARKER_TTL_MS,
   CorruptRecordError,
   StoreOutcomeUnknownError,
   StoreUnavailableError,
@@ -35,6 +35,9 @@ import {
   type RotateKeyResult,
   type Store,
   type UnreadableRecord,
+  type UsageBucket,
+  type UsageQuery,
+  type UsageStreamEntry,
 } from '../store';
 import {
   accountToFields,
@@ -46,8 +49,12 @@ import {
   parseActor,
   parseKey,
   parseMember,
+  parseTokenBucket,
 } from './redis-records';
 import type { CheckChannel } from './check-connection';
+import { usageAggregateIncrements, usageBucketOf } from '../usage-aggregates';
+import { DEFAULT_USAGE_STREAM_MAX_LENGTH } from '../../settings/settings';
+import { usageStreamFields } from '../usage-stream-fields';
 import { redisKeys } from './redis-keys';
 import { closeClient, describeTopology, openCheckChannel, openClient, type ScriptedRedis } from './redis-client';
 import { ACTIVE_KEYS_NOT_INDEXED, REDIS_SCRIPTS as scripts, authorizeScript, parseAuthorizeReply } from './scripts';
@@ -70,10 +77,12 @@ export interface RedisStoreOptions {
    * In production every replica uses Redis's clock, so skewed hosts agree.
    */
   clockOverride?: () => number;
-  /** Deadline for admin calls and last-used batches (default 2 s). */
+  /** Deadline for admin calls, last-used batches and usage records (default 2 s). */
   adminCommandTimeoutMs?: number;
   /** The active-key cap of accounts without their own (default DEFAULT_MAX_ACTIVE_KEYS). */
   defaultMaxActiveKeys?: number;
+  /** Entries the usage stream keeps, approximately (USAGE_STREAM_MAX_LEN). */
+  usageStreamMaxLength?: number;
 }
 
 const DEFAULT_ADMIN_TIMEOUT_MS = 2000;
@@ -102,6 +111,7 @@ export class RedisStore implements Store, TimesCheckPath {
     private readonly checkDeadlineMs: number,
     private readonly adminDeadlineMs: number,
     private readonly defaultMaxActiveKeys: number,
+    private readonly usageStreamMaxLength: number,
   ) {
     this.description = where;
   }
@@ -133,6 +143,7 @@ export class RedisStore implements Store, TimesCheckPath {
       options.commandTimeoutMs,
       adminDeadlineMs,
       options.defaultMaxActiveKeys ?? DEFAULT_MAX_ACTIVE_KEYS,
+      options.usageStreamMaxLength ?? DEFAULT_USAGE_STREAM_MAX_LENGTH,
     );
   }
 
@@ -357,6 +368,7 @@ export class RedisStore implements Store, TimesCheckPath {
           // Sent as text: Lua would print a large number as 1e+15.
           ...(typeof patch.creditBalance === 'number' ? { creditBalance: String(patch.creditBalance) } : {}),
           ...(typeof patch.maxActiveKeys === 'number' ? { maxActiveKeys: String(patch.maxActiveKeys) } : {}),
+          ...(typeof patch.monthlySpendCap === 'number' ? { monthlySpendCap: String(patch.monthlySpendCap) } : {}),
         }),
       ),
     );
@@ -602,11 +614,113 @@ export class RedisStore implements Store, TimesCheckPath {
           ...patch,
           // Pre-encoded: Lua's cjson would turn an empty list into {}.
           ...(Array.isArray(patch.limits) ? { limitsJson: JSON.stringify(patch.limits) } : {}),
+          ...(Array.isArray(patch.tokenBudgets) ? { tokenBudgetsJson: JSON.stringify(patch.tokenBudgets) } : {}),
+          ...(typeof patch.monthlySpendCap === 'number' ? { monthlySpendCap: String(patch.monthlySpendCap) } : {}),
           ...(typeof patch.expiresAt === 'string' ? { expiresAtMs: String(Date.parse(patch.expiresAt)) } : {}),
         }),
       ),
     );
     return scripts.gwaUpdateKey.parseReply(reply);
+  }
+
+  /**
+   * One script call per record, on the admin connection (its looser
+   * deadline: this is off the Check path). The recorder sends a batch at once,
+   * so ioredis pipelines them. See gwaApplyUsage for what the script does.
+   */
+  async applyUsage(record: UsageRecord, budgets: TokenBudgetPlan): Promise<UsageApplyOutcome> {
+    const { accountId, keyId, atMs } = record;
+    const month = usageMonthOf(atMs);
+    const reply = await this.call(() =>
+      this.redis.gwaApplyUsage(
+        redisKeys.account(accountId),
+        redisKeys.key(accountId, keyId),
+        redisKeys.usageApplied(accountId, record.requestId),
+        redisKeys.usageHour(accountId, periodName(atMs, 'hour')),
+        redisKeys.usageDay(accountId, periodName(atMs, 'day')),
+        this.clockOverride ? String(Math.round(this.clockOverride() * 1000)) : '',
+        String(USAGE_MARKER_TTL_MS),
+        String(record.costMinorUnits),
+        String(totalTokens(record.tokens)),
+        redisKeys.accountSpendField(month),
+        redisKeys.keySpendField(keyId, month),
+        redisKeys.keyTokenBucketFieldPrefix(keyId),
+        redisKeys.accountTokenBucketFieldPrefix(),
+        String(CREDIT_LIMIT_MINOR_UNITS),
+        String(bucketExpiresAtMs(atMs, 'hour')),
+        String(bucketExpiresAtMs(atMs, 'day')),
+        String(budgets.key.length),
+        String(budgets.account.length),
+        ...[...budgets.key, ...budgets.account].flatMap((budget) => [String(budget.tokens), String(budget.windowSeconds)]),
+        ...usageAggregateIncrements(record).flatMap(([field, increment]) => [field, String(increment)]),
+      ),
+    );
+    return scripts.gwaApplyUsage.parseReply(reply);
+  }
+
+  async appendUsageStream(record: UsageRecord, applied: UsageApplyOutcome): Promise<'appended' | 'duplicate'> {
+    const reply = await this.call(() =>
+      this.redis.gwaAppendUsageStream(
+        redisKeys.usageStream(),
+        redisKeys.usageStreamed(record.accountId, record.requestId),
+        String(USAGE_MARKER_TTL_MS),
+        String(this.usageStreamMaxLength),
+        ...usageStreamFields(record, applied).flat(),
+      ),
+    );
+    return scripts.gwaAppendUsageStream.parseReply(reply);
+  }
+
+  async readUsage(query: UsageQuery): Promise<UsageBucket[] | null> {
+    const { accountId, granularity } = query;
+    if ((await this.call(() => this.redis.exists(redisKeys.account(accountId)))) === 0) return null;
+    const nowMs = Math.floor((await this.redisNowUs()) / 1000);
+    const starts: number[] = [];
+    for (let start = periodStart(query.fromMs, granularity); start < query.toMs; start += periodMs(granularity)) starts.push(start);
+    const bucketKey = (start: number) =>
+      granularity === 'hour'
+        ? redisKeys.usageHour(accountId, periodName(start, 'hour'))
+        : redisKeys.usageDay(accountId, periodName(start, 'day'));
+    // A bucket past its retention reads as empty even before Redis has evicted it, as in the in-memory store.
+    const kept = (start: number) => bucketExpiresAtMs(start, granularity) > nowMs;
+    const counters = await this.call(() =>
+      Promise.all(starts.map((start) => (kept(start) ? this.redis.hgetall(bucketKey(start)) : Promise.resolve({})))),
+    );
+    return starts.map((start, index) => usageBucketOf(start, counters[index]!));
+  }
+
+  async readTokenBudgets(keyId: string, plan: TokenBudgetPlan): Promise<TokenBudgetState[] | null> {
+    const key = await this.getKey(keyId);
+    const account = key && (await this.getAccount(key.accountId));
+    if (!key || !account) return null;
+    const budgets = effectiveTokenBudgets(plan, account.tokenBudgets, key.tokenBudgets);
+    const fields = [
+      ...budgets.key.map((budget) => `${redisKeys.keyTokenBucketFieldPrefix(key.id)}${budget.windowSeconds}`),
+      ...budgets.account.map((budget) => `${redisKeys.accountTokenBucketFieldPrefix()}${budget.windowSeconds}`),
+    ];
+    if (fields.length === 0) return [];
+    const [stored, nowUs] = await Promise.all([
+      this.call(() => this.redis.hmget(redisKeys.account(account.id), ...fields)),
+      this.redisNowUs(),
+    ]);
+    const scoped = [
+      ...budgets.key.map((budget) => ['key', budget] as const),
+      ...budgets.account.map((budget) => ['account', budget] as const),
+    ];
+    return scoped.map(([scope, budget], index) => tokenBudgetState(scope, parseTokenBucket(stored[index]), nowUs, budget));
+  }
+
+  async readUsageStream(options: { count: number; after?: string }): Promise<UsageStreamEntry[]> {
+    const start = options.after === undefined ? '-' : `(${options.after}`;
+    const rows = await this.call(() => this.redis.xrange(redisKeys.usageStream(), start, '+', 'COUNT', options.count));
+    return rows.map(([id, flat]) => ({ id, fields: fieldsOf(flat) }));
+  }
+
+  /** Redis's clock (µs), the one the Checks and the usage script decide on; the test override if set. */
+  private async redisNowUs(): Promise<number> {
+    if (this.clockOverride) return Math.round(this.clockOverride() * 1000);
+    const [seconds, micros] = await this.call(() => this.redis.time());
+    return Number(seconds) * 1_000_000 + Number(micros);
   }
 
   async ping(): Promise<void> {

@@ -5,6 +5,7 @@ import type { Member } from '../../domain/members';
 import type { LimitScope, LimitState, RateLimit, RatePlan } from '../../domain/rate-limits';
 import { emissionIntervalUs } from '../../limits/gcra';
 import type { KeyEnvironment } from '../../keys/customer-key';
+import type { UsageApplyOutcome, UsageBilling } from '../../domain/usage-record';
 import {
   CorruptRecordError,
   StoreUnavailableError,
@@ -120,6 +121,58 @@ end`;
  */
 const BUCKET_SWEEP_INTERVAL_US = 3_600_000_000;
 
+/** How often (µs) the usage script deletes spent token buckets and old months' spend of an account. */
+const USAGE_SWEEP_INTERVAL_US = 3_600_000_000;
+
+/**
+ * Lua: token budget buckets, exact in doubles (mirrors
+ * src/limits/token-budget.ts, which uses BigInt; a test holds the two
+ * equal). A bucket field holds `<tatUs>` or `<tatUs> <fraction>` (the TAT's
+ * fraction of a µs as a numerator over the budget's tokens). Budgets are at
+ * most 10^9 tokens and 10^6 tokens per second over a window of at most 31
+ * days, so every product below stays under 2^53.
+ * - tb_parse(text, tokens): tat, fraction; nil for an absent or unreadable bucket.
+ * - tb_consume(text, now, n, tokens, window_s): the bucket's new text after
+ *   using n tokens at `now` (µs).
+ * - tb_unrefilled(debt_us, fraction, tokens, window_s): whole tokens not yet
+ *   refilled in a bucket debt_us (+ fraction/tokens) µs ahead of now, for a
+ *   debt under one window (a bigger debt means the budget is exhausted). For
+ *   the Check: remaining = tokens − tb_unrefilled.
+ */
+export const LUA_TOKEN_BUDGET = `
+local function divmod(x, y)
+  local q = math.floor(x / y)
+  local r = x - q * y
+  if r < 0 then q = q - 1; r = r + y elseif r >= y then q = q + 1; r = r - y end
+  return q, r
+end
+local function tb_parse(text, tokens)
+  if not text then return nil end
+  local tat, fraction = string.match(text, '^(%d+) (%d+)$')
+  if tat then tat, fraction = tonumber(tat), tonumber(fraction) else tat, fraction = tonumber(text), 0 end
+  if not tat then return nil end
+  if fraction >= tokens then fraction = 0 end
+  return tat, fraction
+end
+local function tb_consume(text, now, n, tokens, window_s)
+  local tat, fraction = tb_parse(text, tokens)
+  if not tat or tat < now then tat, fraction = now, 0 end
+  local a, b = divmod(n, tokens)
+  local c, r = divmod(b * window_s, tokens)
+  local d, e = divmod(r * 1000000, tokens)
+  tat = tat + a * window_s * 1000000 + c * 1000000 + d
+  fraction = fraction + e
+  if fraction >= tokens then tat = tat + 1; fraction = fraction - tokens end
+  if fraction == 0 then return string.format('%.0f', tat) end
+  return string.format('%.0f %.0f', tat, fraction)
+end
+local function tb_unrefilled(debt_us, fraction, tokens, window_s)
+  local d1, d0 = divmod(debt_us, 1000000)
+  local q1, r1 = divmod(d1 * tokens, window_s)
+  local q2 = divmod(r1 * 1000000 + d0 * tokens + fraction, window_s * 1000000)
+  return q1 + q2
+end`;
+
 /** Every script, declared once: `defineCommand` registers each under its name, and `ScriptCommands` types it. */
 export const REDIS_SCRIPTS = {
   // Create-if-absent in one step so two admins racing on one id cannot overwrite each other.
@@ -157,7 +210,7 @@ return {'created'}`,
     parseReply: parseInsertReply,
   }),
 
-  // Applies a JSON patch to the account; null removes creditBalance or a limits scope.
+  // Applies a JSON patch to the account; null removes creditBalance, a limits or token budget scope, or the spend cap.
   gwaUpdateAccount: script({
     keys: ['account'],
     argv: ['patchJson'],
@@ -181,6 +234,19 @@ if p.limits ~= nil then
   if next(limits) == nil then redis.call('HDEL', KEYS[1], 'limits')
   else redis.call('HSET', KEYS[1], 'limits', cjson.encode(limits)) end
 end
+if p.tokenBudgets ~= nil then
+  local current = redis.call('HGET', KEYS[1], '${redisKeys.tokenBudgetsField()}')
+  local budgets = {}
+  if current then budgets = cjson.decode(current) end
+  for _, scope in ipairs({'key', 'account'}) do
+    if p.tokenBudgets[scope] == cjson.null then budgets[scope] = nil
+    elseif p.tokenBudgets[scope] ~= nil then budgets[scope] = p.tokenBudgets[scope] end
+  end
+  if next(budgets) == nil then redis.call('HDEL', KEYS[1], '${redisKeys.tokenBudgetsField()}')
+  else redis.call('HSET', KEYS[1], '${redisKeys.tokenBudgetsField()}', cjson.encode(budgets)) end
+end
+if p.monthlySpendCap == cjson.null then redis.call('HDEL', KEYS[1], '${redisKeys.monthlySpendCapField()}')
+elseif p.monthlySpendCap ~= nil then redis.call('HSET', KEYS[1], '${redisKeys.monthlySpendCapField()}', p.monthlySpendCap) end
 return redis.call('HGETALL', KEYS[1])`,
     parseReply: (reply): Account | null => (reply ? parseAccount(fieldsOf(reply)) : null),
   }),
@@ -209,7 +275,7 @@ return {'ok', text}`,
     parseReply: parseCreditReply,
   }),
 
-  // Applies a JSON patch to a key record; null removes the limits override or the expiry.
+  // Applies a JSON patch to a key record; null removes the limits or token budget override, the expiry or the spend cap.
   gwaUpdateKey: script({
     keys: ['keyRecord'],
     argv: ['patchJson'],
@@ -221,6 +287,10 @@ if p.limits == cjson.null then redis.call('HDEL', KEYS[1], 'limits')
 elseif p.limits ~= nil then redis.call('HSET', KEYS[1], 'limits', p.limitsJson) end
 if p.expiresAt == cjson.null then redis.call('HDEL', KEYS[1], 'expiresAt', 'expiresAtMs')
 elseif p.expiresAt ~= nil then redis.call('HSET', KEYS[1], 'expiresAt', p.expiresAt, 'expiresAtMs', p.expiresAtMs) end
+if p.tokenBudgets == cjson.null then redis.call('HDEL', KEYS[1], '${redisKeys.tokenBudgetsField()}')
+elseif p.tokenBudgets ~= nil then redis.call('HSET', KEYS[1], '${redisKeys.tokenBudgetsField()}', p.tokenBudgetsJson) end
+if p.monthlySpendCap == cjson.null then redis.call('HDEL', KEYS[1], '${redisKeys.monthlySpendCapField()}')
+elseif p.monthlySpendCap ~= nil then redis.call('HSET', KEYS[1], '${redisKeys.monthlySpendCapField()}', p.monthlySpendCap) end
 return redis.call('HGETALL', KEYS[1])`,
     parseReply: parseKeyOrNull,
   }),
@@ -451,6 +521,169 @@ for i = 1, n do
 end
 return written`,
     parseReply: (reply): number => (typeof reply === 'number' ? reply : 0),
+  }),
+
+  /**
+   * One usage record applied to its account, exactly once per request id:
+   * mirrors applyUsageToAccountState() in src/limits/usage-account-state.ts
+   * (the in-memory store runs that; the contract suite keeps them equal).
+   *
+   * Every read and check comes first and every write after, so nothing can
+   * fail half-way through the money: a corrupt amount is answered 'corrupt'
+   * before anything is written. Then in this order: the account's balance,
+   * shortfall, month spend of account and key and token buckets (one HSET),
+   * the marker, and last the hour and day aggregates (an aggregate that cannot
+   * be written fails the script after the money and the marker are in, so a
+   * retry answers 'duplicate' and nothing is counted twice).
+   *
+   * The marker holds how the record was billed (`prepaid:<shortfall>`), for
+   * the stream entry of a record whose first reply was lost. Token buckets use
+   * Redis's clock (the Check's); spend and aggregates the record's own time,
+   * so a record applied late still counts in the hour, day and month it
+   * happened. At most once an hour (usageSweepAtUs) the script deletes token
+   * buckets whose time has passed and spend of months before the previous
+   * one, before reading what it needs. `nowUs` '' means Redis's own TIME.
+   */
+  gwaApplyUsage: script({
+    keys: ['account', 'keyRecord', 'appliedMarker', 'hourAggregate', 'dayAggregate'],
+    argv: [
+      'nowUs',
+      'markerTtlMs',
+      'costMinorUnits',
+      'totalTokens',
+      'accountSpendField',
+      'keySpendField',
+      'keyTokenBucketFieldPrefix',
+      'accountTokenBucketFieldPrefix',
+      'creditLimit',
+      'hourExpiresAtMs',
+      'dayExpiresAtMs',
+      'planKeyBudgetCount',
+      'planAccountBudgetCount',
+      '...planBudgetsThenAggregateIncrements',
+    ],
+    lua: `${LUA_ISO_8601}
+${LUA_TOKEN_BUDGET}
+local first = redis.call('GET', KEYS[3])
+if first then return {'duplicate', first} end
+local a = redis.call('HMGET', KEYS[1], 'id', 'creditBalance', '${redisKeys.tokenBudgetsField()}', ARGV[5], ARGV[6],
+  '${redisKeys.creditShortfallField()}', '${redisKeys.usageSweepField()}')
+if not a[1] then return {'account_not_found'} end
+local function amount(text, name)
+  if not text then return 0 end
+  if not string.match(text, '^%d+$') or string.len(text) > 16 then error({corrupt = name, text = text}) end
+  return tonumber(text)
+end
+local ok, problem = pcall(function()
+  if a[2] and (not string.match(a[2], '^-?%d+$') or string.len(a[2]) > 17 or math.abs(tonumber(a[2])) > 9007199254740991) then
+    error({corrupt = 'creditBalance', text = a[2]})
+  end
+  amount(a[4], ARGV[5]); amount(a[5], ARGV[6]); amount(a[6], '${redisKeys.creditShortfallField()}')
+end)
+if not ok then
+  if type(problem) == 'table' then return {'corrupt', problem.corrupt, problem.text} end
+  error(problem)
+end
+local now
+if ARGV[1] ~= '' then now = tonumber(ARGV[1])
+else local t = redis.call('TIME'); now = tonumber(t[1]) * 1000000 + tonumber(t[2]) end
+local writes, gone = {}, {}
+local sweep_at = a[7] and tonumber(a[7])
+if not sweep_at or sweep_at <= now then
+  if sweep_at then
+    local oldest = iso8601(math.floor(now / 1000)):sub(1, 7)
+    local year, month = tonumber(oldest:sub(1, 4)), tonumber(oldest:sub(6, 7))
+    if month == 1 then oldest = string.format('%04d-12', year - 1) else oldest = string.format('%04d-%02d', year, month - 1) end
+    local all, stale = redis.call('HGETALL', KEYS[1]), {}
+    for i = 1, #all, 2 do
+      local f = all[i]
+      local prefix = string.sub(f, 1, 3)
+      if (prefix == '${redisKeys.tokenBucketFieldPrefix()}' and (tonumber(string.match(all[i + 1], '^%d+')) or 0) < now)
+        or (prefix == '${redisKeys.spendFieldPrefix()}' and string.sub(f, -7) < oldest) then
+        stale[#stale + 1] = f; gone[f] = true
+      end
+    end
+    if #stale > 0 then redis.call('HDEL', KEYS[1], unpack(stale)) end
+  end
+  writes[#writes + 1] = '${redisKeys.usageSweepField()}'
+  writes[#writes + 1] = string.format('%.0f', now + ${USAGE_SWEEP_INTERVAL_US})
+end
+local cost = tonumber(ARGV[3])
+local billing, shortfall = 'postpaid', 0
+if a[2] then
+  billing = 'prepaid'
+  local debited = tonumber(a[2]) - cost
+  local balance = math.max(debited, -tonumber(ARGV[9]))
+  shortfall = balance - debited
+  writes[#writes + 1] = 'creditBalance'
+  writes[#writes + 1] = string.format('%.0f', balance)
+  if shortfall > 0 then
+    writes[#writes + 1] = '${redisKeys.creditShortfallField()}'
+    writes[#writes + 1] = string.format('%.0f', amount(a[6]) + shortfall)
+  end
+end
+for i, field in ipairs({ARGV[5], ARGV[6]}) do
+  local spent = 0
+  if not gone[field] then spent = amount(a[3 + i]) end
+  writes[#writes + 1] = field
+  writes[#writes + 1] = string.format('%.0f', math.min(spent + cost, 9007199254740991))
+end
+local key_count, account_count = tonumber(ARGV[12]), tonumber(ARGV[13])
+local aggregates_from = 14 + 2 * (key_count + account_count)
+local tokens = tonumber(ARGV[4])
+if tokens > 0 then
+  local function plan_budgets(from, count)
+    local out = {}
+    for i = from, from + 2 * count - 1, 2 do out[#out + 1] = {tokens = tonumber(ARGV[i]), windowSeconds = tonumber(ARGV[i + 1])} end
+    return out
+  end
+  local overrides = {}
+  if a[3] then overrides = cjson.decode(a[3]) end
+  local own = redis.call('HGET', KEYS[2], '${redisKeys.tokenBudgetsField()}')
+  local key_budgets = (own and cjson.decode(own)) or overrides.key or plan_budgets(14, key_count)
+  local account_budgets = overrides.account or plan_budgets(14 + 2 * key_count, account_count)
+  local fields, budgets = {}, {}
+  for _, b in ipairs(key_budgets) do fields[#fields + 1] = ARGV[7] .. b.windowSeconds; budgets[#budgets + 1] = b end
+  for _, b in ipairs(account_budgets) do fields[#fields + 1] = ARGV[8] .. b.windowSeconds; budgets[#budgets + 1] = b end
+  if #fields > 0 then
+    local stored = redis.call('HMGET', KEYS[1], unpack(fields))
+    for i, b in ipairs(budgets) do
+      writes[#writes + 1] = fields[i]
+      writes[#writes + 1] = tb_consume(stored[i], now, tokens, b.tokens, b.windowSeconds)
+    end
+  end
+end
+redis.call('HSET', KEYS[1], unpack(writes))
+local outcome = billing .. ':' .. string.format('%.0f', shortfall)
+redis.call('SET', KEYS[3], outcome, 'PX', ARGV[2])
+local now_ms = math.floor(now / 1000)
+for i, expires in ipairs({ARGV[10], ARGV[11]}) do
+  if tonumber(expires) > now_ms then
+    for j = aggregates_from, #ARGV, 2 do redis.call('HINCRBY', KEYS[3 + i], ARGV[j], ARGV[j + 1]) end
+    redis.call('PEXPIREAT', KEYS[3 + i], expires)
+  end
+end
+return {'applied', outcome}`,
+    parseReply: parseApplyUsageReply,
+  }),
+
+  // One usage record appended to the billing stream, exactly once per account
+  // and request id; the marker holds the entry id. The stream is trimmed to
+  // about maxLength entries (MAXLEN ~, which trims whole macro nodes: cheap).
+  gwaAppendUsageStream: script({
+    keys: ['stream', 'streamedMarker'],
+    argv: ['markerTtlMs', 'maxLength', '...fields'],
+    lua: `
+local first = redis.call('GET', KEYS[2])
+if first then return {'duplicate', first} end
+local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], '*', unpack(ARGV, 3))
+redis.call('SET', KEYS[2], id, 'PX', ARGV[1])
+return {'appended', id}`,
+    parseReply: (reply): 'appended' | 'duplicate' => {
+      const kind: unknown = Array.isArray(reply) ? (reply as unknown[])[0] : reply;
+      if (kind === 'appended' || kind === 'duplicate') return kind;
+      throw new StoreUnavailableError(`unexpected usage stream reply from Redis: ${String(kind)}`);
+    },
   }),
 };
 
@@ -876,5 +1109,31 @@ export function parseAuthorizeReply(reply: unknown): AuthorizeOutcome {
     }
     default:
       throw new StoreUnavailableError(`unexpected authorize reply from Redis: ${String(kind)}`);
+  }
+}
+
+/** `prepaid:0` → what the first application did. */
+function parseBilling(text: unknown): { billing: UsageBilling; creditShortfall: number } {
+  const [billing, shortfall] = String(text).split(':');
+  if ((billing !== 'prepaid' && billing !== 'postpaid') || !/^[0-9]+$/.test(shortfall ?? '')) {
+    throw new StoreUnavailableError(`unexpected usage marker in Redis: ${String(text)}`);
+  }
+  return { billing, creditShortfall: Number(shortfall) };
+}
+
+function parseApplyUsageReply(reply: unknown): UsageApplyOutcome {
+  if (!Array.isArray(reply)) throw new StoreUnavailableError('unexpected usage reply from Redis');
+  const [kind, second, third] = reply as unknown[];
+  switch (kind) {
+    case 'applied':
+    case 'duplicate':
+      return { kind, ...parseBilling(second) };
+    case 'account_not_found':
+      return { kind };
+    case 'corrupt':
+      // Nothing was written; the account needs repair before this record can be applied.
+      throw new CorruptRecordError('account', `${String(second)} '${String(third)}' is not an exact whole number`);
+    default:
+      throw new StoreUnavailableError(`unexpected usage reply from Redis: ${String(kind)}`);
   }
 }

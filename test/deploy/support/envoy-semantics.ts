@@ -34,6 +34,8 @@ export interface ConnectionManager {
   use_remote_address: boolean;
   internal_address_config: { cidr_ranges: { address_prefix: string; prefix_len: number }[] };
   generate_request_id: boolean;
+  /** Whether a client-sent x-request-id survives on an edge request (Envoy's default: false, it is replaced). */
+  preserve_external_request_id: boolean;
   max_request_headers_kb: number;
   stream_idle_timeout: string;
   common_http_protocol_options: { headers_with_underscores_action: string };

@@ -5,8 +5,9 @@ import {
   describeIssue,
   patchAccountBody,
   patchKeyBody,
+  usageQuery,
 } from '../../../src/admin/admin-schemas';
-import { limitListSchema, windowSchema } from '../../../src/limits/limit-schema';
+import { limitListSchema, tokenBudgetListSchema, windowSchema } from '../../../src/limits/limit-schema';
 import { accountView, keyView } from '../../../src/admin/admin-views';
 import type { Account, StoredKey } from '../../../src/domain/key-records';
 
@@ -153,6 +154,73 @@ describe('credit and key bodies', () => {
   });
 });
 
+describe('token budgets, spend caps and the usage query (issue 16)', () => {
+  it('reads token budgets as {tokens, window}, refusing what the bucket arithmetic cannot take exactly', () => {
+    expect(
+      tokenBudgetListSchema.parse([
+        { tokens: 100_000, window: '1m' },
+        { tokens: 5_000_000, window: '1d' },
+      ]),
+    ).toEqual([
+      { tokens: 100_000, windowSeconds: 60 },
+      { tokens: 5_000_000, windowSeconds: 86_400 },
+    ]);
+    expect(issueOf(tokenBudgetListSchema, [{ tokens: 0, window: '1m' }])).toEqual({
+      field: '0.tokens',
+      message: expect.stringContaining('from 1 to 1000000000'),
+    });
+    expect(issueOf(tokenBudgetListSchema, [{ tokens: 1_000_000_001, window: '1d' }]).field).toBe('0.tokens');
+    expect(issueOf(tokenBudgetListSchema, [{ tokens: 2_000_000, window: '1s' }])).toEqual({
+      field: '0.tokens',
+      message: '0.tokens: must be at most 1000000 tokens per second of window (1000000 for 1s)',
+    });
+    expect(
+      issueOf(tokenBudgetListSchema, [
+        { tokens: 1, window: '1m' },
+        { tokens: 2, window: 60 },
+      ]).field,
+    ).toBe('1.window');
+    expect(issueOf(tokenBudgetListSchema, [{ tokens: 1, window: '1m', limit: 3 }]).message).toContain('unknown field(s): 0.limit');
+  });
+
+  it('takes spend caps and budget overrides on accounts and keys, null removing them', () => {
+    expect(
+      patchAccountBody.parse({ billing: { monthlySpendCap: 5_000 }, tokenBudgets: { key: null, account: [{ tokens: 10, window: '1h' }] } }),
+    ).toEqual({
+      billing: { monthlySpendCap: 5_000 },
+      tokenBudgets: { key: null, account: [{ tokens: 10, windowSeconds: 3600 }] },
+    });
+    expect(patchAccountBody.parse({ billing: { monthlySpendCap: null } })).toEqual({ billing: { monthlySpendCap: null } });
+    expect(issueOf(patchAccountBody, { billing: { monthlySpendCap: 0 } })).toEqual({
+      field: 'billing.monthlySpendCap',
+      message: 'billing.monthlySpendCap: must be at least 1 (or null for no cap)',
+    });
+    expect(issueOf(patchAccountBody, { billing: { monthlySpendCap: 1.5 } }).field).toBe('billing.monthlySpendCap');
+    expect(issueOf(patchAccountBody, { billing: { monthlySpendCap: 1e15 + 1 } }).field).toBe('billing.monthlySpendCap');
+    expect(issueOf(patchAccountBody, { tokenBudgets: {} }).message).toMatch(/at least one of: key, account/);
+    expect(createAccountBody.parse({ id: 'a', name: 'A', billing: { monthlySpendCap: 1 } }).billing).toEqual({ monthlySpendCap: 1 });
+    expect(patchKeyBody.parse({ monthlySpendCap: null, tokenBudgets: [] })).toEqual({ monthlySpendCap: null, tokenBudgets: [] });
+    expect(issueOf(patchKeyBody, { monthlySpendCap: -3 }).field).toBe('monthlySpendCap');
+  });
+
+  it('reads the usage query with defaults, and names the bad parameter', () => {
+    expect(usageQuery.parse({})).toEqual({ granularity: 'day' });
+    expect(
+      usageQuery.parse({ from: '2026-11-22T00:00:00Z', to: '2026-11-23T00:00:00+01:00', granularity: 'hour', groupBy: 'model' }),
+    ).toEqual({
+      granularity: 'hour',
+      groupBy: 'model',
+      fromMs: Date.parse('2026-11-22T00:00:00Z'),
+      toMs: Date.parse('2026-11-22T23:00:00Z'),
+    });
+    expect(issueOf(usageQuery, { granularity: 'week' })).toEqual({ field: 'granularity', message: 'granularity: must be "hour" or "day"' });
+    expect(issueOf(usageQuery, { groupBy: 'account' }).field).toBe('groupBy');
+    expect(issueOf(usageQuery, { from: 'yesterday' })).toEqual({ field: 'from', message: expect.stringContaining('ISO-8601') });
+    expect(issueOf(usageQuery, { from: '2026-11-22' }).field).toBe('from');
+    expect(issueOf(usageQuery, { limit: '3' }).message).toContain('unknown field(s): limit');
+  });
+});
+
 describe('views', () => {
   const account: Account = {
     id: 'acme',
@@ -164,19 +232,39 @@ describe('views', () => {
   };
 
   it('shows an account with windows as text and absent overrides as null; a 0 balance stays 0', () => {
-    expect(accountView(account)).toEqual({
+    expect(accountView(account, Date.parse('2025-02-01T00:00:00Z'))).toEqual({
       id: 'acme',
       name: 'Acme',
-      billing: { status: 'active', creditBalance: 0 },
+      billing: { status: 'active', creditBalance: 0, monthlySpendCap: null, spentThisMonth: 0, creditShortfall: 0 },
       limits: { key: null, account: [{ limit: 10, window: '90s' }] },
       maxActiveKeys: null,
+      tokenBudgets: { key: null, account: null },
       createdAt: '2025-01-01T00:00:00.000Z',
     });
-    expect(accountView({ ...account, maxActiveKeys: 0 }).maxActiveKeys).toBe(0);
-    expect(accountView({ id: 'b', name: 'B', status: 'suspended', createdAt: 'x' }).billing).toEqual({
+    expect(accountView({ ...account, maxActiveKeys: 0 }, 0).maxActiveKeys).toBe(0);
+    expect(accountView({ id: 'b', name: 'B', status: 'suspended', createdAt: 'x' }, 0).billing).toEqual({
       status: 'suspended',
       creditBalance: null,
+      monthlySpendCap: null,
+      spentThisMonth: 0,
+      creditShortfall: 0,
     });
+  });
+
+  it("shows the spend cap, this month's spend (UTC), the shortfall and token budgets with windows as text", () => {
+    const spending: Account = {
+      ...account,
+      monthlySpendCap: 5_000,
+      monthlySpend: { '2025-01': 1_200, '2025-02': 30 },
+      creditShortfall: 7,
+      tokenBudgets: { key: [{ tokens: 100_000, windowSeconds: 60 }], account: [] },
+    };
+    expect(accountView(spending, Date.parse('2025-01-31T23:59:59.999Z'))).toMatchObject({
+      billing: { monthlySpendCap: 5_000, spentThisMonth: 1_200, creditShortfall: 7 },
+      tokenBudgets: { key: [{ tokens: 100_000, window: '1m' }], account: [] },
+    });
+    expect(accountView(spending, Date.parse('2025-02-01T00:00:00Z')).billing.spentThisMonth).toBe(30);
+    expect(accountView(spending, Date.parse('2025-03-01T00:00:00Z')).billing.spentThisMonth).toBe(0);
   });
 
   it('copies only the listed key fields, so nothing else on a record can leak', () => {
@@ -208,6 +296,8 @@ describe('views', () => {
       replacedBy: null,
       limits: [{ limit: 1, window: '1h' }],
       createdBy: null,
+      tokenBudgets: null,
+      monthlySpendCap: null,
     });
     expect(keyView({ ...record, createdBy: { kind: 'member', issuer: 'https://i', subject: 's' } }, 0).createdBy).toEqual({
       kind: 'member',

@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import * as protoLoader from '@grpc/proto-loader';
 import { protoPath } from 'grpc-health-check';
 import { decodeHealthCheckRequest, HealthService } from '../../../src/grpc/health-service';
-import type { MethodHandler, ServerStreamingCall } from '../../../src/grpc/transport/grpc-server';
+import type { ServerStreamingCall, SingleMessageMethodHandler } from '../../../src/grpc/transport/grpc-server';
 import type { RpcError } from '../../../src/grpc/transport/status';
 
 /** The official grpc.health.v1 proto (as grpc-health-check ships it), through protobufjs. */
@@ -28,7 +28,7 @@ function recordingCall() {
   return { call, messages, errors, finish: () => finishListeners.forEach((listener) => listener()) };
 }
 
-function run(method: MethodHandler | undefined, service: string, call: ServerStreamingCall): void {
+function run(method: SingleMessageMethodHandler | undefined, service: string, call: ServerStreamingCall): void {
   if (!method) throw new Error('no such method');
   method.handle(check.requestSerialize({ service }), call);
 }

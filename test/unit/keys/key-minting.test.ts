@@ -61,6 +61,12 @@ describe('successorTerms', () => {
     expect(record.expiresAt).toBe(old.expiresAt);
   });
 
+  it('inherits token budgets and the monthly spend cap: rotating never lifts a cap', () => {
+    const capped = { ...old, tokenBudgets: [{ tokens: 1_000, windowSeconds: 60 }], monthlySpendCap: 500 };
+    expect(successorTerms(capped)).toMatchObject({ tokenBudgets: [{ tokens: 1_000, windowSeconds: 60 }], monthlySpendCap: 500 });
+    expect(mintKey(successorTerms(capped), NOW).record).toMatchObject({ tokenBudgets: capped.tokenBudgets, monthlySpendCap: 500 });
+  });
+
   it('leaves the expiry and limits out when the old key had none', () => {
     const { expiresAt: _expiresAt, limits: _limits, ...plain } = old;
     expect(successorTerms(plain)).toEqual({ accountId: 'acme', name: 'prod backend', environment: 'live', replaces: 'key_old' });

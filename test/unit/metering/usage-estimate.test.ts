@@ -61,11 +61,14 @@ describe('what is counted for a response', () => {
     },
   );
 
-  it.each(['error-status', 'not-success-status', 'not-metered-request'] as const)('%s costs nothing, in every family', (reason) => {
-    for (const family of ['chat-completions', 'messages', 'generative-content'] as RouteFamily[]) {
-      expect(usageOutcome(none(reason), { family, requestBodyBytes: 400 })).toEqual({ kind: 'free', reason });
-    }
-  });
+  it.each(['error-status', 'not-success-status', 'not-metered-request', 'no-response'] as const)(
+    '%s costs nothing, in every family',
+    (reason) => {
+      for (const family of ['chat-completions', 'messages', 'generative-content'] as RouteFamily[]) {
+        expect(usageOutcome(none(reason), { family, requestBodyBytes: 400 })).toEqual({ kind: 'free', reason });
+      }
+    },
+  );
 
   it.each(['messages', 'generative-content'] as RouteFamily[])(
     '%s answers always carry usage: one without it costs nothing, with its reason',

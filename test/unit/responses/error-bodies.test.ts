@@ -299,9 +299,9 @@ describe('in every style', () => {
     generic: (body) => body.error.code,
   };
 
-  // The one exception: chat 429 uses OpenAI's own code (tested above); x-gateway-error-code still says rate_limited.
+  // The one exception: chat 429s use OpenAI's own code (tested above); x-gateway-error-code still carries the reason.
   const cases = STYLES.flatMap((style) => ALL_REASONS.map((reason) => [style, reason] as const)).filter(
-    ([style, reason]) => !(style === 'chat' && reason === 'rate_limited'),
+    ([style, reason]) => !(style === 'chat' && httpStatusOf(reason) === 429),
   );
 
   it.each(cases)('%s: the reason code %s travels unchanged', (style, reason) => {
@@ -368,10 +368,10 @@ describe('deny reasons', () => {
   it('credential problems are 401, billing 402, rate limits 429, request-shape problems 400, store trouble 503', () => {
     const by = (status: number) => ALL_REASONS.filter((reason) => httpStatusOf(reason) === status).sort();
     expect(by(400)).toEqual(['missing_version_header', 'query_key_not_removable', 'unsupported_version']);
-    expect(by(402)).toEqual(['account_suspended', 'credit_exhausted']);
-    expect(by(429)).toEqual(['rate_limited']);
+    expect(by(402)).toEqual(['account_suspended', 'budget_exceeded', 'credit_exhausted']);
+    expect(by(429)).toEqual(['rate_limited', 'token_budget_exhausted']);
     expect(by(503)).toEqual(['store_unavailable']);
-    expect(by(401)).toHaveLength(ALL_REASONS.length - 7);
+    expect(by(401)).toHaveLength(ALL_REASONS.length - 9);
     expect(by(401)).toEqual(
       expect.arrayContaining([
         'missing_credential',

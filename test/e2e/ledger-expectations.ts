@@ -1,0 +1,101 @@
+/**
+ * For e2e tests whose front runs envoy.yaml's ext_proc filter against
+ * gateway-authz itself (startE2EWorld({ extProc: 'gateway' })): the usage
+ * the fake upstream reported reaches the ledger, priced, exactly once. The
+ * price table makes a cost easy to read off the tokens: 1 minor unit per
+ * input or cached input token, 2 per output token, 3 per cache write.
+ */
+import type { ApiAccount, ApiUsageReport } from '../../src/cli/api-types';
+import type { RouteFamily } from '../../src/domain/route';
+import type { TokenCounts, UsageOutcome } from '../../src/domain/usage';
+import { usageOutcome } from '../../src/metering/usage-estimate';
+import { createUsageExtractor } from '../../src/metering/usage-extractor';
+import { startE2EWorld, type E2EWorld } from './e2e-world';
+import type { RecordedRequest } from './fake-upstream';
+
+export const METERED_PRICING = {
+  models: [],
+  default: { input: 1_000_000, output: 2_000_000, cachedInput: 1_000_000, cacheCreation: 3_000_000 },
+  unpricedModels: 'charge-default',
+};
+
+/** A usage with every kind of token, so that each is seen to be priced. */
+export const METERED_USAGE: TokenCounts = { inputTokens: 23, outputTokens: 9, cachedInputTokens: 5, cacheCreationTokens: 3 };
+
+/** Pieces of a slow stream: far enough apart that a client that leaves is seen before the next one. */
+export const METERED_SLOW_GAP_MS = 150;
+
+export function chargeOf(tokens: TokenCounts): number {
+  return tokens.inputTokens + 2 * tokens.outputTokens + tokens.cachedInputTokens + 3 * tokens.cacheCreationTokens;
+}
+
+export function startMeteredWorld(): Promise<E2EWorld> {
+  return startE2EWorld({
+    extProc: 'gateway',
+    config: { pricing: METERED_PRICING },
+    upstream: { usage: METERED_USAGE, slowEventGapMs: METERED_SLOW_GAP_MS },
+  });
+}
+
+export interface Ledger {
+  creditBalance: number | null;
+  spentThisMonth: number;
+  usage: ApiUsageReport['total'];
+}
+
+export async function ledgerOf(world: E2EWorld, accountId: string): Promise<Ledger> {
+  // Usage first: one script applies a record to both, so an account read after it is never behind it.
+  const usage = await world.gateway.admin('GET', `/admin/accounts/${accountId}/usage?granularity=day`);
+  const account = await world.gateway.admin('GET', `/admin/accounts/${accountId}`);
+  if (account.status !== 200 || usage.status !== 200)
+    throw new Error(`reading the ledger of ${accountId}: ${account.status} ${usage.status}`);
+  const billing = (account.body as unknown as ApiAccount).billing;
+  return {
+    creditBalance: billing.creditBalance,
+    spentThisMonth: billing.spentThisMonth ?? 0,
+    usage: (usage.body as unknown as ApiUsageReport).total,
+  };
+}
+
+/**
+ * The ledger once `requests` answers of the account are applied: the processor hands an answer over when its
+ * ext_proc stream ends (at the answer's end, or deferred_close_timeout after a client left).
+ */
+export async function meteredLedger(world: E2EWorld, accountId: string, requests: number, timeoutMs = 10_000): Promise<Ledger> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const ledger = await ledgerOf(world, accountId);
+    if (ledger.usage.requests >= requests && world.gateway.app.usage.buffered === 0) return ledger;
+    if (Date.now() > deadline) throw new Error(`${accountId}: ${ledger.usage.requests} of ${requests} answers metered in time`);
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
+
+/** The account's usage totals for exactly these tokens, over `requests` answers, none estimated. */
+export function totalsOf(tokens: TokenCounts, requests = 1, estimatedRequests = 0): ApiUsageReport['total'] {
+  return { requests, ...tokens, costMinorUnits: chargeOf(tokens), estimatedRequests };
+}
+
+export function sumOf(...usages: TokenCounts[]): TokenCounts {
+  const sum = { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, cacheCreationTokens: 0 };
+  for (const usage of usages) for (const name of Object.keys(sum) as (keyof TokenCounts)[]) sum[name] += usage[name];
+  return sum;
+}
+
+/**
+ * What an answer the client left mid-way is charged: the usage in the bytes that passed (the upstream stopped
+ * writing when the front reset it), read by the style's rules (the last running counts reported, or the
+ * chat-completions estimate), as `src/metering/` reads a whole answer.
+ */
+export function deliveredOutcome(upstream: RecordedRequest, family: RouteFamily, contentType = 'text/event-stream'): UsageOutcome {
+  const extractor = createUsageExtractor({
+    family,
+    method: upstream.method,
+    path: upstream.path.split('?', 1)[0]!,
+    status: upstream.status ?? 0,
+    contentType,
+    contentEncoding: undefined,
+  });
+  for (const chunk of upstream.responseChunks) extractor.write(chunk);
+  return usageOutcome(extractor.finish(), { family, requestBodyBytes: Buffer.byteLength(upstream.body) });
+}

@@ -1,0 +1,118 @@
+import type { MeteredResponse } from '../../../src/domain/metered-response';
+import type { PriceTable } from '../../../src/domain/pricing';
+import { usageRecordProblem, type UsageRecord } from '../../../src/domain/usage-record';
+import { usageLedgerSink, usageRecordOf } from '../../../src/metering/usage-ledger-sink';
+
+const PRICES: PriceTable = {
+  models: [{ pattern: 'gpt-4o-mini*', prices: { input: 150_000, output: 600_000, cachedInput: 75_000, cacheCreation: 150_000 } }],
+  defaultPrices: { input: 1_000_000, output: 1_000_000, cachedInput: 1_000_000, cacheCreation: 1_000_000 },
+  unpricedModels: 'charge-default',
+};
+
+const AT = Date.UTC(2026, 10, 23, 12, 0, 0);
+
+function answer(extra: Partial<MeteredResponse> = {}): MeteredResponse {
+  return {
+    requestId: 'req-1',
+    accountId: 'acme',
+    keyId: 'key_ki7sq0QuenAUq8kr',
+    keyPrefix: 'gk_live_1mm5',
+    family: 'chat-completions',
+    model: 'gpt-4o-mini-2024-07-18',
+    outcome: {
+      kind: 'metered',
+      usage: {
+        tokens: { inputTokens: 1_000, outputTokens: 2_000, cachedInputTokens: 4_000, cacheCreationTokens: 0 },
+        estimated: false,
+        final: true,
+        streamComplete: true,
+      },
+    },
+    delivery: 'complete',
+    httpStatus: 200,
+    observedAtMs: AT,
+    ...extra,
+  };
+}
+
+describe('usageRecordOf: a metered answer as the ledger applies it', () => {
+  it('carries the identity, request id, model, tokens and time, and the price table cost rounded up once', () => {
+    const record = usageRecordOf(answer(), PRICES);
+    // 1,000 × 0.15 + 2,000 × 0.6 + 4,000 × 0.075 = 150 + 1,200 + 300 = 1,650 minor units.
+    expect(record).toEqual({
+      requestId: 'req-1',
+      accountId: 'acme',
+      keyId: 'key_ki7sq0QuenAUq8kr',
+      keyPrefix: 'gk_live_1mm5',
+      family: 'chat-completions',
+      style: 'chat',
+      model: 'gpt-4o-mini-2024-07-18',
+      tokens: { inputTokens: 1_000, outputTokens: 2_000, cachedInputTokens: 4_000, cacheCreationTokens: 0 },
+      costMinorUnits: 1_650,
+      estimated: false,
+      atMs: AT,
+    });
+    expect(usageRecordProblem(record!)).toBeUndefined();
+  });
+
+  it('charges the default prices for a model the table does not price, and for an answer naming no model', () => {
+    const tokens = { inputTokens: 1, outputTokens: 1, cachedInputTokens: 0, cacheCreationTokens: 0 };
+    const usage = { tokens, estimated: false, final: true, streamComplete: true };
+    expect(usageRecordOf(answer({ model: 'other-model', outcome: { kind: 'metered', usage } }), PRICES)?.costMinorUnits).toBe(2);
+    const { model: _model, ...unnamed } = answer({ outcome: { kind: 'metered', usage } });
+    const record = usageRecordOf(unnamed, PRICES)!;
+    expect(record.costMinorUnits).toBe(2);
+    expect('model' in record).toBe(false);
+  });
+
+  it('costs 0 without a price table (tokens only), and keeps the estimated flag', () => {
+    const estimated = answer({
+      outcome: {
+        kind: 'metered',
+        usage: {
+          tokens: { inputTokens: 10, outputTokens: 3, cachedInputTokens: 0, cacheCreationTokens: 0 },
+          estimated: true,
+          final: true,
+          streamComplete: true,
+        },
+      },
+    });
+    expect(usageRecordOf(estimated, undefined)).toMatchObject({ costMinorUnits: 0, estimated: true, tokens: { inputTokens: 10 } });
+  });
+
+  it('names the style of each metered family', () => {
+    expect(usageRecordOf(answer({ family: 'messages' }), PRICES)?.style).toBe('messages');
+    expect(usageRecordOf(answer({ family: 'generative-content' }), PRICES)?.style).toBe('generative');
+  });
+
+  it('makes no record of an answer that costs nothing (an error answer, no answer at all)', () => {
+    expect(usageRecordOf(answer({ outcome: { kind: 'free', reason: 'error-status' }, httpStatus: 429 }), PRICES)).toBeUndefined();
+    expect(usageRecordOf(answer({ outcome: { kind: 'free', reason: 'no-response' }, delivery: 'disconnected' }), PRICES)).toBeUndefined();
+  });
+
+  it('a disconnected answer is recorded with what it delivered', () => {
+    const cut = answer({
+      delivery: 'disconnected',
+      outcome: {
+        kind: 'metered',
+        usage: {
+          tokens: { inputTokens: 7, outputTokens: 4, cachedInputTokens: 0, cacheCreationTokens: 0 },
+          estimated: false,
+          final: false,
+          streamComplete: false,
+        },
+      },
+    });
+    expect(usageRecordOf(cut, PRICES)?.tokens).toEqual({ inputTokens: 7, outputTokens: 4, cachedInputTokens: 0, cacheCreationTokens: 0 });
+  });
+});
+
+describe('usageLedgerSink', () => {
+  it('hands each metered answer to the recorder as its usage record, and nothing for a free one', () => {
+    const recorded: UsageRecord[] = [];
+    const sink = usageLedgerSink({ record: (record) => recorded.push(record) }, PRICES);
+    sink.record(answer());
+    sink.record(answer({ requestId: 'req-2', outcome: { kind: 'free', reason: 'error-status' } }));
+    expect(recorded).toEqual([usageRecordOf(answer(), PRICES)]);
+  });
+});
