@@ -840,8 +840,21 @@ async function overloadOnly(gateway: Contender, saturation: number, options: Opt
   // The rate-limited keys' one allowed request is spent (state in Redis, so for the fresh process too); nothing else is timed here.
   const driver = await H2Driver.connect(gateway.server.grpcAddress, options.connections);
   try {
-    // One at a time: none is shed, whatever MAX_CHECKS_IN_FLIGHT the run sets.
-    await driver.sendAll(uniformTraffic('valid', gateway.gateway!.seeded.rateLimited), 1);
+    // One at a time: none is shed, whatever MAX_CHECKS_IN_FLIGHT the run sets. A 503 here (a loaded machine) would
+    // leave a key its allowance and turn a later Check into a "wrong" allow: stop now instead.
+    expectClean('spending the rate-limited keys', await driver.sendAll(uniformTraffic('valid', gateway.gateway!.seeded.rateLimited), 1));
+    // The rate these ratios mean something against: saturation as the full bench measures it, one short round, now.
+    const closed = await driver.closedLoop({
+      traffic: gateway.traffic,
+      concurrency: options.concurrency,
+      warmupMs: 1000,
+      durationMs: 3000,
+      decodeEvery: 16,
+    });
+    process.stdout.write(
+      `saturation now (closed loop, ${options.concurrency} in flight, 3 s, the warm process): ${Math.round(closed.perSecond)}/s; ` +
+        `overload phases offered at multiples of ${saturation}/s\n`,
+    );
   } finally {
     driver.close();
   }
