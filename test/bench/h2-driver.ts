@@ -7,6 +7,7 @@
  * the status code its request class must get.
  */
 import { performance } from 'node:perf_hooks';
+import { newRequestDecision, pendingRequestDecision, type CircuitBreakerLimits } from './envoy-circuit-breaker';
 import { RawH2Connection } from './raw-h2-connection';
 import { CHECK_PATH, EXPECTED_STATUS, REQUEST_CLASSES, checkCodec, checkResponseStatusCode, type Traffic } from './traffic';
 
@@ -53,6 +54,8 @@ export interface PhaseResult {
   checked: Record<string, { checked: number; mismatches: number }>;
   /** Open loop only: scheduled sends dropped because too many were in flight. */
   overloaded: number;
+  /** Never sent: refused by the modelled Envoy circuit breaker (not counted in `errors`). */
+  refusedByEnvoy: number;
   firstError?: string;
 }
 
@@ -75,6 +78,11 @@ export interface OverloadResult {
   mismatches: number;
   /** Answered with a trailers-only gRPC error: shed (UNAVAILABLE, DEADLINE_EXCEEDED) or another error. */
   grpcErrors: number;
+  /**
+   * Never sent: refused by the modelled Envoy circuit breaker (max_requests, max_pending_requests), which Envoy
+   * answers at once with ext_authz's status_on_error (503). Within the deadline by construction; not in `latency`.
+   */
+  refusedByEnvoy: number;
   /** Reset streams, lost connections, and Checks with no answer at all. */
   unanswered: number;
   /** Answers (of any kind) that came after the deadline. */
@@ -99,6 +107,8 @@ interface Completion {
   ok: boolean;
   /** The server answered: a CheckResponse (ok) or a trailers-only gRPC error. Not: a reset stream, a lost connection. */
   answered: boolean;
+  /** Not sent: Envoy's circuit breaker (modelled) refused it, as an overflow. */
+  refusedByEnvoy?: boolean;
   /** CheckResponse.status.code when read, else -1. */
   status: number;
   error?: string;
@@ -110,15 +120,6 @@ const decodeStatus: StatusReader = (message) => checkCodec().deserialize(message
 
 /** How often one Check may be sent again after the server did not process it (GOAWAY), as Envoy would. */
 const MAX_RESENDS = 3;
-
-/**
- * envoy.yaml's ext_authz cluster: circuit_breakers max_connections. Envoy's
- * HTTP/2 pool marks a connection busy at the server's
- * SETTINGS_MAX_CONCURRENT_STREAMS and opens another whenever a request is
- * pending and no connection has room, up to this
- * (envoyproxy.io, "Connection pooling" and "Circuit breaking").
- */
-export const ENVOY_EXT_AUTHZ_MAX_CONNECTIONS = 1024;
 
 export class H2Driver {
   private next = 0;
@@ -136,15 +137,27 @@ export class H2Driver {
     private readonly port: number,
     private readonly connections: RawH2Connection[],
     private readonly maxConnections: number,
-  ) {}
+    private readonly circuitBreaker: Omit<CircuitBreakerLimits, 'maxConnections'> | undefined,
+  ) {
+    for (const connection of connections) this.adopt(connection);
+  }
 
   /**
    * `connections` to start with. `maxConnections` above it: like Envoy, a
    * connection is added whenever every open one is at the server's
    * SETTINGS_MAX_CONCURRENT_STREAMS, up to that many; until then the request
    * waits on the least busy one (Envoy's pending queue). Default: a fixed pool.
+   * With `circuitBreaker`, Envoy's cluster circuit breaker too (envoy.yaml's
+   * ext_authz thresholds): a request past `maxRequests` open streams, or past
+   * `maxPendingRequests` waiting, is refused at once, never sent
+   * (envoy-circuit-breaker.ts).
    */
-  static async connect(address: string, connections: number, maxConnections = connections): Promise<H2Driver> {
+  static async connect(
+    address: string,
+    connections: number,
+    maxConnections = connections,
+    circuitBreaker?: Omit<CircuitBreakerLimits, 'maxConnections'>,
+  ): Promise<H2Driver> {
     const at = address.lastIndexOf(':');
     const [host, port] = [address.slice(0, at), Number(address.slice(at + 1))];
     return new H2Driver(
@@ -152,7 +165,28 @@ export class H2Driver {
       port,
       await Promise.all(Array.from({ length: connections }, () => RawH2Connection.connect(host, port, REQUEST_HEADERS))),
       maxConnections,
+      circuitBreaker,
     );
+  }
+
+  /** Streams open over the pool (Envoy's max_requests counts these). */
+  get openStreams(): number {
+    let streams = 0;
+    for (const connection of this.connections) streams += connection.streams;
+    return streams;
+  }
+
+  /** Requests waiting for a stream (Envoy's max_pending_requests counts these). */
+  get pendingRequests(): number {
+    let pending = 0;
+    for (const connection of this.connections) pending += connection.queued;
+    return pending;
+  }
+
+  private adopt(connection: RawH2Connection): RawH2Connection {
+    const breaker = this.circuitBreaker;
+    if (breaker) connection.mayStartQueued = () => pendingRequestDecision(breaker, this.openStreams) === 'attach';
+    return connection;
   }
 
   /** Connections open or replaced so far (the pool grows past saturation when allowed to). */
@@ -189,6 +223,7 @@ export class H2Driver {
   private grow(): void {
     if (this.closing || this.growing || this.connections.length >= this.maxConnections) return;
     this.growing = RawH2Connection.connect(this.host, this.port, REQUEST_HEADERS)
+      .then((connection) => this.adopt(connection))
       .then((connection) => {
         if (this.closing) {
           connection.close();
@@ -212,6 +247,7 @@ export class H2Driver {
   private replace(slot: number): void {
     if (this.closing || this.replacing.has(slot)) return;
     const replaced = RawH2Connection.connect(this.host, this.port, REQUEST_HEADERS).then((connection) => {
+      this.adopt(connection);
       if (this.closing) {
         connection.close();
         return;
@@ -235,7 +271,22 @@ export class H2Driver {
       void Promise.allSettled(replacements).then(() => this.send(frame, readStatus, done, resends + 1));
       return;
     }
+    if (
+      this.circuitBreaker &&
+      newRequestDecision(this.circuitBreaker, {
+        streams: this.openStreams,
+        pending: this.pendingRequests,
+        connectionHasRoom: connection.hasRoom,
+      }) === 'overflow'
+    ) {
+      done({ ok: false, answered: false, refusedByEnvoy: true, status: -1, error: 'overflow (circuit breaker)' });
+      return;
+    }
     connection.request(frame, readStatus !== undefined, (completion) => {
+      if (!completion.ok && completion.overflow) {
+        done({ ok: false, answered: false, refusedByEnvoy: true, status: -1, error: completion.error });
+        return;
+      }
       if (!completion.ok) {
         // Never processed by the server: send it again on another connection, as Envoy does with a refused stream.
         if (completion.unprocessed && !this.closing && resends < MAX_RESENDS) this.send(frame, readStatus, done, resends + 1);
@@ -386,7 +437,9 @@ export class H2Driver {
    * and wrong answers are counted exactly), and an answer counts only if it
    * comes within `answerWithinMs`. A shed Check (a trailers-only gRPC error,
    * UNAVAILABLE) is an answer; a reset stream, a lost connection, or no answer
-   * by `answerWithinMs` + 1 s after the last send is not. The driver's own lag
+   * by `answerWithinMs` + 1 s after the last send is not. A Check the modelled
+   * Envoy circuit breaker refused (`connect`'s `circuitBreaker`) is Envoy's own
+   * 503 at once: counted apart (`refusedByEnvoy`), never late. The driver's own lag
    * behind its schedule is measured too, and the rate it really sent.
    */
   overloadLoop(options: {
@@ -404,7 +457,17 @@ export class H2Driver {
     const latencies: number[] = [];
     const decidedLatencies: number[] = [];
     const lags: number[] = [];
-    const counts = { sent: 0, decided: 0, storeUnavailable: 0, mismatches: 0, grpcErrors: 0, unanswered: 0, late: 0, goodput: 0 };
+    const counts = {
+      sent: 0,
+      decided: 0,
+      storeUnavailable: 0,
+      mismatches: 0,
+      grpcErrors: 0,
+      refusedByEnvoy: 0,
+      unanswered: 0,
+      late: 0,
+      goodput: 0,
+    };
     let firstError: string | undefined;
     let position = 0;
     let nextAt = start;
@@ -436,6 +499,11 @@ export class H2Driver {
         });
       };
       const record = (latencyMs: number, cls: number, completion: Completion) => {
+        if (completion.refusedByEnvoy) {
+          // Envoy's local 503: at once, so within the deadline; the gateway never saw it.
+          counts.refusedByEnvoy += 1;
+          return;
+        }
         if (!completion.answered) {
           counts.unanswered += 1;
           firstError ??= completion.error;
@@ -527,6 +595,7 @@ export class PhaseStats {
   overloaded = 0;
   private decisions = 0;
   private errors = 0;
+  private refusedByEnvoy = 0;
   private mismatches = 0;
   private unavailable = 0;
   private firstError: string | undefined;
@@ -537,6 +606,10 @@ export class PhaseStats {
   }
 
   record(latencyMs: number, cls: number, completion: Completion): void {
+    if (completion.refusedByEnvoy) {
+      this.refusedByEnvoy += 1;
+      return;
+    }
     if (!completion.ok) {
       this.errors += 1;
       this.firstError ??= completion.error;
@@ -568,6 +641,7 @@ export class PhaseStats {
       unavailable: this.unavailable,
       checked: Object.fromEntries(REQUEST_CLASSES.map((name, index) => [name, this.checked[index]!])),
       overloaded: this.overloaded,
+      refusedByEnvoy: this.refusedByEnvoy,
       ...(this.firstError ? { firstError: this.firstError } : {}),
     };
   }

@@ -24,15 +24,8 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { parseArgs } from 'node:util';
 import Redis from 'ioredis';
-import {
-  ENVOY_CHECK_TIMEOUT_MS,
-  ENVOY_EXT_AUTHZ_MAX_CONNECTIONS,
-  H2Driver,
-  PhaseStats,
-  summarize,
-  type PhaseHooks,
-  type PhaseResult,
-} from './h2-driver';
+import { ENVOY_CHECK_TIMEOUT_MS, H2Driver, PhaseStats, summarize, type PhaseHooks, type PhaseResult } from './h2-driver';
+import { extAuthzCircuitBreaker, type CircuitBreakerLimits } from './envoy-circuit-breaker';
 import { findH2load, runH2load } from './h2load';
 import { cpuSecondsOf, machineInfo, rssBytesOf, sampleMaxRss, waitUntilIdle } from './proc-stats';
 import { startGateway, startNoopServer, type ServerUnderTest } from './processes';
@@ -90,6 +83,8 @@ interface Options {
   overloadMs: number;
   /** --overload-only RATE: only a fresh gateway's overload phases, at multiples of this rate taken as its saturation. */
   overloadOnlyRate: number | undefined;
+  /** --envoy-max-requests N: the modelled Envoy circuit breaker's max_requests instead of envoy.yaml's (trying other bounds). */
+  envoyMaxRequests: number | undefined;
   connections: number;
   concurrency: number;
   activeKeys: number;
@@ -113,6 +108,7 @@ function parseOptions(argv: string[]): Options {
       warmup: { type: 'string', default: '2' },
       'overload-seconds': { type: 'string', default: '5' },
       'overload-only': { type: 'string' },
+      'envoy-max-requests': { type: 'string' },
       connections: { type: 'string', default: '4' },
       concurrency: { type: 'string', default: '64' },
       'active-keys': { type: 'string', default: '10000' },
@@ -139,6 +135,7 @@ function parseOptions(argv: string[]): Options {
         `  --overload-seconds S    measured seconds of each overload phase (${OVERLOAD_MULTIPLES.join(' and ')} × saturation; default 5, after ${OVERLOAD_WARMUP_MS / 1000} s)`,
         '  --overload-only RATE    only the overload phases, on a fresh gateway, taking RATE decisions/s as its saturation',
         '                          (a short look while developing: no saturation or tail phase, no targets list)',
+        "  --envoy-max-requests N  the overload phases' Envoy circuit breaker: max_requests N instead of envoy.yaml's",
         '  --connections N         HTTP/2 connections, as Envoy would hold (default 4)',
         '  --concurrency N         streams in flight at saturation, over all connections (default 64)',
         '  --active-keys N         distinct valid keys in the traffic (default 10000)',
@@ -176,6 +173,7 @@ function parseOptions(argv: string[]): Options {
     warmupMs: seconds(values.warmup, 'warmup'),
     overloadMs: seconds(values['overload-seconds'], 'overload-seconds'),
     overloadOnlyRate: values['overload-only'] === undefined ? undefined : whole(values['overload-only'], 'overload-only'),
+    envoyMaxRequests: values['envoy-max-requests'] === undefined ? undefined : whole(values['envoy-max-requests'], 'envoy-max-requests'),
     connections: whole(values.connections, 'connections'),
     concurrency: whole(values.concurrency, 'concurrency'),
     activeKeys: whole(values['active-keys'], 'active-keys'),
@@ -217,7 +215,7 @@ interface Contender {
   server: ServerUnderTest;
   traffic: Traffic;
   /** Only gateways: validate answers, count Redis commands, read /metrics. */
-  gateway?: { seeded: SeededKeys; redisUrl: string; startFresh: () => Promise<ServerUnderTest> };
+  gateway?: { seeded: SeededKeys; redisUrl: string; env: Record<string, string>; startFresh: () => Promise<ServerUnderTest> };
   /** The tail phase's request body: a valid key's CheckRequest, length-prefixed (a file, for h2load). */
   tailBody: string;
   saturation: PhaseStats;
@@ -269,6 +267,7 @@ async function main(): Promise<void> {
         contender(label, server, traffic, writeTailBody(seeded, options, `db${db}`), {
           seeded,
           redisUrl,
+          env: options.gatewayEnv,
           startFresh: () => startGatewayFor(redisUrl, keys, options, options.gatewayEnv, undefined, 'fresh'),
         }),
       );
@@ -285,6 +284,7 @@ async function main(): Promise<void> {
       servers.push(server);
       const entry = contender(extra.label, server, main.traffic, main.tailBody, {
         ...main.gateway!,
+        env: extra.env,
         startFresh: () =>
           startGatewayFor(main.gateway!.redisUrl, main.gateway!.seeded.keys, options, extra.env, extra.distDir, `${extra.tag}-fresh`),
       });
@@ -750,21 +750,42 @@ async function freshProcessPhases(
 
     const rss = sampleMaxRss(server.pid);
     const overload: OverloadRun[] = [];
+    const breaker = envoyCircuitBreakerFor(gateway.gateway!.env, options);
     for (const multiple of OVERLOAD_MULTIPLES) {
-      const offered = multiple * saturation;
-      // What one phase queued must not spill into the next.
-      if (!(await waitUntilIdle(server.pid))) log(`  note: the gateway was still busy 10 s after the previous phase`);
-      log(`${gateway.label}: open loop at ${multiple} × saturation, ${Math.round(offered)}/s, ${options.overloadMs / 1000} s`);
-      overload.push(await overloadPhase(server, gateway.traffic, multiple, offered, options));
-      log(
-        `  sent ${Math.round(overload.at(-1)!.sentPerSecond)}/s, goodput ${Math.round(overload.at(-1)!.goodputPerSecond)}/s, ` +
-          `${overload.at(-1)!.late} late, ${overload.at(-1)!.unanswered} unanswered`,
-      );
+      // Each rate twice: behind Envoy's circuit breaker as envoy.yaml sets it (the figures the targets read), and raw.
+      for (const circuitBreaker of [breaker, undefined]) {
+        const offered = multiple * saturation;
+        // What one phase queued must not spill into the next.
+        if (!(await waitUntilIdle(server.pid))) log(`  note: the gateway was still busy 10 s after the previous phase`);
+        log(
+          `${gateway.label}: open loop at ${multiple} × saturation, ${Math.round(offered)}/s, ${options.overloadMs / 1000} s, ` +
+            (circuitBreaker
+              ? `behind Envoy's circuit breaker (max_requests ${circuitBreaker.maxRequests}, max_pending_requests ${circuitBreaker.maxPendingRequests})`
+              : 'raw (no Envoy bound)'),
+        );
+        const phase = await overloadPhase(server, gateway.traffic, multiple, offered, options, breaker.maxConnections, circuitBreaker);
+        overload.push(phase);
+        log(
+          `  sent ${Math.round(phase.sentPerSecond)}/s, goodput ${Math.round(phase.goodputPerSecond)}/s, ` +
+            `${phase.refusedByEnvoy} refused by Envoy, ${phase.late} late, ${phase.unanswered} unanswered`,
+        );
+      }
     }
     return { fresh: { cachedKeys, ...freshReading, rssUnderLoadMb: rss.stop() / 2 ** 20 }, overload };
   } finally {
     await server.stop();
   }
+}
+
+/**
+ * envoy.yaml's ext_authz circuit breaker, for this gateway: max_requests is
+ * MAX_CHECKS_IN_FLIGHT × GRPC_WORKERS per replica (test/deploy checks that),
+ * so it is scaled by the gateway's GRPC_WORKERS; --envoy-max-requests replaces it.
+ */
+function envoyCircuitBreakerFor(env: Record<string, string>, options: Options): CircuitBreakerLimits {
+  const shipped = extAuthzCircuitBreaker();
+  const workers = Math.max(1, Number(env.GRPC_WORKERS ?? '1'));
+  return { ...shipped, maxRequests: options.envoyMaxRequests ?? shipped.maxRequests * workers };
 }
 
 /** One overload phase on its own connections (as a fresh set of Envoys would open), the gateway's /metrics read around it. */
@@ -774,9 +795,12 @@ async function overloadPhase(
   multiple: number,
   offered: number,
   options: Options,
+  maxConnections: number,
+  circuitBreaker: CircuitBreakerLimits | undefined,
 ): Promise<OverloadRun> {
-  // Envoy's pool: a connection more whenever the open ones are at the server's SETTINGS_MAX_CONCURRENT_STREAMS.
-  const driver = await H2Driver.connect(server.grpcAddress, options.connections, ENVOY_EXT_AUTHZ_MAX_CONNECTIONS);
+  // Envoy's pool: a connection more whenever the open ones are at the server's SETTINGS_MAX_CONCURRENT_STREAMS, up to
+  // envoy.yaml's max_connections; with the circuit breaker, Envoy's refusals past max_requests and max_pending_requests.
+  const driver = await H2Driver.connect(server.grpcAddress, options.connections, maxConnections, circuitBreaker);
   try {
     const before = await scrapeMetrics(server.adminUrl!);
     const cpuBefore = cpuSecondsOf(server.pid);
@@ -800,6 +824,7 @@ async function overloadPhase(
     return {
       ...result,
       multiple,
+      ...(circuitBreaker ? { envoyCircuitBreaker: circuitBreaker } : {}),
       serverCpuSeconds,
       connections,
       counters: counterDelta(before, after),
@@ -815,8 +840,21 @@ async function overloadOnly(gateway: Contender, saturation: number, options: Opt
   // The rate-limited keys' one allowed request is spent (state in Redis, so for the fresh process too); nothing else is timed here.
   const driver = await H2Driver.connect(gateway.server.grpcAddress, options.connections);
   try {
-    // One at a time: none is shed, whatever MAX_CHECKS_IN_FLIGHT the run sets.
-    await driver.sendAll(uniformTraffic('valid', gateway.gateway!.seeded.rateLimited), 1);
+    // One at a time: none is shed, whatever MAX_CHECKS_IN_FLIGHT the run sets. A 503 here (a loaded machine) would
+    // leave a key its allowance and turn a later Check into a "wrong" allow: stop now instead.
+    expectClean('spending the rate-limited keys', await driver.sendAll(uniformTraffic('valid', gateway.gateway!.seeded.rateLimited), 1));
+    // The rate these ratios mean something against: saturation as the full bench measures it, one short round, now.
+    const closed = await driver.closedLoop({
+      traffic: gateway.traffic,
+      concurrency: options.concurrency,
+      warmupMs: 1000,
+      durationMs: 3000,
+      decodeEvery: 16,
+    });
+    process.stdout.write(
+      `saturation now (closed loop, ${options.concurrency} in flight, 3 s, the warm process): ${Math.round(closed.perSecond)}/s; ` +
+        `overload phases offered at multiples of ${saturation}/s\n`,
+    );
   } finally {
     driver.close();
   }
@@ -824,10 +862,11 @@ async function overloadOnly(gateway: Contender, saturation: number, options: Opt
   const { overload } = await freshProcessPhases(gateway, options, saturation);
   for (const phase of overload) {
     const shed = Object.entries(phase.counters).filter(([name]) => name.startsWith('shed.'));
+    const bound = phase.envoyCircuitBreaker;
     process.stdout.write(
-      `${phase.multiple} × ${saturation}/s: sent ${Math.round(phase.sentPerSecond)}/s (driver lag p99 ${phase.scheduleLagMs.p99.toFixed(0)} ms), ` +
+      `${phase.multiple} × ${saturation}/s, ${bound ? `Envoy max_requests ${bound.maxRequests} / max_pending_requests ${bound.maxPendingRequests}` : 'raw (no Envoy bound)'}: sent ${Math.round(phase.sentPerSecond)}/s (driver lag p99 ${phase.scheduleLagMs.p99.toFixed(0)} ms), ` +
         `goodput ${Math.round(phase.goodputPerSecond)}/s = ${(phase.goodputPerSecond / saturation).toFixed(2)} × ; ` +
-        `decided ${phase.decided} (503 ${phase.storeUnavailable}), gRPC errors ${phase.grpcErrors}, late ${phase.late}, unanswered ${phase.unanswered} of ${phase.sent}; ` +
+        `decided ${phase.decided} (503 ${phase.storeUnavailable}), refused by Envoy ${phase.refusedByEnvoy}, gRPC errors from the gateway ${phase.grpcErrors}, late ${phase.late}, unanswered ${phase.unanswered} of ${phase.sent}; ` +
         `all answers p50/p99/max ${phase.latency.p50Ms.toFixed(1)}/${phase.latency.p99Ms.toFixed(1)}/${phase.latency.maxMs.toFixed(1)} ms; ` +
         `${phase.connections} connections; decided p99 ${phase.decidedLatency.p99Ms.toFixed(1)} ms (inside the server: ${phase.serverP99 ? formatBucket(phase.serverP99) : '–'} ms); server CPU ${phase.serverCpuSeconds.toFixed(2)} s; server counters ${JSON.stringify(Object.fromEntries(shed))}` +
         `${phase.firstError ? `; first error: ${phase.firstError}` : ''}\n`,

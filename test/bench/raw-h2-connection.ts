@@ -36,8 +36,12 @@ const OUR_WINDOW = 1 << 30;
 /**
  * `unprocessed`: the request never reached the server's application (refused by GOAWAY, or never sent), so it may be sent again.
  * `answered`: the server did answer, with a gRPC error (a trailers-only response: shed, past its deadline, internal…).
+ * `overflow`: never sent: a queued request that `mayStartQueued` refused (the driver's model of Envoy's circuit breaker).
  */
-export type RawCompletion = { ok: true; body?: Buffer } | { ok: false; error: string; unprocessed?: boolean; answered?: boolean };
+export type RawCompletion =
+  { ok: true; body?: Buffer } | { ok: false; error: string; unprocessed?: boolean; answered?: boolean; overflow?: boolean };
+
+const OVERFLOW: RawCompletion = { ok: false, error: 'overflow (circuit breaker)', overflow: true };
 
 interface Pending {
   done: (completion: RawCompletion) => void;
@@ -94,6 +98,8 @@ export class RawH2Connection {
   private closed: string | undefined;
   /** Called at the server's first SETTINGS: until then its stream limit is not known. */
   private onSettings: (() => void) | undefined;
+  /** Asked before a queued request gets a stream; false answers it as an overflow, unsent (Envoy's max_requests). */
+  mayStartQueued: (() => boolean) | undefined;
 
   private constructor(
     private readonly socket: net.Socket,
@@ -142,6 +148,11 @@ export class RawH2Connection {
     return this.pending.size + this.queue.length;
   }
 
+  /** Streams open on this connection (sent, not yet answered). */
+  get streams(): number {
+    return this.pending.size;
+  }
+
   /** A new request would be sent at once: under the server's SETTINGS_MAX_CONCURRENT_STREAMS, nothing queued here. */
   get hasRoom(): boolean {
     return this.queue.length === 0 && this.pending.size < this.maxConcurrent;
@@ -159,7 +170,17 @@ export class RawH2Connection {
 
   /** Takes up to `count` queued requests off this connection and sends them on `other`, with their own callbacks. */
   handOver(count: number, other: RawH2Connection): void {
-    for (const { frame, entry } of this.queue.splice(0, count)) other.request(frame, entry.keepBody, entry.done);
+    // A request refused as an overflow takes no stream: the next one is tried (Envoy's onUpstreamReady loop).
+    let handed = 0;
+    while (handed < count && this.queue.length > 0) {
+      const { frame, entry } = this.queue.shift()!;
+      if (other.mayStartQueued && !other.mayStartQueued()) {
+        entry.done(OVERFLOW);
+        continue;
+      }
+      other.request(frame, entry.keepBody, entry.done);
+      handed += 1;
+    }
   }
 
   get isOpen(): boolean {
@@ -206,7 +227,8 @@ export class RawH2Connection {
   private drainQueue(): void {
     while (this.queue.length > 0 && this.canSend(this.queue[0]!.frame.length)) {
       const { frame, entry } = this.queue.shift()!;
-      this.start(frame, entry);
+      if (this.mayStartQueued && !this.mayStartQueued()) entry.done(OVERFLOW);
+      else this.start(frame, entry);
     }
   }
 

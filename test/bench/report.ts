@@ -1,4 +1,5 @@
 /** The benchmark's result: its JSON shape, the targets (issue 14's table), and the printed table. */
+import type { CircuitBreakerLimits } from './envoy-circuit-breaker';
 import type { LatencySummary, OverloadResult, PhaseResult } from './h2-driver';
 import type { MachineInfo } from './proc-stats';
 import type { CommandCounts } from './redis-stats';
@@ -49,6 +50,8 @@ export interface ServerRun {
 /** An open-loop phase at a multiple of the gateway's own saturation. */
 export interface OverloadRun extends OverloadResult {
   multiple: number;
+  /** The Envoy circuit breaker the driver modelled (envoy.yaml's ext_authz thresholds); absent: raw, the gateway alone. */
+  envoyCircuitBreaker?: CircuitBreakerLimits;
   /** The gateway's own counters over the phase: shed Checks by reason (shed.over_capacity, shed.past_deadline), store errors… */
   counters: Record<string, number>;
   /** The service's Check latency histogram over the phase (decided Checks only). */
@@ -206,25 +209,32 @@ export function evaluateTargets(report: BenchReport): Target[] {
         ? {}
         : { note: `only ${int(cached)} keys cached: run with --keys ${KEY_CACHE_MAX_ENTRIES} or more, without --no-fill` }),
     });
-    for (const phase of run.overload) {
+    // The targets read the phases behind Envoy's circuit breaker (as envoy.yaml ships); the raw ones are printed beside them, judged on nothing.
+    for (const phase of [...run.overload].sort((a, b) => Number(!a.envoyCircuitBreaker) - Number(!b.envoyCircuitBreaker))) {
       const short = phase.sentPerSecond < 0.95 * phase.rate;
       const driverNote = short
         ? `the driver sent only ${int(phase.sentPerSecond)} of ${int(phase.rate)}/s (it shares the cores; lag p99 ${ms(phase.scheduleLagMs.p99)} ms)`
         : undefined;
+      const bound = phase.envoyCircuitBreaker;
+      const variant = bound ? `, behind Envoy's circuit breaker (max_requests ${int(bound.maxRequests)})` : ', raw: no Envoy bound';
+      const rawNote = bound ? undefined : 'not judged: the gateway alone, as behind an Envoy without the circuit breaker envoy.yaml sets';
+      const note = [driverNote, rawNote].filter(Boolean).join('; ');
       targets.push({
-        name: `${phase.multiple} × saturation (${int(phase.rate)}/s offered, open loop): every Check answered within ${report.answerWithinMs} ms${which}`,
+        name: `${phase.multiple} × saturation (${int(phase.rate)}/s offered, open loop)${variant}: every Check answered within ${report.answerWithinMs} ms${which}`,
         goal: '0 late, 0 unanswered',
-        value: `${int(phase.late)} late, ${int(phase.unanswered)} unanswered of ${int(phase.sent)} sent; shed ${int(shedOf(phase))}`,
-        pass: phase.late === 0 && phase.unanswered === 0,
-        ...(driverNote ? { note: driverNote } : {}),
+        value:
+          `${int(phase.late)} late, ${int(phase.unanswered)} unanswered of ${int(phase.sent)} sent; ` +
+          `${bound ? `refused by Envoy at once ${int(phase.refusedByEnvoy)}, ` : ''}shed by the gateway ${int(shedOf(phase))}`,
+        pass: bound ? phase.late === 0 && phase.unanswered === 0 : null,
+        ...(note ? { note } : {}),
       });
       const goodput = phase.goodputPerSecond / run.saturation.perSecond;
       targets.push({
-        name: `${phase.multiple} × saturation: goodput (decisions within ${report.answerWithinMs} ms, not shed, not 503)${which}`,
+        name: `${phase.multiple} × saturation${variant}: goodput (the gateway's decisions within ${report.answerWithinMs} ms, not shed, not 503)${which}`,
         goal: '≥ 0.9 × saturation',
         value: `${times(goodput)} (${int(phase.goodputPerSecond)} vs ${int(run.saturation.perSecond)}/s)`,
-        pass: asShown(goodput, 2) >= 0.9,
-        ...(driverNote ? { note: driverNote } : {}),
+        pass: bound ? asShown(goodput, 2) >= 0.9 : null,
+        ...(note ? { note } : {}),
       });
     }
   }
@@ -375,18 +385,26 @@ export function printReport(report: BenchReport, out: (line: string) => void): v
       : '',
   );
   const multiples = [...new Set(gateways.flatMap((run) => run.overload.map((phase) => phase.multiple)))];
-  for (const multiple of multiples) {
-    const phaseOf = (run: ServerRun) => (isGateway(run) ? run.overload.find((phase) => phase.multiple === multiple) : undefined);
+  for (const [multiple, bounded] of multiples.flatMap((m) => [[m, true] as const, [m, false] as const])) {
+    const phaseOf = (run: ServerRun) =>
+      isGateway(run) ? run.overload.find((phase) => phase.multiple === multiple && !!phase.envoyCircuitBreaker === bounded) : undefined;
+    if (!gateways.some((run) => phaseOf(run))) continue;
     const phaseText = (label: string, value: (phase: OverloadRun) => string) =>
       text(label, (run) => {
         const phase = phaseOf(run);
         return phase ? value(phase) : '';
       });
     phaseText(
-      `at ${multiple} × the gateway's saturation, open loop: offered / sent per s`,
+      `at ${multiple} × the gateway's saturation, open loop, ${bounded ? "behind Envoy's circuit breaker (envoy.yaml)" : 'raw (no Envoy bound)'}: offered / sent per s`,
       (p) => `${int(p.rate)} / ${int(p.sentPerSecond)}`,
     );
     phaseText(`  decisions/s within ${report.answerWithinMs} ms (goodput)`, (p) => int(p.goodputPerSecond));
+    if (bounded)
+      phaseText(
+        '  refused by Envoy at once (max_requests / max_pending_requests overflow, 503)',
+        (p) =>
+          `${int(p.refusedByEnvoy)} (max_requests ${int(p.envoyCircuitBreaker!.maxRequests)}, max_pending_requests ${int(p.envoyCircuitBreaker!.maxPendingRequests)})`,
+      );
     phaseText(
       '  gRPC error answers (shed, or past the deadline) / 503 store_unavailable',
       (p) => `${int(p.grpcErrors)} / ${int(p.storeUnavailable)}`,

@@ -22,8 +22,10 @@ import {
   cluster,
   clusterEndpoints,
   connectionManager,
+  extAuthzCircuitBreakerProblems,
   extAuthzClusterProblems,
   extAuthzProblems,
+  type AuthzCapacity,
   EXT_AUTHZ_FILTER,
   EXT_PROC_FILTER,
   extProcClusterProblems,
@@ -37,7 +39,8 @@ import {
   routes,
   type EnvoyView,
 } from './support/envoy-semantics';
-import { parseYaml, readRepoFile } from './support/repo-files';
+import { parseYaml, parseYamlDocuments, readRepoFile } from './support/repo-files';
+import { loadSettings } from '../../src/settings/settings';
 import { authzClusterSettingsFromEnvoyYaml } from '../e2e/authz-cluster';
 import { upstreamRequestHeadersFromEnvoyYaml } from '../e2e/envoy-front';
 import { extProcSettingsFromEnvoyYaml } from '../e2e/ext-proc-tap';
@@ -56,6 +59,38 @@ function load(file: string): EnvoyView {
 }
 
 const clone = <T>(value: T): T => JSON.parse(JSON.stringify(value)) as T;
+
+/** The settings that decide how many Checks a replica decides at once; the settings loader's defaults where a layout sets none. */
+const CAPACITY_SETTINGS = ['MAX_CHECKS_IN_FLIGHT', 'GRPC_WORKERS', 'GRPC_MAX_CONCURRENT_STREAMS'] as const;
+
+function capacityOf(env: Record<string, unknown>, replicas: number): AuthzCapacity {
+  const given = Object.fromEntries(CAPACITY_SETTINGS.filter((name) => env[name] !== undefined).map((name) => [name, String(env[name])]));
+  const loaded = loadSettings({ ADMIN_TOKEN: 'a'.repeat(64), REDIS_URL: 'redis://redis:6379', ...given });
+  if (!loaded.ok) throw new Error(loaded.problems.join('; '));
+  const { maxChecksInFlight, grpcWorkers, grpcMaxConcurrentStreams } = loaded.settings;
+  return { maxChecksInFlight, grpcWorkers, grpcMaxConcurrentStreams, replicas };
+}
+
+/** docker-compose.yml: every gateway-authz replica of the service sits behind the one Envoy (`deploy.replicas`, 1 unless set). */
+function composeCapacity(): AuthzCapacity {
+  const compose = parseYaml(readRepoFile('docker-compose.yml')) as {
+    services: Record<string, { environment?: Record<string, string>; deploy?: { replicas?: number } }>;
+  };
+  const authz = compose.services['gateway-authz']!;
+  return capacityOf(authz.environment ?? {}, authz.deploy?.replicas ?? 1);
+}
+
+/** deploy/deployment.yaml: each pod's Envoy talks to the gateway-authz container beside it only (127.0.0.1). */
+function kubernetesCapacity(): AuthzCapacity {
+  type Env = { name: string; value?: string }[];
+  const deployment = parseYamlDocuments(readRepoFile('deploy/deployment.yaml')).find(
+    (doc) => (doc as { kind?: string }).kind === 'Deployment',
+  ) as { spec: { template: { spec: { containers: { name: string; env?: Env }[] } } } };
+  const env = deployment.spec.template.spec.containers.find((c) => c.name === 'gateway-authz')!.env ?? [];
+  const opaque = env.filter((e) => (CAPACITY_SETTINGS as readonly string[]).includes(e.name) && typeof e.value !== 'string');
+  if (opaque.length > 0) throw new Error(`deploy/deployment.yaml: ${opaque.map((e) => e.name).join(', ')} must be literal values here`);
+  return capacityOf(Object.fromEntries(env.map((e) => [e.name, e.value])), 1);
+}
 const hcmOf = (config: EnvoyView) => config.static_resources.listeners[0]!.filter_chains[0]!.filters[0]!.typed_config;
 const extAuthzOf = (config: EnvoyView) => hcmOf(config).http_filters.find((f) => f.name === EXT_AUTHZ_FILTER)!.typed_config;
 const extProcOf = (config: EnvoyView) => loose(hcmOf(config).http_filters.find((f) => f.name === EXT_PROC_FILTER)!.typed_config);
@@ -102,11 +137,16 @@ describe.each([
     {
       authz: { type: 'STRICT_DNS', address: 'gateway-authz', port: 9191 },
       upstream: { type: 'STRICT_DNS', address: 'upstream', port: 8081 },
+      capacity: composeCapacity,
     },
   ],
   [
     K8S_ENVOY,
-    { authz: { type: 'STATIC', address: '127.0.0.1', port: 9191 }, upstream: { type: 'STRICT_DNS', address: 'upstream-api', port: 8081 } },
+    {
+      authz: { type: 'STATIC', address: '127.0.0.1', port: 9191 },
+      upstream: { type: 'STRICT_DNS', address: 'upstream-api', port: 8081 },
+      capacity: kubernetesCapacity,
+    },
   ],
 ])('%s', (file, expected) => {
   const config = load(file);
@@ -237,6 +277,15 @@ describe.each([
     expect(cluster(view, 'upstream_api').type).toBe(expected.upstream.type);
     expect(clusterEndpoints(view, 'upstream_api')).toEqual([{ address: expected.upstream.address, port: expected.upstream.port }]);
     expect(view.static_resources.clusters.map((c) => c.name).sort()).toEqual(['ext_authz', 'ext_proc', 'upstream_api']);
+  });
+
+  it('bounds the Checks in flight where refusing costs the replicas nothing: max_requests = MAX_CHECKS_IN_FLIGHT × GRPC_WORKERS × replicas behind this Envoy', () => {
+    const capacity = expected.capacity();
+    expect(capacity).toEqual({ maxChecksInFlight: 64, grpcWorkers: 1, grpcMaxConcurrentStreams: 100, replicas: 1 });
+    expect(extAuthzCircuitBreakerProblems(view, capacity)).toEqual([]);
+    expect(cluster(view, 'ext_authz').circuit_breakers.thresholds).toEqual([
+      { priority: 'DEFAULT', max_connections: 1024, max_pending_requests: 16, max_requests: 64, max_retries: 3 },
+    ]);
   });
 
   it('meters with ext_proc right after ext_authz: observability mode, fail-open, headers and the streamed response body', () => {
@@ -583,6 +632,47 @@ describe('the semantic checks (negative cases)', () => {
         .filter((r) => r.route && r.name !== 'chat_completions')
         .map((r) => `route ${r.name}: accept-encoding is not set toward the upstream`),
     );
+  });
+
+  it("notices ext_authz's circuit breaker drifting from the replicas' settings, an unbounded pending queue, and too few connections", () => {
+    const shipped = viewOf(clone(base));
+    const capacity = composeCapacity();
+    expect(extAuthzCircuitBreakerProblems(shipped, capacity)).toEqual([]);
+    // The settings move and the breaker does not: each is a problem.
+    expect(extAuthzCircuitBreakerProblems(shipped, capacityOf({ MAX_CHECKS_IN_FLIGHT: '128' }, 1))).toEqual([
+      'ext_authz max_requests is 64, not MAX_CHECKS_IN_FLIGHT 128 × GRPC_WORKERS 1 × 1 replica(s) = 128',
+    ]);
+    // A layout that leaves MAX_CHECKS_IN_FLIGHT unset gets the service's default (256), and the rule sees it.
+    expect(extAuthzCircuitBreakerProblems(shipped, capacityOf({}, 1))).toEqual([
+      'ext_authz max_requests is 64, not MAX_CHECKS_IN_FLIGHT 256 × GRPC_WORKERS 1 × 1 replica(s) = 256',
+    ]);
+    expect(extAuthzCircuitBreakerProblems(shipped, capacityOf({ MAX_CHECKS_IN_FLIGHT: '64', GRPC_WORKERS: '2' }, 1))).toEqual([
+      'ext_authz max_requests is 64, not MAX_CHECKS_IN_FLIGHT 64 × GRPC_WORKERS 2 × 1 replica(s) = 128',
+    ]);
+    expect(extAuthzCircuitBreakerProblems(shipped, { ...capacity, replicas: 3 })).toEqual([
+      'ext_authz max_requests is 64, not MAX_CHECKS_IN_FLIGHT 64 × GRPC_WORKERS 1 × 3 replica(s) = 192',
+    ]);
+    // The breaker moves and the settings do not (the old 10000 / 4096, and a pool too small to reach max_requests).
+    const drifted = clone(base);
+    firstCluster(drifted).circuit_breakers.thresholds[0] = {
+      priority: 'DEFAULT',
+      max_connections: 2,
+      max_pending_requests: 4096,
+      max_requests: 10000,
+      max_retries: 3,
+    };
+    expect(extAuthzCircuitBreakerProblems(viewOf(drifted), capacity)).toEqual([
+      'ext_authz max_requests is 10000, not MAX_CHECKS_IN_FLIGHT 64 × GRPC_WORKERS 1 × 1 replica(s) = 64',
+      'ext_authz max_pending_requests is 4096, not between 1 and a quarter of max_requests (2500)',
+      'ext_authz max_connections is 2, fewer than the 100 that max_requests needs at GRPC_MAX_CONCURRENT_STREAMS 100',
+    ]);
+    // No circuit breaker at all: Envoy's defaults (1024 each) are no bound on one replica.
+    const unset = clone(base);
+    delete loose(firstCluster(unset)).circuit_breakers;
+    expect(extAuthzCircuitBreakerProblems(viewOf(unset), capacity)).toEqual([
+      'ext_authz max_requests is 1024, not MAX_CHECKS_IN_FLIGHT 64 × GRPC_WORKERS 1 × 1 replica(s) = 64',
+      'ext_authz max_pending_requests is 1024, not between 1 and a quarter of max_requests (256)',
+    ]);
   });
 
   it('notices an ext_authz cluster without HTTP/2 or health check', () => {

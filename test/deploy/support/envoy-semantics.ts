@@ -132,7 +132,9 @@ export interface Cluster {
   load_assignment: { endpoints: { lb_endpoints: { endpoint: { address: Address } }[] }[] };
   typed_extension_protocol_options: Record<string, { '@type': string; explicit_http_config: { http2_protocol_options: object } }>;
   health_checks: HealthCheck[];
-  circuit_breakers: { thresholds: { priority: string; max_requests: number; max_retries: number }[] };
+  circuit_breakers: {
+    thresholds: { priority: string; max_connections: number; max_pending_requests: number; max_requests: number; max_retries: number }[];
+  };
 }
 
 export interface HealthCheck {
@@ -328,9 +330,49 @@ export function extAuthzClusterProblems(view: EnvoyView): string[] {
       if (actual !== value) problems.push(`health check ${key} is ${actual}, not ${value}`);
     }
   }
-  const maxRequests = c.circuit_breakers?.thresholds?.find((t) => (t.priority ?? 'DEFAULT') === 'DEFAULT')?.max_requests;
-  if (!(typeof maxRequests === 'number' && maxRequests > 1024))
-    problems.push(`ext_authz circuit breaker max_requests is ${maxRequests} (Envoy's default 1024 is too low)`);
+  return problems;
+}
+
+/** What the gateway-authz replicas behind one Envoy can decide at once, from their settings. */
+export interface AuthzCapacity {
+  maxChecksInFlight: number;
+  grpcWorkers: number;
+  /** Replicas this Envoy's ext_authz cluster spreads Checks over (its circuit breaker is shared by all of them). */
+  replicas: number;
+  grpcMaxConcurrentStreams: number;
+}
+
+/** Envoy's value for a circuit breaker threshold left unset (envoy.config.cluster.v3.CircuitBreakers.Thresholds). */
+const ENVOY_DEFAULT_THRESHOLD = 1024;
+
+/**
+ * The ext_authz circuit breaker is the bound on Checks in flight: a replica
+ * cannot refuse 3 x its saturation itself (reading and refusing a Check costs
+ * node:http2 most of a decision), so Envoy must refuse the excess before it is
+ * sent. max_requests = MAX_CHECKS_IN_FLIGHT x GRPC_WORKERS x replicas: below
+ * it Envoy would refuse what the replicas would decide, above it the replicas
+ * are handed more than they can refuse. Pending Checks wait only for a
+ * connection, so their queue is small; enough connections to reach
+ * max_requests at GRPC_MAX_CONCURRENT_STREAMS each.
+ */
+export function extAuthzCircuitBreakerProblems(view: EnvoyView, capacity: AuthzCapacity): string[] {
+  const problems: string[] = [];
+  const threshold = cluster(view, 'ext_authz').circuit_breakers?.thresholds?.find((t) => (t.priority ?? 'DEFAULT') === 'DEFAULT');
+  const maxRequests = threshold?.max_requests ?? ENVOY_DEFAULT_THRESHOLD;
+  const maxPending = threshold?.max_pending_requests ?? ENVOY_DEFAULT_THRESHOLD;
+  const maxConnections = threshold?.max_connections ?? ENVOY_DEFAULT_THRESHOLD;
+  const bound = capacity.maxChecksInFlight * capacity.grpcWorkers * capacity.replicas;
+  if (maxRequests !== bound)
+    problems.push(
+      `ext_authz max_requests is ${maxRequests}, not MAX_CHECKS_IN_FLIGHT ${capacity.maxChecksInFlight} × GRPC_WORKERS ${capacity.grpcWorkers} × ${capacity.replicas} replica(s) = ${bound}`,
+    );
+  if (!(maxPending > 0 && maxPending <= maxRequests / 4))
+    problems.push(`ext_authz max_pending_requests is ${maxPending}, not between 1 and a quarter of max_requests (${maxRequests / 4})`);
+  const connectionsNeeded = Math.ceil(maxRequests / capacity.grpcMaxConcurrentStreams);
+  if (maxConnections < connectionsNeeded)
+    problems.push(
+      `ext_authz max_connections is ${maxConnections}, fewer than the ${connectionsNeeded} that max_requests needs at GRPC_MAX_CONCURRENT_STREAMS ${capacity.grpcMaxConcurrentStreams}`,
+    );
   return problems;
 }
 
