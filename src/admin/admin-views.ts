@@ -1,6 +1,5 @@
-import type { KeyEnvironment } from '../keys/customer-key';
 import type { Account, AccountStatus, StoredKey } from '../domain/key-records';
-import { actorView, keyViewStatus, limitsView, type ActorView, type KeyViewStatus, type LimitView } from '../http/api-views';
+import { commonKeyView, limitsView, type CommonKeyView, type LimitView } from '../http/api-views';
 import type { AccountListing, UnreadableRecord } from '../store/store';
 
 export {
@@ -34,26 +33,10 @@ export interface AccountView {
   createdAt: string;
 }
 
-export interface KeyView {
-  id: string;
+export interface KeyView extends CommonKeyView {
   accountId: string;
-  prefix: string;
-  name: string;
-  environment: KeyEnvironment;
-  /** What a request with this key gets now: revoked (also after a grace period), expired, or active. */
-  status: KeyViewStatus;
-  createdAt: string;
-  expiresAt: string | null;
-  lastUsedAt: string | null;
-  revokedAt: string | null;
-  /** End of a rotation grace period: the key is refused from then on. */
-  revokeAt: string | null;
-  replaces: string | null;
-  replacedBy: string | null;
   /** null means "not overridden": the account's key limits, else the plan's, apply. */
   limits: LimitView[] | null;
-  /** null for keys created before the creator was recorded. */
-  createdBy: ActorView | null;
 }
 
 export interface AccountListView {
@@ -84,23 +67,9 @@ export function accountListView(listing: AccountListing): AccountListView {
 
 /** Never the key or its hash: the record holds neither, and only these fields are copied. */
 export function keyView(key: StoredKey, nowMs: number): KeyView {
-  return {
-    id: key.id,
-    accountId: key.accountId,
-    prefix: key.prefix,
-    name: key.name,
-    environment: key.environment,
-    status: keyViewStatus(key, nowMs),
-    createdAt: key.createdAt,
-    expiresAt: key.expiresAt ?? null,
-    lastUsedAt: key.lastUsedAt ?? null,
-    revokedAt: key.revokedAt ?? null,
-    revokeAt: key.revokeAt ?? null,
-    replaces: key.replaces ?? null,
-    replacedBy: key.replacedBy ?? null,
-    limits: limitsView(key.limits),
-    createdBy: key.createdBy ? actorView(key.createdBy) : null,
-  };
+  const { id, createdBy, ...fields } = commonKeyView(key, nowMs);
+  // The field order the admin API (and the CLI's --json output) has always had.
+  return { id, accountId: key.accountId, ...fields, limits: limitsView(key.limits), createdBy };
 }
 
 /** The one answer that carries a full key: create and rotate. */

@@ -21,6 +21,7 @@ import pino from 'pino';
 import { envAssignments, SHIPPED_NODE_OPTIONS } from './setup';
 import { malformedKeys, mixedTraffic, unknownKeys } from './traffic';
 import { generateCustomerKey, hashCustomerKey } from '../../src/keys/customer-key';
+import { loadBuildModules } from './build-modules';
 
 type Modules = typeof import('../../src/grpc/authorization-server') &
   typeof import('../../src/grpc/check-request-decoding') &
@@ -32,18 +33,16 @@ type Modules = typeof import('../../src/grpc/authorization-server') &
   typeof import('../../src/settings/settings');
 
 function load(dist: string): Modules {
-  // eslint-disable-next-line @typescript-eslint/no-require-imports -- the build directory is chosen at run time
-  const from = (file: string) => require(path.join(dist, file)) as Partial<Modules>;
-  return {
-    ...from('grpc/authorization-server.js'),
-    ...from('grpc/check-request-decoding.js'),
-    ...from('grpc/check-response-encoding.js'),
-    ...from('logging/logger.js'),
-    ...from('metrics/metrics.js'),
-    ...from('store/cached-key-index.js'),
-    ...from('store/last-used-recorder.js'),
-    ...from('settings/settings.js'),
-  } as Modules;
+  return loadBuildModules<Modules>(dist, [
+    'grpc/authorization-server.js',
+    'grpc/check-request-decoding.js',
+    'grpc/check-response-encoding.js',
+    'logging/logger.js',
+    'metrics/metrics.js',
+    'store/cached-key-index.js',
+    'store/last-used-recorder.js',
+    'settings/settings.js',
+  ]);
 }
 
 const CACHED_KEYS = 200_000;

@@ -16,6 +16,7 @@ import { parseArgs } from 'node:util';
 import pino from 'pino';
 import { malformedKeys, mixedTraffic, unknownKeys } from './traffic';
 import { generateCustomerKey, hashCustomerKey, displayPrefixOf } from '../../src/keys/customer-key';
+import { loadBuildModules } from './build-modules';
 
 type Modules = typeof import('../../src/grpc/authorization-server') &
   typeof import('../../src/grpc/check-handler') &
@@ -27,17 +28,15 @@ type Modules = typeof import('../../src/grpc/authorization-server') &
   typeof import('../../src/settings/settings');
 
 function load(dist: string): Modules {
-  // eslint-disable-next-line @typescript-eslint/no-require-imports -- the build directory is chosen at run time; import() would be a require() in this CommonJS build anyway, only asynchronous
-  const from = (file: string) => require(path.join(dist, file)) as Partial<Modules>;
-  return {
-    ...from('grpc/authorization-server.js'),
-    ...from('grpc/proto-loading.js'),
-    ...from('logging/logger.js'),
-    ...from('metrics/metrics.js'),
-    ...from('store/cached-key-index.js'),
-    ...from('store/last-used-recorder.js'),
-    ...from('settings/settings.js'),
-  } as Modules;
+  return loadBuildModules<Modules>(dist, [
+    'grpc/authorization-server.js',
+    'grpc/proto-loading.js',
+    'logging/logger.js',
+    'metrics/metrics.js',
+    'store/cached-key-index.js',
+    'store/last-used-recorder.js',
+    'settings/settings.js',
+  ]);
 }
 
 interface Contender {

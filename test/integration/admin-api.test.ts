@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { parseCustomerKey, hashCustomerKey } from '../../src/keys/customer-key';
+import { ADMIN_KEY_VIEW_FIELDS } from '../support/key-view-fields';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
 import { startAppUnderTest, TEST_ADMIN_TOKEN, type AppUnderTest } from '../support/running-app';
 
@@ -153,23 +154,6 @@ describe('keys', () => {
 });
 
 const ACCOUNT_VIEW_FIELDS = ['billing', 'createdAt', 'id', 'limits', 'maxActiveKeys', 'name'];
-const KEY_VIEW_FIELDS = [
-  'accountId',
-  'createdAt',
-  'createdBy',
-  'environment',
-  'expiresAt',
-  'id',
-  'lastUsedAt',
-  'limits',
-  'name',
-  'prefix',
-  'replacedBy',
-  'replaces',
-  'revokeAt',
-  'revokedAt',
-  'status',
-];
 
 describe('account view, billing and limits', () => {
   it('answers GET with the account view: billing, limit overrides (null = not overridden) and nothing else', async () => {
@@ -431,7 +415,7 @@ describe('key view and key limits', () => {
   it('answers GET with the key view and no key material', async () => {
     const response = await server.admin('GET', `/admin/keys/${keyId}`);
     expect(response.status).toBe(200);
-    expect(Object.keys(response.body).sort()).toEqual(KEY_VIEW_FIELDS);
+    expect(Object.keys(response.body).sort()).toEqual(ADMIN_KEY_VIEW_FIELDS);
     expect(response.body).toEqual({
       id: keyId,
       accountId: 'key-owner',
@@ -473,7 +457,7 @@ describe('key view and key limits', () => {
     const cleared = await server.admin('PATCH', `/admin/keys/${keyId}`, { limits: null });
     expect(cleared.status).toBe(200);
     expect(cleared.body.limits).toBeNull();
-    expect(Object.keys(cleared.body).sort()).toEqual(KEY_VIEW_FIELDS);
+    expect(Object.keys(cleared.body).sort()).toEqual(ADMIN_KEY_VIEW_FIELDS);
     expectNoKeyMaterial(cleared.body);
   });
 
