@@ -17,7 +17,10 @@ export const DASHBOARD_ASSET_FILES: readonly string[] = [
   'shared/api.js',
   'shared/dom.js',
   'shared/key-format.js',
+  'shared/key-dialogs.js',
   'shared/key-panel.js',
+  'shared/key-table.js',
+  'shared/one-at-a-time.js',
   'operator/operator.css',
   'operator/operator.js',
 ];
