@@ -35,10 +35,6 @@ const ui = {
   accountSelect: byId('account-select', HTMLSelectElement),
   accountSummary: byId('account-summary', HTMLElement),
   refresh: byId('refresh', HTMLButtonElement),
-  keysRegion: byId('keys-region', HTMLElement),
-  keysCaption: byId('keys-caption', HTMLElement),
-  keysBody: byId('keys-body', HTMLElement),
-  noKeys: byId('no-keys', HTMLElement),
   createCard: byId('create-card', HTMLElement),
   createForm: byId('create-form', HTMLFormElement),
   keyName: byId('key-name', HTMLInputElement),
@@ -66,14 +62,7 @@ const ui = {
 };
 
 const messages = messageRegions(byId('error', HTMLElement), ui.notice);
-const newKey = keyPanel({
-  panel: byId('new-key-panel', HTMLElement),
-  context: byId('new-key-context', HTMLElement),
-  value: byId('new-key-value', HTMLElement),
-  copyButton: byId('copy-key', HTMLButtonElement),
-  doneButton: byId('new-key-done', HTMLButtonElement),
-  copyStatus: byId('copy-status', HTMLElement),
-});
+const newKey = keyPanel();
 const chart = usageChart(byId('usage-chart', HTMLElement));
 
 /** The session's CSRF token, sent with every change. */
@@ -142,7 +131,6 @@ const dialogs = keyDialogs({
   run,
   messages,
   newKey,
-  keysRegion: ui.keysRegion,
   notice: ui.notice,
   regenerate: async (key, graceSeconds) =>
     /** @type {CreatedKey} */ (
@@ -158,9 +146,6 @@ const edit = keyDialog(ui.editDialog);
 
 /** @type {ReturnType<typeof keyTable<Key>>} */
 const table = keyTable({
-  caption: ui.keysCaption,
-  body: ui.keysBody,
-  noKeys: ui.noKeys,
   graceNote: 'in its regeneration grace period',
   extraCells: (key) => [keyCell('created-by', 'Created by', actorText(key.createdBy))],
   actions: (key) => [

@@ -30,10 +30,6 @@ const ui = {
   accountSelect: byId('account-select', HTMLSelectElement),
   accountSummary: byId('account-summary', HTMLElement),
   refresh: byId('refresh', HTMLButtonElement),
-  keysRegion: byId('keys-region', HTMLElement),
-  keysCaption: byId('keys-caption', HTMLElement),
-  keysBody: byId('keys-body', HTMLElement),
-  noKeys: byId('no-keys', HTMLElement),
   createForm: byId('create-form', HTMLFormElement),
   keyName: byId('key-name', HTMLInputElement),
   keyEnvironment: byId('key-environment', HTMLSelectElement),
@@ -41,14 +37,7 @@ const ui = {
 };
 
 const messages = messageRegions(byId('error', HTMLElement), ui.notice);
-const newKey = keyPanel({
-  panel: byId('new-key-panel', HTMLElement),
-  context: byId('new-key-context', HTMLElement),
-  value: byId('new-key-value', HTMLElement),
-  copyButton: byId('copy-key', HTMLButtonElement),
-  doneButton: byId('new-key-done', HTMLButtonElement),
-  copyStatus: byId('copy-status', HTMLElement),
-});
+const newKey = keyPanel();
 
 /** @type {Account[]} */
 let accounts = [];
@@ -132,7 +121,6 @@ const dialogs = keyDialogs({
   run,
   messages,
   newKey,
-  keysRegion: ui.keysRegion,
   notice: ui.notice,
   regenerate: async (key, graceSeconds) =>
     createdKeyIn(await api('POST', `/admin/keys/${encodeURIComponent(key.id)}/rotate`, { graceSeconds })),
@@ -144,9 +132,6 @@ const dialogs = keyDialogs({
 
 /** @type {ReturnType<typeof keyTable<Key>>} */
 const table = keyTable({
-  caption: ui.keysCaption,
-  body: ui.keysBody,
-  noKeys: ui.noKeys,
   graceNote: 'in its rotation grace period',
   extraCells: () => [],
   actions: (key) => [dialogs.regenerateButton(key), dialogs.revokeButton(key)],
@@ -246,7 +231,7 @@ function signOut() {
   currentAccountId = null;
   replaceContent(ui.accountSelect);
   replaceContent(ui.accountSummary);
-  replaceContent(ui.keysBody);
+  renderKeys();
   showSignedIn(false);
   ui.token.value = '';
   ui.token.focus();

@@ -1,7 +1,7 @@
 // @ts-check
 /**
  * The confirmations both dashboard pages ask before regenerating or revoking a key, wired to the page's own markup
- * (#rotate-dialog, #revoke-dialog), and the row buttons that open them. What a change calls is the page's: each talks
+ * (#rotate-dialog, #revoke-dialog, #keys-region: the same ids on both), and the row buttons that open them. What a change calls is the page's: each talks
  * to its own API.
  */
 import { button, byId, replaceContent } from './dom.js';
@@ -46,7 +46,6 @@ export function keyDialog(dialog) {
  * @property {(action: () => Promise<void>) => Promise<void>} run  the page's one-at-a-time runner
  * @property {{ notice(text: string): void }} messages
  * @property {{ show(fullKey: string, context: string, returnFocusTo: HTMLElement): void }} newKey  the key panel
- * @property {HTMLElement} keysRegion  focused after the panel's "Done"
  * @property {HTMLElement} notice  the notice region, focused when a row's buttons disappear
  * @property {(key: K, graceSeconds: number) => Promise<{ key: string, environment: string }>} regenerate
  * @property {(key: K) => Promise<void>} revoke
@@ -64,6 +63,8 @@ export function keyDialogs(page) {
   const revokeSubject = byId('revoke-subject', HTMLElement);
   const immediately = byId('grace-0', HTMLInputElement);
   const revokeCancel = byId('revoke-cancel', HTMLButtonElement);
+  /** Focused after the key panel's "Done": the row's buttons were replaced. */
+  const keysRegion = byId('keys-region', HTMLElement);
   /** @type {ReturnType<typeof keyDialog<K>>} */
   const rotate = keyDialog(rotateDialog);
   /** @type {ReturnType<typeof keyDialog<K>>} */
@@ -96,7 +97,7 @@ export function keyDialogs(page) {
     page.newKey.show(
       created.key,
       `New key for ${describeKey(key)} in ${created.environment}. ${oldKeyFate(key, graceSeconds)}`,
-      page.keysRegion,
+      keysRegion,
     );
     await page.reload();
   }

@@ -1,9 +1,9 @@
 // @ts-check
 /**
- * The key table both dashboard pages show (markup: each page's #keys-table). Each cell names its column in data-label,
+ * The key table both dashboard pages show (markup: each page's #keys-table, with the same ids). Each cell names its column in data-label,
  * which the narrow layout shows in place of the header.
  */
-import { el, replaceContent, timeElement } from './dom.js';
+import { byId, el, replaceContent, timeElement } from './dom.js';
 import { displayPrefix } from './key-format.js';
 
 /**
@@ -34,10 +34,7 @@ export function keyCell(className, label, ...children) {
 
 /**
  * @template {ShownKey} K
- * @typedef {object} KeyTableParts
- * @property {HTMLElement} caption
- * @property {HTMLElement} body
- * @property {HTMLElement} noKeys  shown when an account is chosen and has no keys
+ * @typedef {object} KeyTableOptions
  * @property {string} graceNote  the status note of a key in its grace period, in the page's words
  * @property {(key: K) => HTMLTableCellElement[]} extraCells  the page's own columns, after "Expires"
  * @property {(key: K) => import('./dom.js').Child[]} actions  the row's buttons
@@ -45,9 +42,14 @@ export function keyCell(className, label, ...children) {
 
 /**
  * @template {ShownKey} K
- * @param {KeyTableParts<K>} parts
+ * @param {KeyTableOptions<K>} options
  */
-export function keyTable(parts) {
+export function keyTable(options) {
+  const caption = byId('keys-caption', HTMLElement);
+  const body = byId('keys-body', HTMLElement);
+  /** Shown when an account is chosen and has no keys. */
+  const noKeys = byId('no-keys', HTMLElement);
+
   /**
    * @param {K} key
    * @param {Map<string, K>} byId
@@ -65,7 +67,7 @@ export function keyTable(parts) {
       'status',
       'Status',
       el('span', { className: `badge status-${key.status}` }, key.status),
-      key.status === 'active' && key.revokeAt && note(parts.graceNote),
+      key.status === 'active' && key.revokeAt && note(options.graceNote),
       key.status === 'revoked' && key.revokedAt && el('span', { className: 'note' }, 'revoked ', timeElement(key.revokedAt)),
       key.replacedBy && note(`replaced by ${prefixOf(key.replacedBy)}`),
       key.replaces && note(`replaces ${prefixOf(key.replaces)}`),
@@ -91,8 +93,8 @@ export function keyTable(parts) {
       keyCell('created', 'Created', timeElement(key.createdAt)),
       keyCell('last-used', 'Last used', key.lastUsedAt ? timeElement(key.lastUsedAt) : 'never'),
       expires,
-      ...parts.extraCells(key),
-      keyCell('actions-cell', '', ...parts.actions(key)),
+      ...options.extraCells(key),
+      keyCell('actions-cell', '', ...options.actions(key)),
     );
   }
 
@@ -102,10 +104,10 @@ export function keyTable(parts) {
      * @param {K[]} keys  in the order shown
      */
     render(accountName, keys) {
-      replaceContent(parts.caption, accountName !== undefined ? `Keys of ${accountName}` : 'Keys');
-      parts.noKeys.hidden = !(accountName !== undefined && keys.length === 0);
-      const byId = new Map(keys.map((key) => [key.id, key]));
-      replaceContent(parts.body, ...keys.map((key) => row(key, byId)));
+      replaceContent(caption, accountName !== undefined ? `Keys of ${accountName}` : 'Keys');
+      noKeys.hidden = !(accountName !== undefined && keys.length === 0);
+      const keysById = new Map(keys.map((key) => [key.id, key]));
+      replaceContent(body, ...keys.map((key) => row(key, keysById)));
     },
   };
 }
