@@ -21,27 +21,18 @@ import pino from 'pino';
 import { envAssignments, SHIPPED_NODE_OPTIONS } from './setup';
 import { malformedKeys, mixedTraffic, unknownKeys } from './traffic';
 import { generateCustomerKey, hashCustomerKey } from '../../src/keys/customer-key';
-import { loadBuildModules } from './build-modules';
+import { loadBuildModules, type CheckPathModules } from './build-modules';
 
-type Modules = typeof import('../../src/grpc/authorization-server') &
+type Modules = CheckPathModules &
+  typeof import('../../src/grpc/authorization-server') &
   typeof import('../../src/grpc/check-request-decoding') &
-  typeof import('../../src/grpc/check-response-encoding') &
-  typeof import('../../src/logging/logger') &
-  typeof import('../../src/metrics/metrics') &
-  typeof import('../../src/store/cached-key-index') &
-  typeof import('../../src/store/last-used-recorder') &
-  typeof import('../../src/settings/settings');
+  typeof import('../../src/grpc/check-response-encoding');
 
 function load(dist: string): Modules {
   return loadBuildModules<Modules>(dist, [
     'grpc/authorization-server.js',
     'grpc/check-request-decoding.js',
     'grpc/check-response-encoding.js',
-    'logging/logger.js',
-    'metrics/metrics.js',
-    'store/cached-key-index.js',
-    'store/last-used-recorder.js',
-    'settings/settings.js',
   ]);
 }
 

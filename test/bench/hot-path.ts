@@ -16,27 +16,15 @@ import { parseArgs } from 'node:util';
 import pino from 'pino';
 import { malformedKeys, mixedTraffic, unknownKeys } from './traffic';
 import { generateCustomerKey, hashCustomerKey, displayPrefixOf } from '../../src/keys/customer-key';
-import { loadBuildModules } from './build-modules';
+import { loadBuildModules, type CheckPathModules } from './build-modules';
 
-type Modules = typeof import('../../src/grpc/authorization-server') &
+type Modules = CheckPathModules &
+  typeof import('../../src/grpc/authorization-server') &
   typeof import('../../src/grpc/check-handler') &
-  typeof import('../../src/grpc/proto-loading') &
-  typeof import('../../src/logging/logger') &
-  typeof import('../../src/metrics/metrics') &
-  typeof import('../../src/store/cached-key-index') &
-  typeof import('../../src/store/last-used-recorder') &
-  typeof import('../../src/settings/settings');
+  typeof import('../../src/grpc/proto-loading');
 
 function load(dist: string): Modules {
-  return loadBuildModules<Modules>(dist, [
-    'grpc/authorization-server.js',
-    'grpc/proto-loading.js',
-    'logging/logger.js',
-    'metrics/metrics.js',
-    'store/cached-key-index.js',
-    'store/last-used-recorder.js',
-    'settings/settings.js',
-  ]);
+  return loadBuildModules<Modules>(dist, ['grpc/authorization-server.js', 'grpc/proto-loading.js']);
 }
 
 interface Contender {

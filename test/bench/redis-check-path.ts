@@ -31,24 +31,12 @@ import { generateCustomerKey, hashCustomerKey, displayPrefixOf } from '../../src
 import type { RatePlan } from '../../src/domain/rate-limits';
 import { startTestRedis } from '../support/redis-server';
 import { commandDelta, commandStats, type CommandCounts } from './redis-stats';
-import { loadBuildModules } from './build-modules';
+import { loadBuildModules, type CheckPathModules } from './build-modules';
 
-type Modules = typeof import('../../src/store/redis/redis-store') &
-  typeof import('../../src/metrics/metrics') &
-  typeof import('../../src/store/cached-key-index') &
-  typeof import('../../src/store/last-used-recorder') &
-  typeof import('../../src/logging/logger') &
-  typeof import('../../src/settings/settings');
+type Modules = CheckPathModules & typeof import('../../src/store/redis/redis-store');
 
 function load(dist: string): Modules {
-  return loadBuildModules<Modules>(dist, [
-    'store/redis/redis-store.js',
-    'metrics/metrics.js',
-    'store/cached-key-index.js',
-    'store/last-used-recorder.js',
-    'logging/logger.js',
-    'settings/settings.js',
-  ]);
+  return loadBuildModules<Modules>(dist, ['store/redis/redis-store.js']);
 }
 
 /** As the bench's gateway config: limits far above the load, two windows per scope. */
