@@ -1,6 +1,5 @@
 import type { FastifyReply } from 'fastify';
-import type { z } from 'zod';
-import { describeIssue } from './admin-schemas';
+import { sendApiError } from '../http/api-errors';
 
 /** Typed admin API error codes; the body always names what is wrong. */
 export type AdminErrorCode =
@@ -28,16 +27,7 @@ export type AdminErrorCode =
   | 'too_many_auth_failures';
 
 export function sendAdminError(reply: FastifyReply, status: number, code: AdminErrorCode, message: string, field?: string): FastifyReply {
-  return reply
-    .code(status)
-    .type('application/json')
-    .send({ error: field === undefined ? { code, message } : { code, message, field } });
-}
-
-/** 400 invalid_field for a body that failed its schema, naming the first bad field (e.g. `limits.key.0.window`). */
-export function sendInvalidBody(reply: FastifyReply, error: z.ZodError): FastifyReply {
-  const { field, message } = describeIssue(error);
-  return sendAdminError(reply, 400, 'invalid_field', message, field);
+  return sendApiError(reply, status, code, message, field);
 }
 
 export function sendAccountNotFound(reply: FastifyReply, accountId: string, hint = ''): FastifyReply {

@@ -1,17 +1,7 @@
-import type { KeyEnvironment } from '../keys/customer-key';
 import type { Account, AccountStatus, StoredKey } from '../domain/key-records';
 import { addUsageTotals, zeroUsageTotals, type UsageTotals } from '../domain/usage-record';
 import { usageMonthOf, type UsageGranularity } from '../domain/usage-periods';
-import {
-  actorView,
-  keyViewStatus,
-  limitsView,
-  tokenBudgetsView,
-  type ActorView,
-  type KeyViewStatus,
-  type LimitView,
-  type TokenBudgetView,
-} from '../http/api-views';
+import { commonKeyView, limitsView, tokenBudgetsView, type CommonKeyView, type LimitView, type TokenBudgetView } from '../http/api-views';
 import type { AccountListing, UnreadableRecord, UsageBucket } from '../store/store';
 
 export {
@@ -55,26 +45,10 @@ export interface AccountView {
   createdAt: string;
 }
 
-export interface KeyView {
-  id: string;
+export interface KeyView extends CommonKeyView {
   accountId: string;
-  prefix: string;
-  name: string;
-  environment: KeyEnvironment;
-  /** What a request with this key gets now: revoked (also after a grace period), expired, or active. */
-  status: KeyViewStatus;
-  createdAt: string;
-  expiresAt: string | null;
-  lastUsedAt: string | null;
-  revokedAt: string | null;
-  /** End of a rotation grace period: the key is refused from then on. */
-  revokeAt: string | null;
-  replaces: string | null;
-  replacedBy: string | null;
   /** null means "not overridden": the account's key limits, else the plan's, apply. */
   limits: LimitView[] | null;
-  /** null for keys created before the creator was recorded. */
-  createdBy: ActorView | null;
   /** null means "not overridden": the account's key token budgets, else the plan's, apply. */
   tokenBudgets: TokenBudgetView[] | null;
   /** Integer minor units this key may spend per UTC month; null: no cap of its own. */
@@ -120,22 +94,14 @@ export function accountListView(listing: AccountListing, nowMs: number): Account
 
 /** Never the key or its hash: the record holds neither, and only these fields are copied. */
 export function keyView(key: StoredKey, nowMs: number): KeyView {
+  const { id, createdBy, ...fields } = commonKeyView(key, nowMs);
+  // The field order the admin API (and the CLI's --json output) has always had.
   return {
-    id: key.id,
+    id,
     accountId: key.accountId,
-    prefix: key.prefix,
-    name: key.name,
-    environment: key.environment,
-    status: keyViewStatus(key, nowMs),
-    createdAt: key.createdAt,
-    expiresAt: key.expiresAt ?? null,
-    lastUsedAt: key.lastUsedAt ?? null,
-    revokedAt: key.revokedAt ?? null,
-    revokeAt: key.revokeAt ?? null,
-    replaces: key.replaces ?? null,
-    replacedBy: key.replacedBy ?? null,
+    ...fields,
     limits: limitsView(key.limits),
-    createdBy: key.createdBy ? actorView(key.createdBy) : null,
+    createdBy,
     tokenBudgets: tokenBudgetsView(key.tokenBudgets),
     monthlySpendCap: key.monthlySpendCap ?? null,
   };

@@ -23,14 +23,8 @@ import type { RatePlan } from '../domain/rate-limits';
 import { registerJsonBodyParser } from '../http/json-body';
 import { KEY_SERVICE_PREFIX } from '../keys/customer-key';
 import { StoreUnavailableError, type AddMemberResult, type KeyPatch, type MemberChangeResult } from '../store/store';
-import {
-  sendCustomerError,
-  sendInvalidCustomerBody,
-  sendNoSuchAccount,
-  sendNoSuchKey,
-  sendNoSuchMember,
-  type CustomerErrorCode,
-} from './customer-errors';
+import { sendCustomerError, sendNoSuchAccount, sendNoSuchKey, sendNoSuchMember, type CustomerErrorCode } from './customer-errors';
+import { sendInvalidField } from '../http/api-errors';
 import { declareCustomerIdentity } from './customer-request';
 import { customerCreateKeyBody, customerPatchKeyBody, usageQuery } from './customer-schemas';
 import { accountSummaryView, customerAuditEntryView, customerCreatedKeyView, customerKeyView, meView, usageView } from './customer-views';
@@ -212,7 +206,7 @@ async function customerApiRoutes(api: FastifyInstance, deps: CustomerApiDeps): P
   api.post<AccountParams>('/accounts/:accountId/keys', { config: { customerAction: 'keys.create' } }, async (request, reply) => {
     const { accountId } = request.params;
     const body = customerCreateKeyBody.safeParse(request.body ?? {});
-    if (!body.success) return sendInvalidCustomerBody(reply, body.error);
+    if (!body.success) return sendInvalidField(reply, body.error);
     const expiresAt = body.data.expiresAt === undefined ? undefined : new Date(body.data.expiresAt).toISOString();
     const refused = expiryInPast(reply, expiresAt);
     if (refused) return refused;
@@ -250,7 +244,7 @@ async function customerApiRoutes(api: FastifyInstance, deps: CustomerApiDeps): P
   api.patch<KeyParams>('/accounts/:accountId/keys/:keyId', { config: { customerAction: 'keys.update' } }, async (request, reply) => {
     const { accountId, keyId } = request.params;
     const body = customerPatchKeyBody.safeParse(request.body ?? {});
-    if (!body.success) return sendInvalidCustomerBody(reply, body.error);
+    if (!body.success) return sendInvalidField(reply, body.error);
     if (!(await keyOfAccount(accountId, keyId))) return sendKeyMissing(reply, accountId, keyId);
     const patch: KeyPatch = {};
     if (body.data.name !== undefined) patch.name = body.data.name;
@@ -268,7 +262,7 @@ async function customerApiRoutes(api: FastifyInstance, deps: CustomerApiDeps): P
     async (request, reply) => {
       const { accountId, keyId } = request.params;
       const body = rotateKeyBody.safeParse(request.body ?? {});
-      if (!body.success) return sendInvalidCustomerBody(reply, body.error);
+      if (!body.success) return sendInvalidField(reply, body.error);
       const old = await keyOfAccount(accountId, keyId);
       if (!old) return sendKeyMissing(reply, accountId, keyId);
       const outcome = await rotateKey(deps, memberActor(callerOf(request).identity), old, body.data.graceSeconds ?? 0);
@@ -319,7 +313,7 @@ async function customerApiRoutes(api: FastifyInstance, deps: CustomerApiDeps): P
   api.get<AccountParams>('/accounts/:accountId/usage', { config: { customerAction: 'usage.read' } }, async (request, reply) => {
     const { accountId } = request.params;
     const query = usageQuery.safeParse(request.query ?? {});
-    if (!query.success) return sendInvalidCustomerBody(reply, query.error);
+    if (!query.success) return sendInvalidField(reply, query.error);
     const window = query.data.window ?? '24h';
     const at = now();
     const starts = windowBucketStarts(window, at);
@@ -342,7 +336,7 @@ async function customerApiRoutes(api: FastifyInstance, deps: CustomerApiDeps): P
   api.post<AccountParams>('/accounts/:accountId/members', { config: { customerAction: 'members.manage' } }, async (request, reply) => {
     const { accountId } = request.params;
     const body = addMemberBody.safeParse(request.body ?? {});
-    if (!body.success) return sendInvalidCustomerBody(reply, body.error);
+    if (!body.success) return sendInvalidField(reply, body.error);
     const result = await addMember(deps, memberActor(callerOf(request).identity), {
       accountId,
       role: body.data.role,
@@ -357,7 +351,7 @@ async function customerApiRoutes(api: FastifyInstance, deps: CustomerApiDeps): P
     async (request, reply) => {
       const { accountId, memberId } = request.params;
       const body = patchMemberBody.safeParse(request.body ?? {});
-      if (!body.success) return sendInvalidCustomerBody(reply, body.error);
+      if (!body.success) return sendInvalidField(reply, body.error);
       if (!memberIdSchema.safeParse(memberId).success) return sendNoSuchMember(reply, accountId, memberId);
       const actor = memberActor(callerOf(request).identity);
       return sendChangeResult(reply, accountId, memberId, await changeMemberRole(deps, actor, accountId, memberId, body.data.role));
@@ -377,7 +371,7 @@ async function customerApiRoutes(api: FastifyInstance, deps: CustomerApiDeps): P
 
   api.get<AccountParams>('/accounts/:accountId/audit', { config: { customerAction: 'audit.read' } }, async (request, reply) => {
     const query = auditQuery.safeParse(request.query ?? {});
-    if (!query.success) return sendInvalidCustomerBody(reply, query.error);
+    if (!query.success) return sendInvalidField(reply, query.error);
     const page = await deps.store.readAudit({
       accountId: request.params.accountId,
       limit: query.data.limit ?? 100,

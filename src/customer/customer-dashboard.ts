@@ -1,6 +1,6 @@
 import { dirname, join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
-import { registerWebAssets, type WebAssets } from '../web-assets/web-assets';
+import { registerWebAssets, SHARED_PAGE_FILES, type WebAssets } from '../web-assets/web-assets';
 
 /**
  * The customer's "API Keys" page (/keys): one page plus its stylesheets and script modules from src/web/, and the
@@ -16,11 +16,7 @@ const ASSET_PREFIX = `${CUSTOMER_PAGE_PATH}/assets/`;
 
 /** Every file of src/web/ the page loads, directly or through an import; test/dashboard checks the list against the files. */
 export const CUSTOMER_ASSET_FILES: readonly string[] = [
-  'shared/base.css',
-  'shared/api.js',
-  'shared/dom.js',
-  'shared/key-format.js',
-  'shared/key-panel.js',
+  ...SHARED_PAGE_FILES,
   'customer/customer.css',
   'customer/customer.js',
   'customer/usage-chart.js',

@@ -1,6 +1,5 @@
 import type { FastifyReply } from 'fastify';
-import type { z } from 'zod';
-import { describeIssue } from '../http/api-schemas';
+import { sendApiError } from '../http/api-errors';
 
 /**
  * The customer API's error codes. Bodies have the admin API's shape,
@@ -33,15 +32,7 @@ export function sendCustomerError(
   message: string,
   field?: string,
 ): FastifyReply {
-  return reply
-    .code(status)
-    .type('application/json')
-    .send({ error: field === undefined ? { code, message } : { code, message, field } });
-}
-
-export function sendInvalidCustomerBody(reply: FastifyReply, error: z.ZodError): FastifyReply {
-  const { field, message } = describeIssue(error);
-  return sendCustomerError(reply, 400, 'invalid_field', message, field);
+  return sendApiError(reply, status, code, message, field);
 }
 
 /** The same answer whether the account does not exist or the caller is not one of its members: nothing about it leaks. */

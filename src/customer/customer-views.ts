@@ -1,4 +1,13 @@
-import { actorView, keyViewStatus, limitsView, type ActorView, type KeyViewStatus, type LimitView } from '../http/api-views';
+import {
+  actorView,
+  commonKeyView,
+  keyViewStatus,
+  limitsView,
+  type ActorView,
+  type CommonKeyView,
+  type KeyViewStatus,
+  type LimitView,
+} from '../http/api-views';
 import type { CustomerIdentity, MemberRole } from '../domain/customer-identity';
 import { actionsOf, type CustomerAction } from '../domain/customer-permissions';
 import type { Account, AccountStatus, StoredKey } from '../domain/key-records';
@@ -68,42 +77,9 @@ export function accountSummaryView(
   };
 }
 
-export interface CustomerKeyView {
-  id: string;
-  prefix: string;
-  name: string;
-  environment: KeyEnvironment;
-  status: KeyViewStatus;
-  createdAt: string;
-  lastUsedAt: string | null;
-  expiresAt: string | null;
-  /** null for keys created before the creator was recorded. */
-  createdBy: ActorView | null;
-  revokedAt: string | null;
-  /** End of a regeneration's grace period: the key is refused from then on. */
-  revokeAt: string | null;
-  replaces: string | null;
-  replacedBy: string | null;
-}
-
 /** Never the key or its hash. */
-export function customerKeyView(key: StoredKey, nowMs: number): CustomerKeyView {
-  return {
-    id: key.id,
-    prefix: key.prefix,
-    name: key.name,
-    environment: key.environment,
-    status: keyViewStatus(key, nowMs),
-    createdAt: key.createdAt,
-    lastUsedAt: key.lastUsedAt ?? null,
-    expiresAt: key.expiresAt ?? null,
-    createdBy: key.createdBy ? actorView(key.createdBy) : null,
-    revokedAt: key.revokedAt ?? null,
-    revokeAt: key.revokeAt ?? null,
-    replaces: key.replaces ?? null,
-    replacedBy: key.replacedBy ?? null,
-  };
-}
+export type CustomerKeyView = CommonKeyView;
+export const customerKeyView = commonKeyView;
 
 /** The one customer answer that carries a full key: create and regenerate. */
 export function customerCreatedKeyView(key: StoredKey, fullKey: string, nowMs: number) {

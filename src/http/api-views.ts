@@ -1,5 +1,6 @@
 import type { AuditActor, MemberRole } from '../domain/customer-identity';
 import type { KeyStatus, StoredKey } from '../domain/key-records';
+import type { KeyEnvironment } from '../keys/customer-key';
 import type { Member } from '../domain/members';
 import type { RateLimit } from '../domain/rate-limits';
 import type { TokenBudget } from '../domain/token-budgets';
@@ -77,4 +78,42 @@ export function keyViewStatus(key: StoredKey, nowMs: number): KeyViewStatus {
   if (key.status === 'revoked' || (key.revokeAt !== undefined && Date.parse(key.revokeAt) <= nowMs)) return 'revoked';
   if (key.expiresAt !== undefined && Date.parse(key.expiresAt) <= nowMs) return 'expired';
   return 'active';
+}
+
+/** A key as both APIs show it (the admin API adds its account and limit overrides). Never the key or its hash. */
+export interface CommonKeyView {
+  id: string;
+  prefix: string;
+  name: string;
+  environment: KeyEnvironment;
+  /** What a request with this key gets now: revoked (also after a grace period), expired, or active. */
+  status: KeyViewStatus;
+  createdAt: string;
+  expiresAt: string | null;
+  lastUsedAt: string | null;
+  revokedAt: string | null;
+  /** End of a regeneration's (rotation's) grace period: the key is refused from then on. */
+  revokeAt: string | null;
+  replaces: string | null;
+  replacedBy: string | null;
+  /** null for keys created before the creator was recorded. */
+  createdBy: ActorView | null;
+}
+
+export function commonKeyView(key: StoredKey, nowMs: number): CommonKeyView {
+  return {
+    id: key.id,
+    prefix: key.prefix,
+    name: key.name,
+    environment: key.environment,
+    status: keyViewStatus(key, nowMs),
+    createdAt: key.createdAt,
+    expiresAt: key.expiresAt ?? null,
+    lastUsedAt: key.lastUsedAt ?? null,
+    revokedAt: key.revokedAt ?? null,
+    revokeAt: key.revokeAt ?? null,
+    replaces: key.replaces ?? null,
+    replacedBy: key.replacedBy ?? null,
+    createdBy: key.createdBy ? actorView(key.createdBy) : null,
+  };
 }

@@ -9,6 +9,18 @@ import type { FastifyContextConfig, FastifyInstance } from 'fastify';
  */
 export const WEB_ROOT = join(__dirname, '..', 'web');
 
+/** The files of src/web/shared/ both pages load, directly or through an import. */
+export const SHARED_PAGE_FILES: readonly string[] = [
+  'shared/base.css',
+  'shared/api.js',
+  'shared/dom.js',
+  'shared/key-format.js',
+  'shared/key-dialogs.js',
+  'shared/key-panel.js',
+  'shared/key-table.js',
+  'shared/one-at-a-time.js',
+];
+
 /**
  * No inline script or style anywhere (scripts and stylesheets are same-origin files), no external resource, no
  * framing, no form posts, no base override.

@@ -21,29 +21,19 @@ import pino from 'pino';
 import { envAssignments, SHIPPED_NODE_OPTIONS } from './setup';
 import { malformedKeys, mixedTraffic, unknownKeys } from './traffic';
 import { generateCustomerKey, hashCustomerKey } from '../../src/keys/customer-key';
+import { loadBuildModules, type CheckPathModules } from './build-modules';
 
-type Modules = typeof import('../../src/grpc/authorization-server') &
+type Modules = CheckPathModules &
+  typeof import('../../src/grpc/authorization-server') &
   typeof import('../../src/grpc/check-request-decoding') &
-  typeof import('../../src/grpc/check-response-encoding') &
-  typeof import('../../src/logging/logger') &
-  typeof import('../../src/metrics/metrics') &
-  typeof import('../../src/store/cached-key-index') &
-  typeof import('../../src/store/last-used-recorder') &
-  typeof import('../../src/settings/settings');
+  typeof import('../../src/grpc/check-response-encoding');
 
 function load(dist: string): Modules {
-  // eslint-disable-next-line @typescript-eslint/no-require-imports -- the build directory is chosen at run time
-  const from = (file: string) => require(path.join(dist, file)) as Partial<Modules>;
-  return {
-    ...from('grpc/authorization-server.js'),
-    ...from('grpc/check-request-decoding.js'),
-    ...from('grpc/check-response-encoding.js'),
-    ...from('logging/logger.js'),
-    ...from('metrics/metrics.js'),
-    ...from('store/cached-key-index.js'),
-    ...from('store/last-used-recorder.js'),
-    ...from('settings/settings.js'),
-  } as Modules;
+  return loadBuildModules<Modules>(dist, [
+    'grpc/authorization-server.js',
+    'grpc/check-request-decoding.js',
+    'grpc/check-response-encoding.js',
+  ]);
 }
 
 const CACHED_KEYS = 200_000;

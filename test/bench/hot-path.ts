@@ -16,28 +16,15 @@ import { parseArgs } from 'node:util';
 import pino from 'pino';
 import { malformedKeys, mixedTraffic, unknownKeys } from './traffic';
 import { generateCustomerKey, hashCustomerKey, displayPrefixOf } from '../../src/keys/customer-key';
+import { loadBuildModules, type CheckPathModules } from './build-modules';
 
-type Modules = typeof import('../../src/grpc/authorization-server') &
+type Modules = CheckPathModules &
+  typeof import('../../src/grpc/authorization-server') &
   typeof import('../../src/grpc/check-handler') &
-  typeof import('../../src/grpc/proto-loading') &
-  typeof import('../../src/logging/logger') &
-  typeof import('../../src/metrics/metrics') &
-  typeof import('../../src/store/cached-key-index') &
-  typeof import('../../src/store/last-used-recorder') &
-  typeof import('../../src/settings/settings');
+  typeof import('../../src/grpc/proto-loading');
 
 function load(dist: string): Modules {
-  // eslint-disable-next-line @typescript-eslint/no-require-imports -- the build directory is chosen at run time; import() would be a require() in this CommonJS build anyway, only asynchronous
-  const from = (file: string) => require(path.join(dist, file)) as Partial<Modules>;
-  return {
-    ...from('grpc/authorization-server.js'),
-    ...from('grpc/proto-loading.js'),
-    ...from('logging/logger.js'),
-    ...from('metrics/metrics.js'),
-    ...from('store/cached-key-index.js'),
-    ...from('store/last-used-recorder.js'),
-    ...from('settings/settings.js'),
-  } as Modules;
+  return loadBuildModules<Modules>(dist, ['grpc/authorization-server.js', 'grpc/proto-loading.js']);
 }
 
 interface Contender {

@@ -31,25 +31,12 @@ import { generateCustomerKey, hashCustomerKey, displayPrefixOf } from '../../src
 import type { RatePlan } from '../../src/domain/rate-limits';
 import { startTestRedis } from '../support/redis-server';
 import { commandDelta, commandStats, type CommandCounts } from './redis-stats';
+import { loadBuildModules, type CheckPathModules } from './build-modules';
 
-type Modules = typeof import('../../src/store/redis/redis-store') &
-  typeof import('../../src/metrics/metrics') &
-  typeof import('../../src/store/cached-key-index') &
-  typeof import('../../src/store/last-used-recorder') &
-  typeof import('../../src/logging/logger') &
-  typeof import('../../src/settings/settings');
+type Modules = CheckPathModules & typeof import('../../src/store/redis/redis-store');
 
 function load(dist: string): Modules {
-  // eslint-disable-next-line @typescript-eslint/no-require-imports -- the build directory is chosen at run time
-  const from = (file: string) => require(path.join(dist, file)) as Partial<Modules>;
-  return {
-    ...from('store/redis/redis-store.js'),
-    ...from('metrics/metrics.js'),
-    ...from('store/cached-key-index.js'),
-    ...from('store/last-used-recorder.js'),
-    ...from('logging/logger.js'),
-    ...from('settings/settings.js'),
-  } as Modules;
+  return loadBuildModules<Modules>(dist, ['store/redis/redis-store.js']);
 }
 
 /** As the bench's gateway config: limits far above the load, two windows per scope. */

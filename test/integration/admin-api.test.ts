@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { parseCustomerKey, hashCustomerKey } from '../../src/keys/customer-key';
+import { ADMIN_KEY_VIEW_FIELDS } from '../support/key-view-fields';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
 import { startAppUnderTest, TEST_ADMIN_TOKEN, type AppUnderTest } from '../support/running-app';
 
@@ -155,25 +156,6 @@ describe('keys', () => {
 const ACCOUNT_VIEW_FIELDS = ['billing', 'createdAt', 'id', 'limits', 'maxActiveKeys', 'name', 'tokenBudgets'];
 /** What the account view's billing says about usage (issue 16) for an account that has used nothing. */
 const NO_USAGE = { monthlySpendCap: null, spentThisMonth: 0, creditShortfall: 0 };
-const KEY_VIEW_FIELDS = [
-  'accountId',
-  'createdAt',
-  'createdBy',
-  'environment',
-  'expiresAt',
-  'id',
-  'lastUsedAt',
-  'limits',
-  'monthlySpendCap',
-  'name',
-  'prefix',
-  'replacedBy',
-  'replaces',
-  'revokeAt',
-  'revokedAt',
-  'status',
-  'tokenBudgets',
-];
 
 describe('account view, billing and limits', () => {
   it('answers GET with the account view: billing, limit overrides (null = not overridden) and nothing else', async () => {
@@ -444,7 +426,7 @@ describe('key view and key limits', () => {
   it('answers GET with the key view and no key material', async () => {
     const response = await server.admin('GET', `/admin/keys/${keyId}`);
     expect(response.status).toBe(200);
-    expect(Object.keys(response.body).sort()).toEqual(KEY_VIEW_FIELDS);
+    expect(Object.keys(response.body).sort()).toEqual(ADMIN_KEY_VIEW_FIELDS);
     expect(response.body).toEqual({
       id: keyId,
       accountId: 'key-owner',
@@ -488,7 +470,7 @@ describe('key view and key limits', () => {
     const cleared = await server.admin('PATCH', `/admin/keys/${keyId}`, { limits: null });
     expect(cleared.status).toBe(200);
     expect(cleared.body.limits).toBeNull();
-    expect(Object.keys(cleared.body).sort()).toEqual(KEY_VIEW_FIELDS);
+    expect(Object.keys(cleared.body).sort()).toEqual(ADMIN_KEY_VIEW_FIELDS);
     expectNoKeyMaterial(cleared.body);
   });
 

@@ -7,6 +7,7 @@ import { actionsOf, CUSTOMER_ACTIONS, mayPerform, type CustomerAction } from '..
 import { hashCustomerKey } from '../../src/keys/customer-key';
 import { RedisStore } from '../../src/store/redis/redis-store';
 import { startCustomerApiUnderTest, type CustomerApiUnderTest } from '../support/customer-api-app';
+import { COMMON_KEY_VIEW_FIELDS } from '../support/key-view-fields';
 import { LogCapture } from '../support/log-capture';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
 import { systemClock } from '../../src/domain/clock';
@@ -363,23 +364,7 @@ describe('keys, as a member manages them', () => {
     });
     const listed = await api.call(people.viewer, 'GET', path(accountId, '/keys'));
     const view = listed.body.keys.find((key) => key.id === created.body.id)!;
-    expect(Object.keys(view).sort()).toEqual(
-      [
-        'createdAt',
-        'createdBy',
-        'environment',
-        'expiresAt',
-        'id',
-        'lastUsedAt',
-        'name',
-        'prefix',
-        'replacedBy',
-        'replaces',
-        'revokeAt',
-        'revokedAt',
-        'status',
-      ].sort(),
-    );
+    expect(Object.keys(view).sort()).toEqual(COMMON_KEY_VIEW_FIELDS);
     expect(JSON.stringify(listed.body)).not.toContain(full);
     expect(JSON.stringify(listed.body)).not.toContain(hashCustomerKey(full));
     expect(api.logs.leaksOf([full])).toEqual([]);

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { registerWebAssets, type WebAssets } from '../../web-assets/web-assets';
+import { registerWebAssets, SHARED_PAGE_FILES, type WebAssets } from '../../web-assets/web-assets';
 
 /**
  * The operator dashboard ("API Keys"): one page plus its stylesheets and script modules, from src/web/. They hold no
@@ -12,15 +12,7 @@ import { registerWebAssets, type WebAssets } from '../../web-assets/web-assets';
 const ASSET_PREFIX = '/dashboard/assets/';
 
 /** Every file the page loads, directly or through an import; test/dashboard checks the list against the files. */
-export const DASHBOARD_ASSET_FILES: readonly string[] = [
-  'shared/base.css',
-  'shared/api.js',
-  'shared/dom.js',
-  'shared/key-format.js',
-  'shared/key-panel.js',
-  'operator/operator.css',
-  'operator/operator.js',
-];
+export const DASHBOARD_ASSET_FILES: readonly string[] = [...SHARED_PAGE_FILES, 'operator/operator.css', 'operator/operator.js'];
 
 export const DASHBOARD_ASSETS: WebAssets = {
   '/dashboard': 'operator/index.html',

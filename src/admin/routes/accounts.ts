@@ -2,7 +2,8 @@ import type { FastifyInstance, FastifyReply } from 'fastify';
 import { CREDIT_LIMIT_MINOR_UNITS } from '../../domain/credit';
 import type { Account } from '../../domain/key-records';
 import { CorruptRecordError, type AccountPatch, type CreditResult } from '../../store/store';
-import { sendAccountNotFound, sendAdminError, sendInvalidBody } from '../admin-errors';
+import { sendAccountNotFound, sendAdminError } from '../admin-errors';
+import { sendInvalidField } from '../../http/api-errors';
 import { accountIdSchema, createAccountBody, creditBody, patchAccountBody, type PatchAccountBody } from '../admin-schemas';
 import type { AdminServerDeps } from '../admin-deps';
 import { recordChange } from '../../actions/audit-trail';
@@ -84,7 +85,7 @@ export function registerAccountRoutes(app: FastifyInstance, deps: AdminServerDep
 
   app.post('/admin/accounts', async (request, reply) => {
     const body = createAccountBody.safeParse(request.body);
-    if (!body.success) return sendInvalidBody(reply, body.error);
+    if (!body.success) return sendInvalidField(reply, body.error);
     const { id, name, billing, limits, maxActiveKeys, tokenBudgets } = body.data;
     const account: Account = { id, name, status: billing?.status ?? 'active', createdAt: now() };
     if (maxActiveKeys !== undefined) account.maxActiveKeys = maxActiveKeys;
@@ -132,7 +133,7 @@ export function registerAccountRoutes(app: FastifyInstance, deps: AdminServerDep
   app.patch<AccountParams>('/admin/accounts/:id', async (request, reply) => {
     const { id } = request.params;
     const body = patchAccountBody.safeParse(request.body ?? {});
-    if (!body.success) return sendInvalidBody(reply, body.error);
+    if (!body.success) return sendInvalidField(reply, body.error);
     if (!isAccountId(id)) return sendAccountNotFound(reply, id);
     const { patch, changes } = toAccountPatch(body.data);
     const account = await deps.store.updateAccount(id, patch);
@@ -144,7 +145,7 @@ export function registerAccountRoutes(app: FastifyInstance, deps: AdminServerDep
   app.post<AccountParams>('/admin/accounts/:id/credit', async (request, reply) => {
     const { id } = request.params;
     const body = creditBody.safeParse(request.body ?? {});
-    if (!body.success) return sendInvalidBody(reply, body.error);
+    if (!body.success) return sendInvalidField(reply, body.error);
     if (!isAccountId(id)) return sendAccountNotFound(reply, id);
     const { amount } = body.data;
     let result: CreditResult;

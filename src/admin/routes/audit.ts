@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
-import { sendAccountNotFound, sendInvalidBody } from '../admin-errors';
+import { sendAccountNotFound } from '../admin-errors';
+import { sendInvalidField } from '../../http/api-errors';
 import { accountIdSchema, auditQuery } from '../admin-schemas';
 import type { AdminServerDeps } from '../admin-deps';
 
@@ -11,7 +12,7 @@ import type { AdminServerDeps } from '../admin-deps';
 export function registerAuditRoutes(app: FastifyInstance, deps: AdminServerDeps): void {
   app.get<{ Params: { id: string } }>('/admin/accounts/:id/audit', async (request, reply) => {
     const query = auditQuery.safeParse(request.query ?? {});
-    if (!query.success) return sendInvalidBody(reply, query.error);
+    if (!query.success) return sendInvalidField(reply, query.error);
     const accountId = request.params.id;
     if (!accountIdSchema.safeParse(accountId).success || !(await deps.store.getAccount(accountId))) {
       return sendAccountNotFound(reply, accountId);
@@ -26,7 +27,7 @@ export function registerAuditRoutes(app: FastifyInstance, deps: AdminServerDeps)
 
   app.get('/admin/audit', async (request, reply) => {
     const query = auditQuery.safeParse(request.query ?? {});
-    if (!query.success) return sendInvalidBody(reply, query.error);
+    if (!query.success) return sendInvalidField(reply, query.error);
     const page = await deps.store.readAudit({
       limit: query.data.limit ?? 100,
       ...(query.data.before !== undefined ? { before: query.data.before } : {}),

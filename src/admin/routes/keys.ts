@@ -3,7 +3,8 @@ import { createKey, revokeKey, rotateKey, updateKey } from '../../actions/key-ac
 import { OPERATOR } from '../../domain/customer-identity';
 import { KEY_SERVICE_PREFIX } from '../../keys/customer-key';
 import type { KeyPatch } from '../../store/store';
-import { sendAccountNotFound, sendActiveKeyCapReached, sendAdminError, sendInvalidBody, sendKeyNotFound } from '../admin-errors';
+import { sendAccountNotFound, sendActiveKeyCapReached, sendAdminError, sendKeyNotFound } from '../admin-errors';
+import { sendInvalidField } from '../../http/api-errors';
 import { accountIdSchema, createKeyBody, keyIdSchema, patchKeyBody, rotateKeyBody } from '../admin-schemas';
 import type { AdminServerDeps } from '../admin-deps';
 import { createdKeyView, keyView } from '../admin-views';
@@ -38,7 +39,7 @@ export function registerKeyRoutes(app: FastifyInstance, deps: AdminServerDeps): 
 
   app.post<AccountParams>('/admin/accounts/:id/keys', async (request, reply) => {
     const body = createKeyBody.safeParse(request.body ?? {});
-    if (!body.success) return sendInvalidBody(reply, body.error);
+    if (!body.success) return sendInvalidField(reply, body.error);
     const accountId = request.params.id;
     if (!isAccountId(accountId)) return sendAccountNotFound(reply, accountId);
     const environment = body.data.environment ?? 'live';
@@ -89,7 +90,7 @@ export function registerKeyRoutes(app: FastifyInstance, deps: AdminServerDeps): 
   app.patch<KeyParams>('/admin/keys/:keyId', async (request, reply) => {
     const { keyId } = request.params;
     const body = patchKeyBody.safeParse(request.body ?? {});
-    if (!body.success) return sendInvalidBody(reply, body.error);
+    if (!body.success) return sendInvalidField(reply, body.error);
     const refused = refuseLookup(reply, keyId);
     if (refused) return refused;
     const patch: KeyPatch = {};
@@ -108,7 +109,7 @@ export function registerKeyRoutes(app: FastifyInstance, deps: AdminServerDeps): 
   app.post<KeyParams>('/admin/keys/:keyId/rotate', async (request, reply) => {
     const { keyId } = request.params;
     const body = rotateKeyBody.safeParse(request.body ?? {});
-    if (!body.success) return sendInvalidBody(reply, body.error);
+    if (!body.success) return sendInvalidField(reply, body.error);
     const refused = refuseLookup(reply, keyId);
     if (refused) return refused;
     const old = await deps.store.getKey(keyId);

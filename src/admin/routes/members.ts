@@ -2,7 +2,8 @@ import type { FastifyInstance, FastifyReply } from 'fastify';
 import { addMember, changeMemberRole, removeMember } from '../../actions/member-actions';
 import { OPERATOR } from '../../domain/customer-identity';
 import type { AddMemberResult, MemberChangeResult } from '../../store/store';
-import { sendAccountNotFound, sendAdminError, sendInvalidBody, sendMemberNotFound } from '../admin-errors';
+import { sendAccountNotFound, sendAdminError, sendMemberNotFound } from '../admin-errors';
+import { sendInvalidField } from '../../http/api-errors';
 import { accountIdSchema, addMemberBody, memberIdSchema, patchMemberBody, principalOf } from '../admin-schemas';
 import type { AdminServerDeps } from '../admin-deps';
 import { memberView } from '../admin-views';
@@ -27,7 +28,7 @@ export function registerMemberRoutes(app: FastifyInstance, deps: AdminServerDeps
 
   app.post<AccountParams>('/admin/accounts/:id/members', async (request, reply) => {
     const body = addMemberBody.safeParse(request.body ?? {});
-    if (!body.success) return sendInvalidBody(reply, body.error);
+    if (!body.success) return sendInvalidField(reply, body.error);
     const accountId = request.params.id;
     if (!isAccountId(accountId)) return sendAccountNotFound(reply, accountId);
     const result = await addMember(deps, OPERATOR, { accountId, role: body.data.role, principal: principalOf(body.data) });
@@ -37,7 +38,7 @@ export function registerMemberRoutes(app: FastifyInstance, deps: AdminServerDeps
   app.patch<MemberParams>('/admin/accounts/:id/members/:memberId', async (request, reply) => {
     const { id, memberId } = request.params;
     const body = patchMemberBody.safeParse(request.body ?? {});
-    if (!body.success) return sendInvalidBody(reply, body.error);
+    if (!body.success) return sendInvalidField(reply, body.error);
     if (!isAccountId(id) || !isMemberId(memberId)) return sendMemberNotFound(reply, id, memberId);
     return sendChangeResult(reply, id, memberId, await changeMemberRole(deps, OPERATOR, id, memberId, body.data.role));
   });

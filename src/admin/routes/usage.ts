@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { HOUR_MS, DAY_MS, USAGE_RETENTION_MS, periodMs, periodStart, type UsageGranularity } from '../../domain/usage-periods';
-import { sendAccountNotFound, sendAdminError, sendInvalidBody } from '../admin-errors';
+import { sendInvalidField } from '../../http/api-errors';
+import { sendAccountNotFound, sendAdminError } from '../admin-errors';
 import { accountIdSchema, usageQuery } from '../admin-schemas';
 import type { AdminServerDeps } from '../admin-deps';
 import { usageReportView } from '../admin-views';
@@ -21,7 +22,7 @@ export function registerUsageRoutes(app: FastifyInstance, deps: AdminServerDeps)
   app.get<AccountParams>('/admin/accounts/:id/usage', async (request, reply) => {
     const { id } = request.params;
     const query = usageQuery.safeParse(request.query ?? {});
-    if (!query.success) return sendInvalidBody(reply, query.error);
+    if (!query.success) return sendInvalidField(reply, query.error);
     if (!accountIdSchema.safeParse(id).success) return sendAccountNotFound(reply, id);
     const { granularity, groupBy } = query.data;
     const nowMs = deps.clock.now();

@@ -10,8 +10,11 @@
  */
 import { ApiError, fetchJson, isObject } from '../shared/api.js';
 import { button, byId, el, messageRegions, replaceContent, timeElement } from '../shared/dom.js';
-import { describeKey, displayPrefix, newestFirst, oldKeyFate } from '../shared/key-format.js';
+import { keyDialog, keyDialogs } from '../shared/key-dialogs.js';
+import { describeKey, newestFirst } from '../shared/key-format.js';
 import { keyPanel } from '../shared/key-panel.js';
+import { keyCell, keyTable } from '../shared/key-table.js';
+import { oneAtATime } from '../shared/one-at-a-time.js';
 import { usageChart } from './usage-chart.js';
 
 // The customer API's answers, as the server declares them: one description of the wire contract.
@@ -32,10 +35,6 @@ const ui = {
   accountSelect: byId('account-select', HTMLSelectElement),
   accountSummary: byId('account-summary', HTMLElement),
   refresh: byId('refresh', HTMLButtonElement),
-  keysRegion: byId('keys-region', HTMLElement),
-  keysCaption: byId('keys-caption', HTMLElement),
-  keysBody: byId('keys-body', HTMLElement),
-  noKeys: byId('no-keys', HTMLElement),
   createCard: byId('create-card', HTMLElement),
   createForm: byId('create-form', HTMLFormElement),
   keyName: byId('key-name', HTMLInputElement),
@@ -54,15 +53,6 @@ const ui = {
   inviteRole: byId('invite-role', HTMLSelectElement),
   auditSection: byId('audit-section', HTMLElement),
   auditList: byId('audit-list', HTMLElement),
-  rotateDialog: byId('rotate-dialog', HTMLDialogElement),
-  rotateSubject: byId('rotate-subject', HTMLElement),
-  rotateConfirm: byId('rotate-confirm', HTMLButtonElement),
-  rotateCancel: byId('rotate-cancel', HTMLButtonElement),
-  immediately: byId('grace-0', HTMLInputElement),
-  revokeDialog: byId('revoke-dialog', HTMLDialogElement),
-  revokeSubject: byId('revoke-subject', HTMLElement),
-  revokeConfirm: byId('revoke-confirm', HTMLButtonElement),
-  revokeCancel: byId('revoke-cancel', HTMLButtonElement),
   editDialog: byId('edit-dialog', HTMLDialogElement),
   editSubject: byId('edit-subject', HTMLElement),
   editForm: byId('edit-form', HTMLFormElement),
@@ -72,14 +62,7 @@ const ui = {
 };
 
 const messages = messageRegions(byId('error', HTMLElement), ui.notice);
-const newKey = keyPanel({
-  panel: byId('new-key-panel', HTMLElement),
-  context: byId('new-key-context', HTMLElement),
-  value: byId('new-key-value', HTMLElement),
-  copyButton: byId('copy-key', HTMLButtonElement),
-  doneButton: byId('new-key-done', HTMLButtonElement),
-  copyStatus: byId('copy-status', HTMLElement),
-});
+const newKey = keyPanel();
 const chart = usageChart(byId('usage-chart', HTMLElement));
 
 /** The session's CSRF token, sent with every change. */
@@ -96,10 +79,6 @@ let keys = [];
 let usageWindow = '24h';
 /** Only the newest account load may render (the account can change while one is on its way). */
 let loadSerial = 0;
-/** The key an open dialog is about. */
-/** @type {Key | null} */
-let dialogKey = null;
-let busy = false;
 
 // ---------------------------------------------------------------- API
 
@@ -135,25 +114,6 @@ function may(action) {
   return summary?.permissions.includes(/** @type {Summary['permissions'][number]} */ (action)) ?? false;
 }
 
-/**
- * Runs one change: one at a time, errors shown plainly. Controls stay enabled meanwhile, so keyboard focus is never
- * dropped; a second action is ignored until this one ends.
- * @param {() => Promise<void>} action
- */
-async function run(action) {
-  if (busy) return;
-  busy = true;
-  ui.main.setAttribute('aria-busy', 'true');
-  try {
-    await action();
-  } catch (error) {
-    failed(error);
-  } finally {
-    busy = false;
-    ui.main.removeAttribute('aria-busy');
-  }
-}
-
 /** @param {unknown} error */
 function failed(error) {
   // The session ended (idle, maximum age, signed out elsewhere): the start page says why and offers to sign in.
@@ -163,6 +123,41 @@ function failed(error) {
   }
   messages.error(error);
 }
+
+/** Runs one change. */
+const run = oneAtATime(ui.main, failed);
+
+const dialogs = keyDialogs({
+  run,
+  messages,
+  newKey,
+  notice: ui.notice,
+  regenerate: async (key, graceSeconds) =>
+    /** @type {CreatedKey} */ (
+      answer(await api('POST', accountPath(`/keys/${encodeURIComponent(key.id)}/regenerate`), { graceSeconds }), 'key')
+    ),
+  revoke: async (key) => {
+    await api('POST', accountPath(`/keys/${encodeURIComponent(key.id)}/revoke`));
+  },
+  reload: loadAccount,
+});
+/** @type {ReturnType<typeof keyDialog<Key>>} */
+const edit = keyDialog(ui.editDialog);
+
+/** @type {ReturnType<typeof keyTable<Key>>} */
+const table = keyTable({
+  graceNote: 'in its regeneration grace period',
+  extraCells: (key) => [keyCell('created-by', 'Created by', actorText(key.createdBy))],
+  actions: (key) => [
+    may('keys.regenerate') && dialogs.regenerateButton(key),
+    key.status !== 'revoked' &&
+      may('keys.update') &&
+      button('Edit', { className: 'secondary small', label: `Rename or set the expiry of key ${describeKey(key)}` }, () =>
+        openEditDialog(key),
+      ),
+    may('keys.revoke') && dialogs.revokeButton(key),
+  ],
+});
 
 // ---------------------------------------------------------------- formatting
 
@@ -238,81 +233,7 @@ function renderSummary() {
 }
 
 function renderKeys() {
-  const account = currentAccount();
-  replaceContent(ui.keysCaption, account ? `Keys of ${account.name}` : 'Keys');
-  ui.noKeys.hidden = !(account && keys.length === 0);
-  const byId = new Map(keys.map((key) => [key.id, key]));
-  replaceContent(ui.keysBody, ...keys.map((key) => keyRow(key, byId)));
-}
-
-/**
- * One key's row. Each cell names its column in data-label, which the narrow layout shows in place of the header.
- * @param {Key} key
- * @param {Map<string, Key>} byId
- */
-function keyRow(key, byId) {
-  /** @param {Key | undefined} other @param {string} id */
-  const prefixOf = (other, id) => (other ? displayPrefix(other) : id);
-  /** @param {string} text */
-  const note = (text) => el('span', { className: 'note' }, text);
-  /**
-   * @param {string} className
-   * @param {string} label
-   * @param {...import('../shared/dom.js').Child} children
-   */
-  const cell = (className, label, ...children) => el('td', { className, data: { label } }, ...children);
-
-  const status = cell(
-    'status',
-    'Status',
-    el('span', { className: `badge status-${key.status}` }, key.status),
-    key.status === 'active' && key.revokeAt && note('in its regeneration grace period'),
-    key.status === 'revoked' && key.revokedAt && el('span', { className: 'note' }, 'revoked ', timeElement(key.revokedAt)),
-    key.replacedBy && note(`replaced by ${prefixOf(byId.get(key.replacedBy), key.replacedBy)}`),
-    key.replaces && note(`replaces ${prefixOf(byId.get(key.replaces), key.replaces)}`),
-  );
-
-  const expires = cell(
-    'expires',
-    'Expires',
-    key.expiresAt && timeElement(key.expiresAt),
-    key.expiresAt && key.revokeAt && el('br'),
-    key.revokeAt && timeElement(key.revokeAt),
-    key.revokeAt && note('end of grace period'),
-    !key.expiresAt && !key.revokeAt && (key.status === 'active' ? 'never' : '—'),
-  );
-
-  const active = key.status === 'active';
-  const actions = cell(
-    'actions-cell',
-    '',
-    active &&
-      !key.replacedBy &&
-      may('keys.regenerate') &&
-      button('Regenerate', { className: 'secondary small', label: `Regenerate key ${describeKey(key)}` }, () => openRotateDialog(key)),
-    key.status !== 'revoked' &&
-      may('keys.update') &&
-      button('Edit', { className: 'secondary small', label: `Rename or set the expiry of key ${describeKey(key)}` }, () =>
-        openEditDialog(key),
-      ),
-    active &&
-      may('keys.revoke') &&
-      button('Revoke', { className: 'danger-outline small', label: `Revoke key ${describeKey(key)}` }, () => openRevokeDialog(key)),
-  );
-
-  return el(
-    'tr',
-    { data: { testid: 'key-row', keyId: key.id, status: key.status } },
-    cell('prefix', 'Prefix', el('code', {}, displayPrefix(key))),
-    cell('name', 'Name', key.name),
-    cell('environment', 'Environment', el('span', { className: `badge env-${key.environment}` }, key.environment)),
-    status,
-    cell('created', 'Created', timeElement(key.createdAt)),
-    cell('last-used', 'Last used', key.lastUsedAt ? timeElement(key.lastUsedAt) : 'never'),
-    expires,
-    cell('created-by', 'Created by', actorText(key.createdBy)),
-    actions,
-  );
+  table.render(currentAccount()?.name, keys);
 }
 
 /** @param {Usage} usage */
@@ -478,68 +399,17 @@ async function signOut() {
 
 // ---------------------------------------------------------------- dialogs
 
-function closeDialogs() {
-  for (const dialog of [ui.rotateDialog, ui.revokeDialog, ui.editDialog]) if (dialog.open) dialog.close();
-  dialogKey = null;
-}
-
-/** @param {Key} key */
-function openRotateDialog(key) {
-  dialogKey = key;
-  replaceContent(ui.rotateSubject, `Key ${describeKey(key)} gets a new secret value; its name and environment stay the same.`);
-  ui.immediately.checked = true;
-  ui.rotateDialog.showModal();
-  ui.immediately.focus();
-}
-
-/** @param {Key} key */
-function openRevokeDialog(key) {
-  dialogKey = key;
-  replaceContent(ui.revokeSubject, `Revoke key ${describeKey(key)}?`);
-  ui.revokeDialog.showModal();
-  // The safe choice has the focus: Enter right away cancels.
-  ui.revokeCancel.focus();
-}
-
 /** @param {Key} key */
 function openEditDialog(key) {
-  dialogKey = key;
   replaceContent(ui.editSubject, `Key ${describeKey(key)}`);
   ui.editName.value = key.name;
   ui.editExpiry.value = key.expiresAt ? key.expiresAt.slice(0, 10) : '';
-  ui.editDialog.showModal();
-  ui.editName.focus();
-}
-
-function selectedGraceSeconds() {
-  const checked = ui.rotateDialog.querySelector('input[name="grace"]:checked');
-  return checked instanceof HTMLInputElement ? Number(checked.value) : 0;
-}
-
-async function confirmRotate() {
-  const key = dialogKey;
-  const graceSeconds = selectedGraceSeconds();
-  closeDialogs();
-  if (!key) return;
-  /** @type {CreatedKey} */
-  const created = answer(await api('POST', accountPath(`/keys/${encodeURIComponent(key.id)}/regenerate`), { graceSeconds }), 'key');
-  newKey.show(created.key, `New key for ${describeKey(key)} in ${created.environment}. ${oldKeyFate(key, graceSeconds)}`, ui.keysRegion);
-  await loadAccount();
-}
-
-async function confirmRevoke() {
-  const key = dialogKey;
-  closeDialogs();
-  if (!key) return;
-  await api('POST', accountPath(`/keys/${encodeURIComponent(key.id)}/revoke`));
-  await loadAccount();
-  messages.notice(`Key ${describeKey(key)} was revoked.`);
-  // The row's buttons are gone: the notice saying what happened takes the focus.
-  ui.notice.focus();
+  edit.open(key, ui.editName);
 }
 
 async function saveEdit() {
-  const key = dialogKey;
+  // The inputs keep their values once the dialog is closed.
+  const key = edit.take();
   if (!key) return;
   messages.clear();
   const name = ui.editName.value.trim();
@@ -549,7 +419,6 @@ async function saveEdit() {
   if (name && name !== key.name) patch.name = name;
   const expiresAt = day ? endOfDay(day) : null;
   if (expiresAt !== (key.expiresAt ?? null) && !(day && key.expiresAt?.startsWith(day))) patch.expiresAt = expiresAt;
-  closeDialogs();
   if (Object.keys(patch).length === 0) {
     messages.notice('Nothing changed.');
     return;
@@ -630,21 +499,11 @@ ui.inviteForm.addEventListener('submit', (event) => {
   });
 });
 
-ui.rotateConfirm.addEventListener('click', () => void run(confirmRotate));
-ui.rotateCancel.addEventListener('click', closeDialogs);
-ui.revokeConfirm.addEventListener('click', () => void run(confirmRevoke));
-ui.revokeCancel.addEventListener('click', closeDialogs);
 ui.editForm.addEventListener('submit', (event) => {
   event.preventDefault();
   void run(saveEdit);
 });
-ui.editCancel.addEventListener('click', closeDialogs);
-for (const dialog of [ui.rotateDialog, ui.revokeDialog, ui.editDialog]) {
-  // Escape closes a modal dialog without a click: forget its key then too.
-  dialog.addEventListener('close', () => {
-    if (!ui.rotateDialog.open && !ui.revokeDialog.open && !ui.editDialog.open) dialogKey = null;
-  });
-}
+ui.editCancel.addEventListener('click', () => edit.take());
 
 void run(async () => {
   await loadSession();

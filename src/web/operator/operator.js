@@ -6,9 +6,12 @@
  * - a full key (create, regenerate) is shown once, in the key panel, until "Done" (../shared/key-panel.js).
  */
 import { ApiError, fetchJson, isObject } from '../shared/api.js';
-import { button, byId, el, messageRegions, replaceContent, timeElement } from '../shared/dom.js';
-import { describeKey, displayPrefix, newestFirst, oldKeyFate } from '../shared/key-format.js';
+import { byId, el, messageRegions, replaceContent } from '../shared/dom.js';
+import { keyDialogs } from '../shared/key-dialogs.js';
+import { newestFirst } from '../shared/key-format.js';
 import { keyPanel } from '../shared/key-panel.js';
+import { keyTable } from '../shared/key-table.js';
+import { oneAtATime } from '../shared/one-at-a-time.js';
 
 // The admin API's answers, as declared for the CLI: one description of the wire contract for both clients.
 /** @typedef {import('../../cli/api-types').ApiAccount} Account */
@@ -27,34 +30,14 @@ const ui = {
   accountSelect: byId('account-select', HTMLSelectElement),
   accountSummary: byId('account-summary', HTMLElement),
   refresh: byId('refresh', HTMLButtonElement),
-  keysRegion: byId('keys-region', HTMLElement),
-  keysCaption: byId('keys-caption', HTMLElement),
-  keysBody: byId('keys-body', HTMLElement),
-  noKeys: byId('no-keys', HTMLElement),
   createForm: byId('create-form', HTMLFormElement),
   keyName: byId('key-name', HTMLInputElement),
   keyEnvironment: byId('key-environment', HTMLSelectElement),
   notice: byId('notice', HTMLElement),
-  rotateDialog: byId('rotate-dialog', HTMLDialogElement),
-  rotateSubject: byId('rotate-subject', HTMLElement),
-  rotateConfirm: byId('rotate-confirm', HTMLButtonElement),
-  rotateCancel: byId('rotate-cancel', HTMLButtonElement),
-  immediately: byId('grace-0', HTMLInputElement),
-  revokeDialog: byId('revoke-dialog', HTMLDialogElement),
-  revokeSubject: byId('revoke-subject', HTMLElement),
-  revokeConfirm: byId('revoke-confirm', HTMLButtonElement),
-  revokeCancel: byId('revoke-cancel', HTMLButtonElement),
 };
 
 const messages = messageRegions(byId('error', HTMLElement), ui.notice);
-const newKey = keyPanel({
-  panel: byId('new-key-panel', HTMLElement),
-  context: byId('new-key-context', HTMLElement),
-  value: byId('new-key-value', HTMLElement),
-  copyButton: byId('copy-key', HTMLButtonElement),
-  doneButton: byId('new-key-done', HTMLButtonElement),
-  copyStatus: byId('copy-status', HTMLElement),
-});
+const newKey = keyPanel();
 
 /** @type {Account[]} */
 let accounts = [];
@@ -64,10 +47,6 @@ let currentAccountId = null;
 let keys = [];
 /** Only the newest keys request may render (the account can change while one is on its way). */
 let keysRequest = 0;
-/** The key an open confirmation dialog is about. */
-/** @type {Key | null} */
-let dialogKey = null;
-let busy = false;
 
 // ---------------------------------------------------------------- token
 
@@ -129,30 +108,34 @@ function createdKeyIn(data) {
   return /** @type {CreatedKey} */ (/** @type {unknown} */ (data));
 }
 
-/**
- * Runs one change (sign-in, create, regenerate, revoke): one at a time, errors shown plainly, a refused token signs out.
- * Controls stay enabled meanwhile, so keyboard focus is never dropped; a second action is ignored until this one ends.
- * @param {() => Promise<void>} action
- */
-async function run(action) {
-  if (busy) return;
-  busy = true;
-  ui.main.setAttribute('aria-busy', 'true');
-  try {
-    await action();
-  } catch (error) {
-    failed(error);
-  } finally {
-    busy = false;
-    ui.main.removeAttribute('aria-busy');
-  }
-}
-
 /** @param {unknown} error */
 function failed(error) {
   if (error instanceof ApiError && error.status === 401 && storedToken() !== null) signOut();
   messages.error(error);
 }
+
+/** Runs one change (sign-in, create, regenerate, revoke); a refused token signs out. */
+const run = oneAtATime(ui.main, failed);
+
+const dialogs = keyDialogs({
+  run,
+  messages,
+  newKey,
+  notice: ui.notice,
+  regenerate: async (key, graceSeconds) =>
+    createdKeyIn(await api('POST', `/admin/keys/${encodeURIComponent(key.id)}/rotate`, { graceSeconds })),
+  revoke: async (key) => {
+    await api('POST', `/admin/keys/${encodeURIComponent(key.id)}/revoke`);
+  },
+  reload: loadKeys,
+});
+
+/** @type {ReturnType<typeof keyTable<Key>>} */
+const table = keyTable({
+  graceNote: 'in its rotation grace period',
+  extraCells: () => [],
+  actions: (key) => [dialogs.regenerateButton(key), dialogs.revokeButton(key)],
+});
 
 // ---------------------------------------------------------------- formatting
 
@@ -206,72 +189,7 @@ function renderAccountSummary() {
 }
 
 function renderKeys() {
-  const account = currentAccount();
-  replaceContent(ui.keysCaption, account ? `Keys of ${account.name}` : 'Keys');
-  ui.noKeys.hidden = !(account && keys.length === 0);
-  const byId = new Map(keys.map((key) => [key.id, key]));
-  replaceContent(ui.keysBody, ...keys.map((key) => keyRow(key, byId)));
-}
-
-/**
- * One key's row. Each cell names its column in data-label, which the narrow layout shows in place of the header.
- * @param {Key} key
- * @param {Map<string, Key>} byId
- */
-function keyRow(key, byId) {
-  /** @param {Key | undefined} other @param {string} id */
-  const prefixOf = (other, id) => (other ? displayPrefix(other) : id);
-  /** @param {string} text */
-  const note = (text) => el('span', { className: 'note' }, text);
-  /**
-   * @param {string} className
-   * @param {string} label
-   * @param {...import('../shared/dom.js').Child} children
-   */
-  const cell = (className, label, ...children) => el('td', { className, data: { label } }, ...children);
-
-  const status = cell(
-    'status',
-    'Status',
-    el('span', { className: `badge status-${key.status}` }, key.status),
-    key.status === 'active' && key.revokeAt && note('in its rotation grace period'),
-    key.status === 'revoked' && key.revokedAt && el('span', { className: 'note' }, 'revoked ', timeElement(key.revokedAt)),
-    key.replacedBy && note(`replaced by ${prefixOf(byId.get(key.replacedBy), key.replacedBy)}`),
-    key.replaces && note(`replaces ${prefixOf(byId.get(key.replaces), key.replaces)}`),
-  );
-
-  const expires = cell(
-    'expires',
-    'Expires',
-    key.expiresAt && timeElement(key.expiresAt),
-    key.expiresAt && key.revokeAt && el('br'),
-    key.revokeAt && timeElement(key.revokeAt),
-    key.revokeAt && note('end of grace period'),
-    !key.expiresAt && !key.revokeAt && (key.status === 'active' ? 'never' : '—'),
-  );
-
-  const actions = cell(
-    'actions-cell',
-    '',
-    key.status === 'active' &&
-      !key.replacedBy &&
-      button('Regenerate', { className: 'secondary small', label: `Regenerate key ${describeKey(key)}` }, () => openRotateDialog(key)),
-    key.status === 'active' &&
-      button('Revoke', { className: 'danger-outline small', label: `Revoke key ${describeKey(key)}` }, () => openRevokeDialog(key)),
-  );
-
-  return el(
-    'tr',
-    { data: { testid: 'key-row', keyId: key.id, status: key.status } },
-    cell('prefix', 'Prefix', el('code', {}, displayPrefix(key))),
-    cell('name', 'Name', key.name),
-    cell('environment', 'Environment', el('span', { className: `badge env-${key.environment}` }, key.environment)),
-    status,
-    cell('created', 'Created', timeElement(key.createdAt)),
-    cell('last-used', 'Last used', key.lastUsedAt ? timeElement(key.lastUsedAt) : 'never'),
-    expires,
-    actions,
-  );
+  table.render(currentAccount()?.name, keys);
 }
 
 // ---------------------------------------------------------------- loading
@@ -307,67 +225,16 @@ async function signIn(token) {
 function signOut() {
   forgetToken();
   newKey.hide();
-  closeDialogs();
+  dialogs.closeAll();
   accounts = [];
   keys = [];
   currentAccountId = null;
   replaceContent(ui.accountSelect);
   replaceContent(ui.accountSummary);
-  replaceContent(ui.keysBody);
+  renderKeys();
   showSignedIn(false);
   ui.token.value = '';
   ui.token.focus();
-}
-
-// ---------------------------------------------------------------- dialogs
-
-function closeDialogs() {
-  for (const dialog of [ui.rotateDialog, ui.revokeDialog]) if (dialog.open) dialog.close();
-  dialogKey = null;
-}
-
-/** @param {Key} key */
-function openRotateDialog(key) {
-  dialogKey = key;
-  replaceContent(ui.rotateSubject, `Key ${describeKey(key)} gets a new secret value; its name and environment stay the same.`);
-  ui.immediately.checked = true;
-  ui.rotateDialog.showModal();
-  ui.immediately.focus();
-}
-
-/** @param {Key} key */
-function openRevokeDialog(key) {
-  dialogKey = key;
-  replaceContent(ui.revokeSubject, `Revoke key ${describeKey(key)}?`);
-  ui.revokeDialog.showModal();
-  // The safe choice has the focus: Enter right away cancels.
-  ui.revokeCancel.focus();
-}
-
-function selectedGraceSeconds() {
-  const checked = ui.rotateDialog.querySelector('input[name="grace"]:checked');
-  return checked instanceof HTMLInputElement ? Number(checked.value) : 0;
-}
-
-async function confirmRotate() {
-  const key = dialogKey;
-  const graceSeconds = selectedGraceSeconds();
-  closeDialogs();
-  if (!key) return;
-  const created = createdKeyIn(await api('POST', `/admin/keys/${encodeURIComponent(key.id)}/rotate`, { graceSeconds }));
-  newKey.show(created.key, `New key for ${describeKey(key)} in ${created.environment}. ${oldKeyFate(key, graceSeconds)}`, ui.keysRegion);
-  await loadKeys();
-}
-
-async function confirmRevoke() {
-  const key = dialogKey;
-  closeDialogs();
-  if (!key) return;
-  await api('POST', `/admin/keys/${encodeURIComponent(key.id)}/revoke`);
-  await loadKeys();
-  messages.notice(`Key ${describeKey(key)} was revoked.`);
-  // The row's buttons are gone: the notice saying what happened takes the focus.
-  ui.notice.focus();
 }
 
 // ---------------------------------------------------------------- wiring
@@ -434,17 +301,6 @@ ui.createForm.addEventListener('submit', (event) => {
     await loadKeys();
   });
 });
-
-ui.rotateConfirm.addEventListener('click', () => void run(confirmRotate));
-ui.rotateCancel.addEventListener('click', closeDialogs);
-ui.revokeConfirm.addEventListener('click', () => void run(confirmRevoke));
-ui.revokeCancel.addEventListener('click', closeDialogs);
-for (const dialog of [ui.rotateDialog, ui.revokeDialog]) {
-  // Escape closes a modal dialog without a click: forget its key then too.
-  dialog.addEventListener('close', () => {
-    if (!ui.rotateDialog.open && !ui.revokeDialog.open) dialogKey = null;
-  });
-}
 
 const token = storedToken();
 if (token) {

@@ -3,7 +3,7 @@
  * The "copy once" panel for a full API key, after creation or regeneration. The key lives in one variable and one text
  * node until "Done", which empties both and clears any selection, so it is gone from the page afterwards.
  */
-import { replaceContent } from './dom.js';
+import { byId, replaceContent } from './dom.js';
 
 /**
  * @typedef {object} KeyPanelParts
@@ -16,10 +16,25 @@ import { replaceContent } from './dom.js';
  */
 
 /**
- * Wires the panel's buttons; `show` and `hide` are for the page.
- * @param {KeyPanelParts} parts
+ * The parts in the page's markup (both pages' #new-key-panel has the same ids).
+ * @returns {KeyPanelParts}
  */
-export function keyPanel(parts) {
+function partsInPage() {
+  return {
+    panel: byId('new-key-panel', HTMLElement),
+    context: byId('new-key-context', HTMLElement),
+    value: byId('new-key-value', HTMLElement),
+    copyButton: byId('copy-key', HTMLButtonElement),
+    doneButton: byId('new-key-done', HTMLButtonElement),
+    copyStatus: byId('copy-status', HTMLElement),
+  };
+}
+
+/**
+ * Wires the panel's buttons; `show` and `hide` are for the page.
+ * @param {KeyPanelParts} [parts]  the page's #new-key-panel unless given
+ */
+export function keyPanel(parts = partsInPage()) {
   /** @type {string | null} */
   let shownKey = null;
   /** Where keyboard focus goes after "Done": the panel's buttons disappear with it. */
