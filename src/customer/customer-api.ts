@@ -14,7 +14,7 @@ import {
 } from '../http/api-schemas';
 import { memberView } from '../http/api-views';
 import { countsTowardCap } from '../domain/active-key-cap';
-import { USAGE_WINDOWS, windowBucketStarts } from '../domain/request-counts';
+import { bucketLengthMs, USAGE_WINDOWS, windowBucketStarts } from '../domain/request-counts';
 import { memberActor, type CustomerIdentity } from '../domain/customer-identity';
 import { mayPerform, PERMISSIONS, type CustomerAction } from '../domain/customer-permissions';
 import type { StoredKey } from '../domain/key-records';
@@ -22,7 +22,14 @@ import type { Member } from '../domain/members';
 import type { RatePlan } from '../domain/rate-limits';
 import { registerJsonBodyParser } from '../http/json-body';
 import { KEY_SERVICE_PREFIX } from '../keys/customer-key';
-import { StoreUnavailableError, type AddMemberResult, type KeyPatch, type MemberChangeResult } from '../store/store';
+import {
+  StoreUnavailableError,
+  type AddMemberResult,
+  type AdminStore,
+  type UsageReader,
+  type KeyPatch,
+  type MemberChangeResult,
+} from '../store/store';
 import { sendCustomerError, sendNoSuchAccount, sendNoSuchKey, sendNoSuchMember, type CustomerErrorCode } from './customer-errors';
 import { sendInvalidField } from '../http/api-errors';
 import { declareCustomerIdentity } from './customer-request';
@@ -31,6 +38,8 @@ import { accountSummaryView, customerAuditEntryView, customerCreatedKeyView, cus
 
 /** What the customer API needs; the customer server builds it from the settings and the shared store. */
 export interface CustomerApiDeps extends ActionDeps {
+  /** The usage view reads the usage ledger too. */
+  store: AdminStore & UsageReader;
   /** The operator's default plan: the summary shows it where the account has no override. */
   defaultPlan: RatePlan;
   /** The active-key cap of accounts without their own (settings DEFAULT_MAX_ACTIVE_KEYS); the store enforces it, the summary shows it. */
@@ -317,14 +326,17 @@ async function customerApiRoutes(api: FastifyInstance, deps: CustomerApiDeps): P
     const window = query.data.window ?? '24h';
     const at = now();
     const starts = windowBucketStarts(window, at);
-    const [keys, counts] = await Promise.all([
+    const { granularity } = USAGE_WINDOWS[window];
+    const [keys, counts, usage] = await Promise.all([
       deps.store.listKeys(accountId),
-      deps.store.readRequestCounts(accountId, USAGE_WINDOWS[window].granularity, starts),
+      deps.store.readRequestCounts(accountId, granularity, starts),
+      // The ledger's buckets are the same UTC hours and days: one per start.
+      deps.store.readUsage({ accountId, granularity, fromMs: starts[0]!, toMs: starts.at(-1)! + bucketLengthMs(granularity) }),
     ]);
-    if (!keys) return sendNoSuchAccount(reply, accountId);
+    if (!keys || !usage) return sendNoSuchAccount(reply, accountId);
     return reply
       .header('cache-control', 'no-store')
-      .send(usageView(window, starts, counts, keys, { nowMs: at, countsDelayMs: deps.countsFlushIntervalMs }));
+      .send(usageView(window, starts, counts, usage, keys, { nowMs: at, countsDelayMs: deps.countsFlushIntervalMs }));
   });
 
   api.get<AccountParams>('/accounts/:accountId/members', { config: { customerAction: 'members.read' } }, async (request, reply) => {

@@ -14,7 +14,9 @@ import type { Account, AccountStatus, StoredKey } from '../domain/key-records';
 import type { RatePlan } from '../domain/rate-limits';
 import type { KeyEnvironment } from '../keys/customer-key';
 import { USAGE_WINDOWS, type UsageGranularity, type UsageWindow } from '../domain/request-counts';
-import type { AuditEntry, RequestCountsByKey } from '../store/store';
+import type { AuditEntry, RequestCountsByKey, UsageBucket } from '../store/store';
+import { totalTokens } from '../domain/usage';
+import { addUsageTotals, zeroUsageTotals, type UsageTotals } from '../domain/usage-record';
 
 /**
  * Store records → customer API answers. As in the admin views every field is
@@ -112,9 +114,23 @@ export function customerAuditEntryView(entry: AuditEntry): CustomerAuditEntryVie
   };
 }
 
-/** The series each key (and the total) has, in this order; token and spend series join this list when they are metered. */
-export const USAGE_METRICS = ['requests'] as const;
+/**
+ * The series each key (and the total) has, in this order. `requests`: requests allowed at Check (the request counts);
+ * the rest come from the usage ledger (metered answers): `tokens` is every token counted (the four kinds, as a
+ * token budget consumes them), and `costMinorUnits` the spend in integer minor units of the operator's price table
+ * (which names no currency, so neither does this answer).
+ */
+export const USAGE_METRICS = [
+  'requests',
+  'tokens',
+  'inputTokens',
+  'outputTokens',
+  'cachedInputTokens',
+  'cacheCreationTokens',
+  'costMinorUnits',
+] as const;
 export type UsageMetric = (typeof USAGE_METRICS)[number];
+type MeteredMetric = Exclude<UsageMetric, 'requests'>;
 
 export interface UsageView {
   window: UsageWindow;
@@ -124,9 +140,9 @@ export interface UsageView {
   /** Counts reach the store in batches: the newest requests show up within this long. */
   countsDelayMs: number;
   metrics: UsageMetric[];
-  /** Per bucket, over every key of the account (revoked ones included). */
+  /** Per bucket, over every key of the account (revoked and deleted ones included). */
   totals: Record<UsageMetric, number[]>;
-  /** Keys that are not revoked, and any other key with requests in the window; newest first. */
+  /** Keys that are not revoked, and any other key with requests or metered usage in the window; newest first. */
   keys: {
     id: string;
     prefix: string;
@@ -137,33 +153,72 @@ export interface UsageView {
   }[];
 }
 
-/** Requests allowed per key and bucket: what the dashboard's usage chart draws. */
+/** A bucket's metered figures for one key (or summed over keys), named as the view names them. */
+function meteredFigures(totals: UsageTotals | undefined): Record<MeteredMetric, number> {
+  const t = totals ?? zeroUsageTotals();
+  return {
+    tokens: totalTokens(t),
+    inputTokens: t.inputTokens,
+    outputTokens: t.outputTokens,
+    cachedInputTokens: t.cachedInputTokens,
+    cacheCreationTokens: t.cacheCreationTokens,
+    costMinorUnits: t.costMinorUnits,
+  };
+}
+
+/** Per metric, one value per bucket. */
+function seriesOf(requests: number[], metered: Record<MeteredMetric, number>[]): Record<UsageMetric, number[]> {
+  const series = { requests } as Record<UsageMetric, number[]>;
+  for (const metric of USAGE_METRICS) if (metric !== 'requests') series[metric] = metered.map((bucket) => bucket[metric]);
+  return series;
+}
+
+/**
+ * Requests allowed, tokens and spend per key and bucket: what the dashboard's usage chart draws. `usage` holds the
+ * ledger's buckets for the same starts as `counts`.
+ */
 export function usageView(
   window: UsageWindow,
   bucketStartsMs: readonly number[],
   counts: readonly RequestCountsByKey[],
+  usage: readonly UsageBucket[],
   keys: readonly StoredKey[],
   facts: { nowMs: number; countsDelayMs: number },
 ): UsageView {
-  const requestsOf = (keyId: string) => counts.map((bucket) => bucket[keyId] ?? 0);
+  const seriesOfKey = (keyId: string) =>
+    seriesOf(
+      counts.map((bucket) => bucket[keyId] ?? 0),
+      usage.map((bucket) => meteredFigures(bucket.byKey[keyId])),
+    );
+  const used = (series: Record<UsageMetric, number[]>) =>
+    (['requests', 'tokens', 'costMinorUnits'] as const).some((metric) => series[metric].some((n) => n > 0));
   const shown = keys
-    .map((key) => ({ key, requests: requestsOf(key.id) }))
-    .filter(({ key, requests }) => keyViewStatus(key, facts.nowMs) !== 'revoked' || requests.some((n) => n > 0))
+    .map((key) => ({ key, series: seriesOfKey(key.id) }))
+    .filter(({ key, series }) => keyViewStatus(key, facts.nowMs) !== 'revoked' || used(series))
     .sort((a, b) => (a.key.createdAt < b.key.createdAt ? 1 : a.key.createdAt > b.key.createdAt ? -1 : 0));
+  const bucketTotals = usage.map((bucket) => {
+    // Every record is counted once by key: the key groups sum to the bucket's total.
+    const total = zeroUsageTotals();
+    for (const totals of Object.values(bucket.byKey)) addUsageTotals(total, totals);
+    return meteredFigures(total);
+  });
   return {
     window,
     granularity: USAGE_WINDOWS[window].granularity,
     bucketStarts: bucketStartsMs.map((ms) => new Date(ms).toISOString()),
     countsDelayMs: facts.countsDelayMs,
     metrics: [...USAGE_METRICS],
-    totals: { requests: counts.map((bucket) => Object.values(bucket).reduce((sum, n) => sum + n, 0)) },
-    keys: shown.map(({ key, requests }) => ({
+    totals: seriesOf(
+      counts.map((bucket) => Object.values(bucket).reduce((sum, n) => sum + n, 0)),
+      bucketTotals,
+    ),
+    keys: shown.map(({ key, series }) => ({
       id: key.id,
       prefix: key.prefix,
       name: key.name,
       environment: key.environment,
       status: keyViewStatus(key, facts.nowMs),
-      series: { requests },
+      series,
     })),
   };
 }

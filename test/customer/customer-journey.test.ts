@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { addMember } from '../../src/actions/member-actions';
 import { OPERATOR, type MemberRole } from '../../src/domain/customer-identity';
+import { NO_TOKEN_BUDGETS } from '../../src/domain/token-budgets';
 import { RedisStore } from '../../src/store/redis/redis-store';
 import { launchChromium } from '../support/chromium';
 import { startCustomerApp, startOidcProvider, type CustomerAppProcess, type OidcTestProvider } from '../support/customer-stack';
@@ -185,6 +186,12 @@ function pageWidths(page: Page): Promise<{ scroll: number; client: number }> {
   return page.evaluate('({ scroll: document.documentElement.scrollWidth, client: document.documentElement.clientWidth })');
 }
 
+/** Each usage row's cells as text: key, requests, tokens, spend. */
+async function usageCells(page: Page): Promise<string[][]> {
+  const rows = await page.getByTestId('usage-row').all();
+  return Promise.all(rows.map((row) => row.locator('td').allTextContents()));
+}
+
 async function usageTotal(page: Page): Promise<string> {
   return (await page.getByTestId('usage-summary').textContent()) ?? '';
 }
@@ -294,11 +301,11 @@ describe('the customer journey in Chromium', () => {
       summary = await usageTotal(page);
     }
     expect(summary).toMatch(/^6 requests allowed in the last 24 hours/);
-    const usageRows = await page.getByTestId('usage-row').allTextContents();
-    expect(usageRows.slice(0, 3).map((text) => text.replace(/\(gk_live_[^)]*\)/, '(…)'))).toEqual([
-      'prod backend v2 (…)3',
-      'prod backend (…)2',
-      'prod backend (…)1',
+    const usageRows = await usageCells(page);
+    expect(usageRows.slice(0, 3).map(([key, requests]) => `${key!.replace(/\(gk_live_[^)]*\)/, '(…)')} ${requests}`)).toEqual([
+      'prod backend v2 (…) 3',
+      'prod backend (…) 2',
+      'prod backend (…) 1',
     ]);
     expect(await page.locator('#usage-chart canvas').count()).toBeGreaterThan(0);
     await page.getByRole('button', { name: 'Last 30 days' }).click();
@@ -335,10 +342,54 @@ describe('the customer journey in Chromium', () => {
   });
 
   it('a viewer sees keys and usage but no create, regenerate, edit or revoke control, and the API refuses those calls', async () => {
+    // Metered usage, as the usage processor applies it to the ledger: the viewer sees its tokens and spend.
+    const metered = (await store.listKeys(ACME))![0]!;
+    const now = Date.now();
+    for (const [tokens, costMinorUnits] of [
+      [{ inputTokens: 1000, outputTokens: 200, cachedInputTokens: 300, cacheCreationTokens: 40 }, 125],
+      [{ inputTokens: 10, outputTokens: 5, cachedInputTokens: 0, cacheCreationTokens: 0 }, 3],
+    ] as const) {
+      const applied = await store.applyUsage(
+        {
+          requestId: `journey-${suffix}-${costMinorUnits}`,
+          accountId: ACME,
+          keyId: metered.id,
+          keyPrefix: metered.prefix,
+          family: 'chat-completions',
+          style: 'chat',
+          model: 'gpt-4o-mini',
+          tokens,
+          costMinorUnits,
+          estimated: false,
+          atMs: now,
+        },
+        NO_TOKEN_BUDGETS,
+      );
+      expect(applied.kind).toBe('applied');
+    }
     const { page } = await newPage(375);
     await signIn(page, 'bob');
     await openKeys(page, 'Keys of Acme Corp');
     await page.getByTestId('usage-summary').filter({ hasText: 'requests allowed' }).waitFor();
+    expect(await page.getByTestId('usage-metered').textContent()).toBe(
+      "Tokens: 1,555 (1,010 input, 205 output, 300 cached input, 40 cache writes). Spend: 128 minor units of the price list's currency.",
+    );
+    const meteredRow = (await usageCells(page)).find(([key]) => key!.includes(`(${metered.prefix}…)`));
+    expect(meteredRow?.slice(2)).toEqual(['1,555', '128 minor units']);
+    // The chart's series selector works from the keyboard: Tokens, then Spend.
+    for (const [name, caption] of [
+      ['Tokens', 'Chart: tokens per hour'],
+      ['Spend', 'Chart: spend (minor units) per hour'],
+    ] as const) {
+      await page.getByRole('button', { name, exact: true }).focus();
+      await page.keyboard.press('Enter');
+      expect(await page.getByRole('button', { name, exact: true }).getAttribute('aria-pressed')).toBe('true');
+      expect(await page.locator('#usage-chart-caption').textContent()).toContain(caption);
+    }
+    expect(await page.getByRole('button', { name: 'Requests', exact: true }).getAttribute('aria-pressed')).toBe('false');
+    // The busiest key by spend heads the table and the chart's legend.
+    expect((await usageCells(page))[0]![0]).toContain(`(${metered.prefix}…)`);
+    expect(await page.locator('#usage-chart .u-legend').textContent()).toContain(`(${metered.prefix}…)`);
     expect(await page.getByTestId('create-card').isHidden()).toBe(true);
     expect(await page.getByTestId('create-key').isVisible()).toBe(false);
     expect(await page.getByTestId('key-row').count()).toBeGreaterThan(0);

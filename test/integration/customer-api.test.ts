@@ -2,6 +2,8 @@ import { createKey } from '../../src/actions/key-actions';
 import { addMember } from '../../src/actions/member-actions';
 import { CUSTOMER_API_PREFIX } from '../../src/customer/customer-api';
 import type { UsageView } from '../../src/customer/customer-views';
+import { NO_TOKEN_BUDGETS } from '../../src/domain/token-budgets';
+import type { UsageRecord } from '../../src/domain/usage-record';
 import { OPERATOR, type CustomerIdentity, type MemberRole } from '../../src/domain/customer-identity';
 import { actionsOf, CUSTOMER_ACTIONS, mayPerform, type CustomerAction } from '../../src/domain/customer-permissions';
 import { hashCustomerKey } from '../../src/keys/customer-key';
@@ -325,7 +327,7 @@ describe('usage', () => {
       return response.body as unknown as UsageView;
     };
     const day = await usage(people.viewer, '');
-    expect(day).toMatchObject({ window: '24h', granularity: 'hour', metrics: ['requests'], countsDelayMs: 30_000 });
+    expect(day).toMatchObject({ window: '24h', granularity: 'hour', countsDelayMs: 30_000 });
     expect(day.bucketStarts).toHaveLength(24);
     expect(day.bucketStarts.at(-1)).toBe(new Date(hour).toISOString());
     const seriesOf = (view: UsageView, id: string) => view.keys.find((key) => key.id === id)?.series.requests;
@@ -345,6 +347,93 @@ describe('usage', () => {
     const bad = await api.call(people.owner, 'GET', path(accountId, '/usage?window=7d'));
     expect(bad.status).toBe(400);
     expect(bad.body.error.message).toContain('window');
+  });
+});
+
+describe('usage: tokens and spend from the usage ledger', () => {
+  const record = (
+    ids: { accountId: string; keyId: string },
+    atMs: number,
+    tokens: [input: number, output: number, cached: number, cacheCreation: number],
+    costMinorUnits: number,
+  ): UsageRecord => ({
+    requestId: uniqueId('req'),
+    accountId: ids.accountId,
+    keyId: ids.keyId,
+    keyPrefix: 'gk_live_AbC4',
+    family: 'chat-completions',
+    style: 'chat',
+    model: 'gpt-4o-mini',
+    tokens: { inputTokens: tokens[0], outputTokens: tokens[1], cachedInputTokens: tokens[2], cacheCreationTokens: tokens[3] },
+    costMinorUnits,
+    estimated: false,
+    atMs,
+  });
+
+  it("shows each key's tokens by kind and spend in minor units, per hour (24 hours) and per day (30 days), to a viewer too", async () => {
+    const { accountId, people, keyId } = await team();
+    const other = await team();
+    const second = await newKey(accountId);
+    const now = Date.now();
+    const hour = hourStartOf(now);
+    for (const applied of [
+      record({ accountId, keyId }, now, [1000, 200, 300, 40], 125),
+      record({ accountId, keyId }, now, [10, 5, 0, 0], 3),
+      record({ accountId, keyId: second.id }, hour - HOUR_MS, [7, 3, 2, 1], 2),
+      record({ accountId: other.accountId, keyId: other.keyId }, now, [99_999, 1, 0, 0], 500),
+    ]) {
+      expect((await store.applyUsage(applied, NO_TOKEN_BUDGETS)).kind).toBe('applied');
+    }
+
+    const usage = async (who: CustomerIdentity, query: string) => {
+      const response = await api.call(who, 'GET', path(accountId, `/usage${query}`));
+      expect(response.status).toBe(200);
+      return response.body as unknown as UsageView;
+    };
+    const series = (view: UsageView, id: string) => view.keys.find((key) => key.id === id)!.series;
+    const lastTwo = (values: number[]) => values.slice(-2);
+
+    const day = await usage(people.viewer, '?window=24h');
+    expect(day.metrics).toEqual([
+      'requests',
+      'tokens',
+      'inputTokens',
+      'outputTokens',
+      'cachedInputTokens',
+      'cacheCreationTokens',
+      'costMinorUnits',
+    ]);
+    expect(day.bucketStarts.at(-1)).toBe(new Date(hour).toISOString());
+    const first = series(day, keyId);
+    expect([first.inputTokens, first.outputTokens, first.cachedInputTokens, first.cacheCreationTokens].map(lastTwo)).toEqual([
+      [0, 1010],
+      [0, 205],
+      [0, 300],
+      [0, 40],
+    ]);
+    expect(lastTwo(first.tokens)).toEqual([0, 1555]);
+    expect(lastTwo(first.costMinorUnits)).toEqual([0, 128]);
+    expect(lastTwo(series(day, second.id).tokens)).toEqual([13, 0]);
+    expect(lastTwo(series(day, second.id).costMinorUnits)).toEqual([2, 0]);
+    expect(lastTwo(day.totals.tokens)).toEqual([13, 1555]);
+    expect(lastTwo(day.totals.costMinorUnits)).toEqual([2, 128]);
+    expect(lastTwo(day.totals.inputTokens)).toEqual([7, 1010]);
+    for (const metric of day.metrics) {
+      expect(day.totals[metric]).toHaveLength(24);
+      expect(day.totals[metric].slice(0, -2).every((n) => n === 0)).toBe(true);
+    }
+    // Request counts come from the Check path, not the ledger: none were counted here.
+    expect(day.totals.requests.every((n) => n === 0)).toBe(true);
+
+    const month = await usage(people.viewer, '?window=30d');
+    expect(month.totals.tokens).toHaveLength(30);
+    // The hour before may fall on yesterday: the two days together hold every record.
+    expect(lastTwo(month.totals.tokens).reduce((sum, n) => sum + n, 0)).toBe(1568);
+    expect(lastTwo(month.totals.costMinorUnits).reduce((sum, n) => sum + n, 0)).toBe(130);
+    expect(month.totals.costMinorUnits.at(-1)).toBe(dayStartOf(now) === hour ? 128 : 130);
+    expect(series(month, keyId).costMinorUnits.at(-1)).toBe(128);
+    expect(series(month, keyId).outputTokens.at(-1)).toBe(205);
+    expect(JSON.stringify([day, month])).not.toContain(other.keyId);
   });
 });
 

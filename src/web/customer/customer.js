@@ -27,6 +27,7 @@ import { usageChart } from './usage-chart.js';
 /** @typedef {import('../../http/api-views').ActorView} Actor */
 /** @typedef {Key & { key: string }} CreatedKey */
 /** @typedef {'24h' | '30d'} UsageWindow */
+/** @typedef {'requests' | 'tokens' | 'costMinorUnits'} ChartedMetric */
 
 const ui = {
   main: byId('main', HTMLElement),
@@ -45,6 +46,9 @@ const ui = {
   window30d: byId('window-30d', HTMLButtonElement),
   usageSummary: byId('usage-summary', HTMLElement),
   usageBody: byId('usage-body', HTMLElement),
+  usageMetered: byId('usage-metered', HTMLElement),
+  usageChartCaption: byId('usage-chart-caption', HTMLElement),
+  metricButtons: ['metric-requests', 'metric-tokens', 'metric-spend'].map((id) => byId(id, HTMLButtonElement)),
   limits: byId('limits', HTMLElement),
   membersSection: byId('members-section', HTMLElement),
   membersBody: byId('members-body', HTMLElement),
@@ -77,6 +81,11 @@ let summary = null;
 let keys = [];
 /** @type {UsageWindow} */
 let usageWindow = '24h';
+/** What the usage chart draws; switching redraws the usage already shown. */
+/** @type {ChartedMetric} */
+let usageMetric = 'requests';
+/** @type {Usage | null} */
+let shownUsage = null;
 /** Only the newest account load may render (the account can change while one is on its way). */
 let loadSerial = 0;
 
@@ -236,9 +245,27 @@ function renderKeys() {
   table.render(currentAccount()?.name, keys);
 }
 
+/** How the chart's axis names each series it can draw. */
+const CHART_AXIS = /** @type {const} */ ({ requests: 'Requests', tokens: 'Tokens', costMinorUnits: 'Spend (minor units)' });
+
+/** @param {number} n */
+function count(n) {
+  return n.toLocaleString('en-US');
+}
+
+/**
+ * The price list names no currency: spend is counted in its minor units (such as cents).
+ * @param {number} minorUnits
+ */
+function spendText(minorUnits) {
+  return `${count(minorUnits)} minor units`;
+}
+
 /** @param {Usage} usage */
 function renderUsage(usage) {
+  shownUsage = usage;
   for (const control of [ui.window24h, ui.window30d]) control.setAttribute('aria-pressed', String(control.dataset.window === usage.window));
+  for (const control of ui.metricButtons) control.setAttribute('aria-pressed', String(control.dataset.metric === usageMetric));
   const sum = (/** @type {number[]} */ values) => values.reduce((total, n) => total + n, 0);
   const total = sum(usage.totals.requests);
   const span = usage.window === '24h' ? 'the last 24 hours (by hour, UTC)' : 'the last 30 days (by day, UTC)';
@@ -246,7 +273,15 @@ function renderUsage(usage) {
     ui.usageSummary,
     `${total} ${total === 1 ? 'request' : 'requests'} allowed in ${span}. New requests show up within about ${Math.max(1, Math.ceil(usage.countsDelayMs / 1000))} second${usage.countsDelayMs > 1000 ? 's' : ''}.`,
   );
-  const byUse = usage.keys.map((key) => ({ key, requests: sum(key.series.requests) })).sort((a, b) => b.requests - a.requests);
+  const summed = (/** @type {import('../../customer/customer-views').UsageMetric} */ metric) => count(sum(usage.totals[metric]));
+  replaceContent(
+    ui.usageMetered,
+    `Tokens: ${summed('tokens')} (${summed('inputTokens')} input, ${summed('outputTokens')} output, ${summed('cachedInputTokens')} cached input, ` +
+      `${summed('cacheCreationTokens')} cache writes). Spend: ${spendText(sum(usage.totals.costMinorUnits))} of the price list's currency.`,
+  );
+  const byUse = usage.keys
+    .map((key) => ({ key, requests: sum(key.series.requests), charted: sum(key.series[usageMetric]) }))
+    .sort((a, b) => b.charted - a.charted || b.requests - a.requests);
   replaceContent(
     ui.usageBody,
     ...byUse.map(({ key, requests }) =>
@@ -255,14 +290,21 @@ function renderUsage(usage) {
         { data: { testid: 'usage-row', keyId: key.id } },
         el('td', { data: { label: 'Key' } }, `${key.name} (${key.prefix}…)`),
         el('td', { data: { label: 'Requests' } }, String(requests)),
+        el('td', { data: { label: 'Tokens' } }, count(sum(key.series.tokens))),
+        el('td', { data: { label: 'Spend' } }, spendText(sum(key.series.costMinorUnits))),
       ),
     ),
   );
+  const axis = CHART_AXIS[usageMetric];
+  replaceContent(ui.usageChartCaption, `Chart: ${axis.toLowerCase()} per ${usage.granularity}, all keys and the busiest keys.`);
   chart.draw(
     usage.bucketStarts,
     usage.granularity,
-    { label: 'All keys', values: usage.totals.requests },
-    byUse.filter(({ requests }) => requests > 0).map(({ key }) => ({ label: `${key.name} (${key.prefix}…)`, values: key.series.requests })),
+    { label: 'All keys', values: usage.totals[usageMetric] },
+    byUse
+      .filter(({ charted }) => charted > 0)
+      .map(({ key }) => ({ label: `${key.name} (${key.prefix}…)`, values: key.series[usageMetric] })),
+    axis,
   );
 }
 
@@ -453,6 +495,14 @@ ui.refresh.addEventListener('click', () => {
     await loadAccount();
   });
 });
+
+for (const control of ui.metricButtons) {
+  control.addEventListener('click', () => {
+    const metric = control.dataset.metric;
+    usageMetric = metric === 'tokens' || metric === 'costMinorUnits' ? metric : 'requests';
+    if (shownUsage) renderUsage(shownUsage);
+  });
+}
 
 for (const control of [ui.window24h, ui.window30d]) {
   control.addEventListener('click', () => {

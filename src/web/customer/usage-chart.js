@@ -1,6 +1,6 @@
 // @ts-check
 /**
- * The usage chart: requests per bucket (hour or day), the account's total and its busiest keys, drawn by uPlot (loaded
+ * The usage chart: one series (requests, tokens or spend) per bucket (hour or day), the account's total and its busiest keys, drawn by uPlot (loaded
  * by the page as a classic script from the server itself, vendor/uPlot.iife.min.js, so the CSP's script-src 'self'
  * holds). uPlot sets sizes through the CSSOM, which style-src 'self' allows, and draws on a canvas: key names reach it
  * as text only.
@@ -43,8 +43,9 @@ export function usageChart(container) {
    * @param {'hour' | 'day'} granularity
    * @param {UsageSeries} total
    * @param {UsageSeries[]} keys  busiest first
+   * @param {string} what  what the values count, for the axis: "Requests", "Tokens", "Spend (minor units)"
    */
-  function draw(bucketStarts, granularity, total, keys) {
+  function draw(bucketStarts, granularity, total, keys, what) {
     chart?.destroy();
     const shown = keys.slice(0, MAX_KEY_SERIES);
     const xs = bucketStarts.map((iso) => Date.parse(iso) / 1000);
@@ -58,7 +59,7 @@ export function usageChart(container) {
         return new Date(date.getTime() + date.getTimezoneOffset() * 60_000);
       },
       scales: { x: { time: true }, y: { range: (_u, _min, max) => [0, Math.max(1, max)] } },
-      axes: [{}, { label: granularity === 'hour' ? 'Requests per hour' : 'Requests per day', size: 60 }],
+      axes: [{}, { label: `${what} per ${granularity}`, size: 60 }],
       series: [
         {},
         { label: total.label, stroke: '#1d2330', width: 2 },
