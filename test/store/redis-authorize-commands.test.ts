@@ -1,3 +1,4 @@
+import { NO_TOKEN_BUDGETS } from '../../src/domain/token-budgets';
 import Redis from 'ioredis';
 import { generateCustomerKey, hashCustomerKey } from '../../src/keys/customer-key';
 import type { RatePlan } from '../../src/domain/rate-limits';
@@ -76,9 +77,9 @@ const total = (calls: Record<string, number>) => Object.values(calls).reduce((su
 it('an allowed decision with key and account limits executes at most 5 commands, script included', async () => {
   const { accountId, keyId } = await newAccountWithKey('allowed');
   // The first call loads the script (NOSCRIPT, then EVAL): not the steady state.
-  expect((await store.authorize({ accountId, keyId, defaultPlan: plan })).kind).toBe('allow');
+  expect((await store.authorize({ accountId, keyId, defaultPlan: plan, defaultTokenBudgets: NO_TOKEN_BUDGETS })).kind).toBe('allow');
   const calls = await commandsDuring(async () => {
-    expect((await store.authorize({ accountId, keyId, defaultPlan: plan })).kind).toBe('allow');
+    expect((await store.authorize({ accountId, keyId, defaultPlan: plan, defaultTokenBudgets: NO_TOKEN_BUDGETS })).kind).toBe('allow');
   });
   expect(calls.evalsha).toBe(1);
   expect(total(calls)).toBeLessThanOrEqual(5);
@@ -89,9 +90,9 @@ it('a key with its own limits refused by them executes at most 4 commands: no wr
     { limit: 1, windowSeconds: 10 },
     { limit: 5, windowSeconds: 60 },
   ]);
-  expect((await store.authorize({ accountId, keyId, defaultPlan: plan })).kind).toBe('allow');
+  expect((await store.authorize({ accountId, keyId, defaultPlan: plan, defaultTokenBudgets: NO_TOKEN_BUDGETS })).kind).toBe('allow');
   const calls = await commandsDuring(async () => {
-    expect((await store.authorize({ accountId, keyId, defaultPlan: plan })).kind).toBe('rate_limited');
+    expect((await store.authorize({ accountId, keyId, defaultPlan: plan, defaultTokenBudgets: NO_TOKEN_BUDGETS })).kind).toBe('rate_limited');
   });
   expect(calls.evalsha).toBe(1);
   expect(calls.hset).toBeUndefined();
@@ -101,9 +102,9 @@ it('a key with its own limits refused by them executes at most 4 commands: no wr
 it('a refusal for key status or billing executes at most 4 commands', async () => {
   const { accountId, keyId } = await newAccountWithKey('suspended');
   expect(await store.updateAccount(accountId, { status: 'suspended' })).not.toBeNull();
-  expect((await store.authorize({ accountId, keyId, defaultPlan: plan })).kind).toBe('account_suspended');
+  expect((await store.authorize({ accountId, keyId, defaultPlan: plan, defaultTokenBudgets: NO_TOKEN_BUDGETS })).kind).toBe('account_suspended');
   const calls = await commandsDuring(async () => {
-    expect((await store.authorize({ accountId, keyId, defaultPlan: plan })).kind).toBe('account_suspended');
+    expect((await store.authorize({ accountId, keyId, defaultPlan: plan, defaultTokenBudgets: NO_TOKEN_BUDGETS })).kind).toBe('account_suspended');
   });
   expect(calls.evalsha).toBe(1);
   expect(total(calls)).toBeLessThanOrEqual(4);
@@ -116,7 +117,7 @@ it('a key hash the service has not cached costs one GET; a known hash whose reco
   expect(unknown).toEqual({ get: 1 });
   const { accountId } = await newAccountWithKey('gone');
   const gone = await commandsDuring(async () => {
-    expect((await store.authorize({ accountId, keyId: 'key_never_stored', defaultPlan: plan })).kind).toBe('unknown_key');
+    expect((await store.authorize({ accountId, keyId: 'key_never_stored', defaultPlan: plan, defaultTokenBudgets: NO_TOKEN_BUDGETS })).kind).toBe('unknown_key');
   });
   expect(total(gone)).toBeLessThanOrEqual(2);
 });
@@ -136,9 +137,9 @@ it('a last-used batch executes one script and at most two commands per key, howe
 
 it("deletes buckets whose time has passed, such as a rotated key's, so the account hash does not grow", async () => {
   const { accountId, keyId: oldKeyId } = await newAccountWithKey('sweep');
-  expect((await store.authorize({ accountId, keyId: oldKeyId, defaultPlan: plan })).kind).toBe('allow');
+  expect((await store.authorize({ accountId, keyId: oldKeyId, defaultPlan: plan, defaultTokenBudgets: NO_TOKEN_BUDGETS })).kind).toBe('allow');
   const newKeyId = await newKey(accountId);
-  expect((await store.authorize({ accountId, keyId: newKeyId, defaultPlan: plan })).kind).toBe('allow');
+  expect((await store.authorize({ accountId, keyId: newKeyId, defaultPlan: plan, defaultTokenBudgets: NO_TOKEN_BUDGETS })).kind).toBe('allow');
   const bucketFields = async () =>
     Object.keys(await stats.hgetall(redisKeys.account(accountId)))
       .filter((field) => field.startsWith(redisKeys.bucketFieldPrefix()))
@@ -152,7 +153,7 @@ it("deletes buckets whose time has passed, such as a rotated key's, so the accou
   );
   // Two hours on: every bucket is full again; only the new key is still used.
   nowMs += 2 * 3600 * 1000;
-  expect((await store.authorize({ accountId, keyId: newKeyId, defaultPlan: plan })).kind).toBe('allow');
+  expect((await store.authorize({ accountId, keyId: newKeyId, defaultPlan: plan, defaultTokenBudgets: NO_TOKEN_BUDGETS })).kind).toBe('allow');
   expect(await bucketFields()).toEqual(
     [`${redisKeys.keyBucketFieldPrefix(newKeyId)}60`, `${redisKeys.accountBucketFieldPrefix()}3600`].sort(),
   );

@@ -113,7 +113,7 @@ describe.each(implementations)('store contract: %s', (_name, open) => {
     return { accountId, keyId: record.id, key, record };
   }
   const authorize = (ids: { accountId: string; keyId: string }, plan: RatePlan = NO_LIMITS) =>
-    store.authorize({ accountId: ids.accountId, keyId: ids.keyId, defaultPlan: plan });
+    store.authorize({ accountId: ids.accountId, keyId: ids.keyId, defaultPlan: plan, defaultTokenBudgets: NO_TOKEN_BUDGETS });
   const kinds = async (ids: { accountId: string; keyId: string }, plan: RatePlan, times: number) => {
     const out: string[] = [];
     for (let i = 0; i < times; i += 1) out.push((await authorize(ids, plan)).kind);
@@ -941,7 +941,7 @@ describe('redis store specifics', () => {
     const record = keyRecord(key, accountId);
     await store.insertKey(hashCustomerKey(key), record);
     const plan = { key: [perMinute(2)], account: [] };
-    const ids = { accountId, keyId: record.id, defaultPlan: plan };
+    const ids = { accountId, keyId: record.id, defaultPlan: plan, defaultTokenBudgets: NO_TOKEN_BUDGETS };
     expect((await store.authorize(ids)).kind).toBe('allow');
     expect((await store.authorize(ids)).kind).toBe('allow');
     expect((await store.authorize(ids)).kind).toBe('rate_limited');
@@ -954,7 +954,7 @@ describe('redis store specifics', () => {
     const key = generateCustomerKey('live');
     const record = keyRecord(key, accountId);
     await store.insertKey(hashCustomerKey(key), record);
-    await store.authorize({ accountId, keyId: record.id, defaultPlan: { key: [perMinute(5)], account: [perMinute(50)] } });
+    await store.authorize({ accountId, keyId: record.id, defaultPlan: { key: [perMinute(5)], account: [perMinute(50)] }, defaultTokenBudgets: NO_TOKEN_BUDGETS });
     const redisClient = client();
     try {
       const names = await redisClient.keys(`*${accountId}*`);
@@ -1123,7 +1123,7 @@ describe.each(implementations)('usage contract: %s', (_name, open) => {
       expect(stored?.monthlySpend).toEqual({ [MONTH]: 1_050 });
       expect(stored).not.toHaveProperty('creditShortfall');
       // The Check refuses the next request once the balance is at or below zero.
-      expect((await store.authorize({ ...ids, defaultPlan: NO_LIMITS })).kind).toBe('credit_exhausted');
+      expect((await store.authorize({ ...ids, defaultPlan: NO_LIMITS, defaultTokenBudgets: NO_TOKEN_BUDGETS })).kind).toBe('credit_exhausted');
     });
 
     it('counts post-paid spend without a balance, and a zero-cost record as a request', async () => {
@@ -1137,7 +1137,7 @@ describe.each(implementations)('usage contract: %s', (_name, open) => {
       const stored = await store.getAccount(ids.accountId);
       expect(stored).not.toHaveProperty('creditBalance');
       expect(stored?.monthlySpend).toEqual({ [MONTH]: 30 });
-      expect((await store.authorize({ ...ids, defaultPlan: NO_LIMITS })).kind).toBe('allow');
+      expect((await store.authorize({ ...ids, defaultPlan: NO_LIMITS, defaultTokenBudgets: NO_TOKEN_BUDGETS })).kind).toBe('allow');
     });
 
     it('applies a request id once: a repeat changes nothing and answers what the first application did', async () => {
