@@ -954,7 +954,12 @@ describe('redis store specifics', () => {
     const key = generateCustomerKey('live');
     const record = keyRecord(key, accountId);
     await store.insertKey(hashCustomerKey(key), record);
-    await store.authorize({ accountId, keyId: record.id, defaultPlan: { key: [perMinute(5)], account: [perMinute(50)] }, defaultTokenBudgets: NO_TOKEN_BUDGETS });
+    await store.authorize({
+      accountId,
+      keyId: record.id,
+      defaultPlan: { key: [perMinute(5)], account: [perMinute(50)] },
+      defaultTokenBudgets: NO_TOKEN_BUDGETS,
+    });
     const redisClient = client();
     try {
       const names = await redisClient.keys(`*${accountId}*`);
@@ -1123,7 +1128,9 @@ describe.each(implementations)('usage contract: %s', (_name, open) => {
       expect(stored?.monthlySpend).toEqual({ [MONTH]: 1_050 });
       expect(stored).not.toHaveProperty('creditShortfall');
       // The Check refuses the next request once the balance is at or below zero.
-      expect((await store.authorize({ ...ids, defaultPlan: NO_LIMITS, defaultTokenBudgets: NO_TOKEN_BUDGETS })).kind).toBe('credit_exhausted');
+      expect((await store.authorize({ ...ids, defaultPlan: NO_LIMITS, defaultTokenBudgets: NO_TOKEN_BUDGETS })).kind).toBe(
+        'credit_exhausted',
+      );
     });
 
     it('counts post-paid spend without a balance, and a zero-cost record as a request', async () => {
@@ -1376,7 +1383,10 @@ describe.each(implementations)('usage contract: %s', (_name, open) => {
       const ids = await seed();
       const budgets = { key: [perMinuteTokens(1_000)], account: [] };
       await store.applyUsage(usage(ids, { tokens: counts(2_500, 0) }), budgets);
-      expect(await check(ids, budgets)).toMatchObject({ kind: 'token_budget_exhausted', budget: { resetMs: 150_000, retryAfterMs: 90_001 } });
+      expect(await check(ids, budgets)).toMatchObject({
+        kind: 'token_budget_exhausted',
+        budget: { resetMs: 150_000, retryAfterMs: 90_001 },
+      });
       clock.advance(90_000);
       expect((await check(ids, budgets)).kind).toBe('token_budget_exhausted');
       clock.advance(60);
