@@ -287,7 +287,9 @@ async function mixPhase(
       const key = entry.valid[index % entry.valid.length]!;
       const ids = await keyIndex.resolveKeyHash(key.hash);
       if (!ids) throw new Error('a valid key did not resolve');
-      const outcome = (await checkPath.authorizer.authorize({ ...ids, defaultPlan: PLAN, defaultTokenBudgets: budgets })) as { kind: string };
+      const outcome = (await checkPath.authorizer.authorize({ ...ids, defaultPlan: PLAN, defaultTokenBudgets: budgets })) as {
+        kind: string;
+      };
       if (outcome.kind !== 'allow') throw new Error(`valid key: ${outcome.kind}`);
       recorder.note(ids);
     } else if (draw < 0.95) {
@@ -300,7 +302,9 @@ async function mixPhase(
       const key = entry.limited[index % entry.limited.length]!;
       const ids = await keyIndex.resolveKeyHash(key.hash);
       if (!ids) throw new Error('a rate-limited key did not resolve');
-      const outcome = (await checkPath.authorizer.authorize({ ...ids, defaultPlan: PLAN, defaultTokenBudgets: budgets })) as { kind: string };
+      const outcome = (await checkPath.authorizer.authorize({ ...ids, defaultPlan: PLAN, defaultTokenBudgets: budgets })) as {
+        kind: string;
+      };
       if (outcome.kind === 'allow') recorder.note(ids);
     }
   };

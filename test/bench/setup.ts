@@ -51,7 +51,11 @@ export function writeGatewayConfig(name: string, options: { tokenBudgets?: boole
   fs.writeFileSync(
     configFile,
     JSON.stringify({
-      defaultPlan: { key: huge, account: huge, ...(options.tokenBudgets ? { tokenBudgets: { key: hugeBudgets, account: hugeBudgets } } : {}) },
+      defaultPlan: {
+        key: huge,
+        account: huge,
+        ...(options.tokenBudgets ? { tokenBudgets: { key: hugeBudgets, account: hugeBudgets } } : {}),
+      },
     }),
   );
   return configFile;

@@ -794,8 +794,15 @@ function parseCreditReply(reply: unknown): CreditResult {
  * records are JSON, decoded when present. The reply carries numbers as
  * integers (no formatting in Lua), and only what the answer needs.
  *
- * KEYS: the account, the key record. ARGV: `nowUs` ('' means Redis's own
- * TIME; tests pass an override), the key's bucket field prefix.
+ * The same round trip also reads the spend caps and the token budgets
+ * (luaSpendCaps, luaTokenBudgetCheck): the default plan's budgets are
+ * literals whose buckets come with the account HMGET, so they add no
+ * command; a cap, or a budget override in either record, one more HMGET.
+ *
+ * KEYS: the account, the key record (every field the decision reads is in
+ * one of them). ARGV: `nowUs` ('' means Redis's own TIME; tests pass an
+ * override), the key's rate-limit bucket field prefix, its token bucket
+ * field prefix, and its spend field without the month.
  */
 export interface AuthorizeScript {
   readonly lua: string;
@@ -805,7 +812,8 @@ export interface AuthorizeScript {
 
 const generatedScripts = new WeakMap<RatePlan, WeakMap<TokenBudgetPlan, AuthorizeScript>>();
 
-const frozenPlan = (plan: RatePlan | TokenBudgetPlan) => Object.isFrozen(plan) && Object.isFrozen(plan.key) && Object.isFrozen(plan.account);
+const frozenPlan = (plan: RatePlan | TokenBudgetPlan) =>
+  Object.isFrozen(plan) && Object.isFrozen(plan.key) && Object.isFrozen(plan.account);
 
 export function authorizeScript(plan: RatePlan, budgets: TokenBudgetPlan): AuthorizeScript {
   let generated = generatedScripts.get(plan)?.get(budgets);
@@ -991,7 +999,9 @@ ${limits
   if remaining < t_remaining then t_scope, t_limit, t_window, t_remaining, t_new = '${limit.scope}', ${limit.limit}, ${limit.windowSeconds}, remaining, tat${i + 2} + ${limit.intervalUs} end
 `,
   )
-  .join('')}  if b_remaining then return {'allow', prefix, k[5], t_scope, t_limit, t_window, t_remaining, ceil((t_new - now) / 1000), 'tokens', b_scope, b_tokens, b_window, b_remaining, b_reset} end
+  .join(
+    '',
+  )}  if b_remaining then return {'allow', prefix, k[5], t_scope, t_limit, t_window, t_remaining, ceil((t_new - now) / 1000), 'tokens', b_scope, b_tokens, b_window, b_remaining, b_reset} end
   return {'allow', prefix, k[5], t_scope, t_limit, t_window, t_remaining, ceil((t_new - now) / 1000)}
 `
 }end
@@ -1148,8 +1158,12 @@ function luaTokenBudgetCheck(budgets: TokenBudgetPlan): string {
     end
   end
   if not k[7] and not a[5] then
-${all.map((budget, i) => `    check('${budget.scope}', ${budget.tokens}, ${budget.windowSeconds}, a[${7 + i}])
-`).join('')}  else
+${all
+  .map(
+    (budget, i) => `    check('${budget.scope}', ${budget.tokens}, ${budget.windowSeconds}, a[${7 + i}])
+`,
+  )
+  .join('')}  else
     local o = a[5] and cjson.decode(a[5]) or {}
     local kl = (k[7] and cjson.decode(k[7])) or o.key or ${planTable(budgets.key)}
     local al = o.account or ${planTable(budgets.account)}
@@ -1205,7 +1219,7 @@ export function parseAuthorizeReply(reply: unknown): AuthorizeOutcome {
     case 'rate_limited':
       return { kind, prefix, hit: { ...limitState(reply, 2), retryAfterMs: replyNumber(reply[7]) } };
     case 'budget_exceeded': {
-      const scope = reply[2];
+      const scope: unknown = reply[2];
       if (scope !== 'key' && scope !== 'account') throw new StoreUnavailableError(`unexpected cap scope from Redis: ${String(scope)}`);
       return { kind, prefix, scope, cap: replyNumber(reply[3]) };
     }
