@@ -1,6 +1,7 @@
 import type { KeyEnvironment } from '../keys/customer-key';
 import type { KeyIds } from './key-records';
-import type { LimitHit, LimitState, RatePlan } from './rate-limits';
+import type { LimitHit, LimitScope, LimitState, RatePlan } from './rate-limits';
+import type { TokenBudgetPlan, TokenBudgetState } from './token-budgets';
 
 /**
  * What the decision pipeline asks of a store: which key a hash is, and the
@@ -15,21 +16,36 @@ export interface KeyIndex {
 export interface AuthorizeRequest extends KeyIds {
   /** The operator's default plan; account and key overrides are applied by the store. */
   defaultPlan: RatePlan;
+  /** The operator's default token budgets; account and key overrides are applied by the store. */
+  defaultTokenBudgets: TokenBudgetPlan;
 }
 
 /**
  * The store's verdict on a known key, decided atomically in this order:
- * key status → billing → rate limits. A refused request consumes nothing;
- * an allowed one consumes one request from every limit that applies.
+ * key status → billing (credit) → monthly spend caps → request rate limits →
+ * token budgets. A refused request consumes nothing; an allowed one consumes
+ * one request from every limit that applies. Token budgets are only read:
+ * tokens are consumed when the answer's usage arrives (the usage ledger).
  */
 export type AuthorizeOutcome =
-  | { kind: 'allow'; prefix: string; environment: KeyEnvironment; tightest?: LimitState }
+  | {
+      kind: 'allow';
+      prefix: string;
+      environment: KeyEnvironment;
+      tightest?: LimitState;
+      /** The token budget with the fewest tokens left, when any applies. */
+      tightestBudget?: TokenBudgetState;
+    }
   | { kind: 'unknown_key' }
   | { kind: 'key_revoked'; prefix: string }
   | { kind: 'key_expired'; prefix: string }
   | { kind: 'account_suspended'; prefix: string }
   | { kind: 'credit_exhausted'; prefix: string }
-  | { kind: 'rate_limited'; prefix: string; hit: LimitHit };
+  | { kind: 'rate_limited'; prefix: string; hit: LimitHit }
+  /** The month's spend of the key (its own cap) or of its account reached the cap, in minor units. */
+  | { kind: 'budget_exceeded'; prefix: string; scope: LimitScope; cap: number }
+  /** The budget that keeps the caller waiting longest (retryAfterMs: until one token is back). */
+  | { kind: 'token_budget_exhausted'; prefix: string; budget: TokenBudgetState };
 
 export interface Authorizer {
   /** One round trip for the Redis store. Rejects when the store cannot answer. */

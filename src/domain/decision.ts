@@ -1,6 +1,7 @@
 import type { LimitHit, LimitState } from './rate-limits';
 import type { DenyReason } from './deny-reasons';
 import type { ClassifiedRoute } from './route';
+import type { TokenBudgetState } from './token-budgets';
 
 /** Who the caller is, once the key is known. Carries only the display prefix, never the key. */
 export interface CallerIdentity {
@@ -24,6 +25,8 @@ export interface AllowDecision {
   strip: CredentialStripping;
   /** The most constrained limit after this request, for rate-limit response headers. */
   rateLimit?: LimitState;
+  /** The token budget with the fewest tokens left, for token rate-limit response headers. */
+  tokenBudget?: TokenBudgetState;
 }
 
 export interface DenyDecision {
@@ -39,6 +42,8 @@ export interface DenyDecision {
   accountId?: string;
   /** For rate_limited: which limit (key or account, and its window) refused the request. */
   rateLimit?: LimitHit;
+  /** For token_budget_exhausted: which budget refused the request, and when one token is back. */
+  tokenBudget?: TokenBudgetState;
   /** For operators' logs only (e.g. why the store failed); never sent to the client. */
   internalDetail?: string;
 }

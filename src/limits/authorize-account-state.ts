@@ -3,10 +3,14 @@ import type { AuthorizeOutcome } from '../domain/authorization';
 import { gcraStep } from './gcra';
 import { effectiveLimits } from './rate-limit';
 import type { LimitScope, LimitState, RatePlan } from '../domain/rate-limits';
+import type { TokenBudgetPlan, TokenBudgetState } from '../domain/token-budgets';
+import { effectiveTokenBudgets, tokenBucketName, tokenBudgetState, type TokenBucket } from './token-budget';
 
 /**
  * The authorization rules for a known key, as one pure function: key status
- * → billing → rate limits, consuming nothing unless everything passes. The
+ * → billing (credit) → monthly spend caps → request rate limits → token
+ * budgets, consuming nothing unless everything passes (and token budgets
+ * never: usage consumes them, src/limits/usage-account-state.ts). The
  * in-memory store runs this; the Redis store runs the same rules in its Lua
  * script (gwaAuthorize in src/store/redis/scripts.ts), and both pass one
  * contract suite.
@@ -14,8 +18,13 @@ import type { LimitScope, LimitState, RatePlan } from '../domain/rate-limits';
 export interface AccountState {
   key: StoredKey | null;
   account: Account | null;
-  /** Stored TAT per bucket name. */
+  /** Stored TAT per rate-limit bucket name. */
   tats: ReadonlyMap<string, number>;
+  /** Stored token buckets by bucket name. */
+  tokenBuckets: ReadonlyMap<string, TokenBucket>;
+  /** The spend so far in the current month (UTC, by the decision's clock) of the account and of the key. */
+  accountMonthSpend: number;
+  keyMonthSpend: number;
 }
 
 export interface BucketWrite {
@@ -34,6 +43,7 @@ export function authorizeAccountState(
   state: AccountState,
   nowUs: number,
   defaultPlan: RatePlan,
+  defaultTokenBudgets: TokenBudgetPlan,
 ): { outcome: AuthorizeOutcome; writes: BucketWrite[] } {
   const { key, account } = state;
   if (!key || !account) return { outcome: { kind: 'unknown_key' }, writes: [] };
@@ -46,6 +56,13 @@ export function authorizeAccountState(
   if (account.status === 'suspended') return { outcome: { kind: 'account_suspended', prefix }, writes: [] };
   if (account.creditBalance !== undefined && account.creditBalance <= 0) {
     return { outcome: { kind: 'credit_exhausted', prefix }, writes: [] };
+  }
+  // The key's own cap first, as its limits come first; a cap of 0 refuses from the start.
+  if (key.monthlySpendCap !== undefined && state.keyMonthSpend >= key.monthlySpendCap) {
+    return { outcome: { kind: 'budget_exceeded', prefix, scope: 'key', cap: key.monthlySpendCap }, writes: [] };
+  }
+  if (account.monthlySpendCap !== undefined && state.accountMonthSpend >= account.monthlySpendCap) {
+    return { outcome: { kind: 'budget_exceeded', prefix, scope: 'account', cap: account.monthlySpendCap }, writes: [] };
   }
 
   const limits = effectiveLimits(defaultPlan, account.limits, key.limits);
@@ -74,10 +91,28 @@ export function authorizeAccountState(
     }
   }
   if (refused) return { outcome: { kind: 'rate_limited', prefix, hit: refused }, writes: [] };
+
+  const budgets = effectiveTokenBudgets(defaultTokenBudgets, account.tokenBudgets, key.tokenBudgets);
+  let tightestBudget: TokenBudgetState | undefined;
+  let exhausted: TokenBudgetState | undefined;
+  for (const scope of ['key', 'account'] as const) {
+    for (const budget of budgets[scope]) {
+      const stored = state.tokenBuckets.get(tokenBucketName(scope, key.id, budget.windowSeconds));
+      const view = tokenBudgetState(scope, stored, nowUs, budget);
+      if (view.remaining === 0) {
+        if (!exhausted || view.retryAfterMs > exhausted.retryAfterMs) exhausted = view;
+      } else if (!tightestBudget || view.remaining < tightestBudget.remaining) tightestBudget = view;
+    }
+  }
+  if (exhausted) return { outcome: { kind: 'token_budget_exhausted', prefix, budget: exhausted }, writes: [] };
   return {
-    outcome: tightest
-      ? { kind: 'allow', prefix, environment: key.environment, tightest }
-      : { kind: 'allow', prefix, environment: key.environment },
+    outcome: {
+      kind: 'allow',
+      prefix,
+      environment: key.environment,
+      ...(tightest ? { tightest } : {}),
+      ...(tightestBudget ? { tightestBudget } : {}),
+    },
     writes,
   };
 }

@@ -6,7 +6,7 @@ import type { AuthorizeOutcome } from '../domain/authorization';
 type Refusal = Exclude<AuthorizeOutcome, { kind: 'allow' } | { kind: 'unknown_key' }>;
 
 /** The store's refusals as deny reasons with their customer-facing words (from the catalogue). */
-export function accountOutcomeToDecision(outcome: Refusal): Pick<DenyDecision, 'reason' | 'message' | 'rateLimit'> {
+export function accountOutcomeToDecision(outcome: Refusal): Pick<DenyDecision, 'reason' | 'message' | 'rateLimit' | 'tokenBudget'> {
   const keyPrefix = outcome.prefix;
   switch (outcome.kind) {
     case 'key_revoked':
@@ -24,6 +24,20 @@ export function accountOutcomeToDecision(outcome: Refusal): Pick<DenyDecision, '
           retryInSeconds: Math.max(1, Math.ceil(hit.retryAfterMs / 1000)),
         }),
         rateLimit: hit,
+      };
+    }
+    case 'budget_exceeded':
+      return denial('budget_exceeded', { keyPrefix, scope: outcome.scope, cap: outcome.cap });
+    case 'token_budget_exhausted': {
+      const { budget } = outcome;
+      return {
+        ...denial('token_budget_exhausted', {
+          tokens: budget.tokens,
+          window: describeWindow(budget.windowSeconds),
+          scope: budget.scope,
+          retryInSeconds: Math.max(1, Math.ceil(budget.retryAfterMs / 1000)),
+        }),
+        tokenBudget: budget,
       };
     }
   }

@@ -86,7 +86,11 @@ export async function decide(request: AuthRequest, deps: PipelineDeps): Promise<
 
   let outcome;
   try {
-    outcome = await deps.authorizer.authorize({ ...ids, defaultPlan: settings.defaultPlan });
+    outcome = await deps.authorizer.authorize({
+      ...ids,
+      defaultPlan: settings.defaultPlan,
+      defaultTokenBudgets: settings.defaultTokenBudgets,
+    });
   } catch (error) {
     return unavailable(error);
   }
@@ -98,6 +102,7 @@ export async function decide(request: AuthRequest, deps: PipelineDeps): Promise<
       strip,
       identity: { accountId: ids.accountId, keyId: ids.keyId, keyPrefix: outcome.prefix, environment: outcome.environment },
       ...(outcome.tightest ? { rateLimit: outcome.tightest } : {}),
+      ...(outcome.tightestBudget ? { tokenBudget: outcome.tightestBudget } : {}),
     };
   }
   return deny({ ...accountOutcomeToDecision(outcome), keyPrefix: outcome.prefix, accountId: ids.accountId });

@@ -2,7 +2,7 @@ import type { AllowDecision, Decision, DenyDecision } from '../domain/decision';
 import { grpcCodeOf, httpStatusOf, RPC_CODE, type StoreFailureMode } from '../domain/deny-reasons';
 import { errorBodyFor } from './error-bodies';
 import { ALL_IDENTITY_HEADERS, IDENTITY_HEADERS } from './identity-headers';
-import { limitHitHeaders, rateLimitHeaders, type HeaderPair, type RateLimitHeaderContext } from './rate-limit-headers';
+import { limitHitHeaders, rateLimitHeaders, tokenBudgetHeaders, type HeaderPair, type RateLimitHeaderContext } from './rate-limit-headers';
 
 /**
  * The one place a Decision becomes Envoy's CheckResponse (plain object for
@@ -78,7 +78,10 @@ function allowResponse(decision: AllowDecision, context: RateLimitHeaderContext)
       headers,
       headers_to_remove: identity ? [...decision.strip.headers] : [...decision.strip.headers, ...ALL_IDENTITY_HEADERS],
       query_parameters_to_remove: [...decision.strip.queryParameters],
-      response_headers_to_add: decision.rateLimit ? overwriteAll(rateLimitHeaders(decision.route.style, decision.rateLimit, context)) : [],
+      response_headers_to_add: overwriteAll([
+        ...(decision.rateLimit ? rateLimitHeaders(decision.route.style, decision.rateLimit, context) : []),
+        ...(decision.tokenBudget ? tokenBudgetHeaders(decision.route.style, decision.tokenBudget, context) : []),
+      ]),
     },
   };
 }
@@ -99,6 +102,10 @@ function denyResponse(decision: DenyDecision, httpStatus: number, context: Check
     // A 429 is worth retrying: the SDKs wait for retry-after(-ms), so no x-should-retry.
     headers.push(...overwriteAll(limitHitHeaders(decision.rateLimit)));
     headers.push(...overwriteAll(rateLimitHeaders(decision.route.style, decision.rateLimit, context)));
+  }
+  if (httpStatus === 429 && decision.tokenBudget) {
+    headers.push(...overwriteAll(limitHitHeaders(decision.tokenBudget)));
+    headers.push(...overwriteAll(tokenBudgetHeaders(decision.route.style, decision.tokenBudget, context)));
   }
   if (requestId !== '') {
     headers.push(overwrite('x-request-id', requestId));

@@ -1,6 +1,7 @@
 import type { ClientStyle } from '../domain/route';
 import { describeWindow } from '../limits/rate-limit';
-import type { LimitHit, LimitState } from '../domain/rate-limits';
+import type { LimitScope, LimitState } from '../domain/rate-limits';
+import type { TokenBudgetState } from '../domain/token-budgets';
 
 /**
  * Rate-limit response headers, in the spelling each client style's SDK
@@ -50,8 +51,46 @@ export function rateLimitHeaders(style: ClientStyle, state: LimitState, context:
   }
 }
 
+/**
+ * Token rate-limit headers, as OpenAI and Anthropic send them next to the
+ * request ones, from the budget with the fewest tokens left: on allowed
+ * requests, and on a 429 token_budget_exhausted (the budget that refused).
+ */
+export function tokenBudgetHeaders(style: ClientStyle, state: TokenBudgetState, context: RateLimitHeaderContext): HeaderPair[] {
+  switch (style) {
+    case 'chat':
+    case 'generic':
+      return [
+        ['x-ratelimit-limit-tokens', String(state.tokens)],
+        ['x-ratelimit-remaining-tokens', String(state.remaining)],
+        ['x-ratelimit-reset-tokens', openAiDuration(state.resetMs)],
+      ];
+    case 'messages': {
+      const reset = rfc3339Seconds(context.now + state.resetMs);
+      return context.versionHeaders.flatMap((versionHeader): HeaderPair[] => {
+        const prefix = `${versionHeader.replace(/-version$/, '')}-ratelimit-tokens`;
+        return [
+          [`${prefix}-limit`, String(state.tokens)],
+          [`${prefix}-remaining`, String(state.remaining)],
+          [`${prefix}-reset`, reset],
+        ];
+      });
+    }
+    case 'generative':
+      return [];
+  }
+}
+
+/** What refused a 429: a request limit (LimitHit) or a token budget (TokenBudgetState). */
+export interface Refusal {
+  scope: LimitScope;
+  windowSeconds: number;
+  /** Milliseconds until one more request (or one token) is available. */
+  retryAfterMs: number;
+}
+
 /** On every 429, whatever the style: when to retry, and which limit refused the request. */
-export function limitHitHeaders(hit: LimitHit): HeaderPair[] {
+export function limitHitHeaders(hit: Refusal): HeaderPair[] {
   const retryMs = retryAfterMs(hit);
   return [
     ['retry-after', String(Math.ceil(retryMs / 1000))],
@@ -62,7 +101,7 @@ export function limitHitHeaders(hit: LimitHit): HeaderPair[] {
 }
 
 /** Whole milliseconds, rounded up, within [1, 60 000]. */
-export function retryAfterMs(hit: LimitHit): number {
+export function retryAfterMs(hit: Refusal): number {
   return Math.min(MAX_RETRY_AFTER_MS, Math.max(1, Math.ceil(hit.retryAfterMs)));
 }
 

@@ -159,14 +159,28 @@ export class MemoryStore implements Store {
     const key = this.keys.get(request.keyId) ?? null;
     const buckets = this.buckets.get(request.accountId) ?? new Map<string, Bucket>();
     const tats = new Map<string, number>();
+    const tokenBuckets = new Map<string, TokenBucket>();
     for (const [name, bucket] of buckets) {
-      if (bucket.expiresAtMs > nowMs) tats.set(name, bucket.tatUs);
-      else buckets.delete(name);
+      if (bucket.expiresAtMs > nowMs) {
+        tats.set(name, bucket.tatUs);
+        tokenBuckets.set(name, { tatUs: bucket.tatUs, fraction: bucket.fraction ?? 0 });
+      } else buckets.delete(name);
     }
+    const account = this.accounts.get(request.accountId) ?? null;
+    // The month by the decision's clock, as the Redis script takes it from its own.
+    const month = usageMonthOf(nowMs);
     const { outcome, writes } = authorizeAccountState(
-      { key: key?.accountId === request.accountId ? key : null, account: this.accounts.get(request.accountId) ?? null, tats },
+      {
+        key: key?.accountId === request.accountId ? key : null,
+        account,
+        tats,
+        tokenBuckets,
+        accountMonthSpend: account?.monthlySpend?.[month] ?? 0,
+        keyMonthSpend: this.keySpend.get(request.accountId)?.get(`${request.keyId} ${month}`) ?? 0,
+      },
       nowMs * 1000,
       request.defaultPlan,
+      request.defaultTokenBudgets,
     );
     for (const write of writes) buckets.set(write.bucket, { tatUs: write.tatUs, expiresAtMs: nowMs + write.ttlMs });
     if (buckets.size > 0) this.buckets.set(request.accountId, buckets);

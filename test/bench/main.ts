@@ -119,6 +119,7 @@ function parseOptions(argv: string[]): Options {
       'node-arg': { type: 'string', multiple: true, default: [] },
       workers: { type: 'string', default: '0' },
       versus: { type: 'string' },
+      'token-budgets': { type: 'boolean', default: false },
       'versus-env': { type: 'string', multiple: true, default: [] },
       help: { type: 'boolean', default: false },
     },
@@ -145,6 +146,7 @@ function parseOptions(argv: string[]): Options {
         '  --workers N             also run a gateway with GRPC_WORKERS=N (default 0: do not)',
         '  --versus DIR            A/B: also run a gateway built into DIR (a copy of an earlier dist/), same rounds',
         '  --versus-env NAME=VALUE A/B: also run a gateway with this setting on top of --env (repeatable)',
+        '  --token-budgets         A/B: also run a gateway whose default plan has token budgets (2 per scope), same rounds',
         '  --flush                 FLUSHALL the Redis at REDIS_URL first (it must be disposable)',
         '  --json FILE             where to write the result (default .bench/result.json)',
         '',
@@ -185,6 +187,16 @@ function parseOptions(argv: string[]): Options {
     extra: [
       ...(whole(values.workers, 'workers', 0) > 1
         ? [{ label: `gateway-authz, GRPC_WORKERS=${values.workers}`, tag: 'workers', env: { ...gatewayEnv, GRPC_WORKERS: values.workers } }]
+        : []),
+      ...(values['token-budgets']
+        ? [
+            {
+              label: 'gateway-authz, token budgets in the default plan',
+              tag: 'budgets',
+              // After startGatewayFor's own CONFIG_FILE, so this one wins.
+              env: { ...gatewayEnv, CONFIG_FILE: writeGatewayConfig('gateway-config-budgets.json', { tokenBudgets: true }) },
+            },
+          ]
         : []),
       ...(values.versus || Object.keys(versusEnv).length > 0
         ? [

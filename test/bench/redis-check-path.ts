@@ -5,7 +5,10 @@
  * without gRPC or the load driver sharing the measurement.
  *
  *   node .bench/build/test/bench/redis-check-path.js [--dist DIR]… [--authorizes N] [--in-flight C]
- *        [--mix-seconds S] [--mix-rate R] [--flush-ms MS]
+ *        [--mix-seconds S] [--mix-rate R] [--flush-ms MS] [--token-budgets]
+ *
+ * --token-budgets: the default plan also has token budgets (two per scope,
+ * never exhausted), as `npm run bench -- --token-budgets` configures them.
  *
  * Phase 1, authorize: N allowed decisions per contender, C in flight, in
  * alternating rounds. Node CPU (process.cpuUsage), Redis CPU (the
@@ -29,6 +32,7 @@ import Redis from 'ioredis';
 import pino from 'pino';
 import { generateCustomerKey, hashCustomerKey, displayPrefixOf } from '../../src/keys/customer-key';
 import type { RatePlan } from '../../src/domain/rate-limits';
+import type { TokenBudgetPlan } from '../../src/domain/token-budgets';
 import { startTestRedis } from '../support/redis-server';
 import { commandDelta, commandStats, type CommandCounts } from './redis-stats';
 import { loadBuildModules, type CheckPathModules } from './build-modules';
@@ -50,6 +54,19 @@ const PLAN: RatePlan = Object.freeze({
     { limit: 1_000_000_000, windowSeconds: 86_400 },
   ]),
 });
+
+const NO_BUDGETS: TokenBudgetPlan = Object.freeze({ key: Object.freeze([]), account: Object.freeze([]) });
+const BUDGETS: TokenBudgetPlan = Object.freeze({
+  key: Object.freeze([
+    { tokens: 60_000_000, windowSeconds: 60 },
+    { tokens: 1_000_000_000, windowSeconds: 86_400 },
+  ]),
+  account: Object.freeze([
+    { tokens: 60_000_000, windowSeconds: 60 },
+    { tokens: 1_000_000_000, windowSeconds: 86_400 },
+  ]),
+});
+let budgets = NO_BUDGETS;
 
 const KEYS = 10_000;
 const KEYS_PER_ACCOUNT = 10;
@@ -98,8 +115,10 @@ async function main(): Promise<void> {
       'mix-seconds': { type: 'string', default: '20' },
       'mix-rate': { type: 'string', default: '4400' },
       'flush-ms': { type: 'string', default: '' },
+      'token-budgets': { type: 'boolean', default: false },
     },
   });
+  if (values['token-budgets']) budgets = BUDGETS;
   const authorizes = Number(values.authorizes);
   const inFlight = Number(values['in-flight']);
   const rounds = Number(values.rounds);
@@ -188,7 +207,7 @@ async function contenderFor(label: string, dist: string, url: string): Promise<C
     label,
     m,
     store,
-    authorize: (ids) => checkPath.authorizer.authorize({ ...ids, defaultPlan: PLAN }),
+    authorize: (ids) => checkPath.authorizer.authorize({ ...ids, defaultPlan: PLAN, defaultTokenBudgets: budgets }),
     valid,
     limited,
     unknown,
@@ -255,7 +274,9 @@ async function mixPhase(
       const key = entry.valid[index % entry.valid.length]!;
       const ids = await keyIndex.resolveKeyHash(key.hash);
       if (!ids) throw new Error('a valid key did not resolve');
-      const outcome = (await checkPath.authorizer.authorize({ ...ids, defaultPlan: PLAN })) as { kind: string };
+      const outcome = (await checkPath.authorizer.authorize({ ...ids, defaultPlan: PLAN, defaultTokenBudgets: budgets })) as {
+        kind: string;
+      };
       if (outcome.kind !== 'allow') throw new Error(`valid key: ${outcome.kind}`);
       recorder.note(ids);
     } else if (draw < 0.95) {
@@ -268,7 +289,9 @@ async function mixPhase(
       const key = entry.limited[index % entry.limited.length]!;
       const ids = await keyIndex.resolveKeyHash(key.hash);
       if (!ids) throw new Error('a rate-limited key did not resolve');
-      const outcome = (await checkPath.authorizer.authorize({ ...ids, defaultPlan: PLAN })) as { kind: string };
+      const outcome = (await checkPath.authorizer.authorize({ ...ids, defaultPlan: PLAN, defaultTokenBudgets: budgets })) as {
+        kind: string;
+      };
       if (outcome.kind === 'allow') recorder.note(ids);
     }
   };

@@ -36,14 +36,28 @@ export async function openDisposableRedis(flush: boolean, what: string): Promise
  * the rate-limited keys are refused; two windows per scope, as in the
  * built-in default plan, so the script does the same work.
  */
-export function writeGatewayConfig(name: string): string {
+export function writeGatewayConfig(name: string, options: { tokenBudgets?: boolean } = {}): string {
   const configFile = path.join(BENCH_DIR, name);
   const huge = [
     { limit: 1_000_000_000, window: '1m' },
     { limit: 1_000_000_000, window: '1d' },
   ];
+  // --token-budgets: two budgets per scope too, as large as budgets go (never exhausted: the bench sends no usage).
+  const hugeBudgets = [
+    { tokens: 60_000_000, window: '1m' },
+    { tokens: 1_000_000_000, window: '1d' },
+  ];
   fs.mkdirSync(BENCH_DIR, { recursive: true });
-  fs.writeFileSync(configFile, JSON.stringify({ defaultPlan: { key: huge, account: huge } }));
+  fs.writeFileSync(
+    configFile,
+    JSON.stringify({
+      defaultPlan: {
+        key: huge,
+        account: huge,
+        ...(options.tokenBudgets ? { tokenBudgets: { key: hugeBudgets, account: hugeBudgets } } : {}),
+      },
+    }),
+  );
   return configFile;
 }
 

@@ -1,3 +1,4 @@
+import { NO_TOKEN_BUDGETS } from '../../src/domain/token-budgets';
 import Redis from 'ioredis';
 import { ManualClock } from '../../src/domain/clock';
 import { mintKey, successorTerms } from '../../src/keys/key-minting';
@@ -113,7 +114,7 @@ describe('the script step failing after the indexes were written', () => {
     const old = mintKey({ accountId, name: 'old', environment: 'live' }, clock.now());
     registerSecrets(old.key);
     expect(await full.insertKey(old.keyHash, old.record)).toBe('created');
-    const plan = { defaultPlan: { key: [], account: [] } };
+    const plan = { defaultPlan: { key: [], account: [] }, defaultTokenBudgets: NO_TOKEN_BUDGETS };
 
     const next = mintKey(successorTerms(old.record), clock.now());
     registerSecrets(next.key);

@@ -1,6 +1,8 @@
 import fc from 'fast-check';
 import { ManualClock } from '../../src/domain/clock';
 import type { RateLimit, RatePlan } from '../../src/domain/rate-limits';
+import type { TokenBudget, TokenBudgetPlan } from '../../src/domain/token-budgets';
+import type { UsageRecord } from '../../src/domain/usage-record';
 import { MemoryStore } from '../../src/store/memory-store';
 import { RedisStore } from '../../src/store/redis/redis-store';
 import type { Account, StoredKey } from '../../src/domain/key-records';
@@ -9,10 +11,13 @@ import { startTestRedis, type TestRedis } from '../support/redis-server';
 /**
  * The Redis authorize script is generated per default plan, with a
  * straight-line path for plan limits and a table-driven one for overrides
- * (src/store/redis/scripts.ts). Whatever the plan, the overrides and the
- * timing of the requests, it must answer exactly as the in-memory store
- * (authorizeAccountState): same outcome, same limit named, same remaining,
- * reset and retry times.
+ * (src/store/redis/scripts.ts), and it also reads the token budgets
+ * (plan literals, or overrides) and the month's spend against the spend
+ * caps. Whatever the plans, the overrides, the caps, the usage applied in
+ * between (budgets in debt, spend reaching a cap) and the timing (across a
+ * month's end too), it must answer exactly as the in-memory store
+ * (authorizeAccountState): same outcome, same limit or budget named, same
+ * remaining, reset and retry times.
  */
 let redis: TestRedis;
 let store: RedisStore;
@@ -34,15 +39,42 @@ const limits = fc
     selector: (limit) => limit.windowSeconds,
   })
   .map((list): RateLimit[] => list);
+const budgets = fc
+  .uniqueArray(
+    fc.record({
+      tokens: fc.oneof(fc.integer({ min: 1, max: 50 }), fc.integer({ min: 1, max: 5_000 }), fc.constant(1_000_000_000)),
+      windowSeconds: fc.constantFrom(...WINDOWS),
+    }),
+    { maxLength: 2, selector: (budget) => budget.windowSeconds },
+  )
+  .map((list): TokenBudget[] => list);
+const cap = fc.option(fc.integer({ min: 0, max: 300 }), { nil: undefined });
+/** Starts near the ends of a month and of a year too, so that spend caps see the month roll over. */
+const STARTS = ['2026-11-23T12:00:00.000Z', '2026-11-30T23:59:55.000Z', '2026-12-31T23:59:58.500Z'].map(Date.parse);
 const scenario = fc.record({
+  start: fc.constantFrom(...STARTS),
   plan: fc.record({ key: limits, account: limits }),
+  budgetPlan: fc.record({ key: budgets, account: budgets }),
+  keyOwnBudgets: fc.option(budgets, { nil: undefined }),
+  accountBudgets: fc.option(fc.record({ key: fc.option(budgets, { nil: undefined }), account: fc.option(budgets, { nil: undefined }) }), {
+    nil: undefined,
+  }),
+  accountCap: cap,
+  keyCap: cap,
   keyOwn: fc.option(limits, { nil: undefined }),
   accountOverride: fc.option(fc.record({ key: fc.option(limits, { nil: undefined }), account: fc.option(limits, { nil: undefined }) }), {
     nil: undefined,
   }),
-  /** Per request: which of the two keys, and how many ms pass before it. */
+  /** Per step: which of the two keys, how many ms pass before it, and whether it is a Check or usage arriving (tokens, cost). */
   requests: fc.array(
-    fc.record({ key: fc.integer({ min: 0, max: 1 }), afterMs: fc.oneof(fc.constant(0), fc.integer({ min: 0, max: 3000 })) }),
+    fc.record({
+      key: fc.integer({ min: 0, max: 1 }),
+      afterMs: fc.oneof(fc.constant(0), fc.integer({ min: 0, max: 3000 })),
+      usage: fc.option(fc.record({ tokens: fc.integer({ min: 0, max: 3000 }), cost: fc.integer({ min: 0, max: 120 }) }), {
+        nil: undefined,
+        freq: 3,
+      }),
+    }),
     {
       minLength: 1,
       maxLength: 14,
@@ -51,11 +83,15 @@ const scenario = fc.record({
 });
 
 let run = 0;
+/** What the runs reached, so the property is known to cover each rule. */
+const seen = new Set<string>();
 
 it('decides every request exactly as the in-memory store, for any plan, overrides and timing', async () => {
   await fc.assert(
-    fc.asyncProperty(scenario, async ({ plan, keyOwn, accountOverride, requests }) => {
+    fc.asyncProperty(scenario, async (drawn) => {
+      const { plan, keyOwn, accountOverride, requests, budgetPlan, keyOwnBudgets, accountBudgets, accountCap, keyCap } = drawn;
       run += 1;
+      now = drawn.start;
       const clock = new ManualClock(now);
       const memory = new MemoryStore(clock);
       const accountId = `acct_prop${process.pid}_${run}`;
@@ -72,6 +108,15 @@ it('decides every request exactly as the in-memory store, for any plan, override
               },
             }
           : {}),
+        ...(accountBudgets
+          ? {
+              tokenBudgets: {
+                ...(accountBudgets.key ? { key: accountBudgets.key } : {}),
+                ...(accountBudgets.account ? { account: accountBudgets.account } : {}),
+              },
+            }
+          : {}),
+        ...(accountCap !== undefined ? { monthlySpendCap: accountCap } : {}),
       };
       const keys: StoredKey[] = [0, 1].map((i) => ({
         id: `key_prop${process.pid}_${run}_${i}`,
@@ -83,6 +128,8 @@ it('decides every request exactly as the in-memory store, for any plan, override
         createdAt: '2026-11-23T12:00:00.000Z',
         // The first key has its own limits when the scenario says so.
         ...(i === 0 && keyOwn ? { limits: keyOwn } : {}),
+        ...(i === 0 && keyOwnBudgets ? { tokenBudgets: keyOwnBudgets } : {}),
+        ...(i === 1 && keyCap !== undefined ? { monthlySpendCap: keyCap } : {}),
       }));
       for (const target of [memory, store]) {
         expect(await target.createAccount(account)).toBe(true);
@@ -90,13 +137,40 @@ it('decides every request exactly as the in-memory store, for any plan, override
       }
       // Frozen, as the settings' plan is: the generated script is cached for it.
       const defaultPlan: RatePlan = Object.freeze({ key: Object.freeze(plan.key), account: Object.freeze(plan.account) });
-      for (const request of requests) {
+      const defaultTokenBudgets: TokenBudgetPlan = Object.freeze({
+        key: Object.freeze(budgetPlan.key),
+        account: Object.freeze(budgetPlan.account),
+      });
+      for (const [i, request] of requests.entries()) {
         now += request.afterMs;
         clock.set(now);
-        const ids = { accountId, keyId: keys[request.key]!.id, defaultPlan };
-        expect(await store.authorize(ids)).toEqual(await memory.authorize(ids));
+        const keyId = keys[request.key]!.id;
+        if (request.usage) {
+          const record: UsageRecord = {
+            requestId: `req_${run}_${i}`,
+            accountId,
+            keyId,
+            keyPrefix: keys[request.key]!.prefix,
+            family: 'chat-completions',
+            style: 'chat',
+            model: 'gpt-4o-mini',
+            tokens: { inputTokens: request.usage.tokens, outputTokens: 0, cachedInputTokens: 0, cacheCreationTokens: 0 },
+            costMinorUnits: request.usage.cost,
+            estimated: false,
+            atMs: now,
+          };
+          expect(await store.applyUsage(record, defaultTokenBudgets)).toEqual(await memory.applyUsage(record, defaultTokenBudgets));
+        } else {
+          const ids = { accountId, keyId, defaultPlan, defaultTokenBudgets };
+          const outcome = await memory.authorize(ids);
+          expect(await store.authorize(ids)).toEqual(outcome);
+          seen.add(outcome.kind === 'allow' && outcome.tightestBudget ? 'allow with a token budget' : outcome.kind);
+        }
       }
     }),
     { numRuns: 300, seed: 1414 },
+  );
+  expect([...seen].sort()).toEqual(
+    ['allow', 'allow with a token budget', 'budget_exceeded', 'rate_limited', 'token_budget_exhausted'].sort(),
   );
 });

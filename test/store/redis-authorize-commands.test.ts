@@ -1,4 +1,5 @@
 import { hourStartOf } from '../../src/domain/request-counts';
+import { NO_TOKEN_BUDGETS, type TokenBudgetPlan } from '../../src/domain/token-budgets';
 import Redis from 'ioredis';
 import { generateCustomerKey, hashCustomerKey } from '../../src/keys/customer-key';
 import type { RatePlan } from '../../src/domain/rate-limits';
@@ -9,7 +10,8 @@ import { startTestRedis, type TestRedis } from '../support/redis-server';
 /**
  * What one decision costs Redis: every command it executes, the script's own
  * included (INFO commandstats counts both), for each class of the traffic
- * mix: five for an allowed decision, four for a refused one, one for a key
+ * mix: five for an allowed decision (token budgets in the plan included),
+ * four for a refused one (an exhausted budget included), one for a key
  * hash the service has not cached, none for a malformed key (it never
  * reaches the store). The last-used batches add one script per batch and
  * two commands per key. And the buckets packed into the account hash do not
@@ -22,6 +24,10 @@ let stats: Redis;
 let nowMs = Date.parse('2026-11-23T12:00:00.000Z');
 
 const plan: RatePlan = Object.freeze({ key: [{ limit: 3, windowSeconds: 60 }], account: [{ limit: 100, windowSeconds: 3600 }] });
+const budgets: TokenBudgetPlan = Object.freeze({
+  key: Object.freeze([{ tokens: 100_000, windowSeconds: 60 }]),
+  account: Object.freeze([{ tokens: 5_000_000, windowSeconds: 86_400 }]),
+});
 
 beforeAll(async () => {
   redis = await startTestRedis();
@@ -77,12 +83,64 @@ const total = (calls: Record<string, number>) => Object.values(calls).reduce((su
 it('an allowed decision with key and account limits executes at most 5 commands, script included', async () => {
   const { accountId, keyId } = await newAccountWithKey('allowed');
   // The first call loads the script (NOSCRIPT, then EVAL): not the steady state.
-  expect((await store.authorize({ accountId, keyId, defaultPlan: plan })).kind).toBe('allow');
+  expect((await store.authorize({ accountId, keyId, defaultPlan: plan, defaultTokenBudgets: NO_TOKEN_BUDGETS })).kind).toBe('allow');
   const calls = await commandsDuring(async () => {
-    expect((await store.authorize({ accountId, keyId, defaultPlan: plan })).kind).toBe('allow');
+    expect((await store.authorize({ accountId, keyId, defaultPlan: plan, defaultTokenBudgets: NO_TOKEN_BUDGETS })).kind).toBe('allow');
   });
   expect(calls.evalsha).toBe(1);
   expect(total(calls)).toBeLessThanOrEqual(5);
+});
+
+it('an allowed decision with token budgets in the plan still executes at most 5 commands: the buckets come with the account read', async () => {
+  const { accountId, keyId } = await newAccountWithKey('budgets');
+  const ids = { accountId, keyId, defaultPlan: plan, defaultTokenBudgets: budgets };
+  expect((await store.authorize(ids)).kind).toBe('allow');
+  const calls = await commandsDuring(async () => {
+    expect(await store.authorize(ids)).toMatchObject({ kind: 'allow', tightestBudget: { remaining: 100_000 } });
+  });
+  expect(calls.evalsha).toBe(1);
+  expect(total(calls)).toBeLessThanOrEqual(5);
+});
+
+it('a refusal by an exhausted token budget executes at most 4 commands: no write', async () => {
+  const { accountId, keyId } = await newAccountWithKey('exhausted');
+  const ids = { accountId, keyId, defaultPlan: plan, defaultTokenBudgets: budgets };
+  const tokens = { inputTokens: 100_000, outputTokens: 0, cachedInputTokens: 0, cacheCreationTokens: 0 };
+  await store.applyUsage(
+    {
+      requestId: `req_${keyId}`,
+      accountId,
+      keyId,
+      keyPrefix: 'gk_live_AbC4',
+      family: 'chat-completions',
+      style: 'chat',
+      model: 'm',
+      tokens,
+      costMinorUnits: 0,
+      estimated: false,
+      atMs: nowMs,
+    },
+    budgets,
+  );
+  expect((await store.authorize(ids)).kind).toBe('token_budget_exhausted');
+  const calls = await commandsDuring(async () => {
+    expect((await store.authorize(ids)).kind).toBe('token_budget_exhausted');
+  });
+  expect(calls.evalsha).toBe(1);
+  expect(calls.hset).toBeUndefined();
+  expect(total(calls)).toBeLessThanOrEqual(4);
+});
+
+it("a spend cap costs one more read, of the month's spend, only on an account or key that has one", async () => {
+  const { accountId, keyId } = await newAccountWithKey('capped');
+  expect(await store.updateAccount(accountId, { monthlySpendCap: 1_000 })).not.toBeNull();
+  const ids = { accountId, keyId, defaultPlan: plan, defaultTokenBudgets: NO_TOKEN_BUDGETS };
+  expect((await store.authorize(ids)).kind).toBe('allow');
+  const calls = await commandsDuring(async () => {
+    expect((await store.authorize(ids)).kind).toBe('allow');
+  });
+  expect(calls.hmget).toBe(3);
+  expect(total(calls)).toBeLessThanOrEqual(6);
 });
 
 it('a key with its own limits refused by them executes at most 4 commands: no write', async () => {
@@ -90,9 +148,11 @@ it('a key with its own limits refused by them executes at most 4 commands: no wr
     { limit: 1, windowSeconds: 10 },
     { limit: 5, windowSeconds: 60 },
   ]);
-  expect((await store.authorize({ accountId, keyId, defaultPlan: plan })).kind).toBe('allow');
+  expect((await store.authorize({ accountId, keyId, defaultPlan: plan, defaultTokenBudgets: NO_TOKEN_BUDGETS })).kind).toBe('allow');
   const calls = await commandsDuring(async () => {
-    expect((await store.authorize({ accountId, keyId, defaultPlan: plan })).kind).toBe('rate_limited');
+    expect((await store.authorize({ accountId, keyId, defaultPlan: plan, defaultTokenBudgets: NO_TOKEN_BUDGETS })).kind).toBe(
+      'rate_limited',
+    );
   });
   expect(calls.evalsha).toBe(1);
   expect(calls.hset).toBeUndefined();
@@ -102,9 +162,13 @@ it('a key with its own limits refused by them executes at most 4 commands: no wr
 it('a refusal for key status or billing executes at most 4 commands', async () => {
   const { accountId, keyId } = await newAccountWithKey('suspended');
   expect(await store.updateAccount(accountId, { status: 'suspended' })).not.toBeNull();
-  expect((await store.authorize({ accountId, keyId, defaultPlan: plan })).kind).toBe('account_suspended');
+  expect((await store.authorize({ accountId, keyId, defaultPlan: plan, defaultTokenBudgets: NO_TOKEN_BUDGETS })).kind).toBe(
+    'account_suspended',
+  );
   const calls = await commandsDuring(async () => {
-    expect((await store.authorize({ accountId, keyId, defaultPlan: plan })).kind).toBe('account_suspended');
+    expect((await store.authorize({ accountId, keyId, defaultPlan: plan, defaultTokenBudgets: NO_TOKEN_BUDGETS })).kind).toBe(
+      'account_suspended',
+    );
   });
   expect(calls.evalsha).toBe(1);
   expect(total(calls)).toBeLessThanOrEqual(4);
@@ -117,7 +181,9 @@ it('a key hash the service has not cached costs one GET; a known hash whose reco
   expect(unknown).toEqual({ get: 1 });
   const { accountId } = await newAccountWithKey('gone');
   const gone = await commandsDuring(async () => {
-    expect((await store.authorize({ accountId, keyId: 'key_never_stored', defaultPlan: plan })).kind).toBe('unknown_key');
+    expect(
+      (await store.authorize({ accountId, keyId: 'key_never_stored', defaultPlan: plan, defaultTokenBudgets: NO_TOKEN_BUDGETS })).kind,
+    ).toBe('unknown_key');
   });
   expect(total(gone)).toBeLessThanOrEqual(2);
 });
@@ -153,9 +219,13 @@ it('a batch with request counts is still one script, and writes the counts withi
 
 it("deletes buckets whose time has passed, such as a rotated key's, so the account hash does not grow", async () => {
   const { accountId, keyId: oldKeyId } = await newAccountWithKey('sweep');
-  expect((await store.authorize({ accountId, keyId: oldKeyId, defaultPlan: plan })).kind).toBe('allow');
+  expect((await store.authorize({ accountId, keyId: oldKeyId, defaultPlan: plan, defaultTokenBudgets: NO_TOKEN_BUDGETS })).kind).toBe(
+    'allow',
+  );
   const newKeyId = await newKey(accountId);
-  expect((await store.authorize({ accountId, keyId: newKeyId, defaultPlan: plan })).kind).toBe('allow');
+  expect((await store.authorize({ accountId, keyId: newKeyId, defaultPlan: plan, defaultTokenBudgets: NO_TOKEN_BUDGETS })).kind).toBe(
+    'allow',
+  );
   const bucketFields = async () =>
     Object.keys(await stats.hgetall(redisKeys.account(accountId)))
       .filter((field) => field.startsWith(redisKeys.bucketFieldPrefix()))
@@ -169,7 +239,9 @@ it("deletes buckets whose time has passed, such as a rotated key's, so the accou
   );
   // Two hours on: every bucket is full again; only the new key is still used.
   nowMs += 2 * 3600 * 1000;
-  expect((await store.authorize({ accountId, keyId: newKeyId, defaultPlan: plan })).kind).toBe('allow');
+  expect((await store.authorize({ accountId, keyId: newKeyId, defaultPlan: plan, defaultTokenBudgets: NO_TOKEN_BUDGETS })).kind).toBe(
+    'allow',
+  );
   expect(await bucketFields()).toEqual(
     [`${redisKeys.keyBucketFieldPrefix(newKeyId)}60`, `${redisKeys.accountBucketFieldPrefix()}3600`].sort(),
   );

@@ -1,3 +1,4 @@
+import { NO_TOKEN_BUDGETS } from '../../src/domain/token-budgets';
 import Redis from 'ioredis';
 import { generateCustomerKey, hashCustomerKey } from '../../src/keys/customer-key';
 import { OPERATOR } from '../../src/domain/customer-identity';
@@ -47,7 +48,7 @@ it('writes exactly the keys redisKeys names, buckets being account fields named 
   };
   expect(await store.insertKey(keyHash, record)).toBe('created');
   const plan = { key: [{ limit: 5, windowSeconds: 60 }], account: [{ limit: 50, windowSeconds: 3600 }] };
-  expect((await store.authorize({ accountId, keyId, defaultPlan: plan })).kind).toBe('allow');
+  expect((await store.authorize({ accountId, keyId, defaultPlan: plan, defaultTokenBudgets: NO_TOKEN_BUDGETS })).kind).toBe('allow');
 
   const written = [...(await client.keys(`*${suffix}*`)), ...(await client.keys(`*${keyHash}*`))].sort();
   expect(written).toEqual(

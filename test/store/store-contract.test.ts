@@ -114,7 +114,7 @@ describe.each(implementations)('store contract: %s', (_name, open) => {
     return { accountId, keyId: record.id, key, record };
   }
   const authorize = (ids: { accountId: string; keyId: string }, plan: RatePlan = NO_LIMITS) =>
-    store.authorize({ accountId: ids.accountId, keyId: ids.keyId, defaultPlan: plan });
+    store.authorize({ accountId: ids.accountId, keyId: ids.keyId, defaultPlan: plan, defaultTokenBudgets: NO_TOKEN_BUDGETS });
   const kinds = async (ids: { accountId: string; keyId: string }, plan: RatePlan, times: number) => {
     const out: string[] = [];
     for (let i = 0; i < times; i += 1) out.push((await authorize(ids, plan)).kind);
@@ -969,7 +969,7 @@ describe('redis store specifics', () => {
     const record = keyRecord(key, accountId);
     await store.insertKey(hashCustomerKey(key), record);
     const plan = { key: [perMinute(2)], account: [] };
-    const ids = { accountId, keyId: record.id, defaultPlan: plan };
+    const ids = { accountId, keyId: record.id, defaultPlan: plan, defaultTokenBudgets: NO_TOKEN_BUDGETS };
     expect((await store.authorize(ids)).kind).toBe('allow');
     expect((await store.authorize(ids)).kind).toBe('allow');
     expect((await store.authorize(ids)).kind).toBe('rate_limited');
@@ -982,7 +982,12 @@ describe('redis store specifics', () => {
     const key = generateCustomerKey('live');
     const record = keyRecord(key, accountId);
     await store.insertKey(hashCustomerKey(key), record);
-    await store.authorize({ accountId, keyId: record.id, defaultPlan: { key: [perMinute(5)], account: [perMinute(50)] } });
+    await store.authorize({
+      accountId,
+      keyId: record.id,
+      defaultPlan: { key: [perMinute(5)], account: [perMinute(50)] },
+      defaultTokenBudgets: NO_TOKEN_BUDGETS,
+    });
     const redisClient = client();
     try {
       const names = await redisClient.keys(`*${accountId}*`);
@@ -1151,7 +1156,9 @@ describe.each(implementations)('usage contract: %s', (_name, open) => {
       expect(stored?.monthlySpend).toEqual({ [MONTH]: 1_050 });
       expect(stored).not.toHaveProperty('creditShortfall');
       // The Check refuses the next request once the balance is at or below zero.
-      expect((await store.authorize({ ...ids, defaultPlan: NO_LIMITS })).kind).toBe('credit_exhausted');
+      expect((await store.authorize({ ...ids, defaultPlan: NO_LIMITS, defaultTokenBudgets: NO_TOKEN_BUDGETS })).kind).toBe(
+        'credit_exhausted',
+      );
     });
 
     it('counts post-paid spend without a balance, and a zero-cost record as a request', async () => {
@@ -1165,7 +1172,7 @@ describe.each(implementations)('usage contract: %s', (_name, open) => {
       const stored = await store.getAccount(ids.accountId);
       expect(stored).not.toHaveProperty('creditBalance');
       expect(stored?.monthlySpend).toEqual({ [MONTH]: 30 });
-      expect((await store.authorize({ ...ids, defaultPlan: NO_LIMITS })).kind).toBe('allow');
+      expect((await store.authorize({ ...ids, defaultPlan: NO_LIMITS, defaultTokenBudgets: NO_TOKEN_BUDGETS })).kind).toBe('allow');
     });
 
     it('applies a request id once: a repeat changes nothing and answers what the first application did', async () => {
@@ -1373,6 +1380,152 @@ describe.each(implementations)('usage contract: %s', (_name, open) => {
       expect(await budgetsOf(ids.keyId, plan)).toEqual([{ scope: 'key', windowSeconds: 60, remaining: 1_000 }]);
       expect(await store.readTokenBudgets('key_nothing', plan)).toBeNull();
     });
+  });
+
+  describe('authorize: spend caps and token budgets at Check time', () => {
+    const perMinuteTokens = (tokens: number) => ({ tokens, windowSeconds: 60 });
+    const check = (ids: { accountId: string; keyId: string }, budgets: TokenBudgetPlan = NO_TOKEN_BUDGETS, plan: RatePlan = NO_LIMITS) =>
+      store.authorize({ accountId: ids.accountId, keyId: ids.keyId, defaultPlan: plan, defaultTokenBudgets: budgets });
+
+    it('refuses once applied usage exhausts a budget, says when one token is back, and allows again when it is', async () => {
+      const ids = await seed();
+      const budgets = { key: [perMinuteTokens(1_000)], account: [] };
+      expect(await check(ids, budgets)).toEqual({
+        kind: 'allow',
+        prefix: ids.record.prefix,
+        environment: 'live',
+        tightestBudget: { scope: 'key', tokens: 1_000, windowSeconds: 60, remaining: 1_000, resetMs: 0, retryAfterMs: 0 },
+      });
+      await store.applyUsage(usage(ids, { tokens: counts(600, 400) }), budgets);
+      // Exactly used up: refused until the bucket has refilled at all (a token partly refilled counts, as in readTokenBudgets).
+      expect(await check(ids, budgets)).toEqual({
+        kind: 'token_budget_exhausted',
+        prefix: ids.record.prefix,
+        budget: { scope: 'key', tokens: 1_000, windowSeconds: 60, remaining: 0, resetMs: 60_000, retryAfterMs: 1 },
+      });
+      clock.advance(1);
+      expect(await check(ids, budgets)).toMatchObject({ kind: 'allow', tightestBudget: { remaining: 1, resetMs: 59_999 } });
+    });
+
+    it('refuses a budget in debt until the debt has refilled below one window', async () => {
+      const ids = await seed();
+      const budgets = { key: [perMinuteTokens(1_000)], account: [] };
+      await store.applyUsage(usage(ids, { tokens: counts(2_500, 0) }), budgets);
+      expect(await check(ids, budgets)).toMatchObject({
+        kind: 'token_budget_exhausted',
+        budget: { resetMs: 150_000, retryAfterMs: 90_001 },
+      });
+      clock.advance(90_000);
+      expect((await check(ids, budgets)).kind).toBe('token_budget_exhausted');
+      clock.advance(60);
+      expect(await check(ids, budgets)).toMatchObject({ kind: 'allow', tightestBudget: { remaining: 1 } });
+    });
+
+    it('consumes no tokens at Check time: only applied usage moves a budget', async () => {
+      const ids = await seed();
+      const budgets = { key: [perMinuteTokens(1_000)], account: [{ tokens: 50_000, windowSeconds: 86_400 }] };
+      await store.applyUsage(usage(ids, { tokens: counts(100, 0) }), budgets);
+      for (let i = 0; i < 5; i += 1) expect((await check(ids, budgets)).kind).toBe('allow');
+      expect(await budgetsOf(ids.keyId, budgets)).toEqual([
+        { scope: 'key', windowSeconds: 60, remaining: 900 },
+        { scope: 'account', windowSeconds: 86_400, remaining: 49_900 },
+      ]);
+    });
+
+    it('names the budget with the fewest tokens left when allowed, and the one that keeps the caller waiting longest when refused', async () => {
+      const plan = { key: [perMinuteTokens(1_000)], account: [{ tokens: 2_000, windowSeconds: 3_600 }] };
+      const a = await seed();
+      const keyB = generateCustomerKey('live');
+      const recordB = keyRecord(keyB, a.accountId);
+      await store.insertKey(hashCustomerKey(keyB), recordB);
+      const b = { accountId: a.accountId, keyId: recordB.id };
+      await store.applyUsage(usage(a, { tokens: counts(1_500, 0) }), plan);
+      // Key B's own minute is untouched; the account's hour, shared with key A, has 500 left.
+      expect(await check(b, plan)).toMatchObject({ kind: 'allow', tightestBudget: { scope: 'account', tokens: 2_000, remaining: 500 } });
+      // Key A: its minute is 500 tokens (30 s) in debt, the account's hour is not exhausted: the minute refuses.
+      expect(await check(a, plan)).toMatchObject({ kind: 'token_budget_exhausted', budget: { scope: 'key', retryAfterMs: 30_001 } });
+      await store.applyUsage(usage(b, { tokens: counts(600, 0) }), plan);
+      // Now both are exhausted for key A: the hour keeps it waiting longer.
+      expect(await check(a, plan)).toMatchObject({ kind: 'token_budget_exhausted', budget: { scope: 'account', windowSeconds: 3_600 } });
+    });
+
+    it('applies budget overrides at Check time: key over the account key override over the plan; the account scope over the plan', async () => {
+      const plan = { key: [perMinuteTokens(100)], account: [] };
+      const ids = await seed({ tokenBudgets: { key: [perMinuteTokens(1_000)] } });
+      await store.applyUsage(usage(ids, { tokens: counts(500, 0) }), plan);
+      expect(await check(ids, plan)).toMatchObject({ kind: 'allow', tightestBudget: { tokens: 1_000, remaining: 500 } });
+      await store.updateKey(ids.keyId, { tokenBudgets: [{ tokens: 10, windowSeconds: 3_600 }] });
+      expect(await check(ids, plan)).toMatchObject({ kind: 'allow', tightestBudget: { tokens: 10, remaining: 10 } });
+      await store.updateKey(ids.keyId, { tokenBudgets: [] });
+      await store.updateAccount(ids.accountId, { tokenBudgets: { account: [perMinuteTokens(400)] } });
+      expect(await check(ids, plan)).toMatchObject({ kind: 'allow', tightestBudget: { scope: 'account', tokens: 400, remaining: 400 } });
+      await store.updateKey(ids.keyId, { tokenBudgets: null });
+      await store.updateAccount(ids.accountId, { tokenBudgets: { key: null, account: null } });
+      // The plan's minute, on the same bucket: 30 s of debt is half of its 100 tokens.
+      expect(await check(ids, plan)).toMatchObject({ kind: 'allow', tightestBudget: { scope: 'key', tokens: 100, remaining: 50 } });
+    });
+
+    it('refuses at the monthly spend cap of the key or of the account, the key named first, and not one unit before', async () => {
+      const ids = await seed({ monthlySpendCap: 100 }, { monthlySpendCap: 50 });
+      await store.applyUsage(usage(ids, { costMinorUnits: 49 }), NO_TOKEN_BUDGETS);
+      expect((await check(ids)).kind).toBe('allow');
+      await store.applyUsage(usage(ids, { costMinorUnits: 1 }), NO_TOKEN_BUDGETS);
+      expect(await check(ids)).toEqual({ kind: 'budget_exceeded', prefix: ids.record.prefix, scope: 'key', cap: 50 });
+      // Another key of the account spends the rest of the account's cap: both keys are refused, each naming the account.
+      const keyB = generateCustomerKey('live');
+      const recordB = keyRecord(keyB, ids.accountId);
+      await store.insertKey(hashCustomerKey(keyB), recordB);
+      const b = { accountId: ids.accountId, keyId: recordB.id };
+      await store.applyUsage(usage(b, { costMinorUnits: 49 }), NO_TOKEN_BUDGETS);
+      expect((await check(b)).kind).toBe('allow');
+      await store.applyUsage(usage(b, { costMinorUnits: 1 }), NO_TOKEN_BUDGETS);
+      expect(await check(b)).toEqual({ kind: 'budget_exceeded', prefix: recordB.prefix, scope: 'account', cap: 100 });
+      await store.updateKey(ids.keyId, { monthlySpendCap: null });
+      expect(await check(ids)).toMatchObject({ kind: 'budget_exceeded', scope: 'account' });
+      await store.updateAccount(ids.accountId, { monthlySpendCap: 1_000 });
+      expect((await check(ids)).kind).toBe('allow');
+      // A cap of 0 refuses from the start.
+      await store.updateKey(recordB.id, { monthlySpendCap: 0 });
+      expect(await check(b)).toMatchObject({ kind: 'budget_exceeded', scope: 'key', cap: 0 });
+    });
+
+    it("counts the cap against the current month's spend: the first instant of the next month (UTC) allows again", async () => {
+      const lastInstant = Date.parse('2026-12-31T23:59:59.999Z');
+      clock.set(lastInstant);
+      const ids = await seed({ monthlySpendCap: 10 }, { monthlySpendCap: 10 });
+      await store.applyUsage(usage(ids, { costMinorUnits: 10 }), NO_TOKEN_BUDGETS);
+      expect(await check(ids)).toMatchObject({ kind: 'budget_exceeded', scope: 'key' });
+      clock.advance(1);
+      expect((await check(ids)).kind).toBe('allow');
+      // Usage that happened in December, applied in January, does not count against January.
+      await store.applyUsage(usage(ids, { costMinorUnits: 10, atMs: lastInstant }), NO_TOKEN_BUDGETS);
+      expect((await check(ids)).kind).toBe('allow');
+      await store.applyUsage(usage(ids, { costMinorUnits: 10 }), NO_TOKEN_BUDGETS);
+      expect(await check(ids)).toMatchObject({ kind: 'budget_exceeded', scope: 'key' });
+    });
+
+    it('decides in order: credit, spend cap, request limits, token budgets; a refusal consumes no request', async () => {
+      const plan = { key: [perMinute(2)], account: [] };
+      const budgets = { key: [perMinuteTokens(100)], account: [] };
+      const ids = await seed({ creditBalance: 0, monthlySpendCap: 5 });
+      await store.applyUsage(usage(ids, { costMinorUnits: 5, tokens: counts(100, 0) }), budgets);
+      expect((await check(ids, budgets, plan)).kind).toBe('credit_exhausted');
+      await store.adjustCredit(ids.accountId, 1_000);
+      expect((await check(ids, budgets, plan)).kind).toBe('budget_exceeded');
+      await store.updateAccount(ids.accountId, { monthlySpendCap: null });
+      // The budget is exhausted: refused, and the request limit keeps both its requests.
+      expect(await kinds(ids, budgets, plan, 3)).toEqual(Array(3).fill('token_budget_exhausted'));
+      clock.advance(60_000);
+      expect(await kinds(ids, budgets, plan, 3)).toEqual(['allow', 'allow', 'rate_limited']);
+      await store.applyUsage(usage(ids, { tokens: counts(100, 0) }), budgets);
+      expect((await check(ids, budgets, plan)).kind).toBe('rate_limited');
+    });
+
+    async function kinds(ids: { accountId: string; keyId: string }, budgets: TokenBudgetPlan, plan: RatePlan, times: number) {
+      const out: string[] = [];
+      for (let i = 0; i < times; i += 1) out.push((await check(ids, budgets, plan)).kind);
+      return out;
+    }
   });
 
   describe('aggregates', () => {

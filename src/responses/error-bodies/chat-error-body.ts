@@ -25,7 +25,8 @@ export function chatErrorBody({ decision }: ErrorBodyInput): object {
   return {
     error: {
       message: decision.message,
-      type: TYPE_BY_CATEGORY[category],
+      // OpenAI's token rate limits answer `"type":"tokens"`, the kind of limit that refused.
+      type: decision.reason === 'token_budget_exhausted' ? 'tokens' : TYPE_BY_CATEGORY[category],
       param: decision.param ?? null,
       code: CODE_BY_CATEGORY[category] ?? decision.reason,
     },

@@ -1,5 +1,5 @@
 import { categoryOf, type DenyCategory } from '../../domain/deny-reasons';
-import { limitFactsOf, type ErrorBodyInput } from './error-body-input';
+import { limitFactsOf, retryAfterMsOf, type ErrorBodyInput } from './error-body-input';
 
 const STATUS_BY_CATEGORY = {
   authentication: 'UNAUTHENTICATED',
@@ -26,11 +26,12 @@ export function generativeErrorBody({ decision, httpStatus, requestId }: ErrorBo
   const details: object[] = [
     { '@type': 'type.googleapis.com/google.rpc.ErrorInfo', reason: decision.reason, domain: ERROR_INFO_DOMAIN, metadata },
   ];
-  if (limit && decision.rateLimit) {
+  const retryAfterMs = retryAfterMsOf(decision);
+  if (limit && retryAfterMs !== undefined) {
     details.push({
       '@type': 'type.googleapis.com/google.rpc.RetryInfo',
       // The true wait, not capped at 60 s like retry-after (that cap is for other SDKs' retry loops).
-      retryDelay: protoDuration(Math.max(1, decision.rateLimit.retryAfterMs)),
+      retryDelay: protoDuration(Math.max(1, retryAfterMs)),
     });
   }
   return {

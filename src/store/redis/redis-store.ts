@@ -157,9 +157,15 @@ export class RedisStore implements Store, TimesCheckPath {
 
   authorize(request: AuthorizeRequest): Promise<AuthorizeOutcome> {
     return this.checks.script(
-      authorizeScript(request.defaultPlan),
+      authorizeScript(request.defaultPlan, request.defaultTokenBudgets),
       [redisKeys.account(request.accountId), redisKeys.key(request.accountId, request.keyId)],
-      [this.clockOverride ? String(Math.round(this.clockOverride() * 1000)) : '', redisKeys.keyBucketFieldPrefix(request.keyId)],
+      [
+        this.clockOverride ? String(Math.round(this.clockOverride() * 1000)) : '',
+        redisKeys.keyBucketFieldPrefix(request.keyId),
+        redisKeys.keyTokenBucketFieldPrefix(request.keyId),
+        // The key's spend field without its month: the script appends the month it decides in.
+        redisKeys.keySpendField(request.keyId, ''),
+      ],
       parseAuthorizeReply,
       'authorize',
     );

@@ -6,6 +6,7 @@ import type { LimitScope, LimitState, RateLimit, RatePlan } from '../../domain/r
 import { emissionIntervalUs } from '../../limits/gcra';
 import type { KeyEnvironment } from '../../keys/customer-key';
 import type { UsageApplyOutcome, UsageBilling } from '../../domain/usage-record';
+import type { TokenBudget, TokenBudgetPlan, TokenBudgetState } from '../../domain/token-budgets';
 import {
   CorruptRecordError,
   StoreUnavailableError,
@@ -821,8 +822,15 @@ function parseCreditReply(reply: unknown): CreditResult {
  * records are JSON, decoded when present. The reply carries numbers as
  * integers (no formatting in Lua), and only what the answer needs.
  *
- * KEYS: the account, the key record. ARGV: `nowUs` ('' means Redis's own
- * TIME; tests pass an override), the key's bucket field prefix.
+ * The same round trip also reads the spend caps and the token budgets
+ * (luaSpendCaps, luaTokenBudgetCheck): the default plan's budgets are
+ * literals whose buckets come with the account HMGET, so they add no
+ * command; a cap, or a budget override in either record, one more HMGET.
+ *
+ * KEYS: the account, the key record (every field the decision reads is in
+ * one of them). ARGV: `nowUs` ('' means Redis's own TIME; tests pass an
+ * override), the key's rate-limit bucket field prefix, its token bucket
+ * field prefix, and its spend field without the month.
  */
 export interface AuthorizeScript {
   readonly lua: string;
@@ -830,15 +838,22 @@ export interface AuthorizeScript {
   readonly sha: string;
 }
 
-const generatedScripts = new WeakMap<RatePlan, AuthorizeScript>();
+const generatedScripts = new WeakMap<RatePlan, WeakMap<TokenBudgetPlan, AuthorizeScript>>();
 
-export function authorizeScript(plan: RatePlan): AuthorizeScript {
-  let generated = generatedScripts.get(plan);
+const frozenPlan = (plan: RatePlan | TokenBudgetPlan) =>
+  Object.isFrozen(plan) && Object.isFrozen(plan.key) && Object.isFrozen(plan.account);
+
+export function authorizeScript(plan: RatePlan, budgets: TokenBudgetPlan): AuthorizeScript {
+  let generated = generatedScripts.get(plan)?.get(budgets);
   if (generated === undefined) {
-    const lua = authorizeLua(plan);
+    const lua = authorizeLua(plan, budgets);
     generated = { lua, sha: createHash('sha1').update(lua).digest('hex') };
     // A plan that may still change is generated again on every call (tests build plans on the fly).
-    if (Object.isFrozen(plan) && Object.isFrozen(plan.key) && Object.isFrozen(plan.account)) generatedScripts.set(plan, generated);
+    if (frozenPlan(plan) && frozenPlan(budgets)) {
+      let byBudgets = generatedScripts.get(plan);
+      if (byBudgets === undefined) generatedScripts.set(plan, (byBudgets = new WeakMap()));
+      byBudgets.set(budgets, generated);
+    }
   }
   return generated;
 }
@@ -900,16 +915,24 @@ function luaWriteWithSweep(): string {
  * more HMGET for buckets the first one did not read. Both compute exactly
  * what gcraStep() in src/limits/gcra.ts does.
  */
-function authorizeLua(plan: RatePlan): string {
+function authorizeLua(plan: RatePlan, budgets: TokenBudgetPlan): string {
   const accountFieldPrefix = redisKeys.accountBucketFieldPrefix();
   const accountCount = plan.account.length;
+  // The account HMGET: 6 fixed fields, the plan's token buckets, then the rate-limit buckets.
+  const budgetFields = [
+    ...budgets.key.map((budget) => `ARGV[3] .. ${luaText(String(budget.windowSeconds))}`),
+    ...budgets.account.map((budget) => luaText(`${redisKeys.accountTokenBucketFieldPrefix()}${budget.windowSeconds}`)),
+  ];
+  const base = 6 + budgetFields.length;
+  const fixedFields = `'status', 'creditBalance', 'limits', ${luaText(redisKeys.bucketSweepField())}, ${luaText(redisKeys.tokenBudgetsField())}, ${luaText(redisKeys.monthlySpendCapField())}${budgetFields.map((field) => `, ${field}`).join('')}`;
+  const tokenBudgetCheck = luaTokenBudgetCheck(budgets);
   const limits: PlanLimit[] = [
-    ...plan.key.map((limit, i) => ({ limit, scope: 'key' as const, field: `kf${i + 1}`, stored: `a[${5 + accountCount + i}]` })),
+    ...plan.key.map((limit, i) => ({ limit, scope: 'key' as const, field: `kf${i + 1}`, stored: `a[${base + 1 + accountCount + i}]` })),
     ...plan.account.map((limit, i) => ({
       limit,
       scope: 'account' as const,
       field: luaText(`${accountFieldPrefix}${limit.windowSeconds}`),
-      stored: `a[${5 + i}]`,
+      stored: `a[${base + 1 + i}]`,
     })),
   ].map(({ limit, scope, field, stored }) => {
     if (!Number.isSafeInteger(limit.limit) || !Number.isSafeInteger(limit.windowSeconds)) throw new Error('limits are whole numbers');
@@ -930,14 +953,14 @@ function authorizeLua(plan: RatePlan): string {
   const numbered = (template: (limit: PlanLimit, n: number) => string) => limits.map((limit, i) => template(limit, i + 1)).join('');
   return `
 local floor, ceil = math.floor, math.ceil
-local k = redis.call('HMGET', KEYS[2], 'status', 'expiresAtMs', 'limits', 'prefix', 'environment', 'revokeAtMs')
+local k = redis.call('HMGET', KEYS[2], 'status', 'expiresAtMs', 'limits', 'prefix', 'environment', 'revokeAtMs', ${luaText(redisKeys.tokenBudgetsField())}, ${luaText(redisKeys.monthlySpendCapField())})
 if not k[1] then return {'unknown_key'} end
 local kp = ARGV[2]
 local own = k[3] and cjson.decode(k[3])
 local a, fields, n${keyFieldLocals.map((name) => `, ${name}`).join('')}
 if own then
-  fields = {'status', 'creditBalance', 'limits', ${luaText(redisKeys.bucketSweepField())}${accountFields}}
-  n = ${4 + accountCount}
+  fields = {${fixedFields}${accountFields}}
+  n = ${base + accountCount}
   for i = 1, #own do n = n + 1; fields[n] = kp .. own[i].windowSeconds end
   a = redis.call('HMGET', KEYS[1], unpack(fields))
 else
@@ -946,7 +969,7 @@ ${
     ? `  ${keyFieldLocals.join(', ')} = ${plan.key.map((limit) => `kp .. ${luaText(String(limit.windowSeconds))}`).join(', ')}
 `
     : ''
-}  a = redis.call('HMGET', KEYS[1], 'status', 'creditBalance', 'limits', ${luaText(redisKeys.bucketSweepField())}${accountFields}${keyFieldLocals.map((name) => `, ${name}`).join('')})
+}  a = redis.call('HMGET', KEYS[1], ${fixedFields}${accountFields}${keyFieldLocals.map((name) => `, ${name}`).join('')})
 end
 if not a[1] then return {'unknown_key'} end
 local now
@@ -957,10 +980,14 @@ if k[1] == 'revoked' or (k[6] and k[6] * 1000 <= now) then return {'key_revoked'
 if k[2] and k[2] * 1000 <= now then return {'key_expired', prefix} end
 if a[1] == 'suspended' then return {'account_suspended', prefix} end
 if a[2] and tonumber(a[2]) <= 0 then return {'credit_exhausted', prefix} end
+${luaSpendCaps()}
+local b_scope, b_tokens, b_window, b_remaining, b_reset
 if not own and not a[3] then
 ${
   limits.length === 0
-    ? `  return {'allow', prefix, k[5]}
+    ? `${indent(tokenBudgetCheck)}
+  if b_remaining then return {'allow', prefix, k[5], 'tokens', b_scope, b_tokens, b_window, b_remaining, b_reset} end
+  return {'allow', prefix, k[5]}
 `
     : `  local v
 ${numbered(
@@ -983,6 +1010,7 @@ ${numbered(
     local r = ({${limits.map((limit, i) => `{'${limit.scope}', ${limit.limit}, ${limit.windowSeconds}, tat${i + 1}}`).join(', ')}})[r_n]
     return {'rate_limited', prefix, r[1], r[2], r[3], 0, ceil((r[4] - now) / 1000), r_retry}
   end
+${indent(tokenBudgetCheck)}
   local fmt = string.format
   if a[4] and tonumber(a[4]) > now then
     redis.call('HSET', KEYS[1], ${limits.map((limit, i) => `${limit.field}, fmt('%d', tat${i + 1} + ${limit.intervalUs})`).join(', ')})
@@ -999,7 +1027,10 @@ ${limits
   if remaining < t_remaining then t_scope, t_limit, t_window, t_remaining, t_new = '${limit.scope}', ${limit.limit}, ${limit.windowSeconds}, remaining, tat${i + 2} + ${limit.intervalUs} end
 `,
   )
-  .join('')}  return {'allow', prefix, k[5], t_scope, t_limit, t_window, t_remaining, ceil((t_new - now) / 1000)}
+  .join(
+    '',
+  )}  if b_remaining then return {'allow', prefix, k[5], t_scope, t_limit, t_window, t_remaining, ceil((t_new - now) / 1000), 'tokens', b_scope, b_tokens, b_window, b_remaining, b_reset} end
+  return {'allow', prefix, k[5], t_scope, t_limit, t_window, t_remaining, ceil((t_new - now) / 1000)}
 `
 }end
 local writes, w = {}, 0
@@ -1033,17 +1064,17 @@ local function step(scope, field, stored, l)
 end
 local stored = {}
 if own then
-  for i = ${5 + accountCount}, n do stored[fields[i]] = a[i] end
+  for i = ${base + 1 + accountCount}, n do stored[fields[i]] = a[i] end
 else
 ${keyFieldLocals
   .map(
-    (name, i) => `  stored[${name}] = a[${5 + accountCount + i}]
+    (name, i) => `  stored[${name}] = a[${base + 1 + accountCount + i}]
 `,
   )
   .join('')}end
 ${plan.account
   .map(
-    (limit, i) => `stored[${luaText(`${accountFieldPrefix}${limit.windowSeconds}`)}] = a[${5 + i}]
+    (limit, i) => `stored[${luaText(`${accountFieldPrefix}${limit.windowSeconds}`)}] = a[${base + 1 + i}]
 `,
   )
   .join('')}local overrides = a[3] and cjson.decode(a[3]) or {}
@@ -1063,11 +1094,118 @@ if #missing > 0 then
 end
 for _, s in ipairs(steps) do step(s[1], s[2], stored[s[2]], s[3]) end
 if r_retry then return {'rate_limited', prefix, r_scope, r_limit, r_window, 0, r_reset, r_retry} end
+${tokenBudgetCheck}
 if w > 0 then
   ${luaWriteWithSweep()}
 end
-if t_remaining then return {'allow', prefix, k[5], t_scope, t_limit, t_window, t_remaining, t_reset} end
+if t_remaining then
+  if b_remaining then return {'allow', prefix, k[5], t_scope, t_limit, t_window, t_remaining, t_reset, 'tokens', b_scope, b_tokens, b_window, b_remaining, b_reset} end
+  return {'allow', prefix, k[5], t_scope, t_limit, t_window, t_remaining, t_reset}
+end
+if b_remaining then return {'allow', prefix, k[5], 'tokens', b_scope, b_tokens, b_window, b_remaining, b_reset} end
 return {'allow', prefix, k[5]}`;
+}
+
+function indent(lua: string): string {
+  return lua.replace(/^(?=.)/gm, '  ');
+}
+
+/**
+ * Lua: the monthly spend caps, after billing, given `now`, `k` and `a`
+ * (caps in k[8] and a[6]). The month's spend fields are named by the month
+ * (redisKeys.accountSpendField, keySpendField), so the script names it from
+ * its own clock, the one every decision of every replica uses (Redis's
+ * TIME, or the tests' override): a decision at 00:00:00.001 on the 1st (UTC)
+ * reads the new month everywhere at once. gwaApplyUsage counts a record in
+ * the month the answer ended (usageMonthOf(record.atMs)), the same UTC
+ * calendar. Only an account or key with a cap pays for it: the civil date
+ * (as LUA_ISO_8601) and one more HMGET. ARGV[4] is the key's spend field
+ * without its month.
+ */
+function luaSpendCaps(): string {
+  return `if k[8] or a[6] then
+  local z = floor(now / 86400000000) + 719468
+  local era = floor(z / 146097)
+  local doe = z - era * 146097
+  local yoe = floor((doe - floor(doe / 1460) + floor(doe / 36524) - floor(doe / 146096)) / 365)
+  local doy = doe - (365 * yoe + floor(yoe / 4) - floor(yoe / 100))
+  local mp = floor((5 * doy + 2) / 153)
+  local month = mp < 10 and mp + 3 or mp - 9
+  local year = yoe + era * 400
+  if month <= 2 then year = year + 1 end
+  month = string.format('%04d-%02d', year, month)
+  local spent = redis.call('HMGET', KEYS[1], ${luaText(redisKeys.accountSpendField(''))} .. month, ARGV[4] .. month)
+  if k[8] and (tonumber(spent[2]) or 0) >= tonumber(k[8]) then return {'budget_exceeded', prefix, 'key', k[8]} end
+  if a[6] and (tonumber(spent[1]) or 0) >= tonumber(a[6]) then return {'budget_exceeded', prefix, 'account', a[6]} end
+end`;
+}
+
+/**
+ * Lua: the token budgets, after the request rate limits and before their
+ * writes, given `now`, `k`, `a` and `prefix`; mirrors tokenBudgetState()
+ * in src/limits/token-budget.ts (to the ms: the property test holds them
+ * equal). Refuses with the exhausted budget that keeps the caller waiting
+ * longest; otherwise sets b_* to the budget with the fewest tokens left, for
+ * the token rate-limit headers. Reads only: usage consumes the buckets
+ * (gwaApplyUsage). The plan's buckets come with the account HMGET (a[7…]);
+ * an override in either record (k[7], a[5]) reads its own with one more
+ * HMGET. A plan without budgets skips all of it unless a record has one.
+ * ARGV[3] is the key's token bucket field prefix.
+ */
+function luaTokenBudgetCheck(budgets: TokenBudgetPlan): string {
+  const all = [
+    ...budgets.key.map((budget) => ({ scope: 'key', ...budget })),
+    ...budgets.account.map((budget) => ({ scope: 'account', ...budget })),
+  ];
+  for (const budget of all) {
+    if (!Number.isSafeInteger(budget.tokens) || !Number.isSafeInteger(budget.windowSeconds)) throw new Error('budgets are whole numbers');
+  }
+  const planTable = (of: readonly TokenBudget[]) =>
+    `{${of.map((budget) => `{tokens = ${budget.tokens}, windowSeconds = ${budget.windowSeconds}}`).join(', ')}}`;
+  return `if ${all.length > 0 ? 'true' : 'k[7] or a[5]'} then
+  ${LUA_TOKEN_BUDGET.trim().replace(/\n/g, '\n  ')}
+  local x_scope, x_tokens, x_window, x_reset, x_retry
+  local function check(scope, tokens, window_s, text)
+    local tat, fraction = tb_parse(text, tokens)
+    local remaining, reset, retry = tokens, 0, 0
+    if tat and tat >= now then
+      local d, f1 = tat - now, 0
+      if fraction > 0 then f1 = 1 end
+      reset = floor((d + 999 + f1) / 1000)
+      if d >= window_s * 1000000 then
+        remaining = 0
+        retry = floor((d - window_s * 1000000 + 1000 + f1) / 1000)
+      else
+        remaining = tokens - tb_unrefilled(d, fraction, tokens, window_s)
+      end
+    end
+    if remaining == 0 then
+      if not x_retry or retry > x_retry then x_scope, x_tokens, x_window, x_reset, x_retry = scope, tokens, window_s, reset, retry end
+    elseif not b_remaining or remaining < b_remaining then
+      b_scope, b_tokens, b_window, b_remaining, b_reset = scope, tokens, window_s, remaining, reset
+    end
+  end
+  if not k[7] and not a[5] then
+${all
+  .map(
+    (budget, i) => `    check('${budget.scope}', ${budget.tokens}, ${budget.windowSeconds}, a[${7 + i}])
+`,
+  )
+  .join('')}  else
+    local o = a[5] and cjson.decode(a[5]) or {}
+    local kl = (k[7] and cjson.decode(k[7])) or o.key or ${planTable(budgets.key)}
+    local al = o.account or ${planTable(budgets.account)}
+    local fields = {}
+    for _, b in ipairs(kl) do fields[#fields + 1] = ARGV[3] .. b.windowSeconds end
+    for _, b in ipairs(al) do fields[#fields + 1] = ${luaText(redisKeys.accountTokenBucketFieldPrefix())} .. b.windowSeconds end
+    if #fields > 0 then
+      local stored = redis.call('HMGET', KEYS[1], unpack(fields))
+      for i, b in ipairs(kl) do check('key', b.tokens, b.windowSeconds, stored[i]) end
+      for i, b in ipairs(al) do check('account', b.tokens, b.windowSeconds, stored[#kl + i]) end
+    end
+  end
+  if x_retry then return {'token_budget_exhausted', prefix, x_scope, x_tokens, x_window, 0, x_reset, x_retry} end
+end`;
 }
 
 /** A number the script answers: an integer reply, or a numeric string. */
@@ -1089,6 +1227,11 @@ function limitState(reply: readonly unknown[], at: number): LimitState {
   };
 }
 
+function budgetState(reply: readonly unknown[], at: number): Omit<TokenBudgetState, 'retryAfterMs'> {
+  const { limit, ...rest } = limitState(reply, at);
+  return { ...rest, tokens: limit };
+}
+
 export function parseAuthorizeReply(reply: unknown): AuthorizeOutcome {
   if (!Array.isArray(reply)) throw new StoreUnavailableError('unexpected authorize reply from Redis');
   const kind: unknown = reply[0];
@@ -1103,9 +1246,20 @@ export function parseAuthorizeReply(reply: unknown): AuthorizeOutcome {
       return { kind, prefix };
     case 'rate_limited':
       return { kind, prefix, hit: { ...limitState(reply, 2), retryAfterMs: replyNumber(reply[7]) } };
+    case 'budget_exceeded': {
+      const scope: unknown = reply[2];
+      if (scope !== 'key' && scope !== 'account') throw new StoreUnavailableError(`unexpected cap scope from Redis: ${String(scope)}`);
+      return { kind, prefix, scope, cap: replyNumber(reply[3]) };
+    }
+    case 'token_budget_exhausted':
+      return { kind, prefix, budget: { ...budgetState(reply, 2), retryAfterMs: replyNumber(reply[7]) } };
     case 'allow': {
       const environment = reply[2] as KeyEnvironment;
-      return reply.length > 3 ? { kind, prefix, environment, tightest: limitState(reply, 3) } : { kind, prefix, environment };
+      // After the environment: the tightest limit (starting with its scope), then 'tokens' and the tightest budget; each optional.
+      const tokensAt = reply.indexOf('tokens', 3);
+      const tightest = reply.length > 3 && tokensAt !== 3 ? { tightest: limitState(reply, 3) } : {};
+      const tightestBudget = tokensAt > 0 ? { tightestBudget: { ...budgetState(reply, tokensAt + 1), retryAfterMs: 0 } } : {};
+      return { kind, prefix, environment, ...tightest, ...tightestBudget };
     }
     default:
       throw new StoreUnavailableError(`unexpected authorize reply from Redis: ${String(kind)}`);

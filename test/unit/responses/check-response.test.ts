@@ -2,6 +2,7 @@ import type { AllowDecision, DenyDecision } from '../../../src/domain/decision';
 import type { DenyReason } from '../../../src/domain/deny-reasons';
 import type { ClassifiedRoute, ClientStyle } from '../../../src/domain/route';
 import type { LimitHit, LimitState } from '../../../src/domain/rate-limits';
+import type { TokenBudgetState } from '../../../src/domain/token-budgets';
 import { toCheckAnswer, type CheckAnswerContext, type CheckResponse, type HeaderValueOption } from '../../../src/responses/check-response';
 import { openAiDuration, rfc3339Seconds } from '../../../src/responses/rate-limit-headers';
 import { parseDenyBody } from '../../support/deny-body';
@@ -286,5 +287,100 @@ describe('OpenAI duration strings (x-ratelimit-reset-requests)', () => {
     [-5, '0ms'],
   ])('%d ms → %s', (ms, expected) => {
     expect(openAiDuration(ms)).toBe(expected);
+  });
+});
+
+describe('token budgets: token rate-limit headers and the 429 token_budget_exhausted', () => {
+  /** 100,000 tokens a minute with 62,500 left, full again in 22.5 s. */
+  const BUDGET: TokenBudgetState = {
+    scope: 'key',
+    tokens: 100_000,
+    windowSeconds: 60,
+    remaining: 62_500,
+    resetMs: 22_500,
+    retryAfterMs: 0,
+  };
+  /** The account's daily budget in debt: one token back in 2.5 s, full again in 25 h. */
+  const EXHAUSTED: TokenBudgetState = {
+    scope: 'account',
+    tokens: 5_000_000,
+    windowSeconds: 86_400,
+    remaining: 0,
+    resetMs: 90_000_000,
+    retryAfterMs: 2_500,
+  };
+  const withBudget = (route: ClassifiedRoute, rateLimit?: LimitState): AllowDecision => ({
+    ...allow(route, rateLimit),
+    tokenBudget: BUDGET,
+  });
+  const exhausted = (style: ClientStyle) => deny(style, 'token_budget_exhausted', { tokenBudget: EXHAUSTED });
+
+  it('chat: x-ratelimit-*-tokens next to the request headers on an allowed request', () => {
+    expect(asMap(addedResponseHeaders(withBudget(ROUTES.chat, STATE)))).toEqual({
+      'x-ratelimit-limit-requests': '60',
+      'x-ratelimit-remaining-requests': '41',
+      'x-ratelimit-reset-requests': '1m0s',
+      'x-ratelimit-limit-tokens': '100000',
+      'x-ratelimit-remaining-tokens': '62500',
+      'x-ratelimit-reset-tokens': '23s',
+    });
+  });
+
+  it('messages: anthropic- and vendora-ratelimit-tokens-* with an RFC 3339 reset', () => {
+    const headers = asMap(addedResponseHeaders(withBudget(ROUTES.messages)));
+    for (const vendor of ['vendora', 'anthropic']) {
+      expect(headers[`${vendor}-ratelimit-tokens-limit`]).toBe('100000');
+      expect(headers[`${vendor}-ratelimit-tokens-remaining`]).toBe('62500');
+      expect(headers[`${vendor}-ratelimit-tokens-reset`]).toBe('2026-11-22T12:00:23Z');
+    }
+  });
+
+  it('generative: no token headers', () => {
+    expect(addedResponseHeaders(withBudget(ROUTES.generative))).toEqual([]);
+  });
+
+  it('429: retry-after when one token is back, the budget named, the token headers at 0', () => {
+    const headers = asMap(deniedHeaders(exhausted('chat')));
+    expect(headers).toMatchObject({
+      'x-gateway-error-code': 'token_budget_exhausted',
+      'retry-after': '3',
+      'retry-after-ms': '2500',
+      'x-gateway-ratelimit-scope': 'account',
+      'x-gateway-ratelimit-window': '1d',
+      'x-ratelimit-limit-tokens': '5000000',
+      'x-ratelimit-remaining-tokens': '0',
+      'x-ratelimit-reset-tokens': '25h0m0s',
+    });
+    expect(headers).not.toHaveProperty('x-should-retry');
+    expect(asMap(deniedHeaders(exhausted('messages')))['anthropic-ratelimit-tokens-remaining']).toBe('0');
+  });
+
+  it('429 bodies: chat type "tokens"; messages and generic name the budget; generative adds RetryInfo', () => {
+    const body = (style: ClientStyle) => parseDenyBody(responseOf(exhausted(style)).denied_response!.body);
+    expect(body('chat').error).toMatchObject({ type: 'tokens', code: 'rate_limit_exceeded' });
+    expect(body('messages').error).toMatchObject({
+      type: 'rate_limit_error',
+      details: { error_code: 'token_budget_exhausted', scope: 'account', window: '1d', limit: 5_000_000 },
+    });
+    expect(body('generic').error).toMatchObject({
+      code: 'token_budget_exhausted',
+      rate_limit: { scope: 'account', window: '1d', limit: 5_000_000 },
+    });
+    const generative = body('generative').error;
+    expect(generative).toMatchObject({ code: 429, status: 'RESOURCE_EXHAUSTED' });
+    expect(generative.details[1]).toEqual({ '@type': 'type.googleapis.com/google.rpc.RetryInfo', retryDelay: '2.500s' });
+  });
+
+  it('402 budget_exceeded: billing words in every style, no retry-after', () => {
+    for (const style of STYLES) {
+      const response = responseOf(deny(style, 'budget_exceeded'));
+      expect(response.denied_response!.status.code).toBe(402);
+      expect(asMap(response.denied_response!.headers)).toMatchObject({ 'x-should-retry': 'false' });
+      expect(asMap(response.denied_response!.headers)).not.toHaveProperty('retry-after');
+    }
+    expect(parseDenyBody(responseOf(deny('chat', 'budget_exceeded')).denied_response!.body).error).toMatchObject({
+      type: 'billing_error',
+      code: 'budget_exceeded',
+    });
   });
 });
