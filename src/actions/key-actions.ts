@@ -1,9 +1,6 @@
 import type { AuditActor } from '../domain/customer-identity';
 import type { StoredKey } from '../domain/key-records';
-import type { RateLimit } from '../domain/rate-limits';
-import type { TokenBudget } from '../domain/token-budgets';
-import type { KeyEnvironment } from '../keys/customer-key';
-import { mintKey, successorTerms } from '../keys/key-minting';
+import { mintKey, successorTerms, type KeyTerms } from '../keys/key-minting';
 import { StoreOutcomeUnknownError, type ActiveKeyCapReached, type KeyPatch, type RotateKeyResult } from '../store/store';
 import type { ActionDeps } from './action-deps';
 import { recordChange } from './audit-trail';
@@ -14,18 +11,8 @@ import { recordChange } from './audit-trail';
  * happened; each API turns them into its own status codes and messages.
  */
 
-export interface NewKey {
-  accountId: string;
-  name: string;
-  environment: KeyEnvironment;
-  /** ISO-8601. */
-  expiresAt?: string;
-  /** Only the operator sets per-key limits, token budgets and spend caps. */
-  limits?: readonly RateLimit[];
-  tokenBudgets?: readonly TokenBudget[];
-  /** Integer minor units per UTC month. */
-  monthlySpendCap?: number;
-}
+/** A key as an API asks for it; only the operator sets per-key limits, token budgets and spend caps. */
+export type NewKey = Omit<KeyTerms, 'replaces' | 'createdBy'>;
 
 /** The store could not say whether the write was applied; the new key's secret was not handed out. */
 export interface OutcomeUnknown {
