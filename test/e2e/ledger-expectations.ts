@@ -99,3 +99,21 @@ export function deliveredOutcome(upstream: RecordedRequest, family: RouteFamily,
   for (const chunk of upstream.responseChunks) extractor.write(chunk);
   return usageOutcome(extractor.finish(), { family, requestBodyBytes: Buffer.byteLength(upstream.body) });
 }
+
+/**
+ * A key token budget below one answer's usage (METERED_USAGE is 40 tokens, 37 without cache writes): the first
+ * answer puts the budget in debt, so the next request is refused until about 2 s later, when it has refilled.
+ */
+export const SMALL_TOKEN_BUDGET = { tokens: 20, window: '2s' };
+/** How the refusal names that budget, in every style's message. */
+export const SMALL_TOKEN_BUDGET_MESSAGE = 'Token budget reached: 20 tokens per 2s for this API key';
+
+export async function giveSmallTokenBudget(world: E2EWorld, keyId: string): Promise<void> {
+  const patched = await world.gateway.admin('PATCH', `/admin/keys/${encodeURIComponent(keyId)}`, { tokenBudgets: [SMALL_TOKEN_BUDGET] });
+  if (patched.status !== 200) throw new Error(`giving ${keyId} a token budget: ${patched.status} ${JSON.stringify(patched.body)}`);
+}
+
+/** Waits out a refusal's retry-after(-ms), with a little slack for the clocks of the front and the gateway. */
+export function waitForRefill(retryAfterMs: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, retryAfterMs + 50));
+}

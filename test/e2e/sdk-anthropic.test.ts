@@ -15,7 +15,18 @@ import { registerSecrets } from '../support/secret-scan';
 import type { DenyBodyView } from '../support/deny-body';
 import { startE2EWorld, type E2EWorld } from './e2e-world';
 import { expectMeteredAsUpstreamReported } from './side-stream-expectations';
-import { chargeOf, deliveredOutcome, meteredLedger, METERED_USAGE, startMeteredWorld, sumOf, totalsOf } from './ledger-expectations';
+import {
+  chargeOf,
+  deliveredOutcome,
+  giveSmallTokenBudget,
+  meteredLedger,
+  METERED_USAGE,
+  SMALL_TOKEN_BUDGET_MESSAGE,
+  startMeteredWorld,
+  sumOf,
+  totalsOf,
+  waitForRefill,
+} from './ledger-expectations';
 
 const SDK_ENV = /^(OPENAI|ANTHROPIC|GOOGLE|GEMINI)_/;
 const CREDENTIAL_HEADERS = ['authorization', 'x-api-key', 'x-goog-api-key', 'x-vendorg-api-key'];
@@ -425,6 +436,34 @@ describe('usage is billed through ext_proc, with gateway-authz as the processor 
       expect(error.status).toBe(402);
       expect(errorCodeOf(error)).toBe('credit_exhausted');
       expect(upstreamOf(accountId)).toHaveLength(1);
+    });
+
+    test('a token budget below one answer: the metered answer exhausts it, the next request is RateLimitError 429 token_budget_exhausted, and it recovers once refilled', async () => {
+      const { key, keyId, accountId } = await metered.newKey(account('budget'));
+      await giveSmallTokenBudget(metered, keyId);
+      const client = meteredClient(flavour, key);
+
+      await client.create();
+      expect((await meteredLedger(metered, accountId, 1)).usage).toEqual(totalsOf(METERED_USAGE));
+
+      const error = await caught(client.create());
+      expect(error).toBeInstanceOf(flavour.RateLimitError);
+      expect(error.status).toBe(429);
+      expect(error.error).toMatchObject({
+        type: 'error',
+        error: { type: 'rate_limit_error', details: { error_code: 'token_budget_exhausted', scope: 'key', window: '2s', limit: 20 } },
+      });
+      expect(error.message).toContain(SMALL_TOKEN_BUDGET_MESSAGE);
+      expect(error.headers.get('anthropic-ratelimit-tokens-limit')).toBe('20');
+      expect(error.headers.get('anthropic-ratelimit-tokens-remaining')).toBe('0');
+      const retryAfterMs = Number(error.headers.get('retry-after-ms'));
+      expect(retryAfterMs).toBeGreaterThan(0);
+      expect(retryAfterMs).toBeLessThanOrEqual(2_200);
+      expect(upstreamOf(accountId)).toHaveLength(1);
+
+      await waitForRefill(retryAfterMs);
+      await client.create();
+      expect(upstreamOf(accountId)).toHaveLength(2);
     });
 
     test('a stream the client leaves mid-way is charged what it delivered (message_start counts: no final output yet)', async () => {

@@ -13,7 +13,18 @@ import { displayPrefixOf, generateCustomerKey } from '../../src/keys/customer-ke
 import { registerSecrets } from '../support/secret-scan';
 import { startE2EWorld, type E2EWorld } from './e2e-world';
 import { expectMeteredAsUpstreamReported } from './side-stream-expectations';
-import { chargeOf, deliveredOutcome, meteredLedger, METERED_USAGE, startMeteredWorld, sumOf, totalsOf } from './ledger-expectations';
+import {
+  chargeOf,
+  deliveredOutcome,
+  giveSmallTokenBudget,
+  meteredLedger,
+  METERED_USAGE,
+  SMALL_TOKEN_BUDGET_MESSAGE,
+  startMeteredWorld,
+  sumOf,
+  totalsOf,
+  waitForRefill,
+} from './ledger-expectations';
 
 const SDK_ENV = /^(OPENAI|ANTHROPIC|GOOGLE|GEMINI)_/;
 const CREDENTIAL_HEADERS = ['authorization', 'x-api-key', 'x-goog-api-key', 'x-vendorg-api-key'];
@@ -396,9 +407,26 @@ describe('usage is billed through ext_proc, with gateway-authz as the processor 
     /** A slow streamed answer, left (its request aborted) after this many chunks. */
     leaveAfter(chunks: number): Promise<void>;
   }
-  const SDKS: { sdk: string; client: (apiKey: string) => MeteredApi }[] = [
+  /** What a refusal says, as each SDK surfaces the body: the status and the google.rpc details. */
+  interface Refusal {
+    status: number;
+    message: string;
+    details: { '@type'?: string; reason?: string; metadata?: Record<string, string>; retryDelay?: string }[];
+  }
+  const SDKS: {
+    sdk: string;
+    client: (apiKey: string) => MeteredApi;
+    ErrorClass: abstract new (...args: never[]) => Error;
+    refusal: (error: Error) => Refusal;
+  }[] = [
     {
       sdk: '@google/genai',
+      ErrorClass: ApiError,
+      refusal: (error) => {
+        // genai puts the whole JSON body in the message.
+        const body = JSON.parse(error.message) as { error: { message: string; details: Refusal['details'] } };
+        return { status: (error as ApiError).status, message: body.error.message, details: body.error.details };
+      },
       client(apiKey) {
         const ai = new GoogleGenAI({ apiKey, vertexai: false, apiVersion: 'v1beta', httpOptions: { baseUrl: metered.url } });
         return {
@@ -428,6 +456,15 @@ describe('usage is billed through ext_proc, with gateway-authz as the processor 
     },
     {
       sdk: '@google/generative-ai',
+      ErrorClass: GoogleGenerativeAIFetchError,
+      refusal: (error) => {
+        const fetchError = error as GoogleGenerativeAIFetchError;
+        return {
+          status: fetchError.status ?? 0,
+          message: fetchError.message,
+          details: (fetchError.errorDetails ?? []) as Refusal['details'],
+        };
+      },
       client(apiKey) {
         const model = (name: string) =>
           new GoogleGenerativeAI(apiKey).getGenerativeModel({ model: name }, { baseUrl: metered.url, apiVersion: 'v1beta' });
@@ -456,7 +493,7 @@ describe('usage is billed through ext_proc, with gateway-authz as the processor 
   // Gemini reports no cache writes.
   const REPORTED = { ...METERED_USAGE, cacheCreationTokens: 0 };
 
-  describe.each(SDKS)('$sdk', ({ sdk, client }) => {
+  describe.each(SDKS)('$sdk', ({ sdk, client, ErrorClass, refusal }) => {
     const account = (what: string) => `gm-billed-${sdk.replace(/[^a-z]/g, '')}-${what}`;
 
     test('a whole and a streamed answer move the balance, the month spend and the usage API by exactly the usage reported', async () => {
@@ -486,6 +523,35 @@ describe('usage is billed through ext_proc, with gateway-authz as the processor 
       expect(error.message).toContain('402');
       expect(error.message).toContain('credit_exhausted');
       expect(upstreamOf(accountId)).toHaveLength(1);
+    });
+
+    test('a token budget below one answer: the metered answer exhausts it, the next request is 429 token_budget_exhausted, and it recovers once refilled', async () => {
+      const { key, keyId, accountId } = await metered.newKey(account('budget'));
+      await giveSmallTokenBudget(metered, keyId);
+      const api = client(key);
+
+      await api.generate();
+      expect((await meteredLedger(metered, accountId, 1)).usage).toEqual(totalsOf(REPORTED));
+
+      const error = await caught(api.generate());
+      expect(error).toBeInstanceOf(ErrorClass);
+      const refused = refusal(error);
+      expect(refused.status).toBe(429);
+      expect(refused.message).toContain(SMALL_TOKEN_BUDGET_MESSAGE);
+      expect(refused.details[0]).toMatchObject({
+        reason: 'token_budget_exhausted',
+        metadata: { scope: 'key', window: '2s', limit: '20' },
+      });
+      // Neither SDK reads RetryInfo (nor retry-after): the caller waits as the body says.
+      const retryInfo = refused.details.find((detail) => detail['@type'] === 'type.googleapis.com/google.rpc.RetryInfo');
+      const retryAfterMs = Math.round(1000 * Number(/^([\d.]+)s$/.exec(retryInfo?.retryDelay ?? '')?.[1]));
+      expect(retryAfterMs).toBeGreaterThan(0);
+      expect(retryAfterMs).toBeLessThanOrEqual(2_200);
+      expect(upstreamOf(accountId)).toHaveLength(1);
+
+      await waitForRefill(retryAfterMs);
+      await api.generate();
+      expect(upstreamOf(accountId)).toHaveLength(2);
     });
 
     test('a stream the client leaves mid-way is charged what it delivered (the last running counts that passed)', async () => {

@@ -8,7 +8,18 @@ import { displayPrefixOf, generateCustomerKey } from '../../src/keys/customer-ke
 import { registerSecrets } from '../support/secret-scan';
 import { startE2EWorld, type E2EWorld } from './e2e-world';
 import { expectMeteredAsUpstreamReported } from './side-stream-expectations';
-import { chargeOf, deliveredOutcome, meteredLedger, METERED_USAGE, startMeteredWorld, sumOf, totalsOf } from './ledger-expectations';
+import {
+  chargeOf,
+  deliveredOutcome,
+  giveSmallTokenBudget,
+  meteredLedger,
+  METERED_USAGE,
+  SMALL_TOKEN_BUDGET_MESSAGE,
+  startMeteredWorld,
+  sumOf,
+  totalsOf,
+  waitForRefill,
+} from './ledger-expectations';
 
 const SDK_ENV = /^(OPENAI|ANTHROPIC|GOOGLE|GEMINI)_/;
 const CREDENTIAL_HEADERS = ['authorization', 'x-api-key', 'x-goog-api-key', 'x-vendorg-api-key'];
@@ -341,6 +352,35 @@ describe('openai SDK: usage is billed through ext_proc, with gateway-authz as th
     expect((error as APIError).status).toBe(402);
     expect((error as APIError).code).toBe('credit_exhausted');
     expect(upstreamOf(accountId)).toHaveLength(1);
+  });
+
+  test('a token budget below one answer: the metered answer exhausts it, the next request is RateLimitError 429 token_budget_exhausted, and it recovers once refilled', async () => {
+    const { key, keyId, accountId } = await metered.newKey('oa-budget');
+    await giveSmallTokenBudget(metered, keyId);
+    const openai = meteredClient(key);
+
+    await chat(openai);
+    expect((await meteredLedger(metered, accountId, 1)).usage).toEqual(totalsOf(METERED_USAGE));
+
+    const error = await caught(chat(openai));
+    expect(error).toBeInstanceOf(RateLimitError);
+    const limitError = error as RateLimitError;
+    expect(limitError.status).toBe(429);
+    expect(limitError.code).toBe('rate_limit_exceeded');
+    expect(limitError.type).toBe('tokens');
+    expect(limitError.message).toContain(SMALL_TOKEN_BUDGET_MESSAGE);
+    expect(limitError.headers.get('x-gateway-error-code')).toBe('token_budget_exhausted');
+    expect(limitError.headers.get('x-ratelimit-limit-tokens')).toBe('20');
+    expect(limitError.headers.get('x-ratelimit-remaining-tokens')).toBe('0');
+    const retryAfterMs = Number(limitError.headers.get('retry-after-ms'));
+    expect(retryAfterMs).toBeGreaterThan(0);
+    expect(retryAfterMs).toBeLessThanOrEqual(2_200);
+    expect(upstreamOf(accountId)).toHaveLength(1);
+
+    await waitForRefill(retryAfterMs);
+    const completion = await chat(openai);
+    expect(completion.choices[0]?.message.content).toEqual(expect.any(String));
+    expect(upstreamOf(accountId)).toHaveLength(2);
   });
 
   test('a stream the client leaves mid-way is charged what it delivered (no usage yet: the estimate of what passed)', async () => {
