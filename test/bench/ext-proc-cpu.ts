@@ -10,6 +10,8 @@
  * each in a message of its own), streams interleaved one message at a time.
  *
  *   npm run build && npx tsc -p tsconfig.bench.json && node .bench/build/test/bench/ext-proc-cpu.js [answers] [concurrency]
+ *
+ * `npm run bench` runs the same measurement as one of its phases (main.ts), at a smaller volume.
  */
 import * as fs from 'node:fs';
 import * as http2 from 'node:http2';
@@ -136,7 +138,12 @@ function open(session: http2.ClientHttp2Session, index: number, messages: number
 }
 
 /** `answers` streams, `concurrency` at a time, each sending one message per turn of the driver's loop. */
-async function drive(address: string, answers: number, concurrency: number, messagesPerStream = 2 + BODY.length): Promise<number[]> {
+async function drive(
+  address: string,
+  answers: number,
+  concurrency: number,
+  messagesPerStream = EXT_PROC_MESSAGES_PER_ANSWER,
+): Promise<number[]> {
   const sessions = Array.from({ length: 4 }, () => http2.connect(`http://${address}`, { maxSessionMemory: 256 }));
   for (const session of sessions) session.on('error', () => undefined);
   const statuses: number[] = [];
@@ -167,14 +174,44 @@ async function drive(address: string, answers: number, concurrency: number, mess
   return statuses;
 }
 
-async function main(): Promise<void> {
-  const answers = Number(process.argv[2] ?? 5000);
-  const concurrency = Number(process.argv[3] ?? 64);
+export interface ExtProcCpuOptions {
+  /** Measured answers, after a warm-up of 300. */
+  answers: number;
+  /** Streams open at once while measuring CPU. */
+  concurrency: number;
+  /** Streams held open mid-answer for the memory reading. */
+  heldStreams: number;
+}
+
+export interface ExtProcCpuResult {
+  answers: number;
+  concurrency: number;
+  messagesPerAnswer: number;
+  bodyBytesPerAnswer: number;
+  okStatuses: number;
+  statusCounts: Record<string, number>;
+  meteredWithUsage: number;
+  elapsedSeconds: number;
+  answersPerSecond: number;
+  gatewayCpuSeconds: number;
+  cpuMsPerAnswer: number;
+  cpuUsPerMessage: number;
+  openStreamsHeld: number;
+  rssPerOpenStreamKiB: number;
+  heapPerOpenStreamKiB: number;
+  loadAverage: number[];
+}
+
+/** The messages each measured answer sends: request headers, response headers, one per SSE event. */
+export const EXT_PROC_MESSAGES_PER_ANSWER = 2 + BODY.length;
+
+/** Starts its own gateway (in-memory store), measures memory per open stream, then CPU per metered answer, and stops it. */
+export async function measureExtProcCpu({ answers, concurrency, heldStreams }: ExtProcCpuOptions): Promise<ExtProcCpuResult> {
   const logFile = path.join(os.tmpdir(), `ext-proc-cpu-${process.pid}.log`);
   const gateway = await startGateway({ LOG_LEVEL: 'warn', EXT_PROC_MAX_STREAMS: '100000' }, logFile);
   try {
     // Memory first, on the fresh process: streams left open half-way through their answer.
-    const memory = await heldStreamMemory(gateway.grpcAddress, gateway.pid, gateway.adminUrl!, 4000);
+    const memory = await heldStreamMemory(gateway.grpcAddress, gateway.pid, gateway.adminUrl!, heldStreams);
     // Warm-up (JIT), then the measured run.
     await drive(gateway.grpcAddress, 300, concurrency);
     await waitUntilIdle(gateway.pid);
@@ -189,10 +226,10 @@ async function main(): Promise<void> {
       metrics,
     )?.[1];
 
-    const report = {
+    return {
       answers,
       concurrency,
-      messagesPerAnswer: 2 + BODY.length,
+      messagesPerAnswer: EXT_PROC_MESSAGES_PER_ANSWER,
       bodyBytesPerAnswer: EVENTS.reduce((sum, event) => sum + event.length, 0),
       okStatuses: ok,
       statusCounts: statuses.reduce<Record<string, number>>((counts, status) => ({ ...counts, [status]: (counts[status] ?? 0) + 1 }), {}),
@@ -201,11 +238,10 @@ async function main(): Promise<void> {
       answersPerSecond: Math.round(answers / elapsed),
       gatewayCpuSeconds: Number(cpu.toFixed(2)),
       cpuMsPerAnswer: Number(((cpu * 1000) / answers).toFixed(3)),
-      cpuUsPerMessage: Number(((cpu * 1e6) / (answers * (2 + BODY.length))).toFixed(2)),
+      cpuUsPerMessage: Number(((cpu * 1e6) / (answers * EXT_PROC_MESSAGES_PER_ANSWER)).toFixed(2)),
       ...memory,
       loadAverage: os.loadavg().map((load) => Number(load.toFixed(1))),
     };
-    process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
   } finally {
     await gateway.stop();
     fs.rmSync(logFile, { force: true });
@@ -252,7 +288,11 @@ async function heldStreamMemory(
   };
 }
 
-main().catch((error: unknown) => {
-  process.stderr.write(`${String(error)}\n`);
-  process.exit(1);
-});
+if (require.main === module) {
+  measureExtProcCpu({ answers: Number(process.argv[2] ?? 5000), concurrency: Number(process.argv[3] ?? 64), heldStreams: 4000 })
+    .then((report) => process.stdout.write(`${JSON.stringify(report, null, 2)}\n`))
+    .catch((error: unknown) => {
+      process.stderr.write(`${String(error)}\n`);
+      process.exit(1);
+    });
+}
