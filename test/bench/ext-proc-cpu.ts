@@ -13,6 +13,7 @@
  *
  * `npm run bench` runs the same measurement as one of its phases (main.ts), at a smaller volume.
  */
+import { once } from 'node:events';
 import * as fs from 'node:fs';
 import * as http2 from 'node:http2';
 import * as os from 'node:os';
@@ -215,16 +216,15 @@ export async function measureExtProcCpu({ answers, concurrency, heldStreams }: E
     // Warm-up (JIT), then the measured run.
     await drive(gateway.grpcAddress, 300, concurrency);
     await waitUntilIdle(gateway.pid);
+    // The counter includes the warm-up's answers: only the measured run's count.
+    const meteredBefore = await meteredComplete(gateway.adminUrl!);
     const cpuBefore = cpuSecondsOf(gateway.pid);
     const started = Date.now();
     const statuses = await drive(gateway.grpcAddress, answers, concurrency);
     const elapsed = (Date.now() - started) / 1000;
     const cpu = cpuSecondsOf(gateway.pid) - cpuBefore;
     const ok = statuses.filter((status) => status === 0).length;
-    const metrics = await (await fetch(`${gateway.adminUrl}/metrics`)).text();
-    const metered = /^gateway_authz_ext_proc_responses_total\{family="chat-completions",outcome="usage",delivery="complete"\} (\d+)/m.exec(
-      metrics,
-    )?.[1];
+    const metered = (await meteredComplete(gateway.adminUrl!)) - meteredBefore;
 
     return {
       answers,
@@ -233,7 +233,7 @@ export async function measureExtProcCpu({ answers, concurrency, heldStreams }: E
       bodyBytesPerAnswer: EVENTS.reduce((sum, event) => sum + event.length, 0),
       okStatuses: ok,
       statusCounts: statuses.reduce<Record<string, number>>((counts, status) => ({ ...counts, [status]: (counts[status] ?? 0) + 1 }), {}),
-      meteredWithUsage: Number(metered),
+      meteredWithUsage: metered,
       elapsedSeconds: Number(elapsed.toFixed(2)),
       answersPerSecond: Math.round(answers / elapsed),
       gatewayCpuSeconds: Number(cpu.toFixed(2)),
@@ -248,6 +248,15 @@ export async function measureExtProcCpu({ answers, concurrency, heldStreams }: E
   }
 }
 
+/** Chat-completions answers metered with the reported usage, delivered complete, so far. */
+async function meteredComplete(adminUrl: string): Promise<number> {
+  const metrics = await (await fetch(`${adminUrl}/metrics`)).text();
+  return Number(
+    /^gateway_authz_ext_proc_responses_total\{family="chat-completions",outcome="usage",delivery="complete"\} (\d+)/m.exec(metrics)?.[1] ??
+      0,
+  );
+}
+
 /** Memory growth per stream while `held` streams are open mid-answer (10 of their body chunks read). */
 async function heldStreamMemory(
   address: string,
@@ -260,8 +269,16 @@ async function heldStreamMemory(
     Number(/^gateway_authz_nodejs_heap_size_used_bytes (\d+)/m.exec(await (await fetch(`${adminUrl}/metrics`)).text())?.[1]);
   const heapBefore = await heapUsed();
   const rssBefore = rssBytesOf(pid);
-  const sessions = Array.from({ length: 8 }, () => http2.connect(`http://${address}`, { maxSessionMemory: 256 }));
-  for (const session of sessions) session.on('error', () => undefined);
+  // Enough connections for every held stream to be open at the gateway: past its SETTINGS_MAX_CONCURRENT_STREAMS a stream waits in the client.
+  const connect = () => {
+    const session = http2.connect(`http://${address}`, { maxSessionMemory: 256 });
+    session.on('error', () => undefined);
+    return session;
+  };
+  const first = connect();
+  await once(first, 'remoteSettings');
+  const perSession = first.remoteSettings.maxConcurrentStreams ?? held;
+  const sessions = [first, ...Array.from({ length: Math.ceil(held / perSession) - 1 }, connect)];
   const streams = Array.from({ length: held }, (_, i) => {
     const stream = sessions[i % sessions.length]!.request({
       ':method': 'POST',
@@ -275,16 +292,17 @@ async function heldStreamMemory(
   });
   await waitUntilIdle(pid, 20_000);
   await new Promise((resolve) => setTimeout(resolve, 1000));
-  const open = /^gateway_authz_ext_proc_streams_open (\d+)/m.exec(await (await fetch(`${adminUrl}/metrics`)).text())?.[1];
+  // Per stream the gateway really holds (its own gauge), not per stream asked for.
+  const open = Number(/^gateway_authz_ext_proc_streams_open (\d+)/m.exec(await (await fetch(`${adminUrl}/metrics`)).text())?.[1]);
   const rssHeld = rssBytesOf(pid);
   const heapHeld = await heapUsed();
   for (const stream of streams) stream.close(http2.constants.NGHTTP2_CANCEL);
   for (const session of sessions) session.close();
   await waitUntilIdle(pid);
   return {
-    openStreamsHeld: Number(open),
-    rssPerOpenStreamKiB: Math.round((rssHeld - rssBefore) / held / 1024),
-    heapPerOpenStreamKiB: Math.round((heapHeld - heapBefore) / held / 1024),
+    openStreamsHeld: open,
+    rssPerOpenStreamKiB: Math.round((rssHeld - rssBefore) / open / 1024),
+    heapPerOpenStreamKiB: Math.round((heapHeld - heapBefore) / open / 1024),
   };
 }
 

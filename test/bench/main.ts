@@ -76,7 +76,7 @@ const OVERLOAD_MULTIPLES = [1.5, 3] as const;
 const OVERLOAD_WARMUP_MS = 1_000;
 /** h2load streams per connection: far more than the rate needs, so it never waits for an answer before sending (a stall is measured, not hidden). */
 const TAIL_STREAMS_PER_CONNECTION = 256;
-/** The processor phase's volume: about 20 s on the 2-core machine (ext-proc-cpu.ts alone defaults to 5,000 and 4,000). */
+/** The processor phase's volume: about 10 s on the 2-core machine (ext-proc-cpu.ts alone defaults to 5,000 and 4,000). */
 const EXT_PROC_ANSWERS = 2_000;
 const EXT_PROC_HELD_STREAMS = 2_000;
 
