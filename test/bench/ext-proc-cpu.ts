@@ -10,7 +10,10 @@
  * each in a message of its own), streams interleaved one message at a time.
  *
  *   npm run build && npx tsc -p tsconfig.bench.json && node .bench/build/test/bench/ext-proc-cpu.js [answers] [concurrency]
+ *
+ * `npm run bench` runs the same measurement as one of its phases (main.ts), at a smaller volume.
  */
+import { once } from 'node:events';
 import * as fs from 'node:fs';
 import * as http2 from 'node:http2';
 import * as os from 'node:os';
@@ -136,7 +139,12 @@ function open(session: http2.ClientHttp2Session, index: number, messages: number
 }
 
 /** `answers` streams, `concurrency` at a time, each sending one message per turn of the driver's loop. */
-async function drive(address: string, answers: number, concurrency: number, messagesPerStream = 2 + BODY.length): Promise<number[]> {
+async function drive(
+  address: string,
+  answers: number,
+  concurrency: number,
+  messagesPerStream = EXT_PROC_MESSAGES_PER_ANSWER,
+): Promise<number[]> {
   const sessions = Array.from({ length: 4 }, () => http2.connect(`http://${address}`, { maxSessionMemory: 256 }));
   for (const session of sessions) session.on('error', () => undefined);
   const statuses: number[] = [];
@@ -167,49 +175,86 @@ async function drive(address: string, answers: number, concurrency: number, mess
   return statuses;
 }
 
-async function main(): Promise<void> {
-  const answers = Number(process.argv[2] ?? 5000);
-  const concurrency = Number(process.argv[3] ?? 64);
+export interface ExtProcCpuOptions {
+  /** Measured answers, after a warm-up of 300. */
+  answers: number;
+  /** Streams open at once while measuring CPU. */
+  concurrency: number;
+  /** Streams held open mid-answer for the memory reading. */
+  heldStreams: number;
+}
+
+export interface ExtProcCpuResult {
+  answers: number;
+  concurrency: number;
+  messagesPerAnswer: number;
+  bodyBytesPerAnswer: number;
+  okStatuses: number;
+  statusCounts: Record<string, number>;
+  meteredWithUsage: number;
+  elapsedSeconds: number;
+  answersPerSecond: number;
+  gatewayCpuSeconds: number;
+  cpuMsPerAnswer: number;
+  cpuUsPerMessage: number;
+  openStreamsHeld: number;
+  rssPerOpenStreamKiB: number;
+  heapPerOpenStreamKiB: number;
+  loadAverage: number[];
+}
+
+/** The messages each measured answer sends: request headers, response headers, one per SSE event. */
+export const EXT_PROC_MESSAGES_PER_ANSWER = 2 + BODY.length;
+
+/** Starts its own gateway (in-memory store), measures memory per open stream, then CPU per metered answer, and stops it. */
+export async function measureExtProcCpu({ answers, concurrency, heldStreams }: ExtProcCpuOptions): Promise<ExtProcCpuResult> {
   const logFile = path.join(os.tmpdir(), `ext-proc-cpu-${process.pid}.log`);
   const gateway = await startGateway({ LOG_LEVEL: 'warn', EXT_PROC_MAX_STREAMS: '100000' }, logFile);
   try {
     // Memory first, on the fresh process: streams left open half-way through their answer.
-    const memory = await heldStreamMemory(gateway.grpcAddress, gateway.pid, gateway.adminUrl!, 4000);
+    const memory = await heldStreamMemory(gateway.grpcAddress, gateway.pid, gateway.adminUrl!, heldStreams);
     // Warm-up (JIT), then the measured run.
     await drive(gateway.grpcAddress, 300, concurrency);
     await waitUntilIdle(gateway.pid);
+    // The counter includes the warm-up's answers: only the measured run's count.
+    const meteredBefore = await meteredComplete(gateway.adminUrl!);
     const cpuBefore = cpuSecondsOf(gateway.pid);
     const started = Date.now();
     const statuses = await drive(gateway.grpcAddress, answers, concurrency);
     const elapsed = (Date.now() - started) / 1000;
     const cpu = cpuSecondsOf(gateway.pid) - cpuBefore;
     const ok = statuses.filter((status) => status === 0).length;
-    const metrics = await (await fetch(`${gateway.adminUrl}/metrics`)).text();
-    const metered = /^gateway_authz_ext_proc_responses_total\{family="chat-completions",outcome="usage",delivery="complete"\} (\d+)/m.exec(
-      metrics,
-    )?.[1];
+    const metered = (await meteredComplete(gateway.adminUrl!)) - meteredBefore;
 
-    const report = {
+    return {
       answers,
       concurrency,
-      messagesPerAnswer: 2 + BODY.length,
+      messagesPerAnswer: EXT_PROC_MESSAGES_PER_ANSWER,
       bodyBytesPerAnswer: EVENTS.reduce((sum, event) => sum + event.length, 0),
       okStatuses: ok,
       statusCounts: statuses.reduce<Record<string, number>>((counts, status) => ({ ...counts, [status]: (counts[status] ?? 0) + 1 }), {}),
-      meteredWithUsage: Number(metered),
+      meteredWithUsage: metered,
       elapsedSeconds: Number(elapsed.toFixed(2)),
       answersPerSecond: Math.round(answers / elapsed),
       gatewayCpuSeconds: Number(cpu.toFixed(2)),
       cpuMsPerAnswer: Number(((cpu * 1000) / answers).toFixed(3)),
-      cpuUsPerMessage: Number(((cpu * 1e6) / (answers * (2 + BODY.length))).toFixed(2)),
+      cpuUsPerMessage: Number(((cpu * 1e6) / (answers * EXT_PROC_MESSAGES_PER_ANSWER)).toFixed(2)),
       ...memory,
       loadAverage: os.loadavg().map((load) => Number(load.toFixed(1))),
     };
-    process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
   } finally {
     await gateway.stop();
     fs.rmSync(logFile, { force: true });
   }
+}
+
+/** Chat-completions answers metered with the reported usage, delivered complete, so far. */
+async function meteredComplete(adminUrl: string): Promise<number> {
+  const metrics = await (await fetch(`${adminUrl}/metrics`)).text();
+  return Number(
+    /^gateway_authz_ext_proc_responses_total\{family="chat-completions",outcome="usage",delivery="complete"\} (\d+)/m.exec(metrics)?.[1] ??
+      0,
+  );
 }
 
 /** Memory growth per stream while `held` streams are open mid-answer (10 of their body chunks read). */
@@ -224,8 +269,16 @@ async function heldStreamMemory(
     Number(/^gateway_authz_nodejs_heap_size_used_bytes (\d+)/m.exec(await (await fetch(`${adminUrl}/metrics`)).text())?.[1]);
   const heapBefore = await heapUsed();
   const rssBefore = rssBytesOf(pid);
-  const sessions = Array.from({ length: 8 }, () => http2.connect(`http://${address}`, { maxSessionMemory: 256 }));
-  for (const session of sessions) session.on('error', () => undefined);
+  // Enough connections for every held stream to be open at the gateway: past its SETTINGS_MAX_CONCURRENT_STREAMS a stream waits in the client.
+  const connect = () => {
+    const session = http2.connect(`http://${address}`, { maxSessionMemory: 256 });
+    session.on('error', () => undefined);
+    return session;
+  };
+  const first = connect();
+  await once(first, 'remoteSettings');
+  const perSession = first.remoteSettings.maxConcurrentStreams ?? held;
+  const sessions = [first, ...Array.from({ length: Math.ceil(held / perSession) - 1 }, connect)];
   const streams = Array.from({ length: held }, (_, i) => {
     const stream = sessions[i % sessions.length]!.request({
       ':method': 'POST',
@@ -239,20 +292,25 @@ async function heldStreamMemory(
   });
   await waitUntilIdle(pid, 20_000);
   await new Promise((resolve) => setTimeout(resolve, 1000));
-  const open = /^gateway_authz_ext_proc_streams_open (\d+)/m.exec(await (await fetch(`${adminUrl}/metrics`)).text())?.[1];
+  // Per stream the gateway really holds (its own gauge), not per stream asked for.
+  const open = Number(/^gateway_authz_ext_proc_streams_open (\d+)/m.exec(await (await fetch(`${adminUrl}/metrics`)).text())?.[1]);
   const rssHeld = rssBytesOf(pid);
   const heapHeld = await heapUsed();
   for (const stream of streams) stream.close(http2.constants.NGHTTP2_CANCEL);
   for (const session of sessions) session.close();
   await waitUntilIdle(pid);
   return {
-    openStreamsHeld: Number(open),
-    rssPerOpenStreamKiB: Math.round((rssHeld - rssBefore) / held / 1024),
-    heapPerOpenStreamKiB: Math.round((heapHeld - heapBefore) / held / 1024),
+    openStreamsHeld: open,
+    rssPerOpenStreamKiB: Math.round((rssHeld - rssBefore) / open / 1024),
+    heapPerOpenStreamKiB: Math.round((heapHeld - heapBefore) / open / 1024),
   };
 }
 
-main().catch((error: unknown) => {
-  process.stderr.write(`${String(error)}\n`);
-  process.exit(1);
-});
+if (require.main === module) {
+  measureExtProcCpu({ answers: Number(process.argv[2] ?? 5000), concurrency: Number(process.argv[3] ?? 64), heldStreams: 4000 })
+    .then((report) => process.stdout.write(`${JSON.stringify(report, null, 2)}\n`))
+    .catch((error: unknown) => {
+      process.stderr.write(`${String(error)}\n`);
+      process.exit(1);
+    });
+}

@@ -18,7 +18,10 @@
  *     gateway's own Check latency histogram read around each round;
  *  3. per gateway, a fresh process: the key cache filled (one Check per key,
  *     up to 200k), RSS after ¼ load, then open loop at 1.5 × and 3 × its
- *     saturation (mixed traffic), RSS sampled throughout.
+ *     saturation (mixed traffic), RSS sampled throughout;
+ *  4. the usage processor (ext_proc) on a gateway process of its own:
+ *     CPU per metered streamed answer and memory per open stream
+ *     (ext-proc-cpu.ts, at a smaller volume; --no-ext-proc skips it).
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -26,6 +29,7 @@ import { parseArgs } from 'node:util';
 import Redis from 'ioredis';
 import { ENVOY_CHECK_TIMEOUT_MS, H2Driver, PhaseStats, summarize, type PhaseHooks, type PhaseResult } from './h2-driver';
 import { extAuthzCircuitBreaker, type CircuitBreakerLimits } from './envoy-circuit-breaker';
+import { measureExtProcCpu } from './ext-proc-cpu';
 import { findH2load, runH2load } from './h2load';
 import { cpuSecondsOf, machineInfo, rssBytesOf, sampleMaxRss, waitUntilIdle } from './proc-stats';
 import { startGateway, startNoopServer, type ServerUnderTest } from './processes';
@@ -72,6 +76,9 @@ const OVERLOAD_MULTIPLES = [1.5, 3] as const;
 const OVERLOAD_WARMUP_MS = 1_000;
 /** h2load streams per connection: far more than the rate needs, so it never waits for an answer before sending (a stall is measured, not hidden). */
 const TAIL_STREAMS_PER_CONNECTION = 256;
+/** The processor phase's volume: about 10 s on the 2-core machine (ext-proc-cpu.ts alone defaults to 5,000 and 4,000). */
+const EXT_PROC_ANSWERS = 2_000;
+const EXT_PROC_HELD_STREAMS = 2_000;
 
 interface Options {
   keys: number;
@@ -89,6 +96,8 @@ interface Options {
   concurrency: number;
   activeKeys: number;
   fillCache: boolean;
+  /** Measured answers of the processor phase; 0: --no-ext-proc. */
+  extProcAnswers: number;
   flush: boolean;
   json: string;
   gatewayEnv: Record<string, string>;
@@ -113,6 +122,8 @@ function parseOptions(argv: string[]): Options {
       concurrency: { type: 'string', default: '64' },
       'active-keys': { type: 'string', default: '10000' },
       'no-fill': { type: 'boolean', default: false },
+      'no-ext-proc': { type: 'boolean', default: false },
+      'ext-proc-answers': { type: 'string', default: String(EXT_PROC_ANSWERS) },
       flush: { type: 'boolean', default: false },
       json: { type: 'string', default: path.join(BENCH_DIR, 'result.json') },
       env: { type: 'string', multiple: true, default: [] },
@@ -141,6 +152,8 @@ function parseOptions(argv: string[]): Options {
         '  --concurrency N         streams in flight at saturation, over all connections (default 64)',
         '  --active-keys N         distinct valid keys in the traffic (default 10000)',
         '  --no-fill               skip the cache fill (one Check per seeded key, up to 200k) before the RSS readings and overload',
+        '  --no-ext-proc           skip the usage processor phase (ext_proc CPU per metered answer, memory per open stream)',
+        `  --ext-proc-answers N    measured answers of that phase (default ${EXT_PROC_ANSWERS}, after 300 of warm-up)`,
         '  --env NAME=VALUE        a setting for the gateway process (repeatable), e.g. --env DECISION_LOG_SAMPLE=1',
         '  --node-arg ARG          a node option for the gateway process (repeatable), e.g. --node-arg=--cpu-prof',
         '  --workers N             also run a gateway with GRPC_WORKERS=N (default 0: do not)',
@@ -180,6 +193,7 @@ function parseOptions(argv: string[]): Options {
     concurrency: whole(values.concurrency, 'concurrency'),
     activeKeys: whole(values['active-keys'], 'active-keys'),
     fillCache: !values['no-fill'],
+    extProcAnswers: values['no-ext-proc'] ? 0 : whole(values['ext-proc-answers'], 'ext-proc-answers'),
     flush: values.flush,
     json: values.json,
     gatewayEnv,
@@ -372,6 +386,16 @@ async function main(): Promise<void> {
       });
     }
 
+    // 4. The usage processor, on a gateway of its own, once every other gateway has stopped.
+    let extProc: BenchReport['extProc'];
+    if (options.extProcAnswers > 0) {
+      log(`usage processor (ext_proc): ${options.extProcAnswers} streamed answers, memory with ${EXT_PROC_HELD_STREAMS} streams held open`);
+      extProc = await measureExtProcCpu({ answers: options.extProcAnswers, concurrency: 64, heldStreams: EXT_PROC_HELD_STREAMS });
+      log(
+        `  ${(extProc.cpuMsPerAnswer * 1000).toFixed(0)} µs CPU per metered answer, ${extProc.meteredWithUsage} of ${extProc.answers} metered`,
+      );
+    }
+
     const gateway = runs.at(-1)!;
     const report: BenchReport = {
       version: 2,
@@ -407,6 +431,7 @@ async function main(): Promise<void> {
       ...(versusRuns.length > 0 ? { versus: versusRuns } : {}),
       tailRate,
       answerWithinMs: ENVOY_CHECK_TIMEOUT_MS,
+      ...(extProc ? { extProc } : {}),
       targets: [],
       elapsedSeconds: 0,
     };

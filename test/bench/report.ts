@@ -1,5 +1,6 @@
 /** The benchmark's result: its JSON shape, the targets (issue 14's table), and the printed table. */
 import type { CircuitBreakerLimits } from './envoy-circuit-breaker';
+import type { ExtProcCpuResult } from './ext-proc-cpu';
 import type { LatencySummary, OverloadResult, PhaseResult } from './h2-driver';
 import type { MachineInfo } from './proc-stats';
 import type { CommandCounts } from './redis-stats';
@@ -118,6 +119,8 @@ export interface BenchReport {
   tailRate: number;
   /** Envoy's deadline the overload phases judge answers by. */
   answerWithinMs: number;
+  /** The usage processor (ext_proc) on a gateway process of its own, ext-proc-cpu.ts; absent with --no-ext-proc. */
+  extProc?: ExtProcCpuResult;
   targets: Target[];
   elapsedSeconds: number;
 }
@@ -129,6 +132,49 @@ export const KEY_CACHE_MAX_ENTRIES = 200_000;
 const int = (value: number) => Math.round(value).toLocaleString('en-US');
 const ms = (value: number) => value.toFixed(2);
 const times = (value: number) => `${value.toFixed(2)} ×`;
+
+/** The usage processor's figures, as the table and the targets list print them. */
+export function extProcFigures(run: ExtProcCpuResult): { cpu: { label: string; value: string }; memory: { label: string; value: string } } {
+  const usPerAnswer = run.cpuMsPerAnswer * 1000;
+  return {
+    cpu: {
+      // The body's messages: one per SSE event, after the request and response headers.
+      label: `processor CPU µs per metered answer (streamed, ~${int(run.messagesPerAnswer - 2)} events)`,
+      value: `${int(usPerAnswer)} µs (${run.cpuUsPerMessage.toFixed(2)} µs per message; ${int(run.meteredWithUsage)} of ${int(run.answers)} answers metered complete)`,
+    },
+    memory: {
+      label: `processor memory per open stream (${int(run.openStreamsHeld)} held mid-answer)`,
+      value: `${int(run.rssPerOpenStreamKiB)} KiB RSS, ${int(run.heapPerOpenStreamKiB)} KiB JS heap`,
+    },
+  };
+}
+
+/** Informational lines (no goal): what metering a streamed answer costs, or why it was not measured. */
+function extProcTargets(run: ExtProcCpuResult | undefined): Target[] {
+  if (!run) {
+    return [
+      {
+        name: 'processor CPU µs per metered answer (streamed)',
+        goal: 'none',
+        value: 'not measured',
+        pass: null,
+        note: 'skipped (--no-ext-proc)',
+      },
+    ];
+  }
+  const { cpu, memory } = extProcFigures(run);
+  const unmetered = run.meteredWithUsage < run.answers;
+  return [
+    {
+      name: cpu.label,
+      goal: 'none (informational)',
+      value: cpu.value,
+      pass: null,
+      ...(unmetered ? { note: `${int(run.answers - run.meteredWithUsage)} answers not metered complete: the figure is suspect` } : {}),
+    },
+    { name: memory.label, goal: 'none (informational)', value: memory.value, pass: null },
+  ];
+}
 
 /**
  * A figure as the targets list prints it (`digits` decimals), to judge it
@@ -253,6 +299,7 @@ export function evaluateTargets(report: BenchReport): Target[] {
       pass: comparison.large.keys >= ONE_MILLION ? asShown(ratio, 2) >= 0.95 : null,
     });
   }
+  targets.push(...extProcTargets(report.extProc));
   return targets;
 }
 
@@ -307,6 +354,11 @@ export function printReport(report: BenchReport, out: (line: string) => void): v
         .join(' ') || '(defaults)'
     }`,
   );
+  if (report.extProc)
+    out(
+      `usage processor (ext_proc): a gateway process of its own (in-memory store), ${int(report.extProc.answers)} streamed chat-completions answers ` +
+        `after 300 of warm-up, ${int(report.extProc.concurrency)} at a time, one message per SSE event (test/bench/ext-proc-cpu.ts); shown in the gateway's column`,
+    );
   out('');
   const rows: string[][] = [['', base.label, ...others.flatMap((run) => [run.label, 'ratio'])]];
   /** One figure per server, and each one's ratio to the no-op grpc-js server's (when it has one). */
@@ -420,6 +472,14 @@ export function printReport(report: BenchReport, out: (line: string) => void): v
     phaseText('  p50 / p99 / max ms, every answer', (p) => `${ms(p.latency.p50Ms)} / ${ms(p.latency.p99Ms)} / ${ms(p.latency.maxMs)}`);
     phaseText('  p99 ms inside the server (bucket)', (p) => formatBucket(p.serverP99));
     phaseText('  driver behind its schedule, p99 / max ms', (p) => `${ms(p.scheduleLagMs.p99)} / ${ms(p.scheduleLagMs.max)}`);
+  }
+  if (report.extProc) {
+    const { cpu, memory } = extProcFigures(report.extProc);
+    // Measured once, on a gateway process of its own: the figure goes in the main gateway's column only.
+    const inGatewayColumn = (label: string, value: string) =>
+      rows.push([label, '', ...others.flatMap((run) => [run === gw ? value : '', ''])]);
+    inGatewayColumn(cpu.label, int(report.extProc.cpuMsPerAnswer * 1000));
+    inGatewayColumn(`  ${memory.label}`, memory.value);
   }
   text('decisions/s per round', (run) => run.roundRates.map(int).join(' / '));
   for (const line of markdownTable(rows)) out(line);

@@ -6,7 +6,8 @@
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { h2loadArguments, parseH2loadLog } from '../../bench/h2load';
-import { asShown, evaluateTargets, type BenchReport, type GatewayRun } from '../../bench/report';
+import type { ExtProcCpuResult } from '../../bench/ext-proc-cpu';
+import { asShown, evaluateTargets, extProcFigures, type BenchReport, type GatewayRun } from '../../bench/report';
 import { histogramDelta, histogramQuantile, parseMetrics, formatBucket } from '../../bench/server-metrics';
 import { checkCodec, checkResponseStatusCode } from '../../bench/traffic';
 import { OFFICIAL_EXTERNAL_AUTH_PROTO, OFFICIAL_LOADER_OPTIONS } from '../../support/envoy-official-client';
@@ -174,5 +175,60 @@ describe('the targets list', () => {
     expect(asShown(1.004, 2)).toBe(1);
     expect(asShown(59.96, 1)).toBe(60);
     expect(asShown(0.8951, 2)).toBe(0.9);
+  });
+});
+
+describe('the usage processor figures', () => {
+  const extProc = {
+    answers: 2000,
+    concurrency: 64,
+    messagesPerAnswer: 506,
+    meteredWithUsage: 2000,
+    cpuMsPerAnswer: 2.164,
+    cpuUsPerMessage: 4.277,
+    openStreamsHeld: 2000,
+    rssPerOpenStreamKiB: 14,
+    heapPerOpenStreamKiB: 3,
+  } as ExtProcCpuResult;
+
+  it('labels the CPU by the streamed events (messages less the two header messages) and prints µs per answer', () => {
+    expect(extProcFigures(extProc)).toEqual({
+      cpu: {
+        label: 'processor CPU µs per metered answer (streamed, ~504 events)',
+        value: '2,164 µs (4.28 µs per message; 2,000 of 2,000 answers metered complete)',
+      },
+      memory: { label: 'processor memory per open stream (2,000 held mid-answer)', value: '14 KiB RSS, 3 KiB JS heap' },
+    });
+  });
+
+  const report = (run?: ExtProcCpuResult) =>
+    ({
+      baseline: { saturation: { perSecond: 5000 }, cpuUsPerDecision: 100 },
+      gateway: {
+        label: 'gateway-authz',
+        saturation: { perSecond: 5000 },
+        cpuUsPerDecision: 50,
+        fresh: { cachedKeys: 0, rssUnderLoadMb: 100 },
+        overload: [],
+        roundTrips: {},
+      },
+      answerWithinMs: 250,
+      ...(run ? { extProc: run } : {}),
+    }) as unknown as BenchReport;
+  const processorLines = (run?: ExtProcCpuResult) => evaluateTargets(report(run)).filter((target) => target.name.startsWith('processor'));
+
+  it('lists them as informational targets, judged on nothing', () => {
+    expect(processorLines(extProc)).toEqual([
+      expect.objectContaining({ name: expect.stringContaining('~504 events'), value: expect.stringMatching(/^2,164 µs/), pass: null }),
+      expect.objectContaining({ name: expect.stringContaining('per open stream'), value: '14 KiB RSS, 3 KiB JS heap', pass: null }),
+    ]);
+    expect(processorLines(extProc)[0]!.note).toBeUndefined();
+  });
+
+  it('says when some answers were not metered, and when the phase was skipped', () => {
+    expect(processorLines({ ...extProc, meteredWithUsage: 1990 })[0]!.note).toMatch(/10 answers not metered complete/);
+    expect(processorLines(undefined)).toEqual([
+      expect.objectContaining({ value: 'not measured', pass: null, note: 'skipped (--no-ext-proc)' }),
+    ]);
   });
 });
