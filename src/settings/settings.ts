@@ -147,8 +147,8 @@ export const DEFAULT_GRPC_MAX_CONCURRENT_STREAMS = 100;
 
 /**
  * One Process stream per answer in flight through Envoy. An open stream
- * measured 11–30 KiB of resident memory (README "Usage and billing"), so
- * 5,000 keeps them under ~150 MB of the container's 512 MiB; a process with
+ * measured about 31 KiB of resident memory (README "Usage and billing"), so
+ * 5,000 keeps them near 155 MB of the container's 512 MiB; a process with
  * more answers streaming at once than that is rare, and one past the bound
  * is refused and counted, never a crash. Raise it with the memory limit.
  */
