@@ -211,6 +211,14 @@ function refusals(app: CustomerAppProcess): { reason?: string; claim?: string; o
     .filter((line) => line.event === 'customer_sign_in_refused');
 }
 
+/** The refusals logged since `before`, once `count` of them have arrived (the service's log lines come from a child process, a little after its answers) or 2 s have passed. */
+async function refusalsSince(app: CustomerAppProcess, before: number, count: number): Promise<ReturnType<typeof refusals>> {
+  for (let waited = 0; refusals(app).length - before < count && waited < 2000; waited += 50) {
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  return refusals(app).slice(before);
+}
+
 async function expectSignedOut(page: Page, app: CustomerAppProcess): Promise<void> {
   await page.goto(`${app.customerUrl}/`);
   await page.getByRole('link', { name: 'Sign in with your identity provider' }).waitFor();
@@ -325,7 +333,7 @@ describe("the provider's answer is checked", () => {
     expect(new URL(tab.page.url()).searchParams.get('state')).toBe('a-state-this-browser-never-sent');
     await tab.page.getByRole('heading', { name: 'Sign-in did not complete' }).waitFor();
     expect(await tab.page.getByTestId('error').textContent()).toContain('does not match a sign-in started in this browser');
-    expect(refusals(publicApp).slice(before)).toEqual([expect.objectContaining({ reason: 'unknown_sign_in' })]);
+    expect(await refusalsSince(publicApp, before, 1)).toEqual([expect.objectContaining({ reason: 'unknown_sign_in' })]);
     await expectSignedOut(tab.page, publicApp);
   });
 
@@ -356,7 +364,7 @@ describe("the provider's answer is checked", () => {
     const answer = await send(publicApp, 'GET', `${injected.pathname}${injected.search}`, { cookie: freshCookie! });
     expect(answer.status).toBe(400);
     expect(answer.text).toContain('The identity provider refused to complete this sign-in (invalid_grant)');
-    expect(refusals(publicApp).slice(before)).toEqual([
+    expect(await refusalsSince(publicApp, before, 2)).toEqual([
       expect.objectContaining({ reason: 'unknown_sign_in' }),
       expect.objectContaining({ reason: 'code_refused', oauthError: 'invalid_grant' }),
     ]);
@@ -374,7 +382,7 @@ describe("the provider's answer is checked", () => {
     expect(await tab.page.getByTestId('error').textContent()).toBe(
       "The identity provider's ID token was not issued for this sign-in (its nonce does not match).",
     );
-    expect(refusals(publicApp).slice(before)).toEqual([expect.objectContaining({ reason: 'response_invalid', claim: 'nonce' })]);
+    expect(await refusalsSince(publicApp, before, 1)).toEqual([expect.objectContaining({ reason: 'response_invalid', claim: 'nonce' })]);
     await expectSignedOut(tab.page, publicApp);
   });
 });
@@ -478,12 +486,14 @@ describe('cross-site request forgery', () => {
       ]);
       expect(response.status()).toBe(403);
     }
-    expect(
+    // The service runs in a child process: its log lines reach this process a little after the answers.
+    const refusals = () =>
       publicApp
         .logs()
         .slice(logs)
-        .filter((line) => line.includes('customer_cross_site_refused')),
-    ).toHaveLength(2);
+        .filter((line) => line.includes('customer_cross_site_refused'));
+    for (let waited = 0; refusals().length < 2 && waited < 2000; waited += 50) await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(refusals()).toHaveLength(2);
     expect(await redisClient.exists(sessionKey(id))).toBe(1);
     await tab.page.goto(`${publicApp.customerUrl}/`);
     await tab.page.getByRole('heading', { name: 'Your accounts' }).waitFor();
