@@ -28,11 +28,22 @@ export class ProtobufReader {
 
   /** The bounds of a length-delimited field's payload; the reader moves past it. */
   delimited(): [number, number] {
+    const start = this.passPayload();
+    return [start, this.pos];
+  }
+
+  /**
+   * Moves past a length-delimited field's payload and returns where it
+   * started (it ends at the new `pos`). string() and nested() use it rather
+   * than delimited(): a Check reads about 50 strings, and delimited()'s array
+   * was 1.8 KB of garbage per Check (cpu-profile.ts --allocations).
+   */
+  private passPayload(): number {
     const length = this.uint32();
     const start = this.pos;
     if (length > this.end - start) throw new RangeError('index out of range: length past the end');
     this.pos = start + length;
-    return [start, this.pos];
+    return start;
   }
 
   /** A double (wire type fixed64), little-endian. */
@@ -44,8 +55,8 @@ export class ProtobufReader {
   }
 
   string(): string {
-    const [start, end] = this.delimited();
-    return this.buffer.toString('utf8', start, end);
+    const start = this.passPayload();
+    return this.buffer.toString('utf8', start, this.pos);
   }
 
   skip(wireType: number): void {
@@ -81,7 +92,7 @@ export class ProtobufReader {
 
   /** A reader over a nested message, moving this one past it. */
   nested(): ProtobufReader {
-    const [start, end] = this.delimited();
-    return new ProtobufReader(this.buffer, start, end);
+    const start = this.passPayload();
+    return new ProtobufReader(this.buffer, start, this.pos);
   }
 }
