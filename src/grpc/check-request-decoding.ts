@@ -62,7 +62,8 @@ function decodeRequest(reader: Reader): NonNullable<NonNullable<CheckRequestMess
 }
 
 function decodeHttp(reader: Reader): HttpRequestMessage {
-  const http: HttpRequestMessage = { method: '', path: '', headers: {} };
+  // A null prototype: toAuthRequest adopts this map as the request's headers instead of copying it (check-request.ts).
+  const http: HttpRequestMessage = { method: '', path: '', headers: Object.create(null) as Record<string, string> };
   while (reader.pos < reader.end) {
     const tag = reader.uint32();
     const wireType = tag & 7;
@@ -100,7 +101,7 @@ function readMapEntry(reader: Reader, into: Record<string, string>): void {
     else if (field === 2 && (tag & 7) === WIRE_BYTES) value = reader.string();
     else reader.skip(tag & 7);
   }
-  // Plain assignment, as protobufjs does (a key named __proto__ is dropped the same way).
+  // Later entries win, as in protobufjs; the map has no prototype, so a key named __proto__ is kept, as protobufjs keeps it.
   into[key] = value;
 }
 

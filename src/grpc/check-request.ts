@@ -22,14 +22,23 @@ export interface CheckRequestMessage {
  */
 export function toAuthRequest(message: CheckRequestMessage): AuthRequest {
   const http = message.attributes?.request?.http ?? {};
-  const headers = Object.create(null) as Record<string, string>;
   const given = http.headers;
-  if (given) {
-    for (const name in given) {
-      if (Object.prototype.hasOwnProperty.call(given, name)) appendHeader(headers, name, given[name]!);
+  const rawHeaders = http.header_map?.headers ?? NO_RAW_HEADERS;
+  let headers: Record<string, string>;
+  if (given && rawHeaders.length === 0 && Object.getPrototypeOf(given) === null && allLowerCase(given)) {
+    // The decoder's own map (decodeCheckRequest: null prototype, later entries already won) with lower-case
+    // names is exactly the copy below would build: adopted, not copied (3 µs of a Check's CPU, cpu-profile.ts).
+    // The message is not used after this.
+    headers = given;
+  } else {
+    headers = Object.create(null) as Record<string, string>;
+    if (given) {
+      for (const name in given) {
+        if (Object.prototype.hasOwnProperty.call(given, name)) appendHeader(headers, name, given[name]!);
+      }
     }
   }
-  for (const entry of http.header_map?.headers ?? []) {
+  for (const entry of rawHeaders) {
     if (!entry.key) continue;
     const value = entry.raw_value && entry.raw_value.length > 0 ? Buffer.from(entry.raw_value).toString('utf8') : (entry.value ?? '');
     appendHeader(headers, entry.key, value);
@@ -48,6 +57,13 @@ export function toAuthRequest(message: CheckRequestMessage): AuthRequest {
  * non-ASCII character (which toLowerCase might change) are converted.
  */
 const UPPER_CASE = /[A-Z\u0080-\uffff]/;
+
+const NO_RAW_HEADERS: readonly never[] = Object.freeze([]);
+
+function allLowerCase(headers: Record<string, string>): boolean {
+  for (const name in headers) if (UPPER_CASE.test(name)) return false;
+  return true;
+}
 
 function appendHeader(headers: Record<string, string>, name: string, value: string): void {
   const key = UPPER_CASE.test(name) ? name.toLowerCase() : name;

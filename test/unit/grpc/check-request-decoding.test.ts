@@ -114,6 +114,27 @@ describe('CheckRequest decoding (the fields the pipeline reads)', () => {
     expect(toAuthRequest(decodeCheckRequest(Buffer.concat([first, second]))).path).toBe('/second');
   });
 
+  it('reads header names that are Object.prototype members as protobufjs does (__proto__ kept), into a map the request adopts', () => {
+    const headers = JSON.parse('{"__proto__":"p","constructor":"c","x-api-key":"k"}') as Record<string, string>;
+    // Set as is (envoyCheckRequest joins with `in`, which sees Object.prototype's constructor).
+    const built = envoyCheckRequest({ path: '/v1/chat/completions' }) as { attributes: { request: { http: Record<string, unknown> } } };
+    built.attributes.request.http.headers = headers;
+    const bytes = official.requestSerialize(built);
+    expectSameAuthRequest(bytes);
+    const message = decodeCheckRequest(bytes);
+    const decoded = message.attributes!.request!.http!.headers!;
+    expect(Object.getPrototypeOf(decoded)).toBeNull();
+    const request = toAuthRequest(message);
+    // Adopted, not copied: the lower-case names are already what the copy would build.
+    expect(request.headers).toBe(decoded);
+    expect(Object.keys(request.headers)).toEqual(expect.arrayContaining(['__proto__', 'constructor', 'x-api-key']));
+    expect(request.headers.constructor).toBe('c');
+    // A name with a capital goes through the copy.
+    const capital = decodeCheckRequest(official.requestSerialize(envoyCheckRequest({ path: '/', headers: { 'x-api-key': 'k' } })));
+    capital.attributes!.request!.http!.headers!['X-Upper'] = 'u';
+    expect(toAuthRequest(capital).headers['x-upper']).toBe('u');
+  });
+
   it('refuses malformed bytes as protobufjs does, so the server answers INTERNAL', () => {
     const good = official.requestSerialize(envoyCheckRequest({ path: '/v1/chat/completions', headers: { authorization: 'Bearer k' } }));
     const malformed = [

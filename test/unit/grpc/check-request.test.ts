@@ -35,6 +35,18 @@ describe('toAuthRequest', () => {
       expect(request.headers['x-äpi-key']).toBe('a');
     });
 
+    it("copies and lower-cases a null-prototype map (the decoder's) that has a capital in a name, and adopts one that has none", () => {
+      const mixed = Object.assign(Object.create(null) as Record<string, string>, { 'x-api-key': 'a', 'X-API-KEY': 'b', ':path': '/' });
+      const copied = toAuthRequest(http({ headers: mixed }));
+      expect(copied.headers).not.toBe(mixed);
+      expect({ ...copied.headers }).toEqual({ 'x-api-key': 'a,b', ':path': '/' });
+      const lower = Object.assign(Object.create(null) as Record<string, string>, { 'x-api-key': 'a', ':path': '/' });
+      expect(toAuthRequest(http({ headers: lower })).headers).toBe(lower);
+      const withRaw = toAuthRequest(http({ headers: lower, header_map: { headers: [{ key: 'x-extra', value: 'e' }] } }));
+      expect(withRaw.headers).not.toBe(lower);
+      expect({ ...withRaw.headers }).toEqual({ 'x-api-key': 'a', ':path': '/', 'x-extra': 'e' });
+    });
+
     it('joins names that differ only in case with a comma', () => {
       const request = toAuthRequest(http({ headers: { 'x-api-key': 'a', 'X-API-KEY': 'b' } }));
       expect(request.headers['x-api-key']).toBe('a,b');
