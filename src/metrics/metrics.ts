@@ -1,10 +1,11 @@
 import { performance } from 'node:perf_hooks';
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Decision } from '../domain/decision';
 import type { AdminAuthMetrics, AuthLimitKind } from '../domain/admin-auth-limits';
 import type { Authorizer, CheckPathOperation, CheckPathTimer, KeyIndex, TimesCheckPath } from '../domain/authorization';
 import type { ShedReason } from '../overload/check-admission';
 import { ExtProcMetrics } from './ext-proc-metrics';
+import { HotPathHistogram, type HotPathHistogramChild } from './hot-path-histogram';
 import type { UsageRecord } from '../domain/usage-record';
 import type { UsageRecorderMetrics, UsageRecordOutcome } from '../store/usage-recorder';
 
@@ -31,7 +32,7 @@ export class Metrics implements AdminAuthMetrics, UsageRecorderMetrics {
     registers: [this.registry],
   });
 
-  private readonly decisionSeconds = new Histogram({
+  private readonly decisionSeconds = new HotPathHistogram({
     name: 'gateway_authz_decision_duration_seconds',
     help: 'Time from CheckRequest to CheckResponse, by result.',
     labelNames: ['result'] as const,
@@ -39,7 +40,7 @@ export class Metrics implements AdminAuthMetrics, UsageRecorderMetrics {
     registers: [this.registry],
   });
 
-  private readonly checkLatencySeconds = new Histogram({
+  private readonly checkLatencySeconds = new HotPathHistogram({
     name: 'gateway_authz_check_latency_seconds',
     help:
       'Time from a Check reaching the process to its answer being handed to the transport, counting the event-loop delay ' +
@@ -57,7 +58,7 @@ export class Metrics implements AdminAuthMetrics, UsageRecorderMetrics {
     registers: [this.registry],
   });
 
-  private readonly redisSeconds = new Histogram({
+  private readonly redisSeconds = new HotPathHistogram({
     name: 'gateway_authz_store_duration_seconds',
     help: 'Round-trip time of store calls on the Check path, by operation.',
     labelNames: ['operation'] as const,
@@ -98,7 +99,7 @@ export class Metrics implements AdminAuthMetrics, UsageRecorderMetrics {
    * The combinations are few (styles × families × reasons), so the maps stay small.
    */
   private readonly decisionCounters = new Map<string, Counter.Internal>();
-  private readonly decisionHistograms = new Map<string, Histogram.Internal<'result'>>();
+  private readonly decisionHistograms = new Map<string, HotPathHistogramChild>();
   private readonly keyCacheCounters = new Map<string, Counter.Internal>();
 
   private readonly shedCounters = new Map<ShedReason, Counter.Internal>();
@@ -175,8 +176,10 @@ export class Metrics implements AdminAuthMetrics, UsageRecorderMetrics {
     });
   }
 
+  private readonly checkLatency = this.checkLatencySeconds.labels({});
+
   observeCheckLatency(seconds: number): void {
-    this.checkLatencySeconds.observe(seconds);
+    this.checkLatency.observe(seconds);
   }
 
   observeShed(reason: ShedReason): void {
@@ -272,9 +275,9 @@ export class Metrics implements AdminAuthMetrics, UsageRecorderMetrics {
     return counter;
   }
 
-  private readonly storeHistograms = new Map<string, Histogram.Internal<'operation'>>();
+  private readonly storeHistograms = new Map<string, HotPathHistogramChild>();
 
-  private storeHistogram(operation: string): Histogram.Internal<'operation'> {
+  private storeHistogram(operation: string): HotPathHistogramChild {
     let histogram = this.storeHistograms.get(operation);
     if (!histogram) {
       histogram = this.redisSeconds.labels({ operation });

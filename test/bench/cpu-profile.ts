@@ -22,7 +22,7 @@ import * as path from 'node:path';
 import { parseArgs } from 'node:util';
 import Redis from 'ioredis';
 import { H2Driver } from './h2-driver';
-import { cpuSecondsOf } from './proc-stats';
+import { cpuSecondsOf, rssBytesOf } from './proc-stats';
 import { REPO_ROOT, startGateway, type ServerUnderTest } from './processes';
 import { redisCpuSeconds } from './redis-stats';
 import { seedKeys } from './seed';
@@ -155,6 +155,43 @@ function printAllocations(profile: SamplingHeapProfile, decisions: number, top: 
   }
 }
 
+/** CPU seconds (user, system) of one process's main thread and of its other threads (/proc/<pid>/task). */
+function threadCpu(pid: number): Map<string, { user: number; system: number }> {
+  const byName = new Map<string, { user: number; system: number }>();
+  for (const tid of fs.readdirSync(`/proc/${pid}/task`)) {
+    try {
+      const stat = fs.readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+      // Node does not name its threads here (all "node"): the main thread is the one whose id is the process's.
+      const name = Number(tid) === pid ? 'main thread' : 'other threads (V8 GC helpers, libuv pool, …)';
+      const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      const entry = byName.get(name) ?? { user: 0, system: 0 };
+      // USER_HZ is 100 on Linux x86-64 and arm64.
+      entry.user += Number(rest[11]) / 100;
+      entry.system += Number(rest[12]) / 100;
+      byName.set(name, entry);
+    } catch {
+      // The thread ended meanwhile.
+    }
+  }
+  return byName;
+}
+
+function printThreadCpu(
+  before: Map<string, { user: number; system: number }>,
+  after: Map<string, { user: number; system: number }>,
+  decisions: number,
+): void {
+  const rows = [...after].map(([name, { user, system }]) => {
+    const start = before.get(name) ?? { user: 0, system: 0 };
+    return { name, user: ((user - start.user) * 1e6) / decisions, system: ((system - start.system) * 1e6) / decisions };
+  });
+  console.log('CPU per thread (µs/decision, user + system):');
+  for (const row of rows.sort((a, b) => b.user + b.system - (a.user + a.system))) {
+    if (row.user + row.system < 0.05) continue;
+    console.log(`  ${row.name.padEnd(24)} ${row.user.toFixed(1).padStart(6)} + ${row.system.toFixed(1).padStart(5)}`);
+  }
+}
+
 function loadAverage(): string {
   return os
     .loadavg()
@@ -179,6 +216,7 @@ async function main(): Promise<void> {
       top: { type: 'string', default: '40' },
       env: { type: 'string', multiple: true, default: [] },
       'b-env': { type: 'string', multiple: true, default: [] },
+      'b-node-arg': { type: 'string', multiple: true, default: [] },
       summarize: { type: 'string' },
       help: { type: 'boolean', default: false },
     },
@@ -196,7 +234,7 @@ async function main(): Promise<void> {
   const seconds = Number(values.seconds);
   const rate = values.rate === undefined ? undefined : Number(values.rate);
   const extraEnv = envAssignments(values.env, 'env');
-  // --b-env: settings for the second --dist only (it may be the same directory): an A/B of a setting.
+  // --b-env, --b-node-arg: settings and node flags for the second --dist only (it may be the same directory): an A/B of a setting.
   const bEnv = envAssignments(values['b-env'], 'b-env');
 
   const redis = await openDisposableRedis(false, 'CPU profile');
@@ -219,12 +257,15 @@ async function main(): Promise<void> {
       for (const [index, dist] of dists.entries()) {
         const label =
           dists.length > 1
-            ? `${String.fromCharCode(65 + index)} (${path.relative(REPO_ROOT, dist) || dist}${index === 1 && values['b-env'].length > 0 ? ` ${values['b-env'].join(' ')}` : ''})`
+            ? `${String.fromCharCode(65 + index)} (${path.relative(REPO_ROOT, dist) || dist}${index === 1 ? [...values['b-env'], ...values['b-node-arg']].map((entry) => ` ${entry}`).join('') : ''})`
             : 'gateway';
         const profileFile = path.join(BENCH_DIR, 'cpu-prof', `${new Date().toISOString().replace(/[:.]/g, '-')}-${index}.cpuprofile`);
         const allocationFile = profileFile.replace(/\.cpuprofile$/, '.heapprofile');
         fs.mkdirSync(path.dirname(profileFile), { recursive: true });
-        const nodeArgs = profiling ? ['--require', path.join(__dirname, 'cpu-profile-preload.js')] : [];
+        const nodeArgs = [
+          ...(profiling ? ['--require', path.join(__dirname, 'cpu-profile-preload.js')] : []),
+          ...(index === 1 ? values['b-node-arg'] : []),
+        ];
         const gateway: ServerUnderTest = await startGateway(
           {
             REDIS_URL: redis.url,
@@ -241,6 +282,8 @@ async function main(): Promise<void> {
         );
         const driver = await H2Driver.connect(gateway.grpcAddress, 4);
         let cpuStart = 0;
+        let threadsBefore = new Map<string, { user: number; system: number }>();
+        let threadsAfter = threadsBefore;
         let redisStart = 0;
         let cpu = 0;
         let redisCpu = 0;
@@ -252,9 +295,11 @@ async function main(): Promise<void> {
               if (profiling) process.kill(gateway.pid, 'SIGUSR2');
               redisStart = await redisCpuSeconds(stats);
               cpuStart = cpuSecondsOf(gateway.pid);
+              threadsBefore = threadCpu(gateway.pid);
             },
             atEnd: async () => {
               cpu = cpuSecondsOf(gateway.pid) - cpuStart;
+              threadsAfter = threadCpu(gateway.pid);
               if (profiling) process.kill(gateway.pid, 'SIGUSR2');
               redisCpu = (await redisCpuSeconds(stats)) - redisStart;
             },
@@ -290,8 +335,9 @@ async function main(): Promise<void> {
           console.log(
             `${label}: ${rate === undefined ? 'saturation' : `${rate}/s`}: ${Math.round(result.perSecond)} decisions/s, ` +
               `server CPU ${perDecision.toFixed(1)} µs/decision, Redis ${((redisCpu * 1e6) / decisions).toFixed(1)} µs/decision, ` +
-              `p50 ${result.latency.p50Ms.toFixed(2)} ms, load average ${loadAverage()}`,
+              `p50 ${result.latency.p50Ms.toFixed(2)} ms, RSS ${(rssBytesOf(gateway.pid) / 2 ** 20).toFixed(0)} MB, load average ${loadAverage()}`,
           );
+          printThreadCpu(threadsBefore, threadsAfter, decisions);
           if (profiling) {
             for (let waited = 0; !fs.existsSync(profileFile) && waited < 10_000; waited += 100)
               await new Promise((resolve) => setTimeout(resolve, 100));
