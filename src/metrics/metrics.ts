@@ -4,6 +4,7 @@ import type { Decision } from '../domain/decision';
 import type { AdminAuthMetrics, AuthLimitKind } from '../domain/admin-auth-limits';
 import type { Authorizer, CheckPathOperation, CheckPathTimer, KeyIndex, TimesCheckPath } from '../domain/authorization';
 import type { ShedReason } from '../overload/check-admission';
+import { BatchedCounts, type BatchedCount } from './batched-counts';
 import { ExtProcMetrics } from './ext-proc-metrics';
 import { HotPathHistogram, type HotPathHistogramChild } from './hot-path-histogram';
 import type { UsageRecord } from '../domain/usage-record';
@@ -25,11 +26,15 @@ export class Metrics implements AdminAuthMetrics, UsageRecorderMetrics {
   /** The usage processor's (ext_proc) metrics, on the same registry. */
   readonly extProc = new ExtProcMetrics(this.registry);
 
+  /** The per-Check counts (decisions, key cache lookups), added to their counters when the registry is read. */
+  private readonly checkPathCounts = new BatchedCounts();
+
   private readonly decisions = new Counter({
     name: 'gateway_authz_decisions_total',
     help: 'Check decisions by client style, route family, result and reason code.',
     labelNames: ['style', 'family', 'result', 'reason'] as const,
     registers: [this.registry],
+    collect: () => this.checkPathCounts.flush(),
   });
 
   private readonly decisionSeconds = new HotPathHistogram({
@@ -78,6 +83,7 @@ export class Metrics implements AdminAuthMetrics, UsageRecorderMetrics {
     help: 'Key index lookups by outcome: hit, negative_hit (known unknown) or miss (went to the store).',
     labelNames: ['outcome'] as const,
     registers: [this.registry],
+    collect: () => this.checkPathCounts.flush(),
   });
 
   private readonly adminAuthFailures = new Counter({
@@ -98,9 +104,9 @@ export class Metrics implements AdminAuthMetrics, UsageRecorderMetrics {
    * otherwise sorts and joins the label names and values on every call.
    * The combinations are few (styles × families × reasons), so the maps stay small.
    */
-  private readonly decisionCounters = new Map<string, Counter.Internal>();
+  private readonly decisionCounters = new Map<string, BatchedCount>();
   private readonly decisionHistograms = new Map<string, HotPathHistogramChild>();
-  private readonly keyCacheCounters = new Map<string, Counter.Internal>();
+  private readonly keyCacheCounters = new Map<string, BatchedCount>();
 
   private readonly shedCounters = new Map<ShedReason, Counter.Internal>();
 
@@ -197,7 +203,9 @@ export class Metrics implements AdminAuthMetrics, UsageRecorderMetrics {
     const key = `${decision.route.style} ${decision.route.family} ${reason}`;
     let counter = this.decisionCounters.get(key);
     if (!counter) {
-      counter = this.decisions.labels({ style: decision.route.style, family: decision.route.family, result, reason });
+      counter = this.checkPathCounts.countFor(
+        this.decisions.labels({ style: decision.route.style, family: decision.route.family, result, reason }),
+      );
       this.decisionCounters.set(key, counter);
     }
     counter.inc();
@@ -212,7 +220,7 @@ export class Metrics implements AdminAuthMetrics, UsageRecorderMetrics {
   observeKeyCache(outcome: 'hit' | 'negative_hit' | 'miss'): void {
     let counter = this.keyCacheCounters.get(outcome);
     if (!counter) {
-      counter = this.keyCache.labels({ outcome });
+      counter = this.checkPathCounts.countFor(this.keyCache.labels({ outcome }));
       this.keyCacheCounters.set(outcome, counter);
     }
     counter.inc();
