@@ -288,7 +288,7 @@ async function main(): Promise<void> {
         let cpu = 0;
         let redisCpu = 0;
         try {
-          expectClean('warm-up (valid keys)', await driver.sendAll(uniformTraffic('valid', pools.valid), 32));
+          expectClean('warm-up (valid keys)', await driver.sendAll(uniformTraffic('valid', pools.valid), 32), true);
           await driver.sendAll(uniformTraffic('valid', seeded.rateLimited), 16);
           const hooks = {
             atStart: async () => {
