@@ -166,7 +166,10 @@ describe('unpricedModels: "refuse" at Check time', () => {
     const world = await fixtureWorld(pricing('refuse'));
     const missing = await decideFor(world, { ...gemini(world, 'gemini-1.0-ultra'), headers: {} });
     expect(missing.kind === 'deny' && missing.reason).toBe('missing_credential');
-    const unknown = await decideFor(world, { ...gemini(world, 'gemini-1.0-ultra'), headers: { 'x-goog-api-key': world.secrets.UNKNOWN_KEY } });
+    const unknown = await decideFor(world, {
+      ...gemini(world, 'gemini-1.0-ultra'),
+      headers: { 'x-goog-api-key': world.secrets.UNKNOWN_KEY },
+    });
     expect(unknown.kind === 'deny' && unknown.reason).toBe('unknown_key');
     const malformed = await decideFor(world, chat({ ...world, secrets: { ...world.secrets, LIVE_KEY: 'gk_live_nope' } }, '{"model":"x"}'));
     expect(malformed.kind === 'deny' && malformed.reason).toBe('malformed_key');
