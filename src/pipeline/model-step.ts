@@ -16,7 +16,11 @@ export type ModelRefusal = ReturnType<typeof denial<'model_not_priced'>> | Retur
  * `charge-default`, or a model Check cannot see) nothing is refused here, and
  * metering charges the default prices.
  */
-export function refuseUnpricedModel(request: AuthRequest, route: ClassifiedRoute, pricing: PriceTable | undefined): ModelRefusal | undefined {
+export function refuseUnpricedModel(
+  request: AuthRequest,
+  route: ClassifiedRoute,
+  pricing: PriceTable | undefined,
+): ModelRefusal | undefined {
   if (pricing?.unpricedModels !== 'refuse') return undefined;
   let model: string | undefined;
   if (route.family === 'generative-content') {

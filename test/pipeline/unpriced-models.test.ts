@@ -9,6 +9,7 @@ import type { Authorizer } from '../../src/domain/authorization';
 import { toAuthRequest } from '../../src/grpc/check-request';
 import { decide } from '../../src/pipeline/decide';
 import { toCheckAnswer } from '../../src/responses/check-response';
+import { parseDenyBody } from '../support/deny-body';
 import { envoyCheckRequest, type EnvoyCheckRequestOptions } from '../support/envoy-official-client';
 import { fixtureWorld, type FixtureWorld } from '../support/pipeline-fixture-world';
 
@@ -81,7 +82,7 @@ describe('unpricedModels: "refuse" at Check time', () => {
       versionHeaders: [],
     });
     expect(answer.kind === 'response' && answer.httpStatus).toBe(404);
-    expect(answer.kind === 'response' && JSON.parse(answer.response.denied_response!.body).error.status).toBe('NOT_FOUND');
+    expect(answer.kind === 'response' && parseDenyBody(answer.response.denied_response!.body).error.status).toBe('NOT_FOUND');
   });
 
   it('allows a priced Gemini model (a prefix pattern), on /v1beta and /v1', async () => {
