@@ -7,7 +7,8 @@
  * official protos and to the ext_authz contract.
  */
 import { checkBootstrap } from './support/envoy-bootstrap';
-import { EXT_AUTHZ_FILTER, extAuthzProblems, routeFor, routes, type EnvoyView } from './support/envoy-semantics';
+import { connectionManager, EXT_AUTHZ_FILTER, extAuthzProblems, routeFor, routes, type EnvoyView } from './support/envoy-semantics';
+import { DEFAULT_GRPC_SERVER_SETTINGS } from '../../src/grpc/transport/grpc-server';
 import { parseYaml, readRepoFile } from './support/repo-files';
 
 /** The README's routes to change, and a path each serves. */
@@ -59,10 +60,15 @@ describe('README "Prices": the with_request_body override for unpricedModels ref
         path,
         perRoute: {
           '@type': 'type.googleapis.com/envoy.extensions.filters.http.ext_authz.v3.ExtAuthzPerRoute',
-          check_settings: { with_request_body: { max_request_bytes: 4194304, allow_partial_message: false, pack_as_bytes: true } },
+          check_settings: { with_request_body: { max_request_bytes: 3145728, allow_partial_message: false, pack_as_bytes: true } },
         },
       });
     }
+    // The body and the largest headers Envoy accepts fit in one Check message the gateway reads (else: RESOURCE_EXHAUSTED, 503).
+    const bodyBytes = (override[EXT_AUTHZ_FILTER] as { check_settings: { with_request_body: { max_request_bytes: number } } })
+      .check_settings.with_request_body.max_request_bytes;
+    const headerBytes = connectionManager(view).max_request_headers_kb * 1024;
+    expect(bodyBytes + headerBytes).toBeLessThan(DEFAULT_GRPC_SERVER_SETTINGS.maxReceiveMessageBytes - 64 * 1024);
     for (const path of ['/v1beta/models/gemini-2.5-flash:generateContent', '/v1/models', '/anything']) {
       expect({ path, perRoute: routeFor(view, path)!.typed_per_filter_config }).toEqual({ path, perRoute: undefined });
     }

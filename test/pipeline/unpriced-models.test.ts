@@ -7,7 +7,9 @@
  */
 import type { Authorizer } from '../../src/domain/authorization';
 import { toAuthRequest } from '../../src/grpc/check-request';
+import fc from 'fast-check';
 import { decide } from '../../src/pipeline/decide';
+import { topLevelModelOf } from '../../src/pipeline/model-step';
 import { toCheckAnswer } from '../../src/responses/check-response';
 import { parseDenyBody } from '../support/deny-body';
 import { envoyCheckRequest, type EnvoyCheckRequestOptions } from '../support/envoy-official-client';
@@ -174,5 +176,44 @@ describe('unpricedModels: "refuse" at Check time', () => {
     expect(unknown.kind === 'deny' && unknown.reason).toBe('unknown_key');
     const malformed = await decideFor(world, chat({ ...world, secrets: { ...world.secrets, LIVE_KEY: 'gk_live_nope' } }, '{"model":"x"}'));
     expect(malformed.kind === 'deny' && malformed.reason).toBe('malformed_key');
+  });
+});
+
+describe('topLevelModelOf: the body model, held to JSON.parse', () => {
+  /** What JSON.parse says the top-level model string is, for a complete document. */
+  function expected(text: string): string | undefined {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      return undefined;
+    }
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return undefined;
+    const model = (parsed as Record<string, unknown>).model;
+    return typeof model === 'string' ? model : undefined;
+  }
+
+  const body = fc.oneof(
+    fc
+      .record({ model: fc.oneof(fc.string({ maxLength: 40 }), fc.jsonValue({ maxDepth: 2 })), messages: fc.jsonValue({ maxDepth: 3 }) })
+      .map((value) => JSON.stringify(value)),
+    fc
+      .record({ messages: fc.jsonValue({ maxDepth: 3 }), model: fc.string({ unit: 'binary', maxLength: 40 }) })
+      .map((value) => JSON.stringify(value)),
+    fc.json({ maxDepth: 3 }),
+    fc.string({ maxLength: 60 }),
+  );
+
+  it('agrees with JSON.parse on whole, cut and duplicated-key bodies, one after another on the shared scanner', () => {
+    fc.assert(
+      fc.property(fc.array(fc.tuple(body, fc.nat(), fc.boolean()), { minLength: 1, maxLength: 8 }), (cases) => {
+        for (const [text, cut, duplicate] of cases) {
+          // A cut anywhere (as allow_partial_message would), or a second "model" key after the first (the last wins).
+          const variant = duplicate && text.startsWith('{"') ? `{"model":"first",${text.slice(1)}` : text.slice(0, text.length - (cut % 3));
+          expect({ variant, model: topLevelModelOf(Buffer.from(variant)) }).toEqual({ variant, model: expected(variant) });
+        }
+      }),
+      { numRuns: 500, seed: 16 },
+    );
   });
 });
