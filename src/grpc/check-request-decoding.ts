@@ -21,8 +21,8 @@
  * Field numbers (proto/envoy/service/auth/v3/attribute_context.proto):
  * CheckRequest{attributes=1}; AttributeContext{request=4};
  * Request{http=2}; HttpRequest{method=2, headers=3 (map), path=4,
- * body=11, raw_body=12, header_map=13}; HeaderMap{headers=1}; HeaderValue{key=1, value=2,
- * raw_value=3}.
+ * body=11, raw_body=12, header_map=13}; HeaderMap{headers=1};
+ * HeaderValue{key=1, value=2, raw_value=3}.
  */
 import type { CheckRequestMessage } from './check-request';
 import { ProtobufReader as Reader, WIRE_BYTES } from './protobuf-reader';
