@@ -73,7 +73,7 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
   if (!settings.adminToken) logger.warn('ADMIN_TOKEN is not set: the admin API refuses every call until it is');
   if (!settings.customerSignIn) logger.warn('OIDC_ISSUER_URL is not set: the customer dashboard says sign-in is not configured');
 
-  const metrics = new Metrics({ usageModelLabel: (model) => modelMetricLabel(settings.pricing, model) });
+  const metrics = new Metrics({ usageModelLabel: (model) => modelMetricLabel(settings.pipeline.pricing, model) });
   const checkPath = metrics.instrumentCheckPath(store, store);
   // Deadlines come from the gRPC transport, which sets them on the system clock (Date.now() + grpc-timeout), not the domain's clock.
   const admission = new CheckAdmission(settings.maxChecksInFlight, systemClock);
@@ -115,7 +115,7 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
       decisionLogSample: settings.decisionLogSample,
       extProc: {
         // Each metered answer becomes a usage record, priced by the price table, applied once per x-request-id.
-        sink: options.meteredResponses ?? usageLedgerSink(usage, settings.pricing),
+        sink: options.meteredResponses ?? usageLedgerSink(usage, settings.pipeline.pricing),
         clock,
         logger,
         maxStreams: settings.extProcMaxStreams,

@@ -10,4 +10,10 @@ export interface AuthRequest {
   headers: Readonly<Record<string, string>>;
   /** From x-request-id, echoed in error bodies; empty when absent. */
   requestId: string;
+  /**
+   * The request body, only when Envoy's ext_authz sends it (`with_request_body`;
+   * off in the shipped envoy.yaml): read for the model a chat-completions or
+   * messages request names. May be cut short (`allow_partial_message`).
+   */
+  body?: Uint8Array;
 }

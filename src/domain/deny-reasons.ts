@@ -18,6 +18,7 @@
 export const RPC_CODE = {
   OK: 0,
   INVALID_ARGUMENT: 3,
+  NOT_FOUND: 5,
   PERMISSION_DENIED: 7,
   RESOURCE_EXHAUSTED: 8,
   UNAVAILABLE: 14,
@@ -27,12 +28,12 @@ export const RPC_CODE = {
 export type RpcCode = (typeof RPC_CODE)[keyof typeof RPC_CODE];
 
 /** What each client style's error body turns into its own type words. */
-export type DenyCategory = 'authentication' | 'billing' | 'rate_limit' | 'invalid_request' | 'unavailable';
+export type DenyCategory = 'authentication' | 'billing' | 'rate_limit' | 'invalid_request' | 'not_found' | 'unavailable';
 
 /** How a store_unavailable denial reaches Envoy: our 503 body, or a gRPC UNAVAILABLE left to Envoy's own failure settings. */
 export type StoreFailureMode = 'deny' | 'grpc-unavailable';
 
-export type DenyHttpStatus = 400 | 401 | 402 | 429 | 503;
+export type DenyHttpStatus = 400 | 401 | 402 | 404 | 429 | 503;
 
 interface DenyReasonSpec {
   readonly httpStatus: DenyHttpStatus;
@@ -191,6 +192,20 @@ export const DENY_REASONS = {
     ...INVALID_REQUEST,
     message: ({ header, accepted }: { header: string; accepted: readonly string[] }) =>
       `The '${header}' header must be a date-form API version this gateway accepts. ${acceptedValues(accepted)}`,
+  },
+  model_not_priced: {
+    // 404, as the upstream APIs answer a model they do not serve (OpenAI model_not_found, Anthropic not_found_error, Gemini NOT_FOUND).
+    httpStatus: 404,
+    grpcCode: RPC_CODE.NOT_FOUND,
+    category: 'not_found',
+    /** `model`: already bounded and sanitised (shownModelName): it comes from the caller. */
+    message: ({ model }: { model: string }) =>
+      `The model '${model}' is not offered by this gateway. Ask the gateway's operator which models are available; retrying will not help.`,
+  },
+  malformed_model_name: {
+    ...INVALID_REQUEST,
+    message: () =>
+      "The model name in the request path cannot be read: it must be a model name, percent-encoded at most once, without '/' or control characters.",
   },
   store_unavailable: {
     httpStatus: 503,

@@ -1,3 +1,4 @@
+import type { PriceTable } from './pricing';
 import type { RatePlan } from './rate-limits';
 import type { TokenBudgetPlan } from './token-budgets';
 import type { HeaderNames } from '../routes/header-names';
@@ -18,4 +19,10 @@ export interface PipelineSettings {
   defaultPlan: RatePlan;
   /** Token budgets for keys and accounts without overrides; none unless the config file sets some. */
   defaultTokenBudgets: TokenBudgetPlan;
+  /**
+   * The config file's price table; absent: usage is counted in tokens and
+   * nothing is charged for it. Here because Check refuses unpriced models
+   * under `unpricedModels: refuse`; metering reads the same table.
+   */
+  pricing?: PriceTable;
 }

@@ -23,7 +23,8 @@ export interface ModelPriceEntry {
 
 /**
  * Models that match no entry: `refuse` answers their requests at Check time
- * where the model is known then; `charge-default` charges the default prices.
+ * (404 `model_not_priced`) where the model is known then; `charge-default`
+ * charges the default prices.
  */
 export type UnpricedModelPolicy = 'refuse' | 'charge-default';
 
@@ -32,8 +33,8 @@ export interface PriceTable {
   readonly models: readonly ModelPriceEntry[];
   /**
    * Charged for unpriced models under `charge-default`, and under `refuse` for
-   * a response whose model was not known at Check time (most request bodies
-   * name the model, and Check does not see bodies): refusing after the answer
+   * a response whose model was not known at Check time (a body-style request
+   * when Envoy does not send the body to Check): refusing after the answer
    * was delivered is impossible, and charging nothing would be a free pass.
    */
   readonly defaultPrices: TokenPrices;
@@ -51,3 +52,17 @@ export const MAX_PRICE_PER_MILLION_TOKENS = 100_000_000_000;
 
 /** The most one response can cost, from the two bounds above. */
 export const MAX_RESPONSE_COST_MINOR_UNITS = 400_000_000_000_000;
+
+/** `claude-sonnet-4-5*` matches every name that starts with `claude-sonnet-4-5`; any other pattern only itself. */
+export function matchesModelPattern(pattern: string, model: string): boolean {
+  return pattern.endsWith('*') ? model.startsWith(pattern.slice(0, -1)) : model === pattern;
+}
+
+export function priceEntryFor(table: PriceTable, model: string): ModelPriceEntry | undefined {
+  return table.models.find((entry) => matchesModelPattern(entry.pattern, model));
+}
+
+/** At Check time, for a request whose model is known then: refused when no pattern prices it and the operator chose `refuse`. */
+export function isModelRefused(table: PriceTable, model: string): boolean {
+  return table.unpricedModels === 'refuse' && priceEntryFor(table, model) === undefined;
+}

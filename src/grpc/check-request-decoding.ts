@@ -1,6 +1,6 @@
 /**
  * Protobuf decoding of the part of Envoy's CheckRequest the pipeline reads:
- * attributes.request.http.{method, path, headers, header_map}.
+ * attributes.request.http.{method, path, headers, header_map, body, raw_body}.
  *
  * protobufjs (what grpc-js servers use) would decode the whole message and turn
  * it into a plain object with every default filled in (source and
@@ -21,8 +21,8 @@
  * Field numbers (proto/envoy/service/auth/v3/attribute_context.proto):
  * CheckRequest{attributes=1}; AttributeContext{request=4};
  * Request{http=2}; HttpRequest{method=2, headers=3 (map), path=4,
- * header_map=13}; HeaderMap{headers=1}; HeaderValue{key=1, value=2,
- * raw_value=3}.
+ * body=11, raw_body=12, header_map=13}; HeaderMap{headers=1};
+ * HeaderValue{key=1, value=2, raw_value=3}.
  */
 import type { CheckRequestMessage } from './check-request';
 import { ProtobufReader as Reader, WIRE_BYTES } from './protobuf-reader';
@@ -81,6 +81,12 @@ function decodeHttp(reader: Reader): HttpRequestMessage {
       case 4:
         http.path = reader.string();
         break;
+      case 11:
+        http.body = reader.string();
+        break;
+      case 12:
+        http.raw_body = copyOfBytes(reader);
+        break;
       case 13:
         http.header_map = { headers: decodeHeaderMap(reader.nested()) };
         break;
@@ -126,13 +132,15 @@ function decodeHeaderValue(reader: Reader): HeaderValueMessage {
     }
     if (field === 1) header.key = reader.string();
     else if (field === 2) header.value = reader.string();
-    else {
-      const [start, end] = reader.delimited();
-      // A copy: the message may be a view of the connection's buffer, which must not be kept alive.
-      header.raw_value = Buffer.from(reader.buffer.subarray(start, end));
-    }
+    else header.raw_value = copyOfBytes(reader);
   }
   return header;
+}
+
+/** A copy: the message may be a view of the connection's buffer, which must not be kept alive (or be overwritten while a decision waits). */
+function copyOfBytes(reader: Reader): Buffer {
+  const [start, end] = reader.delimited();
+  return Buffer.from(reader.buffer.subarray(start, end));
 }
 
 const EMPTY = Buffer.alloc(0);

@@ -9,6 +9,10 @@ export interface CheckRequestMessage {
         path?: string;
         headers?: Record<string, string>;
         header_map?: { headers?: { key?: string; value?: string; raw_value?: Buffer | Uint8Array }[] };
+        /** The request body, when ext_authz has `with_request_body` (UTF-8 text). */
+        body?: string;
+        /** The same, as bytes, with `with_request_body.pack_as_bytes`. */
+        raw_body?: Buffer | Uint8Array;
       };
     };
   };
@@ -19,6 +23,8 @@ export interface CheckRequestMessage {
  * in `header_map` with raw values when `encode_raw_headers` is on; both are
  * folded into the same lower-case, comma-joined map. Missing attributes give
  * empty strings, which the pipeline treats as a keyless unknown route.
+ * A body comes only when Envoy is configured to send one; an empty body is
+ * no body.
  */
 export function toAuthRequest(message: CheckRequestMessage): AuthRequest {
   const http = message.attributes?.request?.http ?? {};
@@ -43,12 +49,15 @@ export function toAuthRequest(message: CheckRequestMessage): AuthRequest {
     const value = entry.raw_value && entry.raw_value.length > 0 ? Buffer.from(entry.raw_value).toString('utf8') : (entry.value ?? '');
     appendHeader(headers, entry.key, value);
   }
-  return {
+  const request: AuthRequest = {
     method: (http.method || headers[':method'] || '').toUpperCase(),
     path: http.path || headers[':path'] || '',
     headers,
     requestId: headers['x-request-id'] ?? '',
   };
+  if (http.raw_body && http.raw_body.length > 0) request.body = http.raw_body;
+  else if (http.body) request.body = Buffer.from(http.body, 'utf8');
+  return request;
 }
 
 /**

@@ -1,10 +1,5 @@
-import { MAX_PRICE_PER_MILLION_TOKENS, type ModelPriceEntry, type PriceTable, type TokenPrices } from '../domain/pricing';
+import { MAX_PRICE_PER_MILLION_TOKENS, priceEntryFor, type PriceTable, type TokenPrices } from '../domain/pricing';
 import { MAX_TOKEN_COUNT, type TokenCounts } from '../domain/usage';
-
-/** `claude-sonnet-4-5*` matches every name that starts with `claude-sonnet-4-5`; any other pattern only itself. */
-export function matchesModelPattern(pattern: string, model: string): boolean {
-  return pattern.endsWith('*') ? model.startsWith(pattern.slice(0, -1)) : model === pattern;
-}
 
 export const MAX_MODEL_PATTERN_LENGTH = 256;
 
@@ -39,10 +34,6 @@ export function shadowedEntries(patterns: readonly (string | undefined)[]): { in
   return shadowed;
 }
 
-export function priceEntryFor(table: PriceTable, model: string): ModelPriceEntry | undefined {
-  return table.models.find((entry) => matchesModelPattern(entry.pattern, model));
-}
-
 /**
  * The `model` label of the usage metrics: the price table's pattern that
  * prices the model (`gpt-4o-mini*` for every dated snapshot), else `other`.
@@ -51,11 +42,6 @@ export function priceEntryFor(table: PriceTable, model: string): ModelPriceEntry
 export function modelMetricLabel(table: PriceTable | undefined, model: string | undefined): string {
   const entry = table && model !== undefined ? priceEntryFor(table, model) : undefined;
   return entry?.pattern ?? 'other';
-}
-
-/** At Check time, for a request whose model is known then: refused when no pattern prices it and the operator chose `refuse`. */
-export function isModelRefused(table: PriceTable, model: string): boolean {
-  return table.unpricedModels === 'refuse' && priceEntryFor(table, model) === undefined;
 }
 
 /**

@@ -1,6 +1,7 @@
 import type { Clock } from '../domain/clock';
 import type { MeteredResponse } from '../domain/metered-response';
 import type { RouteFamily } from '../domain/route';
+import { modelInGenerativePath } from '../domain/requested-model';
 import type { UsageOutcome, UsageReading } from '../domain/usage';
 import { usageOutcome } from './usage-estimate';
 import { createUsageExtractor, type UsageExtractor } from './usage-extractor';
@@ -103,24 +104,9 @@ function withoutModel(outcome: UsageOutcome): UsageOutcome {
   return { kind: 'metered', usage };
 }
 
-const MAX_MODEL_LENGTH = 256;
-
-/**
- * Gemini names the model in the path, `…/models/{model}:generateContent`
- * (or `tunedModels/{model}`, Vertex's `…/publishers/google/models/{model}`):
- * the model of an answer that names none itself.
- */
+/** Gemini names the model in the path: the model of an answer that names none itself (see modelInGenerativePath). */
 export function modelInPath(family: RouteFamily, path: string): string | undefined {
   if (family !== 'generative-content') return undefined;
-  const match = /\/(?:models|tunedModels)\/([^/:]+):[A-Za-z]+$/.exec(path);
-  if (!match) return undefined;
-  let model: string;
-  try {
-    model = decodeURIComponent(match[1]!);
-  } catch {
-    return undefined;
-  }
-  // eslint-disable-next-line no-control-regex
-  if (model.length === 0 || model.length > MAX_MODEL_LENGTH || /[\u0000-\u001f\u007f/]/.test(model)) return undefined;
-  return model;
+  const found = modelInGenerativePath(path);
+  return found.kind === 'model' ? found.model : undefined;
 }

@@ -1,4 +1,5 @@
 import type { RouteFamily } from '../domain/route';
+import { isPlausibleModelName } from '../domain/requested-model';
 import type { NoUsageReason, TokenCounts, UsageReading } from '../domain/usage';
 import { JsonScanner, WatchTree, type ScannedDocument, type WatchSpec } from './json-scanner';
 import { SseJsonReader } from './sse-reader';
@@ -229,13 +230,9 @@ function sniff(chunk: Uint8Array): Framing | undefined {
   return undefined;
 }
 
-const MAX_MODEL_LENGTH = 256;
-
 /** A model name as a response gives it, if it is a plausible one (short, printable). */
 function modelName(value: unknown): string | undefined {
-  if (typeof value !== 'string' || value.length === 0 || value.length > MAX_MODEL_LENGTH) return undefined;
-  // eslint-disable-next-line no-control-regex
-  return /[\u0000-\u001f\u007f]/.test(value) ? undefined : value;
+  return typeof value === 'string' && isPlausibleModelName(value) ? value : undefined;
 }
 
 // ---------------------------------------------------------------------------

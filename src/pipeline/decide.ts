@@ -8,6 +8,7 @@ import type { Authorizer, KeyIndex } from '../domain/authorization';
 import { accountOutcomeToDecision } from './account-outcome-step';
 import type { PipelineSettings } from '../domain/pipeline-settings';
 import { routeRequest } from './route-step';
+import { refuseUnpricedModel } from './model-step';
 import { findUpstreamProviderKey } from './upstream-key-step';
 import { checkVersionHeader } from './version-header-step';
 
@@ -21,8 +22,8 @@ export interface PipelineDeps {
 
 /**
  * The whole decision for one request: route → upstream-key scan → credential
- * → key format → version header → key lookup → (key status → billing → rate
- * limits, atomically in the store). Every step before the lookup works
+ * → key format → version header → key lookup → unpriced model → (key status
+ * → billing → rate limits, atomically in the store). Every step before the lookup works
  * offline, so junk never costs a Redis round trip; with the key index cached,
  * a known key costs exactly one.
  */
@@ -83,6 +84,13 @@ export async function decide(request: AuthRequest, deps: PipelineDeps): Promise<
     return unavailable(error);
   }
   if (!ids) return unknown();
+
+  // After the key lookup, so only a known key learns which models are offered (and an unauthenticated caller
+  // still gets its 401); before the store's authorize, so a refused model costs no Redis round trip and consumes
+  // no rate-limit token or budget. So a revoked key may still learn that a model is not offered: its status is
+  // only known inside the store's atomic step.
+  const unpriced = refuseUnpricedModel(request, route, settings.pricing);
+  if (unpriced) return deny({ ...unpriced, keyPrefix, accountId: ids.accountId });
 
   let outcome;
   try {

@@ -2,7 +2,6 @@ import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { DEFAULT_ADMIN_AUTH_LIMITS, type AdminAuthLimits } from '../domain/admin-auth-limits';
 import { DEFAULT_MAX_ACTIVE_KEYS, MAX_ACTIVE_KEYS_LIMIT } from '../domain/active-key-cap';
-import type { PriceTable } from '../domain/pricing';
 import type { RatePlan } from '../domain/rate-limits';
 import type { StoreFailureMode } from '../domain/deny-reasons';
 import type { PipelineSettings } from '../domain/pipeline-settings';
@@ -50,8 +49,6 @@ export interface Settings {
   /** ext_proc Process streams (answers being metered) open at once per process; more are refused (REFUSED_STREAM). */
   readonly extProcMaxStreams: number;
   readonly pipeline: PipelineSettings;
-  /** The config file's price table; absent: usage is counted in tokens and nothing is charged for it. */
-  readonly pricing?: PriceTable;
   /** The customer dashboard's own HTTP port (sign-in, sessions, the customer API); the admin port stays internal. */
   readonly customerPort: number;
   /** Absent: no identity provider is configured, and the customer dashboard says so. */
@@ -320,7 +317,6 @@ export function loadSettings(
     grpcMaxConcurrentStreams: e.GRPC_MAX_CONCURRENT_STREAMS,
     defaultMaxActiveKeys: e.DEFAULT_MAX_ACTIVE_KEYS,
     extProcMaxStreams: e.EXT_PROC_MAX_STREAMS,
-    ...(config.pricing ? { pricing: config.pricing } : {}),
     customerPort: e.CUSTOMER_PORT,
     ...(e.OIDC_ISSUER_URL ? { customerSignIn: customerSignInOf(e) } : {}),
     usage: { bufferMaxRecords: e.USAGE_BUFFER_MAX_RECORDS, streamMaxLength: e.USAGE_STREAM_MAX_LEN },
@@ -337,6 +333,7 @@ export function loadSettings(
         key: config.defaultPlan?.tokenBudgets?.key ?? [],
         account: config.defaultPlan?.tokenBudgets?.account ?? [],
       },
+      ...(config.pricing ? { pricing: config.pricing } : {}),
     },
   };
   return { ok: true, settings: deepFreeze(settings) };

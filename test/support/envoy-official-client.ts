@@ -138,6 +138,12 @@ export interface EnvoyCheckRequestOptions {
   protocol?: string;
   /** Not part of Envoy's request headers: ExtAuthzPerRoute check_settings.context_extensions. */
   contextExtensions?: Record<string, string>;
+  /**
+   * The request body, as ext_authz's `with_request_body` sends it: a string
+   * fills `body`, bytes fill `raw_body` (`pack_as_bytes: true`). Absent: no
+   * body buffering (Envoy's default, and envoy.yaml's).
+   */
+  body?: string | Buffer;
   /** Downstream client IP (attributes.source.address). */
   sourceAddress?: string;
 }
@@ -163,6 +169,7 @@ export interface EnvoyCheckRequest {
         size: string;
         protocol: string;
         body: string;
+        raw_body?: Buffer;
       };
     };
     context_extensions: Record<string, string>;
@@ -180,7 +187,7 @@ export interface EnvoyPeer {
  * :method, :path with query, :scheme) plus x-forwarded-proto and x-request-id
  * added by the connection manager; `http.id` is Envoy's numeric stream id
  * (not x-request-id); `query`/`fragment` are empty (the query is in `path`);
- * `size` is '0' (no body buffering).
+ * `size` is '0' without a body (no body buffering), else the body's byte length.
  */
 export function envoyCheckRequest(opts: EnvoyCheckRequestOptions): EnvoyCheckRequest {
   const method = (opts.method ?? 'GET').toUpperCase();
@@ -238,9 +245,10 @@ export function envoyCheckRequest(opts: EnvoyCheckRequestOptions): EnvoyCheckReq
           scheme,
           query: '',
           fragment: '',
-          size: '0',
+          size: String(opts.body === undefined ? 0 : Buffer.byteLength(opts.body)),
           protocol,
-          body: '',
+          body: typeof opts.body === 'string' ? opts.body : '',
+          ...(Buffer.isBuffer(opts.body) ? { raw_body: opts.body } : {}),
         },
       },
       context_extensions: { ...(opts.contextExtensions ?? {}) },

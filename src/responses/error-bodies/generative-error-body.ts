@@ -6,6 +6,7 @@ const STATUS_BY_CATEGORY = {
   billing: 'FAILED_PRECONDITION',
   rate_limit: 'RESOURCE_EXHAUSTED',
   invalid_request: 'INVALID_ARGUMENT',
+  not_found: 'NOT_FOUND',
   unavailable: 'UNAVAILABLE',
 } as const satisfies Record<DenyCategory, string>;
 

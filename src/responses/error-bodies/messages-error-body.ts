@@ -6,6 +6,7 @@ const TYPE_BY_CATEGORY = {
   billing: 'billing_error',
   rate_limit: 'rate_limit_error',
   invalid_request: 'invalid_request_error',
+  not_found: 'not_found_error',
   unavailable: 'api_error',
 } as const satisfies Record<DenyCategory, string>;
 

@@ -17,6 +17,7 @@ describe('the deny-reason catalogue', () => {
       400: { grpcCode: RPC_CODE.INVALID_ARGUMENT, category: 'invalid_request' },
       401: { grpcCode: RPC_CODE.UNAUTHENTICATED, category: 'authentication' },
       402: { grpcCode: RPC_CODE.PERMISSION_DENIED, category: 'billing' },
+      404: { grpcCode: RPC_CODE.NOT_FOUND, category: 'not_found' },
       429: { grpcCode: RPC_CODE.RESOURCE_EXHAUSTED, category: 'rate_limit' },
       503: { grpcCode: RPC_CODE.UNAVAILABLE, category: 'unavailable' },
     } as const;

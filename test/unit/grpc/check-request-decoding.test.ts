@@ -135,6 +135,40 @@ describe('CheckRequest decoding (the fields the pipeline reads)', () => {
     expect(toAuthRequest(capital).headers['x-upper']).toBe('u');
   });
 
+  it('reads the request body Envoy sends with with_request_body: body (a string) and raw_body (pack_as_bytes), as protobufjs does', () => {
+    const json = '{"messages":[{"role":"user","content":"h\u00e9"}],"model":"gpt-4o-mini"}';
+    const asString = official.requestSerialize(envoyCheckRequest({ method: 'POST', path: '/v1/chat/completions', body: json }));
+    const asBytes = official.requestSerialize(envoyCheckRequest({ method: 'POST', path: '/v1/chat/completions', body: Buffer.from(json) }));
+    for (const bytes of [asString, asBytes]) {
+      expectSameAuthRequest(bytes);
+      expect(Buffer.from(toAuthRequest(decodeCheckRequest(bytes)).body!).toString('utf8')).toBe(json);
+    }
+    // No body buffering (the default): no body at all, not an empty one.
+    expect(
+      toAuthRequest(decodeCheckRequest(official.requestSerialize(envoyCheckRequest({ path: '/v1/chat/completions' })))).body,
+    ).toBeUndefined();
+    fc.assert(
+      fc.property(fc.oneof(fc.string({ maxLength: 300 }), fc.uint8Array({ maxLength: 300 })), (body) => {
+        const request = envoyCheckRequest({
+          method: 'POST',
+          path: '/v1/messages',
+          body: typeof body === 'string' ? body : Buffer.from(body),
+        });
+        expectSameAuthRequest(official.requestSerialize(request));
+      }),
+      { numRuns: 200, seed: 11 },
+    );
+  });
+
+  it('keeps no view of the message buffer in raw_body: overwriting the buffer after decoding changes nothing', () => {
+    const bytes = official.requestSerialize(
+      envoyCheckRequest({ method: 'POST', path: '/v1/chat/completions', body: Buffer.from('{"model":"m"}') }),
+    );
+    const request = toAuthRequest(decodeCheckRequest(bytes));
+    bytes.fill(0);
+    expect(Buffer.from(request.body!).toString('utf8')).toBe('{"model":"m"}');
+  });
+
   it('refuses malformed bytes as protobufjs does, so the server answers INTERNAL', () => {
     const good = official.requestSerialize(envoyCheckRequest({ path: '/v1/chat/completions', headers: { authorization: 'Bearer k' } }));
     const malformed = [

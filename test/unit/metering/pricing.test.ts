@@ -1,21 +1,16 @@
 import fc from 'fast-check';
 import { CREDIT_LIMIT_MINOR_UNITS, isCreditInBounds } from '../../../src/domain/credit';
 import {
+  isModelRefused,
+  matchesModelPattern,
   MAX_PRICE_PER_MILLION_TOKENS,
   MAX_RESPONSE_COST_MINOR_UNITS,
+  priceEntryFor,
   type PriceTable,
   type TokenPrices,
 } from '../../../src/domain/pricing';
 import { MAX_TOKEN_COUNT, type TokenCounts } from '../../../src/domain/usage';
-import {
-  chargedPrices,
-  costOf,
-  isModelRefused,
-  matchesModelPattern,
-  modelPatternProblem,
-  priceEntryFor,
-  shadowedEntries,
-} from '../../../src/metering/pricing';
+import { chargedPrices, costOf, modelPatternProblem, shadowedEntries } from '../../../src/metering/pricing';
 import { tokens } from '../../support/usage-fixtures';
 
 const prices = (input: number, output: number, cachedInput = input, cacheCreation = input): TokenPrices => ({

@@ -299,9 +299,9 @@ describe('in every style', () => {
     generic: (body) => body.error.code,
   };
 
-  // The one exception: chat 429s use OpenAI's own code (tested above); x-gateway-error-code still carries the reason.
+  // The exceptions: chat 429s and 404s use OpenAI's own codes (tested apart); x-gateway-error-code still carries the reason.
   const cases = STYLES.flatMap((style) => ALL_REASONS.map((reason) => [style, reason] as const)).filter(
-    ([style, reason]) => !(style === 'chat' && httpStatusOf(reason) === 429),
+    ([style, reason]) => !(style === 'chat' && (httpStatusOf(reason) === 429 || httpStatusOf(reason) === 404)),
   );
 
   it.each(cases)('%s: the reason code %s travels unchanged', (style, reason) => {
@@ -364,14 +364,56 @@ describe('in every style', () => {
   });
 });
 
+describe('404 model_not_priced: each style answers as its upstream answers a model it does not serve', () => {
+  const MESSAGE = "The model 'mistral-large' is not offered by this gateway.";
+  const notPriced = (style: ClientStyle) => parsed(style, input('model_not_priced', { message: MESSAGE }));
+
+  it("chat: OpenAI's type invalid_request_error and code model_not_found", () => {
+    expect(notPriced('chat')).toEqual({ error: { message: MESSAGE, type: 'invalid_request_error', param: null, code: 'model_not_found' } });
+  });
+
+  it("messages: Anthropic's not_found_error, the reason in details.error_code", () => {
+    expect(notPriced('messages')).toEqual({
+      type: 'error',
+      error: { type: 'not_found_error', message: MESSAGE, details: { error_code: 'model_not_priced' } },
+      request_id: 'req-123',
+    });
+  });
+
+  it("generative: Google's code 404, status NOT_FOUND, the reason in ErrorInfo", () => {
+    expect(notPriced('generative')).toEqual({
+      error: {
+        code: 404,
+        message: MESSAGE,
+        status: 'NOT_FOUND',
+        details: [
+          {
+            '@type': 'type.googleapis.com/google.rpc.ErrorInfo',
+            reason: 'model_not_priced',
+            domain: ERROR_INFO_DOMAIN,
+            metadata: { request_id: 'req-123' },
+          },
+        ],
+      },
+    });
+  });
+
+  it('generic: type not_found_error with the reason as code', () => {
+    expect(notPriced('generic')).toEqual({
+      error: { status: 404, type: 'not_found_error', code: 'model_not_priced', message: MESSAGE, request_id: 'req-123' },
+    });
+  });
+});
+
 describe('deny reasons', () => {
-  it('credential problems are 401, billing 402, rate limits 429, request-shape problems 400, store trouble 503', () => {
+  it('credential problems are 401, billing 402, an unpriced model 404, rate limits 429, request-shape problems 400, store trouble 503', () => {
     const by = (status: number) => ALL_REASONS.filter((reason) => httpStatusOf(reason) === status).sort();
-    expect(by(400)).toEqual(['missing_version_header', 'query_key_not_removable', 'unsupported_version']);
+    expect(by(400)).toEqual(['malformed_model_name', 'missing_version_header', 'query_key_not_removable', 'unsupported_version']);
     expect(by(402)).toEqual(['account_suspended', 'budget_exceeded', 'credit_exhausted']);
+    expect(by(404)).toEqual(['model_not_priced']);
     expect(by(429)).toEqual(['rate_limited', 'token_budget_exhausted']);
     expect(by(503)).toEqual(['store_unavailable']);
-    expect(by(401)).toHaveLength(ALL_REASONS.length - 9);
+    expect(by(401)).toHaveLength(ALL_REASONS.length - 11);
     expect(by(401)).toEqual(
       expect.arrayContaining([
         'missing_credential',

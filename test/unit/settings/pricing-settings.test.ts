@@ -30,7 +30,7 @@ describe('config file: pricing', () => {
   it('builds the price table in order, cache prices defaulting to the input price', () => {
     const result = withConfig({ pricing });
     if (!result.ok) throw new Error(result.problems.join('; '));
-    expect(result.settings.pricing).toEqual({
+    expect(result.settings.pipeline.pricing).toEqual({
       models: [
         { pattern: 'gpt-4o-mini*', prices: { input: 150_000, output: 600_000, cachedInput: 75_000, cacheCreation: 150_000 } },
         { pattern: 'claude-sonnet-4-5*', prices: { input: 3_000_000, output: 15_000_000, cachedInput: 300_000, cacheCreation: 3_750_000 } },
@@ -38,12 +38,12 @@ describe('config file: pricing', () => {
       defaultPrices: { input: 10_000_000, output: 30_000_000, cachedInput: 10_000_000, cacheCreation: 10_000_000 },
       unpricedModels: 'refuse',
     });
-    expect(Object.isFrozen(result.settings.pricing!.models[0]!.prices)).toBe(true);
+    expect(Object.isFrozen(result.settings.pipeline.pricing!.models[0]!.prices)).toBe(true);
   });
 
   it('a table with only a default charges every model the default', () => {
     const result = withConfig({ pricing: { default: { input: 1, output: 2 }, unpricedModels: 'charge-default' } });
-    expect(result.ok && result.settings.pricing).toMatchObject({ models: [], unpricedModels: 'charge-default' });
+    expect(result.ok && result.settings.pipeline.pricing).toMatchObject({ models: [], unpricedModels: 'charge-default' });
   });
 
   it('without pricing, settings have no price table', () => {
