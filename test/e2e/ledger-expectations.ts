@@ -108,9 +108,46 @@ export const SMALL_TOKEN_BUDGET = { tokens: 20, window: '2s' };
 /** How the refusal names that budget, in every style's message. */
 export const SMALL_TOKEN_BUDGET_MESSAGE = 'Token budget reached: 20 tokens per 2s for this API key';
 
-export async function giveSmallTokenBudget(world: E2EWorld, keyId: string): Promise<void> {
-  const patched = await world.gateway.admin('PATCH', `/admin/keys/${encodeURIComponent(keyId)}`, { tokenBudgets: [SMALL_TOKEN_BUDGET] });
+export interface TokenBudgetInput {
+  tokens: number;
+  window: string;
+}
+
+export async function giveTokenBudget(world: E2EWorld, keyId: string, budget: TokenBudgetInput): Promise<void> {
+  const patched = await world.gateway.admin('PATCH', `/admin/keys/${encodeURIComponent(keyId)}`, { tokenBudgets: [budget] });
   if (patched.status !== 200) throw new Error(`giving ${keyId} a token budget: ${patched.status} ${JSON.stringify(patched.body)}`);
+}
+
+export function giveSmallTokenBudget(world: E2EWorld, keyId: string): Promise<void> {
+  return giveTokenBudget(world, keyId, SMALL_TOKEN_BUDGET);
+}
+
+/**
+ * A window over which a budget of a few thousand tokens or less refills far slower than a test runs: 1,000
+ * tokens per 30 days is one token back every 2,592 s. A budget over it moves only by what metering takes.
+ */
+export const SLOW_REFILL_WINDOW = '30d';
+export const SLOW_TOKEN_BUDGET: TokenBudgetInput = { tokens: 1000, window: SLOW_REFILL_WINDOW };
+
+/**
+ * What a budget's token headers say is left once `used` tokens were metered, read before one token has
+ * refilled. A token that has begun to refill counts as available (src/limits/token-budget.ts: a request is
+ * allowed while any of the budget is left, and the headers say 0 exactly when it is refused), and some µs
+ * always pass between applying the usage and the next Check: so once anything is used, the headers show one
+ * token more than budget − used. Metering one token more or less moves them by one.
+ */
+export function tokensLeftAfter(budget: number, used: number): number {
+  return used === 0 ? budget : budget - used + 1;
+}
+
+/**
+ * The two budgets on either side of `used` metered tokens, over SLOW_REFILL_WINDOW: a Check is refused once the
+ * whole tokens not yet refilled reach the budget, and what was used less the sliver refilled since is just under
+ * `used`, so a budget of `used` − 1 is exhausted and one of exactly `used` is not. Metering one token less would
+ * leave the first open; one more would exhaust the second.
+ */
+export function budgetsAround(used: number): { exhausted: TokenBudgetInput; open: TokenBudgetInput } {
+  return { exhausted: { tokens: used - 1, window: SLOW_REFILL_WINDOW }, open: { tokens: used, window: SLOW_REFILL_WINDOW } };
 }
 
 /** Waits out a refusal's retry-after(-ms), with a little slack for the clocks of the front and the gateway. */

@@ -10,6 +10,7 @@ import AnthropicLegacy, {
   AuthenticationError as LegacyAuthenticationError,
   RateLimitError as LegacyRateLimitError,
 } from 'anthropic-sdk-legacy';
+import { totalTokens } from '../../src/domain/usage';
 import { displayPrefixOf, generateCustomerKey } from '../../src/keys/customer-key';
 import { registerSecrets } from '../support/secret-scan';
 import type { DenyBodyView } from '../support/deny-body';
@@ -19,11 +20,14 @@ import {
   chargeOf,
   deliveredOutcome,
   giveSmallTokenBudget,
+  giveTokenBudget,
   meteredLedger,
   METERED_USAGE,
+  SLOW_TOKEN_BUDGET,
   SMALL_TOKEN_BUDGET_MESSAGE,
   startMeteredWorld,
   sumOf,
+  tokensLeftAfter,
   totalsOf,
   waitForRefill,
 } from './ledger-expectations';
@@ -378,6 +382,9 @@ describe('usage is billed through ext_proc, with gateway-authz as the processor 
   interface MeteredApi {
     create(): Promise<unknown>;
     stream(): Promise<unknown>;
+    /** The raw answers, through the SDK's withResponse(): for their headers. */
+    createWithResponse(): Promise<Response>;
+    streamWithResponse(): Promise<Response>;
     /** A slow streamed answer, left (the SDK aborts its request) after this many text deltas. */
     leaveAfter(deltas: number): Promise<void>;
   }
@@ -393,6 +400,13 @@ describe('usage is billed through ext_proc, with gateway-authz as the processor 
       return {
         create: () => client.messages.create(PARAMS),
         stream: () => client.messages.stream(PARAMS).finalMessage(),
+        createWithResponse: async () => (await client.messages.create(PARAMS).withResponse()).response,
+        streamWithResponse: async () => {
+          const stream = client.messages.stream(PARAMS);
+          const { response } = await stream.withResponse();
+          await stream.finalMessage();
+          return response;
+        },
         leaveAfter: async (deltas) => leave(await client.messages.create(slow), deltas),
       };
     }
@@ -400,6 +414,13 @@ describe('usage is billed through ext_proc, with gateway-authz as the processor 
     return {
       create: () => client.messages.create(PARAMS),
       stream: () => client.messages.stream(PARAMS).finalMessage(),
+      createWithResponse: async () => (await client.messages.create(PARAMS).withResponse()).response,
+      streamWithResponse: async () => {
+        const stream = client.messages.stream(PARAMS);
+        const { response } = await stream.withResponse();
+        await stream.finalMessage();
+        return response;
+      },
       leaveAfter: async (deltas) => leave(await client.messages.create(slow), deltas),
     };
   }
@@ -464,6 +485,33 @@ describe('usage is billed through ext_proc, with gateway-authz as the processor 
       await waitForRefill(retryAfterMs);
       await client.create();
       expect(upstreamOf(accountId)).toHaveLength(2);
+    });
+
+    test("the key's token budget moves by exactly the tokens reported: anthropic-ratelimit-tokens-* on the next allowed answers (whole and streamed)", async () => {
+      const { key, keyId, accountId } = await metered.newKey(account('budget-exact'));
+      await giveTokenBudget(metered, keyId, SLOW_TOKEN_BUDGET);
+      const client = meteredClient(flavour, key);
+      const budget = SLOW_TOKEN_BUDGET.tokens;
+      const perAnswer = totalTokens(METERED_USAGE);
+      const tokenHeaders = (response: Response) => ({
+        limit: response.headers.get('anthropic-ratelimit-tokens-limit'),
+        remaining: response.headers.get('anthropic-ratelimit-tokens-remaining'),
+      });
+
+      const whole = await client.createWithResponse();
+      await meteredLedger(metered, accountId, 1);
+      const streamed = await client.streamWithResponse();
+      await meteredLedger(metered, accountId, 2);
+      const last = await client.createWithResponse();
+
+      expect(upstreamOf(accountId).map((r) => r.reportedUsage)).toEqual([METERED_USAGE, METERED_USAGE, METERED_USAGE]);
+      const seen = [whole, streamed, last].map(tokenHeaders);
+      expect(seen).toEqual(
+        [0, 1, 2].map((answers) => ({ limit: String(budget), remaining: String(tokensLeftAfter(budget, answers * perAnswer)) })),
+      );
+      // Between the two readings after usage, exactly one answer's tokens, every kind counted.
+      expect(Number(seen[1]!.remaining) - Number(seen[2]!.remaining)).toBe(perAnswer);
+      expect((await meteredLedger(metered, accountId, 3)).usage).toEqual(totalsOf(sumOf(METERED_USAGE, METERED_USAGE, METERED_USAGE), 3));
     });
 
     test('a stream the client leaves mid-way is charged what it delivered (message_start counts: no final output yet)', async () => {

@@ -9,14 +9,17 @@
  */
 import { ApiError, GoogleGenAI, type HttpRetryOptions } from '@google/genai';
 import { GoogleGenerativeAI, GoogleGenerativeAIFetchError } from '@google/generative-ai';
+import { totalTokens } from '../../src/domain/usage';
 import { displayPrefixOf, generateCustomerKey } from '../../src/keys/customer-key';
 import { registerSecrets } from '../support/secret-scan';
 import { startE2EWorld, type E2EWorld } from './e2e-world';
 import { expectMeteredAsUpstreamReported } from './side-stream-expectations';
 import {
+  budgetsAround,
   chargeOf,
   deliveredOutcome,
   giveSmallTokenBudget,
+  giveTokenBudget,
   meteredLedger,
   METERED_USAGE,
   SMALL_TOKEN_BUDGET_MESSAGE,
@@ -552,6 +555,38 @@ describe('usage is billed through ext_proc, with gateway-authz as the processor 
       await waitForRefill(retryAfterMs);
       await api.generate();
       expect(upstreamOf(accountId)).toHaveLength(2);
+    });
+
+    test("the key's token budget moves by exactly the tokens reported (no token headers in this style): after a whole and a streamed answer, a budget of one token less refuses the next request, one of exactly their tokens allows it", async () => {
+      const used = 2 * totalTokens(REPORTED);
+      const { exhausted, open } = budgetsAround(used);
+      const [oneLess, exact] = await Promise.all(
+        [exhausted, open].map(async (budget) => {
+          const { key, keyId, accountId } = await metered.newKey(account(`budget-${budget.tokens}`));
+          await giveTokenBudget(metered, keyId, budget);
+          const api = client(key);
+          await api.generate();
+          await meteredLedger(metered, accountId, 1);
+          await api.stream();
+          expect((await meteredLedger(metered, accountId, 2)).usage).toEqual(totalsOf(sumOf(REPORTED, REPORTED), 2));
+          const third = await api.generate().then(
+            () => undefined,
+            (error: Error) => error,
+          );
+          return { third, upstream: upstreamOf(accountId).length };
+        }),
+      );
+
+      expect(oneLess!.third).toBeInstanceOf(ErrorClass);
+      const refused = refusal(oneLess!.third!);
+      expect(refused.status).toBe(429);
+      expect(refused.details[0]).toMatchObject({
+        reason: 'token_budget_exhausted',
+        metadata: { scope: 'key', window: exhausted.window, limit: String(exhausted.tokens) },
+      });
+      expect(oneLess!.upstream).toBe(2);
+      expect(exact!.third).toBeUndefined();
+      expect(exact!.upstream).toBe(3);
     });
 
     test('a stream the client leaves mid-way is charged what it delivered (the last running counts that passed)', async () => {

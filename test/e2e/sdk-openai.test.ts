@@ -4,6 +4,7 @@
  * table promises for OpenAI-style clients is what this file checks.
  */
 import OpenAI, { APIError, AuthenticationError, RateLimitError } from 'openai';
+import { totalTokens } from '../../src/domain/usage';
 import { displayPrefixOf, generateCustomerKey } from '../../src/keys/customer-key';
 import { registerSecrets } from '../support/secret-scan';
 import { startE2EWorld, type E2EWorld } from './e2e-world';
@@ -12,11 +13,14 @@ import {
   chargeOf,
   deliveredOutcome,
   giveSmallTokenBudget,
+  giveTokenBudget,
   meteredLedger,
   METERED_USAGE,
+  SLOW_TOKEN_BUDGET,
   SMALL_TOKEN_BUDGET_MESSAGE,
   startMeteredWorld,
   sumOf,
+  tokensLeftAfter,
   totalsOf,
   waitForRefill,
 } from './ledger-expectations';
@@ -381,6 +385,37 @@ describe('openai SDK: usage is billed through ext_proc, with gateway-authz as th
     const completion = await chat(openai);
     expect(completion.choices[0]?.message.content).toEqual(expect.any(String));
     expect(upstreamOf(accountId)).toHaveLength(2);
+  });
+
+  test("the key's token budget moves by exactly the tokens reported: x-ratelimit-*-tokens on the next allowed answers (whole and streamed)", async () => {
+    const { key, keyId, accountId } = await metered.newKey('oa-budget-exact');
+    await giveTokenBudget(metered, keyId, SLOW_TOKEN_BUDGET);
+    const openai = meteredClient(key);
+    const budget = SLOW_TOKEN_BUDGET.tokens;
+    const perAnswer = totalTokens(METERED_USAGE);
+    const tokenHeaders = (response: Response) => ({
+      limit: response.headers.get('x-ratelimit-limit-tokens'),
+      remaining: response.headers.get('x-ratelimit-remaining-tokens'),
+    });
+
+    const whole = await chat(openai).withResponse();
+    await meteredLedger(metered, accountId, 1);
+    const streamed = await openai.chat.completions
+      .create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }], stream: true, stream_options: { include_usage: true } })
+      .withResponse();
+    for await (const chunk of streamed.data) void chunk;
+    await meteredLedger(metered, accountId, 2);
+    const last = await chat(openai).asResponse();
+    await last.text();
+
+    expect(upstreamOf(accountId).map((r) => r.reportedUsage)).toEqual([METERED_USAGE, METERED_USAGE, METERED_USAGE]);
+    const seen = [whole.response, streamed.response, last].map(tokenHeaders);
+    expect(seen).toEqual(
+      [0, 1, 2].map((answers) => ({ limit: String(budget), remaining: String(tokensLeftAfter(budget, answers * perAnswer)) })),
+    );
+    // Between the two readings after usage, exactly one answer's tokens, every kind counted.
+    expect(Number(seen[1]!.remaining) - Number(seen[2]!.remaining)).toBe(perAnswer);
+    expect((await meteredLedger(metered, accountId, 3)).usage).toEqual(totalsOf(sumOf(METERED_USAGE, METERED_USAGE, METERED_USAGE), 3));
   });
 
   test('a stream the client leaves mid-way is charged what it delivered (no usage yet: the estimate of what passed)', async () => {
