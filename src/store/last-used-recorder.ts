@@ -132,7 +132,9 @@ export class LastUsedRecorder {
     const { keyIds, accountIds, usedAtMs, requests } = this.slots;
     const count = this.pendingCount;
     const hourStartMs = this.countingHourMs;
-    const slots = this.pending.slice(0, count);
+    // Grouped by account: the uses of one account then share chunks, and a chunk writes each account's count
+    // hashes' lifetime once (gwaRecordLastUsed), not once per key as in the order the keys were first seen.
+    const slots = this.pending.slice(0, count).sort((a, b) => compareText(accountIds[a]!, accountIds[b]!));
     const atMs = new Float64Array(count);
     const counted = new Uint32Array(count);
     for (let i = 0; i < count; i += 1) {
@@ -226,4 +228,8 @@ export class LastUsedRecorder {
 
 function emptySlots(capacity: number): Slots {
   return { slotOf: new Map(), keyIds: [], accountIds: [], usedAtMs: new Float64Array(capacity), requests: new Uint32Array(capacity) };
+}
+
+function compareText(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
 }

@@ -27,6 +27,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { parseArgs } from 'node:util';
 import Redis from 'ioredis';
+import { loadSettings } from '../../src/settings/settings';
 import { ENVOY_CHECK_TIMEOUT_MS, H2Driver, PhaseStats, summarize, type PhaseHooks, type PhaseResult } from './h2-driver';
 import { extAuthzCircuitBreaker, type CircuitBreakerLimits } from './envoy-circuit-breaker';
 import { measureExtProcCpu } from './ext-proc-cpu';
@@ -241,7 +242,14 @@ interface Contender {
   server: ServerUnderTest;
   traffic: Traffic;
   /** Only gateways: validate answers, count Redis commands, read /metrics. */
-  gateway?: { seeded: SeededKeys; redisUrl: string; env: Record<string, string>; startFresh: () => Promise<ServerUnderTest> };
+  gateway?: {
+    seeded: SeededKeys;
+    redisUrl: string;
+    env: Record<string, string>;
+    startFresh: () => Promise<ServerUnderTest>;
+    /** When its process was asked to start and when it was ready: its last-used timer started in between. */
+    startedBetweenMs: readonly [number, number];
+  };
   /** The tail phase's request body: a valid key's CheckRequest, length-prefixed (a file, for h2load). */
   tailBody: string;
   saturation: PhaseStats;
@@ -284,7 +292,9 @@ async function main(): Promise<void> {
       const redisUrl = `${redis.url.replace(/\/\d*$/, '')}/${db}`;
       const seeded = await seed(redisUrl, stats, options, keys);
       const traffic = buildTraffic(seeded, options, malformed, unknown);
+      const askedAtMs = Date.now();
       const server = await startGatewayFor(redisUrl, keys, options);
+      const startedBetweenMs = [askedAtMs, Date.now()] as const;
       servers.push(server);
       const label = options.compareKeyCounts
         ? `gateway-authz, ${keys >= 1_000_000 ? `${keys / 1_000_000}M` : `${keys / 1000}k`} keys`
@@ -295,6 +305,7 @@ async function main(): Promise<void> {
           redisUrl,
           env: options.gatewayEnv,
           startFresh: () => startGatewayFor(redisUrl, keys, options, options.gatewayEnv, undefined, 'fresh'),
+          startedBetweenMs,
         }),
       );
     }
@@ -306,11 +317,13 @@ async function main(): Promise<void> {
     const versus: Contender[] = [];
     const extraEnv = new Map<Contender, Record<string, string>>();
     for (const extra of options.extra) {
+      const askedAtMs = Date.now();
       const server = await startGatewayFor(main.gateway!.redisUrl, main.gateway!.seeded.keys, options, extra.env, extra.distDir, extra.tag);
       servers.push(server);
       const entry = contender(extra.label, server, main.traffic, main.tailBody, {
         ...main.gateway!,
         env: extra.env,
+        startedBetweenMs: [askedAtMs, Date.now()],
         startFresh: () =>
           startGatewayFor(main.gateway!.redisUrl, main.gateway!.seeded.keys, options, extra.env, extra.distDir, `${extra.tag}-fresh`),
       });
@@ -321,6 +334,7 @@ async function main(): Promise<void> {
     // Warm each gateway's key cache, spend the rate-limited keys' one allowed request, count round trips.
     const roundTrips = new Map<Contender, GatewayRun['roundTrips']>();
     for (const gateway of [...gateways, ...versus]) roundTrips.set(gateway, await prepareGateway(gateway, options));
+    await waitForWarmUpFlushes([...gateways, ...versus], stats);
 
     const baselineServer = (await startNoopServer('grpc-js'))!;
     servers.push(baselineServer);
@@ -542,6 +556,41 @@ async function prepareGateway(gateway: Contender, options: Options): Promise<Gat
   } finally {
     driver.close();
   }
+}
+
+/**
+ * The warm-ups' last uses (thousands of keys noted at once) are written at
+ * each gateway's next last-used flush, a timer of LAST_USED_FLUSH_MS from its
+ * process start. Wait until that flush has been written, so that it is not
+ * counted in the saturation rounds: they then count only the flushes of the
+ * rounds' own traffic (the steady state). The tick that follows the warm-up
+ * is known to within the process's start-up; then wait until the batch
+ * script's HINCRBYs (no decision runs one) have stopped for a second.
+ */
+async function waitForWarmUpFlushes(gateways: Contender[], stats: Redis): Promise<void> {
+  const warmedUpAtMs = Date.now();
+  let flushedByMs = warmedUpAtMs;
+  for (const gateway of gateways) {
+    const [askedAtMs, readyAtMs] = gateway.gateway!.startedBetweenMs;
+    const flushMs = lastUsedFlushMs(gateway.gateway!.env);
+    const ticks = Math.ceil((warmedUpAtMs - askedAtMs) / flushMs);
+    flushedByMs = Math.max(flushedByMs, readyAtMs + ticks * flushMs);
+  }
+  log(`waiting ${((flushedByMs - warmedUpAtMs) / 1000).toFixed(1)} s for the warm-ups' last-used flush, so no round counts it`);
+  await new Promise((resolve) => setTimeout(resolve, flushedByMs - warmedUpAtMs + 200));
+  const hincrbys = async () => (await commandStats(stats)).hincrby ?? 0;
+  for (let last = await hincrbys(), quietSinceMs = Date.now(); Date.now() - quietSinceMs < 1000;) {
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const now = await hincrbys();
+    if (now !== last) [last, quietSinceMs] = [now, Date.now()];
+  }
+}
+
+/** The gateway's LAST_USED_FLUSH_MS, as its settings read it (the default unless --env sets it). */
+function lastUsedFlushMs(env: Record<string, string>): number {
+  const loaded = loadSettings({ CONFIG_FILE: '', ...(env.LAST_USED_FLUSH_MS ? { LAST_USED_FLUSH_MS: env.LAST_USED_FLUSH_MS } : {}) });
+  if (!loaded.ok) throw new Error(loaded.problems.join('; '));
+  return loaded.settings.lastUsedFlushMs;
 }
 
 /**

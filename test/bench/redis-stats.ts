@@ -87,3 +87,17 @@ export function checkPathRoundTrips(counts: CommandCounts): number {
     .filter(([name]) => name !== 'evalsha(last-used)')
     .reduce((sum, [, calls]) => sum + calls, 0);
 }
+
+/**
+ * The part of INFO commandstats that the last-used batches ran
+ * (gwaRecordLastUsed), derived from the commands only that script runs in
+ * the bench (no decision runs a SET or an HINCRBY): per call its EVALSHA and
+ * the batch marker's SET; per key an HMGET, an HSET (a key in a flush was
+ * used since the previous one, so its time is later) and an HINCRBY per count
+ * hash (two); per count hash one PEXPIRE. The rest is the Checks' own.
+ */
+export function lastUsedBatchCommands(counts: CommandCounts): number {
+  const calls = counts.set ?? 0;
+  const keys = (counts.hincrby ?? 0) / 2;
+  return 2 * calls + 2 * keys + (counts.hincrby ?? 0) + (counts.pexpire ?? 0);
+}

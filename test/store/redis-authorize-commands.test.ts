@@ -1,4 +1,4 @@
-import { hourStartOf } from '../../src/domain/request-counts';
+import { dayStartOf, hourStartOf } from '../../src/domain/request-counts';
 import { NO_TOKEN_BUDGETS, type TokenBudgetPlan } from '../../src/domain/token-budgets';
 import Redis from 'ioredis';
 import { generateCustomerKey, hashCustomerKey } from '../../src/keys/customer-key';
@@ -14,7 +14,8 @@ import { startTestRedis, type TestRedis } from '../support/redis-server';
  * four for a refused one (an exhausted budget included), one for a key
  * hash the service has not cached, none for a malformed key (it never
  * reaches the store). The last-used batches add one script per batch and
- * two commands per key. And the buckets packed into the account hash do not
+ * two commands per key, plus with request counts one HINCRBY per key and
+ * count hash and one PEXPIRE per count hash. And the buckets packed into the account hash do not
  * pile up: buckets whose time has passed (a rotated key's, say) are deleted
  * by a later decision.
  */
@@ -209,12 +210,45 @@ it('a batch with request counts is still one script, and writes the counts withi
   const calls = await commandsDuring(() => store.recordLastUsed(uses, { id: `batch-${accountId}`, hourStartMs: hourStartOf(nowMs) }));
   expect(calls.evalsha).toBe(1);
   expect(calls.hincrby).toBe(2 * uses.length);
+  expect(calls.pexpire).toBe(2);
   const written = (await stats.keys(`*${accountId}*`)).filter((name) => !name.endsWith(':account') && !name.includes(':key'));
   expect(written.length).toBeGreaterThan(0);
   for (const name of written) expect(name.startsWith(redisKeys.accountTag(accountId))).toBe(true);
   expect(Object.keys(calls).filter((name) => name !== 'evalsha' && !['set', 'hmget', 'hset', 'hincrby', 'pexpire'].includes(name))).toEqual(
     [],
   );
+});
+
+it('gives each count hash its lifetime once per batch: two PEXPIREs per account (hour and day), however many keys', async () => {
+  const first = await newAccountWithKey('lifetimeA');
+  const second = await newAccountWithKey('lifetimeB');
+  const firstOthers = await Promise.all(Array.from({ length: 7 }, () => newKey(first.accountId)));
+  const secondOthers = await Promise.all(Array.from({ length: 3 }, () => newKey(second.accountId)));
+  const uses = [
+    ...[first.keyId, ...firstOthers].map((id) => ({ accountId: first.accountId, keyId: id, atMs: nowMs, requests: 1 })),
+    ...[second.keyId, ...secondOthers].map((id) => ({ accountId: second.accountId, keyId: id, atMs: nowMs, requests: 3 })),
+  ];
+  await store.recordLastUsed(uses.slice(0, 1)); // loads the script: not the steady state
+  const oneAccount = await commandsDuring(() =>
+    store.recordLastUsed(uses.slice(0, 8), { id: `lifetime-1-${first.accountId}`, hourStartMs: hourStartOf(nowMs) }),
+  );
+  expect(oneAccount.hincrby).toBe(2 * 8);
+  expect(oneAccount.pexpire).toBe(2);
+  const twoAccounts = await commandsDuring(() =>
+    store.recordLastUsed(uses, { id: `lifetime-2-${first.accountId}`, hourStartMs: hourStartOf(nowMs) }),
+  );
+  expect(twoAccounts.hincrby).toBe(2 * uses.length);
+  expect(twoAccounts.pexpire).toBe(4);
+  for (const { accountId } of [first, second])
+    for (const granularity of ['hour', 'day'] as const) {
+      const ttlMs = await stats.pttl(
+        redisKeys.requestCounts(accountId, granularity, granularity === 'hour' ? hourStartOf(nowMs) : dayStartOf(nowMs)),
+      );
+      expect(ttlMs).toBeGreaterThan(0);
+    }
+  expect(await store.readRequestCounts(second.accountId, 'hour', [hourStartOf(nowMs)])).toEqual([
+    Object.fromEntries([second.keyId, ...secondOthers].map((id) => [id, 3])),
+  ]);
 });
 
 it("deletes buckets whose time has passed, such as a rotated key's, so the account hash does not grow", async () => {

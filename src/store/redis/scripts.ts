@@ -474,10 +474,10 @@ return redis.call('HGET', KEYS[1], id)`,
     parseReply: (reply): Member | null => (reply ? parseMember(reply) : null),
   }),
 
-  // Last use of a batch of keys (KEYS, with ARGV an atMs, atIso pair per key),
-  // keeping the later time; a key that no longer exists is not recreated.
-  // One script per batch, two commands per key (HMGET, and HSET when
-  // later). On a Cluster every key of one call shares a slot (the store
+  // Last use of a batch of keys, keeping the later time; a key that no
+  // longer exists is not recreated. One script per batch: per key HMGET, HSET
+  // when later, and HINCRBY per count hash; per distinct count hash one
+  // PEXPIRE. On a Cluster every key of one call shares a slot (the store
   // groups them by account).
   /**
    * Last-use times and request counts of a batch of keys. KEYS: the batch's
@@ -493,11 +493,22 @@ return redis.call('HGET', KEYS[1], id)`,
     argv: ['markerTtlMs', 'hourlyTtlMs', 'dailyTtlMs', '...atMsAtIsoRequestsKeyId'],
     lua: `
 local n = (#KEYS - 1) / 3
+local hourly_ttl = tonumber(ARGV[2])
+local daily_ttl = tonumber(ARGV[3])
 local counting = false
 if tonumber(ARGV[1]) > 0 then
   counting = redis.call('SET', KEYS[1], '1', 'NX', 'PX', ARGV[1]) ~= false
 end
 local written = 0
+-- A batch's keys mostly share their account's two count hashes: each hash gets its lifetime once per call.
+local given_lifetime = {}
+local function count(hash, key_id, requests, ttl)
+  redis.call('HINCRBY', hash, key_id, requests)
+  if not given_lifetime[hash] then
+    redis.call('PEXPIRE', hash, ttl)
+    given_lifetime[hash] = true
+  end
+end
 for i = 1, n do
   local base = 3 + 4 * (i - 1)
   local at = tonumber(ARGV[base + 1])
@@ -509,14 +520,8 @@ for i = 1, n do
     end
     local requests = tonumber(ARGV[base + 3])
     if counting and requests > 0 then
-      if tonumber(ARGV[2]) > 0 then
-        redis.call('HINCRBY', KEYS[1 + n + i], ARGV[base + 4], requests)
-        redis.call('PEXPIRE', KEYS[1 + n + i], ARGV[2])
-      end
-      if tonumber(ARGV[3]) > 0 then
-        redis.call('HINCRBY', KEYS[1 + 2 * n + i], ARGV[base + 4], requests)
-        redis.call('PEXPIRE', KEYS[1 + 2 * n + i], ARGV[3])
-      end
+      if hourly_ttl > 0 then count(KEYS[1 + n + i], ARGV[base + 4], requests, ARGV[2]) end
+      if daily_ttl > 0 then count(KEYS[1 + 2 * n + i], ARGV[base + 4], requests, ARGV[3]) end
     end
   end
 end

@@ -163,7 +163,10 @@ describe('the targets list', () => {
     expect(verdict(report, 'server CPU per decision')).toMatchObject({ pass: true });
     expect(verdict(report, 'server CPU per decision')!.value).toMatch(/^60\.0 µs/);
     expect(verdict(report, 'Redis CPU per decision')).toMatchObject({ value: '15.0 µs', pass: true });
-    expect(verdict(report, 'Redis commands per decision')).toMatchObject({ value: '5.00', pass: true });
+    expect(verdict(report, 'Redis commands per decision')).toMatchObject({
+      value: '5.00 (Checks 5.00 + last-used batches 0.00)',
+      pass: true,
+    });
     expect(verdict(report, 'RSS under load')).toMatchObject({ pass: true });
     expect(verdict(report, 'RSS under load')!.value).toMatch(/^200 MB/);
     expect(verdict(report, 'Redis commands, malformed key')).toMatchObject({ value: '0.00', pass: true });

@@ -21,6 +21,20 @@ class RecordingSink {
 }
 
 describe('LastUsedRecorder', () => {
+  it("groups a flush's uses by account, so each chunk holds few accounts (one count-hash lifetime each)", async () => {
+    const sink = new RecordingSink();
+    const recorder = new LastUsedRecorder(sink, new ManualClock(1), new LogCapture().logger, 60_000, 50_000, 4);
+    for (let i = 0; i < 8; i += 1) recorder.note({ keyId: `key_${i}`, accountId: i % 2 === 0 ? 'acct_even' : 'acct_odd' });
+    await recorder.flush();
+    expect(sink.batches.map((chunk) => [...new Set(chunk.map((use) => use.accountId))])).toEqual([['acct_even'], ['acct_odd']]);
+    expect(
+      sink.batches
+        .flat()
+        .map((use) => use.keyId)
+        .sort(),
+    ).toEqual(Array.from({ length: 8 }, (_, i) => `key_${i}`));
+  });
+
   it('writes at most one entry per key per flush, with the latest use', async () => {
     const clock = new ManualClock(1_000);
     const sink = new RecordingSink();
