@@ -36,9 +36,12 @@ export function consumeTokenBudget(stored: TokenBucket | undefined, nowUs: numbe
 }
 
 /**
- * A budget as it stands at `nowUs`: the tokens still available are T minus
- * the whole tokens not yet refilled. Exhausted while the debt is a whole
- * window or more; one token is back once the debt is under a window.
+ * A budget as it stands at `nowUs`: the whole tokens available, T minus the
+ * tokens not yet wholly refilled (one that has only begun to refill is not
+ * back yet, as a request limit needs a whole interval back). Exhausted while
+ * not one whole token is available, so a key that has used its whole budget
+ * is refused until a whole token has refilled; `retryAfterMs` is that wait.
+ * With the clock standing still, Σn tokens used leave exactly T − Σn.
  */
 export function tokenBudgetState(scope: LimitScope, stored: TokenBucket | undefined, nowUs: number, budget: TokenBudget): TokenBudgetState {
   const size = BigInt(budget.tokens);
@@ -46,7 +49,7 @@ export function tokenBudgetState(scope: LimitScope, stored: TokenBucket | undefi
   const fraction = stored && stored.fraction < budget.tokens ? BigInt(stored.fraction) : 0n;
   // The debt in 1/T µs: how far the TAT is ahead of now.
   const debt = stored && stored.tatUs >= nowUs ? BigInt(stored.tatUs - nowUs) * size + fraction : 0n;
-  const unrefilled = debt / windowUs;
+  const unrefilled = (debt + windowUs - 1n) / windowUs;
   const remaining = unrefilled >= size ? 0 : Number(size - unrefilled);
   const msOf = (scaled: bigint) => Number((scaled + size * 1000n - 1n) / (size * 1000n));
   return {
@@ -55,8 +58,8 @@ export function tokenBudgetState(scope: LimitScope, stored: TokenBucket | undefi
     windowSeconds: budget.windowSeconds,
     remaining,
     resetMs: msOf(debt),
-    // One token is back once the debt is under one window: (debt − T·W)/T µs, and one more.
-    retryAfterMs: remaining > 0 ? 0 : msOf(debt - size * windowUs + size),
+    // One whole token is back once the debt is at most T − 1 tokens' worth: (debt − (T − 1)·W)/T µs.
+    retryAfterMs: remaining > 0 ? 0 : msOf(debt - size * windowUs + windowUs),
   };
 }
 

@@ -130,24 +130,21 @@ export const SLOW_REFILL_WINDOW = '30d';
 export const SLOW_TOKEN_BUDGET: TokenBudgetInput = { tokens: 1000, window: SLOW_REFILL_WINDOW };
 
 /**
- * What a budget's token headers say is left once `used` tokens were metered, read before one token has
- * refilled. A token that has begun to refill counts as available (src/limits/token-budget.ts: a request is
- * allowed while any of the budget is left, and the headers say 0 exactly when it is refused), and some µs
- * always pass between applying the usage and the next Check: so once anything is used, the headers show one
- * token more than budget − used. Metering one token more or less moves them by one.
+ * What a budget's token headers say is left once `used` tokens were metered, read before one whole token has
+ * refilled (SLOW_REFILL_WINDOW): the whole tokens available, budget − used (src/limits/token-budget.ts: a
+ * token that has only begun to refill is not back yet). Metering one token more or less moves them by one.
  */
 export function tokensLeftAfter(budget: number, used: number): number {
-  return used === 0 ? budget : budget - used + 1;
+  return Math.max(0, budget - used);
 }
 
 /**
- * The two budgets on either side of `used` metered tokens, over SLOW_REFILL_WINDOW: a Check is refused once the
- * whole tokens not yet refilled reach the budget, and what was used less the sliver refilled since is just under
- * `used`, so a budget of `used` − 1 is exhausted and one of exactly `used` is not. Metering one token less would
- * leave the first open; one more would exhaust the second.
+ * The two budgets on either side of `used` metered tokens, over SLOW_REFILL_WINDOW: a Check is refused while not
+ * one whole token is available, so a budget of exactly `used` is exhausted (all of it used) and one of `used` + 1
+ * is not. Metering one token less would leave the first open; one more would exhaust the second.
  */
 export function budgetsAround(used: number): { exhausted: TokenBudgetInput; open: TokenBudgetInput } {
-  return { exhausted: { tokens: used - 1, window: SLOW_REFILL_WINDOW }, open: { tokens: used, window: SLOW_REFILL_WINDOW } };
+  return { exhausted: { tokens: used, window: SLOW_REFILL_WINDOW }, open: { tokens: used + 1, window: SLOW_REFILL_WINDOW } };
 }
 
 /** Waits out a refusal's retry-after(-ms), with a little slack for the clocks of the front and the gateway. */

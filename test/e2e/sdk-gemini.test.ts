@@ -557,10 +557,10 @@ describe('usage is billed through ext_proc, with gateway-authz as the processor 
       expect(upstreamOf(accountId)).toHaveLength(2);
     });
 
-    test("the key's token budget moves by exactly the tokens reported (no token headers in this style): after a whole and a streamed answer, a budget of one token less refuses the next request, one of exactly their tokens allows it", async () => {
+    test("the key's token budget moves by exactly the tokens reported (no token headers in this style): after a whole and a streamed answer, a budget of exactly their tokens refuses the next request (all of it used), one token more allows it", async () => {
       const used = 2 * totalTokens(REPORTED);
       const { exhausted, open } = budgetsAround(used);
-      const [oneLess, exact] = await Promise.all(
+      const [usedUp, oneMore] = await Promise.all(
         [exhausted, open].map(async (budget) => {
           const { key, keyId, accountId } = await metered.newKey(account(`budget-${budget.tokens}`));
           await giveTokenBudget(metered, keyId, budget);
@@ -577,16 +577,16 @@ describe('usage is billed through ext_proc, with gateway-authz as the processor 
         }),
       );
 
-      expect(oneLess!.third).toBeInstanceOf(ErrorClass);
-      const refused = refusal(oneLess!.third!);
+      expect(usedUp!.third).toBeInstanceOf(ErrorClass);
+      const refused = refusal(usedUp!.third!);
       expect(refused.status).toBe(429);
       expect(refused.details[0]).toMatchObject({
         reason: 'token_budget_exhausted',
         metadata: { scope: 'key', window: exhausted.window, limit: String(exhausted.tokens) },
       });
-      expect(oneLess!.upstream).toBe(2);
-      expect(exact!.third).toBeUndefined();
-      expect(exact!.upstream).toBe(3);
+      expect(usedUp!.upstream).toBe(2);
+      expect(oneMore!.third).toBeUndefined();
+      expect(oneMore!.upstream).toBe(3);
     });
 
     test('a stream the client leaves mid-way is charged what it delivered (the last running counts that passed)', async () => {

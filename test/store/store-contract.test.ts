@@ -1307,11 +1307,11 @@ describe.each(implementations)('usage contract: %s', (_name, open) => {
         { scope: 'key', windowSeconds: 60, remaining: 91_000 },
         { scope: 'account', windowSeconds: 86_400, remaining: 4_991_000 },
       ]);
-      // 30 s refill 50,000 of the minute's tokens, and 1,736.1 of the day's: 7,263.9 are still out, so 4,992,737 show.
+      // 30 s refill 50,000 of the minute's tokens, and 1,736.1 of the day's: 7,263.9 are still out (7,264 counting the one begun), so 4,992,736 show.
       clock.advance(30_000);
       expect(await budgetsOf(ids.keyId, plan)).toEqual([
         { scope: 'key', windowSeconds: 60, remaining: 100_000 },
-        { scope: 'account', windowSeconds: 86_400, remaining: 4_992_737 },
+        { scope: 'account', windowSeconds: 86_400, remaining: 4_992_736 },
       ]);
     });
 
@@ -1335,16 +1335,16 @@ describe.each(implementations)('usage contract: %s', (_name, open) => {
       expect(await budgetsOf(ids.keyId, daily)).toEqual([{ scope: 'key', windowSeconds: 86_400, remaining: 1_000_000_000 - 40 * 333 }]);
     });
 
-    it('goes into debt past the budget: exhausted until the debt has refilled below one window', async () => {
+    it('goes into debt past the budget: exhausted until the debt has refilled to one whole token available', async () => {
       const ids = await seed();
       const plan = { key: [perMinuteTokens(1_000)], account: [] };
       await store.applyUsage(usage(ids, { tokens: counts(2_500, 0) }), plan);
       expect(await store.readTokenBudgets(ids.keyId, plan)).toEqual([
-        { scope: 'key', tokens: 1_000, windowSeconds: 60, remaining: 0, resetMs: 150_000, retryAfterMs: 90_001 },
+        { scope: 'key', tokens: 1_000, windowSeconds: 60, remaining: 0, resetMs: 150_000, retryAfterMs: 90_060 },
       ]);
-      clock.advance(90_000);
+      clock.advance(90_059);
       expect((await budgetsOf(ids.keyId, plan))?.[0]?.remaining).toBe(0);
-      clock.advance(60);
+      clock.advance(1);
       expect((await budgetsOf(ids.keyId, plan))?.[0]?.remaining).toBe(1);
     });
 
@@ -1397,27 +1397,30 @@ describe.each(implementations)('usage contract: %s', (_name, open) => {
         tightestBudget: { scope: 'key', tokens: 1_000, windowSeconds: 60, remaining: 1_000, resetMs: 0, retryAfterMs: 0 },
       });
       await store.applyUsage(usage(ids, { tokens: counts(600, 400) }), budgets);
-      // Exactly used up: refused until the bucket has refilled at all (a token partly refilled counts, as in readTokenBudgets).
+      // Exactly used up: refused until one whole token (60 ms) has refilled (a token partly refilled is not back, as in readTokenBudgets).
       expect(await check(ids, budgets)).toEqual({
         kind: 'token_budget_exhausted',
         prefix: ids.record.prefix,
-        budget: { scope: 'key', tokens: 1_000, windowSeconds: 60, remaining: 0, resetMs: 60_000, retryAfterMs: 1 },
+        budget: { scope: 'key', tokens: 1_000, windowSeconds: 60, remaining: 0, resetMs: 60_000, retryAfterMs: 60 },
       });
+      clock.advance(59);
+      expect(await check(ids, budgets)).toMatchObject({ kind: 'token_budget_exhausted', budget: { retryAfterMs: 1 } });
       clock.advance(1);
-      expect(await check(ids, budgets)).toMatchObject({ kind: 'allow', tightestBudget: { remaining: 1, resetMs: 59_999 } });
+      expect(await check(ids, budgets)).toMatchObject({ kind: 'allow', tightestBudget: { remaining: 1, resetMs: 59_940 } });
     });
 
-    it('refuses a budget in debt until the debt has refilled below one window', async () => {
+    it('refuses a budget in debt until the debt has refilled to one whole token available', async () => {
       const ids = await seed();
       const budgets = { key: [perMinuteTokens(1_000)], account: [] };
       await store.applyUsage(usage(ids, { tokens: counts(2_500, 0) }), budgets);
+      // 1,501 of the 2,500 tokens (60 ms each) must refill before one is available.
       expect(await check(ids, budgets)).toMatchObject({
         kind: 'token_budget_exhausted',
-        budget: { resetMs: 150_000, retryAfterMs: 90_001 },
+        budget: { resetMs: 150_000, retryAfterMs: 90_060 },
       });
-      clock.advance(90_000);
+      clock.advance(90_059);
       expect((await check(ids, budgets)).kind).toBe('token_budget_exhausted');
-      clock.advance(60);
+      clock.advance(1);
       expect(await check(ids, budgets)).toMatchObject({ kind: 'allow', tightestBudget: { remaining: 1 } });
     });
 
@@ -1442,8 +1445,8 @@ describe.each(implementations)('usage contract: %s', (_name, open) => {
       await store.applyUsage(usage(a, { tokens: counts(1_500, 0) }), plan);
       // Key B's own minute is untouched; the account's hour, shared with key A, has 500 left.
       expect(await check(b, plan)).toMatchObject({ kind: 'allow', tightestBudget: { scope: 'account', tokens: 2_000, remaining: 500 } });
-      // Key A: its minute is 500 tokens (30 s) in debt, the account's hour is not exhausted: the minute refuses.
-      expect(await check(a, plan)).toMatchObject({ kind: 'token_budget_exhausted', budget: { scope: 'key', retryAfterMs: 30_001 } });
+      // Key A: its minute is 500 tokens (30 s) in debt, and one more token (60 ms) must come back; the account's hour is not exhausted: the minute refuses.
+      expect(await check(a, plan)).toMatchObject({ kind: 'token_budget_exhausted', budget: { scope: 'key', retryAfterMs: 30_060 } });
       await store.applyUsage(usage(b, { tokens: counts(600, 0) }), plan);
       // Now both are exhausted for key A: the hour keeps it waiting longer.
       expect(await check(a, plan)).toMatchObject({ kind: 'token_budget_exhausted', budget: { scope: 'account', windowSeconds: 3_600 } });
@@ -1676,6 +1679,9 @@ return out`;
         [{ tokens: MAX_BUDGET_TOKENS_PER_SECOND, windowSeconds: 1 }, 1, 0.999999, 0.999999, true],
         [{ tokens: 1_000_000_000, windowSeconds: 86_400 }, 333, 0, 0, false],
         [{ tokens: 7, windowSeconds: 60 }, 3, 0, 0, false],
+        // A debt of exactly one token (no remainder), and one with a fraction on top of it.
+        [{ tokens: 2, windowSeconds: 1 }, 1, 0.5, 0, true],
+        [{ tokens: 2, windowSeconds: 1 }, 1, 0.5, 0.5, true],
       ];
       const all = [...edges, ...cases].map(([b, n, debtShare, fractionShare, filled]) => {
         const debt = Math.floor(b.windowSeconds * 1_000_000 * debtShare);
@@ -1695,8 +1701,9 @@ return out`;
           BigInt(c.stored?.fraction ?? 0) +
           BigInt(c.n) * BigInt(c.budget.windowSeconds) * 1_000_000n;
         const expectedMove = moved.fraction === 0 ? String(moved.tatUs) : `${moved.tatUs} ${moved.fraction}`;
-        const unrefilled =
-          (BigInt(c.debt) * BigInt(c.budget.tokens) + BigInt(c.stored?.fraction ?? 0)) / (BigInt(c.budget.windowSeconds) * 1_000_000n);
+        // Tokens not yet wholly refilled: a token begun counts (the quotient rounded up).
+        const windowUs = BigInt(c.budget.windowSeconds) * 1_000_000n;
+        const unrefilled = (BigInt(c.debt) * BigInt(c.budget.tokens) + BigInt(c.stored?.fraction ?? 0) + windowUs - 1n) / windowUs;
         // A TAT past 2^53 µs (285 years of debt) is not exact in a double, in either language; below it both must be.
         const moveMatches = exactScaled / BigInt(c.budget.tokens) > 2n ** 53n || reply[2 * i] === expectedMove;
         return moveMatches && reply[2 * i + 1] === unrefilled.toString()

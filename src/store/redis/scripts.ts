@@ -135,10 +135,11 @@ const USAGE_SWEEP_INTERVAL_US = 3_600_000_000;
  * - tb_parse(text, tokens): tat, fraction; nil for an absent or unreadable bucket.
  * - tb_consume(text, now, n, tokens, window_s): the bucket's new text after
  *   using n tokens at `now` (µs).
- * - tb_unrefilled(debt_us, fraction, tokens, window_s): whole tokens not yet
- *   refilled in a bucket debt_us (+ fraction/tokens) µs ahead of now, for a
- *   debt under one window (a bigger debt means the budget is exhausted). For
- *   the Check: remaining = tokens − tb_unrefilled.
+ * - tb_unrefilled(debt_us, fraction, tokens, window_s): tokens not yet wholly
+ *   refilled (a token begun counts) in a bucket debt_us (+ fraction/tokens)
+ *   µs ahead of now, for a debt under one window (a bigger debt means the
+ *   budget is exhausted). For the Check: remaining = tokens − tb_unrefilled,
+ *   the whole tokens available.
  */
 export const LUA_TOKEN_BUDGET = `
 local function divmod(x, y)
@@ -170,7 +171,8 @@ end
 local function tb_unrefilled(debt_us, fraction, tokens, window_s)
   local d1, d0 = divmod(debt_us, 1000000)
   local q1, r1 = divmod(d1 * tokens, window_s)
-  local q2 = divmod(r1 * 1000000 + d0 * tokens + fraction, window_s * 1000000)
+  local q2, r2 = divmod(r1 * 1000000 + d0 * tokens + fraction, window_s * 1000000)
+  if r2 > 0 then return q1 + q2 + 1 end
   return q1 + q2
 end`;
 
@@ -1177,11 +1179,14 @@ function luaTokenBudgetCheck(budgets: TokenBudgetPlan): string {
       local d, f1 = tat - now, 0
       if fraction > 0 then f1 = 1 end
       reset = floor((d + 999 + f1) / 1000)
-      if d >= window_s * 1000000 then
-        remaining = 0
-        retry = floor((d - window_s * 1000000 + 1000 + f1) / 1000)
-      else
-        remaining = tokens - tb_unrefilled(d, fraction, tokens, window_s)
+      if d < window_s * 1000000 then remaining = tokens - tb_unrefilled(d, fraction, tokens, window_s) else remaining = 0 end
+      if remaining == 0 then
+        -- Until one whole token is back: the debt down to tokens - 1 tokens' worth,
+        -- (d + fraction/tokens) - (W - W/tokens) µs, with W/tokens = q + r/tokens.
+        local q, r = divmod(window_s * 1000000, tokens)
+        local us, part = d - window_s * 1000000 + q, fraction + r
+        if part > tokens then us = us + 2 elseif part > 0 then us = us + 1 end
+        retry = floor((us + 999) / 1000)
       end
     end
     if remaining == 0 then

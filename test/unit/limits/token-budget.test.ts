@@ -27,7 +27,7 @@ describe('token budget buckets', () => {
     });
   });
 
-  it('leaves exactly T − n of a full budget, refills over the window, and is exhausted only with a full window of debt', () => {
+  it('leaves exactly T − n of a full budget, refills over the window, and is exhausted until one whole token is back', () => {
     const budget = { tokens: 1_000, windowSeconds: 60 };
     const used = consumeTokenBudget(undefined, NOW, budget, 999);
     expect(tokenBudgetState('key', used, NOW, budget)).toEqual({
@@ -39,10 +39,35 @@ describe('token budget buckets', () => {
       retryAfterMs: 0,
     });
     const over = consumeTokenBudget(used, NOW, budget, 2);
-    expect(tokenBudgetState('key', over, NOW, budget)).toMatchObject({ remaining: 0, resetMs: 60_060, retryAfterMs: 61 });
-    expect(tokenBudgetState('key', over, NOW + 60_000, budget)).toMatchObject({ remaining: 0 });
-    expect(tokenBudgetState('key', over, NOW + 60_061, budget)).toMatchObject({ remaining: 1, retryAfterMs: 0 });
+    // 1,001 used: 2 tokens (60 ms each) must refill before one whole token is available.
+    expect(tokenBudgetState('key', over, NOW, budget)).toMatchObject({ remaining: 0, resetMs: 60_060, retryAfterMs: 120 });
+    expect(tokenBudgetState('key', over, NOW + 60_000, budget)).toMatchObject({ remaining: 0, retryAfterMs: 60 });
+    expect(tokenBudgetState('key', over, NOW + 119_999, budget)).toMatchObject({ remaining: 0, retryAfterMs: 1 });
+    expect(tokenBudgetState('key', over, NOW + 120_000, budget)).toMatchObject({ remaining: 1, retryAfterMs: 0 });
     expect(tokenBudgetState('account', over, NOW + 70_000_000, budget)).toMatchObject({ scope: 'account', remaining: 1_000, resetMs: 0 });
+  });
+
+  it('counts only whole tokens as available: a token that has begun to refill is not back yet', () => {
+    const budget = { tokens: 1_000, windowSeconds: 60 };
+    const oneTokenUs = 60_000;
+    const all = consumeTokenBudget(undefined, NOW, budget, 1_000);
+    // The whole budget used: refused, now and a moment later, until one token's refill time has passed.
+    expect(tokenBudgetState('key', all, NOW, budget)).toMatchObject({ remaining: 0, retryAfterMs: 60 });
+    expect(tokenBudgetState('key', all, NOW + 1, budget)).toMatchObject({ remaining: 0, retryAfterMs: 60 });
+    expect(tokenBudgetState('key', all, NOW + oneTokenUs - 1, budget)).toMatchObject({ remaining: 0, retryAfterMs: 1 });
+    expect(tokenBudgetState('key', all, NOW + oneTokenUs, budget)).toMatchObject({ remaining: 1, retryAfterMs: 0 });
+    // One token less than the whole budget: one left.
+    expect(tokenBudgetState('key', consumeTokenBudget(undefined, NOW, budget, 999), NOW + 1, budget)).toMatchObject({ remaining: 1 });
+    // n used, a moment later: T − n, and T − n + 1 only once a whole token has refilled.
+    const forty = consumeTokenBudget(undefined, NOW, budget, 40);
+    expect(tokenBudgetState('key', forty, NOW + 1, budget).remaining).toBe(960);
+    expect(tokenBudgetState('key', forty, NOW + oneTokenUs - 1, budget).remaining).toBe(960);
+    expect(tokenBudgetState('key', forty, NOW + oneTokenUs, budget).remaining).toBe(961);
+    // A window that is not a whole number of µs per token (10^9 tokens a day: 86.4 µs each), at the bound.
+    const big = { tokens: 1_000_000_000, windowSeconds: 86_400 };
+    const allBig = consumeTokenBudget(undefined, NOW, big, 1_000_000_000);
+    expect(tokenBudgetState('key', allBig, NOW + 86, big)).toMatchObject({ remaining: 0, retryAfterMs: 1 });
+    expect(tokenBudgetState('key', allBig, NOW + 87, big)).toMatchObject({ remaining: 1, retryAfterMs: 0 });
   });
 
   it('applies overrides like request limits: key over the account key override over the plan', () => {
