@@ -312,6 +312,9 @@ describe('the customer journey in Chromium', () => {
     await page.getByTestId('usage-summary').filter({ hasText: 'in the last 30 days' }).waitFor();
     expect(await usageTotal(page)).toMatch(/^6 requests/);
     expect(await page.getByTestId('limits').textContent()).toContain('Prepaid: credit remains: yes');
+    // The default plan's limits, with thousands separators as every other count on the page.
+    expect(await page.getByTestId('limits').textContent()).toContain('Each key: 600 requests per 1m, 100,000 requests per 1d');
+    expect(await page.getByTestId('limits').textContent()).toContain('The whole account: 3,000 requests per 1m, 1,000,000 requests per 1d');
     expect(await row(page, 'prod backend v2').locator('td.last-used time').count()).toBe(1);
 
     // Owners see members and the audit trail, with who made each change.

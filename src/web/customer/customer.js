@@ -223,7 +223,7 @@ function renderSummary() {
       {},
       limits.length === 0
         ? `${scope}: no limit`
-        : `${scope}: ${limits.map((entry) => `${entry.limit} requests per ${entry.window}`).join(', ')}`,
+        : `${scope}: ${limits.map((entry) => `${count(entry.limit)} requests per ${entry.window}`).join(', ')}`,
     );
   const billing = summary.billing;
   replaceContent(
@@ -271,7 +271,7 @@ function renderUsage(usage) {
   const span = usage.window === '24h' ? 'the last 24 hours (by hour, UTC)' : 'the last 30 days (by day, UTC)';
   replaceContent(
     ui.usageSummary,
-    `${total} ${total === 1 ? 'request' : 'requests'} allowed in ${span}. New requests show up within about ${Math.max(1, Math.ceil(usage.countsDelayMs / 1000))} second${usage.countsDelayMs > 1000 ? 's' : ''}.`,
+    `${count(total)} ${total === 1 ? 'request' : 'requests'} allowed in ${span}. New requests show up within about ${Math.max(1, Math.ceil(usage.countsDelayMs / 1000))} second${usage.countsDelayMs > 1000 ? 's' : ''}.`,
   );
   const summed = (/** @type {import('../../customer/customer-views').UsageMetric} */ metric) => count(sum(usage.totals[metric]));
   replaceContent(
@@ -289,7 +289,7 @@ function renderUsage(usage) {
         'tr',
         { data: { testid: 'usage-row', keyId: key.id } },
         el('td', { data: { label: 'Key' } }, `${key.name} (${key.prefix}…)`),
-        el('td', { data: { label: 'Requests' } }, String(requests)),
+        el('td', { data: { label: 'Requests' } }, count(requests)),
         el('td', { data: { label: 'Tokens' } }, count(sum(key.series.tokens))),
         el('td', { data: { label: 'Spend' } }, spendText(sum(key.series.costMinorUnits))),
       ),
