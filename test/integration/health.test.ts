@@ -10,7 +10,10 @@ import { startServerProcess } from '../support/server-process';
  * grpc.health.v1 and /healthz, /readyz follow Redis and shutdown, and a
  * SIGTERM under load loses no in-flight Check.
  */
-const FAST_HEALTH = { HEALTH_INTERVAL_MS: '100', HEALTH_TIMEOUT_MS: '200' };
+// Probes every 100 ms; a probe may take up to 1 s, so a loaded test machine does not read as Redis being down.
+const FAST_HEALTH = { HEALTH_INTERVAL_MS: '100', HEALTH_TIMEOUT_MS: '1000' };
+// For the paused-Redis test: a probe unanswered for 200 ms is down, so the 1.5 s pause is seen well within it.
+const IMPATIENT_HEALTH = { HEALTH_INTERVAL_MS: '100', HEALTH_TIMEOUT_MS: '200' };
 
 describe('on the embedded store', () => {
   let server: AppUnderTest;
@@ -53,7 +56,7 @@ describe('with Redis', () => {
     const server = await startAppUnderTest({ redisUrl: redis.url, env: FAST_HEALTH });
     const client = healthClient(server.grpcAddress);
     try {
-      expect(await client.check()).toEqual({ status: 'SERVING' });
+      expect(await waitForHealth(() => client.check(), 'SERVING')).toBe('SERVING');
       await redis.stop();
       expect(await waitForHealth(() => client.check(), 'NOT_SERVING')).toBe('NOT_SERVING');
       const ready = await fetch(`${server.adminUrl}/readyz`);
@@ -111,7 +114,7 @@ describe('with Redis', () => {
   });
 
   it('treats a paused (slow) Redis as down, and serves again when it answers', async () => {
-    const server = await startAppUnderTest({ redisUrl: redis.url, env: FAST_HEALTH });
+    const server = await startAppUnderTest({ redisUrl: redis.url, env: IMPATIENT_HEALTH });
     const client = healthClient(server.grpcAddress);
     const admin = new Redis(redis.url, { disconnectTimeout: 50 });
     try {
@@ -130,7 +133,7 @@ describe('with Redis', () => {
     const client = healthClient(server.grpcAddress);
     const checks = createOfficialCheckClient(server.grpcAddress);
     try {
-      expect(await client.check()).toEqual({ status: 'SERVING' });
+      expect(await waitForHealth(() => client.check(), 'SERVING')).toBe('SERVING');
       const closing = server.close();
       expect(await waitForHealth(() => client.check(), 'NOT_SERVING', 500)).toBe('NOT_SERVING');
       const response = await checks.check(envoyCheckRequest({ path: '/v1/chat/completions' }));
