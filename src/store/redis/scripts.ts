@@ -664,11 +664,13 @@ end
 redis.call('HSET', KEYS[1], unpack(writes))
 local outcome = billing .. ':' .. string.format('%.0f', shortfall)
 redis.call('SET', KEYS[3], outcome, 'PX', ARGV[2])
+-- A TTL from the service's clock, not PEXPIREAT: Redis's own clock may differ
+-- from the gateway's, and the bucket must live as long as the service reads it.
 local now_ms = math.floor(now / 1000)
 for i, expires in ipairs({ARGV[10], ARGV[11]}) do
   if tonumber(expires) > now_ms then
     for j = aggregates_from, #ARGV, 2 do redis.call('HINCRBY', KEYS[3 + i], ARGV[j], ARGV[j + 1]) end
-    redis.call('PEXPIREAT', KEYS[3 + i], expires)
+    redis.call('PEXPIRE', KEYS[3 + i], tonumber(expires) - now_ms)
   end
 end
 return {'applied', outcome}`,
