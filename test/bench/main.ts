@@ -40,6 +40,7 @@ import {
   KEY_CACHE_MAX_ENTRIES,
   printReport,
   type BenchReport,
+  type FlushIntervalCommands,
   type GatewayRun,
   type OverloadRun,
   type ServerRun,
@@ -259,6 +260,8 @@ interface Contender {
   /** Redis's CPU during the saturation windows (gateways only). */
   redisCpuSeconds: number;
   commands: CommandCounts;
+  /** Gateways: the commands of one whole last-used flush interval at saturation (flushIntervalCommands). */
+  flushInterval?: FlushIntervalCommands;
   metrics: Record<string, number>;
   tail: { latenciesMs: number[]; failed: number; startSpanSeconds: number; histogram?: Histogram; counters: Record<string, number> };
   roundRates: number[];
@@ -334,7 +337,7 @@ async function main(): Promise<void> {
     // Warm each gateway's key cache, spend the rate-limited keys' one allowed request, count round trips.
     const roundTrips = new Map<Contender, GatewayRun['roundTrips']>();
     for (const gateway of [...gateways, ...versus]) roundTrips.set(gateway, await prepareGateway(gateway, options));
-    await waitForWarmUpFlushes([...gateways, ...versus], stats);
+    await waitForPendingFlushes([...gateways, ...versus], stats);
 
     const baselineServer = (await startNoopServer('grpc-js'))!;
     servers.push(baselineServer);
@@ -357,6 +360,11 @@ async function main(): Promise<void> {
       for (const entry of contenders) await saturationRound(entry, stats, options, round === 0 ? options.warmupMs : 300);
       log(`  round ${round + 1}: ${contenders.map((entry) => `${entry.label} ${Math.round(entry.roundRates.at(-1)!)}/s`).join(', ')}`);
     }
+
+    // 1b. Commands per decision over one whole last-used flush interval at saturation, each gateway alone.
+    log('commands over one last-used flush interval at saturation, each gateway alone');
+    await waitForPendingFlushes([...gateways, ...versus], stats);
+    for (const gateway of [...gateways, ...versus]) gateway.flushInterval = await flushIntervalCommands(gateway, stats, options);
 
     // 2. The tail: h2load at half the gateway's own saturation, the same rate against the no-op grpc-js server.
     const tailRate = rate(main) / 2;
@@ -559,31 +567,84 @@ async function prepareGateway(gateway: Contender, options: Options): Promise<Gat
 }
 
 /**
- * The warm-ups' last uses (thousands of keys noted at once) are written at
- * each gateway's next last-used flush, a timer of LAST_USED_FLUSH_MS from its
- * process start. Wait until that flush has been written, so that it is not
- * counted in the saturation rounds: they then count only the flushes of the
- * rounds' own traffic (the steady state). The tick that follows the warm-up
- * is known to within the process's start-up; then wait until the batch
+ * The uses noted so far (after a warm-up, thousands of keys at once) are
+ * written at each gateway's next last-used flush, a timer of
+ * LAST_USED_FLUSH_MS from its process start. Wait until that flush has been
+ * written, so that no later window counts it: the saturation rounds then
+ * count only the flushes of their own traffic. The next tick is known to
+ * within the process's start-up (nextFlushTick); then wait until the batch
  * script's HINCRBYs (no decision runs one) have stopped for a second.
  */
-async function waitForWarmUpFlushes(gateways: Contender[], stats: Redis): Promise<void> {
-  const warmedUpAtMs = Date.now();
-  let flushedByMs = warmedUpAtMs;
-  for (const gateway of gateways) {
-    const [askedAtMs, readyAtMs] = gateway.gateway!.startedBetweenMs;
-    const flushMs = lastUsedFlushMs(gateway.gateway!.env);
-    const ticks = Math.ceil((warmedUpAtMs - askedAtMs) / flushMs);
-    flushedByMs = Math.max(flushedByMs, readyAtMs + ticks * flushMs);
-  }
-  log(`waiting ${((flushedByMs - warmedUpAtMs) / 1000).toFixed(1)} s for the warm-ups' last-used flush, so no round counts it`);
-  await new Promise((resolve) => setTimeout(resolve, flushedByMs - warmedUpAtMs + 200));
+async function waitForPendingFlushes(gateways: Contender[], stats: Redis): Promise<void> {
+  const nowMs = Date.now();
+  const flushedByMs = Math.max(nowMs, ...gateways.map((gateway) => nextFlushTick(gateway, nowMs).latestMs));
+  log(`waiting ${((flushedByMs - nowMs) / 1000).toFixed(1)} s for the uses noted so far to be flushed, so no later window counts them`);
+  await sleep(flushedByMs - nowMs + 200);
+  await untilBatchesQuiet(stats);
+}
+
+/** When a gateway's next last-used flush tick at or after `atMs` fires: between its process's start request and its readiness, plus whole intervals. */
+function nextFlushTick(gateway: Contender, atMs: number): { earliestMs: number; latestMs: number; intervalMs: number } {
+  const [askedAtMs, readyAtMs] = gateway.gateway!.startedBetweenMs;
+  const intervalMs = lastUsedFlushMs(gateway.gateway!.env);
+  const ticks = Math.ceil((atMs - askedAtMs) / intervalMs);
+  return { earliestMs: askedAtMs + ticks * intervalMs, latestMs: readyAtMs + ticks * intervalMs, intervalMs };
+}
+
+/** Until the batch script's HINCRBYs (no decision runs one) have stopped for a second: a flush in progress has ended. */
+async function untilBatchesQuiet(stats: Redis): Promise<void> {
   const hincrbys = async () => (await commandStats(stats)).hincrby ?? 0;
   for (let last = await hincrbys(), quietSinceMs = Date.now(); Date.now() - quietSinceMs < 1000;) {
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await sleep(100);
     const now = await hincrbys();
     if (now !== last) [last, quietSinceMs] = [now, Date.now()];
   }
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
+
+/**
+ * Redis commands per decision as a gateway at saturation runs them: the
+ * Checks' own and their share of the last-used batches. The saturation
+ * rounds cannot say the second: a gateway has traffic there one round in
+ * every few, so each 30 s flush carries a fraction of the decisions a busy
+ * replica's would, for about as many keys, and its commands per decision
+ * come out several times too high. Here the gateway alone gets the mix,
+ * closed loop, from just after one flush tick to just before the next (the
+ * ticks known to within the process's start-up); then that next flush, which
+ * writes exactly the uses of this traffic, is counted with it. Nothing else
+ * is pending anywhere (waitForPendingFlushes ran before).
+ */
+async function flushIntervalCommands(gateway: Contender, stats: Redis, options: Options): Promise<FlushIntervalCommands> {
+  const previous = nextFlushTick(gateway, Date.now());
+  await sleep(previous.latestMs + 200 - Date.now());
+  const next = nextFlushTick(gateway, Date.now());
+  const durationMs = next.earliestMs - 300 - Date.now();
+  if (durationMs < next.intervalMs / 2)
+    throw new Error(`${gateway.label}: the start-up span leaves too little of a flush interval to measure`);
+  const before = await commandStats(stats);
+  const driver = await H2Driver.connect(gateway.server.grpcAddress, options.connections);
+  let result: PhaseResult;
+  try {
+    result = await driver.closedLoop({
+      traffic: gateway.traffic,
+      concurrency: options.concurrency,
+      warmupMs: 0,
+      durationMs,
+      decodeEvery: 16,
+    });
+  } finally {
+    driver.close();
+  }
+  expectClean(`${gateway.label}: one flush interval`, result, true);
+  await sleep(next.latestMs + 200 - Date.now());
+  await untilBatchesQuiet(stats);
+  const commands = commandDelta(before, await commandStats(stats));
+  const total = Object.values(commands).reduce((sum, calls) => sum + calls, 0);
+  log(
+    `  ${gateway.label}: ${result.decisions} decisions in ${result.seconds.toFixed(1)} s, ${(total / result.decisions).toFixed(2)} commands each, flush included`,
+  );
+  return { windowSeconds: result.seconds, decisions: result.decisions, commands, perDecision: total / result.decisions };
 }
 
 /** The gateway's LAST_USED_FLUSH_MS, as its settings read it (the default unless --env sets it). */
@@ -772,6 +833,7 @@ function toServerRun(entry: Contender, tailRate: number): ServerRun {
     ...(entry.gateway
       ? {
           redisCpuUsPerDecision: (entry.redisCpuSeconds * 1e6) / saturation.decisions,
+          ...(entry.flushInterval ? { flushIntervalCommands: entry.flushInterval } : {}),
           redisCommands: {
             perDecision: commandTotal / saturation.decisions,
             byCommand: Object.fromEntries(
