@@ -250,7 +250,7 @@ export function evaluateTargets(report: BenchReport): Target[] {
     });
     const window = run.flushIntervalCommands;
     const commands = window?.perDecision ?? Number.NaN;
-    const inLastUsedBatches = window ? lastUsedBatchCommands(window.commands) / window.decisions : Number.NaN;
+    const inLastUsedBatches = flushShareOf(window) ?? Number.NaN;
     targets.push({
       name: `Redis commands per decision over the mix at saturation, in-script and last-used batches included (one whole flush interval, the gateway alone)${which}`,
       goal: '≤ 5',
@@ -438,15 +438,7 @@ export function printReport(report: BenchReport, out: (line: string) => void): v
     fixed(2),
     false,
   );
-  row(
-    '  of which the last-used batch that flushed it',
-    (run) =>
-      run.flushIntervalCommands
-        ? lastUsedBatchCommands(run.flushIntervalCommands.commands) / run.flushIntervalCommands.decisions
-        : undefined,
-    fixed(2),
-    false,
-  );
+  row('  of which the last-used batch that flushed it', (run) => flushShareOf(run.flushIntervalCommands), fixed(2), false);
   row('Redis commands per decision in the rounds (all, incl. in-script)', (run) => run.redisCommands?.perDecision, fixed(2), false);
   row(
     '  of which the Checks (their scripts included)',
@@ -550,6 +542,11 @@ export function printReport(report: BenchReport, out: (line: string) => void): v
         );
     }
   }
+}
+
+/** The last-used flush's commands per decision in a flush-interval window (derived by lastUsedBatchCommands). */
+function flushShareOf(window: FlushIntervalCommands | undefined): number | undefined {
+  return window ? lastUsedBatchCommands(window.commands) / window.decisions : undefined;
 }
 
 /** Commands per decision split into the Checks' own and the last-used batches' (derived by lastUsedBatchCommands). */
