@@ -1,0 +1,264 @@
+/**
+ * The HPACK decoder (RFC 7541) for request header blocks.
+ *
+ * Why not node:http2's: it hands every header value that is not a static
+ * table constant to V8 as an external string, which goes straight to old
+ * space, and the major GCs that collect them are the service's tail
+ * latency. Here every string is an ordinary latin1 heap string (one char
+ * per octet) made once, when a literal is read: the dynamic table keeps the
+ * strings themselves, so a field indexed from it (Envoy and nghttp2 index
+ * nearly every header after a connection's first request) is pushed without
+ * allocating anything. The exception is `:path`, which nghttp2 always sends
+ * as a literal without indexing: one string per request.
+ */
+import { HPACK_STATIC_TABLE } from './hpack-static-table';
+import { huffmanDecode, huffmanDecodedLengthBound } from './huffman';
+
+/** A header block that cannot be decoded: the connection must end with GOAWAY(COMPRESSION_ERROR). */
+export class HpackError extends Error {}
+
+const STATIC_COUNT = HPACK_STATIC_TABLE.length;
+// Indexed by HPACK index (1–61), so a lookup is one load; slot 0 is never read.
+const STATIC_NAMES = ['', ...HPACK_STATIC_TABLE.map((entry) => entry.name)];
+const STATIC_VALUES = ['', ...HPACK_STATIC_TABLE.map((entry) => entry.value)];
+
+/** §4.1: an entry's size is its name's and value's octets plus 32, an estimate of the overhead of keeping it. */
+const ENTRY_OVERHEAD = 32;
+/** The largest integer (§5.1) accepted: an index, string length or table size above it is an attack, not a header. */
+const MAX_INTEGER = 0x7fffffff;
+/** Continuation octets after the prefix: 5 carry 35 bits, more than MAX_INTEGER needs. */
+const MAX_INTEGER_CONTINUATIONS = 5;
+const INITIAL_RING_SLOTS = 16;
+
+/**
+ * Huffman output goes here before it becomes a string. One for all
+ * decoders: decode() runs to the end synchronously, so no two use it at once.
+ * Grown to the largest string seen, which the frame layer's limit on a
+ * header block bounds.
+ */
+let huffmanScratch = Buffer.allocUnsafeSlow(1024);
+
+export class HpackDecoder {
+  /** The advertised SETTINGS_HEADER_TABLE_SIZE: a size update above it is an error. */
+  private readonly maxTableSize: number;
+  /** The table's current maximum size, as the encoder last set it (§4.2). */
+  private capacity: number;
+  private size = 0;
+
+  // The dynamic table, a ring: `head` is the newest entry's slot (HPACK
+  // index 62), older entries sit at lower slots, wrapping. The slot count is
+  // a power of two, grown when full; eviction only moves the tail.
+  private names: string[] = new Array<string>(INITIAL_RING_SLOTS).fill('');
+  private values: string[] = new Array<string>(INITIAL_RING_SLOTS).fill('');
+  private mask = INITIAL_RING_SLOTS - 1;
+  private head = 0;
+  private count = 0;
+
+  /** Where the integer or string just read ended: read helpers advance it instead of returning a pair. */
+  private cursor = 0;
+
+  /**
+   * maxTableSize: the SETTINGS_HEADER_TABLE_SIZE this side advertises (default 4096); size updates above it are errors.
+   *
+   * The table starts at that size, as RFC 7541 Appendix C does. A peer
+   * encodes for the protocol's initial 4096 until it has read this side's
+   * SETTINGS, so with less than 4096 advertised a block sent before then can
+   * refer to entries this table has already evicted (an index past the table:
+   * HpackError, never a wrong field, since this table then holds the newest
+   * of the peer's entries).
+   */
+  constructor(maxTableSize = 4096) {
+    if (!Number.isInteger(maxTableSize) || maxTableSize < 0 || maxTableSize > MAX_INTEGER) {
+      throw new RangeError(`maxTableSize must be an integer from 0 to ${MAX_INTEGER}, not ${maxTableSize}`);
+    }
+    this.maxTableSize = maxTableSize;
+    this.capacity = maxTableSize;
+  }
+
+  /**
+   * Decodes one complete header block (HEADERS + CONTINUATION payloads joined, padding/priority already removed)
+   * from block[start, end). Pushes name, value, name, value, … onto `out` (which the caller empties beforehand).
+   * Returns the header list size as RFC 7541 §4.1/RFC 9113 §6.5.2 count it: the sum over fields of
+   * name octets + value octets + 32.
+   * Throws HpackError on anything malformed. Must update the dynamic table even when the caller will then refuse the stream.
+   */
+  decode(block: Buffer, start: number, end: number, out: string[]): number {
+    if (start < 0 || end > block.length || start > end) {
+      throw new RangeError(`block range [${start}, ${end}) is outside a buffer of ${block.length} octets`);
+    }
+    let listSize = 0;
+    // §4.2 allows table size updates only before the block's first field.
+    let fieldSeen = false;
+    let pos = start;
+    while (pos < end) {
+      const first = block[pos]!;
+      let name: string;
+      let value: string;
+      if (first >= 0x80) {
+        // §6.1 indexed field: 1xxxxxxx.
+        const index = this.readInteger(block, pos, end, 7);
+        pos = this.cursor;
+        if (index <= STATIC_COUNT) {
+          if (index === 0) throw new HpackError('HPACK indexed field with index 0');
+          name = STATIC_NAMES[index]!;
+          value = STATIC_VALUES[index]!;
+        } else {
+          const slot = this.dynamicSlot(index);
+          name = this.names[slot]!;
+          value = this.values[slot]!;
+        }
+      } else if (first >= 0x20 && first < 0x40) {
+        // §6.3 dynamic table size update: 001xxxxx.
+        const newCapacity = this.readInteger(block, pos, end, 5);
+        pos = this.cursor;
+        if (fieldSeen) throw new HpackError('HPACK dynamic table size update after a field in the same block');
+        if (newCapacity > this.maxTableSize) {
+          throw new HpackError(`HPACK dynamic table size update to ${newCapacity}, above the ${this.maxTableSize} advertised`);
+        }
+        this.capacity = newCapacity;
+        this.evictDownTo(newCapacity);
+        continue;
+      } else {
+        // §6.2 literals: 01xxxxxx with incremental indexing (6-bit name index),
+        // 0000xxxx without indexing and 0001xxxx never indexed (4-bit). The two
+        // last differ only for an intermediary re-encoding the field, which this is not.
+        const indexing = first >= 0x40;
+        const nameIndex = this.readInteger(block, pos, end, indexing ? 6 : 4);
+        pos = this.cursor;
+        if (nameIndex === 0) {
+          name = this.readString(block, pos, end);
+          pos = this.cursor;
+        } else if (nameIndex <= STATIC_COUNT) {
+          name = STATIC_NAMES[nameIndex]!;
+        } else {
+          name = this.names[this.dynamicSlot(nameIndex)]!;
+        }
+        value = this.readString(block, pos, end);
+        pos = this.cursor;
+        if (indexing) this.insert(name, value);
+      }
+      fieldSeen = true;
+      out.push(name, value);
+      listSize += name.length + value.length + ENTRY_OVERHEAD;
+    }
+    return listSize;
+  }
+
+  /** For inspection (tests, diagnostics): the dynamic table's size as §4.1 counts it. */
+  get dynamicTableSize(): number {
+    return this.size;
+  }
+
+  /** For inspection (tests, diagnostics): the dynamic table's maximum size, as the last size update set it. */
+  get dynamicTableMaxSize(): number {
+    return this.capacity;
+  }
+
+  /** For inspection (tests, diagnostics), never the hot path: a copy of the dynamic table, newest (index 62) first. */
+  dynamicEntries(): [name: string, value: string][] {
+    const entries: [string, string][] = [];
+    for (let i = 0; i < this.count; i += 1) {
+      const slot = (this.head - i) & this.mask;
+      entries.push([this.names[slot]!, this.values[slot]!]);
+    }
+    return entries;
+  }
+
+  /** The ring slot of HPACK index `index` (> 61), which must name an entry of the dynamic table. */
+  private dynamicSlot(index: number): number {
+    const age = index - STATIC_COUNT - 1;
+    if (age >= this.count) {
+      throw new HpackError(`HPACK index ${index} is beyond the table (${STATIC_COUNT} static + ${this.count} dynamic entries)`);
+    }
+    return (this.head - age) & this.mask;
+  }
+
+  /**
+   * §5.1 integer with a `prefixBits` prefix in block[pos]. Sets the cursor after it.
+   * Arithmetic is in doubles, not 32-bit shifts: the continuation octets can
+   * carry up to 35 bits before the bound is checked.
+   */
+  private readInteger(block: Buffer, pos: number, end: number, prefixBits: number): number {
+    const prefixMax = (1 << prefixBits) - 1;
+    let value = block[pos]! & prefixMax;
+    pos += 1;
+    if (value < prefixMax) {
+      this.cursor = pos;
+      return value;
+    }
+    let multiplier = 1;
+    for (let continuation = 0; continuation < MAX_INTEGER_CONTINUATIONS; continuation += 1) {
+      if (pos >= end) throw new HpackError('HPACK integer cut off by the end of the block');
+      const octet = block[pos]!;
+      pos += 1;
+      value += (octet & 0x7f) * multiplier;
+      if (octet < 0x80) {
+        if (value > MAX_INTEGER) throw new HpackError(`HPACK integer ${value} is too large`);
+        this.cursor = pos;
+        return value;
+      }
+      multiplier *= 128;
+    }
+    throw new HpackError(`HPACK integer longer than ${MAX_INTEGER_CONTINUATIONS} continuation octets`);
+  }
+
+  /** §5.2 string literal at block[pos]. Sets the cursor after it. */
+  private readString(block: Buffer, pos: number, end: number): string {
+    if (pos >= end) throw new HpackError('HPACK field cut off before its string');
+    const huffman = block[pos]! >= 0x80;
+    const length = this.readInteger(block, pos, end, 7);
+    pos = this.cursor;
+    if (length > end - pos) throw new HpackError(`HPACK string of ${length} octets runs past the end of the block`);
+    this.cursor = pos + length;
+    if (!huffman) return block.toString('latin1', pos, pos + length);
+    const bound = huffmanDecodedLengthBound(length);
+    if (huffmanScratch.length < bound) huffmanScratch = Buffer.allocUnsafeSlow(Math.max(bound, 2 * huffmanScratch.length));
+    const decoded = huffmanDecode(block, pos, pos + length, huffmanScratch);
+    if (decoded < 0) throw new HpackError('HPACK Huffman string is malformed (EOS, or padding not up to 7 one-bits)');
+    return huffmanScratch.toString('latin1', 0, decoded);
+  }
+
+  /** §4.4: evicts to make room, or empties the table for an entry larger than it (the field is still emitted). */
+  private insert(name: string, value: string): void {
+    const entrySize = name.length + value.length + ENTRY_OVERHEAD;
+    if (entrySize > this.capacity) {
+      this.evictDownTo(0);
+      return;
+    }
+    this.evictDownTo(this.capacity - entrySize);
+    if (this.count === this.names.length) this.grow();
+    this.head = (this.head + 1) & this.mask;
+    this.names[this.head] = name;
+    this.values[this.head] = value;
+    this.count += 1;
+    this.size += entrySize;
+  }
+
+  /** §4.3: drops the oldest entries until the table's size is at most `target`. */
+  private evictDownTo(target: number): void {
+    while (this.size > target) {
+      const slot = (this.head - this.count + 1) & this.mask;
+      this.size -= this.names[slot]!.length + this.values[slot]!.length + ENTRY_OVERHEAD;
+      // Let the strings go: a slot is only rewritten when the ring wraps round to it.
+      this.names[slot] = '';
+      this.values[slot] = '';
+      this.count -= 1;
+    }
+  }
+
+  /** Doubles the ring, oldest entry first at slot 0. Entries are at least 32 octets, so this stops at maxTableSize / 32. */
+  private grow(): void {
+    const slots = this.names.length * 2;
+    const names = new Array<string>(slots).fill('');
+    const values = new Array<string>(slots).fill('');
+    for (let i = 0; i < this.count; i += 1) {
+      const slot = (this.head - this.count + 1 + i) & this.mask;
+      names[i] = this.names[slot]!;
+      values[i] = this.values[slot]!;
+    }
+    this.names = names;
+    this.values = values;
+    this.mask = slots - 1;
+    this.head = this.count - 1;
+  }
+}
