@@ -9,7 +9,11 @@
  * windows), HEADERS + DATA(END_STREAM) per call with a constant header
  * block (HPACK literals, no dynamic table use, so nothing to keep in sync),
  * the server's connection-level send window, SETTINGS/PING acks,
- * WINDOW_UPDATE for what it receives, RST_STREAM and GOAWAY.
+ * WINDOW_UPDATE for what it receives, RST_STREAM and GOAWAY. Its request
+ * headers are indexed as nghttp2 (Envoy's HTTP/2 codec) indexes them: every
+ * field enters the HPACK dynamic table on the first request and is sent as
+ * a one-byte index after it, except `:path`, which nghttp2 never indexes
+ * (a literal with its name indexed, on every request). No Huffman coding.
  *
  * What it does not: decode the server's HPACK. A gRPC unary answer is
  * HEADERS, DATA, trailers on success and a trailers-only HEADERS on error
@@ -63,15 +67,37 @@ function hpackInteger(value: number, prefixBits: number, firstByte: number): num
   return out;
 }
 
-/** Header block of "literal header field without indexing, new name" entries, no Huffman coding. */
-export function hpackLiterals(headers: readonly (readonly [string, string])[]): Buffer {
-  const bytes: number[] = [];
+function hpackString(text: string): number[] {
+  return [...hpackInteger(Buffer.byteLength(text, 'latin1'), 7, 0), ...Buffer.from(text, 'latin1')];
+}
+
+/** RFC 7541 Appendix A: `:path`'s name index. */
+const PATH_NAME_INDEX = 4;
+/** The first entry of the dynamic table (RFC 7541 §2.3.3). */
+const FIRST_DYNAMIC_INDEX = 62;
+
+/**
+ * The first request's header block (each field but `:path` a literal with
+ * incremental indexing, new name) and every later request's (one index per
+ * field, most recently inserted = 62, and the `:path` literal).
+ */
+export function envoyLikeHeaderBlocks(headers: readonly (readonly [string, string])[]): { first: Buffer; next: Buffer } {
+  const first: number[] = [];
+  const next: number[] = [];
+  const indexed = headers.filter(([name]) => name !== ':path').length;
+  let inserted = 0;
   for (const [name, value] of headers) {
-    bytes.push(0x00);
-    bytes.push(...hpackInteger(Buffer.byteLength(name), 7, 0), ...Buffer.from(name, 'latin1'));
-    bytes.push(...hpackInteger(Buffer.byteLength(value), 7, 0), ...Buffer.from(value, 'latin1'));
+    if (name === ':path') {
+      const literal = [...hpackInteger(PATH_NAME_INDEX, 4, 0x00), ...hpackString(value)];
+      first.push(...literal);
+      next.push(...literal);
+      continue;
+    }
+    first.push(0x40, ...hpackString(name), ...hpackString(value));
+    next.push(...hpackInteger(FIRST_DYNAMIC_INDEX + (indexed - 1 - inserted), 7, 0x80));
+    inserted += 1;
   }
-  return Buffer.from(bytes);
+  return { first: Buffer.from(first), next: Buffer.from(next) };
 }
 
 function frameHeader(length: number, type: number, flags: number, streamId: number): Buffer {
@@ -103,7 +129,8 @@ export class RawH2Connection {
 
   private constructor(
     private readonly socket: net.Socket,
-    private readonly headerBlock: Buffer,
+    private headerBlock: Buffer,
+    private readonly laterHeaderBlock: Buffer,
   ) {
     socket.on('data', (chunk: Buffer) => this.onData(chunk));
     socket.on('error', (error) => this.fail(`connection error: ${error.message}`));
@@ -116,7 +143,8 @@ export class RawH2Connection {
       const socket = net.connect({ host, port, noDelay: true });
       socket.once('error', reject);
       socket.once('connect', () => {
-        const connection = new RawH2Connection(socket, hpackLiterals(headers));
+        const blocks = envoyLikeHeaderBlocks(headers);
+        const connection = new RawH2Connection(socket, blocks.first, blocks.next);
         // Ready at the server's SETTINGS (its preface), as Envoy's pool: a request sent before it could exceed a stream limit not yet seen.
         connection.onSettings = () => {
           socket.off('error', reject);
@@ -215,9 +243,12 @@ export class RawH2Connection {
     this.nextStreamId += 2;
     this.sendWindow -= grpcFrame.length;
     this.pending.set(streamId, entry);
+    const headerBlock = this.headerBlock;
+    // Frames leave in the order they are queued, so the server's table has the first block's entries from here on.
+    this.headerBlock = this.laterHeaderBlock;
     this.out.push(
-      frameHeader(this.headerBlock.length, FRAME.HEADERS, FLAG.END_HEADERS, streamId),
-      this.headerBlock,
+      frameHeader(headerBlock.length, FRAME.HEADERS, FLAG.END_HEADERS, streamId),
+      headerBlock,
       frameHeader(grpcFrame.length, FRAME.DATA, FLAG.END_STREAM, streamId),
       grpcFrame,
     );

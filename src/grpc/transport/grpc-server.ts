@@ -1,5 +1,5 @@
 /**
- * A gRPC server on node:http2's core API for the few methods this service
+ * A gRPC server on HTTP/2 of its own (http2/connection.ts) for the few methods this service
  * serves: unary and server-streaming calls (one request message), and
  * bidirectional-streaming calls (request messages handed over one by one as
  * they complete; a client-streaming method is one of these that answers
@@ -9,11 +9,14 @@
  *
  * Why not grpc-js: its server spends most of a no-op Check's CPU on per-call
  * machinery (interceptor objects, metadata conversion, status metadata
- * clones); this is one object and a few listeners per call. The measurement
- * is in the README.
+ * clones); this is one object per call. Why not node:http2: see
+ * http2/connection.ts. The measurements are in the README.
  */
-import * as http2 from 'node:http2';
+import * as net from 'node:net';
 import type { Logger } from '../../logging/logger';
+import { Http2Connection, type ServerStream, type StreamListener } from './http2/connection';
+import { ErrorCode } from './http2/frames';
+import { encodeHeaderBlock, OK_TRAILERS_BLOCK, RESPONSE_HEADERS_BLOCK } from './http2/hpack-encoder';
 import { percentEncodeGrpcMessage } from './grpc-message';
 import { parseGrpcTimeoutMs } from './grpc-timeout';
 import { GrpcStatus, type RpcError } from './status';
@@ -103,7 +106,7 @@ export interface GrpcServerSettings {
   shutdownTimeoutMs: number;
   /** SETTINGS_MAX_CONCURRENT_STREAMS advertised per connection. */
   maxConcurrentStreams: number;
-  /** SETTINGS_MAX_HEADER_LIST_SIZE advertised: request headers above it are refused by node:http2. */
+  /** SETTINGS_MAX_HEADER_LIST_SIZE advertised: a request whose headers decode to more is reset (ENHANCE_YOUR_CALM). */
   maxHeaderListBytes: number;
 }
 
@@ -131,25 +134,12 @@ export function frameMessage(message: Buffer): Buffer {
   return frame;
 }
 
-const { NGHTTP2_NO_ERROR, NGHTTP2_CANCEL, NGHTTP2_REFUSED_STREAM } = http2.constants;
 /** Node's timers take at most 2^31 − 1 ms; a longer deadline is as good as none. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 /** GOAWAY's "any stream you may have sent": the first of the two GOAWAYs of a drain (RFC 9113 §6.8). */
 const ALL_STREAMS = 2 ** 31 - 1;
 /** How long a drain waits for the ACK of the PING that follows its first GOAWAY. */
 const DRAIN_PING_TIMEOUT_MS = 1000;
-
-const RESPONSE_HEADERS = Object.freeze({ ':status': 200, 'content-type': 'application/grpc' });
-const WITH_TRAILERS: http2.ServerStreamResponseOptions = Object.freeze({ waitForTrailers: true, sendDate: false });
-const END_STREAM: http2.ServerStreamResponseOptions = Object.freeze({ endStream: true, sendDate: false });
-const OK_TRAILERS = Object.freeze({ 'grpc-status': '0' });
-
-function sendOkTrailers(this: http2.ServerHttp2Stream): void {
-  this.sendTrailers(OK_TRAILERS);
-}
-
-/** Stream errors end in 'close', where the call is settled; the listener only keeps them from being thrown. */
-function ignoreStreamError(): void {}
 
 /** `application/grpc`, optionally `+proto` and parameters; anything else that starts like it is another encoding. */
 function contentSubtypeOf(contentType: string): string | undefined {
@@ -166,7 +156,7 @@ const HANDLING = 1;
 const FINISHED = 2;
 
 /** One call, from its HEADERS to its status. */
-class ServerCall implements BidiStreamingCall {
+class ServerCall implements BidiStreamingCall, StreamListener {
   private state = READING;
   private headersSent = false;
   /** Bytes of a message prefix or body split across DATA frames. */
@@ -183,7 +173,7 @@ class ServerCall implements BidiStreamingCall {
 
   constructor(
     private readonly server: GrpcServer,
-    private readonly stream: http2.ServerHttp2Stream,
+    private readonly stream: ServerStream,
     private readonly path: string,
     private readonly handler: MethodHandler,
     readonly deadlineMs: number,
@@ -349,27 +339,16 @@ class ServerCall implements BidiStreamingCall {
   respond(frame: Buffer): void {
     if (this.state === FINISHED || !this.open()) return;
     this.finish();
-    try {
-      this.stream.respond(RESPONSE_HEADERS, WITH_TRAILERS);
-      this.stream.on('wantTrailers', sendOkTrailers);
-      this.stream.end(frame);
-    } catch (error) {
-      this.server.streamFailed(this.stream, error);
-    }
+    this.stream.respond(RESPONSE_HEADERS_BLOCK, frame, OK_TRAILERS_BLOCK);
   }
 
   write(frame: Buffer): void {
     if (this.state === FINISHED || !this.open()) return;
-    try {
-      if (!this.headersSent) {
-        this.headersSent = true;
-        this.stream.respond(RESPONSE_HEADERS, WITH_TRAILERS);
-      }
-      this.stream.write(frame);
-    } catch (error) {
-      this.finish('cancelled');
-      this.server.streamFailed(this.stream, error);
+    if (!this.headersSent) {
+      this.headersSent = true;
+      this.stream.sendHeaders(RESPONSE_HEADERS_BLOCK);
     }
+    this.stream.sendData(frame);
   }
 
   end(status: RpcError): void {
@@ -387,7 +366,7 @@ class ServerCall implements BidiStreamingCall {
       return;
     }
     this.finish();
-    this.stream.close(NGHTTP2_REFUSED_STREAM);
+    this.stream.reset(ErrorCode.REFUSED_STREAM);
   }
 
   onFinished(listener: () => void): void {
@@ -401,31 +380,22 @@ class ServerCall implements BidiStreamingCall {
   }
 
   /** An answer of the transport's own: the handler did not end the call, and a bidi handler is told why. */
-  private abort(error: RpcError, reason: CallAbort, extraHeaders?: Readonly<Record<string, string>>): void {
+  private abort(error: RpcError, reason: CallAbort, extraHeaders?: readonly string[]): void {
     this.sendStatus(error, extraHeaders, reason);
   }
 
-  private sendStatus(error: RpcError, extraHeaders: Readonly<Record<string, string>> | undefined, abort: CallAbort | undefined): void {
+  private sendStatus(error: RpcError, extraHeaders: readonly string[] | undefined, abort: CallAbort | undefined): void {
     if (this.state === FINISHED || !this.open()) return;
     this.finish(abort);
-    const status = { 'grpc-status': String(error.code), 'grpc-message': percentEncodeGrpcMessage(error.details) };
-    try {
-      if (this.headersSent) {
-        this.stream.on('wantTrailers', () => this.stream.sendTrailers(status));
-        this.stream.end();
-        return;
-      }
-      // Trailers-Only: one HEADERS frame with END_STREAM.
-      this.stream.respond({ ...RESPONSE_HEADERS, ...extraHeaders, ...status }, END_STREAM);
-      // An answer before the client's END_STREAM is followed by RST_STREAM(NO_ERROR): the rest is not read.
-      if (!this.stream.readableEnded) this.stream.close(NGHTTP2_NO_ERROR);
-    } catch (error) {
-      this.server.streamFailed(this.stream, error);
+    if (this.headersSent) {
+      this.stream.sendTrailers(encodeHeaderBlock(statusFields(error)));
+      return;
     }
+    sendTrailersOnly(this.stream, 200, error, extraHeaders);
   }
 
   private open(): boolean {
-    if (this.stream.destroyed || this.stream.closed) {
+    if (this.stream.closed || this.stream.localEnded) {
       if (this.state !== FINISHED) this.finish('cancelled');
       return false;
     }
@@ -468,7 +438,22 @@ class ServerCall implements BidiStreamingCall {
   }
 }
 
-const ACCEPT_IDENTITY = Object.freeze({ 'grpc-accept-encoding': 'identity' });
+const ACCEPT_IDENTITY = Object.freeze(['grpc-accept-encoding', 'identity']);
+
+function statusFields(error: RpcError): string[] {
+  return ['grpc-status', String(error.code), 'grpc-message', percentEncodeGrpcMessage(error.details)];
+}
+
+/**
+ * Trailers-Only: one HEADERS frame with END_STREAM, with a non-200 HTTP
+ * status where the protocol calls for one. An answer before the client's
+ * END_STREAM is followed by RST_STREAM(NO_ERROR): the rest is not read.
+ */
+function sendTrailersOnly(stream: ServerStream, httpStatus: number, error: RpcError, extraHeaders?: readonly string[]): void {
+  const fields = [':status', String(httpStatus), 'content-type', 'application/grpc', ...(extraHeaders ?? []), ...statusFields(error)];
+  stream.sendTrailers(encodeHeaderBlock(fields));
+  if (!stream.remoteEnded) stream.reset(ErrorCode.NO_ERROR);
+}
 
 interface SessionState {
   /** Calls started on this connection and not yet closed. */
@@ -479,38 +464,34 @@ interface SessionState {
   pingTimeout?: NodeJS.Timeout;
   maxAge?: NodeJS.Timeout;
   grace?: NodeJS.Timeout;
+  /** A drain's wait for the ACK of its PING. */
+  drainPing?: NodeJS.Timeout;
   draining?: boolean;
 }
 
 export class GrpcServer {
   readonly settings: GrpcServerSettings;
-  private readonly server: http2.Http2Server;
+  private readonly server: net.Server;
   private readonly methods = new Map<string, MethodHandler>();
-  private readonly sessions = new Map<http2.Http2Session, SessionState>();
+  private readonly sessions = new Map<Http2Connection, SessionState>();
   /** Server-streaming calls in progress, ended by close() at once. */
   private readonly streamingCalls = new Set<ServerCall>();
   /** Bidi-streaming calls in progress, ended by close() when shutdownTimeoutMs has passed. */
   private readonly bidiCalls = new Set<ServerCall>();
   private closing: Promise<void> | undefined;
+  private readonly connectionEvents = {
+    stream: (stream: ServerStream, headers: readonly string[]) => this.onStream(stream, headers),
+    closed: (connection: Http2Connection) => this.onConnectionClosed(connection),
+    error: (error: Error) => this.logger.debug({ err: error }, 'HTTP/2 connection error'),
+  };
 
   constructor(
     settings: Partial<GrpcServerSettings> & Pick<GrpcServerSettings, 'host' | 'port'>,
     readonly logger: Logger,
   ) {
     this.settings = { ...DEFAULT_GRPC_SERVER_SETTINGS, ...settings };
-    this.server = http2.createServer({
-      settings: {
-        maxConcurrentStreams: this.settings.maxConcurrentStreams,
-        maxHeaderListSize: this.settings.maxHeaderListBytes,
-      },
-      // node:http2 refuses new streams with ENHANCE_YOUR_CALM past this many MB of buffered frames per
-      // connection, and then closes it; grpc-js lifts it for the same reason. Streams per connection are
-      // bounded by maxConcurrentStreams and their messages by maxReceiveMessageBytes instead.
-      maxSessionMemory: 1024,
-    });
-    this.server.on('session', (session) => this.onSession(session));
-    this.server.on('stream', (stream, headers) => this.onStream(stream, headers));
-    this.server.on('sessionError', (error) => this.logger.debug({ err: error }, 'HTTP/2 connection error'));
+    // Answers are small and leave once per turn of the event loop (connection.ts batches them): Nagle would only delay them.
+    this.server = net.createServer({ noDelay: true }, (socket) => this.onConnection(socket));
   }
 
   /** Registers a method at its path, `/<package>.<Service>/<Method>`. */
@@ -544,13 +525,13 @@ export class GrpcServer {
       for (const call of [...this.streamingCalls]) call.shutDown();
       const force = setTimeout(() => {
         for (const call of [...this.bidiCalls]) call.shutDown();
-        for (const session of this.sessions.keys()) session.destroy();
+        for (const connection of [...this.sessions.keys()]) connection.destroy();
       }, this.settings.shutdownTimeoutMs);
       this.server.close(() => {
         clearTimeout(force);
         resolve();
       });
-      for (const session of this.sessions.keys()) this.drain(session, 'shutdown');
+      for (const connection of [...this.sessions.keys()]) this.drain(connection, 'shutdown');
     });
     return this.closing;
   }
@@ -565,131 +546,144 @@ export class GrpcServer {
     this.bidiCalls.delete(call);
   }
 
-  /** node:http2 refused a write (the stream went away between the check and the call): drop the stream. */
-  streamFailed(stream: http2.ServerHttp2Stream, error: unknown): void {
-    this.logger.debug({ err: error }, 'gRPC stream write failed');
-    if (!stream.destroyed) stream.close(NGHTTP2_CANCEL);
-  }
-
-  private onStream(stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders): void {
-    stream.on('error', ignoreStreamError);
-    try {
-      this.startCall(stream, headers);
-    } catch (error) {
-      this.logger.error({ err: error }, 'gRPC call setup failed');
-      if (!stream.destroyed) stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR);
-    }
-  }
-
-  private startCall(stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders): void {
-    const contentType = headers['content-type'];
-    const subtype = typeof contentType === 'string' ? contentSubtypeOf(contentType) : undefined;
-    if (subtype === undefined) {
-      // PROTOCOL-HTTP2.md: HTTP 415; with a gRPC status as well, as grpc-go does.
-      refuse(stream, 415, {
-        code: GrpcStatus.INVALID_ARGUMENT,
-        details: `invalid gRPC request content-type "${String(contentType ?? '')}"`,
-      });
-      return;
-    }
-    if (headers[':method'] !== 'POST') {
-      refuse(stream, 405, { code: GrpcStatus.INTERNAL, details: `gRPC requires :method POST, got "${String(headers[':method'])}"` });
-      return;
-    }
-    if (headers.te !== 'trailers') {
-      // As gRPC C-core: te: trailers is how a client shows nothing between it and us drops trailers.
-      refuse(stream, 200, { code: GrpcStatus.UNKNOWN, details: 'Missing or bad te header: gRPC needs "te: trailers"' });
-      return;
-    }
-    if (subtype !== 'proto') {
-      refuse(stream, 200, { code: GrpcStatus.UNIMPLEMENTED, details: `content-type "${contentType}": only protobuf messages are served` });
-      return;
-    }
-    let timeoutMs = Infinity;
-    const timeout = headers['grpc-timeout'];
-    if (timeout !== undefined) {
-      const parsed = typeof timeout === 'string' ? parseGrpcTimeoutMs(timeout) : undefined;
-      if (parsed === undefined) {
-        refuse(stream, 200, { code: GrpcStatus.INTERNAL, details: `Invalid grpc-timeout value "${String(timeout)}"` });
-        return;
-      }
-      timeoutMs = parsed;
-    }
-    const path = headers[':path'] ?? '';
-    const handler = this.methods.get(path);
-    if (!handler) {
-      refuse(stream, 200, { code: GrpcStatus.UNIMPLEMENTED, details: `The server does not implement the method ${path}` });
-      return;
-    }
-    const encoding = headers['grpc-encoding'];
-    const deadlineMs = timeoutMs === Infinity ? Infinity : Date.now() + timeoutMs;
-    if (handler.kind === 'server-streaming' && this.closing) {
-      // close() has ended the open ones; a new one would hold the drain until its timeout.
-      refuse(stream, 200, { code: GrpcStatus.UNAVAILABLE, details: 'the server is shutting down' });
-      return;
-    }
-    const connection = stream.session ? this.sessions.get(stream.session) : undefined;
-    const call = new ServerCall(
-      this,
-      stream,
-      path,
-      handler,
-      deadlineMs,
-      timeoutMs,
-      typeof encoding === 'string' ? encoding : undefined,
-      connection,
+  private onConnection(socket: net.Socket): void {
+    const connection = new Http2Connection(
+      socket,
+      { maxConcurrentStreams: this.settings.maxConcurrentStreams, maxHeaderListBytes: this.settings.maxHeaderListBytes },
+      this.connectionEvents,
     );
-    if (handler.kind === 'server-streaming') this.streamingCalls.add(call);
-    else if (handler.kind === 'bidi-streaming') this.bidiCalls.add(call);
-    stream.on('data', (chunk: Buffer) => call.onData(chunk));
-    stream.on('end', () => call.onEnd());
-    stream.on('close', () => call.onClose());
-    call.startStreaming();
-  }
-
-  private onSession(session: http2.ServerHttp2Session): void {
     const timers: SessionState = { openCalls: 0, openBidiCalls: 0 };
-    this.sessions.set(session, timers);
-    session.on('error', (error) => this.logger.debug({ err: error }, 'HTTP/2 connection error'));
-    session.once('close', () => {
-      this.sessions.delete(session);
-      clearTimeout(timers.keepalive);
-      clearTimeout(timers.pingTimeout);
-      clearTimeout(timers.maxAge);
-      clearTimeout(timers.grace);
-    });
+    this.sessions.set(connection, timers);
     if (this.closing) {
-      this.drain(session, 'shutdown');
+      this.drain(connection, 'shutdown');
       return;
     }
-    this.scheduleKeepalive(session, timers);
+    this.scheduleKeepalive(connection, timers);
     const { maxConnectionAgeMs } = this.settings;
     // ±10 % so that connections opened together (after a restart) are not all recycled together.
     const ageMs = Math.round(maxConnectionAgeMs * (0.9 + 0.2 * Math.random()));
-    timers.maxAge = setTimeout(() => this.drain(session, 'max_age'), ageMs).unref();
+    timers.maxAge = setTimeout(() => this.drain(connection, 'max_age'), ageMs).unref();
+  }
+
+  private onConnectionClosed(connection: Http2Connection): void {
+    const timers = this.sessions.get(connection);
+    if (!timers) return;
+    this.sessions.delete(connection);
+    clearTimeout(timers.keepalive);
+    clearTimeout(timers.pingTimeout);
+    clearTimeout(timers.maxAge);
+    clearTimeout(timers.grace);
+    clearTimeout(timers.drainPing);
+  }
+
+  private onStream(stream: ServerStream, headers: readonly string[]): StreamListener | undefined {
+    try {
+      return this.startCall(stream, headers);
+    } catch (error) {
+      this.logger.error({ err: error }, 'gRPC call setup failed');
+      stream.reset(ErrorCode.INTERNAL_ERROR);
+      return undefined;
+    }
+  }
+
+  private startCall(stream: ServerStream, headers: readonly string[]): StreamListener | undefined {
+    let method: string | undefined;
+    let path = '';
+    let contentType: string | undefined;
+    let te: string | undefined;
+    let timeout: string | undefined;
+    let encoding: string | undefined;
+    for (let i = 0; i < headers.length; i += 2) {
+      const value = headers[i + 1]!;
+      switch (headers[i]) {
+        case ':method':
+          method = value;
+          break;
+        case ':path':
+          path = value;
+          break;
+        case 'content-type':
+          contentType = value;
+          break;
+        case 'te':
+          te = value;
+          break;
+        case 'grpc-timeout':
+          timeout = value;
+          break;
+        case 'grpc-encoding':
+          encoding = value;
+          break;
+        default:
+      }
+    }
+    const subtype = contentType === undefined ? undefined : contentSubtypeOf(contentType);
+    if (subtype === undefined) {
+      // PROTOCOL-HTTP2.md: HTTP 415; with a gRPC status as well, as grpc-go does.
+      sendTrailersOnly(stream, 415, {
+        code: GrpcStatus.INVALID_ARGUMENT,
+        details: `invalid gRPC request content-type "${contentType ?? ''}"`,
+      });
+      return undefined;
+    }
+    if (method !== 'POST') {
+      sendTrailersOnly(stream, 405, { code: GrpcStatus.INTERNAL, details: `gRPC requires :method POST, got "${String(method)}"` });
+      return undefined;
+    }
+    if (te !== 'trailers') {
+      // As gRPC C-core: te: trailers is how a client shows nothing between it and us drops trailers.
+      sendTrailersOnly(stream, 200, { code: GrpcStatus.UNKNOWN, details: 'Missing or bad te header: gRPC needs "te: trailers"' });
+      return undefined;
+    }
+    if (subtype !== 'proto') {
+      sendTrailersOnly(stream, 200, {
+        code: GrpcStatus.UNIMPLEMENTED,
+        details: `content-type "${contentType}": only protobuf messages are served`,
+      });
+      return undefined;
+    }
+    let timeoutMs = Infinity;
+    if (timeout !== undefined) {
+      const parsed = parseGrpcTimeoutMs(timeout);
+      if (parsed === undefined) {
+        sendTrailersOnly(stream, 200, { code: GrpcStatus.INTERNAL, details: `Invalid grpc-timeout value "${timeout}"` });
+        return undefined;
+      }
+      timeoutMs = parsed;
+    }
+    const handler = this.methods.get(path);
+    if (!handler) {
+      sendTrailersOnly(stream, 200, { code: GrpcStatus.UNIMPLEMENTED, details: `The server does not implement the method ${path}` });
+      return undefined;
+    }
+    const deadlineMs = timeoutMs === Infinity ? Infinity : Date.now() + timeoutMs;
+    if (handler.kind === 'server-streaming' && this.closing) {
+      // close() has ended the open ones; a new one would hold the drain until its timeout.
+      sendTrailersOnly(stream, 200, { code: GrpcStatus.UNAVAILABLE, details: 'the server is shutting down' });
+      return undefined;
+    }
+    const call = new ServerCall(this, stream, path, handler, deadlineMs, timeoutMs, encoding, this.sessions.get(stream.connection));
+    if (handler.kind === 'server-streaming') this.streamingCalls.add(call);
+    else if (handler.kind === 'bidi-streaming') this.bidiCalls.add(call);
+    call.startStreaming();
+    return call;
   }
 
   /** A PING every keepaliveTimeMs; a peer that does not answer within keepaliveTimeoutMs is gone. */
-  private scheduleKeepalive(session: http2.ServerHttp2Session, timers: SessionState): void {
+  private scheduleKeepalive(connection: Http2Connection, timers: SessionState): void {
     timers.keepalive = setTimeout(() => {
-      if (session.destroyed || session.closed) return;
+      if (connection.destroyed) return;
       timers.pingTimeout = setTimeout(() => {
         this.logger.info(
           { event: 'keepalive_timeout', timeoutMs: this.settings.keepaliveTimeoutMs },
           'gRPC connection closed: no PING ACK',
         );
-        session.destroy();
+        connection.destroy();
       }, this.settings.keepaliveTimeoutMs).unref();
-      try {
-        session.ping((error) => {
-          clearTimeout(timers.pingTimeout);
-          if (!error) this.scheduleKeepalive(session, timers);
-        });
-      } catch (error) {
+      connection.ping((acked) => {
         clearTimeout(timers.pingTimeout);
-        this.logger.debug({ err: error }, 'keepalive PING not sent');
-        session.destroy();
-      }
+        if (acked) this.scheduleKeepalive(connection, timers);
+      });
     }, this.settings.keepaliveTimeMs).unref();
   }
 
@@ -700,14 +694,14 @@ export class GrpcServer {
    * last stream taken. Calls in flight finish; the connection closes when
    * they have, or is destroyed after the grace period.
    */
-  private drain(session: http2.Http2Session, reason: 'max_age' | 'shutdown'): void {
-    const timers = this.sessions.get(session);
-    if (!timers || timers.draining || session.destroyed || session.closed) return;
+  private drain(connection: Http2Connection, reason: 'max_age' | 'shutdown'): void {
+    const timers = this.sessions.get(connection);
+    if (!timers || timers.draining || connection.destroyed) return;
     timers.draining = true;
     clearTimeout(timers.maxAge);
     if (reason === 'shutdown' && timers.openCalls === 0) {
       // Nothing to finish, and the traffic has been sent elsewhere (health went NOT_SERVING first): one GOAWAY.
-      session.close();
+      connection.close();
       return;
     }
     const drainStarted = Date.now();
@@ -716,36 +710,17 @@ export class GrpcServer {
       const { maxStreamingCallDrainMs } = this.settings;
       if (reason === 'max_age' && timers.openBidiCalls > 0 && waitedMs < maxStreamingCallDrainMs) {
         // Unary calls have had their grace; bidi calls (answers being metered) end with their answers.
-        timers.grace = setTimeout(() => session.destroy(), maxStreamingCallDrainMs - waitedMs).unref();
+        timers.grace = setTimeout(() => connection.destroy(), maxStreamingCallDrainMs - waitedMs).unref();
         return;
       }
-      session.destroy();
+      connection.destroy();
     }, this.settings.maxConnectionAgeGraceMs).unref();
     // A client that answers GOAWAY by closing at once never ACKs the PING: do not wait for it long.
-    const closeAnyway = setTimeout(() => close(), DRAIN_PING_TIMEOUT_MS).unref();
-    const close = () => {
-      clearTimeout(closeAnyway);
-      if (!session.destroyed && !session.closed) session.close();
-    };
-    try {
-      session.goaway(NGHTTP2_NO_ERROR, ALL_STREAMS, Buffer.from(reason));
-      if (!session.ping(close)) close();
-    } catch {
-      close();
-    }
+    timers.drainPing = setTimeout(() => connection.close(), DRAIN_PING_TIMEOUT_MS).unref();
+    connection.goaway(ErrorCode.NO_ERROR, ALL_STREAMS, Buffer.from(reason));
+    connection.ping(() => {
+      clearTimeout(timers.drainPing);
+      connection.close();
+    });
   }
-}
-
-/** An answer at the HEADERS stage: Trailers-Only, with a non-200 HTTP status where the protocol calls for one. */
-function refuse(stream: http2.ServerHttp2Stream, httpStatus: number, error: RpcError): void {
-  stream.respond(
-    {
-      ':status': httpStatus,
-      'content-type': 'application/grpc',
-      'grpc-status': String(error.code),
-      'grpc-message': percentEncodeGrpcMessage(error.details),
-    },
-    END_STREAM,
-  );
-  if (!stream.readableEnded) stream.close(NGHTTP2_NO_ERROR);
 }

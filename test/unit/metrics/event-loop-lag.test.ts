@@ -8,6 +8,13 @@ function blockFor(ms: number): void {
   }
 }
 
+/**
+ * "About 0": under 30 ms. The process shares two cores with the rest of the
+ * suite, and the OS may deschedule it for several ms at any point; a blocked
+ * loop reads 60 ms and more, so the two cannot be confused.
+ */
+const ABOUT_ZERO_MS = 30;
+
 describe('EventLoopLag', () => {
   let lag: EventLoopLag;
   let server: net.Server;
@@ -46,7 +53,7 @@ describe('EventLoopLag', () => {
     expect(lagAtRead).toBeLessThan(200);
     await new Promise((resolve) => setTimeout(resolve, 10));
     await new Promise((resolve) => setImmediate(resolve));
-    expect(lag.currentMs(performance.now())).toBeLessThan(5);
+    expect(lag.currentMs(performance.now())).toBeLessThan(ABOUT_ZERO_MS);
   });
 
   it('reads 0 when the loop was not blocked', async () => {
@@ -54,6 +61,6 @@ describe('EventLoopLag', () => {
     await new Promise((resolve) => setTimeout(resolve, 20));
     const seen = new Promise<number>((resolve) => (received = resolve));
     client.write('x');
-    expect(await seen).toBeLessThan(5);
+    expect(await seen).toBeLessThan(ABOUT_ZERO_MS);
   });
 });

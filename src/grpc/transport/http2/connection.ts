@@ -1,0 +1,839 @@
+/**
+ * The server side of one HTTP/2 connection (RFC 9113) on a `net` socket:
+ * frames in and out, HPACK, stream states and flow control, for a gRPC
+ * server. What gRPC does with a stream is the caller's (grpc-server.ts);
+ * this module knows nothing of it.
+ *
+ * Why not node:http2: it hands every request header to JavaScript as a new
+ * external string, which V8 allocates in old space, so each request leaves
+ * old-space garbage that only a mark-compact collects (README, "The tail").
+ * Here header values come out of the HPACK dynamic table as the strings it
+ * already holds, and the answers of one turn of the event loop leave in one
+ * socket write.
+ */
+import type * as net from 'node:net';
+import { HpackDecoder, HpackError } from './hpack-decoder';
+import { TABLE_SIZE_UPDATE_ZERO } from './hpack-encoder';
+import {
+  CLIENT_PREFACE,
+  DEFAULT_MAX_FRAME_BYTES,
+  DEFAULT_WINDOW_BYTES,
+  ErrorCode,
+  Flag,
+  FRAME_HEADER_BYTES,
+  FrameType,
+  MAX_FRAME_BYTES_LIMIT,
+  MAX_WINDOW_BYTES,
+  Setting,
+  writeFrameHeader,
+} from './frames';
+
+export interface ConnectionSettings {
+  /** SETTINGS_MAX_CONCURRENT_STREAMS: a stream past it is refused (REFUSED_STREAM). */
+  maxConcurrentStreams: number;
+  /** SETTINGS_MAX_HEADER_LIST_SIZE: a request whose headers decode to more is reset (ENHANCE_YOUR_CALM). */
+  maxHeaderListBytes: number;
+}
+
+/** What the connection tells about one stream. Each runs synchronously, at most once per event except data. */
+export interface StreamListener {
+  /** A DATA frame's payload, padding removed; a view into the socket's read, so copy what is kept. */
+  onData(chunk: Buffer): void;
+  /** The client's END_STREAM. */
+  onEnd(): void;
+  /** The stream is closed: both sides ended, reset by either side, or the connection is gone. */
+  onClose(): void;
+}
+
+export interface ConnectionEvents {
+  /**
+   * A new stream's request headers: name, value, name, value, … (valid only
+   * during the call). Returns how its frames are heard; undefined when the
+   * stream was answered (and ended or reset) on the spot.
+   */
+  stream(stream: ServerStream, headers: readonly string[]): StreamListener | undefined;
+  /** The connection is gone (socket closed); every stream has been closed first. */
+  closed(connection: Http2Connection): void;
+  /** A protocol error or a socket error: worth a debug line, nothing more. */
+  error(error: Error): void;
+}
+
+/** The windows this side grants: large, so a 4 MiB message needs no round trip per 64 KiB. */
+const STREAM_RECEIVE_WINDOW = 1 << 20;
+const CONNECTION_RECEIVE_WINDOW = 16 << 20;
+/** A header block's compressed bytes may not exceed this many times the header list limit (HPACK is never that dense here). */
+const HEADER_BLOCK_LIMIT_FACTOR = 4;
+/** CONTINUATION frames per header block: a flood of tiny ones is an attack (CVE-2024-27316 and kin). */
+const MAX_CONTINUATIONS = 64;
+/** Staging for one turn's output; a staging buffer grown past this is dropped after its flush. */
+const STAGING_BYTES = 16 * 1024;
+const MAX_KEPT_STAGING_BYTES = 1 << 20;
+/** How long an ended socket waits for the peer to close its side before it is destroyed. */
+const LINGER_MS = 1000;
+
+const EMPTY = Buffer.alloc(0);
+const NO_LISTENER: StreamListener = { onData() {}, onEnd() {}, onClose() {} };
+
+class ConnectionError extends Error {
+  constructor(
+    readonly code: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** One request stream, as the gRPC layer answers it. Writes after the stream closed are ignored. */
+export class ServerStream {
+  listener: StreamListener = NO_LISTENER;
+  /** The client's END_STREAM arrived. */
+  remoteEnded = false;
+  /** This side's END_STREAM is written or queued. */
+  localEnded = false;
+  /** No frame may be sent on it any more. */
+  closed = false;
+  sendWindow: number;
+  receiveWindow = STREAM_RECEIVE_WINDOW;
+  private receivedUnacked = 0;
+  /** DATA waiting for flow-control window, then the trailers' block. */
+  private queued: Buffer[] | undefined;
+  private queuedTrailers: Buffer | undefined;
+
+  constructor(
+    readonly connection: Http2Connection,
+    readonly id: number,
+  ) {
+    this.sendWindow = connection.peerInitialWindow;
+  }
+
+  /** HEADERS with this block, the stream left open (a streaming answer's first). */
+  sendHeaders(block: Buffer): void {
+    if (this.closed || this.localEnded) return;
+    this.connection.writeHeaders(this.id, block, false);
+  }
+
+  /** DATA (length-prefixed gRPC messages), in window-sized frames; what the windows hold back waits for WINDOW_UPDATE. */
+  sendData(data: Buffer): void {
+    if (this.closed || this.localEnded) return;
+    if (this.queued) {
+      this.queued.push(data);
+      return;
+    }
+    const sent = this.connection.writeData(this, data, 0);
+    if (sent < data.length) {
+      this.queued = [data.subarray(sent)];
+      this.connection.blocked(this);
+    }
+  }
+
+  /** HEADERS with END_STREAM after whatever DATA was sent or is waiting: trailers, or Trailers-Only. */
+  sendTrailers(block: Buffer): void {
+    if (this.closed || this.localEnded) return;
+    this.localEnded = true;
+    if (this.queued) {
+      this.queuedTrailers = block;
+      return;
+    }
+    this.connection.writeHeaders(this.id, block, true);
+    this.closeIfDone();
+  }
+
+  /** The common unary answer: HEADERS, one DATA, trailers, in one go when the windows allow. */
+  respond(headers: Buffer, data: Buffer, trailers: Buffer): void {
+    this.sendHeaders(headers);
+    this.sendData(data);
+    this.sendTrailers(trailers);
+  }
+
+  /** RST_STREAM: the stream ends at once; anything waiting to be sent is dropped. */
+  reset(code: number): void {
+    if (this.closed) return;
+    this.connection.writeReset(this.id, code);
+    this.close();
+  }
+
+  /** Sends what the windows now allow; true when nothing is left waiting. */
+  resume(): boolean {
+    const queued = this.queued;
+    if (!queued || this.closed) return true;
+    while (queued.length > 0) {
+      const head = queued[0]!;
+      const sent = this.connection.writeData(this, head, 0);
+      if (sent < head.length) {
+        queued[0] = head.subarray(sent);
+        return false;
+      }
+      queued.shift();
+    }
+    this.queued = undefined;
+    const trailers = this.queuedTrailers;
+    if (trailers) {
+      this.queuedTrailers = undefined;
+      this.connection.writeHeaders(this.id, trailers, true);
+      this.closeIfDone();
+    }
+    return true;
+  }
+
+  /** Accounts a DATA frame against this stream's window; false when the client sent more than it was granted. */
+  received(bytes: number): boolean {
+    this.receiveWindow -= bytes;
+    if (this.receiveWindow < 0) return false;
+    this.receivedUnacked += bytes;
+    // Consumed at once, so granted back once half the window is used (not for a stream about to end).
+    if (this.receivedUnacked >= STREAM_RECEIVE_WINDOW / 2 && !this.remoteEnded) {
+      this.connection.writeWindowUpdate(this.id, this.receivedUnacked);
+      this.receiveWindow += this.receivedUnacked;
+      this.receivedUnacked = 0;
+    }
+    return true;
+  }
+
+  closeIfDone(): void {
+    if (this.localEnded && this.remoteEnded && !this.queued) this.close();
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.queued = undefined;
+    this.queuedTrailers = undefined;
+    this.connection.streamClosed(this);
+    const listener = this.listener;
+    this.listener = NO_LISTENER;
+    listener.onClose();
+  }
+}
+
+const AWAITING_PREFACE = 0;
+const AWAITING_SETTINGS = 1;
+const OPEN = 2;
+const GONE = 3;
+
+export class Http2Connection {
+  /** The client's SETTINGS_INITIAL_WINDOW_SIZE: each new stream's send window. */
+  peerInitialWindow = DEFAULT_WINDOW_BYTES;
+  private peerMaxFrameBytes = DEFAULT_MAX_FRAME_BYTES;
+  private sendWindow = DEFAULT_WINDOW_BYTES;
+  private receiveWindow = CONNECTION_RECEIVE_WINDOW;
+  private receivedUnacked = 0;
+  private state = AWAITING_PREFACE;
+  private readonly decoder = new HpackDecoder();
+  private readonly headerFields: string[] = [];
+  private readonly streams = new Map<number, ServerStream>();
+  private blockedStreams: Set<ServerStream> | undefined;
+  private lastStreamId = 0;
+  /** GOAWAY sent: streams above this id are not served. */
+  private goawayLastStreamId = -1;
+  /** No new streams: this side closes once the open ones end (close(), or the client's GOAWAY). */
+  private closing = false;
+  private finalGoawaySent = false;
+  /** Bytes of a frame (or the preface) cut by the socket's read. */
+  private pending: Buffer | undefined;
+  /** A header block arriving in CONTINUATION frames. */
+  private continuation: { streamId: number; endStream: boolean; parts: Buffer[]; bytes: number; frames: number } | undefined;
+  private tableSizeChanged = false;
+  /** PINGs sent and not yet ACKed: each told true on its ACK, false when the connection goes first. */
+  private pings: Map<bigint, (ok: boolean) => void> | undefined;
+  private pingCounter = 0n;
+  private staging = Buffer.allocUnsafe(STAGING_BYTES);
+  private staged = 0;
+  private flushScheduled = false;
+  private readonly flushNow = (): void => this.flush();
+
+  constructor(
+    private readonly socket: net.Socket,
+    private readonly settings: ConnectionSettings,
+    private readonly events: ConnectionEvents,
+  ) {
+    socket.on('data', (chunk: Buffer) => this.read(chunk));
+    socket.on('error', (error) => {
+      this.events.error(error);
+      this.destroy();
+    });
+    socket.on('end', () => this.destroy());
+    socket.on('close', () => this.destroy());
+    this.writeSettings();
+    // The connection window starts at 65,535 whatever SETTINGS say; only WINDOW_UPDATE raises it.
+    this.writeWindowUpdate(0, CONNECTION_RECEIVE_WINDOW - DEFAULT_WINDOW_BYTES);
+  }
+
+  /** Streams not yet closed. */
+  get openStreams(): number {
+    return this.streams.size;
+  }
+
+  get destroyed(): boolean {
+    return this.state === GONE;
+  }
+
+  /**
+   * GOAWAY with NO_ERROR or an error code. lastStreamId 2^31 − 1 tells the
+   * client a drain is coming while every stream it may have sent is still
+   * served (the first GOAWAY of a graceful drain, RFC 9113 §6.8).
+   */
+  goaway(code: number, lastStreamId: number, debugData: Buffer = EMPTY): void {
+    if (this.state === GONE) return;
+    this.goawayLastStreamId = lastStreamId;
+    const payload = Buffer.allocUnsafe(8 + debugData.length);
+    payload.writeUInt32BE(lastStreamId & 0x7fffffff, 0);
+    payload.writeUInt32BE(code, 4);
+    debugData.copy(payload, 8);
+    this.writeFrame(FrameType.GOAWAY, 0, 0, payload);
+  }
+
+  /** Graceful close: GOAWAY naming the last stream taken; the socket ends once the streams are done. */
+  close(): void {
+    if (this.state === GONE) return;
+    if (!this.finalGoawaySent) {
+      this.finalGoawaySent = true;
+      this.goaway(ErrorCode.NO_ERROR, this.lastStreamId);
+    }
+    this.closing = true;
+    this.endIfIdle();
+  }
+
+  /** Ends everything now: every open stream closes (its listener hears it), the socket is destroyed. */
+  destroy(): void {
+    this.terminate(false);
+  }
+
+  /**
+   * `flushFirst`: what is staged (a GOAWAY) is written and the socket ended,
+   * then destroyed if the peer has not closed it within a second.
+   */
+  private terminate(flushFirst: boolean): void {
+    if (this.state === GONE) {
+      if (!flushFirst && !this.socket.destroyed) this.socket.destroy();
+      return;
+    }
+    this.state = GONE;
+    this.continuation = undefined;
+    this.pending = undefined;
+    for (const stream of [...this.streams.values()]) stream.close();
+    this.failPings();
+    if (flushFirst && !this.socket.destroyed) {
+      if (this.staged > 0) this.flush();
+      this.socket.end();
+      setTimeout(() => this.socket.destroy(), LINGER_MS).unref();
+    } else {
+      this.staged = 0;
+      this.socket.destroy();
+    }
+    this.events.closed(this);
+  }
+
+  /**
+   * PING; `acked` runs with true on its ACK, with false if the connection goes first.
+   * Returns false (and never calls back) when the connection is already gone.
+   */
+  ping(acked: (ok: boolean) => void): boolean {
+    if (this.state === GONE) return false;
+    this.pingCounter += 1n;
+    const id = this.pingCounter;
+    const payload = Buffer.allocUnsafe(8);
+    payload.writeBigUInt64BE(id, 0);
+    (this.pings ??= new Map()).set(id, acked);
+    this.writeFrame(FrameType.PING, 0, 0, payload);
+    return true;
+  }
+
+  // ---- reading ----
+
+  private read(chunk: Buffer): void {
+    if (this.state === GONE) return;
+    let data = chunk;
+    if (this.pending) {
+      data = Buffer.concat([this.pending, chunk]);
+      this.pending = undefined;
+    }
+    let offset = 0;
+    try {
+      if (this.state === AWAITING_PREFACE) {
+        const have = Math.min(data.length, CLIENT_PREFACE.length);
+        if (data.compare(CLIENT_PREFACE, 0, have, 0, have) !== 0) {
+          // Not HTTP/2 (an HTTP/1.1 request, or garbage): nothing to answer in a language it speaks.
+          this.destroy();
+          return;
+        }
+        if (have < CLIENT_PREFACE.length) {
+          this.pending = data;
+          return;
+        }
+        offset = CLIENT_PREFACE.length;
+        this.state = AWAITING_SETTINGS;
+      }
+      while (this.state !== GONE) {
+        const available = data.length - offset;
+        if (available < FRAME_HEADER_BYTES) break;
+        const length = (data[offset]! << 16) | (data[offset + 1]! << 8) | data[offset + 2]!;
+        if (length > DEFAULT_MAX_FRAME_BYTES) {
+          // This side never raises SETTINGS_MAX_FRAME_SIZE from its default.
+          throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, `frame of ${length} bytes`);
+        }
+        if (available < FRAME_HEADER_BYTES + length) break;
+        const type = data[offset + 3]!;
+        const flags = data[offset + 4]!;
+        const streamId = data.readUInt32BE(offset + 5) & 0x7fffffff;
+        const start = offset + FRAME_HEADER_BYTES;
+        offset = start + length;
+        this.onFrame(type, flags, streamId, data, start, offset);
+      }
+    } catch (error) {
+      this.connectionError(error);
+      return;
+    }
+    if (this.state !== GONE && offset < data.length) this.pending = data.subarray(offset);
+  }
+
+  private onFrame(type: number, flags: number, streamId: number, data: Buffer, start: number, end: number): void {
+    if (this.continuation && type !== FrameType.CONTINUATION) {
+      throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'a header block was interrupted by another frame');
+    }
+    if (this.state === AWAITING_SETTINGS && (type !== FrameType.SETTINGS || (flags & Flag.ACK) !== 0)) {
+      throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'the connection preface must end with SETTINGS');
+    }
+    switch (type) {
+      case FrameType.DATA:
+        this.onData(flags, streamId, data, start, end);
+        return;
+      case FrameType.HEADERS:
+        this.onHeaders(flags, streamId, data, start, end);
+        return;
+      case FrameType.CONTINUATION:
+        this.onContinuation(flags, streamId, data, start, end);
+        return;
+      case FrameType.PRIORITY:
+        if (streamId === 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'PRIORITY on stream 0');
+        if (end - start !== 5) throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'PRIORITY is 5 bytes');
+        return;
+      case FrameType.RST_STREAM:
+        this.onReset(streamId, start, end);
+        return;
+      case FrameType.SETTINGS:
+        this.onSettings(flags, streamId, data, start, end);
+        return;
+      case FrameType.PUSH_PROMISE:
+        throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'a client sent PUSH_PROMISE');
+      case FrameType.PING:
+        this.onPing(flags, streamId, data, start, end);
+        return;
+      case FrameType.GOAWAY:
+        if (streamId !== 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'GOAWAY on a stream');
+        // The client opens no more streams; the ones open finish, then the connection ends.
+        this.closing = true;
+        this.endIfIdle();
+        return;
+      case FrameType.WINDOW_UPDATE:
+        this.onWindowUpdate(streamId, data, start, end);
+        return;
+      default:
+      // RFC 9113 §4.1: frames of unknown types are ignored.
+    }
+  }
+
+  private onData(flags: number, streamId: number, data: Buffer, start: number, end: number): void {
+    if (streamId === 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'DATA on stream 0');
+    const frameBytes = end - start;
+    // Flow control counts the whole payload, padding included, even for a stream already gone.
+    this.receiveWindow -= frameBytes;
+    if (this.receiveWindow < 0) throw new ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'DATA beyond the connection window');
+    this.receivedUnacked += frameBytes;
+    if (this.receivedUnacked >= CONNECTION_RECEIVE_WINDOW / 2) {
+      this.writeWindowUpdate(0, this.receivedUnacked);
+      this.receiveWindow += this.receivedUnacked;
+      this.receivedUnacked = 0;
+    }
+    let payloadEnd = end;
+    let payloadStart = start;
+    if (flags & Flag.PADDED) {
+      if (frameBytes < 1) throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'PADDED DATA without its pad length');
+      const pad = data[start]!;
+      payloadStart = start + 1;
+      payloadEnd = end - pad;
+      if (payloadEnd < payloadStart) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'DATA padding longer than the frame');
+    }
+    const stream = this.streams.get(streamId);
+    if (!stream) {
+      if (streamId > this.lastStreamId) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, `DATA on idle stream ${streamId}`);
+      // A stream this side reset or finished: frames already in flight are expected, and dropped.
+      return;
+    }
+    if (stream.remoteEnded) {
+      stream.reset(ErrorCode.STREAM_CLOSED);
+      return;
+    }
+    if (!stream.received(frameBytes)) {
+      stream.reset(ErrorCode.FLOW_CONTROL_ERROR);
+      return;
+    }
+    const endStream = (flags & Flag.END_STREAM) !== 0;
+    if (endStream) stream.remoteEnded = true;
+    if (payloadEnd > payloadStart) stream.listener.onData(data.subarray(payloadStart, payloadEnd));
+    if (endStream && !stream.closed) {
+      stream.listener.onEnd();
+      stream.closeIfDone();
+    }
+  }
+
+  private onHeaders(flags: number, streamId: number, data: Buffer, start: number, end: number): void {
+    if (streamId === 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'HEADERS on stream 0');
+    let blockStart = start;
+    let blockEnd = end;
+    if (flags & Flag.PADDED) {
+      if (end - start < 1) throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'PADDED HEADERS without its pad length');
+      blockEnd = end - data[start]!;
+      blockStart += 1;
+    }
+    if (flags & Flag.PRIORITY) blockStart += 5;
+    if (blockEnd < blockStart) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'HEADERS padding longer than the frame');
+    const endStream = (flags & Flag.END_STREAM) !== 0;
+    if (flags & Flag.END_HEADERS) {
+      this.onHeaderBlock(streamId, endStream, data, blockStart, blockEnd);
+      return;
+    }
+    const part = Buffer.from(data.subarray(blockStart, blockEnd));
+    this.continuation = { streamId, endStream, parts: [part], bytes: part.length, frames: 0 };
+    this.checkBlockSize(this.continuation.bytes);
+  }
+
+  private onContinuation(flags: number, streamId: number, data: Buffer, start: number, end: number): void {
+    const continuation = this.continuation;
+    if (!continuation || continuation.streamId !== streamId) {
+      throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'CONTINUATION without the HEADERS it continues');
+    }
+    continuation.frames += 1;
+    if (continuation.frames > MAX_CONTINUATIONS) {
+      throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, `more than ${MAX_CONTINUATIONS} CONTINUATION frames`);
+    }
+    continuation.parts.push(Buffer.from(data.subarray(start, end)));
+    continuation.bytes += end - start;
+    this.checkBlockSize(continuation.bytes);
+    if ((flags & Flag.END_HEADERS) === 0) return;
+    this.continuation = undefined;
+    const block = Buffer.concat(continuation.parts, continuation.bytes);
+    this.onHeaderBlock(streamId, continuation.endStream, block, 0, block.length);
+  }
+
+  private checkBlockSize(bytes: number): void {
+    if (bytes > this.settings.maxHeaderListBytes * HEADER_BLOCK_LIMIT_FACTOR) {
+      throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, `a header block of more than ${bytes} bytes`);
+    }
+  }
+
+  private onHeaderBlock(streamId: number, endStream: boolean, block: Buffer, start: number, end: number): void {
+    const fields = this.headerFields;
+    fields.length = 0;
+    let listBytes: number;
+    try {
+      // Every block is decoded, even one for a stream that is refused: the table is shared by the connection.
+      listBytes = this.decoder.decode(block, start, end, fields);
+    } catch (error) {
+      if (error instanceof HpackError) throw new ConnectionError(ErrorCode.COMPRESSION_ERROR, error.message);
+      throw error;
+    }
+    const existing = this.streams.get(streamId);
+    if (existing) {
+      // Trailers: the request's last HEADERS, which must end the stream. gRPC requests have none to read.
+      if (!endStream) {
+        existing.reset(ErrorCode.PROTOCOL_ERROR);
+        return;
+      }
+      if (existing.remoteEnded) {
+        existing.reset(ErrorCode.STREAM_CLOSED);
+        return;
+      }
+      existing.remoteEnded = true;
+      existing.listener.onEnd();
+      existing.closeIfDone();
+      return;
+    }
+    if (streamId % 2 === 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, `HEADERS on server stream ${streamId}`);
+    // A stream this side has reset or finished: the client's frames already in flight are dropped (§5.1).
+    if (streamId <= this.lastStreamId) return;
+    this.lastStreamId = streamId;
+    if (this.goawayLastStreamId >= 0 && streamId > this.goawayLastStreamId) return; // After our GOAWAY: ignored (§6.8).
+    if (this.closing) return;
+    const stream = new ServerStream(this, streamId);
+    if (listBytes > this.settings.maxHeaderListBytes) {
+      // As nghttp2 answers it: the stream, not the connection.
+      this.writeReset(streamId, ErrorCode.ENHANCE_YOUR_CALM);
+      return;
+    }
+    if (this.streams.size >= this.settings.maxConcurrentStreams) {
+      this.writeReset(streamId, ErrorCode.REFUSED_STREAM);
+      return;
+    }
+    if (!hasRequestPseudoHeaders(fields)) {
+      this.writeReset(streamId, ErrorCode.PROTOCOL_ERROR);
+      return;
+    }
+    this.streams.set(streamId, stream);
+    if (endStream) stream.remoteEnded = true;
+    const listener = this.events.stream(stream, fields);
+    if (stream.closed) return;
+    if (listener) stream.listener = listener;
+    if (endStream) {
+      stream.listener.onEnd();
+      stream.closeIfDone();
+    }
+  }
+
+  private onReset(streamId: number, start: number, end: number): void {
+    if (streamId === 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'RST_STREAM on stream 0');
+    if (end - start !== 4) throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'RST_STREAM is 4 bytes');
+    if (streamId > this.lastStreamId) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, `RST_STREAM on idle stream ${streamId}`);
+    this.streams.get(streamId)?.close();
+  }
+
+  private onSettings(flags: number, streamId: number, data: Buffer, start: number, end: number): void {
+    if (streamId !== 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'SETTINGS on a stream');
+    if (flags & Flag.ACK) {
+      if (end !== start) throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'SETTINGS ACK with a payload');
+      return;
+    }
+    if ((end - start) % 6 !== 0) throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'SETTINGS not a multiple of 6 bytes');
+    if (this.state === AWAITING_SETTINGS) this.state = OPEN;
+    for (let at = start; at < end; at += 6) {
+      const id = data.readUInt16BE(at);
+      const value = data.readUInt32BE(at + 2);
+      switch (id) {
+        case Setting.HEADER_TABLE_SIZE:
+          this.tableSizeChanged = true;
+          break;
+        case Setting.ENABLE_PUSH:
+          if (value > 1) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, `SETTINGS_ENABLE_PUSH ${value}`);
+          break;
+        case Setting.INITIAL_WINDOW_SIZE: {
+          if (value > MAX_WINDOW_BYTES) throw new ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, `SETTINGS_INITIAL_WINDOW_SIZE ${value}`);
+          const delta = value - this.peerInitialWindow;
+          this.peerInitialWindow = value;
+          for (const stream of this.streams.values()) {
+            stream.sendWindow += delta;
+            if (stream.sendWindow > MAX_WINDOW_BYTES)
+              throw new ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'a stream window above 2^31 − 1');
+          }
+          if (delta > 0) this.resumeBlocked();
+          break;
+        }
+        case Setting.MAX_FRAME_SIZE:
+          if (value < DEFAULT_MAX_FRAME_BYTES || value > MAX_FRAME_BYTES_LIMIT) {
+            throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, `SETTINGS_MAX_FRAME_SIZE ${value}`);
+          }
+          this.peerMaxFrameBytes = value;
+          break;
+        default:
+        // MAX_CONCURRENT_STREAMS and MAX_HEADER_LIST_SIZE bound what this side sends first (nothing) or
+        // its response headers (small); unknown settings are ignored (§6.5.2).
+      }
+    }
+    this.writeFrame(FrameType.SETTINGS, Flag.ACK, 0, EMPTY);
+  }
+
+  private onPing(flags: number, streamId: number, data: Buffer, start: number, end: number): void {
+    if (streamId !== 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'PING on a stream');
+    if (end - start !== 8) throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'PING is 8 bytes');
+    if ((flags & Flag.ACK) === 0) {
+      this.writeFrame(FrameType.PING, Flag.ACK, 0, data.subarray(start, end));
+      return;
+    }
+    const id = data.readBigUInt64BE(start);
+    const acked = this.pings?.get(id);
+    if (!acked) return;
+    this.pings!.delete(id);
+    acked(true);
+  }
+
+  private onWindowUpdate(streamId: number, data: Buffer, start: number, end: number): void {
+    if (end - start !== 4) throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'WINDOW_UPDATE is 4 bytes');
+    const increment = data.readUInt32BE(start) & 0x7fffffff;
+    if (streamId === 0) {
+      if (increment === 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'WINDOW_UPDATE of 0');
+      this.sendWindow += increment;
+      if (this.sendWindow > MAX_WINDOW_BYTES) throw new ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'connection window above 2^31 − 1');
+      this.resumeBlocked();
+      return;
+    }
+    const stream = this.streams.get(streamId);
+    if (!stream) return;
+    if (increment === 0) {
+      stream.reset(ErrorCode.PROTOCOL_ERROR);
+      return;
+    }
+    stream.sendWindow += increment;
+    if (stream.sendWindow > MAX_WINDOW_BYTES) {
+      stream.reset(ErrorCode.FLOW_CONTROL_ERROR);
+      return;
+    }
+    if (stream.resume()) this.blockedStreams?.delete(stream);
+  }
+
+  private connectionError(error: unknown): void {
+    const code = error instanceof ConnectionError ? error.code : ErrorCode.INTERNAL_ERROR;
+    this.events.error(error instanceof Error ? error : new Error(String(error)));
+    this.goaway(code, this.lastStreamId, Buffer.from(error instanceof Error ? error.message : 'internal error', 'latin1'));
+    this.terminate(true);
+  }
+
+  // ---- writing ----
+
+  /** Streams waiting for window, in the order they blocked. */
+  blocked(stream: ServerStream): void {
+    (this.blockedStreams ??= new Set()).add(stream);
+  }
+
+  private resumeBlocked(): void {
+    const blocked = this.blockedStreams;
+    if (!blocked) return;
+    for (const stream of blocked) {
+      if (!stream.resume()) {
+        if (this.sendWindow <= 0) return;
+        continue;
+      }
+      blocked.delete(stream);
+    }
+  }
+
+  streamClosed(stream: ServerStream): void {
+    this.streams.delete(stream.id);
+    this.blockedStreams?.delete(stream);
+    if (this.closing) this.endIfIdle();
+  }
+
+  /** Writes as much of data[from…] as the windows allow, in frames of the peer's size; returns the bytes written. */
+  writeData(stream: ServerStream, data: Buffer, from: number): number {
+    if (this.state === GONE) return 0;
+    let offset = from;
+    while (offset < data.length) {
+      const allowed = Math.min(this.sendWindow, stream.sendWindow, this.peerMaxFrameBytes, data.length - offset);
+      if (allowed <= 0) break;
+      this.reserve(FRAME_HEADER_BYTES + allowed);
+      writeFrameHeader(this.staging, this.staged, allowed, FrameType.DATA, 0, stream.id);
+      data.copy(this.staging, this.staged + FRAME_HEADER_BYTES, offset, offset + allowed);
+      this.staged += FRAME_HEADER_BYTES + allowed;
+      this.sendWindow -= allowed;
+      stream.sendWindow -= allowed;
+      offset += allowed;
+    }
+    this.scheduleFlush();
+    return offset - from;
+  }
+
+  /** A header block as HEADERS, and CONTINUATION frames when it is longer than the peer's frame size. */
+  writeHeaders(streamId: number, block: Buffer, endStream: boolean): void {
+    if (this.state === GONE) return;
+    const prefix = this.tableSizeChanged ? 1 : 0;
+    this.tableSizeChanged = false;
+    const total = prefix + block.length;
+    const maxFrame = this.peerMaxFrameBytes;
+    this.reserve(total + FRAME_HEADER_BYTES * (1 + Math.floor(total / maxFrame)));
+    let written = 0;
+    let first = true;
+    while (first || written < total) {
+      const length = Math.min(maxFrame, total - written);
+      const last = written + length === total;
+      const type = first ? FrameType.HEADERS : FrameType.CONTINUATION;
+      const flags = (last ? Flag.END_HEADERS : 0) | (first && endStream ? Flag.END_STREAM : 0);
+      writeFrameHeader(this.staging, this.staged, length, type, flags, streamId);
+      let at = this.staged + FRAME_HEADER_BYTES;
+      let from = written;
+      if (prefix && from === 0 && length > 0) {
+        this.staging[at++] = TABLE_SIZE_UPDATE_ZERO;
+        from = 1;
+      }
+      block.copy(this.staging, at, from - prefix, written + length - prefix);
+      this.staged += FRAME_HEADER_BYTES + length;
+      written += length;
+      first = false;
+    }
+    this.scheduleFlush();
+  }
+
+  writeReset(streamId: number, code: number): void {
+    const payload = Buffer.allocUnsafe(4);
+    payload.writeUInt32BE(code, 0);
+    this.writeFrame(FrameType.RST_STREAM, 0, streamId, payload);
+  }
+
+  writeWindowUpdate(streamId: number, increment: number): void {
+    const payload = Buffer.allocUnsafe(4);
+    payload.writeUInt32BE(increment, 0);
+    this.writeFrame(FrameType.WINDOW_UPDATE, 0, streamId, payload);
+  }
+
+  private writeSettings(): void {
+    const entries: [number, number][] = [
+      [Setting.MAX_CONCURRENT_STREAMS, this.settings.maxConcurrentStreams],
+      [Setting.INITIAL_WINDOW_SIZE, STREAM_RECEIVE_WINDOW],
+      [Setting.MAX_HEADER_LIST_SIZE, this.settings.maxHeaderListBytes],
+    ];
+    const payload = Buffer.allocUnsafe(entries.length * 6);
+    entries.forEach(([id, value], index) => {
+      payload.writeUInt16BE(id, index * 6);
+      payload.writeUInt32BE(value, index * 6 + 2);
+    });
+    this.writeFrame(FrameType.SETTINGS, 0, 0, payload);
+  }
+
+  private writeFrame(type: number, flags: number, streamId: number, payload: Buffer): void {
+    if (this.state === GONE) return;
+    this.reserve(FRAME_HEADER_BYTES + payload.length);
+    writeFrameHeader(this.staging, this.staged, payload.length, type, flags, streamId);
+    payload.copy(this.staging, this.staged + FRAME_HEADER_BYTES);
+    this.staged += FRAME_HEADER_BYTES + payload.length;
+    this.scheduleFlush();
+  }
+
+  private reserve(bytes: number): void {
+    const needed = this.staged + bytes;
+    if (needed <= this.staging.length) return;
+    const grown = Buffer.allocUnsafe(Math.max(needed, this.staging.length * 2));
+    this.staging.copy(grown, 0, 0, this.staged);
+    this.staging = grown;
+  }
+
+  private scheduleFlush(): void {
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    // After the current turn's microtasks: every answer settled by one Redis read leaves in one write.
+    process.nextTick(this.flushNow);
+  }
+
+  private flush(): void {
+    this.flushScheduled = false;
+    const bytes = this.staged;
+    if (bytes === 0 || this.socket.destroyed || this.socket.writableEnded) {
+      this.staged = 0;
+      return;
+    }
+    // A copy, so the staging buffer is reused at once (allocUnsafe below 4 KiB is a slice of Node's pool).
+    const chunk = Buffer.allocUnsafe(bytes);
+    this.staging.copy(chunk, 0, 0, bytes);
+    this.staged = 0;
+    if (this.staging.length > MAX_KEPT_STAGING_BYTES) this.staging = Buffer.allocUnsafe(STAGING_BYTES);
+    this.socket.write(chunk);
+  }
+
+  private endIfIdle(): void {
+    if (this.state !== GONE && this.streams.size === 0) this.terminate(true);
+  }
+
+  private failPings(): void {
+    const pings = this.pings;
+    this.pings = undefined;
+    if (pings) for (const acked of pings.values()) acked(false);
+  }
+}
+
+/** RFC 9113 §8.3.1: a request has :method, :scheme and :path (CONNECT aside, which gRPC never sends). */
+function hasRequestPseudoHeaders(fields: readonly string[]): boolean {
+  let found = 0;
+  for (let i = 0; i < fields.length; i += 2) {
+    const name = fields[i]!;
+    if (name.charCodeAt(0) !== 58) break; // ':' — pseudo-headers come first
+    if (name === ':method') found |= 1;
+    else if (name === ':scheme') found |= 2;
+    else if (name === ':path') found |= 4;
+  }
+  return found === 7;
+}

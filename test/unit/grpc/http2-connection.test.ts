@@ -1,0 +1,376 @@
+import * as grpc from '@grpc/grpc-js';
+import * as http2 from 'node:http2';
+import {
+  frameMessage,
+  GrpcServer,
+  type GrpcServerSettings,
+  type ServerStreamingCall,
+  type UnaryCall,
+} from '../../../src/grpc/transport/grpc-server';
+import { createLogger } from '../../../src/logging/logger';
+import { connect, grpcFrame, messagesOf, rawCall } from '../../support/raw-grpc';
+import { FLAG, FRAME, grpcRequestBlock, literalBlock, rawFrame, rawPeer, type RawPeer } from '../../support/raw-h2-frames';
+
+/**
+ * The HTTP/2 layer the gRPC transport is written on (src/grpc/transport/http2/):
+ * what node:http2 used to do for it. Real clients (node:http2's, which is
+ * nghttp2, and grpc-js) where they can show a behaviour — padding, small
+ * windows, CONTINUATION, a zero-size header table — and frames written by
+ * hand where only a broken or hostile peer would send them.
+ */
+const logger = createLogger('silent');
+
+interface Started {
+  server: GrpcServer;
+  port: number;
+  address: string;
+  held: UnaryCall[];
+}
+
+async function start(settings: Partial<GrpcServerSettings> = {}): Promise<Started> {
+  const server = new GrpcServer({ host: '127.0.0.1', port: 0, ...settings }, logger);
+  const held: UnaryCall[] = [];
+  server.addMethod('/test.Echo/Unary', { kind: 'unary', handle: (message, call) => call.respond(frameMessage(message)) });
+  server.addMethod('/test.Echo/Hold', { kind: 'unary', handle: (_message, call) => held.push(call) });
+  server.addMethod('/test.Echo/Fail', {
+    kind: 'unary',
+    handle: (message, call) => call.fail({ code: grpc.status.FAILED_PRECONDITION, details: message.toString('latin1') }),
+  });
+  server.addMethod('/test.Echo/Stream', {
+    kind: 'server-streaming',
+    // The request says how many messages of how many bytes: "count:bytes".
+    handle: (message, call: ServerStreamingCall) => {
+      const [count, bytes] = message.toString().split(':').map(Number);
+      for (let i = 0; i < count!; i += 1) call.write(frameMessage(Buffer.alloc(bytes!, 97 + (i % 26))));
+      call.end({ code: 0, details: '' });
+    },
+  });
+  const port = await server.listen();
+  return { server, port, address: `127.0.0.1:${port}`, held };
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function until(condition: () => boolean, what: string, ms = 5000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(5);
+  }
+}
+
+describe('with real clients', () => {
+  let s: Started;
+  beforeAll(async () => {
+    s = await start({ maxHeaderListBytes: 100_000 });
+  });
+  afterAll(async () => {
+    await s.server.close();
+  });
+
+  it('strips padding from HEADERS and DATA (node:http2 padding every frame to the maximum)', async () => {
+    const session = http2.connect(`http://${s.address}`, { paddingStrategy: http2.constants.PADDING_STRATEGY_MAX });
+    session.on('error', () => undefined);
+    try {
+      const answer = await rawCall(session, { path: '/test.Echo/Unary', body: [grpcFrame(Buffer.from('padded'))] });
+      expect(answer.grpcStatus).toBe(0);
+      expect(messagesOf(answer.data).map(String)).toEqual(['padded']);
+    } finally {
+      session.close();
+    }
+  });
+
+  it('holds DATA back to a client’s small stream window and sends the rest as it grants more', async () => {
+    const session = http2.connect(`http://${s.address}`, { settings: { initialWindowSize: 100 } });
+    session.on('error', () => undefined);
+    try {
+      const answer = await rawCall(session, { path: '/test.Echo/Stream', body: [grpcFrame(Buffer.from('20:1000'))] });
+      expect(answer.grpcStatus).toBe(0);
+      const messages = messagesOf(answer.data);
+      expect(messages).toHaveLength(20);
+      messages.forEach((message, i) => expect(message.equals(Buffer.alloc(1000, 97 + (i % 26)))).toBe(true));
+    } finally {
+      session.close();
+    }
+  });
+
+  it('holds DATA back to the connection window (65,535 until the client raises it) across streams', async () => {
+    const session = connect(s.address);
+    try {
+      // Three answers of 100 KB each: three times the connection's initial window.
+      const answers = await Promise.all(
+        [0, 1, 2].map(() => rawCall(session, { path: '/test.Echo/Stream', body: [grpcFrame(Buffer.from('4:25000'))] })),
+      );
+      for (const answer of answers) {
+        expect(answer.grpcStatus).toBe(0);
+        expect(messagesOf(answer.data).map((m) => m.length)).toEqual([25000, 25000, 25000, 25000]);
+      }
+    } finally {
+      session.close();
+    }
+  });
+
+  it('grants window back as it reads: a 3 MiB request (three times its stream window) from grpc-js', async () => {
+    const identity = (value: Buffer) => value;
+    const Client = grpc.makeGenericClientConstructor(
+      {
+        Unary: {
+          path: '/test.Echo/Unary',
+          requestStream: false,
+          responseStream: false,
+          requestSerialize: identity,
+          requestDeserialize: identity,
+          responseSerialize: identity,
+          responseDeserialize: identity,
+        },
+      },
+      'test.Echo',
+    );
+    const client = new Client(s.address, grpc.credentials.createInsecure()) as unknown as {
+      Unary(request: Buffer, callback: (error: grpc.ServiceError | null, response?: Buffer) => void): void;
+      close(): void;
+    };
+    try {
+      const request = Buffer.alloc(3 * 1024 * 1024);
+      for (let i = 0; i < request.length; i += 1) request[i] = i % 251;
+      const response = await new Promise<Buffer>((resolve, reject) => client.Unary(request, (e, r) => (e ? reject(e) : resolve(r!))));
+      expect(response.equals(request)).toBe(true);
+    } finally {
+      client.close();
+    }
+  });
+
+  it('reads request headers split into HEADERS and CONTINUATION frames', async () => {
+    const session = connect(s.address);
+    try {
+      // Above the 16,384-byte frame size even Huffman-coded: random hex is 4 bits a character at best.
+      const big = Array.from({ length: 50_000 }, (_, i) => '0123456789abcdef'[(i * 7919) % 16]).join('');
+      const answer = await rawCall(session, { path: '/test.Echo/Unary', headers: { 'x-big': big }, body: [grpcFrame(Buffer.from('c'))] });
+      expect(answer.grpcStatus).toBe(0);
+      expect(messagesOf(answer.data).map(String)).toEqual(['c']);
+    } finally {
+      session.close();
+    }
+  });
+
+  it('writes a status longer than a frame as HEADERS and CONTINUATION', async () => {
+    const session = http2.connect(`http://${s.address}`, { maxHeaderListSize: 200_000 } as http2.ClientSessionOptions);
+    session.on('error', () => undefined);
+    try {
+      const details = 'd'.repeat(40_000);
+      const answer = await rawCall(session, { path: '/test.Echo/Fail', body: [grpcFrame(Buffer.from(details))] });
+      expect(answer.grpcStatus).toBe(grpc.status.FAILED_PRECONDITION);
+      expect(answer.grpcMessage).toBe(details);
+    } finally {
+      session.close();
+    }
+  });
+
+  it('answers a client that allows no header table (SETTINGS_HEADER_TABLE_SIZE 0), many times over', async () => {
+    const session = http2.connect(`http://${s.address}`, { settings: { headerTableSize: 0 } });
+    session.on('error', () => undefined);
+    try {
+      for (let i = 0; i < 20; i += 1) {
+        const answer = await rawCall(session, { path: '/test.Echo/Unary', body: [grpcFrame(Buffer.from(`n${i}`))] });
+        expect(answer.grpcStatus).toBe(0);
+        expect(messagesOf(answer.data).map(String)).toEqual([`n${i}`]);
+      }
+    } finally {
+      session.close();
+    }
+  });
+
+  it('decodes headers the client indexes in its HPACK table across many calls on one connection', async () => {
+    const session = connect(s.address);
+    try {
+      for (let i = 0; i < 200; i += 1) {
+        const answer = await rawCall(session, {
+          path: '/test.Echo/Unary',
+          headers: { 'x-same': 'always the same', 'x-varies': `value ${i % 7}`, 'grpc-timeout': '5S' },
+          body: [grpcFrame(Buffer.from(String(i)))],
+        });
+        expect(messagesOf(answer.data).map(String)).toEqual([String(i)]);
+      }
+    } finally {
+      session.close();
+    }
+  });
+
+  it('closes the connection after the client’s GOAWAY once its calls in flight are answered', async () => {
+    const session = connect(s.address);
+    try {
+      const held = rawCall(session, { path: '/test.Echo/Hold', body: [grpcFrame(Buffer.from('h'))] });
+      await until(() => s.held.length === 1, 'the call to be held');
+      session.goaway(http2.constants.NGHTTP2_NO_ERROR, 0);
+      await sleep(50);
+      expect(s.server.connectionCount).toBe(1);
+      s.held.pop()!.respond(frameMessage(Buffer.from('late')));
+      expect(messagesOf((await held).data).map(String)).toEqual(['late']);
+      await until(() => s.server.connectionCount === 0, 'the connection to close');
+    } finally {
+      session.destroy();
+    }
+  });
+});
+
+describe('with frames written by hand', () => {
+  let s: Started;
+  let peer: RawPeer;
+  beforeAll(async () => {
+    s = await start({ maxConcurrentStreams: 2 });
+  });
+  afterAll(async () => {
+    await s.server.close();
+  });
+  beforeEach(async () => {
+    peer = await rawPeer(s.port);
+  });
+  afterEach(() => peer.destroy());
+
+  const headers = (streamId: number, path = '/test.Echo/Unary', flags: number = FLAG.END_HEADERS) =>
+    rawFrame(FRAME.HEADERS, flags, streamId, grpcRequestBlock(path));
+  const message = (streamId: number, text: string) => rawFrame(FRAME.DATA, FLAG.END_STREAM, streamId, grpcFrame(Buffer.from(text)));
+
+  async function expectGoaway(code: number): Promise<void> {
+    await until(() => peer.goaway() !== undefined, 'GOAWAY');
+    expect(peer.goaway()!.code).toBe(code);
+    await peer.closed;
+  }
+
+  it('sends its SETTINGS first: stream limit, window and header list size', async () => {
+    await until(() => peer.frames.length > 0, 'SETTINGS');
+    const settings = peer.frames[0]!;
+    expect(settings.type).toBe(FRAME.SETTINGS);
+    const values = new Map<number, number>();
+    for (let at = 0; at < settings.payload.length; at += 6)
+      values.set(settings.payload.readUInt16BE(at), settings.payload.readUInt32BE(at + 2));
+    expect(values.get(0x3)).toBe(2);
+    expect(values.get(0x6)).toBe(16 * 1024);
+    expect(values.get(0x4)).toBeGreaterThanOrEqual(65_535);
+  });
+
+  it('answers the calls settled in one turn of the event loop in one socket write', async () => {
+    await until(() => peer.frames.length > 0, 'SETTINGS');
+    const s2 = await start({ maxConcurrentStreams: 100 });
+    const many = await rawPeer(s2.port);
+    try {
+      await until(() => many.frames.length > 0, 'SETTINGS');
+      for (let id = 1; id <= 19; id += 2) many.send(headers(id, '/test.Echo/Hold'), message(id, 'x'));
+      await until(() => s2.held.length === 10, 'ten held calls');
+      const before = many.frames.length;
+      for (const call of s2.held.splice(0)) call.respond(frameMessage(Buffer.from('answer')));
+      await until(() => many.frames.filter((f) => f.type === FRAME.HEADERS && f.flags & FLAG.END_STREAM).length === 10, 'ten answers');
+      const answerFrames = many.frames.slice(before);
+      expect(answerFrames).toHaveLength(30);
+      expect(new Set(answerFrames.map((f) => f.read)).size).toBe(1);
+    } finally {
+      many.destroy();
+      await s2.server.close();
+    }
+  });
+
+  it('refuses a stream beyond SETTINGS_MAX_CONCURRENT_STREAMS with REFUSED_STREAM and serves the others', async () => {
+    peer.send(headers(1, '/test.Echo/Hold'), message(1, 'a'), headers(3, '/test.Echo/Hold'), message(3, 'b'));
+    peer.send(headers(5), message(5, 'c'));
+    await until(() => peer.frames.some((f) => f.type === FRAME.RST_STREAM && f.streamId === 5), 'RST_STREAM on stream 5');
+    const reset = peer.frames.find((f) => f.type === FRAME.RST_STREAM && f.streamId === 5)!;
+    expect(reset.payload.readUInt32BE(0)).toBe(http2.constants.NGHTTP2_REFUSED_STREAM);
+    for (const call of s.held.splice(0)) call.respond(frameMessage(Buffer.from('ok')));
+    await until(() => peer.frames.filter((f) => f.type === FRAME.HEADERS && f.flags & FLAG.END_STREAM).length === 2, 'two answers');
+    peer.send(headers(7), message(7, 'd'));
+    await until(() => peer.frames.some((f) => f.type === FRAME.DATA && f.streamId === 7), 'the answer on stream 7');
+  });
+
+  it('drops DATA for a stream it has reset, and serves the next stream', async () => {
+    // An unknown method is answered Trailers-Only and reset before its DATA arrives.
+    peer.send(headers(1, '/test.Echo/Nope'));
+    await until(() => peer.frames.some((f) => f.type === FRAME.RST_STREAM && f.streamId === 1), 'RST_STREAM(NO_ERROR)');
+    peer.send(message(1, 'late'), headers(3), message(3, 'next'));
+    await until(() => peer.frames.some((f) => f.type === FRAME.DATA && f.streamId === 3), 'the answer on stream 3');
+    expect(peer.goaway()).toBeUndefined();
+  });
+
+  it('ignores frames of unknown types and PRIORITY frames', async () => {
+    peer.send(rawFrame(0xfa, 0, 0, Buffer.from('whatever')), rawFrame(FRAME.PRIORITY, 0, 1, Buffer.alloc(5)));
+    peer.send(headers(1), message(1, 'fine'));
+    await until(() => peer.frames.some((f) => f.type === FRAME.DATA && f.streamId === 1), 'the answer');
+    expect(peer.goaway()).toBeUndefined();
+  });
+
+  it('reads HEADERS with PRIORITY and PADDED flags', async () => {
+    const block = grpcRequestBlock('/test.Echo/Unary');
+    const payload = Buffer.concat([Buffer.from([3]), Buffer.alloc(5), block, Buffer.alloc(3)]);
+    peer.send(rawFrame(FRAME.HEADERS, FLAG.END_HEADERS | FLAG.PADDED | FLAG.PRIORITY, 1, payload), message(1, 'p'));
+    await until(() => peer.frames.some((f) => f.type === FRAME.DATA && f.streamId === 1), 'the answer');
+  });
+
+  it('resets a stream whose request lacks :path or :scheme with PROTOCOL_ERROR, not the connection', async () => {
+    const block = literalBlock([
+      [':method', 'POST'],
+      [':path', '/test.Echo/Unary'],
+      ['content-type', 'application/grpc'],
+    ]);
+    peer.send(rawFrame(FRAME.HEADERS, FLAG.END_HEADERS, 1, block));
+    await until(() => peer.frames.some((f) => f.type === FRAME.RST_STREAM && f.streamId === 1), 'RST_STREAM');
+    expect(peer.frames.find((f) => f.type === FRAME.RST_STREAM)!.payload.readUInt32BE(0)).toBe(http2.constants.NGHTTP2_PROTOCOL_ERROR);
+    peer.send(headers(3), message(3, 'next'));
+    await until(() => peer.frames.some((f) => f.type === FRAME.DATA && f.streamId === 3), 'the answer on stream 3');
+  });
+
+  const connectionErrors: [string, () => Buffer[], number][] = [
+    ['DATA on stream 0', () => [rawFrame(FRAME.DATA, 0, 0, Buffer.from('x'))], http2.constants.NGHTTP2_PROTOCOL_ERROR],
+    ['a frame above 16,384 bytes', () => [rawFrame(FRAME.DATA, 0, 1, Buffer.alloc(20_000))], http2.constants.NGHTTP2_FRAME_SIZE_ERROR],
+    [
+      'a header block that does not decode (index 0)',
+      () => [rawFrame(FRAME.HEADERS, FLAG.END_HEADERS, 1, Buffer.from([0x80]))],
+      http2.constants.NGHTTP2_COMPRESSION_ERROR,
+    ],
+    ['HEADERS on an even (server) stream', () => [headers(2)], http2.constants.NGHTTP2_PROTOCOL_ERROR],
+    ['DATA on a stream never opened', () => [message(9, 'x')], http2.constants.NGHTTP2_PROTOCOL_ERROR],
+    ['SETTINGS of 5 bytes', () => [rawFrame(FRAME.SETTINGS, 0, 0, Buffer.alloc(5))], http2.constants.NGHTTP2_FRAME_SIZE_ERROR],
+    ['PING of 4 bytes', () => [rawFrame(FRAME.PING, 0, 0, Buffer.alloc(4))], http2.constants.NGHTTP2_FRAME_SIZE_ERROR],
+    [
+      'a connection window raised above 2^31 − 1',
+      () => {
+        const increment = Buffer.alloc(4);
+        increment.writeUInt32BE(2 ** 31 - 1);
+        return [rawFrame(FRAME.WINDOW_UPDATE, 0, 0, increment)];
+      },
+      http2.constants.NGHTTP2_FLOW_CONTROL_ERROR,
+    ],
+    [
+      'a header block interrupted by another frame',
+      () => [headers(1, '/test.Echo/Unary', 0), rawFrame(FRAME.PING, 0, 0, Buffer.alloc(8))],
+      http2.constants.NGHTTP2_PROTOCOL_ERROR,
+    ],
+    [
+      'a flood of empty CONTINUATION frames',
+      () => [headers(1, '/test.Echo/Unary', 0), ...Array.from({ length: 100 }, () => rawFrame(FRAME.CONTINUATION, 0, 1))],
+      http2.constants.NGHTTP2_ENHANCE_YOUR_CALM,
+    ],
+    ['PUSH_PROMISE from a client', () => [rawFrame(0x5, FLAG.END_HEADERS, 1, Buffer.alloc(4))], http2.constants.NGHTTP2_PROTOCOL_ERROR],
+  ];
+  it.each(connectionErrors)('ends the connection with GOAWAY on %s', async (_what, frames, code) => {
+    peer.send(...frames());
+    await expectGoaway(code);
+  });
+
+  it('ends a connection whose first frame is not SETTINGS with GOAWAY(PROTOCOL_ERROR)', async () => {
+    peer.destroy();
+    const net = await import('node:net');
+    const socket = net.connect(s.port, '127.0.0.1');
+    socket.on('error', () => undefined);
+    const received: Buffer[] = [];
+    socket.on('data', (chunk: Buffer) => received.push(chunk));
+    const closed = new Promise((resolve) => socket.once('close', resolve));
+    await new Promise((resolve) => socket.once('connect', resolve));
+    socket.write(Buffer.concat([Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1'), rawFrame(FRAME.PING, 0, 0, Buffer.alloc(8))]));
+    await closed;
+    const bytes = Buffer.concat(received);
+    let goawayCode: number | undefined;
+    for (let at = 0; at + 9 <= bytes.length; at += 9 + bytes.readUIntBE(at, 3)) {
+      if (bytes[at + 3] === FRAME.GOAWAY) goawayCode = bytes.readUInt32BE(at + 13);
+    }
+    expect(goawayCode).toBe(http2.constants.NGHTTP2_PROTOCOL_ERROR);
+  });
+});
