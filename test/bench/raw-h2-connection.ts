@@ -22,6 +22,7 @@
  * back when asked for, to be decoded and checked.
  */
 import * as net from 'node:net';
+import { hpackInteger, hpackString } from '../support/hpack-encoding';
 
 const FRAME = {
   DATA: 0x0,
@@ -52,23 +53,6 @@ interface Pending {
   keepBody: boolean;
   chunks: Buffer[] | undefined;
   gotData: boolean;
-}
-
-function hpackInteger(value: number, prefixBits: number, firstByte: number): number[] {
-  const max = (1 << prefixBits) - 1;
-  if (value < max) return [firstByte | value];
-  const out = [firstByte | max];
-  let rest = value - max;
-  while (rest >= 128) {
-    out.push((rest % 128) + 128);
-    rest = Math.floor(rest / 128);
-  }
-  out.push(rest);
-  return out;
-}
-
-function hpackString(text: string): number[] {
-  return [...hpackInteger(Buffer.byteLength(text, 'latin1'), 7, 0), ...Buffer.from(text, 'latin1')];
 }
 
 /** RFC 7541 Appendix A: `:path`'s name index. */

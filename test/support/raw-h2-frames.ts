@@ -5,6 +5,7 @@
  * the server sends, with the socket read it came in.
  */
 import * as net from 'node:net';
+import { hpackString } from './hpack-encoding';
 
 export const FRAME = {
   DATA: 0x0,
@@ -37,25 +38,11 @@ export function rawFrame(type: number, flags: number, streamId: number, payload:
   return Buffer.concat([header, payload]);
 }
 
-function hpackInteger(value: number, prefixBits: number, firstByte: number): number[] {
-  const max = (1 << prefixBits) - 1;
-  if (value < max) return [firstByte | value];
-  const out = [firstByte | max];
-  let rest = value - max;
-  while (rest >= 128) {
-    out.push((rest % 128) + 128);
-    rest = Math.floor(rest / 128);
-  }
-  out.push(rest);
-  return out;
-}
-
 /** A header block of literals without indexing, new names, no Huffman: always decodable, never touching the table. */
 export function literalBlock(headers: readonly (readonly [string, string])[]): Buffer {
   const bytes: number[] = [];
   for (const [name, value] of headers) {
-    bytes.push(0x00, ...hpackInteger(name.length, 7, 0), ...Buffer.from(name, 'latin1'));
-    bytes.push(...hpackInteger(value.length, 7, 0), ...Buffer.from(value, 'latin1'));
+    bytes.push(0x00, ...hpackString(name), ...hpackString(value));
   }
   return Buffer.from(bytes);
 }

@@ -1,4 +1,6 @@
 import * as grpc from '@grpc/grpc-js';
+import { prng } from '../../bench/traffic';
+import { rawFrame as h2Frame } from '../../support/raw-h2-frames';
 import * as http2 from 'node:http2';
 import * as net from 'node:net';
 import {
@@ -135,18 +137,6 @@ async function writeFrames(stream: http2.ClientHttp2Stream, pieces: Buffer[]): P
   for (const piece of pieces) await new Promise<void>((resolve) => stream.write(piece, () => resolve()));
 }
 
-/** A deterministic generator (mulberry32), so a failing split can be replayed. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 describe('bidi-streaming calls: messages', () => {
   let s: Started;
   beforeAll(async () => {
@@ -191,7 +181,7 @@ describe('bidi-streaming calls: messages', () => {
     try {
       for (const seed of [1, 2, 3, 4, 5]) {
         s.calls.length = 0;
-        const next = random(seed);
+        const next = prng(seed);
         const sent = Array.from({ length: 40 }, (_, i) => `${seed}:${i}:${'x'.repeat(Math.floor(next() * 300))}`);
         const bytes = Buffer.concat(sent.map((text) => grpcFrame(Buffer.from(text))));
         // Pieces from 1 byte (inside a prefix) to many messages at once.
@@ -508,13 +498,3 @@ describe('bidi-streaming calls: drains', () => {
     }
   });
 });
-
-/** An HTTP/2 frame header and payload. */
-function h2Frame(type: number, flags: number, streamId: number, payload: Buffer): Buffer {
-  const header = Buffer.alloc(9);
-  header.writeUIntBE(payload.length, 0, 3);
-  header[3] = type;
-  header[4] = flags;
-  header.writeUInt32BE(streamId, 5);
-  return Buffer.concat([header, payload]);
-}

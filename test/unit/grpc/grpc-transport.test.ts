@@ -13,6 +13,7 @@ import { createLogger } from '../../../src/logging/logger';
 import type { CheckResponse } from '../../../src/responses/check-response';
 import { chatCheckRequest, createOfficialCheckClient } from '../../support/envoy-official-client';
 import { CHECK, connect, grpcFrame, messagesOf, rawCall } from '../../support/raw-grpc';
+import { rawFrame as frame } from '../../support/raw-h2-frames';
 
 /**
  * The gRPC transport (src/grpc/transport/) against the gRPC over HTTP/2
@@ -693,13 +694,3 @@ describe('close()', () => {
     }
   });
 });
-
-/** An HTTP/2 frame header and payload. */
-function frame(type: number, flags: number, streamId: number, payload: Buffer): Buffer {
-  const header = Buffer.alloc(9);
-  header.writeUIntBE(payload.length, 0, 3);
-  header[3] = type;
-  header[4] = flags;
-  header.writeUInt32BE(streamId, 5);
-  return Buffer.concat([header, payload]);
-}

@@ -1,4 +1,6 @@
 import fc from 'fast-check';
+import { prng } from '../../bench/traffic';
+import { rawFrame } from '../../support/raw-h2-frames';
 import { once } from 'node:events';
 import * as http2 from 'node:http2';
 import * as net from 'node:net';
@@ -606,14 +608,7 @@ describe('HpackDecoder against node:http2 (nghttp2) as the encoder', () => {
   const PADDED = 0x8;
   const PRIORITY = 0x20;
 
-  function frame(type: number, flags: number, streamId: number, payload: Buffer): Buffer {
-    const header = Buffer.alloc(9);
-    header.writeUIntBE(payload.length, 0, 3);
-    header[3] = type;
-    header[4] = flags;
-    header.writeUInt32BE(streamId, 5);
-    return Buffer.concat([header, payload]);
-  }
+  const frame = rawFrame;
 
   interface Captured {
     blocks: { streamId: number; block: Buffer }[];
@@ -697,18 +692,6 @@ describe('HpackDecoder against node:http2 (nghttp2) as the encoder', () => {
         server.close();
         await once(server, 'close');
       },
-    };
-  }
-
-  /** mulberry32: the runs are random but repeatable from their seed. */
-  function prng(seed: number): () => number {
-    let state = seed >>> 0;
-    return () => {
-      state = (state + 0x6d2b79f5) >>> 0;
-      let t = state;
-      t = Math.imul(t ^ (t >>> 15), t | 1);
-      t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-      return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
     };
   }
 
