@@ -23,18 +23,8 @@
  */
 import * as net from 'node:net';
 import { hpackInteger, hpackString } from '../support/hpack-encoding';
+import { FLAG, FRAME } from '../support/raw-h2-frames';
 
-const FRAME = {
-  DATA: 0x0,
-  HEADERS: 0x1,
-  RST_STREAM: 0x3,
-  SETTINGS: 0x4,
-  PING: 0x6,
-  GOAWAY: 0x7,
-  WINDOW_UPDATE: 0x8,
-  CONTINUATION: 0x9,
-} as const;
-const FLAG = { END_STREAM: 0x1, ACK: 0x1, END_HEADERS: 0x4, PADDED: 0x8, PRIORITY: 0x20 } as const;
 const PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1');
 const OUR_WINDOW = 1 << 30;
 

@@ -16,6 +16,7 @@ import {
 import { connect, grpcFrame, rawCall } from '../support/raw-grpc';
 import { startAppUnderTest, type AppUnderTest } from '../support/running-app';
 import { tokens, USAGE_FIXTURE_CASES, usageFixture, type UsageFixtureCase } from '../support/usage-fixtures';
+import { sleep, until } from '../support/waiting';
 
 /**
  * The usage processor on the real service port, driven the way Envoy's
@@ -153,16 +154,6 @@ function runExchange(exchange: Exchange, processClient: ProcessClient = client):
   };
   for (const message of messages) call.write(message, () => ++written === messages.length && setTimeout(cut, 250));
   return status;
-}
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-async function until(condition: () => boolean, what: string, ms = 5000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(5);
-  }
 }
 
 /** Cuts `bytes` into pieces at `count - 1` positions drawn from a seeded generator (pieces of 1 byte included). */

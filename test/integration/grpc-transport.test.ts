@@ -12,6 +12,7 @@ import {
 import { connect, grpcFrame, messagesOf, rawCall } from '../support/raw-grpc';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
 import { startAppUnderTest, type AppUnderTest } from '../support/running-app';
+import { until } from '../support/waiting';
 
 /**
  * The gRPC transport inside the real service (real Redis, real sockets):
@@ -56,14 +57,6 @@ async function metric(app: AppUnderTest, series: string): Promise<number> {
     .filter((line) => line.startsWith(series))
     .reduce((sum, line) => sum + Number(line.split(' ').pop()), 0);
   return total;
-}
-
-async function until(condition: () => Promise<boolean> | boolean, what: string, ms = 5000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
 }
 
 function outcome(promise: Promise<OfficialCheckResponse>): Promise<string> {

@@ -4,6 +4,7 @@ import { envoyCheckRequest, OFFICIAL_EXTERNAL_AUTH_PROTO, OFFICIAL_LOADER_OPTION
 import { startTestRedis, type TestRedis } from '../support/redis-server';
 import { TEST_ADMIN_TOKEN, type AdminBody } from '../support/running-app';
 import { startServerProcess, type ServerProcess } from '../support/server-process';
+import { until } from '../support/waiting';
 
 /**
  * GRPC_WORKERS=2: two worker processes behind the same ports. Every worker
@@ -63,14 +64,6 @@ const lines = () =>
     .filter((line) => line.startsWith('{'))
     .map((line) => JSON.parse(line) as Record<string, unknown>);
 
-async function until(condition: () => boolean, what: string, ms = 15_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
-
 const listening = () => lines().filter((line) => line.msg === 'gateway-authz listening').length;
 
 beforeAll(async () => {
@@ -81,7 +74,7 @@ beforeAll(async () => {
     GRPC_WORKERS: '2',
     LAST_USED_FLUSH_MS: '3600000',
   });
-  await until(() => listening() >= 2, 'both workers to listen');
+  await until(() => listening() >= 2, 'both workers to listen', 15_000);
 });
 afterAll(async () => {
   await server?.stop();
@@ -117,8 +110,8 @@ it('replaces a worker that dies, and keeps answering', async () => {
   const started = lines().filter((line) => line.msg === 'worker started');
   const victim = started[0]!;
   process.kill(victim.pid as number, 'SIGKILL');
-  await until(() => lines().some((line) => line.msg === 'worker exited unexpectedly; starting another'), 'the restart');
-  await until(() => listening() >= 3, 'the new worker to listen');
+  await until(() => lines().some((line) => line.msg === 'worker exited unexpectedly; starting another'), 'the restart', 15_000);
+  await until(() => listening() >= 3, 'the new worker to listen', 15_000);
   const [client] = clients(1);
   try {
     const answer = await client!.check(

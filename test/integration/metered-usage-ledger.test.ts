@@ -4,6 +4,7 @@ import { createProcessClient, EXT_PROC_ATTRIBUTES_KEY, headerMap, observed, type
 import { startTestRedis, type TestRedis } from '../support/redis-server';
 import { startAppUnderTest, type AppUnderTest } from '../support/running-app';
 import { usageFixture } from '../support/usage-fixtures';
+import { until } from '../support/waiting';
 
 /**
  * The usage processor connected to the ledger (issue 16), on real Redis and
@@ -159,14 +160,6 @@ async function recordsWith(outcome: string): Promise<number> {
   return metric ? Number(metric.split(' ').at(-1)) : 0;
 }
 
-async function until(condition: () => Promise<boolean>, what: string): Promise<void> {
-  const deadline = Date.now() + 10_000;
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
-
 const handedOver = async () => server.app.usage.buffered === 0;
 
 describe('a metered answer over ext_proc moves the ledger by exactly its usage', () => {
@@ -176,9 +169,13 @@ describe('a metered answer over ext_proc moves the ledger by exactly its usage',
     expect(before.budget).toBe(KEY_BUDGET.tokens);
 
     expect((await sendAnswer(chatAnswer('req-whole-1'))).code).toBe(grpc.status.OK);
-    await until(async () => (await account()).billing.creditBalance === START_BALANCE - 39, 'the whole answer to be applied');
+    await until(async () => (await account()).billing.creditBalance === START_BALANCE - 39, 'the whole answer to be applied', 10_000);
     expect((await sendAnswer(streamedAnswer('req-streamed-1'))).code).toBe(grpc.status.OK);
-    await until(async () => (await account()).billing.creditBalance === START_BALANCE - 39 - 150, 'the streamed answer to be applied');
+    await until(
+      async () => (await account()).billing.creditBalance === START_BALANCE - 39 - 150,
+      'the streamed answer to be applied',
+      10_000,
+    );
 
     const after = await account();
     expect(after.billing).toMatchObject({ creditBalance: START_BALANCE - 189, spentThisMonth: 189, creditShortfall: 0 });
@@ -203,9 +200,9 @@ describe('a metered answer over ext_proc moves the ledger by exactly its usage',
     const usage = await usageTotal();
     const duplicates = await recordsWith('duplicate');
     expect((await sendAnswer(chatAnswer('req-twice'))).code).toBe(grpc.status.OK);
-    await until(async () => (await account()).billing.creditBalance === balance! - 39, 'the first hand-over to be applied');
+    await until(async () => (await account()).billing.creditBalance === balance! - 39, 'the first hand-over to be applied', 10_000);
     expect((await sendAnswer(chatAnswer('req-twice'))).code).toBe(grpc.status.OK);
-    await until(async () => (await recordsWith('duplicate')) === duplicates + 1, 'the second hand-over to be found a duplicate');
+    await until(async () => (await recordsWith('duplicate')) === duplicates + 1, 'the second hand-over to be found a duplicate', 10_000);
 
     expect((await account()).billing).toMatchObject({ creditBalance: balance! - 39 });
     const total = await usageTotal();
@@ -222,7 +219,7 @@ describe('a metered answer over ext_proc moves the ledger by exactly its usage',
     expect((await sendAnswer({ ...chatAnswer('req-anonymous'), anonymous: true })).code).toBe(grpc.status.OK);
     // A later identified answer is applied after it: had the anonymous one been recorded, it would be applied first.
     expect((await sendAnswer(chatAnswer('req-after-anonymous'))).code).toBe(grpc.status.OK);
-    await until(async () => (await recordsWith('applied')) === applied + 1 && (await handedOver()), 'the identified answer');
+    await until(async () => (await recordsWith('applied')) === applied + 1 && (await handedOver()), 'the identified answer', 10_000);
     expect((await account()).billing.creditBalance).toBe(balance! - 39);
     expect((await usageTotal()).requests).toBe(usage.requests + 1);
   });

@@ -13,6 +13,7 @@ import {
 } from '../../../src/grpc/transport/grpc-server';
 import { createLogger } from '../../../src/logging/logger';
 import { connect, GRPC_HEADERS, grpcFrame, rawCall } from '../../support/raw-grpc';
+import { sleep, until } from '../../support/waiting';
 
 /**
  * Bidi-streaming calls on the gRPC transport (the shape of Envoy's
@@ -120,16 +121,6 @@ function rawBidi(session: http2.ClientHttp2Session, headers: http2.OutgoingHttpH
     stream.on('close', () => resolve({ headers: responseHeaders, ...(trailers ? { trailers } : {}), rstCode: stream.rstCode ?? 0 }));
   });
   return { stream, answer };
-}
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-async function until(condition: () => boolean, what: string, ms = 5000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(5);
-  }
 }
 
 /** Writes each piece as its own DATA frame (the next only once node:http2 has sent the previous one). */

@@ -14,6 +14,7 @@ import type { CheckResponse } from '../../../src/responses/check-response';
 import { chatCheckRequest, createOfficialCheckClient } from '../../support/envoy-official-client';
 import { CHECK, connect, grpcFrame, messagesOf, rawCall } from '../../support/raw-grpc';
 import { rawFrame as frame } from '../../support/raw-h2-frames';
+import { sleep, until } from '../../support/waiting';
 
 /**
  * The gRPC transport (src/grpc/transport/) against the gRPC over HTTP/2
@@ -103,16 +104,6 @@ function echoClient(address: string, options: grpc.ClientOptions = {}) {
       ),
     );
   return { unary, client };
-}
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-async function until(condition: () => boolean, what: string, ms = 5000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(5);
-  }
 }
 
 describe('requests', () => {

@@ -10,6 +10,7 @@ import {
 import { createLogger } from '../../../src/logging/logger';
 import { connect, grpcFrame, messagesOf, rawCall } from '../../support/raw-grpc';
 import { FLAG, FRAME, grpcRequestBlock, literalBlock, rawFrame, rawPeer, type RawPeer } from '../../support/raw-h2-frames';
+import { sleep, until } from '../../support/waiting';
 
 /**
  * The HTTP/2 layer the gRPC transport is written on (src/grpc/transport/http2/):
@@ -47,16 +48,6 @@ async function start(settings: Partial<GrpcServerSettings> = {}): Promise<Starte
   });
   const port = await server.listen();
   return { server, port, address: `127.0.0.1:${port}`, held };
-}
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-async function until(condition: () => boolean, what: string, ms = 5000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(5);
-  }
 }
 
 describe('with real clients', () => {
