@@ -4,6 +4,7 @@ import { generateCustomerKey, hashCustomerKey } from '../../src/keys/customer-ke
 import { OPERATOR } from '../../src/domain/customer-identity';
 import { principalKey } from '../../src/domain/members';
 import { redisKeys } from '../../src/store/redis/redis-keys';
+import { parsePackedBuckets } from '../../src/store/redis/redis-records';
 import { RedisStore } from '../../src/store/redis/redis-store';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
 
@@ -29,7 +30,7 @@ afterAll(async () => {
   await redis.stop();
 });
 
-it('writes exactly the keys redisKeys names, buckets being account fields named by its prefixes plus the window in seconds', async () => {
+it('writes exactly the keys redisKeys names, buckets being one account field per key and one for the account', async () => {
   // Unique ids, so that a shared Redis (TEST_REDIS_URL) holding other data does not matter.
   const suffix = `${Date.now()}${Math.floor(Math.random() * 1e6)}`;
   const accountId = `acct_layout${suffix}`;
@@ -61,12 +62,22 @@ it('writes exactly the keys redisKeys names, buckets being account fields named 
       redisKeys.activeKeys(accountId),
     ].sort(),
   );
-  const accountFields = Object.keys(await client.hgetall(redisKeys.account(accountId))).filter((field) =>
-    field.startsWith(redisKeys.bucketFieldPrefix()),
+  const accountHash = await client.hgetallBuffer(redisKeys.account(accountId));
+  const bucketFields = Object.keys(accountHash).filter(
+    (field) => field.startsWith(redisKeys.keyBucketFieldPrefix()) || field === redisKeys.accountBucketField(),
   );
-  expect(accountFields.sort()).toEqual(
-    [`${redisKeys.accountBucketFieldPrefix()}3600`, `${redisKeys.keyBucketFieldPrefix(keyId)}60`].sort(),
-  );
+  expect(bucketFields.sort()).toEqual([redisKeys.accountBucketField(), redisKeys.keyBucketField(keyId)].sort());
+  // One field per key and one for the account, each holding all of its windows.
+  const keyBuckets = parsePackedBuckets(accountHash[redisKeys.keyBucketField(keyId)]);
+  const accountBuckets = parsePackedBuckets(accountHash[redisKeys.accountBucketField()]);
+  expect([...(keyBuckets?.keys() ?? [])]).toEqual([60]);
+  expect([...(accountBuckets?.keys() ?? [])]).toEqual([3600]);
+  // A TAT is a whole number of µs, one emission interval (12 s, 72 s) past the decision.
+  const decidedUs = Number(accountHash[redisKeys.bucketSweepField()]!.toString()) - 3_600_000_000;
+  expect(keyBuckets?.get(60)).toBe(decidedUs + 12_000_000);
+  expect(accountBuckets?.get(3600)).toBe(decidedUs + 72_000_000);
+  // No field of the layout before packing.
+  expect(Object.keys(accountHash).filter((field) => field.startsWith(redisKeys.legacyBucketFieldPrefix()))).toEqual([]);
   expect(await client.hexists(redisKeys.account(accountId), redisKeys.bucketSweepField())).toBe(1);
   // The account hash never expires: it is the account record.
   expect(await client.pttl(redisKeys.account(accountId))).toBe(-1);

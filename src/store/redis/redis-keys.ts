@@ -53,17 +53,30 @@ export const redisKeys = {
   /** Stream: the account's own audit trail (also in the global one), which its owners read. */
   accountAudit: (accountId: string) => `${redisKeys.accountTag(accountId)}audit`,
   /**
-   * Rate-limit buckets (GCRA theoretical arrival time, µs) are fields of the
+   * Rate-limit buckets (GCRA theoretical arrival times, µs) are fields of the
    * account's own hash, so one HMGET reads the account and every bucket a
-   * decision needs: `rl:k:<keyId>:<windowSeconds>` per key limit,
-   * `rl:a:<windowSeconds>` per account limit. The authorize script appends
-   * the window, which it only knows after reading the records.
+   * decision needs. One field per key, `rk:<keyId>`, and one for the account,
+   * `ra`, each holding all of its windows: `<windowSeconds>:<tatUs>` entries
+   * separated by one space, the limits in force first in their order
+   * (`60:1764230400000001 86400:1764230400000086`). Two fields to read and
+   * write per decision, however many windows, and half the hash entries of
+   * one field per window (measured: test/bench/redis-check-path.ts).
    */
-  bucketFieldPrefix: () => 'rl:',
-  keyBucketFieldPrefix: (keyId: string) => `${redisKeys.bucketFieldPrefix()}k:${keyId}:`,
-  accountBucketFieldPrefix: () => `${redisKeys.bucketFieldPrefix()}a:`,
+  keyBucketFieldPrefix: () => 'rk:',
+  keyBucketField: (keyId: string) => `${redisKeys.keyBucketFieldPrefix()}${keyId}`,
+  accountBucketField: () => 'ra',
   /** Account hash field: when (µs, Redis's clock) the authorize script next deletes bucket fields whose time has passed. */
-  bucketSweepField: () => 'rlSweepAtUs',
+  bucketSweepField: () => 'bucketSweepAtUs',
+  /**
+   * The buckets before they were packed: one field per window,
+   * `rl:k:<keyId>:<windowSeconds>` and `rl:a:<windowSeconds>`, swept by
+   * `rlSweepAtUs`. The authorize script's sweep moves any it finds into the
+   * packed fields (a rolling deploy: see scripts.ts, authorizeScript).
+   */
+  legacyBucketFieldPrefix: () => 'rl:',
+  legacyKeyBucketFieldPrefix: (keyId: string) => `${redisKeys.legacyBucketFieldPrefix()}k:${keyId}:`,
+  legacyAccountBucketFieldPrefix: () => `${redisKeys.legacyBucketFieldPrefix()}a:`,
+  legacyBucketSweepField: () => 'rlSweepAtUs',
 
   // Usage (issue 16). Fields the authorize script reads in its one HMGET of
   // the account hash and of the key record are declared here too.

@@ -259,3 +259,17 @@ export function parseTokenBucket(text: string | null | undefined): { tatUs: numb
   const tatUs = Number(match[1]);
   return Number.isSafeInteger(tatUs) ? { tatUs, fraction: Number(match[2] ?? '0') } : undefined;
 }
+
+/**
+ * A packed rate-limit bucket field (redisKeys.keyBucketField) as windows in
+ * order → TAT µs: per window 12 bytes, a little-endian uint32 (the window in
+ * seconds) and a little-endian double (the TAT); undefined for a value of
+ * another length. For reading Redis from outside the scripts (tests, an
+ * operator's tooling).
+ */
+export function parsePackedBuckets(packed: Buffer | null | undefined): Map<number, number> | undefined {
+  if (!packed || packed.length % 12 !== 0) return undefined;
+  const buckets = new Map<number, number>();
+  for (let at = 0; at < packed.length; at += 12) buckets.set(packed.readUInt32LE(at), packed.readDoubleLE(at + 4));
+  return buckets;
+}

@@ -159,13 +159,8 @@ export class RedisStore implements Store, TimesCheckPath {
     return this.checks.script(
       authorizeScript(request.defaultPlan, request.defaultTokenBudgets),
       [redisKeys.account(request.accountId), redisKeys.key(request.accountId, request.keyId)],
-      [
-        this.clockOverride ? String(Math.round(this.clockOverride() * 1000)) : '',
-        redisKeys.keyBucketFieldPrefix(request.keyId),
-        redisKeys.keyTokenBucketFieldPrefix(request.keyId),
-        // The key's spend field without its month: the script appends the month it decides in.
-        redisKeys.keySpendField(request.keyId, ''),
-      ],
+      // The key id; the script names the key's fields from it. A clock override (tests) comes second.
+      this.clockOverride ? [request.keyId, String(Math.round(this.clockOverride() * 1000))] : [request.keyId],
       parseAuthorizeReply,
       'authorize',
     );

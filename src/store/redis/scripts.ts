@@ -122,6 +122,16 @@ end`;
  */
 const BUCKET_SWEEP_INTERVAL_US = 3_600_000_000;
 
+/**
+ * A packed rate-limit bucket entry (redisKeys.keyBucketField): the window in
+ * seconds and the TAT in µs, a whole number held exactly in a double (below
+ * 2^53 µs: the year 2255), as Lua's struct library packs them. Binary, so a
+ * decision neither parses (strtod) nor formats (sprintf) a number to use it
+ * (measured: test/bench/redis-check-path.ts).
+ */
+const BUCKET_STRUCT = '<I4d';
+const BUCKET_BYTES = 12;
+
 /** How often (µs) the usage script deletes spent token buckets and old months' spend of an account. */
 const USAGE_SWEEP_INTERVAL_US = 3_600_000_000;
 
@@ -813,23 +823,29 @@ function parseCreditReply(reply: unknown): CreditResult {
  * Five commands when allowed: EVALSHA, HMGET of the key record, HMGET of
  * the account record with the bucket fields, TIME, and one HSET of the
  * buckets; a refused decision skips the HSET. Buckets are fields of the
- * account hash (no TTL of their own): a field whose TAT has passed is
- * equivalent to an absent one, and at most once per
- * BUCKET_SWEEP_INTERVAL_US an allowed decision deletes those (buckets of
- * rotated or revoked keys, of windows no longer in use), so the hash does
- * not grow without bound. An account limits override costs one more HMGET
- * when its windows differ from the plan's.
+ * account hash (no TTL of their own), packed: one field per key and one for
+ * the account, each holding all of its windows (redisKeys.keyBucketField),
+ * so a decision reads and writes two bucket fields however many windows,
+ * and the hash, which every HMGET and HSET field lookup scans while it is a
+ * listpack, has one entry per key instead of one per key and window. A
+ * window whose TAT has passed is equivalent to an absent one, and at most
+ * once per BUCKET_SWEEP_INTERVAL_US a decision deletes the fields with none
+ * ahead (buckets of rotated or revoked keys, of windows no longer in use),
+ * so the hash does not grow without bound (luaSweep).
  *
- * What Redis spends on it is mostly Lua work, not the commands (measured
- * with test/bench/redis-check-path.ts and redis-benchmark): every
- * number parsed from a string (strtod) or formatted into one, every table
- * and every ARGV costs a fraction of a microsecond. So the default plan is
- * written into the script as numeric literals (window in µs and emission
- * interval precomputed, field names complete) instead of coming as ARGV:
- * the script is generated per plan, and the settings' plan is one frozen
- * object, so each replica has one. Only limit overrides stored in the
- * records are JSON, decoded when present. The reply carries numbers as
- * integers (no formatting in Lua), and only what the answer needs.
+ * What Redis spends on it is mostly Lua work and the fields of its
+ * commands, not the commands (measured with test/bench/redis-check-path.ts
+ * and, instruction by instruction, redis-server under callgrind): every
+ * field looked up, every number parsed from a string (strtod) or formatted
+ * into one, every table and every ARGV costs a fraction of a microsecond.
+ * So the default plan is written into the script as numeric literals
+ * (window in µs and emission interval precomputed, field names complete)
+ * instead of coming as ARGV: the script is generated per plan, and the
+ * settings' plan is one frozen object, so each replica has one. The buckets
+ * are binary (BUCKET_STRUCT: struct.unpack and struct.pack, no strtod or
+ * sprintf). Only limit overrides stored in the records are JSON, decoded
+ * when present. The reply carries numbers as integers (no formatting in
+ * Lua), and only what the answer needs.
  *
  * The same round trip also reads the spend caps and the token budgets
  * (luaSpendCaps, luaTokenBudgetCheck): the default plan's budgets are
@@ -837,9 +853,23 @@ function parseCreditReply(reply: unknown): CreditResult {
  * command; a cap, or a budget override in either record, one more HMGET.
  *
  * KEYS: the account, the key record (every field the decision reads is in
- * one of them). ARGV: `nowUs` ('' means Redis's own TIME; tests pass an
- * override), the key's rate-limit bucket field prefix, its token bucket
- * field prefix, and its spend field without the month.
+ * one of them). ARGV: the key id, of which the script names the key's
+ * fields (its bucket, token buckets and spend), then only in tests a clock
+ * override in µs (absent: Redis's own TIME).
+ *
+ * A rolling deploy from the version that kept one field per window
+ * (`rl:k:<keyId>:<w>`, `rl:a:<w>`, swept by `rlSweepAtUs`): this version's
+ * sweep field is a new one, so its first decision on an account sweeps,
+ * and the sweep moves every live old bucket into the packed fields (the
+ * later TAT where both have one) and deletes the old fields, before the
+ * decision reads them: no bucket is reset. While old replicas still run,
+ * each version counts in its own fields; an old replica's requests after
+ * the move are seen by this version at its next sweep (the later TAT
+ * again), so during the rollout a key can get up to its limit through each
+ * version. The old version never deletes the packed fields (its sweep
+ * deletes only `rl:` fields). A rollback to it starts its buckets afresh
+ * once (it does not read the packed fields), and leaves them in the hash
+ * until a later version sweeps.
  */
 export interface AuthorizeScript {
   readonly lua: string;
@@ -873,77 +903,137 @@ function luaText(text: string): string {
   return `'${text}'`;
 }
 
+/**
+ * A field named after the key, as a Lua expression of the key id (ARGV[1]):
+ * keyField(redisKeys.keyBucketField) is `'rk:' .. ARGV[1]`.
+ */
+function keyField(name: (keyId: string) => string): string {
+  const [before = '', after = ''] = name('\u0000').split('\u0000');
+  return [before === '' ? [] : [luaText(before)], ['ARGV[1]'], after === '' ? [] : [luaText(after)]].flat().join(' .. ');
+}
+
 /** ` + n` or ` - n`, for generated arithmetic. */
 function plus(n: number): string {
   return n >= 0 ? ` + ${n}` : ` - ${-n}`;
 }
 
-/** The default plan's limits in decision order (key scope first), each with its bucket field as a Lua expression. */
+/** The default plan's limits in decision order (key scope first). */
 interface PlanLimit {
   scope: LimitScope;
   limit: number;
   windowSeconds: number;
   windowUs: number;
   intervalUs: number;
-  /** Lua expression naming the bucket field. */
-  field: string;
-  /** Lua expression reading the stored TAT (an element of the account HMGET). */
-  stored: string;
 }
 
 /**
- * Lua, shared by both paths: the allowed decision's bucket writes (`writes`,
- * `w` entries) together with the hourly sweep of stale bucket fields, given
- * `now` and `a` (the account HMGET, whose 4th field is the sweep time).
+ * Lua: a packed bucket field (see redisKeys.keyBucketField: per window 12
+ * bytes, struct '<I4d') → {[windowSeconds] = tatUs}, into `into`; a value of
+ * another length adds nothing. format_buckets packs `first` ({window, tat}
+ * pairs, in order) then the windows of `rest` in ascending order.
  */
-function luaWriteWithSweep(): string {
-  const prefix = luaText(redisKeys.bucketFieldPrefix());
-  return `local sweep_at = a[4] and tonumber(a[4])
-  if not sweep_at or sweep_at <= now then
-    if sweep_at then
-      local written, stale = {}, {}
-      for i = 1, w, 2 do written[writes[i]] = true end
-      local all = redis.call('HGETALL', KEYS[1])
-      for i = 1, #all, 2 do
-        local f = all[i]
-        if string.sub(f, 1, ${redisKeys.bucketFieldPrefix().length}) == ${prefix} and not written[f] and (tonumber(all[i + 1]) or 0) <= now then stale[#stale + 1] = f end
-      end
-      if #stale > 0 then redis.call('HDEL', KEYS[1], unpack(stale)) end
+const LUA_BUCKETS = `
+local function parse_buckets(packed, into)
+  if packed and #packed % ${BUCKET_BYTES} == 0 then
+    for i = 1, #packed, ${BUCKET_BYTES} do
+      local w, t = struct.unpack('${BUCKET_STRUCT}', packed, i)
+      into[w] = t
     end
-    writes[w + 1] = ${luaText(redisKeys.bucketSweepField())}
-    writes[w + 2] = string.format('%d', now + ${BUCKET_SWEEP_INTERVAL_US})
   end
-  redis.call('HSET', KEYS[1], unpack(writes))`;
+  return into
+end
+local function format_buckets(first, rest)
+  local parts, windows = {}, {}
+  for i, b in ipairs(first) do parts[i] = struct.pack('${BUCKET_STRUCT}', b[1], b[2]) end
+  for w in pairs(rest) do windows[#windows + 1] = w end
+  table.sort(windows)
+  for _, w in ipairs(windows) do parts[#parts + 1] = struct.pack('${BUCKET_STRUCT}', w, rest[w]) end
+  return table.concat(parts)
+end`;
+
+/**
+ * Lua for the general path when the sweep is due (at most once per
+ * BUCKET_SWEEP_INTERVAL_US per account, and on an account's first decision):
+ * one HGETALL of the account hash, then
+ * - packed bucket fields whose windows have all passed are deleted (a
+ *   rotated or revoked key's, windows no longer in use);
+ * - bucket fields of the layout before packing (one per window, written by
+ *   an earlier version of this script, see redisKeys.legacyBucketFieldPrefix)
+ *   are moved into the packed fields, keeping the later TAT of a window that
+ *   both have, and deleted with the old sweep field;
+ * - the sweep time is written.
+ * Its writes happen whatever the decision, so a refused decision does not
+ * scan again. Sets kb and ab, this key's and the account's buckets, for the
+ * decision that follows: nothing of an old bucket is lost.
+ */
+function luaSweep(): string {
+  const legacy = luaText(redisKeys.legacyBucketFieldPrefix());
+  const packedKey = luaText(redisKeys.keyBucketFieldPrefix());
+  return `local all = redis.call('HGETALL', KEYS[1])
+  local live, present, moved, stale = {}, {}, {}, {}
+  local function keep(field, w, t)
+    local m = live[field]
+    if not m then m = {}; live[field] = m end
+    if t > now and (not m[w] or m[w] < t) then m[w] = t end
+  end
+  for i = 1, #all, 2 do
+    local f, v = all[i], all[i + 1]
+    local p = string.sub(f, 1, 3)
+    if p == ${packedKey} or f == ${luaText(redisKeys.accountBucketField())} then
+      present[f] = true
+      if not live[f] then live[f] = {} end
+      for w, t in pairs(parse_buckets(v, {})) do keep(f, w, t) end
+    elseif p == ${legacy} then
+      stale[#stale + 1] = f
+      local id, w = string.match(f, '^${redisKeys.legacyKeyBucketFieldPrefix('(.+)')}(%d+)$')
+      local to = id and ${packedKey} .. id
+      if not id then
+        w = string.match(f, '^${redisKeys.legacyAccountBucketFieldPrefix()}(%d+)$')
+        to = w and ${luaText(redisKeys.accountBucketField())}
+      end
+      local t = tonumber(v)
+      if to and t and t > now then keep(to, tonumber(w), t); moved[to] = true end
+    elseif f == ${luaText(redisKeys.legacyBucketSweepField())} then
+      stale[#stale + 1] = f
+    end
+  end
+  local sweep_writes = {${luaText(redisKeys.bucketSweepField())}, string.format('%d', now + ${BUCKET_SWEEP_INTERVAL_US})}
+  for f, m in pairs(live) do
+    if next(m) == nil then
+      if present[f] then stale[#stale + 1] = f end
+    elseif moved[f] then
+      sweep_writes[#sweep_writes + 1] = f
+      sweep_writes[#sweep_writes + 1] = format_buckets({}, m)
+    end
+  end
+  if #stale > 0 then redis.call('HDEL', KEYS[1], unpack(stale)) end
+  redis.call('HSET', KEYS[1], unpack(sweep_writes))
+  kb, ab = live[kf] or {}, live[${luaText(redisKeys.accountBucketField())}] or {}`;
 }
 
 /**
  * The generated script. Two paths after the reads and the status and
  * billing checks: a straight-line one for the common case (no limit
- * overrides in either record: the plan's limits, all literals, no tables
- * or closures), and a table-driven one for overrides, which may need one
- * more HMGET for buckets the first one did not read. Both compute exactly
- * what gcraStep() in src/limits/gcra.ts does.
+ * overrides in either record, the stored buckets holding exactly the plan's
+ * windows, the sweep not due: the plan's limits, all literals, no tables or
+ * closures), and a table-driven one for the rest (overrides, buckets of
+ * other windows, the sweep). Both compute exactly what gcraStep() in
+ * src/limits/gcra.ts does.
  */
 function authorizeLua(plan: RatePlan, budgets: TokenBudgetPlan): string {
-  const accountFieldPrefix = redisKeys.accountBucketFieldPrefix();
-  const accountCount = plan.account.length;
-  // The account HMGET: 6 fixed fields, the plan's token buckets, then the rate-limit buckets.
+  // The account HMGET: 6 fixed fields, the plan's token buckets, then the account's and the key's rate-limit buckets.
   const budgetFields = [
-    ...budgets.key.map((budget) => `ARGV[3] .. ${luaText(String(budget.windowSeconds))}`),
+    ...budgets.key.map((budget) => keyField((keyId) => `${redisKeys.keyTokenBucketFieldPrefix(keyId)}${budget.windowSeconds}`)),
     ...budgets.account.map((budget) => luaText(`${redisKeys.accountTokenBucketFieldPrefix()}${budget.windowSeconds}`)),
   ];
-  const base = 6 + budgetFields.length;
-  const fixedFields = `'status', 'creditBalance', 'limits', ${luaText(redisKeys.bucketSweepField())}, ${luaText(redisKeys.tokenBudgetsField())}, ${luaText(redisKeys.monthlySpendCapField())}${budgetFields.map((field) => `, ${field}`).join('')}`;
+  const accountBucketsAt = 7 + budgetFields.length;
+  const keyBucketsAt = accountBucketsAt + 1;
+  const accountFields = `'status', 'creditBalance', 'limits', ${luaText(redisKeys.bucketSweepField())}, ${luaText(redisKeys.tokenBudgetsField())}, ${luaText(redisKeys.monthlySpendCapField())}${budgetFields.map((field) => `, ${field}`).join('')}, ${luaText(redisKeys.accountBucketField())}, kf`;
   const tokenBudgetCheck = luaTokenBudgetCheck(budgets);
   const limits: PlanLimit[] = [
-    ...plan.key.map((limit, i) => ({ limit, scope: 'key' as const, field: `kf${i + 1}`, stored: `a[${base + 1 + accountCount + i}]` })),
-    ...plan.account.map((limit, i) => ({
-      limit,
-      scope: 'account' as const,
-      field: luaText(`${accountFieldPrefix}${limit.windowSeconds}`),
-      stored: `a[${base + 1 + i}]`,
-    })),
-  ].map(({ limit, scope, field, stored }) => {
+    ...plan.key.map((limit) => ({ limit, scope: 'key' as const })),
+    ...plan.account.map((limit) => ({ limit, scope: 'account' as const })),
+  ].map(({ limit, scope }) => {
     if (!Number.isSafeInteger(limit.limit) || !Number.isSafeInteger(limit.windowSeconds)) throw new Error('limits are whole numbers');
     return {
       scope,
@@ -951,12 +1041,23 @@ function authorizeLua(plan: RatePlan, budgets: TokenBudgetPlan): string {
       windowSeconds: limit.windowSeconds,
       windowUs: limit.windowSeconds * 1_000_000,
       intervalUs: emissionIntervalUs(limit),
-      field,
-      stored,
     };
   });
-  const accountFields = plan.account.map((limit) => `, ${luaText(`${accountFieldPrefix}${limit.windowSeconds}`)}`).join('');
-  const keyFieldLocals = plan.key.map((_, i) => `kf${i + 1}`);
+  // Each scope's limits with their numbers in `limits` (tat<n>), and its bucket field as a Lua expression.
+  const scopes = [
+    {
+      field: 'kf',
+      at: keyBucketsAt,
+      numbered: limits.map((limit, i) => ({ limit, n: i + 1 })).filter(({ limit }) => limit.scope === 'key'),
+    },
+    {
+      field: luaText(redisKeys.accountBucketField()),
+      at: accountBucketsAt,
+      numbered: limits.map((limit, i) => ({ limit, n: i + 1 })).filter(({ limit }) => limit.scope === 'account'),
+    },
+  ].filter((scope) => scope.numbered.length > 0);
+  // `<I4dI4d`: the struct format of n packed entries.
+  const packedStruct = (n: number) => `${BUCKET_STRUCT}${BUCKET_STRUCT.slice(1).repeat(n - 1)}`;
   const planTable = (of: readonly RateLimit[]) =>
     `{${of.map((limit) => `{limit = ${limit.limit}, windowSeconds = ${limit.windowSeconds}}`).join(', ')}}`;
   const numbered = (template: (limit: PlanLimit, n: number) => string) => limits.map((limit, i) => template(limit, i + 1)).join('');
@@ -964,25 +1065,11 @@ function authorizeLua(plan: RatePlan, budgets: TokenBudgetPlan): string {
 local floor, ceil = math.floor, math.ceil
 local k = redis.call('HMGET', KEYS[2], 'status', 'expiresAtMs', 'limits', 'prefix', 'environment', 'revokeAtMs', ${luaText(redisKeys.tokenBudgetsField())}, ${luaText(redisKeys.monthlySpendCapField())})
 if not k[1] then return {'unknown_key'} end
-local kp = ARGV[2]
-local own = k[3] and cjson.decode(k[3])
-local a, fields, n${keyFieldLocals.map((name) => `, ${name}`).join('')}
-if own then
-  fields = {${fixedFields}${accountFields}}
-  n = ${base + accountCount}
-  for i = 1, #own do n = n + 1; fields[n] = kp .. own[i].windowSeconds end
-  a = redis.call('HMGET', KEYS[1], unpack(fields))
-else
-${
-  keyFieldLocals.length > 0
-    ? `  ${keyFieldLocals.join(', ')} = ${plan.key.map((limit) => `kp .. ${luaText(String(limit.windowSeconds))}`).join(', ')}
-`
-    : ''
-}  a = redis.call('HMGET', KEYS[1], ${fixedFields}${accountFields}${keyFieldLocals.map((name) => `, ${name}`).join('')})
-end
+local kf = ${keyField(redisKeys.keyBucketField)}
+local a = redis.call('HMGET', KEYS[1], ${accountFields})
 if not a[1] then return {'unknown_key'} end
 local now
-if ARGV[1] ~= '' then now = tonumber(ARGV[1])
+if ARGV[2] then now = tonumber(ARGV[2])
 else local t = redis.call('TIME'); now = t[1] * 1000000 + t[2] end
 local prefix = k[4]
 if k[1] == 'revoked' or (k[6] and k[6] * 1000 <= now) then return {'key_revoked', prefix} end
@@ -991,69 +1078,88 @@ if a[1] == 'suspended' then return {'account_suspended', prefix} end
 if a[2] and tonumber(a[2]) <= 0 then return {'credit_exhausted', prefix} end
 ${luaSpendCaps()}
 local b_scope, b_tokens, b_window, b_remaining, b_reset
-if not own and not a[3] then
+local swept = a[4] and tonumber(a[4])
+swept = swept and swept > now
+if swept and not k[3] and not a[3] then
+  local plain = true
+${
+  limits.length > 0 ? `  local ${limits.map((_, i) => `tat${i + 1}`).join(', ')} = ${limits.map(() => 'now').join(', ')}\n  local v\n` : ''
+}${scopes
+    .map(
+      (scope) => `  v = a[${scope.at}]
+  if v then
+    local ${scope.numbered.map(({ n }) => `w${n}, t${n}`).join(', ')}
+    if #v == ${BUCKET_BYTES * scope.numbered.length} then ${scope.numbered.map(({ n }) => `w${n}, t${n}`).join(', ')} = struct.unpack('${packedStruct(scope.numbered.length)}', v) end
+    if ${scope.numbered.map(({ limit, n }) => `w${n} == ${limit.windowSeconds}`).join(' and ')} then
+${scope.numbered
+  .map(
+    ({ n }) => `      if t${n} > now then tat${n} = t${n} end
+`,
+  )
+  .join('')}    else
+      plain = false
+    end
+  end
+`,
+    )
+    .join('')}  if plain then
 ${
   limits.length === 0
-    ? `${indent(tokenBudgetCheck)}
-  if b_remaining then return {'allow', prefix, k[5], 'tokens', b_scope, b_tokens, b_window, b_remaining, b_reset} end
-  return {'allow', prefix, k[5]}
+    ? `${indent(indent(tokenBudgetCheck))}
+    if b_remaining then return {'allow', prefix, k[5], 'tokens', b_scope, b_tokens, b_window, b_remaining, b_reset} end
+    return {'allow', prefix, k[5]}
 `
-    : `  local v
+    : `    local r_retry, r_n, retry
 ${numbered(
-  (limit, n) => `  local tat${n} = now
-  v = ${limit.stored}
-  if v then
-    v = tonumber(v)
-    if v > now then tat${n} = v end
-  end
+  (limit, n) => `    retry = tat${n}${plus(limit.intervalUs - limit.windowUs)} - now
+    if retry > 0 then
+      retry = ceil(retry / 1000)
+      if not r_retry or retry > r_retry then r_retry, r_n = retry, ${n} end
+    end
 `,
-)}  local r_retry, r_n, retry
-${numbered(
-  (limit, n) => `  retry = tat${n}${plus(limit.intervalUs - limit.windowUs)} - now
-  if retry > 0 then
-    retry = ceil(retry / 1000)
-    if not r_retry or retry > r_retry then r_retry, r_n = retry, ${n} end
-  end
-`,
-)}  if r_retry then
-    local r = ({${limits.map((limit, i) => `{'${limit.scope}', ${limit.limit}, ${limit.windowSeconds}, tat${i + 1}}`).join(', ')}})[r_n]
-    return {'rate_limited', prefix, r[1], r[2], r[3], 0, ceil((r[4] - now) / 1000), r_retry}
-  end
-${indent(tokenBudgetCheck)}
-  local fmt = string.format
-  if a[4] and tonumber(a[4]) > now then
-    redis.call('HSET', KEYS[1], ${limits.map((limit, i) => `${limit.field}, fmt('%d', tat${i + 1} + ${limit.intervalUs})`).join(', ')})
-  else
-    local writes, w = {${limits.map((limit, i) => `${limit.field}, fmt('%d', tat${i + 1} + ${limit.intervalUs})`).join(', ')}}, ${2 * limits.length}
-    ${luaWriteWithSweep().replace(/\n/g, '\n  ')}
-  end
-  local t_scope, t_limit, t_window, t_remaining, t_new = '${limits[0]!.scope}', ${limits[0]!.limit}, ${limits[0]!.windowSeconds}, floor((now - tat1${plus(limits[0]!.windowUs - limits[0]!.intervalUs)}) / ${limits[0]!.intervalUs}), tat1 + ${limits[0]!.intervalUs}
-  local remaining
+)}    if r_retry then
+      local r = ({${limits.map((limit, i) => `{'${limit.scope}', ${limit.limit}, ${limit.windowSeconds}, tat${i + 1}}`).join(', ')}})[r_n]
+      return {'rate_limited', prefix, r[1], r[2], r[3], 0, ceil((r[4] - now) / 1000), r_retry}
+    end
+${indent(indent(tokenBudgetCheck))}
+    local pack = struct.pack
+    redis.call('HSET', KEYS[1]${scopes
+      .map(
+        (scope) =>
+          `, ${scope.field}, pack('${packedStruct(scope.numbered.length)}', ${scope.numbered.map(({ limit, n }) => `${limit.windowSeconds}, tat${n} + ${limit.intervalUs}`).join(', ')})`,
+      )
+      .join('')})
+    local t_scope, t_limit, t_window, t_remaining, t_new = '${limits[0]!.scope}', ${limits[0]!.limit}, ${limits[0]!.windowSeconds}, floor((now - tat1${plus(limits[0]!.windowUs - limits[0]!.intervalUs)}) / ${limits[0]!.intervalUs}), tat1 + ${limits[0]!.intervalUs}
+    local remaining
 ${limits
   .slice(1)
   .map(
-    (limit, i) => `  remaining = floor((now - tat${i + 2}${plus(limit.windowUs - limit.intervalUs)}) / ${limit.intervalUs})
-  if remaining < t_remaining then t_scope, t_limit, t_window, t_remaining, t_new = '${limit.scope}', ${limit.limit}, ${limit.windowSeconds}, remaining, tat${i + 2} + ${limit.intervalUs} end
+    (limit, i) => `    remaining = floor((now - tat${i + 2}${plus(limit.windowUs - limit.intervalUs)}) / ${limit.intervalUs})
+    if remaining < t_remaining then t_scope, t_limit, t_window, t_remaining, t_new = '${limit.scope}', ${limit.limit}, ${limit.windowSeconds}, remaining, tat${i + 2} + ${limit.intervalUs} end
 `,
   )
   .join(
     '',
-  )}  if b_remaining then return {'allow', prefix, k[5], t_scope, t_limit, t_window, t_remaining, ceil((t_new - now) / 1000), 'tokens', b_scope, b_tokens, b_window, b_remaining, b_reset} end
-  return {'allow', prefix, k[5], t_scope, t_limit, t_window, t_remaining, ceil((t_new - now) / 1000)}
+  )}    if b_remaining then return {'allow', prefix, k[5], t_scope, t_limit, t_window, t_remaining, ceil((t_new - now) / 1000), 'tokens', b_scope, b_tokens, b_window, b_remaining, b_reset} end
+    return {'allow', prefix, k[5], t_scope, t_limit, t_window, t_remaining, ceil((t_new - now) / 1000)}
 `
-}end
-local writes, w = {}, 0
+}  end
+end
+${LUA_BUCKETS.trim()}
+local kb, ab
+if swept then
+  kb, ab = parse_buckets(a[${keyBucketsAt}], {}), parse_buckets(a[${accountBucketsAt}], {})
+else
+  ${luaSweep()}
+end
 local t_scope, t_limit, t_window, t_remaining, t_reset
 local r_scope, r_limit, r_window, r_reset, r_retry
-local function step(scope, field, stored, l)
+local function step(scope, stored, l)
   local window_us = l.windowSeconds * 1000000
   local interval = floor(window_us / l.limit)
   if interval < 1 then interval = 1 end
   local tat = now
-  if stored then
-    stored = tonumber(stored)
-    if stored > now then tat = stored end
-  end
+  if stored and stored > now then tat = stored end
   local new_tat = tat + interval
   local allow_at = new_tat - window_us
   if now < allow_at then
@@ -1062,51 +1168,32 @@ local function step(scope, field, stored, l)
       r_scope, r_limit, r_window, r_reset, r_retry = scope, l.limit, l.windowSeconds, ceil((tat - now) / 1000), retry
     end
   elseif not r_retry then
-    w = w + 2
-    writes[w - 1] = field
-    writes[w] = string.format('%d', new_tat)
     local remaining = floor((window_us - (new_tat - now)) / interval)
     if not t_remaining or remaining < t_remaining then
       t_scope, t_limit, t_window, t_remaining, t_reset = scope, l.limit, l.windowSeconds, remaining, ceil((new_tat - now) / 1000)
     end
   end
+  return new_tat
 end
-local stored = {}
-if own then
-  for i = ${base + 1 + accountCount}, n do stored[fields[i]] = a[i] end
-else
-${keyFieldLocals
-  .map(
-    (name, i) => `  stored[${name}] = a[${base + 1 + accountCount + i}]
-`,
-  )
-  .join('')}end
-${plan.account
-  .map(
-    (limit, i) => `stored[${luaText(`${accountFieldPrefix}${limit.windowSeconds}`)}] = a[${base + 1 + i}]
-`,
-  )
-  .join('')}local overrides = a[3] and cjson.decode(a[3]) or {}
-local steps, missing = {}, {}
-local function add(scope, p, of)
-  for _, l in ipairs(of) do
-    local field = p .. l.windowSeconds
-    steps[#steps + 1] = {scope, field, l}
-    if stored[field] == nil then missing[#missing + 1] = field end
-  end
-end
-add('key', kp, own or overrides.key or ${planTable(plan.key)})
-add('account', ${luaText(accountFieldPrefix)}, overrides.account or ${planTable(plan.account)})
-if #missing > 0 then
-  local more = redis.call('HMGET', KEYS[1], unpack(missing))
-  for i, field in ipairs(missing) do stored[field] = more[i] end
-end
-for _, s in ipairs(steps) do step(s[1], s[2], stored[s[2]], s[3]) end
+local overrides = a[3] and cjson.decode(a[3]) or {}
+local kl = (k[3] and cjson.decode(k[3])) or overrides.key or ${planTable(plan.key)}
+local al = overrides.account or ${planTable(plan.account)}
+local k_new, a_new = {}, {}
+for i, l in ipairs(kl) do k_new[i] = {l.windowSeconds, step('key', kb[l.windowSeconds], l)}; kb[l.windowSeconds] = nil end
+for i, l in ipairs(al) do a_new[i] = {l.windowSeconds, step('account', ab[l.windowSeconds], l)}; ab[l.windowSeconds] = nil end
 if r_retry then return {'rate_limited', prefix, r_scope, r_limit, r_window, 0, r_reset, r_retry} end
 ${tokenBudgetCheck}
-if w > 0 then
-  ${luaWriteWithSweep()}
+-- The windows in force first, then those of other windows still ahead of now (a stale one is as good as absent).
+for _, m in ipairs({kb, ab}) do
+  for w, t in pairs(m) do if t <= now then m[w] = nil end end
 end
+local writes = {}
+if #k_new > 0 then writes[1] = kf; writes[2] = format_buckets(k_new, kb) end
+if #a_new > 0 then
+  writes[#writes + 1] = ${luaText(redisKeys.accountBucketField())}
+  writes[#writes + 1] = format_buckets(a_new, ab)
+end
+if #writes > 0 then redis.call('HSET', KEYS[1], unpack(writes)) end
 if t_remaining then
   if b_remaining then return {'allow', prefix, k[5], t_scope, t_limit, t_window, t_remaining, t_reset, 'tokens', b_scope, b_tokens, b_window, b_remaining, b_reset} end
   return {'allow', prefix, k[5], t_scope, t_limit, t_window, t_remaining, t_reset}
@@ -1128,8 +1215,8 @@ function indent(lua: string): string {
  * reads the new month everywhere at once. gwaApplyUsage counts a record in
  * the month the answer ended (usageMonthOf(record.atMs)), the same UTC
  * calendar. Only an account or key with a cap pays for it: the civil date
- * (as LUA_ISO_8601) and one more HMGET. ARGV[4] is the key's spend field
- * without its month.
+ * (as LUA_ISO_8601) and one more HMGET. The key's spend field is named
+ * from its id, ARGV[1].
  */
 function luaSpendCaps(): string {
   return `if k[8] or a[6] then
@@ -1143,7 +1230,7 @@ function luaSpendCaps(): string {
   local year = yoe + era * 400
   if month <= 2 then year = year + 1 end
   month = string.format('%04d-%02d', year, month)
-  local spent = redis.call('HMGET', KEYS[1], ${luaText(redisKeys.accountSpendField(''))} .. month, ARGV[4] .. month)
+  local spent = redis.call('HMGET', KEYS[1], ${luaText(redisKeys.accountSpendField(''))} .. month, ${keyField((keyId) => redisKeys.keySpendField(keyId, ''))} .. month)
   if k[8] and (tonumber(spent[2]) or 0) >= tonumber(k[8]) then return {'budget_exceeded', prefix, 'key', k[8]} end
   if a[6] and (tonumber(spent[1]) or 0) >= tonumber(a[6]) then return {'budget_exceeded', prefix, 'account', a[6]} end
 end`;
@@ -1159,7 +1246,7 @@ end`;
  * (gwaApplyUsage). The plan's buckets come with the account HMGET (a[7…]);
  * an override in either record (k[7], a[5]) reads its own with one more
  * HMGET. A plan without budgets skips all of it unless a record has one.
- * ARGV[3] is the key's token bucket field prefix.
+ * The key's token bucket fields are named from its id, ARGV[1].
  */
 function luaTokenBudgetCheck(budgets: TokenBudgetPlan): string {
   const all = [
@@ -1208,7 +1295,7 @@ ${all
     local kl = (k[7] and cjson.decode(k[7])) or o.key or ${planTable(budgets.key)}
     local al = o.account or ${planTable(budgets.account)}
     local fields = {}
-    for _, b in ipairs(kl) do fields[#fields + 1] = ARGV[3] .. b.windowSeconds end
+    for _, b in ipairs(kl) do fields[#fields + 1] = ${keyField(redisKeys.keyTokenBucketFieldPrefix)} .. b.windowSeconds end
     for _, b in ipairs(al) do fields[#fields + 1] = ${luaText(redisKeys.accountTokenBucketFieldPrefix())} .. b.windowSeconds end
     if #fields > 0 then
       local stored = redis.call('HMGET', KEYS[1], unpack(fields))

@@ -1,0 +1,178 @@
+import Redis from 'ioredis';
+import { NO_TOKEN_BUDGETS } from '../../src/domain/token-budgets';
+import type { RatePlan } from '../../src/domain/rate-limits';
+import { generateCustomerKey, hashCustomerKey } from '../../src/keys/customer-key';
+import { redisKeys } from '../../src/store/redis/redis-keys';
+import { parsePackedBuckets } from '../../src/store/redis/redis-records';
+import { RedisStore } from '../../src/store/redis/redis-store';
+import { startTestRedis, type TestRedis } from '../support/redis-server';
+
+/**
+ * The rate-limit buckets are packed, one account hash field per key and one
+ * for the account (redisKeys.keyBucketField). Buckets an earlier version
+ * wrote one field per window (`rl:k:<keyId>:<w>`, `rl:a:<w>`) are taken over
+ * by the sweep, which runs on an account's first decision by this version
+ * (its sweep field is new): a rolling deploy resets no bucket. And the
+ * EVALSHA carries what the decision needs and no more.
+ */
+let redis: TestRedis;
+let store: RedisStore;
+let client: Redis;
+let nowMs = Date.parse('2026-11-27T12:00:00.000Z');
+const nowUs = () => nowMs * 1000;
+
+// Key: 3 a minute (a request every 20 s); account: 100 an hour (every 36 s).
+const plan: RatePlan = Object.freeze({ key: [{ limit: 3, windowSeconds: 60 }], account: [{ limit: 100, windowSeconds: 3600 }] });
+
+beforeAll(async () => {
+  redis = await startTestRedis();
+  store = await RedisStore.connect({ url: redis.url, commandTimeoutMs: 1000, clockOverride: () => nowMs });
+  client = new Redis(redis.url, { disconnectTimeout: 50 });
+});
+
+afterAll(async () => {
+  client.disconnect();
+  await store.close();
+  await redis.stop();
+});
+
+async function accountWithKeys(name: string, count: number): Promise<{ accountId: string; keyIds: string[] }> {
+  const suffix = `${Date.now()}${Math.floor(Math.random() * 1e6)}`;
+  const accountId = `acct_${name}${suffix}`;
+  expect(await store.createAccount({ id: accountId, name, status: 'active', createdAt: '2026-11-27T12:00:00.000Z' })).toBe(true);
+  const keyIds: string[] = [];
+  for (let i = 0; i < count; i++) {
+    const keyId = `key_${name}${i}${suffix}`;
+    const key = generateCustomerKey('live');
+    expect(
+      await store.insertKey(hashCustomerKey(key), {
+        id: keyId,
+        accountId,
+        prefix: key.slice(0, 12),
+        name,
+        environment: 'live',
+        status: 'active',
+        createdAt: '2026-11-27T12:00:00.000Z',
+      }),
+    ).toBe('created');
+    keyIds.push(keyId);
+  }
+  return { accountId, keyIds };
+}
+
+const authorize = (accountId: string, keyId: string) =>
+  store.authorize({ accountId, keyId, defaultPlan: plan, defaultTokenBudgets: NO_TOKEN_BUDGETS });
+
+async function bucketFields(accountId: string): Promise<Record<string, Map<number, number> | undefined>> {
+  const hash = await client.hgetallBuffer(redisKeys.account(accountId));
+  return Object.fromEntries(
+    Object.entries(hash)
+      .filter(([field]) => field.startsWith(redisKeys.keyBucketFieldPrefix()) || field === redisKeys.accountBucketField())
+      .map(([field, value]) => [field, parsePackedBuckets(value)]),
+  );
+}
+
+it('packs each key’s windows into one field and the account’s into another: two bucket fields per decision, however many windows', async () => {
+  const { accountId, keyIds } = await accountWithKeys('packed', 3);
+  const windows: RatePlan = Object.freeze({
+    key: [
+      { limit: 100, windowSeconds: 1 },
+      { limit: 1000, windowSeconds: 60 },
+      { limit: 10000, windowSeconds: 86_400 },
+    ],
+    account: [
+      { limit: 1000, windowSeconds: 60 },
+      { limit: 100000, windowSeconds: 86_400 },
+    ],
+  });
+  for (const keyId of keyIds) {
+    expect((await store.authorize({ accountId, keyId, defaultPlan: windows, defaultTokenBudgets: NO_TOKEN_BUDGETS })).kind).toBe('allow');
+  }
+  const fields = await bucketFields(accountId);
+  expect(Object.keys(fields).sort()).toEqual([redisKeys.accountBucketField(), ...keyIds.map((id) => redisKeys.keyBucketField(id))].sort());
+  for (const keyId of keyIds) expect([...fields[redisKeys.keyBucketField(keyId)]!.keys()]).toEqual([1, 60, 86_400]);
+  expect([...fields[redisKeys.accountBucketField()]!.entries()]).toEqual([
+    [60, nowUs() + 3 * 60_000],
+    [86_400, nowUs() + 3 * 864_000],
+  ]);
+});
+
+it('an EVALSHA of the authorize script carries the two records and the key id, nothing else', async () => {
+  const { accountId, keyIds } = await accountWithKeys('argv', 1);
+  const keyId = keyIds[0]!;
+  expect((await authorize(accountId, keyId)).kind).toBe('allow'); // loads the script
+  const monitor = await client.monitor();
+  const seen: string[][] = [];
+  monitor.on('monitor', (_time: string, args: string[]) => {
+    if (/^evalsha$/i.test(args[0] ?? '')) seen.push(args);
+  });
+  try {
+    // MONITOR is on once Redis answered its OK; a PING through it marks where the decision's commands end.
+    expect((await authorize(accountId, keyId)).kind).toBe('allow');
+    await client.ping();
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  } finally {
+    monitor.disconnect();
+  }
+  expect(seen).toHaveLength(1);
+  // EVALSHA sha numkeys account key keyId [clock override: the tests' clock]
+  expect(seen[0]!.slice(2)).toEqual(['2', redisKeys.account(accountId), redisKeys.key(accountId, keyId), keyId, String(nowUs())]);
+});
+
+it('takes over the buckets of the layout before packing on the first decision: a rolling deploy resets none', async () => {
+  const { accountId, keyIds } = await accountWithKeys('legacy', 3);
+  const [full, used, idle] = keyIds as [string, string, string];
+  const account = redisKeys.account(accountId);
+  // As the previous version left them: `full` has used its 3 a minute, `used` one of them,
+  // `idle`'s bucket has long passed; the account has used 99 of its 100 an hour.
+  await client.hset(
+    account,
+    `${redisKeys.legacyKeyBucketFieldPrefix(full)}60`,
+    String(nowUs() + 60_000_000),
+    `${redisKeys.legacyKeyBucketFieldPrefix(used)}60`,
+    String(nowUs() + 20_000_000),
+    `${redisKeys.legacyKeyBucketFieldPrefix(idle)}60`,
+    String(nowUs() - 3_600_000_000),
+    `${redisKeys.legacyAccountBucketFieldPrefix()}3600`,
+    String(nowUs() + 99 * 36_000_000),
+    redisKeys.legacyBucketSweepField(),
+    String(nowUs() + 1_800_000_000),
+  );
+
+  expect(await authorize(accountId, full)).toMatchObject({ kind: 'rate_limited', hit: { scope: 'key', retryAfterMs: 20_000 } });
+  // The refusal wrote the sweep: the old fields are gone, their live buckets packed.
+  const hash = await client.hgetall(account);
+  expect(Object.keys(hash).filter((field) => field.startsWith(redisKeys.legacyBucketFieldPrefix()))).toEqual([]);
+  expect(hash[redisKeys.legacyBucketSweepField()]).toBeUndefined();
+  expect(await bucketFields(accountId)).toEqual({
+    [redisKeys.keyBucketField(full)]: new Map([[60, nowUs() + 60_000_000]]),
+    [redisKeys.keyBucketField(used)]: new Map([[60, nowUs() + 20_000_000]]),
+    [redisKeys.accountBucketField()]: new Map([[3600, nowUs() + 99 * 36_000_000]]),
+  });
+
+  // The account had one request left of its hundred: `used` takes it (and has one of its three left), then `idle` is refused.
+  expect(await authorize(accountId, used)).toMatchObject({ kind: 'allow', tightest: { scope: 'account', remaining: 0 } });
+  expect((await bucketFields(accountId))[redisKeys.keyBucketField(used)]).toEqual(new Map([[60, nowUs() + 40_000_000]]));
+  expect(await authorize(accountId, idle)).toMatchObject({ kind: 'rate_limited', hit: { scope: 'account' } });
+});
+
+it('merges buckets an old replica writes during the rollout at the next sweep, keeping the later time', async () => {
+  const { accountId, keyIds } = await accountWithKeys('overlap', 1);
+  const keyId = keyIds[0]!;
+  expect((await authorize(accountId, keyId)).kind).toBe('allow');
+  // An old replica, still running, used up the account's hour in its own field.
+  await client.hset(redisKeys.account(accountId), `${redisKeys.legacyAccountBucketFieldPrefix()}3600`, String(nowUs() + 3_590_000_000));
+  nowMs += 3_600_000 + 1000; // past the sweep time; the old replica's bucket is still ahead
+  await client.hset(redisKeys.account(accountId), `${redisKeys.legacyAccountBucketFieldPrefix()}3600`, String(nowUs() + 3_590_000_000));
+  expect(await authorize(accountId, keyId)).toMatchObject({ kind: 'rate_limited', hit: { scope: 'account' } });
+  expect(await bucketFields(accountId)).toMatchObject({
+    [redisKeys.accountBucketField()]: new Map([[3600, nowUs() + 3_590_000_000]]),
+  });
+});
+
+it("keeps its fields out of the old version's sweep, which deletes only fields under the old prefix", () => {
+  // A replica of the previous version sweeps `rl:` fields whose value does not read as a future time.
+  expect(redisKeys.keyBucketField('key_x').startsWith(redisKeys.legacyBucketFieldPrefix())).toBe(false);
+  expect(redisKeys.accountBucketField().startsWith(redisKeys.legacyBucketFieldPrefix())).toBe(false);
+  expect(redisKeys.bucketSweepField()).not.toBe(redisKeys.legacyBucketSweepField());
+});
