@@ -15,8 +15,9 @@
  * steady window only it reports: the GCs the gateway traced (`--trace-gc`
  * or `--trace-gc-nvp`, whichever was given), the event-loop delay measured
  * inside the gateway by a preloaded probe (`monitorEventLoopDelay` at 1 ms
- * resolution), the server-side Check latency histogram from /metrics, and
- * RSS and heap sampled every second.
+ * resolution), the server-side Check latency histogram from /metrics and,
+ * from the same scrape, the authorize script's round trip (the Redis leg of
+ * a Check), and RSS and heap sampled every second.
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -131,11 +132,14 @@ function percentile(sorted: number[], q: number): number {
   return sorted.length === 0 ? 0 : sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)]!;
 }
 
-/** `gateway_authz_check_latency_seconds` buckets: cumulative count at each upper bound. */
-function latencyBuckets(metrics: string): Map<number, number> {
+/** A histogram's buckets (by default `gateway_authz_check_latency_seconds`), summed over the series whose labels include `labels`: cumulative count at each upper bound. */
+function latencyBuckets(metrics: string, name = 'gateway_authz_check_latency_seconds', labels = ''): Map<number, number> {
   const buckets = new Map<number, number>();
-  for (const match of metrics.matchAll(/^gateway_authz_check_latency_seconds_bucket\{le="([^"]+)"\} (\S+)$/gm)) {
-    buckets.set(match[1] === '+Inf' ? Infinity : Number(match[1]), Number(match[2]));
+  for (const match of metrics.matchAll(new RegExp(`^${name}_bucket\\{([^}]*)\\} (\\S+)$`, 'gm'))) {
+    if (!match[1]!.includes(labels)) continue;
+    const le = /le="([^"]+)"/.exec(match[1]!)![1]!;
+    const bound = le === '+Inf' ? Infinity : Number(le);
+    buckets.set(bound, (buckets.get(bound) ?? 0) + Number(match[2]));
   }
   return buckets;
 }
@@ -286,6 +290,16 @@ async function runCommand(options: RunOptions): Promise<void> {
         overloaded: result.overloaded,
       },
       serverCheckLatency: { p99Ms: p99.ms, shareUnder5ms: under5, count: p99.total },
+      // The authorize script's round trip alone, as the Check path times it: the Redis leg of the tail.
+      authorizeRoundTrip: (() => {
+        const name = 'gateway_authz_store_duration_seconds';
+        const [from, to] = [
+          latencyBuckets(metricsBefore, name, 'operation="authorize"'),
+          latencyBuckets(metricsAfter, name, 'operation="authorize"'),
+        ];
+        const share5 = ((to.get(0.005) ?? 0) - (from.get(0.005) ?? 0)) / ((to.get(Infinity) ?? 0) - (from.get(Infinity) ?? 0));
+        return { p50Ms: histogramQuantile(from, to, 0.5).ms, p99Ms: histogramQuantile(from, to, 0.99).ms, shareUnder5ms: share5 };
+      })(),
       eventLoopDelayMs: loopDelay,
       gc: { scavenge: summary('scavenge'), markCompact: summary('mark-compact'), markCompactReasons: reasons },
       rssMb: { min: Math.min(...rss), max: Math.max(...rss), last: rss.at(-1) },
