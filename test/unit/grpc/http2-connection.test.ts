@@ -281,6 +281,35 @@ describe('with frames written by hand', () => {
     expect(peer.goaway()).toBeUndefined();
   });
 
+  it('reads a request whose frames arrive a byte at a time', async () => {
+    // After the server's SETTINGS: this peer ACKs them on its own, and the ACK must not land inside the trickled frames.
+    await until(() => peer.frames.some((f) => f.type === FRAME.SETTINGS && (f.flags & FLAG.ACK) === 0), 'SETTINGS');
+    const bytes = Buffer.concat([headers(1), message(1, 'trickled')]);
+    for (const byte of bytes) {
+      peer.send(Buffer.from([byte]));
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    await until(() => peer.frames.some((f) => f.type === FRAME.DATA && f.streamId === 1), 'the answer');
+    const data = peer.frames.find((f) => f.type === FRAME.DATA && f.streamId === 1)!.payload;
+    expect(messagesOf(data).map(String)).toEqual(['trickled']);
+  });
+
+  it('stops reading from a peer that does not read its answers, and reads on once it does', async () => {
+    // PINGs: each is answered (an ACK is not flow controlled), and costs the server next to nothing to read.
+    peer.socket.pause();
+    const ping = rawFrame(FRAME.PING, 0, 0, Buffer.alloc(8));
+    const chunk = Buffer.concat(Array.from({ length: 1 << 16 }, () => ping)); // 1.1 MB
+    const pings = 48 * (1 << 16);
+    for (let i = 0; i < 48; i += 1) peer.socket.write(chunk);
+    await sleep(1000);
+    // The kernel's buffers on both sides hold a few MB; the rest of the 53 MB waits in this client, unread by the server.
+    expect(peer.socket.writableLength).toBeGreaterThan(10 * 1024 * 1024);
+    peer.socket.resume();
+    await until(() => peer.socket.writableLength === 0, 'the server to read everything', 20_000);
+    await until(() => peer.frames.filter((f) => f.type === FRAME.PING && f.flags & FLAG.ACK).length === pings, 'every PING ACK', 20_000);
+    expect(peer.goaway()).toBeUndefined();
+  }, 30_000);
+
   it('ignores frames of unknown types and PRIORITY frames', async () => {
     peer.send(rawFrame(0xfa, 0, 0, Buffer.from('whatever')), rawFrame(FRAME.PRIORITY, 0, 1, Buffer.alloc(5)));
     peer.send(headers(1), message(1, 'fine'));

@@ -68,6 +68,8 @@ const MAX_CONTINUATIONS = 64;
 /** Staging for one turn's output; a staging buffer grown past this is dropped after its flush. */
 const STAGING_BYTES = 16 * 1024;
 const MAX_KEPT_STAGING_BYTES = 1 << 20;
+/** Written but not yet taken by the kernel: past this, the connection stops reading until the peer catches up. */
+const MAX_UNSENT_BYTES = 1 << 20;
 /** How long an ended socket waits for the peer to close its side before it is destroyed. */
 const LINGER_MS = 1000;
 
@@ -228,8 +230,16 @@ export class Http2Connection {
   /** No new streams: this side closes once the open ones end (close(), or the client's GOAWAY). */
   private closing = false;
   private finalGoawaySent = false;
-  /** Bytes of a frame (or the preface) cut by the socket's read. */
-  private pending: Buffer | undefined;
+  /**
+   * Bytes of a frame (or the preface) cut by the socket's reads, kept as they
+   * came until `pendingNeed` bytes are in: a peer trickling a frame a byte at
+   * a time costs one copy of it, not one per byte.
+   */
+  private pendingParts: Buffer[] | undefined;
+  private pendingBytes = 0;
+  private pendingNeed = 0;
+  /** Reading stopped until the peer takes what is written (it reads its answers slower than it sends requests). */
+  private readPaused = false;
   /** A header block arriving in CONTINUATION frames. */
   private continuation: { streamId: number; endStream: boolean; parts: Buffer[]; bytes: number; frames: number } | undefined;
   private tableSizeChanged = false;
@@ -309,7 +319,7 @@ export class Http2Connection {
     }
     this.state = GONE;
     this.continuation = undefined;
-    this.pending = undefined;
+    this.pendingParts = undefined;
     for (const stream of [...this.streams.values()]) stream.close();
     this.failPings();
     if (flushFirst && !this.socket.destroyed) {
@@ -343,9 +353,12 @@ export class Http2Connection {
   private read(chunk: Buffer): void {
     if (this.state === GONE) return;
     let data = chunk;
-    if (this.pending) {
-      data = Buffer.concat([this.pending, chunk]);
-      this.pending = undefined;
+    if (this.pendingParts) {
+      this.pendingParts.push(chunk);
+      this.pendingBytes += chunk.length;
+      if (this.pendingBytes < this.pendingNeed) return;
+      data = Buffer.concat(this.pendingParts, this.pendingBytes);
+      this.pendingParts = undefined;
     }
     let offset = 0;
     try {
@@ -357,7 +370,7 @@ export class Http2Connection {
           return;
         }
         if (have < CLIENT_PREFACE.length) {
-          this.pending = data;
+          this.keepPending(data, CLIENT_PREFACE.length);
           return;
         }
         offset = CLIENT_PREFACE.length;
@@ -383,7 +396,18 @@ export class Http2Connection {
       this.connectionError(error);
       return;
     }
-    if (this.state !== GONE && offset < data.length) this.pending = data.subarray(offset);
+    if (this.state === GONE || offset === data.length) return;
+    const rest = data.subarray(offset);
+    this.keepPending(
+      rest,
+      rest.length < FRAME_HEADER_BYTES ? FRAME_HEADER_BYTES : FRAME_HEADER_BYTES + ((rest[0]! << 16) | (rest[1]! << 8) | rest[2]!),
+    );
+  }
+
+  private keepPending(bytes: Buffer, need: number): void {
+    this.pendingParts = [bytes];
+    this.pendingBytes = bytes.length;
+    this.pendingNeed = need;
   }
 
   private onFrame(type: number, flags: number, streamId: number, data: Buffer, start: number, end: number): void {
@@ -811,7 +835,15 @@ export class Http2Connection {
     this.staging.copy(chunk, 0, 0, bytes);
     this.staged = 0;
     if (this.staging.length > MAX_KEPT_STAGING_BYTES) this.staging = Buffer.allocUnsafe(STAGING_BYTES);
-    this.socket.write(chunk);
+    if (this.socket.write(chunk) || this.readPaused || this.socket.writableLength < MAX_UNSENT_BYTES) return;
+    // The peer is not reading its answers (and PING or SETTINGS ACKs, resets, Trailers-Only answers are not flow
+    // controlled): read no more from it until what is written has gone, so its requests cannot grow this buffer.
+    this.readPaused = true;
+    this.socket.pause();
+    this.socket.once('drain', () => {
+      this.readPaused = false;
+      if (this.state !== GONE) this.socket.resume();
+    });
   }
 
   private endIfIdle(): void {
