@@ -482,7 +482,10 @@ export class GrpcServer {
   private readonly connectionEvents = {
     stream: (stream: ServerStream, headers: readonly string[]) => this.onStream(stream, headers),
     closed: (connection: Http2Connection) => this.onConnectionClosed(connection),
-    error: (error: Error) => this.logger.debug({ err: error }, 'HTTP/2 connection error'),
+    error: (error: Error, internal?: boolean) =>
+      internal
+        ? this.logger.error({ err: error }, 'HTTP/2 connection closed: internal error')
+        : this.logger.debug({ err: error }, 'HTTP/2 connection error'),
   };
 
   constructor(

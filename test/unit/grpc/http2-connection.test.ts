@@ -8,6 +8,7 @@ import {
   type UnaryCall,
 } from '../../../src/grpc/transport/grpc-server';
 import { createLogger } from '../../../src/logging/logger';
+import { prng } from '../../bench/traffic';
 import { connect, grpcFrame, messagesOf, rawCall } from '../../support/raw-grpc';
 import { FLAG, FRAME, grpcRequestBlock, literalBlock, rawFrame, rawPeer, type RawPeer } from '../../support/raw-h2-frames';
 import { sleep, until } from '../../support/waiting';
@@ -28,8 +29,8 @@ interface Started {
   held: UnaryCall[];
 }
 
-async function start(settings: Partial<GrpcServerSettings> = {}): Promise<Started> {
-  const server = new GrpcServer({ host: '127.0.0.1', port: 0, ...settings }, logger);
+async function start(settings: Partial<GrpcServerSettings> = {}, serverLogger = logger): Promise<Started> {
+  const server = new GrpcServer({ host: '127.0.0.1', port: 0, ...settings }, serverLogger);
   const held: UnaryCall[] = [];
   server.addMethod('/test.Echo/Unary', { kind: 'unary', handle: (message, call) => call.respond(frameMessage(message)) });
   server.addMethod('/test.Echo/Hold', { kind: 'unary', handle: (_message, call) => held.push(call) });
@@ -393,4 +394,49 @@ describe('with frames written by hand', () => {
     }
     expect(goawayCode).toBe(http2.constants.NGHTTP2_PROTOCOL_ERROR);
   });
+});
+
+describe('with random frames', () => {
+  it('takes connections of random frames without an error of its own (a thrown exception, a failed call setup), and goes on serving', async () => {
+    // Protocol errors are the peer's and logged at debug; anything at error level would be a bug here.
+    const errors: string[] = [];
+    const s = await start({}, createLogger('error', { write: (line: string) => void errors.push(line) }));
+    const random = prng(14);
+    const below = (n: number) => Math.floor(random() * n);
+    const bytes = (n: number) => Buffer.from(Array.from({ length: n }, () => below(256)));
+    // Mostly plausible frames, so that the reader gets past the first one: real types, small stream ids, the
+    // flags that matter, payloads that are sometimes right and sometimes not.
+    const randomFrame = (): Buffer => {
+      const type = below(12);
+      const flags = [0, FLAG.END_STREAM, FLAG.END_HEADERS, FLAG.END_HEADERS | FLAG.END_STREAM, FLAG.PADDED, below(256)][below(6)]!;
+      const streamId = [0, 1, 3, 5, below(64), 2 ** 31 - 1][below(6)]!;
+      const payload =
+        type === FRAME.HEADERS && random() < 0.6
+          ? grpcRequestBlock(['/test.Echo/Unary', '/test.Echo/Hold', '/nope'][below(3)]!)
+          : type === FRAME.DATA && random() < 0.6
+            ? grpcFrame(bytes(below(40)))
+            : bytes([0, 4, 5, 6, 8, below(40)][below(6)]!);
+      return rawFrame(type, flags, streamId, payload);
+    };
+    try {
+      for (let connection = 0; connection < 150; connection += 1) {
+        const peer = await rawPeer(s.port);
+        peer.send(...Array.from({ length: 1 + below(12) }, randomFrame));
+        await sleep(5);
+        peer.destroy();
+      }
+      for (const call of s.held.splice(0)) call.respond(frameMessage(Buffer.from('late')));
+      const session = connect(s.address);
+      try {
+        const answer = await rawCall(session, { path: '/test.Echo/Unary', body: [grpcFrame(Buffer.from('still here'))] });
+        expect(messagesOf(answer.data).map(String)).toEqual(['still here']);
+      } finally {
+        session.close();
+      }
+      await until(() => s.server.connectionCount === 0, 'every random connection to be gone');
+      expect(errors).toEqual([]);
+    } finally {
+      await s.server.close();
+    }
+  }, 30_000);
 });

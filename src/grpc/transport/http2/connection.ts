@@ -54,8 +54,11 @@ export interface ConnectionEvents {
   stream(stream: ServerStream, headers: readonly string[]): StreamListener | undefined;
   /** The connection is gone (socket closed); every stream has been closed first. */
   closed(connection: Http2Connection): void;
-  /** A protocol error or a socket error: worth a debug line, nothing more. */
-  error(error: Error): void;
+  /**
+   * A protocol error or a socket error (the peer's doing: worth a debug line), or, `internal`, an exception of
+   * this side's own code while it read a frame (a bug: the connection is closed INTERNAL_ERROR).
+   */
+  error(error: Error, internal?: boolean): void;
 }
 
 /** The windows this side grants: large, so a 4 MiB message needs no round trip per 64 KiB. */
@@ -694,7 +697,7 @@ export class Http2Connection {
 
   private connectionError(error: unknown): void {
     const code = error instanceof ConnectionError ? error.code : ErrorCode.INTERNAL_ERROR;
-    this.events.error(error instanceof Error ? error : new Error(String(error)));
+    this.events.error(error instanceof Error ? error : new Error(String(error)), !(error instanceof ConnectionError));
     this.goaway(code, this.lastStreamId, Buffer.from(error instanceof Error ? error.message : 'internal error', 'latin1'));
     this.terminate(true);
   }
