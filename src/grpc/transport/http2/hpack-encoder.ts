@@ -17,41 +17,59 @@ const NAME_INDEX: Readonly<Record<string, number>> = { ':status': 8, 'content-ty
  */
 export const TABLE_SIZE_UPDATE_ZERO = 0x20;
 
-function integerBytes(value: number, prefixBits: number, firstByteFlags: number): number[] {
+/** §5.1 integer at `at`, with `prefixBits` and the first octet's other bits; returns the offset after it. */
+function writeInteger(target: Buffer, at: number, value: number, prefixBits: number, firstByteFlags: number): number {
   const max = (1 << prefixBits) - 1;
-  if (value < max) return [firstByteFlags | value];
-  const bytes = [firstByteFlags | max];
+  if (value < max) {
+    target[at] = firstByteFlags | value;
+    return at + 1;
+  }
+  target[at++] = firstByteFlags | max;
   let rest = value - max;
   while (rest >= 128) {
-    bytes.push((rest & 0x7f) | 0x80);
+    target[at++] = (rest & 0x7f) | 0x80;
     rest = Math.floor(rest / 128);
   }
-  bytes.push(rest);
-  return bytes;
+  target[at] = rest;
+  return at + 1;
 }
 
-function stringBytes(text: string): number[] {
-  return [...integerBytes(text.length, 7, 0), ...Buffer.from(text, 'latin1')];
+/** §5.2 string literal, not Huffman-coded. */
+function writeString(target: Buffer, at: number, text: string): number {
+  const next = writeInteger(target, at, text.length, 7, 0);
+  return next + target.write(text, next, 'latin1');
 }
 
-/** One block from name, value, name, value, …: names lower case, values latin1 (a grpc-message is percent-encoded ASCII). */
+/** An integer of a header's lengths takes at most this many octets (lengths below 2^28). */
+const MAX_INTEGER_BYTES = 5;
+
+/**
+ * One block from name, value, name, value, …: names lower case, values latin1 (a grpc-message is percent-encoded
+ * ASCII). Written straight into one buffer: a shed Check's Trailers-Only answer is encoded on the overload path.
+ */
 export function encodeHeaderBlock(fields: readonly string[]): Buffer {
-  const bytes: number[] = [];
+  let bound = 0;
+  for (let i = 0; i < fields.length; i += 2) bound += 1 + 2 * MAX_INTEGER_BYTES + fields[i]!.length + fields[i + 1]!.length;
+  const block = Buffer.allocUnsafe(bound);
+  let at = 0;
   for (let i = 0; i < fields.length; i += 2) {
     const name = fields[i]!;
     const value = fields[i + 1]!;
     const indexedStatus = name === ':status' ? STATUS_INDEX[Number(value)] : undefined;
     if (indexedStatus !== undefined && String(Number(value)) === value) {
-      bytes.push(0x80 | indexedStatus);
+      block[at++] = 0x80 | indexedStatus;
       continue;
     }
     const nameIndex = NAME_INDEX[name];
     // Literal without indexing (0000xxxx): an indexed name, or a new one after a 0 index.
-    if (nameIndex !== undefined) bytes.push(...integerBytes(nameIndex, 4, 0));
-    else bytes.push(0, ...stringBytes(name));
-    bytes.push(...stringBytes(value));
+    if (nameIndex !== undefined) at = writeInteger(block, at, nameIndex, 4, 0);
+    else {
+      block[at++] = 0;
+      at = writeString(block, at, name);
+    }
+    at = writeString(block, at, value);
   }
-  return Buffer.from(bytes);
+  return block.subarray(0, at);
 }
 
 /** `:status: 200` and `content-type: application/grpc`: the HEADERS of every answer with a message. */
