@@ -52,8 +52,8 @@ export function messagesOf(data: Buffer): Buffer[] {
   return out;
 }
 
-export function connect(address: string): http2.ClientHttp2Session {
-  const session = http2.connect(`http://${address}`);
+export function connect(address: string, options?: http2.ClientSessionOptions): http2.ClientHttp2Session {
+  const session = http2.connect(`http://${address}`, options);
   session.on('error', () => undefined);
   return session;
 }
