@@ -271,11 +271,6 @@ export class Http2Connection {
     this.writeWindowUpdate(0, CONNECTION_RECEIVE_WINDOW - DEFAULT_WINDOW_BYTES);
   }
 
-  /** Streams not yet closed. */
-  get openStreams(): number {
-    return this.streams.size;
-  }
-
   get destroyed(): boolean {
     return this.state === GONE;
   }

@@ -6,9 +6,15 @@
  * blocks are encoded once, at load.
  */
 
-/** RFC 7541 Appendix A: `:status` with the values it indexes, and the names this encoder reuses. */
-const STATUS_INDEX: Readonly<Record<number, number>> = { 200: 8, 204: 9, 206: 10, 304: 11, 400: 12, 404: 13, 500: 14 };
-const NAME_INDEX: Readonly<Record<string, number>> = { ':status': 8, 'content-type': 31 };
+import { HPACK_STATIC_TABLE } from './hpack-static-table';
+
+/** From the static table: `:status` values it holds whole, and the first index of each name (a literal's name). */
+const STATUS_INDEX = new Map<string, number>();
+const NAME_INDEX = new Map<string, number>();
+HPACK_STATIC_TABLE.forEach(({ name, value }, i) => {
+  if (name === ':status') STATUS_INDEX.set(value, i + 1);
+  if (!NAME_INDEX.has(name)) NAME_INDEX.set(name, i + 1);
+});
 
 /**
  * A dynamic table size update to 0 (§6.3): sent at the start of the first
@@ -55,12 +61,12 @@ export function encodeHeaderBlock(fields: readonly string[]): Buffer {
   for (let i = 0; i < fields.length; i += 2) {
     const name = fields[i]!;
     const value = fields[i + 1]!;
-    const indexedStatus = name === ':status' ? STATUS_INDEX[Number(value)] : undefined;
-    if (indexedStatus !== undefined && String(Number(value)) === value) {
+    const indexedStatus = name === ':status' ? STATUS_INDEX.get(value) : undefined;
+    if (indexedStatus !== undefined) {
       block[at++] = 0x80 | indexedStatus;
       continue;
     }
-    const nameIndex = NAME_INDEX[name];
+    const nameIndex = NAME_INDEX.get(name);
     // Literal without indexing (0000xxxx): an indexed name, or a new one after a 0 index.
     if (nameIndex !== undefined) at = writeInteger(block, at, nameIndex, 4, 0);
     else {
