@@ -56,11 +56,11 @@ export const redisKeys = {
    * Rate-limit buckets (GCRA theoretical arrival times, µs) are fields of the
    * account's own hash, so one HMGET reads the account and every bucket a
    * decision needs. One field per key, `rk:<keyId>`, and one for the account,
-   * `ra`, each holding all of its windows: `<windowSeconds>:<tatUs>` entries
-   * separated by one space, the limits in force first in their order
-   * (`60:1764230400000001 86400:1764230400000086`). Two fields to read and
-   * write per decision, however many windows, and half the hash entries of
-   * one field per window (measured: test/bench/redis-check-path.ts).
+   * `ra`, each holding all of its windows: binary entries of the window and
+   * its TAT (redis-records.ts, PACKED_BUCKET_STRUCT), the limits in force
+   * first in their order. Two fields to read and write per decision, however
+   * many windows, and half the hash entries of one field per window
+   * (measured: test/bench/redis-check-path.ts).
    */
   keyBucketFieldPrefix: () => 'rk:',
   keyBucketField: (keyId: string) => `${redisKeys.keyBucketFieldPrefix()}${keyId}`,

@@ -261,15 +261,23 @@ export function parseTokenBucket(text: string | null | undefined): { tatUs: numb
 }
 
 /**
- * A packed rate-limit bucket field (redisKeys.keyBucketField) as windows in
- * order → TAT µs: per window 12 bytes, a little-endian uint32 (the window in
- * seconds) and a little-endian double (the TAT); undefined for a value of
- * another length. For reading Redis from outside the scripts (tests, an
- * operator's tooling).
+ * A packed rate-limit bucket entry (redisKeys.keyBucketField): the window in
+ * seconds and the TAT in µs, a whole number held exactly in a double (below
+ * 2^53 µs: the year 2255), as Lua's struct library packs them (little-endian
+ * uint32, then double). Binary, so a decision neither parses (strtod) nor
+ * formats (sprintf) a number to use it (measured: test/bench/redis-check-path.ts).
+ */
+export const PACKED_BUCKET_STRUCT = '<I4d';
+export const PACKED_BUCKET_BYTES = 12;
+
+/**
+ * A packed rate-limit bucket field as windows in order → TAT µs; undefined
+ * for a value of another length. For reading Redis from outside the scripts
+ * (tests, an operator's tooling).
  */
 export function parsePackedBuckets(packed: Buffer | null | undefined): Map<number, number> | undefined {
-  if (!packed || packed.length % 12 !== 0) return undefined;
+  if (!packed || packed.length % PACKED_BUCKET_BYTES !== 0) return undefined;
   const buckets = new Map<number, number>();
-  for (let at = 0; at < packed.length; at += 12) buckets.set(packed.readUInt32LE(at), packed.readDoubleLE(at + 4));
+  for (let at = 0; at < packed.length; at += PACKED_BUCKET_BYTES) buckets.set(packed.readUInt32LE(at), packed.readDoubleLE(at + 4));
   return buckets;
 }

@@ -16,7 +16,15 @@ import {
   type MemberChangeResult,
   type RotateKeyResult,
 } from '../store';
-import { exactBalance, fieldsOf, parseAccount, parseKey, parseMember } from './redis-records';
+import {
+  PACKED_BUCKET_BYTES as BUCKET_BYTES,
+  PACKED_BUCKET_STRUCT as BUCKET_STRUCT,
+  exactBalance,
+  fieldsOf,
+  parseAccount,
+  parseKey,
+  parseMember,
+} from './redis-records';
 import { redisKeys } from './redis-keys';
 
 /**
@@ -121,16 +129,6 @@ end`;
  * time has passed: the hash then holds at most an hour's worth of stale buckets.
  */
 const BUCKET_SWEEP_INTERVAL_US = 3_600_000_000;
-
-/**
- * A packed rate-limit bucket entry (redisKeys.keyBucketField): the window in
- * seconds and the TAT in µs, a whole number held exactly in a double (below
- * 2^53 µs: the year 2255), as Lua's struct library packs them. Binary, so a
- * decision neither parses (strtod) nor formats (sprintf) a number to use it
- * (measured: test/bench/redis-check-path.ts).
- */
-const BUCKET_STRUCT = '<I4d';
-const BUCKET_BYTES = 12;
 
 /** How often (µs) the usage script deletes spent token buckets and old months' spend of an account. */
 const USAGE_SWEEP_INTERVAL_US = 3_600_000_000;
