@@ -9,11 +9,15 @@ function blockFor(ms: number): void {
 }
 
 /**
- * "About 0": under 30 ms. The process shares two cores with the rest of the
- * suite, and the OS may deschedule it for several ms at any point; a blocked
- * loop reads 60 ms and more, so the two cannot be confused.
+ * The process shares two cores with the rest of the suite, and the OS may
+ * deschedule it (or a GC of the test worker may pause it) for tens of ms at
+ * any point. Noise only ever adds lag, so the least of several readings taken
+ * on a free loop is what the sampler itself gives: one stalled reading cannot
+ * fail the test, while a sampler that reports lag where there was none (or
+ * never clears it) fails every try. A blocked loop reads 60 ms and more.
  */
-const ABOUT_ZERO_MS = 30;
+const FREE_LOOP_TRIES = 8;
+const FREE_LOOP_MS = 5;
 
 describe('EventLoopLag', () => {
   let lag: EventLoopLag;
@@ -51,16 +55,25 @@ describe('EventLoopLag', () => {
     const lagAtRead = await seen;
     expect(lagAtRead).toBeGreaterThanOrEqual(60);
     expect(lagAtRead).toBeLessThan(200);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-    await new Promise((resolve) => setImmediate(resolve));
-    expect(lag.currentMs(performance.now())).toBeLessThan(ABOUT_ZERO_MS);
+    const onceFree: number[] = [];
+    for (let i = 0; i < FREE_LOOP_TRIES; i += 1) {
+      await new Promise((resolve) => setTimeout(resolve, 7));
+      await new Promise((resolve) => setImmediate(resolve));
+      onceFree.push(lag.currentMs(performance.now()));
+    }
+    expect(Math.min(...onceFree)).toBeLessThan(FREE_LOOP_MS);
   });
 
   it('reads 0 when the loop was not blocked', async () => {
     lag.start();
     await new Promise((resolve) => setTimeout(resolve, 20));
-    const seen = new Promise<number>((resolve) => (received = resolve));
-    client.write('x');
-    expect(await seen).toBeLessThan(ABOUT_ZERO_MS);
+    const readings: number[] = [];
+    for (let i = 0; i < FREE_LOOP_TRIES; i += 1) {
+      const seen = new Promise<number>((resolve) => (received = resolve));
+      client.write('x');
+      readings.push(await seen);
+      await new Promise((resolve) => setTimeout(resolve, 7));
+    }
+    expect(Math.min(...readings)).toBeLessThan(FREE_LOOP_MS);
   });
 });
