@@ -22,6 +22,7 @@ import { envAssignments, SHIPPED_NODE_OPTIONS } from './setup';
 import { malformedKeys, mixedTraffic, unknownKeys } from './traffic';
 import { generateCustomerKey, hashCustomerKey } from '../../src/keys/customer-key';
 import { loadBuildModules, type CheckPathModules } from './build-modules';
+import { SHIPPED_NODE_ARGS } from './processes';
 
 type Modules = CheckPathModules &
   typeof import('../../src/grpc/authorization-server') &
@@ -183,6 +184,7 @@ async function main(): Promise<void> {
     process.execPath,
     [
       ...values['node-options'].split(' ').filter(Boolean),
+      ...SHIPPED_NODE_ARGS,
       '--trace-gc-nvp',
       __filename,
       'child',

@@ -22,12 +22,14 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { parseArgs } from 'node:util';
+import Redis from 'ioredis';
 import { H2Driver, PhaseStats } from './h2-driver';
+import { findH2load, runH2load } from './h2load';
 import { startGateway } from './processes';
 import { rssBytesOf } from './proc-stats';
 import { seedKeys } from './seed';
 import { BENCH_DIR, GATEWAY_DEFAULT_ENV, SHIPPED_NODE_OPTIONS, envAssignments, expectClean, writeGatewayConfig } from './setup';
-import { malformedKeys, mixedTraffic, unknownKeys, uniformTraffic } from './traffic';
+import { envoyShapedRequest, frameOf, malformedKeys, mixedTraffic, unknownKeys, uniformTraffic } from './traffic';
 
 const KEYS_FILE = path.join(BENCH_DIR, 'gc-profile-keys.json');
 const PROBE_FILE = path.join(BENCH_DIR, 'gc-profile-probe.cjs');
@@ -46,10 +48,52 @@ const { monitorEventLoopDelay } = require('node:perf_hooks');
 const fs = require('node:fs');
 const histogram = monitorEventLoopDelay({ resolution: 1 });
 histogram.enable();
+// Wall-clock times (ms since the epoch) of GCs and of loop stalls, to line up with a driver's per-request log.
+const { PerformanceObserver, performance } = require('node:perf_hooks');
+let timeline = [];
+// GC_PROFILE_PROMOTED=between: sample allocations from just after one mark-compact to just after the
+// 10th scavenge that follows it (no mark-compact in between): what is left then was promoted (or is live).
+let between;
+let windowStarted = false;
+const onGcForBetween = (kind) => {
+  if (process.env.GC_PROFILE_PROMOTED !== 'between' || !windowStarted || between === 'done') return;
+  if (kind === 4 && between === undefined) {
+    between = 0;
+    sampling.post('HeapProfiler.startSampling', { samplingInterval: 4096 });
+  } else if (kind === 4 && typeof between === 'number') {
+    between = undefined;
+    sampling.post('HeapProfiler.stopSampling', () => {});
+  } else if (kind === 1 && typeof between === 'number' && ++between === 10) {
+    between = 'done';
+    sampling.post('HeapProfiler.stopSampling', (error, result) =>
+      fs.writeFileSync(${JSON.stringify(PROMOTED_OUT)}, JSON.stringify(error ? { error: String(error) } : result.profile)));
+  }
+};
+new PerformanceObserver((list) => {
+  for (const entry of list.getEntries()) onGcForBetween(entry.detail && entry.detail.kind);
+  for (const entry of list.getEntries())
+    timeline.push({ what: entry.detail && entry.detail.kind === 1 ? 'scavenge' : entry.detail && entry.detail.kind === 4 ? 'mark-compact' : 'gc', atMs: performance.timeOrigin + entry.startTime, ms: entry.duration });
+}).observe({ entryTypes: ['gc'] });
+const STALL_TICK_MS = 2;
+let tickDue = performance.now() + STALL_TICK_MS;
+const stallTick = () => {
+  const now = performance.now();
+  if (now - tickDue > 3) timeline.push({ what: 'stall', atMs: performance.timeOrigin + tickDue, ms: now - tickDue });
+  tickDue = now + STALL_TICK_MS;
+  setTimeout(stallTick, STALL_TICK_MS).unref();
+// GC_PROFILE_SNAPSHOT_AT_MS: one heap snapshot that long after start (what retains per-request objects).
+if (process.env.GC_PROFILE_SNAPSHOT_AT_MS)
+  setTimeout(() => require('node:v8').writeHeapSnapshot(${JSON.stringify(path.join(BENCH_DIR, 'gc-profile.heapsnapshot'))}), Number(process.env.GC_PROFILE_SNAPSHOT_AT_MS)).unref();
+};
+setTimeout(stallTick, STALL_TICK_MS).unref();
+// GC_PROFILE_SNAPSHOT_AT_MS: one heap snapshot that long after start (what retains per-request objects).
+if (process.env.GC_PROFILE_SNAPSHOT_AT_MS)
+  setTimeout(() => require('node:v8').writeHeapSnapshot(${JSON.stringify(path.join(BENCH_DIR, 'gc-profile.heapsnapshot'))}), Number(process.env.GC_PROFILE_SNAPSHOT_AT_MS)).unref();
 const sampling = process.env.GC_PROFILE_PROMOTED ? new (require('node:inspector').Session)() : undefined;
 let sampled = false;
 if (sampling) sampling.connect();
 process.on('SIGUSR2', () => {
+  windowStarted = true;
   const ms = (ns) => ns / 1e6;
   const out = { count: histogram.count, p50: ms(histogram.percentile(50)), p90: ms(histogram.percentile(90)),
     p99: ms(histogram.percentile(99)), p999: ms(histogram.percentile(99.9)), max: ms(histogram.max), mean: ms(histogram.mean) };
@@ -60,8 +104,10 @@ process.on('SIGUSR2', () => {
     times.sort((a, b) => a - b);
     out.fullGcMs = { min: times[0], median: times[2] };
   }
+  out.timeline = timeline;
+  timeline = [];
   histogram.reset();
-  if (!sampling) return fs.writeFileSync(${JSON.stringify(PROBE_OUT)}, JSON.stringify(out));
+  if (!sampling || process.env.GC_PROFILE_PROMOTED === 'between') return fs.writeFileSync(${JSON.stringify(PROBE_OUT)}, JSON.stringify(out));
   if (!sampled) {
     sampled = true;
     sampling.post('HeapProfiler.startSampling', { samplingInterval: 16384, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: process.env.GC_PROFILE_PROMOTED === 'all' }, () =>
@@ -168,11 +214,17 @@ async function scrape(adminUrl: string): Promise<string> {
   return (await fetch(`${adminUrl}/metrics`)).text();
 }
 
-async function probeDump(pid: number): Promise<Record<string, number>> {
+interface TimelineEvent {
+  what: string;
+  atMs: number;
+  ms: number;
+}
+
+async function probeDump(pid: number): Promise<Record<string, number> & { timeline?: TimelineEvent[] }> {
   fs.rmSync(PROBE_OUT, { force: true });
   process.kill(pid, 'SIGUSR2');
   for (let i = 0; i < 100 && !fs.existsSync(PROBE_OUT); i += 1) await new Promise((resolve) => setTimeout(resolve, 20));
-  return JSON.parse(fs.readFileSync(PROBE_OUT, 'utf8')) as Record<string, number>;
+  return JSON.parse(fs.readFileSync(PROBE_OUT, 'utf8')) as Record<string, number> & { timeline?: TimelineEvent[] };
 }
 
 async function seedCommand(redisUrl: string, keys: number): Promise<void> {
@@ -192,6 +244,51 @@ interface RunOptions {
   distDir?: string;
   fill: number;
   tag: string;
+  /** Drive the window with h2load (one valid key, as the bench's tail phase) instead of the Node driver's mix, and report where the slow requests fell. */
+  h2load: boolean;
+}
+
+/** Slow requests (h2load's log) grouped into episodes, each with the gateway's GCs and loop stalls and Redis's latency events that overlap it. */
+function slowEpisodes(rows: [number, number][], timeline: TimelineEvent[], redisEvents: TimelineEvent[], slowMs: number) {
+  const slow = rows.filter(([, latency]) => latency >= slowMs).sort((a, b) => a[0] - b[0]);
+  const episodes: { fromMs: number; toMs: number; requests: number; maxMs: number }[] = [];
+  for (const [start, latency] of slow) {
+    const last = episodes.at(-1);
+    if (last && start - last.toMs < 20) {
+      last.toMs = Math.max(last.toMs, start + latency);
+      last.requests += 1;
+      last.maxMs = Math.max(last.maxMs, latency);
+    } else episodes.push({ fromMs: start, toMs: start + latency, requests: 1, maxMs: latency });
+  }
+  const overlapping = (events: TimelineEvent[], from: number, to: number) =>
+    events.filter((event) => event.atMs + event.ms >= from - 5 && event.atMs <= to + 5).map((event) => `${event.what} ${event.ms.toFixed(1)}`);
+  const first = rows.length ? Math.min(...rows.slice(0, 1000).map(([start]) => start)) : 0;
+  const detailed = episodes.map((episode) => ({
+    atS: Number(((episode.fromMs - first) / 1000).toFixed(3)),
+    spanMs: Number((episode.toMs - episode.fromMs).toFixed(1)),
+    requests: episode.requests,
+    maxMs: Number(episode.maxMs.toFixed(1)),
+    gateway: overlapping(timeline, episode.fromMs, episode.toMs),
+    redis: overlapping(redisEvents, episode.fromMs - 1000, episode.toMs),
+  }));
+  const withGateway = detailed.filter((episode) => episode.gateway.length > 0);
+  return {
+    slowMs,
+    slowRequests: slow.length,
+    episodes: detailed.length,
+    slowRequestsInEpisodesWithAGatewayEvent: withGateway.reduce((sum, episode) => sum + episode.requests, 0),
+    worst: [...detailed].sort((a, b) => b.requests - a.requests).slice(0, 15),
+  };
+}
+
+/** h2load's log as [start ms since the epoch, latency ms] rows. */
+function h2loadRows(logFile: string): [number, number][] {
+  const rows: [number, number][] = [];
+  for (const line of fs.readFileSync(logFile, 'utf8').split('\n')) {
+    const [start, , latency] = line.split('\t').map(Number);
+    if (Number.isFinite(start) && Number.isFinite(latency)) rows.push([start! / 1000, latency! / 1000]);
+  }
+  return rows;
 }
 
 async function runCommand(options: RunOptions): Promise<void> {
@@ -233,18 +330,57 @@ async function runCommand(options: RunOptions): Promise<void> {
     await probeDump(server.pid);
     const rss: number[] = [];
     const sampler = setInterval(() => rss.push(rssBytesOf(server.pid) / 2 ** 20), 1000);
-    const stats = new PhaseStats();
-    const result = await driver.openLoop({
-      traffic,
-      rate: options.rate,
-      warmupMs: 0,
-      durationMs: options.seconds * 1000,
-      decodeEvery: 16,
-      maxInFlight: 10_000,
-      stats,
-    });
+    let result: Awaited<ReturnType<H2Driver['openLoop']>> | undefined;
+    let tail: { p50Ms: number; p99Ms: number; p999Ms: number; requests: number; failed: number; summary: string } | undefined;
+    const tailLog = path.join(BENCH_DIR, 'gc-profile-h2load.log');
+    const redis = new Redis(options.redisUrl);
+    await redis.config('SET', 'latency-monitor-threshold', '2');
+    await redis.latency('RESET');
+    if (options.h2load) {
+      const body = path.join(BENCH_DIR, 'gc-profile-h2load-body.bin');
+      fs.writeFileSync(body, frameOf(envoyShapedRequest(active[0]!, 0)));
+      const round = await runH2load({
+        binary: findH2load().binary,
+        address: server.grpcAddress,
+        bodyFile: body,
+        logFile: tailLog,
+        connections: 4,
+        streamsPerConnection: 1024,
+        rate: options.rate,
+        warmupMs: 0,
+        durationMs: options.seconds * 1000,
+      });
+      const sorted = [...round.latenciesMs].sort((a, b) => a - b);
+      tail = {
+        p50Ms: percentile(sorted, 0.5),
+        p99Ms: percentile(sorted, 0.99),
+        p999Ms: percentile(sorted, 0.999),
+        requests: sorted.length,
+        failed: round.failed,
+        summary: round.summary,
+      };
+    } else {
+      result = await driver.openLoop({
+        traffic,
+        rate: options.rate,
+        warmupMs: 0,
+        durationMs: options.seconds * 1000,
+        decodeEvery: 16,
+        maxInFlight: 10_000,
+        stats: new PhaseStats(),
+      });
+    }
     clearInterval(sampler);
     const loopDelay = await probeDump(server.pid);
+    // LATENCY HISTORY rows: [unix seconds, ms]; second resolution only.
+    const redisEvents: TimelineEvent[] = [];
+    for (const [name] of (await redis.latency('LATEST')) as [string][]) {
+      for (const [at, ms] of (await redis.call('LATENCY', 'HISTORY', name)) as [number, number][])
+        redisEvents.push({ what: name, atMs: at * 1000, ms });
+    }
+    redis.disconnect();
+    const timeline = loopDelay.timeline ?? [];
+    delete loopDelay.timeline;
     const metricsAfter = await scrape(server.adminUrl!);
     await new Promise((resolve) => setTimeout(resolve, 200));
     const trace = fs.readFileSync(logFile, 'utf8').slice(traceFrom);
@@ -281,14 +417,22 @@ async function runCommand(options: RunOptions): Promise<void> {
       rate: options.rate,
       seconds: options.seconds,
       cachedKeys: fill.length,
-      driver: {
-        perSecond: result.perSecond,
-        latency: result.latency,
-        errors: result.errors,
-        unavailable: result.unavailable,
-        mismatches: result.mismatches,
-        overloaded: result.overloaded,
+      driver: result
+        ? {
+            perSecond: result.perSecond,
+            latency: result.latency,
+            errors: result.errors,
+            unavailable: result.unavailable,
+            mismatches: result.mismatches,
+            overloaded: result.overloaded,
+          }
+        : { h2load: tail },
+      ...(options.h2load ? { slow: slowEpisodes(h2loadRows(tailLog), timeline, redisEvents, 10) } : {}),
+      gatewayTimeline: {
+        stalls: timeline.filter((event) => event.what === 'stall').length,
+        stallMsOver10: timeline.filter((event) => event.what === 'stall' && event.ms > 10).length,
       },
+      redisLatencyEvents: redisEvents.length,
       serverCheckLatency: { p99Ms: p99.ms, shareUnder5ms: under5, count: p99.total },
       // The authorize script's round trip alone, as the Check path times it: the Redis leg of the tail.
       authorizeRoundTrip: (() => {
@@ -306,7 +450,7 @@ async function runCommand(options: RunOptions): Promise<void> {
       heapUsedMb: { before: heapUsed(metricsBefore), after: heapUsed(metricsAfter) },
     };
     process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
-    fs.writeFileSync(path.join(BENCH_DIR, `gc-profile-${options.tag}.json`), JSON.stringify({ ...report, events }, null, 2));
+    fs.writeFileSync(path.join(BENCH_DIR, `gc-profile-${options.tag}.json`), JSON.stringify({ ...report, events, timeline }, null, 2));
   } finally {
     driver.close();
     await server.stop();
@@ -327,6 +471,7 @@ async function main(): Promise<void> {
       env: { type: 'string', multiple: true, default: [] },
       dist: { type: 'string' },
       tag: { type: 'string', default: 'run' },
+      h2load: { type: 'boolean', default: false },
     },
   });
   const redisUrl = values['redis-url'];
@@ -343,6 +488,7 @@ async function main(): Promise<void> {
       ...(values.dist ? { distDir: path.resolve(values.dist) } : {}),
       fill: Number(values.keys),
       tag: values.tag,
+      h2load: values.h2load,
     });
   }
   throw new Error(`unknown command '${command ?? ''}': seed or run`);
