@@ -9,6 +9,8 @@
  *   node .bench/build/test/bench/gc-profile.js run --redis-url redis://127.0.0.1:6390 --rate 3000 --seconds 60 \
  *        --node-arg=--trace-gc [--node-options='--max-old-space-size=192'] [--dist <an earlier dist/>]
  *
+ *   node .bench/build/test/bench/gc-profile.js run --redis-url redis://127.0.0.1:6390 --rate 8500 --seconds 20 --h2load [--h2load-rounds 12]
+ *
  * `run` starts a fresh gateway (`node dist/cli/main.js serve`), sends one
  * Check for each seeded key (filling the cache to its default bound), then
  * the bench's mixed traffic open loop at `--rate` for `--seconds`. Over that
@@ -18,6 +20,13 @@
  * resolution), the server-side Check latency histogram from /metrics and,
  * from the same scrape, the authorize script's round trip (the Redis leg of
  * a Check), and RSS and heap sampled every second.
+ *
+ * With `--h2load` the window is driven as the bench's tail phase drives it
+ * (h2load, one valid key, a fixed rate; `--h2load-rounds N` splits it into N
+ * rounds 3 s apart), and every request slower than 10 ms is grouped into
+ * episodes lined up against the gateway's GCs and event-loop stalls (wall
+ * clock, from the probe) and Redis's LATENCY events: what each slow stretch
+ * had in it.
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -51,26 +60,7 @@ histogram.enable();
 // Wall-clock times (ms since the epoch) of GCs and of loop stalls, to line up with a driver's per-request log.
 const { PerformanceObserver, performance } = require('node:perf_hooks');
 let timeline = [];
-// GC_PROFILE_PROMOTED=between: sample allocations from just after one mark-compact to just after the
-// 10th scavenge that follows it (no mark-compact in between): what is left then was promoted (or is live).
-let between;
-let windowStarted = false;
-const onGcForBetween = (kind) => {
-  if (process.env.GC_PROFILE_PROMOTED !== 'between' || !windowStarted || between === 'done') return;
-  if (kind === 4 && between === undefined) {
-    between = 0;
-    sampling.post('HeapProfiler.startSampling', { samplingInterval: 4096 });
-  } else if (kind === 4 && typeof between === 'number') {
-    between = undefined;
-    sampling.post('HeapProfiler.stopSampling', () => {});
-  } else if (kind === 1 && typeof between === 'number' && ++between === 10) {
-    between = 'done';
-    sampling.post('HeapProfiler.stopSampling', (error, result) =>
-      fs.writeFileSync(${JSON.stringify(PROMOTED_OUT)}, JSON.stringify(error ? { error: String(error) } : result.profile)));
-  }
-};
 new PerformanceObserver((list) => {
-  for (const entry of list.getEntries()) onGcForBetween(entry.detail && entry.detail.kind);
   for (const entry of list.getEntries())
     timeline.push({ what: entry.detail && entry.detail.kind === 1 ? 'scavenge' : entry.detail && entry.detail.kind === 4 ? 'mark-compact' : 'gc', atMs: performance.timeOrigin + entry.startTime, ms: entry.duration });
 }).observe({ entryTypes: ['gc'] });
@@ -81,19 +71,12 @@ const stallTick = () => {
   if (now - tickDue > 3) timeline.push({ what: 'stall', atMs: performance.timeOrigin + tickDue, ms: now - tickDue });
   tickDue = now + STALL_TICK_MS;
   setTimeout(stallTick, STALL_TICK_MS).unref();
-// GC_PROFILE_SNAPSHOT_AT_MS: one heap snapshot that long after start (what retains per-request objects).
-if (process.env.GC_PROFILE_SNAPSHOT_AT_MS)
-  setTimeout(() => require('node:v8').writeHeapSnapshot(${JSON.stringify(path.join(BENCH_DIR, 'gc-profile.heapsnapshot'))}), Number(process.env.GC_PROFILE_SNAPSHOT_AT_MS)).unref();
 };
 setTimeout(stallTick, STALL_TICK_MS).unref();
-// GC_PROFILE_SNAPSHOT_AT_MS: one heap snapshot that long after start (what retains per-request objects).
-if (process.env.GC_PROFILE_SNAPSHOT_AT_MS)
-  setTimeout(() => require('node:v8').writeHeapSnapshot(${JSON.stringify(path.join(BENCH_DIR, 'gc-profile.heapsnapshot'))}), Number(process.env.GC_PROFILE_SNAPSHOT_AT_MS)).unref();
 const sampling = process.env.GC_PROFILE_PROMOTED ? new (require('node:inspector').Session)() : undefined;
 let sampled = false;
 if (sampling) sampling.connect();
 process.on('SIGUSR2', () => {
-  windowStarted = true;
   const ms = (ns) => ns / 1e6;
   const out = { count: histogram.count, p50: ms(histogram.percentile(50)), p90: ms(histogram.percentile(90)),
     p99: ms(histogram.percentile(99)), p999: ms(histogram.percentile(99.9)), max: ms(histogram.max), mean: ms(histogram.mean) };
@@ -107,7 +90,7 @@ process.on('SIGUSR2', () => {
   out.timeline = timeline;
   timeline = [];
   histogram.reset();
-  if (!sampling || process.env.GC_PROFILE_PROMOTED === 'between') return fs.writeFileSync(${JSON.stringify(PROBE_OUT)}, JSON.stringify(out));
+  if (!sampling) return fs.writeFileSync(${JSON.stringify(PROBE_OUT)}, JSON.stringify(out));
   if (!sampled) {
     sampled = true;
     sampling.post('HeapProfiler.startSampling', { samplingInterval: 16384, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: process.env.GC_PROFILE_PROMOTED === 'all' }, () =>
@@ -246,6 +229,7 @@ interface RunOptions {
   tag: string;
   /** Drive the window with h2load (one valid key, as the bench's tail phase) instead of the Node driver's mix, and report where the slow requests fell. */
   h2load: boolean;
+  h2loadRounds: number;
 }
 
 /** Slow requests (h2load's log) grouped into episodes, each with the gateway's GCs and loop stalls and Redis's latency events that overlap it. */
@@ -261,7 +245,9 @@ function slowEpisodes(rows: [number, number][], timeline: TimelineEvent[], redis
     } else episodes.push({ fromMs: start, toMs: start + latency, requests: 1, maxMs: latency });
   }
   const overlapping = (events: TimelineEvent[], from: number, to: number) =>
-    events.filter((event) => event.atMs + event.ms >= from - 5 && event.atMs <= to + 5).map((event) => `${event.what} ${event.ms.toFixed(1)}`);
+    events
+      .filter((event) => event.atMs + event.ms >= from - 5 && event.atMs <= to + 5)
+      .map((event) => `${event.what} ${event.ms.toFixed(1)}`);
   const first = rows.length ? Math.min(...rows.slice(0, 1000).map(([start]) => start)) : 0;
   const detailed = episodes.map((episode) => ({
     atS: Number(((episode.fromMs - first) / 1000).toFixed(3)),
@@ -339,17 +325,41 @@ async function runCommand(options: RunOptions): Promise<void> {
     if (options.h2load) {
       const body = path.join(BENCH_DIR, 'gc-profile-h2load-body.bin');
       fs.writeFileSync(body, frameOf(envoyShapedRequest(active[0]!, 0)));
-      const round = await runH2load({
-        binary: findH2load().binary,
-        address: server.grpcAddress,
-        bodyFile: body,
-        logFile: tailLog,
-        connections: 4,
-        streamsPerConnection: 1024,
-        rate: options.rate,
-        warmupMs: 0,
-        durationMs: options.seconds * 1000,
-      });
+      // --h2load-rounds N: N rounds of seconds/N each, 3 s apart (as the bench's tail phase alternates servers).
+      const latencies: number[] = [];
+      const firstTenth: number[] = [];
+      let failed = 0;
+      let summary = '';
+      const rows: [number, number][] = [];
+      for (let round = 0; round < options.h2loadRounds; round += 1) {
+        if (round > 0) await new Promise((resolve) => setTimeout(resolve, 3000));
+        const result = await runH2load({
+          binary: findH2load().binary,
+          address: server.grpcAddress,
+          bodyFile: body,
+          logFile: tailLog,
+          connections: 4,
+          streamsPerConnection: 256,
+          rate: options.rate,
+          warmupMs: 0,
+          durationMs: (options.seconds * 1000) / options.h2loadRounds,
+        });
+        const roundRows = h2loadRows(tailLog);
+        const startedAt = Math.min(...roundRows.slice(0, 1000).map(([start]) => start));
+        for (const row of roundRows) {
+          rows.push(row);
+          if (row[0] - startedAt < (options.seconds * 100) / options.h2loadRounds) firstTenth.push(row[1]);
+        }
+        latencies.push(...result.latenciesMs);
+        failed += result.failed;
+        summary = result.summary;
+      }
+      fs.writeFileSync(tailLog, rows.map(([start, ms]) => `${Math.round(start * 1000)}\t200\t${Math.round(ms * 1000)}`).join('\n'));
+      const round = { latenciesMs: latencies, failed, summary };
+      firstTenth.sort((a, b) => a - b);
+      log(
+        `first tenth of each round: ${firstTenth.length} requests, p50 ${percentile(firstTenth, 0.5)} p99 ${percentile(firstTenth, 0.99)} ms`,
+      );
       const sorted = [...round.latenciesMs].sort((a, b) => a - b);
       tail = {
         p50Ms: percentile(sorted, 0.5),
@@ -472,6 +482,7 @@ async function main(): Promise<void> {
       dist: { type: 'string' },
       tag: { type: 'string', default: 'run' },
       h2load: { type: 'boolean', default: false },
+      'h2load-rounds': { type: 'string', default: '1' },
     },
   });
   const redisUrl = values['redis-url'];
@@ -489,6 +500,7 @@ async function main(): Promise<void> {
       fill: Number(values.keys),
       tag: values.tag,
       h2load: values.h2load,
+      h2loadRounds: Number(values['h2load-rounds']),
     });
   }
   throw new Error(`unknown command '${command ?? ''}': seed or run`);

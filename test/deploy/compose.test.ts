@@ -223,7 +223,9 @@ describe('Dockerfile (gateway-authz)', () => {
     expect(last.some((i) => i.op === 'RUN' && /\bnpm ci --omit=dev\b/.test(i.args))).toBe(true);
     expect(last.some((i) => i.op === 'COPY' && i.args.startsWith('--from=build /app/dist'))).toBe(true);
     expect(last.some((i) => i.op === 'COPY' && /\bsrc\b/.test(i.args))).toBe(false);
-    expect(last.filter((i) => i.op === 'CMD').map((i) => execForm(i.args))).toEqual([['node', ...SHIPPED_NODE_ARGS, 'dist/cli/main.js', 'serve']]);
+    expect(last.filter((i) => i.op === 'CMD').map((i) => execForm(i.args))).toEqual([
+      ['node', ...SHIPPED_NODE_ARGS, 'dist/cli/main.js', 'serve'],
+    ]);
     // `npm start` (the README's run command) starts the service with the same V8 flags as the image.
     const start = (JSON.parse(readRepoFile('package.json')) as { scripts: Record<string, string> }).scripts.start!;
     expect(start).toContain(`node ${SHIPPED_NODE_ARGS.join(' ')} dist/cli/main.js serve`);
