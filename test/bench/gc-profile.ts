@@ -350,7 +350,7 @@ async function runCommand(options: RunOptions): Promise<void> {
           rows.push(row);
           if (row[0] - startedAt < (options.seconds * 100) / options.h2loadRounds) firstTenth.push(row[1]);
         }
-        latencies.push(...result.latenciesMs);
+        for (const latency of result.latenciesMs) latencies.push(latency);
         failed += result.failed;
         summary = result.summary;
       }
