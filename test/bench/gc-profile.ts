@@ -230,6 +230,8 @@ interface RunOptions {
   /** Drive the window with h2load (one valid key, as the bench's tail phase) instead of the Node driver's mix, and report where the slow requests fell. */
   h2load: boolean;
   h2loadRounds: number;
+  warmupSeconds: number;
+  warmupRate?: number;
 }
 
 /** Slow requests (h2load's log) grouped into episodes, each with the gateway's GCs and loop stalls and Redis's latency events that overlap it. */
@@ -308,8 +310,15 @@ async function runCommand(options: RunOptions): Promise<void> {
       { valid: active, malformed: malformedKeys(400), unknown: unknownKeys(2000), rateLimited: saved.rateLimited },
       Math.max(100_000, active.length * 4),
     );
-    // Two seconds of the load before the window, so the window starts from a steady state.
-    await driver.openLoop({ traffic, rate: options.rate, warmupMs: 0, durationMs: 2000, decodeEvery: 16, maxInFlight: 10_000 });
+    // The mixed load before the window (2 s at --rate unless told), so the window starts from a steady state.
+    await driver.openLoop({
+      traffic,
+      rate: options.warmupRate ?? options.rate,
+      warmupMs: 0,
+      durationMs: options.warmupSeconds * 1000,
+      decodeEvery: 16,
+      maxInFlight: 10_000,
+    });
 
     const traceFrom = fs.statSync(logFile).size;
     const metricsBefore = await scrape(server.adminUrl!);
@@ -483,6 +492,8 @@ async function main(): Promise<void> {
       tag: { type: 'string', default: 'run' },
       h2load: { type: 'boolean', default: false },
       'h2load-rounds': { type: 'string', default: '1' },
+      'warmup-seconds': { type: 'string', default: '2' },
+      'warmup-rate': { type: 'string' },
     },
   });
   const redisUrl = values['redis-url'];
@@ -501,6 +512,8 @@ async function main(): Promise<void> {
       tag: values.tag,
       h2load: values.h2load,
       h2loadRounds: Number(values['h2load-rounds']),
+      warmupSeconds: Number(values['warmup-seconds']),
+      ...(values['warmup-rate'] ? { warmupRate: Number(values['warmup-rate']) } : {}),
     });
   }
   throw new Error(`unknown command '${command ?? ''}': seed or run`);
