@@ -371,8 +371,23 @@ async function main(): Promise<void> {
     const tailContenders = [baseline, ...gateways, ...versus];
     log(`tail: h2load at ${Math.round(tailRate)}/s, one valid key, ${options.rounds} rounds × ${options.roundMs / 1000} s each`);
     // No warm-up: the servers are warm from saturation, and so h2load's log and the gateway's histogram count the same Checks.
+    // CPU the processes not under test spent during each server's rounds (the bench's own included): idle is not always idle.
+    const bystanders = new Map<Contender, Map<string, number>>(tailContenders.map((entry) => [entry, new Map()]));
     for (let round = 0; round < options.rounds; round += 1) {
-      for (const entry of tailContenders) await tailRound(entry, h2load.binary, tailRate, options);
+      for (const entry of tailContenders) {
+        const others = contenders.filter((other) => other !== entry);
+        const before = others.map((other) => cpuSecondsOf(other.server.pid));
+        const benchBefore = process.cpuUsage();
+        await tailRound(entry, h2load.binary, tailRate, options);
+        const spent = bystanders.get(entry)!;
+        others.forEach((other, i) => spent.set(other.label, (spent.get(other.label) ?? 0) + cpuSecondsOf(other.server.pid) - before[i]!));
+        const bench = process.cpuUsage(benchBefore);
+        spent.set('the bench process', (spent.get('the bench process') ?? 0) + (bench.user + bench.system) / 1e6);
+      }
+    }
+    for (const [entry, spent] of bystanders) {
+      const list = [...spent].map(([label, seconds]) => `${label} ${seconds.toFixed(2)} s`).join(', ');
+      log(`  during ${entry.label}'s tail rounds, CPU of the others: ${list}`);
     }
 
     const baselineRun = toServerRun(baseline, tailRate);
