@@ -60,7 +60,9 @@ export function grpcRequestBlock(path: string): Buffer {
 
 export interface RawPeer {
   socket: net.Socket;
+  /** Every frame the server sent but PING ACKs, which are only counted: a test may draw millions of them. */
   frames: ReceivedFrame[];
+  pingAcks(): number;
   send(...frames: Buffer[]): void;
   /** Resolves when the server has closed the connection. */
   closed: Promise<void>;
@@ -80,11 +82,17 @@ export async function rawPeer(port: number, options: { ackPings?: boolean } = {}
   const frames: ReceivedFrame[] = [];
   let buffered = Buffer.alloc(0);
   let reads = 0;
+  let pingAcks = 0;
   socket.on('data', (chunk: Buffer) => {
     buffered = Buffer.concat([buffered, chunk]);
     while (buffered.length >= 9) {
       const length = buffered.readUIntBE(0, 3);
       if (buffered.length < 9 + length) break;
+      if (buffered[3] === FRAME.PING && buffered[4]! & FLAG.ACK) {
+        pingAcks += 1;
+        buffered = buffered.subarray(9 + length);
+        continue;
+      }
       const frame: ReceivedFrame = {
         type: buffered[3]!,
         flags: buffered[4]!,
@@ -106,6 +114,7 @@ export async function rawPeer(port: number, options: { ackPings?: boolean } = {}
   return {
     socket,
     frames,
+    pingAcks: () => pingAcks,
     send: (...out) => socket.write(Buffer.concat(out)),
     closed,
     goaway: () => {

@@ -302,7 +302,7 @@ describe('with frames written by hand', () => {
     expect(peer.socket.writableLength).toBeGreaterThan(10 * 1024 * 1024);
     peer.socket.resume();
     await until(() => peer.socket.writableLength === 0, 'the server to read everything', 20_000);
-    await until(() => peer.frames.filter((f) => f.type === FRAME.PING && f.flags & FLAG.ACK).length === pings, 'every PING ACK', 20_000);
+    await until(() => peer.pingAcks() === pings, 'every PING ACK', 20_000);
     expect(peer.goaway()).toBeUndefined();
   }, 30_000);
 
