@@ -6,7 +6,10 @@ export interface AuthRequest {
   method: string;
   /** The request target as Envoy passes it: path plus query, undecoded. */
   path: string;
-  /** Lower-case header names; duplicates already comma-joined (Envoy does this). */
+  /**
+   * Lower-case header names; duplicates already comma-joined (Envoy does this).
+   * Adapters may hold only the headers the pipeline reads (pipeline/headers-read.ts).
+   */
   headers: Readonly<Record<string, string>>;
   /** From x-request-id, echoed in error bodies; empty when absent. */
   requestId: string;

@@ -1,7 +1,9 @@
 import type { Logger } from '../logging/logger';
 import type { CheckResponse } from '../responses/check-response';
 import { createCheckHandler, type CheckHandler, type CheckHandlerDeps } from './check-handler';
+import { checkRequestHeaderSelection } from './check-request';
 import { decodeCheckRequest } from './check-request-decoding';
+import type { HeaderSelection } from './header-selection';
 import { encodeCheckResponseFrame } from './check-response-encoding';
 import { processMethod, PROCESS_PATH, type ExtProcDeps } from './ext-proc-service';
 import { HealthService } from './health-service';
@@ -24,9 +26,10 @@ export const CHECK_PATH = `/${AUTHORIZATION_SERVICE_NAME}/Check`;
  * check-response-encoding.ts (the bytes protobufjs writes, straight into the
  * length-prefixed frame). An answer the fast encoder does not know goes to
  * protobufjs; a request that does not parse is answered INTERNAL, as grpc-js
- * answers a message protobufjs cannot decode.
+ * answers a message protobufjs cannot decode. With `headers`, only the
+ * headers it selects are decoded.
  */
-export function checkMethod(handler: CheckHandler, logger: Logger): MethodHandler {
+export function checkMethod(handler: CheckHandler, logger: Logger, headers?: HeaderSelection): MethodHandler {
   let generic: ((value: object) => Buffer) | undefined;
   const encode = (response: CheckResponse): Buffer => {
     const fast = encodeCheckResponseFrame(response);
@@ -39,7 +42,7 @@ export function checkMethod(handler: CheckHandler, logger: Logger): MethodHandle
     handle(message, call) {
       let request;
       try {
-        request = decodeCheckRequest(message);
+        request = decodeCheckRequest(message, headers);
       } catch (error) {
         call.fail({ code: GrpcStatus.INTERNAL, details: `Error deserializing request: ${(error as Error).message}` });
         return;
@@ -84,7 +87,8 @@ export async function startAuthorizationServer(deps: AuthorizationServerDeps, op
   // Defaults: keepalive PINGs every 30 s (dead Envoy connections are found), connections recycled at
   // maxConnectionAgeMs with 30 s of grace (traffic rebalances across replicas after a scale-up or a restart).
   const server = new GrpcServer(options, deps.logger);
-  server.addMethod(CHECK_PATH, checkMethod(createCheckHandler(deps), deps.logger));
+  const headers = checkRequestHeaderSelection(deps.settings.headerNames);
+  server.addMethod(CHECK_PATH, checkMethod(createCheckHandler(deps), deps.logger, headers));
   if (deps.extProc) server.addMethod(PROCESS_PATH, processMethod(deps.extProc));
   // NOT_SERVING until the health monitor has seen the store answer.
   const health = new HealthService({ '': 'NOT_SERVING', [AUTHORIZATION_SERVICE_NAME]: 'NOT_SERVING' });

@@ -23,45 +23,53 @@
  * Request{http=2}; HttpRequest{method=2, headers=3 (map), path=4,
  * body=11, raw_body=12, header_map=13}; HeaderMap{headers=1};
  * HeaderValue{key=1, value=2, raw_value=3}.
+ *
+ * With a HeaderSelection, only the headers it names are decoded, from
+ * `headers` and `header_map` alike; every other header is still walked (so
+ * malformed input throws just the same) but never made a string.
  */
 import type { CheckRequestMessage } from './check-request';
+import type { HeaderSelection } from './header-selection';
 import { ProtobufReader as Reader, WIRE_BYTES } from './protobuf-reader';
 
 type HttpRequestMessage = NonNullable<NonNullable<NonNullable<CheckRequestMessage['attributes']>['request']>['http']>;
 type HeaderValueMessage = NonNullable<NonNullable<HttpRequestMessage['header_map']>['headers']>[number];
 
-export function decodeCheckRequest(buffer: Buffer): CheckRequestMessage {
+export function decodeCheckRequest(buffer: Buffer, selection?: HeaderSelection): CheckRequestMessage {
   const reader = new Reader(buffer, 0, buffer.length);
   let attributes: CheckRequestMessage['attributes'];
   while (reader.pos < reader.end) {
     const tag = reader.uint32();
-    if (tag >>> 3 === 1 && (tag & 7) === WIRE_BYTES) attributes = decodeAttributes(reader.nested());
+    if (tag >>> 3 === 1 && (tag & 7) === WIRE_BYTES) attributes = decodeAttributes(reader.nested(), selection);
     else reader.skip(tag & 7);
   }
   return attributes ? { attributes } : {};
 }
 
-function decodeAttributes(reader: Reader): NonNullable<CheckRequestMessage['attributes']> {
+function decodeAttributes(reader: Reader, selection: HeaderSelection | undefined): NonNullable<CheckRequestMessage['attributes']> {
   let request: NonNullable<CheckRequestMessage['attributes']>['request'];
   while (reader.pos < reader.end) {
     const tag = reader.uint32();
-    if (tag >>> 3 === 4 && (tag & 7) === WIRE_BYTES) request = decodeRequest(reader.nested());
+    if (tag >>> 3 === 4 && (tag & 7) === WIRE_BYTES) request = decodeRequest(reader.nested(), selection);
     else reader.skip(tag & 7);
   }
   return request ? { request } : {};
 }
 
-function decodeRequest(reader: Reader): NonNullable<NonNullable<CheckRequestMessage['attributes']>['request']> {
+function decodeRequest(
+  reader: Reader,
+  selection: HeaderSelection | undefined,
+): NonNullable<NonNullable<CheckRequestMessage['attributes']>['request']> {
   let http: HttpRequestMessage | undefined;
   while (reader.pos < reader.end) {
     const tag = reader.uint32();
-    if (tag >>> 3 === 2 && (tag & 7) === WIRE_BYTES) http = decodeHttp(reader.nested());
+    if (tag >>> 3 === 2 && (tag & 7) === WIRE_BYTES) http = decodeHttp(reader.nested(), selection);
     else reader.skip(tag & 7);
   }
   return http ? { http } : {};
 }
 
-function decodeHttp(reader: Reader): HttpRequestMessage {
+function decodeHttp(reader: Reader, selection: HeaderSelection | undefined): HttpRequestMessage {
   // A null prototype: toAuthRequest adopts this map as the request's headers instead of copying it (check-request.ts).
   const http: HttpRequestMessage = { method: '', path: '', headers: Object.create(null) as Record<string, string> };
   while (reader.pos < reader.end) {
@@ -76,7 +84,7 @@ function decodeHttp(reader: Reader): HttpRequestMessage {
         http.method = reader.string();
         break;
       case 3:
-        readMapEntry(reader.nested(), http.headers!);
+        readMapEntry(reader.nested(), http.headers!, selection);
         break;
       case 4:
         http.path = reader.string();
@@ -88,7 +96,7 @@ function decodeHttp(reader: Reader): HttpRequestMessage {
         http.raw_body = copyOfBytes(reader);
         break;
       case 13:
-        http.header_map = { headers: decodeHeaderMap(reader.nested()) };
+        http.header_map = { headers: decodeHeaderMap(reader.nested(), selection) };
         break;
       default:
         reader.skip(wireType);
@@ -97,32 +105,49 @@ function decodeHttp(reader: Reader): HttpRequestMessage {
   return http;
 }
 
-function readMapEntry(reader: Reader, into: Record<string, string>): void {
-  let key = '';
-  let value = '';
+function readMapEntry(reader: Reader, into: Record<string, string>, selection: HeaderSelection | undefined): void {
+  // Bounds first, strings after: the value of a header the selection leaves out is never decoded.
+  let keyStart = -1;
+  let keyEnd = -1;
+  let valueStart = -1;
+  let valueEnd = -1;
   while (reader.pos < reader.end) {
     const tag = reader.uint32();
     const field = tag >>> 3;
-    if (field === 1 && (tag & 7) === WIRE_BYTES) key = reader.string();
-    else if (field === 2 && (tag & 7) === WIRE_BYTES) value = reader.string();
-    else reader.skip(tag & 7);
+    if ((tag & 7) !== WIRE_BYTES || (field !== 1 && field !== 2)) {
+      reader.skip(tag & 7);
+      continue;
+    }
+    const start = reader.passPayload();
+    if (field === 1) [keyStart, keyEnd] = [start, reader.pos];
+    else [valueStart, valueEnd] = [start, reader.pos];
   }
+  const { buffer } = reader;
+  let key: string | undefined;
+  if (!selection) key = keyStart < 0 ? '' : buffer.toString('utf8', keyStart, keyEnd);
+  else if (keyStart >= 0) key = selection.keyFor(buffer, keyStart, keyEnd);
+  if (key === undefined) return;
   // Later entries win, as in protobufjs; the map has no prototype, so a key named __proto__ is kept, as protobufjs keeps it.
-  into[key] = value;
+  into[key] = valueStart < 0 ? '' : buffer.toString('utf8', valueStart, valueEnd);
 }
 
-function decodeHeaderMap(reader: Reader): HeaderValueMessage[] {
+function decodeHeaderMap(reader: Reader, selection: HeaderSelection | undefined): HeaderValueMessage[] {
   const headers: HeaderValueMessage[] = [];
   while (reader.pos < reader.end) {
     const tag = reader.uint32();
-    if (tag >>> 3 === 1 && (tag & 7) === WIRE_BYTES) headers.push(decodeHeaderValue(reader.nested()));
-    else reader.skip(tag & 7);
+    if (tag >>> 3 === 1 && (tag & 7) === WIRE_BYTES) {
+      const header = decodeHeaderValue(reader.nested(), selection);
+      if (header) headers.push(header);
+    } else reader.skip(tag & 7);
   }
   return headers;
 }
 
-function decodeHeaderValue(reader: Reader): HeaderValueMessage {
-  const header: HeaderValueMessage = { key: '', value: '', raw_value: EMPTY };
+/** Undefined: a header the selection leaves out (toAuthRequest drops a header without a name anyway). */
+function decodeHeaderValue(reader: Reader, selection: HeaderSelection | undefined): HeaderValueMessage | undefined {
+  let key: [number, number] | undefined;
+  let value: [number, number] | undefined;
+  let raw: [number, number] | undefined;
   while (reader.pos < reader.end) {
     const tag = reader.uint32();
     const field = tag >>> 3;
@@ -130,11 +155,22 @@ function decodeHeaderValue(reader: Reader): HeaderValueMessage {
       reader.skip(tag & 7);
       continue;
     }
-    if (field === 1) header.key = reader.string();
-    else if (field === 2) header.value = reader.string();
-    else header.raw_value = copyOfBytes(reader);
+    const bounds = reader.delimited();
+    if (field === 1) key = bounds;
+    else if (field === 2) value = bounds;
+    else raw = bounds;
   }
-  return header;
+  const { buffer } = reader;
+  let name: string | undefined;
+  if (!selection) name = key ? buffer.toString('utf8', key[0], key[1]) : '';
+  else if (key) name = selection.keyFor(buffer, key[0], key[1]);
+  if (name === undefined) return undefined;
+  return {
+    key: name,
+    value: value ? buffer.toString('utf8', value[0], value[1]) : '',
+    // A copy: the message may be a view of the connection's buffer, which must not be kept alive (or be overwritten while a decision waits).
+    raw_value: raw ? Buffer.from(buffer.subarray(raw[0], raw[1])) : EMPTY,
+  };
 }
 
 /** A copy: the message may be a view of the connection's buffer, which must not be kept alive (or be overwritten while a decision waits). */

@@ -1,4 +1,7 @@
 import type { AuthRequest } from '../domain/auth-request';
+import { headersThePipelineReads } from '../pipeline/headers-read';
+import type { HeaderNames } from '../routes/header-names';
+import { HeaderSelection } from './header-selection';
 
 /** The parts of Envoy's CheckRequest we read (proto-loader object, keepCase). */
 export interface CheckRequestMessage {
@@ -58,6 +61,14 @@ export function toAuthRequest(message: CheckRequestMessage): AuthRequest {
   if (http.raw_body && http.raw_body.length > 0) request.body = http.raw_body;
   else if (http.body) request.body = Buffer.from(http.body, 'utf8');
   return request;
+}
+
+/** The headers toAuthRequest reads itself: the pseudo-headers stand in for a missing method or path. */
+const HEADERS_READ_HERE = [':method', ':path', 'x-request-id'];
+
+/** The headers a Check's decoder keeps: those the pipeline reads, and those toAuthRequest does. */
+export function checkRequestHeaderSelection(names: HeaderNames): HeaderSelection {
+  return new HeaderSelection([...headersThePipelineReads(names), ...HEADERS_READ_HERE]);
 }
 
 /**

@@ -38,7 +38,7 @@ export class ProtobufReader {
    * than delimited(): a Check reads about 50 strings, and delimited()'s array
    * was 1.8 KB of garbage per Check (cpu-profile.ts --allocations).
    */
-  private passPayload(): number {
+  passPayload(): number {
     const length = this.uint32();
     const start = this.pos;
     if (length > this.end - start) throw new RangeError('index out of range: length past the end');

@@ -27,13 +27,15 @@ import { SHIPPED_NODE_ARGS } from './processes';
 type Modules = CheckPathModules &
   typeof import('../../src/grpc/authorization-server') &
   typeof import('../../src/grpc/check-request-decoding') &
-  typeof import('../../src/grpc/check-response-encoding');
+  typeof import('../../src/grpc/check-response-encoding') &
+  Partial<typeof import('../../src/grpc/check-request')>;
 
 function load(dist: string): Modules {
   return loadBuildModules<Modules>(dist, [
     'grpc/authorization-server.js',
     'grpc/check-request-decoding.js',
     'grpc/check-response-encoding.js',
+    'grpc/check-request.js',
   ]);
 }
 
@@ -101,6 +103,8 @@ async function child(dist: string, decisions: number, env: Record<string, string
   }
   for (const key of active) await keyIndex.resolveKeyHash(hashCustomerKey(key));
 
+  // The headers the server decodes, in a build that selects them (as startAuthorizationServer does).
+  const selection = m.checkRequestHeaderSelection?.(settings.pipeline.headerNames);
   let next = 0;
   const run = (count: number) =>
     new Promise<void>((resolve, reject) => {
@@ -110,7 +114,7 @@ async function child(dist: string, decisions: number, env: Record<string, string
         if (issued >= count) return;
         issued += 1;
         // As the service's Check method does (authorization-server.ts): the request read by its decoder, the answer written by its encoder.
-        const request = m.decodeCheckRequest(bodies[next++ % bodies.length]!);
+        const request = m.decodeCheckRequest(bodies[next++ % bodies.length]!, selection);
         handler(request, Infinity, (error, response) => {
           if (error) return reject(new Error('the Check handler answered an error', { cause: error }));
           if (!m.encodeCheckResponseFrame(response!)) return reject(new Error('an answer the service would encode with protobufjs'));

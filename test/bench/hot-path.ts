@@ -17,14 +17,16 @@ import pino from 'pino';
 import { malformedKeys, mixedTraffic, unknownKeys } from './traffic';
 import { generateCustomerKey, hashCustomerKey, displayPrefixOf } from '../../src/keys/customer-key';
 import { loadBuildModules, type CheckPathModules } from './build-modules';
+import type { HeaderNames } from '../../src/routes/header-names';
 
 type Modules = CheckPathModules &
   typeof import('../../src/grpc/authorization-server') &
   typeof import('../../src/grpc/check-handler') &
+  Partial<typeof import('../../src/grpc/check-request')> &
   typeof import('../../src/grpc/proto-loading');
 
 function load(dist: string): Modules {
-  return loadBuildModules<Modules>(dist, ['grpc/authorization-server.js', 'grpc/proto-loading.js']);
+  return loadBuildModules<Modules>(dist, ['grpc/authorization-server.js', 'grpc/proto-loading.js', 'grpc/check-request.js']);
 }
 
 interface Contender {
@@ -144,7 +146,7 @@ async function contenderFor(
 
   let index = 0;
   /** One Check, request bytes → the serialized CheckResponse, through the build's own codec; `done` when answered. */
-  const checkOnce = oneCheck(m, handler);
+  const checkOnce = oneCheck(m, handler, settings.pipeline.headerNames);
   /** The whole handler, request bytes → serialized CheckResponse, 64 calls in flight, for `durationMs`. */
   const run = async (durationMs: number) => {
     let done = 0;
@@ -181,12 +183,14 @@ interface FakeCall {
  * One Check the way the build's server runs it: through its Check method (this transport: decode, handler,
  * encode into the frame), or, in a build from before it, through the grpc-js service definition's codec.
  */
-function oneCheck(m: Modules, handler: Handler): (bytes: Buffer, done: () => void) => void {
+function oneCheck(m: Modules, handler: Handler, headerNames: HeaderNames): (bytes: Buffer, done: () => void) => void {
   const named = m as unknown as Record<string, unknown>;
   if (typeof named.checkMethod === 'function') {
-    const method = (named.checkMethod as (h: Handler, logger: unknown) => { handle(bytes: Buffer, call: FakeCall): void })(handler, {
-      error: () => undefined,
-    });
+    // The headers the server decodes, in a build that selects them (as startAuthorizationServer does).
+    const selection = m.checkRequestHeaderSelection?.(headerNames);
+    const method = (
+      named.checkMethod as (h: Handler, logger: unknown, selection: unknown) => { handle(bytes: Buffer, call: FakeCall): void }
+    )(handler, { error: () => undefined }, selection);
     return (bytes, done) =>
       method.handle(bytes, {
         deadlineMs: Infinity,

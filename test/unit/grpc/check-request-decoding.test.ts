@@ -4,10 +4,12 @@ import * as protoLoader from '@grpc/proto-loader';
 import { createLogger } from '../../../src/logging/logger';
 import type { UnaryCall } from '../../../src/grpc/transport/grpc-server';
 import { checkMethod } from '../../../src/grpc/authorization-server';
-import { toAuthRequest } from '../../../src/grpc/check-request';
+import { checkRequestHeaderSelection, toAuthRequest } from '../../../src/grpc/check-request';
 import { decodeCheckRequest } from '../../../src/grpc/check-request-decoding';
 import { loadAuthorizationService } from '../../../src/grpc/proto-loading';
 import { generateCustomerKey } from '../../../src/keys/customer-key';
+import { headersThePipelineReads } from '../../../src/pipeline/headers-read';
+import { headerNamesFor } from '../../../src/routes/header-names';
 import { loadCheckRequestFixtures, makeFixtureSecrets, materialize } from '../../support/check-request-fixtures';
 import { envoyCheckRequest, OFFICIAL_EXTERNAL_AUTH_PROTO, OFFICIAL_LOADER_OPTIONS } from '../../support/envoy-official-client';
 
@@ -20,16 +22,33 @@ const official = (
   ] as grpc.ServiceDefinition
 ).Check!;
 
-/** Both readers, compared on what the pipeline gets out of them. */
+/** What the server's decoder keeps (authorization-server.ts), and the names it stands for. */
+const selection = checkRequestHeaderSelection(headerNamesFor(true));
+const selectedNames = new Set([...headersThePipelineReads(headerNamesFor(true)), ':method', ':path', 'x-request-id']);
+
+/**
+ * Both readers, compared on what the pipeline gets out of them: every header
+ * without a selection; with the server's, the same request holding only the
+ * selected headers, in the same order.
+ */
 function expectSameAuthRequest(bytes: Buffer): void {
   const reference = toAuthRequest(generic.requestDeserialize(bytes));
   const fast = toAuthRequest(decodeCheckRequest(bytes));
   expect(fast).toEqual(reference);
   expect(Object.keys(fast.headers)).toEqual(Object.keys(reference.headers));
+
+  const kept = toAuthRequest(decodeCheckRequest(bytes, selection));
+  const expected = Object.fromEntries(Object.entries(reference.headers).filter(([name]) => selectedNames.has(name)));
+  expect({ ...kept, headers: { ...kept.headers } }).toEqual({ ...reference, headers: expected });
+  expect(Object.keys(kept.headers)).toEqual(Object.keys(expected));
 }
 
+const wellKnown = ['authorization', 'x-api-key', 'x-goog-api-key', 'anthropic-version', ':path', ':method', 'x-request-id'];
 const headerName = fc.oneof(
-  fc.constantFrom('authorization', 'x-api-key', 'x-goog-api-key', 'anthropic-version', ':path', ':method', 'x-request-id', 'X-Mixed-Case'),
+  fc.constantFrom(...wellKnown, 'X-Mixed-Case', 'user-agent', 'x-api-ke', 'x-api-keys'),
+  // Spellings toAuthRequest folds into a selected name: ASCII capitals, and the Kelvin sign, which lower-cases to k.
+  fc.constantFrom(...wellKnown).map((name) => name.toUpperCase()),
+  fc.constantFrom('X-Api-Key', 'Authorization', 'x-api-\u212aey', 'x-goog-api-\u212aey'),
   fc.string({ minLength: 0, maxLength: 20 }),
 );
 const headerValue = fc.oneof(fc.string({ maxLength: 200 }), fc.string({ unit: 'binary', maxLength: 60 }), fc.constant(''));
@@ -177,9 +196,14 @@ describe('CheckRequest decoding (the fields the pipeline reads)', () => {
       Buffer.from([0x0f]), // wire type 7
       Buffer.from([0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]), // varint over 10 bytes
     ];
+    // A header the server's selection leaves out is still read to its end: a bad wire type inside its map entry.
+    const nest = (field: number, inner: Buffer) => Buffer.concat([Buffer.from([(field << 3) | 2, inner.length]), inner]);
+    const badEntry = Buffer.concat([Buffer.from([0x0a, 0x02]), Buffer.from('ua'), Buffer.from([0x0f])]);
+    malformed.push(nest(1, nest(4, nest(2, nest(3, badEntry)))));
     for (const bytes of malformed) {
       expect(() => generic.requestDeserialize(bytes) as unknown).toThrow();
       expect(() => decodeCheckRequest(bytes)).toThrow();
+      expect(() => decodeCheckRequest(bytes, selection)).toThrow();
     }
   });
 
