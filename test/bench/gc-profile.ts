@@ -230,6 +230,8 @@ interface RunOptions {
   /** Drive the window with h2load (one valid key, as the bench's tail phase) instead of the Node driver's mix, and report where the slow requests fell. */
   h2load: boolean;
   h2loadRounds: number;
+  /** Idle seconds between h2load rounds. */
+  h2loadGapSeconds: number;
   warmupSeconds: number;
   warmupRate?: number;
 }
@@ -334,14 +336,15 @@ async function runCommand(options: RunOptions): Promise<void> {
     if (options.h2load) {
       const body = path.join(BENCH_DIR, 'gc-profile-h2load-body.bin');
       fs.writeFileSync(body, frameOf(envoyShapedRequest(active[0]!, 0)));
-      // --h2load-rounds N: N rounds of seconds/N each, 3 s apart (as the bench's tail phase alternates servers).
+      // --h2load-rounds N: N rounds of seconds/N each, --h2load-gap-seconds apart (default 3, as the bench's tail phase
+      // alternates servers; its first round comes after 30 s or more with no traffic).
       const latencies: number[] = [];
       const firstTenth: number[] = [];
       let failed = 0;
       let summary = '';
       const rows: [number, number][] = [];
       for (let round = 0; round < options.h2loadRounds; round += 1) {
-        if (round > 0) await new Promise((resolve) => setTimeout(resolve, 3000));
+        if (round > 0) await new Promise((resolve) => setTimeout(resolve, options.h2loadGapSeconds * 1000));
         const result = await runH2load({
           binary: findH2load().binary,
           address: server.grpcAddress,
@@ -360,6 +363,8 @@ async function runCommand(options: RunOptions): Promise<void> {
           if (row[0] - startedAt < (options.seconds * 100) / options.h2loadRounds) firstTenth.push(row[1]);
         }
         for (const latency of result.latenciesMs) latencies.push(latency);
+        const roundSorted = [...result.latenciesMs].sort((a, b) => a - b);
+        log(`round ${round + 1}: p99 ${percentile(roundSorted, 0.99)} ms, max ${roundSorted.at(-1) ?? 0} ms`);
         failed += result.failed;
         summary = result.summary;
       }
@@ -492,6 +497,7 @@ async function main(): Promise<void> {
       tag: { type: 'string', default: 'run' },
       h2load: { type: 'boolean', default: false },
       'h2load-rounds': { type: 'string', default: '1' },
+      'h2load-gap-seconds': { type: 'string', default: '3' },
       'warmup-seconds': { type: 'string', default: '2' },
       'warmup-rate': { type: 'string' },
     },
@@ -512,6 +518,7 @@ async function main(): Promise<void> {
       tag: values.tag,
       h2load: values.h2load,
       h2loadRounds: Number(values['h2load-rounds']),
+      h2loadGapSeconds: Number(values['h2load-gap-seconds']),
       warmupSeconds: Number(values['warmup-seconds']),
       ...(values['warmup-rate'] ? { warmupRate: Number(values['warmup-rate']) } : {}),
     });

@@ -370,7 +370,11 @@ async function main(): Promise<void> {
     const tailRate = rate(main) / 2;
     const tailContenders = [baseline, ...gateways, ...versus];
     log(`tail: h2load at ${Math.round(tailRate)}/s, one valid key, ${options.rounds} rounds × ${options.roundMs / 1000} s each`);
-    // No warm-up: the servers are warm from saturation, and so h2load's log and the gateway's histogram count the same Checks.
+    // One round each first, not counted: the first gateway has had no traffic for 30 s or more by now (the other's one-flush-
+    // interval phase), and a replica's first second after such a pause is not the steady state this phase measures (it
+    // stalled 90-120 ms in two runs: bigger scavenges at first, and stalls with no GC). The gateway's histogram is read
+    // around each counted round only, so it and h2load's log still count the same Checks.
+    for (const entry of tailContenders) await runH2load(tailH2loadOptions(entry, h2load.binary, tailRate, options));
     // CPU the processes not under test spent during each server's rounds (the bench's own included): idle is not always idle.
     const bystanders = new Map<Contender, Map<string, number>>(tailContenders.map((entry) => [entry, new Map()]));
     for (let round = 0; round < options.rounds; round += 1) {
@@ -378,7 +382,7 @@ async function main(): Promise<void> {
         const others = contenders.filter((other) => other !== entry);
         const before = others.map((other) => cpuSecondsOf(other.server.pid));
         const benchBefore = process.cpuUsage();
-        await tailRound(entry, h2load.binary, tailRate, options);
+        await tailRound(entry, h2load.binary, tailRate, options, stats);
         const spent = bystanders.get(entry)!;
         others.forEach((other, i) => spent.set(other.label, (spent.get(other.label) ?? 0) + cpuSecondsOf(other.server.pid) - before[i]!));
         const bench = process.cpuUsage(benchBefore);
@@ -777,19 +781,16 @@ async function saturationRound(entry: Contender, stats: Redis, options: Options,
  * the scrape's own cost is not in the tail), and every Check of the round
  * must have been allowed.
  */
-async function tailRound(entry: Contender, binary: string, rate: number, options: Options): Promise<void> {
+async function tailRound(entry: Contender, binary: string, rate: number, options: Options, redis: Redis): Promise<void> {
   const before = entry.gateway ? await scrapeMetrics(entry.server.adminUrl!) : undefined;
-  const round = await runH2load({
-    binary,
-    address: entry.server.grpcAddress,
-    bodyFile: entry.tailBody,
-    logFile: path.join(BENCH_DIR, 'h2load.log'),
-    connections: options.connections,
-    streamsPerConnection: TAIL_STREAMS_PER_CONNECTION,
-    rate,
-    warmupMs: 0,
-    durationMs: options.roundMs,
-  });
+  // Redis's own stalls over 5 ms in this round (the spawned server is the bench's; a REDIS_URL one is left alone).
+  const latencyMonitor = entry.gateway
+    ? await redis.config('SET', 'latency-monitor-threshold', '5').then(
+        () => redis.latency('RESET').then(() => true),
+        () => false,
+      )
+    : false;
+  const round = await runH2load(tailH2loadOptions(entry, binary, rate, options));
   for (const latency of round.latenciesMs) entry.tail.latenciesMs.push(latency);
   entry.tail.failed += round.failed;
   entry.tail.startSpanSeconds += round.startSpanSeconds;
@@ -803,8 +804,37 @@ async function tailRound(entry: Contender, binary: string, rate: number, options
     if (refused.length > 0)
       throw new Error(`tail phase, ${entry.label}: the valid key was refused: ${JSON.stringify(Object.fromEntries(refused))}`);
     for (const [name, delta] of Object.entries(counters)) entry.tail.counters[name] = (entry.tail.counters[name] ?? 0) + delta;
+    // Per round: whether the sheds (and the slow Checks) come in every round or in a few, and what stalled then.
+    const p99 = summarize(round.latenciesMs).p99Ms;
+    const gc = Object.entries(counters)
+      .filter(([name]) => name.startsWith('gc.') && name.endsWith('.count'))
+      .map(([name, count]) => `${name.slice(3, -6)} ${count} (${(counters[`${name.slice(0, -6)}.ms`] ?? 0).toFixed(1)} ms)`);
+    const redisStalls = latencyMonitor
+      ? ((await redis.latency('LATEST')) as [string, number, number, number][]).map(
+          ([event, , latest, max]) => `${event} ${latest}/${max} ms`,
+        )
+      : [];
+    log(
+      `  ${entry.label}, tail round: p99 ${p99.toFixed(2)} ms, shed ${counters['shed.over_capacity'] ?? 0}, ` +
+        `store_unavailable ${counters['reason.store_unavailable'] ?? 0}; loop delay max ${after.loopDelayMaxMs?.toFixed(1) ?? '?'} ms; ` +
+        `GC ${gc.join(', ') || 'none'}; Redis latency events ${redisStalls.join(', ') || 'none'}`,
+    );
     entry.tail.histogram = addHistograms(entry.tail.histogram, histogramDelta(before.checkLatency, after.checkLatency));
   }
+}
+
+function tailH2loadOptions(entry: Contender, binary: string, rate: number, options: Options): Parameters<typeof runH2load>[0] {
+  return {
+    binary,
+    address: entry.server.grpcAddress,
+    bodyFile: entry.tailBody,
+    logFile: path.join(BENCH_DIR, 'h2load.log'),
+    connections: options.connections,
+    streamsPerConnection: TAIL_STREAMS_PER_CONNECTION,
+    rate,
+    warmupMs: 0,
+    durationMs: options.roundMs,
+  };
 }
 
 function toServerRun(entry: Contender, tailRate: number): ServerRun {

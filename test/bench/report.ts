@@ -360,7 +360,7 @@ export function printReport(report: BenchReport, out: (line: string) => void): v
   );
   out(
     `tail: ${tailDriver.version}, ${tailDriver.connections} connections, up to ${tailDriver.streamsPerConnection} streams each, ` +
-      `${int(report.tailRate)}/s (half the gateway's saturation), ${tailDriver.request}; the same rounds, no warm-up (the servers are warm)`,
+      `${int(report.tailRate)}/s (half the gateway's saturation), ${tailDriver.request}; the same rounds, after one uncounted round per server (the first gateway has been idle 30 s)`,
   );
   out(
     `gateway settings: ${

@@ -16,7 +16,10 @@ export interface Histogram {
 }
 
 export interface MetricsSnapshot {
+  /** Counters; also V8's GC pauses by kind from the default metrics (`gc.<kind>.count`, `gc.<kind>.ms`). */
   counters: Record<string, number>;
+  /** The longest event-loop delay since the previous scrape (prom-client resets it at each one), ms. */
+  loopDelayMaxMs?: number;
   /** Absent when the server does not export CHECK_LATENCY_HISTOGRAM (an older build under --versus). */
   checkLatency?: Histogram;
 }
@@ -31,12 +34,18 @@ export function parseMetrics(text: string): MetricsSnapshot {
   for (const match of text.matchAll(/^gateway_authz_decisions_total\{[^}]*reason="([^"]+)"[^}]*\} (\S+)$/gm))
     add(`reason.${match[1]}`, match[2]!);
   for (const match of text.matchAll(/^gateway_authz_checks_shed_total\{reason="([^"]+)"\} (\S+)$/gm)) add(`shed.${match[1]}`, match[2]!);
+  for (const match of text.matchAll(/^gateway_authz_nodejs_gc_duration_seconds_count\{kind="([^"]+)"\} (\S+)$/gm))
+    add(`gc.${match[1]}.count`, match[2]!);
+  for (const match of text.matchAll(/^gateway_authz_nodejs_gc_duration_seconds_sum\{kind="([^"]+)"\} (\S+)$/gm))
+    add(`gc.${match[1]}.ms`, String(Number(match[2]) * 1000));
+  const loopDelay = /^gateway_authz_nodejs_eventloop_lag_max_seconds (\S+)$/m.exec(text);
   const buckets: [number, number][] = [];
   const bucketLine = new RegExp(`^${CHECK_LATENCY_HISTOGRAM}_bucket\\{le="([^"]+)"\\} (\\S+)$`, 'gm');
   for (const match of text.matchAll(bucketLine)) buckets.push([match[1] === '+Inf' ? Infinity : Number(match[1]), Number(match[2])]);
   buckets.sort((a, b) => a[0] - b[0]);
   return {
     counters,
+    ...(loopDelay ? { loopDelayMaxMs: Number(loopDelay[1]) * 1000 } : {}),
     ...(buckets.length > 0 ? { checkLatency: { bounds: buckets.map(([le]) => le), cumulative: buckets.map(([, count]) => count) } } : {}),
   };
 }
