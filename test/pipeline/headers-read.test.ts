@@ -1,6 +1,4 @@
 import fc from 'fast-check';
-import * as grpc from '@grpc/grpc-js';
-import * as protoLoader from '@grpc/proto-loader';
 import { checkRequestHeaderSelection, toAuthRequest, type CheckRequestMessage } from '../../src/grpc/check-request';
 import { decodeCheckRequest } from '../../src/grpc/check-request-decoding';
 import { loadAuthorizationService } from '../../src/grpc/proto-loading';
@@ -10,15 +8,11 @@ import { decide } from '../../src/pipeline/decide';
 import { headersThePipelineReads } from '../../src/pipeline/headers-read';
 import { loadCheckRequestFixtures, materialize } from '../support/check-request-fixtures';
 import { fixtureWorld, type FixtureWorld } from '../support/pipeline-fixture-world';
-import { OFFICIAL_EXTERNAL_AUTH_PROTO, OFFICIAL_LOADER_OPTIONS } from '../support/envoy-official-client';
+import { officialCheckMethod } from '../support/envoy-official-client';
 
 /** protobufjs through proto-loader: every header, as grpc-js would hand them over. */
 const generic = loadAuthorizationService().service.Check!;
-const official = (
-  protoLoader.loadSync(OFFICIAL_EXTERNAL_AUTH_PROTO, OFFICIAL_LOADER_OPTIONS)[
-    'envoy.service.auth.v3.Authorization'
-  ] as grpc.ServiceDefinition
-).Check!;
+const official = officialCheckMethod();
 
 const fixtures = loadCheckRequestFixtures();
 const SETTINGS_VARIANTS: [string, object | undefined][] = [

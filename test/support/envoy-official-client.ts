@@ -30,6 +30,14 @@ export const OFFICIAL_LOADER_OPTIONS: protoLoader.Options = {
   includeDirs: OFFICIAL_INCLUDE_DIRS,
 };
 
+/** Check as Envoy's official protos define it: requests serialized as Envoy sends them, answers read as Envoy reads them. */
+export function officialCheckMethod(): grpc.MethodDefinition<object, object> {
+  const service = protoLoader.loadSync(OFFICIAL_EXTERNAL_AUTH_PROTO, OFFICIAL_LOADER_OPTIONS)[
+    'envoy.service.auth.v3.Authorization'
+  ] as grpc.ServiceDefinition;
+  return service.Check! as grpc.MethodDefinition<object, object>;
+}
+
 /** A HeaderValueOption as the official protos decode it (keepCase, enums as strings, defaults). */
 export interface OfficialHeaderOption {
   header: { key: string; value: string; raw_value: string };

@@ -1,6 +1,4 @@
 import fc from 'fast-check';
-import * as grpc from '@grpc/grpc-js';
-import * as protoLoader from '@grpc/proto-loader';
 import { createLogger } from '../../../src/logging/logger';
 import type { UnaryCall } from '../../../src/grpc/transport/grpc-server';
 import { checkMethod } from '../../../src/grpc/authorization-server';
@@ -11,16 +9,12 @@ import { generateCustomerKey } from '../../../src/keys/customer-key';
 import { headersThePipelineReads } from '../../../src/pipeline/headers-read';
 import { headerNamesFor } from '../../../src/routes/header-names';
 import { loadCheckRequestFixtures, makeFixtureSecrets, materialize } from '../../support/check-request-fixtures';
-import { envoyCheckRequest, OFFICIAL_EXTERNAL_AUTH_PROTO, OFFICIAL_LOADER_OPTIONS } from '../../support/envoy-official-client';
+import { envoyCheckRequest, officialCheckMethod } from '../../support/envoy-official-client';
 
 /** protobufjs through proto-loader: what grpc-js would hand the handler without the fast path. */
 const generic = loadAuthorizationService().service.Check!;
 /** Envoy's official protos: the bytes Envoy sends. */
-const official = (
-  protoLoader.loadSync(OFFICIAL_EXTERNAL_AUTH_PROTO, OFFICIAL_LOADER_OPTIONS)[
-    'envoy.service.auth.v3.Authorization'
-  ] as grpc.ServiceDefinition
-).Check!;
+const official = officialCheckMethod();
 
 /** What the server's decoder keeps (authorization-server.ts), and the names it stands for. */
 const selection = checkRequestHeaderSelection(headerNamesFor(true));

@@ -1,5 +1,3 @@
-import * as grpc from '@grpc/grpc-js';
-import * as protoLoader from '@grpc/proto-loader';
 import type { AllowDecision, Decision, DenyDecision } from '../../../src/domain/decision';
 import { DENY_REASONS, type DenyReason } from '../../../src/domain/deny-reasons';
 import type { ClassifiedRoute, ClientStyle } from '../../../src/domain/route';
@@ -12,17 +10,13 @@ import { loadAuthorizationService } from '../../../src/grpc/proto-loading';
 import { decide } from '../../../src/pipeline/decide';
 import { overwrite, toCheckAnswer, type CheckResponse } from '../../../src/responses/check-response';
 import { loadCheckRequestFixtures, materialize } from '../../support/check-request-fixtures';
-import { OFFICIAL_EXTERNAL_AUTH_PROTO, OFFICIAL_LOADER_OPTIONS } from '../../support/envoy-official-client';
+import { officialCheckMethod } from '../../support/envoy-official-client';
 import { fixtureWorld } from '../../support/pipeline-fixture-world';
 
 /** protobufjs, as grpc-js would encode without the fast path. */
 const generic = loadAuthorizationService().service.Check!;
 /** Envoy's official protos, to read the bytes the way Envoy does. */
-const official = (
-  protoLoader.loadSync(OFFICIAL_EXTERNAL_AUTH_PROTO, OFFICIAL_LOADER_OPTIONS)[
-    'envoy.service.auth.v3.Authorization'
-  ] as grpc.ServiceDefinition
-).Check!;
+const official = officialCheckMethod();
 
 const ROUTES: Record<ClientStyle, ClassifiedRoute> = {
   chat: { family: 'chat-completions', style: 'chat', pathWithoutQuery: '/v1/chat/completions' },
