@@ -93,7 +93,7 @@ function decodeHttp(reader: Reader, selection: HeaderSelection | undefined): Htt
         http.body = reader.string();
         break;
       case 12:
-        http.raw_body = copyOfBytes(reader);
+        http.raw_body = copyOfRange(reader.buffer, reader.passPayload(), reader.pos);
         break;
       case 13:
         http.header_map = { headers: decodeHeaderMap(reader.nested(), selection) };
@@ -119,8 +119,13 @@ function readMapEntry(reader: Reader, into: Record<string, string>, selection: H
       continue;
     }
     const start = reader.passPayload();
-    if (field === 1) [keyStart, keyEnd] = [start, reader.pos];
-    else [valueStart, valueEnd] = [start, reader.pos];
+    if (field === 1) {
+      keyStart = start;
+      keyEnd = reader.pos;
+    } else {
+      valueStart = start;
+      valueEnd = reader.pos;
+    }
   }
   const { buffer } = reader;
   let key: string | undefined;
@@ -168,15 +173,13 @@ function decodeHeaderValue(reader: Reader, selection: HeaderSelection | undefine
   return {
     key: name,
     value: value ? buffer.toString('utf8', value[0], value[1]) : '',
-    // A copy: the message may be a view of the connection's buffer, which must not be kept alive (or be overwritten while a decision waits).
-    raw_value: raw ? Buffer.from(buffer.subarray(raw[0], raw[1])) : EMPTY,
+    raw_value: raw ? copyOfRange(buffer, raw[0], raw[1]) : EMPTY,
   };
 }
 
 /** A copy: the message may be a view of the connection's buffer, which must not be kept alive (or be overwritten while a decision waits). */
-function copyOfBytes(reader: Reader): Buffer {
-  const [start, end] = reader.delimited();
-  return Buffer.from(reader.buffer.subarray(start, end));
+function copyOfRange(buffer: Buffer, start: number, end: number): Buffer {
+  return Buffer.from(buffer.subarray(start, end));
 }
 
 const EMPTY = Buffer.alloc(0);

@@ -6,8 +6,8 @@ import type { HeaderNames } from '../routes/header-names';
  * headers, and the generative-style key headers that route a models request.
  * An adapter may leave every other header out of AuthRequest.headers; the
  * gRPC adapter does, and so never decodes them.
- * test/unit/pipeline/headers-read.test.ts watches every header read in the
- * pipeline's tests of decisions, so a step that starts reading another header
+ * test/pipeline/headers-read.test.ts watches every header the pipeline reads
+ * on every Envoy-shaped fixture, so a step that starts reading another header
  * fails there until it is added here.
  */
 export function headersThePipelineReads(names: HeaderNames): readonly string[] {

@@ -783,7 +783,8 @@ async function saturationRound(entry: Contender, stats: Redis, options: Options,
  */
 async function tailRound(entry: Contender, binary: string, rate: number, options: Options, redis: Redis): Promise<void> {
   const before = entry.gateway ? await scrapeMetrics(entry.server.adminUrl!) : undefined;
-  // Redis's own stalls over 5 ms in this round (the spawned server is the bench's; a REDIS_URL one is left alone).
+  // Redis's own stalls over 5 ms in this round. The bench's Redis is disposable (spawned, or an empty REDIS_URL); one that
+  // refuses CONFIG or LATENCY just reports no events.
   const latencyMonitor = entry.gateway
     ? await redis.config('SET', 'latency-monitor-threshold', '5').then(
         () => redis.latency('RESET').then(() => true),
