@@ -9,7 +9,7 @@
  *   node .bench/build/test/bench/gc-profile.js run --redis-url redis://127.0.0.1:6390 --rate 3000 --seconds 60 \
  *        --node-arg=--trace-gc [--node-options='--max-old-space-size=192'] [--dist <an earlier dist/>]
  *
- *   node .bench/build/test/bench/gc-profile.js run --redis-url redis://127.0.0.1:6390 --rate 8500 --seconds 20 --h2load [--h2load-rounds 12]
+ *   node .bench/build/test/bench/gc-profile.js run --redis-url redis://127.0.0.1:6390 --rate 8500 --seconds 20 --h2load [--h2load-rounds 12] [--h2load-staggered]
  *
  * `run` starts a fresh gateway (`node dist/cli/main.js serve`), sends one
  * Check for each seeded key (filling the cache to its default bound), then
@@ -33,7 +33,7 @@ import * as path from 'node:path';
 import { parseArgs } from 'node:util';
 import Redis from 'ioredis';
 import { H2Driver, PhaseStats } from './h2-driver';
-import { findH2load, runH2load } from './h2load';
+import { findH2load, runH2load, STAGGERED_CONNECTIONS } from './h2load';
 import { startGateway } from './processes';
 import { rssBytesOf } from './proc-stats';
 import { seedKeys } from './seed';
@@ -232,6 +232,8 @@ interface RunOptions {
   h2loadRounds: number;
   /** Idle seconds between h2load rounds. */
   h2loadGapSeconds: number;
+  /** `--h2load-staggered`: 10 connections opened 1 ms apart instead of 4 at once (see H2loadOptions.staggered). */
+  h2loadStaggered: boolean;
   warmupSeconds: number;
   warmupRate?: number;
 }
@@ -350,11 +352,12 @@ async function runCommand(options: RunOptions): Promise<void> {
           address: server.grpcAddress,
           bodyFile: body,
           logFile: tailLog,
-          connections: 4,
+          connections: options.h2loadStaggered ? STAGGERED_CONNECTIONS : 4,
           streamsPerConnection: 256,
           rate: options.rate,
           warmupMs: 0,
           durationMs: (options.seconds * 1000) / options.h2loadRounds,
+          staggered: options.h2loadStaggered,
         });
         const roundRows = h2loadRows(tailLog);
         const startedAt = Math.min(...roundRows.slice(0, 1000).map(([start]) => start));
@@ -498,6 +501,7 @@ async function main(): Promise<void> {
       h2load: { type: 'boolean', default: false },
       'h2load-rounds': { type: 'string', default: '1' },
       'h2load-gap-seconds': { type: 'string', default: '3' },
+      'h2load-staggered': { type: 'boolean', default: false },
       'warmup-seconds': { type: 'string', default: '2' },
       'warmup-rate': { type: 'string' },
     },
@@ -519,6 +523,7 @@ async function main(): Promise<void> {
       h2load: values.h2load,
       h2loadRounds: Number(values['h2load-rounds']),
       h2loadGapSeconds: Number(values['h2load-gap-seconds']),
+      h2loadStaggered: values['h2load-staggered'],
       warmupSeconds: Number(values['warmup-seconds']),
       ...(values['warmup-rate'] ? { warmupRate: Number(values['warmup-rate']) } : {}),
     });

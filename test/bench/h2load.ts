@@ -54,7 +54,17 @@ export interface H2loadOptions {
   rate: number;
   warmupMs: number;
   durationMs: number;
+  /**
+   * Open the connections one a millisecond apart (`--rate 1 --rate-period 1ms`) rather than all at once. `--rps`
+   * arms each connection's rate timer when it connects, and the timer fires every 10 ms (or 1 / rps if longer),
+   * sending all that is due: connections opened together fire together, so the server gets rate / 100 requests at
+   * once every 10 ms. Ten connections opened 1 ms apart send rate / 1000 requests each millisecond instead.
+   */
+  staggered?: boolean;
 }
+
+/** Connections that a staggered schedule spreads over h2load's 10 ms rate timer, one per millisecond. */
+export const STAGGERED_CONNECTIONS = 10;
 
 export function h2loadArguments(options: H2loadOptions): string[] {
   return [
@@ -62,6 +72,7 @@ export function h2loadArguments(options: H2loadOptions): string[] {
     String(options.connections),
     '--max-concurrent-streams',
     String(options.streamsPerConnection),
+    ...(options.staggered ? ['--rate', '1', '--rate-period', '1ms'] : []),
     '--rps',
     (options.rate / options.connections).toFixed(3),
     '--requests',

@@ -31,7 +31,7 @@ import { loadSettings } from '../../src/settings/settings';
 import { ENVOY_CHECK_TIMEOUT_MS, H2Driver, PhaseStats, summarize, type PhaseHooks, type PhaseResult } from './h2-driver';
 import { extAuthzCircuitBreaker, type CircuitBreakerLimits } from './envoy-circuit-breaker';
 import { measureExtProcCpu } from './ext-proc-cpu';
-import { findH2load, runH2load } from './h2load';
+import { findH2load, runH2load, STAGGERED_CONNECTIONS } from './h2load';
 import { cpuSecondsOf, machineInfo, rssBytesOf, sampleMaxRss, waitUntilIdle } from './proc-stats';
 import { startGateway, startNoopServer, type ServerUnderTest } from './processes';
 import { checkPathRoundTrips, clientCommandsDuring, commandDelta, commandStats, redisCpuSeconds, type CommandCounts } from './redis-stats';
@@ -263,7 +263,9 @@ interface Contender {
   /** Gateways: the commands of one whole last-used flush interval at saturation (flushIntervalCommands). */
   flushInterval?: FlushIntervalCommands;
   metrics: Record<string, number>;
-  tail: { latenciesMs: number[]; failed: number; startSpanSeconds: number; histogram?: Histogram; counters: Record<string, number> };
+  tail: TailRecord;
+  /** The same rounds with h2load's connections opened 1 ms apart (H2loadOptions.staggered): printed, not judged. */
+  staggeredTail: TailRecord;
   roundRates: number[];
 }
 
@@ -382,7 +384,8 @@ async function main(): Promise<void> {
         const others = contenders.filter((other) => other !== entry);
         const before = others.map((other) => cpuSecondsOf(other.server.pid));
         const benchBefore = process.cpuUsage();
-        await tailRound(entry, h2load.binary, tailRate, options, stats);
+        await tailRound(entry, h2load.binary, tailRate, options, stats, false);
+        await tailRound(entry, h2load.binary, tailRate, options, stats, true);
         const spent = bystanders.get(entry)!;
         others.forEach((other, i) => spent.set(other.label, (spent.get(other.label) ?? 0) + cpuSecondsOf(other.server.pid) - before[i]!));
         const bench = process.cpuUsage(benchBefore);
@@ -504,6 +507,7 @@ function contender(label: string, server: ServerUnderTest, traffic: Traffic, tai
     commands: {},
     metrics: {},
     tail: { latenciesMs: [], failed: 0, startSpanSeconds: 0, counters: {} },
+    staggeredTail: { latenciesMs: [], failed: 0, startSpanSeconds: 0, counters: {} },
     roundRates: [],
   };
 }
@@ -781,7 +785,15 @@ async function saturationRound(entry: Contender, stats: Redis, options: Options,
  * the scrape's own cost is not in the tail), and every Check of the round
  * must have been allowed.
  */
-async function tailRound(entry: Contender, binary: string, rate: number, options: Options, redis: Redis): Promise<void> {
+async function tailRound(
+  entry: Contender,
+  binary: string,
+  rate: number,
+  options: Options,
+  redis: Redis,
+  staggered: boolean,
+): Promise<void> {
+  const record = staggered ? entry.staggeredTail : entry.tail;
   const before = entry.gateway ? await scrapeMetrics(entry.server.adminUrl!) : undefined;
   // Redis's own stalls over 5 ms in this round. The bench's Redis is disposable (spawned, or an empty REDIS_URL); one that
   // refuses CONFIG or LATENCY just reports no events.
@@ -791,10 +803,10 @@ async function tailRound(entry: Contender, binary: string, rate: number, options
         () => false,
       )
     : false;
-  const round = await runH2load(tailH2loadOptions(entry, binary, rate, options));
-  for (const latency of round.latenciesMs) entry.tail.latenciesMs.push(latency);
-  entry.tail.failed += round.failed;
-  entry.tail.startSpanSeconds += round.startSpanSeconds;
+  const round = await runH2load(tailH2loadOptions(entry, binary, rate, options, staggered));
+  for (const latency of round.latenciesMs) record.latenciesMs.push(latency);
+  record.failed += round.failed;
+  record.startSpanSeconds += round.startSpanSeconds;
   if (round.latenciesMs.length === 0) throw new Error(`tail phase, ${entry.label}: h2load logged no request (${round.summary})`);
   if (before) {
     const after = await scrapeMetrics(entry.server.adminUrl!);
@@ -804,7 +816,7 @@ async function tailRound(entry: Contender, binary: string, rate: number, options
     );
     if (refused.length > 0)
       throw new Error(`tail phase, ${entry.label}: the valid key was refused: ${JSON.stringify(Object.fromEntries(refused))}`);
-    for (const [name, delta] of Object.entries(counters)) entry.tail.counters[name] = (entry.tail.counters[name] ?? 0) + delta;
+    for (const [name, delta] of Object.entries(counters)) record.counters[name] = (record.counters[name] ?? 0) + delta;
     // Per round: whether the sheds (and the slow Checks) come in every round or in a few, and what stalled then.
     const p99 = summarize(round.latenciesMs).p99Ms;
     const gc = Object.entries(counters)
@@ -816,25 +828,68 @@ async function tailRound(entry: Contender, binary: string, rate: number, options
         )
       : [];
     log(
-      `  ${entry.label}, tail round: p99 ${p99.toFixed(2)} ms, shed ${counters['shed.over_capacity'] ?? 0}, ` +
+      `  ${entry.label}, tail round${staggered ? ' (staggered)' : ''}: p99 ${p99.toFixed(2)} ms, shed ${counters['shed.over_capacity'] ?? 0}, ` +
         `store_unavailable ${counters['reason.store_unavailable'] ?? 0}; loop delay max ${after.loopDelayMaxMs?.toFixed(1) ?? '?'} ms; ` +
         `GC ${gc.join(', ') || 'none'}; Redis latency events ${redisStalls.join(', ') || 'none'}`,
     );
-    entry.tail.histogram = addHistograms(entry.tail.histogram, histogramDelta(before.checkLatency, after.checkLatency));
+    record.histogram = addHistograms(record.histogram, histogramDelta(before.checkLatency, after.checkLatency));
   }
 }
 
-function tailH2loadOptions(entry: Contender, binary: string, rate: number, options: Options): Parameters<typeof runH2load>[0] {
+function tailH2loadOptions(
+  entry: Contender,
+  binary: string,
+  rate: number,
+  options: Options,
+  staggered = false,
+): Parameters<typeof runH2load>[0] {
   return {
     binary,
     address: entry.server.grpcAddress,
     bodyFile: entry.tailBody,
     logFile: path.join(BENCH_DIR, 'h2load.log'),
-    connections: options.connections,
+    connections: staggered ? STAGGERED_CONNECTIONS : options.connections,
     streamsPerConnection: TAIL_STREAMS_PER_CONNECTION,
     rate,
     warmupMs: 0,
     durationMs: options.roundMs,
+    staggered,
+  };
+}
+
+/** What the tail rounds of one schedule gathered for one server. */
+interface TailRecord {
+  latenciesMs: number[];
+  failed: number;
+  startSpanSeconds: number;
+  histogram?: Histogram;
+  counters: Record<string, number>;
+}
+
+function tailRunOf(record: TailRecord, tailRate: number, isGateway: boolean): TailRun | undefined {
+  if (record.latenciesMs.length === 0) return undefined;
+  const { histogram } = record;
+  return {
+    rate: tailRate,
+    requests: record.latenciesMs.length,
+    heldPerSecond: record.latenciesMs.length / record.startSpanSeconds,
+    failed: record.failed,
+    latency: summarize(record.latenciesMs),
+    ...(isGateway
+      ? {
+          server: {
+            count: histogram?.cumulative.at(-1) ?? 0,
+            ...(histogram
+              ? {
+                  p50: histogramQuantile(histogram, 0.5),
+                  p99: histogramQuantile(histogram, 0.99),
+                  p999: histogramQuantile(histogram, 0.999),
+                }
+              : {}),
+            counters: record.counters,
+          },
+        }
+      : {}),
   };
 }
 
@@ -842,32 +897,8 @@ function toServerRun(entry: Contender, tailRate: number): ServerRun {
   const saturation = entry.saturation.result(entry.saturationSeconds);
   if (entry.gateway) expectClean(`${entry.label}, saturation`, saturation, true);
   const commandTotal = Object.values(entry.commands).reduce((sum, calls) => sum + calls, 0);
-  const { histogram } = entry.tail;
-  const tail: TailRun | undefined =
-    entry.tail.latenciesMs.length > 0
-      ? {
-          rate: tailRate,
-          requests: entry.tail.latenciesMs.length,
-          heldPerSecond: entry.tail.latenciesMs.length / entry.tail.startSpanSeconds,
-          failed: entry.tail.failed,
-          latency: summarize(entry.tail.latenciesMs),
-          ...(entry.gateway
-            ? {
-                server: {
-                  count: histogram?.cumulative.at(-1) ?? 0,
-                  ...(histogram
-                    ? {
-                        p50: histogramQuantile(histogram, 0.5),
-                        p99: histogramQuantile(histogram, 0.99),
-                        p999: histogramQuantile(histogram, 0.999),
-                      }
-                    : {}),
-                  counters: entry.tail.counters,
-                },
-              }
-            : {}),
-        }
-      : undefined;
+  const tail = tailRunOf(entry.tail, tailRate, entry.gateway !== undefined);
+  const staggeredTail = tailRunOf(entry.staggeredTail, tailRate, entry.gateway !== undefined);
   return {
     label: entry.label,
     saturation,
@@ -875,6 +906,7 @@ function toServerRun(entry: Contender, tailRate: number): ServerRun {
     cpuUsPerDecision: (entry.cpuSeconds * 1e6) / saturation.decisions,
     driverCpuUsPerDecision: entry.driverCpuMicros / saturation.decisions,
     ...(tail ? { tail } : {}),
+    ...(staggeredTail ? { staggeredTail } : {}),
     rssMb: rssBytesOf(entry.server.pid) / 2 ** 20,
     ...(entry.gateway
       ? {

@@ -5,6 +5,7 @@ import type { LatencySummary, OverloadResult, PhaseResult } from './h2-driver';
 import type { MachineInfo } from './proc-stats';
 import { lastUsedBatchCommands, type CommandCounts } from './redis-stats';
 import { formatBucket, type BucketQuantile } from './server-metrics';
+import { STAGGERED_CONNECTIONS } from './h2load';
 import { markdownTable } from './setup';
 
 /** The tail phase (h2load, one valid key, fixed rate) for one server. */
@@ -39,6 +40,11 @@ export interface ServerRun {
   driverCpuUsPerDecision: number;
   /** The no-ops on the shipped transport have none (only the grpc-js one is the tail's yardstick). */
   tail?: TailRun;
+  /**
+   * The same rounds with h2load's connections opened 1 ms apart (H2loadOptions.staggered), so the Checks come
+   * rate / 1000 each millisecond instead of rate / 100 at once every 10 ms: printed beside the tail, judged on nothing.
+   */
+  staggeredTail?: TailRun;
   rssMb: number;
   /** Redis's own CPU (INFO cpu) per decision over the saturation window. */
   redisCpuUsPerDecision?: number;
@@ -242,6 +248,18 @@ export function evaluateTargets(report: BenchReport): Target[] {
         ...(inside ? {} : { note: 'this build exports no gateway_authz_check_latency_seconds' }),
       });
     }
+    if (run.staggeredTail && baseline.staggeredTail) {
+      const { latency, server } = run.staggeredTail;
+      targets.push({
+        name: `the same tail with h2load's connections opened 1 ms apart (rate / 1000 Checks each ms, not rate / 100 every 10 ms)${which}`,
+        goal: 'none',
+        value:
+          `p99 ${ms(latency.p99Ms)} ms (${times(latency.p99Ms / baseline.staggeredTail.latency.p99Ms)} the no-op grpc-js's ` +
+          `${ms(baseline.staggeredTail.latency.p99Ms)} ms); inside the server ${server?.p99 ? formatBucket(server.p99) : 'n/a'} ms`,
+        pass: null,
+        note: "how much of the tail is h2load's 10 ms bursts",
+      });
+    }
     targets.push({
       name: `Redis CPU per decision${which}`,
       goal: '≤ 15 µs',
@@ -360,7 +378,8 @@ export function printReport(report: BenchReport, out: (line: string) => void): v
   );
   out(
     `tail: ${tailDriver.version}, ${tailDriver.connections} connections, up to ${tailDriver.streamsPerConnection} streams each, ` +
-      `${int(report.tailRate)}/s (half the gateway's saturation), ${tailDriver.request}; the same rounds, after one uncounted round per server (the first gateway has been idle 30 s)`,
+      `${int(report.tailRate)}/s (half the gateway's saturation), ${tailDriver.request}; the same rounds, after one uncounted round per server (the first gateway has been idle 30 s); ` +
+      `each round also once more with ${STAGGERED_CONNECTIONS} connections opened 1 ms apart (printed, not judged)`,
   );
   out(
     `gateway settings: ${
@@ -403,6 +422,19 @@ export function printReport(report: BenchReport, out: (line: string) => void): v
   text('  rate held by h2load, failed requests', (run) => (run.tail ? `${int(run.tail.heldPerSecond)}/s, ${int(run.tail.failed)}` : '–'));
   text('  inside the server (histogram buckets): p50 / p99 / p99.9 ms', (run) =>
     run.tail?.server ? [run.tail.server.p50, run.tail.server.p99, run.tail.server.p999].map(formatBucket).join(' / ') : '–',
+  );
+  text(`p50 / p99 / p99.9 ms at ${int(report.tailRate)}/s, connections opened 1 ms apart (not judged)`, (run) =>
+    run.staggeredTail
+      ? [run.staggeredTail.latency.p50Ms, run.staggeredTail.latency.p99Ms, run.staggeredTail.latency.p999Ms].map(ms).join(' / ')
+      : '–',
+  );
+  text('  rate held, failed; inside the server p50 / p99 / p99.9 ms', (run) =>
+    run.staggeredTail
+      ? `${int(run.staggeredTail.heldPerSecond)}/s, ${int(run.staggeredTail.failed)}` +
+        (run.staggeredTail.server
+          ? `; ${[run.staggeredTail.server.p50, run.staggeredTail.server.p99, run.staggeredTail.server.p999].map(formatBucket).join(' / ')}`
+          : '')
+      : '–',
   );
   row('CPU µs per decision (server processes)', (run) => run.cpuUsPerDecision, fixed(1));
   row('load driver CPU µs per decision', (run) => run.driverCpuUsPerDecision, fixed(1));

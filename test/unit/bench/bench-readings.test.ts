@@ -5,7 +5,7 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
-import { h2loadArguments, parseH2loadLog } from '../../bench/h2load';
+import { h2loadArguments, parseH2loadLog, STAGGERED_CONNECTIONS } from '../../bench/h2load';
 import type { ExtProcCpuResult } from '../../bench/ext-proc-cpu';
 import { asShown, evaluateTargets, extProcFigures, type BenchReport, type GatewayRun } from '../../bench/report';
 import { histogramDelta, histogramQuantile, parseMetrics, formatBucket } from '../../bench/server-metrics';
@@ -85,6 +85,28 @@ describe('parseH2loadLog', () => {
     });
     expect(args.join(' ')).toBe(
       '--clients 4 --max-concurrent-streams 256 --rps 750.000 --requests 3000 --data /tmp/body.bin ' +
+        '--header content-type: application/grpc --header te: trailers --header grpc-timeout: 250m ' +
+        '--log-file /tmp/h2load.log http://127.0.0.1:9191/envoy.service.auth.v3.Authorization/Check',
+    );
+  });
+});
+
+describe('the staggered h2load schedule', () => {
+  it('opens the connections one a millisecond apart, each at its share of the rate', () => {
+    const args = h2loadArguments({
+      binary: 'h2load',
+      address: '127.0.0.1:9191',
+      bodyFile: '/tmp/body.bin',
+      logFile: '/tmp/h2load.log',
+      connections: STAGGERED_CONNECTIONS,
+      streamsPerConnection: 256,
+      rate: 3000,
+      warmupMs: 0,
+      durationMs: 1000,
+      staggered: true,
+    });
+    expect(args.join(' ')).toBe(
+      '--clients 10 --max-concurrent-streams 256 --rate 1 --rate-period 1ms --rps 300.000 --requests 3000 --data /tmp/body.bin ' +
         '--header content-type: application/grpc --header te: trailers --header grpc-timeout: 250m ' +
         '--log-file /tmp/h2load.log http://127.0.0.1:9191/envoy.service.auth.v3.Authorization/Check',
     );
