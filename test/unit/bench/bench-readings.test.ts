@@ -71,44 +71,30 @@ describe('parseH2loadLog', () => {
     expect(() => parseH2loadLog('finished in 4.00s\n', 0)).toThrow(/unexpected h2load log line/);
   });
 
+  const tailRound = {
+    binary: 'h2load',
+    address: '127.0.0.1:9191',
+    bodyFile: '/tmp/body.bin',
+    logFile: '/tmp/h2load.log',
+    connections: 4,
+    streamsPerConnection: 256,
+    rate: 3000,
+    warmupMs: 0,
+    durationMs: 1000,
+  };
+  const sameRequests =
+    '--data /tmp/body.bin --header content-type: application/grpc --header te: trailers --header grpc-timeout: 250m ' +
+    '--log-file /tmp/h2load.log http://127.0.0.1:9191/envoy.service.auth.v3.Authorization/Check';
+
   it('asks h2load for the rate per connection, a fixed number of gRPC requests, and the log', () => {
-    const args = h2loadArguments({
-      binary: 'h2load',
-      address: '127.0.0.1:9191',
-      bodyFile: '/tmp/body.bin',
-      logFile: '/tmp/h2load.log',
-      connections: 4,
-      streamsPerConnection: 256,
-      rate: 3000,
-      warmupMs: 0,
-      durationMs: 1000,
-    });
-    expect(args.join(' ')).toBe(
-      '--clients 4 --max-concurrent-streams 256 --rps 750.000 --requests 3000 --data /tmp/body.bin ' +
-        '--header content-type: application/grpc --header te: trailers --header grpc-timeout: 250m ' +
-        '--log-file /tmp/h2load.log http://127.0.0.1:9191/envoy.service.auth.v3.Authorization/Check',
+    expect(h2loadArguments(tailRound).join(' ')).toBe(
+      `--clients 4 --max-concurrent-streams 256 --rps 750.000 --requests 3000 ${sameRequests}`,
     );
   });
-});
 
-describe('the staggered h2load schedule', () => {
-  it('opens the connections one a millisecond apart, each at its share of the rate', () => {
-    const args = h2loadArguments({
-      binary: 'h2load',
-      address: '127.0.0.1:9191',
-      bodyFile: '/tmp/body.bin',
-      logFile: '/tmp/h2load.log',
-      connections: STAGGERED_CONNECTIONS,
-      streamsPerConnection: 256,
-      rate: 3000,
-      warmupMs: 0,
-      durationMs: 1000,
-      staggered: true,
-    });
-    expect(args.join(' ')).toBe(
-      '--clients 10 --max-concurrent-streams 256 --rate 1 --rate-period 1ms --rps 300.000 --requests 3000 --data /tmp/body.bin ' +
-        '--header content-type: application/grpc --header te: trailers --header grpc-timeout: 250m ' +
-        '--log-file /tmp/h2load.log http://127.0.0.1:9191/envoy.service.auth.v3.Authorization/Check',
+  it('staggered: opens the connections one a millisecond apart, each at its share of the rate', () => {
+    expect(h2loadArguments({ ...tailRound, connections: STAGGERED_CONNECTIONS, staggered: true }).join(' ')).toBe(
+      `--clients 10 --max-concurrent-streams 256 --rate 1 --rate-period 1ms --rps 300.000 --requests 3000 ${sameRequests}`,
     );
   });
 });
