@@ -107,10 +107,10 @@ function decodeHttp(reader: Reader, selection: HeaderSelection | undefined): Htt
 
 function readMapEntry(reader: Reader, into: Record<string, string>, selection: HeaderSelection | undefined): void {
   // Bounds first, strings after: the value of a header the selection leaves out is never decoded.
-  let keyStart = -1;
-  let keyEnd = -1;
-  let valueStart = -1;
-  let valueEnd = -1;
+  let keyStart = ABSENT;
+  let keyEnd = ABSENT;
+  let valueStart = ABSENT;
+  let valueEnd = ABSENT;
   while (reader.pos < reader.end) {
     const tag = reader.uint32();
     const field = tag >>> 3;
@@ -127,13 +127,10 @@ function readMapEntry(reader: Reader, into: Record<string, string>, selection: H
       valueEnd = reader.pos;
     }
   }
-  const { buffer } = reader;
-  let key: string | undefined;
-  if (!selection) key = keyStart < 0 ? '' : buffer.toString('utf8', keyStart, keyEnd);
-  else if (keyStart >= 0) key = selection.keyFor(buffer, keyStart, keyEnd);
+  const key = headerName(reader.buffer, keyStart, keyEnd, selection);
   if (key === undefined) return;
   // Later entries win, as in protobufjs; the map has no prototype, so a key named __proto__ is kept, as protobufjs keeps it.
-  into[key] = valueStart < 0 ? '' : buffer.toString('utf8', valueStart, valueEnd);
+  into[key] = text(reader.buffer, valueStart, valueEnd);
 }
 
 function decodeHeaderMap(reader: Reader, selection: HeaderSelection | undefined): HeaderValueMessage[] {
@@ -150,9 +147,13 @@ function decodeHeaderMap(reader: Reader, selection: HeaderSelection | undefined)
 
 /** Undefined: a header the selection leaves out (toAuthRequest drops a header without a name anyway). */
 function decodeHeaderValue(reader: Reader, selection: HeaderSelection | undefined): HeaderValueMessage | undefined {
-  let key: [number, number] | undefined;
-  let value: [number, number] | undefined;
-  let raw: [number, number] | undefined;
+  // Bounds first, as readMapEntry reads them.
+  let keyStart = ABSENT;
+  let keyEnd = ABSENT;
+  let valueStart = ABSENT;
+  let valueEnd = ABSENT;
+  let rawStart = ABSENT;
+  let rawEnd = ABSENT;
   while (reader.pos < reader.end) {
     const tag = reader.uint32();
     const field = tag >>> 3;
@@ -160,21 +161,44 @@ function decodeHeaderValue(reader: Reader, selection: HeaderSelection | undefine
       reader.skip(tag & 7);
       continue;
     }
-    const bounds = reader.delimited();
-    if (field === 1) key = bounds;
-    else if (field === 2) value = bounds;
-    else raw = bounds;
+    const start = reader.passPayload();
+    if (field === 1) {
+      keyStart = start;
+      keyEnd = reader.pos;
+    } else if (field === 2) {
+      valueStart = start;
+      valueEnd = reader.pos;
+    } else {
+      rawStart = start;
+      rawEnd = reader.pos;
+    }
   }
   const { buffer } = reader;
-  let name: string | undefined;
-  if (!selection) name = key ? buffer.toString('utf8', key[0], key[1]) : '';
-  else if (key) name = selection.keyFor(buffer, key[0], key[1]);
-  if (name === undefined) return undefined;
+  const key = headerName(buffer, keyStart, keyEnd, selection);
+  if (key === undefined) return undefined;
   return {
-    key: name,
-    value: value ? buffer.toString('utf8', value[0], value[1]) : '',
-    raw_value: raw ? copyOfRange(buffer, raw[0], raw[1]) : EMPTY,
+    key,
+    value: text(buffer, valueStart, valueEnd),
+    raw_value: rawStart === ABSENT ? EMPTY : copyOfRange(buffer, rawStart, rawEnd),
   };
+}
+
+/** A field's start when the message did not carry it. */
+const ABSENT = -1;
+
+/**
+ * A header's name, or undefined when the selection leaves it out. Without a
+ * selection every header is kept, one without a name under '' (as protobufjs
+ * decodes it); with one, a header without a name is left out.
+ */
+function headerName(buffer: Buffer, start: number, end: number, selection: HeaderSelection | undefined): string | undefined {
+  if (!selection) return text(buffer, start, end);
+  return start === ABSENT ? undefined : selection.keyFor(buffer, start, end);
+}
+
+/** A string field's text; '' when absent, as protobufjs decodes it. */
+function text(buffer: Buffer, start: number, end: number): string {
+  return start === ABSENT ? '' : buffer.toString('utf8', start, end);
 }
 
 /** A copy: the message may be a view of the connection's buffer, which must not be kept alive (or be overwritten while a decision waits). */

@@ -147,6 +147,8 @@ export const KEY_CACHE_MAX_ENTRIES = 200_000;
 
 const int = (value: number) => Math.round(value).toLocaleString('en-US');
 const ms = (value: number) => value.toFixed(2);
+/** A tail's p50 / p99 / p99.9 inside the server, as the buckets they fall in. */
+const serverPercentiles = (server: NonNullable<TailRun['server']>) => [server.p50, server.p99, server.p999].map(formatBucket).join(' / ');
 const times = (value: number) => `${value.toFixed(2)} ×`;
 
 /** The usage processor's figures, as the table and the targets list print them. */
@@ -421,7 +423,7 @@ export function printReport(report: BenchReport, out: (line: string) => void): v
   row(`p99.9 ms at ${int(report.tailRate)}/s`, (run) => run.tail?.latency.p999Ms, ms);
   text('  rate held by h2load, failed requests', (run) => (run.tail ? `${int(run.tail.heldPerSecond)}/s, ${int(run.tail.failed)}` : '–'));
   text('  inside the server (histogram buckets): p50 / p99 / p99.9 ms', (run) =>
-    run.tail?.server ? [run.tail.server.p50, run.tail.server.p99, run.tail.server.p999].map(formatBucket).join(' / ') : '–',
+    run.tail?.server ? serverPercentiles(run.tail.server) : '–',
   );
   text(`p50 / p99 / p99.9 ms at ${int(report.tailRate)}/s, connections opened 1 ms apart (not judged)`, (run) =>
     run.staggeredTail
@@ -431,9 +433,7 @@ export function printReport(report: BenchReport, out: (line: string) => void): v
   text('  rate held, failed; inside the server p50 / p99 / p99.9 ms', (run) =>
     run.staggeredTail
       ? `${int(run.staggeredTail.heldPerSecond)}/s, ${int(run.staggeredTail.failed)}` +
-        (run.staggeredTail.server
-          ? `; ${[run.staggeredTail.server.p50, run.staggeredTail.server.p99, run.staggeredTail.server.p999].map(formatBucket).join(' / ')}`
-          : '')
+        (run.staggeredTail.server ? `; ${serverPercentiles(run.staggeredTail.server)}` : '')
       : '–',
   );
   row('CPU µs per decision (server processes)', (run) => run.cpuUsPerDecision, fixed(1));
