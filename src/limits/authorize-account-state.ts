@@ -83,7 +83,7 @@ export function authorizeAccountState(
       if (!step.allowed) {
         // Name the limit that keeps the caller waiting longest: all must pass.
         const retryAfterMs = Math.ceil(step.retryAfterUs / 1000);
-        if (!refused || retryAfterMs > refused.retryAfterMs) refused = { ...view, retryAfterMs };
+        if (!refused || retryAfterMs > refused.retryAfterMs) refused = { retryAfterMs, ...view };
         continue;
       }
       writes.push({ bucket, tatUs: step.newTatUs, ttlMs: Math.ceil(step.resetUs / 1000) + 1 });

@@ -17,13 +17,13 @@ export function accountOutcomeToDecision(outcome: Refusal): Pick<DenyDecision, '
     case 'rate_limited': {
       const { hit } = outcome;
       return {
+        rateLimit: hit,
         ...denial('rate_limited', {
           limit: hit.limit,
           window: describeWindow(hit.windowSeconds),
           scope: hit.scope,
           retryInSeconds: Math.max(1, Math.ceil(hit.retryAfterMs / 1000)),
         }),
-        rateLimit: hit,
       };
     }
     case 'budget_exceeded':
@@ -31,13 +31,13 @@ export function accountOutcomeToDecision(outcome: Refusal): Pick<DenyDecision, '
     case 'token_budget_exhausted': {
       const { budget } = outcome;
       return {
+        tokenBudget: budget,
         ...denial('token_budget_exhausted', {
           tokens: budget.tokens,
           window: describeWindow(budget.windowSeconds),
           scope: budget.scope,
           retryInSeconds: Math.max(1, Math.ceil(budget.retryAfterMs / 1000)),
         }),
-        tokenBudget: budget,
       };
     }
   }

@@ -40,15 +40,15 @@ export async function decide(request: AuthRequest, deps: PipelineDeps): Promise<
     // Checked before everything else, public routes included: whatever the decision, that key would reach the upstream.
     const ways = describeSources(rules, settings.headerNames);
     return deny({
-      ...denial('query_key_not_removable', { rawName: unremovableQueryKey, parameter: QUERY_KEY_PARAMETER, ways }),
       param: unremovableQueryKey,
+      ...denial('query_key_not_removable', { rawName: unremovableQueryKey, parameter: QUERY_KEY_PARAMETER, ways }),
     });
   }
   if (route.family === 'public') return { kind: 'allow', route, strip };
 
   const upstream = findUpstreamProviderKey(request, query, settings.headerNames);
   if (upstream) {
-    return deny({ ...denial('upstream_key_not_accepted', upstream), param: upstream.where });
+    return deny({ param: upstream.where, ...denial('upstream_key_not_accepted', upstream) });
   }
 
   const credential = extractCredential({ headers: request.headers, query }, rules, {
@@ -62,7 +62,7 @@ export async function decide(request: AuthRequest, deps: PipelineDeps): Promise<
 
   const parsed = parseCustomerKey(credential.credential);
   if (!parsed.ok) {
-    return deny({ ...denial('malformed_key', { where: credential.source, problem: parsed.problem }), param: credential.source });
+    return deny({ param: credential.source, ...denial('malformed_key', { where: credential.source, problem: parsed.problem }) });
   }
   const keyPrefix = parsed.displayPrefix;
 
@@ -71,11 +71,11 @@ export async function decide(request: AuthRequest, deps: PipelineDeps): Promise<
 
   const unavailable = (error: unknown) =>
     deny({
-      ...denial('store_unavailable'),
       keyPrefix,
       internalDetail: error instanceof Error ? error.message : String(error),
+      ...denial('store_unavailable'),
     });
-  const unknown = () => deny({ ...denial('unknown_key', { keyPrefix }), keyPrefix });
+  const unknown = () => deny({ keyPrefix, ...denial('unknown_key', { keyPrefix }) });
 
   let ids;
   try {
@@ -90,12 +90,13 @@ export async function decide(request: AuthRequest, deps: PipelineDeps): Promise<
   // no rate-limit token or budget. So a revoked key may still learn that a model is not offered: its status is
   // only known inside the store's atomic step.
   const unpriced = refuseUnpricedModel(request, route, settings.pricing);
-  if (unpriced) return deny({ ...unpriced, keyPrefix, accountId: ids.accountId });
+  if (unpriced) return deny({ keyPrefix, accountId: ids.accountId, ...unpriced });
 
   let outcome;
   try {
     outcome = await deps.authorizer.authorize({
-      ...ids,
+      keyId: ids.keyId,
+      accountId: ids.accountId,
       defaultPlan: settings.defaultPlan,
       defaultTokenBudgets: settings.defaultTokenBudgets,
     });
@@ -113,5 +114,5 @@ export async function decide(request: AuthRequest, deps: PipelineDeps): Promise<
       ...(outcome.tightestBudget ? { tokenBudget: outcome.tightestBudget } : {}),
     };
   }
-  return deny({ ...accountOutcomeToDecision(outcome), keyPrefix: outcome.prefix, accountId: ids.accountId });
+  return deny({ keyPrefix: outcome.prefix, accountId: ids.accountId, ...accountOutcomeToDecision(outcome) });
 }

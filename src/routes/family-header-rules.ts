@@ -43,6 +43,12 @@ export const FAMILY_HEADER_RULES: Readonly<Record<Exclude<RouteFamily, 'models'>
   public: { style: 'generic', credentialSources: [], requiresVersionHeader: false, queryKeyAllowed: false },
 });
 
+/** A chat client's rules for the models route: it may send its key the ways any client does. */
+const CHAT_MODELS_RULES: FamilyHeaderRules = Object.freeze({
+  ...FAMILY_HEADER_RULES['chat-completions'],
+  credentialSources: ANY_CREDENTIAL,
+});
+
 /**
  * `GET /v1/models` is called by all three SDK families, so its style comes
  * from the headers: a version header means messages, a generative key header
@@ -58,7 +64,7 @@ export function rulesForModelsRoute(
   if (names.vendorgKeyHeaders.some((name) => headers[name] !== undefined) || pathWithoutQuery.startsWith('/v1beta/')) {
     return FAMILY_HEADER_RULES['generative-content'];
   }
-  return { ...FAMILY_HEADER_RULES['chat-completions'], credentialSources: ANY_CREDENTIAL };
+  return CHAT_MODELS_RULES;
 }
 
 /** The header names behind a credential source, given the accepted spellings. */

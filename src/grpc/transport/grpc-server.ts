@@ -492,7 +492,7 @@ export class GrpcServer {
     settings: Partial<GrpcServerSettings> & Pick<GrpcServerSettings, 'host' | 'port'>,
     readonly logger: Logger,
   ) {
-    this.settings = { ...DEFAULT_GRPC_SERVER_SETTINGS, ...settings };
+    this.settings = Object.assign({}, DEFAULT_GRPC_SERVER_SETTINGS, settings);
     // Answers are small and leave once per turn of the event loop (connection.ts batches them): Nagle would only delay them.
     this.server = net.createServer({ noDelay: true }, (socket) => this.onConnection(socket));
   }

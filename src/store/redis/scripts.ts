@@ -1324,9 +1324,10 @@ function limitState(reply: readonly unknown[], at: number): LimitState {
   };
 }
 
-function budgetState(reply: readonly unknown[], at: number): Omit<TokenBudgetState, 'retryAfterMs'> {
-  const { limit, ...rest } = limitState(reply, at);
-  return { ...rest, tokens: limit };
+/** A token budget's state: the fields of limitState, the limit named `tokens`. */
+function budgetState(reply: readonly unknown[], at: number, retryAfterMs: number): TokenBudgetState {
+  const { scope, limit, windowSeconds, remaining, resetMs } = limitState(reply, at);
+  return { scope, tokens: limit, windowSeconds, remaining, resetMs, retryAfterMs };
 }
 
 export function parseAuthorizeReply(reply: unknown): AuthorizeOutcome {
@@ -1342,20 +1343,20 @@ export function parseAuthorizeReply(reply: unknown): AuthorizeOutcome {
     case 'credit_exhausted':
       return { kind, prefix };
     case 'rate_limited':
-      return { kind, prefix, hit: { ...limitState(reply, 2), retryAfterMs: replyNumber(reply[7]) } };
+      return { kind, prefix, hit: { retryAfterMs: replyNumber(reply[7]), ...limitState(reply, 2) } };
     case 'budget_exceeded': {
       const scope: unknown = reply[2];
       if (scope !== 'key' && scope !== 'account') throw new StoreUnavailableError(`unexpected cap scope from Redis: ${String(scope)}`);
       return { kind, prefix, scope, cap: replyNumber(reply[3]) };
     }
     case 'token_budget_exhausted':
-      return { kind, prefix, budget: { ...budgetState(reply, 2), retryAfterMs: replyNumber(reply[7]) } };
+      return { kind, prefix, budget: budgetState(reply, 2, replyNumber(reply[7])) };
     case 'allow': {
       const environment = reply[2] as KeyEnvironment;
       // After the environment: the tightest limit (starting with its scope), then 'tokens' and the tightest budget; each optional.
       const tokensAt = reply.indexOf('tokens', 3);
       const tightest = reply.length > 3 && tokensAt !== 3 ? { tightest: limitState(reply, 3) } : {};
-      const tightestBudget = tokensAt > 0 ? { tightestBudget: { ...budgetState(reply, tokensAt + 1), retryAfterMs: 0 } } : {};
+      const tightestBudget = tokensAt > 0 ? { tightestBudget: budgetState(reply, tokensAt + 1, 0) } : {};
       return { kind, prefix, environment, ...tightest, ...tightestBudget };
     }
     default:
