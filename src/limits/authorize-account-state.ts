@@ -83,7 +83,15 @@ export function authorizeAccountState(
       if (!step.allowed) {
         // Name the limit that keeps the caller waiting longest: all must pass.
         const retryAfterMs = Math.ceil(step.retryAfterUs / 1000);
-        if (!refused || retryAfterMs > refused.retryAfterMs) refused = { retryAfterMs, ...view };
+        if (!refused || retryAfterMs > refused.retryAfterMs)
+          refused = {
+            scope: view.scope,
+            limit: view.limit,
+            windowSeconds: view.windowSeconds,
+            remaining: view.remaining,
+            resetMs: view.resetMs,
+            retryAfterMs,
+          };
         continue;
       }
       writes.push({ bucket, tatUs: step.newTatUs, ttlMs: Math.ceil(step.resetUs / 1000) + 1 });

@@ -94,7 +94,7 @@ export function logDecision(logger: Logger, decision: Decision, context: Decisio
     sampleRate: decision.kind === 'allow' && context.sampleRate !== undefined && context.sampleRate < 1 ? context.sampleRate : undefined,
   };
   if (decision.kind === 'deny' && decision.reason === 'store_unavailable') {
-    logger.error({ detail: decision.internalDetail, ...line }, 'key store unavailable: request denied');
+    logger.error(Object.assign(line, { detail: decision.internalDetail }), 'key store unavailable: request denied');
   } else {
     logger.info(line, decision.kind === 'allow' ? 'allowed' : 'denied');
   }

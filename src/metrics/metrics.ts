@@ -166,7 +166,7 @@ export class Metrics implements AdminAuthMetrics, UsageRecorderMetrics {
       ['cached_input', tokens.cachedInputTokens],
       ['cache_creation', tokens.cacheCreationTokens],
     ] as const) {
-      if (count > 0) this.usageTokens.inc({ kind, ...labels }, count);
+      if (count > 0) this.usageTokens.inc({ style: labels.style, family: labels.family, model: labels.model, kind }, count);
     }
     if (record.costMinorUnits > 0) this.usageSpend.inc(labels, record.costMinorUnits);
   }
