@@ -38,3 +38,8 @@ export interface LimitHit extends LimitState {
   /** Milliseconds until one more request would be allowed. */
   retryAfterMs: number;
 }
+
+/** A limit's state as the one that refused a request. Fields listed, not spread: see eslint.config.mjs on hidden classes. */
+export function limitHit({ scope, limit, windowSeconds, remaining, resetMs }: LimitState, retryAfterMs: number): LimitHit {
+  return { scope, limit, windowSeconds, remaining, resetMs, retryAfterMs };
+}

@@ -2,7 +2,7 @@ import type { Account, StoredKey } from '../domain/key-records';
 import type { AuthorizeOutcome } from '../domain/authorization';
 import { gcraStep } from './gcra';
 import { effectiveLimits } from './rate-limit';
-import type { LimitScope, LimitState, RatePlan } from '../domain/rate-limits';
+import { limitHit, type LimitHit, type LimitScope, type LimitState, type RatePlan } from '../domain/rate-limits';
 import type { TokenBudgetPlan, TokenBudgetState } from '../domain/token-budgets';
 import { effectiveTokenBudgets, tokenBucketName, tokenBudgetState, type TokenBucket } from './token-budget';
 
@@ -68,7 +68,7 @@ export function authorizeAccountState(
   const limits = effectiveLimits(defaultPlan, account.limits, key.limits);
   const writes: BucketWrite[] = [];
   let tightest: LimitState | undefined;
-  let refused: (LimitState & { retryAfterMs: number }) | undefined;
+  let refused: LimitHit | undefined;
   for (const scope of ['key', 'account'] as const) {
     for (const limit of limits[scope]) {
       const bucket = bucketName(scope, key.id, limit.windowSeconds);
@@ -83,15 +83,7 @@ export function authorizeAccountState(
       if (!step.allowed) {
         // Name the limit that keeps the caller waiting longest: all must pass.
         const retryAfterMs = Math.ceil(step.retryAfterUs / 1000);
-        if (!refused || retryAfterMs > refused.retryAfterMs)
-          refused = {
-            scope: view.scope,
-            limit: view.limit,
-            windowSeconds: view.windowSeconds,
-            remaining: view.remaining,
-            resetMs: view.resetMs,
-            retryAfterMs,
-          };
+        if (!refused || retryAfterMs > refused.retryAfterMs) refused = limitHit(view, retryAfterMs);
         continue;
       }
       writes.push({ bucket, tatUs: step.newTatUs, ttlMs: Math.ceil(step.resetUs / 1000) + 1 });

@@ -158,17 +158,17 @@ export class Metrics implements AdminAuthMetrics, UsageRecorderMetrics {
   }
 
   observeUsageApplied(record: UsageRecord): void {
-    const labels = { style: record.style, family: record.family, model: this.usageModelLabel(record.model) };
-    const { tokens } = record;
+    const { style, family, tokens } = record;
+    const model = this.usageModelLabel(record.model);
     for (const [kind, count] of [
       ['input', tokens.inputTokens],
       ['output', tokens.outputTokens],
       ['cached_input', tokens.cachedInputTokens],
       ['cache_creation', tokens.cacheCreationTokens],
     ] as const) {
-      if (count > 0) this.usageTokens.inc({ style: labels.style, family: labels.family, model: labels.model, kind }, count);
+      if (count > 0) this.usageTokens.inc({ style, family, model, kind }, count);
     }
-    if (record.costMinorUnits > 0) this.usageSpend.inc(labels, record.costMinorUnits);
+    if (record.costMinorUnits > 0) this.usageSpend.inc({ style, family, model }, record.costMinorUnits);
   }
 
   /** Reports `checksInFlight()` as a gauge at each scrape (read then, not on the hot path). */

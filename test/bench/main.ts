@@ -506,8 +506,8 @@ function contender(label: string, server: ServerUnderTest, traffic: Traffic, tai
     redisCpuSeconds: 0,
     commands: {},
     metrics: {},
-    tail: { latenciesMs: [], failed: 0, startSpanSeconds: 0, counters: {} },
-    staggeredTail: { latenciesMs: [], failed: 0, startSpanSeconds: 0, counters: {} },
+    tail: emptyTailRecord(),
+    staggeredTail: emptyTailRecord(),
     roundRates: [],
   };
 }
@@ -865,6 +865,8 @@ interface TailRecord {
   histogram?: Histogram;
   counters: Record<string, number>;
 }
+
+const emptyTailRecord = (): TailRecord => ({ latenciesMs: [], failed: 0, startSpanSeconds: 0, counters: {} });
 
 function tailRunOf(record: TailRecord, tailRate: number, isGateway: boolean): TailRun | undefined {
   if (record.latenciesMs.length === 0) return undefined;

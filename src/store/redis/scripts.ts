@@ -2,7 +2,7 @@ import type { AuthorizeOutcome } from '../../domain/authorization';
 import type { Account, StoredKey } from '../../domain/key-records';
 import { createHash } from 'node:crypto';
 import type { Member } from '../../domain/members';
-import type { LimitHit, LimitScope, LimitState, RateLimit, RatePlan } from '../../domain/rate-limits';
+import { limitHit, type LimitScope, type LimitState, type RateLimit, type RatePlan } from '../../domain/rate-limits';
 import { emissionIntervalUs } from '../../limits/gcra';
 import type { KeyEnvironment } from '../../keys/customer-key';
 import type { UsageApplyOutcome, UsageBilling } from '../../domain/usage-record';
@@ -1324,12 +1324,6 @@ function limitState(reply: readonly unknown[], at: number): LimitState {
   };
 }
 
-/** A refused limit: its state, and when the caller may try again. */
-function limitHit(reply: readonly unknown[], at: number, retryAfterMs: number): LimitHit {
-  const { scope, limit, windowSeconds, remaining, resetMs } = limitState(reply, at);
-  return { scope, limit, windowSeconds, remaining, resetMs, retryAfterMs };
-}
-
 /** A token budget's state: the fields of limitState, the limit named `tokens`. */
 function budgetState(reply: readonly unknown[], at: number, retryAfterMs: number): TokenBudgetState {
   const { scope, limit, windowSeconds, remaining, resetMs } = limitState(reply, at);
@@ -1349,7 +1343,7 @@ export function parseAuthorizeReply(reply: unknown): AuthorizeOutcome {
     case 'credit_exhausted':
       return { kind, prefix };
     case 'rate_limited':
-      return { kind, prefix, hit: limitHit(reply, 2, replyNumber(reply[7])) };
+      return { kind, prefix, hit: limitHit(limitState(reply, 2), replyNumber(reply[7])) };
     case 'budget_exceeded': {
       const scope: unknown = reply[2];
       if (scope !== 'key' && scope !== 'account') throw new StoreUnavailableError(`unexpected cap scope from Redis: ${String(scope)}`);
