@@ -42,4 +42,4 @@ HEALTHCHECK --interval=10s --timeout=3s --start-period=15s --retries=3 \
 # its live size between mark-compacts (V8 picks ~1.4 x for a heap this small),
 # so they come ~3 x less often; each one's stalls were the Check p99
 # (README "Performance").
-CMD ["node", "--heap-growing-percent=100", "dist/cli/main.js", "serve"]
+CMD ["node", "--heap-growing-percent=100", "--no-parallel-scavenge", "dist/cli/main.js", "serve"]

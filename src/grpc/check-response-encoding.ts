@@ -44,6 +44,113 @@ function delimited(length: number): number {
   return 1 + varintSize(length) + length;
 }
 
+/**
+ * Strings up to this length that are all ASCII are measured and copied by a
+ * loop here: for the short header names and values of an answer, one call
+ * into Buffer's native code (byteLength, write) costs more than the copy
+ * (measured with test/bench/hot-path.ts).
+ */
+const SHORT_STRING = 64;
+
+/** UTF-8 length of `text`. */
+function utf8Length(text: string): number {
+  const length = text.length;
+  if (length > SHORT_STRING) return Buffer.byteLength(text);
+  for (let i = 0; i < length; i += 1) {
+    if (text.charCodeAt(i) >= 0x80) return Buffer.byteLength(text);
+  }
+  return length;
+}
+
+/** A uint32 that fits the single-byte tags and simple varints used here. */
+function isSmallUint(value: unknown): value is number {
+  return typeof value === 'number' && Number.isInteger(value) && value >= 0 && value <= 0xffffffff;
+}
+
+/**
+ * The sizes measured by the first pass, read back in the same order by the
+ * second: one list reused by every encoding (encoding is synchronous), so an
+ * answer's sizes allocate nothing.
+ */
+class SizeList {
+  private values = new Int32Array(256);
+  private length = 0;
+  private next = 0;
+
+  reset(): void {
+    this.length = 0;
+    this.next = 0;
+  }
+
+  push(value: number): number {
+    if (this.length === this.values.length) {
+      const grown = new Int32Array(this.values.length * 2);
+      grown.set(this.values);
+      this.values = grown;
+    }
+    this.values[this.length++] = value;
+    return value;
+  }
+
+  shift(): number {
+    return this.values[this.next++]!;
+  }
+}
+
+const sizes = new SizeList();
+
+/**
+ * Measures a HeaderValueOption (its size, then header, key and value sizes
+ * go on `sizes`); -1 when it is not of the shape check-response.ts builds.
+ */
+function sizeOption(option: HeaderValueOption): number {
+  if (
+    !option ||
+    typeof option !== 'object' ||
+    !option.header ||
+    typeof option.header.key !== 'string' ||
+    typeof option.header.value !== 'string'
+  ) {
+    return -1;
+  }
+  if (typeof APPEND_ACTIONS[option.append_action] !== 'number') return -1;
+  if (option.append !== undefined && typeof option.append?.value !== 'boolean') return -1;
+  const keyBytes = utf8Length(option.header.key);
+  const valueBytes = utf8Length(option.header.value);
+  const headerSize = delimited(keyBytes) + delimited(valueBytes);
+  // BoolValue{value}: tag and one varint byte; append_action: tag and one varint byte.
+  const size = delimited(headerSize) + (option.append === undefined ? 0 : delimited(2)) + 2;
+  sizes.push(size);
+  sizes.push(headerSize);
+  sizes.push(keyBytes);
+  sizes.push(valueBytes);
+  return size;
+}
+
+/** The payload size of a repeated HeaderValueOption field (each option delimited), or -1. */
+function sizeOptions(options: unknown): number {
+  if (!Array.isArray(options)) return -1;
+  let total = 0;
+  for (let i = 0; i < options.length; i += 1) {
+    const size = sizeOption(options[i] as HeaderValueOption);
+    if (size < 0) return -1;
+    total += delimited(size);
+  }
+  return total;
+}
+
+/** The payload size of a repeated string field (each string's bytes go on `sizes`), or -1. */
+function sizeStrings(list: unknown): number {
+  if (!Array.isArray(list)) return -1;
+  let total = 0;
+  for (let i = 0; i < list.length; i += 1) {
+    const item: unknown = list[i];
+    if (typeof item !== 'string') return -1;
+    total += delimited(sizes.push(utf8Length(item)));
+  }
+  return total;
+}
+
 class Writer {
   constructor(
     private readonly buffer: Buffer,
@@ -66,89 +173,46 @@ class Writer {
   string(field: number, text: string, bytes: number): void {
     this.tag(field, TYPE_BYTES);
     this.varint(bytes);
-    this.offset += this.buffer.write(text, this.offset, 'utf8');
+    if (bytes === text.length && bytes <= SHORT_STRING) {
+      // ASCII (a byte per character): copied here, see SHORT_STRING.
+      const { buffer } = this;
+      let at = this.offset;
+      for (let i = 0; i < bytes; i += 1) buffer[at++] = text.charCodeAt(i);
+      this.offset = at;
+    } else {
+      this.offset += this.buffer.write(text, this.offset, 'utf8');
+    }
+  }
+
+  /** A repeated HeaderValueOption field, with the sizes sizeOptions() measured. */
+  options(field: number, options: readonly HeaderValueOption[]): void {
+    for (const option of options) {
+      this.tag(field, TYPE_BYTES);
+      this.varint(sizes.shift());
+      this.tag(1, TYPE_BYTES);
+      this.varint(sizes.shift());
+      this.string(1, option.header.key, sizes.shift());
+      this.string(2, option.header.value, sizes.shift());
+      if (option.append !== undefined) {
+        this.tag(2, TYPE_BYTES);
+        this.varint(2);
+        this.tag(1, TYPE_VARINT);
+        this.varint(option.append.value ? 1 : 0);
+      }
+      this.tag(3, TYPE_VARINT);
+      this.varint(APPEND_ACTIONS[option.append_action]!);
+    }
+  }
+
+  /** A repeated string field, with the sizes sizeStrings() measured. */
+  strings(field: number, list: readonly string[]): void {
+    for (const text of list) this.string(field, text, sizes.shift());
   }
 
   done(): Buffer {
     return this.buffer;
   }
 }
-
-/** A uint32 that fits the single-byte tags and simple varints used here. */
-function isSmallUint(value: unknown): value is number {
-  return typeof value === 'number' && Number.isInteger(value) && value >= 0 && value <= 0xffffffff;
-}
-
-interface SizedOption {
-  option: HeaderValueOption;
-  keyBytes: number;
-  valueBytes: number;
-  headerSize: number;
-  appendSize: number;
-  size: number;
-}
-
-function sizeOption(option: HeaderValueOption): SizedOption | undefined {
-  if (
-    !option ||
-    typeof option !== 'object' ||
-    !option.header ||
-    typeof option.header.key !== 'string' ||
-    typeof option.header.value !== 'string'
-  ) {
-    return undefined;
-  }
-  const action = APPEND_ACTIONS[option.append_action];
-  if (action === undefined || (option.append !== undefined && typeof option.append?.value !== 'boolean')) return undefined;
-  const keyBytes = Buffer.byteLength(option.header.key);
-  const valueBytes = Buffer.byteLength(option.header.value);
-  const headerSize = delimited(keyBytes) + delimited(valueBytes);
-  // BoolValue{value}: tag and one varint byte.
-  const appendSize = option.append === undefined ? -1 : 2;
-  const size = delimited(headerSize) + (appendSize >= 0 ? delimited(appendSize) : 0) + 2;
-  return { option, keyBytes, valueBytes, headerSize, appendSize, size };
-}
-
-function writeOption(writer: Writer, field: number, sized: SizedOption): void {
-  const { option } = sized;
-  writer.tag(field, TYPE_BYTES);
-  writer.varint(sized.size);
-  writer.tag(1, TYPE_BYTES);
-  writer.varint(sized.headerSize);
-  writer.string(1, option.header.key, sized.keyBytes);
-  writer.string(2, option.header.value, sized.valueBytes);
-  if (sized.appendSize >= 0) {
-    writer.tag(2, TYPE_BYTES);
-    writer.varint(sized.appendSize);
-    writer.tag(1, TYPE_VARINT);
-    writer.varint(option.append.value ? 1 : 0);
-  }
-  writer.tag(3, TYPE_VARINT);
-  writer.varint(APPEND_ACTIONS[option.append_action]!);
-}
-
-function sizeOptions(options: unknown): SizedOption[] | undefined {
-  if (!Array.isArray(options)) return undefined;
-  const sized: SizedOption[] = [];
-  for (const option of options) {
-    const entry = sizeOption(option as HeaderValueOption);
-    if (!entry) return undefined;
-    sized.push(entry);
-  }
-  return sized;
-}
-
-function sizeStrings(list: unknown): number[] | undefined {
-  if (!Array.isArray(list)) return undefined;
-  const sizes: number[] = [];
-  for (const item of list) {
-    if (typeof item !== 'string') return undefined;
-    sizes.push(Buffer.byteLength(item));
-  }
-  return sizes;
-}
-
-const sumOf = (sizes: readonly number[], each: (size: number) => number) => sizes.reduce((sum, size) => sum + each(size), 0);
 
 /**
  * The CheckResponse as protobuf bytes, or undefined when the object is not
@@ -168,55 +232,43 @@ export function encodeCheckResponseFrame(response: CheckResponse): Buffer | unde
   return frame;
 }
 
-/** The encoding, after `headroom` bytes left for the caller. */
+/**
+ * The encoding, after `headroom` bytes left for the caller. Two passes over
+ * the object: the first checks its shape and measures every nested message
+ * (onto `sizes`), the second writes, in protobufjs's field order.
+ */
 function encodeAfter(response: CheckResponse, headroom: number): Buffer | undefined {
   if (!response || typeof response !== 'object' || !response.status) return undefined;
   const { status } = response;
   if (!isSmallUint(status.code) || typeof status.message !== 'string') return undefined;
   if ((response.denied_response === undefined) === (response.ok_response === undefined)) return undefined;
-  const messageBytes = Buffer.byteLength(status.message);
+  sizes.reset();
+  const messageBytes = utf8Length(status.message);
   const statusSize = 1 + varintSize(status.code) + delimited(messageBytes);
   let size = delimited(statusSize);
 
   const denied = response.denied_response;
   const ok = response.ok_response;
-  let deniedParts: { httpSize: number; headers: SizedOption[]; bodyBytes: number; size: number } | undefined;
-  let okParts: { headers: SizedOption[]; remove: number[]; add: SizedOption[]; removeQuery: number[]; size: number } | undefined;
+  let bodySize = 0;
+  let httpSize = 0;
+  let bodyBytes = 0;
   if (denied) {
     if (!denied.status || !isSmallUint(denied.status.code) || typeof denied.body !== 'string') return undefined;
+    httpSize = 1 + varintSize(denied.status.code);
     const headers = sizeOptions(denied.headers);
-    if (!headers) return undefined;
-    const httpSize = 1 + varintSize(denied.status.code);
-    const bodyBytes = Buffer.byteLength(denied.body);
-    const deniedSize =
-      delimited(httpSize) +
-      sumOf(
-        headers.map((h) => h.size),
-        delimited,
-      ) +
-      delimited(bodyBytes);
-    deniedParts = { httpSize, headers, bodyBytes, size: deniedSize };
-    size += delimited(deniedSize);
+    if (headers < 0) return undefined;
+    bodyBytes = utf8Length(denied.body);
+    bodySize = delimited(httpSize) + headers + delimited(bodyBytes);
   } else if (ok) {
+    // Measured in the order they are written.
     const headers = sizeOptions(ok.headers);
-    const remove = sizeStrings(ok.headers_to_remove);
-    const add = sizeOptions(ok.response_headers_to_add);
-    const removeQuery = sizeStrings(ok.query_parameters_to_remove);
-    if (!headers || !remove || !add || !removeQuery) return undefined;
-    const okSize =
-      sumOf(
-        headers.map((h) => h.size),
-        delimited,
-      ) +
-      sumOf(remove, delimited) +
-      sumOf(
-        add.map((h) => h.size),
-        delimited,
-      ) +
-      sumOf(removeQuery, delimited);
-    okParts = { headers, remove, add, removeQuery, size: okSize };
-    size += delimited(okSize);
+    const remove = headers < 0 ? -1 : sizeStrings(ok.headers_to_remove);
+    const add = remove < 0 ? -1 : sizeOptions(ok.response_headers_to_add);
+    const removeQuery = add < 0 ? -1 : sizeStrings(ok.query_parameters_to_remove);
+    if (removeQuery < 0) return undefined;
+    bodySize = headers + remove + add + removeQuery;
   }
+  size += delimited(bodySize);
 
   const writer = new Writer(Buffer.allocUnsafe(headroom + size), headroom);
   writer.tag(1, TYPE_BYTES);
@@ -224,23 +276,23 @@ function encodeAfter(response: CheckResponse, headroom: number): Buffer | undefi
   writer.tag(1, TYPE_VARINT);
   writer.varint(status.code);
   writer.string(2, status.message, messageBytes);
-  if (deniedParts && denied) {
+  if (denied) {
     writer.tag(2, TYPE_BYTES);
-    writer.varint(deniedParts.size);
+    writer.varint(bodySize);
     writer.tag(1, TYPE_BYTES);
-    writer.varint(deniedParts.httpSize);
+    writer.varint(httpSize);
     writer.tag(1, TYPE_VARINT);
     writer.varint(denied.status.code);
-    for (const header of deniedParts.headers) writeOption(writer, 2, header);
-    writer.string(3, denied.body, deniedParts.bodyBytes);
-  } else if (okParts && ok) {
+    writer.options(2, denied.headers);
+    writer.string(3, denied.body, bodyBytes);
+  } else if (ok) {
     writer.tag(3, TYPE_BYTES);
-    writer.varint(okParts.size);
+    writer.varint(bodySize);
     // Declaration order of OkHttpResponse, as protobufjs writes it.
-    for (const header of okParts.headers) writeOption(writer, 2, header);
-    ok.headers_to_remove.forEach((name, index) => writer.string(5, name, okParts.remove[index]!));
-    for (const header of okParts.add) writeOption(writer, 6, header);
-    ok.query_parameters_to_remove.forEach((name, index) => writer.string(8, name, okParts.removeQuery[index]!));
+    writer.options(2, ok.headers);
+    writer.strings(5, ok.headers_to_remove);
+    writer.options(6, ok.response_headers_to_add);
+    writer.strings(8, ok.query_parameters_to_remove);
   }
   return writer.done();
 }

@@ -23,7 +23,7 @@ export type CheckAnswer =
 
 export interface HeaderValueOption {
   header: { key: string; value: string };
-  append: { value: boolean };
+  append: { readonly value: boolean };
   append_action: 'OVERWRITE_IF_EXISTS_OR_ADD';
 }
 
@@ -44,8 +44,11 @@ export interface CheckAnswerContext extends RateLimitHeaderContext {
   storeFailureMode: StoreFailureMode;
 }
 
+/** Shared by every header option: nothing reads it but the encoders. */
+const NO_APPEND: { readonly value: false } = Object.freeze({ value: false });
+
 export function overwrite(key: string, value: string): HeaderValueOption {
-  return { header: { key, value }, append: { value: false }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' };
+  return { header: { key, value }, append: NO_APPEND, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' };
 }
 
 function overwriteAll(pairs: readonly HeaderPair[]): HeaderValueOption[] {

@@ -5,7 +5,7 @@
  * in-memory stubs. Precise enough (±2%) to measure one hot-path change,
  * where the end-to-end bench on a shared 2-core machine is ±10%.
  *
- *   node .bench/build/test/bench/hot-path.js [--dist DIR] [--seconds S]
+ *   node .bench/build/test/bench/hot-path.js [--dist DIR] [--seconds S] [--traffic mixed|valid|tail]
  *
  * --dist loads the service from another build (e.g. a copy of an earlier
  * dist/), so a change is measured before and after on the same traffic.
@@ -14,7 +14,7 @@ import * as path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import pino from 'pino';
-import { malformedKeys, mixedTraffic, unknownKeys } from './traffic';
+import { envoyShapedRequest, frameOf, malformedKeys, mixedTraffic, uniformTraffic, unknownKeys } from './traffic';
 import { generateCustomerKey, hashCustomerKey, displayPrefixOf } from '../../src/keys/customer-key';
 import { loadBuildModules, type CheckPathModules } from './build-modules';
 import type { HeaderNames } from '../../src/routes/header-names';
@@ -44,6 +44,7 @@ async function main(): Promise<void> {
       seconds: { type: 'string', default: '6' },
       log: { type: 'string', default: '/dev/null' },
       env: { type: 'string', multiple: true, default: [] },
+      traffic: { type: 'string', default: 'mixed' },
     },
   });
   const seconds = Number(values.seconds);
@@ -61,7 +62,14 @@ async function main(): Promise<void> {
     }),
   );
   const byKeyId = new Map([...ids.values()].map((entry) => [entry.keyId, entry]));
-  const traffic = mixedTraffic({ valid, malformed: malformedKeys(100), unknown: unknownKeys(200), rateLimited: limited }, 20_000);
+  // --traffic: the bench's mix (default), valid keys only in the three styles, or the tail phase's one request (h2load's body).
+  const traffic =
+    values.traffic === 'valid'
+      ? uniformTraffic('valid', valid)
+      : values.traffic === 'tail'
+        ? { frames: [frameOf(envoyShapedRequest(valid[0]!, 0))] }
+        : mixedTraffic({ valid, malformed: malformedKeys(100), unknown: unknownKeys(200), rateLimited: limited }, 20_000);
+  if (!['mixed', 'valid', 'tail'].includes(values.traffic)) throw new Error(`--traffic: mixed, valid or tail, not ${values.traffic}`);
 
   // --env NAME=VALUE: settings for every contender (e.g. DECISION_LOG_SAMPLE); a dist given as DIR::NAME=VALUE gets its own.
   const baseEnv = Object.fromEntries(values.env.map((entry) => [entry.slice(0, entry.indexOf('=')), entry.slice(entry.indexOf('=') + 1)]));

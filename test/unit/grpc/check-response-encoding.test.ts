@@ -66,6 +66,16 @@ function syntheticResponses(): CheckResponse[] {
     const { identity: _identity, rateLimit: _rateLimit, ...publicAllow } = allow;
     out.push(...responsesOf({ ...publicAllow, route: { ...route, family: 'public' } }));
   }
+  // Either side of the length the encoder copies ASCII itself, and short text that is not ASCII.
+  out.push({
+    status: { code: 0, message: '' },
+    ok_response: {
+      headers: [overwrite('a'.repeat(64), 'b'.repeat(65)), overwrite('x-short', 'é'), overwrite('x-edge', `${'c'.repeat(63)}é`)],
+      headers_to_remove: ['d'.repeat(64), 'e'.repeat(65), 'ü'],
+      query_parameters_to_remove: [],
+      response_headers_to_add: [overwrite('', ''), overwrite('x-emoji', '✓✓')],
+    },
+  });
   // Long values: multi-byte length varints.
   out.push({
     status: { code: 16, message: 'x'.repeat(300) },

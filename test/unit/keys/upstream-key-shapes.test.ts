@@ -129,3 +129,30 @@ describe('our own keys are never taken for a provider key', () => {
     expect(upstreamProviderOf(key)).toBeUndefined();
   });
 });
+
+describe('the one test of every shape at once', () => {
+  /** What upstreamProviderOf answered before the union: each shape in turn, then the checksum. */
+  const shapeByShape = (credential: string) => {
+    const shape = UPSTREAM_KEY_SHAPES.find((candidate) => candidate.pattern.test(credential));
+    return shape && !parseCustomerKey(credential).ok ? shape.provider : undefined;
+  };
+
+  it('names the same provider as testing each shape in turn, for keys, near misses and random text', () => {
+    const candidates: string[] = [];
+    for (const [, , make] of FAKE_KEYS) {
+      const key = make();
+      // The key, cut short, with a character outside its shape, behind a prefix, and with text around it.
+      candidates.push(key, key.slice(0, 12), key.slice(0, 24), `${key.slice(0, 10)}.${key.slice(11)}`, `x${key}`, `${key} `);
+    }
+    for (let i = 0; i < 2000; i++) {
+      const prefix = ['sk-', 'sk-ant-', 'sk-or-', 'sk-proj-', 'AIza', 'gsk_', 'xai-', 'hf_', 'pplx-', 'r8_', 'gk_live_', ''][i % 12]!;
+      candidates.push(`${prefix}${randomText(randomInt(0, 60), URLSAFE)}${i % 7 === 0 ? OPENAI_MARKER : ''}`);
+    }
+    for (let i = 0; i < 200; i++) candidates.push(generateCustomerKey('live'), generateCustomerKey('test'));
+    const mismatches = candidates.filter((credential) => upstreamProviderOf(credential) !== shapeByShape(credential));
+    expect(mismatches).toEqual([]);
+    // The comparison saw both answers.
+    expect(candidates.filter((credential) => shapeByShape(credential) !== undefined).length).toBeGreaterThan(100);
+    expect(candidates.filter((credential) => shapeByShape(credential) === undefined).length).toBeGreaterThan(100);
+  });
+});
