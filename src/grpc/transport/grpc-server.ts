@@ -13,6 +13,8 @@
  * http2/connection.ts. The measurements are in the README.
  */
 import * as net from 'node:net';
+import { performance } from 'node:perf_hooks';
+import { DeadlineSweeper } from '../../deadlines/deadline-sweeper';
 import type { Logger } from '../../logging/logger';
 import { Http2Connection, type ServerStream, type StreamListener } from './http2/connection';
 import { ErrorCode } from './http2/frames';
@@ -136,6 +138,12 @@ export function frameMessage(message: Buffer): Buffer {
 
 /** Node's timers take at most 2^31 − 1 ms; a longer deadline is as good as none. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
+/**
+ * Distinct grpc-timeout values that get a DeadlineSweeper of their own (an
+ * Envoy sends the same one on every Check); calls with any other value get a
+ * timer each, so a client cannot make the server keep a sweeper per value.
+ */
+const MAX_DEADLINE_SWEEPERS = 16;
 /** GOAWAY's "any stream you may have sent": the first of the two GOAWAYs of a drain (RFC 9113 §6.8). */
 const ALL_STREAMS = 2 ** 31 - 1;
 /** How long a drain waits for the ACK of the PING that follows its first GOAWAY. */
@@ -168,6 +176,10 @@ class ServerCall implements BidiStreamingCall, StreamListener {
   private message: Buffer | undefined;
   /** Bidi-streaming: where each message goes as it completes. */
   private requestStream: RequestStream | undefined;
+  /** Performance.now() ms when the call's grpc-timeout passes (Infinity without one). */
+  readonly deadline: number;
+  /** Watches the deadline with the other calls of the same grpc-timeout; or a timer of its own (deadlineTimer). */
+  private readonly deadlineSweeper: DeadlineSweeper<ServerCall> | undefined;
   private deadlineTimer: NodeJS.Timeout | undefined;
   private finishListeners: (() => void)[] | undefined;
 
@@ -185,10 +197,20 @@ class ServerCall implements BidiStreamingCall, StreamListener {
       connection.openCalls += 1;
       if (handler.kind === 'bidi-streaming') connection.openBidiCalls += 1;
     }
-    if (timeoutMs < MAX_TIMER_MS) this.deadlineTimer = setTimeout(() => this.deadlinePassed(), timeoutMs);
+    this.deadline = performance.now() + timeoutMs;
+    if (timeoutMs < MAX_TIMER_MS) {
+      this.deadlineSweeper = server.deadlineSweeperFor(timeoutMs);
+      if (this.deadlineSweeper) this.deadlineSweeper.add(this);
+      else this.deadlineTimer = setTimeout(() => this.deadlinePassed(), timeoutMs);
+    }
   }
 
   get finished(): boolean {
+    return this.state === FINISHED;
+  }
+
+  /** For the DeadlineSweeper: nothing left to expire. */
+  get settled(): boolean {
     return this.state === FINISHED;
   }
 
@@ -402,7 +424,8 @@ class ServerCall implements BidiStreamingCall, StreamListener {
     return true;
   }
 
-  private deadlinePassed(): void {
+  /** The grpc-timeout passed (from the call's own timer or its sweeper). */
+  deadlinePassed(): void {
     this.deadlineTimer = undefined;
     if (this.state === FINISHED) return;
     this.abort({ code: GrpcStatus.DEADLINE_EXCEEDED, details: 'Deadline exceeded' }, 'deadline');
@@ -415,6 +438,8 @@ class ServerCall implements BidiStreamingCall, StreamListener {
       clearTimeout(this.deadlineTimer);
       this.deadlineTimer = undefined;
     }
+    // Drops the finished calls at the front, so the sweeper holds only calls in flight.
+    this.deadlineSweeper?.settled();
     this.server.callFinished(this);
     const requestStream = this.requestStream;
     this.requestStream = undefined;
@@ -479,6 +504,8 @@ export class GrpcServer {
   /** Bidi-streaming calls in progress, ended by close() when shutdownTimeoutMs has passed. */
   private readonly bidiCalls = new Set<ServerCall>();
   private closing: Promise<void> | undefined;
+  /** By grpc-timeout in ms: calls with the same one have deadlines in the order they started. */
+  private readonly deadlineSweepers = new Map<number, DeadlineSweeper<ServerCall>>();
   private readonly connectionEvents = {
     stream: (stream: ServerStream, headers: readonly string[]) => this.onStream(stream, headers),
     closed: (connection: Http2Connection) => this.onConnectionClosed(connection),
@@ -532,6 +559,7 @@ export class GrpcServer {
       }, this.settings.shutdownTimeoutMs);
       this.server.close(() => {
         clearTimeout(force);
+        for (const sweeper of this.deadlineSweepers.values()) sweeper.stop();
         resolve();
       });
       for (const connection of [...this.sessions.keys()]) this.drain(connection, 'shutdown');
@@ -542,6 +570,16 @@ export class GrpcServer {
   /** Connections open now (for tests and metrics). */
   get connectionCount(): number {
     return this.sessions.size;
+  }
+
+  /** The sweeper for calls with this grpc-timeout; undefined once MAX_DEADLINE_SWEEPERS others exist. */
+  deadlineSweeperFor(timeoutMs: number): DeadlineSweeper<ServerCall> | undefined {
+    let sweeper = this.deadlineSweepers.get(timeoutMs);
+    if (sweeper === undefined && this.deadlineSweepers.size < MAX_DEADLINE_SWEEPERS) {
+      sweeper = new DeadlineSweeper<ServerCall>((call) => call.deadlinePassed());
+      this.deadlineSweepers.set(timeoutMs, sweeper);
+    }
+    return sweeper;
   }
 
   callFinished(call: ServerCall): void {

@@ -3,7 +3,8 @@ import { performance } from 'node:perf_hooks';
 import * as tls from 'node:tls';
 import type { CheckPathOperation, CheckPathTimer } from '../../domain/authorization';
 import { StoreUnavailableError } from '../store';
-import { DeadlineExceededError, DeadlineSweeper, withinDeadline, type Expiring } from './deadline';
+import { DeadlineSweeper, type Expiring } from '../../deadlines/deadline-sweeper';
+import { DeadlineExceededError, withinDeadline } from './deadline';
 import { RedisReplyError, RespReader, bulk, command, type RespReply } from './resp';
 
 /**

@@ -3,7 +3,8 @@ import type { Cluster } from 'ioredis';
 import type { CheckPathOperation, CheckPathTimer } from '../../domain/authorization';
 import { StoreUnavailableError } from '../store';
 import type { CheckChannel, LuaSource } from './check-connection';
-import { DeadlineExceededError, DeadlineSweeper, withinDeadline, type Expiring } from './deadline';
+import { DeadlineSweeper, type Expiring } from '../../deadlines/deadline-sweeper';
+import { DeadlineExceededError, withinDeadline } from './deadline';
 
 interface Pending extends Expiring {
   readonly startedAt: number;

@@ -246,6 +246,31 @@ describe('requests', () => {
     expect(() => s.held[0]!.respond(frameMessage(Buffer.from('late')))).not.toThrow();
   });
 
+  it('times each call out at its own grpc-timeout, a shorter one started after a longer one and past the calls that share a sweeper', async () => {
+    s.held.length = 0;
+    const started = Date.now();
+    const hold = (timeout: string) =>
+      rawCall(session, { path: '/test.Echo/Hold', headers: { 'grpc-timeout': timeout }, body: [grpcFrame(Buffer.from('x'))] }).then(
+        (answer) => ({ timeout, status: answer.grpcStatus, elapsed: Date.now() - started }),
+      );
+    // 20 distinct timeouts: more than get a sweeper each (the rest get a timer each), the longest first.
+    const timeouts = Array.from({ length: 20 }, (_, i) => `${600 - i * 25}m`);
+    const pending = [hold('600m'), ...timeouts.map(hold)];
+    // Answered ones leave the sweeper; a call behind them still expires.
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    s.held[0]!.respond(frameMessage(Buffer.from('answered')));
+    const answers = await Promise.all(pending);
+    expect(answers[0]).toMatchObject({ status: 0 });
+    for (const [index, answer] of answers.slice(1).entries()) {
+      const ms = 600 - index * 25;
+      expect(answer).toMatchObject({ timeout: `${ms}m`, status: grpc.status.DEADLINE_EXCEEDED });
+      expect(answer.elapsed).toBeGreaterThanOrEqual(ms - 5);
+      expect(answer.elapsed).toBeLessThan(ms + 400);
+    }
+    // The shortest (125 ms) expired well before the longest it followed.
+    expect(answers[answers.length - 1]!.elapsed).toBeLessThan(answers[1]!.elapsed);
+  });
+
   it('answers a message above the receive limit RESOURCE_EXHAUSTED from its length prefix, before the body arrives', async () => {
     const small = await start({ maxReceiveMessageBytes: 1024 });
     const smallSession = connect(small.address);

@@ -1,7 +1,8 @@
 import { spawn } from 'node:child_process';
 import { connect, type Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
-import { DeadlineExceededError, DeadlineSweeper, withinDeadline, type Expiring } from '../../../src/store/redis/deadline';
+import { DeadlineSweeper, type Expiring } from '../../../src/deadlines/deadline-sweeper';
+import { DeadlineExceededError, withinDeadline } from '../../../src/store/redis/deadline';
 
 /**
  * An echo server in another process: it answers while this process's event
