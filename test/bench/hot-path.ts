@@ -48,6 +48,7 @@ async function main(): Promise<void> {
     },
   });
   const seconds = Number(values.seconds);
+  if (!['mixed', 'valid', 'tail'].includes(values.traffic)) throw new Error(`--traffic: mixed, valid or tail, not ${values.traffic}`);
 
   // Keys: 2000 valid (cached), 20 rate-limited, plus malformed and unknown ones: the bench's mix.
   const valid = Array.from({ length: 2000 }, () => generateCustomerKey('live'));
@@ -69,7 +70,6 @@ async function main(): Promise<void> {
       : values.traffic === 'tail'
         ? { frames: [frameOf(envoyShapedRequest(valid[0]!, 0))] }
         : mixedTraffic({ valid, malformed: malformedKeys(100), unknown: unknownKeys(200), rateLimited: limited }, 20_000);
-  if (!['mixed', 'valid', 'tail'].includes(values.traffic)) throw new Error(`--traffic: mixed, valid or tail, not ${values.traffic}`);
 
   // --env NAME=VALUE: settings for every contender (e.g. DECISION_LOG_SAMPLE); a dist given as DIR::NAME=VALUE gets its own.
   const baseEnv = Object.fromEntries(values.env.map((entry) => [entry.slice(0, entry.indexOf('=')), entry.slice(entry.indexOf('=') + 1)]));
