@@ -1,7 +1,8 @@
 import Redis from 'ioredis';
+import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import type { CheckPathOperation } from '../../src/domain/authorization';
-import { PipelinedConnection, type LuaSource, type RedisAddress } from '../../src/store/redis/check-connection';
+import { FLUSH_AT_COMMANDS, PipelinedConnection, type LuaSource, type RedisAddress } from '../../src/store/redis/check-connection';
 import { StoreUnavailableError } from '../../src/store/store';
 import { spawnTestRedisServer, type TestRedis } from '../support/redis-server';
 
@@ -28,10 +29,10 @@ afterAll(async () => {
   await redis.stop();
 });
 
-function open(address: Partial<RedisAddress> = {}): Promise<PipelinedConnection> {
+function open(address: Partial<RedisAddress> = {}, deadlineMs = DEADLINE_MS): Promise<PipelinedConnection> {
   return PipelinedConnection.open({
     locate: () => Promise.resolve({ host: '127.0.0.1', port: redis.port, ...address }),
-    deadlineMs: DEADLINE_MS,
+    deadlineMs,
     connectTimeoutMs: 2000,
     reconnectDelayMs: () => 50,
   });
@@ -90,6 +91,40 @@ it('counts a reply that arrived while the event loop was blocked past the deadli
     await connection.close();
   }
 });
+
+it('writes every FLUSH_AT_COMMANDS-th command of a turn at once, so Redis starts on a burst before the turn ends', async () => {
+  // This test holds the event loop while it asks Redis: a deadline that outlasts that.
+  const connection = await open({}, 10_000);
+  try {
+    const incr = script(`return redis.call('INCR', KEYS[1]) -- ${Date.now()}`);
+    const call = () => connection.script(incr, ['cc:burst'], [], (reply) => reply, 'authorize');
+    await call(); // loads the script: EVALSHA from now on
+    await direct.del('cc:burst');
+    const burst = Array.from({ length: FLUSH_AT_COMMANDS + 4 }, call);
+    // Still in the turn that issued them: ask Redis from another process what it ran.
+    const ranBeforeTurnEnded = counterSeenFromOutside('cc:burst', redis.port, FLUSH_AT_COMMANDS);
+    expect(ranBeforeTurnEnded).toBe(FLUSH_AT_COMMANDS);
+    // The other 4 leave when the turn ends, as before.
+    expect(await Promise.all(burst)).toEqual(Array.from({ length: FLUSH_AT_COMMANDS + 4 }, (_, i) => i + 1));
+  } finally {
+    await connection.close();
+  }
+});
+
+/** Blocks this event loop, reading a counter with a child process until it reaches `atLeast` (or 3 s pass). */
+function counterSeenFromOutside(key: string, port: number, atLeast: number): number {
+  const read = `
+    const socket = require('node:net').connect(${port}, '127.0.0.1', () => socket.write('*2\\r\\n$3\\r\\nGET\\r\\n$${key.length}\\r\\n${key}\\r\\n'));
+    let reply = '';
+    socket.on('data', (chunk) => { reply += chunk; if (reply.endsWith('\\r\\n') && (reply.startsWith('$-1') || reply.split('\\r\\n').length > 2)) { process.stdout.write(reply.startsWith('$-1') ? '0' : reply.split('\\r\\n')[1]); socket.end(); } });`;
+  const until = Date.now() + 3000;
+  let seen = 0;
+  while (Date.now() < until) {
+    seen = Number(execFileSync(process.execPath, ['-e', read], { encoding: 'utf8' }));
+    if (seen >= atLeast) break;
+  }
+  return seen;
+}
 
 it('sends a script once per connection and loads it again after SCRIPT FLUSH (NOSCRIPT), for the same caller', async () => {
   const connection = await open();
