@@ -116,7 +116,22 @@ function keyRow(page: Page, keyId: string): Locator {
 }
 
 async function waitForRowStatus(page: Page, keyId: string, status: string): Promise<void> {
-  await page.locator(`tr[data-key-id="${keyId}"][data-status="${status}"]`).waitFor();
+  try {
+    await page.locator(`tr[data-key-id="${keyId}"][data-status="${status}"]`).waitFor();
+  } catch (error) {
+    // Say what the page and the server were doing, not only that the row never changed.
+    const row = await keyRow(page, keyId)
+      .getAttribute('data-status', { timeout: 1_000 })
+      .catch(() => 'no such row');
+    const openDialogs = await page.locator('dialog[open]').count();
+    const busy = await page.locator('main[aria-busy="true"]').count();
+    const serverErrors = server.logs.lines.filter((line) => line.includes('"level":"error"') || line.includes('"level":50'));
+    throw new Error(
+      `row ${keyId} is ${row}, not ${status}; the page says: ${await page.getByTestId('error').textContent()}; ` +
+        `open dialogs: ${openDialogs}; busy: ${busy > 0}\nserver errors:\n${serverErrors.join('')}`,
+      { cause: error },
+    );
+  }
 }
 
 /** The full key in the new-key panel; registered as a secret so the suite's log scan looks for it. */
