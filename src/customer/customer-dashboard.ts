@@ -29,6 +29,9 @@ export const CHART_LIBRARY_FILES: WebAssets = {
   [`${ASSET_PREFIX}vendor/uPlot.min.css`]: 'uPlot.min.css',
 };
 
+/** The stylesheet every customer page shares, the server-rendered ones too (customer-pages.ts). */
+export const CUSTOMER_STYLESHEET = `${ASSET_PREFIX}shared/base.css`;
+
 export const CUSTOMER_ASSETS: WebAssets = Object.fromEntries(CUSTOMER_ASSET_FILES.map((file) => [`${ASSET_PREFIX}${file}`, file]));
 
 export function registerCustomerDashboard(app: FastifyInstance): void {

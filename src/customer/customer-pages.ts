@@ -1,15 +1,23 @@
 import escapeHtml from 'escape-html';
 import type { CustomerIdentity, Membership } from '../domain/customer-identity';
+import { CUSTOMER_STYLESHEET } from './customer-dashboard';
 
 /**
  * The customer dashboard's server-rendered pages: sign in, the signed-in
  * overview, "no access", and the plain explanations when something is not
- * possible. No script and no inline style anywhere; every value that came
- * from outside (names, emails, ids) goes through escapeHtml.
+ * possible. They look like the API Keys page (its shared stylesheet, its top
+ * bar). No script and no inline style anywhere; every value that came from
+ * outside (names, emails, ids) goes through escapeHtml.
  */
 
-/** Pages are plain documents: nothing loads from anywhere, only the sign-out form posts, and only here. */
-export const CUSTOMER_PAGE_CSP = ["default-src 'none'", "base-uri 'none'", "form-action 'self'", "frame-ancestors 'none'"].join('; ');
+/** Pages are plain documents: nothing loads but this server's stylesheet, only the sign-out form posts, and only here. */
+export const CUSTOMER_PAGE_CSP = [
+  "default-src 'none'",
+  "style-src 'self'",
+  "base-uri 'none'",
+  "form-action 'self'",
+  "frame-ancestors 'none'",
+].join('; ');
 
 export const PAGE_SECURITY_HEADERS: Readonly<Record<string, string>> = {
   'content-security-policy': CUSTOMER_PAGE_CSP,
@@ -30,18 +38,26 @@ export interface Page {
   html: string;
 }
 
-function page(status: number, title: string, body: string): Page {
+/**
+ * `styled`: links the API Keys page's stylesheet. Not where the server serves
+ * nothing but this page (sign-in not set up), so it would not load.
+ */
+function page(status: number, title: string, body: string, styled = true): Page {
+  const stylesheet = styled ? `<link rel="stylesheet" href="${CUSTOMER_STYLESHEET}">\n` : '';
   const html = `<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>${escapeHtml(title)} · API dashboard</title>
-</head>
+${stylesheet}</head>
 <body>
+<header class="topbar"><span class="brand">API dashboard</span></header>
 <main>
+<section class="card narrow">
 <h1>${escapeHtml(title)}</h1>
 ${body}
+</section>
 </main>
 </body>
 </html>
@@ -67,6 +83,7 @@ export function notConfiguredPage(): Page {
     'Customer sign-in is not set up',
     `<p>This dashboard signs customers in with their organisation's identity provider (OpenID Connect), and none is configured yet.</p>
 <p>Operators: set <code>OIDC_ISSUER_URL</code>, <code>OIDC_CLIENT_ID</code>, <code>OIDC_REDIRECT_URL</code> and <code>CUSTOMER_SESSION_SECRET</code> (see the README section "Customer dashboard"). The operator dashboard on the admin port works as before.</p>`,
+    false,
   );
 }
 
@@ -77,7 +94,8 @@ const ENDED_MESSAGES: Readonly<Record<string, string>> = {
 };
 
 export function signedOutPage(ended?: string): Page {
-  const notice = ended && ENDED_MESSAGES[ended] ? `<p role="status" data-testid="notice">${ENDED_MESSAGES[ended]}</p>\n` : '';
+  const notice =
+    ended && ENDED_MESSAGES[ended] ? `<p role="status" class="notice" data-testid="notice">${ENDED_MESSAGES[ended]}</p>\n` : '';
   return page(
     200,
     'Sign in',
@@ -133,12 +151,16 @@ export function signInFailedPage(status: number, message: string): Page {
   return page(
     status,
     'Sign-in did not complete',
-    `<p data-testid="error">${escapeHtml(message)}</p>
+    `<p class="alert" data-testid="error">${escapeHtml(message)}</p>
 <p>Nothing was signed in. <a href="/auth/login">Start a new sign-in</a></p>`,
   );
 }
 
 /** A refusal or failure outside sign-in (cross-site request, store down, unknown page). */
 export function problemPage(status: number, title: string, message: string): Page {
-  return page(status, title, `<p data-testid="error">${escapeHtml(message)}</p>\n<p><a href="/">Back to the dashboard</a></p>`);
+  return page(
+    status,
+    title,
+    `<p class="alert" data-testid="error">${escapeHtml(message)}</p>\n<p><a href="/">Back to the dashboard</a></p>`,
+  );
 }

@@ -29,7 +29,7 @@ it.each(['/', '/auth/login', '/auth/callback?code=x&state=y', '/anything'])(
     expect(response.status).toBe(503);
     expect(response.headers.get('content-type')).toBe('text/html; charset=utf-8');
     expect(response.headers.get('content-security-policy')).toBe(
-      "default-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+      "default-src 'none'; style-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
     );
     const html = await response.text();
     expect(html).toContain('<h1>Customer sign-in is not set up</h1>');
@@ -38,6 +38,8 @@ it.each(['/', '/auth/login', '/auth/callback?code=x&state=y', '/anything'])(
     );
     expect(html).toContain('The operator dashboard on the admin port works as before.');
     expect(html).not.toContain('<script');
+    // Every path answers this page, so a stylesheet would not load: none is linked.
+    expect(html).not.toContain('<link');
     expect(response.headers.get('set-cookie')).toBeNull();
   },
 );

@@ -16,6 +16,11 @@ import { startTestRedis, type TestRedis } from '../support/redis-server';
 import { findLeaks, registerSecrets as registerWithScan } from '../support/secret-scan';
 import { freePort } from '../support/server-process';
 
+/** A computed style of the first element matching `selector` (an expression string: the tests are not type-checked against the DOM). */
+function styleOf(page: Page, selector: string, property: string): Promise<string> {
+  return page.evaluate<string>(`getComputedStyle(document.querySelector(${JSON.stringify(selector)})).${property}`);
+}
+
 const SESSION_SECRET = 'test-customer-session-secret-0123456789abcdef';
 const CLIENT_SECRET = 'test-oidc-client-secret-fedcba9876543210';
 const IDLE_MS = 60_000;
@@ -259,6 +264,7 @@ describe('signing in with OpenID Connect', () => {
       'acme: owner (keys and members)',
       'globex: viewer (sees keys and usage)',
     ]);
+    expect(await styleOf(page, 'header.topbar', 'backgroundColor')).toBe('rgb(29, 35, 48)');
     await keepScreenshot(page, 'customer-signed-in.png');
 
     // The cookie: HttpOnly, SameSite=Lax, Path=/, not Secure only because of CUSTOMER_PLAIN_HTTP_LOCALHOST; no expiry (browser session).
@@ -314,6 +320,9 @@ describe('signing in with OpenID Connect', () => {
     );
     const body = (await page.locator('main').textContent()) ?? '';
     expect(body).toContain(`issuer ${provider.issuer} and subject nobody or your email address nobody@example.com`);
+    // Styled as the API Keys page: its stylesheet (allowed by the page's CSP) and its top bar.
+    expect(await styleOf(page, 'header.topbar', 'backgroundColor')).toBe('rgb(29, 35, 48)');
+    expect(await styleOf(page, 'section.card', 'borderRadius')).toBe('8px');
     await keepScreenshot(page, 'customer-no-access.png');
     const status = await send(publicApp, 'GET', '/', { cookie: (await sessionCookie(tab.context, publicApp)).header });
     expect(status.status).toBe(403);
