@@ -56,6 +56,7 @@ import { usageAggregateIncrements, usageBucketOf } from '../usage-aggregates';
 import { DEFAULT_USAGE_STREAM_MAX_LENGTH } from '../../settings/settings';
 import { usageStreamFields } from '../usage-stream-fields';
 import { redisKeys } from './redis-keys';
+import { RedisClock } from './redis-clock';
 import { closeClient, describeTopology, openCheckChannel, openClient, type ScriptedRedis } from './redis-client';
 import { ACTIVE_KEYS_NOT_INDEXED, REDIS_SCRIPTS as scripts, authorizeScript, parseAuthorizeReply } from './scripts';
 
@@ -77,6 +78,10 @@ export interface RedisStoreOptions {
    * In production every replica uses Redis's clock, so skewed hosts agree.
    */
   clockOverride?: () => number;
+  /** Tests only: the local monotonic clock (ms) on which Redis's clock is carried between samples (RedisClock). */
+  localClockMs?: () => number;
+  /** Tests only: between samples of Redis's clock (default 1 s). */
+  clockSampleIntervalMs?: number;
   /** Deadline for admin calls, last-used batches and usage records (default 2 s). */
   adminCommandTimeoutMs?: number;
   /** The active-key cap of accounts without their own (default DEFAULT_MAX_ACTIVE_KEYS). */
@@ -108,6 +113,8 @@ export class RedisStore implements Store, TimesCheckPath {
     /** On a Cluster a script's keys must share a slot. */
     private readonly slotted: boolean,
     private readonly clockOverride: (() => number) | undefined,
+    /** What Checks decide on: Redis's clock as this replica carries it, or the tests' override. */
+    private readonly decisionClock: DecisionClock,
     private readonly checkDeadlineMs: number,
     private readonly adminDeadlineMs: number,
     private readonly defaultMaxActiveKeys: number,
@@ -124,11 +131,13 @@ export class RedisStore implements Store, TimesCheckPath {
     const adminDeadlineMs = options.adminCommandTimeoutMs ?? DEFAULT_ADMIN_TIMEOUT_MS;
     const admin = openClient(topology, adminDeadlineMs);
     let checks: CheckChannel | undefined;
+    let decisionClock: DecisionClock;
     try {
       await admin.connect();
       await admin.ping();
       checks = await openCheckChannel(topology, admin, options.commandTimeoutMs);
       await checks.ping(options.commandTimeoutMs * 10);
+      decisionClock = await startDecisionClock(options, admin);
     } catch (error) {
       admin.disconnect();
       await checks?.close();
@@ -140,6 +149,7 @@ export class RedisStore implements Store, TimesCheckPath {
       where,
       topology.mode === 'cluster',
       options.clockOverride,
+      decisionClock,
       options.commandTimeoutMs,
       adminDeadlineMs,
       options.defaultMaxActiveKeys ?? DEFAULT_MAX_ACTIVE_KEYS,
@@ -159,8 +169,8 @@ export class RedisStore implements Store, TimesCheckPath {
     return this.checks.script(
       authorizeScript(request.defaultPlan, request.defaultTokenBudgets),
       [redisKeys.account(request.accountId), redisKeys.key(request.accountId, request.keyId)],
-      // The key id; the script names the key's fields from it. A clock override (tests) comes second.
-      this.clockOverride ? [request.keyId, String(Math.round(this.clockOverride() * 1000))] : [request.keyId],
+      // The key id; the script names the key's fields from it. Then the decision time on Redis's clock.
+      [request.keyId, String(this.decisionClock.nowUs())],
       parseAuthorizeReply,
       'authorize',
     );
@@ -717,7 +727,7 @@ export class RedisStore implements Store, TimesCheckPath {
     return rows.map(([id, flat]) => ({ id, fields: fieldsOf(flat) }));
   }
 
-  /** Redis's clock (µs), the one the Checks and the usage script decide on; the test override if set. */
+  /** Redis's clock (µs) read with TIME, the one the usage script decides on; the test override if set. */
   private async redisNowUs(): Promise<number> {
     if (this.clockOverride) return Math.round(this.clockOverride() * 1000);
     const [seconds, micros] = await this.call(() => this.redis.time());
@@ -730,6 +740,7 @@ export class RedisStore implements Store, TimesCheckPath {
   }
 
   async close(): Promise<void> {
+    this.decisionClock.stop();
     await Promise.all([this.checks.close(), closeClient(this.redis)]);
   }
 
@@ -769,6 +780,22 @@ export class RedisStore implements Store, TimesCheckPath {
       throw asStoreError(error);
     }
   }
+}
+
+/** What Checks decide on (µs): Redis's clock as this replica carries it, or the tests' override. */
+type DecisionClock = Pick<RedisClock, 'nowUs' | 'stop'>;
+
+async function startDecisionClock(options: RedisStoreOptions, admin: ScriptedRedis): Promise<DecisionClock> {
+  const override = options.clockOverride;
+  if (override) return { nowUs: () => Math.round(override() * 1000), stop: () => undefined };
+  return RedisClock.start({
+    readRedisUs: async () => {
+      const [seconds, micros] = await admin.time();
+      return Number(seconds) * 1_000_000 + Number(micros);
+    },
+    ...(options.localClockMs ? { localMs: options.localClockMs } : {}),
+    ...(options.clockSampleIntervalMs ? { intervalMs: options.clockSampleIntervalMs } : {}),
+  });
 }
 
 /** The key index entry: `<keyId> <accountId>`. */

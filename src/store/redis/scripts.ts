@@ -149,7 +149,7 @@ const USAGE_SWEEP_INTERVAL_US = 3_600_000_000;
  *   budget is exhausted). For the Check: remaining = tokens − tb_unrefilled,
  *   the whole tokens available.
  */
-export const LUA_TOKEN_BUDGET = `
+const LUA_TOKEN_BUDGET_READ = `
 local function divmod(x, y)
   local q = math.floor(x / y)
   local r = x - q * y
@@ -164,6 +164,16 @@ local function tb_parse(text, tokens)
   if fraction >= tokens then fraction = 0 end
   return tat, fraction
 end
+local function tb_unrefilled(debt_us, fraction, tokens, window_s)
+  local d1, d0 = divmod(debt_us, 1000000)
+  local q1, r1 = divmod(d1 * tokens, window_s)
+  local q2, r2 = divmod(r1 * 1000000 + d0 * tokens + fraction, window_s * 1000000)
+  if r2 > 0 then return q1 + q2 + 1 end
+  return q1 + q2
+end`;
+
+/** LUA_TOKEN_BUDGET_READ and tb_consume: what the usage script needs (the Check only reads, and so defines no tb_consume). */
+export const LUA_TOKEN_BUDGET = `${LUA_TOKEN_BUDGET_READ}
 local function tb_consume(text, now, n, tokens, window_s)
   local tat, fraction = tb_parse(text, tokens)
   if not tat or tat < now then tat, fraction = now, 0 end
@@ -175,13 +185,6 @@ local function tb_consume(text, now, n, tokens, window_s)
   if fraction >= tokens then tat = tat + 1; fraction = fraction - tokens end
   if fraction == 0 then return string.format('%.0f', tat) end
   return string.format('%.0f %.0f', tat, fraction)
-end
-local function tb_unrefilled(debt_us, fraction, tokens, window_s)
-  local d1, d0 = divmod(debt_us, 1000000)
-  local q1, r1 = divmod(d1 * tokens, window_s)
-  local q2, r2 = divmod(r1 * 1000000 + d0 * tokens + fraction, window_s * 1000000)
-  if r2 > 0 then return q1 + q2 + 1 end
-  return q1 + q2
 end`;
 
 /** Every script, declared once: `defineCommand` registers each under its name, and `ScriptCommands` types it. */
@@ -323,8 +326,8 @@ return redis.call('HGETALL', KEYS[1])`,
   // Rotation in one step under the account's tag: the old key is revoked now
   // (or at the end of the grace period) in the same instant the new key's
   // record exists. Its global indexes were written before (see the store). "Now"
-  // is Redis's TIME, the clock every Check is decided on ('' = TIME; tests pass
-  // an override). The answer carries both records, so nothing is read after
+  // is Redis's TIME, the clock every Check is decided on (carried by RedisClock;
+  // '' = TIME; tests pass an override). The answer carries both records, so nothing is read after
   // the point of no return. The same rotation run again (same new key id, its
   // record present) changes nothing and answers as the first run did: the
   // store repeats a call whose reply was lost, and must learn what happened.
@@ -818,10 +821,12 @@ function parseCreditReply(reply: unknown): CreditResult {
  * src/limits/authorize-account-state.ts (the in-memory store runs that), and
  * the shared contract suite keeps them equal.
  *
- * Five commands when allowed: EVALSHA, HMGET of the key record, HMGET of
- * the account record with the bucket fields, TIME, and one HSET of the
- * buckets; a refused decision skips the HSET. Buckets are fields of the
- * account hash (no TTL of their own), packed: one field per key and one for
+ * Four commands when allowed: EVALSHA, HMGET of the key record, HMGET of
+ * the account record with the bucket fields, and one HSET of the buckets; a
+ * refused decision skips the HSET. The time comes with the call (Redis's
+ * clock as the replica carries it between samples, RedisClock: within half
+ * a round trip of TIME), so the script runs no TIME of its own, about 8 % of
+ * what Redis spent on a decision. Buckets are fields of the account hash (no TTL of their own), packed: one field per key and one for
  * the account, each holding all of its windows (redisKeys.keyBucketField),
  * so a decision reads and writes two bucket fields however many windows,
  * and the hash, which every HMGET and HSET field lookup scans while it is a
@@ -852,8 +857,8 @@ function parseCreditReply(reply: unknown): CreditResult {
  *
  * KEYS: the account, the key record (every field the decision reads is in
  * one of them). ARGV: the key id, of which the script names the key's
- * fields (its bucket, token buckets and spend), then only in tests a clock
- * override in µs (absent: Redis's own TIME).
+ * fields (its bucket, token buckets and spend), then the decision time in
+ * µs on Redis's clock (RedisClock; in tests, their clock).
  *
  * A rolling deploy from the version that kept one field per window
  * (`rl:k:<keyId>:<w>`, `rl:a:<w>`, swept by `rlSweepAtUs`): this version's
@@ -1061,14 +1066,13 @@ function authorizeLua(plan: RatePlan, budgets: TokenBudgetPlan): string {
   const numbered = (template: (limit: PlanLimit, n: number) => string) => limits.map((limit, i) => template(limit, i + 1)).join('');
   return `
 local floor, ceil = math.floor, math.ceil
+local now = tonumber(ARGV[2])
+if not now then return redis.error_reply('authorize: ARGV[2] must be the decision time in µs on the Redis clock') end
 local k = redis.call('HMGET', KEYS[2], 'status', 'expiresAtMs', 'limits', 'prefix', 'environment', 'revokeAtMs', ${luaText(redisKeys.tokenBudgetsField())}, ${luaText(redisKeys.monthlySpendCapField())})
 if not k[1] then return {'unknown_key'} end
 local kf = ${keyField(redisKeys.keyBucketField)}
 local a = redis.call('HMGET', KEYS[1], ${accountFields})
 if not a[1] then return {'unknown_key'} end
-local now
-if ARGV[2] then now = tonumber(ARGV[2])
-else local t = redis.call('TIME'); now = t[1] * 1000000 + t[2] end
 local prefix = k[4]
 if k[1] == 'revoked' or (k[6] and k[6] * 1000 <= now) then return {'key_revoked', prefix} end
 if k[2] and k[2] * 1000 <= now then return {'key_expired', prefix} end
@@ -1209,7 +1213,7 @@ function indent(lua: string): string {
  * (caps in k[8] and a[6]). The month's spend fields are named by the month
  * (redisKeys.accountSpendField, keySpendField), so the script names it from
  * its own clock, the one every decision of every replica uses (Redis's
- * TIME, or the tests' override): a decision at 00:00:00.001 on the 1st (UTC)
+ * clock as RedisClock carries it, or the tests' override): a decision at 00:00:00.001 on the 1st (UTC)
  * reads the new month everywhere at once. gwaApplyUsage counts a record in
  * the month the answer ended (usageMonthOf(record.atMs)), the same UTC
  * calendar. Only an account or key with a cap pays for it: the civil date
@@ -1256,52 +1260,61 @@ function luaTokenBudgetCheck(budgets: TokenBudgetPlan): string {
   }
   const planTable = (of: readonly TokenBudget[]) =>
     `{${of.map((budget) => `{tokens = ${budget.tokens}, windowSeconds = ${budget.windowSeconds}}`).join(', ')}}`;
-  return `if ${all.length > 0 ? 'true' : 'k[7] or a[5]'} then
-  ${LUA_TOKEN_BUDGET.trim().replace(/\n/g, '\n  ')}
-  local x_scope, x_tokens, x_window, x_reset, x_retry
-  local function check(scope, tokens, window_s, text)
-    local tat, fraction = tb_parse(text, tokens)
-    local remaining, reset, retry = tokens, 0, 0
-    if tat and tat >= now then
-      local d, f1 = tat - now, 0
-      if fraction > 0 then f1 = 1 end
-      reset = floor((d + 999 + f1) / 1000)
-      if d < window_s * 1000000 then remaining = tokens - tb_unrefilled(d, fraction, tokens, window_s) else remaining = 0 end
-      if remaining == 0 then
-        -- Until one whole token is back: the debt down to tokens - 1 tokens' worth,
-        -- (d + fraction/tokens) - (W - W/tokens) µs, with W/tokens = q + r/tokens.
-        local q, r = divmod(window_s * 1000000, tokens)
-        local us, part = d - window_s * 1000000 + q, fraction + r
-        if part > tokens then us = us + 2 elseif part > 0 then us = us + 1 end
-        retry = floor((us + 999) / 1000)
-      end
-    end
+  const checkEach = `${LUA_TOKEN_BUDGET_READ.trim()}
+local x_scope, x_tokens, x_window, x_reset, x_retry
+local function check(scope, tokens, window_s, text)
+  local tat, fraction = tb_parse(text, tokens)
+  local remaining, reset, retry = tokens, 0, 0
+  if tat and tat >= now then
+    local d, f1 = tat - now, 0
+    if fraction > 0 then f1 = 1 end
+    reset = floor((d + 999 + f1) / 1000)
+    if d < window_s * 1000000 then remaining = tokens - tb_unrefilled(d, fraction, tokens, window_s) else remaining = 0 end
     if remaining == 0 then
-      if not x_retry or retry > x_retry then x_scope, x_tokens, x_window, x_reset, x_retry = scope, tokens, window_s, reset, retry end
-    elseif not b_remaining or remaining < b_remaining then
-      b_scope, b_tokens, b_window, b_remaining, b_reset = scope, tokens, window_s, remaining, reset
+      -- Until one whole token is back: the debt down to tokens - 1 tokens' worth,
+      -- (d + fraction/tokens) - (W - W/tokens) µs, with W/tokens = q + r/tokens.
+      local q, r = divmod(window_s * 1000000, tokens)
+      local us, part = d - window_s * 1000000 + q, fraction + r
+      if part > tokens then us = us + 2 elseif part > 0 then us = us + 1 end
+      retry = floor((us + 999) / 1000)
     end
   end
-  if not k[7] and not a[5] then
+  if remaining == 0 then
+    if not x_retry or retry > x_retry then x_scope, x_tokens, x_window, x_reset, x_retry = scope, tokens, window_s, reset, retry end
+  elseif not b_remaining or remaining < b_remaining then
+    b_scope, b_tokens, b_window, b_remaining, b_reset = scope, tokens, window_s, remaining, reset
+  end
+end
+if not k[7] and not a[5] then
 ${all
   .map(
-    (budget, i) => `    check('${budget.scope}', ${budget.tokens}, ${budget.windowSeconds}, a[${7 + i}])
+    (budget, i) => `  check('${budget.scope}', ${budget.tokens}, ${budget.windowSeconds}, a[${7 + i}])
 `,
   )
-  .join('')}  else
-    local o = a[5] and cjson.decode(a[5]) or {}
-    local kl = (k[7] and cjson.decode(k[7])) or o.key or ${planTable(budgets.key)}
-    local al = o.account or ${planTable(budgets.account)}
-    local fields = {}
-    for _, b in ipairs(kl) do fields[#fields + 1] = ${keyField(redisKeys.keyTokenBucketFieldPrefix)} .. b.windowSeconds end
-    for _, b in ipairs(al) do fields[#fields + 1] = ${luaText(redisKeys.accountTokenBucketFieldPrefix())} .. b.windowSeconds end
-    if #fields > 0 then
-      local stored = redis.call('HMGET', KEYS[1], unpack(fields))
-      for i, b in ipairs(kl) do check('key', b.tokens, b.windowSeconds, stored[i]) end
-      for i, b in ipairs(al) do check('account', b.tokens, b.windowSeconds, stored[#kl + i]) end
-    end
+  .join('')}else
+  local o = a[5] and cjson.decode(a[5]) or {}
+  local kl = (k[7] and cjson.decode(k[7])) or o.key or ${planTable(budgets.key)}
+  local al = o.account or ${planTable(budgets.account)}
+  local fields = {}
+  for _, b in ipairs(kl) do fields[#fields + 1] = ${keyField(redisKeys.keyTokenBucketFieldPrefix)} .. b.windowSeconds end
+  for _, b in ipairs(al) do fields[#fields + 1] = ${luaText(redisKeys.accountTokenBucketFieldPrefix())} .. b.windowSeconds end
+  if #fields > 0 then
+    local stored = redis.call('HMGET', KEYS[1], unpack(fields))
+    for i, b in ipairs(kl) do check('key', b.tokens, b.windowSeconds, stored[i]) end
+    for i, b in ipairs(al) do check('account', b.tokens, b.windowSeconds, stored[#kl + i]) end
   end
-  if x_retry then return {'token_budget_exhausted', prefix, x_scope, x_tokens, x_window, 0, x_reset, x_retry} end
+end
+if x_retry then return {'token_budget_exhausted', prefix, x_scope, x_tokens, x_window, 0, x_reset, x_retry} end`;
+  if (all.length === 0) return `if k[7] or a[5] then\n${indent(checkEach)}\nend`;
+  // The tightest of full budgets: the first with the fewest tokens, as check() picks it.
+  const tightest = all.reduce((best, budget) => (budget.tokens < best.tokens ? budget : best));
+  if (tightest.tokens <= 0) return `do\n${indent(checkEach)}\nend`;
+  return `if not k[7] and not a[5]${all.map((_, i) => ` and not a[${7 + i}]`).join('')} then
+  -- None of the plan's buckets has been spent into (usage writes each one it consumes from):
+  -- every budget is full, so no function or table is made for it.
+  b_scope, b_tokens, b_window, b_remaining, b_reset = '${tightest.scope}', ${tightest.tokens}, ${tightest.windowSeconds}, ${tightest.tokens}, 0
+else
+${indent(checkEach)}
 end`;
 }
 
