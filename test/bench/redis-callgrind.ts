@@ -1,0 +1,212 @@
+/**
+ * What one allowed decision costs Redis, in instructions: redis-server runs
+ * under valgrind's callgrind, which counts the instructions it executes
+ * (user space: Lua, command handling, replies; not the kernel's socket
+ * work). The count is the same for the same binary, script and data
+ * whatever else the machine is doing, so a change to the authorize script
+ * shows to a fraction of a percent, where Redis's CPU time on this shared
+ * machine moves by ±10 % from run to run.
+ *
+ *   node .bench/build/test/bench/redis-callgrind.js [--dist DIR]… [--token-budgets] [--spent] [--decisions N]
+ *
+ * For each --dist (a build's directory, e.g. a copy of an earlier dist/;
+ * default this one), in turn: a fresh redis-server under callgrind; 100
+ * accounts of 10 keys seeded through that build's RedisStore (as the service
+ * connects it: no clock override); 3,000 allowed decisions of warm-up; the
+ * counters zeroed (callgrind_control -z); N decisions (default 3,000), 64 in
+ * flight, over the keys in turn; the counters dumped. Prints instructions per
+ * decision. The plan is the bench's (two windows per scope, limits far
+ * above the load). --token-budgets: the plan also has the bench's token
+ * budgets. --spent: every one of those buckets holds a spent value (30 s of
+ * debt, with a fraction on two of them), as usage leaves them on an account
+ * in use; without it they are absent, as in `npm run bench`, which meters no
+ * usage.
+ */
+import { execFile, spawn } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { promisify } from 'node:util';
+import { parseArgs } from 'node:util';
+import Redis from 'ioredis';
+import { generateCustomerKey, hashCustomerKey, displayPrefixOf } from '../../src/keys/customer-key';
+import type { RatePlan } from '../../src/domain/rate-limits';
+import type { TokenBudgetPlan } from '../../src/domain/token-budgets';
+import { findRedisServerBinary } from '../support/redis-server';
+import { loadBuildModules, type CheckPathModules } from './build-modules';
+
+const run = promisify(execFile);
+
+type Modules = CheckPathModules & typeof import('../../src/store/redis/redis-store') & typeof import('../../src/store/redis/redis-keys');
+
+const PLAN: RatePlan = Object.freeze({
+  key: Object.freeze([
+    { limit: 1_000_000_000, windowSeconds: 60 },
+    { limit: 1_000_000_000, windowSeconds: 86_400 },
+  ]),
+  account: Object.freeze([
+    { limit: 1_000_000_000, windowSeconds: 60 },
+    { limit: 1_000_000_000, windowSeconds: 86_400 },
+  ]),
+});
+const NO_BUDGETS: TokenBudgetPlan = Object.freeze({ key: Object.freeze([]), account: Object.freeze([]) });
+const BUDGETS: TokenBudgetPlan = Object.freeze({
+  key: Object.freeze([
+    { tokens: 60_000_000, windowSeconds: 60 },
+    { tokens: 1_000_000_000, windowSeconds: 86_400 },
+  ]),
+  account: Object.freeze([
+    { tokens: 60_000_000, windowSeconds: 60 },
+    { tokens: 1_000_000_000, windowSeconds: 86_400 },
+  ]),
+});
+
+const ACCOUNTS = 100;
+const KEYS_PER_ACCOUNT = 10;
+const WARM_UP = 3000;
+const IN_FLIGHT = 64;
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      dist: { type: 'string', multiple: true, default: [path.join(__dirname, '..', '..', 'src')] },
+      'token-budgets': { type: 'boolean', default: false },
+      spent: { type: 'boolean', default: false },
+      decisions: { type: 'string', default: '3000' },
+    },
+  });
+  const budgets = values['token-budgets'] ? BUDGETS : NO_BUDGETS;
+  if (values.spent && !values['token-budgets']) throw new Error('--spent needs --token-budgets');
+  const decisions = Number(values.decisions);
+  const binary = findRedisServerBinary(process.env.PATH, ['/usr/bin/redis-server', '/usr/local/bin/redis-server']);
+  if (!binary) throw new Error('needs redis-server');
+  for (const dist of values.dist) {
+    const perDecision = await measure(path.resolve(dist), binary, budgets, values.spent, decisions);
+    process.stdout.write(
+      `${JSON.stringify({ dist, tokenBudgets: values['token-budgets'], spent: values.spent, decisions, instructionsPerDecision: perDecision })}\n`,
+    );
+  }
+}
+
+async function measure(dist: string, binary: string, budgets: TokenBudgetPlan, spent: boolean, decisions: number): Promise<number> {
+  const m = loadBuildModules<Modules>(dist, ['store/redis/redis-store.js', 'store/redis/redis-keys.js']);
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'redis-callgrind-'));
+  const port = 20_000 + Math.floor(Math.random() * 20_000);
+  const server = spawn(
+    'valgrind',
+    [
+      '--tool=callgrind',
+      `--callgrind-out-file=${dir}/callgrind.out`,
+      binary,
+      '--port',
+      String(port),
+      '--save',
+      '',
+      '--appendonly',
+      'no',
+      '--dir',
+      dir,
+    ],
+    { stdio: 'ignore' },
+  );
+  const url = `redis://127.0.0.1:${port}`;
+  const probe = new Redis(url, { lazyConnect: true, retryStrategy: () => null, disconnectTimeout: 50 });
+  // Refused until valgrind has started redis-server: the loop below retries.
+  probe.on('error', () => undefined);
+  try {
+    for (let attempt = 0; ; attempt += 1) {
+      try {
+        await probe.connect();
+        break;
+      } catch (error) {
+        if (attempt > 100) throw error;
+        await sleep(200);
+      }
+    }
+    const store = await m.RedisStore.connect({ url, commandTimeoutMs: 60_000, adminCommandTimeoutMs: 60_000 });
+    try {
+      const ids = await seed(m, store, probe, budgets, spent);
+      const authorize = async (count: number) => {
+        let next = 0;
+        await Promise.all(
+          Array.from({ length: IN_FLIGHT }, async () => {
+            while (next < count) {
+              const key = ids[next++ % ids.length]!;
+              const outcome = await store.authorize({ ...key, defaultPlan: PLAN, defaultTokenBudgets: budgets });
+              if (outcome.kind !== 'allow') throw new Error(`expected allow, got ${outcome.kind}`);
+            }
+          }),
+        );
+      };
+      await authorize(WARM_UP);
+      await run('callgrind_control', ['-z', String(server.pid)]);
+      await authorize(decisions);
+      await run('callgrind_control', ['-d', String(server.pid)]);
+    } finally {
+      await store.close();
+    }
+    const dump = fs.readdirSync(dir).find((name) => /^callgrind\.out\.\d+$/.test(name));
+    if (!dump) throw new Error(`callgrind wrote no dump in ${dir}`);
+    const summary = /^(?:summary|totals): (\d+)/m.exec(fs.readFileSync(path.join(dir, dump), 'utf8'));
+    if (!summary) throw new Error(`no instruction total in ${dump}`);
+    return Math.round(Number(summary[1]) / decisions);
+  } finally {
+    await probe.shutdown('NOSAVE').catch(() => undefined);
+    probe.disconnect();
+    await new Promise((resolve) => (server.exitCode === null ? server.once('exit', resolve) : resolve(undefined)));
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** The accounts and keys, and with --spent every token bucket of the plan spent into. */
+async function seed(
+  m: Modules,
+  store: import('../../src/store/redis/redis-store').RedisStore,
+  redis: Redis,
+  budgets: TokenBudgetPlan,
+  spent: boolean,
+): Promise<{ accountId: string; keyId: string }[]> {
+  const createdAt = new Date().toISOString();
+  const ids: { accountId: string; keyId: string }[] = [];
+  const [seconds] = await redis.time();
+  const tatUs = (Number(seconds) + 30) * 1_000_000;
+  for (let a = 0; a < ACCOUNTS; a += 1) {
+    const accountId = `acct-${a}`;
+    await store.createAccount({ id: accountId, name: accountId, status: 'active', createdAt });
+    for (let k = 0; k < KEYS_PER_ACCOUNT; k += 1) {
+      const plaintext = generateCustomerKey('live');
+      const keyId = `key_${a}_${k}`;
+      const inserted = await store.insertKey(hashCustomerKey(plaintext), {
+        id: keyId,
+        accountId,
+        prefix: displayPrefixOf(plaintext),
+        name: keyId,
+        environment: 'live',
+        status: 'active',
+        createdAt,
+      });
+      if (inserted !== 'created') throw new Error(`seeding ${keyId}: ${JSON.stringify(inserted)}`);
+      ids.push({ accountId, keyId });
+      if (spent) {
+        const fields = [
+          ...budgets.key.map((budget, i) => [
+            `${m.redisKeys.keyTokenBucketFieldPrefix(keyId)}${budget.windowSeconds}`,
+            i === 0 ? `${tatUs} 7` : `${tatUs}`,
+          ]),
+          ...budgets.account.map((budget, i) => [
+            `${m.redisKeys.accountTokenBucketFieldPrefix()}${budget.windowSeconds}`,
+            i === 0 ? `${tatUs} 3` : `${tatUs}`,
+          ]),
+        ];
+        await redis.hset(m.redisKeys.account(accountId), ...fields.flat());
+      }
+    }
+  }
+  return ids;
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(`${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+  process.exit(1);
+});
