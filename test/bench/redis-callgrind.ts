@@ -31,36 +31,14 @@ import { promisify } from 'node:util';
 import { parseArgs } from 'node:util';
 import Redis from 'ioredis';
 import { generateCustomerKey, hashCustomerKey, displayPrefixOf } from '../../src/keys/customer-key';
-import type { RatePlan } from '../../src/domain/rate-limits';
-import type { TokenBudgetPlan } from '../../src/domain/token-budgets';
+import { NO_TOKEN_BUDGETS, type TokenBudgetPlan } from '../../src/domain/token-budgets';
+import { BENCH_PLAN, BENCH_TOKEN_BUDGETS } from './bench-plan';
 import { findRedisServerBinary } from '../support/redis-server';
 import { loadBuildModules, type CheckPathModules } from './build-modules';
 
 const run = promisify(execFile);
 
 type Modules = CheckPathModules & typeof import('../../src/store/redis/redis-store') & typeof import('../../src/store/redis/redis-keys');
-
-const PLAN: RatePlan = Object.freeze({
-  key: Object.freeze([
-    { limit: 1_000_000_000, windowSeconds: 60 },
-    { limit: 1_000_000_000, windowSeconds: 86_400 },
-  ]),
-  account: Object.freeze([
-    { limit: 1_000_000_000, windowSeconds: 60 },
-    { limit: 1_000_000_000, windowSeconds: 86_400 },
-  ]),
-});
-const NO_BUDGETS: TokenBudgetPlan = Object.freeze({ key: Object.freeze([]), account: Object.freeze([]) });
-const BUDGETS: TokenBudgetPlan = Object.freeze({
-  key: Object.freeze([
-    { tokens: 60_000_000, windowSeconds: 60 },
-    { tokens: 1_000_000_000, windowSeconds: 86_400 },
-  ]),
-  account: Object.freeze([
-    { tokens: 60_000_000, windowSeconds: 60 },
-    { tokens: 1_000_000_000, windowSeconds: 86_400 },
-  ]),
-});
 
 const ACCOUNTS = 100;
 const KEYS_PER_ACCOUNT = 10;
@@ -76,7 +54,7 @@ async function main(): Promise<void> {
       decisions: { type: 'string', default: '3000' },
     },
   });
-  const budgets = values['token-budgets'] ? BUDGETS : NO_BUDGETS;
+  const budgets = values['token-budgets'] ? BENCH_TOKEN_BUDGETS : NO_TOKEN_BUDGETS;
   if (values.spent && !values['token-budgets']) throw new Error('--spent needs --token-budgets');
   const decisions = Number(values.decisions);
   const binary = findRedisServerBinary(process.env.PATH, ['/usr/bin/redis-server', '/usr/local/bin/redis-server']);
@@ -133,7 +111,7 @@ async function measure(dist: string, binary: string, budgets: TokenBudgetPlan, s
           Array.from({ length: IN_FLIGHT }, async () => {
             while (next < count) {
               const key = ids[next++ % ids.length]!;
-              const outcome = await store.authorize({ ...key, defaultPlan: PLAN, defaultTokenBudgets: budgets });
+              const outcome = await store.authorize({ ...key, defaultPlan: BENCH_PLAN, defaultTokenBudgets: budgets });
               if (outcome.kind !== 'allow') throw new Error(`expected allow, got ${outcome.kind}`);
             }
           }),

@@ -32,7 +32,8 @@ import Redis from 'ioredis';
 import pino from 'pino';
 import { generateCustomerKey, hashCustomerKey, displayPrefixOf } from '../../src/keys/customer-key';
 import type { RatePlan } from '../../src/domain/rate-limits';
-import type { TokenBudgetPlan } from '../../src/domain/token-budgets';
+import { NO_TOKEN_BUDGETS } from '../../src/domain/token-budgets';
+import { BENCH_PLAN, BENCH_TOKEN_BUDGETS } from './bench-plan';
 import { startTestRedis } from '../support/redis-server';
 import { commandDelta, commandStats, type CommandCounts } from './redis-stats';
 import { loadBuildModules, type CheckPathModules } from './build-modules';
@@ -43,30 +44,7 @@ function load(dist: string): Modules {
   return loadBuildModules<Modules>(dist, ['store/redis/redis-store.js']);
 }
 
-/** As the bench's gateway config: limits far above the load, two windows per scope. */
-const PLAN: RatePlan = Object.freeze({
-  key: Object.freeze([
-    { limit: 1_000_000_000, windowSeconds: 60 },
-    { limit: 1_000_000_000, windowSeconds: 86_400 },
-  ]),
-  account: Object.freeze([
-    { limit: 1_000_000_000, windowSeconds: 60 },
-    { limit: 1_000_000_000, windowSeconds: 86_400 },
-  ]),
-});
-
-const NO_BUDGETS: TokenBudgetPlan = Object.freeze({ key: Object.freeze([]), account: Object.freeze([]) });
-const BUDGETS: TokenBudgetPlan = Object.freeze({
-  key: Object.freeze([
-    { tokens: 60_000_000, windowSeconds: 60 },
-    { tokens: 1_000_000_000, windowSeconds: 86_400 },
-  ]),
-  account: Object.freeze([
-    { tokens: 60_000_000, windowSeconds: 60 },
-    { tokens: 1_000_000_000, windowSeconds: 86_400 },
-  ]),
-});
-let budgets = NO_BUDGETS;
+let budgets = NO_TOKEN_BUDGETS;
 
 const KEYS = 10_000;
 const KEYS_PER_ACCOUNT = 10;
@@ -118,7 +96,7 @@ async function main(): Promise<void> {
       'token-budgets': { type: 'boolean', default: false },
     },
   });
-  if (values['token-budgets']) budgets = BUDGETS;
+  if (values['token-budgets']) budgets = BENCH_TOKEN_BUDGETS;
   const authorizes = Number(values.authorizes);
   const inFlight = Number(values['in-flight']);
   const rounds = Number(values.rounds);
@@ -207,7 +185,7 @@ async function contenderFor(label: string, dist: string, url: string): Promise<C
     label,
     m,
     store,
-    authorize: (ids) => checkPath.authorizer.authorize({ ...ids, defaultPlan: PLAN, defaultTokenBudgets: budgets }),
+    authorize: (ids) => checkPath.authorizer.authorize({ ...ids, defaultPlan: BENCH_PLAN, defaultTokenBudgets: budgets }),
     valid,
     limited,
     unknown,
@@ -274,7 +252,7 @@ async function mixPhase(
       const key = entry.valid[index % entry.valid.length]!;
       const ids = await keyIndex.resolveKeyHash(key.hash);
       if (!ids) throw new Error('a valid key did not resolve');
-      const outcome = (await checkPath.authorizer.authorize({ ...ids, defaultPlan: PLAN, defaultTokenBudgets: budgets })) as {
+      const outcome = (await checkPath.authorizer.authorize({ ...ids, defaultPlan: BENCH_PLAN, defaultTokenBudgets: budgets })) as {
         kind: string;
       };
       if (outcome.kind !== 'allow') throw new Error(`valid key: ${outcome.kind}`);
@@ -289,7 +267,7 @@ async function mixPhase(
       const key = entry.limited[index % entry.limited.length]!;
       const ids = await keyIndex.resolveKeyHash(key.hash);
       if (!ids) throw new Error('a rate-limited key did not resolve');
-      const outcome = (await checkPath.authorizer.authorize({ ...ids, defaultPlan: PLAN, defaultTokenBudgets: budgets })) as {
+      const outcome = (await checkPath.authorizer.authorize({ ...ids, defaultPlan: BENCH_PLAN, defaultTokenBudgets: budgets })) as {
         kind: string;
       };
       if (outcome.kind === 'allow') recorder.note(ids);
