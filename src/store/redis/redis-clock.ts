@@ -5,8 +5,9 @@ import { performance } from 'node:perf_hooks';
  *
  * Every replica decides on one clock, Redis's, so hosts whose own clocks
  * are skewed still agree on windows, expiry and the month. The authorize
- * script used to read it with TIME, one of its five commands and about 8 %
- * of the instructions Redis ran per decision (callgrind). Instead each
+ * script used to read it with TIME, one of its five commands (about 8 % of
+ * the instructions Redis ran per decision; passed as an argument, the time
+ * costs half of that to parse, test/bench/redis-callgrind.ts). Instead each
  * replica samples TIME now and then and carries it forward on its own
  * monotonic clock, as NTP does: offset = Redis's time − the local time
  * halfway through the round trip, wrong by at most half that round trip.
