@@ -75,6 +75,7 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
 
   const metrics = new Metrics({ usageModelLabel: (model) => modelMetricLabel(settings.pipeline.pricing, model) });
   const checkPath = metrics.instrumentCheckPath(store, store);
+  metrics.watchDecisionClock(store);
   // Deadlines come from the gRPC transport, which sets them on the system clock (Date.now() + grpc-timeout), not the domain's clock.
   const admission = new CheckAdmission(settings.maxChecksInFlight, systemClock);
   metrics.watchChecksInFlight(() => admission.checksInFlight);

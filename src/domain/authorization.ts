@@ -66,3 +66,12 @@ export type CheckPathTimer = (operation: CheckPathOperation, seconds: number, fa
 export interface TimesCheckPath {
   timeCheckPathWith(timer: CheckPathTimer): void;
 }
+
+/**
+ * A store whose Checks decide on a clock it carries between samples of
+ * another (the Redis store: Redis's TIME, see redis-clock.ts): how far it can
+ * be off, in µs; undefined when it carries none (a test's clock override).
+ */
+export interface CarriesDecisionClock {
+  decisionClockUncertaintyUs(): number | undefined;
+}

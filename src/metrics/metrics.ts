@@ -2,7 +2,14 @@ import { performance } from 'node:perf_hooks';
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Decision } from '../domain/decision';
 import type { AdminAuthMetrics, AuthLimitKind } from '../domain/admin-auth-limits';
-import type { Authorizer, CheckPathOperation, CheckPathTimer, KeyIndex, TimesCheckPath } from '../domain/authorization';
+import type {
+  Authorizer,
+  CarriesDecisionClock,
+  CheckPathOperation,
+  CheckPathTimer,
+  KeyIndex,
+  TimesCheckPath,
+} from '../domain/authorization';
 import type { ShedReason } from '../overload/check-admission';
 import { BatchedCounts, type BatchedCount } from './batched-counts';
 import { ExtProcMetrics } from './ext-proc-metrics';
@@ -171,6 +178,20 @@ export class Metrics implements AdminAuthMetrics, UsageRecorderMetrics {
     if (record.costMinorUnits > 0) this.usageSpend.inc({ style, family, model }, record.costMinorUnits);
   }
 
+  /** A store that carries a decision clock: its uncertainty as a gauge at each scrape (none while it has none). Others: nothing. */
+  watchDecisionClock(store: object): void {
+    if (!carriesDecisionClock(store)) return;
+    new Gauge({
+      name: 'gateway_authz_redis_clock_uncertainty_seconds',
+      help: "How far the Redis clock this process decides on can be from Redis's TIME: half the round trip of the sample in use.",
+      registers: [this.registry],
+      collect() {
+        const us = store.decisionClockUncertaintyUs();
+        if (us !== undefined) this.set(us / 1_000_000);
+      },
+    });
+  }
+
   /** Reports `checksInFlight()` as a gauge at each scrape (read then, not on the hot path). */
   watchChecksInFlight(checksInFlight: () => number): void {
     new Gauge({
@@ -294,6 +315,10 @@ export class Metrics implements AdminAuthMetrics, UsageRecorderMetrics {
     }
     return histogram;
   }
+}
+
+function carriesDecisionClock(store: object): store is CarriesDecisionClock {
+  return typeof (store as Partial<CarriesDecisionClock>).decisionClockUncertaintyUs === 'function';
 }
 
 function timesItself(store: object): store is TimesCheckPath {

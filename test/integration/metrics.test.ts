@@ -55,6 +55,15 @@ it('counts decisions by style, family, result and reason, with latency, store ro
   expect(text).not.toContain('probe-acct-7q');
 });
 
+it("reports how far the Redis clock the process decides on can be from Redis's TIME", async () => {
+  const line = (await scrape()).split('\n').find((l) => l.startsWith('gateway_authz_redis_clock_uncertainty_seconds '));
+  expect(line).toBeDefined();
+  // Half the round trip of a TIME to a local redis-server: above zero, and far below 50 ms even on a loaded test machine.
+  const seconds = Number(line!.split(' ').at(-1));
+  expect(seconds).toBeGreaterThan(0);
+  expect(seconds).toBeLessThan(0.05);
+});
+
 it('counts store errors when Redis is gone', async () => {
   await redis.stop();
   const response = await client.check(chat(key));

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { RedisTopology } from '../../settings/settings';
-import type { AuthorizeOutcome, AuthorizeRequest, CheckPathTimer, TimesCheckPath } from '../../domain/authorization';
+import type { AuthorizeOutcome, AuthorizeRequest, CarriesDecisionClock, CheckPathTimer, TimesCheckPath } from '../../domain/authorization';
 import type { Account, KeyIds, StoredKey } from '../../domain/key-records';
 import { DEFAULT_MAX_ACTIVE_KEYS } from '../../domain/active-key-cap';
 import { CREDIT_LIMIT_MINOR_UNITS } from '../../domain/credit';
@@ -103,7 +103,7 @@ const LOST_REPLY_FIRST_PAUSE_MS = 50;
  * last-used batches run on another (ioredis) with a looser one, so a busy
  * moment neither fails an operator's change nor queues behind the hot path.
  */
-export class RedisStore implements Store, TimesCheckPath {
+export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
   readonly description: string;
 
   private constructor(
@@ -159,6 +159,10 @@ export class RedisStore implements Store, TimesCheckPath {
 
   timeCheckPathWith(timer: CheckPathTimer): void {
     this.checks.timeWith(timer);
+  }
+
+  decisionClockUncertaintyUs(): number | undefined {
+    return this.decisionClock.uncertaintyUs?.();
   }
 
   resolveKeyHash(keyHash: string): Promise<KeyIds | null> {
@@ -783,7 +787,7 @@ export class RedisStore implements Store, TimesCheckPath {
 }
 
 /** What Checks decide on (µs): Redis's clock as this replica carries it, or the tests' override. */
-type DecisionClock = Pick<RedisClock, 'nowUs' | 'stop'>;
+type DecisionClock = Pick<RedisClock, 'nowUs' | 'stop'> & Partial<Pick<RedisClock, 'uncertaintyUs'>>;
 
 async function startDecisionClock(options: RedisStoreOptions, admin: ScriptedRedis): Promise<DecisionClock> {
   const override = options.clockOverride;
