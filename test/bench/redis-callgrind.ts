@@ -30,9 +30,10 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { parseArgs } from 'node:util';
 import Redis from 'ioredis';
-import { generateCustomerKey, hashCustomerKey, displayPrefixOf } from '../../src/keys/customer-key';
+import { generateCustomerKey } from '../../src/keys/customer-key';
 import { NO_TOKEN_BUDGETS, type TokenBudgetPlan } from '../../src/domain/token-budgets';
 import { BENCH_PLAN, BENCH_TOKEN_BUDGETS } from './bench-plan';
+import { insertKey } from '../support/pipeline-fixture-world';
 import { findRedisServerBinary } from '../support/redis-server';
 import { loadBuildModules, type CheckPathModules } from './build-modules';
 
@@ -153,18 +154,8 @@ async function seed(
     const accountId = `acct-${a}`;
     await store.createAccount({ id: accountId, name: accountId, status: 'active', createdAt });
     for (let k = 0; k < KEYS_PER_ACCOUNT; k += 1) {
-      const plaintext = generateCustomerKey('live');
       const keyId = `key_${a}_${k}`;
-      const inserted = await store.insertKey(hashCustomerKey(plaintext), {
-        id: keyId,
-        accountId,
-        prefix: displayPrefixOf(plaintext),
-        name: keyId,
-        environment: 'live',
-        status: 'active',
-        createdAt,
-      });
-      if (inserted !== 'created') throw new Error(`seeding ${keyId}: ${JSON.stringify(inserted)}`);
+      await insertKey(store, generateCustomerKey('live'), { id: keyId, accountId, name: keyId, createdAt });
       ids.push({ accountId, keyId });
       if (spent) {
         const fields = [

@@ -30,10 +30,11 @@ import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import Redis from 'ioredis';
 import pino from 'pino';
-import { generateCustomerKey, hashCustomerKey, displayPrefixOf } from '../../src/keys/customer-key';
+import { generateCustomerKey, hashCustomerKey } from '../../src/keys/customer-key';
 import type { RatePlan } from '../../src/domain/rate-limits';
 import { NO_TOKEN_BUDGETS } from '../../src/domain/token-budgets';
 import { BENCH_PLAN, BENCH_TOKEN_BUDGETS } from './bench-plan';
+import { insertKey } from '../support/pipeline-fixture-world';
 import { startTestRedis } from '../support/redis-server';
 import { commandDelta, commandStats, type CommandCounts } from './redis-stats';
 import { loadBuildModules, type CheckPathModules } from './build-modules';
@@ -160,19 +161,8 @@ async function contenderFor(label: string, dist: string, url: string): Promise<C
   );
   const newKey = async (accountId: string, keyId: string, limits?: RatePlan['key']) => {
     const plaintext = generateCustomerKey('live');
-    const hash = hashCustomerKey(plaintext);
-    const result = await store.insertKey(hash, {
-      id: keyId,
-      accountId,
-      prefix: displayPrefixOf(plaintext),
-      name: keyId,
-      environment: 'live',
-      status: 'active',
-      createdAt,
-      ...(limits ? { limits } : {}),
-    });
-    if (result !== 'created') throw new Error(`seeding ${keyId}: ${JSON.stringify(result)}`);
-    return { hash, ids: { keyId, accountId } };
+    await insertKey(store, plaintext, { id: keyId, accountId, name: keyId, createdAt, ...(limits ? { limits } : {}) });
+    return { hash: hashCustomerKey(plaintext), ids: { keyId, accountId } };
   };
   const valid = await inChunks(KEYS, (i) => newKey(`${label}-acct-${i % accounts}`, `key_${label}_${i}`));
   // All rate-limited keys live in one account: its active-key cap must hold them.

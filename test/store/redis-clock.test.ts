@@ -3,8 +3,9 @@ import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { NO_TOKEN_BUDGETS } from '../../src/domain/token-budgets';
 import type { RatePlan } from '../../src/domain/rate-limits';
-import { generateCustomerKey, hashCustomerKey } from '../../src/keys/customer-key';
+import { generateCustomerKey } from '../../src/keys/customer-key';
 import { RedisStore } from '../../src/store/redis/redis-store';
+import { insertKey } from '../support/pipeline-fixture-world';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
 
 /**
@@ -42,19 +43,11 @@ async function redisNowMs(): Promise<number> {
 async function keyExpiringAt(name: string, expiresAtMs: number) {
   const accountId = `acct_clock_${name}_${Math.floor(Math.random() * 1e9)}`;
   expect(await admin.createAccount({ id: accountId, name, status: 'active', createdAt: '2026-11-23T12:00:00.000Z' })).toBe(true);
-  const key = generateCustomerKey('live');
-  const keyId = `key_${Math.floor(Math.random() * 1e9)}`;
-  const inserted = await admin.insertKey(hashCustomerKey(key), {
-    id: keyId,
+  const { id: keyId } = await insertKey(admin, generateCustomerKey('live'), {
     accountId,
-    prefix: key.slice(0, 12),
     name,
-    environment: 'live',
-    status: 'active',
-    createdAt: '2026-11-23T12:00:00.000Z',
     expiresAt: new Date(expiresAtMs).toISOString(),
   });
-  expect(inserted).toBe('created');
   return { accountId, keyId, defaultPlan: plan, defaultTokenBudgets: NO_TOKEN_BUDGETS };
 }
 

@@ -14,10 +14,9 @@ import { RedisReplyError, RespReader, bulk, command, type RespReply } from './re
  * a third of ioredis's client CPU per decision). Per command: one entry in
  * the in-order reply queue, one promise, the command text. Commands issued
  * in one turn of the event loop leave together, up to FLUSH_AT_COMMANDS in
- * a write (see flush). One
- * DeadlineSweeper fails commands past the deadline instead of a timer each.
- * The timing hook reports each command's time (metrics), so no wrapper
- * promise is needed for that either.
+ * a write (see flush). One DeadlineSweeper fails commands past the
+ * deadline instead of a timer each. The timing hook reports each command's
+ * time (metrics), so no wrapper promise is needed for that either.
  *
  * Used for standalone Redis and for a Sentinel-managed master (the address
  * comes from `locate`: the URL as ioredis reads it, or the master Sentinel

@@ -162,7 +162,7 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
   }
 
   decisionClockUncertaintyUs(): number | undefined {
-    return this.decisionClock.uncertaintyUs?.();
+    return this.decisionClock.uncertaintyUs();
   }
 
   resolveKeyHash(keyHash: string): Promise<KeyIds | null> {
@@ -786,12 +786,16 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
   }
 }
 
-/** What Checks decide on (µs): Redis's clock as this replica carries it, or the tests' override. */
-type DecisionClock = Pick<RedisClock, 'nowUs' | 'stop'> & Partial<Pick<RedisClock, 'uncertaintyUs'>>;
+/** What Checks decide on (µs): Redis's clock as this replica carries it, or the tests' override (exact: no uncertainty). */
+interface DecisionClock {
+  nowUs(): number;
+  uncertaintyUs(): number | undefined;
+  stop(): void;
+}
 
 async function startDecisionClock(options: RedisStoreOptions, admin: ScriptedRedis): Promise<DecisionClock> {
   const override = options.clockOverride;
-  if (override) return { nowUs: () => Math.round(override() * 1000), stop: () => undefined };
+  if (override) return { nowUs: () => Math.round(override() * 1000), uncertaintyUs: () => undefined, stop: () => undefined };
   return RedisClock.start({
     readRedisUs: async () => {
       const [seconds, micros] = await admin.time();
