@@ -6,6 +6,7 @@ import { createOfficialCheckClient, envoyCheckRequest, type OfficialCheckClient 
 import { parseDenyBody } from '../support/deny-body';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
 import { startAppUnderTest, type AppUnderTest } from '../support/running-app';
+import { isBackgroundCommand } from '../support/background-commands';
 
 /**
  * Token budgets and monthly spend caps at Check time, end to end: real Redis,
@@ -200,7 +201,7 @@ it('still one Redis round trip per allowed Check with budgets in the plan once t
   const watcher = await new Redis(redis.url, { disconnectTimeout: 50 }).monitor();
   const fromClients: string[] = [];
   watcher.on('monitor', (_time: string, args: string[], source: string) => {
-    if (source !== 'lua' && !/^(config|info|monitor|ping)$/i.test(args[0] ?? '')) fromClients.push(String(args[0]).toLowerCase());
+    if (source !== 'lua' && !isBackgroundCommand(args[0] ?? '')) fromClients.push(String(args[0]).toLowerCase());
   });
   try {
     await stats.config('RESETSTAT');

@@ -6,7 +6,8 @@ import { limitHit, type LimitScope, type LimitState, type RateLimit, type RatePl
 import { emissionIntervalUs } from '../../limits/gcra';
 import type { KeyEnvironment } from '../../keys/customer-key';
 import type { UsageApplyOutcome, UsageBilling } from '../../domain/usage-record';
-import type { TokenBudget, TokenBudgetPlan, TokenBudgetState } from '../../domain/token-budgets';
+import { MAX_BUDGET_TOKENS, type TokenBudget, type TokenBudgetPlan, type TokenBudgetState } from '../../domain/token-budgets';
+import { MAX_WINDOW_SECONDS } from '../../limits/rate-limit';
 import {
   CorruptRecordError,
   StoreUnavailableError,
@@ -133,6 +134,71 @@ const BUCKET_SWEEP_INTERVAL_US = 3_600_000_000;
 /** How often (µs) the usage script deletes spent token buckets and old months' spend of an account. */
 const USAGE_SWEEP_INTERVAL_US = 3_600_000_000;
 
+/** A number written into a generated script, or a Lua expression (a name) evaluated when it runs. */
+type LuaValue = number | string;
+
+/**
+ * Lua statements: floor division with remainder in place, into q and r
+ * (declared by the caller); x and y are names or literals. Exact while x,
+ * y and q × y stay below 2^53: the quotient of the division in doubles is
+ * off by at most one, which the remainder's sign corrects.
+ */
+function luaDivmod(q: string, r: string, x: LuaValue, y: LuaValue): string {
+  return `${q} = floor(${x} / ${y})
+${r} = ${x} - ${q} * ${y}
+if ${r} < 0 then ${q} = ${q} - 1; ${r} = ${r} + ${y} elseif ${r} >= ${y} then ${q} = ${q} + 1; ${r} = ${r} - ${y} end`;
+}
+
+/**
+ * Lua statements: the tokens not yet wholly refilled (a token begun counts)
+ * into `u` (declared by the caller), in a bucket `d` µs (+ fraction/tokens)
+ * ahead of now, for d under one window: ⌈(d × tokens + fraction) / W µs⌉.
+ * The product passes 2^53 for the biggest budgets, so in general it is split
+ * (d = d1 s + d0 µs). With a budget's numbers as literals, the split is
+ * left out where the product cannot pass 2^53 (the bounds are known when
+ * the script is generated), and is only a branch where it can: small debts,
+ * the common case, take one division.
+ */
+function luaUnrefilled(u: string, d: string, fraction: string, tokens: LuaValue, windowSeconds: LuaValue): string {
+  const windowUs = typeof windowSeconds === 'number' ? windowSeconds * 1_000_000 : 'window_us';
+  const split = `local d1, d0, q1, r1, x, m
+${luaDivmod('d1', 'd0', d, 1_000_000)}
+x = d1 * ${tokens}
+${luaDivmod('q1', 'r1', 'x', windowSeconds)}
+x = r1 * 1000000 + d0 * ${tokens} + ${fraction}
+${luaDivmod(u, 'm', 'x', windowUs)}
+${u} = ${u} + q1
+if m > 0 then ${u} = ${u} + 1 end`;
+  if (typeof tokens !== 'number' || typeof windowUs !== 'number') return split;
+  // d < exactBelow keeps d × tokens + fraction + windowUs (the quotient's correction) below 2^53.
+  const exactBelow = Math.floor((2 ** 53 - tokens - windowUs) / tokens);
+  const whole = `local x, m = ${d} * ${tokens} + ${fraction}, 0
+${luaDivmod(u, 'm', 'x', windowUs)}
+if m > 0 then ${u} = ${u} + 1 end`;
+  if (windowUs <= exactBelow) return whole;
+  return `if ${d} < ${exactBelow} then
+${indent(whole)}
+else
+${indent(split)}
+end`;
+}
+
+/**
+ * Lua statements: a bucket's text (a name) into tat and fraction (declared
+ * by the caller); tat nil when absent or unreadable. A TAT alone is read
+ * with tonumber, which refuses a text with a space in it, and only then is
+ * the pattern tried: a match costs as much as the rest of a budget's check.
+ */
+function luaParseTokenBucket(text: string): string {
+  return `if ${text} then
+  tat, fraction = tonumber(${text}), 0
+  if not tat then
+    tat, fraction = string.match(${text}, '^(%d+) (%d+)$')
+    if tat then tat, fraction = tonumber(tat), tonumber(fraction) end
+  end
+end`;
+}
+
 /**
  * Lua: token budget buckets, exact in doubles (mirrors
  * src/limits/token-budget.ts, which uses BigInt; a test holds the two
@@ -150,26 +216,23 @@ const USAGE_SWEEP_INTERVAL_US = 3_600_000_000;
  *   the whole tokens available.
  */
 const LUA_TOKEN_BUDGET_READ = `
+local floor = math.floor
 local function divmod(x, y)
-  local q = math.floor(x / y)
-  local r = x - q * y
-  if r < 0 then q = q - 1; r = r + y elseif r >= y then q = q + 1; r = r - y end
+  local q, r
+${indent(luaDivmod('q', 'r', 'x', 'y'))}
   return q, r
 end
 local function tb_parse(text, tokens)
-  if not text then return nil end
-  local tat, fraction = string.match(text, '^(%d+) (%d+)$')
-  if tat then tat, fraction = tonumber(tat), tonumber(fraction) else tat, fraction = tonumber(text), 0 end
+  local tat, fraction
+${indent(luaParseTokenBucket('text'))}
   if not tat then return nil end
   if fraction >= tokens then fraction = 0 end
   return tat, fraction
 end
 local function tb_unrefilled(debt_us, fraction, tokens, window_s)
-  local d1, d0 = divmod(debt_us, 1000000)
-  local q1, r1 = divmod(d1 * tokens, window_s)
-  local q2, r2 = divmod(r1 * 1000000 + d0 * tokens + fraction, window_s * 1000000)
-  if r2 > 0 then return q1 + q2 + 1 end
-  return q1 + q2
+  local u, window_us = 0, window_s * 1000000
+${indent(luaUnrefilled('u', 'debt_us', 'fraction', 'tokens', 'window_s'))}
+  return u
 end`;
 
 /** LUA_TOKEN_BUDGET_READ and tb_consume: what the usage script needs (the Check only reads, and so defines no tb_consume). */
@@ -1240,6 +1303,51 @@ end`;
 }
 
 /**
+ * Lua statements: one budget checked against its bucket's text (a name),
+ * given `now`: refused (x_*) when not one whole token is available, keeping
+ * the budget that keeps the caller waiting longest; otherwise b_* becomes
+ * this budget if it has the fewest tokens left so far (the first on a tie).
+ * Scope, tokens and window are literals (the plan's budgets, with what
+ * follows from them computed when the script is generated) or names (the
+ * overrides, read when it runs).
+ */
+function luaBudgetCheck(scope: string, tokens: LuaValue, windowSeconds: LuaValue, text: string): string {
+  const literal = typeof tokens === 'number' && typeof windowSeconds === 'number';
+  const windowUs = typeof windowSeconds === 'number' ? windowSeconds * 1_000_000 : 'window_us';
+  // Until one whole token is back: the debt down to tokens - 1 tokens' worth, (d + fraction/tokens) - (W - W/tokens) µs,
+  // with W/tokens = q + r/tokens.
+  const [q, r] = literal ? [Math.floor((windowSeconds * 1_000_000) / tokens), (windowSeconds * 1_000_000) % tokens] : ['q', 'r'];
+  return `local tat, fraction
+${luaParseTokenBucket(text)}
+if tat and tat >= now then
+  if fraction >= ${tokens} then fraction = 0 end
+  local d, f1 = tat - now, 0
+  if fraction > 0 then f1 = 1 end
+  local reset, remaining = floor((d + 999 + f1) / 1000), 0
+  if d < ${windowUs} then
+    local u
+${indent(indent(luaUnrefilled('u', 'd', 'fraction', tokens, windowSeconds)))}
+    remaining = ${tokens} - u
+  end
+  if remaining == 0 then
+${
+  literal
+    ? ''
+    : `    local q, r = divmod(${windowUs}, ${tokens})
+`
+}    local us, part = d - ${windowUs} + ${q}, fraction + ${r}
+    if part > ${tokens} then us = us + 2 elseif part > 0 then us = us + 1 end
+    local retry = floor((us + 999) / 1000)
+    if not x_retry or retry > x_retry then x_scope, x_tokens, x_window, x_reset, x_retry = ${scope}, ${tokens}, ${windowSeconds}, reset, retry end
+  elseif not b_remaining or remaining < b_remaining then
+    b_scope, b_tokens, b_window, b_remaining, b_reset = ${scope}, ${tokens}, ${windowSeconds}, remaining, reset
+  end
+elseif not b_remaining or ${tokens} < b_remaining then
+  b_scope, b_tokens, b_window, b_remaining, b_reset = ${scope}, ${tokens}, ${windowSeconds}, ${tokens}, 0
+end`;
+}
+
+/**
  * Lua: the token budgets, after the request rate limits and before their
  * writes, given `now`, `k`, `a` and `prefix`; mirrors tokenBudgetState()
  * in src/limits/token-budget.ts (to the ms: the property test holds them
@@ -1249,12 +1357,13 @@ end`;
  * (gwaApplyUsage). The plan's buckets come with the account HMGET (a[7…]);
  * an override in either record (k[7], a[5]) reads its own with one more
  * HMGET. A plan without budgets skips all of it unless a record has one.
- * When no record overrides and none of the plan's buckets is present (no
- * usage spent into any), every budget is full: the tightest one's figures
- * are literals, and no function or table is made (the helpers' closures
- * and calls were 14 % of what Redis ran per decision with four budgets,
- * test/bench/redis-callgrind.ts). The key's token bucket fields are named
- * from its id, ARGV[1].
+ * The plan's budgets are checked in straight-line code, one block each with
+ * its numbers as literals: no function or table is made (the helpers'
+ * closures, calls and arithmetic on names were 14 % of what Redis ran per
+ * decision with four budgets and none spent, and a quarter of the budgets'
+ * cost with all four spent: test/bench/redis-callgrind.ts). Overrides go
+ * through the helpers. The key's token bucket fields are named from its id,
+ * ARGV[1].
  */
 function luaTokenBudgetCheck(budgets: TokenBudgetPlan): string {
   const all = [
@@ -1262,65 +1371,55 @@ function luaTokenBudgetCheck(budgets: TokenBudgetPlan): string {
     ...budgets.account.map((budget) => ({ scope: 'account', ...budget })),
   ];
   for (const budget of all) {
-    if (!Number.isSafeInteger(budget.tokens) || !Number.isSafeInteger(budget.windowSeconds)) throw new Error('budgets are whole numbers');
+    // The arithmetic is exact in doubles within these bounds only (see LUA_TOKEN_BUDGET_READ).
+    if (
+      !Number.isSafeInteger(budget.tokens) ||
+      !Number.isSafeInteger(budget.windowSeconds) ||
+      budget.tokens < 1 ||
+      budget.tokens > MAX_BUDGET_TOKENS ||
+      budget.windowSeconds < 1 ||
+      budget.windowSeconds > MAX_WINDOW_SECONDS
+    ) {
+      throw new Error(`token budgets are 1 to ${MAX_BUDGET_TOKENS} tokens over 1 s to ${MAX_WINDOW_SECONDS} s`);
+    }
   }
   const planTable = (of: readonly TokenBudget[]) =>
     `{${of.map((budget) => `{tokens = ${budget.tokens}, windowSeconds = ${budget.windowSeconds}}`).join(', ')}}`;
-  const checkEach = `${LUA_TOKEN_BUDGET_READ.trim()}
+  const refusal = `if x_retry then return {'token_budget_exhausted', prefix, x_scope, x_tokens, x_window, 0, x_reset, x_retry} end`;
+  const overrides = `${LUA_TOKEN_BUDGET_READ.trim()}
 local x_scope, x_tokens, x_window, x_reset, x_retry
 local function check(scope, tokens, window_s, text)
-  local tat, fraction = tb_parse(text, tokens)
-  local remaining, reset, retry = tokens, 0, 0
-  if tat and tat >= now then
-    local d, f1 = tat - now, 0
-    if fraction > 0 then f1 = 1 end
-    reset = floor((d + 999 + f1) / 1000)
-    if d < window_s * 1000000 then remaining = tokens - tb_unrefilled(d, fraction, tokens, window_s) else remaining = 0 end
-    if remaining == 0 then
-      -- Until one whole token is back: the debt down to tokens - 1 tokens' worth,
-      -- (d + fraction/tokens) - (W - W/tokens) µs, with W/tokens = q + r/tokens.
-      local q, r = divmod(window_s * 1000000, tokens)
-      local us, part = d - window_s * 1000000 + q, fraction + r
-      if part > tokens then us = us + 2 elseif part > 0 then us = us + 1 end
-      retry = floor((us + 999) / 1000)
-    end
-  end
-  if remaining == 0 then
-    if not x_retry or retry > x_retry then x_scope, x_tokens, x_window, x_reset, x_retry = scope, tokens, window_s, reset, retry end
-  elseif not b_remaining or remaining < b_remaining then
-    b_scope, b_tokens, b_window, b_remaining, b_reset = scope, tokens, window_s, remaining, reset
-  end
+  local window_us = window_s * 1000000
+${indent(luaBudgetCheck('scope', 'tokens', 'window_s', 'text'))}
 end
-if not k[7] and not a[5] then
-${all
-  .map(
-    (budget, i) => `  check('${budget.scope}', ${budget.tokens}, ${budget.windowSeconds}, a[${7 + i}])
-`,
-  )
-  .join('')}else
-  local o = a[5] and cjson.decode(a[5]) or {}
-  local kl = (k[7] and cjson.decode(k[7])) or o.key or ${planTable(budgets.key)}
-  local al = o.account or ${planTable(budgets.account)}
-  local fields = {}
-  for _, b in ipairs(kl) do fields[#fields + 1] = ${keyField(redisKeys.keyTokenBucketFieldPrefix)} .. b.windowSeconds end
-  for _, b in ipairs(al) do fields[#fields + 1] = ${luaText(redisKeys.accountTokenBucketFieldPrefix())} .. b.windowSeconds end
-  if #fields > 0 then
-    local stored = redis.call('HMGET', KEYS[1], unpack(fields))
-    for i, b in ipairs(kl) do check('key', b.tokens, b.windowSeconds, stored[i]) end
-    for i, b in ipairs(al) do check('account', b.tokens, b.windowSeconds, stored[#kl + i]) end
-  end
+local o = a[5] and cjson.decode(a[5]) or {}
+local kl = (k[7] and cjson.decode(k[7])) or o.key or ${planTable(budgets.key)}
+local al = o.account or ${planTable(budgets.account)}
+local fields = {}
+for _, b in ipairs(kl) do fields[#fields + 1] = ${keyField(redisKeys.keyTokenBucketFieldPrefix)} .. b.windowSeconds end
+for _, b in ipairs(al) do fields[#fields + 1] = ${luaText(redisKeys.accountTokenBucketFieldPrefix())} .. b.windowSeconds end
+if #fields > 0 then
+  local stored = redis.call('HMGET', KEYS[1], unpack(fields))
+  for i, b in ipairs(kl) do check('key', b.tokens, b.windowSeconds, stored[i]) end
+  for i, b in ipairs(al) do check('account', b.tokens, b.windowSeconds, stored[#kl + i]) end
 end
-if x_retry then return {'token_budget_exhausted', prefix, x_scope, x_tokens, x_window, 0, x_reset, x_retry} end`;
-  if (all.length === 0) return `if k[7] or a[5] then\n${indent(checkEach)}\nend`;
-  // The tightest of full budgets: the first with the fewest tokens, as check() picks it.
-  const tightest = all.reduce((best, budget) => (budget.tokens < best.tokens ? budget : best));
-  if (tightest.tokens <= 0) return `do\n${indent(checkEach)}\nend`;
-  return `if not k[7] and not a[5]${all.map((_, i) => ` and not a[${7 + i}]`).join('')} then
-  -- None of the plan's buckets has been spent into (usage writes each one it consumes from):
-  -- every budget is full, so no function or table is made for it.
-  b_scope, b_tokens, b_window, b_remaining, b_reset = '${tightest.scope}', ${tightest.tokens}, ${tightest.windowSeconds}, ${tightest.tokens}, 0
+${refusal}`;
+  if (all.length === 0)
+    return `if k[7] or a[5] then
+${indent(overrides)}
+end`;
+  const plan = all.map(
+    (budget, i) => `do
+  local text = a[${7 + i}]
+${indent(luaBudgetCheck(`'${budget.scope}'`, budget.tokens, budget.windowSeconds, 'text'))}
+end`,
+  );
+  return `if not k[7] and not a[5] then
+  local x_scope, x_tokens, x_window, x_reset, x_retry
+${indent(plan.join('\n'))}
+  ${refusal}
 else
-${indent(checkEach)}
+${indent(overrides)}
 end`;
 }
 
