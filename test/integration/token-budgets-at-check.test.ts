@@ -198,7 +198,8 @@ it('still one Redis round trip per allowed Check with budgets in the plan once t
   await spend(ids, 10);
   expect((await client.check(requestFor('chat', ids.key))).status.code).toBe(0); // warms the key index cache
   const stats = new Redis(redis.url, { disconnectTimeout: 50 });
-  const watcher = await new Redis(redis.url, { disconnectTimeout: 50 }).monitor();
+  // MONITOR gets a connection of its own; a client made only to open it would be left open.
+  const watcher = await stats.monitor();
   const fromClients: string[] = [];
   watcher.on('monitor', (_time: string, args: string[], source: string) => {
     if (source !== 'lua' && !isBackgroundCommand(args[0] ?? '')) fromClients.push(String(args[0]).toLowerCase());
