@@ -1360,8 +1360,8 @@ end`;
  * The plan's budgets are checked in straight-line code, one block each with
  * its numbers as literals: no function or table is made (the helpers'
  * closures, calls and arithmetic on names were 14 % of what Redis ran per
- * decision with four budgets and none spent, and a quarter of the budgets'
- * cost with all four spent: test/bench/redis-callgrind.ts). Overrides go
+ * decision with four budgets and none spent, and a third of what the
+ * budgets cost with all four spent: test/bench/redis-callgrind.ts). Overrides go
  * through the helpers. The key's token bucket fields are named from its id,
  * ARGV[1].
  */
