@@ -75,11 +75,18 @@ describe.each([
   it('allows a key until its expiry on Redis’s clock and refuses it from then on', async () => {
     const expiresAtMs = Math.ceil(await redisNowMs()) + 400;
     const ids = await keyExpiringAt('expiring', expiresAtMs);
-    expect((await store.authorize(ids)).kind).toBe('allow');
+    // A decision is judged by Redis's time read after it: on a loaded machine the decision itself can come well after
+    // a time read before it. One that ended more than 20 ms (the carried clock's margin) before the expiry must allow.
+    let judged = 0;
     while ((await redisNowMs()) < expiresAtMs - 20) {
-      expect((await store.authorize(ids)).kind).toBe('allow');
+      const kind = (await store.authorize(ids)).kind;
+      if ((await redisNowMs()) < expiresAtMs - 20) {
+        expect(kind).toBe('allow');
+        judged += 1;
+      }
       await sleep(25);
     }
+    expect(judged).toBeGreaterThan(0);
     while ((await redisNowMs()) < expiresAtMs + 20) await sleep(5);
     expect((await store.authorize(ids)).kind).toBe('key_expired');
   });
