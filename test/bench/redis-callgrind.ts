@@ -33,6 +33,7 @@ import Redis from 'ioredis';
 import { generateCustomerKey } from '../../src/keys/customer-key';
 import { NO_TOKEN_BUDGETS, type TokenBudgetPlan } from '../../src/domain/token-budgets';
 import { BENCH_PLAN, BENCH_TOKEN_BUDGETS } from './bench-plan';
+import { tokenBucketText } from '../../src/store/redis/redis-records';
 import { insertKey } from '../support/pipeline-fixture-world';
 import { findRedisServerBinary } from '../support/redis-server';
 import { loadBuildModules, type CheckPathModules } from './build-modules';
@@ -161,11 +162,11 @@ async function seed(
         const fields = [
           ...budgets.key.map((budget, i) => [
             `${m.redisKeys.keyTokenBucketFieldPrefix(keyId)}${budget.windowSeconds}`,
-            i === 0 ? `${tatUs} 7` : `${tatUs}`,
+            tokenBucketText({ tatUs, fraction: i === 0 ? 7 : 0 }),
           ]),
           ...budgets.account.map((budget, i) => [
             `${m.redisKeys.accountTokenBucketFieldPrefix()}${budget.windowSeconds}`,
-            i === 0 ? `${tatUs} 3` : `${tatUs}`,
+            tokenBucketText({ tatUs, fraction: i === 0 ? 3 : 0 }),
           ]),
         ];
         await redis.hset(m.redisKeys.account(accountId), ...fields.flat());

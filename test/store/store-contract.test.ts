@@ -15,7 +15,7 @@ import { MemoryStore } from '../../src/store/memory-store';
 import { dayStartOf, HOUR_MS, hourStartOf } from '../../src/domain/request-counts';
 import { redisKeys } from '../../src/store/redis/redis-keys';
 import { RedisStore } from '../../src/store/redis/redis-store';
-import { keyToFields } from '../../src/store/redis/redis-records';
+import { keyToFields, tokenBucketText } from '../../src/store/redis/redis-records';
 import { CorruptRecordError, USAGE_MARKER_TTL_MS, type Store } from '../../src/store/store';
 import { OPERATOR, type AuditActor, type CustomerIdentity } from '../../src/domain/customer-identity';
 import { MAX_MEMBERS_PER_ACCOUNT, type Member, type MemberPrincipal } from '../../src/domain/members';
@@ -1687,7 +1687,7 @@ return out`;
         const debt = Math.floor(b.windowSeconds * 1_000_000 * debtShare);
         const fraction = Math.floor(b.tokens * fractionShare);
         const stored = filled ? { tatUs: NOW_US + debt, fraction } : undefined;
-        return { budget: b, n, debt, stored, text: stored ? (fraction === 0 ? String(stored.tatUs) : `${stored.tatUs} ${fraction}`) : '' };
+        return { budget: b, n, debt, stored, text: stored ? tokenBucketText(stored) : '' };
       });
       const reply = (await redisClient.eval(
         lua,
@@ -1700,7 +1700,7 @@ return out`;
           BigInt(c.stored?.tatUs ?? NOW_US) * BigInt(c.budget.tokens) +
           BigInt(c.stored?.fraction ?? 0) +
           BigInt(c.n) * BigInt(c.budget.windowSeconds) * 1_000_000n;
-        const expectedMove = moved.fraction === 0 ? String(moved.tatUs) : `${moved.tatUs} ${moved.fraction}`;
+        const expectedMove = tokenBucketText(moved);
         // Tokens not yet wholly refilled: a token begun counts (the quotient rounded up).
         const windowUs = BigInt(c.budget.windowSeconds) * 1_000_000n;
         const unrefilled = (BigInt(c.debt) * BigInt(c.budget.tokens) + BigInt(c.stored?.fraction ?? 0) + windowUs - 1n) / windowUs;

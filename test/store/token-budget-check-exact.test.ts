@@ -7,6 +7,7 @@ import { generateCustomerKey } from '../../src/keys/customer-key';
 import { MAX_WINDOW_SECONDS } from '../../src/limits/rate-limit';
 import { tokenBudgetState, type TokenBucket } from '../../src/limits/token-budget';
 import { redisKeys } from '../../src/store/redis/redis-keys';
+import { tokenBucketText } from '../../src/store/redis/redis-records';
 import { RedisStore } from '../../src/store/redis/redis-store';
 import { insertKey } from '../support/pipeline-fixture-world';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
@@ -131,12 +132,7 @@ async function decide(c: Case, ratePlan: RatePlan): Promise<{ first: unknown; se
       c.scope === 'key'
         ? `${redisKeys.keyTokenBucketFieldPrefix(key.id)}${c.budget.windowSeconds}`
         : `${redisKeys.accountTokenBucketFieldPrefix()}${c.budget.windowSeconds}`;
-    // As gwaApplyUsage writes it: the TAT alone when there is no fraction.
-    await client.hset(
-      redisKeys.account(accountId),
-      field,
-      stored.fraction === 0 ? String(stored.tatUs) : `${stored.tatUs} ${stored.fraction}`,
-    );
+    await client.hset(redisKeys.account(accountId), field, tokenBucketText(stored));
   }
   const defaultTokenBudgets: TokenBudgetPlan = Object.freeze({
     key: Object.freeze(c.scope === 'key' ? [c.budget] : []),

@@ -260,6 +260,11 @@ export function parseTokenBucket(text: string | null | undefined): { tatUs: numb
   return Number.isSafeInteger(tatUs) ? { tatUs, fraction: Number(match[2] ?? '0') } : undefined;
 }
 
+/** A token bucket as the usage script writes it (tb_consume): the TAT alone when there is no fraction. */
+export function tokenBucketText(bucket: { tatUs: number; fraction: number }): string {
+  return bucket.fraction === 0 ? String(bucket.tatUs) : `${bucket.tatUs} ${bucket.fraction}`;
+}
+
 /**
  * A packed rate-limit bucket entry (redisKeys.keyBucketField): the window in
  * seconds and the TAT in µs, a whole number held exactly in a double (below
