@@ -39,6 +39,7 @@ import {
   evaluateTargets,
   KEY_CACHE_MAX_ENTRIES,
   printReport,
+  saturationBesideMean,
   type BenchReport,
   type FlushIntervalCommands,
   type GatewayRun,
@@ -76,6 +77,9 @@ const SHIPPED_TRANSPORT = 'h2';
 /** Multiples of the gateway's own saturation the overload phases offer. */
 const OVERLOAD_MULTIPLES = [1.5, 3] as const;
 const OVERLOAD_WARMUP_MS = 1_000;
+/** The closed-loop saturation measured beside each overload phase, on its process (saturationBeside). */
+const SATURATION_BESIDE_MS = 2_000;
+const SATURATION_BESIDE_WARMUP_MS = 500;
 /** h2load streams per connection: far more than the rate needs, so it never waits for an answer before sending (a stall is measured, not hidden). */
 const TAIL_STREAMS_PER_CONNECTION = 256;
 /** The processor phase's volume: about 10 s on the 2-core machine (ext-proc-cpu.ts alone defaults to 5,000 and 4,000). */
@@ -979,6 +983,7 @@ async function freshProcessPhases(
     const rss = sampleMaxRss(server.pid);
     const overload: OverloadRun[] = [];
     const breaker = envoyCircuitBreakerFor(gateway.gateway!.env, options);
+    let saturationBefore = await saturationBeside(server, gateway.traffic, options);
     for (const multiple of OVERLOAD_MULTIPLES) {
       // Each rate twice: behind Envoy's circuit breaker as envoy.yaml sets it (the figures the targets read), and raw.
       for (const circuitBreaker of [breaker, undefined]) {
@@ -991,11 +996,15 @@ async function freshProcessPhases(
               ? `behind Envoy's circuit breaker (max_requests ${circuitBreaker.maxRequests}, max_pending_requests ${circuitBreaker.maxPendingRequests})`
               : 'raw (no Envoy bound)'),
         );
-        const phase = await overloadPhase(server, gateway.traffic, multiple, offered, options, breaker.maxConnections, circuitBreaker);
+        const measured = await overloadPhase(server, gateway.traffic, multiple, offered, options, breaker.maxConnections, circuitBreaker);
+        const saturationAfter = await saturationBeside(server, gateway.traffic, options);
+        const phase: OverloadRun = { ...measured, saturationBeside: { before: saturationBefore, after: saturationAfter } };
+        saturationBefore = saturationAfter;
         overload.push(phase);
         log(
           `  sent ${Math.round(phase.sentPerSecond)}/s, goodput ${Math.round(phase.goodputPerSecond)}/s, ` +
-            `${phase.refusedByEnvoy} refused by Envoy, ${phase.late} late, ${phase.unanswered} unanswered`,
+            `${phase.refusedByEnvoy} refused by Envoy, ${phase.late} late, ${phase.unanswered} unanswered; ` +
+            `saturation beside it ${Math.round(phase.saturationBeside.before)}/s before, ${Math.round(phase.saturationBeside.after)}/s after`,
         );
       }
     }
@@ -1016,6 +1025,30 @@ function envoyCircuitBreakerFor(env: Record<string, string>, options: Options): 
   return { ...shipped, maxRequests: options.envoyMaxRequests ?? shipped.maxRequests * workers };
 }
 
+/**
+ * Saturation as phase 1 measures it (closed loop, the mix, the same connections and streams in flight), on the
+ * overload phases' own process, just before and just after each of them. Goodput is judged against it: on the shared
+ * cores the machine's speed drifts by a factor of two over the bench's minutes (the rounds' rates show it), and a 5 s
+ * phase held against the mean of rounds run minutes earlier measures the drift as much as the overload.
+ */
+async function saturationBeside(server: ServerUnderTest, traffic: Traffic, options: Options): Promise<number> {
+  await waitUntilIdle(server.pid);
+  const driver = await H2Driver.connect(server.grpcAddress, options.connections);
+  try {
+    const result = await driver.closedLoop({
+      traffic,
+      concurrency: options.concurrency,
+      warmupMs: SATURATION_BESIDE_WARMUP_MS,
+      durationMs: SATURATION_BESIDE_MS,
+      decodeEvery: 16,
+    });
+    expectClean('saturation beside the overload phases', result, true);
+    return result.perSecond;
+  } finally {
+    driver.close();
+  }
+}
+
 /** One overload phase on its own connections (as a fresh set of Envoys would open), the gateway's /metrics read around it. */
 async function overloadPhase(
   server: ServerUnderTest,
@@ -1025,7 +1058,7 @@ async function overloadPhase(
   options: Options,
   maxConnections: number,
   circuitBreaker: CircuitBreakerLimits | undefined,
-): Promise<OverloadRun> {
+): Promise<Omit<OverloadRun, 'saturationBeside'>> {
   // Envoy's pool: a connection more whenever the open ones are at the server's SETTINGS_MAX_CONCURRENT_STREAMS, up to
   // envoy.yaml's max_connections; with the circuit breaker, Envoy's refusals past max_requests and max_pending_requests.
   const driver = await H2Driver.connect(server.grpcAddress, options.connections, maxConnections, circuitBreaker);
@@ -1094,6 +1127,7 @@ async function overloadOnly(gateway: Contender, saturation: number, options: Opt
     process.stdout.write(
       `${phase.multiple} × ${saturation}/s, ${bound ? `Envoy max_requests ${bound.maxRequests} / max_pending_requests ${bound.maxPendingRequests}` : 'raw (no Envoy bound)'}: sent ${Math.round(phase.sentPerSecond)}/s (driver lag p99 ${phase.scheduleLagMs.p99.toFixed(0)} ms), ` +
         `goodput ${Math.round(phase.goodputPerSecond)}/s = ${(phase.goodputPerSecond / saturation).toFixed(2)} × ; ` +
+        `${(phase.goodputPerSecond / saturationBesideMean(phase)).toFixed(2)} × the saturation beside it (${Math.round(phase.saturationBeside.before)}/s before, ${Math.round(phase.saturationBeside.after)}/s after); ` +
         `decided ${phase.decided} (503 ${phase.storeUnavailable}), refused by Envoy ${phase.refusedByEnvoy}, gRPC errors from the gateway ${phase.grpcErrors}, late ${phase.late}, unanswered ${phase.unanswered} of ${phase.sent}; ` +
         `all answers p50/p99/max ${phase.latency.p50Ms.toFixed(1)}/${phase.latency.p99Ms.toFixed(1)}/${phase.latency.maxMs.toFixed(1)} ms; ` +
         `${phase.connections} connections; decided p99 ${phase.decidedLatency.p99Ms.toFixed(1)} ms (inside the server: ${phase.serverP99 ? formatBucket(phase.serverP99) : '–'} ms); server CPU ${phase.serverCpuSeconds.toFixed(2)} s; server counters ${JSON.stringify(Object.fromEntries(shed))}` +

@@ -281,10 +281,10 @@ describe.each([
 
   it('bounds the Checks in flight where refusing costs the replicas nothing: max_requests = MAX_CHECKS_IN_FLIGHT × GRPC_WORKERS × replicas behind this Envoy', () => {
     const capacity = expected.capacity();
-    expect(capacity).toEqual({ maxChecksInFlight: 64, grpcWorkers: 1, grpcMaxConcurrentStreams: 100, replicas: 1 });
+    expect(capacity).toEqual({ maxChecksInFlight: 128, grpcWorkers: 1, grpcMaxConcurrentStreams: 100, replicas: 1 });
     expect(extAuthzCircuitBreakerProblems(view, capacity)).toEqual([]);
     expect(cluster(view, 'ext_authz').circuit_breakers.thresholds).toEqual([
-      { priority: 'DEFAULT', max_connections: 1024, max_pending_requests: 16, max_requests: 64, max_retries: 3 },
+      { priority: 'DEFAULT', max_connections: 1024, max_pending_requests: 16, max_requests: 128, max_retries: 3 },
     ]);
   });
 
@@ -639,18 +639,18 @@ describe('the semantic checks (negative cases)', () => {
     const capacity = composeCapacity();
     expect(extAuthzCircuitBreakerProblems(shipped, capacity)).toEqual([]);
     // The settings move and the breaker does not: each is a problem.
-    expect(extAuthzCircuitBreakerProblems(shipped, capacityOf({ MAX_CHECKS_IN_FLIGHT: '128' }, 1))).toEqual([
-      'ext_authz max_requests is 64, not MAX_CHECKS_IN_FLIGHT 128 × GRPC_WORKERS 1 × 1 replica(s) = 128',
+    expect(extAuthzCircuitBreakerProblems(shipped, capacityOf({ MAX_CHECKS_IN_FLIGHT: '64' }, 1))).toEqual([
+      'ext_authz max_requests is 128, not MAX_CHECKS_IN_FLIGHT 64 × GRPC_WORKERS 1 × 1 replica(s) = 64',
     ]);
     // A layout that leaves MAX_CHECKS_IN_FLIGHT unset gets the service's default (256), and the rule sees it.
     expect(extAuthzCircuitBreakerProblems(shipped, capacityOf({}, 1))).toEqual([
-      'ext_authz max_requests is 64, not MAX_CHECKS_IN_FLIGHT 256 × GRPC_WORKERS 1 × 1 replica(s) = 256',
+      'ext_authz max_requests is 128, not MAX_CHECKS_IN_FLIGHT 256 × GRPC_WORKERS 1 × 1 replica(s) = 256',
     ]);
-    expect(extAuthzCircuitBreakerProblems(shipped, capacityOf({ MAX_CHECKS_IN_FLIGHT: '64', GRPC_WORKERS: '2' }, 1))).toEqual([
-      'ext_authz max_requests is 64, not MAX_CHECKS_IN_FLIGHT 64 × GRPC_WORKERS 2 × 1 replica(s) = 128',
+    expect(extAuthzCircuitBreakerProblems(shipped, capacityOf({ MAX_CHECKS_IN_FLIGHT: '128', GRPC_WORKERS: '2' }, 1))).toEqual([
+      'ext_authz max_requests is 128, not MAX_CHECKS_IN_FLIGHT 128 × GRPC_WORKERS 2 × 1 replica(s) = 256',
     ]);
     expect(extAuthzCircuitBreakerProblems(shipped, { ...capacity, replicas: 3 })).toEqual([
-      'ext_authz max_requests is 64, not MAX_CHECKS_IN_FLIGHT 64 × GRPC_WORKERS 1 × 3 replica(s) = 192',
+      'ext_authz max_requests is 128, not MAX_CHECKS_IN_FLIGHT 128 × GRPC_WORKERS 1 × 3 replica(s) = 384',
     ]);
     // The breaker moves and the settings do not (the old 10000 / 4096, and a pool too small to reach max_requests).
     const drifted = clone(base);
@@ -662,7 +662,7 @@ describe('the semantic checks (negative cases)', () => {
       max_retries: 3,
     };
     expect(extAuthzCircuitBreakerProblems(viewOf(drifted), capacity)).toEqual([
-      'ext_authz max_requests is 10000, not MAX_CHECKS_IN_FLIGHT 64 × GRPC_WORKERS 1 × 1 replica(s) = 64',
+      'ext_authz max_requests is 10000, not MAX_CHECKS_IN_FLIGHT 128 × GRPC_WORKERS 1 × 1 replica(s) = 128',
       'ext_authz max_pending_requests is 4096, not between 1 and a quarter of max_requests (2500)',
       'ext_authz max_connections is 2, fewer than the 100 that max_requests needs at GRPC_MAX_CONCURRENT_STREAMS 100',
     ]);
@@ -670,7 +670,7 @@ describe('the semantic checks (negative cases)', () => {
     const unset = clone(base);
     delete loose(firstCluster(unset)).circuit_breakers;
     expect(extAuthzCircuitBreakerProblems(viewOf(unset), capacity)).toEqual([
-      'ext_authz max_requests is 1024, not MAX_CHECKS_IN_FLIGHT 64 × GRPC_WORKERS 1 × 1 replica(s) = 64',
+      'ext_authz max_requests is 1024, not MAX_CHECKS_IN_FLIGHT 128 × GRPC_WORKERS 1 × 1 replica(s) = 128',
       'ext_authz max_pending_requests is 1024, not between 1 and a quarter of max_requests (256)',
     ]);
   });

@@ -76,7 +76,7 @@ async function sendHeld(driver: H2Driver, server: Awaited<ReturnType<typeof hold
 
 describe("envoy.yaml's thresholds", () => {
   it('are read from the ext_authz cluster of envoy.yaml itself', () => {
-    expect(extAuthzCircuitBreaker()).toEqual({ maxConnections: 1024, maxRequests: 64, maxPendingRequests: 16 });
+    expect(extAuthzCircuitBreaker()).toEqual({ maxConnections: 1024, maxRequests: 128, maxPendingRequests: 16 });
   });
 
   it("are Envoy's defaults (1024) where the file sets none", () => {
