@@ -195,6 +195,40 @@ describe('the targets list', () => {
     expect(verdict(withoutPhase, 'Redis commands per decision')).toMatchObject({ value: 'n/a', pass: null });
   });
 
+  it("judges goodput past saturation against the saturation measured beside the phase, printing the rounds' ratio too", () => {
+    /** A phase behind the breaker (or raw) whose goodput is 4,400/s; the closed loops beside it read `before` and `after`. */
+    const phase = (before: number, after: number, behindBreaker = true) => ({
+      multiple: 1.5,
+      rate: 7500,
+      sent: 37_500,
+      sentPerSecond: 7500,
+      scheduleLagMs: { p99: 1, max: 2 },
+      goodputPerSecond: 4400,
+      late: 0,
+      unanswered: 0,
+      refusedByEnvoy: 15_000,
+      counters: {},
+      saturationBeside: { before, after },
+      ...(behindBreaker ? { envoyCircuitBreaker: { maxConnections: 1024, maxRequests: 128, maxPendingRequests: 16 } } : {}),
+    });
+    const goodput = (...phases: ReturnType<typeof phase>[]) =>
+      verdict(reportWith({ valid: 1, malformed: 0 }, { overload: phases } as unknown as Partial<GatewayRun>), '1.5 × saturation, behind');
+    // The rounds read 5,000/s (0.88 ×), the machine was slower beside the phase: 4,400 / mean(4,600, 5,000) = 0.92 ×.
+    expect(goodput(phase(4600, 5000))).toMatchObject({
+      value: "0.92 × (4,400 vs 4,800/s, closed loop before and after it); 0.88 × the rounds' saturation (5,000/s)",
+      pass: true,
+    });
+    // Faster beside it than in the rounds: 4,400 / 5,200 = 0.85 ×, a miss although 0.88 × the rounds'.
+    expect(goodput(phase(5200, 5200))).toMatchObject({ pass: false });
+    expect(goodput(phase(5200, 5200))!.value).toMatch(/^0\.85 × \(4,400 vs 5,200\/s/);
+    // The raw phase is printed and judged on nothing.
+    const raw = verdict(
+      reportWith({ valid: 1, malformed: 0 }, { overload: [phase(4600, 5000, false)] } as unknown as Partial<GatewayRun>),
+      '1.5 × saturation, raw',
+    );
+    expect(raw).toMatchObject({ pass: null });
+  });
+
   it('rounds as toFixed does', () => {
     expect(asShown(1.004, 2)).toBe(1);
     expect(asShown(59.96, 1)).toBe(60);
