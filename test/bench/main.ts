@@ -18,7 +18,8 @@
  *     gateway's own Check latency histogram read around each round;
  *  3. per gateway, a fresh process: the key cache filled (one Check per key,
  *     up to 200k), RSS after ¼ load, then open loop at 1.5 × and 3 × its
- *     saturation (mixed traffic), RSS sampled throughout;
+ *     saturation (mixed traffic), RSS sampled throughout, each phase between
+ *     two closed loops as phase 1 runs them (its goodput's yardstick);
  *  4. the usage processor (ext_proc) on a gateway process of its own:
  *     CPU per metered streamed answer and memory per open stream
  *     (ext-proc-cpu.ts, at a smaller volume; --no-ext-proc skips it).
