@@ -8,7 +8,7 @@ import { bucketExpiresAtMs, periodName, usageMonthOf } from '../../src/domain/us
 import { addUsageTotals, zeroUsageTotals, type UsageRecord } from '../../src/domain/usage-record';
 import { MAX_WINDOW_SECONDS } from '../../src/limits/rate-limit';
 import { consumeTokenBudget } from '../../src/limits/token-budget';
-import { LUA_TOKEN_BUDGET } from '../../src/store/redis/scripts';
+import { LUA_TOKEN_BUDGET, LUA_TOKEN_UNREFILLED_FOR_TEST } from '../../src/store/redis/scripts';
 import { generateCustomerKey, hashCustomerKey } from '../../src/keys/customer-key';
 import type { RatePlan } from '../../src/domain/rate-limits';
 import { MemoryStore } from '../../src/store/memory-store';
@@ -1652,6 +1652,7 @@ describe('usage: the Lua token budget arithmetic is the BigInt one', () => {
     const redisClient = new Redis(redis.url, { disconnectTimeout: 50 });
     try {
       const lua = `${LUA_TOKEN_BUDGET}
+${LUA_TOKEN_UNREFILLED_FOR_TEST}
 local out = {}
 for i = 1, #ARGV, 6 do
   local stored, now, n, tokens, window, debt = ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5])

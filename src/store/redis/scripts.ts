@@ -137,6 +137,11 @@ const USAGE_SWEEP_INTERVAL_US = 3_600_000_000;
 /** A number written into a generated script, or a Lua expression (a name) evaluated when it runs. */
 type LuaValue = number | string;
 
+/** A window in µs: a literal from a literal, else the name `window_us`, which the caller's Lua defines. */
+function luaWindowUs(windowSeconds: LuaValue): LuaValue {
+  return typeof windowSeconds === 'number' ? windowSeconds * 1_000_000 : 'window_us';
+}
+
 /**
  * Lua statements: floor division with remainder in place, into q and r
  * (declared by the caller); x and y are names or literals. Exact while x,
@@ -160,7 +165,7 @@ if ${r} < 0 then ${q} = ${q} - 1; ${r} = ${r} + ${y} elseif ${r} >= ${y} then ${
  * the common case, take one division.
  */
 function luaUnrefilled(u: string, d: string, fraction: string, tokens: LuaValue, windowSeconds: LuaValue): string {
-  const windowUs = typeof windowSeconds === 'number' ? windowSeconds * 1_000_000 : 'window_us';
+  const windowUs = luaWindowUs(windowSeconds);
   const split = `local d1, d0, q1, r1, x, m
 ${luaDivmod('d1', 'd0', d, 1_000_000)}
 x = d1 * ${tokens}
@@ -206,22 +211,24 @@ end`;
  * fraction of a µs as a numerator over the budget's tokens). Budgets are at
  * most 10^9 tokens and 10^6 tokens per second over a window of at most 31
  * days, so every product below stays under 2^53.
- * - tb_parse(text, tokens): tat, fraction; nil for an absent or unreadable bucket.
+ * - divmod(x, y): floor division with remainder (luaDivmod), for what the
+ *   scripts compute from names;
+ * - tb_parse(text, tokens): tat, fraction; nil for an absent or unreadable bucket;
  * - tb_consume(text, now, n, tokens, window_s): the bucket's new text after
  *   using n tokens at `now` (µs).
- * - tb_unrefilled(debt_us, fraction, tokens, window_s): tokens not yet wholly
- *   refilled (a token begun counts) in a bucket debt_us (+ fraction/tokens)
- *   µs ahead of now, for a debt under one window (a bigger debt means the
- *   budget is exhausted). For the Check: remaining = tokens − tb_unrefilled,
- *   the whole tokens available.
+ * The Check only reads buckets, in generated blocks (luaBudgetCheck): it
+ * takes LUA_DIVMOD alone.
  */
-const LUA_TOKEN_BUDGET_READ = `
+const LUA_DIVMOD = `
 local floor = math.floor
 local function divmod(x, y)
   local q, r
 ${indent(luaDivmod('q', 'r', 'x', 'y'))}
   return q, r
-end
+end`;
+
+/** What the usage script needs to move a token bucket. */
+export const LUA_TOKEN_BUDGET = `${LUA_DIVMOD}
 local function tb_parse(text, tokens)
   local tat, fraction
 ${indent(luaParseTokenBucket('text'))}
@@ -229,14 +236,6 @@ ${indent(luaParseTokenBucket('text'))}
   if fraction >= tokens then fraction = 0 end
   return tat, fraction
 end
-local function tb_unrefilled(debt_us, fraction, tokens, window_s)
-  local u, window_us = 0, window_s * 1000000
-${indent(luaUnrefilled('u', 'debt_us', 'fraction', 'tokens', 'window_s'))}
-  return u
-end`;
-
-/** LUA_TOKEN_BUDGET_READ and tb_consume: what the usage script needs (the Check only reads, and so defines no tb_consume). */
-export const LUA_TOKEN_BUDGET = `${LUA_TOKEN_BUDGET_READ}
 local function tb_consume(text, now, n, tokens, window_s)
   local tat, fraction = tb_parse(text, tokens)
   if not tat or tat < now then tat, fraction = now, 0 end
@@ -248,6 +247,19 @@ local function tb_consume(text, now, n, tokens, window_s)
   if fraction >= tokens then tat = tat + 1; fraction = fraction - tokens end
   if fraction == 0 then return string.format('%.0f', tat) end
   return string.format('%.0f %.0f', tat, fraction)
+end`;
+
+/**
+ * Lua, for a test only: tb_unrefilled(debt_us, fraction, tokens, window_s),
+ * the tokens not yet wholly refilled as the Check computes them for a
+ * budget read from a record (luaBudgetCheck with names), after LUA_DIVMOD,
+ * so the test can hold that arithmetic to the BigInt one at its bounds.
+ */
+export const LUA_TOKEN_UNREFILLED_FOR_TEST = `
+local function tb_unrefilled(debt_us, fraction, tokens, window_s)
+  local u, window_us = 0, window_s * 1000000
+${indent(luaUnrefilled('u', 'debt_us', 'fraction', 'tokens', 'window_s'))}
+  return u
 end`;
 
 /** Every script, declared once: `defineCommand` registers each under its name, and `ScriptCommands` types it. */
@@ -1312,11 +1324,11 @@ end`;
  * overrides, read when it runs).
  */
 function luaBudgetCheck(scope: string, tokens: LuaValue, windowSeconds: LuaValue, text: string): string {
-  const literal = typeof tokens === 'number' && typeof windowSeconds === 'number';
-  const windowUs = typeof windowSeconds === 'number' ? windowSeconds * 1_000_000 : 'window_us';
+  const windowUs = luaWindowUs(windowSeconds);
+  const literal = typeof tokens === 'number' && typeof windowUs === 'number';
   // Until one whole token is back: the debt down to tokens - 1 tokens' worth, (d + fraction/tokens) - (W - W/tokens) µs,
   // with W/tokens = q + r/tokens.
-  const [q, r] = literal ? [Math.floor((windowSeconds * 1_000_000) / tokens), (windowSeconds * 1_000_000) % tokens] : ['q', 'r'];
+  const [q, r] = literal ? [Math.floor(windowUs / tokens), windowUs % tokens] : ['q', 'r'];
   return `local tat, fraction
 ${luaParseTokenBucket(text)}
 if tat and tat >= now then
@@ -1371,7 +1383,7 @@ function luaTokenBudgetCheck(budgets: TokenBudgetPlan): string {
     ...budgets.account.map((budget) => ({ scope: 'account', ...budget })),
   ];
   for (const budget of all) {
-    // The arithmetic is exact in doubles within these bounds only (see LUA_TOKEN_BUDGET_READ).
+    // The arithmetic is exact in doubles within these bounds only (see LUA_TOKEN_BUDGET).
     if (
       !Number.isSafeInteger(budget.tokens) ||
       !Number.isSafeInteger(budget.windowSeconds) ||
@@ -1386,7 +1398,7 @@ function luaTokenBudgetCheck(budgets: TokenBudgetPlan): string {
   const planTable = (of: readonly TokenBudget[]) =>
     `{${of.map((budget) => `{tokens = ${budget.tokens}, windowSeconds = ${budget.windowSeconds}}`).join(', ')}}`;
   const refusal = `if x_retry then return {'token_budget_exhausted', prefix, x_scope, x_tokens, x_window, 0, x_reset, x_retry} end`;
-  const overrides = `${LUA_TOKEN_BUDGET_READ.trim()}
+  const overrides = `${LUA_DIVMOD.trim()}
 local x_scope, x_tokens, x_window, x_reset, x_retry
 local function check(scope, tokens, window_s, text)
   local window_us = window_s * 1000000
