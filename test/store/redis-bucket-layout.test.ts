@@ -1,11 +1,9 @@
-import Redis from 'ioredis';
 import { NO_TOKEN_BUDGETS } from '../../src/domain/token-budgets';
 import type { RatePlan } from '../../src/domain/rate-limits';
 import { generateCustomerKey, hashCustomerKey } from '../../src/keys/customer-key';
 import { redisKeys } from '../../src/store/redis/redis-keys';
 import { parsePackedBuckets } from '../../src/store/redis/redis-records';
-import { RedisStore } from '../../src/store/redis/redis-store';
-import { startTestRedis, type TestRedis } from '../support/redis-server';
+import { storeOnTestRedis } from '../support/store-on-test-redis';
 
 /**
  * The rate-limit buckets are packed, one account hash field per key and one
@@ -15,37 +13,24 @@ import { startTestRedis, type TestRedis } from '../support/redis-server';
  * (its sweep field is new): a rolling deploy resets no bucket. And the
  * EVALSHA carries what the decision needs and no more.
  */
-let redis: TestRedis;
-let store: RedisStore;
-let client: Redis;
 let nowMs = Date.parse('2026-11-27T12:00:00.000Z');
 const nowUs = () => nowMs * 1000;
 
 // Key: 3 a minute (a request every 20 s); account: 100 an hour (every 36 s).
 const plan: RatePlan = Object.freeze({ key: [{ limit: 3, windowSeconds: 60 }], account: [{ limit: 100, windowSeconds: 3600 }] });
 
-beforeAll(async () => {
-  redis = await startTestRedis();
-  store = await RedisStore.connect({ url: redis.url, commandTimeoutMs: 1000, clockOverride: () => nowMs });
-  client = new Redis(redis.url, { disconnectTimeout: 50 });
-});
-
-afterAll(async () => {
-  client.disconnect();
-  await store.close();
-  await redis.stop();
-});
+const world = storeOnTestRedis({ commandTimeoutMs: 1000, clockOverride: () => nowMs });
 
 async function accountWithKeys(name: string, count: number): Promise<{ accountId: string; keyIds: string[] }> {
   const suffix = `${Date.now()}${Math.floor(Math.random() * 1e6)}`;
   const accountId = `acct_${name}${suffix}`;
-  expect(await store.createAccount({ id: accountId, name, status: 'active', createdAt: '2026-11-27T12:00:00.000Z' })).toBe(true);
+  expect(await world.store.createAccount({ id: accountId, name, status: 'active', createdAt: '2026-11-27T12:00:00.000Z' })).toBe(true);
   const keyIds: string[] = [];
   for (let i = 0; i < count; i++) {
     const keyId = `key_${name}${i}${suffix}`;
     const key = generateCustomerKey('live');
     expect(
-      await store.insertKey(hashCustomerKey(key), {
+      await world.store.insertKey(hashCustomerKey(key), {
         id: keyId,
         accountId,
         prefix: key.slice(0, 12),
@@ -61,10 +46,10 @@ async function accountWithKeys(name: string, count: number): Promise<{ accountId
 }
 
 const authorize = (accountId: string, keyId: string) =>
-  store.authorize({ accountId, keyId, defaultPlan: plan, defaultTokenBudgets: NO_TOKEN_BUDGETS });
+  world.store.authorize({ accountId, keyId, defaultPlan: plan, defaultTokenBudgets: NO_TOKEN_BUDGETS });
 
 async function bucketFields(accountId: string): Promise<Record<string, Map<number, number> | undefined>> {
-  const hash = await client.hgetallBuffer(redisKeys.account(accountId));
+  const hash = await world.client.hgetallBuffer(redisKeys.account(accountId));
   return Object.fromEntries(
     Object.entries(hash)
       .filter(([field]) => field.startsWith(redisKeys.keyBucketFieldPrefix()) || field === redisKeys.accountBucketField())
@@ -86,7 +71,9 @@ it('packs each key’s windows into one field and the account’s into another: 
     ],
   });
   for (const keyId of keyIds) {
-    expect((await store.authorize({ accountId, keyId, defaultPlan: windows, defaultTokenBudgets: NO_TOKEN_BUDGETS })).kind).toBe('allow');
+    expect((await world.store.authorize({ accountId, keyId, defaultPlan: windows, defaultTokenBudgets: NO_TOKEN_BUDGETS })).kind).toBe(
+      'allow',
+    );
   }
   const fields = await bucketFields(accountId);
   expect(Object.keys(fields).sort()).toEqual([redisKeys.accountBucketField(), ...keyIds.map((id) => redisKeys.keyBucketField(id))].sort());
@@ -101,7 +88,7 @@ it('an EVALSHA of the authorize script carries the two records and the key id, n
   const { accountId, keyIds } = await accountWithKeys('argv', 1);
   const keyId = keyIds[0]!;
   expect((await authorize(accountId, keyId)).kind).toBe('allow'); // loads the script
-  const monitor = await client.monitor();
+  const monitor = await world.client.monitor();
   const seen: string[][] = [];
   monitor.on('monitor', (_time: string, args: string[]) => {
     if (/^evalsha$/i.test(args[0] ?? '')) seen.push(args);
@@ -109,7 +96,7 @@ it('an EVALSHA of the authorize script carries the two records and the key id, n
   try {
     // MONITOR is on once Redis answered its OK; a PING through it marks where the decision's commands end.
     expect((await authorize(accountId, keyId)).kind).toBe('allow');
-    await client.ping();
+    await world.client.ping();
     await new Promise((resolve) => setTimeout(resolve, 100));
   } finally {
     monitor.disconnect();
@@ -125,7 +112,7 @@ it('takes over the buckets of the layout before packing on the first decision: a
   const account = redisKeys.account(accountId);
   // As the previous version left them: `full` has used its 3 a minute, `used` one of them,
   // `idle`'s bucket has long passed; the account has used 99 of its 100 an hour.
-  await client.hset(
+  await world.client.hset(
     account,
     `${redisKeys.legacyKeyBucketFieldPrefix(full)}60`,
     String(nowUs() + 60_000_000),
@@ -141,7 +128,7 @@ it('takes over the buckets of the layout before packing on the first decision: a
 
   expect(await authorize(accountId, full)).toMatchObject({ kind: 'rate_limited', hit: { scope: 'key', retryAfterMs: 20_000 } });
   // The refusal wrote the sweep: the old fields are gone, their live buckets packed.
-  const hash = await client.hgetall(account);
+  const hash = await world.client.hgetall(account);
   expect(Object.keys(hash).filter((field) => field.startsWith(redisKeys.legacyBucketFieldPrefix()))).toEqual([]);
   expect(hash[redisKeys.legacyBucketSweepField()]).toBeUndefined();
   expect(await bucketFields(accountId)).toEqual({
@@ -161,9 +148,17 @@ it('merges buckets an old replica writes during the rollout at the next sweep, k
   const keyId = keyIds[0]!;
   expect((await authorize(accountId, keyId)).kind).toBe('allow');
   // An old replica, still running, used up the account's hour in its own field.
-  await client.hset(redisKeys.account(accountId), `${redisKeys.legacyAccountBucketFieldPrefix()}3600`, String(nowUs() + 3_590_000_000));
+  await world.client.hset(
+    redisKeys.account(accountId),
+    `${redisKeys.legacyAccountBucketFieldPrefix()}3600`,
+    String(nowUs() + 3_590_000_000),
+  );
   nowMs += 3_600_000 + 1000; // past the sweep time; the old replica's bucket is still ahead
-  await client.hset(redisKeys.account(accountId), `${redisKeys.legacyAccountBucketFieldPrefix()}3600`, String(nowUs() + 3_590_000_000));
+  await world.client.hset(
+    redisKeys.account(accountId),
+    `${redisKeys.legacyAccountBucketFieldPrefix()}3600`,
+    String(nowUs() + 3_590_000_000),
+  );
   expect(await authorize(accountId, keyId)).toMatchObject({ kind: 'rate_limited', hit: { scope: 'account' } });
   expect(await bucketFields(accountId)).toMatchObject({
     [redisKeys.accountBucketField()]: new Map([[3600, nowUs() + 3_590_000_000]]),

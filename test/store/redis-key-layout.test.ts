@@ -1,12 +1,10 @@
 import { NO_TOKEN_BUDGETS } from '../../src/domain/token-budgets';
-import Redis from 'ioredis';
 import { generateCustomerKey, hashCustomerKey } from '../../src/keys/customer-key';
 import { OPERATOR } from '../../src/domain/customer-identity';
 import { principalKey } from '../../src/domain/members';
 import { redisKeys } from '../../src/store/redis/redis-keys';
 import { parsePackedBuckets } from '../../src/store/redis/redis-records';
-import { RedisStore } from '../../src/store/redis/redis-store';
-import { startTestRedis, type TestRedis } from '../support/redis-server';
+import { storeOnTestRedis } from '../support/store-on-test-redis';
 
 /**
  * redis-keys.ts is the one place that knows the key layout: every key the
@@ -14,21 +12,8 @@ import { startTestRedis, type TestRedis } from '../support/redis-server';
  * redisKeys names, and the rate-limit buckets are the account hash's fields
  * that redisKeys names.
  */
-let redis: TestRedis;
-let store: RedisStore;
-let client: Redis;
 
-beforeAll(async () => {
-  redis = await startTestRedis();
-  store = await RedisStore.connect({ url: redis.url, commandTimeoutMs: 1000 });
-  client = new Redis(redis.url, { disconnectTimeout: 50 });
-});
-
-afterAll(async () => {
-  client.disconnect();
-  await store.close();
-  await redis.stop();
-});
+const world = storeOnTestRedis({ commandTimeoutMs: 1000 });
 
 it('writes exactly the keys redisKeys names, buckets being one account field per key and one for the account', async () => {
   // Unique ids, so that a shared Redis (TEST_REDIS_URL) holding other data does not matter.
@@ -37,7 +22,9 @@ it('writes exactly the keys redisKeys names, buckets being one account field per
   const keyId = `key_layout${suffix}`;
   const key = generateCustomerKey('live');
   const keyHash = hashCustomerKey(key);
-  expect(await store.createAccount({ id: accountId, name: 'Layout', status: 'active', createdAt: '2026-11-22T12:00:00.000Z' })).toBe(true);
+  expect(await world.store.createAccount({ id: accountId, name: 'Layout', status: 'active', createdAt: '2026-11-22T12:00:00.000Z' })).toBe(
+    true,
+  );
   const record = {
     id: keyId,
     accountId,
@@ -47,11 +34,11 @@ it('writes exactly the keys redisKeys names, buckets being one account field per
     status: 'active' as const,
     createdAt: '2026-11-22T12:00:00.000Z',
   };
-  expect(await store.insertKey(keyHash, record)).toBe('created');
+  expect(await world.store.insertKey(keyHash, record)).toBe('created');
   const plan = { key: [{ limit: 5, windowSeconds: 60 }], account: [{ limit: 50, windowSeconds: 3600 }] };
-  expect((await store.authorize({ accountId, keyId, defaultPlan: plan, defaultTokenBudgets: NO_TOKEN_BUDGETS })).kind).toBe('allow');
+  expect((await world.store.authorize({ accountId, keyId, defaultPlan: plan, defaultTokenBudgets: NO_TOKEN_BUDGETS })).kind).toBe('allow');
 
-  const written = [...(await client.keys(`*${suffix}*`)), ...(await client.keys(`*${keyHash}*`))].sort();
+  const written = [...(await world.client.keys(`*${suffix}*`)), ...(await world.client.keys(`*${keyHash}*`))].sort();
   expect(written).toEqual(
     [
       redisKeys.keyIdsByHash(keyHash),
@@ -62,7 +49,7 @@ it('writes exactly the keys redisKeys names, buckets being one account field per
       redisKeys.activeKeys(accountId),
     ].sort(),
   );
-  const accountHash = await client.hgetallBuffer(redisKeys.account(accountId));
+  const accountHash = await world.client.hgetallBuffer(redisKeys.account(accountId));
   const bucketFields = Object.keys(accountHash).filter(
     (field) => field.startsWith(redisKeys.keyBucketFieldPrefix()) || field === redisKeys.accountBucketField(),
   );
@@ -78,29 +65,34 @@ it('writes exactly the keys redisKeys names, buckets being one account field per
   expect(accountBuckets?.get(3600)).toBe(decidedUs + 72_000_000);
   // No field of the layout before packing.
   expect(Object.keys(accountHash).filter((field) => field.startsWith(redisKeys.legacyBucketFieldPrefix()))).toEqual([]);
-  expect(await client.hexists(redisKeys.account(accountId), redisKeys.bucketSweepField())).toBe(1);
+  expect(await world.client.hexists(redisKeys.account(accountId), redisKeys.bucketSweepField())).toBe(1);
   // The account hash never expires: it is the account record.
-  expect(await client.pttl(redisKeys.account(accountId))).toBe(-1);
-  expect(await client.sismember(redisKeys.accounts(), accountId)).toBe(1);
+  expect(await world.client.pttl(redisKeys.account(accountId))).toBe(-1);
+  expect(await world.client.sismember(redisKeys.accounts(), accountId)).toBe(1);
 });
 
 it('writes members, their principal index and the account audit trail only where redisKeys says', async () => {
   const suffix = `${Date.now()}${Math.floor(Math.random() * 1e6)}`;
   const accountId = `acct_members${suffix}`;
-  await store.createAccount({ id: accountId, name: 'Members', status: 'active', createdAt: '2026-11-22T12:00:00.000Z' });
+  await world.store.createAccount({ id: accountId, name: 'Members', status: 'active', createdAt: '2026-11-22T12:00:00.000Z' });
   const identity = { issuer: 'https://login.example.com', subject: `sub${suffix}`, verifiedEmail: `inv${suffix}@example.com` };
   const base = { accountId, addedAt: '2026-11-22T12:00:00.000Z', addedBy: OPERATOR };
-  await store.addMember({ ...base, id: `mem_a${suffix}`, role: 'owner', principal: { kind: 'invitation', email: identity.verifiedEmail } });
-  await store.addMember({
+  await world.store.addMember({
+    ...base,
+    id: `mem_a${suffix}`,
+    role: 'owner',
+    principal: { kind: 'invitation', email: identity.verifiedEmail },
+  });
+  await world.store.addMember({
     ...base,
     id: `mem_b${suffix}`,
     role: 'viewer',
     principal: { kind: 'invitation', email: `other${suffix}@example.com` },
   });
-  expect(await store.bindInvitations(identity, Date.parse('2026-11-22T12:01:00Z'))).toHaveLength(1);
-  await store.appendAudit({ action: 'member.bind', actor: OPERATOR, accountId, memberId: `mem_a${suffix}` }, Date.now());
+  expect(await world.store.bindInvitations(identity, Date.parse('2026-11-22T12:01:00Z'))).toHaveLength(1);
+  await world.store.appendAudit({ action: 'member.bind', actor: OPERATOR, accountId, memberId: `mem_a${suffix}` }, Date.now());
 
-  const written = (await client.keys(`*${suffix}*`)).sort();
+  const written = (await world.client.keys(`*${suffix}*`)).sort();
   expect(written).toEqual(
     [
       redisKeys.account(accountId),
@@ -112,6 +104,8 @@ it('writes members, their principal index and the account audit trail only where
     ].sort(),
   );
   // The bound invitation's index entry is gone; the identity's names the account.
-  expect(await client.exists(redisKeys.principalAccounts(principalKey({ kind: 'invitation', email: identity.verifiedEmail })))).toBe(0);
-  expect(await client.smembers(written.find((name) => name.includes('identity'))!)).toEqual([accountId]);
+  expect(await world.client.exists(redisKeys.principalAccounts(principalKey({ kind: 'invitation', email: identity.verifiedEmail })))).toBe(
+    0,
+  );
+  expect(await world.client.smembers(written.find((name) => name.includes('identity'))!)).toEqual([accountId]);
 });

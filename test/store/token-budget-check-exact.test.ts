@@ -1,6 +1,5 @@
 import { isDeepStrictEqual } from 'node:util';
 import fc from 'fast-check';
-import Redis from 'ioredis';
 import type { LimitScope, RatePlan } from '../../src/domain/rate-limits';
 import { MAX_BUDGET_TOKENS, MAX_BUDGET_TOKENS_PER_SECOND, type TokenBudget, type TokenBudgetPlan } from '../../src/domain/token-budgets';
 import { generateCustomerKey } from '../../src/keys/customer-key';
@@ -10,7 +9,7 @@ import { redisKeys } from '../../src/store/redis/redis-keys';
 import { tokenBucketText } from '../../src/store/redis/redis-records';
 import { RedisStore } from '../../src/store/redis/redis-store';
 import { insertKey } from '../support/pipeline-fixture-world';
-import { startTestRedis, type TestRedis } from '../support/redis-server';
+import { storeOnTestRedis } from '../support/store-on-test-redis';
 
 /**
  * The authorize script checks the default plan's token budgets in code
@@ -26,9 +25,6 @@ import { startTestRedis, type TestRedis } from '../support/redis-server';
  * decided: an account's first decision (the sweep's path) and the next
  * (the straight-line path).
  */
-let redis: TestRedis;
-let store: RedisStore;
-let client: Redis;
 const NOW_MS = Date.parse('2026-11-28T12:00:00.000Z');
 const NOW_US = NOW_MS * 1000;
 const RATE_PLANS: RatePlan[] = [
@@ -36,17 +32,7 @@ const RATE_PLANS: RatePlan[] = [
   { key: [{ limit: 1_000_000, windowSeconds: 60 }], account: [{ limit: 1_000_000, windowSeconds: 3600 }] },
 ];
 
-beforeAll(async () => {
-  redis = await startTestRedis();
-  store = await RedisStore.connect({ url: redis.url, commandTimeoutMs: 2000, clockOverride: () => NOW_MS });
-  client = new Redis(redis.url, { disconnectTimeout: 50 });
-});
-
-afterAll(async () => {
-  client.disconnect();
-  await store.close();
-  await redis.stop();
-});
+const world = storeOnTestRedis({ commandTimeoutMs: 2000, clockOverride: () => NOW_MS });
 
 interface Case {
   scope: LimitScope;
@@ -124,15 +110,17 @@ let run = 0;
 async function decide(c: Case, ratePlan: RatePlan): Promise<{ first: unknown; second: unknown; expected: unknown }> {
   run += 1;
   const accountId = `acct_tbexact${process.pid}_${run}`;
-  expect(await store.createAccount({ id: accountId, name: 'exact', status: 'active', createdAt: '2026-11-28T00:00:00.000Z' })).toBe(true);
-  const key = await insertKey(store, generateCustomerKey('live'), { accountId, id: `key_tbexact${run}` });
+  expect(await world.store.createAccount({ id: accountId, name: 'exact', status: 'active', createdAt: '2026-11-28T00:00:00.000Z' })).toBe(
+    true,
+  );
+  const key = await insertKey(world.store, generateCustomerKey('live'), { accountId, id: `key_tbexact${run}` });
   const stored: TokenBucket | undefined = c.debtUs === undefined ? undefined : { tatUs: NOW_US + c.debtUs, fraction: c.fraction };
   if (stored) {
     const field =
       c.scope === 'key'
         ? `${redisKeys.keyTokenBucketFieldPrefix(key.id)}${c.budget.windowSeconds}`
         : `${redisKeys.accountTokenBucketFieldPrefix()}${c.budget.windowSeconds}`;
-    await client.hset(redisKeys.account(accountId), field, tokenBucketText(stored));
+    await world.client.hset(redisKeys.account(accountId), field, tokenBucketText(stored));
   }
   const defaultTokenBudgets: TokenBudgetPlan = Object.freeze({
     key: Object.freeze(c.scope === 'key' ? [c.budget] : []),
@@ -145,8 +133,8 @@ async function decide(c: Case, ratePlan: RatePlan): Promise<{ first: unknown; se
   const state = tokenBudgetState(c.scope, stored, NOW_US, c.budget);
   const expected =
     state.remaining > 0 ? { kind: 'allow', budget: state } : { kind: 'token_budget_exhausted', prefix: key.prefix, budget: state };
-  const first = budgetOf(await store.authorize(ids));
-  const second = budgetOf(await store.authorize(ids));
+  const first = budgetOf(await world.store.authorize(ids));
+  const second = budgetOf(await world.store.authorize(ids));
   return { first, second, expected };
 }
 
