@@ -35,7 +35,16 @@ import { measureExtProcCpu } from './ext-proc-cpu';
 import { findH2load, runH2load, STAGGERED_CONNECTIONS } from './h2load';
 import { cpuSecondsOf, machineInfo, rssBytesOf, sampleMaxRss, waitUntilIdle } from './proc-stats';
 import { startGateway, startNoopServer, type ServerUnderTest } from './processes';
-import { checkPathRoundTrips, clientCommandsDuring, commandDelta, commandStats, redisCpuSeconds, type CommandCounts } from './redis-stats';
+import {
+  checkPathRoundTrips,
+  clientCommandsDuring,
+  commandDelta,
+  commandStats,
+  redisWork,
+  redisWorkDelta,
+  type CommandCounts,
+  type RedisWork,
+} from './redis-stats';
 import {
   evaluateTargets,
   KEY_CACHE_MAX_ENTRIES,
@@ -262,8 +271,8 @@ interface Contender {
   saturationSeconds: number;
   cpuSeconds: number;
   driverCpuMicros: number;
-  /** Redis's CPU during the saturation windows (gateways only). */
-  redisCpuSeconds: number;
+  /** Redis's CPU and reads during the saturation windows (gateways only). */
+  redis: RedisWork;
   commands: CommandCounts;
   /** Gateways: the commands of one whole last-used flush interval at saturation (flushIntervalCommands). */
   flushInterval?: FlushIntervalCommands;
@@ -508,7 +517,7 @@ function contender(label: string, server: ServerUnderTest, traffic: Traffic, tai
     saturationSeconds: 0,
     cpuSeconds: 0,
     driverCpuMicros: 0,
-    redisCpuSeconds: 0,
+    redis: { userSeconds: 0, systemSeconds: 0, reads: 0 },
     commands: {},
     metrics: {},
     tail: emptyTailRecord(),
@@ -740,14 +749,14 @@ async function saturationRound(entry: Contender, stats: Redis, options: Options,
   let driverStart = process.cpuUsage();
   let commandsBefore: CommandCounts = {};
   let metricsBefore: MetricsSnapshot = { counters: {} };
-  let redisCpuStart = 0;
+  let redisStart: RedisWork = { userSeconds: 0, systemSeconds: 0, reads: 0 };
   const { gateway } = entry;
   const hooks: PhaseHooks = {
     atStart: async () => {
       if (gateway) {
         commandsBefore = await commandStats(stats);
         metricsBefore = await scrapeMetrics(entry.server.adminUrl!);
-        redisCpuStart = await redisCpuSeconds(stats);
+        redisStart = await redisWork(stats);
       }
       cpuStart = cpuSecondsOf(entry.server.pid);
       driverStart = process.cpuUsage();
@@ -757,7 +766,10 @@ async function saturationRound(entry: Contender, stats: Redis, options: Options,
       const driverCpu = process.cpuUsage(driverStart);
       entry.driverCpuMicros += driverCpu.user + driverCpu.system;
       if (gateway) {
-        entry.redisCpuSeconds += (await redisCpuSeconds(stats)) - redisCpuStart;
+        const redis = redisWorkDelta(redisStart, await redisWork(stats));
+        entry.redis.userSeconds += redis.userSeconds;
+        entry.redis.systemSeconds += redis.systemSeconds;
+        entry.redis.reads += redis.reads;
         for (const [command, calls] of Object.entries(commandDelta(commandsBefore, await commandStats(stats)))) {
           entry.commands[command] = (entry.commands[command] ?? 0) + calls;
         }
@@ -917,7 +929,12 @@ function toServerRun(entry: Contender, tailRate: number): ServerRun {
     rssMb: rssBytesOf(entry.server.pid) / 2 ** 20,
     ...(entry.gateway
       ? {
-          redisCpuUsPerDecision: (entry.redisCpuSeconds * 1e6) / saturation.decisions,
+          redisCpuUsPerDecision: ((entry.redis.userSeconds + entry.redis.systemSeconds) * 1e6) / saturation.decisions,
+          redisWork: {
+            userUsPerDecision: (entry.redis.userSeconds * 1e6) / saturation.decisions,
+            systemUsPerDecision: (entry.redis.systemSeconds * 1e6) / saturation.decisions,
+            decisionsPerRead: saturation.decisions / entry.redis.reads,
+          },
           ...(entry.flushInterval ? { flushIntervalCommands: entry.flushInterval } : {}),
           redisCommands: {
             perDecision: commandTotal / saturation.decisions,

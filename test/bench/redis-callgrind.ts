@@ -7,20 +7,26 @@
  * shows to a fraction of a percent, where Redis's CPU time on this shared
  * machine moves by ±10 % from run to run.
  *
- *   node .bench/build/test/bench/redis-callgrind.js [--dist DIR]… [--token-budgets] [--spent] [--decisions N]
+ *   node .bench/build/test/bench/redis-callgrind.js [--dist DIR]… [--token-budgets] [--spent] [--decisions N] [--in-flight N] [--cpu-time]
  *
  * For each --dist (a build's directory, e.g. a copy of an earlier dist/;
  * default this one), in turn: a fresh redis-server under callgrind; 100
  * accounts of 10 keys seeded through that build's RedisStore (as the service
  * connects it: no clock override); 3,000 allowed decisions of warm-up; the
  * counters zeroed (callgrind_control -z); N decisions (default 3,000), 64 in
- * flight, over the keys in turn; the counters dumped. Prints instructions per
+ * flight (--in-flight), over the keys in turn; the counters dumped. Prints instructions per
  * decision. The plan is the bench's (two windows per scope, limits far
  * above the load). --token-budgets: the plan also has the bench's token
  * budgets. --spent: every one of those buckets holds a spent value (30 s of
  * debt, with a fraction on two of them), as usage leaves them on an account
  * in use; without it they are absent, as in `npm run bench`, which meters no
  * usage.
+ *
+ * --cpu-time: redis-server runs as itself, not under callgrind, and the
+ * decisions are timed instead of counted: Redis's CPU per decision, user and
+ * system apart (INFO cpu), and the decisions it took per read (INFO stats).
+ * Run at --in-flight 1, 4, 16 and 64, it shows how Redis's CPU per decision
+ * depends on how many commands reach it at once (redis-stats.ts, RedisWork).
  */
 import { execFile, spawn } from 'node:child_process';
 import * as fs from 'node:fs';
@@ -37,15 +43,15 @@ import { tokenBucketText } from '../../src/store/redis/redis-records';
 import { insertKey } from '../support/pipeline-fixture-world';
 import { findRedisServerBinary } from '../support/redis-server';
 import { loadBuildModules, type CheckPathModules } from './build-modules';
+import { redisWork, redisWorkDelta } from './redis-stats';
 
-const run = promisify(execFile);
+const execute = promisify(execFile);
 
 type Modules = CheckPathModules & typeof import('../../src/store/redis/redis-store') & typeof import('../../src/store/redis/redis-keys');
 
 const ACCOUNTS = 100;
 const KEYS_PER_ACCOUNT = 10;
 const WARM_UP = 3000;
-const IN_FLIGHT = 64;
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
@@ -54,45 +60,51 @@ async function main(): Promise<void> {
       'token-budgets': { type: 'boolean', default: false },
       spent: { type: 'boolean', default: false },
       decisions: { type: 'string', default: '3000' },
+      'in-flight': { type: 'string', default: '64' },
+      'cpu-time': { type: 'boolean', default: false },
     },
   });
+  const inFlight = Number(values['in-flight']);
+  if (!Number.isInteger(inFlight) || inFlight < 1) throw new Error('--in-flight must be a whole number from 1');
   const budgets = values['token-budgets'] ? BENCH_TOKEN_BUDGETS : NO_TOKEN_BUDGETS;
   if (values.spent && !values['token-budgets']) throw new Error('--spent needs --token-budgets');
   const decisions = Number(values.decisions);
   const binary = findRedisServerBinary(process.env.PATH, ['/usr/bin/redis-server', '/usr/local/bin/redis-server']);
   if (!binary) throw new Error('needs redis-server');
   for (const dist of values.dist) {
-    const perDecision = await measure(path.resolve(dist), binary, budgets, values.spent, decisions);
+    const measured = await measure(path.resolve(dist), binary, {
+      budgets,
+      spent: values.spent,
+      decisions,
+      inFlight,
+      cpuTime: values['cpu-time'],
+    });
     process.stdout.write(
-      `${JSON.stringify({ dist, tokenBudgets: values['token-budgets'], spent: values.spent, decisions, instructionsPerDecision: perDecision })}\n`,
+      `${JSON.stringify({ dist, tokenBudgets: values['token-budgets'], spent: values.spent, decisions, inFlight, ...measured })}\n`,
     );
   }
 }
 
-async function measure(dist: string, binary: string, budgets: TokenBudgetPlan, spent: boolean, decisions: number): Promise<number> {
+interface Run {
+  budgets: TokenBudgetPlan;
+  spent: boolean;
+  decisions: number;
+  inFlight: number;
+  cpuTime: boolean;
+}
+
+async function measure(dist: string, binary: string, run: Run): Promise<Record<string, number>> {
+  const { budgets, spent, decisions, inFlight } = run;
   const m = loadBuildModules<Modules>(dist, ['store/redis/redis-store.js', 'store/redis/redis-keys.js']);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'redis-callgrind-'));
   const port = 20_000 + Math.floor(Math.random() * 20_000);
-  const server = spawn(
-    'valgrind',
-    [
-      '--tool=callgrind',
-      `--callgrind-out-file=${dir}/callgrind.out`,
-      binary,
-      '--port',
-      String(port),
-      '--save',
-      '',
-      '--appendonly',
-      'no',
-      '--dir',
-      dir,
-    ],
-    { stdio: 'ignore' },
-  );
+  const serverArgs = ['--port', String(port), '--save', '', '--appendonly', 'no', '--dir', dir];
+  const server = run.cpuTime
+    ? spawn(binary, serverArgs, { stdio: 'ignore' })
+    : spawn('valgrind', ['--tool=callgrind', `--callgrind-out-file=${dir}/callgrind.out`, binary, ...serverArgs], { stdio: 'ignore' });
   const url = `redis://127.0.0.1:${port}`;
   const probe = new Redis(url, { lazyConnect: true, retryStrategy: () => null, disconnectTimeout: 50 });
-  // Refused until valgrind has started redis-server: the loop below retries.
+  // Refused until redis-server (under valgrind, slowly) listens: the loop below retries.
   probe.on('error', () => undefined);
   try {
     for (let attempt = 0; ; attempt += 1) {
@@ -110,7 +122,7 @@ async function measure(dist: string, binary: string, budgets: TokenBudgetPlan, s
       const authorize = async (count: number) => {
         let next = 0;
         await Promise.all(
-          Array.from({ length: IN_FLIGHT }, async () => {
+          Array.from({ length: inFlight }, async () => {
             while (next < count) {
               const key = ids[next++ % ids.length]!;
               const outcome = await store.authorize({ ...key, defaultPlan: BENCH_PLAN, defaultTokenBudgets: budgets });
@@ -120,9 +132,19 @@ async function measure(dist: string, binary: string, budgets: TokenBudgetPlan, s
         );
       };
       await authorize(WARM_UP);
-      await run('callgrind_control', ['-z', String(server.pid)]);
+      if (run.cpuTime) {
+        const before = await redisWork(probe);
+        await authorize(decisions);
+        const work = redisWorkDelta(before, await redisWork(probe));
+        return {
+          userUsPerDecision: (work.userSeconds * 1e6) / decisions,
+          systemUsPerDecision: (work.systemSeconds * 1e6) / decisions,
+          decisionsPerRead: decisions / work.reads,
+        };
+      }
+      await execute('callgrind_control', ['-z', String(server.pid)]);
       await authorize(decisions);
-      await run('callgrind_control', ['-d', String(server.pid)]);
+      await execute('callgrind_control', ['-d', String(server.pid)]);
     } finally {
       await store.close();
     }
@@ -130,7 +152,7 @@ async function measure(dist: string, binary: string, budgets: TokenBudgetPlan, s
     if (!dump) throw new Error(`callgrind wrote no dump in ${dir}`);
     const summary = /^(?:summary|totals): (\d+)/m.exec(fs.readFileSync(path.join(dir, dump), 'utf8'));
     if (!summary) throw new Error(`no instruction total in ${dump}`);
-    return Math.round(Number(summary[1]) / decisions);
+    return { instructionsPerDecision: Math.round(Number(summary[1]) / decisions) };
   } finally {
     await probe.shutdown('NOSAVE').catch(() => undefined);
     probe.disconnect();

@@ -189,6 +189,22 @@ describe('the targets list', () => {
     expect(verdict(report, 'decisions/s at saturation vs the no-op grpc-js server')).toMatchObject({ pass: true });
   });
 
+  it("notes Redis's CPU user and system apart, and the decisions it took per read, beside its CPU target (judged on the total alone)", () => {
+    const withWork = reportWith(
+      { valid: 1, malformed: 0 },
+      { redisCpuUsPerDecision: 16.2, redisWork: { userUsPerDecision: 14.04, systemUsPerDecision: 2.16, decisionsPerRead: 15.46 } },
+    );
+    expect(verdict(withWork, 'Redis CPU per decision')).toEqual({
+      name: 'Redis CPU per decision',
+      goal: '≤ 15 µs',
+      value: '16.2 µs',
+      pass: false,
+      note: '14.0 user + 2.2 system; 15.5 decisions a read',
+    });
+    // A report from before the split was measured: the verdict alone.
+    expect(verdict(reportWith({ valid: 1, malformed: 0 }), 'Redis CPU per decision')).not.toHaveProperty('note');
+  });
+
   it('judges commands per decision over one whole flush interval, not over the rounds (a gateway has traffic there one round in a few)', () => {
     expect(verdict(reportWith({ valid: 1, malformed: 0 }), 'Redis commands per decision')).toMatchObject({ pass: true });
     const withoutPhase = reportWith({ valid: 1, malformed: 0 }, { flushIntervalCommands: undefined });
