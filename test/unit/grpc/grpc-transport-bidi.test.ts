@@ -474,6 +474,25 @@ describe('bidi-streaming calls: drains', () => {
     }
   });
 
+  it('max age: a refused call (closed before its handler returned) does not hold a drained connection past the grace period', async () => {
+    const s = await start({ maxConnectionAgeMs: 400, maxConnectionAgeGraceMs: 300, maxStreamingCallDrainMs: 5000 });
+    s.refuseAll = true;
+    const session = connect(s.address);
+    try {
+      const refused = rawBidi(session);
+      refused.stream.write(grpcFrame(Buffer.from('x')));
+      expect((await refused.answer).rstCode).toBe(http2.constants.NGHTTP2_REFUSED_STREAM);
+      const started = Date.now();
+      const answer = await rawCall(session, { path: '/test.Echo/Hold', body: [grpcFrame(Buffer.from('x'))] });
+      expect(answer.grpcStatus).toBeUndefined();
+      expect(Date.now() - started).toBeLessThan(2000);
+      expect(s.held[0]!.finished).toBe(true);
+    } finally {
+      session.destroy();
+      await s.server.close();
+    }
+  });
+
   it('max age: a connection with only unary calls is still destroyed at the grace period', async () => {
     const s = await start({ maxConnectionAgeMs: 100, maxConnectionAgeGraceMs: 300, maxStreamingCallDrainMs: 5000 });
     const session = connect(s.address);

@@ -49,7 +49,8 @@ export interface ConnectionEvents {
   /**
    * A new stream's request headers: name, value, name, value, … (valid only
    * during the call). Returns how its frames are heard; undefined when the
-   * stream was answered (and ended or reset) on the spot.
+   * stream was answered (and ended or reset) on the spot. A listener returned
+   * for a stream that closed meanwhile hears onClose at once.
    */
   stream(stream: ServerStream, headers: readonly string[]): StreamListener | undefined;
   /** The connection is gone (socket closed); every stream has been closed first. */
@@ -593,7 +594,12 @@ export class Http2Connection {
     this.streams.set(streamId, stream);
     if (endStream) stream.remoteEnded = true;
     const listener = this.events.stream(stream, fields);
-    if (stream.closed) return;
+    if (stream.closed) {
+      // Closed while it was set up (a call refused or ended at once): the close went to no listener yet, and the
+      // listener may hold something the close releases (the gRPC layer's count of open calls).
+      listener?.onClose();
+      return;
+    }
     if (listener) stream.listener = listener;
     if (endStream) {
       stream.listener.onEnd();
