@@ -365,6 +365,21 @@ describe('with frames written by hand', () => {
       http2.constants.NGHTTP2_ENHANCE_YOUR_CALM,
     ],
     ['PUSH_PROMISE from a client', () => [rawFrame(0x5, FLAG.END_HEADERS, 1, Buffer.alloc(4))], http2.constants.NGHTTP2_PROTOCOL_ERROR],
+    [
+      'WINDOW_UPDATE on a stream never opened',
+      () => [rawFrame(FRAME.WINDOW_UPDATE, 0, 9, Buffer.from([0, 0, 0, 1]))],
+      http2.constants.NGHTTP2_PROTOCOL_ERROR,
+    ],
+    [
+      'RST_STREAM on an even stream (this side opens none), below a stream the client opened',
+      () => [headers(3, '/test.Echo/Hold'), rawFrame(FRAME.RST_STREAM, 0, 2, Buffer.alloc(4))],
+      http2.constants.NGHTTP2_PROTOCOL_ERROR,
+    ],
+    [
+      'DATA on an even stream, below a stream the client opened',
+      () => [headers(3, '/test.Echo/Hold'), rawFrame(FRAME.DATA, 0, 2, Buffer.from('x'))],
+      http2.constants.NGHTTP2_PROTOCOL_ERROR,
+    ],
   ];
   it.each(connectionErrors)('ends the connection with GOAWAY on %s', async (_what, frames, code) => {
     peer.send(...frames());

@@ -478,7 +478,7 @@ export class Http2Connection {
     }
     const stream = this.streams.get(streamId);
     if (!stream) {
-      if (streamId > this.lastStreamId) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, `DATA on idle stream ${streamId}`);
+      if (this.isIdle(streamId)) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, `DATA on idle stream ${streamId}`);
       // A stream this side reset or finished: frames already in flight are expected, and dropped.
       return;
     }
@@ -610,7 +610,7 @@ export class Http2Connection {
   private onReset(streamId: number, start: number, end: number): void {
     if (streamId === 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'RST_STREAM on stream 0');
     if (end - start !== 4) throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'RST_STREAM is 4 bytes');
-    if (streamId > this.lastStreamId) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, `RST_STREAM on idle stream ${streamId}`);
+    if (this.isIdle(streamId)) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, `RST_STREAM on idle stream ${streamId}`);
     this.streams.get(streamId)?.close();
   }
 
@@ -683,7 +683,11 @@ export class Http2Connection {
       return;
     }
     const stream = this.streams.get(streamId);
-    if (!stream) return;
+    if (!stream) {
+      // Closed streams' updates are in flight after a reset, and dropped; an idle stream has none to send (§5.1).
+      if (this.isIdle(streamId)) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, `WINDOW_UPDATE on idle stream ${streamId}`);
+      return;
+    }
     if (increment === 0) {
       stream.reset(ErrorCode.PROTOCOL_ERROR);
       return;
@@ -694,6 +698,11 @@ export class Http2Connection {
       return;
     }
     if (stream.resume()) this.blockedStreams?.delete(stream);
+  }
+
+  /** §5.1: a stream the client has not opened (above its last, or even: those would be this side's, which opens none). */
+  private isIdle(streamId: number): boolean {
+    return streamId > this.lastStreamId || (streamId & 1) === 0;
   }
 
   private connectionError(error: unknown): void {
