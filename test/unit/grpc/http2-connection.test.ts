@@ -365,6 +365,7 @@ describe('with frames written by hand', () => {
       http2.constants.NGHTTP2_ENHANCE_YOUR_CALM,
     ],
     ['PUSH_PROMISE from a client', () => [rawFrame(0x5, FLAG.END_HEADERS, 1, Buffer.alloc(4))], http2.constants.NGHTTP2_PROTOCOL_ERROR],
+    ['GOAWAY of 4 bytes', () => [rawFrame(FRAME.GOAWAY, 0, 0, Buffer.alloc(4))], http2.constants.NGHTTP2_FRAME_SIZE_ERROR],
     [
       'WINDOW_UPDATE on a stream never opened',
       () => [rawFrame(FRAME.WINDOW_UPDATE, 0, 9, Buffer.from([0, 0, 0, 1]))],

@@ -443,6 +443,7 @@ export class Http2Connection {
         return;
       case FrameType.GOAWAY:
         if (streamId !== 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'GOAWAY on a stream');
+        if (end - start < 8) throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'GOAWAY of less than 8 bytes');
         // The client opens no more streams; the ones open finish, then the connection ends.
         this.closing = true;
         this.endIfIdle();
