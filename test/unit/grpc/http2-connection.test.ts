@@ -333,6 +333,64 @@ describe('with frames written by hand', () => {
     await until(() => peer.frames.some((f) => f.type === FRAME.DATA && f.streamId === 3), 'the answer on stream 3');
   });
 
+  const request = (...extra: [number, string, string][]) => {
+    const fields: [string, string][] = [
+      [':method', 'POST'],
+      [':scheme', 'http'],
+      [':path', '/test.Echo/Unary'],
+      ['content-type', 'application/grpc'],
+      ['te', 'trailers'],
+    ];
+    for (const [at, name, value] of extra) fields.splice(at, 0, [name, value]);
+    return literalBlock(fields);
+  };
+  const malformed: [string, () => Buffer[]][] = [
+    ['a second :path', () => [rawFrame(FRAME.HEADERS, FLAG.END_HEADERS, 1, request([3, ':path', '/test.Echo/Hold'])), message(1, 'm')]],
+    ['an unknown pseudo-header', () => [rawFrame(FRAME.HEADERS, FLAG.END_HEADERS, 1, request([0, ':protocol', 'x'])), message(1, 'm')]],
+    [
+      'a response pseudo-header (:status)',
+      () => [rawFrame(FRAME.HEADERS, FLAG.END_HEADERS, 1, request([0, ':status', '200'])), message(1, 'm')],
+    ],
+    [
+      'a pseudo-header after a regular field',
+      () => [rawFrame(FRAME.HEADERS, FLAG.END_HEADERS, 1, request([5, ':authority', 'late'])), message(1, 'm')],
+    ],
+    [
+      'an empty :path',
+      () => [
+        rawFrame(
+          FRAME.HEADERS,
+          FLAG.END_HEADERS,
+          1,
+          literalBlock([
+            [':method', 'POST'],
+            [':scheme', 'http'],
+            [':path', ''],
+            ['content-type', 'application/grpc'],
+            ['te', 'trailers'],
+          ]),
+        ),
+        message(1, 'm'),
+      ],
+    ],
+    [
+      'trailers with a pseudo-header',
+      () => [
+        headers(1),
+        rawFrame(FRAME.DATA, 0, 1, grpcFrame(Buffer.from('m'))),
+        rawFrame(FRAME.HEADERS, FLAG.END_HEADERS | FLAG.END_STREAM, 1, literalBlock([[':path', '/test.Echo/Hold']])),
+      ],
+    ],
+  ];
+  it.each(malformed)('resets a malformed request, %s, with PROTOCOL_ERROR (RFC 9113 §8.3), not the connection', async (_what, frames) => {
+    peer.send(...frames());
+    await until(() => peer.frames.some((f) => f.type === FRAME.RST_STREAM && f.streamId === 1), 'RST_STREAM', 1000);
+    expect(peer.frames.find((f) => f.type === FRAME.RST_STREAM)!.payload.readUInt32BE(0)).toBe(http2.constants.NGHTTP2_PROTOCOL_ERROR);
+    expect(peer.frames.some((f) => f.type === FRAME.DATA && f.streamId === 1)).toBe(false);
+    peer.send(headers(3), message(3, 'next'));
+    await until(() => peer.frames.some((f) => f.type === FRAME.DATA && f.streamId === 3), 'the answer on stream 3');
+  });
+
   const connectionErrors: [string, () => Buffer[], number][] = [
     ['DATA on stream 0', () => [rawFrame(FRAME.DATA, 0, 0, Buffer.from('x'))], http2.constants.NGHTTP2_PROTOCOL_ERROR],
     ['a frame above 16,384 bytes', () => [rawFrame(FRAME.DATA, 0, 1, Buffer.alloc(20_000))], http2.constants.NGHTTP2_FRAME_SIZE_ERROR],

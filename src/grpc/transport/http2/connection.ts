@@ -559,12 +559,12 @@ export class Http2Connection {
     const existing = this.streams.get(streamId);
     if (existing) {
       // Trailers: the request's last HEADERS, which must end the stream. gRPC requests have none to read.
-      if (!endStream) {
-        existing.reset(ErrorCode.PROTOCOL_ERROR);
-        return;
-      }
       if (existing.remoteEnded) {
         existing.reset(ErrorCode.STREAM_CLOSED);
+        return;
+      }
+      if (!endStream || hasPseudoHeader(fields)) {
+        existing.reset(ErrorCode.PROTOCOL_ERROR);
         return;
       }
       existing.remoteEnded = true;
@@ -588,7 +588,7 @@ export class Http2Connection {
       this.writeReset(streamId, ErrorCode.REFUSED_STREAM);
       return;
     }
-    if (!hasRequestPseudoHeaders(fields)) {
+    if (!isWellFormedRequest(fields)) {
       this.writeReset(streamId, ErrorCode.PROTOCOL_ERROR);
       return;
     }
@@ -871,15 +871,29 @@ export class Http2Connection {
   }
 }
 
-/** RFC 9113 §8.3.1: a request has :method, :scheme and :path (CONNECT aside, which gRPC never sends). */
-function hasRequestPseudoHeaders(fields: readonly string[]): boolean {
+/**
+ * RFC 9113 §8.3: a request has :method, :scheme and a non-empty :path once each (CONNECT aside, which gRPC never
+ * sends), :authority at most once, no other pseudo-header, and none after a regular field (§8.3); anything else
+ * is malformed (§8.1.1).
+ */
+function isWellFormedRequest(fields: readonly string[]): boolean {
   let found = 0;
-  for (let i = 0; i < fields.length; i += 2) {
+  let i = 0;
+  for (; i < fields.length; i += 2) {
     const name = fields[i]!;
-    if (name.charCodeAt(0) !== 58) break; // ':' — pseudo-headers come first
-    if (name === ':method') found |= 1;
-    else if (name === ':scheme') found |= 2;
-    else if (name === ':path') found |= 4;
+    if (name.charCodeAt(0) !== 58) break; // ':'
+    const bit = name === ':method' ? 1 : name === ':scheme' ? 2 : name === ':path' ? 4 : name === ':authority' ? 8 : 0;
+    if (bit === 0 || (found & bit) !== 0) return false;
+    found |= bit;
+    if (bit === 4 && fields[i + 1]!.length === 0) return false;
   }
-  return found === 7;
+  if ((found & 7) !== 7) return false;
+  for (; i < fields.length; i += 2) if (fields[i]!.charCodeAt(0) === 58) return false;
+  return true;
+}
+
+/** §8.1: trailers carry no pseudo-headers. */
+function hasPseudoHeader(fields: readonly string[]): boolean {
+  for (let i = 0; i < fields.length; i += 2) if (fields[i]!.charCodeAt(0) === 58) return true;
+  return false;
 }
