@@ -11,6 +11,7 @@ import { createLogger } from '../../../src/logging/logger';
 import { prng } from '../../bench/traffic';
 import { connect, grpcFrame, messagesOf, rawCall } from '../../support/raw-grpc';
 import { FLAG, FRAME, grpcRequestBlock, literalBlock, rawFrame, rawPeer, type RawPeer } from '../../support/raw-h2-frames';
+import { hpackString } from '../../support/hpack-encoding';
 import { sleep, until } from '../../support/waiting';
 
 /**
@@ -389,6 +390,54 @@ describe('with frames written by hand', () => {
     expect(peer.frames.some((f) => f.type === FRAME.DATA && f.streamId === 1)).toBe(false);
     peer.send(headers(3), message(3, 'next'));
     await until(() => peer.frames.some((f) => f.type === FRAME.DATA && f.streamId === 3), 'the answer on stream 3');
+  });
+
+  const withIndexedField = (name: string, value: string) =>
+    Buffer.concat([grpcRequestBlock('/test.Echo/Unary'), Buffer.from([0x40, ...hpackString(name), ...hpackString(value)])]);
+  const badFieldNames: [string, () => Buffer[]][] = [
+    ['an upper-case field name', () => [rawFrame(FRAME.HEADERS, FLAG.END_HEADERS, 1, request([5, 'X-Tenant', 'a'])), message(1, 'm')]],
+    ['a field name with a space', () => [rawFrame(FRAME.HEADERS, FLAG.END_HEADERS, 1, request([5, 'x tenant', 'a'])), message(1, 'm')]],
+    [
+      'connection: keep-alive',
+      () => [rawFrame(FRAME.HEADERS, FLAG.END_HEADERS, 1, request([5, 'connection', 'keep-alive'])), message(1, 'm')],
+    ],
+    [
+      'transfer-encoding: chunked',
+      () => [rawFrame(FRAME.HEADERS, FLAG.END_HEADERS, 1, request([5, 'transfer-encoding', 'chunked'])), message(1, 'm')],
+    ],
+    [
+      'transfer-encoding named by its static table index',
+      () => [
+        rawFrame(
+          FRAME.HEADERS,
+          FLAG.END_HEADERS,
+          1,
+          Buffer.concat([grpcRequestBlock('/test.Echo/Unary'), Buffer.from([0x0f, 57 - 15, ...hpackString('chunked')])]),
+        ),
+        message(1, 'm'),
+      ],
+    ],
+    [
+      'an upper-case name the client indexed, sent again from its table',
+      () => [
+        rawFrame(FRAME.HEADERS, FLAG.END_HEADERS, 3, withIndexedField('X-Up', 'a')),
+        message(3, 'm'),
+        // Index 62: the newest dynamic entry, the one just added.
+        rawFrame(FRAME.HEADERS, FLAG.END_HEADERS, 5, Buffer.concat([grpcRequestBlock('/test.Echo/Unary'), Buffer.from([0xbe])])),
+        message(5, 'm'),
+      ],
+    ],
+  ];
+  it.each(badFieldNames)('resets a request with %s with PROTOCOL_ERROR (RFC 9113 §8.2), not the connection', async (_what, frames) => {
+    const sent = frames();
+    peer.send(...sent);
+    const last = sent[sent.length - 1]!.readUInt32BE(5);
+    const resets = () => peer.frames.filter((f) => f.type === FRAME.RST_STREAM);
+    await until(() => resets().some((f) => f.streamId === last), 'RST_STREAM', 1000);
+    for (const reset of resets()) expect(reset.payload.readUInt32BE(0)).toBe(http2.constants.NGHTTP2_PROTOCOL_ERROR);
+    expect(peer.frames.some((f) => f.type === FRAME.DATA)).toBe(false);
+    peer.send(headers(7), message(7, 'next'));
+    await until(() => peer.frames.some((f) => f.type === FRAME.DATA && f.streamId === 7), 'the answer on stream 7');
   });
 
   const connectionErrors: [string, () => Buffer[], number][] = [

@@ -563,7 +563,7 @@ export class Http2Connection {
         existing.reset(ErrorCode.STREAM_CLOSED);
         return;
       }
-      if (!endStream || hasPseudoHeader(fields)) {
+      if (!endStream || this.decoder.hasInvalidFieldName || hasPseudoHeader(fields)) {
         existing.reset(ErrorCode.PROTOCOL_ERROR);
         return;
       }
@@ -588,7 +588,7 @@ export class Http2Connection {
       this.writeReset(streamId, ErrorCode.REFUSED_STREAM);
       return;
     }
-    if (!isWellFormedRequest(fields)) {
+    if (this.decoder.hasInvalidFieldName || !isWellFormedRequest(fields)) {
       this.writeReset(streamId, ErrorCode.PROTOCOL_ERROR);
       return;
     }
