@@ -494,6 +494,28 @@ describe('with frames written by hand', () => {
     await expectGoaway(code);
   });
 
+  it('never raises the last stream id of a GOAWAY it sent before (RFC 9113 §6.8): a drain, then a protocol error', async () => {
+    const s2 = await start();
+    const drained = await rawPeer(s2.port);
+    try {
+      drained.send(headers(1, '/test.Echo/Hold'), message(1, 'held'));
+      await until(() => s2.held.length === 1, 'the held call');
+      const closing = s2.server.close();
+      const goaways = () => drained.frames.filter((f) => f.type === FRAME.GOAWAY).map((f) => f.payload.readUInt32BE(0));
+      await until(() => goaways().length === 2, 'the drain’s second GOAWAY');
+      expect(goaways()).toEqual([2 ** 31 - 1, 1]);
+      // Stream 3 crossed the final GOAWAY: not served. Then a frame that ends the connection.
+      drained.send(headers(3), message(3, 'late'), rawFrame(FRAME.PING, 0, 0, Buffer.alloc(4)));
+      await drained.closed;
+      expect(goaways().length).toBe(3);
+      expect(goaways()[2]).toBeLessThanOrEqual(1);
+      await closing;
+    } finally {
+      drained.destroy();
+      await s2.server.close();
+    }
+  });
+
   it('ends a connection whose first frame is not SETTINGS with GOAWAY(PROTOCOL_ERROR)', async () => {
     peer.destroy();
     const net = await import('node:net');

@@ -283,6 +283,9 @@ export class Http2Connection {
    */
   goaway(code: number, lastStreamId: number, debugData: Buffer = EMPTY): void {
     if (this.state === GONE) return;
+    // §6.8: never above an earlier GOAWAY's, whose streams above it the client has retried elsewhere (and
+    // lastStreamId has counted the ones that crossed it, unserved).
+    if (this.goawayLastStreamId >= 0 && lastStreamId > this.goawayLastStreamId) lastStreamId = this.goawayLastStreamId;
     this.goawayLastStreamId = lastStreamId;
     const payload = Buffer.allocUnsafe(8 + debugData.length);
     payload.writeUInt32BE(lastStreamId & 0x7fffffff, 0);
