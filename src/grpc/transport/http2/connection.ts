@@ -141,7 +141,7 @@ export class ServerStream {
       return;
     }
     this.connection.writeHeaders(this.id, block, true);
-    this.closeIfDone();
+    this.closeAfterTrailers();
   }
 
   /** The common unary answer: HEADERS, one DATA, trailers, in one go when the windows allow. */
@@ -176,7 +176,7 @@ export class ServerStream {
     if (trailers) {
       this.queuedTrailers = undefined;
       this.connection.writeHeaders(this.id, trailers, true);
-      this.closeIfDone();
+      this.closeAfterTrailers();
     }
     return true;
   }
@@ -193,6 +193,16 @@ export class ServerStream {
       this.receivedUnacked = 0;
     }
     return true;
+  }
+
+  /**
+   * The answer is complete. Before the client's END_STREAM, RST_STREAM(NO_ERROR) follows the trailers
+   * (PROTOCOL-HTTP2.md, "Early Server Closure"; RFC 9113 §8.1): the rest of the request is not wanted, and the
+   * stream would otherwise stay open, and count against SETTINGS_MAX_CONCURRENT_STREAMS, until the client ends it.
+   */
+  private closeAfterTrailers(): void {
+    if (!this.remoteEnded) this.connection.writeReset(this.id, ErrorCode.NO_ERROR);
+    this.close();
   }
 
   closeIfDone(): void {
