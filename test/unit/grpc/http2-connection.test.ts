@@ -472,6 +472,24 @@ describe('with frames written by hand', () => {
       http2.constants.NGHTTP2_ENHANCE_YOUR_CALM,
     ],
     ['PUSH_PROMISE from a client', () => [rawFrame(0x5, FLAG.END_HEADERS, 1, Buffer.alloc(4))], http2.constants.NGHTTP2_PROTOCOL_ERROR],
+    [
+      'PRIORITY making a stream depend on itself',
+      () => [rawFrame(FRAME.PRIORITY, 0, 1, Buffer.from([0, 0, 0, 1, 15]))],
+      http2.constants.NGHTTP2_PROTOCOL_ERROR,
+    ],
+    [
+      'HEADERS whose priority makes its stream depend on itself',
+      () => [
+        rawFrame(
+          FRAME.HEADERS,
+          FLAG.END_HEADERS | FLAG.PRIORITY,
+          1,
+          Buffer.concat([Buffer.from([0x80, 0, 0, 1, 15]), grpcRequestBlock('/test.Echo/Unary')]),
+        ),
+        message(1, 'm'),
+      ],
+      http2.constants.NGHTTP2_PROTOCOL_ERROR,
+    ],
     ['GOAWAY of 4 bytes', () => [rawFrame(FRAME.GOAWAY, 0, 0, Buffer.alloc(4))], http2.constants.NGHTTP2_FRAME_SIZE_ERROR],
     [
       'WINDOW_UPDATE on a stream never opened',

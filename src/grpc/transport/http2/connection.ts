@@ -442,6 +442,7 @@ export class Http2Connection {
       case FrameType.PRIORITY:
         if (streamId === 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'PRIORITY on stream 0');
         if (end - start !== 5) throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'PRIORITY is 5 bytes');
+        checkDependency(streamId, data, start);
         return;
       case FrameType.RST_STREAM:
         this.onReset(streamId, start, end);
@@ -522,7 +523,10 @@ export class Http2Connection {
       blockEnd = end - data[start]!;
       blockStart += 1;
     }
-    if (flags & Flag.PRIORITY) blockStart += 5;
+    if (flags & Flag.PRIORITY) {
+      if (blockStart + 5 <= blockEnd) checkDependency(streamId, data, blockStart);
+      blockStart += 5;
+    }
     if (blockEnd < blockStart) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'HEADERS padding longer than the frame');
     const endStream = (flags & Flag.END_STREAM) !== 0;
     if (flags & Flag.END_HEADERS) {
@@ -903,6 +907,16 @@ function isWellFormedRequest(fields: readonly string[]): boolean {
   if ((found & 7) !== 7) return false;
   for (; i < fields.length; i += 2) if (fields[i]!.charCodeAt(0) === 58) return false;
   return true;
+}
+
+/**
+ * RFC 9113 §5.3.1: a stream cannot depend on itself. A stream error, which this side makes a connection error, as
+ * nghttp2 does: no client that means well sends it, and the priority it would carry is not read anyway.
+ */
+function checkDependency(streamId: number, data: Buffer, at: number): void {
+  if ((data.readUInt32BE(at) & 0x7fffffff) === streamId) {
+    throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, `stream ${streamId} made to depend on itself`);
+  }
 }
 
 /** §8.1: trailers carry no pseudo-headers. */
