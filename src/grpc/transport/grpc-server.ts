@@ -472,12 +472,11 @@ function statusFields(error: RpcError): string[] {
 /**
  * Trailers-Only: one HEADERS frame with END_STREAM, with a non-200 HTTP
  * status where the protocol calls for one. An answer before the client's
- * END_STREAM is followed by RST_STREAM(NO_ERROR): the rest is not read.
+ * END_STREAM is followed by RST_STREAM(NO_ERROR) (the stream's doing): the rest is not read.
  */
 function sendTrailersOnly(stream: ServerStream, httpStatus: number, error: RpcError, extraHeaders?: readonly string[]): void {
   const fields = [':status', String(httpStatus), 'content-type', 'application/grpc', ...(extraHeaders ?? []), ...statusFields(error)];
   stream.sendTrailers(encodeHeaderBlock(fields));
-  if (!stream.remoteEnded) stream.reset(ErrorCode.NO_ERROR);
 }
 
 interface SessionState {

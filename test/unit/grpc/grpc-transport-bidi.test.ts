@@ -363,6 +363,28 @@ describe('bidi-streaming calls: messages', () => {
   });
 });
 
+describe('bidi-streaming calls: early end', () => {
+  it('a call its handler ends before the client half-closed is reset NO_ERROR after its trailers, and no longer counts as open', async () => {
+    const s = await start({ maxConcurrentStreams: 1 });
+    s.onMessage = (seen, message) => {
+      seen.call.write(frameMessage(message));
+      seen.call.end({ code: 0, details: '' });
+    };
+    const session = connect(s.address);
+    try {
+      const { stream, answer } = rawBidi(session);
+      stream.write(grpcFrame(Buffer.from('the only one')));
+      const closed = await Promise.race([answer, sleep(2000).then(() => 'still open' as const)]);
+      expect(closed).toMatchObject({ trailers: { 'grpc-status': '0' }, rstCode: http2.constants.NGHTTP2_NO_ERROR });
+      // Its place under SETTINGS_MAX_CONCURRENT_STREAMS (1) is free: the next call is served.
+      expect((await rawCall(session, { path: '/test.Echo/Unary', body: [grpcFrame(Buffer.from('x'))] })).grpcStatus).toBe(0);
+    } finally {
+      session.destroy();
+      await s.server.close();
+    }
+  });
+});
+
 describe('bidi-streaming calls: refusal', () => {
   it('refuse() resets the stream REFUSED_STREAM, which the official client reports UNAVAILABLE', async () => {
     const s = await start();
@@ -470,6 +492,25 @@ describe('bidi-streaming calls: drains', () => {
       expect(s.calls[1]!.aborted).toEqual(['cancelled']);
     } finally {
       second.destroy();
+      await s.server.close();
+    }
+  });
+
+  it('max age: a refused call (closed before its handler returned) does not hold a drained connection past the grace period', async () => {
+    const s = await start({ maxConnectionAgeMs: 400, maxConnectionAgeGraceMs: 300, maxStreamingCallDrainMs: 5000 });
+    s.refuseAll = true;
+    const session = connect(s.address);
+    try {
+      const refused = rawBidi(session);
+      refused.stream.write(grpcFrame(Buffer.from('x')));
+      expect((await refused.answer).rstCode).toBe(http2.constants.NGHTTP2_REFUSED_STREAM);
+      const started = Date.now();
+      const answer = await rawCall(session, { path: '/test.Echo/Hold', body: [grpcFrame(Buffer.from('x'))] });
+      expect(answer.grpcStatus).toBeUndefined();
+      expect(Date.now() - started).toBeLessThan(2000);
+      expect(s.held[0]!.finished).toBe(true);
+    } finally {
+      session.destroy();
       await s.server.close();
     }
   });

@@ -319,6 +319,28 @@ describe('HpackDecoder', () => {
     expect(decoder.dynamicTableMaxSize).toBe(100);
   });
 
+  it('flags a block with a field name HTTP/2 forbids (RFC 9113 §8.2), also one taken from the table, until it is evicted', () => {
+    const decoder = new HpackDecoder();
+    const flagged = (block: Buffer) => (decodeBlock(decoder, block), decoder.hasInvalidFieldName);
+    expect(flagged(blockOf(0x82, 0x00, hpackString('x-fine'), hpackString('1')))).toBe(false);
+    expect(flagged(blockOf(0x00, hpackString('X-Up'), hpackString('1')))).toBe(true);
+    expect(flagged(blockOf(0x00, hpackString('x:colon'), hpackString('1')))).toBe(true);
+    expect(flagged(blockOf(0x00, hpackString('keep-alive'), hpackString('1')))).toBe(true);
+    // transfer-encoding, static index 57: as a whole field, as a literal's name.
+    expect(flagged(blockOf(0x80 | 57))).toBe(true);
+    expect(flagged(blockOf(0x0f, 57 - 15, hpackString('chunked')))).toBe(true);
+    // Indexed: flagged when added, and on each reference (name or whole field) while it is in the table.
+    expect(flagged(blockOf(0x40, hpackString('X-Up'), hpackString('1')))).toBe(true);
+    expect(flagged(blockOf(0x40, hpackString('x-ok'), hpackString('2')))).toBe(false);
+    expect(flagged(blockOf(0xbf))).toBe(true);
+    expect(flagged(blockOf(0x0f, 63 - 15, hpackString('3')))).toBe(true);
+    expect(flagged(blockOf(0xbe))).toBe(false);
+    // Evicted by a size update: the valid entries left are read as before.
+    expect(flagged(blockOf(hpackInteger(40, 5, 0x20), 0xbe))).toBe(false);
+    expect(decoder.dynamicEntries()).toEqual([['x-ok', '2']]);
+    expect(flagged(blockOf(hpackInteger(4096, 5, 0x20), 0x40, hpackString('x-new'), hpackString('4'), 0xbf))).toBe(false);
+  });
+
   it('keeps entries with a 0-octet table out, emitting the fields', () => {
     const decoder = new HpackDecoder(0);
     expect(decodeBlock(decoder, blockOf(0x40, hpackString('x-a'), hpackString('1'), 0x82)).fields).toEqual([

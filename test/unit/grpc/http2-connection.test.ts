@@ -11,6 +11,7 @@ import { createLogger } from '../../../src/logging/logger';
 import { prng } from '../../bench/traffic';
 import { connect, grpcFrame, messagesOf, rawCall } from '../../support/raw-grpc';
 import { FLAG, FRAME, grpcRequestBlock, literalBlock, rawFrame, rawPeer, type RawPeer } from '../../support/raw-h2-frames';
+import { hpackString } from '../../support/hpack-encoding';
 import { sleep, until } from '../../support/waiting';
 
 /**
@@ -333,6 +334,112 @@ describe('with frames written by hand', () => {
     await until(() => peer.frames.some((f) => f.type === FRAME.DATA && f.streamId === 3), 'the answer on stream 3');
   });
 
+  const request = (...extra: [number, string, string][]) => {
+    const fields: [string, string][] = [
+      [':method', 'POST'],
+      [':scheme', 'http'],
+      [':path', '/test.Echo/Unary'],
+      ['content-type', 'application/grpc'],
+      ['te', 'trailers'],
+    ];
+    for (const [at, name, value] of extra) fields.splice(at, 0, [name, value]);
+    return literalBlock(fields);
+  };
+  const malformed: [string, () => Buffer[]][] = [
+    ['a second :path', () => [rawFrame(FRAME.HEADERS, FLAG.END_HEADERS, 1, request([3, ':path', '/test.Echo/Hold'])), message(1, 'm')]],
+    ['an unknown pseudo-header', () => [rawFrame(FRAME.HEADERS, FLAG.END_HEADERS, 1, request([0, ':protocol', 'x'])), message(1, 'm')]],
+    [
+      'a response pseudo-header (:status)',
+      () => [rawFrame(FRAME.HEADERS, FLAG.END_HEADERS, 1, request([0, ':status', '200'])), message(1, 'm')],
+    ],
+    [
+      'a pseudo-header after a regular field',
+      () => [rawFrame(FRAME.HEADERS, FLAG.END_HEADERS, 1, request([5, ':authority', 'late'])), message(1, 'm')],
+    ],
+    [
+      'an empty :path',
+      () => [
+        rawFrame(
+          FRAME.HEADERS,
+          FLAG.END_HEADERS,
+          1,
+          literalBlock([
+            [':method', 'POST'],
+            [':scheme', 'http'],
+            [':path', ''],
+            ['content-type', 'application/grpc'],
+            ['te', 'trailers'],
+          ]),
+        ),
+        message(1, 'm'),
+      ],
+    ],
+    [
+      'trailers with a pseudo-header',
+      () => [
+        headers(1),
+        rawFrame(FRAME.DATA, 0, 1, grpcFrame(Buffer.from('m'))),
+        rawFrame(FRAME.HEADERS, FLAG.END_HEADERS | FLAG.END_STREAM, 1, literalBlock([[':path', '/test.Echo/Hold']])),
+      ],
+    ],
+  ];
+  it.each(malformed)('resets a malformed request, %s, with PROTOCOL_ERROR (RFC 9113 §8.3), not the connection', async (_what, frames) => {
+    peer.send(...frames());
+    await until(() => peer.frames.some((f) => f.type === FRAME.RST_STREAM && f.streamId === 1), 'RST_STREAM', 1000);
+    expect(peer.frames.find((f) => f.type === FRAME.RST_STREAM)!.payload.readUInt32BE(0)).toBe(http2.constants.NGHTTP2_PROTOCOL_ERROR);
+    expect(peer.frames.some((f) => f.type === FRAME.DATA && f.streamId === 1)).toBe(false);
+    peer.send(headers(3), message(3, 'next'));
+    await until(() => peer.frames.some((f) => f.type === FRAME.DATA && f.streamId === 3), 'the answer on stream 3');
+  });
+
+  const withIndexedField = (name: string, value: string) =>
+    Buffer.concat([grpcRequestBlock('/test.Echo/Unary'), Buffer.from([0x40, ...hpackString(name), ...hpackString(value)])]);
+  const badFieldNames: [string, () => Buffer[]][] = [
+    ['an upper-case field name', () => [rawFrame(FRAME.HEADERS, FLAG.END_HEADERS, 1, request([5, 'X-Tenant', 'a'])), message(1, 'm')]],
+    ['a field name with a space', () => [rawFrame(FRAME.HEADERS, FLAG.END_HEADERS, 1, request([5, 'x tenant', 'a'])), message(1, 'm')]],
+    [
+      'connection: keep-alive',
+      () => [rawFrame(FRAME.HEADERS, FLAG.END_HEADERS, 1, request([5, 'connection', 'keep-alive'])), message(1, 'm')],
+    ],
+    [
+      'transfer-encoding: chunked',
+      () => [rawFrame(FRAME.HEADERS, FLAG.END_HEADERS, 1, request([5, 'transfer-encoding', 'chunked'])), message(1, 'm')],
+    ],
+    [
+      'transfer-encoding named by its static table index',
+      () => [
+        rawFrame(
+          FRAME.HEADERS,
+          FLAG.END_HEADERS,
+          1,
+          Buffer.concat([grpcRequestBlock('/test.Echo/Unary'), Buffer.from([0x0f, 57 - 15, ...hpackString('chunked')])]),
+        ),
+        message(1, 'm'),
+      ],
+    ],
+    [
+      'an upper-case name the client indexed, sent again from its table',
+      () => [
+        rawFrame(FRAME.HEADERS, FLAG.END_HEADERS, 3, withIndexedField('X-Up', 'a')),
+        message(3, 'm'),
+        // Index 62: the newest dynamic entry, the one just added.
+        rawFrame(FRAME.HEADERS, FLAG.END_HEADERS, 5, Buffer.concat([grpcRequestBlock('/test.Echo/Unary'), Buffer.from([0xbe])])),
+        message(5, 'm'),
+      ],
+    ],
+  ];
+  it.each(badFieldNames)('resets a request with %s with PROTOCOL_ERROR (RFC 9113 §8.2), not the connection', async (_what, frames) => {
+    const sent = frames();
+    peer.send(...sent);
+    const last = sent[sent.length - 1]!.readUInt32BE(5);
+    const resets = () => peer.frames.filter((f) => f.type === FRAME.RST_STREAM);
+    await until(() => resets().some((f) => f.streamId === last), 'RST_STREAM', 1000);
+    for (const reset of resets()) expect(reset.payload.readUInt32BE(0)).toBe(http2.constants.NGHTTP2_PROTOCOL_ERROR);
+    expect(peer.frames.some((f) => f.type === FRAME.DATA)).toBe(false);
+    peer.send(headers(7), message(7, 'next'));
+    await until(() => peer.frames.some((f) => f.type === FRAME.DATA && f.streamId === 7), 'the answer on stream 7');
+  });
+
   const connectionErrors: [string, () => Buffer[], number][] = [
     ['DATA on stream 0', () => [rawFrame(FRAME.DATA, 0, 0, Buffer.from('x'))], http2.constants.NGHTTP2_PROTOCOL_ERROR],
     ['a frame above 16,384 bytes', () => [rawFrame(FRAME.DATA, 0, 1, Buffer.alloc(20_000))], http2.constants.NGHTTP2_FRAME_SIZE_ERROR],
@@ -365,10 +472,66 @@ describe('with frames written by hand', () => {
       http2.constants.NGHTTP2_ENHANCE_YOUR_CALM,
     ],
     ['PUSH_PROMISE from a client', () => [rawFrame(0x5, FLAG.END_HEADERS, 1, Buffer.alloc(4))], http2.constants.NGHTTP2_PROTOCOL_ERROR],
+    [
+      'PRIORITY making a stream depend on itself',
+      () => [rawFrame(FRAME.PRIORITY, 0, 1, Buffer.from([0, 0, 0, 1, 15]))],
+      http2.constants.NGHTTP2_PROTOCOL_ERROR,
+    ],
+    [
+      'HEADERS whose priority makes its stream depend on itself',
+      () => [
+        rawFrame(
+          FRAME.HEADERS,
+          FLAG.END_HEADERS | FLAG.PRIORITY,
+          1,
+          Buffer.concat([Buffer.from([0x80, 0, 0, 1, 15]), grpcRequestBlock('/test.Echo/Unary')]),
+        ),
+        message(1, 'm'),
+      ],
+      http2.constants.NGHTTP2_PROTOCOL_ERROR,
+    ],
+    ['GOAWAY of 4 bytes', () => [rawFrame(FRAME.GOAWAY, 0, 0, Buffer.alloc(4))], http2.constants.NGHTTP2_FRAME_SIZE_ERROR],
+    [
+      'WINDOW_UPDATE on a stream never opened',
+      () => [rawFrame(FRAME.WINDOW_UPDATE, 0, 9, Buffer.from([0, 0, 0, 1]))],
+      http2.constants.NGHTTP2_PROTOCOL_ERROR,
+    ],
+    [
+      'RST_STREAM on an even stream (this side opens none), below a stream the client opened',
+      () => [headers(3, '/test.Echo/Hold'), rawFrame(FRAME.RST_STREAM, 0, 2, Buffer.alloc(4))],
+      http2.constants.NGHTTP2_PROTOCOL_ERROR,
+    ],
+    [
+      'DATA on an even stream, below a stream the client opened',
+      () => [headers(3, '/test.Echo/Hold'), rawFrame(FRAME.DATA, 0, 2, Buffer.from('x'))],
+      http2.constants.NGHTTP2_PROTOCOL_ERROR,
+    ],
   ];
   it.each(connectionErrors)('ends the connection with GOAWAY on %s', async (_what, frames, code) => {
     peer.send(...frames());
     await expectGoaway(code);
+  });
+
+  it('never raises the last stream id of a GOAWAY it sent before (RFC 9113 §6.8): a drain, then a protocol error', async () => {
+    const s2 = await start();
+    const drained = await rawPeer(s2.port);
+    try {
+      drained.send(headers(1, '/test.Echo/Hold'), message(1, 'held'));
+      await until(() => s2.held.length === 1, 'the held call');
+      const closing = s2.server.close();
+      const goaways = () => drained.frames.filter((f) => f.type === FRAME.GOAWAY).map((f) => f.payload.readUInt32BE(0));
+      await until(() => goaways().length === 2, 'the drain’s second GOAWAY');
+      expect(goaways()).toEqual([2 ** 31 - 1, 1]);
+      // Stream 3 crossed the final GOAWAY: not served. Then a frame that ends the connection.
+      drained.send(headers(3), message(3, 'late'), rawFrame(FRAME.PING, 0, 0, Buffer.alloc(4)));
+      await drained.closed;
+      expect(goaways().length).toBe(3);
+      expect(goaways()[2]).toBeLessThanOrEqual(1);
+      await closing;
+    } finally {
+      drained.destroy();
+      await s2.server.close();
+    }
   });
 
   it('ends a connection whose first frame is not SETTINGS with GOAWAY(PROTOCOL_ERROR)', async () => {

@@ -49,7 +49,8 @@ export interface ConnectionEvents {
   /**
    * A new stream's request headers: name, value, name, value, … (valid only
    * during the call). Returns how its frames are heard; undefined when the
-   * stream was answered (and ended or reset) on the spot.
+   * stream was answered (and ended or reset) on the spot. A listener returned
+   * for a stream that closed meanwhile hears onClose at once.
    */
   stream(stream: ServerStream, headers: readonly string[]): StreamListener | undefined;
   /** The connection is gone (socket closed); every stream has been closed first. */
@@ -140,7 +141,7 @@ export class ServerStream {
       return;
     }
     this.connection.writeHeaders(this.id, block, true);
-    this.closeIfDone();
+    this.closeAfterTrailers();
   }
 
   /** The common unary answer: HEADERS, one DATA, trailers, in one go when the windows allow. */
@@ -175,7 +176,7 @@ export class ServerStream {
     if (trailers) {
       this.queuedTrailers = undefined;
       this.connection.writeHeaders(this.id, trailers, true);
-      this.closeIfDone();
+      this.closeAfterTrailers();
     }
     return true;
   }
@@ -192,6 +193,16 @@ export class ServerStream {
       this.receivedUnacked = 0;
     }
     return true;
+  }
+
+  /**
+   * The answer is complete. Before the client's END_STREAM, RST_STREAM(NO_ERROR) follows the trailers
+   * (PROTOCOL-HTTP2.md, "Early Server Closure"; RFC 9113 §8.1): the rest of the request is not wanted, and the
+   * stream would otherwise stay open, and count against SETTINGS_MAX_CONCURRENT_STREAMS, until the client ends it.
+   */
+  private closeAfterTrailers(): void {
+    if (!this.remoteEnded) this.connection.writeReset(this.id, ErrorCode.NO_ERROR);
+    this.close();
   }
 
   closeIfDone(): void {
@@ -282,6 +293,9 @@ export class Http2Connection {
    */
   goaway(code: number, lastStreamId: number, debugData: Buffer = EMPTY): void {
     if (this.state === GONE) return;
+    // §6.8: never above an earlier GOAWAY's, whose streams above it the client has retried elsewhere (and
+    // lastStreamId has counted the ones that crossed it, unserved).
+    if (this.goawayLastStreamId >= 0 && lastStreamId > this.goawayLastStreamId) lastStreamId = this.goawayLastStreamId;
     this.goawayLastStreamId = lastStreamId;
     const payload = Buffer.allocUnsafe(8 + debugData.length);
     payload.writeUInt32BE(lastStreamId & 0x7fffffff, 0);
@@ -428,6 +442,7 @@ export class Http2Connection {
       case FrameType.PRIORITY:
         if (streamId === 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'PRIORITY on stream 0');
         if (end - start !== 5) throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'PRIORITY is 5 bytes');
+        checkDependency(streamId, data, start);
         return;
       case FrameType.RST_STREAM:
         this.onReset(streamId, start, end);
@@ -442,6 +457,7 @@ export class Http2Connection {
         return;
       case FrameType.GOAWAY:
         if (streamId !== 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'GOAWAY on a stream');
+        if (end - start < 8) throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'GOAWAY of less than 8 bytes');
         // The client opens no more streams; the ones open finish, then the connection ends.
         this.closing = true;
         this.endIfIdle();
@@ -477,7 +493,7 @@ export class Http2Connection {
     }
     const stream = this.streams.get(streamId);
     if (!stream) {
-      if (streamId > this.lastStreamId) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, `DATA on idle stream ${streamId}`);
+      if (this.isIdle(streamId)) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, `DATA on idle stream ${streamId}`);
       // A stream this side reset or finished: frames already in flight are expected, and dropped.
       return;
     }
@@ -507,7 +523,10 @@ export class Http2Connection {
       blockEnd = end - data[start]!;
       blockStart += 1;
     }
-    if (flags & Flag.PRIORITY) blockStart += 5;
+    if (flags & Flag.PRIORITY) {
+      if (blockStart + 5 <= blockEnd) checkDependency(streamId, data, blockStart);
+      blockStart += 5;
+    }
     if (blockEnd < blockStart) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'HEADERS padding longer than the frame');
     const endStream = (flags & Flag.END_STREAM) !== 0;
     if (flags & Flag.END_HEADERS) {
@@ -557,12 +576,12 @@ export class Http2Connection {
     const existing = this.streams.get(streamId);
     if (existing) {
       // Trailers: the request's last HEADERS, which must end the stream. gRPC requests have none to read.
-      if (!endStream) {
-        existing.reset(ErrorCode.PROTOCOL_ERROR);
-        return;
-      }
       if (existing.remoteEnded) {
         existing.reset(ErrorCode.STREAM_CLOSED);
+        return;
+      }
+      if (!endStream || this.decoder.hasInvalidFieldName || hasPseudoHeader(fields)) {
+        existing.reset(ErrorCode.PROTOCOL_ERROR);
         return;
       }
       existing.remoteEnded = true;
@@ -586,14 +605,19 @@ export class Http2Connection {
       this.writeReset(streamId, ErrorCode.REFUSED_STREAM);
       return;
     }
-    if (!hasRequestPseudoHeaders(fields)) {
+    if (this.decoder.hasInvalidFieldName || !isWellFormedRequest(fields)) {
       this.writeReset(streamId, ErrorCode.PROTOCOL_ERROR);
       return;
     }
     this.streams.set(streamId, stream);
     if (endStream) stream.remoteEnded = true;
     const listener = this.events.stream(stream, fields);
-    if (stream.closed) return;
+    if (stream.closed) {
+      // Closed while it was set up (a call refused or ended at once): the close went to no listener yet, and the
+      // listener may hold something the close releases (the gRPC layer's count of open calls).
+      listener?.onClose();
+      return;
+    }
     if (listener) stream.listener = listener;
     if (endStream) {
       stream.listener.onEnd();
@@ -604,7 +628,7 @@ export class Http2Connection {
   private onReset(streamId: number, start: number, end: number): void {
     if (streamId === 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'RST_STREAM on stream 0');
     if (end - start !== 4) throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'RST_STREAM is 4 bytes');
-    if (streamId > this.lastStreamId) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, `RST_STREAM on idle stream ${streamId}`);
+    if (this.isIdle(streamId)) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, `RST_STREAM on idle stream ${streamId}`);
     this.streams.get(streamId)?.close();
   }
 
@@ -677,7 +701,11 @@ export class Http2Connection {
       return;
     }
     const stream = this.streams.get(streamId);
-    if (!stream) return;
+    if (!stream) {
+      // Closed streams' updates are in flight after a reset, and dropped; an idle stream has none to send (§5.1).
+      if (this.isIdle(streamId)) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, `WINDOW_UPDATE on idle stream ${streamId}`);
+      return;
+    }
     if (increment === 0) {
       stream.reset(ErrorCode.PROTOCOL_ERROR);
       return;
@@ -688,6 +716,11 @@ export class Http2Connection {
       return;
     }
     if (stream.resume()) this.blockedStreams?.delete(stream);
+  }
+
+  /** §5.1: a stream the client has not opened (above its last, or even: those would be this side's, which opens none). */
+  private isIdle(streamId: number): boolean {
+    return streamId > this.lastStreamId || (streamId & 1) === 0;
   }
 
   private connectionError(error: unknown): void {
@@ -855,15 +888,39 @@ export class Http2Connection {
   }
 }
 
-/** RFC 9113 §8.3.1: a request has :method, :scheme and :path (CONNECT aside, which gRPC never sends). */
-function hasRequestPseudoHeaders(fields: readonly string[]): boolean {
+/**
+ * RFC 9113 §8.3: a request has :method, :scheme and a non-empty :path once each (CONNECT aside, which gRPC never
+ * sends), :authority at most once, no other pseudo-header, and none after a regular field (§8.3); anything else
+ * is malformed (§8.1.1).
+ */
+function isWellFormedRequest(fields: readonly string[]): boolean {
   let found = 0;
-  for (let i = 0; i < fields.length; i += 2) {
+  let i = 0;
+  for (; i < fields.length; i += 2) {
     const name = fields[i]!;
-    if (name.charCodeAt(0) !== 58) break; // ':' — pseudo-headers come first
-    if (name === ':method') found |= 1;
-    else if (name === ':scheme') found |= 2;
-    else if (name === ':path') found |= 4;
+    if (name.charCodeAt(0) !== 58) break; // ':'
+    const bit = name === ':method' ? 1 : name === ':scheme' ? 2 : name === ':path' ? 4 : name === ':authority' ? 8 : 0;
+    if (bit === 0 || (found & bit) !== 0) return false;
+    found |= bit;
+    if (bit === 4 && fields[i + 1]!.length === 0) return false;
   }
-  return found === 7;
+  if ((found & 7) !== 7) return false;
+  for (; i < fields.length; i += 2) if (fields[i]!.charCodeAt(0) === 58) return false;
+  return true;
+}
+
+/**
+ * RFC 9113 §5.3.1: a stream cannot depend on itself. A stream error, which this side makes a connection error, as
+ * nghttp2 does: no client that means well sends it, and the priority it would carry is not read anyway.
+ */
+function checkDependency(streamId: number, data: Buffer, at: number): void {
+  if ((data.readUInt32BE(at) & 0x7fffffff) === streamId) {
+    throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, `stream ${streamId} made to depend on itself`);
+  }
+}
+
+/** §8.1: trailers carry no pseudo-headers. */
+function hasPseudoHeader(fields: readonly string[]): boolean {
+  for (let i = 0; i < fields.length; i += 2) if (fields[i]!.charCodeAt(0) === 58) return true;
+  return false;
 }

@@ -30,6 +30,25 @@ const MAX_INTEGER = 0x7fffffff;
 const MAX_INTEGER_CONTINUATIONS = 5;
 const INITIAL_RING_SLOTS = 16;
 
+/** RFC 9113 §8.2.2: fields of HTTP/1.1's connection, which make an HTTP/2 message malformed (te aside: its value decides). */
+const CONNECTION_SPECIFIC_NAMES = new Set(['connection', 'proxy-connection', 'keep-alive', 'transfer-encoding', 'upgrade']);
+
+/** The one static table name a request may not carry (a connection-specific field). */
+const TRANSFER_ENCODING_INDEX = STATIC_NAMES.indexOf('transfer-encoding');
+
+/**
+ * RFC 9113 §8.2: a field name is lower case, of visible ASCII but `:` (a pseudo-header's first character), and not
+ * a connection-specific field. Read only for names decoded as literals, or all names while the table holds a bad one.
+ */
+function isValidFieldName(name: string): boolean {
+  if (name.length === 0) return false;
+  for (let i = 0; i < name.length; i += 1) {
+    const code = name.charCodeAt(i);
+    if (code <= 0x20 || (code >= 0x41 && code <= 0x5a) || code >= 0x7f || (code === 0x3a && i !== 0)) return false;
+  }
+  return !CONNECTION_SPECIFIC_NAMES.has(name);
+}
+
 /**
  * Huffman output goes here before it becomes a string. One for all
  * decoders: decode() runs to the end synchronously, so no two use it at once.
@@ -53,6 +72,14 @@ export class HpackDecoder {
   private mask = INITIAL_RING_SLOTS - 1;
   private head = 0;
   private count = 0;
+  /**
+   * Entries whose name is not a valid field name: only a broken or hostile encoder adds one, so while
+   * there are none (always, from Envoy or grpc-js) a name taken from the table needs no look.
+   */
+  private invalidNamesInTable = 0;
+
+  /** The last block decoded has a field name HTTP/2 forbids (§8.2): the request is malformed, its stream reset. */
+  hasInvalidFieldName = false;
 
   /** Where the integer or string just read ended: read helpers advance it instead of returning a pair. */
   private cursor = 0;
@@ -87,6 +114,7 @@ export class HpackDecoder {
       throw new RangeError(`block range [${start}, ${end}) is outside a buffer of ${block.length} octets`);
     }
     let listSize = 0;
+    let invalidName = false;
     // §4.2 allows table size updates only before the block's first field.
     let fieldSeen = false;
     let pos = start;
@@ -100,12 +128,14 @@ export class HpackDecoder {
         pos = this.cursor;
         if (index <= STATIC_COUNT) {
           if (index === 0) throw new HpackError('HPACK indexed field with index 0');
+          if (index === TRANSFER_ENCODING_INDEX) invalidName = true;
           name = STATIC_NAMES[index]!;
           value = STATIC_VALUES[index]!;
         } else {
           const slot = this.dynamicSlot(index);
           name = this.names[slot]!;
           value = this.values[slot]!;
+          if (this.invalidNamesInTable !== 0 && !isValidFieldName(name)) invalidName = true;
         }
       } else if (first >= 0x20 && first < 0x40) {
         // §6.3 dynamic table size update: 001xxxxx.
@@ -125,22 +155,28 @@ export class HpackDecoder {
         const indexing = first >= 0x40;
         const nameIndex = this.readInteger(block, pos, end, indexing ? 6 : 4);
         pos = this.cursor;
+        let nameValid = true;
         if (nameIndex === 0) {
           name = this.readString(block, pos, end);
           pos = this.cursor;
+          nameValid = isValidFieldName(name);
         } else if (nameIndex <= STATIC_COUNT) {
           name = STATIC_NAMES[nameIndex]!;
+          nameValid = nameIndex !== TRANSFER_ENCODING_INDEX;
         } else {
           name = this.names[this.dynamicSlot(nameIndex)]!;
+          nameValid = this.invalidNamesInTable === 0 || isValidFieldName(name);
         }
+        if (!nameValid) invalidName = true;
         value = this.readString(block, pos, end);
         pos = this.cursor;
-        if (indexing) this.insert(name, value);
+        if (indexing) this.insert(name, value, nameValid);
       }
       fieldSeen = true;
       out.push(name, value);
       listSize += name.length + value.length + ENTRY_OVERHEAD;
     }
+    this.hasInvalidFieldName = invalidName;
     return listSize;
   }
 
@@ -219,13 +255,14 @@ export class HpackDecoder {
   }
 
   /** §4.4: evicts to make room, or empties the table for an entry larger than it (the field is still emitted). */
-  private insert(name: string, value: string): void {
+  private insert(name: string, value: string, nameValid: boolean): void {
     const entrySize = name.length + value.length + ENTRY_OVERHEAD;
     if (entrySize > this.capacity) {
       this.evictDownTo(0);
       return;
     }
     this.evictDownTo(this.capacity - entrySize);
+    if (!nameValid) this.invalidNamesInTable += 1;
     if (this.count === this.names.length) this.grow();
     this.head = (this.head + 1) & this.mask;
     this.names[this.head] = name;
@@ -239,6 +276,7 @@ export class HpackDecoder {
     while (this.size > target) {
       const slot = (this.head - this.count + 1) & this.mask;
       this.size -= this.names[slot]!.length + this.values[slot]!.length + ENTRY_OVERHEAD;
+      if (this.invalidNamesInTable !== 0 && !isValidFieldName(this.names[slot]!)) this.invalidNamesInTable -= 1;
       // Let the strings go: a slot is only rewritten when the ring wraps round to it.
       this.names[slot] = '';
       this.values[slot] = '';
