@@ -68,6 +68,13 @@ export type UsageReading =
       readonly final: boolean;
       /** The body reached its protocol's end ([DONE], message_stop, a terminal event, the JSON's last byte). */
       readonly streamComplete: boolean;
+      /**
+       * On a reading that is not final only, when the stream delivered
+       * generated text: its UTF-8 bytes, as below. A stream cut off before its
+       * final usage (Anthropic's early output count of 1, a Gemini model that
+       * reports its candidates only at the end) may have delivered far more.
+       */
+      readonly deliveredTextBytes?: number;
     }
   | {
       readonly kind: 'none';
@@ -76,8 +83,9 @@ export type UsageReading =
       readonly streamComplete: boolean;
       /**
        * UTF-8 bytes of generated text the client received (chat-completions
-       * content, refusals, tool-call arguments; Responses API text deltas),
-       * for the estimate of a stream that reports no usage.
+       * content, refusals, tool-call arguments; Responses API text deltas;
+       * messages text, thinking and tool-input deltas; Gemini candidates'
+       * text parts), for the estimate of a stream that reports no usage.
        */
       readonly deliveredTextBytes: number;
     };

@@ -47,6 +47,12 @@ export interface TokenBucketWrite extends TokenBucket {
  */
 export const MAX_MONTH_SPEND = Number.MAX_SAFE_INTEGER;
 
+/**
+ * The account's running shortfall stops at the same bound: each record's own
+ * shortfall stays exact in its usage stream entry, which is what billing reads.
+ */
+export const MAX_CREDIT_SHORTFALL = Number.MAX_SAFE_INTEGER;
+
 export function applyUsageToAccountState(
   state: UsageAccountState,
   record: UsageRecord,

@@ -68,7 +68,9 @@ export interface MeteringContext {
 const NOTHING_GENERATED: ReadonlySet<NoUsageReason> = new Set(['not-metered-request', 'error-status', 'not-success-status', 'no-response']);
 
 /**
- * What is counted for a response. Reported usage is counted as reported. A
+ * What is counted for a response. Reported usage is counted as reported,
+ * except that a count that is not final never charges less output than the
+ * text delivered (the rule above, marked estimated). A
  * successful chat-completions response without usable usage (a stream
  * without include_usage, one cut off before its usage chunk, a body the
  * processor could not read) is estimated as above. Messages and
@@ -77,12 +79,23 @@ const NOTHING_GENERATED: ReadonlySet<NoUsageReason> = new Set(['not-metered-requ
  */
 export function usageOutcome(reading: UsageReading, context: MeteringContext): UsageOutcome {
   if (reading.kind === 'reported') {
+    // A count that is not the last word can be far below what was delivered (Anthropic's message_start says 1 output
+    // token until the final message_delta): a client that leaves just before it must not get the text for nothing.
+    const delivered = reading.final ? 0 : tokensForBytes(reading.deliveredTextBytes ?? 0);
+    const raised = delivered > reading.tokens.outputTokens;
     return {
       kind: 'metered',
       usage: {
-        tokens: reading.tokens,
+        tokens: raised
+          ? {
+              inputTokens: reading.tokens.inputTokens,
+              outputTokens: delivered,
+              cachedInputTokens: reading.tokens.cachedInputTokens,
+              cacheCreationTokens: reading.tokens.cacheCreationTokens,
+            }
+          : reading.tokens,
         ...(reading.model ? { model: reading.model } : {}),
-        estimated: false,
+        estimated: raised,
         final: reading.final,
         streamComplete: reading.streamComplete,
       },

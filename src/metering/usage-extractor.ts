@@ -179,7 +179,16 @@ class BodyExtractor implements UsageExtractor {
     const streamComplete = this.framing === 'json' ? complete : interpreter.ended;
     const model = interpreter.model;
     if (interpreter.tokens) {
-      return { kind: 'reported', tokens: interpreter.tokens, ...(model ? { model } : {}), final: interpreter.final, streamComplete };
+      const delivered =
+        !interpreter.final && interpreter.deliveredTextBytes > 0 ? { deliveredTextBytes: interpreter.deliveredTextBytes } : {};
+      return {
+        kind: 'reported',
+        tokens: interpreter.tokens,
+        ...(model ? { model } : {}),
+        final: interpreter.final,
+        streamComplete,
+        ...delivered,
+      };
     }
     const reason: NoUsageReason =
       this.bodyBytes === 0
@@ -345,7 +354,14 @@ class ChatCompletionsInterpreter implements Interpreter {
 // ---------------------------------------------------------------------------
 // messages: Anthropic Messages
 
-const MESSAGES = { type: 0, usage: 1, model: 2, messageUsage: 3, messageModel: 4, stopReason: 5 } as const;
+const MESSAGES = { type: 0, usage: 1, model: 2, messageUsage: 3, messageModel: 4, stopReason: 5, firstText: 6 } as const;
+
+/** content_block_delta's generated text: text, thinking and tool-input deltas. */
+const MESSAGES_TEXT_PATHS: readonly (readonly string[])[] = [
+  ['delta', 'text'],
+  ['delta', 'thinking'],
+  ['delta', 'partial_json'],
+];
 
 const MESSAGES_TREE = new WatchTree([
   { path: ['type'], kind: 'capture' },
@@ -354,6 +370,7 @@ const MESSAGES_TREE = new WatchTree([
   { path: ['message', 'usage'], kind: 'capture' },
   { path: ['message', 'model'], kind: 'capture' },
   { path: ['delta', 'stop_reason'], kind: 'capture' },
+  ...MESSAGES_TEXT_PATHS.map((path): WatchSpec => ({ path, kind: 'measure' })),
 ]);
 
 class MessagesInterpreter implements Interpreter {
@@ -363,10 +380,16 @@ class MessagesInterpreter implements Interpreter {
   final = false;
   ended = false;
   model: string | undefined;
-  readonly deliveredTextBytes = 0;
+  private textBytes = 0;
+  private sawDelta = false;
 
   get tokens(): TokenCounts | undefined {
     return this.sawUsage ? messagesTokens(this.snapshot) : undefined;
+  }
+
+  /** Until a message_delta the output count is message_start's early one (1): only then is the text a better floor. */
+  get deliveredTextBytes(): number {
+    return this.sawDelta ? 0 : this.textBytes;
   }
 
   document(document: ScannedDocument, eventName: string): void {
@@ -384,6 +407,7 @@ class MessagesInterpreter implements Interpreter {
         this.overlay(document.value(MESSAGES.messageUsage));
         return;
       case 'message_delta': {
+        this.sawDelta = true;
         this.overlay(document.value(MESSAGES.usage));
         const stopReason = document.value(MESSAGES.stopReason);
         if (typeof stopReason === 'string' && stopReason.length > 0) this.final = true;
@@ -392,6 +416,10 @@ class MessagesInterpreter implements Interpreter {
       case 'message_stop':
         this.ended = true;
         if (this.sawUsage) this.final = true;
+        return;
+      case 'content_block_delta':
+        for (let index = MESSAGES.firstText; index < MESSAGES.firstText + MESSAGES_TEXT_PATHS.length; index++)
+          this.textBytes += document.measured(index);
         return;
       default: // ping, content blocks, error, and event types added later
         return;
@@ -412,12 +440,13 @@ class MessagesInterpreter implements Interpreter {
 // ---------------------------------------------------------------------------
 // generative-content: Gemini generateContent / streamGenerateContent
 
-const GENERATIVE = { usage: 0, modelVersion: 1, finishReason: 2 } as const;
+const GENERATIVE = { usage: 0, modelVersion: 1, finishReason: 2, text: 3 } as const;
 
 const GENERATIVE_TREE = new WatchTree([
   { path: ['usageMetadata'], kind: 'capture' },
   { path: ['modelVersion'], kind: 'capture' },
   { path: ['candidates', '*', 'finishReason'], kind: 'capture' },
+  { path: ['candidates', '*', 'content', 'parts', '*', 'text'], kind: 'measure' },
 ]);
 
 class GenerativeInterpreter implements Interpreter {
@@ -427,14 +456,20 @@ class GenerativeInterpreter implements Interpreter {
   final = false;
   ended = false;
   model: string | undefined;
-  readonly deliveredTextBytes = 0;
+  private textBytes = 0;
 
   get tokens(): TokenCounts | undefined {
     return this.sawUsage ? generativeTokens(this.snapshot) : undefined;
   }
 
+  /** Only while no candidates count has come (some models send it on the last chunk alone): a running count is better. */
+  get deliveredTextBytes(): number {
+    return this.snapshot.candidatesTokens < 0 ? this.textBytes : 0;
+  }
+
   document(document: ScannedDocument, _eventName: string, streamed: boolean): void {
     this.model ??= modelName(document.value(GENERATIVE.modelVersion))?.replace(/^models\//, '');
+    this.textBytes += document.measured(GENERATIVE.text);
     const finishReason = document.value(GENERATIVE.finishReason);
     const finished = !streamed || (typeof finishReason === 'string' && finishReason.length > 0);
     if (finished) this.ended = true;

@@ -1,4 +1,4 @@
-import { isTokenCount, type TokenCounts } from '../domain/usage';
+import { isTokenCount, MAX_TOKEN_COUNT, type TokenCounts } from '../domain/usage';
 
 /**
  * Each API's usage object turned into the four counts of TokenCounts, which
@@ -191,10 +191,10 @@ export function overlayGenerativeUsage(snapshot: GenerativeUsageSnapshot, usage:
 export function generativeTokens(snapshot: GenerativeUsageSnapshot): TokenCounts | undefined {
   if (snapshot.malformed || snapshot.promptTokens < 0) return undefined;
   const cached = Math.max(0, snapshot.cachedContentTokens);
-  return {
-    inputTokens: Math.max(0, snapshot.promptTokens - cached) + Math.max(0, snapshot.toolUsePromptTokens),
-    outputTokens: Math.max(0, snapshot.candidatesTokens) + Math.max(0, snapshot.thoughtsTokens),
-    cachedInputTokens: cached,
-    cacheCreationTokens: 0,
-  };
+  const input = Math.max(0, snapshot.promptTokens - cached) + Math.max(0, snapshot.toolUsePromptTokens);
+  const output = Math.max(0, snapshot.candidatesTokens) + Math.max(0, snapshot.thoughtsTokens);
+  // Each field is bounded, not their sums: a sum past the bound is no count a record can carry (costOf and the
+  // recorder refuse it, and the answer would be lost with a throw), so it is malformed like any count past it.
+  if (input > MAX_TOKEN_COUNT || output > MAX_TOKEN_COUNT) return undefined;
+  return { inputTokens: input, outputTokens: output, cachedInputTokens: cached, cacheCreationTokens: 0 };
 }

@@ -7,7 +7,7 @@ import { compareCodeUnits } from '../domain/ordering';
 import { COUNTED_BATCH_MEMORY_MS, DAILY_RETENTION_MS, dayStartOf, HOURLY_RETENTION_MS } from '../domain/request-counts';
 import { authorizeAccountState } from '../limits/authorize-account-state';
 import { effectiveTokenBudgets, tokenBucketName, tokenBudgetState, type TokenBucket } from '../limits/token-budget';
-import { applyUsageToAccountState } from '../limits/usage-account-state';
+import { applyUsageToAccountState, MAX_CREDIT_SHORTFALL } from '../limits/usage-account-state';
 import {
   USAGE_MARKER_TTL_MS,
   type AccountListing,
@@ -501,7 +501,9 @@ export class MemoryStore implements Store {
       budgets,
     );
     if (writes.creditBalance !== undefined) account.creditBalance = writes.creditBalance;
-    if (writes.creditShortfall > 0) account.creditShortfall = (account.creditShortfall ?? 0) + writes.creditShortfall;
+    if (writes.creditShortfall > 0) {
+      account.creditShortfall = Math.min((account.creditShortfall ?? 0) + writes.creditShortfall, MAX_CREDIT_SHORTFALL);
+    }
     account.monthlySpend = { ...account.monthlySpend, [month]: writes.accountMonthSpend };
     keySpend.set(`${record.keyId} ${month}`, writes.keyMonthSpend);
     this.keySpend.set(record.accountId, keySpend);

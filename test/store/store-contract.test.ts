@@ -2,6 +2,7 @@ import Redis from 'ioredis';
 import fc from 'fast-check';
 import { ManualClock } from '../../src/domain/clock';
 import { CREDIT_LIMIT_MINOR_UNITS } from '../../src/domain/credit';
+import { MAX_RESPONSE_COST_MINOR_UNITS } from '../../src/domain/pricing';
 import { MAX_BUDGET_TOKENS, MAX_BUDGET_TOKENS_PER_SECOND, NO_TOKEN_BUDGETS, type TokenBudgetPlan } from '../../src/domain/token-budgets';
 import { MAX_TOKEN_COUNT } from '../../src/domain/usage';
 import { bucketExpiresAtMs, periodName, usageMonthOf } from '../../src/domain/usage-periods';
@@ -1241,6 +1242,23 @@ describe.each(implementations)('usage contract: %s', (_name, open) => {
       });
       // A top-up counts from the bound.
       expect(await store.adjustCredit(ids.accountId, 10)).toEqual({ kind: 'ok', creditBalance: -CREDIT_LIMIT_MINOR_UNITS + 10 });
+    });
+
+    it('keeps applying usage and the account readable past 2^53 − 1 of shortfall: the sum stops there, as spend does', async () => {
+      const ids = await seed({ creditBalance: -CREDIT_LIMIT_MINOR_UNITS });
+      // 26 answers at the dearest a response can cost: 1.04 × 10^16 the balance cannot take.
+      for (let i = 0; i < 26; i += 1) {
+        expect(await store.applyUsage(usage(ids, { costMinorUnits: MAX_RESPONSE_COST_MINOR_UNITS }), NO_TOKEN_BUDGETS)).toEqual({
+          kind: 'applied',
+          billing: 'prepaid',
+          creditShortfall: MAX_RESPONSE_COST_MINOR_UNITS,
+        });
+      }
+      expect(await store.getAccount(ids.accountId)).toMatchObject({
+        creditBalance: -CREDIT_LIMIT_MINOR_UNITS,
+        creditShortfall: Number.MAX_SAFE_INTEGER,
+        monthlySpend: { [MONTH]: Number.MAX_SAFE_INTEGER },
+      });
     });
 
     it('counts spend in the month of the record, and keeps only the current and previous months', async () => {

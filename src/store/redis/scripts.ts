@@ -630,6 +630,11 @@ return written`,
    * be written fails the script after the money and the marker are in, so a
    * retry answers 'duplicate' and nothing is counted twice).
    *
+   * The account's shortfall stops at 2^53 − 1, as spend does: past it the sum
+   * is no longer exact and, once 17 digits long, unreadable, which would hold
+   * every later record of the account; each record's own shortfall is exact
+   * in its marker and its stream entry, which is what billing reads.
+   *
    * The marker holds how the record was billed (`prepaid:<shortfall>`), for
    * the stream entry of a record whose first reply was lost. Token buckets use
    * Redis's clock (the Check's); spend and aggregates the record's own time,
@@ -713,7 +718,7 @@ if a[2] then
   writes[#writes + 1] = string.format('%.0f', balance)
   if shortfall > 0 then
     writes[#writes + 1] = '${redisKeys.creditShortfallField()}'
-    writes[#writes + 1] = string.format('%.0f', amount(a[6]) + shortfall)
+    writes[#writes + 1] = string.format('%.0f', math.min(amount(a[6]) + shortfall, 9007199254740991))
   end
 end
 for i, field in ipairs({ARGV[5], ARGV[6]}) do

@@ -80,3 +80,55 @@ describe('what is counted for a response', () => {
     },
   );
 });
+
+describe('a stream cut off before its final usage is charged at least the text it delivered', () => {
+  const messagesSse = response('messages', '/v1/messages', SSE_TYPE);
+  const start =
+    'event: message_start\ndata: {"type":"message_start","message":{"model":"claude-x","usage":{"input_tokens":25,"output_tokens":1}}}\n\n';
+  const delta = (text: string) =>
+    `event: content_block_delta\ndata: ${JSON.stringify({ type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text } })}\n\n`;
+  const thinking = (text: string) =>
+    `event: content_block_delta\ndata: ${JSON.stringify({ type: 'content_block_delta', index: 0, delta: { type: 'thinking_delta', thinking: text } })}\n\n`;
+  const messages = { family: 'messages' as RouteFamily, requestBodyBytes: 400 };
+  const encoder = new TextEncoder();
+
+  it('messages: a client that leaves after the whole text, before message_delta, pays for that text, marked estimated', () => {
+    // 400 bytes of text and 40 of thinking delivered; message_start's early count says 1 output token.
+    const body = start + thinking('t'.repeat(40)) + delta('x'.repeat(200)) + delta('y'.repeat(200));
+    expect(usageOutcome(readUsage(messagesSse, encoder.encode(body)), messages)).toEqual({
+      kind: 'metered',
+      usage: { tokens: tokens(25, 110), model: 'claude-x', estimated: true, final: false, streamComplete: false },
+    });
+  });
+
+  it('messages: the reported counts stand when they are the higher, or final', () => {
+    const stop = 'event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":3}}\n\n';
+    expect(usageOutcome(readUsage(messagesSse, encoder.encode(start + delta('x'.repeat(400)) + stop)), messages)).toMatchObject({
+      usage: { tokens: tokens(25, 3), estimated: false, final: true },
+    });
+    expect(usageOutcome(readUsage(messagesSse, encoder.encode(start + delta('x'))), messages)).toMatchObject({
+      usage: { tokens: tokens(25, 1), estimated: false, final: false },
+    });
+    // A message_delta without a stop reason is a running count of its own: it stands.
+    const running = 'event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":null},"usage":{"output_tokens":30}}\n\n';
+    expect(usageOutcome(readUsage(messagesSse, encoder.encode(start + delta('x'.repeat(400)) + running)), messages)).toMatchObject({
+      usage: { tokens: tokens(25, 30), estimated: false, final: false },
+    });
+  });
+
+  it('generative-content: a model that reports its candidates only at the end, cut before it', () => {
+    const chunk = (text: string) =>
+      `data: ${JSON.stringify({ candidates: [{ content: { parts: [{ text }] } }], usageMetadata: { promptTokenCount: 9 }, modelVersion: 'gemini-2.5-flash' })}\r\n\r\n`;
+    const gemini = response('generative-content', '/v1beta/models/gemini-2.5-flash:streamGenerateContent', SSE_TYPE);
+    const reading = readUsage(gemini, encoder.encode(chunk('a'.repeat(100)) + chunk('b'.repeat(100))));
+    expect(usageOutcome(reading, { family: 'generative-content', requestBodyBytes: 400 })).toEqual({
+      kind: 'metered',
+      usage: { tokens: tokens(9, 50), model: 'gemini-2.5-flash', estimated: true, final: false, streamComplete: false },
+    });
+    // Running candidates counts are the upstream's own: they stand.
+    const counted = readUsage(gemini, usageFixture('gemini-stream.sse').slice(0, 900));
+    expect(usageOutcome(counted, { family: 'generative-content', requestBodyBytes: 400 })).toMatchObject({
+      usage: { estimated: false, final: false },
+    });
+  });
+});

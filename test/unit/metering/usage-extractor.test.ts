@@ -337,6 +337,22 @@ describe('messages and generative-content specifics', () => {
     });
   });
 
+  it.each([
+    ['prompt + tool-use prompt', { promptTokenCount: MAX_TOKEN_COUNT, toolUsePromptTokenCount: 1, candidatesTokenCount: 1 }],
+    ['candidates + thoughts', { promptTokenCount: 1, candidatesTokenCount: MAX_TOKEN_COUNT, thoughtsTokenCount: 1 }],
+  ])('Gemini counts whose sum (%s) passes the maximum are malformed usage, never a count no record can carry', (_name, usage) => {
+    const geminiJson = response('generative-content', '/v1beta/models/gemini-2.5-flash:generateContent', JSON_TYPE);
+    expect(readUsage(geminiJson, bytesOf(JSON.stringify({ usageMetadata: usage })))).toMatchObject({
+      kind: 'none',
+      reason: 'malformed-usage',
+    });
+    const atTheBound = { promptTokenCount: MAX_TOKEN_COUNT, candidatesTokenCount: MAX_TOKEN_COUNT - 1, thoughtsTokenCount: 1 };
+    expect(readUsage(geminiJson, bytesOf(JSON.stringify({ usageMetadata: atTheBound })))).toMatchObject({
+      kind: 'reported',
+      tokens: tokens(MAX_TOKEN_COUNT, MAX_TOKEN_COUNT),
+    });
+  });
+
   it('a Gemini modelVersion with a models/ prefix names the model without it', () => {
     const body = JSON.stringify({ usageMetadata: { promptTokenCount: 1, candidatesTokenCount: 1 }, modelVersion: 'models/gemini-2.5-pro' });
     expect(readUsage(response('generative-content', '/v1/models/x:generateContent', JSON_TYPE), bytesOf(body))).toMatchObject({
