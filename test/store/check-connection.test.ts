@@ -141,6 +141,28 @@ it('sends a script once per connection and loads it again after SCRIPT FLUSH (NO
   }
 });
 
+it('fails a reloaded script at its deadline when a command behind it was answered first, and goes on in order', async () => {
+  const connection = await open();
+  try {
+    // Busy for ARGV[1] µs on Redis's clock: longer than the deadline on the second call.
+    const slow = script(
+      `local s = redis.call('TIME') repeat local n = redis.call('TIME') until (n[1] - s[1]) * 1000000 + n[2] - s[2] >= tonumber(ARGV[1]) return 'done' -- ${Date.now()}`,
+    );
+    await connection.script(slow, [], ['0'], (reply) => reply, 'authorize');
+    await direct.script('FLUSH');
+    await direct.set('cc:overtaking', 'answered first');
+    // NOSCRIPT sends the script again behind the GET: the GET is answered before it.
+    const reloaded = connection.script(slow, [], [String(DEADLINE_MS * 3 * 1000)], (reply) => reply, 'authorize');
+    const overtaking = connection.get('cc:overtaking', asText, 'resolve_key');
+    await expect(overtaking).resolves.toBe('answered first');
+    await expect(reloaded).rejects.toThrow(`Redis did not answer within ${DEADLINE_MS} ms`);
+    await direct.set('cc:after-reload', 'next value');
+    expect(await connection.get('cc:after-reload', asText, 'resolve_key')).toBe('next value');
+  } finally {
+    await connection.close();
+  }
+});
+
 it('fails at once while Redis is down, and reconnects by itself when it is back, scripts included', async () => {
   const own = await spawnTestRedisServer();
   const connection = await PipelinedConnection.open({
