@@ -1,6 +1,7 @@
 import Redis from 'ioredis';
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
+import * as net from 'node:net';
 import type { CheckPathOperation } from '../../src/domain/authorization';
 import { FLUSH_AT_COMMANDS, PipelinedConnection, type LuaSource, type RedisAddress } from '../../src/store/redis/check-connection';
 import { StoreUnavailableError } from '../../src/store/store';
@@ -244,6 +245,31 @@ it('refuses a server that is not the master when it must be one (a Sentinel name
     ).rejects.toThrow(/is not a master/);
   } finally {
     await replica.stop();
+  }
+});
+
+it('fails the setup of a master that accepts but never answers (AUTH and ROLE unanswered) without an unhandled rejection', async () => {
+  // Accepts the connection and reads, never answers: a hung master a Sentinel still names.
+  const silent = net.createServer((socket) => socket.resume());
+  await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+  const unhandled: unknown[] = [];
+  const onUnhandled = (reason: unknown) => unhandled.push(reason);
+  process.on('unhandledRejection', onUnhandled);
+  try {
+    await expect(
+      PipelinedConnection.open({
+        locate: () =>
+          Promise.resolve({ host: '127.0.0.1', port: (silent.address() as net.AddressInfo).port, password: 'pw', mustBeMaster: true }),
+        deadlineMs: DEADLINE_MS,
+        connectTimeoutMs: 100,
+        reconnectDelayMs: () => 50,
+      }),
+    ).rejects.toThrow(/did not answer within 100 ms/);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(unhandled).toEqual([]);
+  } finally {
+    process.off('unhandledRejection', onUnhandled);
+    await new Promise((resolve) => silent.close(resolve));
   }
 });
 

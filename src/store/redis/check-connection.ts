@@ -393,9 +393,10 @@ export class PipelinedConnection implements CheckChannel {
     }
     if (address.db !== undefined && address.db !== 0) steps.push(this.internal(['SELECT', String(address.db)]));
     const role = address.mustBeMaster ? this.internal(['ROLE']) : undefined;
-    await Promise.all(steps.map((step) => step.then(failOnError)));
-    if (role) {
-      const reply = failOnError(await role);
+    // ROLE is awaited with the others: failed by the setup's deadline or the connection's loss, it must not be left unheard.
+    const [, roleReply] = await Promise.all([Promise.all(steps.map((step) => step.then(failOnError))), role]);
+    if (roleReply !== undefined) {
+      const reply = failOnError(roleReply);
       if (!Array.isArray(reply) || reply[0] !== 'master') {
         throw new StoreUnavailableError(
           `the Redis at ${address.host}:${address.port} is not a master (ROLE ${String(Array.isArray(reply) ? reply[0] : reply)})`,
