@@ -199,6 +199,48 @@ it('fails at once while Redis is down, and reconnects by itself when it is back,
   }
 });
 
+it('drops a connection Redis stopped answering (SIGSTOP: TCP stays up), so unanswered commands do not pile up, and reconnects', async () => {
+  const own = await spawnTestRedisServer();
+  const connection = await PipelinedConnection.open({
+    locate: () => Promise.resolve({ host: '127.0.0.1', port: own.port }),
+    deadlineMs: 50,
+    connectTimeoutMs: 300,
+    reconnectDelayMs: () => 20,
+  });
+  try {
+    expect(await connection.get('cc:stopped', asText, 'resolve_key')).toBeNull();
+    process.kill(own.pid!, 'SIGSTOP');
+    let issued = 0;
+    let mostAwaiting = 0;
+    const failures = new Set<string>();
+    const until = performance.now() + 1500;
+    while (performance.now() < until) {
+      for (let i = 0; i < 20; i += 1) {
+        issued += 1;
+        connection.get('cc:stopped', asText, 'resolve_key').catch((error: Error) => failures.add(error.message.replace(/\d+ ms/, 'N ms')));
+      }
+      mostAwaiting = Math.max(mostAwaiting, connection.awaitingReplies);
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    // Each command stays failed at its deadline; the written ones are let go once the connection is dropped.
+    expect(mostAwaiting).toBeLessThan(issued / 2);
+    expect(failures).toContain('Redis command failed: Redis did not answer within N ms');
+    expect(failures).toContain('Redis command failed: the connection to Redis was lost');
+    process.kill(own.pid!, 'SIGCONT');
+    const back = performance.now();
+    let answer: unknown = 'no answer';
+    while (performance.now() - back < 3000 && answer === 'no answer') {
+      answer = await connection.get('cc:stopped', asText, 'resolve_key').catch(() => 'no answer');
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    expect(answer).toBeNull();
+  } finally {
+    if (own.pid !== undefined) process.kill(own.pid, 'SIGCONT');
+    await connection.close();
+    await own.stop();
+  }
+});
+
 it('authenticates and selects the database it is given', async () => {
   const guarded = await spawnTestRedisServer();
   const setup = new Redis({ port: guarded.port, disconnectTimeout: 50 });

@@ -111,9 +111,7 @@ export class PipelinedConnection implements CheckChannel {
   private flushScheduled = false;
   private timer: CheckPathTimer | undefined;
   private readonly reader = new RespReader((reply) => this.onReply(reply));
-  private readonly sweeper = new DeadlineSweeper<Pending>((entry) =>
-    this.settle(entry, undefined, new DeadlineExceededError(this.options.deadlineMs)),
-  );
+  private readonly sweeper = new DeadlineSweeper<Pending>((entry) => this.expire(entry));
   /** Scripts sent with EVAL on the current socket, so Redis has them: EVALSHA from then on. */
   private loadedScripts = new Set<string>();
   /** Why the connection is down, for the errors of commands refused meanwhile. */
@@ -130,6 +128,11 @@ export class PipelinedConnection implements CheckChannel {
 
   timeWith(timer: CheckPathTimer): void {
     this.timer = timer;
+  }
+
+  /** Commands written and not answered yet (failed at their deadline included); for tests. */
+  get awaitingReplies(): number {
+    return this.waiting.length - this.waitingHead;
   }
 
   script<T>(
@@ -327,6 +330,23 @@ export class PipelinedConnection implements CheckChannel {
       return;
     }
     this.settle(entry, value, undefined);
+  }
+
+  /**
+   * Fails a command at its deadline. A Redis that answers nothing while its
+   * socket stays up (stopped, hung, or cut off without a reset: TCP gives up
+   * only after many minutes) would otherwise keep every command written to
+   * it, and their bytes, until then: memory grows with each Check. Once the
+   * oldest command has gone unanswered for as long as a connection may take
+   * to set up, the connection counts as lost and is dropped (never resent:
+   * a script may have run); reconnecting finds out whether Redis is back.
+   */
+  private expire(entry: Pending): void {
+    this.settle(entry, undefined, new DeadlineExceededError(this.options.deadlineMs));
+    const oldest = this.waiting[this.waitingHead];
+    if (oldest !== undefined && performance.now() - oldest.startedAt >= this.options.connectTimeoutMs) {
+      this.socket?.destroy(new Error(`Redis answered nothing for ${this.options.connectTimeoutMs} ms`));
+    }
   }
 
   private settle(entry: Pending, value: unknown, error: Error | undefined): void {
