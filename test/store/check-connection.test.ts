@@ -142,6 +142,30 @@ it('sends a script once per connection and loads it again after SCRIPT FLUSH (NO
   }
 });
 
+it('gives every caller its own reply when several calls of a flushed script (NOSCRIPT) and other commands share a write', async () => {
+  const connection = await open();
+  try {
+    const echo = script(`return {'echo', ARGV[1]} -- ${Date.now()}`);
+    const call = (arg: string) => connection.script(echo, [], [arg], (reply) => reply, 'authorize');
+    await call('loads it');
+    await direct.script('FLUSH');
+    await direct.mset('cc:between:1', 'get 1', 'cc:between:2', 'get 2');
+    // One write: each EVALSHA is refused and sent again as EVAL, behind the commands issued after it.
+    const replies = await Promise.all([
+      call('script 1'),
+      connection.get('cc:between:1', asText, 'resolve_key'),
+      call('script 2'),
+      call('script 3'),
+      connection.get('cc:between:2', asText, 'resolve_key'),
+      call('script 4'),
+    ]);
+    expect(replies).toEqual([['echo', 'script 1'], 'get 1', ['echo', 'script 2'], ['echo', 'script 3'], 'get 2', ['echo', 'script 4']]);
+    expect(await call('after')).toEqual(['echo', 'after']);
+  } finally {
+    await connection.close();
+  }
+});
+
 it('fails a reloaded script at its deadline when a command behind it was answered first, and goes on in order', async () => {
   const connection = await open();
   try {
