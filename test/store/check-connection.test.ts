@@ -339,6 +339,71 @@ it('fails the setup of a master that accepts but never answers (AUTH and ROLE un
   }
 });
 
+it('reconnects on one path when the server closes the connection during the setup (a proxy whose Redis is down), one socket at a time', async () => {
+  // A fake Redis behind a proxy: while `refusing`, each connection is closed as soon as AUTH comes; otherwise GET answers
+  // the key's own name, anything else OK.
+  let refusing = false;
+  let accepted = 0;
+  const live = new Set<net.Socket>();
+  const server = net.createServer((socket) => {
+    accepted += 1;
+    live.add(socket);
+    socket.on('close', () => live.delete(socket));
+    let buffered = '';
+    socket.on('data', (chunk) => {
+      if (refusing) {
+        socket.destroy();
+        return;
+      }
+      buffered += String(chunk);
+      let out = '';
+      for (let match; (match = /^\*(\d+)\r\n((?:\$\d+\r\n[^\r]*\r\n)+)/.exec(buffered)) !== null;) {
+        const parts = match[2]!.split('\r\n').filter((_, i) => i % 2 === 1);
+        if (parts.length < Number(match[1])) break;
+        buffered = buffered.slice(match[0].length);
+        out += parts[0] === 'GET' ? `$${parts[1]!.length}\r\n${parts[1]}\r\n` : '+OK\r\n';
+      }
+      socket.write(out);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const connection = await PipelinedConnection.open({
+    locate: () => Promise.resolve({ host: '127.0.0.1', port: (server.address() as net.AddressInfo).port, password: 'pw' }),
+    deadlineMs: 1000,
+    connectTimeoutMs: 1000,
+    reconnectDelayMs: () => 50,
+  });
+  try {
+    expect(await connection.get('first', asText, 'resolve_key')).toBe('first');
+    refusing = true;
+    const before = accepted;
+    for (const socket of live) socket.destroy();
+    await new Promise((resolve) => setTimeout(resolve, 600));
+    // One attempt per 50 ms pause at most (each attempt doubling them would make thousands).
+    expect(accepted - before).toBeLessThanOrEqual(13);
+    refusing = false;
+    const back = performance.now();
+    while (performance.now() - back < 2000) {
+      if (
+        await connection.get('probe', asText, 'resolve_key').then(
+          () => true,
+          () => false,
+        )
+      )
+        break;
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(live.size).toBe(1);
+    const keys = Array.from({ length: 100 }, (_, i) => `key-${i}`);
+    expect(await Promise.all(keys.map((key) => connection.get(key, asText, 'resolve_key')))).toEqual(keys);
+  } finally {
+    await connection.close();
+    for (const socket of live) socket.destroy();
+    await new Promise((resolve) => server.close(resolve));
+  }
+});
+
 it('reports every command to the timing hook: operation, seconds, failed', async () => {
   const connection = await open();
   const times: [CheckPathOperation, number, boolean][] = [];

@@ -427,11 +427,14 @@ export class PipelinedConnection implements CheckChannel {
 
   private onClose(socket: net.Socket): void {
     if (this.socket !== socket) return;
+    const wasReady = this.ready;
     this.socket = undefined;
     this.ready = false;
     this.downReason = 'the connection was lost';
     this.failAll('the connection to Redis was lost');
-    if (!this.closing) this.scheduleReconnect();
+    // Lost during the setup, connect() fails and its caller retries: a second retry here would double the attempts
+    // (and the sockets, sharing one reply queue) each time.
+    if (!this.closing && wasReady) this.scheduleReconnect();
   }
 
   private scheduleReconnect(): void {
