@@ -404,6 +404,44 @@ it('reconnects on one path when the server closes the connection during the setu
   }
 });
 
+it('fails the commands of a connection lost in the middle of a reply, and reads the next connection from a clean start', async () => {
+  // The first connection answers half a bulk string and drops; later ones answer each GET with the key's name.
+  let connections = 0;
+  const server = net.createServer((socket) => {
+    connections += 1;
+    const first = connections === 1;
+    socket.on('data', (chunk) => {
+      const keys = [...String(chunk).matchAll(/\$3\r\nGET\r\n\$\d+\r\n([^\r]*)\r\n/g)].map((match) => match[1]!);
+      if (first) socket.end('$40\r\nhalf of a reply');
+      else socket.write(keys.map((key) => `$${key.length}\r\n${key}\r\n`).join(''));
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const connection = await PipelinedConnection.open({
+    locate: () => Promise.resolve({ host: '127.0.0.1', port: (server.address() as net.AddressInfo).port }),
+    deadlineMs: 1000,
+    connectTimeoutMs: 1000,
+    reconnectDelayMs: () => 20,
+  });
+  try {
+    const lost = await Promise.allSettled([connection.get('a', asText, 'resolve_key'), connection.get('b', asText, 'resolve_key')]);
+    expect(lost.map((outcome) => (outcome.status === 'rejected' ? (outcome.reason as Error).message : outcome.value))).toEqual([
+      'Redis command failed: the connection to Redis was lost',
+      'Redis command failed: the connection to Redis was lost',
+    ]);
+    const back = performance.now();
+    let answer: unknown = 'no answer';
+    while (performance.now() - back < 2000 && answer === 'no answer') {
+      answer = await connection.get('after', asText, 'resolve_key').catch(() => 'no answer');
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    expect(answer).toBe('after');
+  } finally {
+    await connection.close();
+    await new Promise((resolve) => server.close(resolve));
+  }
+});
+
 it('reports every command to the timing hook: operation, seconds, failed', async () => {
   const connection = await open();
   const times: [CheckPathOperation, number, boolean][] = [];
