@@ -87,8 +87,9 @@ export class DeadlineSweeper<Entry extends Expiring> {
     const now = this.now();
     const entries = this.entries;
     for (let at = this.head; at < entries.length; at += 1) {
-      const entry = entries[at]!;
-      if (entry.settled) continue;
+      const entry = entries[at];
+      // expire settles the entry and calls settled(), which clears the answered ones behind it too (answered out of order).
+      if (entry === undefined || entry.settled) continue;
       if (entry.deadline > now) {
         this.settled();
         this.arm(entry.deadline);

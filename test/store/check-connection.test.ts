@@ -1,6 +1,7 @@
 import Redis from 'ioredis';
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
+import * as net from 'node:net';
 import type { CheckPathOperation } from '../../src/domain/authorization';
 import { FLUSH_AT_COMMANDS, PipelinedConnection, type LuaSource, type RedisAddress } from '../../src/store/redis/check-connection';
 import { StoreUnavailableError } from '../../src/store/store';
@@ -141,6 +142,52 @@ it('sends a script once per connection and loads it again after SCRIPT FLUSH (NO
   }
 });
 
+it('gives every caller its own reply when several calls of a flushed script (NOSCRIPT) and other commands share a write', async () => {
+  const connection = await open();
+  try {
+    const echo = script(`return {'echo', ARGV[1]} -- ${Date.now()}`);
+    const call = (arg: string) => connection.script(echo, [], [arg], (reply) => reply, 'authorize');
+    await call('loads it');
+    await direct.script('FLUSH');
+    await direct.mset('cc:between:1', 'get 1', 'cc:between:2', 'get 2');
+    // One write: each EVALSHA is refused and sent again as EVAL, behind the commands issued after it.
+    const replies = await Promise.all([
+      call('script 1'),
+      connection.get('cc:between:1', asText, 'resolve_key'),
+      call('script 2'),
+      call('script 3'),
+      connection.get('cc:between:2', asText, 'resolve_key'),
+      call('script 4'),
+    ]);
+    expect(replies).toEqual([['echo', 'script 1'], 'get 1', ['echo', 'script 2'], ['echo', 'script 3'], 'get 2', ['echo', 'script 4']]);
+    expect(await call('after')).toEqual(['echo', 'after']);
+  } finally {
+    await connection.close();
+  }
+});
+
+it('fails a reloaded script at its deadline when a command behind it was answered first, and goes on in order', async () => {
+  const connection = await open();
+  try {
+    // Busy for ARGV[1] µs on Redis's clock: longer than the deadline on the second call.
+    const slow = script(
+      `local s = redis.call('TIME') repeat local n = redis.call('TIME') until (n[1] - s[1]) * 1000000 + n[2] - s[2] >= tonumber(ARGV[1]) return 'done' -- ${Date.now()}`,
+    );
+    await connection.script(slow, [], ['0'], (reply) => reply, 'authorize');
+    await direct.script('FLUSH');
+    await direct.set('cc:overtaking', 'answered first');
+    // NOSCRIPT sends the script again behind the GET: the GET is answered before it.
+    const reloaded = connection.script(slow, [], [String(DEADLINE_MS * 3 * 1000)], (reply) => reply, 'authorize');
+    const overtaking = connection.get('cc:overtaking', asText, 'resolve_key');
+    await expect(overtaking).resolves.toBe('answered first');
+    await expect(reloaded).rejects.toThrow(`Redis did not answer within ${DEADLINE_MS} ms`);
+    await direct.set('cc:after-reload', 'next value');
+    expect(await connection.get('cc:after-reload', asText, 'resolve_key')).toBe('next value');
+  } finally {
+    await connection.close();
+  }
+});
+
 it('fails at once while Redis is down, and reconnects by itself when it is back, scripts included', async () => {
   const own = await spawnTestRedisServer();
   const connection = await PipelinedConnection.open({
@@ -173,6 +220,48 @@ it('fails at once while Redis is down, and reconnects by itself when it is back,
     await connection.close();
     await restarted?.stop();
     await own.stop().catch(() => undefined);
+  }
+});
+
+it('drops a connection Redis stopped answering (SIGSTOP: TCP stays up), so unanswered commands do not pile up, and reconnects', async () => {
+  const own = await spawnTestRedisServer();
+  const connection = await PipelinedConnection.open({
+    locate: () => Promise.resolve({ host: '127.0.0.1', port: own.port }),
+    deadlineMs: 50,
+    connectTimeoutMs: 300,
+    reconnectDelayMs: () => 20,
+  });
+  try {
+    expect(await connection.get('cc:stopped', asText, 'resolve_key')).toBeNull();
+    process.kill(own.pid!, 'SIGSTOP');
+    let issued = 0;
+    let mostAwaiting = 0;
+    const failures = new Set<string>();
+    const until = performance.now() + 1500;
+    while (performance.now() < until) {
+      for (let i = 0; i < 20; i += 1) {
+        issued += 1;
+        connection.get('cc:stopped', asText, 'resolve_key').catch((error: Error) => failures.add(error.message.replace(/\d+ ms/, 'N ms')));
+      }
+      mostAwaiting = Math.max(mostAwaiting, connection.awaitingReplies);
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    // Each command stays failed at its deadline; the written ones are let go once the connection is dropped.
+    expect(mostAwaiting).toBeLessThan(issued / 2);
+    expect(failures).toContain('Redis command failed: Redis did not answer within N ms');
+    expect(failures).toContain('Redis command failed: the connection to Redis was lost');
+    process.kill(own.pid!, 'SIGCONT');
+    const back = performance.now();
+    let answer: unknown = 'no answer';
+    while (performance.now() - back < 3000 && answer === 'no answer') {
+      answer = await connection.get('cc:stopped', asText, 'resolve_key').catch(() => 'no answer');
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    expect(answer).toBeNull();
+  } finally {
+    if (own.pid !== undefined) process.kill(own.pid, 'SIGCONT');
+    await connection.close();
+    await own.stop();
   }
 });
 
@@ -222,6 +311,134 @@ it('refuses a server that is not the master when it must be one (a Sentinel name
     ).rejects.toThrow(/is not a master/);
   } finally {
     await replica.stop();
+  }
+});
+
+it('fails the setup of a master that accepts but never answers (AUTH and ROLE unanswered) without an unhandled rejection', async () => {
+  // Accepts the connection and reads, never answers: a hung master a Sentinel still names.
+  const silent = net.createServer((socket) => socket.resume());
+  await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+  const unhandled: unknown[] = [];
+  const onUnhandled = (reason: unknown) => unhandled.push(reason);
+  process.on('unhandledRejection', onUnhandled);
+  try {
+    await expect(
+      PipelinedConnection.open({
+        locate: () =>
+          Promise.resolve({ host: '127.0.0.1', port: (silent.address() as net.AddressInfo).port, password: 'pw', mustBeMaster: true }),
+        deadlineMs: DEADLINE_MS,
+        connectTimeoutMs: 100,
+        reconnectDelayMs: () => 50,
+      }),
+    ).rejects.toThrow(/did not answer within 100 ms/);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(unhandled).toEqual([]);
+  } finally {
+    process.off('unhandledRejection', onUnhandled);
+    await new Promise((resolve) => silent.close(resolve));
+  }
+});
+
+it('reconnects on one path when the server closes the connection during the setup (a proxy whose Redis is down), one socket at a time', async () => {
+  // A fake Redis behind a proxy: while `refusing`, each connection is closed as soon as AUTH comes; otherwise GET answers
+  // the key's own name, anything else OK.
+  let refusing = false;
+  let accepted = 0;
+  const live = new Set<net.Socket>();
+  const server = net.createServer((socket) => {
+    accepted += 1;
+    live.add(socket);
+    socket.on('close', () => live.delete(socket));
+    let buffered = '';
+    socket.on('data', (chunk) => {
+      if (refusing) {
+        socket.destroy();
+        return;
+      }
+      buffered += String(chunk);
+      let out = '';
+      for (let match; (match = /^\*(\d+)\r\n((?:\$\d+\r\n[^\r]*\r\n)+)/.exec(buffered)) !== null;) {
+        const parts = match[2]!.split('\r\n').filter((_, i) => i % 2 === 1);
+        if (parts.length < Number(match[1])) break;
+        buffered = buffered.slice(match[0].length);
+        out += parts[0] === 'GET' ? `$${parts[1]!.length}\r\n${parts[1]}\r\n` : '+OK\r\n';
+      }
+      socket.write(out);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const connection = await PipelinedConnection.open({
+    locate: () => Promise.resolve({ host: '127.0.0.1', port: (server.address() as net.AddressInfo).port, password: 'pw' }),
+    deadlineMs: 1000,
+    connectTimeoutMs: 1000,
+    reconnectDelayMs: () => 50,
+  });
+  try {
+    expect(await connection.get('first', asText, 'resolve_key')).toBe('first');
+    refusing = true;
+    const before = accepted;
+    for (const socket of live) socket.destroy();
+    await new Promise((resolve) => setTimeout(resolve, 600));
+    // One attempt per 50 ms pause at most (each attempt doubling them would make thousands).
+    expect(accepted - before).toBeLessThanOrEqual(13);
+    refusing = false;
+    const back = performance.now();
+    while (performance.now() - back < 2000) {
+      if (
+        await connection.get('probe', asText, 'resolve_key').then(
+          () => true,
+          () => false,
+        )
+      )
+        break;
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(live.size).toBe(1);
+    const keys = Array.from({ length: 100 }, (_, i) => `key-${i}`);
+    expect(await Promise.all(keys.map((key) => connection.get(key, asText, 'resolve_key')))).toEqual(keys);
+  } finally {
+    await connection.close();
+    for (const socket of live) socket.destroy();
+    await new Promise((resolve) => server.close(resolve));
+  }
+});
+
+it('fails the commands of a connection lost in the middle of a reply, and reads the next connection from a clean start', async () => {
+  // The first connection answers half a bulk string and drops; later ones answer each GET with the key's name.
+  let connections = 0;
+  const server = net.createServer((socket) => {
+    connections += 1;
+    const first = connections === 1;
+    socket.on('data', (chunk) => {
+      const keys = [...String(chunk).matchAll(/\$3\r\nGET\r\n\$\d+\r\n([^\r]*)\r\n/g)].map((match) => match[1]!);
+      if (first) socket.end('$40\r\nhalf of a reply');
+      else socket.write(keys.map((key) => `$${key.length}\r\n${key}\r\n`).join(''));
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const connection = await PipelinedConnection.open({
+    locate: () => Promise.resolve({ host: '127.0.0.1', port: (server.address() as net.AddressInfo).port }),
+    deadlineMs: 1000,
+    connectTimeoutMs: 1000,
+    reconnectDelayMs: () => 20,
+  });
+  try {
+    const lost = await Promise.allSettled([connection.get('a', asText, 'resolve_key'), connection.get('b', asText, 'resolve_key')]);
+    expect(lost.map((outcome) => (outcome.status === 'rejected' ? (outcome.reason as Error).message : outcome.value))).toEqual([
+      'Redis command failed: the connection to Redis was lost',
+      'Redis command failed: the connection to Redis was lost',
+    ]);
+    const back = performance.now();
+    let answer: unknown = 'no answer';
+    while (performance.now() - back < 2000 && answer === 'no answer') {
+      answer = await connection.get('after', asText, 'resolve_key').catch(() => 'no answer');
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    expect(answer).toBe('after');
+  } finally {
+    await connection.close();
+    await new Promise((resolve) => server.close(resolve));
   }
 });
 

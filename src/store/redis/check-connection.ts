@@ -111,9 +111,7 @@ export class PipelinedConnection implements CheckChannel {
   private flushScheduled = false;
   private timer: CheckPathTimer | undefined;
   private readonly reader = new RespReader((reply) => this.onReply(reply));
-  private readonly sweeper = new DeadlineSweeper<Pending>((entry) =>
-    this.settle(entry, undefined, new DeadlineExceededError(this.options.deadlineMs)),
-  );
+  private readonly sweeper = new DeadlineSweeper<Pending>((entry) => this.expire(entry));
   /** Scripts sent with EVAL on the current socket, so Redis has them: EVALSHA from then on. */
   private loadedScripts = new Set<string>();
   /** Why the connection is down, for the errors of commands refused meanwhile. */
@@ -130,6 +128,11 @@ export class PipelinedConnection implements CheckChannel {
 
   timeWith(timer: CheckPathTimer): void {
     this.timer = timer;
+  }
+
+  /** Commands written and not answered yet (failed at their deadline included); for tests. */
+  get awaitingReplies(): number {
+    return this.waiting.length - this.waitingHead;
   }
 
   script<T>(
@@ -329,6 +332,23 @@ export class PipelinedConnection implements CheckChannel {
     this.settle(entry, value, undefined);
   }
 
+  /**
+   * Fails a command at its deadline. A Redis that answers nothing while its
+   * socket stays up (stopped, hung, or cut off without a reset: TCP gives up
+   * only after many minutes) would otherwise keep every command written to
+   * it, and their bytes, until then: memory grows with each Check. Once the
+   * oldest command has gone unanswered for as long as a connection may take
+   * to set up, the connection counts as lost and is dropped (never resent:
+   * a script may have run); reconnecting finds out whether Redis is back.
+   */
+  private expire(entry: Pending): void {
+    this.settle(entry, undefined, new DeadlineExceededError(this.options.deadlineMs));
+    const oldest = this.waiting[this.waitingHead];
+    if (oldest !== undefined && performance.now() - oldest.startedAt >= this.options.connectTimeoutMs) {
+      this.socket?.destroy(new Error(`Redis answered nothing for ${this.options.connectTimeoutMs} ms`));
+    }
+  }
+
   private settle(entry: Pending, value: unknown, error: Error | undefined): void {
     if (entry.settled) return;
     entry.settled = true;
@@ -393,9 +413,10 @@ export class PipelinedConnection implements CheckChannel {
     }
     if (address.db !== undefined && address.db !== 0) steps.push(this.internal(['SELECT', String(address.db)]));
     const role = address.mustBeMaster ? this.internal(['ROLE']) : undefined;
-    await Promise.all(steps.map((step) => step.then(failOnError)));
-    if (role) {
-      const reply = failOnError(await role);
+    // ROLE is awaited with the others: failed by the setup's deadline or the connection's loss, it must not be left unheard.
+    const [, roleReply] = await Promise.all([Promise.all(steps.map((step) => step.then(failOnError))), role]);
+    if (roleReply !== undefined) {
+      const reply = failOnError(roleReply);
       if (!Array.isArray(reply) || reply[0] !== 'master') {
         throw new StoreUnavailableError(
           `the Redis at ${address.host}:${address.port} is not a master (ROLE ${String(Array.isArray(reply) ? reply[0] : reply)})`,
@@ -406,11 +427,14 @@ export class PipelinedConnection implements CheckChannel {
 
   private onClose(socket: net.Socket): void {
     if (this.socket !== socket) return;
+    const wasReady = this.ready;
     this.socket = undefined;
     this.ready = false;
     this.downReason = 'the connection was lost';
     this.failAll('the connection to Redis was lost');
-    if (!this.closing) this.scheduleReconnect();
+    // Lost during the setup, connect() fails and its caller retries: a second retry here would double the attempts
+    // (and the sockets, sharing one reply queue) each time.
+    if (!this.closing && wasReady) this.scheduleReconnect();
   }
 
   private scheduleReconnect(): void {

@@ -50,6 +50,10 @@ export function openClient(topology: RedisTopology, commandTimeoutMs: number | u
           lazyConnect: true,
           enableOfflineQueue: false,
           scaleReads: 'master',
+          // A command whose connection closed before its reply may have run: ioredis would send it again (after
+          // 100 ms, to whichever node owns the slot by then), running a Check's script twice. Failed instead, as
+          // maxRetriesPerRequest: 0 does on one connection; the store repeats only what is safe to (callUntilAnswered).
+          retryDelayOnFailover: 0,
           slotsRefreshTimeout: 2000,
           clusterRetryStrategy: reconnectDelayMs,
           redisOptions: {

@@ -106,7 +106,8 @@ export class RespReader {
     this.offset = lineEnd + 2;
     switch (type) {
       case PLUS:
-        return buffer.toString('latin1', lineStart, lineEnd);
+        // UTF-8 as ioredis reads it: a script's {ok=…} may carry any byte but CR and LF.
+        return buffer.toString('utf8', lineStart, lineEnd);
       case MINUS:
         return new RedisReplyError(buffer.toString('utf8', lineStart, lineEnd));
       case COLON:

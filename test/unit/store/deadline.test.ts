@@ -111,6 +111,22 @@ describe('DeadlineSweeper', () => {
     expect(expired.map((entry) => entry.id)).toEqual(commands.filter((entry) => entry.id % 2 === 1).map((entry) => entry.id));
   });
 
+  it('keeps sweeping when an expiry, settling as the channels do, drops commands answered out of order behind it', async () => {
+    // Every user's expire settles the entry and tells the sweeper (settled()), which then also drops the answered ones behind it.
+    const sweeper: DeadlineSweeper<Command> = new DeadlineSweeper<Command>((entry) => {
+      expire(entry);
+      sweeper.settled();
+    });
+    const [slow, answered, last] = [command(1, 10), command(2, 10), command(3, 10)];
+    [slow, answered, last].forEach((entry) => sweeper.add(entry));
+    // Answered before the one issued ahead of it (another Cluster node, a NOSCRIPT resend, a gRPC call).
+    answered.settled = true;
+    sweeper.settled();
+    await until(() => expired.length === 2);
+    expect(expired.map((entry) => entry.id)).toEqual([1, 3]);
+    expect(sweeper.size).toBe(0);
+  });
+
   it('arms one timer for a burst of commands, not one each', () => {
     const setTimeoutSpy = jest.spyOn(global, 'setTimeout');
     try {
