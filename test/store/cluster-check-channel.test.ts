@@ -63,3 +63,19 @@ it('never runs a script again after its connection closed before the reply (it m
     await channel.close();
   }
 });
+
+it('answers its first commands, on every master, as soon as it is open (the nodes are connected first)', async () => {
+  const channel: CheckChannel = await openCheckChannel(
+    { mode: 'cluster', nodes: cluster.masters.map((master) => ({ host: '127.0.0.1', port: master.port })) },
+    undefined as unknown as Redis,
+    2000,
+  );
+  try {
+    // 48 hash tags: the slots of all three masters, each GET sent at once, as a replica's first Checks would be.
+    const keys = Array.from({ length: 48 }, (_, i) => `{cc-first-${i}}:key`);
+    const replies = await Promise.allSettled(keys.map((key) => channel.get(key, (reply) => reply, 'resolve_key')));
+    expect(replies.filter((reply) => reply.status === 'rejected')).toEqual([]);
+  } finally {
+    await channel.close();
+  }
+});

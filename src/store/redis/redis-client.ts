@@ -14,8 +14,11 @@ import { REDIS_SCRIPTS, takesKeyList, type ScriptCommands } from './scripts';
  */
 export type ScriptedRedis = Redis & ScriptCommands;
 
-/** One connection (or cluster client) with its own command deadline and the scripts defined on it. */
-export function openClient(topology: RedisTopology, commandTimeoutMs: number | undefined): ScriptedRedis {
+/**
+ * One connection (or cluster client) with its own command deadline and the scripts defined on it.
+ * `resendAfterLoss` (Cluster only): whether a command whose connection closed is sent again, see below.
+ */
+export function openClient(topology: RedisTopology, commandTimeoutMs: number | undefined, resendAfterLoss = true): ScriptedRedis {
   const connection: RedisOptions = {
     lazyConnect: true,
     ...(commandTimeoutMs !== undefined ? { commandTimeout: commandTimeoutMs } : {}),
@@ -50,10 +53,12 @@ export function openClient(topology: RedisTopology, commandTimeoutMs: number | u
           lazyConnect: true,
           enableOfflineQueue: false,
           scaleReads: 'master',
-          // A command whose connection closed before its reply may have run: ioredis would send it again (after
-          // 100 ms, to whichever node owns the slot by then), running a Check's script twice. Failed instead, as
-          // maxRetriesPerRequest: 0 does on one connection; the store repeats only what is safe to (callUntilAnswered).
-          retryDelayOnFailover: 0,
+          // ioredis sends a command again 100 ms after "Connection is closed", whether it was never written (its
+          // node's connection was still opening) or written and its reply lost: then it may have run, and a Check's
+          // script would count twice. The Check channel turns that off (its nodes are connected before it is used,
+          // openCheckChannel), and fails such a command as the pipelined connection does. Admin calls keep it: their
+          // node connections open on demand, and refusing the first command to each would fail them at random.
+          ...(resendAfterLoss ? {} : { retryDelayOnFailover: 0 }),
           slotsRefreshTimeout: 2000,
           clusterRetryStrategy: reconnectDelayMs,
           redisOptions: {
@@ -97,9 +102,10 @@ export async function openCheckChannel(topology: RedisTopology, admin: Redis, de
     case 'sentinel':
       return PipelinedConnection.open({ ...options, locate: () => masterNamedBySentinels(topology) });
     case 'cluster': {
-      const cluster = openClient(topology, undefined) as unknown as Cluster;
+      const cluster = openClient(topology, undefined, false) as unknown as Cluster;
       try {
         await cluster.connect();
+        await connectMasters(cluster);
       } catch (error) {
         cluster.disconnect();
         throw error;
@@ -107,6 +113,23 @@ export async function openCheckChannel(topology: RedisTopology, admin: Redis, de
       return new ClusterCheckChannel(cluster, deadlineMs);
     }
   }
+}
+
+/**
+ * ioredis opens a node's connection on the first command for its slots, and
+ * without its resend that command fails ("Connection is closed"): so every
+ * master is connected, and answers a PING, before the first Check.
+ */
+async function connectMasters(cluster: Cluster): Promise<void> {
+  await withinDeadline(
+    Promise.all(
+      cluster.nodes('master').map(async (node) => {
+        if (node.status === 'wait') await node.connect();
+        await node.ping();
+      }),
+    ),
+    CONNECT_TIMEOUT_MS,
+  );
 }
 
 /** Where an ioredis client made from a URL connects: the same server, database, credentials and TLS. */
