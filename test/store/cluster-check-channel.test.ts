@@ -22,14 +22,18 @@ afterAll(async () => {
   await cluster.stop();
 });
 
-const script = (lua: string): LuaSource => ({ lua, sha: createHash('sha1').update(lua).digest('hex') });
-
-it('never runs a script again after its connection closed before the reply (it may have run: a rate limit would count twice)', async () => {
-  const channel: CheckChannel = await openCheckChannel(
+/** The Check channel as the service opens it for this cluster (the admin client is not used on a Cluster). */
+const openChannel = (): Promise<CheckChannel> =>
+  openCheckChannel(
     { mode: 'cluster', nodes: cluster.masters.map((master) => ({ host: '127.0.0.1', port: master.port })) },
     undefined as unknown as Redis,
     2000,
   );
+
+const script = (lua: string): LuaSource => ({ lua, sha: createHash('sha1').update(lua).digest('hex') });
+
+it('never runs a script again after its connection closed before the reply (it may have run: a rate limit would count twice)', async () => {
+  const channel = await openChannel();
   try {
     // Counts its runs, then stays busy for 200 ms: the connection is cut while it runs.
     const counting = script(
@@ -65,11 +69,7 @@ it('never runs a script again after its connection closed before the reply (it m
 });
 
 it('answers its first commands, on every master, as soon as it is open (the nodes are connected first)', async () => {
-  const channel: CheckChannel = await openCheckChannel(
-    { mode: 'cluster', nodes: cluster.masters.map((master) => ({ host: '127.0.0.1', port: master.port })) },
-    undefined as unknown as Redis,
-    2000,
-  );
+  const channel = await openChannel();
   try {
     // 48 hash tags: the slots of all three masters, each GET sent at once, as a replica's first Checks would be.
     const keys = Array.from({ length: 48 }, (_, i) => `{cc-first-${i}}:key`);

@@ -383,13 +383,20 @@ describe('with frames written by hand', () => {
       ],
     ],
   ];
+  /** The requests are reset PROTOCOL_ERROR, none answered, and the connection serves the stream after the last. */
+  async function expectResetNotConnection(sent: Buffer[]): Promise<void> {
+    peer.send(...sent);
+    const last = sent[sent.length - 1]!.readUInt32BE(5) & 0x7fffffff;
+    const resets = () => peer.frames.filter((f) => f.type === FRAME.RST_STREAM);
+    await until(() => resets().some((f) => f.streamId === last), 'RST_STREAM', 1000);
+    for (const reset of resets()) expect(reset.payload.readUInt32BE(0)).toBe(http2.constants.NGHTTP2_PROTOCOL_ERROR);
+    expect(peer.frames.some((f) => f.type === FRAME.DATA)).toBe(false);
+    const next = last + 2;
+    peer.send(headers(next), message(next, 'next'));
+    await until(() => peer.frames.some((f) => f.type === FRAME.DATA && f.streamId === next), `the answer on stream ${next}`);
+  }
   it.each(malformed)('resets a malformed request, %s, with PROTOCOL_ERROR (RFC 9113 §8.3), not the connection', async (_what, frames) => {
-    peer.send(...frames());
-    await until(() => peer.frames.some((f) => f.type === FRAME.RST_STREAM && f.streamId === 1), 'RST_STREAM', 1000);
-    expect(peer.frames.find((f) => f.type === FRAME.RST_STREAM)!.payload.readUInt32BE(0)).toBe(http2.constants.NGHTTP2_PROTOCOL_ERROR);
-    expect(peer.frames.some((f) => f.type === FRAME.DATA && f.streamId === 1)).toBe(false);
-    peer.send(headers(3), message(3, 'next'));
-    await until(() => peer.frames.some((f) => f.type === FRAME.DATA && f.streamId === 3), 'the answer on stream 3');
+    await expectResetNotConnection(frames());
   });
 
   const withIndexedField = (name: string, value: string) =>
@@ -429,15 +436,7 @@ describe('with frames written by hand', () => {
     ],
   ];
   it.each(badFieldNames)('resets a request with %s with PROTOCOL_ERROR (RFC 9113 §8.2), not the connection', async (_what, frames) => {
-    const sent = frames();
-    peer.send(...sent);
-    const last = sent[sent.length - 1]!.readUInt32BE(5);
-    const resets = () => peer.frames.filter((f) => f.type === FRAME.RST_STREAM);
-    await until(() => resets().some((f) => f.streamId === last), 'RST_STREAM', 1000);
-    for (const reset of resets()) expect(reset.payload.readUInt32BE(0)).toBe(http2.constants.NGHTTP2_PROTOCOL_ERROR);
-    expect(peer.frames.some((f) => f.type === FRAME.DATA)).toBe(false);
-    peer.send(headers(7), message(7, 'next'));
-    await until(() => peer.frames.some((f) => f.type === FRAME.DATA && f.streamId === 7), 'the answer on stream 7');
+    await expectResetNotConnection(frames());
   });
 
   const connectionErrors: [string, () => Buffer[], number][] = [
