@@ -12,6 +12,8 @@ export type AdminErrorCode =
   | 'key_not_found'
   | 'not_prepaid'
   | 'credit_balance_out_of_range'
+  | 'invalid_idempotency_key'
+  | 'idempotency_key_reused'
   | 'account_unreadable'
   | 'key_revoked'
   | 'key_expired'

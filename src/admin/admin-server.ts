@@ -66,7 +66,7 @@ export function buildAdminServer(deps: AdminServerDeps): FastifyInstance {
   app.setErrorHandler((error: { statusCode?: number; code?: string; message: string }, request, reply) => {
     if (error instanceof StoreUnavailableError) {
       deps.logger.error({ event: 'admin', detail: error.message }, 'admin call failed: store unavailable');
-      // A write that timed out may still have reached the store: credit adjustments are not idempotent.
+      // A write that timed out may still have reached the store: a credit adjustment without an Idempotency-Key is not idempotent.
       const message =
         request.method === 'GET'
           ? 'The key store is unavailable. Retry shortly.'

@@ -18,6 +18,14 @@ export class AdminApiError extends Error {
   }
 }
 
+/** The admin API could not be reached or sent no answer: a write may or may not have been applied. */
+export class AdminUnreachableError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'AdminUnreachableError';
+  }
+}
+
 /** Keeps a non-JSON answer (a proxy's HTML error page, say) to one short line. */
 function excerpt(text: string): string {
   const line = text.replace(/\s+/g, ' ').trim();
@@ -37,18 +45,32 @@ function errorFrom(status: number, statusText: string, text: string): AdminApiEr
   return new AdminApiError(status, `http_${status}`, excerpt(text) || statusText || 'the admin API answered with an error');
 }
 
+/** A 2xx answer of the admin API: its parsed JSON and its headers (`idempotent-replayed`, say). */
+export interface AdminAnswer<T> {
+  body: T;
+  headers: Headers;
+}
+
 /**
- * Calls the admin API and answers its parsed JSON. A non-2xx answer throws
- * AdminApiError with the API's code and message; an unreachable API or a
- * missing token throws a plain Error. Printing is the caller's business.
+ * Calls the admin API and answers its parsed JSON with the response's
+ * headers. A non-2xx answer throws AdminApiError with the API's code and
+ * message, an unreachable API AdminUnreachableError, a missing token a plain Error.
+ * Printing is the caller's business.
  */
-export async function adminRequest<T>(settings: CliSettings, method: string, path: string, body?: object): Promise<T> {
+export async function adminExchange<T>(
+  settings: CliSettings,
+  method: string,
+  path: string,
+  body?: object,
+  headers: Readonly<Record<string, string>> = {},
+): Promise<AdminAnswer<T>> {
   if (!settings.adminToken) throw new Error('ADMIN_TOKEN is not set; the admin API needs it');
   let response: Response;
   try {
     response = await fetch(new URL(path, settings.adminUrl), {
       method,
       headers: {
+        ...headers,
         authorization: `Bearer ${settings.adminToken}`,
         ...(body === undefined ? {} : { 'content-type': 'application/json' }),
       },
@@ -59,12 +81,12 @@ export async function adminRequest<T>(settings: CliSettings, method: string, pat
     const cause = (error as Error & { cause?: { code?: unknown; message?: unknown } }).cause;
     const why =
       typeof cause?.code === 'string' ? cause.code : typeof cause?.message === 'string' ? cause.message : (error as Error).message;
-    throw new Error(`cannot reach the admin API at ${settings.adminUrl}: ${why}`);
+    throw new AdminUnreachableError(`cannot reach the admin API at ${settings.adminUrl}: ${why}`);
   }
   const text = await response.text();
   if (!response.ok) throw errorFrom(response.status, response.statusText, text);
   try {
-    return JSON.parse(text) as T;
+    return { body: JSON.parse(text) as T, headers: response.headers };
   } catch {
     throw new Error(`the admin API answered ${response.status} with something that is not JSON: ${excerpt(text)}`);
   }

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { loadCheckTarget, loadCliSettings } from '../settings/settings';
-import { adminRequest } from './admin-client';
+import { adminExchange, type AdminAnswer } from './admin-client';
 
 /**
  * What every admin command shares. Settings (ADMIN_URL, ADMIN_TOKEN) are read
@@ -8,7 +8,17 @@ import { adminRequest } from './admin-client';
  * bad option is refused before anything else happens.
  */
 export function callApi<T>(method: 'GET' | 'POST' | 'PATCH' | 'DELETE', path: string, body?: object): Promise<T> {
-  return adminRequest<T>(loadCliSettings(process.env), method, path, body);
+  return exchangeWithApi<T>(method, path, body).then((answer) => answer.body);
+}
+
+/** callApi with request headers of the command's own, answering the response's headers too. */
+export function exchangeWithApi<T>(
+  method: 'GET' | 'POST' | 'PATCH' | 'DELETE',
+  path: string,
+  body?: object,
+  headers: Readonly<Record<string, string>> = {},
+): Promise<AdminAnswer<T>> {
+  return adminExchange<T>(loadCliSettings(process.env), method, path, body, headers);
 }
 
 /** Where `check` sends its Check without --grpc-url: 127.0.0.1 and GRPC_PORT, read when the command runs. */

@@ -1,5 +1,6 @@
 import { InvalidArgumentError } from 'commander';
 import { MAX_ACTIVE_KEYS_LIMIT } from '../domain/active-key-cap';
+import { idempotencyKeyProblem } from '../domain/credit';
 import { MEMBER_ROLES, type MemberRole } from '../domain/customer-identity';
 import { emailProblem, issuerProblem, normalizeEmail, subjectProblem } from '../domain/members';
 import { MAX_WINDOW_SECONDS, describeWindow, parseWindow } from '../limits/rate-limit';
@@ -43,6 +44,13 @@ export function nonZeroIntegerOption(value: string): number {
   const parsed = integerOption(value);
   if (parsed === 0) throw new InvalidArgumentError('must not be zero (positive adds credit, negative debits it)');
   return parsed;
+}
+
+/** `--idempotency-key`: a key the admin API accepts, checked before the call. */
+export function idempotencyKeyOption(value: string): string {
+  const problem = idempotencyKeyProblem(value);
+  if (problem !== undefined) throw new InvalidArgumentError(`the key ${problem}`);
+  return value;
 }
 
 export function environmentOption(value: string): 'live' | 'test' {

@@ -10,12 +10,14 @@ import { effectiveTokenBudgets, tokenBucketName, tokenBudgetState, type TokenBuc
 import { applyUsageToAccountState, MAX_CREDIT_SHORTFALL } from '../limits/usage-account-state';
 import {
   USAGE_MARKER_TTL_MS,
+  CREDIT_IDEMPOTENCY_TTL_MS,
   type AccountListing,
   type AccountPatch,
   type ActiveKeyCapReached,
   type AddMemberResult,
   type AuditEntry,
   type AuditEntryInput,
+  type CreditOutcome,
   type CreditResult,
   type InsertKeyResult,
   type InvitationBinding,
@@ -133,6 +135,8 @@ export class MemoryStore implements Store {
   /** Usage markers by `<accountId> <requestId>`, oldest first (insertion order), so expired ones are dropped from the front. */
   private readonly usageApplied = new Map<string, Expiring<{ billing: UsageBilling; creditShortfall: number }>>();
   private readonly usageStreamed = new Map<string, Expiring<string>>();
+  /** Credit idempotency keys by `<accountId> <key>` (an account id holds no space), oldest first, as the usage markers. */
+  private readonly creditMarkers = new Map<string, Expiring<{ amount: number; outcome: CreditOutcome }>>();
   /** Hour and day aggregates by `<accountId> <granularity> <period>`: counters laid out as in Redis. */
   private readonly usageAggregates = new Map<string, Expiring<Map<string, number>>>();
   private readonly usageStream: UsageStreamEntry[] = [];
@@ -234,9 +238,27 @@ export class MemoryStore implements Store {
     return structuredClone(account);
   }
 
-  async adjustCredit(accountId: string, amount: number): Promise<CreditResult> {
+  /** As gwaAdjustCredit: the outcome and the key's marker in one step (nothing awaited in between), refusals included. */
+  async adjustCredit(accountId: string, amount: number, idempotencyKey?: string): Promise<CreditResult> {
+    const nowMs = this.clock.now();
+    dropExpired(this.creditMarkers, nowMs);
+    const marker = idempotencyKey === undefined ? undefined : `${accountId} ${idempotencyKey}`;
+    const first = marker === undefined ? undefined : this.creditMarkers.get(marker)?.value;
+    if (first) {
+      return first.amount === amount
+        ? { kind: 'replayed', first: { ...first.outcome } }
+        : { kind: 'idempotency_key_reused', amount: first.amount };
+    }
     const account = this.accounts.get(accountId);
     if (!account) return { kind: 'account_not_found' };
+    const outcome = this.creditOutcome(account, amount);
+    if (marker !== undefined) {
+      this.creditMarkers.set(marker, { value: { amount, outcome: { ...outcome } }, expiresAtMs: nowMs + CREDIT_IDEMPOTENCY_TTL_MS });
+    }
+    return outcome;
+  }
+
+  private creditOutcome(account: Account, amount: number): CreditOutcome {
     if (account.creditBalance === undefined) return { kind: 'not_prepaid' };
     const adjusted = adjustCreditBalance(account.creditBalance, amount);
     if (adjusted.kind !== 'ok') return { kind: 'balance_out_of_range', creditBalance: account.creditBalance };

@@ -123,12 +123,21 @@ export interface AuditEntry extends AuditEntryInput {
   time: string;
 }
 
-export type CreditResult =
+/** What a credit adjustment did; with an idempotency key, what its key answers from then on. */
+export type CreditOutcome =
   | { kind: 'ok'; creditBalance: number }
-  | { kind: 'account_not_found' }
   | { kind: 'not_prepaid' }
   /** The result would leave ±CREDIT_LIMIT_MINOR_UNITS; nothing was written. `creditBalance` is the unchanged balance. */
   | { kind: 'balance_out_of_range'; creditBalance: number };
+
+export type CreditResult =
+  | CreditOutcome
+  /** Nothing was written and no idempotency key kept: nothing was decided, so the key still applies once the account exists. */
+  | { kind: 'account_not_found' }
+  /** The key was used before (within CREDIT_IDEMPOTENCY_TTL_MS) with the same amount: nothing was written; `first` is what that call did. */
+  | { kind: 'replayed'; first: CreditOutcome }
+  /** The key was used before with another amount (`amount`, the first one): nothing was written. */
+  | { kind: 'idempotency_key_reused'; amount: number };
 
 /** A record a listing skipped because it cannot be read: which one, and what is wrong with it. */
 export interface UnreadableRecord {
@@ -194,8 +203,17 @@ export interface AdminStore extends MemberStore {
    * Adds (or with a negative amount, debits) prepaid credit atomically. The
    * amount is within ±CREDIT_LIMIT_MINOR_UNITS; a result outside those bounds
    * is refused before anything is written.
+   *
+   * With an idempotency key (src/domain/credit.ts idempotencyKeyProblem), the
+   * outcome and a marker of the account holding the amount and that outcome
+   * are written in the same atomic step, refusals (not_prepaid,
+   * balance_out_of_range) included: for CREDIT_IDEMPOTENCY_TTL_MS the key
+   * then answers 'replayed' with that outcome (same amount) or
+   * 'idempotency_key_reused' (another amount), and writes nothing. A call
+   * whose reply was lost may be repeated with the same key: the store itself
+   * does so, and answers its own first application as applied, not replayed.
    */
-  adjustCredit(accountId: string, amount: number): Promise<CreditResult>;
+  adjustCredit(accountId: string, amount: number, idempotencyKey?: string): Promise<CreditResult>;
   /**
    * Stores the key under its hash, atomically with the account's key index.
    * The global indexes are written first and the record last, so a failure
@@ -256,6 +274,15 @@ export interface LastUsedSink {
  * unreachable for a day with the process running). See README "Usage and billing".
  */
 export const USAGE_MARKER_TTL_MS = 24 * 3_600_000;
+
+/**
+ * How long a store remembers a credit adjustment's idempotency key: 24
+ * hours, as Stripe keeps its keys and as usage markers are kept. A billing
+ * system repeats an adjustment whose answer it lost within minutes; one that
+ * repeats it a day later with the same key has it applied again. See
+ * README "Billing and rate limits".
+ */
+export const CREDIT_IDEMPOTENCY_TTL_MS = 24 * 3_600_000;
 
 /** Where the usage recorder writes: both calls are idempotent per record, so a retry after a lost reply is safe. */
 export interface UsageLedger {

@@ -120,6 +120,47 @@ describe('gateway-authz accounts / keys (against the admin API, real Redis)', ()
       expect(run.stderr).toMatch(/^error: not_prepaid: /);
     });
 
+    it('sends a new Idempotency-Key on each run, and the one given with --idempotency-key on every run that repeats it', async () => {
+      await ok(['accounts', 'create', '--id', 'cli-idempotent', '--name', 'CLI Idempotent']);
+      await ok(['accounts', 'billing', '--id', 'cli-idempotent', '--credit-balance', '0']);
+      // Two runs are two adjustments.
+      expect((await ok(['accounts', 'credit', '--id', 'cli-idempotent', '--amount', '5'])).creditBalance).toBe(5);
+      expect((await ok(['accounts', 'credit', '--id', 'cli-idempotent', '--amount', '5'])).creditBalance).toBe(10);
+      // A script that repeats a run with its key has it applied once, and is told so.
+      const run = ['accounts', 'credit', '--id', 'cli-idempotent', '--amount', '7', '--idempotency-key', 'batch 2026-11-28 #3'];
+      expect(await ok(run)).toEqual({ accountId: 'cli-idempotent', creditBalance: 17 });
+      const repeated = await runCli(run, env);
+      expect({ code: repeated.code, stderr: repeated.stderr }).toEqual({ code: 0, stderr: '' });
+      expect(repeated.stdout).toMatch(/^Not applied again: idempotency key batch 2026-11-28 #3 was already used .* balance at 17 /);
+      expect((await ok(['accounts', 'get', '--id', 'cli-idempotent'])).billing.creditBalance).toBe(17);
+      const audit = await server.admin('GET', '/admin/accounts/cli-idempotent/audit?limit=20');
+      expect(audit.body.entries.filter((entry) => entry.action === 'account.credit')).toHaveLength(3);
+
+      const reused = await runCli([...run.slice(0, 5), '8', ...run.slice(6)], env);
+      expect(reused.code).toBe(1);
+      expect(reused.stderr).toMatch(/^error: idempotency_key_reused: .*an amount of 7, not 8/);
+    });
+
+    it('refuses a bad --idempotency-key before calling the API', async () => {
+      const run = await runCli(
+        ['accounts', 'credit', '--id', 'cli-idempotent', '--amount', '1', '--idempotency-key', 'k'.repeat(256)],
+        env,
+      );
+      expect(run.code).not.toBe(0);
+      expect(run.stderr).toContain('at most 255');
+    });
+
+    it('names the key to retry with when the admin API cannot be reached', async () => {
+      const run = await runCli(['accounts', 'credit', '--id', 'cli-idempotent', '--amount', '1'], {
+        ADMIN_URL: 'http://127.0.0.1:1',
+        ADMIN_TOKEN: TEST_ADMIN_TOKEN,
+      });
+      expect(run.code).toBe(1);
+      expect(run.stderr).toMatch(
+        /^error: cannot reach the admin API .* may or may not have been applied\. .* --idempotency-key [0-9a-f-]{36}\n$/,
+      );
+    });
+
     it('exits 1 with account_not_found for an unknown account', async () => {
       const run = await runCli(['accounts', 'billing', '--id', 'ghost', '--status', 'suspended'], env);
       expect(run.code).toBe(1);

@@ -256,3 +256,48 @@ it('Redis unreachable for every attempt after applying a key creation: 503 names
   expect((await app.admin('POST', `/admin/keys/${keyId}/revoke`)).status).toBe(200);
   expect((await auditOf(keyId!)).map((entry) => entry.action)).toEqual(['key.revoke']);
 });
+
+it('a credit with an Idempotency-Key whose reply is lost is applied once: 200, not marked replayed, one audit entry', async () => {
+  expect((await app.admin('POST', '/admin/accounts', { id: 'wallet', name: 'Wallet', billing: { creditBalance: 100 } })).status).toBe(201);
+  const credit = () => app.adminWithHeaders('POST', '/admin/accounts/wallet/credit', { amount: 25 }, { 'Idempotency-Key': 'invoice-7' });
+
+  proxy.lose(REDIS_SCRIPTS.gwaAdjustCredit.lua, { lose: 'reply', thenDown: false });
+  const credited = await credit();
+  expect(proxy.lost).toBe(1);
+  // The service repeated its own call, which the key answered: this request's adjustment, applied by it, once.
+  expect(credited.status).toBe(200);
+  expect(credited.body).toEqual({ accountId: 'wallet', creditBalance: 125 });
+  expect(credited.headers.get('idempotent-replayed')).toBeNull();
+  expect(await operator.hget(redisKeys.account('wallet'), 'creditBalance')).toBe('125');
+
+  // The billing system's own retry, after an answer it lost, is the replay.
+  const retried = await credit();
+  expect({ status: retried.status, body: retried.body }).toEqual({ status: 200, body: credited.body });
+  expect(retried.headers.get('idempotent-replayed')).toBe('true');
+  const audit = await app.admin('GET', '/admin/accounts/wallet/audit?limit=100');
+  expect(audit.body.entries.filter((entry) => entry.action === 'account.credit')).toHaveLength(1);
+});
+
+it('a credit with an Idempotency-Key that Redis never answers: 503 says to send it again with the same key, which applies it once', async () => {
+  expect((await app.admin('POST', '/admin/accounts', { id: 'purse', name: 'Purse', billing: { creditBalance: 0 } })).status).toBe(201);
+  const credit = () => app.adminWithHeaders('POST', '/admin/accounts/purse/credit', { amount: 9 }, { 'Idempotency-Key': 'invoice-8' });
+
+  proxy.lose(REDIS_SCRIPTS.gwaAdjustCredit.lua, { lose: 'reply', thenDown: true });
+  const failed = await credit();
+  expect(failed.status).toBe(503);
+  expect(failed.body.error.code).toBe('store_unavailable');
+  expect(failed.body.error.message).toContain('Send it again with the same Idempotency-Key');
+
+  proxy.up();
+  for (let tries = 0; (await app.admin('GET', '/admin/accounts/purse')).status !== 200; tries += 1) {
+    if (tries === 100) throw new Error('the service did not reach Redis again within 10 s');
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  const retried = await credit();
+  expect(retried.status).toBe(200);
+  expect(retried.body).toEqual({ accountId: 'purse', creditBalance: 9 });
+  // Redis had applied it before the reply was lost, so the retry is its replay. (Its audit entry is missing, as a
+  // key creation's is when its answer never came: the call that applied it never learnt that it had.)
+  expect(retried.headers.get('idempotent-replayed')).toBe('true');
+  expect(await operator.hget(redisKeys.account('purse'), 'creditBalance')).toBe('9');
+});

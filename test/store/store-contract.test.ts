@@ -1,7 +1,7 @@
 import Redis from 'ioredis';
 import fc from 'fast-check';
 import { ManualClock } from '../../src/domain/clock';
-import { CREDIT_LIMIT_MINOR_UNITS } from '../../src/domain/credit';
+import { CREDIT_LIMIT_MINOR_UNITS, IDEMPOTENCY_KEY_MAX_LENGTH } from '../../src/domain/credit';
 import { MAX_RESPONSE_COST_MINOR_UNITS } from '../../src/domain/pricing';
 import { MAX_BUDGET_TOKENS, MAX_BUDGET_TOKENS_PER_SECOND, NO_TOKEN_BUDGETS, type TokenBudgetPlan } from '../../src/domain/token-budgets';
 import { MAX_TOKEN_COUNT } from '../../src/domain/usage';
@@ -17,7 +17,7 @@ import { dayStartOf, HOUR_MS, hourStartOf } from '../../src/domain/request-count
 import { redisKeys } from '../../src/store/redis/redis-keys';
 import { RedisStore } from '../../src/store/redis/redis-store';
 import { keyToFields, tokenBucketText } from '../../src/store/redis/redis-records';
-import { CorruptRecordError, USAGE_MARKER_TTL_MS, type Store } from '../../src/store/store';
+import { CorruptRecordError, CREDIT_IDEMPOTENCY_TTL_MS, USAGE_MARKER_TTL_MS, type Store } from '../../src/store/store';
 import { OPERATOR, type AuditActor, type CustomerIdentity } from '../../src/domain/customer-identity';
 import { MAX_MEMBERS_PER_ACCOUNT, type Member, type MemberPrincipal } from '../../src/domain/members';
 import type { Account, StoredKey } from '../../src/domain/key-records';
@@ -205,6 +205,98 @@ describe.each(implementations)('store contract: %s', (_name, open) => {
       const found = await store.getKey(record.id);
       found!.status = 'revoked';
       expect((await store.getKey(record.id))!.status).toBe('active');
+    });
+  });
+
+  describe('credit idempotency keys', () => {
+    const prepaid = async (creditBalance: number) => {
+      const id = unique('idem');
+      await store.createAccount(account(id, { creditBalance }));
+      return id;
+    };
+    const balanceOf = async (id: string) => (await store.getAccount(id))?.creditBalance;
+
+    it('applies an adjustment once per key: a repeat with the same amount answers the first outcome, replayed', async () => {
+      const id = await prepaid(100);
+      expect(await store.adjustCredit(id, 50, 'billing-1')).toEqual({ kind: 'ok', creditBalance: 150 });
+      expect(await store.adjustCredit(id, 50, 'billing-1')).toEqual({ kind: 'replayed', first: { kind: 'ok', creditBalance: 150 } });
+      // Another adjustment in between changes the balance, not what the key answers.
+      expect(await store.adjustCredit(id, 7)).toEqual({ kind: 'ok', creditBalance: 157 });
+      expect(await store.adjustCredit(id, 50, 'billing-1')).toEqual({ kind: 'replayed', first: { kind: 'ok', creditBalance: 150 } });
+      expect(await balanceOf(id)).toBe(157);
+      // A new key is a new adjustment, and a key is scoped to its account.
+      expect(await store.adjustCredit(id, 50, 'billing-2')).toEqual({ kind: 'ok', creditBalance: 207 });
+      const other = await prepaid(0);
+      expect(await store.adjustCredit(other, 50, 'billing-1')).toEqual({ kind: 'ok', creditBalance: 50 });
+      expect(await balanceOf(id)).toBe(207);
+    });
+
+    it('refuses a key used with another amount, naming the first amount and writing nothing', async () => {
+      const id = await prepaid(100);
+      expect(await store.adjustCredit(id, -30, 'debit-9')).toEqual({ kind: 'ok', creditBalance: 70 });
+      expect(await store.adjustCredit(id, 30, 'debit-9')).toEqual({ kind: 'idempotency_key_reused', amount: -30 });
+      expect(await store.adjustCredit(id, -31, 'debit-9')).toEqual({ kind: 'idempotency_key_reused', amount: -30 });
+      expect(await balanceOf(id)).toBe(70);
+      // The refusal is not the key's answer: the first one still is.
+      expect(await store.adjustCredit(id, -30, 'debit-9')).toEqual({ kind: 'replayed', first: { kind: 'ok', creditBalance: 70 } });
+    });
+
+    it("keeps a refusal as the key's answer: not_prepaid and balance_out_of_range are replayed after their cause is gone", async () => {
+      const postpaid = unique('idem');
+      await store.createAccount(account(postpaid));
+      expect(await store.adjustCredit(postpaid, 10, 'top-up')).toEqual({ kind: 'not_prepaid' });
+      await store.updateAccount(postpaid, { creditBalance: 0 });
+      expect(await store.adjustCredit(postpaid, 10, 'top-up')).toEqual({ kind: 'replayed', first: { kind: 'not_prepaid' } });
+      expect(await balanceOf(postpaid)).toBe(0);
+
+      const full = await prepaid(CREDIT_LIMIT_MINOR_UNITS);
+      const refused = { kind: 'balance_out_of_range', creditBalance: CREDIT_LIMIT_MINOR_UNITS };
+      expect(await store.adjustCredit(full, 1, 'top-up')).toEqual(refused);
+      expect(await store.adjustCredit(full, -10, 'spend')).toEqual({ kind: 'ok', creditBalance: CREDIT_LIMIT_MINOR_UNITS - 10 });
+      expect(await store.adjustCredit(full, 1, 'top-up')).toEqual({ kind: 'replayed', first: refused });
+      expect(await balanceOf(full)).toBe(CREDIT_LIMIT_MINOR_UNITS - 10);
+    });
+
+    it('keeps no key for an account that does not exist', async () => {
+      const id = unique('idem');
+      expect(await store.adjustCredit(id, 10, 'early')).toEqual({ kind: 'account_not_found' });
+      await store.createAccount(account(id, { creditBalance: 0 }));
+      expect(await store.adjustCredit(id, 10, 'early')).toEqual({ kind: 'ok', creditBalance: 10 });
+    });
+
+    it("forgets a key CREDIT_IDEMPOTENCY_TTL_MS after its first use, on the store's clock", async () => {
+      const id = await prepaid(100);
+      await store.adjustCredit(id, 50, 'daily');
+      clock.advance(CREDIT_IDEMPOTENCY_TTL_MS - 1);
+      expect(await store.adjustCredit(id, 50, 'daily')).toEqual({ kind: 'replayed', first: { kind: 'ok', creditBalance: 150 } });
+      expect(await store.adjustCredit(id, 60, 'daily')).toEqual({ kind: 'idempotency_key_reused', amount: 50 });
+      clock.advance(1);
+      expect(await store.adjustCredit(id, 60, 'daily')).toEqual({ kind: 'ok', creditBalance: 210 });
+      // Its second use is kept as long again.
+      clock.advance(CREDIT_IDEMPOTENCY_TTL_MS - 1);
+      expect(await store.adjustCredit(id, 60, 'daily')).toEqual({ kind: 'replayed', first: { kind: 'ok', creditBalance: 210 } });
+      expect(await balanceOf(id)).toBe(210);
+    });
+
+    it('applies a key once when the same adjustment arrives many times at once', async () => {
+      const id = await prepaid(100);
+      const results = await Promise.all(Array.from({ length: 25 }, () => store.adjustCredit(id, 5, 'burst')));
+      const applied = { kind: 'ok', creditBalance: 105 };
+      expect(results.filter((result) => result.kind === 'ok')).toEqual([applied]);
+      expect(results.filter((result) => result.kind !== 'ok')).toEqual(
+        Array.from({ length: 24 }, () => ({ kind: 'replayed', first: applied })),
+      );
+      expect(await balanceOf(id)).toBe(105);
+    });
+
+    it('takes any printable ASCII key, braces and spaces included, each its own key', async () => {
+      const id = await prepaid(0);
+      const keys = ['{acct:other}', 'a b', '}{', '~!@#$%^&*()_+`-=[]\\;\',./<>?:"|', 'x'.repeat(IDEMPOTENCY_KEY_MAX_LENGTH)];
+      for (const [index, key] of keys.entries()) {
+        expect(await store.adjustCredit(id, 1, key)).toEqual({ kind: 'ok', creditBalance: index + 1 });
+      }
+      for (const key of keys) expect((await store.adjustCredit(id, 1, key)).kind).toBe('replayed');
+      expect(await balanceOf(id)).toBe(keys.length);
     });
   });
 
@@ -1084,6 +1176,38 @@ describe('redis store specifics', () => {
     expect(listing.unreadable).toEqual([{ id: bad, problem: expect.stringContaining("creditBalance '18014398509481982'") }]);
     await expect(store.getAccount(bad)).rejects.toThrow(CorruptRecordError);
     await expect(store.adjustCredit(bad, 1)).rejects.toThrow(CorruptRecordError);
+  });
+
+  it('keeps a credit idempotency key as one Redis key under the account tag, for 24 hours; an unreadable balance keeps none', async () => {
+    const store = await connect();
+    const id = unique('idem');
+    await store.createAccount(account(id, { creditBalance: 5 }));
+    expect(await store.adjustCredit(id, 1, 'billing-42')).toEqual({ kind: 'ok', creditBalance: 6 });
+    const redisClient = client();
+    try {
+      expect((await redisClient.keys(`*${id}*`)).sort()).toEqual(
+        [redisKeys.account(id), redisKeys.creditIdempotency(id, 'billing-42')].sort(),
+      );
+      const ttl = await redisClient.pttl(redisKeys.creditIdempotency(id, 'billing-42'));
+      expect(ttl).toBeGreaterThan(CREDIT_IDEMPOTENCY_TTL_MS - 60_000);
+      expect(ttl).toBeLessThanOrEqual(CREDIT_IDEMPOTENCY_TTL_MS);
+
+      const bad = unique('idem-bad');
+      await store.createAccount(account(bad, { creditBalance: 5 }));
+      await redisClient.hset(redisKeys.account(bad), 'creditBalance', '18014398509481982');
+      await expect(store.adjustCredit(bad, 1, 'repair-me')).rejects.toThrow(CorruptRecordError);
+      expect(await redisClient.exists(redisKeys.creditIdempotency(bad, 'repair-me'))).toBe(0);
+      // Once repaired, the same key applies the adjustment: nothing was decided before.
+      await store.updateAccount(bad, { creditBalance: 5 });
+      expect(await store.adjustCredit(bad, 1, 'repair-me')).toEqual({ kind: 'ok', creditBalance: 6 });
+
+      // A marker that cannot be read is never taken as absent (that could apply the adjustment twice).
+      await redisClient.set(redisKeys.creditIdempotency(id, 'garbled'), 'not a marker');
+      await expect(store.adjustCredit(id, 1, 'garbled')).rejects.toThrow(/unreadable credit idempotency marker/);
+      expect((await store.getAccount(id))?.creditBalance).toBe(6);
+    } finally {
+      redisClient.disconnect();
+    }
   });
 
   it('reports a corrupt key record as a store failure, never as a key', async () => {

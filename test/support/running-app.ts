@@ -48,6 +48,13 @@ export interface AppUnderTest {
   adminUrl: string;
   /** Calls the admin API over real HTTP with the admin token. Every response joins the suite-wide secret scan. */
   admin(method: string, path: string, body?: object, token?: string): Promise<{ status: number; body: AdminBody }>;
+  /** admin() with request headers of the test's own, answering the response's headers too. */
+  adminWithHeaders(
+    method: string,
+    path: string,
+    body: object | undefined,
+    headers: Record<string, string>,
+  ): Promise<{ status: number; body: AdminBody; headers: Headers }>;
   /** Records a final /metrics scrape and (with a token) the audit log for the secret scan, then closes the app. */
   close(): Promise<void>;
 }
@@ -98,24 +105,40 @@ export async function startAppUnderTest(options: {
     grpcAddress: `127.0.0.1:${app.grpcPort}`,
     adminUrl,
     async admin(method, path, body, token = TEST_ADMIN_TOKEN) {
-      const response = await fetch(`${adminUrl}${path}`, {
-        method,
-        headers: {
-          ...(token ? { authorization: `Bearer ${token}` } : {}),
-          ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
-        },
-        ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-      });
-      const text = await response.text();
-      const parsed = (text ? JSON.parse(text) : undefined) as AdminBody;
-      if (typeof parsed?.key === 'string') registerSecrets(parsed.key);
-      return { status: response.status, body: parsed };
+      const { status, body: parsed } = await callAdmin(adminUrl, method, path, body, token, {});
+      return { status, body: parsed };
+    },
+    adminWithHeaders(method, path, body, headers) {
+      return callAdmin(adminUrl, method, path, body, TEST_ADMIN_TOKEN, headers);
     },
     async close() {
       await captureFinalState(adminUrl, env.ADMIN_TOKEN || undefined);
       await app.close();
     },
   };
+}
+
+async function callAdmin(
+  adminUrl: string,
+  method: string,
+  path: string,
+  body: object | undefined,
+  token: string,
+  headers: Record<string, string>,
+): Promise<{ status: number; body: AdminBody; headers: Headers }> {
+  const response = await fetch(`${adminUrl}${path}`, {
+    method,
+    headers: {
+      ...headers,
+      ...(token ? { authorization: `Bearer ${token}` } : {}),
+      ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+    },
+    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+  });
+  const text = await response.text();
+  const parsed = (text ? JSON.parse(text) : undefined) as AdminBody;
+  if (typeof parsed?.key === 'string') registerSecrets(parsed.key);
+  return { status: response.status, body: parsed, headers: response.headers };
 }
 
 export { RedisStore };

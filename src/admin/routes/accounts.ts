@@ -1,7 +1,19 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
-import { CREDIT_LIMIT_MINOR_UNITS } from '../../domain/credit';
+import {
+  CREDIT_LIMIT_MINOR_UNITS,
+  IDEMPOTENCY_KEY_HEADER,
+  IDEMPOTENCY_KEY_MAX_LENGTH,
+  IDEMPOTENT_REPLAYED_HEADER,
+  idempotencyKeyProblem,
+} from '../../domain/credit';
 import type { Account } from '../../domain/key-records';
-import { CorruptRecordError, type AccountPatch, type CreditResult } from '../../store/store';
+import {
+  CREDIT_IDEMPOTENCY_TTL_MS,
+  CorruptRecordError,
+  StoreUnavailableError,
+  type AccountPatch,
+  type CreditResult,
+} from '../../store/store';
 import { sendAccountNotFound, sendAdminError } from '../admin-errors';
 import { sendInvalidField } from '../../http/api-errors';
 import { accountIdSchema, createAccountBody, creditBody, patchAccountBody, type PatchAccountBody } from '../admin-schemas';
@@ -142,21 +154,62 @@ export function registerAccountRoutes(app: FastifyInstance, deps: AdminServerDep
     return reply.send(accountView(account, deps.clock.now()));
   });
 
+  /**
+   * With an Idempotency-Key (optional; README "Billing and rate limits",
+   * Retries) the adjustment is applied at most once per key and account for
+   * CREDIT_IDEMPOTENCY_TTL_MS: a repeat answers the first status and body
+   * again, with `Idempotent-Replayed: true`, and writes no second audit entry.
+   */
   app.post<AccountParams>('/admin/accounts/:id/credit', async (request, reply) => {
     const { id } = request.params;
+    const header = request.headers[IDEMPOTENCY_KEY_HEADER];
+    // A repeated header, joined as Node joins it for any other header: the same repeat gets the same key.
+    const idempotencyKey = Array.isArray(header) ? header.join(', ') : header;
+    const keyProblem = idempotencyKey === undefined ? undefined : idempotencyKeyProblem(idempotencyKey);
+    if (keyProblem !== undefined) {
+      return sendAdminError(
+        reply,
+        400,
+        'invalid_idempotency_key',
+        `The Idempotency-Key header ${keyProblem}. Send 1 to ${IDEMPOTENCY_KEY_MAX_LENGTH} printable ASCII characters ` +
+          '(a UUID, say), or no header at all. Nothing was changed.',
+      );
+    }
     const body = creditBody.safeParse(request.body ?? {});
     if (!body.success) return sendInvalidField(reply, body.error);
     if (!isAccountId(id)) return sendAccountNotFound(reply, id);
     const { amount } = body.data;
     let result: CreditResult;
     try {
-      result = await deps.store.adjustCredit(id, amount);
+      result = await deps.store.adjustCredit(id, amount, idempotencyKey);
     } catch (error) {
+      if (idempotencyKey !== undefined && error instanceof StoreUnavailableError && !(error instanceof CorruptRecordError)) {
+        deps.logger.error({ event: 'admin', accountId: id, detail: error.message }, 'admin call failed: store unavailable');
+        // Unlike a credit without a key, this one is safe to send again: the key applies it at most once.
+        return sendAdminError(
+          reply,
+          503,
+          'store_unavailable',
+          'The key store is unavailable; the adjustment may or may not have been applied. ' +
+            'Send it again with the same Idempotency-Key: it is applied at most once.',
+        );
+      }
       return sendAccountUnreadable(reply, id, error, ' Nothing was changed.');
     }
-    switch (result.kind) {
-      case 'account_not_found':
-        return sendAccountNotFound(reply, id);
+    if (result.kind === 'account_not_found') return sendAccountNotFound(reply, id);
+    if (result.kind === 'idempotency_key_reused') {
+      return sendAdminError(
+        reply,
+        409,
+        'idempotency_key_reused',
+        `This Idempotency-Key was already used on account '${id}' within the last ${CREDIT_IDEMPOTENCY_TTL_MS / 3_600_000} hours for another request ` +
+          `(an amount of ${result.amount}, not ${amount}). Nothing was changed. Send a new key for a new adjustment.`,
+      );
+    }
+    const replayed = result.kind === 'replayed';
+    const outcome = result.kind === 'replayed' ? result.first : result;
+    if (replayed) reply.header(IDEMPOTENT_REPLAYED_HEADER, 'true');
+    switch (outcome.kind) {
       case 'not_prepaid':
         return sendAdminError(
           reply,
@@ -170,13 +223,15 @@ export function registerAccountRoutes(app: FastifyInstance, deps: AdminServerDep
           reply,
           409,
           'credit_balance_out_of_range',
-          `Account '${id}' has a balance of ${result.creditBalance}; adding ${amount} would leave the allowed range ` +
+          `Account '${id}' has a balance of ${outcome.creditBalance}; adding ${amount} would leave the allowed range ` +
             `of ±${CREDIT_LIMIT_MINOR_UNITS} minor units. Nothing was changed.`,
           'amount',
         );
       case 'ok': {
-        await recordChange(deps, { action: 'account.credit', actor: OPERATOR, accountId: id, detail: `amount=${amount}` });
-        const view: CreditView = { accountId: id, creditBalance: result.creditBalance };
+        if (!replayed) {
+          await recordChange(deps, { action: 'account.credit', actor: OPERATOR, accountId: id, detail: `amount=${amount}` });
+        }
+        const view: CreditView = { accountId: id, creditBalance: outcome.creditBalance };
         return reply.send(view);
       }
     }

@@ -1,8 +1,12 @@
+import { randomUUID } from 'node:crypto';
 import { Command, Option } from 'commander';
+import { IDEMPOTENCY_KEY_HEADER, IDEMPOTENT_REPLAYED_HEADER } from '../../domain/credit';
+import { AdminApiError, AdminUnreachableError, type AdminAnswer } from '../admin-client';
 import type { ApiAccount, ApiAccountList, ApiCredit } from '../api-types';
-import { accountPath, callApi, withJson, type JsonFlag } from '../command-kit';
+import { accountPath, callApi, exchangeWithApi, withJson, type JsonFlag } from '../command-kit';
 import {
   accountStatusOption,
+  idempotencyKeyOption,
   integerOption,
   maxActiveKeysOption,
   nonZeroIntegerOption,
@@ -66,6 +70,22 @@ export function renderAccount(account: ApiAccount): string {
     ['account token budgets', account.tokenBudgets ? formatTokenBudgets(account.tokenBudgets.account, BUDGET_DEFAULT) : undefined],
     ['created', account.createdAt],
   ]);
+}
+
+/**
+ * When no answer says whether the adjustment was applied (the API was not
+ * reached, or its store did not answer), the error names the key that makes
+ * a retry safe.
+ */
+function withRetryHint(error: unknown, idempotencyKey: string): unknown {
+  const hint = ` To retry without applying it twice, run the same command with --idempotency-key ${idempotencyKey}`;
+  if (error instanceof AdminApiError) {
+    return error.status >= 500 ? new AdminApiError(error.status, error.code, `${error.message}${hint}`, error.field) : error;
+  }
+  if (error instanceof AdminUnreachableError) {
+    return new AdminUnreachableError(`${error.message}; the adjustment may or may not have been applied.${hint}`);
+  }
+  return error;
 }
 
 type Billing = { status?: string; creditBalance?: number | null; monthlySpendCap?: number | null };
@@ -253,10 +273,35 @@ export function accountsCommand(): Command {
       .command('credit')
       .description("add to (or, with a negative amount, debit) a prepaid account's credit balance")
       .requiredOption('--id <id>', 'account id')
-      .requiredOption('--amount <minor-units>', 'integer minor units; negative debits', nonZeroIntegerOption),
-  ).action(async (options: JsonFlag & { id: string; amount: number }) => {
-    const credit = await callApi<ApiCredit>('POST', `${accountPath(options.id)}/credit`, { amount: options.amount });
-    emit(options, credit, (answer) => `Credit balance of ${cell(answer.accountId)} is now ${answer.creditBalance} (minor units).\n`);
+      .requiredOption('--amount <minor-units>', 'integer minor units; negative debits', nonZeroIntegerOption)
+      .option(
+        '--idempotency-key <key>',
+        'apply this adjustment at most once per key within 24 h: give the same key to every retry of one adjustment ' +
+          '(default: a new key for each run)',
+        idempotencyKeyOption,
+      ),
+  ).action(async (options: JsonFlag & { id: string; amount: number; idempotencyKey?: string }) => {
+    // A key on every run: with one the service repeats a call whose reply it lost from Redis, and a run that ends
+    // without an answer can name the key that retries it safely.
+    const idempotencyKey = options.idempotencyKey ?? randomUUID();
+    let answer: AdminAnswer<ApiCredit>;
+    try {
+      answer = await exchangeWithApi<ApiCredit>(
+        'POST',
+        `${accountPath(options.id)}/credit`,
+        { amount: options.amount },
+        { [IDEMPOTENCY_KEY_HEADER]: idempotencyKey },
+      );
+    } catch (error) {
+      throw withRetryHint(error, idempotencyKey);
+    }
+    const replayed = answer.headers.get(IDEMPOTENT_REPLAYED_HEADER) === 'true';
+    emit(options, answer.body, (credit) =>
+      replayed
+        ? `Not applied again: idempotency key ${cell(idempotencyKey)} was already used for this adjustment of ` +
+          `${cell(credit.accountId)}, which left the balance at ${credit.creditBalance} (minor units).\n`
+        : `Credit balance of ${cell(credit.accountId)} is now ${credit.creditBalance} (minor units).\n`,
+    );
   });
 
   return accounts;

@@ -6,7 +6,7 @@
  * belongs to, and everything mutable under the account's hash tag
  * `{acct:ID}`: account (with its rate-limit and token buckets and monthly
  * spend as fields), key records, key set, members, the account's own audit
- * trail, usage aggregates and markers. The authorize and usage scripts
+ * trail, usage aggregates and markers, credit idempotency keys. The authorize and usage scripts
  * touch only that tag, so they run unchanged on Redis Cluster (one slot per
  * account); the usage stream has its own.
  */
@@ -50,6 +50,14 @@ export const redisKeys = {
     `${redisKeys.accountTag(accountId)}requests:${granularity}:${startMs}`,
   /** String: present while the batch with this id (LastUsedRecorder) is known counted, so a resent batch counts once. */
   countedBatch: (accountId: string, batchId: string) => `${redisKeys.accountTag(accountId)}counted-batch:${batchId}`,
+  /**
+   * String (with a TTL): a credit adjustment's idempotency key was used on
+   * this account, holding `<expiresAtMs> <amount> <attemptId> <outcome>
+   * [<balance>]` (see gwaAdjustCredit). The key is printable ASCII and may
+   * hold braces: the account's tag comes first, so it still names the slot.
+   */
+  creditIdempotency: (accountId: string, idempotencyKey: string) =>
+    `${redisKeys.accountTag(accountId)}credit-idempotency:${idempotencyKey}`,
   /** Stream: the account's own audit trail (also in the global one), which its owners read. */
   accountAudit: (accountId: string) => `${redisKeys.accountTag(accountId)}audit`,
   /**

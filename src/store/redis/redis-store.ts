@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { RedisTopology } from '../../settings/settings';
 import type { AuthorizeOutcome, AuthorizeRequest, CarriesDecisionClock, CheckPathTimer, TimesCheckPath } from '../../domain/authorization';
@@ -15,6 +16,7 @@ import { effectiveTokenBudgets, tokenBudgetState } from '../../limits/token-budg
 import { COUNTED_BATCH_MEMORY_MS, DAILY_RETENTION_MS, dayStartOf, HOURLY_RETENTION_MS } from '../../domain/request-counts';
 import {
   USAGE_MARKER_TTL_MS,
+  CREDIT_IDEMPOTENCY_TTL_MS,
   CorruptRecordError,
   StoreOutcomeUnknownError,
   StoreUnavailableError,
@@ -390,9 +392,24 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
     return scripts.gwaUpdateAccount.parseReply(reply);
   }
 
-  async adjustCredit(accountId: string, amount: number): Promise<CreditResult> {
-    const reply = await this.call(() =>
-      this.redis.gwaAdjustCredit(redisKeys.account(accountId), String(amount), String(CREDIT_LIMIT_MINOR_UNITS)),
+  /**
+   * Without an idempotency key a lost reply is not repeated: the adjustment
+   * may have been applied, and applying it again would double it. With one,
+   * the script is safe to repeat (the marker answers every repeat), so a lost
+   * reply is resolved as in rotateKey; the call's own id tells its repeats
+   * from another request with the same key.
+   */
+  async adjustCredit(accountId: string, amount: number, idempotencyKey?: string): Promise<CreditResult> {
+    const account = redisKeys.account(accountId);
+    const argv = [String(amount), String(CREDIT_LIMIT_MINOR_UNITS)] as const;
+    if (idempotencyKey === undefined) {
+      const reply = await this.call(() => this.redis.gwaAdjustCredit(1, account, ...argv, '', '', ''));
+      return scripts.gwaAdjustCredit.parseReply(reply);
+    }
+    const marker = redisKeys.creditIdempotency(accountId, idempotencyKey);
+    const attemptId = randomUUID();
+    const reply = await this.callUntilAnswered(() =>
+      this.redis.gwaAdjustCredit(2, account, marker, ...argv, this.nowMsOverride(), String(CREDIT_IDEMPOTENCY_TTL_MS), attemptId),
     );
     return scripts.gwaAdjustCredit.parseReply(reply);
   }

@@ -13,6 +13,7 @@ import {
   StoreUnavailableError,
   type ActiveKeyCapReached,
   type AddMemberResult,
+  type CreditOutcome,
   type CreditResult,
   type MemberChangeResult,
   type RotateKeyResult,
@@ -345,22 +346,57 @@ return redis.call('HGETALL', KEYS[1])`,
   // and limit are at most 2 × 10^15 in size, so the sum is exact in a Lua
   // double; the answer is formatted with %.0f, because tostring() keeps only
   // 14 significant digits.
+  //
+  // With an idempotency key the marker (KEYS[2]) is written in the same step
+  // as the outcome, refusals included, so that a key has one answer: a
+  // repeat with the same amount answers 'replayed' with it and another
+  // amount 'idempotency_key_reused', writing nothing. The marker holds its
+  // own expiry on the store's clock (the tests' override, else Redis TIME)
+  // besides its TTL, so the tests' clock expires it as it does the in-memory
+  // store's; and the id of the store call that wrote it, so that the store
+  // repeating its own call after a lost reply (callUntilAnswered) is told
+  // 'ok' (and audits it once), not 'replayed'. An unreadable balance and an
+  // unknown account write no marker: nothing was decided.
   gwaAdjustCredit: script({
-    keys: ['account'],
-    argv: ['amount', 'limit'],
+    keys: ['account', '...idempotencyMarker'],
+    argv: ['amount', 'limit', 'nowMsOverride', 'markerTtlMs', 'attemptId'],
     lua: `
+local marker = KEYS[2]
+local now
+if marker then
+  if ARGV[3] ~= '' then now = tonumber(ARGV[3])
+  else local t = redis.call('TIME'); now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) end
+  local stored = redis.call('GET', marker)
+  if stored then
+    local expires, amount, attempt, kind, balance = string.match(stored, '^(%d+) (%S+) (%S+) (%S+) ?(%S*)$')
+    if not expires then return {'marker_unreadable', stored} end
+    if tonumber(expires) > now then
+      if amount ~= ARGV[1] then return {'idempotency_key_reused', amount} end
+      if attempt == ARGV[5] then return {kind, balance} end
+      return {'replayed', kind, balance}
+    end
+  end
+end
+local function decided(kind, balance)
+  if marker then
+    local text = string.format('%.0f', now + tonumber(ARGV[4])) .. ' ' .. ARGV[1] .. ' ' .. ARGV[5] .. ' ' .. kind
+    if balance then text = text .. ' ' .. balance end
+    redis.call('SET', marker, text, 'PX', ARGV[4])
+  end
+  return {kind, balance}
+end
 if redis.call('EXISTS', KEYS[1]) == 0 then return {'account_not_found'} end
 local stored = redis.call('HGET', KEYS[1], 'creditBalance')
-if not stored then return {'not_prepaid'} end
+if not stored then return decided('not_prepaid') end
 if not string.match(stored, '^-?%d+$') or string.len(stored) > 17 then return {'balance_unreadable', stored} end
 local balance = tonumber(stored)
 local limit = tonumber(ARGV[2])
 if math.abs(balance) > 9007199254740991 then return {'balance_unreadable', stored} end
 local result = balance + tonumber(ARGV[1])
-if math.abs(result) > limit then return {'balance_out_of_range', stored} end
+if math.abs(result) > limit then return decided('balance_out_of_range', stored) end
 local text = string.format('%.0f', result)
 redis.call('HSET', KEYS[1], 'creditBalance', text)
-return {'ok', text}`,
+return decided('ok', text)`,
     parseReply: parseCreditReply,
   }),
 
@@ -879,9 +915,24 @@ function parseRotateReply(reply: unknown): RotateKeyResult | typeof ACTIVE_KEYS_
 
 function parseCreditReply(reply: unknown): CreditResult {
   if (!Array.isArray(reply)) throw new StoreUnavailableError('unexpected credit reply from Redis');
-  const [kind, balance] = reply as unknown[];
+  const [kind, second, third] = reply as unknown[];
   switch (kind) {
     case 'account_not_found':
+      return { kind };
+    case 'replayed':
+      return { kind, first: parseCreditOutcome(second, third) };
+    case 'idempotency_key_reused':
+      return { kind, amount: exactBalance(second) };
+    case 'marker_unreadable':
+      // Never guessed: read as absent it could apply the adjustment a second time.
+      throw new StoreUnavailableError(`unreadable credit idempotency marker in Redis: '${String(second)}'`);
+    default:
+      return parseCreditOutcome(kind, second);
+  }
+}
+
+function parseCreditOutcome(kind: unknown, balance: unknown): CreditOutcome {
+  switch (kind) {
     case 'not_prepaid':
       return { kind };
     case 'ok':

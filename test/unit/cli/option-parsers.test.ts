@@ -1,5 +1,12 @@
 import { InvalidArgumentError } from 'commander';
-import { describeDuration, graceOption, isoTimeOption, MAX_GRACE_SECONDS, parseDuration } from '../../../src/cli/option-parsers';
+import {
+  describeDuration,
+  graceOption,
+  idempotencyKeyOption,
+  isoTimeOption,
+  MAX_GRACE_SECONDS,
+  parseDuration,
+} from '../../../src/cli/option-parsers';
 
 describe('parseDuration', () => {
   it.each([
@@ -81,5 +88,24 @@ describe('isoTimeOption (--expires-at)', () => {
   ])('refuses %j (%s)', (text, says) => {
     expect(() => isoTimeOption(text)).toThrow(InvalidArgumentError);
     expect(() => isoTimeOption(text)).toThrow(says);
+  });
+});
+
+describe('idempotencyKeyOption (--idempotency-key)', () => {
+  it.each(['a', 'invoice 2026-11 #42', '{acct:x}', '~'.repeat(255), '550e8400-e29b-41d4-a716-446655440000'])('takes %j as it is', (key) => {
+    expect(idempotencyKeyOption(key)).toBe(key);
+  });
+
+  it.each([
+    ['', 'the key is empty'],
+    ['k'.repeat(256), 'the key is 256 characters long; at most 255 are allowed'],
+    ['a\tb', 'the key holds U+0009 at position 2'],
+    ['caf\u00e9', 'the key holds U+00E9 at position 4'],
+    ['emoji \u{1f511}', 'the key holds U+1F511 at position 7'],
+    [' padded', 'the key starts or ends with a space'],
+    ['padded ', 'the key starts or ends with a space'],
+  ])('refuses %j: %s', (key, reason) => {
+    expect(() => idempotencyKeyOption(key)).toThrow(InvalidArgumentError);
+    expect(() => idempotencyKeyOption(key)).toThrow(reason);
   });
 });
