@@ -40,8 +40,8 @@ export interface RedisWork {
    * is how many commands Redis takes in one wake-up, and its CPU per decision
    * rises steeply as that falls, so a run's Redis CPU is read beside it.
    * Measured with `redis-callgrind.ts --cpu-time` at 1, 4, 16 and 64 in
-   * flight (about 1, 4, 16 and 16–38 decisions a read): 29.3, 13.9, 10.9 and
-   * 10.5 µs on a quiet machine, 55.2, 28.1, 18.9 and 19.1 µs with other jobs
+   * flight (1, 4, 16 and 32–38 decisions a read): 29.5, 13.9, 11.1 and
+   * 8.8 µs on a quiet machine, 55.2, 28.1, 18.9 and 19.1 µs with other jobs
    * running. System time falls from half of it to a tenth.
    */
   reads: number;
