@@ -1,8 +1,6 @@
-import Redis from 'ioredis';
 import { CREDIT_LIMIT_MINOR_UNITS } from '../../src/domain/credit';
 import { redisKeys } from '../../src/store/redis/redis-keys';
-import { startTestRedis, type TestRedis } from '../support/redis-server';
-import { startAppUnderTest, type AppUnderTest } from '../support/running-app';
+import { appOnTestRedis } from '../support/app-on-test-redis';
 
 /**
  * A billing system that lost the answer to `POST /admin/accounts/{id}/credit`
@@ -10,33 +8,20 @@ import { startAppUnderTest, type AppUnderTest } from '../support/running-app';
  * Idempotency-Key it is applied once, and the repeat gets the first answer,
  * marked `Idempotent-Replayed: true`. Over real HTTP, on a real Redis.
  */
-let redis: TestRedis;
-let app: AppUnderTest;
-let operator: Redis;
-
-beforeAll(async () => {
-  redis = await startTestRedis();
-  operator = new Redis(redis.url, { disconnectTimeout: 50 });
-  app = await startAppUnderTest({ redisUrl: redis.url });
-});
-afterAll(async () => {
-  await app?.close();
-  operator?.disconnect();
-  await redis?.stop();
-});
+const world = appOnTestRedis();
 
 async function account(id: string, creditBalance?: number): Promise<void> {
   const billing = creditBalance === undefined ? {} : { billing: { creditBalance } };
-  expect((await app.admin('POST', '/admin/accounts', { id, name: id, ...billing })).status).toBe(201);
+  expect((await world.app.admin('POST', '/admin/accounts', { id, name: id, ...billing })).status).toBe(201);
 }
 
 const credit = (id: string, amount: number, key?: string) =>
-  app.adminWithHeaders('POST', `/admin/accounts/${id}/credit`, { amount }, key === undefined ? {} : { 'Idempotency-Key': key });
+  world.app.adminWithHeaders('POST', `/admin/accounts/${id}/credit`, { amount }, key === undefined ? {} : { 'Idempotency-Key': key });
 
-const balanceOf = async (id: string) => (await app.admin('GET', `/admin/accounts/${id}`)).body.billing.creditBalance;
+const balanceOf = async (id: string) => (await world.app.admin('GET', `/admin/accounts/${id}`)).body.billing.creditBalance;
 
 async function creditEntriesOf(id: string): Promise<{ action: string; detail?: string }[]> {
-  const audit = await app.admin('GET', `/admin/accounts/${id}/audit?limit=100`);
+  const audit = await world.app.admin('GET', `/admin/accounts/${id}/audit?limit=100`);
   expect(audit.status).toBe(200);
   return audit.body.entries.filter((entry) => entry.action === 'account.credit');
 }
@@ -55,7 +40,7 @@ it('applies a repeated key once: the repeat answers the same status and body wit
     expect(repeat.headers.get('idempotent-replayed')).toBe('true');
   }
   expect(await balanceOf('billing-acme')).toBe(1_250);
-  expect(await operator.exists(redisKeys.creditIdempotency('billing-acme', 'invoice-2026-11-0042'))).toBe(1);
+  expect(await world.operator.exists(redisKeys.creditIdempotency('billing-acme', 'invoice-2026-11-0042'))).toBe(1);
   // One audit entry per applied adjustment; none for the replays.
   expect(await creditEntriesOf('billing-acme')).toEqual([expect.objectContaining({ detail: 'amount=250' })]);
 
@@ -97,7 +82,7 @@ it('replays a 409 refusal as it was first answered, even after its cause is gone
   const refused = await credit('billing-postpaid', 100, 'first-top-up');
   expect(refused.status).toBe(409);
   expect(refused.body.error.code).toBe('not_prepaid');
-  expect((await app.admin('PATCH', '/admin/accounts/billing-postpaid', { billing: { creditBalance: 0 } })).status).toBe(200);
+  expect((await world.app.admin('PATCH', '/admin/accounts/billing-postpaid', { billing: { creditBalance: 0 } })).status).toBe(200);
   const replayed = await credit('billing-postpaid', 100, 'first-top-up');
   expect(replayed.status).toBe(409);
   expect(replayed.body).toEqual(refused.body);
@@ -132,7 +117,7 @@ it.each([
 it('takes a key of 255 printable ASCII characters, braces included, and answers an unknown account 404 without keeping it', async () => {
   const key = `{x} ${'~'.repeat(251)}`;
   expect((await credit('billing-later', 5, key)).status).toBe(404);
-  expect((await operator.keys('*billing-later*')).length).toBe(0);
+  expect((await world.operator.keys('*billing-later*')).length).toBe(0);
   await account('billing-later', 0);
   expect((await credit('billing-later', 5, key)).body.creditBalance).toBe(5);
   expect((await credit('billing-later', 5, key)).headers.get('idempotent-replayed')).toBe('true');
