@@ -1,6 +1,7 @@
 import Redis from 'ioredis';
 import { startTestRedis, type TestRedis } from './redis-server';
 import { startAppUnderTest, type AppUnderTest } from './running-app';
+import { startedForFile } from './started-for-file';
 
 export interface AppOnTestRedis {
   readonly redis: TestRedis;
@@ -10,37 +11,26 @@ export interface AppOnTestRedis {
   readonly operator: Redis;
 }
 
-/**
- * A real Redis for the test file and the service on it, with a plain client:
- * started in the file's beforeAll and stopped in its afterAll, so call it at
- * the top level of the file. The fields are read inside tests, once started.
- */
+/** A real Redis for the test file and the service on it, with a plain client (startedForFile). */
 export function appOnTestRedis(): AppOnTestRedis {
-  const started: { redis?: TestRedis; app?: AppUnderTest; operator?: Redis } = {};
-  const get = <K extends keyof typeof started>(name: K): NonNullable<(typeof started)[K]> => {
-    const value = started[name];
-    if (value === undefined) throw new Error(`appOnTestRedis: ${name} is read before beforeAll started it`);
-    return value;
-  };
-  beforeAll(async () => {
-    started.redis = await startTestRedis();
-    started.operator = new Redis(started.redis.url, { disconnectTimeout: 50 });
-    started.app = await startAppUnderTest({ redisUrl: started.redis.url });
-  });
-  afterAll(async () => {
-    await started.app?.close();
-    started.operator?.disconnect();
-    await started.redis?.stop();
-  });
-  return {
-    get redis() {
-      return get('redis');
+  return startedForFile(
+    'appOnTestRedis',
+    async () => {
+      const redis = await startTestRedis();
+      const operator = new Redis(redis.url, { disconnectTimeout: 50 });
+      try {
+        return { redis, operator, app: await startAppUnderTest({ redisUrl: redis.url }) };
+      } catch (error) {
+        // Not left running behind a failed start: they would keep the jest worker alive.
+        operator.disconnect();
+        await redis.stop();
+        throw error;
+      }
     },
-    get app() {
-      return get('app');
+    async ({ redis, operator, app }) => {
+      await app.close();
+      operator.disconnect();
+      await redis.stop();
     },
-    get operator() {
-      return get('operator');
-    },
-  };
+  );
 }

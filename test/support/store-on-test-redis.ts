@@ -1,6 +1,7 @@
 import Redis from 'ioredis';
 import { RedisStore, type RedisStoreOptions } from '../../src/store/redis/redis-store';
 import { startTestRedis, type TestRedis } from './redis-server';
+import { startedForFile } from './started-for-file';
 
 export interface StoreOnTestRedis {
   readonly redis: TestRedis;
@@ -10,37 +11,25 @@ export interface StoreOnTestRedis {
   readonly client: Redis;
 }
 
-/**
- * A real Redis for the test file, a RedisStore on it and a plain client:
- * started in the file's beforeAll and stopped in its afterAll, so call it at
- * the top level of the file. The fields are read inside tests, once started.
- */
+/** A real Redis for the test file, a RedisStore on it and a plain client (startedForFile). */
 export function storeOnTestRedis(options: Omit<RedisStoreOptions, 'url' | 'topology'>): StoreOnTestRedis {
-  const started: { redis?: TestRedis; store?: RedisStore; client?: Redis } = {};
-  const get = <K extends keyof typeof started>(name: K): NonNullable<(typeof started)[K]> => {
-    const value = started[name];
-    if (value === undefined) throw new Error(`storeOnTestRedis: ${name} is read before beforeAll started it`);
-    return value;
-  };
-  beforeAll(async () => {
-    started.redis = await startTestRedis();
-    started.store = await RedisStore.connect({ ...options, url: started.redis.url });
-    started.client = new Redis(started.redis.url, { disconnectTimeout: 50 });
-  });
-  afterAll(async () => {
-    started.client?.disconnect();
-    await started.store?.close();
-    await started.redis?.stop();
-  });
-  return {
-    get redis() {
-      return get('redis');
+  return startedForFile(
+    'storeOnTestRedis',
+    async () => {
+      const redis = await startTestRedis();
+      try {
+        const store = await RedisStore.connect({ ...options, url: redis.url });
+        return { redis, store, client: new Redis(redis.url, { disconnectTimeout: 50 }) };
+      } catch (error) {
+        // Not left running behind a failed start: it would keep the jest worker alive.
+        await redis.stop();
+        throw error;
+      }
     },
-    get store() {
-      return get('store');
+    async ({ redis, store, client }) => {
+      client.disconnect();
+      await store.close();
+      await redis.stop();
     },
-    get client() {
-      return get('client');
-    },
-  };
+  );
 }
