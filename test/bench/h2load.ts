@@ -11,6 +11,7 @@
  */
 import { execFileSync, spawn } from 'node:child_process';
 import * as fs from 'node:fs';
+import { onCpus } from './cpu-affinity';
 import { ENVOY_CHECK_TIMEOUT_MS } from './h2-driver';
 import { CHECK_PATH } from './traffic';
 
@@ -61,6 +62,8 @@ export interface H2loadOptions {
    * once every 10 ms. Ten connections opened 1 ms apart send rate / 1000 requests each millisecond instead.
    */
   staggered?: boolean;
+  /** The CPUs h2load runs on (taskset's list syntax; see cpu-affinity.ts); absent: any. */
+  cpus?: string;
 }
 
 /** Connections that a staggered schedule spreads over h2load's 10 ms rate timer, one per millisecond. */
@@ -101,7 +104,8 @@ const STUCK_AFTER_MS = 30_000;
 
 export async function runH2load(options: H2loadOptions): Promise<H2loadRound> {
   fs.rmSync(options.logFile, { force: true });
-  const child = spawn(options.binary, h2loadArguments(options), { stdio: ['ignore', 'pipe', 'pipe'] });
+  const { command, args } = onCpus(options.cpus, options.binary, h2loadArguments(options));
+  const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   child.stdout.on('data', (chunk) => (output += chunk));
   child.stderr.on('data', (chunk) => (output += chunk));

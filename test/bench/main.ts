@@ -25,11 +25,13 @@
  *     (ext-proc-cpu.ts, at a smaller volume; --no-ext-proc skips it).
  */
 import * as fs from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
 import { parseArgs } from 'node:util';
 import Redis from 'ioredis';
 import { loadSettings } from '../../src/settings/settings';
 import { ENVOY_CHECK_TIMEOUT_MS, H2Driver, PhaseStats, summarize, type PhaseHooks, type PhaseResult } from './h2-driver';
+import { pinProcessTree, tailCpuSplit } from './cpu-affinity';
 import { extAuthzCircuitBreaker, type CircuitBreakerLimits } from './envoy-circuit-breaker';
 import { measureExtProcCpu } from './ext-proc-cpu';
 import { findH2load, runH2load, STAGGERED_CONNECTIONS } from './h2load';
@@ -278,7 +280,7 @@ interface Contender {
   flushInterval?: FlushIntervalCommands;
   metrics: Record<string, number>;
   tail: TailRecord;
-  /** The same rounds with h2load's connections opened 1 ms apart (H2loadOptions.staggered): printed, not judged. */
+  /** The same rounds with h2load's connections opened 1 ms apart (H2loadOptions.staggered): the ones the tail targets judge. */
   staggeredTail: TailRecord;
   roundRates: number[];
 }
@@ -386,11 +388,34 @@ async function main(): Promise<void> {
     const tailRate = rate(main) / 2;
     const tailContenders = [baseline, ...gateways, ...versus];
     log(`tail: h2load at ${Math.round(tailRate)}/s, one valid key, ${options.rounds} rounds × ${options.roundMs / 1000} s each`);
+    const cpus = tailCpuSplit(os.availableParallelism());
+    const tailCpus = cpus ? { server: cpus.server, others: cpus.others, redisPinned: redis.pid !== undefined } : undefined;
+    log(
+      cpus
+        ? `  the server under test alone on CPU ${cpus.server}; h2load, ${redis.pid ? 'Redis, ' : ''}the other servers and the bench on CPU ${cpus.others}` +
+            (redis.pid ? '' : " (Redis is not the bench's own process: not moved)")
+        : '  one CPU: every process shares it',
+    );
+    // Everything off the server CPU first; each server gets it for its own rounds only (onServerCpu).
+    const tailPhasePids = [process.pid, ...(redis.pid ? [redis.pid] : []), ...contenders.map((entry) => entry.server.pid)];
+    if (cpus) for (const pid of tailPhasePids) pinProcessTree(pid, cpus.others);
+    const onServerCpu = async (entry: Contender, rounds: () => Promise<void>): Promise<void> => {
+      if (cpus) pinProcessTree(entry.server.pid, cpus.server);
+      try {
+        await rounds();
+      } finally {
+        if (cpus) pinProcessTree(entry.server.pid, cpus.others);
+      }
+    };
     // One round each first, not counted: the first gateway has had no traffic for 30 s or more by now (the other's one-flush-
     // interval phase), and a replica's first second after such a pause is not the steady state this phase measures (it
     // stalled 90-120 ms in two runs: bigger scavenges at first, and stalls with no GC). The gateway's histogram is read
     // around each counted round only, so it and h2load's log still count the same Checks.
-    for (const entry of tailContenders) await runH2load(tailH2loadOptions(entry, h2load.binary, tailRate, options));
+    for (const entry of tailContenders)
+      await onServerCpu(
+        entry,
+        async () => void (await runH2load(tailH2loadOptions(entry, h2load.binary, tailRate, options, false, cpus?.others))),
+      );
     // CPU the processes not under test spent during each server's rounds (the bench's own included): idle is not always idle.
     const bystanders = new Map<Contender, Map<string, number>>(tailContenders.map((entry) => [entry, new Map()]));
     for (let round = 0; round < options.rounds; round += 1) {
@@ -398,8 +423,10 @@ async function main(): Promise<void> {
         const others = contenders.filter((other) => other !== entry);
         const before = others.map((other) => cpuSecondsOf(other.server.pid));
         const benchBefore = process.cpuUsage();
-        await tailRound(entry, h2load.binary, tailRate, options, stats, false);
-        await tailRound(entry, h2load.binary, tailRate, options, stats, true);
+        await onServerCpu(entry, async () => {
+          await tailRound(entry, h2load.binary, tailRate, options, stats, false, cpus?.others);
+          await tailRound(entry, h2load.binary, tailRate, options, stats, true, cpus?.others);
+        });
         const spent = bystanders.get(entry)!;
         others.forEach((other, i) => spent.set(other.label, (spent.get(other.label) ?? 0) + cpuSecondsOf(other.server.pid) - before[i]!));
         const bench = process.cpuUsage(benchBefore);
@@ -410,6 +437,8 @@ async function main(): Promise<void> {
       const list = [...spent].map(([label, seconds]) => `${label} ${seconds.toFixed(2)} s`).join(', ');
       log(`  during ${entry.label}'s tail rounds, CPU of the others: ${list}`);
     }
+    // The later phases (and the processes the bench starts for them, which inherit its CPUs) run on every CPU again.
+    if (cpus) for (const pid of tailPhasePids) pinProcessTree(pid, cpus.all);
 
     const baselineRun = toServerRun(baseline, tailRate);
     const shippedRun = shippedNoop ? { ...toServerRun(shippedNoop, tailRate), transport: SHIPPED_TRANSPORT } : undefined;
@@ -480,6 +509,7 @@ async function main(): Promise<void> {
         connections: options.connections,
         streamsPerConnection: TAIL_STREAMS_PER_CONNECTION,
         request: `one valid key's CheckRequest (cached after its first Check), grpc-timeout ${ENVOY_CHECK_TIMEOUT_MS}m`,
+        ...(tailCpus ? { cpus: tailCpus } : {}),
       },
       redis: { version, source: process.env.REDIS_URL ? 'REDIS_URL' : redis.pid ? 'spawned redis-server' : 'test Redis' },
       baseline: baselineRun,
@@ -809,6 +839,7 @@ async function tailRound(
   options: Options,
   redis: Redis,
   staggered: boolean,
+  driverCpus: string | undefined,
 ): Promise<void> {
   const record = staggered ? entry.staggeredTail : entry.tail;
   const before = entry.gateway ? await scrapeMetrics(entry.server.adminUrl!) : undefined;
@@ -820,7 +851,7 @@ async function tailRound(
         () => false,
       )
     : false;
-  const round = await runH2load(tailH2loadOptions(entry, binary, rate, options, staggered));
+  const round = await runH2load(tailH2loadOptions(entry, binary, rate, options, staggered, driverCpus));
   for (const latency of round.latenciesMs) record.latenciesMs.push(latency);
   record.failed += round.failed;
   record.startSpanSeconds += round.startSpanSeconds;
@@ -858,7 +889,8 @@ function tailH2loadOptions(
   binary: string,
   rate: number,
   options: Options,
-  staggered = false,
+  staggered: boolean,
+  driverCpus: string | undefined,
 ): Parameters<typeof runH2load>[0] {
   return {
     binary,
@@ -871,6 +903,7 @@ function tailH2loadOptions(
     warmupMs: 0,
     durationMs: options.roundMs,
     staggered,
+    ...(driverCpus === undefined ? {} : { cpus: driverCpus }),
   };
 }
 

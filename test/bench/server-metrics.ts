@@ -24,6 +24,14 @@ export interface MetricsSnapshot {
   checkLatency?: Histogram;
 }
 
+/**
+ * prom-client's event-loop gauges come from `monitorEventLoopDelay` with a
+ * timer due every 10 ms (its default eventLoopMonitoringPrecision), whose
+ * histogram records the time from one tick to the next: the interval itself
+ * included. A loop never held up reads 10 ms; the delay is what is past it.
+ */
+const PROM_CLIENT_LOOP_TIMER_MS = 10;
+
 export function parseMetrics(text: string): MetricsSnapshot {
   const counters: Record<string, number> = {};
   const add = (name: string, value: string) => (counters[name] = (counters[name] ?? 0) + Number(value));
@@ -45,7 +53,7 @@ export function parseMetrics(text: string): MetricsSnapshot {
   buckets.sort((a, b) => a[0] - b[0]);
   return {
     counters,
-    ...(loopDelay ? { loopDelayMaxMs: Number(loopDelay[1]) * 1000 } : {}),
+    ...(loopDelay ? { loopDelayMaxMs: Math.max(0, Number(loopDelay[1]) * 1000 - PROM_CLIENT_LOOP_TIMER_MS) } : {}),
     ...(buckets.length > 0 ? { checkLatency: { bounds: buckets.map(([le]) => le), cumulative: buckets.map(([, count]) => count) } } : {}),
   };
 }

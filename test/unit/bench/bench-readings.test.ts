@@ -107,6 +107,7 @@ describe('the Check latency histogram', () => {
         ...['0.001', '0.005', '0.025', '+Inf'].map((le, i) => `gateway_authz_check_latency_seconds_bucket{le="${le}"} ${counts[i]}`),
         `gateway_authz_check_latency_seconds_count ${counts[3]}`,
         'gateway_authz_checks_shed_total{reason="over_capacity"} 7',
+        'gateway_authz_nodejs_eventloop_lag_max_seconds 0.0113',
         'gateway_authz_decisions_total{style="bearer",family="chat-completions",result="allow",reason="allowed"} 5',
         'gateway_authz_decisions_total{style="x-api-key",family="messages",result="allow",reason="allowed"} 2',
       ].join('\n'),
@@ -116,6 +117,8 @@ describe('the Check latency histogram', () => {
     const snapshot = scrape([1, 2, 3, 4]);
     expect(snapshot.checkLatency).toEqual({ bounds: [0.001, 0.005, 0.025, Infinity], cumulative: [1, 2, 3, 4] });
     expect(snapshot.counters).toEqual({ 'shed.over_capacity': 7, 'reason.allowed': 7 });
+    // prom-client's gauge is the longest tick-to-tick interval of a timer due every 10 ms: 11.3 ms is 1.3 ms late.
+    expect(snapshot.loopDelayMaxMs).toBeCloseTo(1.3, 6);
   });
 
   it('finds the bucket of a quantile in the delta between two scrapes', () => {
@@ -243,6 +246,62 @@ describe('the targets list', () => {
       '1.5 × saturation, raw',
     );
     expect(raw).toMatchObject({ pass: null });
+  });
+
+  describe('the tail', () => {
+    /** A tail run: h2load's p99, and the server's own p99 bucket when there is one. */
+    const tail = (p99Ms: number, inside?: [number, number]) => ({
+      rate: 16_000,
+      requests: 192_000,
+      heldPerSecond: 16_000,
+      failed: 0,
+      latency: { p50Ms: 1, p99Ms, p999Ms: p99Ms * 2 },
+      ...(inside
+        ? { server: { count: 192_000, p99: { q: 0.99, count: 1900, lowerMs: inside[0], upperMs: inside[1] }, counters: {} } }
+        : {}),
+    });
+    const withTails = (staggered: boolean) => {
+      const report = reportWith(
+        { valid: 1, malformed: 0 },
+        { cpuUsPerDecision: 30, tail: tail(8, [6, 7.5]), ...(staggered ? { staggeredTail: tail(4, [4, 5]) } : {}) },
+      );
+      Object.assign(report.baseline, { tail: tail(380), ...(staggered ? { staggeredTail: tail(200) } : {}) });
+      return report;
+    };
+
+    it("judges the rounds whose connections were opened 1 ms apart, and prints the bursts' with the floor they set", () => {
+      const report = withTails(true);
+      expect(verdict(report, "p99 at half the gateway's saturation")).toMatchObject({
+        name: "p99 at half the gateway's saturation, 16,000/s (h2load, a valid key, 10 connections opened 1 ms apart: rate / 1000 Checks each ms)",
+        value: '0.02 × (4.00 vs 200.00 ms)',
+        pass: true,
+      });
+      expect(verdict(report, 'p99 inside the server')).toMatchObject({
+        value: '4–5 ms (bucket resolution: the p99 is in this bucket)',
+        pass: true,
+      });
+      // 16,000/s in bursts every 10 ms: 160 Checks at 30 µs each, 4.8 ms of one core.
+      expect(verdict(report, "the same tail with h2load's connections opened together")).toEqual({
+        name: "the same tail with h2load's connections opened together (rate / 100 Checks at once every 10 ms)",
+        goal: 'none',
+        value: "p99 8.00 ms (0.02 × the no-op grpc-js's 380.00 ms); inside the server 6–7.5 ms",
+        pass: null,
+        note: 'each burst of 160 Checks takes 160 × 30.0 µs = 4.8 ms of one core to serve, so the last of a burst waits about that long on any server at half its own saturation',
+      });
+    });
+
+    it('judges the bursts when a run has no staggered rounds', () => {
+      const report = withTails(false);
+      expect(verdict(report, "p99 at half the gateway's saturation")).toMatchObject({
+        name: "p99 at half the gateway's saturation, 16,000/s (h2load, a valid key, connections opened together: rate / 100 Checks every 10 ms)",
+        pass: true,
+      });
+      expect(verdict(report, 'p99 inside the server')).toMatchObject({
+        value: '6–7.5 ms (bucket resolution: the p99 is in this bucket)',
+        pass: false,
+      });
+      expect(verdict(report, "the same tail with h2load's connections opened together")).toBeUndefined();
+    });
   });
 
   it('rounds as toFixed does', () => {
