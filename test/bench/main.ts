@@ -407,15 +407,15 @@ async function main(): Promise<void> {
         if (cpus) pinProcessTree(entry.server.pid, cpus.others);
       }
     };
-    // One round each first, not counted: the first gateway has had no traffic for 30 s or more by now (the other's one-flush-
-    // interval phase), and a replica's first second after such a pause is not the steady state this phase measures (it
-    // stalled 90-120 ms in two runs: bigger scavenges at first, and stalls with no GC). The gateway's histogram is read
-    // around each counted round only, so it and h2load's log still count the same Checks.
+    // A warm-up each first, not counted (its figures are printed): the first gateway has had no traffic for 30 s or more by
+    // now (the other's one-flush-interval phase), and a replica's first second after such a pause is not the steady state
+    // this phase measures (it stalled 90-120 ms in two runs: bigger scavenges at first, and stalls with no GC). And the
+    // saturation phases leave the old generation full of their garbage: in three runs of four, a mark-compact ran in the
+    // first counted round or the one after it (its p99 31-48 ms), and the next one 20-odd rounds later, as in steady state.
+    // 5 s let that first one run before the count. The gateway's histogram is read around each round, so it and h2load's
+    // log still count the same Checks.
     for (const entry of tailContenders)
-      await onServerCpu(
-        entry,
-        async () => void (await runH2load(tailH2loadOptions(entry, h2load.binary, tailRate, options, false, cpus?.others))),
-      );
+      await onServerCpu(entry, () => tailRound(entry, h2load.binary, tailRate, options, stats, true, cpus?.others, TAIL_WARMUP_MS));
     // CPU the processes not under test spent during each server's rounds (the bench's own included): idle is not always idle.
     const bystanders = new Map<Contender, Map<string, number>>(tailContenders.map((entry) => [entry, new Map()]));
     for (let round = 0; round < options.rounds; round += 1) {
@@ -826,6 +826,9 @@ async function saturationRound(entry: Contender, stats: Redis, options: Options,
   }
 }
 
+/** The tail phase's warm-up per server, at its rate, before the counted rounds. */
+const TAIL_WARMUP_MS = 5000;
+
 /**
  * One round of the tail phase: h2load at `rate` against one server. For a
  * gateway, its /metrics is read before and after (outside h2load's run, so
@@ -840,8 +843,11 @@ async function tailRound(
   redis: Redis,
   staggered: boolean,
   driverCpus: string | undefined,
+  /** A warm-up: run and printed as any round, counted nowhere, `durationMs` long. */
+  warmupMs?: number,
 ): Promise<void> {
-  const record = staggered ? entry.staggeredTail : entry.tail;
+  // A warm-up's figures go to a record no one reads.
+  const record = warmupMs !== undefined ? emptyTailRecord() : staggered ? entry.staggeredTail : entry.tail;
   const before = entry.gateway ? await scrapeMetrics(entry.server.adminUrl!) : undefined;
   // Redis's own stalls over 5 ms in this round. The bench's Redis is disposable (spawned, or an empty REDIS_URL); one that
   // refuses CONFIG or LATENCY just reports no events.
@@ -851,7 +857,10 @@ async function tailRound(
         () => false,
       )
     : false;
-  const round = await runH2load(tailH2loadOptions(entry, binary, rate, options, staggered, driverCpus));
+  const round = await runH2load({
+    ...tailH2loadOptions(entry, binary, rate, options, staggered, driverCpus),
+    ...(warmupMs !== undefined ? { durationMs: warmupMs } : {}),
+  });
   for (const latency of round.latenciesMs) record.latenciesMs.push(latency);
   record.failed += round.failed;
   record.startSpanSeconds += round.startSpanSeconds;
@@ -875,12 +884,15 @@ async function tailRound(
           ([event, , latest, max]) => `${event} ${latest}/${max} ms`,
         )
       : [];
+    const roundHistogram = histogramDelta(before.checkLatency, after.checkLatency);
+    const inside = roundHistogram ? `, inside ${formatBucket(histogramQuantile(roundHistogram, 0.99))}` : '';
+    const which = warmupMs !== undefined ? ` warm-up of ${warmupMs / 1000} s (not counted)` : ` round${staggered ? ' (staggered)' : ''}`;
     log(
-      `  ${entry.label}, tail round${staggered ? ' (staggered)' : ''}: p99 ${p99.toFixed(2)} ms, shed ${counters['shed.over_capacity'] ?? 0}, ` +
+      `  ${entry.label}, tail${which}: p99 ${p99.toFixed(2)} ms${inside}, shed ${counters['shed.over_capacity'] ?? 0}, ` +
         `store_unavailable ${counters['reason.store_unavailable'] ?? 0}; loop delay max ${after.loopDelayMaxMs?.toFixed(1) ?? '?'} ms; ` +
         `GC ${gc.join(', ') || 'none'}; Redis latency events ${redisStalls.join(', ') || 'none'}`,
     );
-    record.histogram = addHistograms(record.histogram, histogramDelta(before.checkLatency, after.checkLatency));
+    record.histogram = addHistograms(record.histogram, roundHistogram);
   }
 }
 
