@@ -8,6 +8,8 @@ export interface TokenPrices {
   readonly output: number;
   readonly cachedInput: number;
   readonly cacheCreation: number;
+  /** Cache writes that live an hour (Anthropic's 1-hour cache); the operator's default is `cacheCreation`. */
+  readonly cacheCreation1h: number;
 }
 
 /**

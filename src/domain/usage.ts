@@ -13,6 +13,14 @@ export interface TokenCounts {
   readonly cachedInputTokens: number;
   /** Input tokens written to a prompt cache. */
   readonly cacheCreationTokens: number;
+  /**
+   * Of cacheCreationTokens, those written to a cache that lives an hour
+   * (Anthropic's `cache_creation.ephemeral_1h_input_tokens`), which cost more
+   * than 5-minute writes: priced at `cacheCreation1h`. A part, not a count
+   * of its own: totals, budgets and usage records count them in
+   * cacheCreationTokens. Absent: 0.
+   */
+  readonly cacheCreation1hTokens?: number;
 }
 
 /**

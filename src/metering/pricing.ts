@@ -78,11 +78,15 @@ const MILLION = 1_000_000n;
  * MAX_RESPONSE_COST_MINOR_UNITS (4 × 10^14), inside the credit bound.
  */
 export function costOf(tokens: TokenCounts, prices: TokenPrices): Cost {
+  const oneHourWrites = tokens.cacheCreation1hTokens ?? 0;
+  if (!Number.isSafeInteger(oneHourWrites) || oneHourWrites < 0 || oneHourWrites > tokens.cacheCreationTokens)
+    throw new RangeError(`1-hour cache writes ${oneHourWrites} are outside 0..${tokens.cacheCreationTokens} (the cache writes)`);
   const pairs: [number, number][] = [
     [tokens.inputTokens, prices.input],
     [tokens.outputTokens, prices.output],
     [tokens.cachedInputTokens, prices.cachedInput],
-    [tokens.cacheCreationTokens, prices.cacheCreation],
+    [tokens.cacheCreationTokens - oneHourWrites, prices.cacheCreation],
+    [oneHourWrites, prices.cacheCreation1h],
   ];
   let exactMillionths = 0n;
   for (const [count, price] of pairs) {

@@ -86,14 +86,7 @@ export function usageOutcome(reading: UsageReading, context: MeteringContext): U
     return {
       kind: 'metered',
       usage: {
-        tokens: raised
-          ? {
-              inputTokens: reading.tokens.inputTokens,
-              outputTokens: delivered,
-              cachedInputTokens: reading.tokens.cachedInputTokens,
-              cacheCreationTokens: reading.tokens.cacheCreationTokens,
-            }
-          : reading.tokens,
+        tokens: raised ? { ...reading.tokens, outputTokens: delivered } : reading.tokens,
         ...(reading.model ? { model: reading.model } : {}),
         estimated: raised,
         final: reading.final,

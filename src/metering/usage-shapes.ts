@@ -99,11 +99,20 @@ export interface MessagesUsageSnapshot {
   outputTokens: number;
   cacheReadTokens: number;
   cacheCreationTokens: number;
+  /** `cache_creation.ephemeral_1h_input_tokens`: the part of the cache writes that lives an hour. */
+  cacheCreation1hTokens: number;
   malformed: boolean;
 }
 
 export function emptyMessagesSnapshot(): MessagesUsageSnapshot {
-  return { inputTokens: MISSING, outputTokens: MISSING, cacheReadTokens: MISSING, cacheCreationTokens: MISSING, malformed: false };
+  return {
+    inputTokens: MISSING,
+    outputTokens: MISSING,
+    cacheReadTokens: MISSING,
+    cacheCreationTokens: MISSING,
+    cacheCreation1hTokens: MISSING,
+    malformed: false,
+  };
 }
 
 /** Overlays one usage object (a whole message's, message_start's or a message_delta's) onto the snapshot. */
@@ -123,16 +132,31 @@ export function overlayMessagesUsage(snapshot: MessagesUsageSnapshot, usage: unk
     if (count === INVALID) snapshot.malformed = true;
     else if (count !== MISSING) (snapshot[target] as number) = count;
   }
+  // Only a price split of the cache writes: one that cannot be read leaves them all at the 5-minute price, as before
+  // the split was read, rather than voiding the usage (a messages answer without usage costs nothing).
+  const cacheCreation = detailsOf(usage, 'cache_creation');
+  if (cacheCreation !== undefined && cacheCreation !== INVALID) {
+    const oneHour = countOf(cacheCreation, 'ephemeral_1h_input_tokens');
+    if (oneHour >= 0) snapshot.cacheCreation1hTokens = oneHour;
+  }
 }
 
-/** Anthropic's counts do not overlap: `input_tokens` excludes both cache counts. */
+/**
+ * Anthropic's counts do not overlap: `input_tokens` excludes both cache
+ * counts. The 1-hour writes are a part of `cache_creation_input_tokens`; a
+ * report whose part exceeds the whole says at least that many were 1-hour
+ * writes, so all of them are.
+ */
 export function messagesTokens(snapshot: MessagesUsageSnapshot): TokenCounts | undefined {
   if (snapshot.malformed || snapshot.inputTokens < 0 || snapshot.outputTokens < 0) return undefined;
+  const cacheCreationTokens = Math.max(0, snapshot.cacheCreationTokens);
+  const oneHour = Math.min(cacheCreationTokens, Math.max(0, snapshot.cacheCreation1hTokens));
   return {
     inputTokens: snapshot.inputTokens,
     outputTokens: snapshot.outputTokens,
     cachedInputTokens: Math.max(0, snapshot.cacheReadTokens),
-    cacheCreationTokens: Math.max(0, snapshot.cacheCreationTokens),
+    cacheCreationTokens,
+    ...(oneHour > 0 ? { cacheCreation1hTokens: oneHour } : {}),
   };
 }
 

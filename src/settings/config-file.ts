@@ -41,6 +41,7 @@ const priceFields = {
   output: price,
   cachedInput: price.optional(),
   cacheCreation: price.optional(),
+  cacheCreation1h: price.optional(),
 };
 
 function tokenPrices(fields: {
@@ -48,12 +49,15 @@ function tokenPrices(fields: {
   output: number;
   cachedInput?: number | undefined;
   cacheCreation?: number | undefined;
+  cacheCreation1h?: number | undefined;
 }): TokenPrices {
+  const cacheCreation = fields.cacheCreation ?? fields.input;
   return {
     input: fields.input,
     output: fields.output,
     cachedInput: fields.cachedInput ?? fields.input,
-    cacheCreation: fields.cacheCreation ?? fields.input,
+    cacheCreation,
+    cacheCreation1h: fields.cacheCreation1h ?? cacheCreation,
   };
 }
 

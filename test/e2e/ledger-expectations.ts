@@ -78,7 +78,7 @@ export function totalsOf(tokens: TokenCounts, requests = 1, estimatedRequests = 
 
 export function sumOf(...usages: TokenCounts[]): TokenCounts {
   const sum = { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, cacheCreationTokens: 0 };
-  for (const usage of usages) for (const name of Object.keys(sum) as (keyof TokenCounts)[]) sum[name] += usage[name];
+  for (const usage of usages) for (const name of Object.keys(sum) as (keyof typeof sum)[]) sum[name] += usage[name];
   return sum;
 }
 

@@ -22,6 +22,7 @@ const PRICING = {
   models: [
     { model: 'gpt-4.1*', input: 1_000_000, output: 2_000_000 },
     { model: 'claude-opus-4-6', input: 3_000_000, output: 5_000_000 },
+    { model: 'claude-sonnet-4-5*', input: 3_000_000, output: 5_000_000, cacheCreation: 4_000_000, cacheCreation1h: 6_000_000 },
   ],
   default: { input: 10_000_000, output: 10_000_000 },
   unpricedModels: 'charge-default',
@@ -193,6 +194,39 @@ describe('a metered answer over ext_proc moves the ledger by exactly its usage',
     const refilled = Math.ceil((((Date.now() - startedMs) / 1000) * KEY_BUDGET.tokens) / KEY_BUDGET_WINDOW_SECONDS);
     expect(remaining).toBeGreaterThanOrEqual(KEY_BUDGET.tokens - 69);
     expect(remaining).toBeLessThanOrEqual(KEY_BUDGET.tokens - 69 + refilled);
+  });
+
+  it("prices a messages answer's 1-hour cache writes at their own price, and counts them among the cache writes", async () => {
+    const balance = (await account()).billing.creditBalance;
+    const usage = await usageTotal();
+    const body = {
+      type: 'message',
+      model: 'claude-sonnet-4-5-20250929',
+      content: [{ type: 'text', text: 'ok' }],
+      usage: {
+        input_tokens: 10,
+        cache_creation_input_tokens: 100,
+        cache_read_input_tokens: 0,
+        cache_creation: { ephemeral_5m_input_tokens: 40, ephemeral_1h_input_tokens: 60 },
+        output_tokens: 2,
+      },
+    };
+    const answer: Answer = {
+      requestId: 'req-cache-1h',
+      path: '/v1/messages',
+      family: 'messages',
+      contentType: 'application/json',
+      body: Buffer.from(JSON.stringify(body)),
+      chunkBytes: 50,
+    };
+    expect((await sendAnswer(answer)).code).toBe(grpc.status.OK);
+    // 10 × 3 + 2 × 5 + 40 × 4 + 60 × 6 = 560 minor units; with one price for every write, 440.
+    await until(async () => (await account()).billing.creditBalance === balance - 560, 'the answer to be applied', 10_000);
+    expect(await usageTotal()).toMatchObject({
+      requests: usage.requests + 1,
+      cacheCreationTokens: usage.cacheCreationTokens + 100,
+      costMinorUnits: usage.costMinorUnits + 560,
+    });
   });
 
   it('counts the same x-request-id once, however often Envoy hands the answer over', async () => {

@@ -255,7 +255,7 @@ describe('the targets list', () => {
       requests: 192_000,
       heldPerSecond: 16_000,
       failed: 0,
-      latency: { p50Ms: 1, p99Ms, p999Ms: p99Ms * 2 },
+      latency: { count: 192_000, p50Ms: 1, p90Ms: 2, p99Ms, p999Ms: p99Ms * 2, maxMs: p99Ms * 3 },
       ...(inside
         ? { server: { count: 192_000, p99: { q: 0.99, count: 1900, lowerMs: inside[0], upperMs: inside[1] }, counters: {} } }
         : {}),

@@ -13,11 +13,18 @@ import { MAX_TOKEN_COUNT, type TokenCounts } from '../../../src/domain/usage';
 import { chargedPrices, costOf, modelPatternProblem, shadowedEntries } from '../../../src/metering/pricing';
 import { tokens } from '../../support/usage-fixtures';
 
-const prices = (input: number, output: number, cachedInput = input, cacheCreation = input): TokenPrices => ({
+const prices = (
+  input: number,
+  output: number,
+  cachedInput = input,
+  cacheCreation = input,
+  cacheCreation1h = cacheCreation,
+): TokenPrices => ({
   input,
   output,
   cachedInput,
   cacheCreation,
+  cacheCreation1h,
 });
 
 const table = (unpricedModels: PriceTable['unpricedModels']): PriceTable => ({
@@ -103,6 +110,20 @@ describe('cost: exact, rounded up once per response to a whole minor unit', () =
     expect(costOf(tokens(0, 0, 0, 1_000_000), prices(3, 15, 1, 4)).minorUnits).toBe(4);
   });
 
+  it('charges the 1-hour cache writes their own price, and the rest of the cache writes the 5-minute one', () => {
+    // 1M writes, 600k of them to the 1-hour cache: 400k × 375 + 600k × 600 = 510 minor units (Anthropic's 1.25 × and 2 × of 300).
+    const writes = { ...tokens(0, 0, 0, 1_000_000), cacheCreation1hTokens: 600_000 };
+    expect(costOf(writes, prices(300, 1500, 30, 375, 600))).toEqual({ minorUnits: 510, exactMillionths: 510_000_000n });
+    // Without a price of its own (the config's default is the cache-creation price) nothing changes.
+    expect(costOf(writes, prices(300, 1500, 30, 375)).minorUnits).toBe(375);
+    // All of them 1-hour writes, at the bounds: still the 4-count bound.
+    const most = costOf(
+      { ...tokens(MAX_TOKEN_COUNT, MAX_TOKEN_COUNT, MAX_TOKEN_COUNT, MAX_TOKEN_COUNT), cacheCreation1hTokens: MAX_TOKEN_COUNT },
+      prices(MAX_PRICE_PER_MILLION_TOKENS, MAX_PRICE_PER_MILLION_TOKENS, MAX_PRICE_PER_MILLION_TOKENS, 0, MAX_PRICE_PER_MILLION_TOKENS),
+    );
+    expect(most.minorUnits).toBe(MAX_RESPONSE_COST_MINOR_UNITS);
+  });
+
   it('0 tokens cost 0; the smallest non-zero cost is 1 minor unit, never free', () => {
     expect(costOf(tokens(0, 0), prices(MAX_PRICE_PER_MILLION_TOKENS, MAX_PRICE_PER_MILLION_TOKENS))).toEqual({
       minorUnits: 0,
@@ -137,14 +158,21 @@ describe('cost: exact, rounded up once per response to a whole minor unit', () =
     [tokens(1, 0), prices(-1, 1)],
     [tokens(1, 0), prices(MAX_PRICE_PER_MILLION_TOKENS + 1, 1)],
     [tokens(1, 0), prices(1.5, 1)],
+    [{ ...tokens(0, 0, 0, 10), cacheCreation1hTokens: 11 }, prices(1, 1)],
+    [{ ...tokens(0, 0, 0, 10), cacheCreation1hTokens: -1 }, prices(1, 1)],
+    [{ ...tokens(0, 0, 0, 10), cacheCreation1hTokens: 1.5 }, prices(1, 1)],
+    [{ ...tokens(0, 0, 0, 10), cacheCreation1hTokens: 5 }, prices(1, 1, 1, 1, -1)],
   ])('refuses counts or prices outside the bounds (%j, %j)', (counts, at) => {
     expect(() => costOf(counts, at)).toThrow(RangeError);
   });
 
   const count = fc.integer({ min: 0, max: MAX_TOKEN_COUNT });
   const price = fc.integer({ min: 0, max: MAX_PRICE_PER_MILLION_TOKENS });
-  const counts = fc.record({ inputTokens: count, outputTokens: count, cachedInputTokens: count, cacheCreationTokens: count });
-  const priceSet = fc.record({ input: price, output: price, cachedInput: price, cacheCreation: price });
+  // The 1-hour writes are a part of the cache writes: the smaller of two counts.
+  const counts = fc
+    .record({ inputTokens: count, outputTokens: count, cachedInputTokens: count, writes: fc.tuple(count, count) })
+    .map(({ writes: [a, b], ...rest }) => ({ ...rest, cacheCreationTokens: Math.max(a, b), cacheCreation1hTokens: Math.min(a, b) }));
+  const priceSet = fc.record({ input: price, output: price, cachedInput: price, cacheCreation: price, cacheCreation1h: price });
 
   it('is the exact cost rounded up: never below it, less than one minor unit above it, always in bounds (property)', () => {
     fc.assert(
@@ -154,7 +182,8 @@ describe('cost: exact, rounded up once per response to a whole minor unit', () =
           BigInt(usage.inputTokens) * BigInt(at.input) +
           BigInt(usage.outputTokens) * BigInt(at.output) +
           BigInt(usage.cachedInputTokens) * BigInt(at.cachedInput) +
-          BigInt(usage.cacheCreationTokens) * BigInt(at.cacheCreation);
+          BigInt(usage.cacheCreationTokens - (usage.cacheCreation1hTokens ?? 0)) * BigInt(at.cacheCreation) +
+          BigInt(usage.cacheCreation1hTokens ?? 0) * BigInt(at.cacheCreation1h);
         expect(exactMillionths).toBe(exact);
         expect(BigInt(minorUnits) * 1_000_000n).toBeGreaterThanOrEqual(exact);
         expect(BigInt(minorUnits) * 1_000_000n - exact).toBeLessThan(1_000_000n);

@@ -330,6 +330,69 @@ describe('messages and generative-content specifics', () => {
     });
   });
 
+  it('reads the part of the cache writes that lives an hour, which message_delta overwrites like every count', () => {
+    const whole = {
+      type: 'message',
+      model: 'claude-x',
+      content: [],
+      usage: {
+        input_tokens: 21,
+        cache_creation_input_tokens: 1000,
+        cache_read_input_tokens: 0,
+        cache_creation: { ephemeral_5m_input_tokens: 400, ephemeral_1h_input_tokens: 600 },
+        output_tokens: 9,
+      },
+    };
+    expect(readUsage(messagesJson, bytesOf(JSON.stringify(whole)))).toMatchObject({
+      kind: 'reported',
+      tokens: { ...tokens(21, 9, 0, 1000), cacheCreation1hTokens: 600 },
+    });
+    const stream = [
+      'event: message_start\ndata: {"type":"message_start","message":{"model":"claude-x","usage":{"input_tokens":5,"cache_creation_input_tokens":300,"cache_creation":{"ephemeral_5m_input_tokens":100,"ephemeral_1h_input_tokens":200},"output_tokens":1}}}\n\n',
+      'event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":null},"usage":{"output_tokens":4,"cache_creation":null}}\n\n',
+      'event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":8,"cache_creation_input_tokens":350,"cache_creation":{"ephemeral_5m_input_tokens":100,"ephemeral_1h_input_tokens":250}}}\n\n',
+      'event: message_stop\ndata: {"type":"message_stop"}\n\n',
+    ].join('');
+    expect(readUsage(messagesSse, bytesOf(stream))).toEqual({
+      kind: 'reported',
+      tokens: { ...tokens(5, 8, 0, 350), cacheCreation1hTokens: 250 },
+      model: 'claude-x',
+      final: true,
+      streamComplete: true,
+    });
+  });
+
+  it('more 1-hour writes than writes: all the writes are 1-hour ones', () => {
+    const body = JSON.stringify({
+      type: 'message',
+      model: 'claude-x',
+      usage: { input_tokens: 1, output_tokens: 1, cache_creation_input_tokens: 10, cache_creation: { ephemeral_1h_input_tokens: 11 } },
+    });
+    expect(readUsage(messagesJson, bytesOf(body))).toMatchObject({
+      kind: 'reported',
+      tokens: { ...tokens(1, 1, 0, 10), cacheCreation1hTokens: 10 },
+    });
+  });
+
+  it.each([
+    ['a 1-hour count that is not a count', { ephemeral_1h_input_tokens: -1 }],
+    ['a 1-hour count as text', { ephemeral_1h_input_tokens: '5' }],
+    ['cache_creation that is not an object', 10],
+  ])('messages: %s leaves every write at the 5-minute price, and the usage counted (never free for a detail)', (_name, detail) => {
+    const body = JSON.stringify({
+      type: 'message',
+      model: 'claude-x',
+      usage: { input_tokens: 1, output_tokens: 1, cache_creation_input_tokens: 10, cache_creation: detail },
+    });
+    expect(readUsage(messagesJson, bytesOf(body))).toEqual({
+      kind: 'reported',
+      tokens: tokens(1, 1, 0, 10),
+      model: 'claude-x',
+      final: true,
+      streamComplete: true,
+    });
+  });
+
   it('a message without usage is an upstream fault: nothing reported', () => {
     expect(readUsage(messagesJson, bytesOf('{"type":"message","model":"claude-x","content":[]}'))).toMatchObject({
       kind: 'none',

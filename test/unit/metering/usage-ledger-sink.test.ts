@@ -4,8 +4,13 @@ import { usageRecordProblem, type UsageRecord } from '../../../src/domain/usage-
 import { usageLedgerSink, usageRecordOf } from '../../../src/metering/usage-ledger-sink';
 
 const PRICES: PriceTable = {
-  models: [{ pattern: 'gpt-4o-mini*', prices: { input: 150_000, output: 600_000, cachedInput: 75_000, cacheCreation: 150_000 } }],
-  defaultPrices: { input: 1_000_000, output: 1_000_000, cachedInput: 1_000_000, cacheCreation: 1_000_000 },
+  models: [
+    {
+      pattern: 'gpt-4o-mini*',
+      prices: { input: 150_000, output: 600_000, cachedInput: 75_000, cacheCreation: 150_000, cacheCreation1h: 150_000 },
+    },
+  ],
+  defaultPrices: { input: 1_000_000, output: 1_000_000, cachedInput: 1_000_000, cacheCreation: 1_000_000, cacheCreation1h: 1_000_000 },
   unpricedModels: 'charge-default',
 };
 
@@ -53,6 +58,32 @@ describe('usageRecordOf: a metered answer as the ledger applies it', () => {
       atMs: AT,
     });
     expect(usageRecordProblem(record!)).toBeUndefined();
+  });
+
+  it("charges a messages answer's 1-hour cache writes their own price, and records them among the cache writes", () => {
+    const prices: PriceTable = {
+      models: [
+        {
+          pattern: 'claude-sonnet-4-5*',
+          prices: { input: 3_000_000, output: 15_000_000, cachedInput: 300_000, cacheCreation: 3_750_000, cacheCreation1h: 6_000_000 },
+        },
+      ],
+      defaultPrices: PRICES.defaultPrices,
+      unpricedModels: 'refuse',
+    };
+    const tokens = { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, cacheCreationTokens: 1_000, cacheCreation1hTokens: 600 };
+    const record = usageRecordOf(
+      answer({
+        family: 'messages',
+        model: 'claude-sonnet-4-5',
+        outcome: { kind: 'metered', usage: { tokens, estimated: false, final: true, streamComplete: true } },
+      }),
+      prices,
+    )!;
+    // 400 × 3.75 + 600 × 6 = 5,100 minor units (with one price for every write: 3,750).
+    expect(record.costMinorUnits).toBe(5_100);
+    expect(record.tokens.cacheCreationTokens).toBe(1_000);
+    expect(usageRecordProblem(record)).toBeUndefined();
   });
 
   it('charges the default prices for a model the table does not price, and for an answer naming no model', () => {

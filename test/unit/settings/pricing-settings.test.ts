@@ -20,22 +20,46 @@ function problemsOf(config: unknown): string[] {
 const pricing = {
   models: [
     { model: 'gpt-4o-mini*', input: 150_000, output: 600_000, cachedInput: 75_000 },
-    { model: 'claude-sonnet-4-5*', input: 3_000_000, output: 15_000_000, cachedInput: 300_000, cacheCreation: 3_750_000 },
+    {
+      model: 'claude-sonnet-4-5*',
+      input: 3_000_000,
+      output: 15_000_000,
+      cachedInput: 300_000,
+      cacheCreation: 3_750_000,
+      cacheCreation1h: 6_000_000,
+    },
+    { model: 'claude-haiku-4-5*', input: 1_000_000, output: 5_000_000, cacheCreation: 1_250_000 },
   ],
   default: { input: 10_000_000, output: 30_000_000 },
   unpricedModels: 'refuse',
 };
 
 describe('config file: pricing', () => {
-  it('builds the price table in order, cache prices defaulting to the input price', () => {
+  it('builds the price table in order, cache prices defaulting to the input price and 1-hour writes to the cache-creation one', () => {
     const result = withConfig({ pricing });
     if (!result.ok) throw new Error(result.problems.join('; '));
     expect(result.settings.pipeline.pricing).toEqual({
       models: [
-        { pattern: 'gpt-4o-mini*', prices: { input: 150_000, output: 600_000, cachedInput: 75_000, cacheCreation: 150_000 } },
-        { pattern: 'claude-sonnet-4-5*', prices: { input: 3_000_000, output: 15_000_000, cachedInput: 300_000, cacheCreation: 3_750_000 } },
+        {
+          pattern: 'gpt-4o-mini*',
+          prices: { input: 150_000, output: 600_000, cachedInput: 75_000, cacheCreation: 150_000, cacheCreation1h: 150_000 },
+        },
+        {
+          pattern: 'claude-sonnet-4-5*',
+          prices: { input: 3_000_000, output: 15_000_000, cachedInput: 300_000, cacheCreation: 3_750_000, cacheCreation1h: 6_000_000 },
+        },
+        {
+          pattern: 'claude-haiku-4-5*',
+          prices: { input: 1_000_000, output: 5_000_000, cachedInput: 1_000_000, cacheCreation: 1_250_000, cacheCreation1h: 1_250_000 },
+        },
       ],
-      defaultPrices: { input: 10_000_000, output: 30_000_000, cachedInput: 10_000_000, cacheCreation: 10_000_000 },
+      defaultPrices: {
+        input: 10_000_000,
+        output: 30_000_000,
+        cachedInput: 10_000_000,
+        cacheCreation: 10_000_000,
+        cacheCreation1h: 10_000_000,
+      },
       unpricedModels: 'refuse',
     });
     expect(Object.isFrozen(result.settings.pipeline.pricing!.models[0]!.prices)).toBe(true);
