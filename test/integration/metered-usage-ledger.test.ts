@@ -221,7 +221,7 @@ describe('a metered answer over ext_proc moves the ledger by exactly its usage',
     };
     expect((await sendAnswer(answer)).code).toBe(grpc.status.OK);
     // 10 × 3 + 2 × 5 + 40 × 4 + 60 × 6 = 560 minor units; with one price for every write, 440.
-    await until(async () => (await account()).billing.creditBalance === balance - 560, 'the answer to be applied', 10_000);
+    await until(async () => (await account()).billing.creditBalance === balance! - 560, 'the answer to be applied', 10_000);
     expect(await usageTotal()).toMatchObject({
       requests: usage.requests + 1,
       cacheCreationTokens: usage.cacheCreationTokens + 100,
