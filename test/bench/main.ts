@@ -509,6 +509,7 @@ async function main(): Promise<void> {
         connections: options.connections,
         streamsPerConnection: TAIL_STREAMS_PER_CONNECTION,
         request: `one valid key's CheckRequest (cached after its first Check), grpc-timeout ${ENVOY_CHECK_TIMEOUT_MS}m`,
+        warmupSeconds: TAIL_WARMUP_MS / 1000,
         ...(tailCpus ? { cpus: tailCpus } : {}),
       },
       redis: { version, source: process.env.REDIS_URL ? 'REDIS_URL' : redis.pid ? 'spawned redis-server' : 'test Redis' },

@@ -137,6 +137,8 @@ export interface BenchReport {
     connections: number;
     streamsPerConnection: number;
     request: string;
+    /** Seconds each server ran at the tail's rate before its counted rounds, counted nowhere. */
+    warmupSeconds: number;
     /** The CPUs of the tail phase (cpu-affinity.ts); absent: not split (one CPU, or a report from before). */
     cpus?: { server: string; others: string; redisPinned: boolean };
   };
@@ -425,7 +427,7 @@ export function printReport(report: BenchReport, out: (line: string) => void): v
   );
   out(
     `tail: ${tailDriver.version}, ${tailDriver.connections} connections, up to ${tailDriver.streamsPerConnection} streams each, ` +
-      `${int(report.tailRate)}/s (half the gateway's saturation), ${tailDriver.request}; the same rounds, after one uncounted round per server (the first gateway has been idle 30 s); ` +
+      `${int(report.tailRate)}/s (half the gateway's saturation), ${tailDriver.request}; the same rounds, after an uncounted ${tailDriver.warmupSeconds} s warm-up per server (the first gateway has been idle 30 s); ` +
       `each round also once more with ${STAGGERED_CONNECTIONS} connections opened 1 ms apart (judged: see the targets)` +
       (tailDriver.cpus
         ? `; the server under test alone on CPU ${tailDriver.cpus.server}, h2load${tailDriver.cpus.redisPinned ? ', Redis' : ''} and the rest on CPU ${tailDriver.cpus.others}`
