@@ -11,9 +11,9 @@ export interface Expiring {
  * the same allowance from the moment they are added have deadlines that
  * only grow in the order they are added (the Redis commands of a connection,
  * the gRPC calls with one grpc-timeout). The timer is armed for the oldest
- * entry still waiting; when it fires, and once pending I/O has run (so an
- * answer that arrived in the same turn of the event loop wins), it expires
- * every entry past its deadline and re-arms for the next. A healthy
+ * entry still waiting; when it fires, and once the loop has read its sockets
+ * after the deadline (so an answer that came in meanwhile wins; see sweep),
+ * it expires every entry past its deadline and re-arms for the next. A healthy
  * connection costs one timer per deadline period, not one per entry, and
  * nothing per entry that could outlive a scavenge.
  */
@@ -23,6 +23,8 @@ export class DeadlineSweeper<Entry extends Expiring> {
   private head = 0;
   private timer: NodeJS.Timeout | undefined;
   private sweepPending = false;
+  /** Set by a sweep's first step: what was due by then expires in the second, if still unanswered. */
+  private cutoff: number | undefined;
 
   constructor(
     /** Called (once) for a command whose deadline passed unanswered; must settle it. */
@@ -82,15 +84,40 @@ export class DeadlineSweeper<Entry extends Expiring> {
     setImmediate(this.sweep);
   };
 
+  /**
+   * Two steps, a turn of the loop apart. The timer fires in a turn's timers
+   * phase, and that turn's poll phase reads only the answers that had come by
+   * the time it looked: one that comes in while a callback of that same poll
+   * phase holds the loop (a burst of Checks, a GC pause) waits for the next
+   * turn's poll. So the first step only notes the time, if anything is due;
+   * the second, in the next turn's check phase, expires what was due then and
+   * is still unanswered after that poll. A Redis that answers in time is never
+   * failed for this process's own pause; one that does not is failed a turn
+   * later, microseconds when the loop is free.
+   */
   private readonly sweep = (): void => {
+    const cutoff = this.cutoff;
+    if (cutoff === undefined) {
+      const now = this.now();
+      const oldest = this.oldestUnsettled();
+      if (oldest !== undefined && oldest.deadline <= now) {
+        this.cutoff = now;
+        setImmediate(this.sweep);
+        return;
+      }
+      this.sweepPending = false;
+      this.settled();
+      if (oldest !== undefined) this.arm(oldest.deadline);
+      return;
+    }
+    this.cutoff = undefined;
     this.sweepPending = false;
-    const now = this.now();
     const entries = this.entries;
     for (let at = this.head; at < entries.length; at += 1) {
       const entry = entries[at];
       // expire settles the entry and calls settled(), which clears the answered ones behind it too (answered out of order).
       if (entry === undefined || entry.settled) continue;
-      if (entry.deadline > now) {
+      if (entry.deadline > cutoff) {
         this.settled();
         this.arm(entry.deadline);
         return;
@@ -99,4 +126,13 @@ export class DeadlineSweeper<Entry extends Expiring> {
     }
     this.settled();
   };
+
+  private oldestUnsettled(): Entry | undefined {
+    const entries = this.entries;
+    for (let at = this.head; at < entries.length; at += 1) {
+      const entry = entries[at];
+      if (entry !== undefined && !entry.settled) return entry;
+    }
+    return undefined;
+  }
 }

@@ -30,6 +30,28 @@ async function connectToEchoProcess(): Promise<{ socket: Socket; stop: () => voi
   };
 }
 
+/** Like connectToEchoProcess, but the echo comes `delayMs` after the bytes. */
+async function connectToDelayedEchoProcess(delayMs: number): Promise<{ socket: Socket; stop: () => void }> {
+  const child = spawn(
+    process.execPath,
+    [
+      '-e',
+      `const s = require('net').createServer((c) => c.on('data', (d) => setTimeout(() => c.write(d), ${delayMs}))).listen(0, '127.0.0.1', () => console.log(s.address().port))`,
+    ],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  const port = await new Promise<number>((resolve) => child.stdout.once('data', (data) => resolve(Number(String(data).trim()))));
+  const socket = connect(port, '127.0.0.1');
+  await new Promise((resolve) => socket.once('connect', resolve));
+  return {
+    socket,
+    stop: () => {
+      socket.destroy();
+      child.kill();
+    },
+  };
+}
+
 const blockEventLoop = (ms: number) => {
   const until = Date.now() + ms;
   while (Date.now() < until) {
@@ -136,6 +158,30 @@ describe('DeadlineSweeper', () => {
       sweeper.stop();
     } finally {
       setTimeoutSpy.mockRestore();
+    }
+  });
+
+  it('lets a reply win that arrived while an I/O callback held the loop, in the turn its deadline timer fired', async () => {
+    // The deadline timer fires in a turn's timers phase; that turn's poll phase then runs another socket's callback,
+    // which holds the loop while the reply comes in. Only the next turn's poll reads it: the expiry must wait for it.
+    const delayed = await connectToDelayedEchoProcess(40);
+    const other = await connectToEchoProcess();
+    const sweeper = new DeadlineSweeper<Command>(expire);
+    try {
+      const entry = command(1, 10);
+      sweeper.add(entry);
+      delayed.socket.once('data', () => (entry.settled = true));
+      delayed.socket.write('ping'); // answered 40 ms from now, after the deadline
+      other.socket.once('data', () => blockEventLoop(200)); // the reply comes in during this
+      other.socket.write('pong'); // echoed at once
+      blockEventLoop(20); // past the deadline, with the other echo waiting: timer and callback run in the same turn
+      await until(() => entry.settled);
+      expect(expired).toEqual([]);
+      expect(entry.settled).toBe(true);
+    } finally {
+      sweeper.stop();
+      delayed.stop();
+      other.stop();
     }
   });
 
