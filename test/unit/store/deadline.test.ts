@@ -7,12 +7,14 @@ import { DeadlineExceededError, withinDeadline } from '../../../src/store/redis/
 /**
  * An echo server in another process: it answers while this process's event
  * loop is blocked, so the reply is waiting in the socket when the loop comes
- * back, together with the expired deadline timer.
+ * back, together with the expired deadline timer. With `delayMs`, each echo
+ * comes that long after the bytes.
  */
-async function connectToEchoProcess(): Promise<{ socket: Socket; stop: () => void }> {
+async function connectToEchoProcess(delayMs = 0): Promise<{ socket: Socket; stop: () => void }> {
+  const echo = delayMs > 0 ? `c.on('data', (d) => setTimeout(() => c.write(d), ${delayMs}))` : 'c.pipe(c)';
   const child = spawn(
     process.execPath,
-    ['-e', "const s = require('net').createServer((c) => c.pipe(c)).listen(0, '127.0.0.1', () => console.log(s.address().port))"],
+    ['-e', `const s = require('net').createServer((c) => ${echo}).listen(0, '127.0.0.1', () => console.log(s.address().port))`],
     { stdio: ['ignore', 'pipe', 'inherit'] },
   );
   const port = await new Promise<number>((resolve) => child.stdout.once('data', (data) => resolve(Number(String(data).trim()))));
@@ -21,28 +23,6 @@ async function connectToEchoProcess(): Promise<{ socket: Socket; stop: () => voi
   // A round trip first, so the echo process is warm.
   socket.write('warm');
   await new Promise((resolve) => socket.once('data', resolve));
-  return {
-    socket,
-    stop: () => {
-      socket.destroy();
-      child.kill();
-    },
-  };
-}
-
-/** Like connectToEchoProcess, but the echo comes `delayMs` after the bytes. */
-async function connectToDelayedEchoProcess(delayMs: number): Promise<{ socket: Socket; stop: () => void }> {
-  const child = spawn(
-    process.execPath,
-    [
-      '-e',
-      `const s = require('net').createServer((c) => c.on('data', (d) => setTimeout(() => c.write(d), ${delayMs}))).listen(0, '127.0.0.1', () => console.log(s.address().port))`,
-    ],
-    { stdio: ['ignore', 'pipe', 'inherit'] },
-  );
-  const port = await new Promise<number>((resolve) => child.stdout.once('data', (data) => resolve(Number(String(data).trim()))));
-  const socket = connect(port, '127.0.0.1');
-  await new Promise((resolve) => socket.once('connect', resolve));
   return {
     socket,
     stop: () => {
@@ -164,7 +144,7 @@ describe('DeadlineSweeper', () => {
   it('lets a reply win that arrived while an I/O callback held the loop, in the turn its deadline timer fired', async () => {
     // The deadline timer fires in a turn's timers phase; that turn's poll phase then runs another socket's callback,
     // which holds the loop while the reply comes in. Only the next turn's poll reads it: the expiry must wait for it.
-    const delayed = await connectToDelayedEchoProcess(40);
+    const delayed = await connectToEchoProcess(40);
     const other = await connectToEchoProcess();
     const sweeper = new DeadlineSweeper<Command>(expire);
     try {
