@@ -3,6 +3,7 @@ import { chatCheckRequest, createOfficialCheckClient, type OfficialCheckClient }
 import { startTestRedis, type TestRedis } from '../support/redis-server';
 import { startAppUnderTest, type AppUnderTest } from '../support/running-app';
 import { parseDenyBody } from '../support/deny-body';
+import { measuringLoopStall } from '../support/loop-stall';
 
 /**
  * Past MAX_CHECKS_IN_FLIGHT a Check is answered gRPC UNAVAILABLE at once
@@ -16,7 +17,8 @@ const UNAVAILABLE = 14;
 const REDIS_DEADLINE_MS = 200;
 /**
  * Client and server share this test process on a shared 2-core machine, so "at once" includes the client's own
- * work and the machine's stalls (33 ms seen in CI). What matters is that it is far from the Redis deadline.
+ * work. What matters is that it is far from the Redis deadline. Times are judged net of the longest hold of this
+ * process's loop meanwhile (its GC, the machine's other suites: 33 ms seen in CI), which is not the server's doing.
  */
 const AT_ONCE_MS = 100;
 /**
@@ -90,17 +92,19 @@ it('sheds the Checks beyond the bound at once while Redis is slow, answers the r
   const admin = new Redis(redis.url);
   try {
     await admin.call('CLIENT', 'PAUSE', '1000', 'ALL');
-    // Fill the bound with Checks that wait for the paused Redis…
-    const admitted = Array.from({ length: MAX_IN_FLIGHT }, () => timedCheck(key));
-    await waitForInFlight(MAX_IN_FLIGHT);
-    // …then a burst: valid keys and malformed ones alike are shed (the bound counts every Check, see README "Settings").
-    const malformed = `${key.slice(0, -1)}${key.endsWith('x') ? 'y' : 'x'}`;
-    const burst = [...Array.from({ length: 6 }, () => timedCheck(key)), timedCheck(malformed), timedCheck(malformed)];
-    const burstAnswers = await Promise.all(burst);
-    const admittedAnswers = await Promise.all(admitted);
+    const { result, stallMs } = await measuringLoopStall(async () => {
+      // Fill the bound with Checks that wait for the paused Redis…
+      const admitted = Array.from({ length: MAX_IN_FLIGHT }, () => timedCheck(key));
+      await waitForInFlight(MAX_IN_FLIGHT);
+      // …then a burst: valid keys and malformed ones alike are shed (the bound counts every Check, see README "Settings").
+      const malformed = `${key.slice(0, -1)}${key.endsWith('x') ? 'y' : 'x'}`;
+      const burst = [...Array.from({ length: 6 }, () => timedCheck(key)), timedCheck(malformed), timedCheck(malformed)];
+      return { burstAnswers: await Promise.all(burst), admittedAnswers: await Promise.all(admitted) };
+    });
+    const { burstAnswers, admittedAnswers } = result;
 
     expect(burstAnswers.map((answer) => answer.outcome)).toEqual(Array(8).fill('shed'));
-    for (const answer of burstAnswers) expect(answer.ms).toBeLessThan(AT_ONCE_MS);
+    for (const answer of burstAnswers) expect(answer.ms - stallMs).toBeLessThan(AT_ONCE_MS);
     expect(admittedAnswers.map((answer) => answer.outcome)).toEqual(Array(MAX_IN_FLIGHT).fill('store_unavailable'));
     // Answered at the Redis deadline, not shed, and within Envoy's deadline as the server timed them.
     for (const answer of admittedAnswers) expect(answer.ms).toBeGreaterThanOrEqual(REDIS_DEADLINE_MS - 5);
@@ -109,7 +113,7 @@ it('sheds the Checks beyond the bound at once while Redis is slow, answers the r
       .filter((line) => line.reason === 'store_unavailable')
       .map((line) => Number(line.durationMs));
     expect(serverMs).toHaveLength(MAX_IN_FLIGHT);
-    for (const ms of serverMs) expect(ms).toBeLessThan(ENVOY_DEADLINE_MS);
+    for (const ms of serverMs) expect(ms - stallMs).toBeLessThan(ENVOY_DEADLINE_MS);
     expect(await metricValue('gateway_authz_checks_shed_total{reason="over_capacity"}')).toBe(8);
     expect(await metricValue('gateway_authz_checks_in_flight')).toBe(0);
   } finally {
