@@ -23,3 +23,18 @@ function isPlain(text: string): boolean {
   }
   return true;
 }
+
+/** The most of a value the client sent that a grpc-message repeats. */
+export const ECHOED_VALUE_MAX_CHARS = 64;
+
+/**
+ * A value the client sent, quoted for a grpc-message. A long one is cut and
+ * its length told: the header it came in may be as large as the server
+ * accepts (percent-encoding can triple it), and repeated whole it could make
+ * the trailers larger than the peer takes, which would then see a reset
+ * stream instead of the status that says what was wrong.
+ */
+export function quotedClientValue(value: string): string {
+  if (value.length <= ECHOED_VALUE_MAX_CHARS) return `"${value}"`;
+  return `"${value.slice(0, ECHOED_VALUE_MAX_CHARS)}…" (${value.length} characters)`;
+}

@@ -19,7 +19,7 @@ import type { Logger } from '../../logging/logger';
 import { Http2Connection, type ServerStream, type StreamListener } from './http2/connection';
 import { ErrorCode } from './http2/frames';
 import { encodeHeaderBlock, OK_TRAILERS_BLOCK, RESPONSE_HEADERS_BLOCK } from './http2/hpack-encoder';
-import { percentEncodeGrpcMessage } from './grpc-message';
+import { percentEncodeGrpcMessage, quotedClientValue } from './grpc-message';
 import { parseGrpcTimeoutMs } from './grpc-timeout';
 import { GrpcStatus, type RpcError } from './status';
 
@@ -279,7 +279,7 @@ class ServerCall implements BidiStreamingCall, StreamListener {
         this.abort({ code: GrpcStatus.INTERNAL, details: 'Compressed message received without a grpc-encoding' }, 'failed');
       } else {
         this.abort(
-          { code: GrpcStatus.UNIMPLEMENTED, details: `Message encoding "${this.encoding}" is not supported` },
+          { code: GrpcStatus.UNIMPLEMENTED, details: `Message encoding ${quotedClientValue(this.encoding)} is not supported` },
           'failed',
           ACCEPT_IDENTITY,
         );
@@ -662,12 +662,15 @@ export class GrpcServer {
       // PROTOCOL-HTTP2.md: HTTP 415; with a gRPC status as well, as grpc-go does.
       sendTrailersOnly(stream, 415, {
         code: GrpcStatus.INVALID_ARGUMENT,
-        details: `invalid gRPC request content-type "${contentType ?? ''}"`,
+        details: `invalid gRPC request content-type ${quotedClientValue(contentType ?? '')}`,
       });
       return undefined;
     }
     if (method !== 'POST') {
-      sendTrailersOnly(stream, 405, { code: GrpcStatus.INTERNAL, details: `gRPC requires :method POST, got "${String(method)}"` });
+      sendTrailersOnly(stream, 405, {
+        code: GrpcStatus.INTERNAL,
+        details: `gRPC requires :method POST, got ${quotedClientValue(String(method))}`,
+      });
       return undefined;
     }
     if (te !== 'trailers') {
@@ -678,7 +681,7 @@ export class GrpcServer {
     if (subtype !== 'proto') {
       sendTrailersOnly(stream, 200, {
         code: GrpcStatus.UNIMPLEMENTED,
-        details: `content-type "${contentType}": only protobuf messages are served`,
+        details: `content-type ${quotedClientValue(contentType ?? '')}: only protobuf messages are served`,
       });
       return undefined;
     }
@@ -686,14 +689,17 @@ export class GrpcServer {
     if (timeout !== undefined) {
       const parsed = parseGrpcTimeoutMs(timeout);
       if (parsed === undefined) {
-        sendTrailersOnly(stream, 200, { code: GrpcStatus.INTERNAL, details: `Invalid grpc-timeout value "${timeout}"` });
+        sendTrailersOnly(stream, 200, { code: GrpcStatus.INTERNAL, details: `Invalid grpc-timeout value ${quotedClientValue(timeout)}` });
         return undefined;
       }
       timeoutMs = parsed;
     }
     const handler = this.methods.get(path);
     if (!handler) {
-      sendTrailersOnly(stream, 200, { code: GrpcStatus.UNIMPLEMENTED, details: `The server does not implement the method ${path}` });
+      sendTrailersOnly(stream, 200, {
+        code: GrpcStatus.UNIMPLEMENTED,
+        details: `The server does not implement the method ${quotedClientValue(path)}`,
+      });
       return undefined;
     }
     const deadlineMs = timeoutMs === Infinity ? Infinity : Date.now() + timeoutMs;

@@ -197,6 +197,28 @@ describe('requests', () => {
     }
   });
 
+  it('repeats at most 64 characters of a value the client sent in grpc-message, and tells its length', async () => {
+    const long = (start: string) => `${start}${'x'.repeat(6000 - start.length)}`;
+    const answers = [
+      await rawCall(session, { headers: { 'content-type': long('application/json') }, body: [grpcFrame(Buffer.alloc(0))] }),
+      await rawCall(session, { path: long('/test.Echo/'), body: [grpcFrame(Buffer.alloc(0))] }),
+      await rawCall(session, { path: '/test.Echo/Unary', headers: { 'grpc-timeout': long('1') }, body: [grpcFrame(Buffer.alloc(0))] }),
+    ];
+    expect(answers.map((answer) => answer.grpcStatus)).toEqual([
+      grpc.status.INVALID_ARGUMENT,
+      grpc.status.UNIMPLEMENTED,
+      grpc.status.INTERNAL,
+    ]);
+    for (const answer of answers) {
+      const message = decodeURIComponent(answer.grpcMessage!);
+      expect(message).toMatch(/"[^"]{64}…" \(6000 characters\)/);
+      expect(message.length).toBeLessThan(160);
+    }
+    // A short value is repeated whole.
+    const short = await rawCall(session, { headers: { 'content-type': 'text/plain' }, body: [grpcFrame(Buffer.alloc(0))] });
+    expect(decodeURIComponent(short.grpcMessage!)).toBe('invalid gRPC request content-type "text/plain"');
+  });
+
   it('parses grpc-timeout (1–8 digits, H M S m u n) into the deadline it hands the method', async () => {
     const cases: [string, number][] = [
       ['250m', 250],
