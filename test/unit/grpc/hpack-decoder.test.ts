@@ -321,7 +321,7 @@ describe('HpackDecoder', () => {
 
   it('flags a block with a field name HTTP/2 forbids (RFC 9113 §8.2), also one taken from the table, until it is evicted', () => {
     const decoder = new HpackDecoder();
-    const flagged = (block: Buffer) => (decodeBlock(decoder, block), decoder.hasInvalidFieldName);
+    const flagged = (block: Buffer) => (decodeBlock(decoder, block), decoder.hasInvalidField);
     expect(flagged(blockOf(0x82, 0x00, hpackString('x-fine'), hpackString('1')))).toBe(false);
     expect(flagged(blockOf(0x00, hpackString('X-Up'), hpackString('1')))).toBe(true);
     expect(flagged(blockOf(0x00, hpackString('x:colon'), hpackString('1')))).toBe(true);
@@ -339,6 +339,26 @@ describe('HpackDecoder', () => {
     expect(flagged(blockOf(hpackInteger(40, 5, 0x20), 0xbe))).toBe(false);
     expect(decoder.dynamicEntries()).toEqual([['x-ok', '2']]);
     expect(flagged(blockOf(hpackInteger(4096, 5, 0x20), 0x40, hpackString('x-new'), hpackString('4'), 0xbf))).toBe(false);
+  });
+
+  it('flags a block with a field value HTTP/2 forbids (RFC 9113 §8.2.1), also one taken from the table, until it is evicted', () => {
+    const decoder = new HpackDecoder();
+    const flagged = (block: Buffer) => (decodeBlock(decoder, block), decoder.hasInvalidField);
+    for (const value of ['a\u0000b', 'a\rb', 'a\nb', ' a', 'a ', '\ta', 'a\t']) {
+      expect(flagged(blockOf(0x82, 0x00, hpackString('x-v'), hpackString(value)))).toBe(true);
+    }
+    for (const value of ['', 'a b', 'a\tb', '✓ ok']) expect(flagged(blockOf(0x00, hpackString('x-v'), hpackString(value)))).toBe(false);
+    // A bad value with a static name, and a good value with a dynamic name.
+    expect(flagged(blockOf(0x0f, 31 - 15, hpackString('application/grpc\r')))).toBe(true);
+    // Indexed: flagged when added, and when the whole field is referenced while it is in the table; its name alone is fine.
+    expect(flagged(blockOf(0x40, hpackString('x-v'), hpackString('a\nb')))).toBe(true);
+    expect(flagged(blockOf(0x40, hpackString('x-ok'), hpackString('2')))).toBe(false);
+    expect(flagged(blockOf(0xbf))).toBe(true);
+    expect(flagged(blockOf(0x0f, 63 - 15, hpackString('fine')))).toBe(false);
+    expect(flagged(blockOf(0xbe))).toBe(false);
+    // Evicted by a size update: the valid entry left is read as before.
+    expect(flagged(blockOf(hpackInteger(40, 5, 0x20), 0xbe))).toBe(false);
+    expect(decoder.dynamicEntries()).toEqual([['x-ok', '2']]);
   });
 
   it('keeps entries with a 0-octet table out, emitting the fields', () => {

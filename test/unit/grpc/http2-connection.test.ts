@@ -439,6 +439,69 @@ describe('with frames written by hand', () => {
     await expectResetNotConnection(frames());
   });
 
+  const badFieldValues: [string, () => Buffer[]][] = [
+    ...(
+      [
+        ['a NUL in a field value', 'a\u0000b'],
+        ['a CR in a field value', 'a\rb'],
+        ['an LF in a field value', 'a\nx-injected: 1'],
+        ['a field value starting with a space', ' a'],
+        ['a field value ending with a tab', 'a\t'],
+      ] as const
+    ).map(([what, value]): [string, () => Buffer[]] => [
+      what,
+      () => [rawFrame(FRAME.HEADERS, FLAG.END_HEADERS, 1, request([5, 'x-tenant', value])), message(1, 'm')],
+    ]),
+    ['a CR in :path', () => [rawFrame(FRAME.HEADERS, FLAG.END_HEADERS, 1, grpcRequestBlock('/test.Echo/Unary\r')), message(1, 'm')]],
+    [
+      'a value with an LF the client indexed, sent again from its table',
+      () => [
+        rawFrame(FRAME.HEADERS, FLAG.END_HEADERS, 3, withIndexedField('x-tenant', 'a\nb')),
+        message(3, 'm'),
+        rawFrame(FRAME.HEADERS, FLAG.END_HEADERS, 5, Buffer.concat([grpcRequestBlock('/test.Echo/Unary'), Buffer.from([0xbe])])),
+        message(5, 'm'),
+      ],
+    ],
+  ];
+  it.each(badFieldValues)('resets a request with %s with PROTOCOL_ERROR (RFC 9113 §8.2.1), not the connection', async (_what, frames) => {
+    await expectResetNotConnection(frames());
+  });
+
+  it.each(badFieldValues)(
+    'like node:http2 (nghttp2), never hands a handler a request with %s (nghttp2 drops such a regular field; this server resets the stream)',
+    async (_what, frames) => {
+      const handed: Record<string, unknown>[] = [];
+      const nodeServer = http2.createServer();
+      nodeServer.on('stream', (stream, headers) => {
+        handed.push(headers);
+        stream.respond({ ':status': 200 }, { endStream: true });
+      });
+      await new Promise<void>((resolve) => nodeServer.listen(0, '127.0.0.1', resolve));
+      const nodePeer = await rawPeer((nodeServer.address() as { port: number }).port);
+      try {
+        const sent = frames();
+        nodePeer.send(...sent);
+        const last = sent[sent.length - 1]!.readUInt32BE(5) & 0x7fffffff;
+        // Reset, or answered (the field dropped): either way the last stream has been dealt with.
+        const dealtWith = (f: { type: number; streamId: number }) =>
+          (f.type === FRAME.RST_STREAM || f.type === FRAME.HEADERS) && f.streamId === last;
+        await until(() => nodePeer.frames.some(dealtWith), 'RST_STREAM or HEADERS', 1000);
+        for (const headers of handed) {
+          for (const value of Object.values(headers)) expect(String(value)).not.toMatch(/[\0\r\n]|^[ \t]|[ \t]$/);
+        }
+      } finally {
+        nodePeer.destroy();
+        await new Promise((resolve) => nodeServer.close(resolve));
+      }
+    },
+  );
+
+  it('keeps serving a request whose field values are only inside-space and visible text', async () => {
+    peer.send(rawFrame(FRAME.HEADERS, FLAG.END_HEADERS, 1, request([5, 'x-tenant', 'a b\tc ✓'])), message(1, 'm'));
+    await until(() => peer.frames.some((f) => f.type === FRAME.DATA && f.streamId === 1), 'the answer on stream 1');
+    expect(peer.frames.some((f) => f.type === FRAME.RST_STREAM)).toBe(false);
+  });
+
   const connectionErrors: [string, () => Buffer[], number][] = [
     ['DATA on stream 0', () => [rawFrame(FRAME.DATA, 0, 0, Buffer.from('x'))], http2.constants.NGHTTP2_PROTOCOL_ERROR],
     ['a frame above 16,384 bytes', () => [rawFrame(FRAME.DATA, 0, 1, Buffer.alloc(20_000))], http2.constants.NGHTTP2_FRAME_SIZE_ERROR],

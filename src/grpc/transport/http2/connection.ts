@@ -580,7 +580,7 @@ export class Http2Connection {
         existing.reset(ErrorCode.STREAM_CLOSED);
         return;
       }
-      if (!endStream || this.decoder.hasInvalidFieldName || hasPseudoHeader(fields)) {
+      if (!endStream || this.decoder.hasInvalidField || hasPseudoHeader(fields)) {
         existing.reset(ErrorCode.PROTOCOL_ERROR);
         return;
       }
@@ -605,7 +605,7 @@ export class Http2Connection {
       this.writeReset(streamId, ErrorCode.REFUSED_STREAM);
       return;
     }
-    if (this.decoder.hasInvalidFieldName || !isWellFormedRequest(fields)) {
+    if (this.decoder.hasInvalidField || !isWellFormedRequest(fields)) {
       this.writeReset(streamId, ErrorCode.PROTOCOL_ERROR);
       return;
     }

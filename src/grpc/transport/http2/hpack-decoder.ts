@@ -50,6 +50,27 @@ function isValidFieldName(name: string): boolean {
 }
 
 /**
+ * RFC 9113 §8.2.1: a field value has no NUL, CR or LF anywhere, and no space or tab first or last (as nghttp2 and
+ * node:http2 check them). Read only for values decoded as literals, or all values while the table holds a bad one.
+ */
+function isValidFieldValue(value: string): boolean {
+  const last = value.length - 1;
+  if (last < 0) return true;
+  const first = value.charCodeAt(0);
+  const final = value.charCodeAt(last);
+  if (first === 0x20 || first === 0x09 || final === 0x20 || final === 0x09) return false;
+  for (let i = 0; i <= last; i += 1) {
+    const code = value.charCodeAt(i);
+    if (code === 0x00 || code === 0x0a || code === 0x0d) return false;
+  }
+  return true;
+}
+
+function isValidField(name: string, value: string): boolean {
+  return isValidFieldName(name) && isValidFieldValue(value);
+}
+
+/**
  * Huffman output goes here before it becomes a string. One for all
  * decoders: decode() runs to the end synchronously, so no two use it at once.
  * Grown to the largest string seen, which the frame layer's limit on a
@@ -73,13 +94,13 @@ export class HpackDecoder {
   private head = 0;
   private count = 0;
   /**
-   * Entries whose name is not a valid field name: only a broken or hostile encoder adds one, so while
-   * there are none (always, from Envoy or grpc-js) a name taken from the table needs no look.
+   * Entries whose name or value HTTP/2 forbids: only a broken or hostile encoder adds one, so while
+   * there are none (always, from Envoy or grpc-js) a field taken from the table needs no look.
    */
-  private invalidNamesInTable = 0;
+  private invalidFieldsInTable = 0;
 
-  /** The last block decoded has a field name HTTP/2 forbids (§8.2): the request is malformed, its stream reset. */
-  hasInvalidFieldName = false;
+  /** The last block decoded has a field name or value HTTP/2 forbids (§8.2): the request is malformed, its stream reset. */
+  hasInvalidField = false;
 
   /** Where the integer or string just read ended: read helpers advance it instead of returning a pair. */
   private cursor = 0;
@@ -114,7 +135,7 @@ export class HpackDecoder {
       throw new RangeError(`block range [${start}, ${end}) is outside a buffer of ${block.length} octets`);
     }
     let listSize = 0;
-    let invalidName = false;
+    let invalidField = false;
     // §4.2 allows table size updates only before the block's first field.
     let fieldSeen = false;
     let pos = start;
@@ -128,14 +149,14 @@ export class HpackDecoder {
         pos = this.cursor;
         if (index <= STATIC_COUNT) {
           if (index === 0) throw new HpackError('HPACK indexed field with index 0');
-          if (index === TRANSFER_ENCODING_INDEX) invalidName = true;
+          if (index === TRANSFER_ENCODING_INDEX) invalidField = true;
           name = STATIC_NAMES[index]!;
           value = STATIC_VALUES[index]!;
         } else {
           const slot = this.dynamicSlot(index);
           name = this.names[slot]!;
           value = this.values[slot]!;
-          if (this.invalidNamesInTable !== 0 && !isValidFieldName(name)) invalidName = true;
+          if (this.invalidFieldsInTable !== 0 && !isValidField(name, value)) invalidField = true;
         }
       } else if (first >= 0x20 && first < 0x40) {
         // §6.3 dynamic table size update: 001xxxxx.
@@ -155,28 +176,29 @@ export class HpackDecoder {
         const indexing = first >= 0x40;
         const nameIndex = this.readInteger(block, pos, end, indexing ? 6 : 4);
         pos = this.cursor;
-        let nameValid = true;
+        let valid = true;
         if (nameIndex === 0) {
           name = this.readString(block, pos, end);
           pos = this.cursor;
-          nameValid = isValidFieldName(name);
+          valid = isValidFieldName(name);
         } else if (nameIndex <= STATIC_COUNT) {
           name = STATIC_NAMES[nameIndex]!;
-          nameValid = nameIndex !== TRANSFER_ENCODING_INDEX;
+          valid = nameIndex !== TRANSFER_ENCODING_INDEX;
         } else {
           name = this.names[this.dynamicSlot(nameIndex)]!;
-          nameValid = this.invalidNamesInTable === 0 || isValidFieldName(name);
+          valid = this.invalidFieldsInTable === 0 || isValidFieldName(name);
         }
-        if (!nameValid) invalidName = true;
         value = this.readString(block, pos, end);
         pos = this.cursor;
-        if (indexing) this.insert(name, value, nameValid);
+        if (valid) valid = isValidFieldValue(value);
+        if (!valid) invalidField = true;
+        if (indexing) this.insert(name, value, valid);
       }
       fieldSeen = true;
       out.push(name, value);
       listSize += name.length + value.length + ENTRY_OVERHEAD;
     }
-    this.hasInvalidFieldName = invalidName;
+    this.hasInvalidField = invalidField;
     return listSize;
   }
 
@@ -255,14 +277,14 @@ export class HpackDecoder {
   }
 
   /** §4.4: evicts to make room, or empties the table for an entry larger than it (the field is still emitted). */
-  private insert(name: string, value: string, nameValid: boolean): void {
+  private insert(name: string, value: string, valid: boolean): void {
     const entrySize = name.length + value.length + ENTRY_OVERHEAD;
     if (entrySize > this.capacity) {
       this.evictDownTo(0);
       return;
     }
     this.evictDownTo(this.capacity - entrySize);
-    if (!nameValid) this.invalidNamesInTable += 1;
+    if (!valid) this.invalidFieldsInTable += 1;
     if (this.count === this.names.length) this.grow();
     this.head = (this.head + 1) & this.mask;
     this.names[this.head] = name;
@@ -276,7 +298,7 @@ export class HpackDecoder {
     while (this.size > target) {
       const slot = (this.head - this.count + 1) & this.mask;
       this.size -= this.names[slot]!.length + this.values[slot]!.length + ENTRY_OVERHEAD;
-      if (this.invalidNamesInTable !== 0 && !isValidFieldName(this.names[slot]!)) this.invalidNamesInTable -= 1;
+      if (this.invalidFieldsInTable !== 0 && !isValidField(this.names[slot]!, this.values[slot]!)) this.invalidFieldsInTable -= 1;
       // Let the strings go: a slot is only rewritten when the ring wraps round to it.
       this.names[slot] = '';
       this.values[slot] = '';
