@@ -1490,6 +1490,20 @@ describe.each(implementations)('usage contract: %s', (_name, open) => {
       expect((await budgetsOf(ids.keyId, plan))?.[0]?.remaining).toBe(1);
     });
 
+    it('reads a debt past 2^53 µs (285 years) as exhausted, as the Check decides it, not as an empty bucket', async () => {
+      const ids = await seed();
+      // One token a day is 86,400 s of debt a token: 200,000 tokens put the TAT some 548 years ahead, past 2^53 µs.
+      const plan = { key: [{ tokens: 1, windowSeconds: 86_400 }], account: [] };
+      await store.applyUsage(usage(ids, { tokens: counts(200_000, 0) }), plan);
+      const [state] = (await store.readTokenBudgets(ids.keyId, plan))!;
+      expect(state).toMatchObject({ remaining: 0 });
+      // Not before the debt has refilled: at least 2^53 µs from the epoch, less now.
+      expect(state!.retryAfterMs).toBeGreaterThan((2 ** 53 - clock.now() * 1000) / 1000 - 1);
+      await expect(store.authorize({ ...ids, defaultPlan: NO_LIMITS, defaultTokenBudgets: plan })).resolves.toMatchObject({
+        kind: 'token_budget_exhausted',
+      });
+    });
+
     it('applies overrides: key over the account key override over the plan; the account scope over the plan', async () => {
       const plan = { key: [perMinuteTokens(1_000)], account: [perMinuteTokens(10_000)] };
       const ids = await seed({ tokenBudgets: { key: [perMinuteTokens(2_000)], account: [] } });

@@ -252,12 +252,16 @@ export function parseAccount(fields: Record<string, string>): Account {
   return account;
 }
 
-/** A token bucket field: `<tatUs>` or `<tatUs> <fraction>` (see redisKeys.tokenBucketFieldPrefix); undefined when absent or unreadable. */
+/**
+ * A token bucket field: `<tatUs>` or `<tatUs> <fraction>` (see redisKeys.tokenBucketFieldPrefix); undefined when absent or unreadable.
+ * A TAT past 2^53 µs (a debt of centuries, which the usage script writes as the nearest double) reads as 2^53 − 1:
+ * exhausted until then, as the Check decides it, where refusing it would read as an empty bucket.
+ */
 export function parseTokenBucket(text: string | null | undefined): { tatUs: number; fraction: number } | undefined {
   const match = text ? /^([0-9]+)(?: ([0-9]+))?$/.exec(text) : null;
   if (!match) return undefined;
-  const tatUs = Number(match[1]);
-  return Number.isSafeInteger(tatUs) ? { tatUs, fraction: Number(match[2] ?? '0') } : undefined;
+  const tatUs = Math.min(Number(match[1]), Number.MAX_SAFE_INTEGER);
+  return { tatUs, fraction: Number(match[2] ?? '0') };
 }
 
 /** A token bucket as the usage script writes it (tb_consume): the TAT alone when there is no fraction. */
