@@ -40,6 +40,8 @@ HEALTHCHECK --interval=10s --timeout=3s --start-period=15s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.ADMIN_PORT || 9192) + '/readyz', { signal: AbortSignal.timeout(2000) }).then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
 # V8 flags Node refuses in NODE_OPTIONS: let the old generation grow to twice
 # its live size between mark-compacts (V8 picks ~1.4 x for a heap this small),
-# so they come ~3 x less often; each one's stalls were the Check p99
+# so they come ~3 x less often; and do all of the GC's work on the main thread,
+# in small steps, so no helper thread takes the replica's core from it for
+# tens of ms around a mark-compact. Those stalls were the Check p99
 # (README "Performance").
-CMD ["node", "--heap-growing-percent=100", "--no-parallel-scavenge", "dist/cli/main.js", "serve"]
+CMD ["node", "--heap-growing-percent=100", "--single-threaded-gc", "dist/cli/main.js", "serve"]

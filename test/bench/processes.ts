@@ -96,13 +96,21 @@ export async function startNoopServer(transport = 'grpc-js'): Promise<ServerUnde
  *   promoted bytes triggered a mark-compact every ~1.4 s at 8,500 Checks/s,
  *   and the stalls around each (10-20 ms of marking steps and pause) were the
  *   Check path's p99.
- * - `--no-parallel-scavenge`: the main thread does each scavenge alone. A
- *   sidecar has a core or two, shared with Redis or Envoy; helper threads
- *   then wait for a core, and the main thread waits for them: in the tail,
- *   the scavenges in a burst of Checks took a third less (median 1.6 →
- *   1.0 ms), at the same CPU per decision at saturation.
+ * - `--single-threaded-gc`: the main thread does all of the GC's work, in
+ *   the small steps of incremental marking and lazy sweeping, and no helper
+ *   thread runs. A sidecar has a core or two, shared with Redis or Envoy;
+ *   helper threads then take the core from the main thread in time slices,
+ *   and the main thread waits for them. Scavenges alone on the main thread
+ *   (`--no-parallel-scavenge`, which this implies) took a third less in a
+ *   burst of Checks (median 1.6 → 1.0 ms). Around a mark-compact, with the
+ *   gateway alone on one core at 12,500 Checks/s (test/bench/gc-profile.ts,
+ *   48 s, 10 connections opened 1 ms apart), the concurrent marker and
+ *   sweeper held the event loop 25–35 ms at a time (its worst 1 s rounds:
+ *   p99 45 and 19 ms in two runs); all on the main thread, the longest hold
+ *   was 11 ms (worst rounds 5.8 and 6.7 ms), though mark-compacts ran
+ *   3 times in 48 s instead of once.
  */
-export const SHIPPED_NODE_ARGS: readonly string[] = Object.freeze(['--heap-growing-percent=100', '--no-parallel-scavenge']);
+export const SHIPPED_NODE_ARGS: readonly string[] = Object.freeze(['--heap-growing-percent=100', '--single-threaded-gc']);
 
 /**
  * `node <SHIPPED_NODE_ARGS> dist/cli/main.js serve`, as in production. Ready when /readyz says
