@@ -90,12 +90,15 @@ export async function startNoopServer(transport = 'grpc-js'): Promise<ServerUnde
 /**
  * V8 flags the service starts with (Dockerfile CMD, `npm start`): Node refuses
  * them in NODE_OPTIONS.
- * - `--heap-growing-percent=100`: the heap grows to twice what the last
+ * - `--heap-growing-percent=75`: the heap grows to 1.75 × what the last
  *   mark-compact left live before the next one starts, not the ~1.4 × V8
  *   picks for a small heap: with ~25 MB live, each Check's few hundred
  *   promoted bytes triggered a mark-compact every ~1.4 s at 8,500 Checks/s,
  *   and the stalls around each (10-20 ms of marking steps and pause) were the
- *   Check path's p99.
+ *   Check path's p99. It was 100 until `--single-threaded-gc`: with all of the
+ *   GC on the main thread, RSS under load read 191–196 MB in two full runs
+ *   (`npm run bench`, target 200), and 75 brought it to 181–185 MB, with more
+ *   mark-compacts, each a short hold now (below).
  * - `--single-threaded-gc`: the main thread does all of the GC's work, in
  *   the small steps of incremental marking and lazy sweeping, and no helper
  *   thread runs. A sidecar has a core or two, shared with Redis or Envoy;
@@ -110,7 +113,7 @@ export async function startNoopServer(transport = 'grpc-js'): Promise<ServerUnde
  *   was 11 ms (worst rounds 5.8 and 6.7 ms), though mark-compacts ran
  *   3 times in 48 s instead of once.
  */
-export const SHIPPED_NODE_ARGS: readonly string[] = Object.freeze(['--heap-growing-percent=100', '--single-threaded-gc']);
+export const SHIPPED_NODE_ARGS: readonly string[] = Object.freeze(['--heap-growing-percent=75', '--single-threaded-gc']);
 
 /**
  * `node <SHIPPED_NODE_ARGS> dist/cli/main.js serve`, as in production. Ready when /readyz says
