@@ -401,6 +401,13 @@ describe('with frames written by hand', () => {
 
   const withIndexedField = (name: string, value: string) =>
     Buffer.concat([grpcRequestBlock('/test.Echo/Unary'), Buffer.from([0x40, ...hpackString(name), ...hpackString(value)])]);
+  /** A request adding the field to the client's table (stream 3), then one sending it as index 62, the newest entry (stream 5). */
+  const indexedThenSentFromTable = (name: string, value: string) => [
+    rawFrame(FRAME.HEADERS, FLAG.END_HEADERS, 3, withIndexedField(name, value)),
+    message(3, 'm'),
+    rawFrame(FRAME.HEADERS, FLAG.END_HEADERS, 5, Buffer.concat([grpcRequestBlock('/test.Echo/Unary'), Buffer.from([0xbe])])),
+    message(5, 'm'),
+  ];
   const badFieldNames: [string, () => Buffer[]][] = [
     ['an upper-case field name', () => [rawFrame(FRAME.HEADERS, FLAG.END_HEADERS, 1, request([5, 'X-Tenant', 'a'])), message(1, 'm')]],
     ['a field name with a space', () => [rawFrame(FRAME.HEADERS, FLAG.END_HEADERS, 1, request([5, 'x tenant', 'a'])), message(1, 'm')]],
@@ -424,16 +431,7 @@ describe('with frames written by hand', () => {
         message(1, 'm'),
       ],
     ],
-    [
-      'an upper-case name the client indexed, sent again from its table',
-      () => [
-        rawFrame(FRAME.HEADERS, FLAG.END_HEADERS, 3, withIndexedField('X-Up', 'a')),
-        message(3, 'm'),
-        // Index 62: the newest dynamic entry, the one just added.
-        rawFrame(FRAME.HEADERS, FLAG.END_HEADERS, 5, Buffer.concat([grpcRequestBlock('/test.Echo/Unary'), Buffer.from([0xbe])])),
-        message(5, 'm'),
-      ],
-    ],
+    ['an upper-case name the client indexed, sent again from its table', () => indexedThenSentFromTable('X-Up', 'a')],
   ];
   it.each(badFieldNames)('resets a request with %s with PROTOCOL_ERROR (RFC 9113 §8.2), not the connection', async (_what, frames) => {
     await expectResetNotConnection(frames());
@@ -453,15 +451,7 @@ describe('with frames written by hand', () => {
       () => [rawFrame(FRAME.HEADERS, FLAG.END_HEADERS, 1, request([5, 'x-tenant', value])), message(1, 'm')],
     ]),
     ['a CR in :path', () => [rawFrame(FRAME.HEADERS, FLAG.END_HEADERS, 1, grpcRequestBlock('/test.Echo/Unary\r')), message(1, 'm')]],
-    [
-      'a value with an LF the client indexed, sent again from its table',
-      () => [
-        rawFrame(FRAME.HEADERS, FLAG.END_HEADERS, 3, withIndexedField('x-tenant', 'a\nb')),
-        message(3, 'm'),
-        rawFrame(FRAME.HEADERS, FLAG.END_HEADERS, 5, Buffer.concat([grpcRequestBlock('/test.Echo/Unary'), Buffer.from([0xbe])])),
-        message(5, 'm'),
-      ],
-    ],
+    ['a value with an LF the client indexed, sent again from its table', () => indexedThenSentFromTable('x-tenant', 'a\nb')],
   ];
   it.each(badFieldValues)('resets a request with %s with PROTOCOL_ERROR (RFC 9113 §8.2.1), not the connection', async (_what, frames) => {
     await expectResetNotConnection(frames());
