@@ -137,6 +137,7 @@ export class MemoryStore implements Store {
   private readonly usageStreamed = new Map<string, Expiring<string>>();
   /** Credit idempotency keys by `<accountId> <key>` (an account id holds no space), oldest first, as the usage markers. */
   private readonly creditMarkers = new Map<string, Expiring<{ amount: number; outcome: CreditOutcome }>>();
+  private readonly creditAuditClaims = new Map<string, Expiring<true>>();
   /** Hour and day aggregates by `<accountId> <granularity> <period>`: counters laid out as in Redis. */
   private readonly usageAggregates = new Map<string, Expiring<Map<string, number>>>();
   private readonly usageStream: UsageStreamEntry[] = [];
@@ -256,6 +257,15 @@ export class MemoryStore implements Store {
       this.creditMarkers.set(marker, { value: { amount, outcome: { ...outcome } }, expiresAtMs: nowMs + CREDIT_IDEMPOTENCY_TTL_MS });
     }
     return outcome;
+  }
+
+  async claimCreditAudit(accountId: string, idempotencyKey: string): Promise<boolean> {
+    const nowMs = this.clock.now();
+    dropExpired(this.creditAuditClaims, nowMs);
+    const claim = `${accountId} ${idempotencyKey}`;
+    if (this.creditAuditClaims.has(claim)) return false;
+    this.creditAuditClaims.set(claim, { value: true, expiresAtMs: nowMs + CREDIT_IDEMPOTENCY_TTL_MS });
+    return true;
   }
 
   private creditOutcome(account: Account, amount: number): CreditOutcome {

@@ -215,6 +215,15 @@ export interface AdminStore extends MemberStore {
    */
   adjustCredit(accountId: string, amount: number, idempotencyKey?: string): Promise<CreditResult>;
   /**
+   * True for exactly one caller per idempotency key of an account within
+   * CREDIT_IDEMPOTENCY_TTL_MS: the one that writes the audit entry of the
+   * adjustment the key applied. The call that applied it usually gets it;
+   * when every reply of that call was lost (its caller answered 503 and wrote
+   * nothing), the repeat that finds the adjustment applied gets it instead,
+   * so an applied adjustment is never left out of the audit trail.
+   */
+  claimCreditAudit(accountId: string, idempotencyKey: string): Promise<boolean>;
+  /**
    * Stores the key under its hash, atomically with the account's key index.
    * The global indexes are written first and the record last, so a failure
    * at any point leaves no usable key and nothing a retry trips over. The same

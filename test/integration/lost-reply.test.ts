@@ -278,7 +278,7 @@ it('a credit with an Idempotency-Key whose reply is lost is applied once: 200, n
   expect(audit.body.entries.filter((entry) => entry.action === 'account.credit')).toHaveLength(1);
 });
 
-it('a credit with an Idempotency-Key that Redis never answers: 503 says to send it again with the same key, which applies it once', async () => {
+it('a credit with an Idempotency-Key that Redis never answers: 503 says to send it again with the same key, which applies it once and audits it once', async () => {
   expect((await app.admin('POST', '/admin/accounts', { id: 'purse', name: 'Purse', billing: { creditBalance: 0 } })).status).toBe(201);
   const credit = () => app.adminWithHeaders('POST', '/admin/accounts/purse/credit', { amount: 9 }, { 'Idempotency-Key': 'invoice-8' });
 
@@ -296,8 +296,16 @@ it('a credit with an Idempotency-Key that Redis never answers: 503 says to send 
   const retried = await credit();
   expect(retried.status).toBe(200);
   expect(retried.body).toEqual({ accountId: 'purse', creditBalance: 9 });
-  // Redis had applied it before the reply was lost, so the retry is its replay. (Its audit entry is missing, as a
-  // key creation's is when its answer never came: the call that applied it never learnt that it had.)
+  // Redis had applied it before the reply was lost, so the retry is its replay.
   expect(retried.headers.get('idempotent-replayed')).toBe('true');
   expect(await operator.hget(redisKeys.account('purse'), 'creditBalance')).toBe('9');
+  // The call that applied it never learnt that it had, so it wrote no audit entry; the replay that found it applied
+  // writes the one entry, and a further replay none.
+  const creditEntries = async () =>
+    (await app.admin('GET', '/admin/accounts/purse/audit?limit=100')).body.entries.filter(
+      (entry: { action: string }) => entry.action === 'account.credit',
+    );
+  expect(await creditEntries()).toMatchObject([{ action: 'account.credit', detail: 'amount=9' }]);
+  expect((await credit()).headers.get('idempotent-replayed')).toBe('true');
+  expect(await creditEntries()).toHaveLength(1);
 });

@@ -231,6 +231,20 @@ describe.each(implementations)('store contract: %s', (_name, open) => {
       expect(await balanceOf(id)).toBe(207);
     });
 
+    it('lets exactly one caller claim the audit entry of a key, per account, whichever comes first', async () => {
+      const id = await prepaid(100);
+      const other = await prepaid(0);
+      const claims = await Promise.all(Array.from({ length: 10 }, () => store.claimCreditAudit(id, 'billing-1')));
+      expect(claims.filter(Boolean)).toHaveLength(1);
+      expect(await store.claimCreditAudit(id, 'billing-1')).toBe(false);
+      // Another key, the same key on another account, and a key that extends the first one are claims of their own.
+      expect(await store.claimCreditAudit(id, 'billing-2')).toBe(true);
+      expect(await store.claimCreditAudit(other, 'billing-1')).toBe(true);
+      expect(await store.claimCreditAudit(id, 'billing-1:x')).toBe(true);
+      // The claim is not the adjustment's marker: the key still applies its adjustment once.
+      expect(await store.adjustCredit(id, 50, 'billing-1')).toEqual({ kind: 'ok', creditBalance: 150 });
+    });
+
     it('refuses a key used with another amount, naming the first amount and writing nothing', async () => {
       const id = await prepaid(100);
       expect(await store.adjustCredit(id, -30, 'debit-9')).toEqual({ kind: 'ok', creditBalance: 70 });

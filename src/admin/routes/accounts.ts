@@ -77,6 +77,23 @@ function toAccountPatch(body: PatchAccountBody): { patch: AccountPatch; changes:
  * Accounts: create, read, change (name, billing and spend cap, limit and
  * token budget overrides) and prepaid credit. Answers are always the account view (admin-views.ts).
  */
+/**
+ * Whether this call writes the audit entry of an applied credit: always
+ * without an idempotency key; with one, the call the store lets claim it
+ * (Store.claimCreditAudit), which is the repeat when the first call lost
+ * every reply. A claim that fails counts as this call's: an entry written
+ * twice is better than an applied adjustment missing from the trail.
+ */
+async function ownsCreditAudit(deps: AdminServerDeps, accountId: string, idempotencyKey: string | undefined): Promise<boolean> {
+  if (idempotencyKey === undefined) return true;
+  try {
+    return await deps.store.claimCreditAudit(accountId, idempotencyKey);
+  } catch (error) {
+    deps.logger.error({ event: 'audit', accountId, detail: (error as Error).message }, 'could not claim the credit audit entry');
+    return true;
+  }
+}
+
 export function registerAccountRoutes(app: FastifyInstance, deps: AdminServerDeps): void {
   const now = () => new Date(deps.clock.now()).toISOString();
   /** An id no account can have is answered 404 without asking the store. */
@@ -158,7 +175,9 @@ export function registerAccountRoutes(app: FastifyInstance, deps: AdminServerDep
    * With an Idempotency-Key (optional; README "Billing and rate limits",
    * Retries) the adjustment is applied at most once per key and account for
    * CREDIT_IDEMPOTENCY_TTL_MS: a repeat answers the first status and body
-   * again, with `Idempotent-Replayed: true`, and writes no second audit entry.
+   * again, with `Idempotent-Replayed: true`, and writes no second audit entry
+   * (but the first, when the call that applied it lost every reply: see
+   * ownsCreditAudit).
    */
   app.post<AccountParams>('/admin/accounts/:id/credit', async (request, reply) => {
     const { id } = request.params;
@@ -228,7 +247,7 @@ export function registerAccountRoutes(app: FastifyInstance, deps: AdminServerDep
           'amount',
         );
       case 'ok': {
-        if (!replayed) {
+        if (await ownsCreditAudit(deps, id, idempotencyKey)) {
           await recordChange(deps, { action: 'account.credit', actor: OPERATOR, accountId: id, detail: `amount=${amount}` });
         }
         const view: CreditView = { accountId: id, creditBalance: outcome.creditBalance };

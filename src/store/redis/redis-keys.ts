@@ -58,6 +58,8 @@ export const redisKeys = {
    */
   creditIdempotency: (accountId: string, idempotencyKey: string) =>
     `${redisKeys.accountTag(accountId)}credit-idempotency:${idempotencyKey}`,
+  /** String, set once (NX) by the call that writes the audit entry of a keyed credit: see Store.claimCreditAudit. */
+  creditAuditClaim: (accountId: string, idempotencyKey: string) => `${redisKeys.accountTag(accountId)}credit-audited:${idempotencyKey}`,
   /** Stream: the account's own audit trail (also in the global one), which its owners read. */
   accountAudit: (accountId: string) => `${redisKeys.accountTag(accountId)}audit`,
   /**

@@ -414,6 +414,14 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
     return scripts.gwaAdjustCredit.parseReply(reply);
   }
 
+  async claimCreditAudit(accountId: string, idempotencyKey: string): Promise<boolean> {
+    const claim = redisKeys.creditAuditClaim(accountId, idempotencyKey);
+    // Not repeated on a lost reply (the repeat of a claim that landed would read as someone else's): the caller treats
+    // a failed claim as its own, so an entry may be written twice, never left out.
+    const reply = await this.call(() => this.redis.set(claim, '1', 'PX', CREDIT_IDEMPOTENCY_TTL_MS, 'NX'));
+    return reply === 'OK';
+  }
+
   /** Indexes first, record last: see writeKeyIndexes. A lost reply is resolved as in rotateKey. */
   async insertKey(keyHash: string, key: StoredKey): Promise<InsertKeyResult> {
     await this.writeKeyIndexes(keyHash, key);
