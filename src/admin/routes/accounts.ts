@@ -74,10 +74,6 @@ function toAccountPatch(body: PatchAccountBody): { patch: AccountPatch; changes:
 }
 
 /**
- * Accounts: create, read, change (name, billing and spend cap, limit and
- * token budget overrides) and prepaid credit. Answers are always the account view (admin-views.ts).
- */
-/**
  * Whether this call writes the audit entry of an applied credit: always
  * without an idempotency key; with one, the call the store lets claim it
  * (Store.claimCreditAudit), which is the repeat when the first call lost
@@ -94,6 +90,10 @@ async function ownsCreditAudit(deps: AdminServerDeps, accountId: string, idempot
   }
 }
 
+/**
+ * Accounts: create, read, change (name, billing and spend cap, limit and
+ * token budget overrides) and prepaid credit. Answers are always the account view (admin-views.ts).
+ */
 export function registerAccountRoutes(app: FastifyInstance, deps: AdminServerDeps): void {
   const now = () => new Date(deps.clock.now()).toISOString();
   /** An id no account can have is answered 404 without asking the store. */
