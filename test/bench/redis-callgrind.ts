@@ -39,7 +39,7 @@ import Redis from 'ioredis';
 import { generateCustomerKey } from '../../src/keys/customer-key';
 import { NO_TOKEN_BUDGETS, type TokenBudgetPlan } from '../../src/domain/token-budgets';
 import { BENCH_PLAN, BENCH_TOKEN_BUDGETS } from './bench-plan';
-import { tokenBucketText } from '../../src/store/redis/redis-records';
+import { packTokenBuckets } from '../../src/store/redis/redis-records';
 import { insertKey } from '../support/pipeline-fixture-world';
 import { findRedisServerBinary } from '../support/redis-server';
 import { loadBuildModules, type CheckPathModules } from './build-modules';
@@ -181,15 +181,11 @@ async function seed(
       await insertKey(store, generateCustomerKey('live'), { id: keyId, accountId, name: keyId, createdAt });
       ids.push({ accountId, keyId });
       if (spent) {
+        const spentInto = (of: TokenBudgetPlan['key'], fraction: number) =>
+          packTokenBuckets(of.map((budget, i) => ({ windowSeconds: budget.windowSeconds, tatUs, fraction: i === 0 ? fraction : 0 })));
         const fields = [
-          ...budgets.key.map((budget, i) => [
-            `${m.redisKeys.keyTokenBucketFieldPrefix(keyId)}${budget.windowSeconds}`,
-            tokenBucketText({ tatUs, fraction: i === 0 ? 7 : 0 }),
-          ]),
-          ...budgets.account.map((budget, i) => [
-            `${m.redisKeys.accountTokenBucketFieldPrefix()}${budget.windowSeconds}`,
-            tokenBucketText({ tatUs, fraction: i === 0 ? 3 : 0 }),
-          ]),
+          [m.redisKeys.keyTokenBucketField(keyId), spentInto(budgets.key, 7)],
+          [m.redisKeys.accountTokenBucketField(), spentInto(budgets.account, 3)],
         ];
         await redis.hset(m.redisKeys.account(accountId), ...fields.flat());
       }

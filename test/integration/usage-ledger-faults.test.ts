@@ -7,6 +7,7 @@ import { totalTokens } from '../../src/domain/usage';
 import type { UsageRecord } from '../../src/domain/usage-record';
 import { Metrics } from '../../src/metrics/metrics';
 import { redisKeys } from '../../src/store/redis/redis-keys';
+import { parsePackedTokenBuckets } from '../../src/store/redis/redis-records';
 import { RedisStore } from '../../src/store/redis/redis-store';
 import { UsageRecorder } from '../../src/store/usage-recorder';
 import { LogCapture } from '../support/log-capture';
@@ -142,16 +143,16 @@ async function expectExactLedger(store: RedisStore, records: readonly UsageRecor
         );
       }
       // The token buckets moved by exactly the tokens used (the store's clock is frozen, so nothing refilled).
-      const budgets = await client.hmget(
+      const packed = await client.hmgetBuffer(
         redisKeys.account(accountId),
-        `${redisKeys.accountTokenBucketFieldPrefix()}86400`,
-        ...KEYS.map((keyId) => `${redisKeys.keyTokenBucketFieldPrefix(keyId)}86400`),
+        redisKeys.accountTokenBucketField(),
+        ...KEYS.map((keyId) => redisKeys.keyTokenBucketField(keyId)),
       );
+      const budgets = packed.map((value) => parsePackedTokenBuckets(value)?.get(86_400));
       // 10^9 tokens a day: each token is 86.4 µs; the fraction of a µs is kept, so the sum is exact.
       const position = (tokens: number) => {
         const scaled = BigInt(NOW) * 1000n * 1_000_000_000n + BigInt(tokens) * 86_400_000_000n;
-        const [tat, fraction] = [scaled / 1_000_000_000n, scaled % 1_000_000_000n];
-        return fraction === 0n ? String(tat) : `${tat} ${fraction}`;
+        return { tatUs: Number(scaled / 1_000_000_000n), fraction: Number(scaled % 1_000_000_000n) };
       };
       expect(budgets).toEqual([
         position(mine.reduce((sum, r) => sum + totalTokens(r.tokens), 0)),

@@ -16,7 +16,7 @@ import { MemoryStore } from '../../src/store/memory-store';
 import { dayStartOf, HOUR_MS, hourStartOf } from '../../src/domain/request-counts';
 import { redisKeys } from '../../src/store/redis/redis-keys';
 import { RedisStore } from '../../src/store/redis/redis-store';
-import { keyToFields, tokenBucketText } from '../../src/store/redis/redis-records';
+import { keyToFields } from '../../src/store/redis/redis-records';
 import { CorruptRecordError, CREDIT_IDEMPOTENCY_TTL_MS, USAGE_MARKER_TTL_MS, type Store } from '../../src/store/store';
 import { OPERATOR, type AuditActor, type CustomerIdentity } from '../../src/domain/customer-identity';
 import { MAX_MEMBERS_PER_ACCOUNT, type Member, type MemberPrincipal } from '../../src/domain/members';
@@ -1824,11 +1824,10 @@ describe('usage: the Lua token budget arithmetic is the BigInt one', () => {
       const lua = `${LUA_TOKEN_BUDGET}
 ${LUA_TOKEN_UNREFILLED_FOR_TEST}
 local out = {}
-for i = 1, #ARGV, 6 do
-  local stored, now, n, tokens, window, debt = ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5])
-  if stored == '' then stored = nil end
-  out[#out + 1] = tb_consume(stored, now, n, tokens, window)
-  local _, fraction = tb_parse(stored, tokens)
+for i = 1, #ARGV, 7 do
+  local tat, fraction, now, n, tokens, window, debt = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5]), tonumber(ARGV[i + 6])
+  local moved_tat, moved_fraction = tb_consume(tat, fraction, now, n, tokens, window)
+  out[#out + 1] = string.format('%.0f %.0f', moved_tat, moved_fraction)
   out[#out + 1] = string.format('%.0f', tb_unrefilled(debt, fraction or 0, tokens, window))
 end
 return out`;
@@ -1858,12 +1857,15 @@ return out`;
         const debt = Math.floor(b.windowSeconds * 1_000_000 * debtShare);
         const fraction = Math.floor(b.tokens * fractionShare);
         const stored = filled ? { tatUs: NOW_US + debt, fraction } : undefined;
-        return { budget: b, n, debt, stored, text: stored ? tokenBucketText(stored) : '' };
+        return { budget: b, n, debt, stored };
       });
+      // No bucket: a TAT and fraction that are not numbers, nil in Lua.
       const reply = (await redisClient.eval(
         lua,
         0,
-        ...all.flatMap((c) => [c.text, NOW_US, c.n, c.budget.tokens, c.budget.windowSeconds, c.debt].map(String)),
+        ...all.flatMap((c) =>
+          [c.stored?.tatUs ?? '', c.stored?.fraction ?? '', NOW_US, c.n, c.budget.tokens, c.budget.windowSeconds, c.debt].map(String),
+        ),
       )) as string[];
       const mismatches = all.flatMap((c, i) => {
         const moved = consumeTokenBudget(c.stored, NOW_US, c.budget, c.n);
@@ -1871,7 +1873,7 @@ return out`;
           BigInt(c.stored?.tatUs ?? NOW_US) * BigInt(c.budget.tokens) +
           BigInt(c.stored?.fraction ?? 0) +
           BigInt(c.n) * BigInt(c.budget.windowSeconds) * 1_000_000n;
-        const expectedMove = tokenBucketText(moved);
+        const expectedMove = `${moved.tatUs} ${moved.fraction}`;
         // Tokens not yet wholly refilled: a token begun counts (the quotient rounded up).
         const windowUs = BigInt(c.budget.windowSeconds) * 1_000_000n;
         const unrefilled = (BigInt(c.debt) * BigInt(c.budget.tokens) + BigInt(c.stored?.fraction ?? 0) + windowUs - 1n) / windowUs;
@@ -1957,8 +1959,8 @@ describe('redis usage specifics', () => {
           redisKeys.activeKeysIndexedField(),
           redisKeys.accountSpendField(month),
           redisKeys.keySpendField('key_r', month),
-          `${redisKeys.keyTokenBucketFieldPrefix('key_r')}60`,
-          `${redisKeys.accountTokenBucketFieldPrefix()}3600`,
+          redisKeys.keyTokenBucketField('key_r'),
+          redisKeys.accountTokenBucketField(),
           redisKeys.usageSweepField(),
         ].sort(),
       );

@@ -6,7 +6,7 @@ import { generateCustomerKey } from '../../src/keys/customer-key';
 import { MAX_WINDOW_SECONDS } from '../../src/limits/rate-limit';
 import { tokenBudgetState, type TokenBucket } from '../../src/limits/token-budget';
 import { redisKeys } from '../../src/store/redis/redis-keys';
-import { tokenBucketText } from '../../src/store/redis/redis-records';
+import { packTokenBuckets } from '../../src/store/redis/redis-records';
 import { RedisStore } from '../../src/store/redis/redis-store';
 import { insertKey } from '../support/pipeline-fixture-world';
 import { storeOnTestRedis } from '../support/store-on-test-redis';
@@ -116,11 +116,8 @@ async function decide(c: Case, ratePlan: RatePlan): Promise<{ first: unknown; se
   const key = await insertKey(world.store, generateCustomerKey('live'), { accountId, id: `key_tbexact${run}` });
   const stored: TokenBucket | undefined = c.debtUs === undefined ? undefined : { tatUs: NOW_US + c.debtUs, fraction: c.fraction };
   if (stored) {
-    const field =
-      c.scope === 'key'
-        ? `${redisKeys.keyTokenBucketFieldPrefix(key.id)}${c.budget.windowSeconds}`
-        : `${redisKeys.accountTokenBucketFieldPrefix()}${c.budget.windowSeconds}`;
-    await world.client.hset(redisKeys.account(accountId), field, tokenBucketText(stored));
+    const field = c.scope === 'key' ? redisKeys.keyTokenBucketField(key.id) : redisKeys.accountTokenBucketField();
+    await world.client.hset(redisKeys.account(accountId), field, packTokenBuckets([{ windowSeconds: c.budget.windowSeconds, ...stored }]));
   }
   const defaultTokenBudgets: TokenBudgetPlan = Object.freeze({
     key: Object.freeze(c.scope === 'key' ? [c.budget] : []),

@@ -93,15 +93,29 @@ export const redisKeys = {
 
   /**
    * Token budget buckets, fields of the account hash like the rate-limit
-   * buckets: `tb:k:<keyId>:<windowSeconds>` per key budget,
-   * `tb:a:<windowSeconds>` per account budget. A value is the GCRA TAT in µs,
-   * `<tatUs>`, or with a fraction of a µs `<tatUs> <fraction>` (the fraction
-   * as a numerator over the budget's tokens; src/limits/token-budget.ts, and
-   * LUA_TOKEN_BUDGET in scripts.ts to read one in a script).
+   * buckets, and packed like them: one field per key, `tp:k:<keyId>`, and
+   * one for the account, `tp:a`, each holding all of its windows as binary
+   * entries of the window, the GCRA TAT in µs and the TAT's fraction of a
+   * µs as a numerator over the budget's tokens (redis-records.ts,
+   * PACKED_TOKEN_BUCKET_STRUCT; src/limits/token-budget.ts for the
+   * arithmetic). The budgets in force first in their order, then other
+   * windows whose TAT is still ahead. A decision reads one field per scope
+   * however many budgets, and parses no text.
    */
-  tokenBucketFieldPrefix: () => 'tb:',
-  keyTokenBucketFieldPrefix: (keyId: string) => `${redisKeys.tokenBucketFieldPrefix()}k:${keyId}:`,
-  accountTokenBucketFieldPrefix: () => `${redisKeys.tokenBucketFieldPrefix()}a:`,
+  tokenBucketFieldPrefix: () => 'tp:',
+  keyTokenBucketField: (keyId: string) => `${redisKeys.tokenBucketFieldPrefix()}k:${keyId}`,
+  accountTokenBucketField: () => `${redisKeys.tokenBucketFieldPrefix()}a`,
+  /**
+   * The token buckets before they were packed: one text field per window,
+   * `tb:k:<keyId>:<windowSeconds>` and `tb:a:<windowSeconds>`, holding
+   * `<tatUs>` or `<tatUs> <fraction>`, swept by `usageSweepAtUs`. The usage
+   * script's sweep moves any it finds into the packed fields (a rolling
+   * deploy: see scripts.ts, gwaApplyUsage).
+   */
+  legacyTokenBucketFieldPrefix: () => 'tb:',
+  legacyKeyTokenBucketFieldPrefix: (keyId: string) => `${redisKeys.legacyTokenBucketFieldPrefix()}k:${keyId}:`,
+  legacyAccountTokenBucketFieldPrefix: () => `${redisKeys.legacyTokenBucketFieldPrefix()}a:`,
+  legacyUsageSweepField: () => 'usageSweepAtUs',
   /**
    * Token budget overrides as JSON: on the account hash `{"key"?:[…],"account"?:[…]}`,
    * on the key record `[…]`; each budget `{"tokens":N,"windowSeconds":S}`.
@@ -119,8 +133,13 @@ export const redisKeys = {
   keySpendField: (keyId: string, month: string) => `${redisKeys.spendFieldPrefix()}k:${keyId}:${month}`,
   /** Account hash field: minor units of usage the prepaid balance could not take (it was at −10^15). */
   creditShortfallField: () => 'creditShortfall',
-  /** Account hash field: when (µs) the usage script next deletes spent token buckets and spend of months before the previous. */
-  usageSweepField: () => 'usageSweepAtUs',
+  /**
+   * Account hash field: when (µs) the usage script next deletes spent token
+   * buckets and spend of months before the previous. A name of its own since
+   * the token buckets were packed, so that this version's first record on an
+   * account sweeps, moving the text buckets into the packed fields.
+   */
+  usageSweepField: () => 'usageSweepDueUs',
   /** Marker (with a TTL) that a usage record was applied to the account: holds how it was billed. */
   usageApplied: (accountId: string, requestId: string) => `${redisKeys.accountTag(accountId)}usage:applied:${requestId}`,
   /**

@@ -4,6 +4,7 @@ import { MEMBER_ROLES, OPERATOR, type AuditActor, type MemberRole } from '../../
 import type { Member, MemberPrincipal } from '../../domain/members';
 import type { RateLimit, RatePlanOverride } from '../../domain/rate-limits';
 import type { TokenBudget, TokenBudgetOverride } from '../../domain/token-budgets';
+import type { TokenBucket } from '../../limits/token-budget';
 import { CorruptRecordError } from '../store';
 import type { Account, StoredKey } from '../../domain/key-records';
 import { redisKeys } from './redis-keys';
@@ -253,20 +254,50 @@ export function parseAccount(fields: Record<string, string>): Account {
 }
 
 /**
- * A token bucket field: `<tatUs>` or `<tatUs> <fraction>` (see redisKeys.tokenBucketFieldPrefix); undefined when absent or unreadable.
- * A TAT past 2^53 µs (a debt of centuries, which the usage script writes as the nearest double) reads as 2^53 − 1:
- * exhausted until then, as the Check decides it, where refusing it would read as an empty bucket.
+ * A token bucket field of the layout before packing (redisKeys.legacyTokenBucketFieldPrefix):
+ * `<tatUs>` or `<tatUs> <fraction>`, as an earlier version's usage script wrote it and the
+ * usage script's sweep reads it to move it into the packed field.
  */
-export function parseTokenBucket(text: string | null | undefined): { tatUs: number; fraction: number } | undefined {
-  const match = text ? /^([0-9]+)(?: ([0-9]+))?$/.exec(text) : null;
-  if (!match) return undefined;
-  const tatUs = Math.min(Number(match[1]), Number.MAX_SAFE_INTEGER);
-  return { tatUs, fraction: Number(match[2] ?? '0') };
+export function legacyTokenBucketText(bucket: TokenBucket): string {
+  return bucket.fraction === 0 ? String(bucket.tatUs) : `${bucket.tatUs} ${bucket.fraction}`;
 }
 
-/** A token bucket as the usage script writes it (tb_consume): the TAT alone when there is no fraction. */
-export function tokenBucketText(bucket: { tatUs: number; fraction: number }): string {
-  return bucket.fraction === 0 ? String(bucket.tatUs) : `${bucket.tatUs} ${bucket.fraction}`;
+/**
+ * A packed token bucket entry (redisKeys.keyTokenBucketField): the window in
+ * seconds, the TAT in µs (a whole number, exact in a double below 2^53 µs)
+ * and the TAT's fraction of a µs as a numerator over the budget's tokens
+ * (below 10^9, MAX_BUDGET_TOKENS: a uint32), as Lua's struct library packs
+ * them, little-endian.
+ */
+export const PACKED_TOKEN_BUCKET_STRUCT = '<I4dI4';
+export const PACKED_TOKEN_BUCKET_BYTES = 16;
+
+/**
+ * A packed token bucket field as window → bucket; undefined when absent or
+ * of a length that is not whole entries. A TAT past 2^53 µs (a debt of
+ * centuries, which the usage script writes as the nearest double) reads as
+ * 2^53 − 1: exhausted until then, as the Check decides it.
+ */
+export function parsePackedTokenBuckets(packed: Buffer | null | undefined): Map<number, TokenBucket> | undefined {
+  if (!packed || packed.length % PACKED_TOKEN_BUCKET_BYTES !== 0) return undefined;
+  const buckets = new Map<number, TokenBucket>();
+  for (let at = 0; at < packed.length; at += PACKED_TOKEN_BUCKET_BYTES) {
+    const tatUs = Math.min(packed.readDoubleLE(at + 4), Number.MAX_SAFE_INTEGER);
+    buckets.set(packed.readUInt32LE(at), { tatUs, fraction: packed.readUInt32LE(at + 12) });
+  }
+  return buckets;
+}
+
+/** Token buckets as the usage script packs them, in the order given: for tests and an operator's tooling. */
+export function packTokenBuckets(buckets: readonly (TokenBucket & { windowSeconds: number })[]): Buffer {
+  const packed = Buffer.alloc(buckets.length * PACKED_TOKEN_BUCKET_BYTES);
+  buckets.forEach((bucket, i) => {
+    const at = i * PACKED_TOKEN_BUCKET_BYTES;
+    packed.writeUInt32LE(bucket.windowSeconds, at);
+    packed.writeDoubleLE(bucket.tatUs, at + 4);
+    packed.writeUInt32LE(bucket.fraction, at + 12);
+  });
+  return packed;
 }
 
 /**

@@ -8,7 +8,8 @@ import { CREDIT_LIMIT_MINOR_UNITS } from '../../domain/credit';
 import { OPERATOR, type CustomerIdentity, type MemberRole, type Membership } from '../../domain/customer-identity';
 import { MAX_MEMBERS_PER_ACCOUNT, normalizeEmail, principalKey, type Member, type MemberPrincipal } from '../../domain/members';
 import { compareCodeUnits } from '../../domain/ordering';
-import type { TokenBudgetPlan, TokenBudgetState } from '../../domain/token-budgets';
+import type { TokenBudget, TokenBudgetPlan, TokenBudgetState } from '../../domain/token-budgets';
+import type { LimitScope } from '../../domain/rate-limits';
 import { totalTokens } from '../../domain/usage';
 import { bucketExpiresAtMs, periodMs, periodName, periodStart, usageMonthOf, type UsageGranularity } from '../../domain/usage-periods';
 import type { UsageApplyOutcome, UsageRecord } from '../../domain/usage-record';
@@ -51,7 +52,7 @@ import {
   parseActor,
   parseKey,
   parseMember,
-  parseTokenBucket,
+  parsePackedTokenBuckets,
 } from './redis-records';
 import type { CheckChannel } from './check-connection';
 import { usageAggregateIncrements, usageBucketOf } from '../usage-aggregates';
@@ -684,8 +685,8 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
         String(totalTokens(record.tokens)),
         redisKeys.accountSpendField(month),
         redisKeys.keySpendField(keyId, month),
-        redisKeys.keyTokenBucketFieldPrefix(keyId),
-        redisKeys.accountTokenBucketFieldPrefix(),
+        redisKeys.keyTokenBucketField(keyId),
+        redisKeys.accountTokenBucketField(),
         String(CREDIT_LIMIT_MINOR_UNITS),
         String(bucketExpiresAtMs(atMs, 'hour')),
         String(bucketExpiresAtMs(atMs, 'day')),
@@ -734,20 +735,18 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
     const account = key && (await this.getAccount(key.accountId));
     if (!key || !account) return null;
     const budgets = effectiveTokenBudgets(plan, account.tokenBudgets, key.tokenBudgets);
-    const fields = [
-      ...budgets.key.map((budget) => `${redisKeys.keyTokenBucketFieldPrefix(key.id)}${budget.windowSeconds}`),
-      ...budgets.account.map((budget) => `${redisKeys.accountTokenBucketFieldPrefix()}${budget.windowSeconds}`),
-    ];
-    if (fields.length === 0) return [];
-    const [stored, nowUs] = await Promise.all([
-      this.call(() => this.redis.hmget(redisKeys.account(account.id), ...fields)),
+    if (budgets.key.length + budgets.account.length === 0) return [];
+    const [[keyBuckets, accountBuckets], nowUs] = await Promise.all([
+      this.call(() =>
+        this.redis.hmgetBuffer(redisKeys.account(account.id), redisKeys.keyTokenBucketField(key.id), redisKeys.accountTokenBucketField()),
+      ),
       this.redisNowUs(),
     ]);
-    const scoped = [
-      ...budgets.key.map((budget) => ['key', budget] as const),
-      ...budgets.account.map((budget) => ['account', budget] as const),
-    ];
-    return scoped.map(([scope, budget], index) => tokenBudgetState(scope, parseTokenBucket(stored[index]), nowUs, budget));
+    const stateOf = (scope: LimitScope, packed: Buffer | null | undefined) => {
+      const buckets = parsePackedTokenBuckets(packed);
+      return (budget: TokenBudget) => tokenBudgetState(scope, buckets?.get(budget.windowSeconds), nowUs, budget);
+    };
+    return [...budgets.key.map(stateOf('key', keyBuckets)), ...budgets.account.map(stateOf('account', accountBuckets))];
   }
 
   async readUsageStream(options: { count: number; after?: string }): Promise<UsageStreamEntry[]> {

@@ -21,6 +21,8 @@ import {
 import {
   PACKED_BUCKET_BYTES as BUCKET_BYTES,
   PACKED_BUCKET_STRUCT as BUCKET_STRUCT,
+  PACKED_TOKEN_BUCKET_BYTES as TOKEN_BUCKET_BYTES,
+  PACKED_TOKEN_BUCKET_STRUCT as TOKEN_BUCKET_STRUCT,
   exactBalance,
   fieldsOf,
   parseAccount,
@@ -190,12 +192,12 @@ end`;
 }
 
 /**
- * Lua statements: a bucket's text (a name) into tat and fraction (declared
- * by the caller); tat nil when absent or unreadable. A TAT alone is read
- * with tonumber, which refuses a text with a space in it, and only then is
- * the pattern tried: a match costs as much as the rest of a budget's check.
+ * Lua statements: a token bucket's text of the layout before packing (a
+ * name; redisKeys.legacyTokenBucketFieldPrefix) into tat and fraction
+ * (declared by the caller); tat nil when absent or unreadable. Only the
+ * usage script's sweep reads one, to move it into the packed field.
  */
-function luaParseTokenBucket(text: string): string {
+function luaParseLegacyTokenBucket(text: string): string {
   return `if ${text} then
   tat, fraction = tonumber(${text}), 0
   if not tat then
@@ -206,17 +208,38 @@ end`;
 }
 
 /**
+ * Lua: a packed token bucket field (redisKeys.keyTokenBucketField) →
+ * {[windowSeconds] = {tat, fraction}}; of a value that is not whole
+ * entries, its whole entries.
+ */
+const LUA_TOKEN_BUCKETS_OF = `
+local function token_buckets_of(packed)
+  local out = {}
+  if packed then
+    for at = 1, #packed - ${TOKEN_BUCKET_BYTES - 1}, ${TOKEN_BUCKET_BYTES} do
+      local w, t, f = struct.unpack('${TOKEN_BUCKET_STRUCT}', packed, at)
+      out[w] = {t, f}
+    end
+  end
+  return out
+end`;
+
+/**
  * Lua: token budget buckets, exact in doubles (mirrors
  * src/limits/token-budget.ts, which uses BigInt; a test holds the two
- * equal). A bucket field holds `<tatUs>` or `<tatUs> <fraction>` (the TAT's
- * fraction of a µs as a numerator over the budget's tokens). Budgets are at
- * most 10^9 tokens and 10^6 tokens per second over a window of at most 31
- * days, so every product below stays under 2^53.
+ * equal). A bucket is its TAT in µs and the TAT's fraction of a µs as a
+ * numerator over the budget's tokens; a field packs a scope's buckets
+ * (redisKeys.keyTokenBucketField). Budgets are at most 10^9 tokens and 10^6
+ * tokens per second over a window of at most 31 days, so every product
+ * below stays under 2^53.
  * - divmod(x, y): floor division with remainder (luaDivmod), for what the
  *   scripts compute from names;
- * - tb_parse(text, tokens): tat, fraction; nil for an absent or unreadable bucket;
- * - tb_consume(text, now, n, tokens, window_s): the bucket's new text after
- *   using n tokens at `now` (µs).
+ * - tb_consume(tat, fraction, now, n, tokens, window_s): the bucket's TAT and
+ *   fraction after using n tokens at `now` (µs); tat nil for no bucket;
+ * - token_buckets_of(packed) (LUA_TOKEN_BUCKETS_OF), and tb_pack(first,
+ *   rest, now): a field's value, the buckets of `first` ({window, tat,
+ *   fraction}, in order) then those of `rest` (as token_buckets_of makes
+ *   them) still ahead of now, by window.
  * The Check only reads buckets, in generated blocks (luaBudgetCheck): it
  * takes LUA_DIVMOD alone.
  */
@@ -230,25 +253,89 @@ end`;
 
 /** What the usage script needs to move a token bucket. */
 export const LUA_TOKEN_BUDGET = `${LUA_DIVMOD}
-local function tb_parse(text, tokens)
-  local tat, fraction
-${indent(luaParseTokenBucket('text'))}
-  if not tat then return nil end
-  if fraction >= tokens then fraction = 0 end
-  return tat, fraction
-end
-local function tb_consume(text, now, n, tokens, window_s)
-  local tat, fraction = tb_parse(text, tokens)
+${LUA_TOKEN_BUCKETS_OF.trim()}
+local function tb_consume(tat, fraction, now, n, tokens, window_s)
   if not tat or tat < now then tat, fraction = now, 0 end
+  if fraction >= tokens then fraction = 0 end
   local a, b = divmod(n, tokens)
   local c, r = divmod(b * window_s, tokens)
   local d, e = divmod(r * 1000000, tokens)
   tat = tat + a * window_s * 1000000 + c * 1000000 + d
   fraction = fraction + e
   if fraction >= tokens then tat = tat + 1; fraction = fraction - tokens end
-  if fraction == 0 then return string.format('%.0f', tat) end
-  return string.format('%.0f %.0f', tat, fraction)
+  return tat, fraction
+end
+local function tb_pack(first, rest, now)
+  local parts, windows = {}, {}
+  for i, b in ipairs(first) do parts[i] = struct.pack('${TOKEN_BUCKET_STRUCT}', b[1], b[2], b[3]) end
+  for w, b in pairs(rest) do if b[1] >= now then windows[#windows + 1] = w end end
+  table.sort(windows)
+  for _, w in ipairs(windows) do parts[#parts + 1] = struct.pack('${TOKEN_BUCKET_STRUCT}', w, rest[w][1], rest[w][2]) end
+  return table.concat(parts)
 end`;
+
+/**
+ * Lua for the usage script's sweep (at most once per USAGE_SWEEP_INTERVAL_US
+ * per account, and on this version's first record on an account an earlier
+ * version swept), given `now` and `gone`: one HGETALL, then
+ * - spend of months before the previous is deleted (and marked gone);
+ * - token buckets whose TAT has passed are dropped from their packed field,
+ *   and a field left empty is deleted;
+ * - text token buckets of the layout before packing
+ *   (redisKeys.legacyTokenBucketFieldPrefix) still ahead of now are moved
+ *   into the packed field of their scope, and deleted with the old sweep
+ *   field. Where the packed field has the window too, both versions counted
+ *   into it during a rolling deploy, so the debts add up (the text's
+ *   fraction of a µs rounded up to one): no token is lost.
+ * Written before the record's own reads, which then see the packed fields.
+ */
+function luaUsageSweep(): string {
+  const packedPrefix = luaText(redisKeys.tokenBucketFieldPrefix());
+  const legacyPrefix = luaText(redisKeys.legacyTokenBucketFieldPrefix());
+  return `local oldest = iso8601(math.floor(now / 1000)):sub(1, 7)
+local year, month = tonumber(oldest:sub(1, 4)), tonumber(oldest:sub(6, 7))
+if month == 1 then oldest = string.format('%04d-12', year - 1) else oldest = string.format('%04d-%02d', year, month - 1) end
+local all, stale, packed, moved = redis.call('HGETALL', KEYS[1]), {}, {}, {}
+for i = 1, #all, 2 do
+  local f, v = all[i], all[i + 1]
+  local prefix = string.sub(f, 1, 3)
+  if prefix == ${packedPrefix} then
+    packed[f] = v
+  elseif prefix == ${legacyPrefix} then
+    stale[#stale + 1] = f
+    local tat, fraction
+${indent(indent(luaParseLegacyTokenBucket('v')))}
+    if tat and tat >= now then
+      local id, w = string.match(f, '^${redisKeys.legacyKeyTokenBucketFieldPrefix('(.+)')}(%d+)$')
+      local to = id and ${keyField(redisKeys.keyTokenBucketField, 'id')}
+      if not id then
+        w = string.match(f, '^${redisKeys.legacyAccountTokenBucketFieldPrefix()}(%d+)$')
+        to = w and ${luaText(redisKeys.accountTokenBucketField())}
+      end
+      if to then
+        if not moved[to] then moved[to] = {} end
+        moved[to][tonumber(w)] = {tat, fraction}
+      end
+    end
+  elseif (prefix == ${luaText(redisKeys.spendFieldPrefix())} and string.sub(f, -7) < oldest) or f == ${luaText(redisKeys.legacyUsageSweepField())} then
+    stale[#stale + 1] = f; gone[f] = true
+  end
+end
+for f in pairs(moved) do if not packed[f] then packed[f] = false end end
+for f, v in pairs(packed) do
+  local buckets, changed = token_buckets_of(v or nil), not v
+  for w, b in pairs(buckets) do if b[1] < now then buckets[w] = nil; changed = true end end
+  for w, b in pairs(moved[f] or {}) do
+    local own = buckets[w]
+    if own then own[1] = own[1] + (b[1] - now) + (b[2] > 0 and 1 or 0) else buckets[w] = b end
+    changed = true
+  end
+  if changed then
+    if next(buckets) == nil then stale[#stale + 1] = f else redis.call('HSET', KEYS[1], f, tb_pack({}, buckets, now)) end
+  end
+end
+if #stale > 0 then redis.call('HDEL', KEYS[1], unpack(stale)) end`;
+}
 
 /**
  * Lua, for a test only: tb_unrefilled(debt_us, fraction, tokens, window_s),
@@ -688,8 +775,8 @@ return written`,
       'totalTokens',
       'accountSpendField',
       'keySpendField',
-      'keyTokenBucketFieldPrefix',
-      'accountTokenBucketFieldPrefix',
+      'keyTokenBucketField',
+      'accountTokenBucketField',
       'creditLimit',
       'hourExpiresAtMs',
       'dayExpiresAtMs',
@@ -725,20 +812,9 @@ else local t = redis.call('TIME'); now = tonumber(t[1]) * 1000000 + tonumber(t[2
 local writes, gone = {}, {}
 local sweep_at = a[7] and tonumber(a[7])
 if not sweep_at or sweep_at <= now then
-  if sweep_at then
-    local oldest = iso8601(math.floor(now / 1000)):sub(1, 7)
-    local year, month = tonumber(oldest:sub(1, 4)), tonumber(oldest:sub(6, 7))
-    if month == 1 then oldest = string.format('%04d-12', year - 1) else oldest = string.format('%04d-%02d', year, month - 1) end
-    local all, stale = redis.call('HGETALL', KEYS[1]), {}
-    for i = 1, #all, 2 do
-      local f = all[i]
-      local prefix = string.sub(f, 1, 3)
-      if (prefix == '${redisKeys.tokenBucketFieldPrefix()}' and (tonumber(string.match(all[i + 1], '^%d+')) or 0) < now)
-        or (prefix == '${redisKeys.spendFieldPrefix()}' and string.sub(f, -7) < oldest) then
-        stale[#stale + 1] = f; gone[f] = true
-      end
-    end
-    if #stale > 0 then redis.call('HDEL', KEYS[1], unpack(stale)) end
+  -- A new account has nothing to sweep; one an earlier version swept may hold text token buckets.
+  if sweep_at or redis.call('HEXISTS', KEYS[1], '${redisKeys.legacyUsageSweepField()}') == 1 then
+${indent(indent(luaUsageSweep()))}
   end
   writes[#writes + 1] = '${redisKeys.usageSweepField()}'
   writes[#writes + 1] = string.format('%.0f', now + ${USAGE_SWEEP_INTERVAL_US})
@@ -777,14 +853,20 @@ if tokens > 0 then
   local own = redis.call('HGET', KEYS[2], '${redisKeys.tokenBudgetsField()}')
   local key_budgets = (own and cjson.decode(own)) or overrides.key or plan_budgets(14, key_count)
   local account_budgets = overrides.account or plan_budgets(14 + 2 * key_count, account_count)
-  local fields, budgets = {}, {}
-  for _, b in ipairs(key_budgets) do fields[#fields + 1] = ARGV[7] .. b.windowSeconds; budgets[#budgets + 1] = b end
-  for _, b in ipairs(account_budgets) do fields[#fields + 1] = ARGV[8] .. b.windowSeconds; budgets[#budgets + 1] = b end
-  if #fields > 0 then
-    local stored = redis.call('HMGET', KEYS[1], unpack(fields))
-    for i, b in ipairs(budgets) do
-      writes[#writes + 1] = fields[i]
-      writes[#writes + 1] = tb_consume(stored[i], now, tokens, b.tokens, b.windowSeconds)
+  if #key_budgets + #account_budgets > 0 then
+    local stored = redis.call('HMGET', KEYS[1], ARGV[7], ARGV[8])
+    for i, scope in ipairs({key_budgets, account_budgets}) do
+      if #scope > 0 then
+        local buckets, moved = token_buckets_of(stored[i]), {}
+        for j, b in ipairs(scope) do
+          local w = b.windowSeconds
+          local old = buckets[w] or {}
+          moved[j] = {w, tb_consume(old[1], old[2], now, tokens, b.tokens, w)}
+          buckets[w] = nil
+        end
+        writes[#writes + 1] = ARGV[6 + i]
+        writes[#writes + 1] = tb_pack(moved, buckets, now)
+      end
     end
   end
 end
@@ -1039,12 +1121,12 @@ function luaText(text: string): string {
 }
 
 /**
- * A field named after the key, as a Lua expression of the key id (ARGV[1]):
+ * A field named after the key, as a Lua expression of the key id (ARGV[1] unless named):
  * keyField(redisKeys.keyBucketField) is `'rk:' .. ARGV[1]`.
  */
-function keyField(name: (keyId: string) => string): string {
+function keyField(name: (keyId: string) => string, keyId = 'ARGV[1]'): string {
   const [before = '', after = ''] = name('\u0000').split('\u0000');
-  return [before === '' ? [] : [luaText(before)], ['ARGV[1]'], after === '' ? [] : [luaText(after)]].flat().join(' .. ');
+  return [before === '' ? [] : [luaText(before)], [keyId], after === '' ? [] : [luaText(after)]].flat().join(' .. ');
 }
 
 /** ` + n` or ` - n`, for generated arithmetic. */
@@ -1156,15 +1238,19 @@ function luaSweep(): string {
  * src/limits/gcra.ts does.
  */
 function authorizeLua(plan: RatePlan, budgets: TokenBudgetPlan): string {
-  // The account HMGET: 6 fixed fields, the plan's token buckets, then the account's and the key's rate-limit buckets.
-  const budgetFields = [
-    ...budgets.key.map((budget) => keyField((keyId) => `${redisKeys.keyTokenBucketFieldPrefix(keyId)}${budget.windowSeconds}`)),
-    ...budgets.account.map((budget) => luaText(`${redisKeys.accountTokenBucketFieldPrefix()}${budget.windowSeconds}`)),
-  ];
-  const accountBucketsAt = 7 + budgetFields.length;
+  // The account HMGET: 6 fixed fields, the token bucket field of each scope the plan has budgets in, then the
+  // account's and the key's rate-limit buckets.
+  const tokenFields = [
+    ...(budgets.key.length > 0 ? [{ scope: 'key' as const, field: keyField(redisKeys.keyTokenBucketField) }] : []),
+    ...(budgets.account.length > 0 ? [{ scope: 'account' as const, field: luaText(redisKeys.accountTokenBucketField()) }] : []),
+  ].map((entry, i) => ({ at: 7 + i, ...entry }));
+  const accountBucketsAt = 7 + tokenFields.length;
   const keyBucketsAt = accountBucketsAt + 1;
-  const accountFields = `'status', 'creditBalance', 'limits', ${luaText(redisKeys.bucketSweepField())}, ${luaText(redisKeys.tokenBudgetsField())}, ${luaText(redisKeys.monthlySpendCapField())}${budgetFields.map((field) => `, ${field}`).join('')}, ${luaText(redisKeys.accountBucketField())}, kf`;
-  const tokenBudgetCheck = luaTokenBudgetCheck(budgets);
+  const accountFields = `'status', 'creditBalance', 'limits', ${luaText(redisKeys.bucketSweepField())}, ${luaText(redisKeys.tokenBudgetsField())}, ${luaText(redisKeys.monthlySpendCapField())}${tokenFields.map(({ field }) => `, ${field}`).join('')}, ${luaText(redisKeys.accountBucketField())}, kf`;
+  const tokenBudgetCheck = luaTokenBudgetCheck(budgets, {
+    key: tokenFields.find(({ scope }) => scope === 'key')?.at ?? 0,
+    account: tokenFields.find(({ scope }) => scope === 'account')?.at ?? 0,
+  });
   const limits: PlanLimit[] = [
     ...plan.key.map((limit) => ({ limit, scope: 'key' as const })),
     ...plan.account.map((limit) => ({ limit, scope: 'account' as const })),
@@ -1371,22 +1457,21 @@ end`;
 }
 
 /**
- * Lua statements: one budget checked against its bucket's text (a name),
- * given `now`: refused (x_*) when not one whole token is available, keeping
+ * Lua statements: one budget checked against its bucket, a TAT and a
+ * fraction (names, nil for no bucket), given `now`: refused (x_*) when not one whole token is available, keeping
  * the budget that keeps the caller waiting longest; otherwise b_* becomes
  * this budget if it has the fewest tokens left so far (the first on a tie).
  * Scope, tokens and window are literals (the plan's budgets, with what
  * follows from them computed when the script is generated) or names (the
  * overrides, read when it runs).
  */
-function luaBudgetCheck(scope: string, tokens: LuaValue, windowSeconds: LuaValue, text: string): string {
+function luaBudgetCheck(scope: string, tokens: LuaValue, windowSeconds: LuaValue, bucketTat: string, bucketFraction: string): string {
   const windowUs = luaWindowUs(windowSeconds);
   const literal = typeof tokens === 'number' && typeof windowUs === 'number';
   // Until one whole token is back: the debt down to tokens - 1 tokens' worth, (d + fraction/tokens) - (W - W/tokens) µs,
   // with W/tokens = q + r/tokens.
   const [q, r] = literal ? [Math.floor(windowUs / tokens), windowUs % tokens] : ['q', 'r'];
-  return `local tat, fraction
-${luaParseTokenBucket(text)}
+  return `local tat, fraction = ${bucketTat}, ${bucketFraction}
 if tat and tat >= now then
   if fraction >= ${tokens} then fraction = 0 end
   local d, f1 = tat - now, 0
@@ -1433,7 +1518,7 @@ end`;
  * through the helpers. The key's token bucket fields are named from its id,
  * ARGV[1].
  */
-function luaTokenBudgetCheck(budgets: TokenBudgetPlan): string {
+function luaTokenBudgetCheck(budgets: TokenBudgetPlan, fieldAt: Record<LimitScope, number>): string {
   const all = [
     ...budgets.key.map((budget) => ({ scope: 'key', ...budget })),
     ...budgets.account.map((budget) => ({ scope: 'account', ...budget })),
@@ -1456,34 +1541,56 @@ function luaTokenBudgetCheck(budgets: TokenBudgetPlan): string {
   const refusal = `if x_retry then return {'token_budget_exhausted', prefix, x_scope, x_tokens, x_window, 0, x_reset, x_retry} end`;
   const overrides = `${LUA_DIVMOD.trim()}
 local x_scope, x_tokens, x_window, x_reset, x_retry
-local function check(scope, tokens, window_s, text)
+local function check(scope, tokens, window_s, bucket)
   local window_us = window_s * 1000000
-${indent(luaBudgetCheck('scope', 'tokens', 'window_s', 'text'))}
+${indent(luaBudgetCheck('scope', 'tokens', 'window_s', 'bucket[1]', 'bucket[2]'))}
 end
 local o = a[5] and cjson.decode(a[5]) or {}
 local kl = (k[7] and cjson.decode(k[7])) or o.key or ${planTable(budgets.key)}
 local al = o.account or ${planTable(budgets.account)}
-local fields = {}
-for _, b in ipairs(kl) do fields[#fields + 1] = ${keyField(redisKeys.keyTokenBucketFieldPrefix)} .. b.windowSeconds end
-for _, b in ipairs(al) do fields[#fields + 1] = ${luaText(redisKeys.accountTokenBucketFieldPrefix())} .. b.windowSeconds end
-if #fields > 0 then
-  local stored = redis.call('HMGET', KEYS[1], unpack(fields))
-  for i, b in ipairs(kl) do check('key', b.tokens, b.windowSeconds, stored[i]) end
-  for i, b in ipairs(al) do check('account', b.tokens, b.windowSeconds, stored[#kl + i]) end
+if #kl + #al > 0 then
+${indent(LUA_TOKEN_BUCKETS_OF.trim())}
+  local stored = redis.call('HMGET', KEYS[1], ${keyField(redisKeys.keyTokenBucketField)}, ${luaText(redisKeys.accountTokenBucketField())})
+  local tk, ta = token_buckets_of(stored[1]), token_buckets_of(stored[2])
+  for _, b in ipairs(kl) do check('key', b.tokens, b.windowSeconds, tk[b.windowSeconds] or {}) end
+  for _, b in ipairs(al) do check('account', b.tokens, b.windowSeconds, ta[b.windowSeconds] or {}) end
 end
 ${refusal}`;
   if (all.length === 0)
     return `if k[7] or a[5] then
 ${indent(overrides)}
 end`;
-  const plan = all.map(
-    (budget, i) => `do
-  local text = a[${7 + i}]
-${indent(luaBudgetCheck(`'${budget.scope}'`, budget.tokens, budget.windowSeconds, 'text'))}
+  const numbered = all.map((budget, i) => ({ n: i + 1, ...budget }));
+  // Each scope's packed field into bt<n>, bf<n> (TAT, fraction; nil for no bucket): one struct.unpack when the field
+  // holds exactly the plan's windows in order, as the usage script writes them; else each entry looked up.
+  const unpacked = (['key', 'account'] as const).flatMap((scope) => {
+    const own = numbered.filter((budget) => budget.scope === scope);
+    if (own.length === 0) return [];
+    const names = own.map(({ n }) => `bt${n}, bf${n}`).join(', ');
+    const struct = `${TOKEN_BUCKET_STRUCT}${TOKEN_BUCKET_STRUCT.slice(1).repeat(own.length - 1)}`;
+    const unpack = `local v = a[${fieldAt[scope]}]
+if v then
+  local ${own.map(({ n }) => `w${n}`).join(', ')}
+  if #v == ${TOKEN_BUCKET_BYTES * own.length} then ${own.map(({ n }) => `w${n}, bt${n}, bf${n}`).join(', ')} = struct.unpack('${struct}', v) end
+  if not (${own.map(({ n, windowSeconds }) => `w${n} == ${windowSeconds}`).join(' and ')}) then
+    ${names} = ${own.map(() => 'nil, nil').join(', ')}
+    for at = 1, #v - ${TOKEN_BUCKET_BYTES - 1}, ${TOKEN_BUCKET_BYTES} do
+      local w, t, f = struct.unpack('${TOKEN_BUCKET_STRUCT}', v, at)
+      ${own.map(({ n, windowSeconds }) => `if w == ${windowSeconds} then bt${n}, bf${n} = t, f`).join(' else')} end
+    end
+  end
+end`;
+    return [`do\n${indent(unpack)}\nend`];
+  });
+  const plan = numbered.map(
+    (budget) => `do
+${indent(luaBudgetCheck(`'${budget.scope}'`, budget.tokens, budget.windowSeconds, `bt${budget.n}`, `bf${budget.n}`))}
 end`,
   );
   return `if not k[7] and not a[5] then
   local x_scope, x_tokens, x_window, x_reset, x_retry
+  local ${numbered.map(({ n }) => `bt${n}, bf${n}`).join(', ')}
+${indent(unpacked.join('\n'))}
 ${indent(plan.join('\n'))}
   ${refusal}
 else
