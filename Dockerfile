@@ -44,4 +44,4 @@ HEALTHCHECK --interval=10s --timeout=3s --start-period=15s --retries=3 \
 # in small steps, so no helper thread takes the replica's core from it for
 # tens of ms around a mark-compact. Those stalls were the Check p99
 # (README "Performance").
-CMD ["node", "--heap-growing-percent=75", "--single-threaded-gc", "dist/cli/main.js", "serve"]
+CMD ["node", "--heap-growing-percent=75", "--single-threaded-gc", "--no-memory-reducer", "dist/cli/main.js", "serve"]

@@ -112,8 +112,17 @@ export async function startNoopServer(transport = 'grpc-js'): Promise<ServerUnde
  *   p99 45 and 19 ms in two runs); all on the main thread, the longest hold
  *   was 11 ms (worst rounds 5.8 and 6.7 ms), though mark-compacts ran
  *   3 times in 48 s instead of once.
+ * - `--no-memory-reducer`: no memory-reducing GCs while the process is
+ *   quiet. Such a GC drops the maps V8 otherwise keeps for optimized code,
+ *   so the Check path's optimized code went with them (about 70 functions,
+ *   "weak objects" in `--trace-deopt`), and the first traffic after a quiet
+ *   spell ran unoptimized while four compile threads took the core: the
+ *   bench's first gateway held its loop 46–121 ms and shed 1,700–5,800
+ *   Checks in its warm-up, in every run on record. With the flag, in a short
+ *   bench run: 7.3 ms, 3 shed, no such deoptimization. A quiet replica keeps
+ *   the heap it had under load instead of shrinking it.
  */
-export const SHIPPED_NODE_ARGS: readonly string[] = Object.freeze(['--heap-growing-percent=75', '--single-threaded-gc']);
+export const SHIPPED_NODE_ARGS: readonly string[] = Object.freeze(['--heap-growing-percent=75', '--single-threaded-gc', '--no-memory-reducer']);
 
 /**
  * `node <SHIPPED_NODE_ARGS> dist/cli/main.js serve`, as in production. Ready when /readyz says

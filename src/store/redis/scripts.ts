@@ -762,9 +762,15 @@ return written`,
    * the stream entry of a record whose first reply was lost. Token buckets use
    * Redis's clock (the Check's); spend and aggregates the record's own time,
    * so a record applied late still counts in the hour, day and month it
-   * happened. At most once an hour (usageSweepAtUs) the script deletes token
-   * buckets whose time has passed and spend of months before the previous
-   * one, before reading what it needs. `nowUs` '' means Redis's own TIME.
+   * happened. A record moves the packed bucket field of each scope with
+   * budgets (redisKeys.keyTokenBucketField): the budgets in force first, in
+   * their order, then the field's other windows still ahead of now. At most
+   * once an hour (usageSweepDueUs) the script sweeps the account before
+   * reading what it needs (luaUsageSweep): spent token buckets, spend of
+   * months before the previous one, and the text token buckets of the layout
+   * before packing, which it moves into the packed fields; this version's
+   * first record on an account an earlier version swept sweeps at once.
+   * `nowUs` '' means Redis's own TIME.
    */
   gwaApplyUsage: script({
     keys: ['account', 'keyRecord', 'appliedMarker', 'hourAggregate', 'dayAggregate'],
@@ -1458,8 +1464,9 @@ end`;
 
 /**
  * Lua statements: one budget checked against its bucket, a TAT and a
- * fraction (names, nil for no bucket), given `now`: refused (x_*) when not one whole token is available, keeping
- * the budget that keeps the caller waiting longest; otherwise b_* becomes
+ * fraction (Lua expressions, the TAT nil for no bucket), given `now`:
+ * refused (x_*) when not one whole token is available, keeping the budget
+ * that keeps the caller waiting longest; otherwise b_* becomes
  * this budget if it has the fewest tokens left so far (the first on a tie).
  * Scope, tokens and window are literals (the plan's budgets, with what
  * follows from them computed when the script is generated) or names (the
@@ -1507,16 +1514,18 @@ end`;
  * equal). Refuses with the exhausted budget that keeps the caller waiting
  * longest; otherwise sets b_* to the budget with the fewest tokens left, for
  * the token rate-limit headers. Reads only: usage consumes the buckets
- * (gwaApplyUsage). The plan's buckets come with the account HMGET (a[7…]);
- * an override in either record (k[7], a[5]) reads its own with one more
- * HMGET. A plan without budgets skips all of it unless a record has one.
- * The plan's budgets are checked in straight-line code, one block each with
- * its numbers as literals: no function or table is made (the helpers'
- * closures, calls and arithmetic on names were 14 % of what Redis ran per
- * decision with four budgets and none spent, and a third of what the
- * budgets cost with all four spent: test/bench/redis-callgrind.ts). Overrides go
- * through the helpers. The key's token bucket fields are named from its id,
- * ARGV[1].
+ * (gwaApplyUsage). The packed bucket field of each scope the plan has
+ * budgets in comes with the account HMGET (a[fieldAt.key],
+ * a[fieldAt.account]), unpacked with one struct.unpack when it holds exactly
+ * the plan's windows in order (as the usage script writes them); an override
+ * in either record (k[7], a[5]) reads both fields with one more HMGET. A plan
+ * without budgets skips all of it unless a record has one. The plan's
+ * budgets are checked in straight-line code, one block each with its numbers
+ * as literals: no function or table is made (the helpers' closures, calls
+ * and arithmetic on names were 14 % of what Redis ran per decision with four
+ * budgets and none spent, and a third of what the budgets cost with all four
+ * spent: test/bench/redis-callgrind.ts). Overrides go through the helpers.
+ * The key's token bucket field is named from its id, ARGV[1].
  */
 function luaTokenBudgetCheck(budgets: TokenBudgetPlan, fieldAt: Record<LimitScope, number>): string {
   const all = [
