@@ -122,7 +122,11 @@ export async function startNoopServer(transport = 'grpc-js'): Promise<ServerUnde
  *   bench run: 7.3 ms, 3 shed, no such deoptimization. A quiet replica keeps
  *   the heap it had under load instead of shrinking it.
  */
-export const SHIPPED_NODE_ARGS: readonly string[] = Object.freeze(['--heap-growing-percent=75', '--single-threaded-gc', '--no-memory-reducer']);
+export const SHIPPED_NODE_ARGS: readonly string[] = Object.freeze([
+  '--heap-growing-percent=75',
+  '--single-threaded-gc',
+  '--no-memory-reducer',
+]);
 
 /**
  * `node <SHIPPED_NODE_ARGS> dist/cli/main.js serve`, as in production. Ready when /readyz says
