@@ -5,7 +5,7 @@ import type { UsageRecord } from '../../src/domain/usage-record';
 import { generateCustomerKey } from '../../src/keys/customer-key';
 import { consumeTokenBudget, tokenBudgetState, type TokenBucket } from '../../src/limits/token-budget';
 import { redisKeys } from '../../src/store/redis/redis-keys';
-import { legacyTokenBucketText, parsePackedTokenBuckets } from '../../src/store/redis/redis-records';
+import { parsePackedTokenBuckets } from '../../src/store/redis/redis-records';
 import { insertKey } from '../support/pipeline-fixture-world';
 import { storeOnTestRedis } from '../support/store-on-test-redis';
 
@@ -19,6 +19,10 @@ import { storeOnTestRedis } from '../support/store-on-test-redis';
  * rolling deploy loses no token. Every expected bucket comes from the BigInt
  * arithmetic of src/limits/token-budget.ts.
  */
+/** A token bucket as the earlier version's usage script wrote it: `<tatUs>`, or `<tatUs> <fraction>`. */
+const legacyTokenBucketText = (bucket: TokenBucket) =>
+  bucket.fraction === 0 ? String(bucket.tatUs) : `${bucket.tatUs} ${bucket.fraction}`;
+
 let nowMs = Date.parse('2026-11-28T12:00:00.000Z');
 const nowUs = () => nowMs * 1000;
 

@@ -254,15 +254,6 @@ export function parseAccount(fields: Record<string, string>): Account {
 }
 
 /**
- * A token bucket field of the layout before packing (redisKeys.legacyTokenBucketFieldPrefix):
- * `<tatUs>` or `<tatUs> <fraction>`, as an earlier version's usage script wrote it and the
- * usage script's sweep reads it to move it into the packed field.
- */
-export function legacyTokenBucketText(bucket: TokenBucket): string {
-  return bucket.fraction === 0 ? String(bucket.tatUs) : `${bucket.tatUs} ${bucket.fraction}`;
-}
-
-/**
  * A packed token bucket entry (redisKeys.keyTokenBucketField): the window in
  * seconds, the TAT in µs (a whole number, exact in a double below 2^53 µs)
  * and the TAT's fraction of a µs as a numerator over the budget's tokens
