@@ -278,6 +278,91 @@ describe('with frames written by hand', () => {
     expect(peer.goaway()).toBeUndefined();
   });
 
+  const trailersOf = (streamId: number) =>
+    rawFrame(FRAME.HEADERS, FLAG.END_HEADERS | FLAG.END_STREAM, streamId, literalBlock([['x-end', '1']]));
+  const resetsOf = (streamId: number) =>
+    peer.frames.filter((f) => f.type === FRAME.RST_STREAM && f.streamId === streamId).map((f) => f.payload.readUInt32BE(0));
+  /** Sends a new stream's call and waits for its answer: every frame sent before it has been read by then. */
+  async function servedNext(streamId: number): Promise<void> {
+    peer.send(headers(streamId), message(streamId, 'next'));
+    await until(() => peer.frames.some((f) => f.type === FRAME.DATA && f.streamId === streamId), `the answer on stream ${streamId}`);
+  }
+  /** A unary call answered, both sides' END_STREAM sent: stream `streamId` is closed. */
+  async function completedCall(streamId: number): Promise<void> {
+    peer.send(headers(streamId), message(streamId, 'done'));
+    await until(
+      () => peer.frames.some((f) => f.type === FRAME.HEADERS && f.streamId === streamId && f.flags & FLAG.END_STREAM),
+      'trailers',
+    );
+  }
+  const { NGHTTP2_STREAM_CLOSED, NGHTTP2_PROTOCOL_ERROR, NGHTTP2_CANCEL, NGHTTP2_NO_ERROR } = http2.constants;
+
+  it('answers DATA after the client’s own RST_STREAM with RST_STREAM(STREAM_CLOSED), once, not the connection (RFC 9113 §5.1)', async () => {
+    peer.send(headers(1, '/test.Echo/Hold'), rawFrame(FRAME.RST_STREAM, 0, 1, Buffer.from([0, 0, 0, NGHTTP2_CANCEL])));
+    peer.send(message(1, 'late'), message(1, 'later'));
+    await servedNext(3);
+    expect(resetsOf(1)).toEqual([NGHTTP2_STREAM_CLOSED]);
+    expect(peer.goaway()).toBeUndefined();
+  });
+
+  it('answers HEADERS after the client’s own RST_STREAM with RST_STREAM(STREAM_CLOSED) (RFC 9113 §5.1)', async () => {
+    peer.send(headers(1, '/test.Echo/Hold'), rawFrame(FRAME.RST_STREAM, 0, 1, Buffer.from([0, 0, 0, NGHTTP2_CANCEL])));
+    peer.send(headers(1, '/test.Echo/Hold', FLAG.END_HEADERS | FLAG.END_STREAM));
+    await servedNext(3);
+    expect(resetsOf(1)).toEqual([NGHTTP2_STREAM_CLOSED]);
+    expect(peer.goaway()).toBeUndefined();
+  });
+
+  it('answers DATA on a stream both sides ended with RST_STREAM(STREAM_CLOSED) (RFC 9113 §6.1)', async () => {
+    await completedCall(1);
+    peer.send(message(1, 'after its end'));
+    await servedNext(3);
+    expect(resetsOf(1)).toEqual([NGHTTP2_STREAM_CLOSED]);
+    expect(peer.goaway()).toBeUndefined();
+  });
+
+  it('ends the connection with GOAWAY(STREAM_CLOSED) on HEADERS for a stream both sides ended (RFC 9113 §5.1)', async () => {
+    await completedCall(1);
+    peer.send(headers(1, '/test.Echo/Unary', FLAG.END_HEADERS | FLAG.END_STREAM));
+    await expectGoaway(NGHTTP2_STREAM_CLOSED);
+  });
+
+  it('ends the connection with GOAWAY(PROTOCOL_ERROR) on HEADERS opening a stream below one already opened (RFC 9113 §5.1.1)', async () => {
+    await completedCall(5);
+    peer.send(headers(3), message(3, 'too late'));
+    await expectGoaway(NGHTTP2_PROTOCOL_ERROR);
+  });
+
+  it('drops the client’s frames in flight on every stream it closed first, and a RST_STREAM(CANCEL) after an answer', async () => {
+    // Stream 1: answered before the client's END_STREAM (Trailers-Only, then RST_STREAM(NO_ERROR)); its body and
+    // trailers were on their way. Stream 3: answered, then cancelled by the client as Envoy does. Stream 5: reset PROTOCOL_ERROR (malformed: two :path).
+    peer.send(headers(1, '/test.Echo/Nope'));
+    await until(() => resetsOf(1).length === 1, 'RST_STREAM(NO_ERROR) after the early answer');
+    await completedCall(3);
+    peer.send(rawFrame(FRAME.HEADERS, FLAG.END_HEADERS, 5, request([3, ':path', '/test.Echo/Hold'])));
+    await until(() => resetsOf(5).length === 1, 'RST_STREAM(PROTOCOL_ERROR)');
+    peer.send(rawFrame(FRAME.DATA, 0, 1, grpcFrame(Buffer.from('body'))), trailersOf(1));
+    peer.send(
+      rawFrame(FRAME.RST_STREAM, 0, 3, Buffer.from([0, 0, 0, NGHTTP2_CANCEL])),
+      rawFrame(FRAME.WINDOW_UPDATE, 0, 3, Buffer.from([0, 0, 1, 0])),
+    );
+    peer.send(message(5, 'body'), trailersOf(5));
+    await servedNext(7);
+    expect([resetsOf(1), resetsOf(3), resetsOf(5)]).toEqual([[NGHTTP2_NO_ERROR], [], [NGHTTP2_PROTOCOL_ERROR]]);
+    expect(peer.goaway()).toBeUndefined();
+  });
+
+  it('forgets a stream 512 streams back: frames on it are dropped, as frames in flight, with no error', async () => {
+    await completedCall(1);
+    // The client's next stream is 1,029 (the ids between are skipped): streams 1 and 3 leave the record's window.
+    await servedNext(1029);
+    peer.send(message(1, 'long after'), headers(3), message(3, 'skipped long ago'));
+    await servedNext(1031);
+    expect(resetsOf(1)).toEqual([]);
+    expect(resetsOf(3)).toEqual([]);
+    expect(peer.goaway()).toBeUndefined();
+  });
+
   it('reads a request whose frames arrive a byte at a time', async () => {
     // After the server's SETTINGS: this peer ACKs them on its own, and the ACK must not land inside the trickled frames.
     await until(() => peer.frames.some((f) => f.type === FRAME.SETTINGS && (f.flags & FLAG.ACK) === 0), 'SETTINGS');
@@ -345,7 +430,29 @@ describe('with frames written by hand', () => {
     for (const [at, name, value] of extra) fields.splice(at, 0, [name, value]);
     return literalBlock(fields);
   };
+  const withContentLength = (value: string, streamId = 1, flags: number = FLAG.END_HEADERS) =>
+    rawFrame(FRAME.HEADERS, flags, streamId, request([5, 'content-length', value]));
+  /** DATA of one gRPC message of `text`: 5 + its length bytes. */
+  const body = (text: string, flags = 0) => rawFrame(FRAME.DATA, flags, 1, grpcFrame(Buffer.from(text)));
   const malformed: [string, () => Buffer[]][] = [
+    [
+      'te other than "trailers"',
+      () => [rawFrame(FRAME.HEADERS, FLAG.END_HEADERS, 1, request([5, 'te', 'trailers, deflate'])), message(1, 'm')],
+    ],
+    ['a body longer than its content-length', () => [withContentLength('1'), body('test', FLAG.END_STREAM)]],
+    ['a body over its content-length by its second DATA', () => [withContentLength('10'), body('test'), body('test', FLAG.END_STREAM)]],
+    ['a body shorter than its content-length', () => [withContentLength('20'), body('test'), body('test', FLAG.END_STREAM)]],
+    ['trailers ending a body shorter than its content-length', () => [withContentLength('20'), body('test'), trailersOf(1)]],
+    ['a content-length on a request without a body', () => [withContentLength('9', 1, FLAG.END_HEADERS | FLAG.END_STREAM)]],
+    ['a content-length that is not a number', () => [withContentLength('nine'), body('test', FLAG.END_STREAM)]],
+    ['a negative content-length', () => [withContentLength('-9'), body('test', FLAG.END_STREAM)]],
+    [
+      'two content-length fields',
+      () => [
+        rawFrame(FRAME.HEADERS, FLAG.END_HEADERS, 1, request([5, 'content-length', '9'], [5, 'content-length', '9'])),
+        body('test', FLAG.END_STREAM),
+      ],
+    ],
     ['a second :path', () => [rawFrame(FRAME.HEADERS, FLAG.END_HEADERS, 1, request([3, ':path', '/test.Echo/Hold'])), message(1, 'm')]],
     ['an unknown pseudo-header', () => [rawFrame(FRAME.HEADERS, FLAG.END_HEADERS, 1, request([0, ':protocol', 'x'])), message(1, 'm')]],
     [
@@ -397,6 +504,20 @@ describe('with frames written by hand', () => {
   }
   it.each(malformed)('resets a malformed request, %s, with PROTOCOL_ERROR (RFC 9113 §8.3), not the connection', async (_what, frames) => {
     await expectResetNotConnection(frames());
+  });
+
+  it('serves a request whose body matches its content-length, padding aside (RFC 9113 §8.1.1)', async () => {
+    const padded = Buffer.concat([Buffer.from([4]), grpcFrame(Buffer.from('exact')), Buffer.alloc(4)]);
+    peer.send(withContentLength('10'), rawFrame(FRAME.DATA, FLAG.END_STREAM | FLAG.PADDED, 1, padded));
+    await until(() => peer.frames.some((f) => f.type === FRAME.DATA && f.streamId === 1), 'the answer');
+    expect(messagesOf(peer.frames.find((f) => f.type === FRAME.DATA && f.streamId === 1)!.payload).map(String)).toEqual(['exact']);
+    peer.send(withContentLength('0', 3, FLAG.END_HEADERS | FLAG.END_STREAM));
+    await until(
+      () => peer.frames.some((f) => f.type === FRAME.HEADERS && f.streamId === 3 && f.flags & FLAG.END_STREAM),
+      'the answer on 3',
+    );
+    expect(resetsOf(1)).toEqual([]);
+    expect(resetsOf(3)).toEqual([]);
   });
 
   const withIndexedField = (name: string, value: string) =>

@@ -76,6 +76,27 @@ const MAX_KEPT_STAGING_BYTES = 1 << 20;
 const MAX_UNSENT_BYTES = 1 << 20;
 /** How long an ended socket waits for the peer to close its side before it is destroyed. */
 const LINGER_MS = 1000;
+/**
+ * How many of the client's latest streams (odd ids) the closed-stream record covers; a power of two, as it is indexed
+ * by id. The record only decides between dropping a frame on a closed stream (always safe: what the RFC asks for
+ * frames in flight after this side's reset) and the error the RFC asks for a frame the client sent after it closed the
+ * stream itself, or on a stream it skipped. A stream older than the window is forgotten and its frames dropped (§5.1
+ * lets an endpoint limit how long it remembers), so the bound costs only the error answer to a broken client's late
+ * frame, never a well-behaved client's call. 512 is more streams than a connection opens in a round trip short of
+ * 500 new calls per round trip, for 2.5 KiB per connection (its output staging alone is 16 KiB), allocated at its
+ * first closed stream.
+ */
+const CLOSED_RECORD_STREAMS = 512;
+/** How a recently closed stream closed (the record's entries), and what a lookup may answer besides. */
+const CLOSED_BY_THIS_SIDE = 1; // reset by this side (an early answer included), or never served: frames in flight are dropped
+const CLOSED_BY_CLIENT_RESET = 2;
+const CLOSED_BY_BOTH_ENDS = 3;
+const NEVER_OPENED = 4; // skipped by the client: closed by its first use of a higher id (§5.1.1)
+const FORGOTTEN = 5;
+/** ServerStream.contentLengthLeft of a request without content-length (and checkRequestFields' answer for one). */
+const NO_CONTENT_LENGTH = -1;
+/** checkRequestFields' answer for a malformed request. */
+const MALFORMED_REQUEST = -2;
 
 const EMPTY = Buffer.alloc(0);
 const NO_LISTENER: StreamListener = { onData() {}, onEnd() {}, onClose() {} };
@@ -98,6 +119,11 @@ export class ServerStream {
   localEnded = false;
   /** No frame may be sent on it any more. */
   closed = false;
+  /** This side sent RST_STREAM: the client's frames still in flight are dropped (§5.1). */
+  private resetSent = false;
+  private resetByClient = false;
+  /** The request's content-length less the DATA payload received so far, or NO_CONTENT_LENGTH. */
+  contentLengthLeft = NO_CONTENT_LENGTH;
   sendWindow: number;
   receiveWindow = STREAM_RECEIVE_WINDOW;
   private receivedUnacked = 0;
@@ -155,7 +181,20 @@ export class ServerStream {
   reset(code: number): void {
     if (this.closed) return;
     this.connection.writeReset(this.id, code);
+    this.resetSent = true;
     this.close();
+  }
+
+  /** The client's RST_STREAM. */
+  closeOnClientReset(): void {
+    this.resetByClient = true;
+    this.close();
+  }
+
+  /** How it closed, for the connection's closed-stream record. */
+  get closedBy(): number {
+    if (this.resetByClient) return CLOSED_BY_CLIENT_RESET;
+    return !this.resetSent && this.remoteEnded && this.localEnded ? CLOSED_BY_BOTH_ENDS : CLOSED_BY_THIS_SIDE;
   }
 
   /** Sends what the windows now allow; true when nothing is left waiting. */
@@ -201,7 +240,10 @@ export class ServerStream {
    * stream would otherwise stay open, and count against SETTINGS_MAX_CONCURRENT_STREAMS, until the client ends it.
    */
   private closeAfterTrailers(): void {
-    if (!this.remoteEnded) this.connection.writeReset(this.id, ErrorCode.NO_ERROR);
+    if (!this.remoteEnded) {
+      this.connection.writeReset(this.id, ErrorCode.NO_ERROR);
+      this.resetSent = true;
+    }
     this.close();
   }
 
@@ -239,6 +281,12 @@ export class Http2Connection {
   private readonly streams = new Map<number, ServerStream>();
   private blockedStreams: Set<ServerStream> | undefined;
   private lastStreamId = 0;
+  /**
+   * How the client's latest closed streams closed, indexed by stream id modulo the window: ids[slot] is the stream the
+   * slot describes, how[slot] one of the CLOSED_BY_ values. An id in the window whose slot names another stream was
+   * never opened (every stream opened in the window is written on its close, and only an older id shares its slot).
+   */
+  private closedRecord: { ids: Int32Array; how: Uint8Array } | undefined;
   /** GOAWAY sent: streams above this id are not served. */
   private goawayLastStreamId = -1;
   /** No new streams: this side closes once the open ones end (close(), or the client's GOAWAY). */
@@ -494,7 +542,9 @@ export class Http2Connection {
     const stream = this.streams.get(streamId);
     if (!stream) {
       if (this.isIdle(streamId)) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, `DATA on idle stream ${streamId}`);
-      // A stream this side reset or finished: frames already in flight are expected, and dropped.
+      // §6.1: DATA on a closed stream is a stream error, unless this side closed it first (frames in flight).
+      const how = this.closedHow(streamId);
+      if (how !== CLOSED_BY_THIS_SIDE && how !== FORGOTTEN) this.refuse(streamId, ErrorCode.STREAM_CLOSED);
       return;
     }
     if (stream.remoteEnded) {
@@ -506,6 +556,16 @@ export class Http2Connection {
       return;
     }
     const endStream = (flags & Flag.END_STREAM) !== 0;
+    const contentLengthLeft = stream.contentLengthLeft;
+    if (contentLengthLeft !== NO_CONTENT_LENGTH) {
+      // §8.1.1: a body longer or shorter than its content-length makes the request malformed.
+      const payloadBytes = payloadEnd - payloadStart;
+      if (payloadBytes > contentLengthLeft || (endStream && payloadBytes < contentLengthLeft)) {
+        stream.reset(ErrorCode.PROTOCOL_ERROR);
+        return;
+      }
+      stream.contentLengthLeft = contentLengthLeft - payloadBytes;
+    }
     if (endStream) stream.remoteEnded = true;
     if (payloadEnd > payloadStart) stream.listener.onData(data.subarray(payloadStart, payloadEnd));
     if (endStream && !stream.closed) {
@@ -580,7 +640,8 @@ export class Http2Connection {
         existing.reset(ErrorCode.STREAM_CLOSED);
         return;
       }
-      if (!endStream || this.decoder.hasInvalidField || hasPseudoHeader(fields)) {
+      // §8.1.1: trailers ending a body shorter than its content-length make the request malformed.
+      if (!endStream || this.decoder.hasInvalidField || hasPseudoHeader(fields) || existing.contentLengthLeft > 0) {
         existing.reset(ErrorCode.PROTOCOL_ERROR);
         return;
       }
@@ -590,25 +651,33 @@ export class Http2Connection {
       return;
     }
     if (streamId % 2 === 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, `HEADERS on server stream ${streamId}`);
-    // A stream this side has reset or finished: the client's frames already in flight are dropped (§5.1).
-    if (streamId <= this.lastStreamId) return;
+    if (streamId <= this.lastStreamId) {
+      this.onHeadersOnClosedStream(streamId);
+      return;
+    }
     this.lastStreamId = streamId;
-    if (this.goawayLastStreamId >= 0 && streamId > this.goawayLastStreamId) return; // After our GOAWAY: ignored (§6.8).
-    if (this.closing) return;
-    const stream = new ServerStream(this, streamId);
+    if ((this.goawayLastStreamId >= 0 && streamId > this.goawayLastStreamId) || this.closing) {
+      // Past our GOAWAY (§6.8), or after the client's: not served, and its frames in flight are dropped.
+      this.rememberClosed(streamId, CLOSED_BY_THIS_SIDE);
+      return;
+    }
     if (listBytes > this.settings.maxHeaderListBytes) {
       // As nghttp2 answers it: the stream, not the connection.
-      this.writeReset(streamId, ErrorCode.ENHANCE_YOUR_CALM);
+      this.refuse(streamId, ErrorCode.ENHANCE_YOUR_CALM);
       return;
     }
     if (this.streams.size >= this.settings.maxConcurrentStreams) {
-      this.writeReset(streamId, ErrorCode.REFUSED_STREAM);
+      this.refuse(streamId, ErrorCode.REFUSED_STREAM);
       return;
     }
-    if (this.decoder.hasInvalidField || !isWellFormedRequest(fields)) {
-      this.writeReset(streamId, ErrorCode.PROTOCOL_ERROR);
+    const contentLength = this.decoder.hasInvalidField ? MALFORMED_REQUEST : checkRequestFields(fields);
+    // §8.1.1: a request that ends with its headers has no body, whatever its content-length says.
+    if (contentLength === MALFORMED_REQUEST || (endStream && contentLength > 0)) {
+      this.refuse(streamId, ErrorCode.PROTOCOL_ERROR);
       return;
     }
+    const stream = new ServerStream(this, streamId);
+    stream.contentLengthLeft = contentLength;
     this.streams.set(streamId, stream);
     if (endStream) stream.remoteEnded = true;
     const listener = this.events.stream(stream, fields);
@@ -629,7 +698,48 @@ export class Http2Connection {
     if (streamId === 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'RST_STREAM on stream 0');
     if (end - start !== 4) throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'RST_STREAM is 4 bytes');
     if (this.isIdle(streamId)) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, `RST_STREAM on idle stream ${streamId}`);
-    this.streams.get(streamId)?.close();
+    this.streams.get(streamId)?.closeOnClientReset();
+  }
+
+  /** HEADERS on a stream id the client has used or skipped (the block is decoded: the HPACK table is the connection's). */
+  private onHeadersOnClosedStream(streamId: number): void {
+    switch (this.closedHow(streamId)) {
+      case NEVER_OPENED:
+        // §5.1.1: a new stream's id must be above every id the client used before.
+        throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, `HEADERS on stream ${streamId}, below the last opened ${this.lastStreamId}`);
+      case CLOSED_BY_BOTH_ENDS:
+        // §5.1: frames after the client's own END_STREAM on a closed stream are a connection error STREAM_CLOSED.
+        throw new ConnectionError(ErrorCode.STREAM_CLOSED, `HEADERS on stream ${streamId}, closed`);
+      case CLOSED_BY_CLIENT_RESET:
+        // §5.1: after the client's RST_STREAM, a stream error STREAM_CLOSED.
+        this.refuse(streamId, ErrorCode.STREAM_CLOSED);
+        return;
+      default:
+      // Reset by this side, or forgotten: the client's frames in flight are dropped (§5.1).
+    }
+  }
+
+  /** RST_STREAM for a stream not (or no longer) open; the client's frames still in flight on it are then dropped. */
+  private refuse(streamId: number, code: number): void {
+    this.writeReset(streamId, code);
+    this.rememberClosed(streamId, CLOSED_BY_THIS_SIDE);
+  }
+
+  private rememberClosed(streamId: number, how: number): void {
+    if (streamId <= this.lastStreamId - 2 * CLOSED_RECORD_STREAMS) return;
+    const record = (this.closedRecord ??= { ids: new Int32Array(CLOSED_RECORD_STREAMS), how: new Uint8Array(CLOSED_RECORD_STREAMS) });
+    const slot = (streamId >>> 1) & (CLOSED_RECORD_STREAMS - 1);
+    record.ids[slot] = streamId;
+    record.how[slot] = how;
+  }
+
+  /** How a client stream id at or below lastStreamId, and not open, came to be closed. */
+  private closedHow(streamId: number): number {
+    if (streamId <= this.lastStreamId - 2 * CLOSED_RECORD_STREAMS) return FORGOTTEN;
+    const slot = (streamId >>> 1) & (CLOSED_RECORD_STREAMS - 1);
+    const record = this.closedRecord;
+    if (record === undefined || record.ids[slot] !== streamId) return NEVER_OPENED;
+    return record.how[slot]!;
   }
 
   private onSettings(flags: number, streamId: number, data: Buffer, start: number, end: number): void {
@@ -751,6 +861,7 @@ export class Http2Connection {
 
   streamClosed(stream: ServerStream): void {
     this.streams.delete(stream.id);
+    this.rememberClosed(stream.id, stream.closedBy);
     this.blockedStreams?.delete(stream);
     if (this.closing) this.endIfIdle();
   }
@@ -890,23 +1001,48 @@ export class Http2Connection {
 
 /**
  * RFC 9113 §8.3: a request has :method, :scheme and a non-empty :path once each (CONNECT aside, which gRPC never
- * sends), :authority at most once, no other pseudo-header, and none after a regular field (§8.3); anything else
- * is malformed (§8.1.1).
+ * sends), :authority at most once, no other pseudo-header, and none after a regular field (§8.3); te, if any, is
+ * "trailers" (§8.2.2); anything else is malformed (§8.1.1). Returns MALFORMED_REQUEST, or the request's
+ * content-length (NO_CONTENT_LENGTH without one: gRPC clients send none, so looking for it in the scan of the regular
+ * fields costs a length comparison per field).
  */
-function isWellFormedRequest(fields: readonly string[]): boolean {
+function checkRequestFields(fields: readonly string[]): number {
   let found = 0;
   let i = 0;
   for (; i < fields.length; i += 2) {
     const name = fields[i]!;
     if (name.charCodeAt(0) !== 58) break; // ':'
     const bit = name === ':method' ? 1 : name === ':scheme' ? 2 : name === ':path' ? 4 : name === ':authority' ? 8 : 0;
-    if (bit === 0 || (found & bit) !== 0) return false;
+    if (bit === 0 || (found & bit) !== 0) return MALFORMED_REQUEST;
     found |= bit;
-    if (bit === 4 && fields[i + 1]!.length === 0) return false;
+    if (bit === 4 && fields[i + 1]!.length === 0) return MALFORMED_REQUEST;
   }
-  if ((found & 7) !== 7) return false;
-  for (; i < fields.length; i += 2) if (fields[i]!.charCodeAt(0) === 58) return false;
-  return true;
+  if ((found & 7) !== 7) return MALFORMED_REQUEST;
+  let contentLength = NO_CONTENT_LENGTH;
+  for (; i < fields.length; i += 2) {
+    const name = fields[i]!;
+    if (name.charCodeAt(0) === 58) return MALFORMED_REQUEST;
+    if (name.length === 14 && name === 'content-length') {
+      // A second one, even of the same value, is refused rather than reconciled (RFC 9110 §8.6 allows either).
+      if (contentLength !== NO_CONTENT_LENGTH) return MALFORMED_REQUEST;
+      contentLength = parseContentLength(fields[i + 1]!);
+    } else if (name.length === 2 && name === 'te' && fields[i + 1] !== 'trailers') {
+      return MALFORMED_REQUEST;
+    }
+  }
+  return contentLength;
+}
+
+/** RFC 9110 §8.6: 1*DIGIT; at most 15 of them, so the number is exact (no gRPC message comes near). Else MALFORMED_REQUEST. */
+function parseContentLength(value: string): number {
+  if (value.length === 0 || value.length > 15) return MALFORMED_REQUEST;
+  let length = 0;
+  for (let i = 0; i < value.length; i += 1) {
+    const digit = value.charCodeAt(i) - 48;
+    if (digit < 0 || digit > 9) return MALFORMED_REQUEST;
+    length = length * 10 + digit;
+  }
+  return length;
 }
 
 /**
