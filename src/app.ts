@@ -107,6 +107,7 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
       }),
       authorizer: checkPath.authorizer,
       metrics,
+      onStoreIdentityMismatch: () => metrics.observeStoreIdentityMismatch(),
       admission,
       loopLag,
       clock,
