@@ -31,6 +31,11 @@ COPY proto ./proto
 # Files stay root-owned and read-only to the service user; the service writes
 # nothing to disk (Kubernetes runs it with readOnlyRootFilesystem).
 USER node
+# A container's loopback is reachable from inside it alone, so the image
+# listens on its interface; what leaves it is decided by `docker run -p` and
+# the networks it joins. Compose and Kubernetes set their own
+# (docs/network-exposure.md).
+ENV GRPC_BIND_ADDRESS=0.0.0.0 ADMIN_BIND_ADDRESS=0.0.0.0 CUSTOMER_BIND_ADDRESS=0.0.0.0
 # 9191: ext_authz gRPC (Envoy) + grpc.health.v1   9192: admin HTTP API, /healthz, /readyz, /metrics
 # 9193: customer dashboard (OpenID Connect sign-in)
 EXPOSE 9191 9192 9193

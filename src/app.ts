@@ -107,6 +107,7 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
       }),
       authorizer: checkPath.authorizer,
       metrics,
+      onStoreIdentityMismatch: () => metrics.observeStoreIdentityMismatch(),
       admission,
       loopLag,
       clock,
@@ -124,7 +125,7 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
       },
     },
     {
-      host: settings.bindAddress,
+      host: settings.grpcBindAddress,
       port: settings.grpcPort,
       maxConnectionAgeMs: settings.grpcMaxConnectionAgeMs,
       maxConcurrentStreams: settings.grpcMaxConcurrentStreams,
@@ -149,7 +150,7 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
   let sessions: SessionStorage | undefined;
   let customer: FastifyInstance | undefined;
   try {
-    await admin.listen({ host: settings.bindAddress, port: settings.adminPort });
+    await admin.listen({ host: settings.adminBindAddress, port: settings.adminPort });
     sessions = await openSessionStorage(settings, clock);
     customer = await buildCustomerServer({
       ...(settings.customerSignIn ? { signIn: settings.customerSignIn } : {}),
@@ -170,7 +171,7 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
             countsFlushIntervalMs: settings.lastUsedFlushMs,
           })),
     });
-    await customer.listen({ host: settings.bindAddress, port: settings.customerPort });
+    await customer.listen({ host: settings.customerBindAddress, port: settings.customerPort });
   } catch (error) {
     health.shuttingDown();
     await Promise.all([grpcServer.close(), admin.close(), customer?.close()]);

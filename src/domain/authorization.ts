@@ -11,6 +11,8 @@ import type { TokenBudgetPlan, TokenBudgetState } from './token-budgets';
 export interface KeyIndex {
   /** Null when no key has this hash. Rejects when the store cannot answer. */
   resolveKeyHash(keyHash: string): Promise<KeyIds | null>;
+  /** Drops what is remembered for this hash (a cache), when the store's decision showed it names another key. */
+  forget?(keyHash: string): void;
 }
 
 export interface AuthorizeRequest extends KeyIds {

@@ -94,6 +94,14 @@ export class Metrics implements AdminAuthMetrics, UsageRecorderMetrics {
     collect: () => this.checkPathCounts.flush(),
   });
 
+  private readonly storeIdentityMismatches = new Counter({
+    name: 'gateway_authz_store_identity_mismatches_total',
+    help:
+      "Checks whose store decision named another key's record than the one presented (a reply matched to the wrong " +
+      'request), answered store_unavailable instead. Any count is a defect in the store channel.',
+    registers: [this.registry],
+  });
+
   private readonly adminAuthFailures = new Counter({
     name: 'gateway_authz_admin_auth_failures_total',
     help: 'Admin API requests with a wrong admin token (each one checked, then answered 401).',
@@ -208,6 +216,10 @@ export class Metrics implements AdminAuthMetrics, UsageRecorderMetrics {
 
   observeCheckLatency(seconds: number): void {
     this.checkLatency.observe(seconds);
+  }
+
+  observeStoreIdentityMismatch(): void {
+    this.storeIdentityMismatches.inc();
   }
 
   observeShed(reason: ShedReason): void {

@@ -18,7 +18,18 @@ export interface PipelineDeps {
   keyIndex: KeyIndex;
   /** Key status, billing and rate limits, decided atomically by the store. */
   authorizer: Authorizer;
+  /** Told when the store decided on another key's record than the one presented (answered store_unavailable); for metrics. */
+  onStoreIdentityMismatch?: () => void;
 }
+
+/**
+ * Why a Check was answered store_unavailable when the store's decision named
+ * another key's record than the one presented: a reply matched to the wrong
+ * request (the key index's or the authorize script's). For operators' logs;
+ * no key material.
+ */
+export const STORE_IDENTITY_MISMATCH =
+  "the store's decision is for another key than the one presented (display prefixes differ): a reply matched to the wrong request";
 
 /**
  * The whole decision for one request: route → upstream-key scan → credential
@@ -77,9 +88,10 @@ export async function decide(request: AuthRequest, deps: PipelineDeps): Promise<
     });
   const unknown = () => deny({ keyPrefix, ...denial('unknown_key', { keyPrefix }) });
 
+  const keyHash = hashCustomerKey(credential.credential);
   let ids;
   try {
-    ids = await deps.keyIndex.resolveKeyHash(hashCustomerKey(credential.credential));
+    ids = await deps.keyIndex.resolveKeyHash(keyHash);
   } catch (error) {
     return unavailable(error);
   }
@@ -104,6 +116,14 @@ export async function decide(request: AuthRequest, deps: PipelineDeps): Promise<
     return unavailable(error);
   }
   if (outcome.kind === 'unknown_key') return unknown();
+  // Every other outcome carries the display prefix of the record it was decided on. Another key's means a reply
+  // crossed with another request's: never an allow, nor another key's denial. The key index entry that led there
+  // may be the crossed reply, so the cache lets it go.
+  if (outcome.prefix !== keyPrefix) {
+    deps.keyIndex.forget?.(keyHash);
+    deps.onStoreIdentityMismatch?.();
+    return unavailable(new Error(STORE_IDENTITY_MISMATCH));
+  }
   if (outcome.kind === 'allow') {
     return {
       kind: 'allow',

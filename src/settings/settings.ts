@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { isIP } from 'node:net';
 import { z } from 'zod';
 import { DEFAULT_ADMIN_AUTH_LIMITS, type AdminAuthLimits } from '../domain/admin-auth-limits';
 import { DEFAULT_MAX_ACTIVE_KEYS, MAX_ACTIVE_KEYS_LIMIT } from '../domain/active-key-cap';
@@ -16,7 +17,10 @@ import { configFileSchema, type ConfigFile } from './config-file';
 export interface Settings {
   readonly grpcPort: number;
   readonly adminPort: number;
-  readonly bindAddress: string;
+  /** The IP address each server listens on (GRPC_/ADMIN_/CUSTOMER_BIND_ADDRESS; brackets of an IPv6 literal removed). */
+  readonly grpcBindAddress: string;
+  readonly adminBindAddress: string;
+  readonly customerBindAddress: string;
   /** Where Redis is: one server (REDIS_URL), a Sentinel-managed master, or a Cluster. Absent: in-memory. */
   readonly redis?: RedisTopology;
   readonly redisTimeoutMs: number;
@@ -164,6 +168,14 @@ export const DEFAULT_USAGE_BUFFER_MAX_RECORDS = 100_000;
  */
 export const DEFAULT_USAGE_STREAM_MAX_LENGTH = 1_000_000;
 
+/**
+ * Every server listens on loopback unless told otherwise: a service started
+ * by hand (`npm start`) is then reachable from this machine only, and a
+ * deployment that needs more says so in its own manifest (docker-compose.yml,
+ * deploy/deployment.yaml, the Dockerfile). See docs/network-exposure.md.
+ */
+export const DEFAULT_BIND_ADDRESS = '127.0.0.1';
+
 // An empty value means "use the default", not port 0 (a random port).
 const blankAsUnset = (value: unknown) => (typeof value === 'string' && value.trim() === '' ? undefined : value);
 const port = (fallback: number) => z.preprocess(blankAsUnset, z.coerce.number().int().min(0).max(65535).default(fallback));
@@ -184,10 +196,45 @@ const hostPortList = optionalText.transform((text, context): HostPort[] | undefi
   return parsed.map((match) => ({ host: match![1]!.replace(/^\[|\]$/g, ''), port: Number(match![2]) }));
 });
 
+/**
+ * An IP literal to listen on; `[::1]` is read as `::1`. Not a host name: one
+ * that resolves to several addresses would listen on whichever came first.
+ */
+const bindAddress = z.preprocess(
+  blankAsUnset,
+  z
+    .string()
+    .default(DEFAULT_BIND_ADDRESS)
+    .transform((text, context) => {
+      const address = text.trim().replace(/^\[(.*)\]$/, '$1');
+      if (isIP(address) === 0) {
+        context.addIssue({
+          code: 'custom',
+          message: `must be an IP address to listen on, such as 127.0.0.1, ::1, 0.0.0.0 or :: (got '${text}')`,
+        });
+        return z.NEVER;
+      }
+      return address;
+    }),
+);
+
 const envSchema = z.object({
   GRPC_PORT: port(9191),
   ADMIN_PORT: port(9192),
-  BIND_ADDRESS: z.string().min(1).default('0.0.0.0'),
+  GRPC_BIND_ADDRESS: bindAddress,
+  ADMIN_BIND_ADDRESS: bindAddress,
+  CUSTOMER_BIND_ADDRESS: bindAddress,
+  // Its one address for every server became three; a configuration that still sets it is refused rather than moved to loopback unnoticed.
+  BIND_ADDRESS: z.preprocess(
+    blankAsUnset,
+    z
+      .string()
+      .optional()
+      .refine((value) => value === undefined, {
+        message:
+          'replaced by GRPC_BIND_ADDRESS, ADMIN_BIND_ADDRESS and CUSTOMER_BIND_ADDRESS (each 127.0.0.1 unless set); set those instead',
+      }),
+  ),
   REDIS_URL: optionalText.refine((url) => url === undefined || /^rediss?:\/\/.+/.test(url), {
     message: 'must be a redis:// or rediss:// URL',
   }),
@@ -293,7 +340,9 @@ export function loadSettings(
   const settings: Settings = {
     grpcPort: e.GRPC_PORT,
     adminPort: e.ADMIN_PORT,
-    bindAddress: e.BIND_ADDRESS,
+    grpcBindAddress: e.GRPC_BIND_ADDRESS,
+    adminBindAddress: e.ADMIN_BIND_ADDRESS,
+    customerBindAddress: e.CUSTOMER_BIND_ADDRESS,
     ...(redis ? { redis } : {}),
     redisTimeoutMs: e.REDIS_TIMEOUT_MS,
     redisAdminTimeoutMs: e.REDIS_ADMIN_TIMEOUT_MS,

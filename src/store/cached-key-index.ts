@@ -25,6 +25,9 @@ export const MAX_CACHED_ID_BYTES = 84;
 /** Per entry: the key id's length, the account id's length, then both ids. */
 const ID_SLOT_BYTES = 2 + MAX_CACHED_ID_BYTES;
 
+/** A key id length no cached mapping has (remember() refuses empty ids): the entry was forgotten. */
+const FORGOTTEN = 0;
+
 /** The only form the cache keys on: what hashCustomerKey returns. Anything else goes to the store uncached. */
 const SHA256_HEX = /^[0-9a-f]{64}$/;
 
@@ -74,7 +77,7 @@ export class CachedKeyIndex implements KeyIndex {
     }
     this.hashBytes.write(keyHash, 'hex');
     const entry = this.known.find(this.hashWords);
-    if (entry >= 0) {
+    if (entry >= 0 && this.knownIds[entry * ID_SLOT_BYTES] !== FORGOTTEN) {
       this.known.touch(entry);
       this.onLookup?.('hit');
       return this.idsAt(entry);
@@ -97,6 +100,18 @@ export class CachedKeyIndex implements KeyIndex {
       this.unknownUntil[negative] = this.clock.now() + this.negativeTtlMs;
     }
     return ids;
+  }
+
+  /**
+   * The entry stays in the table (removing one from the middle of a probe run
+   * is the eviction's job) with a key id length no mapping has: looked up, it
+   * is a miss, and the store's answer is written over it.
+   */
+  forget(keyHash: string): void {
+    if (!SHA256_HEX.test(keyHash)) return;
+    this.hashBytes.write(keyHash, 'hex');
+    const entry = this.known.find(this.hashWords);
+    if (entry >= 0) this.knownIds[entry * ID_SLOT_BYTES] = FORGOTTEN;
   }
 
   private readonly isExpired = (entry: number): boolean => this.unknownUntil[entry]! <= this.clock.now();

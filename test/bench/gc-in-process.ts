@@ -20,7 +20,7 @@ import { parseArgs } from 'node:util';
 import pino from 'pino';
 import { envAssignments, SHIPPED_NODE_OPTIONS } from './setup';
 import { malformedKeys, mixedTraffic, unknownKeys } from './traffic';
-import { generateCustomerKey, hashCustomerKey } from '../../src/keys/customer-key';
+import { displayPrefixOf, generateCustomerKey, hashCustomerKey } from '../../src/keys/customer-key';
 import { loadBuildModules, type CheckPathModules } from './build-modules';
 import { SHIPPED_NODE_ARGS } from './processes';
 
@@ -63,6 +63,9 @@ async function child(dist: string, decisions: number, env: Record<string, string
   const idsOf = (hash: string) =>
     unknownHashes.has(hash) ? null : { keyId: `key_${hash.slice(0, 16)}`, accountId: `acct-${hash.slice(16, 21)}` };
   const limitedKeyIds = new Set(limited.map((key) => idsOf(hashCustomerKey(key))!.keyId));
+  // The pipeline refuses a decision on another key's record (its display prefix), so the stub answers with each key's
+  // own: the one table the stubs hold, 10,020 short strings.
+  const prefixOfKeyId = new Map([...active, ...limited].map((key) => [idsOf(hashCustomerKey(key))!.keyId, displayPrefixOf(key)]));
   const traffic = mixedTraffic({ valid: active, malformed: malformedKeys(400), unknown, rateLimited: limited }, 40_000);
 
   const loaded = m.loadSettings({ CONFIG_FILE: '', DECISION_LOG_SAMPLE: '0.01', ...env });
@@ -82,8 +85,12 @@ async function child(dist: string, decisions: number, env: Record<string, string
     authorize: (request: { keyId: string }) =>
       later(
         limitedKeyIds.has(request.keyId)
-          ? { kind: 'rate_limited' as const, prefix: 'gk_live_abcd', hit: { ...tightest, remaining: 0, retryAfterMs: 26_000 } }
-          : { kind: 'allow' as const, prefix: 'gk_live_abcd', environment: 'live' as const, tightest },
+          ? {
+              kind: 'rate_limited' as const,
+              prefix: prefixOfKeyId.get(request.keyId)!,
+              hit: { ...tightest, remaining: 0, retryAfterMs: 26_000 },
+            }
+          : { kind: 'allow' as const, prefix: prefixOfKeyId.get(request.keyId)!, environment: 'live' as const, tightest },
       ),
   };
   const handler = m.createCheckHandler({

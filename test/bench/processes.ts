@@ -148,7 +148,6 @@ export async function startGateway(
       GRPC_PORT: String(grpcPort),
       ADMIN_PORT: String(adminPort),
       CUSTOMER_PORT: String(customerPort),
-      BIND_ADDRESS: '127.0.0.1',
       ...env,
     },
     stdio: ['ignore', out, 'pipe'],

@@ -109,6 +109,10 @@ describe('docker-compose.yml', () => {
       CUSTOMER_PORT: '9193',
       REDIS_URL: 'redis://redis:6379',
       REDIS_TIMEOUT_MS: '50',
+      // Envoy is another container, and published ports reach the container's interface, not its loopback.
+      GRPC_BIND_ADDRESS: '0.0.0.0',
+      ADMIN_BIND_ADDRESS: '0.0.0.0',
+      CUSTOMER_BIND_ADDRESS: '0.0.0.0',
     });
     expect(env.ADMIN_TOKEN).toMatch(/^\$\{ADMIN_TOKEN:\?[^$}]+\}$/); // required, no default (see "admin token" below)
     expect(Object.values(env).every((v) => typeof v === 'string')).toBe(true);
@@ -131,6 +135,11 @@ describe('docker-compose.yml', () => {
     expect(result.settings.grpcPort).toBe(9191);
     expect(result.settings.adminPort).toBe(9192);
     expect(result.settings.customerPort).toBe(9193);
+    expect([result.settings.grpcBindAddress, result.settings.adminBindAddress, result.settings.customerBindAddress]).toEqual([
+      '0.0.0.0',
+      '0.0.0.0',
+      '0.0.0.0',
+    ]);
     expect(result.settings.customerSignIn).toBeUndefined(); // no identity provider unless the operator names one
     expect(result.settings.redis).toEqual({ mode: 'standalone', url: 'redis://redis:6379' });
     expect(result.settings.configFile).toBeUndefined();
@@ -241,6 +250,13 @@ describe('Dockerfile (gateway-authz)', () => {
     expect(healthchecks).toHaveLength(1);
     expect(healthchecks[0]!.args).toMatch(/CMD \["node", "-e", ".*\/readyz/);
     expect(healthchecks[0]!.args).not.toMatch(/curl|wget/);
+  });
+
+  it('listens on the container interface for every server, set explicitly (the service itself defaults to loopback)', () => {
+    const env = last.filter((i) => i.op === 'ENV').map((i) => i.args);
+    expect(env).toContain('GRPC_BIND_ADDRESS=0.0.0.0 ADMIN_BIND_ADDRESS=0.0.0.0 CUSTOMER_BIND_ADDRESS=0.0.0.0');
+    const result = loadSettings({ GRPC_BIND_ADDRESS: '0.0.0.0', ADMIN_BIND_ADDRESS: '0.0.0.0', CUSTOMER_BIND_ADDRESS: '0.0.0.0' });
+    expect(result.ok).toBe(true);
   });
 
   it('caps the V8 heap (as the benchmark measures it), well below the Kubernetes memory limit', () => {

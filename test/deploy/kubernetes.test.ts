@@ -29,6 +29,7 @@ import {
 import { describeObject, KINDS, kindKey, schemaProblems, typeProblems } from './support/k8s-schemas';
 import { kustomizeBuild, podContainers, readKustomization, type K8sObject } from './support/kustomize';
 import { parseYaml, parseYamlDocuments, readRepoFile, REPO_ROOT, repoPath } from './support/repo-files';
+import { loadSettings } from '../../src/settings/settings';
 import type { IDeployment } from 'kubernetes-models/apps/v1/Deployment';
 import type { IPodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
 import type { INetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy';
@@ -178,9 +179,36 @@ describe('the pod', () => {
     for (const volume of podSpec.volumes) if (volume.configMap) expect(only('ConfigMap', volume.configMap.name)).toBeDefined();
   });
 
-  it('probes gateway-authz readiness over gRPC health on 9191 and liveness on /healthz 9192', () => {
+  it('listens for gRPC on the pod loopback only (its Envoy is beside it), for admin and customers on the pod IP', () => {
     const authz = container('gateway-authz');
-    expect(authz.readinessProbe.grpc).toEqual({ port: 9191 });
+    expect(envValue(authz, 'GRPC_BIND_ADDRESS')).toBe('127.0.0.1');
+    expect(envValue(authz, 'ADMIN_BIND_ADDRESS')).toBe('0.0.0.0');
+    expect(envValue(authz, 'CUSTOMER_BIND_ADDRESS')).toBe('0.0.0.0');
+    // The pod's Envoy calls both gRPC services on that loopback address.
+    const view = checkBootstrap(parseYaml(only('ConfigMap', 'gateway-authz-envoy').data['envoy.yaml']!)).view;
+    for (const name of ['ext_authz', 'ext_proc']) {
+      expect(clusterEndpoints(view, name)).toEqual([{ address: envValue(authz, 'GRPC_BIND_ADDRESS'), port: 9191 }]);
+    }
+    // No probe dials the gRPC port: the kubelet reaches only the pod IP.
+    for (const probe of [authz.readinessProbe, authz.livenessProbe, authz.startupProbe]) {
+      expect(probe.grpc).toBeUndefined();
+      expect(portNumber(authz, probe.httpGet.port)).toBe(9192);
+    }
+    const literal = Object.fromEntries(
+      (authz.env ?? []).flatMap((e) => ('value' in e && e.value !== undefined ? [[e.name, e.value]] : [])),
+    );
+    const result = loadSettings(literal);
+    expect(result.ok && [result.settings.grpcBindAddress, result.settings.adminBindAddress, result.settings.customerBindAddress]).toEqual([
+      '127.0.0.1',
+      '0.0.0.0',
+      '0.0.0.0',
+    ]);
+  });
+
+  it('probes gateway-authz readiness on /readyz 9192 (Redis answers, not shutting down) and liveness on /healthz 9192', () => {
+    const authz = container('gateway-authz');
+    expect(authz.readinessProbe.httpGet.path).toBe('/readyz');
+    expect(portNumber(authz, authz.readinessProbe.httpGet.port)).toBe(9192);
     expect(portNumber(authz, 'grpc')).toBe(9191);
     expect(authz.livenessProbe.httpGet.path).toBe('/healthz');
     expect(portNumber(authz, authz.livenessProbe.httpGet.port)).toBe(9192);

@@ -166,6 +166,34 @@ it('gives every caller its own reply when several calls of a flushed script (NOS
   }
 });
 
+it('loads a flushed script with one EVAL for a whole burst refused with NOSCRIPT, and again after each later flush', async () => {
+  const own = await spawnTestRedisServer();
+  const stats = new Redis(own.url, { maxRetriesPerRequest: 0 });
+  const connection = await PipelinedConnection.open({
+    locate: () => Promise.resolve({ host: '127.0.0.1', port: own.port }),
+    deadlineMs: 2000,
+    connectTimeoutMs: 2000,
+    reconnectDelayMs: () => 50,
+  });
+  const evalCalls = async () => Number(/cmdstat_eval:calls=(\d+)/.exec(await stats.info('commandstats'))?.[1] ?? 0);
+  try {
+    const echo = script(`return ARGV[1] -- ${Date.now()}`);
+    const call = (arg: string) => connection.script(echo, [], [arg], (reply) => reply, 'authorize');
+    const burst = (name: string) => Promise.all(Array.from({ length: 50 }, (_, i) => call(`${name} ${i}`)));
+    expect(await call('loads it')).toBe('loads it');
+    for (const round of ['first flush', 'second flush']) {
+      await stats.config('RESETSTAT');
+      await stats.script('FLUSH');
+      expect(await burst(round)).toEqual(Array.from({ length: 50 }, (_, i) => `${round} ${i}`));
+      expect([round, await evalCalls()]).toEqual([round, 1]);
+    }
+  } finally {
+    await connection.close();
+    stats.disconnect();
+    await own.stop();
+  }
+});
+
 it('fails a reloaded script at its deadline when a command behind it was answered first, and goes on in order', async () => {
   const connection = await open();
   try {

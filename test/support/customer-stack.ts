@@ -123,7 +123,6 @@ export async function startCustomerApp(
       PATH: process.env.PATH ?? '',
       GRPC_PORT: '0',
       ADMIN_PORT: '0',
-      BIND_ADDRESS: '127.0.0.1',
       ...env,
       CUSTOMER_PORT: customerPort,
       ...(memberships === 'store' ? {} : { TEST_MEMBERSHIPS: JSON.stringify(memberships) }),

@@ -10,7 +10,7 @@ const dist = path.resolve(process.argv[2]);
 const { loadSettings } = require(path.join(dist, 'settings/settings.js'));
 const { decide } = require(path.join(dist, 'pipeline/decide.js'));
 const { parseAuthorizeReply } = require(path.join(dist, 'store/redis/scripts.js'));
-const { generateCustomerKey } = require(path.join(dist, 'keys/customer-key.js'));
+const { displayPrefixOf, generateCustomerKey } = require(path.join(dist, 'keys/customer-key.js'));
 
 const ROUNDS = 20_000;
 // %HaveSameMap is V8 syntax, valid only under --allow-natives-syntax: compiled at run time so this file still parses.
@@ -30,12 +30,14 @@ const chat = (credential) => ({
   requestId: 'req-1',
 });
 const key = generateCustomerKey('live');
+// The store decided on this key's own record: decide() refuses another key's prefix.
+const prefix = displayPrefixOf(key);
 
 const outcomes = {
-  allow: { kind: 'allow', prefix: 'gk_live_abcd', environment: 'live', tightest },
-  rate_limited: { kind: 'rate_limited', prefix: 'gk_live_abcd', hit },
-  token_budget_exhausted: { kind: 'token_budget_exhausted', prefix: 'gk_live_abcd', budget },
-  account_suspended: { kind: 'account_suspended', prefix: 'gk_live_abcd' },
+  allow: { kind: 'allow', prefix, environment: 'live', tightest },
+  rate_limited: { kind: 'rate_limited', prefix, hit },
+  token_budget_exhausted: { kind: 'token_budget_exhausted', prefix, budget },
+  account_suspended: { kind: 'account_suspended', prefix },
 };
 
 async function twoLast(build) {

@@ -79,7 +79,6 @@ export async function startAppUnderTest(options: {
     GRPC_PORT: '0',
     ADMIN_PORT: '0',
     CUSTOMER_PORT: '0',
-    BIND_ADDRESS: '127.0.0.1',
     ADMIN_TOKEN: TEST_ADMIN_TOKEN,
     // Production's 50 ms Redis deadline turns a loaded test machine's pauses into
     // store_unavailable answers; tests of the deadline itself set it.

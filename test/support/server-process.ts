@@ -41,7 +41,6 @@ export async function startServerProcess(env: Record<string, string>, startTimeo
       GRPC_PORT: String(grpcPort),
       ADMIN_PORT: String(adminPort),
       CUSTOMER_PORT: String(customerPort),
-      BIND_ADDRESS: '127.0.0.1',
       ...env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],

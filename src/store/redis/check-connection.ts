@@ -79,6 +79,8 @@ interface Pending extends Expiring {
   readonly script: LuaSource | undefined;
   readonly tail: string;
   readonly tailParts: number;
+  /** For a script call: the load (see loadedScripts) its EVALSHA counted on, or that its EVAL is. */
+  load: number;
 }
 
 /**
@@ -112,8 +114,15 @@ export class PipelinedConnection implements CheckChannel {
   private timer: CheckPathTimer | undefined;
   private readonly reader = new RespReader((reply) => this.onReply(reply));
   private readonly sweeper = new DeadlineSweeper<Pending>((entry) => this.expire(entry));
-  /** Scripts sent with EVAL on the current socket, so Redis has them: EVALSHA from then on. */
-  private loadedScripts = new Set<string>();
+  /**
+   * Scripts sent with EVAL on the current socket, so Redis has them: EVALSHA
+   * from then on, even before the EVAL is answered (Redis reads the socket
+   * in order). Each SHA maps to its load, a number unique to the EVAL that
+   * sent it, so a NOSCRIPT tells whether Redis lost that load (restart, SCRIPT
+   * FLUSH: the first NOSCRIPT since) or a newer load is already on its way.
+   */
+  private loadedScripts = new Map<string, number>();
+  private scriptLoads = 0;
   /** Why the connection is down, for the errors of commands refused meanwhile. */
   private downReason = 'not connected yet';
 
@@ -146,15 +155,7 @@ export class PipelinedConnection implements CheckChannel {
     for (const key of keys) tail += bulk(key);
     for (const arg of args) tail += bulk(arg);
     const tailParts = 1 + keys.length + args.length;
-    let text: string;
-    if (this.loadedScripts.has(script.sha)) {
-      text = `*${2 + tailParts}\r\n$7\r\nEVALSHA\r\n$40\r\n${script.sha}\r\n${tail}`;
-    } else {
-      // The first call on this socket sends the script itself (one round trip, as ioredis does), later ones its SHA.
-      text = `*${2 + tailParts}\r\n$4\r\nEVAL\r\n${bulk(script.lua)}${tail}`;
-      if (this.ready) this.loadedScripts.add(script.sha);
-    }
-    return this.issue(text, parse, operation, script, tail, tailParts) as Promise<T>;
+    return this.issue('', parse, operation, script, tail, tailParts) as Promise<T>;
   }
 
   get<T>(key: string, parse: (reply: unknown) => T, operation: CheckPathOperation): Promise<T> {
@@ -211,8 +212,9 @@ export class PipelinedConnection implements CheckChannel {
         script,
         tail,
         tailParts,
+        load: 0,
       };
-      this.send(entry, text);
+      this.send(entry, script === undefined ? text : this.scriptCommand(entry, script));
       this.sweeper.add(entry);
     });
   }
@@ -232,9 +234,28 @@ export class PipelinedConnection implements CheckChannel {
         script: undefined,
         tail: '',
         tailParts: 0,
+        load: 0,
       };
       this.send(entry, entry.text);
     });
+  }
+
+  /**
+   * EVALSHA when an EVAL of the script is ahead of it on this socket; else
+   * EVAL, the script itself (one round trip, as ioredis does), which every
+   * later call then counts on: the first call on a socket, or the first
+   * after Redis lost its scripts, is the only one that carries the body.
+   */
+  private scriptCommand(entry: Pending, script: LuaSource): string {
+    const load = this.loadedScripts.get(script.sha);
+    if (load !== undefined) {
+      entry.load = load;
+      return `*${2 + entry.tailParts}\r\n$7\r\nEVALSHA\r\n$40\r\n${script.sha}\r\n${entry.tail}`;
+    }
+    this.scriptLoads += 1;
+    entry.load = this.scriptLoads;
+    this.loadedScripts.set(script.sha, entry.load);
+    return `*${2 + entry.tailParts}\r\n$4\r\nEVAL\r\n${bulk(script.lua)}${entry.tail}`;
   }
 
   private send(entry: Pending, text: string): void {
@@ -307,10 +328,14 @@ export class PipelinedConnection implements CheckChannel {
       return;
     }
     if (reply instanceof RedisReplyError) {
-      if (reply.code === 'NOSCRIPT' && entry.script !== undefined && !entry.settled) {
-        // Redis restarted or flushed its scripts: EVAL loads it again, for the same waiting caller.
-        this.send(entry, `*${2 + entry.tailParts}\r\n$4\r\nEVAL\r\n${bulk(entry.script.lua)}${entry.tail}`);
-        return;
+      if (reply.code === 'NOSCRIPT' && entry.script !== undefined) {
+        // Redis restarted or flushed its scripts. The first NOSCRIPT since the load this call counted on marks the
+        // script unloaded, so one EVAL loads it again; the calls refused after it go again as EVALSHA, behind that EVAL.
+        if (this.loadedScripts.get(entry.script.sha) === entry.load) this.loadedScripts.delete(entry.script.sha);
+        if (!entry.settled) {
+          this.send(entry, this.scriptCommand(entry, entry.script));
+          return;
+        }
       }
       if (reply.code === 'READONLY') {
         // A replica now (failover): find the master again.
@@ -382,7 +407,7 @@ export class PipelinedConnection implements CheckChannel {
       throw new StoreUnavailableError('the store is closed');
     }
     this.socket = socket;
-    this.loadedScripts = new Set();
+    this.loadedScripts = new Map();
     this.reader.reset();
     socket.on('data', (chunk: Buffer) => {
       try {

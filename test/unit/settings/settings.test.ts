@@ -47,7 +47,9 @@ describe('defaults', () => {
     expect(settings).toMatchObject({
       grpcPort: 9191,
       adminPort: 9192,
-      bindAddress: '0.0.0.0',
+      grpcBindAddress: '127.0.0.1',
+      adminBindAddress: '127.0.0.1',
+      customerBindAddress: '127.0.0.1',
       redisTimeoutMs: 50,
       redisAdminTimeoutMs: 2000,
       logLevel: 'info',
@@ -131,12 +133,46 @@ describe('environment variables', () => {
     });
   });
 
-  describe('BIND_ADDRESS', () => {
-    it('accepts an address', () => {
-      expect(settingsOf({ BIND_ADDRESS: '127.0.0.1' }).bindAddress).toBe('127.0.0.1');
+  describe.each([
+    ['GRPC_BIND_ADDRESS', 'grpcBindAddress'],
+    ['ADMIN_BIND_ADDRESS', 'adminBindAddress'],
+    ['CUSTOMER_BIND_ADDRESS', 'customerBindAddress'],
+  ] as const)('%s', (name, field) => {
+    it.each([
+      ['0.0.0.0', '0.0.0.0'],
+      ['10.1.2.3', '10.1.2.3'],
+      ['::', '::'],
+      ['::1', '::1'],
+      ['[::1]', '::1'],
+      [' fd00::5 ', 'fd00::5'],
+    ])('accepts %j as %j, and only for its own server', (value, expected) => {
+      const settings = settingsOf({ [name]: value });
+      expect(settings[field]).toBe(expected);
+      for (const other of ['grpcBindAddress', 'adminBindAddress', 'customerBindAddress'] as const) {
+        if (other !== field) expect(settings[other]).toBe('127.0.0.1');
+      }
     });
-    it('refuses an empty value', () => {
-      expect(problemsOf({ BIND_ADDRESS: '' })).toEqual([expect.stringMatching(/^BIND_ADDRESS: /)]);
+    it('is loopback when unset or blank', () => {
+      expect(settingsOf({ [name]: '  ' })[field]).toBe('127.0.0.1');
+    });
+    it.each(['localhost', 'example.com', '256.1.1.1', '127.0.0.1:9191', '[::1]:9191', '::g', '0.0.0.0/0'])(
+      'refuses %j (an IP address only), naming the variable and the value',
+      (value) => {
+        expect(problemsOf({ [name]: value })).toEqual([
+          `${name}: must be an IP address to listen on, such as 127.0.0.1, ::1, 0.0.0.0 or :: (got '${value}')`,
+        ]);
+      },
+    );
+  });
+
+  describe('BIND_ADDRESS', () => {
+    it('is refused, naming the three settings that replace it', () => {
+      expect(problemsOf({ BIND_ADDRESS: '0.0.0.0' })).toEqual([
+        expect.stringMatching(/^BIND_ADDRESS: replaced by GRPC_BIND_ADDRESS, ADMIN_BIND_ADDRESS and CUSTOMER_BIND_ADDRESS/),
+      ]);
+    });
+    it('is ignored when blank, as every other setting', () => {
+      expect(settingsOf({ BIND_ADDRESS: '' }).grpcBindAddress).toBe('127.0.0.1');
     });
   });
 
@@ -226,7 +262,8 @@ describe('every problem is listed at once', () => {
       {
         GRPC_PORT: 'abc',
         ADMIN_PORT: '70000',
-        BIND_ADDRESS: '',
+        GRPC_BIND_ADDRESS: 'localhost',
+        ADMIN_BIND_ADDRESS: '0.0.0.0:9192',
         REDIS_URL: 'http://cache',
         REDIS_TIMEOUT_MS: '0',
         ADMIN_TOKEN: 'short',
@@ -240,7 +277,8 @@ describe('every problem is listed at once', () => {
     expect(named).toEqual([
       'GRPC_PORT',
       'ADMIN_PORT',
-      'BIND_ADDRESS',
+      'GRPC_BIND_ADDRESS',
+      'ADMIN_BIND_ADDRESS',
       'REDIS_URL',
       'REDIS_TIMEOUT_MS',
       'ADMIN_TOKEN',

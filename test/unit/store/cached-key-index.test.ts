@@ -48,6 +48,25 @@ describe('CachedKeyIndex', () => {
     expect(inner.calls).toEqual([H1]);
   });
 
+  it('asks the store again for a forgotten hash and remembers its answer; other entries stay', async () => {
+    const inner = new ScriptedIndex(
+      new Map([
+        [H1, IDS],
+        [A, { keyId: 'key_b', accountId: 'beta' }],
+      ]),
+    );
+    const cache = new CachedKeyIndex(inner, options(new ManualClock(1_000_000)));
+    await cache.resolveKeyHash(H1);
+    await cache.resolveKeyHash(A);
+    cache.forget(H1);
+    cache.forget(X); // never cached: nothing to do
+    inner.entries.set(H1, { keyId: 'key_c', accountId: 'acme' });
+    expect(await cache.resolveKeyHash(H1)).toEqual({ keyId: 'key_c', accountId: 'acme' });
+    expect(await cache.resolveKeyHash(H1)).toEqual({ keyId: 'key_c', accountId: 'acme' });
+    expect(await cache.resolveKeyHash(A)).toEqual({ keyId: 'key_b', accountId: 'beta' });
+    expect(inner.calls).toEqual([H1, A, H1]);
+  });
+
   it('remembers an unknown hash only for the negative TTL, so a new key works soon after', async () => {
     const clock = new ManualClock(1_000_000);
     const inner = new ScriptedIndex(new Map());
