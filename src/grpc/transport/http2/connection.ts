@@ -12,6 +12,8 @@
  * socket write.
  */
 import type * as net from 'node:net';
+import { performance } from 'node:perf_hooks';
+import { AttackBudgets, MAX_BYTES_PER_TURN, MAX_FRAMES_PER_TURN, type AttackBudget } from './attack-budgets';
 import { HpackDecoder, HpackError } from './hpack-decoder';
 import { TABLE_SIZE_UPDATE_ZERO } from './hpack-encoder';
 import {
@@ -60,6 +62,8 @@ export interface ConnectionEvents {
    * this side's own code while it read a frame (a bug: the connection is closed INTERNAL_ERROR).
    */
   error(error: Error, internal?: boolean): void;
+  /** The connection overran one of its attack budgets (attack-budgets.ts): GOAWAY(ENHANCE_YOUR_CALM) is sent, and it closes. */
+  calmed?(budget: AttackBudget): void;
 }
 
 /** The windows this side grants: large, so a 4 MiB message needs no round trip per 64 KiB. */
@@ -76,6 +80,11 @@ const MAX_KEPT_STAGING_BYTES = 1 << 20;
 const MAX_UNSENT_BYTES = 1 << 20;
 /** How long an ended socket waits for the peer to close its side before it is destroyed. */
 const LINGER_MS = 1000;
+/**
+ * A connection told ENHANCE_YOUR_CALM keeps its streams in flight this long, so that their Checks finish (Envoy's
+ * ext_authz timeout is 250 ms), then it is destroyed whatever is left.
+ */
+const CALM_GRACE_MS = 1000;
 
 const EMPTY = Buffer.alloc(0);
 const NO_LISTENER: StreamListener = { onData() {}, onEnd() {}, onClose() {} };
@@ -254,6 +263,15 @@ export class Http2Connection {
   private pendingNeed = 0;
   /** Reading stopped until the peer takes what is written (it reads its answers slower than it sends requests). */
   private readPaused = false;
+  /** What is left of a read past this turn's share (MAX_FRAMES_PER_TURN, MAX_BYTES_PER_TURN); the socket is paused meanwhile. */
+  private backlog: Buffer | undefined;
+  private backlogScheduled = false;
+  /** The peer ended its side while a backlog waited: the connection ends once it is read. */
+  private endAfterBacklog = false;
+  private readonly continueBacklog = (): void => this.readBacklog();
+  private readonly budgets = new AttackBudgets();
+  /** GOAWAY(ENHANCE_YOUR_CALM) sent for an overrun budget. */
+  private calmed = false;
   /** A header block arriving in CONTINUATION frames. */
   private continuation: { streamId: number; endStream: boolean; parts: Buffer[]; bytes: number; frames: number } | undefined;
   private tableSizeChanged = false;
@@ -275,7 +293,10 @@ export class Http2Connection {
       this.events.error(error);
       this.destroy();
     });
-    socket.on('end', () => this.destroy());
+    socket.on('end', () => {
+      if (this.backlog) this.endAfterBacklog = true;
+      else this.destroy();
+    });
     socket.on('close', () => this.destroy());
     this.writeSettings();
     // The connection window starts at 65,535 whatever SETTINGS say; only WINDOW_UPDATE raises it.
@@ -332,6 +353,7 @@ export class Http2Connection {
     this.state = GONE;
     this.continuation = undefined;
     this.pendingParts = undefined;
+    this.backlog = undefined;
     for (const stream of [...this.streams.values()]) stream.close();
     this.failPings();
     if (flushFirst && !this.socket.destroyed) {
@@ -364,6 +386,11 @@ export class Http2Connection {
 
   private read(chunk: Buffer): void {
     if (this.state === GONE) return;
+    if (this.backlog) {
+      // A read already in the stream's hands when it was paused: it queues behind the backlog.
+      this.backlog = Buffer.concat([this.backlog, chunk]);
+      return;
+    }
     let data = chunk;
     if (this.pendingParts) {
       this.pendingParts.push(chunk);
@@ -372,6 +399,30 @@ export class Http2Connection {
       data = Buffer.concat(this.pendingParts, this.pendingBytes);
       this.pendingParts = undefined;
     }
+    this.budgets.tick(performance.now());
+    this.process(data);
+  }
+
+  /** The backlog's turn: this turn's share of it, the rest left for the next; reading resumes once it is all read. */
+  private readBacklog(): void {
+    this.backlogScheduled = false;
+    const data = this.backlog;
+    // Paused for writes meanwhile: the drain schedules this again.
+    if (!data || this.state === GONE || this.readPaused) return;
+    this.backlog = undefined;
+    this.process(data);
+    if (this.state === GONE || this.backlog) return;
+    if (this.endAfterBacklog) this.destroy();
+    else if (!this.readPaused) this.socket.resume();
+  }
+
+  private scheduleBacklog(): void {
+    if (this.backlogScheduled) return;
+    this.backlogScheduled = true;
+    setImmediate(this.continueBacklog);
+  }
+
+  private process(data: Buffer): void {
     let offset = 0;
     try {
       if (this.state === AWAITING_PREFACE) {
@@ -388,9 +439,19 @@ export class Http2Connection {
         offset = CLIENT_PREFACE.length;
         this.state = AWAITING_SETTINGS;
       }
+      const turnEnd = offset + MAX_BYTES_PER_TURN;
+      let frames = 0;
       while (this.state !== GONE) {
         const available = data.length - offset;
         if (available < FRAME_HEADER_BYTES) break;
+        if (frames === MAX_FRAMES_PER_TURN || offset >= turnEnd) {
+          // This turn's share is used: the rest waits for the other connections' reads.
+          this.backlog = data.subarray(offset);
+          this.socket.pause();
+          this.scheduleBacklog();
+          return;
+        }
+        frames += 1;
         const length = (data[offset]! << 16) | (data[offset + 1]! << 8) | data[offset + 2]!;
         if (length > DEFAULT_MAX_FRAME_BYTES) {
           // This side never raises SETTINGS_MAX_FRAME_SIZE from its default.
@@ -491,6 +552,7 @@ export class Http2Connection {
       payloadEnd = end - pad;
       if (payloadEnd < payloadStart) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'DATA padding longer than the frame');
     }
+    if (payloadEnd === payloadStart && (flags & Flag.END_STREAM) === 0) this.countEmptyFrame();
     const stream = this.streams.get(streamId);
     if (!stream) {
       if (this.isIdle(streamId)) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, `DATA on idle stream ${streamId}`);
@@ -498,11 +560,11 @@ export class Http2Connection {
       return;
     }
     if (stream.remoteEnded) {
-      stream.reset(ErrorCode.STREAM_CLOSED);
+      this.resetForFault(stream, ErrorCode.STREAM_CLOSED);
       return;
     }
     if (!stream.received(frameBytes)) {
-      stream.reset(ErrorCode.FLOW_CONTROL_ERROR);
+      this.resetForFault(stream, ErrorCode.FLOW_CONTROL_ERROR);
       return;
     }
     const endStream = (flags & Flag.END_STREAM) !== 0;
@@ -533,6 +595,7 @@ export class Http2Connection {
       this.onHeaderBlock(streamId, endStream, data, blockStart, blockEnd);
       return;
     }
+    if (blockEnd === blockStart) this.countEmptyFrame();
     const part = Buffer.from(data.subarray(blockStart, blockEnd));
     this.continuation = { streamId, endStream, parts: [part], bytes: part.length, frames: 0 };
     this.checkBlockSize(this.continuation.bytes);
@@ -550,7 +613,10 @@ export class Http2Connection {
     continuation.parts.push(Buffer.from(data.subarray(start, end)));
     continuation.bytes += end - start;
     this.checkBlockSize(continuation.bytes);
-    if ((flags & Flag.END_HEADERS) === 0) return;
+    if ((flags & Flag.END_HEADERS) === 0) {
+      if (end === start) this.countEmptyFrame();
+      return;
+    }
     this.continuation = undefined;
     const block = Buffer.concat(continuation.parts, continuation.bytes);
     this.onHeaderBlock(streamId, continuation.endStream, block, 0, block.length);
@@ -568,7 +634,7 @@ export class Http2Connection {
     let listBytes: number;
     try {
       // Every block is decoded, even one for a stream that is refused: the table is shared by the connection.
-      listBytes = this.decoder.decode(block, start, end, fields);
+      listBytes = this.decoder.decode(block, start, end, fields, this.settings.maxHeaderListBytes);
     } catch (error) {
       if (error instanceof HpackError) throw new ConnectionError(ErrorCode.COMPRESSION_ERROR, error.message);
       throw error;
@@ -577,11 +643,11 @@ export class Http2Connection {
     if (existing) {
       // Trailers: the request's last HEADERS, which must end the stream. gRPC requests have none to read.
       if (existing.remoteEnded) {
-        existing.reset(ErrorCode.STREAM_CLOSED);
+        this.resetForFault(existing, ErrorCode.STREAM_CLOSED);
         return;
       }
       if (!endStream || this.decoder.hasInvalidField || hasPseudoHeader(fields)) {
-        existing.reset(ErrorCode.PROTOCOL_ERROR);
+        this.resetForFault(existing, ErrorCode.PROTOCOL_ERROR);
         return;
       }
       existing.remoteEnded = true;
@@ -593,20 +659,21 @@ export class Http2Connection {
     // A stream this side has reset or finished: the client's frames already in flight are dropped (§5.1).
     if (streamId <= this.lastStreamId) return;
     this.lastStreamId = streamId;
+    this.budgets.streamOpened();
     if (this.goawayLastStreamId >= 0 && streamId > this.goawayLastStreamId) return; // After our GOAWAY: ignored (§6.8).
     if (this.closing) return;
     const stream = new ServerStream(this, streamId);
     if (listBytes > this.settings.maxHeaderListBytes) {
       // As nghttp2 answers it: the stream, not the connection.
-      this.writeReset(streamId, ErrorCode.ENHANCE_YOUR_CALM);
+      this.refuseForFault(streamId, ErrorCode.ENHANCE_YOUR_CALM);
       return;
     }
     if (this.streams.size >= this.settings.maxConcurrentStreams) {
-      this.writeReset(streamId, ErrorCode.REFUSED_STREAM);
+      this.refuseForFault(streamId, ErrorCode.REFUSED_STREAM);
       return;
     }
     if (this.decoder.hasInvalidField || !isWellFormedRequest(fields)) {
-      this.writeReset(streamId, ErrorCode.PROTOCOL_ERROR);
+      this.refuseForFault(streamId, ErrorCode.PROTOCOL_ERROR);
       return;
     }
     this.streams.set(streamId, stream);
@@ -630,6 +697,38 @@ export class Http2Connection {
     if (end - start !== 4) throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'RST_STREAM is 4 bytes');
     if (this.isIdle(streamId)) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, `RST_STREAM on idle stream ${streamId}`);
     this.streams.get(streamId)?.close();
+    if (!this.budgets.clientReset()) this.calm('client_resets');
+  }
+
+  /** A stream refused before it opened, for the client's fault: counted against local_resets. */
+  private refuseForFault(streamId: number, code: number): void {
+    this.writeReset(streamId, code);
+    if (!this.budgets.localReset()) this.calm('local_resets');
+  }
+
+  /** An open stream reset for the client's fault: counted against local_resets. */
+  private resetForFault(stream: ServerStream, code: number): void {
+    stream.reset(code);
+    if (!this.budgets.localReset()) this.calm('local_resets');
+  }
+
+  private countEmptyFrame(): void {
+    if (!this.budgets.emptyFrame()) this.calm('empty_frames');
+  }
+
+  /**
+   * A budget overrun: GOAWAY(ENHANCE_YOUR_CALM) naming the last stream taken, whose calls in flight may finish
+   * within CALM_GRACE_MS; no new stream is served.
+   */
+  private calm(budget: AttackBudget): void {
+    if (this.calmed || this.state === GONE) return;
+    this.calmed = true;
+    this.events.calmed?.(budget);
+    this.finalGoawaySent = true;
+    this.goaway(ErrorCode.ENHANCE_YOUR_CALM, this.lastStreamId, Buffer.from(`${budget} budget exceeded`, 'latin1'));
+    this.closing = true;
+    setTimeout(() => this.destroy(), CALM_GRACE_MS).unref();
+    this.endIfIdle();
   }
 
   private onSettings(flags: number, streamId: number, data: Buffer, start: number, end: number): void {
@@ -707,12 +806,12 @@ export class Http2Connection {
       return;
     }
     if (increment === 0) {
-      stream.reset(ErrorCode.PROTOCOL_ERROR);
+      this.resetForFault(stream, ErrorCode.PROTOCOL_ERROR);
       return;
     }
     stream.sendWindow += increment;
     if (stream.sendWindow > MAX_WINDOW_BYTES) {
-      stream.reset(ErrorCode.FLOW_CONTROL_ERROR);
+      this.resetForFault(stream, ErrorCode.FLOW_CONTROL_ERROR);
       return;
     }
     if (stream.resume()) this.blockedStreams?.delete(stream);
@@ -725,6 +824,8 @@ export class Http2Connection {
 
   private connectionError(error: unknown): void {
     const code = error instanceof ConnectionError ? error.code : ErrorCode.INTERNAL_ERROR;
+    // The header block budgets (its size, its CONTINUATION frames) end the connection at once.
+    if (code === ErrorCode.ENHANCE_YOUR_CALM && !this.calmed) this.events.calmed?.('header_block');
     this.events.error(error instanceof Error ? error : new Error(String(error)), !(error instanceof ConnectionError));
     this.goaway(code, this.lastStreamId, Buffer.from(error instanceof Error ? error.message : 'internal error', 'latin1'));
     this.terminate(true);
@@ -873,7 +974,9 @@ export class Http2Connection {
     this.socket.pause();
     this.socket.once('drain', () => {
       this.readPaused = false;
-      if (this.state !== GONE) this.socket.resume();
+      if (this.state === GONE) return;
+      if (this.backlog) this.scheduleBacklog();
+      else this.socket.resume();
     });
   }
 
