@@ -1,6 +1,7 @@
 import * as http2 from 'node:http2';
 import { frameMessage, GrpcServer, type GrpcServerSettings, type UnaryCall } from '../../../src/grpc/transport/grpc-server';
 import { createLogger } from '../../../src/logging/logger';
+import { Metrics } from '../../../src/metrics/metrics';
 import { grpcFrame, messagesOf } from '../../support/raw-grpc';
 import { FLAG, FRAME, grpcRequestBlock, literalBlock, rawFrame, rawPeer, type RawPeer } from '../../support/raw-h2-frames';
 import { hpackString } from '../../support/hpack-encoding';
@@ -25,8 +26,8 @@ interface Started {
   marks: number[];
 }
 
-async function start(settings: Partial<GrpcServerSettings> = {}): Promise<Started> {
-  const server = new GrpcServer({ host: '127.0.0.1', port: 0, ...settings }, logger);
+async function start(settings: Partial<GrpcServerSettings> = {}, serverLogger = logger): Promise<Started> {
+  const server = new GrpcServer({ host: '127.0.0.1', port: 0, ...settings }, serverLogger);
   const held: UnaryCall[] = [];
   const marks: number[] = [];
   let counted = 0;
@@ -115,18 +116,39 @@ describe('attack budgets', () => {
     expect(s.server.budgetClosures.client_resets).toBe(0);
   });
 
-  it('malformed requests, each reset by this side: GOAWAY(ENHANCE_YOUR_CALM) past 1,000 of them', async () => {
-    const noScheme = literalBlock([
-      [':method', 'POST'],
-      [':path', '/test.Echo/Unary'],
-      ['content-type', 'application/grpc'],
-    ]);
+  const BIG_ENTRY = Buffer.from([0x40, ...hpackString('x-big'), ...hpackString('v'.repeat(4000))]);
+  const resetFloods: [string, (id: number) => Buffer, number][] = [
+    [
+      'requests without :scheme',
+      () =>
+        literalBlock([
+          [':method', 'POST'],
+          [':path', '/test.Echo/Unary'],
+          ['content-type', 'application/grpc'],
+        ]),
+      http2.constants.NGHTTP2_PROTOCOL_ERROR,
+    ],
+    [
+      'requests of 100 empty field names',
+      () => Buffer.concat([grpcRequestBlock('/test.Echo/Unary'), Buffer.alloc(300)]),
+      http2.constants.NGHTTP2_PROTOCOL_ERROR,
+    ],
+    [
+      'requests whose references to one 4 KB entry pass the header list limit',
+      // The first inserts the entry; each then refers to it five times (20 KB of headers in 5 octets).
+      (id) => Buffer.concat([grpcRequestBlock('/test.Echo/Unary'), id === 1 ? BIG_ENTRY : Buffer.alloc(0), Buffer.alloc(5, 0xbe)]),
+      ENHANCE_YOUR_CALM,
+    ],
+  ];
+  it.each(resetFloods)('%s, each reset by this side: GOAWAY(ENHANCE_YOUR_CALM) past 1,000 of them', async (_what, block, code) => {
     const flood: Buffer[] = [];
-    for (let id = 1; id < 1 + 2 * 1500; id += 2) flood.push(rawFrame(FRAME.HEADERS, FLAG.END_HEADERS | FLAG.END_STREAM, id, noScheme));
+    for (let id = 1; id < 1 + 2 * 1500; id += 2) flood.push(rawFrame(FRAME.HEADERS, FLAG.END_HEADERS | FLAG.END_STREAM, id, block(id)));
     peer.send(...flood);
     await expectCalmAndClosed(peer);
     expect(peer.goaway()!.debug).toContain('local_resets');
-    expect(framesOf(peer, FRAME.RST_STREAM).length).toBe(1001);
+    const resets = framesOf(peer, FRAME.RST_STREAM);
+    expect(resets.length).toBe(1001);
+    for (const reset of resets) expect(reset.payload.readUInt32BE(0)).toBe(code);
     expect(s.server.budgetClosures.local_resets).toBe(1);
   });
 
@@ -172,6 +194,16 @@ describe('attack budgets', () => {
     await expectCalmAndClosed(peer);
     expect(peer.goaway()!.debug).toContain('empty_frames');
     expect(s.server.budgetClosures.empty_frames).toBe(1);
+  });
+
+  it('reports the closures by budget in /metrics', async () => {
+    const metrics = new Metrics();
+    metrics.watchHttp2BudgetClosures(s.server.budgetClosures);
+    peer.send(headers(1, '/test.Echo/Hold', FLAG.END_HEADERS), ...Array.from({ length: 101 }, () => rawFrame(FRAME.DATA, 0, 1)));
+    await expectCalmAndClosed(peer);
+    const text = await metrics.registry.metrics();
+    expect(text).toContain('gateway_authz_http2_budget_closures_total{budget="empty_frames"} 1');
+    expect(text).toContain('gateway_authz_http2_budget_closures_total{budget="client_resets"} 0');
   });
 
   it('counts a header block over its size or CONTINUATION budget, which ends the connection at once', async () => {
@@ -235,6 +267,49 @@ describe('fairness between connections', () => {
     } finally {
       flooder.destroy();
       normal.destroy();
+      await s.server.close();
+    }
+  }, 30_000);
+
+  /** Unknown-type frames, ignored one by one: cheap to read, but a turn's share each 512 of them. */
+  const ignoredFlood = (frames: number) => Buffer.concat(Array.from({ length: frames }, () => rawFrame(0xfa, 0, 0, Buffer.alloc(8))));
+
+  it('reads a flood over many turns to its end: a protocol error after it still ends the connection', async () => {
+    const s = await start();
+    const peer = await rawPeer(s.port);
+    try {
+      peer.send(ignoredFlood(200_000), rawFrame(FRAME.DATA, 0, 0, Buffer.from('x')));
+      await until(() => peer.goaway() !== undefined, 'GOAWAY', 20_000);
+      expect(peer.goaway()!.code).toBe(http2.constants.NGHTTP2_PROTOCOL_ERROR);
+      await peer.closed;
+    } finally {
+      peer.destroy();
+      await s.server.close();
+    }
+  }, 30_000);
+
+  it('drops what is left of a flood when its connection goes, without an error, and goes on serving', async () => {
+    const errors: string[] = [];
+    const s = await start({}, createLogger('error', { write: (line: string) => void errors.push(line) }));
+    const peer = await rawPeer(s.port);
+    try {
+      const ping = rawFrame(FRAME.PING, 0, 0, Buffer.alloc(8));
+      peer.send(Buffer.concat(Array.from({ length: 200_000 }, () => ping)), headers(1), message(1, 'never read'));
+      // Gone in the middle of the flood: some PINGs answered, most not.
+      await until(() => peer.pingAcks() > 0, 'the first PING ACK');
+      peer.destroy();
+      expect(peer.pingAcks()).toBeLessThan(200_000);
+      await until(() => s.server.connectionCount === 0, 'the connection to be gone');
+      expect(framesOf(peer, FRAME.DATA, 1)).toHaveLength(0);
+      const next = await rawPeer(s.port);
+      try {
+        next.send(headers(1, '/test.Echo/Unary'), message(1, 'after'));
+        await until(() => framesOf(next, FRAME.DATA, 1).length > 0, 'the answer');
+      } finally {
+        next.destroy();
+      }
+      expect(errors).toEqual([]);
+    } finally {
       await s.server.close();
     }
   }, 30_000);
