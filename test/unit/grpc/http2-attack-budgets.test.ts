@@ -5,7 +5,7 @@ import { Metrics } from '../../../src/metrics/metrics';
 import { grpcFrame, messagesOf } from '../../support/raw-grpc';
 import { FLAG, FRAME, grpcRequestBlock, literalBlock, rawFrame, rawPeer, type RawPeer } from '../../support/raw-h2-frames';
 import { hpackString } from '../../support/hpack-encoding';
-import { until } from '../../support/waiting';
+import { sleep, until } from '../../support/waiting';
 
 /**
  * The attack budgets of one HTTP/2 connection (src/grpc/transport/http2/attack-budgets.ts) and its fair share of
@@ -88,8 +88,12 @@ describe('attack budgets', () => {
     // The last stream taken: the in-flight call's and the reset ones before the budget ran out, not the whole flood.
     expect(goaway.lastStreamId).toBeGreaterThan(1);
     expect(goaway.lastStreamId).toBeLessThan(3 + 2 * 2000);
+    // The call in flight has its whole request, so the server reads no more: neither the rest of the flood nor this PING.
+    peer.send(rawFrame(FRAME.PING, 0, 0, Buffer.alloc(8)));
+    await sleep(100);
     s.held.find((call) => !call.finished)!.respond(frameMessage(Buffer.from('finished')));
     await peer.closed;
+    expect(peer.pingAcks()).toBe(0);
     expect(messagesOf(Buffer.concat(framesOf(peer, FRAME.DATA, 1).map((f) => f.payload))).map(String)).toEqual(['finished']);
     expect(s.server.budgetClosures.client_resets).toBe(1);
   });

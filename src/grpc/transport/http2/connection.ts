@@ -272,6 +272,8 @@ export class Http2Connection {
   private readonly budgets = new AttackBudgets();
   /** GOAWAY(ENHANCE_YOUR_CALM) sent for an overrun budget. */
   private calmed = false;
+  /** Told to calm down with nothing more to read for the calls in flight: the rest of its flood is never read. */
+  private readStopped = false;
   /** A header block arriving in CONTINUATION frames. */
   private continuation: { streamId: number; endStream: boolean; parts: Buffer[]; bytes: number; frames: number } | undefined;
   private tableSizeChanged = false;
@@ -385,7 +387,7 @@ export class Http2Connection {
   // ---- reading ----
 
   private read(chunk: Buffer): void {
-    if (this.state === GONE) return;
+    if (this.state === GONE || this.readStopped) return;
     if (this.backlog) {
       // A read already in the stream's hands when it was paused: it queues behind the backlog.
       this.backlog = Buffer.concat([this.backlog, chunk]);
@@ -408,7 +410,7 @@ export class Http2Connection {
     this.backlogScheduled = false;
     const data = this.backlog;
     // Paused for writes meanwhile: the drain schedules this again.
-    if (!data || this.state === GONE || this.readPaused) return;
+    if (!data || this.state === GONE || this.readPaused || this.readStopped) return;
     this.backlog = undefined;
     this.process(data);
     if (this.state === GONE || this.backlog) return;
@@ -441,7 +443,7 @@ export class Http2Connection {
       }
       const turnEnd = offset + MAX_BYTES_PER_TURN;
       let frames = 0;
-      while (this.state !== GONE) {
+      while (this.state !== GONE && !this.readStopped) {
         const available = data.length - offset;
         if (available < FRAME_HEADER_BYTES) break;
         if (frames === MAX_FRAMES_PER_TURN || offset >= turnEnd) {
@@ -469,7 +471,7 @@ export class Http2Connection {
       this.connectionError(error);
       return;
     }
-    if (this.state === GONE || offset === data.length) return;
+    if (this.state === GONE || this.readStopped || offset === data.length) return;
     const rest = data.subarray(offset);
     this.keepPending(
       rest,
@@ -729,6 +731,13 @@ export class Http2Connection {
     this.closing = true;
     setTimeout(() => this.destroy(), CALM_GRACE_MS).unref();
     this.endIfIdle();
+    if (this.state === GONE) return;
+    for (const stream of this.streams.values()) if (!stream.remoteEnded) return;
+    // Every call in flight has its whole request (a Check's answer needs no WINDOW_UPDATE): the flood goes unread.
+    this.readStopped = true;
+    this.backlog = undefined;
+    this.pendingParts = undefined;
+    this.socket.pause();
   }
 
   private onSettings(flags: number, streamId: number, data: Buffer, start: number, end: number): void {
@@ -974,7 +983,7 @@ export class Http2Connection {
     this.socket.pause();
     this.socket.once('drain', () => {
       this.readPaused = false;
-      if (this.state === GONE) return;
+      if (this.state === GONE || this.readStopped) return;
       if (this.backlog) this.scheduleBacklog();
       else this.socket.resume();
     });
