@@ -72,6 +72,8 @@ export interface RunningGrpcServer {
   port: number;
   /** grpc.health.v1 for Envoy's cluster health check and Kubernetes gRPC probes. */
   health: HealthService;
+  /** Connections closed ENHANCE_YOUR_CALM, by the attack budget they overran. */
+  budgetClosures: Readonly<Record<string, number>>;
   close(): Promise<void>;
 }
 
@@ -97,6 +99,7 @@ export async function startAuthorizationServer(deps: AuthorizationServerDeps, op
   return {
     port,
     health,
+    budgetClosures: server.budgetClosures,
     close: async () => {
       // Tell Envoy to stop sending traffic before the listener goes away.
       health.setStatus('', 'NOT_SERVING');

@@ -200,6 +200,23 @@ export class Metrics implements AdminAuthMetrics, UsageRecorderMetrics {
     });
   }
 
+  /** Reports the gRPC server's count of connections closed ENHANCE_YOUR_CALM, by budget, at each scrape. */
+  watchHttp2BudgetClosures(closures: Readonly<Record<string, number>>): void {
+    new Counter({
+      name: 'gateway_authz_http2_budget_closures_total',
+      help:
+        'gRPC connections closed with GOAWAY(ENHANCE_YOUR_CALM) for overrunning an attack budget: client_resets ' +
+        '(mostly reset streams), local_resets (streams refused or reset for the client’s fault), empty_frames, ' +
+        'header_block (a header block too large or in too many CONTINUATION frames). See docs/http2-attack-budgets.md.',
+      labelNames: ['budget'] as const,
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const [budget, count] of Object.entries(closures)) this.inc({ budget }, count);
+      },
+    });
+  }
+
   /** Reports `checksInFlight()` as a gauge at each scrape (read then, not on the hot path). */
   watchChecksInFlight(checksInFlight: () => number): void {
     new Gauge({

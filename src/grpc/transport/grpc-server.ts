@@ -16,6 +16,7 @@ import * as net from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { DeadlineSweeper } from '../../deadlines/deadline-sweeper';
 import type { Logger } from '../../logging/logger';
+import type { AttackBudget } from './http2/attack-budgets';
 import { Http2Connection, type ServerStream, type StreamListener } from './http2/connection';
 import { ErrorCode } from './http2/frames';
 import { encodeHeaderBlock, OK_TRAILERS_BLOCK, RESPONSE_HEADERS_BLOCK } from './http2/hpack-encoder';
@@ -505,6 +506,8 @@ export class GrpcServer {
   private closing: Promise<void> | undefined;
   /** By grpc-timeout in ms: calls with the same one have deadlines in the order they started. */
   private readonly deadlineSweepers = new Map<number, DeadlineSweeper<ServerCall>>();
+  /** Connections closed ENHANCE_YOUR_CALM since the start, by the attack budget they overran (http2/attack-budgets.ts). */
+  readonly budgetClosures: Record<AttackBudget, number> = { client_resets: 0, local_resets: 0, empty_frames: 0, header_block: 0 };
   private readonly connectionEvents = {
     stream: (stream: ServerStream, headers: readonly string[]) => this.onStream(stream, headers),
     closed: (connection: Http2Connection) => this.onConnectionClosed(connection),
@@ -512,6 +515,11 @@ export class GrpcServer {
       internal
         ? this.logger.error({ err: error }, 'HTTP/2 connection closed: internal error')
         : this.logger.debug({ err: error }, 'HTTP/2 connection error'),
+    calmed: (budget: AttackBudget) => {
+      this.budgetClosures[budget] += 1;
+      // Debug, as protocol errors: under attack there is one per attacking connection; the count is the signal.
+      this.logger.debug({ budget }, 'HTTP/2 connection over its attack budget: GOAWAY(ENHANCE_YOUR_CALM)');
+    },
   };
 
   constructor(

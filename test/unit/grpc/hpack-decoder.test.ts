@@ -918,3 +918,56 @@ describe('HpackDecoder against node:http2 (nghttp2) as the encoder', () => {
     decodeAll(new HpackDecoder(), captured, expected);
   });
 });
+
+describe('HpackDecoder past the header list limit', () => {
+  const LIMIT = 16 * 1024;
+  const BIG = 'v'.repeat(4000);
+  /**
+   * A 4,037-octet entry, then 20,000 one-octet references to it (80 MB of headers from 20 KB on the wire), then the
+   * representations that still matter to the table: literals with incremental indexing (new name, static name,
+   * dynamic name, Huffman), and those that do not (without indexing, never indexed, static fields).
+   */
+  const bomb = blockOf(
+    [0x40, ...hpackString('x-big'), ...hpackString(BIG)],
+    new Array<number>(20_000).fill(0xbe),
+    [0x82, 0x00, ...hpackString('x-skipped'), ...hpackString('s')],
+    [0x14, ...hpackString('/never-indexed')],
+    [0x40, ...hpackString('x-after'), ...hpackString('1')],
+    [0x44, ...hpackString('/indexed-path')],
+    [0x7f, 0x00, ...hpackString('2')], // Name: index 63 (x-after, now one older), value '2'.
+    [0x40, ...hpackString('x-huffman', true), ...hpackString('h', true)],
+  );
+
+  it('stops materialising fields once the decoded list passes the limit, counting what references produce', () => {
+    const decoder = new HpackDecoder();
+    const out: string[] = [];
+    const listSize = decoder.decode(bomb, 0, bomb.length, out, LIMIT);
+    expect(listSize).toBeGreaterThan(LIMIT);
+    // Fields up to the first past the limit: x-big and its first references (4,037 octets each), no more.
+    expect(out.length / 2).toBe(Math.floor(LIMIT / 4037) + 1);
+    expect(pairs(out).every(([name, value]) => name === 'x-big' && value === BIG)).toBe(true);
+  });
+
+  it('keeps the dynamic table in step with the encoder, so the next block decodes as without the limit', () => {
+    const limited = new HpackDecoder();
+    limited.decode(bomb, 0, bomb.length, [], LIMIT);
+    const unlimited = new HpackDecoder();
+    unlimited.decode(bomb, 0, bomb.length, []);
+    expect(limited.dynamicEntries()).toEqual(unlimited.dynamicEntries());
+    expect(limited.dynamicTableSize).toBe(unlimited.dynamicTableSize);
+    expect(limited.dynamicEntries()[0]).toEqual(['x-huffman', 'h']);
+    const next = blockOf(0xbe, 0xbf, 0xc0, 0xc1);
+    expect(decodeBlock(limited, next)).toEqual(decodeBlock(unlimited, next));
+  });
+
+  it('still refuses what is malformed past the limit: a size update after a field, an index past the table', () => {
+    const head = blockOf([0x40, ...hpackString('x-big'), ...hpackString(BIG)], new Array<number>(5).fill(0xbe));
+    for (const tail of [
+      [0x3f, 0x01],
+      [0xff, 0x10],
+    ]) {
+      const block = Buffer.concat([head, Buffer.from(tail)]);
+      expect(() => new HpackDecoder().decode(block, 0, block.length, [], LIMIT)).toThrow(HpackError);
+    }
+  });
+});

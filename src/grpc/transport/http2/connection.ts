@@ -12,6 +12,8 @@
  * socket write.
  */
 import type * as net from 'node:net';
+import { performance } from 'node:perf_hooks';
+import { AttackBudgets, MAX_BYTES_PER_TURN, MAX_FRAMES_PER_TURN, type AttackBudget } from './attack-budgets';
 import { HpackDecoder, HpackError } from './hpack-decoder';
 import { TABLE_SIZE_UPDATE_ZERO } from './hpack-encoder';
 import {
@@ -60,6 +62,8 @@ export interface ConnectionEvents {
    * this side's own code while it read a frame (a bug: the connection is closed INTERNAL_ERROR).
    */
   error(error: Error, internal?: boolean): void;
+  /** The connection overran one of its attack budgets (attack-budgets.ts): GOAWAY(ENHANCE_YOUR_CALM) is sent, and it closes. */
+  calmed?(budget: AttackBudget): void;
 }
 
 /** The windows this side grants: large, so a 4 MiB message needs no round trip per 64 KiB. */
@@ -97,6 +101,11 @@ const FORGOTTEN = 5;
 const NO_CONTENT_LENGTH = -1;
 /** checkRequestFields' answer for a malformed request. */
 const MALFORMED_REQUEST = -2;
+/**
+ * A connection told ENHANCE_YOUR_CALM keeps its streams in flight this long, so that their Checks finish (Envoy's
+ * ext_authz timeout is 250 ms), then it is destroyed whatever is left.
+ */
+const CALM_GRACE_MS = 1000;
 
 const EMPTY = Buffer.alloc(0);
 const NO_LISTENER: StreamListener = { onData() {}, onEnd() {}, onClose() {} };
@@ -302,6 +311,17 @@ export class Http2Connection {
   private pendingNeed = 0;
   /** Reading stopped until the peer takes what is written (it reads its answers slower than it sends requests). */
   private readPaused = false;
+  /** What is left of a read past this turn's share (MAX_FRAMES_PER_TURN, MAX_BYTES_PER_TURN); the socket is paused meanwhile. */
+  private backlog: Buffer | undefined;
+  private backlogScheduled = false;
+  /** The peer ended its side while a backlog waited: the connection ends once it is read. */
+  private endAfterBacklog = false;
+  private readonly continueBacklog = (): void => this.readBacklog();
+  private readonly budgets = new AttackBudgets();
+  /** GOAWAY(ENHANCE_YOUR_CALM) sent for an overrun budget. */
+  private calmed = false;
+  /** Told to calm down with nothing more to read for the calls in flight: the rest of its flood is never read. */
+  private readStopped = false;
   /** A header block arriving in CONTINUATION frames. */
   private continuation: { streamId: number; endStream: boolean; parts: Buffer[]; bytes: number; frames: number } | undefined;
   private tableSizeChanged = false;
@@ -323,7 +343,10 @@ export class Http2Connection {
       this.events.error(error);
       this.destroy();
     });
-    socket.on('end', () => this.destroy());
+    socket.on('end', () => {
+      if (this.backlog) this.endAfterBacklog = true;
+      else this.destroy();
+    });
     socket.on('close', () => this.destroy());
     this.writeSettings();
     // The connection window starts at 65,535 whatever SETTINGS say; only WINDOW_UPDATE raises it.
@@ -380,6 +403,7 @@ export class Http2Connection {
     this.state = GONE;
     this.continuation = undefined;
     this.pendingParts = undefined;
+    this.backlog = undefined;
     for (const stream of [...this.streams.values()]) stream.close();
     this.failPings();
     if (flushFirst && !this.socket.destroyed) {
@@ -411,7 +435,12 @@ export class Http2Connection {
   // ---- reading ----
 
   private read(chunk: Buffer): void {
-    if (this.state === GONE) return;
+    if (this.state === GONE || this.readStopped) return;
+    if (this.backlog) {
+      // A read already in the stream's hands when it was paused: it queues behind the backlog.
+      this.backlog = Buffer.concat([this.backlog, chunk]);
+      return;
+    }
     let data = chunk;
     if (this.pendingParts) {
       this.pendingParts.push(chunk);
@@ -420,6 +449,30 @@ export class Http2Connection {
       data = Buffer.concat(this.pendingParts, this.pendingBytes);
       this.pendingParts = undefined;
     }
+    this.budgets.tick(performance.now());
+    this.process(data);
+  }
+
+  /** The backlog's turn: this turn's share of it, the rest left for the next; reading resumes once it is all read. */
+  private readBacklog(): void {
+    this.backlogScheduled = false;
+    const data = this.backlog;
+    // Paused for writes meanwhile: the drain schedules this again.
+    if (!data || this.state === GONE || this.readPaused || this.readStopped) return;
+    this.backlog = undefined;
+    this.process(data);
+    if (this.state === GONE || this.backlog) return;
+    if (this.endAfterBacklog) this.destroy();
+    else if (!this.readPaused) this.socket.resume();
+  }
+
+  private scheduleBacklog(): void {
+    if (this.backlogScheduled) return;
+    this.backlogScheduled = true;
+    setImmediate(this.continueBacklog);
+  }
+
+  private process(data: Buffer): void {
     let offset = 0;
     try {
       if (this.state === AWAITING_PREFACE) {
@@ -436,9 +489,19 @@ export class Http2Connection {
         offset = CLIENT_PREFACE.length;
         this.state = AWAITING_SETTINGS;
       }
-      while (this.state !== GONE) {
+      const turnEnd = offset + MAX_BYTES_PER_TURN;
+      let frames = 0;
+      while (this.state !== GONE && !this.readStopped) {
         const available = data.length - offset;
         if (available < FRAME_HEADER_BYTES) break;
+        if (frames === MAX_FRAMES_PER_TURN || offset >= turnEnd) {
+          // This turn's share is used: the rest waits for the other connections' reads.
+          this.backlog = data.subarray(offset);
+          this.socket.pause();
+          this.scheduleBacklog();
+          return;
+        }
+        frames += 1;
         const length = (data[offset]! << 16) | (data[offset + 1]! << 8) | data[offset + 2]!;
         if (length > DEFAULT_MAX_FRAME_BYTES) {
           // This side never raises SETTINGS_MAX_FRAME_SIZE from its default.
@@ -456,7 +519,7 @@ export class Http2Connection {
       this.connectionError(error);
       return;
     }
-    if (this.state === GONE || offset === data.length) return;
+    if (this.state === GONE || this.readStopped || offset === data.length) return;
     const rest = data.subarray(offset);
     this.keepPending(
       rest,
@@ -539,20 +602,21 @@ export class Http2Connection {
       payloadEnd = end - pad;
       if (payloadEnd < payloadStart) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'DATA padding longer than the frame');
     }
+    if (payloadEnd === payloadStart && (flags & Flag.END_STREAM) === 0) this.countEmptyFrame();
     const stream = this.streams.get(streamId);
     if (!stream) {
       if (this.isIdle(streamId)) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, `DATA on idle stream ${streamId}`);
       // §6.1: DATA on a closed stream is a stream error, unless this side closed it first (frames in flight).
       const how = this.closedHow(streamId);
-      if (how !== CLOSED_BY_THIS_SIDE && how !== FORGOTTEN) this.refuse(streamId, ErrorCode.STREAM_CLOSED);
+      if (how !== CLOSED_BY_THIS_SIDE && how !== FORGOTTEN) this.refuseForFault(streamId, ErrorCode.STREAM_CLOSED);
       return;
     }
     if (stream.remoteEnded) {
-      stream.reset(ErrorCode.STREAM_CLOSED);
+      this.resetForFault(stream, ErrorCode.STREAM_CLOSED);
       return;
     }
     if (!stream.received(frameBytes)) {
-      stream.reset(ErrorCode.FLOW_CONTROL_ERROR);
+      this.resetForFault(stream, ErrorCode.FLOW_CONTROL_ERROR);
       return;
     }
     const endStream = (flags & Flag.END_STREAM) !== 0;
@@ -561,7 +625,7 @@ export class Http2Connection {
       // §8.1.1: a body longer or shorter than its content-length makes the request malformed.
       const payloadBytes = payloadEnd - payloadStart;
       if (payloadBytes > contentLengthLeft || (endStream && payloadBytes < contentLengthLeft)) {
-        stream.reset(ErrorCode.PROTOCOL_ERROR);
+        this.resetForFault(stream, ErrorCode.PROTOCOL_ERROR);
         return;
       }
       stream.contentLengthLeft = contentLengthLeft - payloadBytes;
@@ -593,6 +657,7 @@ export class Http2Connection {
       this.onHeaderBlock(streamId, endStream, data, blockStart, blockEnd);
       return;
     }
+    if (blockEnd === blockStart) this.countEmptyFrame();
     const part = Buffer.from(data.subarray(blockStart, blockEnd));
     this.continuation = { streamId, endStream, parts: [part], bytes: part.length, frames: 0 };
     this.checkBlockSize(this.continuation.bytes);
@@ -610,7 +675,10 @@ export class Http2Connection {
     continuation.parts.push(Buffer.from(data.subarray(start, end)));
     continuation.bytes += end - start;
     this.checkBlockSize(continuation.bytes);
-    if ((flags & Flag.END_HEADERS) === 0) return;
+    if ((flags & Flag.END_HEADERS) === 0) {
+      if (end === start) this.countEmptyFrame();
+      return;
+    }
     this.continuation = undefined;
     const block = Buffer.concat(continuation.parts, continuation.bytes);
     this.onHeaderBlock(streamId, continuation.endStream, block, 0, block.length);
@@ -628,7 +696,7 @@ export class Http2Connection {
     let listBytes: number;
     try {
       // Every block is decoded, even one for a stream that is refused: the table is shared by the connection.
-      listBytes = this.decoder.decode(block, start, end, fields);
+      listBytes = this.decoder.decode(block, start, end, fields, this.settings.maxHeaderListBytes);
     } catch (error) {
       if (error instanceof HpackError) throw new ConnectionError(ErrorCode.COMPRESSION_ERROR, error.message);
       throw error;
@@ -637,12 +705,12 @@ export class Http2Connection {
     if (existing) {
       // Trailers: the request's last HEADERS, which must end the stream. gRPC requests have none to read.
       if (existing.remoteEnded) {
-        existing.reset(ErrorCode.STREAM_CLOSED);
+        this.resetForFault(existing, ErrorCode.STREAM_CLOSED);
         return;
       }
       // §8.1.1: trailers ending a body shorter than its content-length make the request malformed.
       if (!endStream || this.decoder.hasInvalidField || hasPseudoHeader(fields) || existing.contentLengthLeft > 0) {
-        existing.reset(ErrorCode.PROTOCOL_ERROR);
+        this.resetForFault(existing, ErrorCode.PROTOCOL_ERROR);
         return;
       }
       existing.remoteEnded = true;
@@ -656,6 +724,7 @@ export class Http2Connection {
       return;
     }
     this.lastStreamId = streamId;
+    this.budgets.streamOpened();
     if ((this.goawayLastStreamId >= 0 && streamId > this.goawayLastStreamId) || this.closing) {
       // Past our GOAWAY (§6.8), or after the client's: not served, and its frames in flight are dropped.
       this.rememberClosed(streamId, CLOSED_BY_THIS_SIDE);
@@ -663,17 +732,17 @@ export class Http2Connection {
     }
     if (listBytes > this.settings.maxHeaderListBytes) {
       // As nghttp2 answers it: the stream, not the connection.
-      this.refuse(streamId, ErrorCode.ENHANCE_YOUR_CALM);
+      this.refuseForFault(streamId, ErrorCode.ENHANCE_YOUR_CALM);
       return;
     }
     if (this.streams.size >= this.settings.maxConcurrentStreams) {
-      this.refuse(streamId, ErrorCode.REFUSED_STREAM);
+      this.refuseForFault(streamId, ErrorCode.REFUSED_STREAM);
       return;
     }
     const contentLength = this.decoder.hasInvalidField ? MALFORMED_REQUEST : checkRequestFields(fields);
     // §8.1.1: a request that ends with its headers has no body, whatever its content-length says.
     if (contentLength === MALFORMED_REQUEST || (endStream && contentLength > 0)) {
-      this.refuse(streamId, ErrorCode.PROTOCOL_ERROR);
+      this.refuseForFault(streamId, ErrorCode.PROTOCOL_ERROR);
       return;
     }
     const stream = new ServerStream(this, streamId);
@@ -699,6 +768,7 @@ export class Http2Connection {
     if (end - start !== 4) throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'RST_STREAM is 4 bytes');
     if (this.isIdle(streamId)) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, `RST_STREAM on idle stream ${streamId}`);
     this.streams.get(streamId)?.closeOnClientReset();
+    if (!this.budgets.clientReset()) this.calm('client_resets');
   }
 
   /** HEADERS on a stream id the client has used or skipped (the block is decoded: the HPACK table is the connection's). */
@@ -712,7 +782,7 @@ export class Http2Connection {
         throw new ConnectionError(ErrorCode.STREAM_CLOSED, `HEADERS on stream ${streamId}, closed`);
       case CLOSED_BY_CLIENT_RESET:
         // §5.1: after the client's RST_STREAM, a stream error STREAM_CLOSED.
-        this.refuse(streamId, ErrorCode.STREAM_CLOSED);
+        this.refuseForFault(streamId, ErrorCode.STREAM_CLOSED);
         return;
       default:
       // Reset by this side, or forgotten: the client's frames in flight are dropped (§5.1).
@@ -740,6 +810,44 @@ export class Http2Connection {
     const record = this.closedRecord;
     if (record === undefined || record.ids[slot] !== streamId) return NEVER_OPENED;
     return record.how[slot]!;
+  }
+
+  /** A stream refused before it opened, for the client's fault: counted against local_resets. */
+  private refuseForFault(streamId: number, code: number): void {
+    this.refuse(streamId, code);
+    if (!this.budgets.localReset()) this.calm('local_resets');
+  }
+
+  /** An open stream reset for the client's fault: counted against local_resets. */
+  private resetForFault(stream: ServerStream, code: number): void {
+    stream.reset(code);
+    if (!this.budgets.localReset()) this.calm('local_resets');
+  }
+
+  private countEmptyFrame(): void {
+    if (!this.budgets.emptyFrame()) this.calm('empty_frames');
+  }
+
+  /**
+   * A budget overrun: GOAWAY(ENHANCE_YOUR_CALM) naming the last stream taken, whose calls in flight may finish
+   * within CALM_GRACE_MS; no new stream is served.
+   */
+  private calm(budget: AttackBudget): void {
+    if (this.calmed || this.state === GONE) return;
+    this.calmed = true;
+    this.events.calmed?.(budget);
+    this.finalGoawaySent = true;
+    this.goaway(ErrorCode.ENHANCE_YOUR_CALM, this.lastStreamId, Buffer.from(`${budget} budget exceeded`, 'latin1'));
+    this.closing = true;
+    setTimeout(() => this.destroy(), CALM_GRACE_MS).unref();
+    this.endIfIdle();
+    if (this.state === GONE) return;
+    for (const stream of this.streams.values()) if (!stream.remoteEnded) return;
+    // Every call in flight has its whole request (a Check's answer needs no WINDOW_UPDATE): the flood goes unread.
+    this.readStopped = true;
+    this.backlog = undefined;
+    this.pendingParts = undefined;
+    this.socket.pause();
   }
 
   private onSettings(flags: number, streamId: number, data: Buffer, start: number, end: number): void {
@@ -817,12 +925,12 @@ export class Http2Connection {
       return;
     }
     if (increment === 0) {
-      stream.reset(ErrorCode.PROTOCOL_ERROR);
+      this.resetForFault(stream, ErrorCode.PROTOCOL_ERROR);
       return;
     }
     stream.sendWindow += increment;
     if (stream.sendWindow > MAX_WINDOW_BYTES) {
-      stream.reset(ErrorCode.FLOW_CONTROL_ERROR);
+      this.resetForFault(stream, ErrorCode.FLOW_CONTROL_ERROR);
       return;
     }
     if (stream.resume()) this.blockedStreams?.delete(stream);
@@ -835,6 +943,8 @@ export class Http2Connection {
 
   private connectionError(error: unknown): void {
     const code = error instanceof ConnectionError ? error.code : ErrorCode.INTERNAL_ERROR;
+    // The header block budgets (its size, its CONTINUATION frames) end the connection at once.
+    if (code === ErrorCode.ENHANCE_YOUR_CALM && !this.calmed) this.events.calmed?.('header_block');
     this.events.error(error instanceof Error ? error : new Error(String(error)), !(error instanceof ConnectionError));
     this.goaway(code, this.lastStreamId, Buffer.from(error instanceof Error ? error.message : 'internal error', 'latin1'));
     this.terminate(true);
@@ -984,7 +1094,9 @@ export class Http2Connection {
     this.socket.pause();
     this.socket.once('drain', () => {
       this.readPaused = false;
-      if (this.state !== GONE) this.socket.resume();
+      if (this.state === GONE || this.readStopped) return;
+      if (this.backlog) this.scheduleBacklog();
+      else this.socket.resume();
     });
   }
 

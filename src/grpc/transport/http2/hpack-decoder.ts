@@ -129,8 +129,14 @@ export class HpackDecoder {
    * Returns the header list size as RFC 7541 §4.1/RFC 9113 §6.5.2 count it: the sum over fields of
    * name octets + value octets + 32.
    * Throws HpackError on anything malformed. Must update the dynamic table even when the caller will then refuse the stream.
+   *
+   * Once the list passes `maxListBytes` (counting what references to the table produce, not the bytes on the wire:
+   * a 64 KiB block of references to one 4 KiB entry is a quarter of a gigabyte of headers), no more fields are pushed
+   * or checked and no string is made but those the table keeps: the rest of the block is only read to keep the table
+   * in step, as Go's x/net/http2 does, so that the stream alone is refused and the connection stays usable. The size
+   * returned is then above `maxListBytes` (not necessarily the whole list's).
    */
-  decode(block: Buffer, start: number, end: number, out: string[]): number {
+  decode(block: Buffer, start: number, end: number, out: string[], maxListBytes = Infinity): number {
     if (start < 0 || end > block.length || start > end) {
       throw new RangeError(`block range [${start}, ${end}) is outside a buffer of ${block.length} octets`);
     }
@@ -140,6 +146,10 @@ export class HpackDecoder {
     let fieldSeen = false;
     let pos = start;
     while (pos < end) {
+      if (listSize > maxListBytes) {
+        this.skipRest(block, pos, end);
+        break;
+      }
       const first = block[pos]!;
       let name: string;
       let value: string;
@@ -200,6 +210,57 @@ export class HpackDecoder {
     }
     this.hasInvalidField = invalidField;
     return listSize;
+  }
+
+  /**
+   * The rest of a block past the list limit: representations read for their effect on the table only. Indexed
+   * fields and literals without indexing cost no string; the strings of literals with incremental indexing are made,
+   * since the table keeps them, and the block's size bounds them.
+   */
+  private skipRest(block: Buffer, pos: number, end: number): void {
+    while (pos < end) {
+      const first = block[pos]!;
+      if (first >= 0x80) {
+        const index = this.readInteger(block, pos, end, 7);
+        pos = this.cursor;
+        if (index === 0) throw new HpackError('HPACK indexed field with index 0');
+        if (index > STATIC_COUNT) this.dynamicSlot(index);
+      } else if (first >= 0x20 && first < 0x40) {
+        // Past the limit, a field has been seen: §4.2 allows none after it.
+        throw new HpackError('HPACK dynamic table size update after a field in the same block');
+      } else {
+        const indexing = first >= 0x40;
+        const nameIndex = this.readInteger(block, pos, end, indexing ? 6 : 4);
+        pos = this.cursor;
+        if (!indexing) {
+          if (nameIndex === 0) pos = this.skipString(block, pos, end);
+          else if (nameIndex > STATIC_COUNT) this.dynamicSlot(nameIndex);
+          pos = this.skipString(block, pos, end);
+          continue;
+        }
+        let name: string;
+        if (nameIndex === 0) {
+          name = this.readString(block, pos, end);
+          pos = this.cursor;
+        } else if (nameIndex <= STATIC_COUNT) {
+          name = STATIC_NAMES[nameIndex]!;
+        } else {
+          name = this.names[this.dynamicSlot(nameIndex)]!;
+        }
+        const value = this.readString(block, pos, end);
+        pos = this.cursor;
+        this.insert(name, value, isValidField(name, value));
+      }
+    }
+  }
+
+  /** §5.2: a string literal's octets passed over, unread; returns where it ends. */
+  private skipString(block: Buffer, pos: number, end: number): number {
+    if (pos >= end) throw new HpackError('HPACK field cut off before its string');
+    const length = this.readInteger(block, pos, end, 7);
+    pos = this.cursor;
+    if (length > end - pos) throw new HpackError(`HPACK string of ${length} octets runs past the end of the block`);
+    return pos + length;
   }
 
   /** For inspection (tests, diagnostics): the dynamic table's size as §4.1 counts it. */

@@ -1,0 +1,91 @@
+/**
+ * What one HTTP/2 connection may cost this side before it is told
+ * ENHANCE_YOUR_CALM and closed: the budgets mature stacks keep against
+ * rapid reset (CVE-2023-44487), reset floods and empty frames (CVE-2019-9514,
+ * 9518). Plain integer counters, touched once per frame at most; the only
+ * clock read is the caller's, once per socket read (`tick`). The operators'
+ * view of them is docs/http2-attack-budgets.md.
+ */
+
+/** The budget a connection overran: the label of its count. */
+export type AttackBudget = 'client_resets' | 'local_resets' | 'empty_frames' | 'header_block';
+
+/** The windowed budgets (local resets, empty frames) start afresh this often. */
+const BUDGET_WINDOW_MS = 10_000;
+/**
+ * client_resets trips once the client has reset at least this many streams, and more than half of those it opened,
+ * as Envoy's premature-reset check does (500 requests, over 50 % reset). A share, not a rate: Envoy cancels an
+ * ext_authz call (RST_STREAM CANCEL) whenever its downstream request goes away first, so the resets of a busy,
+ * honest connection grow with its traffic, and a rate (nghttp2's 33/s after a burst of 1,000) would cut a gateway
+ * doing 5,000 Checks/s with 1 % of them cancelled. A connection whose streams are mostly reset does no useful work.
+ */
+const MIN_CLIENT_RESETS_JUDGED = 500;
+/** The stream window of client_resets: at this many streams both counts are halved, so old traffic fades (no clock). */
+const RESET_WINDOW_STREAMS = 1000;
+/**
+ * local_resets: streams this side refuses or resets for the client's fault (malformed, over the stream limit, over
+ * the header list limit, flow control), per window. hyperium/h2 allows 1,024 per connection. Envoy never sends a
+ * malformed request, nor more streams than SETTINGS_MAX_CONCURRENT_STREAMS once it has read them; 1,000 leaves a
+ * client that raced the SETTINGS at connect time its whole first burst (Envoy's circuit breaker stops at 1,024).
+ */
+const MAX_LOCAL_RESETS_PER_WINDOW = 1000;
+/**
+ * empty_frames: DATA without payload or END_STREAM, HEADERS or CONTINUATION fragments without bytes or END_HEADERS,
+ * per window. No client sends them but by accident (Envoy allows one in a row, Apache Traffic Server a configured
+ * number per minute); each still costs a frame's handling, and a flood of them is CVE-2019-9518.
+ */
+const MAX_EMPTY_FRAMES_PER_WINDOW = 100;
+
+export class AttackBudgets {
+  private windowStartMs = -BUDGET_WINDOW_MS;
+  private localResets = 0;
+  private emptyFrames = 0;
+  /** Streams the client opened and streams it reset, both halved at RESET_WINDOW_STREAMS: their ratio is what counts. */
+  private streams = 0;
+  private clientResets = 0;
+
+  /** Once per socket read, with a coarse clock: a window that is over starts afresh. */
+  tick(nowMs: number): void {
+    if (nowMs - this.windowStartMs < BUDGET_WINDOW_MS) return;
+    this.windowStartMs = nowMs;
+    this.localResets = 0;
+    this.emptyFrames = 0;
+  }
+
+  /** The client opened a stream (served, refused or reset by this side alike). */
+  streamOpened(): void {
+    this.streams += 1;
+    if (this.streams >= RESET_WINDOW_STREAMS) {
+      this.streams >>= 1;
+      this.clientResets >>= 1;
+    }
+  }
+
+  /** The client reset a stream; false when that overruns client_resets. */
+  clientReset(): boolean {
+    this.clientResets += 1;
+    return this.clientResets < MIN_CLIENT_RESETS_JUDGED || this.clientResets * 2 <= this.streams;
+  }
+
+  /** This side refused or reset a stream for the client's fault; false when that overruns local_resets. */
+  localReset(): boolean {
+    this.localResets += 1;
+    return this.localResets <= MAX_LOCAL_RESETS_PER_WINDOW;
+  }
+
+  /** A frame that carries nothing; false when that overruns empty_frames. */
+  emptyFrame(): boolean {
+    this.emptyFrames += 1;
+    return this.emptyFrames <= MAX_EMPTY_FRAMES_PER_WINDOW;
+  }
+}
+
+/**
+ * Fairness: a connection handles at most this many frames, or this many bytes, per turn of the event loop, then
+ * leaves the rest of its read for a later turn (setImmediate) so that the other connections' reads come first; Node
+ * hands over up to 2 MiB of one socket per turn, which a flood fills. A busy Envoy connection brings about 64 Checks
+ * in a read, each a HEADERS and a DATA frame of a few hundred bytes to a few KiB, so one such read stays one turn;
+ * 512 of the cheapest frames that cost work (a stream opened and reset) take about a millisecond.
+ */
+export const MAX_FRAMES_PER_TURN = 512;
+export const MAX_BYTES_PER_TURN = 256 * 1024;
