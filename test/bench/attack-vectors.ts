@@ -260,11 +260,12 @@ export const ATTACK_VECTORS: readonly AttackVector[] = [
   },
   {
     id: 'slow-read',
-    title: 'slow read: many Checks, answers read a trickle at a time',
+    title: 'slow read: Checks to the stream limit, the answers read a trickle at a time',
     abuse: false,
     ...READ_ALL,
     reading: 'slow',
-    next: (state) => checkStream(state),
+    // A compliant client counts a stream open until it has read the answer's end, so the stream limit binds.
+    next: (state) => checkWithinStreamLimit(state),
   },
   {
     // The server may send HEADERS but no DATA: every answer waits, its stream open (CVE-2019-9517).
@@ -277,14 +278,17 @@ export const ATTACK_VECTORS: readonly AttackVector[] = [
       [SETTINGS_INITIAL_WINDOW_SIZE, 0],
     ],
     openWindow: false,
-    next: (state) => {
-      if (state.openStreams.size >= state.serverMaxStreams) return undefined;
-      const sent = checkStream(state);
-      if (sent) state.openStreams.add(state.nextStreamId - 2);
-      return sent;
-    },
+    next: (state) => checkWithinStreamLimit(state),
   },
 ];
+
+/** A whole Check while fewer streams are open than the server allows; it stays open until the server ends or resets it. */
+function checkWithinStreamLimit(state: AttackState): AttackUnit | undefined {
+  if (state.openStreams.size >= state.serverMaxStreams) return undefined;
+  const sent = checkStream(state);
+  if (sent) state.openStreams.add(state.nextStreamId - 2);
+  return sent;
+}
 
 /** A whole Check (HEADERS, then the message with END_STREAM), within the server's connection window. */
 function checkStream(state: AttackState): AttackUnit | undefined {

@@ -159,10 +159,14 @@ it('SETTINGS and PING floods: frames that each oblige an ACK, and the attacker d
   }
 });
 
-it('zero window: SETTINGS_INITIAL_WINDOW_SIZE 0, no window opened, whole Checks up to the server stream limit', () => {
-  const vector = vectorById('zero-window');
-  expect(vector.settings).toContainEqual([0x4, 0]);
-  expect(vector.openWindow).toBe(false);
+it.each([
+  ['zero-window', 'all', false],
+  ['slow-read', 'slow', true],
+])('%s: whole Checks up to the server stream limit, the window opened or not', (id, reading, openWindow) => {
+  const vector = vectorById(id);
+  expect(vector.reading).toBe(reading);
+  expect(vector.openWindow).toBe(openWindow);
+  if (!openWindow) expect(vector.settings).toContainEqual([0x4, 0]);
   const state = { ...newState(), serverMaxStreams: 2 };
   const decoder = new HpackDecoder();
   for (const streamId of [1, 3]) {
