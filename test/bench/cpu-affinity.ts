@@ -62,3 +62,31 @@ export function allowedCpusOf(pid: number): string {
   if (!line) throw new Error(`no Cpus_allowed_list in /proc/${pid}/status`);
   return line[1]!;
 }
+
+/**
+ * The tail phase's split over a run of several servers: every process in
+ * `pids` (the bench itself, Redis, the servers; whatever they start later
+ * inherits) kept off the server CPU, and each server given it for its own
+ * phases only (`onServerCpu`). `release` gives every process every CPU back.
+ * Without a split (one CPU), nothing moves.
+ */
+export function serverCpuPlan(split: CpuSplit | undefined, pids: readonly number[]) {
+  if (split) for (const pid of pids) pinProcessTree(pid, split.others);
+  return {
+    async onServerCpu<T>(pid: number, work: () => Promise<T>): Promise<T> {
+      if (split) pinProcessTree(pid, split.server);
+      try {
+        return await work();
+      } finally {
+        if (split) pinProcessTree(pid, split.others);
+      }
+    },
+    /** A process started after the plan (a restarted server): off the server CPU too. */
+    adopt(pid: number): void {
+      if (split) pinProcessTree(pid, split.others);
+    },
+    release(): void {
+      if (split) for (const pid of pids) pinProcessTree(pid, split.all);
+    },
+  };
+}

@@ -448,6 +448,8 @@ export class H2Driver {
     warmupMs: number;
     durationMs: number;
     answerWithinMs: number;
+    /** Filled with the latency of every right decision (503s aside), late ones included: for quantiles over all Checks sent. */
+    rightAnswerLatencies?: number[];
   }): Promise<OverloadResult> {
     const { traffic, rate, answerWithinMs } = options;
     const interval = 1000 / rate;
@@ -526,7 +528,10 @@ export class H2Driver {
         else if (completion.status !== expected) {
           counts.mismatches += 1;
           firstError ??= `a ${REQUEST_CLASSES[cls]} Check answered status ${completion.status}, expected ${expected}`;
-        } else if (!late) counts.goodput += 1;
+        } else {
+          options.rightAnswerLatencies?.push(latencyMs);
+          if (!late) counts.goodput += 1;
+        }
       };
       const tick = () => {
         if (finished) return;

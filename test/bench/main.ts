@@ -6,6 +6,7 @@
  *   npm run bench -- --keys 1000000              # 1M keys in Redis
  *   npm run bench -- --compare-key-counts        # a gateway on 10k keys and one on 1M, side by side
  *   npm run bench -- --rounds 2 --round-seconds 0.5 --keys 20000 --overload-seconds 1   # a quick look (figures meaningless)
+ *   npm run bench -- --attacks                   # only the HTTP/2 attacks (attacks.ts), about 4 minutes
  *
  * Redis: REDIS_URL (must be empty, or pass --flush), else a redis-server
  * spawned on a free port (test/support/redis-server.ts). The no-op servers
@@ -31,12 +32,14 @@ import { parseArgs } from 'node:util';
 import Redis from 'ioredis';
 import { loadSettings } from '../../src/settings/settings';
 import { ENVOY_CHECK_TIMEOUT_MS, H2Driver, PhaseStats, summarize, type PhaseHooks, type PhaseResult } from './h2-driver';
-import { pinProcessTree, tailCpuSplit } from './cpu-affinity';
+import { ATTACK_VECTORS, type AttackVector } from './attack-vectors';
+import { ATTACK_CONNECTIONS, DEFAULT_ATTACK_MS, NORMAL_RATE, runAttackPhase, selectVectors } from './attacks';
+import { serverCpuPlan, tailCpuSplit } from './cpu-affinity';
 import { extAuthzCircuitBreaker, type CircuitBreakerLimits } from './envoy-circuit-breaker';
 import { measureExtProcCpu } from './ext-proc-cpu';
 import { findH2load, runH2load, STAGGERED_CONNECTIONS } from './h2load';
 import { cpuSecondsOf, machineInfo, rssBytesOf, sampleMaxRss, waitUntilIdle } from './proc-stats';
-import { startGateway, startNoopServer, type ServerUnderTest } from './processes';
+import { startNoopServer, type ServerUnderTest } from './processes';
 import {
   checkPathRoundTrips,
   clientCommandsDuring,
@@ -70,7 +73,7 @@ import {
   type Histogram,
   type MetricsSnapshot,
 } from './server-metrics';
-import { activePool, BENCH_DIR, envAssignments, expectClean, GATEWAY_DEFAULT_ENV, openDisposableRedis, writeGatewayConfig } from './setup';
+import { activePool, BENCH_DIR, envAssignments, expectClean, openDisposableRedis, startBenchGateway, writeGatewayConfig } from './setup';
 import {
   envoyShapedRequest,
   frameOf,
@@ -114,6 +117,8 @@ interface Options {
   concurrency: number;
   activeKeys: number;
   fillCache: boolean;
+  /** --attacks: only the HTTP/2 attack phase (attacks.ts), these vectors for this long each. */
+  attacks: { attackMs: number; vectors: AttackVector[] } | undefined;
   /** Measured answers of the processor phase; 0: --no-ext-proc. */
   extProcAnswers: number;
   flush: boolean;
@@ -142,8 +147,11 @@ function parseOptions(argv: string[]): Options {
       'no-fill': { type: 'boolean', default: false },
       'no-ext-proc': { type: 'boolean', default: false },
       'ext-proc-answers': { type: 'string', default: String(EXT_PROC_ANSWERS) },
+      attacks: { type: 'boolean', default: false },
+      'attack-seconds': { type: 'string', default: String(DEFAULT_ATTACK_MS / 1000) },
+      'attack-vectors': { type: 'string', default: '' },
       flush: { type: 'boolean', default: false },
-      json: { type: 'string', default: path.join(BENCH_DIR, 'result.json') },
+      json: { type: 'string' },
       env: { type: 'string', multiple: true, default: [] },
       'node-arg': { type: 'string', multiple: true, default: [] },
       workers: { type: 'string', default: '0' },
@@ -178,8 +186,13 @@ function parseOptions(argv: string[]): Options {
         '  --versus DIR            A/B: also run a gateway built into DIR (a copy of an earlier dist/), same rounds',
         '  --versus-env NAME=VALUE A/B: also run a gateway with this setting on top of --env (repeatable)',
         '  --token-budgets         A/B: also run a gateway whose default plan has token budgets (2 per scope), same rounds',
+        `  --attacks               only the HTTP/2 attacks (no Check-path phase): each vector from ${ATTACK_CONNECTIONS} connections against the`,
+        `                          gateway and the no-op grpc-js server, a normal client at ${NORMAL_RATE} Checks/s before, during and after`,
+        "                          it; issue 33's targets; --env and --node-arg apply to the gateway",
+        `  --attack-seconds S      seconds of each attack (default ${DEFAULT_ATTACK_MS / 1000}; less for a quick look)`,
+        `  --attack-vectors A,B    only these vectors: ${ATTACK_VECTORS.map((vector) => vector.id).join(', ')}`,
         '  --flush                 FLUSHALL the Redis at REDIS_URL first (it must be disposable)',
-        '  --json FILE             where to write the result (default .bench/result.json)',
+        '  --json FILE             where to write the result (default .bench/result.json; .bench/attacks.json with --attacks)',
         '',
       ].join('\n'),
     );
@@ -212,8 +225,14 @@ function parseOptions(argv: string[]): Options {
     activeKeys: whole(values['active-keys'], 'active-keys'),
     fillCache: !values['no-fill'],
     extProcAnswers: values['no-ext-proc'] ? 0 : whole(values['ext-proc-answers'], 'ext-proc-answers'),
+    attacks: values.attacks
+      ? {
+          attackMs: seconds(values['attack-seconds'], 'attack-seconds'),
+          vectors: selectVectors(values['attack-vectors'].split(',').filter(Boolean)),
+        }
+      : undefined,
     flush: values.flush,
-    json: values.json,
+    json: values.json ?? path.join(BENCH_DIR, values.attacks ? 'attacks.json' : 'result.json'),
     gatewayEnv,
     nodeArgs: values['node-arg'],
     extra: [
@@ -287,6 +306,16 @@ interface Contender {
 
 async function main(): Promise<void> {
   const options = parseOptions(process.argv.slice(2));
+  if (options.attacks) {
+    await runAttackPhase({
+      ...options.attacks,
+      flush: options.flush,
+      json: options.json,
+      gatewayEnv: options.gatewayEnv,
+      nodeArgs: options.nodeArgs,
+    });
+    return;
+  }
   // Before anything long: the tail phase cannot run without it.
   const h2load = findH2load();
   fs.mkdirSync(BENCH_DIR, { recursive: true });
@@ -397,16 +426,8 @@ async function main(): Promise<void> {
         : '  one CPU: every process shares it',
     );
     // Everything off the server CPU first; each server gets it for its own rounds only (onServerCpu).
-    const tailPhasePids = [process.pid, ...(redis.pid ? [redis.pid] : []), ...contenders.map((entry) => entry.server.pid)];
-    if (cpus) for (const pid of tailPhasePids) pinProcessTree(pid, cpus.others);
-    const onServerCpu = async (entry: Contender, rounds: () => Promise<void>): Promise<void> => {
-      if (cpus) pinProcessTree(entry.server.pid, cpus.server);
-      try {
-        await rounds();
-      } finally {
-        if (cpus) pinProcessTree(entry.server.pid, cpus.others);
-      }
-    };
+    const cpuPlan = serverCpuPlan(cpus, [process.pid, ...(redis.pid ? [redis.pid] : []), ...contenders.map((entry) => entry.server.pid)]);
+    const onServerCpu = (entry: Contender, rounds: () => Promise<void>): Promise<void> => cpuPlan.onServerCpu(entry.server.pid, rounds);
     // A warm-up each first, not counted (its figures are printed): the first gateway has had no traffic for 30 s or more by
     // now (the other's one-flush-interval phase), and a replica's first second after such a pause is not the steady state
     // this phase measures (it stalled 90-120 ms in two runs: bigger scavenges at first, and stalls with no GC). And the
@@ -438,7 +459,7 @@ async function main(): Promise<void> {
       log(`  during ${entry.label}'s tail rounds, CPU of the others: ${list}`);
     }
     // The later phases (and the processes the bench starts for them, which inherit its CPUs) run on every CPU again.
-    if (cpus) for (const pid of tailPhasePids) pinProcessTree(pid, cpus.all);
+    cpuPlan.release();
 
     const baselineRun = toServerRun(baseline, tailRate);
     const shippedRun = shippedNoop ? { ...toServerRun(shippedNoop, tailRate), transport: SHIPPED_TRANSPORT } : undefined;
@@ -601,12 +622,7 @@ function startGatewayFor(
   distDir?: string,
   tag = '',
 ): Promise<ServerUnderTest> {
-  return startGateway(
-    { REDIS_URL: redisUrl, CONFIG_FILE: writeGatewayConfig('gateway-config.json'), ...GATEWAY_DEFAULT_ENV, ...env },
-    path.join(BENCH_DIR, `gateway-${keys}${tag ? `-${tag}` : ''}.log`),
-    options.nodeArgs,
-    distDir,
-  );
+  return startBenchGateway(redisUrl, `gateway-${keys}${tag ? `-${tag}` : ''}.log`, env, options.nodeArgs, distDir);
 }
 
 async function prepareGateway(gateway: Contender, options: Options): Promise<GatewayRun['roundTrips']> {

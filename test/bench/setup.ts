@@ -4,7 +4,7 @@ import * as path from 'node:path';
 import Redis from 'ioredis';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
 import type { PhaseResult } from './h2-driver';
-import { REPO_ROOT } from './processes';
+import { REPO_ROOT, startGateway, type ServerUnderTest } from './processes';
 import type { SeededKeys } from './seed';
 
 export const BENCH_DIR = path.join(REPO_ROOT, '.bench');
@@ -81,6 +81,22 @@ export const GATEWAY_DEFAULT_ENV: Readonly<Record<string, string>> = Object.free
   DECISION_LOG_SAMPLE: '0.01',
   NODE_OPTIONS: SHIPPED_NODE_OPTIONS,
 });
+
+/** The real gateway as the bench runs it (production's node flags, GATEWAY_DEFAULT_ENV, writeGatewayConfig's limits), logging to .bench/`logName`. */
+export function startBenchGateway(
+  redisUrl: string,
+  logName: string,
+  env: Record<string, string>,
+  nodeArgs: readonly string[],
+  distDir?: string,
+): Promise<ServerUnderTest> {
+  return startGateway(
+    { REDIS_URL: redisUrl, CONFIG_FILE: writeGatewayConfig('gateway-config.json'), ...GATEWAY_DEFAULT_ENV, ...env },
+    path.join(BENCH_DIR, logName),
+    nodeArgs,
+    distDir,
+  );
+}
 
 /** `count` valid keys spread evenly over the seeded ones (so over many accounts). */
 export function activePool(seeded: SeededKeys, count: number): string[] {
