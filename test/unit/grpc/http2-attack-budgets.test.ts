@@ -200,6 +200,24 @@ describe('attack budgets', () => {
     expect(s.server.budgetClosures.empty_frames).toBe(1);
   });
 
+  const controlFloods: [string, () => Buffer][] = [
+    ['PING', () => rawFrame(FRAME.PING, 0, 0, Buffer.alloc(8))],
+    ['SETTINGS', () => rawFrame(FRAME.SETTINGS, 0, 0)],
+  ];
+  it.each(controlFloods)(
+    'a flood of %s frames, each asking for an ACK: GOAWAY(ENHANCE_YOUR_CALM) past 1,000 of them',
+    async (_what, frame) => {
+      // The preface's SETTINGS counts as one: 999 more stay within the budget and are each acknowledged.
+      peer.send(...Array.from({ length: 999 }, frame), headers(1), message(1, 'still served'));
+      await until(() => framesOf(peer, FRAME.DATA, 1).length === 1, 'the answer after 1,000 control frames');
+      expect(peer.goaway()).toBeUndefined();
+      peer.send(frame());
+      await expectCalmAndClosed(peer);
+      expect(peer.goaway()!.debug).toContain('control_frames');
+      expect(s.server.budgetClosures.control_frames).toBe(1);
+    },
+  );
+
   it('reports the closures by budget in /metrics', async () => {
     const metrics = new Metrics();
     metrics.watchHttp2BudgetClosures(s.server.budgetClosures);

@@ -8,7 +8,7 @@
  */
 
 /** The budget a connection overran: the label of its count. */
-export type AttackBudget = 'client_resets' | 'local_resets' | 'empty_frames' | 'header_block';
+export type AttackBudget = 'client_resets' | 'local_resets' | 'empty_frames' | 'control_frames' | 'header_block';
 
 /** The windowed budgets (local resets, empty frames) start afresh this often. */
 const BUDGET_WINDOW_MS = 10_000;
@@ -35,11 +35,20 @@ const MAX_LOCAL_RESETS_PER_WINDOW = 1000;
  * number per minute); each still costs a frame's handling, and a flood of them is CVE-2019-9518.
  */
 const MAX_EMPTY_FRAMES_PER_WINDOW = 100;
+/**
+ * control_frames: PINGs and SETTINGS that ask for an ACK, per window. Each ACK is output the client may never read
+ * (CVE-2019-9512, 9515); reading stops once 1 MiB of output waits, which protects memory but leaves the flooding
+ * connection open forever. nghttp2 closes a connection with more than 1,000 ACKs queued; a well-behaved client sends a
+ * keepalive PING every few seconds at most (Envoy's `connection_keepalive`, gRPC's keepalive, which grpc-go itself
+ * polices at one per 5 minutes by default) and SETTINGS a handful of times per connection.
+ */
+const MAX_CONTROL_FRAMES_PER_WINDOW = 1000;
 
 export class AttackBudgets {
   private windowStartMs = -BUDGET_WINDOW_MS;
   private localResets = 0;
   private emptyFrames = 0;
+  private controlFrames = 0;
   /** Streams the client opened and streams it reset, both halved at RESET_WINDOW_STREAMS: their ratio is what counts. */
   private streams = 0;
   private clientResets = 0;
@@ -50,6 +59,7 @@ export class AttackBudgets {
     this.windowStartMs = nowMs;
     this.localResets = 0;
     this.emptyFrames = 0;
+    this.controlFrames = 0;
   }
 
   /** The client opened a stream (served, refused or reset by this side alike). */
@@ -77,6 +87,12 @@ export class AttackBudgets {
   emptyFrame(): boolean {
     this.emptyFrames += 1;
     return this.emptyFrames <= MAX_EMPTY_FRAMES_PER_WINDOW;
+  }
+
+  /** A PING or SETTINGS that asks for an ACK; false when that overruns control_frames. */
+  controlFrame(): boolean {
+    this.controlFrames += 1;
+    return this.controlFrames <= MAX_CONTROL_FRAMES_PER_WINDOW;
   }
 }
 

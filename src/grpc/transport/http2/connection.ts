@@ -828,6 +828,10 @@ export class Http2Connection {
     if (!this.budgets.emptyFrame()) this.calm('empty_frames');
   }
 
+  private countControlFrame(): void {
+    if (!this.budgets.controlFrame()) this.calm('control_frames');
+  }
+
   /**
    * A budget overrun: GOAWAY(ENHANCE_YOUR_CALM) naming the last stream taken, whose calls in flight may finish
    * within CALM_GRACE_MS; no new stream is served.
@@ -858,6 +862,7 @@ export class Http2Connection {
     }
     if ((end - start) % 6 !== 0) throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'SETTINGS not a multiple of 6 bytes');
     if (this.state === AWAITING_SETTINGS) this.state = OPEN;
+    this.countControlFrame();
     for (let at = start; at < end; at += 6) {
       const id = data.readUInt16BE(at);
       const value = data.readUInt32BE(at + 2);
@@ -898,6 +903,7 @@ export class Http2Connection {
     if (streamId !== 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'PING on a stream');
     if (end - start !== 8) throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'PING is 8 bytes');
     if ((flags & Flag.ACK) === 0) {
+      this.countControlFrame();
       this.writeFrame(FrameType.PING, Flag.ACK, 0, data.subarray(start, end));
       return;
     }
