@@ -109,9 +109,10 @@ function authorizationClientCtor(): grpc.ServiceClientConstructor {
 /** Default per-call deadline; Envoy's own default is 200 ms, tests get more slack. */
 export const DEFAULT_CHECK_DEADLINE_MS = 5000;
 
-export function createOfficialCheckClient(address: string /* host:port */): OfficialCheckClient {
+/** `options`: grpc-js channel options, e.g. `grpc.use_local_subchannel_pool` for a connection no other client shares. */
+export function createOfficialCheckClient(address: string /* host:port */, options?: grpc.ChannelOptions): OfficialCheckClient {
   const Ctor = authorizationClientCtor();
-  const client = new Ctor(address, grpc.credentials.createInsecure()) as unknown as AuthorizationClient;
+  const client = new Ctor(address, grpc.credentials.createInsecure(), options) as unknown as AuthorizationClient;
   return {
     check(req: object, deadlineMs: number = DEFAULT_CHECK_DEADLINE_MS): Promise<OfficialCheckResponse> {
       return new Promise((resolve, reject) => {

@@ -198,6 +198,7 @@ class ServerCall implements BidiStreamingCall, StreamListener {
       connection.openCalls += 1;
       if (handler.kind === 'bidi-streaming') connection.openBidiCalls += 1;
     }
+    server.callOpened();
     this.deadline = performance.now() + timeoutMs;
     if (timeoutMs < MAX_TIMER_MS) {
       this.deadlineSweeper = server.deadlineSweeperFor(timeoutMs);
@@ -355,6 +356,7 @@ class ServerCall implements BidiStreamingCall, StreamListener {
       this.connection.openCalls -= 1;
       if (this.handler.kind === 'bidi-streaming') this.connection.openBidiCalls -= 1;
     }
+    this.server.callClosed();
     if (this.state !== FINISHED) this.finish('cancelled');
     else if (this.deadlineTimer) clearTimeout(this.deadlineTimer);
   }
@@ -504,6 +506,8 @@ export class GrpcServer {
   /** Bidi-streaming calls in progress, ended by close() when shutdownTimeoutMs has passed. */
   private readonly bidiCalls = new Set<ServerCall>();
   private closing: Promise<void> | undefined;
+  /** Calls whose stream has not closed, over every connection: kept apart from SessionState, which goes with its connection. */
+  private callsOpen = 0;
   /** By grpc-timeout in ms: calls with the same one have deadlines in the order they started. */
   private readonly deadlineSweepers = new Map<number, DeadlineSweeper<ServerCall>>();
   /** Connections closed ENHANCE_YOUR_CALM since the start, by the attack budget they overran (http2/attack-budgets.ts). */
@@ -577,6 +581,19 @@ export class GrpcServer {
   /** Connections open now (for tests and metrics). */
   get connectionCount(): number {
     return this.sessions.size;
+  }
+
+  /** Calls whose stream has not closed yet (for tests: once no connection is open, a call still counted has leaked). */
+  get openCallCount(): number {
+    return this.callsOpen;
+  }
+
+  callOpened(): void {
+    this.callsOpen += 1;
+  }
+
+  callClosed(): void {
+    this.callsOpen -= 1;
   }
 
   /** The sweeper for calls with this grpc-timeout; undefined once MAX_DEADLINE_SWEEPERS others exist. */
