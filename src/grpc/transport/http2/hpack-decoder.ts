@@ -218,8 +218,14 @@ export class HpackDecoder {
    * since the table keeps them, and the block's size bounds them.
    */
   private skipRest(block: Buffer, pos: number, end: number): void {
+    // Indexed fields of one octet (index < 127): what a block of references is made of, checked without a call.
+    const lastOneOctetIndex = Math.min(STATIC_COUNT + this.count, 126);
     while (pos < end) {
       const first = block[pos]!;
+      if (first > 0x80 && first - 0x80 <= lastOneOctetIndex) {
+        pos += 1;
+        continue;
+      }
       if (first >= 0x80) {
         const index = this.readInteger(block, pos, end, 7);
         pos = this.cursor;
