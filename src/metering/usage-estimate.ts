@@ -70,6 +70,8 @@ export interface MeteringContext {
    * which would price such a request's input at nothing.
    */
   readonly requestBodyBytes: number;
+  /** The request's answer carries no usage by design (see answersWithoutUsage): a successful one is estimated. */
+  readonly answersWithoutUsage?: boolean;
 }
 
 /**
@@ -111,7 +113,9 @@ export function usageOutcome(reading: UsageReading, context: MeteringContext): U
   // Malformed usage is estimated in every family: a report that contradicts itself is no upstream's last word, and
   // costing nothing would make such an answer free.
   const malformed = reading.reason === 'malformed-usage' ? (reading.malformed ?? 'invalid-count') : undefined;
-  if (context.family !== 'chat-completions' && malformed === undefined) return { kind: 'free', reason: reading.reason };
+  if (context.family !== 'chat-completions' && malformed === undefined && context.answersWithoutUsage !== true) {
+    return { kind: 'free', reason: reading.reason };
+  }
   return {
     kind: 'metered',
     usage: {

@@ -51,9 +51,10 @@ export interface ResponseDescription {
 
 /**
  * The requests that generate billable tokens: a POST to a path that ends in
- * a generation endpoint. Retrievals (GET of a stored response or completion,
- * which repeat its usage), updates (POST /v1/chat/completions/{id}), token
- * counting and batch management are not metered. Matching the end of the
+ * a generation or embedding endpoint. Retrievals (GET of a stored response
+ * or completion, which repeat its usage), updates (POST
+ * /v1/chat/completions/{id}), token counting and batch management are not
+ * metered (batches are refused unless enabled: src/routes/route-table.ts). Matching the end of the
  * path keeps operator route overrides and Gemini's OpenAI-compatible prefix
  * (/v1beta/openai/chat/completions) working.
  */
@@ -65,10 +66,19 @@ export function isMeteredRequest(family: RouteFamily, method: string, path: stri
     case 'messages':
       return path.endsWith('/messages');
     case 'generative-content':
-      return /:(generateContent|streamGenerateContent)$/.test(path);
+      return /:(generateContent|streamGenerateContent|embedContent|batchEmbedContents)$/.test(path);
     default:
       return false;
   }
+}
+
+/**
+ * Metered requests whose answer carries no usage by design: Gemini's
+ * embedContent and batchEmbedContents answer with the embeddings alone, yet
+ * their input is billed. Their successful answers are charged the estimate.
+ */
+export function answersWithoutUsage(family: RouteFamily, path: string): boolean {
+  return family === 'generative-content' && /:(embedContent|batchEmbedContents)$/.test(path);
 }
 
 export function createUsageExtractor(response: ResponseDescription): UsageExtractor {

@@ -141,3 +141,17 @@ describe('a stream cut off before its final usage is charged at least the text i
     });
   });
 });
+
+describe("Gemini's embeddings, whose answers carry no usage", () => {
+  const embed = response('generative-content', '/v1beta/models/text-embedding-004:embedContent', 'application/json');
+  const reading = () => readUsage(embed, new TextEncoder().encode('{"embedding":{"values":[0.25,-0.5]}}'));
+
+  it('are read (metered requests), and report nothing', () => {
+    expect(reading()).toMatchObject({ kind: 'none', reason: 'no-usage-reported' });
+  });
+
+  it('are charged the estimate of their input, marked estimated, never free', () => {
+    const context = { family: 'generative-content' as RouteFamily, requestBodyBytes: 400, answersWithoutUsage: true };
+    expect(usageOutcome(reading(), context)).toMatchObject({ kind: 'metered', usage: { tokens: tokens(100, 0), estimated: true } });
+  });
+});

@@ -45,7 +45,9 @@ describe('which requests are metered', () => {
     ['messages', 'POST', '/v1/messages/count_tokens', false],
     ['messages', 'POST', '/v1/messages/batches', false],
     ['generative-content', 'POST', '/v1beta/models/gemini-2.5-flash:countTokens', false],
-    ['generative-content', 'POST', '/v1beta/models/gemini-2.5-flash:batchEmbedContents', false],
+    // Gemini's embeddings answer without usage, but their input is billed: metered, by the estimate.
+    ['generative-content', 'POST', '/v1beta/models/gemini-2.5-flash:batchEmbedContents', true],
+    ['generative-content', 'POST', '/v1beta/models/gemini-2.5-flash:batchGenerateContent', false],
     ['models', 'GET', '/v1/models', false],
     ['other', 'POST', '/v1/chat/completions', false],
   ] as const)('%s %s %s: %s', (family, method, path, metered) => {
