@@ -260,6 +260,10 @@ describe('a metered answer over ext_proc moves the ledger by exactly its usage',
     });
     const metrics = await (await fetch(`${server.adminUrl}/metrics`)).text();
     expect(metrics).toContain('gateway_authz_ext_proc_malformed_usage_total{family="chat-completions",reason="cache-exceeds-prompt"} 1');
+    // Logged with its ids and the broken relation, never the answer's text.
+    const logged = server.logs.events('ext_proc_malformed_usage');
+    expect(logged).toEqual([expect.objectContaining({ reason: 'cache-exceeds-prompt', requestId: 'req-malformed', accountId: 'acme' })]);
+    expect(server.logs.lines.join('\n')).not.toContain('Hello there!');
   });
 
   it('counts the same x-request-id once, however often Envoy hands the answer over', async () => {
