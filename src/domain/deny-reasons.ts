@@ -14,6 +14,8 @@
  * request is denied.
  */
 
+import type { GatedRouteFamily } from './route';
+
 /** google.rpc.Code values used in CheckResponse.status. */
 export const RPC_CODE = {
   OK: 0,
@@ -201,6 +203,17 @@ export const DENY_REASONS = {
     /** `model`: already bounded and sanitised (shownModelName): it comes from the caller. */
     message: ({ model }: { model: string }) =>
       `The model '${model}' is not offered by this gateway. Ask the gateway's operator which models are available; retrying will not help.`,
+  },
+  route_not_enabled: {
+    // 404, as each upstream answers an endpoint it does not offer (OpenAI and Anthropic not_found_error, Gemini NOT_FOUND):
+    // to the client this gateway does not offer it, and no retry or other key will help. 403 would suggest the key lacks a
+    // permission another key might have.
+    httpStatus: 404,
+    grpcCode: RPC_CODE.NOT_FOUND,
+    category: 'not_found',
+    message: ({ routes }: { routes: GatedRouteFamily }) =>
+      `The ${routes === 'batches' ? 'batch' : 'file'} API is not enabled on this gateway, because its usage is not metered here. ` +
+      "Send requests one at a time instead, or ask the gateway's operator to enable it.",
   },
   malformed_model_name: {
     ...INVALID_REQUEST,

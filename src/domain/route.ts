@@ -1,6 +1,18 @@
 /** Route families: which rules (credential headers, extra headers) a path follows. */
 export type RouteFamily = 'chat-completions' | 'messages' | 'generative-content' | 'models' | 'other' | 'public';
 
+/**
+ * Route families that cost money the usage processor cannot meter today,
+ * refused until the operator enables them (config `enabledRoutes`):
+ * - batches: the answers come later, in a results file whose per-request
+ *   usage is never seen by ext_proc; metering them means reading each
+ *   result exactly once per result id, not done yet;
+ * - files: uploads that feed batches (and are stored on the operator's
+ *   upstream account).
+ */
+export const GATED_ROUTE_FAMILIES = ['batches', 'files'] as const;
+export type GatedRouteFamily = (typeof GATED_ROUTE_FAMILIES)[number];
+
 /** The client style decides the shape of error bodies the caller's SDK understands. */
 export type ClientStyle = 'chat' | 'messages' | 'generative' | 'generic';
 

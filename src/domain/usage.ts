@@ -58,12 +58,34 @@ export type NoUsageReason =
   | 'empty-body'
   /** The body (or every event of the stream) was not valid JSON, or was cut off before its first complete document. */
   | 'malformed-body'
-  /** A usage object was present but its counts were missing, negative, fractional or above MAX_TOKEN_COUNT. */
+  /** A usage object was present but could not be believed: see MalformedUsageReason for why. */
   | 'malformed-usage'
   /** Well-formed, but no usage in it: a stream without `stream_options.include_usage`, or one cut off before its usage. */
   | 'no-usage-reported'
   /** The stream ended before the upstream's answer (its response headers) arrived: nothing was delivered. */
   | 'no-response';
+
+/**
+ * Why a usage object is malformed: the one list of them, and the `reason`
+ * label of gateway_authz_ext_proc_malformed_usage_total. Each names a
+ * relation the upstream's own API defines, so a real answer never breaks it;
+ * one that does is not billed as reported (a count that contradicts its
+ * neighbours says nothing reliable about what was served).
+ */
+export const MALFORMED_USAGE_REASONS = [
+  /** A count missing where the API always sends it, or not a whole number from 0 to MAX_TOKEN_COUNT; a usage that is not an object. */
+  'invalid-count',
+  /** Cached reads (and cache writes) are a part of the prompt (OpenAI's prompt_tokens/input_tokens, Gemini's promptTokenCount) but exceed it. */
+  'cache-exceeds-prompt',
+  /** Reasoning (OpenAI) or thinking (Anthropic) tokens are a part of the output but exceed it. */
+  'reasoning-exceeds-output',
+  /** A total that is not the sum of its parts (OpenAI's total_tokens, Gemini's totalTokenCount). */
+  'total-mismatch',
+  /** Anthropic's cache_creation split (5-minute + 1-hour writes) does not sum to cache_creation_input_tokens. */
+  'cache-write-split-mismatch',
+] as const;
+
+export type MalformedUsageReason = (typeof MALFORMED_USAGE_REASONS)[number];
 
 /** What the response itself says about its usage, before any estimate or price. */
 export type UsageReading =
@@ -87,6 +109,8 @@ export type UsageReading =
   | {
       readonly kind: 'none';
       readonly reason: NoUsageReason;
+      /** With reason `malformed-usage`: the first relation the usage broke. */
+      readonly malformed?: MalformedUsageReason;
       readonly model?: string;
       readonly streamComplete: boolean;
       /**
@@ -104,6 +128,8 @@ export interface MeteredUsage {
   readonly model?: string;
   /** True when the counts are an estimate (see src/metering/usage-estimate.ts), never the upstream's report. */
   readonly estimated: boolean;
+  /** Set when the upstream's usage was malformed and the estimate replaced it: why. */
+  readonly malformed?: MalformedUsageReason;
   readonly final: boolean;
   readonly streamComplete: boolean;
 }

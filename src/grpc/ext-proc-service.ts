@@ -57,7 +57,7 @@ export interface ExtProcDeps {
   logger: Logger;
   /** EXT_PROC_MAX_STREAMS: Process streams open at once, per process. */
   maxStreams: number;
-  metrics?: Pick<ExtProcMetrics, 'streamEnded' | 'streamRefused' | 'blockingMessage' | 'watchOpenStreams'>;
+  metrics?: Pick<ExtProcMetrics, 'streamEnded' | 'malformedUsage' | 'streamRefused' | 'blockingMessage' | 'watchOpenStreams'>;
 }
 
 const OK: RpcError = Object.freeze({ code: GrpcStatus.OK, details: '' });
@@ -240,6 +240,15 @@ class MeteringStream implements RequestStream {
       this.messages,
       this.bodyBytes,
     );
+    if (record.outcome.kind === 'metered' && record.outcome.usage.malformed !== undefined) {
+      const reason = record.outcome.usage.malformed;
+      this.deps.metrics?.malformedUsage(record.family, reason);
+      // Ids and the broken relation only: never the body, whose text is the customer's.
+      this.deps.logger.warn(
+        { event: 'ext_proc_malformed_usage', reason, requestId: record.requestId, accountId: record.accountId, family: record.family },
+        'usage: the upstream reported usage that contradicts itself; the estimate is charged',
+      );
+    }
     try {
       this.deps.sink.record(record);
     } catch (error) {

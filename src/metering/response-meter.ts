@@ -4,7 +4,7 @@ import type { RouteFamily } from '../domain/route';
 import { modelInGenerativePath } from '../domain/requested-model';
 import type { UsageOutcome, UsageReading } from '../domain/usage';
 import { usageOutcome } from './usage-estimate';
-import { createUsageExtractor, type UsageExtractor } from './usage-extractor';
+import { answersWithoutUsage, createUsageExtractor, type UsageExtractor } from './usage-extractor';
 
 /** An identified request, as the processor read it from its request headers. */
 export interface MeteredRequest {
@@ -81,6 +81,7 @@ export class ResponseMeter {
     const outcome = usageOutcome(reading, {
       family: request.family,
       requestBodyBytes: this.reportedRequestBytes ?? this.countedRequestBodyBytes,
+      answersWithoutUsage: answersWithoutUsage(request.family, request.path),
     });
     const model = reading.model ?? modelInPath(request.family, request.path);
     return {

@@ -70,6 +70,8 @@ export interface MeteringContext {
    * which would price such a request's input at nothing.
    */
   readonly requestBodyBytes: number;
+  /** The request's answer carries no usage by design (see answersWithoutUsage): a successful one is estimated. */
+  readonly answersWithoutUsage?: boolean;
 }
 
 /**
@@ -86,7 +88,9 @@ const NOTHING_GENERATED: ReadonlySet<NoUsageReason> = new Set(['not-metered-requ
  * without include_usage, one cut off before its usage chunk, a body the
  * processor could not read) is estimated as above. Messages and
  * generative-content responses always carry usage, so one without it is a
- * fault of the upstream: it costs nothing and its reason is counted.
+ * fault of the upstream: it costs nothing and its reason is counted. Usage
+ * that is malformed (see MalformedUsageReason) is estimated in every family,
+ * and the record says why.
  */
 export function usageOutcome(reading: UsageReading, context: MeteringContext): UsageOutcome {
   if (reading.kind === 'reported') {
@@ -105,13 +109,20 @@ export function usageOutcome(reading: UsageReading, context: MeteringContext): U
       },
     };
   }
-  if (context.family !== 'chat-completions' || NOTHING_GENERATED.has(reading.reason)) return { kind: 'free', reason: reading.reason };
+  if (NOTHING_GENERATED.has(reading.reason)) return { kind: 'free', reason: reading.reason };
+  // Malformed usage is estimated in every family: a report that contradicts itself is no upstream's last word, and
+  // costing nothing would make such an answer free.
+  const malformed = reading.reason === 'malformed-usage' ? (reading.malformed ?? 'invalid-count') : undefined;
+  if (context.family !== 'chat-completions' && malformed === undefined && context.answersWithoutUsage !== true) {
+    return { kind: 'free', reason: reading.reason };
+  }
   return {
     kind: 'metered',
     usage: {
       tokens: estimateTokens(reading.deliveredTextBytes, context.requestBodyBytes),
       ...(reading.model ? { model: reading.model } : {}),
       estimated: true,
+      ...(malformed !== undefined ? { malformed } : {}),
       final: reading.streamComplete,
       streamComplete: reading.streamComplete,
     },

@@ -1,6 +1,6 @@
 import type { RouteFamily } from '../domain/route';
 import { isPlausibleModelName } from '../domain/requested-model';
-import type { NoUsageReason, TokenCounts, UsageReading } from '../domain/usage';
+import type { MalformedUsageReason, NoUsageReason, TokenCounts, UsageReading } from '../domain/usage';
 import { JsonScanner, WatchTree, type ScannedDocument, type WatchSpec } from './json-scanner';
 import { SseJsonReader } from './sse-reader';
 import {
@@ -8,11 +8,13 @@ import {
   emptyGenerativeSnapshot,
   emptyMessagesSnapshot,
   generativeTokens,
+  isMalformed,
   isResponsesShape,
   messagesTokens,
   overlayGenerativeUsage,
   overlayMessagesUsage,
   responsesTokens,
+  type ShapeReading,
 } from './usage-shapes';
 
 /**
@@ -49,9 +51,10 @@ export interface ResponseDescription {
 
 /**
  * The requests that generate billable tokens: a POST to a path that ends in
- * a generation endpoint. Retrievals (GET of a stored response or completion,
- * which repeat its usage), updates (POST /v1/chat/completions/{id}), token
- * counting and batch management are not metered. Matching the end of the
+ * a generation or embedding endpoint. Retrievals (GET of a stored response
+ * or completion, which repeat its usage), updates (POST
+ * /v1/chat/completions/{id}), token counting and batch management are not
+ * metered (batches are refused unless enabled: src/routes/route-table.ts). Matching the end of the
  * path keeps operator route overrides and Gemini's OpenAI-compatible prefix
  * (/v1beta/openai/chat/completions) working.
  */
@@ -63,10 +66,19 @@ export function isMeteredRequest(family: RouteFamily, method: string, path: stri
     case 'messages':
       return path.endsWith('/messages');
     case 'generative-content':
-      return /:(generateContent|streamGenerateContent)$/.test(path);
+      return /:(generateContent|streamGenerateContent|embedContent|batchEmbedContents)$/.test(path);
     default:
       return false;
   }
+}
+
+/**
+ * Metered requests whose answer carries no usage by design: Gemini's
+ * embedContent and batchEmbedContents answer with the embeddings alone, yet
+ * their input is billed. Their successful answers are charged the estimate.
+ */
+export function answersWithoutUsage(family: RouteFamily, path: string): boolean {
+  return family === 'generative-content' && /:(embedContent|batchEmbedContents)$/.test(path);
 }
 
 export function createUsageExtractor(response: ResponseDescription): UsageExtractor {
@@ -108,12 +120,17 @@ interface Interpreter {
   document(document: ScannedDocument, eventName: string, streamed: boolean): void;
   done(): void;
   readonly tokens: TokenCounts | undefined;
+  /** Why the usage seen cannot be believed (then tokens is undefined). */
+  readonly malformed: MalformedUsageReason | undefined;
   readonly sawUsage: boolean;
   readonly final: boolean;
   /** The style's own end-of-stream signal was seen ([DONE], message_stop, a terminal event, a finish reason). */
   readonly ended: boolean;
   readonly model: string | undefined;
+  /** Generated text delivered, as a floor for a count that is not final (0 where the count already covers it). */
   readonly deliveredTextBytes: number;
+  /** All the generated text delivered: what an estimate counts when the usage is missing or malformed. */
+  readonly allTextBytes: number;
 }
 
 class BodyExtractor implements UsageExtractor {
@@ -198,7 +215,15 @@ class BodyExtractor implements UsageExtractor {
           : this.documents === 0
             ? 'malformed-body'
             : 'no-usage-reported';
-    return { kind: 'none', reason, ...(model ? { model } : {}), streamComplete, deliveredTextBytes: interpreter.deliveredTextBytes };
+    const malformed = reason === 'malformed-usage' ? { malformed: interpreter.malformed ?? 'invalid-count' } : {};
+    return {
+      kind: 'none',
+      reason,
+      ...malformed,
+      ...(model ? { model } : {}),
+      streamComplete,
+      deliveredTextBytes: interpreter.allTextBytes,
+    };
   }
 
   private jsonScanner(): JsonScanner {
@@ -239,6 +264,14 @@ function sniff(chunk: Uint8Array): Framing | undefined {
   return undefined;
 }
 
+function counted(reading: ShapeReading): TokenCounts | undefined {
+  return isMalformed(reading) ? undefined : reading;
+}
+
+function malformedOf(reading: ShapeReading): MalformedUsageReason | undefined {
+  return isMalformed(reading) ? reading : undefined;
+}
+
 /** A model name as a response gives it, if it is a plausible one (short, printable). */
 function modelName(value: unknown): string | undefined {
   return typeof value === 'string' && isPlausibleModelName(value) ? value : undefined;
@@ -275,6 +308,9 @@ const CHAT_TEXT_PATHS: readonly (readonly string[])[] = [
   ['choices', '*', 'message', 'refusal'],
   ['choices', '*', 'message', 'tool_calls', '*', 'function', 'name'],
   ['choices', '*', 'message', 'tool_calls', '*', 'function', 'arguments'],
+  // A whole Responses API answer: its output items' text and function-call arguments.
+  ['output', '*', 'content', '*', 'text'],
+  ['output', '*', 'arguments'],
 ];
 
 const CHAT = {
@@ -304,11 +340,16 @@ const CHAT_TREE = new WatchTree([
 class ChatCompletionsInterpreter implements Interpreter {
   readonly tree = CHAT_TREE;
   tokens: TokenCounts | undefined;
+  malformed: MalformedUsageReason | undefined;
   sawUsage = false;
   final = false;
   ended = false;
   model: string | undefined;
   deliveredTextBytes = 0;
+
+  get allTextBytes(): number {
+    return this.deliveredTextBytes;
+  }
 
   document(document: ScannedDocument, _eventName: string, streamed: boolean): void {
     const type = document.value(CHAT.type);
@@ -345,9 +386,10 @@ class ChatCompletionsInterpreter implements Interpreter {
     this.final = true;
   }
 
-  private report(tokens: TokenCounts | undefined): void {
+  private report(reading: ShapeReading): void {
     this.sawUsage = true;
-    this.tokens = tokens;
+    this.tokens = isMalformed(reading) ? undefined : reading;
+    this.malformed = isMalformed(reading) ? reading : undefined;
   }
 }
 
@@ -356,11 +398,13 @@ class ChatCompletionsInterpreter implements Interpreter {
 
 const MESSAGES = { type: 0, usage: 1, model: 2, messageUsage: 3, messageModel: 4, stopReason: 5, firstText: 6 } as const;
 
-/** content_block_delta's generated text: text, thinking and tool-input deltas. */
+/** content_block_delta's generated text: text, thinking and tool-input deltas; a whole message's text and thinking blocks. */
 const MESSAGES_TEXT_PATHS: readonly (readonly string[])[] = [
   ['delta', 'text'],
   ['delta', 'thinking'],
   ['delta', 'partial_json'],
+  ['content', '*', 'text'],
+  ['content', '*', 'thinking'],
 ];
 
 const MESSAGES_TREE = new WatchTree([
@@ -384,12 +428,20 @@ class MessagesInterpreter implements Interpreter {
   private sawDelta = false;
 
   get tokens(): TokenCounts | undefined {
-    return this.sawUsage ? messagesTokens(this.snapshot) : undefined;
+    return this.sawUsage ? counted(messagesTokens(this.snapshot)) : undefined;
+  }
+
+  get malformed(): MalformedUsageReason | undefined {
+    return this.sawUsage ? malformedOf(messagesTokens(this.snapshot)) : undefined;
   }
 
   /** Until a message_delta the output count is message_start's early one (1): only then is the text a better floor. */
   get deliveredTextBytes(): number {
     return this.sawDelta ? 0 : this.textBytes;
+  }
+
+  get allTextBytes(): number {
+    return this.textBytes;
   }
 
   document(document: ScannedDocument, eventName: string): void {
@@ -398,6 +450,7 @@ class MessagesInterpreter implements Interpreter {
     switch (type) {
       case 'message': // the whole message (not streamed)
         this.model = modelName(document.value(MESSAGES.model)) ?? this.model;
+        this.measureText(document);
         this.overlay(document.value(MESSAGES.usage));
         this.final = true;
         this.ended = true;
@@ -418,8 +471,7 @@ class MessagesInterpreter implements Interpreter {
         if (this.sawUsage) this.final = true;
         return;
       case 'content_block_delta':
-        for (let index = MESSAGES.firstText; index < MESSAGES.firstText + MESSAGES_TEXT_PATHS.length; index++)
-          this.textBytes += document.measured(index);
+        this.measureText(document);
         return;
       default: // ping, content blocks, error, and event types added later
         return;
@@ -428,6 +480,11 @@ class MessagesInterpreter implements Interpreter {
 
   done(): void {
     // Anthropic streams have no [DONE]; message_stop ends them.
+  }
+
+  private measureText(document: ScannedDocument): void {
+    for (let index = MESSAGES.firstText; index < MESSAGES.firstText + MESSAGES_TEXT_PATHS.length; index++)
+      this.textBytes += document.measured(index);
   }
 
   private overlay(usage: unknown): void {
@@ -459,12 +516,20 @@ class GenerativeInterpreter implements Interpreter {
   private textBytes = 0;
 
   get tokens(): TokenCounts | undefined {
-    return this.sawUsage ? generativeTokens(this.snapshot) : undefined;
+    return this.sawUsage ? counted(generativeTokens(this.snapshot)) : undefined;
+  }
+
+  get malformed(): MalformedUsageReason | undefined {
+    return this.sawUsage ? malformedOf(generativeTokens(this.snapshot)) : undefined;
   }
 
   /** Only while no candidates count has come (some models send it on the last chunk alone): a running count is better. */
   get deliveredTextBytes(): number {
     return this.snapshot.candidatesTokens < 0 ? this.textBytes : 0;
+  }
+
+  get allTextBytes(): number {
+    return this.textBytes;
   }
 
   document(document: ScannedDocument, _eventName: string, streamed: boolean): void {

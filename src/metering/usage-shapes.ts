@@ -1,13 +1,14 @@
-import { isTokenCount, MAX_TOKEN_COUNT, type TokenCounts } from '../domain/usage';
+import { isTokenCount, MAX_TOKEN_COUNT, type MalformedUsageReason, type TokenCounts } from '../domain/usage';
 
 /**
  * Each API's usage object turned into the four counts of TokenCounts, which
  * never overlap. Field names are the official SDKs' (openai-node
  * CompletionUsage and ResponseUsage, @anthropic-ai/sdk Usage and
  * MessageDeltaUsage, @google/genai UsageMetadata). A required count that is
- * missing, or any count that is not a whole number from 0 to MAX_TOKEN_COUNT,
- * makes the whole usage malformed (undefined): guessing a part would bill a
- * number nobody reported.
+ * missing, any count that is not a whole number from 0 to MAX_TOKEN_COUNT,
+ * or counts that break a relation their API defines make the whole usage
+ * malformed (a MalformedUsageReason): guessing a part would bill a number
+ * nobody reported.
  */
 
 type Fields = Record<string, unknown>;
@@ -42,45 +43,84 @@ function optional(count: number): number | undefined {
   return count === MISSING ? 0 : count;
 }
 
+/** The counts a usage object gives, or why it cannot be believed. */
+export type ShapeReading = TokenCounts | MalformedUsageReason;
+
+export function isMalformed(reading: ShapeReading): reading is MalformedUsageReason {
+  return typeof reading === 'string';
+}
+
 /**
  * OpenAI puts cached reads and cache writes inside the prompt count
  * (`prompt_tokens` 2,600 with `cached_tokens` 2,000 and `cache_write_tokens`
- * 400 leaves 200 uncached). A report whose parts exceed the whole is billed
- * as reported for the parts and 0 for the rest, never a negative count.
+ * 400 leaves 200 uncached), reasoning tokens inside the output count, and
+ * `total_tokens` is their sum (Embeddings: the prompt alone; Gemini's
+ * compatible endpoint: see below). A report that
+ * breaks any of these is malformed: billing its parts would charge a number
+ * the whole denies (cached_tokens 1,000,000 of a 10-token prompt).
  */
-function splitPrompt(prompt: number, cached: number, written: number, output: number): TokenCounts {
+function splitPrompt(prompt: number, cached: number, written: number, output: number, reasoning: number, total: number): ShapeReading {
+  if (cached + written > prompt) return 'cache-exceeds-prompt';
+  // Gemini's OpenAI-compatible endpoint reports reasoning apart from completion_tokens, and its total_tokens counts
+  // them (prompt + completion + reasoning): that is consistent too, and the reasoning is output it bills.
+  const reasoningApart = reasoning > 0 && total === prompt + output + reasoning;
+  if (!reasoningApart) {
+    if (reasoning > output) return 'reasoning-exceeds-output';
+    if (total !== MISSING && total !== prompt + output) return 'total-mismatch';
+  }
+  const generated = reasoningApart ? output + reasoning : output;
+  if (generated > MAX_TOKEN_COUNT) return 'invalid-count';
   return {
-    inputTokens: Math.max(0, prompt - cached - written),
-    outputTokens: output,
+    inputTokens: prompt - cached - written,
+    outputTokens: generated,
     cachedInputTokens: cached,
     cacheCreationTokens: written,
   };
 }
 
-/** Chat Completions, legacy Completions and Embeddings (`completion_tokens` absent: 0), and Gemini's OpenAI-compatible endpoint. */
-export function chatCompletionsTokens(usage: unknown): TokenCounts | undefined {
-  if (!isObject(usage)) return undefined;
-  const details = detailsOf(usage, 'prompt_tokens_details');
-  if (details === INVALID) return undefined;
-  const prompt = required(countOf(usage, 'prompt_tokens'));
-  const output = optional(countOf(usage, 'completion_tokens'));
+/** The counts shared by both OpenAI shapes, read under each shape's names. */
+function openAiTokens(
+  usage: unknown,
+  names: { prompt: string; output: string; outputRequired: boolean; inputDetails: string; outputDetails: string },
+): ShapeReading {
+  if (!isObject(usage)) return 'invalid-count';
+  const details = detailsOf(usage, names.inputDetails);
+  const outputDetails = detailsOf(usage, names.outputDetails);
+  if (details === INVALID || outputDetails === INVALID) return 'invalid-count';
+  const prompt = required(countOf(usage, names.prompt));
+  const outputCount = countOf(usage, names.output);
+  const output = names.outputRequired ? required(outputCount) : optional(outputCount);
   const cached = optional(countOf(details, 'cached_tokens'));
   const written = optional(countOf(details, 'cache_write_tokens'));
-  if (prompt === undefined || output === undefined || cached === undefined || written === undefined) return undefined;
-  return splitPrompt(prompt, cached, written, output);
+  const reasoning = optional(countOf(outputDetails, 'reasoning_tokens'));
+  const total = countOf(usage, 'total_tokens');
+  if (prompt === undefined || output === undefined || cached === undefined || written === undefined || reasoning === undefined) {
+    return 'invalid-count';
+  }
+  if (total === INVALID) return 'invalid-count';
+  return splitPrompt(prompt, cached, written, output, reasoning, total);
+}
+
+/** Chat Completions, legacy Completions and Embeddings (`completion_tokens` absent: 0), and Gemini's OpenAI-compatible endpoint. */
+export function chatCompletionsTokens(usage: unknown): ShapeReading {
+  return openAiTokens(usage, {
+    prompt: 'prompt_tokens',
+    output: 'completion_tokens',
+    outputRequired: false,
+    inputDetails: 'prompt_tokens_details',
+    outputDetails: 'completion_tokens_details',
+  });
 }
 
 /** The Responses API's `usage`: input_tokens includes input_tokens_details.cached_tokens and cache_write_tokens. */
-export function responsesTokens(usage: unknown): TokenCounts | undefined {
-  if (!isObject(usage)) return undefined;
-  const details = detailsOf(usage, 'input_tokens_details');
-  if (details === INVALID) return undefined;
-  const input = required(countOf(usage, 'input_tokens'));
-  const output = required(countOf(usage, 'output_tokens'));
-  const cached = optional(countOf(details, 'cached_tokens'));
-  const written = optional(countOf(details, 'cache_write_tokens'));
-  if (input === undefined || output === undefined || cached === undefined || written === undefined) return undefined;
-  return splitPrompt(input, cached, written, output);
+export function responsesTokens(usage: unknown): ShapeReading {
+  return openAiTokens(usage, {
+    prompt: 'input_tokens',
+    output: 'output_tokens',
+    outputRequired: true,
+    inputDetails: 'input_tokens_details',
+    outputDetails: 'output_tokens_details',
+  });
 }
 
 /** Whether a `usage` object is in the Responses API's shape rather than Chat Completions'. */
@@ -101,7 +141,8 @@ export interface MessagesUsageSnapshot {
   cacheCreationTokens: number;
   /** `cache_creation.ephemeral_1h_input_tokens`: the part of the cache writes that lives an hour. */
   cacheCreation1hTokens: number;
-  malformed: boolean;
+  /** The first relation a usage object broke. */
+  malformed: MalformedUsageReason | undefined;
 }
 
 export function emptyMessagesSnapshot(): MessagesUsageSnapshot {
@@ -111,14 +152,23 @@ export function emptyMessagesSnapshot(): MessagesUsageSnapshot {
     cacheReadTokens: MISSING,
     cacheCreationTokens: MISSING,
     cacheCreation1hTokens: MISSING,
-    malformed: false,
+    malformed: undefined,
   };
 }
 
-/** Overlays one usage object (a whole message's, message_start's or a message_delta's) onto the snapshot. */
+/**
+ * Overlays one usage object (a whole message's, message_start's or a
+ * message_delta's) onto the snapshot, after checking the relations Anthropic
+ * defines within one object. `input_tokens` excludes cache reads and writes
+ * ("input tokens which were not read from or used to create a cache"), so no
+ * cache count is bounded by it: 3 input tokens beside 100,000 cache reads is
+ * an ordinary answer. What does hold: `cache_creation_input_tokens` equals
+ * the sum of the `cache_creation` split (5-minute and 1-hour writes), and
+ * `output_tokens_details.thinking_tokens` is a part of `output_tokens`.
+ */
 export function overlayMessagesUsage(snapshot: MessagesUsageSnapshot, usage: unknown): void {
   if (!isObject(usage)) {
-    snapshot.malformed = true;
+    snapshot.malformed ??= 'invalid-count';
     return;
   }
   const fields: [keyof MessagesUsageSnapshot, string][] = [
@@ -129,11 +179,11 @@ export function overlayMessagesUsage(snapshot: MessagesUsageSnapshot, usage: unk
   ];
   for (const [target, key] of fields) {
     const count = countOf(usage, key);
-    if (count === INVALID) snapshot.malformed = true;
+    if (count === INVALID) snapshot.malformed ??= 'invalid-count';
     else if (count !== MISSING) (snapshot[target] as number) = count;
   }
-  // Only a price split of the cache writes: one that cannot be read leaves them all at the 5-minute price, as before
-  // the split was read, rather than voiding the usage (a messages answer without usage costs nothing).
+  const broken = messagesRelation(usage);
+  if (broken !== undefined) snapshot.malformed ??= broken;
   const cacheCreation = detailsOf(usage, 'cache_creation');
   if (cacheCreation !== undefined && cacheCreation !== INVALID) {
     const oneHour = countOf(cacheCreation, 'ephemeral_1h_input_tokens');
@@ -141,14 +191,34 @@ export function overlayMessagesUsage(snapshot: MessagesUsageSnapshot, usage: unk
   }
 }
 
+/** The relation one Anthropic usage object breaks, if any (absent counts are not compared). */
+function messagesRelation(usage: Fields): MalformedUsageReason | undefined {
+  const cacheCreation = detailsOf(usage, 'cache_creation');
+  const outputDetails = detailsOf(usage, 'output_tokens_details');
+  if (cacheCreation === INVALID || outputDetails === INVALID) return 'invalid-count';
+  if (cacheCreation !== undefined) {
+    const fiveMinutes = countOf(cacheCreation, 'ephemeral_5m_input_tokens');
+    const oneHour = countOf(cacheCreation, 'ephemeral_1h_input_tokens');
+    if (fiveMinutes === INVALID || oneHour === INVALID) return 'invalid-count';
+    const written = countOf(usage, 'cache_creation_input_tokens');
+    if (written >= 0 && Math.max(0, fiveMinutes) + Math.max(0, oneHour) !== written) return 'cache-write-split-mismatch';
+  }
+  const thinking = countOf(outputDetails, 'thinking_tokens');
+  if (thinking === INVALID) return 'invalid-count';
+  const output = countOf(usage, 'output_tokens');
+  if (thinking >= 0 && output >= 0 && thinking > output) return 'reasoning-exceeds-output';
+  return undefined;
+}
+
 /**
  * Anthropic's counts do not overlap: `input_tokens` excludes both cache
- * counts. The 1-hour writes are a part of `cache_creation_input_tokens`; a
- * report whose part exceeds the whole says at least that many were 1-hour
- * writes, so all of them are.
+ * counts. The 1-hour writes are a part of `cache_creation_input_tokens`
+ * (checked within each usage object; a stream's later object may update the
+ * whole without the split, so the part is bounded by the whole here too).
  */
-export function messagesTokens(snapshot: MessagesUsageSnapshot): TokenCounts | undefined {
-  if (snapshot.malformed || snapshot.inputTokens < 0 || snapshot.outputTokens < 0) return undefined;
+export function messagesTokens(snapshot: MessagesUsageSnapshot): ShapeReading {
+  if (snapshot.malformed !== undefined) return snapshot.malformed;
+  if (snapshot.inputTokens < 0 || snapshot.outputTokens < 0) return 'invalid-count';
   const cacheCreationTokens = Math.max(0, snapshot.cacheCreationTokens);
   const oneHour = Math.min(cacheCreationTokens, Math.max(0, snapshot.cacheCreation1hTokens));
   return {
@@ -171,7 +241,8 @@ export interface GenerativeUsageSnapshot {
   cachedContentTokens: number;
   thoughtsTokens: number;
   toolUsePromptTokens: number;
-  malformed: boolean;
+  /** The first relation a usage object broke. */
+  malformed: MalformedUsageReason | undefined;
 }
 
 export function emptyGenerativeSnapshot(): GenerativeUsageSnapshot {
@@ -181,13 +252,19 @@ export function emptyGenerativeSnapshot(): GenerativeUsageSnapshot {
     cachedContentTokens: MISSING,
     thoughtsTokens: MISSING,
     toolUsePromptTokens: MISSING,
-    malformed: false,
+    malformed: undefined,
   };
 }
 
+/**
+ * Checked within each usageMetadata (a streamed chunk's running totals agree
+ * with each other): `promptTokenCount` includes `cachedContentTokenCount`,
+ * and `totalTokenCount` = prompt + candidates + toolUsePrompt + thoughts.
+ * Gemini's JSON omits a count that is 0 (proto3), so an absent part is 0.
+ */
 export function overlayGenerativeUsage(snapshot: GenerativeUsageSnapshot, usage: unknown): void {
   if (!isObject(usage)) {
-    snapshot.malformed = true;
+    snapshot.malformed ??= 'invalid-count';
     return;
   }
   const fields: [keyof GenerativeUsageSnapshot, string][] = [
@@ -197,10 +274,25 @@ export function overlayGenerativeUsage(snapshot: GenerativeUsageSnapshot, usage:
     ['thoughtsTokens', 'thoughtsTokenCount'],
     ['toolUsePromptTokens', 'toolUsePromptTokenCount'],
   ];
+  let invalid = false;
   for (const [target, key] of fields) {
     const count = countOf(usage, key);
-    if (count === INVALID) snapshot.malformed = true;
+    if (count === INVALID) invalid = true;
     else if (count !== MISSING) (snapshot[target] as number) = count;
+  }
+  const total = countOf(usage, 'totalTokenCount');
+  if (invalid || total === INVALID) {
+    snapshot.malformed ??= 'invalid-count';
+    return;
+  }
+  const part = (key: string) => Math.max(0, countOf(usage, key));
+  const prompt = part('promptTokenCount');
+  if (part('cachedContentTokenCount') > prompt) snapshot.malformed ??= 'cache-exceeds-prompt';
+  else if (
+    total !== MISSING &&
+    total !== prompt + part('candidatesTokenCount') + part('toolUsePromptTokenCount') + part('thoughtsTokenCount')
+  ) {
+    snapshot.malformed ??= 'total-mismatch';
   }
 }
 
@@ -212,13 +304,14 @@ export function overlayGenerativeUsage(snapshot: GenerativeUsageSnapshot, usage:
  * price, and OpenAI and Anthropic count reasoning inside their output counts,
  * so output means the same in every style. Gemini reports no cache writes.
  */
-export function generativeTokens(snapshot: GenerativeUsageSnapshot): TokenCounts | undefined {
-  if (snapshot.malformed || snapshot.promptTokens < 0) return undefined;
+export function generativeTokens(snapshot: GenerativeUsageSnapshot): ShapeReading {
+  if (snapshot.malformed !== undefined) return snapshot.malformed;
+  if (snapshot.promptTokens < 0) return 'invalid-count';
   const cached = Math.max(0, snapshot.cachedContentTokens);
   const input = Math.max(0, snapshot.promptTokens - cached) + Math.max(0, snapshot.toolUsePromptTokens);
   const output = Math.max(0, snapshot.candidatesTokens) + Math.max(0, snapshot.thoughtsTokens);
   // Each field is bounded, not their sums: a sum past the bound is no count a record can carry (costOf and the
   // recorder refuse it, and the answer would be lost with a throw), so it is malformed like any count past it.
-  if (input > MAX_TOKEN_COUNT || output > MAX_TOKEN_COUNT) return undefined;
+  if (input > MAX_TOKEN_COUNT || output > MAX_TOKEN_COUNT) return 'invalid-count';
   return { inputTokens: input, outputTokens: output, cachedInputTokens: cached, cacheCreationTokens: 0 };
 }

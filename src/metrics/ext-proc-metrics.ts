@@ -1,4 +1,5 @@
 import { Counter, Gauge, type Registry } from 'prom-client';
+import type { MalformedUsageReason } from '../domain/usage';
 
 /** How an ext_proc stream's answer was counted (the `outcome` label). */
 export type MeteringOutcome =
@@ -32,6 +33,7 @@ export type NotMeteredReason =
 export class ExtProcMetrics {
   private readonly responses: Counter<'family' | 'outcome' | 'delivery'>;
   private readonly unmetered: Counter<'reason'>;
+  private readonly malformed: Counter<'family' | 'reason'>;
   private readonly refused: Counter;
   private readonly messages: Counter;
   private readonly bodyBytes: Counter;
@@ -56,6 +58,14 @@ export class ExtProcMetrics {
         'no-response, no-usage-reported… (see README "Usage and billing"); no_identity, invalid_identity, no_request_id, ' +
         'malformed_message, stream_failed.',
       labelNames: ['reason'] as const,
+      registers: [registry],
+    });
+    this.malformed = new Counter({
+      name: 'gateway_authz_ext_proc_malformed_usage_total',
+      help:
+        'Answers whose usage contradicted itself or was no count, charged the estimate instead (outcome estimated), by route ' +
+        'family and reason: invalid-count, cache-exceeds-prompt, reasoning-exceeds-output, total-mismatch, cache-write-split-mismatch.',
+      labelNames: ['family', 'reason'] as const,
       registers: [registry],
     });
     this.refused = new Counter({
@@ -94,6 +104,11 @@ export class ExtProcMetrics {
         this.set(openStreams());
       },
     });
+  }
+
+  /** Once per answer whose malformed usage was replaced by the estimate. */
+  malformedUsage(family: string, reason: MalformedUsageReason): void {
+    this.malformed.labels({ family, reason }).inc();
   }
 
   streamRefused(): void {

@@ -32,7 +32,7 @@ export const STORE_IDENTITY_MISMATCH =
   "the store's decision is for another key than the one presented (display prefixes differ): a reply matched to the wrong request";
 
 /**
- * The whole decision for one request: route → upstream-key scan → credential
+ * The whole decision for one request: route → route not enabled → upstream-key scan → credential
  * → key format → version header → key lookup → unpriced model → (key status
  * → billing → rate limits, atomically in the store). Every step before the lookup works
  * offline, so junk never costs a Redis round trip; with the key index cached,
@@ -40,7 +40,7 @@ export const STORE_IDENTITY_MISMATCH =
  */
 export async function decide(request: AuthRequest, deps: PipelineDeps): Promise<Decision> {
   const { settings } = deps;
-  const { route, rules, query, unremovableQueryKey } = routeRequest(request, settings);
+  const { route, rules, query, unremovableQueryKey, refusedRoutes } = routeRequest(request, settings);
   const strip = {
     headers: settings.headerNames.allCredentialHeaders,
     queryParameters: query.has(QUERY_KEY_PARAMETER) ? [QUERY_KEY_PARAMETER] : [],
@@ -55,6 +55,8 @@ export async function decide(request: AuthRequest, deps: PipelineDeps): Promise<
       ...denial('query_key_not_removable', { rawName: unremovableQueryKey, parameter: QUERY_KEY_PARAMETER, ways }),
     });
   }
+  // Before public routes and the key: a route whose usage is not metered is refused whoever asks, and costs no lookup.
+  if (refusedRoutes !== undefined) return deny(denial('route_not_enabled', { routes: refusedRoutes }));
   if (route.family === 'public') return { kind: 'allow', route, strip };
 
   const upstream = findUpstreamProviderKey(request, query, settings.headerNames);

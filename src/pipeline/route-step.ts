@@ -1,8 +1,8 @@
 import type { AuthRequest } from '../domain/auth-request';
-import type { ClassifiedRoute } from '../domain/route';
+import type { ClassifiedRoute, GatedRouteFamily } from '../domain/route';
 import { QUERY_KEY_PARAMETER } from '../credentials/extract-credential';
 import { unremovableQueryKeyName } from '../credentials/query-key-name';
-import { classifyFamily, routingPath, splitPathAndQuery } from '../routes/classify';
+import { classifyFamily, refusedRouteFamily, routingPath, splitPathAndQuery } from '../routes/classify';
 import { FAMILY_HEADER_RULES, rulesForModelsRoute, type FamilyHeaderRules } from '../routes/family-header-rules';
 import type { PipelineSettings } from '../domain/pipeline-settings';
 
@@ -24,6 +24,8 @@ export interface RoutedRequest {
   query: QueryParameters;
   /** A query parameter that reads as `key` but that Envoy cannot remove (its raw name differs): the request must be refused. */
   unremovableQueryKey?: string;
+  /** A gated route family the operator has not enabled: the request must be refused. */
+  refusedRoutes?: GatedRouteFamily;
 }
 
 export function routeRequest(request: AuthRequest, settings: PipelineSettings): RoutedRequest {
@@ -32,8 +34,12 @@ export function routeRequest(request: AuthRequest, settings: PipelineSettings): 
   const rules =
     family === 'models' ? rulesForModelsRoute(request.headers, routingPath(path), settings.headerNames) : FAMILY_HEADER_RULES[family];
   const route = { family, style: rules.style, pathWithoutQuery: path };
-  if (query === '') return { route, rules, query: NO_QUERY };
+  const refusedRoutes = refusedRouteFamily(settings.routeTable, request.method, path);
+  const refused = refusedRoutes === undefined ? {} : { refusedRoutes };
+  if (query === '') return { route, rules, query: NO_QUERY, ...refused };
   const parsed = new URLSearchParams(query);
   const unremovableQueryKey = parsed.has(QUERY_KEY_PARAMETER) ? unremovableQueryKeyName(query) : undefined;
-  return unremovableQueryKey === undefined ? { route, rules, query: parsed } : { route, rules, query: parsed, unremovableQueryKey };
+  return unremovableQueryKey === undefined
+    ? { route, rules, query: parsed, ...refused }
+    : { route, rules, query: parsed, unremovableQueryKey, ...refused };
 }

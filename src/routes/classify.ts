@@ -1,4 +1,4 @@
-import type { RouteFamily } from '../domain/route';
+import type { GatedRouteFamily, RouteFamily } from '../domain/route';
 import type { RouteTable } from './route-table';
 
 /** Envoy passes the request target undecoded with its query; routes match on the path alone. */
@@ -74,4 +74,18 @@ export function classifyFamily(table: RouteTable, method: string, path: string):
   const family = familyOf(table, method, routing) ?? (routing === path ? undefined : familyOf(table, method, path));
   // Unknown paths still need a key: nothing passes by omission.
   return family ?? 'other';
+}
+
+/**
+ * The gated family (batches, files) a request belongs to when the operator
+ * has not enabled it: matched on the routing form of the path and on the path
+ * as sent, as families are, so no spelling of it passes.
+ */
+export function refusedRouteFamily(table: RouteTable, method: string, path: string): GatedRouteFamily | undefined {
+  if (table.refusedRoutes.length === 0) return undefined;
+  const routing = routingPath(path);
+  for (const route of table.refusedRoutes) {
+    if (route.matcher.matches(method, routing) || route.matcher.matches(method, path)) return route.family;
+  }
+  return undefined;
 }

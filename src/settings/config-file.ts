@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { MAX_PRICE_PER_MILLION_TOKENS, type ModelPriceEntry, type PriceTable, type TokenPrices } from '../domain/pricing';
 import { limitListSchema, tokenBudgetListSchema } from '../limits/limit-schema';
 import { modelPatternProblem, shadowedEntries } from '../metering/pricing';
+import { GATED_ROUTE_FAMILIES } from '../domain/route';
 import { KEYED_FAMILIES } from '../routes/route-table';
 
 /**
@@ -103,6 +104,8 @@ const pricingSchema = z
 export const configFileSchema = z.strictObject({
   routes: z.strictObject(familyRoutes).optional(),
   publicRoutes: z.array(pathMatchSpec).optional(),
+  /** Gated route families to let through although their usage is not metered (src/routes/route-table.ts, docs/billable-routes.md). */
+  enabledRoutes: z.array(z.enum(GATED_ROUTE_FAMILIES)).optional(),
   messagesVersions: z
     .array(
       z

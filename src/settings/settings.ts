@@ -370,7 +370,7 @@ export function loadSettings(
     ...(e.OIDC_ISSUER_URL ? { customerSignIn: customerSignInOf(e) } : {}),
     usage: { bufferMaxRecords: e.USAGE_BUFFER_MAX_RECORDS, streamMaxLength: e.USAGE_STREAM_MAX_LEN },
     pipeline: {
-      routeTable: buildRouteTable(config.routes ?? {}, config.publicRoutes ?? []),
+      routeTable: buildRouteTable(config.routes ?? {}, config.publicRoutes ?? [], config.enabledRoutes ?? []),
       headerNames: headerNamesFor(config.acceptVendorHeaderSpellings ?? true),
       acceptedVersions: config.messagesVersions ?? DEFAULT_MESSAGES_VERSIONS,
       acceptQueryKey: config.acceptQueryKey ?? false,

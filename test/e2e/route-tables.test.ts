@@ -148,8 +148,6 @@ const ROUTE_TABLE: FamilyRow[] = [
     calls: [
       { method: 'POST', path: '/v1/messages', body: MESSAGES_BODY },
       { method: 'POST', path: '/v1/messages/count_tokens', body: MESSAGES_BODY },
-      { method: 'POST', path: '/v1/messages/batches', body: { requests: [] } },
-      { method: 'GET', path: '/v1/messages/batches/msgbatch_1' },
     ],
     extra: { 'anthropic-version': '2023-06-01' },
     accepted: [X_API_KEY, BEARER],
@@ -218,7 +216,7 @@ const ROUTE_TABLE: FamilyRow[] = [
     family: 'other',
     style: 'generic',
     calls: [
-      { method: 'GET', path: '/v1/files' },
+      { method: 'GET', path: '/v1/unlisted' },
       { method: 'POST', path: '/v2/anything', body: {} },
       { method: 'POST', path: '/v1/models', body: {} }, // models is GET only
     ],
@@ -272,6 +270,22 @@ describe('no key at all is 401 missing_credential in the style of the route', ()
     const reply = await send(callOf(row.calls[0]!, row.extra));
     expectDenial(reply, 401, 'missing_credential', row.style);
     expect(reply.headers['www-authenticate']).toBe('Bearer realm="gateway-authz"');
+  });
+});
+
+describe('batches and file uploads are refused by default (their usage is not metered): 404 route_not_enabled', () => {
+  it.each([
+    [
+      'messages',
+      { method: 'POST', path: '/v1/messages/batches', body: { requests: [] } },
+      X_API_KEY,
+      { 'anthropic-version': '2023-06-01' },
+    ],
+    ['chat', { method: 'POST', path: '/v1/files', body: {} }, BEARER, {}],
+    ['generative', { method: 'POST', path: '/v1beta/models/gemini-x:batchGenerateContent', body: {} }, X_GOOG_API_KEY, {}],
+  ] as const)('%s style', async (style, call, credential, extra) => {
+    const reply = await send(callOf(call, { ...extra, ...credential.headers(key) }));
+    expectDenial(reply, 404, 'route_not_enabled', style);
   });
 });
 
@@ -387,7 +401,7 @@ describe("a family path with a trailing slash (Envoy forwards it to the same ups
 
 describe('other paths need a key too', () => {
   it.each([
-    ['GET', '/v1/files'],
+    ['GET', '/v1/unlisted'],
     ['POST', '/v2/anything'],
     ['GET', '/'],
     ['DELETE', '/v1/models/gpt-x'], // the models family is GET only

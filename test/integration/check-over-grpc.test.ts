@@ -11,7 +11,9 @@ import { parseDenyBody } from '../support/deny-body';
  * The real server over real gRPC, against a real Redis, driven by a client
  * built from Envoy's official protos (not ours) with Envoy-shaped fixtures.
  */
-const HTTP_STATUS_NAMES: Record<number, string> = { 400: 'BadRequest', 401: 'Unauthorized', 503: 'ServiceUnavailable' };
+const HTTP_STATUS_NAMES: Record<number, string> = { 400: 'BadRequest', 401: 'Unauthorized', 404: 'NotFound', 503: 'ServiceUnavailable' };
+const MESSAGES_ERROR_TYPES: Record<number, string> = { 400: 'invalid_request_error', 401: 'authentication_error', 404: 'not_found_error' };
+const GENERATIVE_STATUSES: Record<number, string> = { 400: 'INVALID_ARGUMENT', 401: 'UNAUTHENTICATED', 404: 'NOT_FOUND' };
 const CREDENTIAL_HEADERS = ['authorization', 'x-api-key', 'x-vendorg-api-key', 'x-goog-api-key'];
 const IDENTITY_HEADERS = ['x-gateway-account-id', 'x-gateway-key-id', 'x-gateway-key-prefix', 'x-gateway-route-family'];
 
@@ -98,14 +100,14 @@ describe('Check over gRPC with Envoy-shaped requests', () => {
         break;
       case 'messages':
         expect(body.type).toBe('error');
-        expect(body.error.type).toBe(fixture.expect.http_status === 400 ? 'invalid_request_error' : 'authentication_error');
+        expect(body.error.type).toBe(MESSAGES_ERROR_TYPES[fixture.expect.http_status]);
         expect(body.error.details.error_code).toBe(fixture.expect.reason);
         expect(body.request_id).toBe(requestId);
         expect(headers['request-id']).toBe(requestId);
         break;
       case 'generative':
         expect(body.error.code).toBe(fixture.expect.http_status);
-        expect(body.error.status).toBe(fixture.expect.http_status === 400 ? 'INVALID_ARGUMENT' : 'UNAUTHENTICATED');
+        expect(body.error.status).toBe(GENERATIVE_STATUSES[fixture.expect.http_status]);
         expect(body.error.details[0]!['@type']).toBe('type.googleapis.com/google.rpc.ErrorInfo');
         expect(body.error.details[0]!.reason).toBe(fixture.expect.reason);
         break;

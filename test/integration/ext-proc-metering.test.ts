@@ -405,6 +405,20 @@ describe('answers cut short', () => {
     });
   });
 
+  it('a Gemini embedding, whose answer carries no usage, is charged the estimate of its input', async () => {
+    const who = identity('generative-content');
+    await runExchange({
+      request: requestHeaders('/v1beta/models/text-embedding-004:embedContent', who),
+      contentType: 'application/json',
+      chunks: [Buffer.from('{"embedding":{"values":[0.25,-0.5]}}')],
+    });
+    await until(() => recorded.length === 1, 'the record');
+    expect(recorded[0]).toMatchObject({
+      model: 'text-embedding-004',
+      outcome: { kind: 'metered', usage: { estimated: true, tokens: tokens(Math.ceil(REQUEST_BYTES / 4), 0) } },
+    });
+  });
+
   it('a stream that ends before the response headers is recorded as costing nothing (no response)', async () => {
     const who = identity('chat-completions');
     const call = client.process();

@@ -229,6 +229,43 @@ describe('a metered answer over ext_proc moves the ledger by exactly its usage',
     });
   });
 
+  it('charges usage that contradicts itself the estimate, not its counts, and counts it as malformed', async () => {
+    const balance = (await account()).billing.creditBalance!;
+    const usage = await usageTotal();
+    // cached_tokens 1,000,000 of a 10-token prompt: as reported it would cost 1,000,000 × 1 + 5 × 2 minor units.
+    const body = {
+      object: 'chat.completion',
+      model: 'gpt-4.1-2025-04-14',
+      choices: [{ index: 0, message: { role: 'assistant', content: 'Hello there!' }, finish_reason: 'stop' }],
+      usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15, prompt_tokens_details: { cached_tokens: 1_000_000 } },
+    };
+    const answer: Answer = {
+      requestId: 'req-malformed',
+      path: '/v1/chat/completions',
+      family: 'chat-completions',
+      contentType: 'application/json',
+      body: Buffer.from(JSON.stringify(body)),
+      chunkBytes: 40,
+    };
+    expect((await sendAnswer(answer)).code).toBe(grpc.status.OK);
+    // The estimate: 400 request bytes → 100 input tokens, 'Hello there!' (12 bytes) → 3 output tokens: 100 × 1 + 3 × 2.
+    await until(async () => (await account()).billing.creditBalance === balance - 106, 'the estimate to be applied', 10_000);
+    expect(await usageTotal()).toMatchObject({
+      requests: usage.requests + 1,
+      inputTokens: usage.inputTokens + 100,
+      outputTokens: usage.outputTokens + 3,
+      cachedInputTokens: usage.cachedInputTokens,
+      costMinorUnits: usage.costMinorUnits + 106,
+      estimatedRequests: usage.estimatedRequests + 1,
+    });
+    const metrics = await (await fetch(`${server.adminUrl}/metrics`)).text();
+    expect(metrics).toContain('gateway_authz_ext_proc_malformed_usage_total{family="chat-completions",reason="cache-exceeds-prompt"} 1');
+    // Logged with its ids and the broken relation, never the answer's text.
+    const logged = server.logs.events('ext_proc_malformed_usage');
+    expect(logged).toEqual([expect.objectContaining({ reason: 'cache-exceeds-prompt', requestId: 'req-malformed', accountId: 'acme' })]);
+    expect(server.logs.lines.join('\n')).not.toContain('Hello there!');
+  });
+
   it('counts the same x-request-id once, however often Envoy hands the answer over', async () => {
     const balance = (await account()).billing.creditBalance;
     const usage = await usageTotal();

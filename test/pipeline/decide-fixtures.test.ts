@@ -6,6 +6,7 @@ import { FIXTURE_ACCOUNT, fixtureWorld, type FixtureWorld } from '../support/pip
 
 /** Denials that must be decided without asking the store. */
 const OFFLINE_REASONS = new Set([
+  'route_not_enabled',
   'missing_credential',
   'invalid_authorization_scheme',
   'malformed_authorization_header',

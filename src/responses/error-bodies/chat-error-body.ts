@@ -1,4 +1,4 @@
-import { categoryOf, type DenyCategory } from '../../domain/deny-reasons';
+import { categoryOf, type DenyCategory, type DenyReason } from '../../domain/deny-reasons';
 import type { ErrorBodyInput } from './error-body-input';
 
 const TYPE_BY_CATEGORY = {
@@ -12,7 +12,9 @@ const TYPE_BY_CATEGORY = {
 } as const satisfies Record<DenyCategory, string>;
 
 /** Where OpenAI has a fixed code of its own for a kind of error, SDKs and client code match on it. */
-const CODE_BY_CATEGORY: Partial<Record<DenyCategory, string>> = { rate_limit: 'rate_limit_exceeded', not_found: 'model_not_found' };
+const CODE_BY_CATEGORY: Partial<Record<DenyCategory, string>> = { rate_limit: 'rate_limit_exceeded' };
+/** A 404 for a model OpenAI does not serve; its 404 for an endpoint it does not offer has no code, so route_not_enabled keeps ours. */
+const CODE_BY_REASON: Partial<Record<DenyReason, string>> = { model_not_priced: 'model_not_found' };
 
 /**
  * OpenAI-style `{"error":{message,type,param,code}}`. The SDK reads
@@ -31,7 +33,7 @@ export function chatErrorBody({ decision }: ErrorBodyInput): object {
       // OpenAI's token rate limits answer `"type":"tokens"`, the kind of limit that refused.
       type: decision.reason === 'token_budget_exhausted' ? 'tokens' : TYPE_BY_CATEGORY[category],
       param: decision.param ?? null,
-      code: CODE_BY_CATEGORY[category] ?? decision.reason,
+      code: CODE_BY_REASON[decision.reason] ?? CODE_BY_CATEGORY[category] ?? decision.reason,
     },
   };
 }

@@ -2,7 +2,6 @@ import Anthropic from '@anthropic-ai/sdk';
 import { GoogleGenAI } from '@google/genai';
 import AnthropicLegacy from 'anthropic-sdk-legacy';
 import OpenAI from 'openai';
-import type { TokenCounts } from '../../../src/domain/usage';
 import {
   chatCompletionsTokens,
   emptyGenerativeSnapshot,
@@ -12,6 +11,7 @@ import {
   overlayGenerativeUsage,
   overlayMessagesUsage,
   responsesTokens,
+  type ShapeReading,
 } from '../../../src/metering/usage-shapes';
 import { USAGE_FIXTURE_CASES, readUsage, usageFixture } from '../../support/usage-fixtures';
 
@@ -24,7 +24,8 @@ import { USAGE_FIXTURE_CASES, readUsage, usageFixture } from '../../support/usag
  */
 
 interface SdkView {
-  tokens: TokenCounts | undefined;
+  /** The counts, or the relation they break (never, for these real shapes). */
+  tokens: ShapeReading | undefined;
   model: string | undefined;
   text?: string;
 }

@@ -104,7 +104,7 @@ describe('a stream cut off before its final usage is charged at least the text i
   it('messages: raising the output keeps the cache writes and their 1-hour part as reported', () => {
     const cached =
       'event: message_start\ndata: {"type":"message_start","message":{"model":"claude-x","usage":{"input_tokens":25,' +
-      '"cache_creation_input_tokens":300,"cache_creation":{"ephemeral_1h_input_tokens":200},"output_tokens":1}}}\n\n';
+      '"cache_creation_input_tokens":300,"cache_creation":{"ephemeral_5m_input_tokens":100,"ephemeral_1h_input_tokens":200},"output_tokens":1}}}\n\n';
     expect(usageOutcome(readUsage(messagesSse, encoder.encode(cached + delta('x'.repeat(400)))), messages)).toMatchObject({
       usage: { tokens: { ...tokens(25, 100, 0, 300), cacheCreation1hTokens: 200 }, estimated: true, final: false },
     });
@@ -139,5 +139,19 @@ describe('a stream cut off before its final usage is charged at least the text i
     expect(usageOutcome(counted, { family: 'generative-content', requestBodyBytes: 400 })).toMatchObject({
       usage: { estimated: false, final: false },
     });
+  });
+});
+
+describe("Gemini's embeddings, whose answers carry no usage", () => {
+  const embed = response('generative-content', '/v1beta/models/text-embedding-004:embedContent', 'application/json');
+  const reading = () => readUsage(embed, new TextEncoder().encode('{"embedding":{"values":[0.25,-0.5]}}'));
+
+  it('are read (metered requests), and report nothing', () => {
+    expect(reading()).toMatchObject({ kind: 'none', reason: 'no-usage-reported' });
+  });
+
+  it('are charged the estimate of their input, marked estimated, never free', () => {
+    const context = { family: 'generative-content' as RouteFamily, requestBodyBytes: 400, answersWithoutUsage: true };
+    expect(usageOutcome(reading(), context)).toMatchObject({ kind: 'metered', usage: { tokens: tokens(100, 0), estimated: true } });
   });
 });

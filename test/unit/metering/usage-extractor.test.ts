@@ -45,7 +45,9 @@ describe('which requests are metered', () => {
     ['messages', 'POST', '/v1/messages/count_tokens', false],
     ['messages', 'POST', '/v1/messages/batches', false],
     ['generative-content', 'POST', '/v1beta/models/gemini-2.5-flash:countTokens', false],
-    ['generative-content', 'POST', '/v1beta/models/gemini-2.5-flash:batchEmbedContents', false],
+    // Gemini's embeddings answer without usage, but their input is billed: metered, by the estimate.
+    ['generative-content', 'POST', '/v1beta/models/gemini-2.5-flash:batchEmbedContents', true],
+    ['generative-content', 'POST', '/v1beta/models/gemini-2.5-flash:batchGenerateContent', false],
     ['models', 'GET', '/v1/models', false],
     ['other', 'POST', '/v1/chat/completions', false],
   ] as const)('%s %s %s: %s', (family, method, path, metered) => {
@@ -149,9 +151,13 @@ describe('garbage and malformed usage', () => {
     expect(readUsage(chatJson, bytesOf(body))).toMatchObject({ kind: 'reported', tokens: tokens(MAX_TOKEN_COUNT, MAX_TOKEN_COUNT) });
   });
 
-  it('bills cache parts larger than the whole prompt as reported, and the rest as 0 (never negative)', () => {
+  it('cache parts larger than the whole prompt are malformed usage, never billed as reported', () => {
     const body = JSON.stringify({ usage: { prompt_tokens: 10, completion_tokens: 1, prompt_tokens_details: { cached_tokens: 12 } } });
-    expect(readUsage(chatJson, bytesOf(body))).toMatchObject({ tokens: tokens(0, 1, 12) });
+    expect(readUsage(chatJson, bytesOf(body))).toMatchObject({
+      kind: 'none',
+      reason: 'malformed-usage',
+      malformed: 'cache-exceeds-prompt',
+    });
   });
 
   it('ignores a model name that is not a plausible one', () => {
@@ -362,15 +368,16 @@ describe('messages and generative-content specifics', () => {
     });
   });
 
-  it('more 1-hour writes than writes: all the writes are 1-hour ones', () => {
+  it('more 1-hour writes than writes is malformed usage (the split must sum to the writes)', () => {
     const body = JSON.stringify({
       type: 'message',
       model: 'claude-x',
       usage: { input_tokens: 1, output_tokens: 1, cache_creation_input_tokens: 10, cache_creation: { ephemeral_1h_input_tokens: 11 } },
     });
     expect(readUsage(messagesJson, bytesOf(body))).toMatchObject({
-      kind: 'reported',
-      tokens: { ...tokens(1, 1, 0, 10), cacheCreation1hTokens: 10 },
+      kind: 'none',
+      reason: 'malformed-usage',
+      malformed: 'cache-write-split-mismatch',
     });
   });
 
@@ -378,19 +385,13 @@ describe('messages and generative-content specifics', () => {
     ['a 1-hour count that is not a count', { ephemeral_1h_input_tokens: -1 }],
     ['a 1-hour count as text', { ephemeral_1h_input_tokens: '5' }],
     ['cache_creation that is not an object', 10],
-  ])('messages: %s leaves every write at the 5-minute price, and the usage counted (never free for a detail)', (_name, detail) => {
+  ])('messages: %s is malformed usage (estimated, never free: see usage-estimate.ts)', (_name, detail) => {
     const body = JSON.stringify({
       type: 'message',
       model: 'claude-x',
       usage: { input_tokens: 1, output_tokens: 1, cache_creation_input_tokens: 10, cache_creation: detail },
     });
-    expect(readUsage(messagesJson, bytesOf(body))).toEqual({
-      kind: 'reported',
-      tokens: tokens(1, 1, 0, 10),
-      model: 'claude-x',
-      final: true,
-      streamComplete: true,
-    });
+    expect(readUsage(messagesJson, bytesOf(body))).toMatchObject({ kind: 'none', reason: 'malformed-usage', malformed: 'invalid-count' });
   });
 
   it('a message without usage is an upstream fault: nothing reported', () => {

@@ -406,14 +406,14 @@ describe('404 model_not_priced: each style answers as its upstream answers a mod
 });
 
 describe('deny reasons', () => {
-  it('credential problems are 401, billing 402, an unpriced model 404, rate limits 429, request-shape problems 400, store trouble 503', () => {
+  it('credential problems are 401, billing 402, an unpriced model or a route not enabled 404, rate limits 429, request-shape problems 400, store trouble 503', () => {
     const by = (status: number) => ALL_REASONS.filter((reason) => httpStatusOf(reason) === status).sort();
     expect(by(400)).toEqual(['malformed_model_name', 'missing_version_header', 'query_key_not_removable', 'unsupported_version']);
     expect(by(402)).toEqual(['account_suspended', 'budget_exceeded', 'credit_exhausted']);
-    expect(by(404)).toEqual(['model_not_priced']);
+    expect(by(404)).toEqual(['model_not_priced', 'route_not_enabled']);
     expect(by(429)).toEqual(['rate_limited', 'token_budget_exhausted']);
     expect(by(503)).toEqual(['store_unavailable']);
-    expect(by(401)).toHaveLength(ALL_REASONS.length - 11);
+    expect(by(401)).toHaveLength(ALL_REASONS.length - 12);
     expect(by(401)).toEqual(
       expect.arrayContaining([
         'missing_credential',

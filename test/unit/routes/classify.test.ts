@@ -208,7 +208,7 @@ describe('public routes', () => {
     expect(classify('GET', '/open/x', loose)).toBe('public');
     expect(classify('GET', '/open/../v1/chat/completions', loose)).toBe('chat-completions');
     expect(classify('POST', '/open/%2e%2e/v1/messages', loose)).toBe('messages');
-    expect(classify('GET', '/open/../v1/files', loose)).toBe('other');
+    expect(classify('GET', '/open/../v1/unlisted', loose)).toBe('other');
   });
 
   it.each(['/health', '/public/a/b', '/v1/models/gemini-1.5-pro', '/a.b/c..d/...'])('canonical: %s', (path) => {

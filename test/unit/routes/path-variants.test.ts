@@ -46,7 +46,7 @@ describe('path variants get their family', () => {
     ['POST', '/v1/messages/count_tokens/extra/'],
     ['POST', '/v1/models/'], // models is GET only
     ['GET', '/v1/models/a/b/'],
-    ['POST', '/v1/chat/completions/../../files'],
+    ['POST', '/v1/chat/completions/../../unlisted'],
   ])('%s %s stays "other" (still needs a key)', (method, path) => {
     expect(classifyFamily(DEFAULTS, method, path)).toBe('other');
   });
