@@ -121,7 +121,7 @@ interface Options {
   gatewayEnv: Record<string, string>;
   nodeArgs: string[];
   /** More gateways measured in the same rounds: GRPC_WORKERS=N (--workers), and A/B runs (--versus, --versus-env). */
-  extra: { label: string; tag: string; distDir?: string; env: Record<string, string> }[];
+  extra: { label: string; tag: string; distDir?: string; env: Record<string, string>; nodeArgs?: string[] }[];
 }
 
 function parseOptions(argv: string[]): Options {
@@ -150,6 +150,7 @@ function parseOptions(argv: string[]): Options {
       versus: { type: 'string' },
       'token-budgets': { type: 'boolean', default: false },
       'versus-env': { type: 'string', multiple: true, default: [] },
+      'versus-node-arg': { type: 'string', multiple: true, default: [] },
       help: { type: 'boolean', default: false },
     },
   });
@@ -177,6 +178,7 @@ function parseOptions(argv: string[]): Options {
         '  --workers N             also run a gateway with GRPC_WORKERS=N (default 0: do not)',
         '  --versus DIR            A/B: also run a gateway built into DIR (a copy of an earlier dist/), same rounds',
         '  --versus-env NAME=VALUE A/B: also run a gateway with this setting on top of --env (repeatable)',
+        '  --versus-node-arg ARG   A/B: also run a gateway with this node option after --node-arg (repeatable), e.g. --versus-node-arg=--memory-reducer',
         '  --token-budgets         A/B: also run a gateway whose default plan has token budgets (2 per scope), same rounds',
         '  --flush                 FLUSHALL the Redis at REDIS_URL first (it must be disposable)',
         '  --json FILE             where to write the result (default .bench/result.json)',
@@ -230,7 +232,7 @@ function parseOptions(argv: string[]): Options {
             },
           ]
         : []),
-      ...(values.versus || Object.keys(versusEnv).length > 0
+      ...(values.versus || Object.keys(versusEnv).length > 0 || values['versus-node-arg'].length > 0
         ? [
             {
               label: `versus (${[
@@ -238,12 +240,14 @@ function parseOptions(argv: string[]): Options {
                 Object.entries(versusEnv)
                   .map(([n, v]) => `${n}=${v}`)
                   .join(' '),
+                values['versus-node-arg'].join(' '),
               ]
                 .filter(Boolean)
                 .join(', ')})`,
               tag: 'versus',
               ...(values.versus ? { distDir: path.resolve(values.versus) } : {}),
               env: { ...gatewayEnv, ...versusEnv },
+              nodeArgs: values['versus-node-arg'],
             },
           ]
         : []),
@@ -339,14 +343,30 @@ async function main(): Promise<void> {
     const extraEnv = new Map<Contender, Record<string, string>>();
     for (const extra of options.extra) {
       const askedAtMs = Date.now();
-      const server = await startGatewayFor(main.gateway!.redisUrl, main.gateway!.seeded.keys, options, extra.env, extra.distDir, extra.tag);
+      const server = await startGatewayFor(
+        main.gateway!.redisUrl,
+        main.gateway!.seeded.keys,
+        options,
+        extra.env,
+        extra.distDir,
+        extra.tag,
+        extra.nodeArgs,
+      );
       servers.push(server);
       const entry = contender(extra.label, server, main.traffic, main.tailBody, {
         ...main.gateway!,
         env: extra.env,
         startedBetweenMs: [askedAtMs, Date.now()],
         startFresh: () =>
-          startGatewayFor(main.gateway!.redisUrl, main.gateway!.seeded.keys, options, extra.env, extra.distDir, `${extra.tag}-fresh`),
+          startGatewayFor(
+            main.gateway!.redisUrl,
+            main.gateway!.seeded.keys,
+            options,
+            extra.env,
+            extra.distDir,
+            `${extra.tag}-fresh`,
+            extra.nodeArgs,
+          ),
       });
       versus.push(entry);
       extraEnv.set(entry, extra.env);
@@ -600,11 +620,12 @@ function startGatewayFor(
   env = options.gatewayEnv,
   distDir?: string,
   tag = '',
+  extraNodeArgs: readonly string[] = [],
 ): Promise<ServerUnderTest> {
   return startGateway(
     { REDIS_URL: redisUrl, CONFIG_FILE: writeGatewayConfig('gateway-config.json'), ...GATEWAY_DEFAULT_ENV, ...env },
     path.join(BENCH_DIR, `gateway-${keys}${tag ? `-${tag}` : ''}.log`),
-    options.nodeArgs,
+    [...options.nodeArgs, ...extraNodeArgs],
     distDir,
   );
 }
