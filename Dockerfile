@@ -43,8 +43,7 @@ HEALTHCHECK --interval=10s --timeout=3s --start-period=15s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.ADMIN_PORT || 9192) + '/readyz', { signal: AbortSignal.timeout(2000) }).then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
 # V8 flags Node refuses in NODE_OPTIONS: let the old generation grow to 1.75 x
 # its live size between mark-compacts (V8 picks ~1.4 x for a heap this small),
-# so they come less often; and do all of the GC's work on the main thread,
-# in small steps, so no helper thread takes the replica's core from it for
-# tens of ms around a mark-compact. Those stalls were the Check p99
-# (README "Performance").
-CMD ["node", "--heap-growing-percent=75", "--single-threaded-gc", "--no-memory-reducer", "dist/cli/main.js", "serve"]
+# so they come less often, and run no memory-reducing GC when the replica goes
+# quiet, which dropped the Check path's optimized code. Measured on Node 24 in
+# docs/runtime.md; --single-threaded-gc no longer paid there.
+CMD ["node", "--heap-growing-percent=75", "--no-memory-reducer", "dist/cli/main.js", "serve"]
