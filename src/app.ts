@@ -185,7 +185,7 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
   const adminPort = listeningPort(admin, settings.adminPort);
   const customerPort = listeningPort(customer, settings.customerPort);
   metrics.watchHttp2BudgetClosures(grpcServer.budgetClosures);
-  logger.info({ grpcPort: grpcServer.port, adminPort, customerPort }, 'gateway-authz listening');
+  logger.info({ grpcPort: grpcServer.port, adminPort, customerPort, node: process.versions.node }, 'gateway-authz listening');
 
   return {
     grpcPort: grpcServer.port,

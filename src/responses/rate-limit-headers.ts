@@ -19,8 +19,10 @@ export interface RateLimitHeaderContext {
 }
 
 /**
- * Upper bound of retry-after(-ms). The OpenAI and Anthropic SDKs wait as told
- * only for a wait strictly below 60 s; otherwise they use their own backoff.
+ * Upper bound of retry-after(-ms): the longest wait every SDK that reads the
+ * header honours. openai 7 waits as told only up to 60 s and replaces a longer
+ * wait by its own backoff of about a second, whose retry would only be refused
+ * again; openai 6 and the Anthropic SDKs wait any length as told.
  */
 export const MAX_RETRY_AFTER_MS = 60_000;
 

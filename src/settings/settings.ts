@@ -8,6 +8,7 @@ import type { StoreFailureMode } from '../domain/deny-reasons';
 import type { PipelineSettings } from '../domain/pipeline-settings';
 import { headerNamesFor } from '../routes/header-names';
 import { buildRouteTable } from '../routes/route-table';
+import type { RuntimePolicy } from '../runtime/node-support';
 import { configFileSchema, type ConfigFile } from './config-file';
 
 /**
@@ -63,6 +64,8 @@ export interface Settings {
     /** Entries the usage stream keeps (approximately: Redis trims whole nodes). */
     readonly streamMaxLength: number;
   };
+  /** What `serve` does on an end-of-life Node.js major (NODE_ENV, ALLOW_END_OF_LIFE_NODE). */
+  readonly runtime: RuntimePolicy;
 }
 
 /** OpenID Connect sign-in for the customer dashboard (OIDC_* and CUSTOMER_SESSION_* settings). */
@@ -299,6 +302,8 @@ const envSchema = z.object({
   CUSTOMER_SESSION_IDLE_TIMEOUT_MS: z.preprocess(blankAsUnset, z.coerce.number().int().min(60_000).max(86_400_000).default(1_800_000)),
   CUSTOMER_SESSION_MAX_AGE_MS: z.preprocess(blankAsUnset, z.coerce.number().int().min(300_000).max(2_592_000_000).default(43_200_000)),
   CUSTOMER_PLAIN_HTTP_LOCALHOST: z.preprocess(blankAsUnset, z.enum(['true', 'false']).default('false')),
+  NODE_ENV: optionalText,
+  ALLOW_END_OF_LIFE_NODE: z.preprocess(blankAsUnset, z.enum(['true', 'false']).default('false')),
   USAGE_BUFFER_MAX_RECORDS: z.preprocess(
     blankAsUnset,
     z.coerce.number().int().min(100).max(10_000_000).default(DEFAULT_USAGE_BUFFER_MAX_RECORDS),
@@ -369,6 +374,7 @@ export function loadSettings(
     customerPort: e.CUSTOMER_PORT,
     ...(e.OIDC_ISSUER_URL ? { customerSignIn: customerSignInOf(e) } : {}),
     usage: { bufferMaxRecords: e.USAGE_BUFFER_MAX_RECORDS, streamMaxLength: e.USAGE_STREAM_MAX_LEN },
+    runtime: { production: e.NODE_ENV === 'production', allowEndOfLifeNode: e.ALLOW_END_OF_LIFE_NODE === 'true' },
     pipeline: {
       routeTable: buildRouteTable(config.routes ?? {}, config.publicRoutes ?? [], config.enabledRoutes ?? []),
       headerNames: headerNamesFor(config.acceptVendorHeaderSpellings ?? true),

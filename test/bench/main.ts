@@ -126,7 +126,7 @@ interface Options {
   gatewayEnv: Record<string, string>;
   nodeArgs: string[];
   /** More gateways measured in the same rounds: GRPC_WORKERS=N (--workers), and A/B runs (--versus, --versus-env). */
-  extra: { label: string; tag: string; distDir?: string; env: Record<string, string> }[];
+  extra: { label: string; tag: string; distDir?: string; env: Record<string, string>; nodeArgs?: string[] }[];
 }
 
 function parseOptions(argv: string[]): Options {
@@ -158,6 +158,7 @@ function parseOptions(argv: string[]): Options {
       versus: { type: 'string' },
       'token-budgets': { type: 'boolean', default: false },
       'versus-env': { type: 'string', multiple: true, default: [] },
+      'versus-node-arg': { type: 'string', multiple: true, default: [] },
       help: { type: 'boolean', default: false },
     },
   });
@@ -185,6 +186,7 @@ function parseOptions(argv: string[]): Options {
         '  --workers N             also run a gateway with GRPC_WORKERS=N (default 0: do not)',
         '  --versus DIR            A/B: also run a gateway built into DIR (a copy of an earlier dist/), same rounds',
         '  --versus-env NAME=VALUE A/B: also run a gateway with this setting on top of --env (repeatable)',
+        '  --versus-node-arg ARG   A/B: also run a gateway with this node option after --node-arg (repeatable), e.g. --versus-node-arg=--memory-reducer',
         '  --token-budgets         A/B: also run a gateway whose default plan has token budgets (2 per scope), same rounds',
         `  --attacks               only the HTTP/2 attacks (no Check-path phase): each vector from ${ATTACK_CONNECTIONS} connections against the`,
         `                          gateway and the no-op grpc-js server, a normal client at ${NORMAL_RATE} Checks/s before, during and after`,
@@ -249,7 +251,7 @@ function parseOptions(argv: string[]): Options {
             },
           ]
         : []),
-      ...(values.versus || Object.keys(versusEnv).length > 0
+      ...(values.versus || Object.keys(versusEnv).length > 0 || values['versus-node-arg'].length > 0
         ? [
             {
               label: `versus (${[
@@ -257,12 +259,14 @@ function parseOptions(argv: string[]): Options {
                 Object.entries(versusEnv)
                   .map(([n, v]) => `${n}=${v}`)
                   .join(' '),
+                values['versus-node-arg'].join(' '),
               ]
                 .filter(Boolean)
                 .join(', ')})`,
               tag: 'versus',
               ...(values.versus ? { distDir: path.resolve(values.versus) } : {}),
               env: { ...gatewayEnv, ...versusEnv },
+              nodeArgs: values['versus-node-arg'],
             },
           ]
         : []),
@@ -368,14 +372,30 @@ async function main(): Promise<void> {
     const extraEnv = new Map<Contender, Record<string, string>>();
     for (const extra of options.extra) {
       const askedAtMs = Date.now();
-      const server = await startGatewayFor(main.gateway!.redisUrl, main.gateway!.seeded.keys, options, extra.env, extra.distDir, extra.tag);
+      const server = await startGatewayFor(
+        main.gateway!.redisUrl,
+        main.gateway!.seeded.keys,
+        options,
+        extra.env,
+        extra.distDir,
+        extra.tag,
+        extra.nodeArgs,
+      );
       servers.push(server);
       const entry = contender(extra.label, server, main.traffic, main.tailBody, {
         ...main.gateway!,
         env: extra.env,
         startedBetweenMs: [askedAtMs, Date.now()],
         startFresh: () =>
-          startGatewayFor(main.gateway!.redisUrl, main.gateway!.seeded.keys, options, extra.env, extra.distDir, `${extra.tag}-fresh`),
+          startGatewayFor(
+            main.gateway!.redisUrl,
+            main.gateway!.seeded.keys,
+            options,
+            extra.env,
+            extra.distDir,
+            `${extra.tag}-fresh`,
+            extra.nodeArgs,
+          ),
       });
       versus.push(entry);
       extraEnv.set(entry, extra.env);
@@ -621,8 +641,9 @@ function startGatewayFor(
   env = options.gatewayEnv,
   distDir?: string,
   tag = '',
+  extraNodeArgs: readonly string[] = [],
 ): Promise<ServerUnderTest> {
-  return startBenchGateway(redisUrl, `gateway-${keys}${tag ? `-${tag}` : ''}.log`, env, options.nodeArgs, distDir);
+  return startBenchGateway(redisUrl, `gateway-${keys}${tag ? `-${tag}` : ''}.log`, env, [...options.nodeArgs, ...extraNodeArgs], distDir);
 }
 
 async function prepareGateway(gateway: Contender, options: Options): Promise<GatewayRun['roundTrips']> {

@@ -89,7 +89,8 @@ export async function startNoopServer(transport = 'grpc-js'): Promise<ServerUnde
 
 /**
  * V8 flags the service starts with (Dockerfile CMD, `npm start`): Node refuses
- * them in NODE_OPTIONS.
+ * them in NODE_OPTIONS. Chosen on Node 20 (V8 11.3) as below; measured again
+ * on Node 24 in docs/runtime.md ("The V8 flags on Node 24").
  * - `--heap-growing-percent=75`: the heap grows to 1.75 × what the last
  *   mark-compact left live before the next one starts, not the ~1.4 × V8
  *   picks for a small heap: with ~25 MB live, each Check's few hundred
@@ -99,7 +100,9 @@ export async function startNoopServer(transport = 'grpc-js'): Promise<ServerUnde
  *   GC on the main thread, RSS under load read 191–196 MB in two full runs
  *   (`npm run bench`, target 200), and 75 brought it to 181–185 MB, with more
  *   mark-compacts, each a short hold now (below).
- * - `--single-threaded-gc`: the main thread does all of the GC's work, in
+ * - `--single-threaded-gc` (shipped on Node 20, dropped on Node 24, whose
+ *   V8 took 12–115 ms per mark-compact with it against about 10 ms without,
+ *   and more RSS; docs/runtime.md): the main thread did all of the GC's work, in
  *   the small steps of incremental marking and lazy sweeping, and no helper
  *   thread runs. A sidecar has a core or two, shared with Redis or Envoy;
  *   helper threads then take the core from the main thread in time slices,
@@ -122,11 +125,7 @@ export async function startNoopServer(transport = 'grpc-js'): Promise<ServerUnde
  *   bench run: 7.3 ms, 3 shed, no such deoptimization. A quiet replica keeps
  *   the heap it had under load instead of shrinking it.
  */
-export const SHIPPED_NODE_ARGS: readonly string[] = Object.freeze([
-  '--heap-growing-percent=75',
-  '--single-threaded-gc',
-  '--no-memory-reducer',
-]);
+export const SHIPPED_NODE_ARGS: readonly string[] = Object.freeze(['--heap-growing-percent=75', '--no-memory-reducer']);
 
 /**
  * `node <SHIPPED_NODE_ARGS> dist/cli/main.js serve`, as in production. Ready when /readyz says

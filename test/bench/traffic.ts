@@ -126,7 +126,7 @@ const STAINLESS = {
   'x-stainless-os': 'Linux',
   'x-stainless-arch': 'x64',
   'x-stainless-runtime': 'node',
-  'x-stainless-runtime-version': 'v20.20.2',
+  'x-stainless-runtime-version': 'v24.22.3',
   'x-stainless-retry-count': '0',
 };
 
@@ -153,8 +153,8 @@ export function envoyShapedRequest(key: string, variant: number): object {
         'content-type': 'application/json',
         accept: 'application/json',
         'content-length': String(180 + (variant % 700)),
-        'user-agent': 'OpenAI/JS 6.49.0',
-        'x-stainless-package-version': '6.49.0',
+        'user-agent': 'OpenAI/JS 7.59.0',
+        'x-stainless-package-version': '7.59.0',
         'x-stainless-timeout': '600',
         ...STAINLESS,
         ...ENVOY_ADDED,
@@ -184,7 +184,7 @@ export function envoyShapedRequest(key: string, variant: number): object {
   }
   return envoyCheckRequest({
     method: 'POST',
-    path: '/v1beta/models/gemini-2.0-flash:generateContent',
+    path: '/v1/models/gemini-2.0-flash:generateContent',
     protocol: 'HTTP/2',
     scheme: 'https',
     headers: {
@@ -192,8 +192,8 @@ export function envoyShapedRequest(key: string, variant: number): object {
       'x-goog-api-key': key,
       'content-type': 'application/json',
       'content-length': String(150 + (variant % 500)),
-      'user-agent': 'google-genai-sdk/2.32.0 gl-node/v20.20.2',
-      'x-goog-api-client': 'google-genai-sdk/2.32.0 gl-node/v20.20.2',
+      'user-agent': 'google-genai-sdk/3.3.0 gl-node/v24.22.3',
+      'x-goog-api-client': 'google-genai-sdk/3.3.0 gl-node/v24.22.3',
       ...ENVOY_ADDED,
     },
   });

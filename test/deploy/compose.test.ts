@@ -18,7 +18,7 @@ import { promisify } from 'node:util';
 
 import { checkBootstrap } from './support/envoy-bootstrap';
 import { cluster, clusterEndpoints } from './support/envoy-semantics';
-import { parseYaml, parseYamlDocuments, readRepoFile, readYaml, repoPath } from './support/repo-files';
+import { parseYaml, parseYamlDocuments, pinnedNodeVersion, readRepoFile, readYaml, repoPath } from './support/repo-files';
 import { loadSettings } from '../../src/settings/settings';
 import { DASHBOARD_ASSETS } from '../../src/admin/dashboard/register-dashboard';
 import type { IDeployment } from 'kubernetes-models/apps/v1/Deployment';
@@ -226,10 +226,15 @@ describe('Dockerfile (gateway-authz)', () => {
   const all = dockerfile('Dockerfile');
   const last = finalStage(all);
 
-  it('is multi-stage on node:20-bookworm-slim, runtime with production dependencies and the compiled output only', () => {
+  it('is multi-stage on the pinned Node (package-lock.json), runtime with production dependencies and the compiled output only', () => {
     const froms = all.filter((i) => i.op === 'FROM').map((i) => i.args);
-    expect(froms).toEqual(['node:20-bookworm-slim AS build', 'node:20-bookworm-slim AS runtime']);
+    const node = `node:${pinnedNodeVersion()}-bookworm-slim`;
+    expect(froms).toEqual([`${node} AS build`, `${node} AS runtime`]);
     expect(last.some((i) => i.op === 'RUN' && /\bnpm ci --omit=dev\b/.test(i.args))).toBe(true);
+    // The image is that Node already: neither stage downloads the Node binary package too.
+    const installs = all.filter((i) => i.op === 'RUN' && /\bnpm ci\b/.test(i.args));
+    expect(installs).toHaveLength(2);
+    for (const install of installs) expect(install.args).toMatch(/--omit=optional\b/);
     expect(last.some((i) => i.op === 'COPY' && i.args.startsWith('--from=build /app/dist'))).toBe(true);
     expect(last.some((i) => i.op === 'COPY' && /\bsrc\b/.test(i.args))).toBe(false);
     expect(last.filter((i) => i.op === 'CMD').map((i) => execForm(i.args))).toEqual([
@@ -339,8 +344,8 @@ describe('Dockerfile (gateway-authz)', () => {
 describe('tools/fake-upstream/Dockerfile', () => {
   const all = dockerfile('tools', 'fake-upstream', 'Dockerfile');
 
-  it('is node:20-bookworm-slim, copies only server.js, runs as node with a HEALTHCHECK', () => {
-    expect(all.filter((i) => i.op === 'FROM').map((i) => i.args)).toEqual(['node:20-bookworm-slim']);
+  it('is the pinned Node, copies only server.js, runs as node with a HEALTHCHECK', () => {
+    expect(all.filter((i) => i.op === 'FROM').map((i) => i.args)).toEqual([`node:${pinnedNodeVersion()}-bookworm-slim`]);
     expect(all.filter((i) => i.op === 'COPY').map((i) => i.args)).toEqual(['server.js ./']);
     expect(all.filter((i) => i.op === 'USER').map((i) => i.args)).toEqual(['node']);
     expect(all.filter((i) => i.op === 'HEALTHCHECK')).toHaveLength(1);

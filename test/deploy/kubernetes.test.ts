@@ -269,7 +269,7 @@ describe('the pod', () => {
       for (const part of ['requests', 'limits'] as const)
         for (const resource of ['cpu', 'memory']) expect(c.resources[part][resource]).toBeDefined();
     }
-    expect(container('gateway-authz').securityContext.runAsUser).toBe(1000); // `node` in node:20-bookworm-slim
+    expect(container('gateway-authz').securityContext.runAsUser).toBe(1000); // `node` in the node:24 image
   });
 
   it('feeds Envoy the ConfigMap built from deploy/envoy.yaml, and it passes the strict Bootstrap checker', () => {

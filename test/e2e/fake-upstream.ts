@@ -392,13 +392,14 @@ const MODELS = /^\/(v1beta|v1)\/models(?:\/([^/:]+))?$/;
 
 function modelsAnswer(version: string, id: string | undefined, headers: http.IncomingHttpHeaders): Answer {
   // Credentials are stripped before the upstream, so the style comes from the
-  // version header (Anthropic) and the path (/v1beta → Gemini).
+  // version header (Anthropic), the path (/v1beta → Gemini) and Google's client header.
   const anthropic = headers['anthropic-version'] !== undefined || headers['vendora-version'] !== undefined;
   if (anthropic && version === 'v1') {
     if (id === undefined) return json({ data: [ANTHROPIC_MODEL], has_more: false, first_id: 'claude-x', last_id: 'claude-x' });
     return json({ ...ANTHROPIC_MODEL, id });
   }
-  if (version === 'v1beta') {
+  // Google's SDKs name themselves in x-goog-api-client; genai 3 lists models on v1.
+  if (version === 'v1beta' || headers['x-goog-api-client'] !== undefined) {
     if (id === undefined) return json({ models: [GEMINI_MODEL] });
     return json({ ...GEMINI_MODEL, name: `models/${id}` });
   }

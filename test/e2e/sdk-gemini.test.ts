@@ -1,13 +1,15 @@
 /**
- * Google's Gemini SDKs against the gateway: `@google/genai` (2.x, the newest
- * that supports Node 20; default API version v1beta) and the deprecated
- * `@google/generative-ai` 0.24.1. Both send the key in `x-goog-api-key`.
+ * Google's Gemini SDKs against the gateway: `@google/genai` 3.x (default API
+ * version v1, the stable one), 2.x (installed as `google-genai-v2`; default
+ * v1beta) and the deprecated `@google/generative-ai` 0.24.1. All send the key
+ * in `x-goog-api-key`, each with its own default API version.
  *
  * Neither SDK retries by default, and neither reads `retry-after`, `retry-after-ms`
  * or the body's RetryInfo: genai retries only with `httpOptions.retryOptions`, on its
  * own exponential backoff; generative-ai never retries.
  */
 import { ApiError, GoogleGenAI, type HttpRetryOptions } from '@google/genai';
+import { ApiError as ApiErrorV2, GoogleGenAI as GoogleGenAIV2 } from 'google-genai-v2';
 import { GoogleGenerativeAI, GoogleGenerativeAIFetchError } from '@google/generative-ai';
 import { totalTokens } from '../../src/domain/usage';
 import { displayPrefixOf, generateCustomerKey } from '../../src/keys/customer-key';
@@ -73,11 +75,17 @@ function spying(realFetch: typeof fetch, exchanges: Exchange[]): typeof fetch {
 
 // ---- @google/genai -------------------------------------------------------------
 
-function genai(apiKey: string, options: { retryOptions?: HttpRetryOptions; exchanges?: Exchange[] } = {}): GoogleGenAI {
-  return new GoogleGenAI({
+type GenAIClass = typeof GoogleGenAI;
+
+/** A client of one genai major, on that major's default API version (none set here). */
+function genai(
+  apiKey: string,
+  options: { retryOptions?: HttpRetryOptions; exchanges?: Exchange[]; Client?: GenAIClass } = {},
+): GoogleGenAI {
+  const Client = options.Client ?? GoogleGenAI;
+  return new Client({
     apiKey,
     vertexai: false,
-    apiVersion: 'v1beta',
     httpOptions: {
       baseUrl: world.url,
       ...(options.retryOptions ? { retryOptions: options.retryOptions } : {}),
@@ -132,26 +140,26 @@ interface Flavour {
   failure(error: Error): Failure;
 }
 
-const FLAVOURS: Flavour[] = [
-  {
-    sdk: '@google/genai 2.32.0',
+/** One genai major: its calls land on its default API version's paths. */
+function genaiFlavour(sdk: string, Client: GenAIClass, ErrorClass: typeof ApiError, apiVersion: 'v1' | 'v1beta'): Flavour {
+  const client = (key: string, exchanges?: Exchange[]) => genai(key, { exchanges: exchanges ?? [], Client });
+  const model = (method: string) => new RegExp(`^/${apiVersion}/models/gemini-2\\.5-flash:${method}$`);
+  return {
+    sdk,
     calls: [
       {
         name: 'models.generateContent',
         family: 'generative-content',
-        path: /^\/v1beta\/models\/gemini-2\.5-flash:generateContent$/,
-        run: async (key, exchanges) => expect((await genaiGenerate(genai(key, { exchanges: exchanges ?? [] }))).length).toBeGreaterThan(0),
+        path: model('generateContent'),
+        run: async (key, exchanges) => expect((await genaiGenerate(client(key, exchanges))).length).toBeGreaterThan(0),
       },
       {
         name: 'models.generateContentStream',
         family: 'generative-content',
-        path: /^\/v1beta\/models\/gemini-2\.5-flash:streamGenerateContent\?alt=sse$/,
+        path: model('streamGenerateContent\\?alt=sse'),
         run: async (key, exchanges) => {
           let text = '';
-          for await (const chunk of await genai(key, { exchanges: exchanges ?? [] }).models.generateContentStream({
-            model: MODEL,
-            contents: 'hi',
-          })) {
+          for await (const chunk of await client(key, exchanges).models.generateContentStream({ model: MODEL, contents: 'hi' })) {
             text += chunk.text ?? '';
           }
           expect(text.length).toBeGreaterThan(0);
@@ -160,19 +168,26 @@ const FLAVOURS: Flavour[] = [
       {
         name: 'models.list',
         family: 'models',
-        path: /^\/v1beta\/models(\?.*)?$/,
-        run: async (key, exchanges) =>
-          expect(Array.isArray((await genai(key, { exchanges: exchanges ?? [] }).models.list()).page)).toBe(true),
+        path: new RegExp(`^/${apiVersion}/models(\\?.*)?$`),
+        run: async (key, exchanges) => {
+          const pager = await client(key, exchanges).models.list();
+          expect(pager.page.map((m) => m.name)).toEqual(['models/gemini-x']);
+        },
       },
     ],
-    generate: (key) => genaiGenerate(genai(key)),
-    ErrorClass: ApiError,
+    generate: (key) => genaiGenerate(genai(key, { Client })),
+    ErrorClass,
     failure: (error) => {
       // genai puts the whole JSON body in the message.
       const body = JSON.parse(error.message) as { error?: { details?: { reason?: string }[] } };
       return { status: (error as ApiError).status, reason: body.error?.details?.[0]?.reason, message: error.message };
     },
-  },
+  };
+}
+
+const FLAVOURS: Flavour[] = [
+  genaiFlavour('@google/genai 3.3.0', GoogleGenAI, ApiError, 'v1'),
+  genaiFlavour('@google/genai 2.32.0', GoogleGenAIV2 as unknown as GenAIClass, ApiErrorV2, 'v1beta'),
   {
     sdk: '@google/generative-ai 0.24.1',
     calls: [
@@ -241,7 +256,9 @@ async function limitToOnePerTwoSeconds(keyId: string): Promise<void> {
   expect((await world.gateway.admin('PATCH', `/admin/keys/${keyId}`, { limits: [{ limit: 1, window: '2s' }] })).status).toBe(200);
 }
 
-const accountFor = (flavour: Flavour, what: string) => `${flavour.sdk.startsWith('@google/genai') ? 'gg' : 'gl'}-${what}`;
+/** An account per SDK and major (gg3-, gg2-, gl-), so no flavour meets another's limits or billing. */
+const accountFor = (flavour: Flavour, what: string) =>
+  `${flavour.sdk.startsWith('@google/genai') ? `gg${flavour.sdk.split(' ')[1]!.split('.')[0]}` : 'gl'}-${what}`;
 
 describe.each(FLAVOURS)('$sdk', (flavour) => {
   describe('allowed calls', () => {
@@ -431,7 +448,7 @@ describe('usage is billed through ext_proc, with gateway-authz as the processor 
         return { status: (error as ApiError).status, message: body.error.message, details: body.error.details };
       },
       client(apiKey) {
-        const ai = new GoogleGenAI({ apiKey, vertexai: false, apiVersion: 'v1beta', httpOptions: { baseUrl: metered.url } });
+        const ai = new GoogleGenAI({ apiKey, vertexai: false, httpOptions: { baseUrl: metered.url } });
         return {
           generate: () => ai.models.generateContent({ model: MODEL, contents: 'hi' }),
           stream: async () => {

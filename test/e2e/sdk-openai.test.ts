@@ -1,9 +1,16 @@
 /**
- * The official `openai` SDK (pinned in package.json) against the gateway, through
- * the Envoy-faithful front to the fake upstream. What the README's "Works with"
- * table promises for OpenAI-style clients is what this file checks.
+ * The official `openai` SDK against the gateway, through the Envoy-faithful
+ * front to the fake upstream: the current major (7.x, package.json's `openai`)
+ * and the previous one (6.x, installed as `openai-v6`), which customers on
+ * older Node still use. What the README's "Works with" table promises for
+ * OpenAI-style clients is what this file checks.
  */
 import OpenAI, { APIError, AuthenticationError, RateLimitError } from 'openai';
+import OpenAIV6, {
+  APIError as APIErrorV6,
+  AuthenticationError as AuthenticationErrorV6,
+  RateLimitError as RateLimitErrorV6,
+} from 'openai-v6';
 import { totalTokens } from '../../src/domain/usage';
 import { displayPrefixOf, generateCustomerKey } from '../../src/keys/customer-key';
 import { registerSecrets } from '../support/secret-scan';
@@ -58,9 +65,32 @@ interface Exchange {
   receivedAt: number;
 }
 
-function client(apiKey: string, options: { maxRetries: number; exchanges?: Exchange[] }): OpenAI {
+/** One major of the SDK: its client class and the error classes a caller catches. */
+interface Major {
+  sdk: string;
+  /** Accounts of this major's tests (oa7-…, oa6-…), so neither meets the other's limits or billing. */
+  accountPrefix: string;
+  Client: typeof OpenAI;
+  APIError: typeof APIError;
+  AuthenticationError: typeof AuthenticationError;
+  RateLimitError: typeof RateLimitError;
+}
+
+const MAJORS: Major[] = [
+  { sdk: 'openai 7.59.0', accountPrefix: 'oa7', Client: OpenAI, APIError, AuthenticationError, RateLimitError },
+  {
+    sdk: 'openai 6.49.0',
+    accountPrefix: 'oa6',
+    Client: OpenAIV6 as unknown as typeof OpenAI,
+    APIError: APIErrorV6 as unknown as typeof APIError,
+    AuthenticationError: AuthenticationErrorV6 as unknown as typeof AuthenticationError,
+    RateLimitError: RateLimitErrorV6 as unknown as typeof RateLimitError,
+  },
+];
+
+function clientOf(Client: typeof OpenAI, apiKey: string, options: { maxRetries: number; exchanges?: Exchange[] }): OpenAI {
   const exchanges = options.exchanges;
-  return new OpenAI({
+  return new Client({
     apiKey,
     baseURL: `${world.url}/v1`,
     maxRetries: options.maxRetries,
@@ -100,212 +130,230 @@ async function caught(promise: Promise<unknown>): Promise<unknown> {
 
 const chat = (openai: OpenAI) => openai.chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] });
 
-describe('openai SDK: allowed calls', () => {
-  const calls: { name: string; family: string; streamed: boolean; call: (openai: OpenAI) => Promise<void> }[] = [
-    {
-      name: 'chat.completions.create',
-      family: 'chat-completions',
-      streamed: false,
-      call: async (openai) => {
-        const completion = await chat(openai);
-        expect(completion.choices[0]?.message.content).toEqual(expect.any(String));
+describe.each(MAJORS)('$sdk', ({ accountPrefix, Client, APIError, AuthenticationError, RateLimitError }) => {
+  const client = (apiKey: string, options: { maxRetries: number; exchanges?: Exchange[] }) => clientOf(Client, apiKey, options);
+
+  describe('allowed calls', () => {
+    const calls: { name: string; family: string; streamed: boolean; call: (openai: OpenAI) => Promise<void> }[] = [
+      {
+        name: 'chat.completions.create',
+        family: 'chat-completions',
+        streamed: false,
+        call: async (openai) => {
+          const completion = await chat(openai);
+          expect(completion.choices[0]?.message.content).toEqual(expect.any(String));
+        },
       },
-    },
-    {
-      name: 'chat.completions.create (stream: true)',
-      family: 'chat-completions',
-      streamed: true,
-      call: async (openai) => {
-        const stream = await openai.chat.completions.create({
-          model: 'gpt-4o-mini',
-          messages: [{ role: 'user', content: 'hi' }],
-          stream: true,
-        });
-        let text = '';
-        for await (const chunk of stream) text += chunk.choices[0]?.delta?.content ?? '';
-        expect(text.length).toBeGreaterThan(0);
+      {
+        name: 'chat.completions.create (stream: true)',
+        family: 'chat-completions',
+        streamed: true,
+        call: async (openai) => {
+          const stream = await openai.chat.completions.create({
+            model: 'gpt-4o-mini',
+            messages: [{ role: 'user', content: 'hi' }],
+            stream: true,
+          });
+          let text = '';
+          for await (const chunk of stream) text += chunk.choices[0]?.delta?.content ?? '';
+          expect(text.length).toBeGreaterThan(0);
+        },
       },
-    },
-    {
-      name: 'chat.completions.create (stream: true, stream_options.include_usage)',
-      family: 'chat-completions',
-      streamed: true,
-      call: async (openai) => {
-        const stream = await openai.chat.completions.create({
-          model: 'gpt-4o-mini',
-          messages: [{ role: 'user', content: 'hi' }],
-          stream: true,
-          stream_options: { include_usage: true },
-        });
-        let usage: unknown;
-        for await (const chunk of stream) usage = chunk.usage ?? usage;
-        expect(usage).toMatchObject({ completion_tokens: 9 });
+      {
+        name: 'chat.completions.create (stream: true, stream_options.include_usage)',
+        family: 'chat-completions',
+        streamed: true,
+        call: async (openai) => {
+          const stream = await openai.chat.completions.create({
+            model: 'gpt-4o-mini',
+            messages: [{ role: 'user', content: 'hi' }],
+            stream: true,
+            stream_options: { include_usage: true },
+          });
+          let usage: unknown;
+          for await (const chunk of stream) usage = chunk.usage ?? usage;
+          expect(usage).toMatchObject({ completion_tokens: 9 });
+        },
       },
-    },
-    {
-      name: 'responses.create',
-      family: 'chat-completions',
-      streamed: false,
-      call: async (openai) => {
-        const response = await openai.responses.create({ model: 'gpt-4o-mini', input: 'hi' });
-        expect(response.output_text).toBe('hi');
+      {
+        name: 'responses.create',
+        family: 'chat-completions',
+        streamed: false,
+        call: async (openai) => {
+          const response = await openai.responses.create({ model: 'gpt-4o-mini', input: 'hi' });
+          expect(response.output_text).toBe('hi');
+        },
       },
-    },
-    {
-      name: 'responses.create (stream: true)',
-      family: 'chat-completions',
-      streamed: true,
-      call: async (openai) => {
-        const stream = await openai.responses.create({ model: 'gpt-4o-mini', input: 'hi', stream: true });
-        const types: string[] = [];
-        for await (const event of stream) types.push(event.type);
-        expect(types[types.length - 1]).toBe('response.completed');
+      {
+        name: 'responses.create (stream: true)',
+        family: 'chat-completions',
+        streamed: true,
+        call: async (openai) => {
+          const stream = await openai.responses.create({ model: 'gpt-4o-mini', input: 'hi', stream: true });
+          const types: string[] = [];
+          for await (const event of stream) types.push(event.type);
+          expect(types[types.length - 1]).toBe('response.completed');
+        },
       },
-    },
-    {
-      name: 'models.list',
-      family: 'models',
-      streamed: false,
-      call: async (openai) => {
-        const page = await openai.models.list();
-        expect(Array.isArray(page.data)).toBe(true);
+      {
+        name: 'models.list',
+        family: 'models',
+        streamed: false,
+        call: async (openai) => {
+          const page = await openai.models.list();
+          expect(Array.isArray(page.data)).toBe(true);
+        },
       },
-    },
-  ];
+    ];
 
-  test.each(calls)('$name succeeds; the upstream gets the identity headers and no credential', async ({ family, streamed, call }) => {
-    const { key, keyId, accountId } = await world.newKey('oa-allowed');
-    const exchanges: Exchange[] = [];
-    const before = world.upstream.requests.length;
-
-    await call(client(key, { maxRetries: 0, exchanges }));
-
-    expect(exchanges.map((e) => e.requestHeaders.get('authorization'))).toEqual([`Bearer ${key}`]);
-    const forwarded = world.upstream.requests.slice(before);
-    expect(forwarded).toHaveLength(1);
-    const [upstream] = forwarded;
-    for (const header of CREDENTIAL_HEADERS) expect(upstream!.headers[header]).toBeUndefined();
-    expect(JSON.stringify(upstream)).not.toContain(key);
-    expect(upstream!.headers).toMatchObject({
-      'x-gateway-account-id': accountId,
-      'x-gateway-key-id': keyId,
-      'x-gateway-key-prefix': displayPrefixOf(key),
-      'x-gateway-route-family': family,
-    });
-    if (streamed) expect(JSON.parse(upstream!.body)).toMatchObject({ stream: true });
-    await expectMeteredAsUpstreamReported(world, upstream!);
-  });
-});
-
-describe('openai SDK: authentication failures raise AuthenticationError', () => {
-  const cases: { name: string; code: string; text: string; key: () => Promise<string> }[] = [
-    { name: 'unknown (well-formed) key', code: 'unknown_key', text: 'Invalid API key', key: async () => generateCustomerKey('live') },
-    {
-      name: 'revoked key',
-      code: 'key_revoked',
-      text: 'has been revoked',
-      key: async () => {
-        const { key, keyId } = await world.newKey('oa-revoked');
-        await world.revoke(keyId);
-        return key;
-      },
-    },
-    {
-      name: 'OpenAI provider key',
-      code: 'upstream_key_not_accepted',
-      text: 'looks like an OpenAI API key',
-      key: async () => `sk-proj-${'a'.repeat(40)}T3BlbkFJ${'b'.repeat(40)}`,
-    },
-  ];
-
-  test.each(cases)('$name → 401 $code', async ({ code, text, key: makeKey }) => {
-    const key = await makeKey();
-    registerSecrets(key);
-    const before = world.upstream.requests.length;
-
-    const error = await caught(chat(client(key, { maxRetries: 2 })));
-
-    expect(error).toBeInstanceOf(AuthenticationError);
-    const authError = error as AuthenticationError;
-    expect(authError.status).toBe(401);
-    expect(authError.code).toBe(code);
-    expect(authError.type).toBe('authentication_error');
-    expect(authError.message).toContain(text);
-    expect(authError.message).not.toContain(key);
-    expect(authError.headers.get('x-should-retry')).toBe('false');
-    expect(world.upstream.requests.length).toBe(before);
-  });
-});
-
-describe('openai SDK: billing denials are 402 and never retried', () => {
-  const cases = [
-    { name: 'suspended account', code: 'account_suspended', billing: { status: 'suspended' } },
-    { name: 'prepaid account out of credit', code: 'credit_exhausted', billing: { creditBalance: 0 } },
-  ];
-
-  test.each(cases)('$name → APIError 402 $code after exactly one attempt with maxRetries 2', async ({ code, billing }) => {
-    const { key, accountId } = await world.newKey(`oa-${code}`);
-    expect((await world.gateway.admin('PATCH', `/admin/accounts/${accountId}`, { billing })).status).toBe(200);
-
-    const error = await caught(chat(client(key, { maxRetries: 2 })));
-
-    // The SDK has no class for 402: it is the generic APIError.
-    expect(error).toBeInstanceOf(APIError);
-    expect((error as APIError).constructor).toBe(APIError);
-    const apiError = error as APIError;
-    expect(apiError.status).toBe(402);
-    expect(apiError.code).toBe(code);
-    expect(apiError.type).toBe('billing_error');
-    expect(apiError.headers?.get('x-should-retry')).toBe('false');
-    expect(apiError.headers?.get('retry-after')).toBeNull();
-    expect(attemptsOf(key)).toBe(1);
-  });
-});
-
-describe('openai SDK: rate limits', () => {
-  async function rateLimitedKey(name: string): Promise<string> {
-    const { key, keyId } = await world.newKey('oa-limited', { name });
-    expect((await world.gateway.admin('PATCH', `/admin/keys/${keyId}`, { limits: [{ limit: 1, window: '2s' }] })).status).toBe(200);
-    await chat(client(key, { maxRetries: 0 })); // uses the one request of the window
-    return key;
-  }
-
-  test('with retries off, a 429 raises RateLimitError carrying retry-after(-ms)', async () => {
-    const key = await rateLimitedKey('retries off');
-
-    const error = await caught(chat(client(key, { maxRetries: 0 })));
-
-    expect(error).toBeInstanceOf(RateLimitError);
-    const limitError = error as RateLimitError;
-    expect(limitError.status).toBe(429);
-    expect(limitError.code).toBe('rate_limit_exceeded');
-    expect(limitError.headers.get('x-gateway-error-code')).toBe('rate_limited');
-    expect(Number(limitError.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
-    expect(Number(limitError.headers.get('retry-after-ms'))).toBeGreaterThan(0);
-    expect(limitError.headers.get('x-should-retry')).toBeNull();
-    expect(attemptsOf(key)).toBe(2); // the setup call and this one
-  });
-
-  test(
-    'with maxRetries 2, the SDK waits retry-after-ms and then succeeds',
-    async () => {
-      const key = await rateLimitedKey('retries on');
+    test.each(calls)('$name succeeds; the upstream gets the identity headers and no credential', async ({ family, streamed, call }) => {
+      const { key, keyId, accountId } = await world.newKey(`${accountPrefix}-allowed`);
       const exchanges: Exchange[] = [];
-      const started = Date.now();
+      const before = world.upstream.requests.length;
 
-      const completion = await chat(client(key, { maxRetries: 2, exchanges }));
-      const elapsed = Date.now() - started;
+      await call(client(key, { maxRetries: 0, exchanges }));
 
-      expect(completion.choices[0]?.message.content).toEqual(expect.any(String));
-      expect(exchanges.map((e) => e.status)).toEqual([429, 200]);
-      expect(exchanges.map((e) => e.requestHeaders.get('x-stainless-retry-count'))).toEqual(['0', '1']);
-      expect(attemptsOf(key)).toBe(1 + 2);
-      const waitMs = Number(exchanges[0]!.responseHeaders.get('retry-after-ms'));
-      expect(waitMs).toBeGreaterThan(0);
-      expect(elapsed).toBeGreaterThanOrEqual(waitMs - 50);
-    },
-    RETRY_TIMEOUT_MS,
-  );
+      expect(exchanges.map((e) => e.requestHeaders.get('authorization'))).toEqual([`Bearer ${key}`]);
+      const forwarded = world.upstream.requests.slice(before);
+      expect(forwarded).toHaveLength(1);
+      const [upstream] = forwarded;
+      for (const header of CREDENTIAL_HEADERS) expect(upstream!.headers[header]).toBeUndefined();
+      expect(JSON.stringify(upstream)).not.toContain(key);
+      expect(upstream!.headers).toMatchObject({
+        'x-gateway-account-id': accountId,
+        'x-gateway-key-id': keyId,
+        'x-gateway-key-prefix': displayPrefixOf(key),
+        'x-gateway-route-family': family,
+      });
+      if (streamed) expect(JSON.parse(upstream!.body)).toMatchObject({ stream: true });
+      await expectMeteredAsUpstreamReported(world, upstream!);
+    });
+  });
+
+  describe('authentication failures raise AuthenticationError', () => {
+    const cases: { name: string; code: string; text: string; key: () => Promise<string> }[] = [
+      { name: 'unknown (well-formed) key', code: 'unknown_key', text: 'Invalid API key', key: async () => generateCustomerKey('live') },
+      {
+        name: 'revoked key',
+        code: 'key_revoked',
+        text: 'has been revoked',
+        key: async () => {
+          const { key, keyId } = await world.newKey(`${accountPrefix}-revoked`);
+          await world.revoke(keyId);
+          return key;
+        },
+      },
+      {
+        name: 'OpenAI provider key',
+        code: 'upstream_key_not_accepted',
+        text: 'looks like an OpenAI API key',
+        key: async () => `sk-proj-${'a'.repeat(40)}T3BlbkFJ${'b'.repeat(40)}`,
+      },
+    ];
+
+    test.each(cases)('$name → 401 $code', async ({ code, text, key: makeKey }) => {
+      const key = await makeKey();
+      registerSecrets(key);
+      const before = world.upstream.requests.length;
+
+      const error = await caught(chat(client(key, { maxRetries: 2 })));
+
+      expect(error).toBeInstanceOf(AuthenticationError);
+      const authError = error as AuthenticationError;
+      expect(authError.status).toBe(401);
+      expect(authError.code).toBe(code);
+      expect(authError.type).toBe('authentication_error');
+      expect(authError.message).toContain(text);
+      expect(authError.message).not.toContain(key);
+      expect(authError.headers.get('x-should-retry')).toBe('false');
+      expect(world.upstream.requests.length).toBe(before);
+    });
+  });
+
+  describe('billing denials are 402 and never retried', () => {
+    const cases = [
+      { name: 'suspended account', code: 'account_suspended', billing: { status: 'suspended' } },
+      { name: 'prepaid account out of credit', code: 'credit_exhausted', billing: { creditBalance: 0 } },
+    ];
+
+    test.each(cases)('$name → APIError 402 $code after exactly one attempt with maxRetries 2', async ({ code, billing }) => {
+      const { key, accountId } = await world.newKey(`${accountPrefix}-${code}`);
+      expect((await world.gateway.admin('PATCH', `/admin/accounts/${accountId}`, { billing })).status).toBe(200);
+
+      const error = await caught(chat(client(key, { maxRetries: 2 })));
+
+      // The SDK has no class for 402: it is the generic APIError.
+      expect(error).toBeInstanceOf(APIError);
+      expect((error as APIError).constructor).toBe(APIError);
+      const apiError = error as APIError;
+      expect(apiError.status).toBe(402);
+      expect(apiError.code).toBe(code);
+      expect(apiError.type).toBe('billing_error');
+      expect(apiError.headers?.get('x-should-retry')).toBe('false');
+      expect(apiError.headers?.get('retry-after')).toBeNull();
+      expect(attemptsOf(key)).toBe(1);
+    });
+  });
+
+  describe('rate limits', () => {
+    async function rateLimitedKey(name: string): Promise<string> {
+      const { key, keyId } = await world.newKey(`${accountPrefix}-limited`, { name });
+      expect((await world.gateway.admin('PATCH', `/admin/keys/${keyId}`, { limits: [{ limit: 1, window: '2s' }] })).status).toBe(200);
+      await chat(client(key, { maxRetries: 0 })); // uses the one request of the window
+      return key;
+    }
+
+    test('with retries off, a 429 raises RateLimitError carrying retry-after(-ms)', async () => {
+      const key = await rateLimitedKey('retries off');
+
+      const error = await caught(chat(client(key, { maxRetries: 0 })));
+
+      expect(error).toBeInstanceOf(RateLimitError);
+      const limitError = error as RateLimitError;
+      expect(limitError.status).toBe(429);
+      expect(limitError.code).toBe('rate_limit_exceeded');
+      expect(limitError.headers.get('x-gateway-error-code')).toBe('rate_limited');
+      expect(Number(limitError.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+      expect(Number(limitError.headers.get('retry-after-ms'))).toBeGreaterThan(0);
+      expect(limitError.headers.get('x-should-retry')).toBeNull();
+      expect(attemptsOf(key)).toBe(2); // the setup call and this one
+    });
+
+    test("a long window's 429 asks for at most 60 s (retry-after-ms 60000): openai 7 waits as told only up to that, else its own short backoff", async () => {
+      const { key, keyId } = await world.newKey(`${accountPrefix}-limited`, { name: 'long window' });
+      expect((await world.gateway.admin('PATCH', `/admin/keys/${keyId}`, { limits: [{ limit: 1, window: '10m' }] })).status).toBe(200);
+      await chat(client(key, { maxRetries: 0 }));
+
+      const error = await caught(chat(client(key, { maxRetries: 0 })));
+
+      expect(error).toBeInstanceOf(RateLimitError);
+      const headers = (error as RateLimitError).headers;
+      expect(headers.get('x-gateway-ratelimit-window')).toBe('10m');
+      expect(headers.get('retry-after-ms')).toBe('60000');
+      expect(headers.get('retry-after')).toBe('60');
+    });
+
+    test(
+      'with maxRetries 2, the SDK waits retry-after-ms and then succeeds',
+      async () => {
+        const key = await rateLimitedKey('retries on');
+        const exchanges: Exchange[] = [];
+        const started = Date.now();
+
+        const completion = await chat(client(key, { maxRetries: 2, exchanges }));
+        const elapsed = Date.now() - started;
+
+        expect(completion.choices[0]?.message.content).toEqual(expect.any(String));
+        expect(exchanges.map((e) => e.status)).toEqual([429, 200]);
+        expect(exchanges.map((e) => e.requestHeaders.get('x-stainless-retry-count'))).toEqual(['0', '1']);
+        expect(attemptsOf(key)).toBe(1 + 2);
+        const waitMs = Number(exchanges[0]!.responseHeaders.get('retry-after-ms'));
+        expect(waitMs).toBeGreaterThan(0);
+        expect(elapsed).toBeGreaterThanOrEqual(waitMs - 50);
+      },
+      RETRY_TIMEOUT_MS,
+    );
+  });
 });
 
 describe('openai SDK: usage is billed through ext_proc, with gateway-authz as the processor (as envoy.yaml configures it)', () => {
@@ -317,6 +365,7 @@ describe('openai SDK: usage is billed through ext_proc, with gateway-authz as th
     await metered?.close();
   });
 
+  // The current major only: metering reads the answers, which do not depend on the SDK's major.
   const meteredClient = (apiKey: string) =>
     new OpenAI({ apiKey, baseURL: `${metered.url}/v1`, maxRetries: 0, organization: null, project: null });
   const upstreamOf = (accountId: string) => metered.upstream.requests.filter((r) => r.headers['x-gateway-account-id'] === accountId);

@@ -3,7 +3,9 @@ import { Command } from 'commander';
 import { startApp } from '../../app';
 import { runWorkerPool } from '../../cluster/worker-pool';
 import { createLogger } from '../../logging/logger';
-import { loadSettings } from '../../settings/settings';
+import { endOfLifeMessage, nodeSupport, runtimeVerdict } from '../../runtime/node-support';
+import { loadSettings, type Settings } from '../../settings/settings';
+import type { Logger } from '../../logging/logger';
 
 /** Runs the gRPC Check server and the admin API until SIGTERM or SIGINT. */
 async function serve(): Promise<void> {
@@ -13,13 +15,15 @@ async function serve(): Promise<void> {
     process.exit(2);
   }
   const { settings } = result;
+  const root = createLogger(settings.logLevel);
+  // The primary judges the runtime once; its workers run the same binary.
+  if (cluster.isPrimary) checkRuntime(settings, root);
   const shutdownDeadlineMs = settings.shutdown.drainDelayMs + settings.shutdown.timeoutMs + 5_000;
   if (settings.grpcWorkers > 1 && cluster.isPrimary) {
     // GRPC_WORKERS: this process supervises; the workers (this same command, forked) serve.
-    runWorkerPool(createLogger(settings.logLevel), { workers: settings.grpcWorkers, shutdownDeadlineMs: shutdownDeadlineMs + 2_000 });
+    runWorkerPool(root, { workers: settings.grpcWorkers, shutdownDeadlineMs: shutdownDeadlineMs + 2_000 });
     return;
   }
-  const root = createLogger(settings.logLevel);
   const logger = cluster.isWorker ? root.child({ worker: cluster.worker?.id }) : root;
   let app;
   try {
@@ -47,6 +51,23 @@ async function serve(): Promise<void> {
   };
   process.once('SIGTERM', () => stop('SIGTERM'));
   process.once('SIGINT', () => stop('SIGINT'));
+}
+
+/** Warns on an end-of-life Node.js major, and exits instead in production unless ALLOW_END_OF_LIFE_NODE=true. */
+function checkRuntime(settings: Settings, logger: Logger): void {
+  const version = process.versions.node;
+  const support = nodeSupport(version, Date.now());
+  const verdict = runtimeVerdict(support, settings.runtime);
+  if (support.status !== 'end-of-life' || verdict === 'start') return;
+  const message = endOfLifeMessage(support, version);
+  if (verdict === 'refuse') {
+    logger.fatal(
+      { node: version, endOfLife: support.endOfLife },
+      `${message} Refusing to start with NODE_ENV=production; ALLOW_END_OF_LIFE_NODE=true starts anyway.`,
+    );
+    process.exit(2);
+  }
+  logger.warn({ node: version, endOfLife: support.endOfLife }, message);
 }
 
 export function serveCommand(): Command {

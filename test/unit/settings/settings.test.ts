@@ -84,6 +84,18 @@ describe('defaults', () => {
     }
   });
 
+  it('runtime: production only with NODE_ENV=production; an end-of-life Node.js is refused there unless ALLOW_END_OF_LIFE_NODE=true', () => {
+    expect(settings.runtime).toEqual({ production: false, allowEndOfLifeNode: false });
+    expect(settingsOf({ NODE_ENV: 'production' }).runtime).toEqual({ production: true, allowEndOfLifeNode: false });
+    expect(settingsOf({ NODE_ENV: 'development' }).runtime.production).toBe(false);
+    expect(settingsOf({ NODE_ENV: 'production', ALLOW_END_OF_LIFE_NODE: 'true' }).runtime).toEqual({
+      production: true,
+      allowEndOfLifeNode: true,
+    });
+    expect(settingsOf({ ALLOW_END_OF_LIFE_NODE: '' }).runtime.allowEndOfLifeNode).toBe(false);
+    expect(problemsOf({ ALLOW_END_OF_LIFE_NODE: 'yes' })).toEqual([expect.stringMatching(/^ALLOW_END_OF_LIFE_NODE/)]);
+  });
+
   it('has no Redis URL (in-memory store), no admin token and no config file', () => {
     expect('redis' in settings).toBe(false);
     expect('adminToken' in settings).toBe(false);
