@@ -35,7 +35,6 @@ describe('gateway-authz serve on an end-of-life Node.js', () => {
       GRPC_PORT: '0',
       ADMIN_PORT: '0',
       CUSTOMER_PORT: '0',
-      BIND_ADDRESS: '127.0.0.1',
     });
     expect(run.code).toBe(2);
     const lines = logLines(run.stdout);
@@ -54,6 +53,8 @@ describe('gateway-authz serve on an end-of-life Node.js', () => {
 });
 
 describe('gateway-authz serve on the Node.js this suite runs on', () => {
+  // The suite runs on supported majors (Node 24, and 22 in CI's subset); past a major's end of life this fails, as it
+  // should: CI must then move off that major (docs/runtime.md).
   it('starts in production without a runtime warning, and its start line names the Node.js version', async () => {
     const server = await startServerProcess({ NODE_ENV: 'production' });
     try {
