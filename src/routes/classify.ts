@@ -84,8 +84,9 @@ export function classifyFamily(table: RouteTable, method: string, path: string):
 export function refusedRouteFamily(table: RouteTable, method: string, path: string): GatedRouteFamily | undefined {
   if (table.refusedRoutes.length === 0) return undefined;
   const routing = routingPath(path);
+  const asSentToo = routing !== path;
   for (const route of table.refusedRoutes) {
-    if (route.matcher.matches(method, routing) || route.matcher.matches(method, path)) return route.family;
+    if (route.matcher.matches(method, routing) || (asSentToo && route.matcher.matches(method, path))) return route.family;
   }
   return undefined;
 }
