@@ -1,7 +1,8 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import * as grpc from '@grpc/grpc-js';
-import * as protoLoader from '@grpc/proto-loader';
-import { AUTHORIZATION_SERVICE_NAME, EXTERNAL_AUTH_PROTO, LOADER_OPTIONS } from '../grpc/proto-loading';
+// Types only at the top: grpc-js and proto-loader are loaded by sendCheck, so that every other command and `--help`
+// (which load this file for the constants above the options) do not wait for them.
+import type * as grpc from '@grpc/grpc-js';
+import type * as protoLoader from '@grpc/proto-loader';
 import type { HeaderLine } from './option-parsers';
 
 /**
@@ -114,10 +115,11 @@ export class CheckRpcError extends Error {
     readonly details: string,
     target: string,
     deadlineMs: number,
+    statusNames: typeof grpc.status,
   ) {
-    const status = `gRPC status ${code} ${grpc.status[code] ?? 'UNKNOWN'}`;
+    const status = `gRPC status ${code} ${statusNames[code] ?? 'UNKNOWN'}`;
     super(
-      code === grpc.status.DEADLINE_EXCEEDED
+      code === statusNames.DEADLINE_EXCEEDED
         ? `the Check service at ${target} accepted the connection but did not answer within ${deadlineMs / 1000} s (${status})`
         : `the Check service at ${target} answered ${status}: ${details || '(no details)'}`,
     );
@@ -127,8 +129,12 @@ export class CheckRpcError extends Error {
 let checkMethod: protoLoader.MethodDefinition<object, object> | undefined;
 
 /** Check's (de)serializers from proto/, decoding enums as numbers: the HTTP status is wanted as 401, not "Unauthorized". */
-function loadCheckMethod(): protoLoader.MethodDefinition<object, object> {
+async function loadCheckMethod(): Promise<protoLoader.MethodDefinition<object, object>> {
   if (checkMethod) return checkMethod;
+  const [protoLoader, { AUTHORIZATION_SERVICE_NAME, EXTERNAL_AUTH_PROTO, LOADER_OPTIONS }] = await Promise.all([
+    import('@grpc/proto-loader'),
+    import('../grpc/proto-loading'),
+  ]);
   const definition = protoLoader.loadSync(EXTERNAL_AUTH_PROTO, { ...LOADER_OPTIONS, enums: Number });
   const service = definition[AUTHORIZATION_SERVICE_NAME];
   const method = service && 'Check' in service ? service.Check : undefined;
@@ -144,7 +150,7 @@ function loadCheckMethod(): protoLoader.MethodDefinition<object, object> {
  * when the service answers with a gRPC error.
  */
 export async function sendCheck(target: string, request: object, deadlineMs = CHECK_DEADLINE_MS): Promise<CheckResponseMessage> {
-  const method = loadCheckMethod();
+  const [method, grpc] = await Promise.all([loadCheckMethod(), import('@grpc/grpc-js')]);
   const deadline = Date.now() + deadlineMs;
   const client = new grpc.Client(target, grpc.credentials.createInsecure());
   try {
@@ -169,7 +175,7 @@ export async function sendCheck(target: string, request: object, deadlineMs = CH
         new grpc.Metadata(),
         { deadline },
         (error, response) => {
-          if (error) reject(new CheckRpcError(error.code, error.details, target, deadlineMs));
+          if (error) reject(new CheckRpcError(error.code, error.details, target, deadlineMs, grpc.status));
           else resolve(response ?? {});
         },
       );

@@ -1,6 +1,11 @@
 import type { Command } from 'commander';
-import { loadCheckTarget, loadCliSettings } from '../settings/settings';
 import { adminExchange, type AdminAnswer } from './admin-client';
+
+/**
+ * The settings module is imported when a command runs, not when the CLI loads: its schema library (zod) and the
+ * whole configuration tree would otherwise be loaded for `--help` and for a usage error too.
+ */
+const settingsModule = () => import('../settings/settings');
 
 /**
  * What every admin command shares. Settings (ADMIN_URL, ADMIN_TOKEN) are read
@@ -18,12 +23,12 @@ export function exchangeWithApi<T>(
   body?: object,
   headers: Readonly<Record<string, string>> = {},
 ): Promise<AdminAnswer<T>> {
-  return adminExchange<T>(loadCliSettings(process.env), method, path, body, headers);
+  return settingsModule().then(({ loadCliSettings }) => adminExchange<T>(loadCliSettings(process.env), method, path, body, headers));
 }
 
 /** Where `check` sends its Check without --grpc-url: 127.0.0.1 and GRPC_PORT, read when the command runs. */
-export function defaultCheckTarget(): string {
-  return loadCheckTarget(process.env);
+export async function defaultCheckTarget(): Promise<string> {
+  return (await settingsModule()).loadCheckTarget(process.env);
 }
 
 export const accountPath = (id: string) => `/admin/accounts/${encodeURIComponent(id)}`;

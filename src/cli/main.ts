@@ -1,4 +1,6 @@
 #!/usr/bin/env node
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { Command } from 'commander';
 import { AdminApiError } from './admin-client';
 import { accountsCommand } from './commands/accounts';
@@ -9,9 +11,17 @@ import { cell } from './output';
 import { serveCommand } from './commands/serve';
 import { usageCommand } from './commands/usage';
 
+/** package.json's version; the file sits two folders up from both src/cli/ and dist/cli/ (the image copies it too). */
+function packageVersion(): string {
+  return (JSON.parse(readFileSync(join(__dirname, '..', '..', 'package.json'), 'utf8')) as { version: string }).version;
+}
+
 export function buildCli(): Command {
-  const program = new Command('gateway-authz').description('Envoy ext_authz service for customer API keys');
-  program.addCommand(serveCommand(), { isDefault: true });
+  const program = new Command('gateway-authz').description('Envoy ext_authz service for customer API keys').version(packageVersion());
+  // No default command: a bare `gateway-authz` shows help (commander's answer for a command without an action: on
+  // stderr, exit 1, as for `gateway-authz accounts` alone and as git does), rather than starting a server by surprise;
+  // and a mistyped command gets commander's "did you mean", where a default command would take it as its argument.
+  program.addCommand(serveCommand());
   program.addCommand(accountsCommand());
   program.addCommand(keysCommand());
   program.addCommand(membersCommand());

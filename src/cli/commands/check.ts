@@ -36,7 +36,7 @@ async function check(pathArgument: string | undefined, options: CheckOptions, co
     command.error("error: give the request id once: with --request-id or -H 'x-request-id: …'");
   }
   // Settings are read only now, after every option was accepted (as the admin commands read ADMIN_URL).
-  const target = options.grpcUrl ?? defaultCheckTarget();
+  const target = options.grpcUrl ?? (await defaultCheckTarget());
   const sent = envoyViewOf({
     method: options.method,
     path,

@@ -1,14 +1,22 @@
 import cluster from 'node:cluster';
 import { Command } from 'commander';
-import { startApp } from '../../app';
-import { runWorkerPool } from '../../cluster/worker-pool';
-import { createLogger } from '../../logging/logger';
-import { endOfLifeMessage, nodeSupport, runtimeVerdict } from '../../runtime/node-support';
-import { loadSettings, type Settings } from '../../settings/settings';
 import type { Logger } from '../../logging/logger';
+import { endOfLifeMessage, nodeSupport, runtimeVerdict } from '../../runtime/node-support';
+import type { Settings } from '../../settings/settings';
 
-/** Runs the gRPC Check server and the admin API until SIGTERM or SIGINT. */
+/**
+ * Runs the gRPC Check server and the admin API until SIGTERM or SIGINT.
+ * The server's modules (fastify, grpc-js, ioredis, pino, prom-client, ...) are imported here, not at the top: every
+ * other command, and `--help`, loads this file too, and would otherwise wait about a second for modules it never uses.
+ * test/integration/cli.test.ts holds that `--help` loads none of them.
+ */
 async function serve(): Promise<void> {
+  const [{ startApp }, { runWorkerPool }, { createLogger }, { loadSettings }] = await Promise.all([
+    import('../../app'),
+    import('../../cluster/worker-pool'),
+    import('../../logging/logger'),
+    import('../../settings/settings'),
+  ]);
   const result = loadSettings(process.env);
   if (!result.ok) {
     process.stderr.write(`gateway-authz: invalid configuration:\n${result.problems.map((p) => `  - ${p}`).join('\n')}\n`);
