@@ -511,7 +511,13 @@ export class GrpcServer {
   /** By grpc-timeout in ms: calls with the same one have deadlines in the order they started. */
   private readonly deadlineSweepers = new Map<number, DeadlineSweeper<ServerCall>>();
   /** Connections closed ENHANCE_YOUR_CALM since the start, by the attack budget they overran (http2/attack-budgets.ts). */
-  readonly budgetClosures: Record<AttackBudget, number> = { client_resets: 0, local_resets: 0, empty_frames: 0, control_frames: 0, header_block: 0 };
+  readonly budgetClosures: Record<AttackBudget, number> = {
+    client_resets: 0,
+    local_resets: 0,
+    empty_frames: 0,
+    control_frames: 0,
+    header_block: 0,
+  };
   private readonly connectionEvents = {
     stream: (stream: ServerStream, headers: readonly string[]) => this.onStream(stream, headers),
     closed: (connection: Http2Connection) => this.onConnectionClosed(connection),
