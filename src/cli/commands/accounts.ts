@@ -16,7 +16,7 @@ import {
   type LimitArgument,
   type TokenBudgetArgument,
 } from '../option-parsers';
-import { cell, emit, formatLimits, formatTokenBudgets, renderKeyValue, renderTable, shortTime, type Column } from '../output';
+import { cell, emit, formatLimits, formatTokenBudgets, moneyText, renderKeyValue, renderTable, shortTime, type Column } from '../output';
 
 const PLAN_DEFAULT = "not overridden (the plan's limits apply)";
 const BUDGET_DEFAULT = "not overridden (the plan's token budgets apply)";
@@ -30,7 +30,11 @@ export const ACCOUNT_COLUMNS: readonly Column<ApiAccount>[] = [
   { header: 'ID', value: (account) => account.id },
   { header: 'NAME', value: (account) => account.name },
   { header: 'BILLING', value: billingText },
-  { header: 'BALANCE', value: (account) => account.billing.creditBalance ?? '-', align: 'right' },
+  {
+    header: 'BALANCE',
+    value: ({ billing }) => (billing.creditBalance === null ? '-' : moneyText(billing.creditBalance, billing.creditBalanceFormatted)),
+    align: 'right',
+  },
   { header: 'CREATED', value: (account) => shortTime(account.createdAt) },
 ];
 
@@ -44,20 +48,30 @@ export function renderAccountList(list: ApiAccountList): string {
 /** An account view as `label  value` lines. */
 export function renderAccount(account: ApiAccount): string {
   const { status, creditBalance } = account.billing;
+  const { monthlySpendCap, spentThisMonth, creditShortfall } = account.billing;
   return renderKeyValue([
     ['id', account.id],
     ['name', account.name],
     ['status', status],
     ['billing', creditBalance === null ? 'post-paid' : 'prepaid'],
-    ['credit balance', creditBalance === null ? '- (post-paid)' : `${creditBalance} (minor units)`],
-    ['monthly spend cap', account.billing.monthlySpendCap === undefined ? undefined : (account.billing.monthlySpendCap ?? 'none')],
+    ['credit balance', creditBalance === null ? '- (post-paid)' : moneyText(creditBalance, account.billing.creditBalanceFormatted)],
+    [
+      'monthly spend cap',
+      monthlySpendCap === undefined
+        ? undefined
+        : monthlySpendCap === null
+          ? 'none'
+          : moneyText(monthlySpendCap, account.billing.monthlySpendCapFormatted),
+    ],
     [
       'spent this month',
-      account.billing.spentThisMonth === undefined ? undefined : `${account.billing.spentThisMonth} (minor units, UTC month)`,
+      spentThisMonth === undefined ? undefined : `${moneyText(spentThisMonth, account.billing.spentThisMonthFormatted)} (UTC month)`,
     ],
     [
       'credit shortfall',
-      account.billing.creditShortfall ? `${account.billing.creditShortfall} (usage the balance could not take at -10^15)` : undefined,
+      creditShortfall
+        ? `${moneyText(creditShortfall, account.billing.creditShortfallFormatted)} (usage the balance could not take at its lower bound)`
+        : undefined,
     ],
     ['key limits', formatLimits(account.limits.key, PLAN_DEFAULT)],
     ['account limits', formatLimits(account.limits.account, PLAN_DEFAULT)],
@@ -299,8 +313,8 @@ export function accountsCommand(): Command {
     emit(options, answer.body, (credit) =>
       replayed
         ? `Not applied again: idempotency key ${cell(idempotencyKey)} was already used for this adjustment of ` +
-          `${cell(credit.accountId)}, which left the balance at ${credit.creditBalance} (minor units).\n`
-        : `Credit balance of ${cell(credit.accountId)} is now ${credit.creditBalance} (minor units).\n`,
+          `${cell(credit.accountId)}, which left the balance at ${moneyText(credit.creditBalance, credit.creditBalanceFormatted)}.\n`
+        : `Credit balance of ${cell(credit.accountId)} is now ${moneyText(credit.creditBalance, credit.creditBalanceFormatted)}.\n`,
     );
   });
 

@@ -18,6 +18,7 @@ import {
   emit,
   formatLimits,
   formatTokenBudgets,
+  moneyText,
   renderKeyValue,
   renderTable,
   shortTime,
@@ -75,7 +76,14 @@ export function renderKey(key: ApiKey): string {
         ? undefined
         : formatTokenBudgets(key.tokenBudgets, "not overridden (the account's key budgets, else the plan's, apply)"),
     ],
-    ['monthly spend cap', key.monthlySpendCap === undefined ? undefined : (key.monthlySpendCap ?? 'none of its own')],
+    [
+      'monthly spend cap',
+      key.monthlySpendCap === undefined
+        ? undefined
+        : key.monthlySpendCap === null
+          ? 'none of its own'
+          : moneyText(key.monthlySpendCap, key.monthlySpendCapFormatted),
+    ],
   ]);
 }
 
