@@ -340,6 +340,7 @@ export function loadSettings(
 
   const e = parsedEnv.data;
   const redis = redisTopologyOf(e);
+  const currency = config.currency ?? DEFAULT_CURRENCY;
   const settings: Settings = {
     grpcPort: e.GRPC_PORT,
     adminPort: e.ADMIN_PORT,
@@ -372,7 +373,7 @@ export function loadSettings(
     customerPort: e.CUSTOMER_PORT,
     ...(e.OIDC_ISSUER_URL ? { customerSignIn: customerSignInOf(e) } : {}),
     usage: { bufferMaxRecords: e.USAGE_BUFFER_MAX_RECORDS, streamMaxLength: e.USAGE_STREAM_MAX_LEN },
-    currency: config.currency ?? DEFAULT_CURRENCY,
+    currency,
     pipeline: {
       routeTable: buildRouteTable(config.routes ?? {}, config.publicRoutes ?? []),
       headerNames: headerNamesFor(config.acceptVendorHeaderSpellings ?? true),
@@ -387,6 +388,7 @@ export function loadSettings(
         account: config.defaultPlan?.tokenBudgets?.account ?? [],
       },
       ...(config.pricing ? { pricing: config.pricing } : {}),
+      currency,
     },
   };
   return { ok: true, settings: deepFreeze(settings) };
