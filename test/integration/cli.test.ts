@@ -218,7 +218,7 @@ describe('gateway-authz accounts / keys (against the admin API, real Redis)', ()
       [['accounts', 'billing', '--id', 'cli-billing'], 'give --status'],
       [['accounts', 'billing', '--id', 'cli-billing', '--status', 'closed'], "'active' or 'suspended'"],
       [['accounts', 'billing', '--id', 'cli-billing', '--credit-balance', '5', '--postpaid'], 'cannot be used with'],
-      [['accounts', 'billing', '--id', 'cli-billing', '--credit-balance', '12.50'], 'whole number of minor units'],
+      [['accounts', 'billing', '--id', 'cli-billing', '--credit-balance', '12.50'], 'whole number of units'],
       [['accounts', 'credit', '--id', 'cli-billing', '--amount', '0'], 'must not be zero'],
       [['keys', 'limits', '--id', 'key_x'], 'give --limits or --clear'],
       [['keys', 'limits', '--id', 'key_x', '--limits', '1/1m', '--clear'], 'cannot be used with'],

@@ -244,7 +244,7 @@ export function registerAccountRoutes(app: FastifyInstance, deps: AdminServerDep
           409,
           'credit_balance_out_of_range',
           `Account '${id}' has a balance of ${outcome.creditBalance}; adding ${amount} would leave the allowed range ` +
-            `of ±${CREDIT_LIMIT_MINOR_UNITS} minor units. Nothing was changed.`,
+            `of ±${CREDIT_LIMIT_MINOR_UNITS} units. Nothing was changed.`,
           'amount',
         );
       case 'ok': {

@@ -120,12 +120,15 @@ function withBillingOptions(command: Command): Command {
   return command
     .option('--status <status>', 'active or suspended (a suspended account is refused with 402)', accountStatusOption)
     .addOption(
-      new Option('--credit-balance <minor-units>', 'make the account prepaid with this balance, in integer minor units')
+      new Option(
+        '--credit-balance <units>',
+        'make the account prepaid with this balance, in whole units of the currency setting (micro-dollars by default)',
+      )
         .argParser(integerOption)
         .conflicts('postpaid'),
     )
     .option('--postpaid', 'make the account post-paid (no credit balance, never refused for credit)')
-    .option('--monthly-spend-cap <minor-units>', 'what all its keys together may spend per calendar month (UTC)', spendCapOption)
+    .option('--monthly-spend-cap <units>', 'what all its keys together may spend per calendar month (UTC)', spendCapOption)
     .option('--no-monthly-spend-cap', 'remove the monthly spend cap');
 }
 
@@ -287,7 +290,11 @@ export function accountsCommand(): Command {
       .command('credit')
       .description("add to (or, with a negative amount, debit) a prepaid account's credit balance")
       .requiredOption('--id <id>', 'account id')
-      .requiredOption('--amount <minor-units>', 'integer minor units; negative debits', nonZeroIntegerOption)
+      .requiredOption(
+        '--amount <units>',
+        'whole units of the currency setting (micro-dollars by default); negative debits',
+        nonZeroIntegerOption,
+      )
       .option(
         '--idempotency-key <key>',
         'apply this adjustment at most once per key within 24 h: give the same key to every retry of one adjustment ' +

@@ -199,7 +199,7 @@ export function keysCommand(): Command {
           .conflicts('expiry'),
       )
       .option('--no-expiry', 'remove the expiry: the key works until it is revoked')
-      .option('--monthly-spend-cap <minor-units>', 'what this key may spend per calendar month (UTC)', spendCapOption)
+      .option('--monthly-spend-cap <units>', 'what this key may spend per calendar month (UTC)', spendCapOption)
       .option('--no-monthly-spend-cap', "remove the key's own spend cap"),
   ).action(
     async (
