@@ -32,7 +32,8 @@ export const ACCOUNT_COLUMNS: readonly Column<ApiAccount>[] = [
   { header: 'BILLING', value: billingText },
   {
     header: 'BALANCE',
-    value: ({ billing }) => (billing.creditBalance === null ? '-' : moneyText(billing.creditBalance, billing.creditBalanceFormatted)),
+    // A server older than issue 35 sends no money text: its bare integer keeps the column as narrow as it was.
+    value: ({ billing }) => billing.creditBalanceFormatted ?? billing.creditBalance ?? '-',
     align: 'right',
   },
   { header: 'CREATED', value: (account) => shortTime(account.createdAt) },
