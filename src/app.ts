@@ -145,6 +145,7 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
     metrics: options.clusterWorker ? clusterMetricsSource(metrics.registry) : metrics.registry,
     authMetrics: metrics,
     authLimits: settings.adminAuthLimits,
+    currency: settings.currency,
     ...(settings.adminToken ? { adminToken: settings.adminToken } : {}),
   });
   let sessions: SessionStorage | undefined;
@@ -169,6 +170,7 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
             defaultPlan: settings.pipeline.defaultPlan,
             defaultMaxActiveKeys: settings.defaultMaxActiveKeys,
             countsFlushIntervalMs: settings.lastUsedFlushMs,
+            currency: settings.currency,
           })),
     });
     await customer.listen({ host: settings.customerBindAddress, port: settings.customerPort });

@@ -3,6 +3,7 @@ import type { AdminAuthLimits, AdminAuthMetrics } from '../domain/admin-auth-lim
 import type { Clock } from '../domain/clock';
 import type { HealthMonitor } from '../health/health-monitor';
 import type { Logger } from '../logging/logger';
+import type { Currency } from '../domain/money';
 import type { AdminStore, UsageReader } from '../store/store';
 
 /** What the admin HTTP server and its routes need; built by app.ts, read by the routes. */
@@ -22,4 +23,6 @@ export interface AdminServerDeps {
   authLimits?: AdminAuthLimits;
   /** How long a wrong admin token waits for its 401. */
   authFailureDelayMs?: number;
+  /** What the amounts count, for the answers' formatted money; absent: DEFAULT_CURRENCY. */
+  currency?: Currency;
 }

@@ -38,15 +38,15 @@ const atLeastOne = (fields: readonly string[]) => ({ message: `must set at least
 /** Whole minor units within ±CREDIT_LIMIT_MINOR_UNITS; `what` says what the number is for. */
 const creditSchema = (what: string) =>
   z
-    .int(`must be a whole number of minor units ${what}`)
-    .min(-CREDIT_LIMIT_MINOR_UNITS, `must be at least -${CREDIT_LIMIT_MINOR_UNITS} (-10^15 minor units)`)
-    .max(CREDIT_LIMIT_MINOR_UNITS, `must be at most ${CREDIT_LIMIT_MINOR_UNITS} (10^15 minor units)`);
+    .int(`must be a whole number of units (10^-exponent of the currency setting) ${what}`)
+    .min(-CREDIT_LIMIT_MINOR_UNITS, `must be at least -${CREDIT_LIMIT_MINOR_UNITS} (-10^15 units)`)
+    .max(CREDIT_LIMIT_MINOR_UNITS, `must be at most ${CREDIT_LIMIT_MINOR_UNITS} (10^15 units)`);
 
 /** A monthly spend cap: whole minor units from 1 to 10^15 (null removes it). */
 export const monthlySpendCapSchema = z
-  .int('must be a whole number of minor units per month (or null for no cap)')
+  .int('must be a whole number of units (10^-exponent of the currency setting) per month (or null for no cap)')
   .min(1, 'must be at least 1 (or null for no cap)')
-  .max(CREDIT_LIMIT_MINOR_UNITS, `must be at most ${CREDIT_LIMIT_MINOR_UNITS} (10^15 minor units)`);
+  .max(CREDIT_LIMIT_MINOR_UNITS, `must be at most ${CREDIT_LIMIT_MINOR_UNITS} (10^15 units)`);
 
 const BILLING_FIELDS = ['status', 'creditBalance', 'monthlySpendCap'] as const;
 export const billingSchema = z

@@ -1,4 +1,5 @@
 import type { Account, AccountStatus, StoredKey } from '../domain/key-records';
+import { currencyView, DEFAULT_CURRENCY, formatMoney, type Currency } from '../domain/money';
 import { addUsageTotals, zeroUsageTotals, type UsageTotals } from '../domain/usage-record';
 import { usageMonthOf, type UsageGranularity } from '../domain/usage-periods';
 import { commonKeyView, limitsView, tokenBudgetsView, type CommonKeyView, type LimitView, type TokenBudgetView } from '../http/api-views';
@@ -20,7 +21,13 @@ export {
 /**
  * Store records → admin API answers. Every field is picked explicitly, so a
  * field added to a record later (a hash, a counter) never leaks by default.
+ *
+ * Money: every amount stays the integer it always was (clients compute with it); beside each one an `…Formatted`
+ * string shows it as a person reads it ("$0.0042"), and the answer names the `currency` the integers count.
  */
+
+/** The unit the integer amounts of an answer count: 10^-exponent of the ISO 4217 currency `code`. */
+export type CurrencyView = ReturnType<typeof currencyView>;
 
 export interface AccountView {
   id: string;
@@ -35,6 +42,11 @@ export interface AccountView {
     spentThisMonth: number;
     /** Usage the prepaid balance could not take because it was at −10^15 (normally 0). */
     creditShortfall: number;
+    currency: CurrencyView;
+    creditBalanceFormatted: string | null;
+    monthlySpendCapFormatted: string | null;
+    spentThisMonthFormatted: string;
+    creditShortfallFormatted: string;
   };
   /** null for a scope means "not overridden": the operator's default plan applies. */
   limits: { key: LimitView[] | null; account: LimitView[] | null };
@@ -53,6 +65,7 @@ export interface KeyView extends CommonKeyView {
   tokenBudgets: TokenBudgetView[] | null;
   /** Integer minor units this key may spend per UTC month; null: no cap of its own. */
   monthlySpendCap: number | null;
+  monthlySpendCapFormatted: string | null;
 }
 
 export interface AccountListView {
@@ -64,10 +77,18 @@ export interface AccountListView {
 export interface CreditView {
   accountId: string;
   creditBalance: number;
+  currency: CurrencyView;
+  creditBalanceFormatted: string;
+}
+
+export function creditView(accountId: string, creditBalance: number, currency: Currency): CreditView {
+  return { accountId, creditBalance, currency: currencyView(currency), creditBalanceFormatted: formatMoney(creditBalance, currency) };
 }
 
 /** `nowMs` says which month is "this month" (UTC). */
-export function accountView(account: Account, nowMs: number): AccountView {
+export function accountView(account: Account, nowMs: number, currency: Currency = DEFAULT_CURRENCY): AccountView {
+  const spentThisMonth = account.monthlySpend?.[usageMonthOf(nowMs)] ?? 0;
+  const creditShortfall = account.creditShortfall ?? 0;
   return {
     id: account.id,
     name: account.name,
@@ -75,8 +96,13 @@ export function accountView(account: Account, nowMs: number): AccountView {
       status: account.status,
       creditBalance: account.creditBalance ?? null,
       monthlySpendCap: account.monthlySpendCap ?? null,
-      spentThisMonth: account.monthlySpend?.[usageMonthOf(nowMs)] ?? 0,
-      creditShortfall: account.creditShortfall ?? 0,
+      spentThisMonth,
+      creditShortfall,
+      currency: currencyView(currency),
+      creditBalanceFormatted: account.creditBalance === undefined ? null : formatMoney(account.creditBalance, currency),
+      monthlySpendCapFormatted: account.monthlySpendCap === undefined ? null : formatMoney(account.monthlySpendCap, currency),
+      spentThisMonthFormatted: formatMoney(spentThisMonth, currency),
+      creditShortfallFormatted: formatMoney(creditShortfall, currency),
     },
     limits: { key: limitsView(account.limits?.key), account: limitsView(account.limits?.account) },
     maxActiveKeys: account.maxActiveKeys ?? null,
@@ -85,15 +111,15 @@ export function accountView(account: Account, nowMs: number): AccountView {
   };
 }
 
-export function accountListView(listing: AccountListing, nowMs: number): AccountListView {
+export function accountListView(listing: AccountListing, nowMs: number, currency: Currency): AccountListView {
   return {
-    accounts: listing.accounts.map((account) => accountView(account, nowMs)),
+    accounts: listing.accounts.map((account) => accountView(account, nowMs, currency)),
     unreadable: listing.unreadable.map(({ id, problem }) => ({ id, problem })),
   };
 }
 
 /** Never the key or its hash: the record holds neither, and only these fields are copied. */
-export function keyView(key: StoredKey, nowMs: number): KeyView {
+export function keyView(key: StoredKey, nowMs: number, currency: Currency = DEFAULT_CURRENCY): KeyView {
   const { id, createdBy, ...fields } = commonKeyView(key, nowMs);
   // The field order the admin API (and the CLI's --json output) has always had.
   return {
@@ -104,6 +130,7 @@ export function keyView(key: StoredKey, nowMs: number): KeyView {
     createdBy,
     tokenBudgets: tokenBudgetsView(key.tokenBudgets),
     monthlySpendCap: key.monthlySpendCap ?? null,
+    monthlySpendCapFormatted: key.monthlySpendCap === undefined ? null : formatMoney(key.monthlySpendCap, currency),
   };
 }
 
@@ -122,12 +149,15 @@ export function createdKeyView(key: StoredKey, fullKey: string) {
 
 export type UsageGroupBy = 'key' | 'model';
 
-export type UsageGroupView = UsageTotals & ({ keyId: string; keyPrefix: string | null } | { model: string | null });
+/** A usage total as the API answers it: the integer counts, and the cost as a person reads it. */
+export type UsageTotalsView = UsageTotals & { costFormatted: string };
+
+export type UsageGroupView = UsageTotalsView & ({ keyId: string; keyPrefix: string | null } | { model: string | null });
 
 export interface UsageBucketView {
   /** The period's start, ISO-8601 (UTC). */
   start: string;
-  total: UsageTotals;
+  total: UsageTotalsView;
   /** With groupBy: one entry per key or model that had usage in the period, by key id or model name. */
   groups?: UsageGroupView[];
 }
@@ -139,7 +169,8 @@ export interface UsageReportView {
   /** The first period's start and the last period's end (exclusive). */
   from: string;
   to: string;
-  total: UsageTotals;
+  currency: CurrencyView;
+  total: UsageTotalsView;
   buckets: UsageBucketView[];
 }
 
@@ -151,22 +182,24 @@ export function usageReportView(
   buckets: readonly UsageBucket[],
   periodMs: number,
   prefixes: ReadonlyMap<string, string>,
+  currency: Currency,
 ): UsageReportView {
+  const shown = (totals: UsageTotals): UsageTotalsView => ({ ...totals, costFormatted: formatMoney(totals.costMinorUnits, currency) });
   const total = zeroUsageTotals();
   const views = buckets.map((bucket): UsageBucketView => {
     const bucketTotal = zeroUsageTotals();
     // Every record is counted once by key: the key groups sum to the period's total.
     for (const totals of Object.values(bucket.byKey)) addUsageTotals(bucketTotal, totals);
     addUsageTotals(total, bucketTotal);
-    const view: UsageBucketView = { start: new Date(bucket.startMs).toISOString(), total: bucketTotal };
+    const view: UsageBucketView = { start: new Date(bucket.startMs).toISOString(), total: shown(bucketTotal) };
     if (groupBy === 'key') {
       view.groups = Object.entries(bucket.byKey)
         .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-        .map(([keyId, totals]) => ({ keyId, keyPrefix: prefixes.get(keyId) ?? null, ...totals }));
+        .map(([keyId, totals]) => ({ keyId, keyPrefix: prefixes.get(keyId) ?? null, ...shown(totals) }));
     } else if (groupBy === 'model') {
       view.groups = Object.entries(bucket.byModel)
         .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-        .map(([model, totals]) => ({ model: model === '' ? null : model, ...totals }));
+        .map(([model, totals]) => ({ model: model === '' ? null : model, ...shown(totals) }));
     }
     return view;
   });
@@ -178,7 +211,8 @@ export function usageReportView(
     groupBy: groupBy ?? null,
     from: new Date(first).toISOString(),
     to: new Date(last + periodMs).toISOString(),
-    total,
+    currency: currencyView(currency),
+    total: shown(total),
     buckets: views,
   };
 }

@@ -24,6 +24,12 @@ export interface ApiAccount {
     monthlySpendCap?: number | null;
     spentThisMonth?: number;
     creditShortfall?: number;
+    /** The amounts as money, and what the integers count (absent from servers older than issue 35). */
+    currency?: ApiCurrency;
+    creditBalanceFormatted?: string | null;
+    monthlySpendCapFormatted?: string | null;
+    spentThisMonthFormatted?: string;
+    creditShortfallFormatted?: string;
   };
   limits: { key: ApiLimit[] | null; account: ApiLimit[] | null };
   /** The account's own active-key cap; null: the service default applies (absent from servers older than issue 15). */
@@ -38,9 +44,18 @@ export interface ApiAccountList {
   unreadable?: { id: string; problem: string }[];
 }
 
+/** What the integer amounts count: 10^-exponent of the ISO 4217 currency `code`. */
+export interface ApiCurrency {
+  code: string;
+  exponent: number;
+}
+
 export interface ApiCredit {
   accountId: string;
   creditBalance: number;
+  /** Absent from servers older than issue 35. */
+  currency?: ApiCurrency;
+  creditBalanceFormatted?: string;
 }
 
 export interface ApiKey {
@@ -64,6 +79,8 @@ export interface ApiKey {
   /** Absent from servers older than issue 16. */
   tokenBudgets?: ApiTokenBudget[] | null;
   monthlySpendCap?: number | null;
+  /** Absent from servers older than issue 35. */
+  monthlySpendCapFormatted?: string | null;
 }
 
 export interface ApiKeyList {
@@ -118,6 +135,8 @@ export interface ApiUsageTotals {
   cachedInputTokens: number;
   cacheCreationTokens: number;
   costMinorUnits: number;
+  /** Absent from servers older than issue 35. */
+  costFormatted?: string;
   estimatedRequests: number;
 }
 
@@ -129,6 +148,8 @@ export interface ApiUsageReport {
   groupBy: 'key' | 'model' | null;
   from: string;
   to: string;
+  /** Absent from servers older than issue 35. */
+  currency?: ApiCurrency;
   total: ApiUsageTotals;
   buckets: { start: string; total: ApiUsageTotals; groups?: ApiUsageGroup[] }[];
 }

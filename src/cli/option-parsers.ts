@@ -17,7 +17,9 @@ export function integerOption(value: string): number {
   const trimmed = value.trim();
   const parsed = Number(trimmed);
   if (!/^[-+]?\d+$/.test(trimmed) || !Number.isSafeInteger(parsed)) {
-    throw new InvalidArgumentError('must be a whole number of minor units, such as 5000 or -250');
+    throw new InvalidArgumentError(
+      'must be a whole number of units (10^-exponent of the currency: micro-dollars by default), such as 5000000 or -250',
+    );
   }
   return parsed;
 }
@@ -25,7 +27,10 @@ export function integerOption(value: string): number {
 /** A monthly spend cap: a whole number of minor units from 1 to 10^15. */
 export function spendCapOption(value: string): number {
   const parsed = integerOption(value);
-  if (parsed < 1 || parsed > 1_000_000_000_000_000) throw new InvalidArgumentError('must be a whole number of minor units from 1 to 10^15');
+  if (parsed < 1 || parsed > 1_000_000_000_000_000)
+    throw new InvalidArgumentError(
+      'must be a whole number of units (10^-exponent of the currency: micro-dollars by default) from 1 to 10^15',
+    );
   return parsed;
 }
 

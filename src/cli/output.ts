@@ -110,6 +110,14 @@ export function formatTokenBudgets(budgets: readonly { tokens: number; window: s
 }
 
 /**
+ * An amount as money: the server's formatted text ("$0.0042", `…Formatted` fields). A server older than issue 35 sends
+ * only the integer, which is then named as a count of the operator's unit rather than guessed at.
+ */
+export function moneyText(amount: number, formatted: string | null | undefined): string {
+  return formatted ?? `${amount} (units of the operator's currency)`;
+}
+
+/**
  * Prints an API answer on stdout: with `--json` the answer itself as one JSON
  * document, otherwise the text `render` makes of it.
  */

@@ -33,6 +33,7 @@ import {
 import { sendCustomerError, sendNoSuchAccount, sendNoSuchKey, sendNoSuchMember, type CustomerErrorCode } from './customer-errors';
 import { sendInvalidField } from '../http/api-errors';
 import { declareCustomerIdentity } from './customer-request';
+import type { Currency } from '../domain/money';
 import { customerCreateKeyBody, customerPatchKeyBody, usageQuery } from './customer-schemas';
 import { accountSummaryView, customerAuditEntryView, customerCreatedKeyView, customerKeyView, meView, usageView } from './customer-views';
 
@@ -46,6 +47,8 @@ export interface CustomerApiDeps extends ActionDeps {
   defaultMaxActiveKeys: number;
   /** How often request counts reach the store (settings LAST_USED_FLUSH_MS): the usage view says counts lag by up to this. */
   countsFlushIntervalMs: number;
+  /** What the amounts count, for the usage view's money; absent: DEFAULT_CURRENCY. */
+  currency?: Currency;
 }
 
 /** Where the customer API lives on the customer listener. */
@@ -336,7 +339,7 @@ async function customerApiRoutes(api: FastifyInstance, deps: CustomerApiDeps): P
     if (!keys || !usage) return sendNoSuchAccount(reply, accountId);
     return reply
       .header('cache-control', 'no-store')
-      .send(usageView(window, starts, counts, usage, keys, { nowMs: at, countsDelayMs: deps.countsFlushIntervalMs }));
+      .send(usageView(window, starts, counts, usage, keys, { nowMs: at, countsDelayMs: deps.countsFlushIntervalMs }, deps.currency));
   });
 
   api.get<AccountParams>('/accounts/:accountId/members', { config: { customerAction: 'members.read' } }, async (request, reply) => {

@@ -11,6 +11,7 @@ import {
 import type { CustomerIdentity, MemberRole } from '../domain/customer-identity';
 import { actionsOf, type CustomerAction } from '../domain/customer-permissions';
 import type { Account, AccountStatus, StoredKey } from '../domain/key-records';
+import { currencyView, DEFAULT_CURRENCY, formatMoney, type Currency } from '../domain/money';
 import type { RatePlan } from '../domain/rate-limits';
 import type { KeyEnvironment } from '../keys/customer-key';
 import { USAGE_WINDOWS, type UsageGranularity, type UsageWindow } from '../domain/request-counts';
@@ -117,8 +118,8 @@ export function customerAuditEntryView(entry: AuditEntry): CustomerAuditEntryVie
 /**
  * The series each key (and the total) has, in this order. `requests`: requests allowed at Check (the request counts);
  * the rest come from the usage ledger (metered answers): `tokens` is every token counted (the four kinds, as a
- * token budget consumes them), and `costMinorUnits` the spend in integer minor units of the operator's price table
- * (which names no currency, so neither does this answer).
+ * token budget consumes them), and `costMinorUnits` the spend as an integer count of the operator's unit (`currency`:
+ * 10^-exponent of the currency; the name stays, clients read it). `spendFormatted` shows the same spend as money.
  */
 export const USAGE_METRICS = [
   'requests',
@@ -140,8 +141,12 @@ export interface UsageView {
   /** Counts reach the store in batches: the newest requests show up within this long. */
   countsDelayMs: number;
   metrics: UsageMetric[];
+  /** What `costMinorUnits` counts: 10^-exponent of the ISO 4217 currency `code`. */
+  currency: { code: string; exponent: number };
   /** Per bucket, over every key of the account (revoked and deleted ones included). */
   totals: Record<UsageMetric, number[]>;
+  /** The spend of `totals` as money: the window's sum and each bucket's ("$0.0042"). */
+  spendFormatted: SpendFormatted;
   /** Keys that are not revoked, and any other key with requests or metered usage in the window; newest first. */
   keys: {
     id: string;
@@ -150,7 +155,24 @@ export interface UsageView {
     environment: KeyEnvironment;
     status: KeyViewStatus;
     series: Record<UsageMetric, number[]>;
+    spendFormatted: SpendFormatted;
   }[];
+}
+
+export interface SpendFormatted {
+  total: string;
+  buckets: string[];
+}
+
+/** Summed in integers, then formatted: the shown total is the exact sum of the shown buckets. */
+function spendFormatted(costs: readonly number[], currency: Currency): SpendFormatted {
+  return {
+    total: formatMoney(
+      costs.reduce((sum, n) => sum + n, 0),
+      currency,
+    ),
+    buckets: costs.map((cost) => formatMoney(cost, currency)),
+  };
 }
 
 /** A bucket's metered figures for one key (or summed over keys), named as the view names them. */
@@ -184,6 +206,7 @@ export function usageView(
   usage: readonly UsageBucket[],
   keys: readonly StoredKey[],
   facts: { nowMs: number; countsDelayMs: number },
+  currency: Currency = DEFAULT_CURRENCY,
 ): UsageView {
   const seriesOfKey = (keyId: string) =>
     seriesOf(
@@ -202,16 +225,19 @@ export function usageView(
     for (const totals of Object.values(bucket.byKey)) addUsageTotals(total, totals);
     return meteredFigures(total);
   });
+  const totals = seriesOf(
+    counts.map((bucket) => Object.values(bucket).reduce((sum, n) => sum + n, 0)),
+    bucketTotals,
+  );
   return {
     window,
     granularity: USAGE_WINDOWS[window].granularity,
     bucketStarts: bucketStartsMs.map((ms) => new Date(ms).toISOString()),
     countsDelayMs: facts.countsDelayMs,
     metrics: [...USAGE_METRICS],
-    totals: seriesOf(
-      counts.map((bucket) => Object.values(bucket).reduce((sum, n) => sum + n, 0)),
-      bucketTotals,
-    ),
+    currency: currencyView(currency),
+    totals,
+    spendFormatted: spendFormatted(totals.costMinorUnits, currency),
     keys: shown.map(({ key, series }) => ({
       id: key.id,
       prefix: key.prefix,
@@ -219,6 +245,7 @@ export function usageView(
       environment: key.environment,
       status: keyViewStatus(key, facts.nowMs),
       series,
+      spendFormatted: spendFormatted(series.costMinorUnits, currency),
     })),
   };
 }

@@ -144,9 +144,9 @@ export const DENY_REASONS = {
   },
   budget_exceeded: {
     ...BILLING,
-    /** `scope`: whose monthly spend cap is reached, the key's own or its account's; `cap` in minor units. */
-    message: ({ keyPrefix, scope, cap }: { keyPrefix: string; scope: 'key' | 'account'; cap: number }) =>
-      `The monthly spend cap of ${scope === 'key' ? `API key ${keyPrefix}…` : `the account of API key ${keyPrefix}…`} (${cap} minor units) is reached. ` +
+    /** `scope`: whose monthly spend cap is reached, the key's own or its account's; `cap` as money (formatMoney). */
+    message: ({ keyPrefix, scope, cap }: { keyPrefix: string; scope: 'key' | 'account'; cap: string }) =>
+      `The monthly spend cap of ${scope === 'key' ? `API key ${keyPrefix}…` : `the account of API key ${keyPrefix}…`} (${cap}) is reached. ` +
       'It resets at the start of next month (UTC); raise the cap to continue sooner. Retrying will not help until then.',
   },
   rate_limited: {

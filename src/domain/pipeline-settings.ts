@@ -1,3 +1,4 @@
+import type { Currency } from './money';
 import type { PriceTable } from './pricing';
 import type { RatePlan } from './rate-limits';
 import type { TokenBudgetPlan } from './token-budgets';
@@ -25,4 +26,6 @@ export interface PipelineSettings {
    * under `unpricedModels: refuse`; metering reads the same table.
    */
   pricing?: PriceTable;
+  /** What amounts count, for the money a denial names (a spend cap); absent: DEFAULT_CURRENCY. The same object as Settings.currency. */
+  currency?: Currency;
 }

@@ -2,11 +2,15 @@ import type { DenyDecision } from '../domain/decision';
 import { denial } from '../domain/deny-reasons';
 import { describeWindow } from '../limits/rate-limit';
 import type { AuthorizeOutcome } from '../domain/authorization';
+import { formatMoney, type Currency } from '../domain/money';
 
 type Refusal = Exclude<AuthorizeOutcome, { kind: 'allow' } | { kind: 'unknown_key' }>;
 
 /** The store's refusals as deny reasons with their customer-facing words (from the catalogue). */
-export function accountOutcomeToDecision(outcome: Refusal): Pick<DenyDecision, 'reason' | 'message' | 'rateLimit' | 'tokenBudget'> {
+export function accountOutcomeToDecision(
+  outcome: Refusal,
+  currency: Currency,
+): Pick<DenyDecision, 'reason' | 'message' | 'rateLimit' | 'tokenBudget'> {
   const keyPrefix = outcome.prefix;
   switch (outcome.kind) {
     case 'key_revoked':
@@ -27,7 +31,7 @@ export function accountOutcomeToDecision(outcome: Refusal): Pick<DenyDecision, '
       };
     }
     case 'budget_exceeded':
-      return denial('budget_exceeded', { keyPrefix, scope: outcome.scope, cap: outcome.cap });
+      return denial('budget_exceeded', { keyPrefix, scope: outcome.scope, cap: formatMoney(outcome.cap, currency) });
     case 'token_budget_exhausted': {
       const { budget } = outcome;
       return {

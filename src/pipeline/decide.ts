@@ -6,6 +6,7 @@ import { hashCustomerKey, parseCustomerKey } from '../keys/customer-key';
 import { describeSources } from '../routes/family-header-rules';
 import type { Authorizer, KeyIndex } from '../domain/authorization';
 import { accountOutcomeToDecision } from './account-outcome-step';
+import { DEFAULT_CURRENCY } from '../domain/money';
 import type { PipelineSettings } from '../domain/pipeline-settings';
 import { routeRequest } from './route-step';
 import { refuseUnpricedModel } from './model-step';
@@ -136,5 +137,9 @@ export async function decide(request: AuthRequest, deps: PipelineDeps): Promise<
       ...(outcome.tightestBudget ? { tokenBudget: outcome.tightestBudget } : {}),
     };
   }
-  return deny({ keyPrefix: outcome.prefix, accountId: ids.accountId, ...accountOutcomeToDecision(outcome) });
+  return deny({
+    keyPrefix: outcome.prefix,
+    accountId: ids.accountId,
+    ...accountOutcomeToDecision(outcome, settings.currency ?? DEFAULT_CURRENCY),
+  });
 }

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { MAX_PRICE_PER_MILLION_TOKENS, type ModelPriceEntry, type PriceTable, type TokenPrices } from '../domain/pricing';
+import { currencyProblem, MAX_CURRENCY_EXPONENT } from '../domain/money';
 import { limitListSchema, tokenBudgetListSchema } from '../limits/limit-schema';
 import { modelPatternProblem, shadowedEntries } from '../metering/pricing';
 import { GATED_ROUTE_FAMILIES } from '../domain/route';
@@ -33,7 +34,7 @@ const familyRoutes = Object.fromEntries(KEYED_FAMILIES.map((family) => [family, 
   z.ZodOptional<z.ZodArray<typeof pathMatchSpec>>
 >;
 
-const PRICE_HINT = `must be a whole number of minor units per million tokens, from 0 to ${MAX_PRICE_PER_MILLION_TOKENS}`;
+const PRICE_HINT = `must be a whole number of units (10^-exponent of the currency, micro-dollars by default) per million tokens, from 0 to ${MAX_PRICE_PER_MILLION_TOKENS}`;
 const price = z.number({ error: PRICE_HINT }).int(PRICE_HINT).min(0, PRICE_HINT).max(MAX_PRICE_PER_MILLION_TOKENS, PRICE_HINT);
 
 /** Cache prices default to the input price: a forgotten cache price never makes cached tokens free. */
@@ -101,6 +102,19 @@ const pricingSchema = z
     unpricedModels: pricing.unpricedModels,
   }));
 
+const EXPONENT_HINT = `must be a whole number from 0 to ${MAX_CURRENCY_EXPONENT}: amounts count 10^-exponent of the currency`;
+
+/** What every amount (price, balance, cap, cost) counts: 10^-exponent of an ISO 4217 currency. */
+const currencySchema = z
+  .strictObject({
+    code: z.string({ error: 'must be an ISO 4217 currency code such as "USD"' }),
+    exponent: z.number({ error: EXPONENT_HINT }).int(EXPONENT_HINT).min(0, EXPONENT_HINT).max(MAX_CURRENCY_EXPONENT, EXPONENT_HINT),
+  })
+  .superRefine((currency, ctx) => {
+    const problem = currencyProblem(currency);
+    if (problem?.startsWith('code:')) ctx.addIssue({ code: 'custom', path: ['code'], message: problem.slice('code: '.length) });
+  });
+
 export const configFileSchema = z.strictObject({
   routes: z.strictObject(familyRoutes).optional(),
   publicRoutes: z.array(pathMatchSpec).optional(),
@@ -127,6 +141,8 @@ export const configFileSchema = z.strictObject({
       tokenBudgets: z.strictObject({ key: tokenBudgetListSchema.optional(), account: tokenBudgetListSchema.optional() }).optional(),
     })
     .optional(),
+  /** The unit of every amount; absent: micro-dollars (DEFAULT_CURRENCY). */
+  currency: currencySchema.optional(),
   /** Token prices for metering; absent: usage is counted in tokens and nothing is charged for it. */
   pricing: pricingSchema.optional(),
 });

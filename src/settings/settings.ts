@@ -6,6 +6,7 @@ import { DEFAULT_MAX_ACTIVE_KEYS, MAX_ACTIVE_KEYS_LIMIT } from '../domain/active
 import type { RatePlan } from '../domain/rate-limits';
 import type { StoreFailureMode } from '../domain/deny-reasons';
 import type { PipelineSettings } from '../domain/pipeline-settings';
+import { DEFAULT_CURRENCY, type Currency } from '../domain/money';
 import { headerNamesFor } from '../routes/header-names';
 import { buildRouteTable } from '../routes/route-table';
 import type { RuntimePolicy } from '../runtime/node-support';
@@ -54,6 +55,8 @@ export interface Settings {
   /** ext_proc Process streams (answers being metered) open at once per process; more are refused (REFUSED_STREAM). */
   readonly extProcMaxStreams: number;
   readonly pipeline: PipelineSettings;
+  /** What every amount counts (prices, balances, caps, costs), and how the dashboards, the CLI and the API show it. */
+  readonly currency: Currency;
   /** The customer dashboard's own HTTP port (sign-in, sessions, the customer API); the admin port stays internal. */
   readonly customerPort: number;
   /** Absent: no identity provider is configured, and the customer dashboard says so. */
@@ -342,6 +345,7 @@ export function loadSettings(
 
   const e = parsedEnv.data;
   const redis = redisTopologyOf(e);
+  const currency = config.currency ?? DEFAULT_CURRENCY;
   const settings: Settings = {
     grpcPort: e.GRPC_PORT,
     adminPort: e.ADMIN_PORT,
@@ -375,6 +379,7 @@ export function loadSettings(
     ...(e.OIDC_ISSUER_URL ? { customerSignIn: customerSignInOf(e) } : {}),
     usage: { bufferMaxRecords: e.USAGE_BUFFER_MAX_RECORDS, streamMaxLength: e.USAGE_STREAM_MAX_LEN },
     runtime: { production: e.NODE_ENV === 'production', allowEndOfLifeNode: e.ALLOW_END_OF_LIFE_NODE === 'true' },
+    currency,
     pipeline: {
       routeTable: buildRouteTable(config.routes ?? {}, config.publicRoutes ?? [], config.enabledRoutes ?? []),
       headerNames: headerNamesFor(config.acceptVendorHeaderSpellings ?? true),
@@ -389,6 +394,7 @@ export function loadSettings(
         account: config.defaultPlan?.tokenBudgets?.account ?? [],
       },
       ...(config.pricing ? { pricing: config.pricing } : {}),
+      currency,
     },
   };
   return { ok: true, settings: deepFreeze(settings) };

@@ -348,8 +348,9 @@ describe('the customer journey in Chromium', () => {
     // Metered usage, as the usage processor applies it to the ledger: the viewer sees its tokens and spend.
     const metered = (await store.listKeys(ACME))![0]!;
     const now = Date.now();
+    // Costs in micro-dollars (the default unit): 4,200 + 3 is $0.004203.
     for (const [tokens, costMinorUnits] of [
-      [{ inputTokens: 1000, outputTokens: 200, cachedInputTokens: 300, cacheCreationTokens: 40 }, 125],
+      [{ inputTokens: 1000, outputTokens: 200, cachedInputTokens: 300, cacheCreationTokens: 40 }, 4_200],
       [{ inputTokens: 10, outputTokens: 5, cachedInputTokens: 0, cacheCreationTokens: 0 }, 3],
     ] as const) {
       const applied = await store.applyUsage(
@@ -375,14 +376,14 @@ describe('the customer journey in Chromium', () => {
     await openKeys(page, 'Keys of Acme Corp');
     await page.getByTestId('usage-summary').filter({ hasText: 'requests allowed' }).waitFor();
     expect(await page.getByTestId('usage-metered').textContent()).toBe(
-      "Tokens: 1,555 (1,010 input, 205 output, 300 cached input, 40 cache writes). Spend: 128 minor units of the price list's currency.",
+      'Tokens: 1,555 (1,010 input, 205 output, 300 cached input, 40 cache writes). Spend: $0.004203.',
     );
     const meteredRow = (await usageCells(page)).find(([key]) => key!.includes(`(${metered.prefix}…)`));
-    expect(meteredRow?.slice(2)).toEqual(['1,555', '128 minor units']);
+    expect(meteredRow?.slice(2)).toEqual(['1,555', '$0.004203']);
     // The chart's series selector works from the keyboard: Tokens, then Spend.
     for (const [name, caption] of [
       ['Tokens', 'Chart: tokens per hour'],
-      ['Spend', 'Chart: spend (minor units) per hour'],
+      ['Spend', 'Chart: spend in USD per hour'],
     ] as const) {
       await page.getByRole('button', { name, exact: true }).focus();
       await page.keyboard.press('Enter');
@@ -393,6 +394,12 @@ describe('the customer journey in Chromium', () => {
     // The busiest key by spend heads the table and the chart's legend.
     expect((await usageCells(page))[0]![0]).toContain(`(${metered.prefix}…)`);
     expect(await page.locator('#usage-chart .u-legend').textContent()).toContain(`(${metered.prefix}…)`);
+    // Hovering the current hour, the legend shows that hour's spend as money, exactly.
+    const plot = (await page.locator('#usage-chart .u-over').boundingBox())!;
+    await page.mouse.move(plot.x + plot.width - 1, plot.y + plot.height / 2);
+    await page.locator('#usage-chart .u-legend').filter({ hasText: '$0.004203' }).waitFor();
+    await page.screenshot({ path: join(ARTIFACTS, 'customer-usage-spend-375.png'), fullPage: true });
+    await page.mouse.move(0, 0);
     expect(await page.getByTestId('create-card').isHidden()).toBe(true);
     expect(await page.getByTestId('create-key').isVisible()).toBe(false);
     expect(await page.getByTestId('key-row').count()).toBeGreaterThan(0);

@@ -604,6 +604,25 @@ describe('dashboard in Chromium', () => {
     expectNoProblems(tab);
   });
 
+  it('shows a prepaid balance as money in the configured currency, not as a bare count of units (screenshot dashboard-operator-balance-375px.png)', async () => {
+    const created = await server.admin('POST', '/admin/accounts', {
+      id: 'wallet-ui',
+      name: 'Wallet UI',
+      billing: { creditBalance: 4_200 },
+    });
+    expect(created.status).toBe(201);
+    const tab = await openDashboard(PHONE);
+    const { page } = tab;
+    await signedIn(page);
+    await chooseAccount(page, 'wallet-ui');
+    // 4,200 micro-dollars (the default unit).
+    await page.getByTestId('account-summary').filter({ hasText: 'prepaid balance' }).waitFor();
+    expect(await page.getByTestId('account-summary').textContent()).toBe('Account id wallet-ui · billing active · prepaid balance $0.0042');
+    await expectNoSidewaysScroll(page, 'balance');
+    await saveScreenshot(page, 'dashboard-operator-balance-375px.png');
+    expectNoProblems(tab);
+  });
+
   it('reaches every control with Tab, each with a visible focus ring', async () => {
     await seedShowcaseKeys('tab-order');
     const tab = await openDashboard();

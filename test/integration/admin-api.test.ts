@@ -155,7 +155,17 @@ describe('keys', () => {
 
 const ACCOUNT_VIEW_FIELDS = ['billing', 'createdAt', 'id', 'limits', 'maxActiveKeys', 'name', 'tokenBudgets'];
 /** What the account view's billing says about usage (issue 16) for an account that has used nothing. */
-const NO_USAGE = { monthlySpendCap: null, spentThisMonth: 0, creditShortfall: 0 };
+const NO_USAGE = {
+  monthlySpendCap: null,
+  spentThisMonth: 0,
+  creditShortfall: 0,
+  // Issue 35: the amounts as money, in the default currency (micro-dollars).
+  currency: { code: 'USD', exponent: 6 },
+  monthlySpendCapFormatted: null,
+  spentThisMonthFormatted: '$0.00',
+  creditShortfallFormatted: '$0.00',
+};
+const POSTPAID = { creditBalance: null, creditBalanceFormatted: null };
 
 describe('account view, billing and limits', () => {
   it('answers GET with the account view: billing, limit overrides (null = not overridden) and nothing else', async () => {
@@ -166,7 +176,7 @@ describe('account view, billing and limits', () => {
     expect(response.body).toEqual({
       id: 'viewed',
       name: 'Viewed Inc',
-      billing: { status: 'active', creditBalance: null, ...NO_USAGE },
+      billing: { status: 'active', ...POSTPAID, ...NO_USAGE },
       limits: { key: null, account: null },
       maxActiveKeys: null,
       tokenBudgets: { key: null, account: null },
@@ -193,7 +203,7 @@ describe('account view, billing and limits', () => {
     await server.admin('POST', '/admin/accounts', { id: 'billed', name: 'Billed' });
     const suspended = await server.admin('PATCH', '/admin/accounts/billed', { billing: { status: 'suspended' } });
     expect(suspended.status).toBe(200);
-    expect(suspended.body.billing).toEqual({ status: 'suspended', creditBalance: null, ...NO_USAGE });
+    expect(suspended.body.billing).toEqual({ status: 'suspended', ...POSTPAID, ...NO_USAGE });
     expect((await server.admin('GET', '/admin/accounts/billed')).body.billing.status).toBe('suspended');
     const active = await server.admin('PATCH', '/admin/accounts/billed', { billing: { status: 'active' } });
     expect(active.body.billing.status).toBe('active');
@@ -203,16 +213,12 @@ describe('account view, billing and limits', () => {
     await server.admin('POST', '/admin/accounts', { id: 'prepaid', name: 'Prepaid' });
     const prepaid = await server.admin('PATCH', '/admin/accounts/prepaid', { billing: { creditBalance: 5000 } });
     expect(prepaid.status).toBe(200);
-    expect(prepaid.body.billing).toEqual({ status: 'active', creditBalance: 5000, ...NO_USAGE });
+    expect(prepaid.body.billing).toEqual({ status: 'active', creditBalance: 5000, creditBalanceFormatted: '$0.005', ...NO_USAGE });
     const both = await server.admin('PATCH', '/admin/accounts/prepaid', { billing: { status: 'suspended', creditBalance: 0 } });
-    expect(both.body.billing).toEqual({ status: 'suspended', creditBalance: 0, ...NO_USAGE });
+    expect(both.body.billing).toEqual({ status: 'suspended', creditBalance: 0, creditBalanceFormatted: '$0.00', ...NO_USAGE });
     const postpaid = await server.admin('PATCH', '/admin/accounts/prepaid', { billing: { creditBalance: null } });
-    expect(postpaid.body.billing).toEqual({ status: 'suspended', creditBalance: null, ...NO_USAGE });
-    expect((await server.admin('GET', '/admin/accounts/prepaid')).body.billing).toEqual({
-      status: 'suspended',
-      creditBalance: null,
-      ...NO_USAGE,
-    });
+    expect(postpaid.body.billing).toEqual({ status: 'suspended', ...POSTPAID, ...NO_USAGE });
+    expect((await server.admin('GET', '/admin/accounts/prepaid')).body.billing).toEqual({ status: 'suspended', ...POSTPAID, ...NO_USAGE });
   });
 
   it('renames an account and leaves everything else as it was', async () => {
@@ -347,12 +353,18 @@ describe('prepaid credit', () => {
   it('adds credit and debits it with a negative amount, answering the new balance', async () => {
     const added = await server.admin('POST', '/admin/accounts/wallet/credit', { amount: 500 });
     expect(added.status).toBe(200);
-    expect(added.body).toEqual({ accountId: 'wallet', creditBalance: 1500 });
+    expect(added.body).toEqual({
+      accountId: 'wallet',
+      creditBalance: 1500,
+      currency: { code: 'USD', exponent: 6 },
+      creditBalanceFormatted: '$0.0015',
+    });
     const debited = await server.admin('POST', '/admin/accounts/wallet/credit', { amount: -200 });
-    expect(debited.body).toEqual({ accountId: 'wallet', creditBalance: 1300 });
+    expect(debited.body).toMatchObject({ accountId: 'wallet', creditBalance: 1300, creditBalanceFormatted: '$0.0013' });
     expect((await server.admin('GET', '/admin/accounts/wallet')).body.billing).toEqual({
       status: 'active',
       creditBalance: 1300,
+      creditBalanceFormatted: '$0.0013',
       ...NO_USAGE,
     });
   });
@@ -445,6 +457,7 @@ describe('key view and key limits', () => {
       createdBy: { kind: 'operator' },
       tokenBudgets: null,
       monthlySpendCap: null,
+      monthlySpendCapFormatted: null,
     });
     expectNoKeyMaterial(response.body);
   });

@@ -89,28 +89,41 @@ describe('gateway-authz accounts / keys (against the admin API, real Redis)', ()
     });
 
     it('makes an account prepaid, adds and debits credit, suspends it, then makes it post-paid', async () => {
-      const usage = { monthlySpendCap: null, spentThisMonth: 0, creditShortfall: 0 };
+      const usage = {
+        monthlySpendCap: null,
+        spentThisMonth: 0,
+        creditShortfall: 0,
+        currency: { code: 'USD', exponent: 6 },
+        monthlySpendCapFormatted: null,
+        spentThisMonthFormatted: '$0.00',
+        creditShortfallFormatted: '$0.00',
+      };
+      const postpaid = { creditBalance: null, creditBalanceFormatted: null };
       expect((await ok(['accounts', 'billing', '--id', 'cli-billing', '--credit-balance', '1000'])).billing).toEqual({
         status: 'active',
         creditBalance: 1000,
+        creditBalanceFormatted: '$0.001',
         ...usage,
       });
       expect(await ok(['accounts', 'credit', '--id', 'cli-billing', '--amount', '250'])).toEqual({
         accountId: 'cli-billing',
         creditBalance: 1250,
+        currency: { code: 'USD', exponent: 6 },
+        creditBalanceFormatted: '$0.00125',
       });
       expect((await ok(['accounts', 'credit', '--id', 'cli-billing', '--amount', '-1300'])).creditBalance).toBe(-50);
       expect((await ok(['accounts', 'billing', '--id', 'cli-billing', '--status', 'suspended'])).billing).toEqual({
         status: 'suspended',
         creditBalance: -50,
+        creditBalanceFormatted: '-$0.00005',
         ...usage,
       });
       expect((await ok(['accounts', 'billing', '--id', 'cli-billing', '--postpaid', '--status', 'active'])).billing).toEqual({
         status: 'active',
-        creditBalance: null,
+        ...postpaid,
         ...usage,
       });
-      expect((await ok(['accounts', 'get', '--id', 'cli-billing'])).billing).toEqual({ status: 'active', creditBalance: null, ...usage });
+      expect((await ok(['accounts', 'get', '--id', 'cli-billing'])).billing).toEqual({ status: 'active', ...postpaid, ...usage });
     });
 
     it('exits 1 with not_prepaid on stderr when crediting a post-paid account', async () => {
@@ -128,10 +141,12 @@ describe('gateway-authz accounts / keys (against the admin API, real Redis)', ()
       expect((await ok(['accounts', 'credit', '--id', 'cli-idempotent', '--amount', '5'])).creditBalance).toBe(10);
       // A script that repeats a run with its key has it applied once, and is told so.
       const run = ['accounts', 'credit', '--id', 'cli-idempotent', '--amount', '7', '--idempotency-key', 'batch 2026-11-28 #3'];
-      expect(await ok(run)).toEqual({ accountId: 'cli-idempotent', creditBalance: 17 });
+      expect(await ok(run)).toMatchObject({ accountId: 'cli-idempotent', creditBalance: 17, creditBalanceFormatted: '$0.000017' });
       const repeated = await runCli(run, env);
       expect({ code: repeated.code, stderr: repeated.stderr }).toEqual({ code: 0, stderr: '' });
-      expect(repeated.stdout).toMatch(/^Not applied again: idempotency key batch 2026-11-28 #3 was already used .* balance at 17 /);
+      expect(repeated.stdout).toMatch(
+        /^Not applied again: idempotency key batch 2026-11-28 #3 was already used .* balance at \$0\.000017\.$/m,
+      );
       expect((await ok(['accounts', 'get', '--id', 'cli-idempotent'])).billing.creditBalance).toBe(17);
       const audit = await server.admin('GET', '/admin/accounts/cli-idempotent/audit?limit=20');
       expect(audit.body.entries.filter((entry) => entry.action === 'account.credit')).toHaveLength(3);
@@ -203,7 +218,7 @@ describe('gateway-authz accounts / keys (against the admin API, real Redis)', ()
       [['accounts', 'billing', '--id', 'cli-billing'], 'give --status'],
       [['accounts', 'billing', '--id', 'cli-billing', '--status', 'closed'], "'active' or 'suspended'"],
       [['accounts', 'billing', '--id', 'cli-billing', '--credit-balance', '5', '--postpaid'], 'cannot be used with'],
-      [['accounts', 'billing', '--id', 'cli-billing', '--credit-balance', '12.50'], 'whole number of minor units'],
+      [['accounts', 'billing', '--id', 'cli-billing', '--credit-balance', '12.50'], 'whole number of units'],
       [['accounts', 'credit', '--id', 'cli-billing', '--amount', '0'], 'must not be zero'],
       [['keys', 'limits', '--id', 'key_x'], 'give --limits or --clear'],
       [['keys', 'limits', '--id', 'key_x', '--limits', '1/1m', '--clear'], 'cannot be used with'],
@@ -494,7 +509,7 @@ describe('gateway-authz accounts / keys (against the admin API, real Redis)', ()
       const [header, ...rows] = out.trimEnd().split('\n');
       expect(header!.split(/\s{2,}/)).toEqual(['ID', 'NAME', 'BILLING', 'BALANCE', 'CREATED']);
       expect(rows.find((line) => line.startsWith('cli-set '))).toMatch(
-        /^cli-set\s+CLI Set\s+active, prepaid\s+4200\s+\d{4}-\d{2}-\d{2} \d{2}:\d{2}Z$/,
+        /^cli-set\s+CLI Set\s+active, prepaid\s+\$0\.0042\s+\d{4}-\d{2}-\d{2} \d{2}:\d{2}Z$/,
       );
       expect(rows.find((line) => line.startsWith('acme '))).toMatch(/^acme\s+Acme\s+active, post-paid\s+-\s+\d{4}-/);
 
@@ -522,7 +537,7 @@ describe('gateway-authz accounts / keys (against the admin API, real Redis)', ()
       ]);
       expect(out).toMatch(/^name +CLI Set Renamed$/m);
       expect(out).toMatch(/^status +suspended$/m);
-      expect(out).toMatch(/^credit balance +10 \(minor units\)$/m);
+      expect(out).toMatch(/^credit balance +\$0\.00001$/m);
       const patches = server.logs.events('admin').filter((line) => line.action === 'account.update' && line.accountId === 'cli-set');
       expect(patches.length).toBeGreaterThan(0);
 
@@ -544,9 +559,7 @@ describe('gateway-authz accounts / keys (against the admin API, real Redis)', ()
 
     it('prints a credit change as one line', async () => {
       await json(['accounts', 'set', '--id', 'cli-set', '--credit-balance', '100']);
-      expect(await text(['accounts', 'credit', '--id', 'cli-set', '--amount', '-30'])).toBe(
-        'Credit balance of cli-set is now 70 (minor units).\n',
-      );
+      expect(await text(['accounts', 'credit', '--id', 'cli-set', '--amount', '-30'])).toBe('Credit balance of cli-set is now $0.00007.\n');
     });
 
     it('shows an invalid field from the API plainly, naming it', async () => {

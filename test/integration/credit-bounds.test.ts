@@ -53,7 +53,13 @@ it('answers the exact new balance (123456789012345 + 1 is 123456789012346)', asy
   await prepaid('exact', 123_456_789_012_345);
   const credited = await world.app.admin('POST', '/admin/accounts/exact/credit', { amount: 1 });
   expect(credited.status).toBe(200);
-  expect(credited.body).toEqual({ accountId: 'exact', creditBalance: 123_456_789_012_346 });
+  // As money too, to the last unit.
+  expect(credited.body).toEqual({
+    accountId: 'exact',
+    creditBalance: 123_456_789_012_346,
+    currency: { code: 'USD', exponent: 6 },
+    creditBalanceFormatted: '$123,456,789.012346',
+  });
   expect(await world.operator.hget(redisKeys.account('exact'), 'creditBalance')).toBe('123456789012346');
 });
 

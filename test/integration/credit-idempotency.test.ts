@@ -30,7 +30,12 @@ it('applies a repeated key once: the repeat answers the same status and body wit
   await account('billing-acme', 1_000);
   const first = await credit('billing-acme', 250, 'invoice-2026-11-0042');
   expect(first.status).toBe(200);
-  expect(first.body).toEqual({ accountId: 'billing-acme', creditBalance: 1_250 });
+  expect(first.body).toEqual({
+    accountId: 'billing-acme',
+    creditBalance: 1_250,
+    currency: { code: 'USD', exponent: 6 },
+    creditBalanceFormatted: '$0.00125',
+  });
   expect(first.headers.get('idempotent-replayed')).toBeNull();
 
   for (let attempt = 0; attempt < 2; attempt += 1) {
@@ -54,7 +59,12 @@ it('applies the same key sent many times at once exactly once', async () => {
   const answers = await Promise.all(Array.from({ length: 20 }, () => credit('billing-burst', 40, 'burst-1')));
   expect(answers.map((answer) => answer.status)).toEqual(Array.from({ length: 20 }, () => 200));
   expect(answers.map((answer) => answer.body)).toEqual(
-    Array.from({ length: 20 }, () => ({ accountId: 'billing-burst', creditBalance: 40 })),
+    Array.from({ length: 20 }, () => ({
+      accountId: 'billing-burst',
+      creditBalance: 40,
+      currency: { code: 'USD', exponent: 6 },
+      creditBalanceFormatted: '$0.00004',
+    })),
   );
   expect(answers.filter((answer) => answer.headers.get('idempotent-replayed') === 'true')).toHaveLength(19);
   expect(await balanceOf('billing-burst')).toBe(40);

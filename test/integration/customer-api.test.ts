@@ -370,7 +370,7 @@ describe('usage: tokens and spend from the usage ledger', () => {
     atMs,
   });
 
-  it("shows each key's tokens by kind and spend in minor units, per hour (24 hours) and per day (30 days), to a viewer too", async () => {
+  it("shows each key's tokens by kind and spend in units and as money, per hour (24 hours) and per day (30 days), to a viewer too", async () => {
     const { accountId, people, keyId } = await team();
     const other = await team();
     const second = await newKey(accountId);
@@ -418,6 +418,12 @@ describe('usage: tokens and spend from the usage ledger', () => {
     expect(lastTwo(day.totals.tokens)).toEqual([13, 1555]);
     expect(lastTwo(day.totals.costMinorUnits)).toEqual([2, 128]);
     expect(lastTwo(day.totals.inputTokens)).toEqual([7, 1010]);
+    // Issue 35: what the integers count, and the spend as money (default micro-dollars), per bucket and in total.
+    expect(day.currency).toEqual({ code: 'USD', exponent: 6 });
+    expect(day.spendFormatted.total).toBe('$0.00013');
+    expect(day.spendFormatted.buckets.slice(-2)).toEqual(['$0.000002', '$0.000128']);
+    expect(day.spendFormatted.buckets[0]).toBe('$0.00');
+    expect(day.keys.find((key) => key.id === keyId)?.spendFormatted.total).toBe('$0.000128');
     for (const metric of day.metrics) {
       expect(day.totals[metric]).toHaveLength(24);
       expect(day.totals[metric].slice(0, -2).every((n) => n === 0)).toBe(true);

@@ -266,7 +266,12 @@ it('a credit with an Idempotency-Key whose reply is lost is applied once: 200, n
   expect(proxy.lost).toBe(1);
   // The service repeated its own call, which the key answered: this request's adjustment, applied by it, once.
   expect(credited.status).toBe(200);
-  expect(credited.body).toEqual({ accountId: 'wallet', creditBalance: 125 });
+  expect(credited.body).toEqual({
+    accountId: 'wallet',
+    creditBalance: 125,
+    currency: { code: 'USD', exponent: 6 },
+    creditBalanceFormatted: '$0.000125',
+  });
   expect(credited.headers.get('idempotent-replayed')).toBeNull();
   expect(await operator.hget(redisKeys.account('wallet'), 'creditBalance')).toBe('125');
 
@@ -295,7 +300,12 @@ it('a credit with an Idempotency-Key that Redis never answers: 503 says to send 
   }
   const retried = await credit();
   expect(retried.status).toBe(200);
-  expect(retried.body).toEqual({ accountId: 'purse', creditBalance: 9 });
+  expect(retried.body).toEqual({
+    accountId: 'purse',
+    creditBalance: 9,
+    currency: { code: 'USD', exponent: 6 },
+    creditBalanceFormatted: '$0.000009',
+  });
   // Redis had applied it before the reply was lost, so the retry is its replay.
   expect(retried.headers.get('idempotent-replayed')).toBe('true');
   expect(await operator.hget(redisKeys.account('purse'), 'creditBalance')).toBe('9');

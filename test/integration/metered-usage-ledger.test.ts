@@ -187,6 +187,8 @@ describe('a metered answer over ext_proc moves the ledger by exactly its usage',
       cachedInputTokens: before.usage.cachedInputTokens,
       cacheCreationTokens: before.usage.cacheCreationTokens,
       costMinorUnits: before.usage.costMinorUnits + 189,
+      // The same cost as money: its exactness is the usage API's test.
+      costFormatted: expect.any(String),
       estimatedRequests: before.usage.estimatedRequests,
     });
     // 29 + 40 tokens taken; the budget refills continuously, so it reads back at most what refilled meanwhile.

@@ -180,7 +180,7 @@ describe('402 budget_exceeded at the monthly spend cap', () => {
       expect(body.error).toMatchObject({ code: 402, status: 'FAILED_PRECONDITION' });
       expect(body.error.details[0]).toMatchObject({ reason: 'budget_exceeded' });
     }
-    expect(body.error.message).toMatch(/monthly spend cap of API key .* \(100 minor units\) is reached/);
+    expect(body.error.message).toMatch(/monthly spend cap of API key .* \(\$0\.0001\) is reached/);
   });
 
   it('of the account, across its keys; raising the cap allows the very next request', async () => {

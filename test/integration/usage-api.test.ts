@@ -16,6 +16,8 @@ const PRICING = {
   default: { input: 100, output: 300 },
   unpricedModels: 'charge-default',
 };
+/** Cents of a euro: the answers and the CLI show money in the currency the operator configured, not in the default. */
+const CURRENCY = { code: 'EUR', exponent: 2 };
 
 let redis: TestRedis;
 let server: AppUnderTest;
@@ -57,7 +59,11 @@ const report = async (query: Record<string, string>) => {
 beforeAll(async () => {
   ensureBuiltCli();
   redis = await startTestRedis();
-  server = await startAppUnderTest({ redisUrl: redis.url, config: { pricing: PRICING }, env: { REDIS_TIMEOUT_MS: '1000' } });
+  server = await startAppUnderTest({
+    redisUrl: redis.url,
+    config: { pricing: PRICING, currency: CURRENCY },
+    env: { REDIS_TIMEOUT_MS: '1000' },
+  });
   expect(
     (await server.admin('POST', '/admin/accounts', { id: 'metered', name: 'Metered', billing: { creditBalance: 1_000 } })).status,
   ).toBe(201);
@@ -108,6 +114,7 @@ describe('GET /admin/accounts/{id}/usage', () => {
         cachedInputTokens: 0,
         cacheCreationTokens: 0,
         costMinorUnits: 10,
+        costFormatted: '€0.10',
         estimatedRequests: 1,
       },
     ]);
@@ -118,10 +125,13 @@ describe('GET /admin/accounts/{id}/usage', () => {
       cachedInputTokens: 7,
       cacheCreationTokens: 8,
       costMinorUnits: 5,
+      costFormatted: '€0.05',
       estimatedRequests: 0,
     });
     expect(current!.groups?.map((group) => group.keyId).sort()).toEqual([...keyIds].sort());
-    expect(answer.total).toMatchObject({ requests: 3, costMinorUnits: 15 });
+    // The integers stay what clients compute with; the answer names what they count, and shows each as money.
+    expect(answer.currency).toEqual(CURRENCY);
+    expect(answer.total).toMatchObject({ requests: 3, costMinorUnits: 15, costFormatted: '€0.15' });
   });
 
   it('groups by model, null for an answer that named none; by day over 30 days by default', async () => {
@@ -167,6 +177,11 @@ describe('spend and caps in the account and key views', () => {
       monthlySpendCap: null,
       spentThisMonth: 15,
       creditShortfall: 0,
+      currency: CURRENCY,
+      creditBalanceFormatted: '€9.85',
+      monthlySpendCapFormatted: null,
+      spentThisMonthFormatted: '€0.15',
+      creditShortfallFormatted: '€0.00',
     });
     const capped = await server.admin('PATCH', '/admin/accounts/metered', {
       billing: { monthlySpendCap: 50_000 },
@@ -174,14 +189,18 @@ describe('spend and caps in the account and key views', () => {
     });
     expect(capped.status).toBe(200);
     expect(capped.body).toMatchObject({
-      billing: { monthlySpendCap: 50_000 },
+      billing: { monthlySpendCap: 50_000, monthlySpendCapFormatted: '€500.00' },
       tokenBudgets: { key: [{ tokens: 100_000, window: '1m' }], account: null },
     });
     const key = await server.admin('PATCH', `/admin/keys/${keyIds[0]}`, {
       monthlySpendCap: 900,
       tokenBudgets: [{ tokens: 5_000_000, window: '1d' }],
     });
-    expect(key.body).toMatchObject({ monthlySpendCap: 900, tokenBudgets: [{ tokens: 5_000_000, window: '1d' }] });
+    expect(key.body).toMatchObject({
+      monthlySpendCap: 900,
+      monthlySpendCapFormatted: '€9.00',
+      tokenBudgets: [{ tokens: 5_000_000, window: '1d' }],
+    });
     expect((await server.admin('PATCH', `/admin/keys/${keyIds[0]}`, { monthlySpendCap: null, tokenBudgets: null })).body).toMatchObject({
       monthlySpendCap: null,
       tokenBudgets: null,
@@ -204,11 +223,12 @@ describe('gateway-authz usage', () => {
     expect(run.stderr).toBe('');
     expect(run.code).toBe(0);
     const lines = run.stdout.split('\n');
-    expect(lines[0]).toMatch(/^Usage of metered by hour, .* \(costs in minor units\):$/);
+    expect(lines[0]).toMatch(/^Usage of metered by hour, .* \(costs in EUR\):$/);
     expect(lines[2]).toMatch(/^HOUR\s+MODEL\s+REQUESTS\s+INPUT\s+OUTPUT\s+CACHED\s+CACHE WRITE\s+COST\s+ESTIMATED$/);
-    expect(run.stdout).toMatch(/\(none named\)\s+1\s+5\s+6\s+7\s+8\s+1\s+0\n/);
-    expect(run.stdout).toMatch(/gpt-4o-mini-2024-07-18\s+1\s+1000\s+200\s+0\s+0\s+4\s+0\n/);
-    expect(lines.at(-2)).toMatch(/^total\s+2\s+1005\s+206\s+7\s+8\s+5\s+0$/);
+    expect(run.stdout).toMatch(/\(none named\)\s+1\s+5\s+6\s+7\s+8\s+€0\.01\s+0\n/);
+    expect(run.stdout).toMatch(/gpt-4o-mini-2024-07-18\s+1\s+1000\s+200\s+0\s+0\s+€0\.04\s+0\n/);
+    expect(lines.at(-2)).toMatch(/^total\s+2\s+1005\s+206\s+7\s+8\s+€0\.05\s+0$/);
+    expect(run.stdout).not.toContain('minor units');
     const json = await runCli(['usage', '--account', 'metered', '--json'], env());
     expect(JSON.parse(json.stdout)).toMatchObject({ accountId: 'metered', granularity: 'day', total: { requests: 3 } });
   });
@@ -227,9 +247,11 @@ describe('gateway-authz usage', () => {
     expect((JSON.parse(account.stdout) as ApiAccount).billing.monthlySpendCap).toBe(70_000);
     const budgets = await runCli(['accounts', 'token-budgets', '--id', 'metered', '--account-budgets', '20000000/1d'], env());
     expect(budgets.stdout).toMatch(/account token budgets\s+20000000 tokens\/1d/);
-    expect(budgets.stdout).toMatch(/monthly spend cap\s+70000/);
+    expect(budgets.stdout).toMatch(/monthly spend cap\s+€700\.00$/m);
+    expect(budgets.stdout).toMatch(/credit balance\s+€9\.85$/m);
+    expect(budgets.stdout).toMatch(/spent this month\s+€0\.15 \(UTC month\)$/m);
     const key = await runCli(['keys', 'set', '--id', keyIds[1]!, '--monthly-spend-cap', '100'], env());
-    expect(key.stdout).toMatch(/monthly spend cap\s+100/);
+    expect(key.stdout).toMatch(/monthly spend cap\s+€1\.00$/m);
     const cleared = await runCli(['keys', 'set', '--id', keyIds[1]!, '--no-monthly-spend-cap', '--json'], env());
     expect((JSON.parse(cleared.stdout) as ApiKey).monthlySpendCap).toBeNull();
     const keyBudgets = await runCli(['keys', 'token-budgets', '--id', keyIds[1]!, '--budgets', '1000/1m'], env());

@@ -19,4 +19,11 @@ export const COMMON_KEY_VIEW_FIELDS = [
 ];
 
 /** The admin API's key view adds the account, the key's limit and token budget overrides and its spend cap. */
-export const ADMIN_KEY_VIEW_FIELDS = [...COMMON_KEY_VIEW_FIELDS, 'accountId', 'limits', 'monthlySpendCap', 'tokenBudgets'].sort();
+export const ADMIN_KEY_VIEW_FIELDS = [
+  ...COMMON_KEY_VIEW_FIELDS,
+  'accountId',
+  'limits',
+  'monthlySpendCap',
+  'monthlySpendCapFormatted',
+  'tokenBudgets',
+].sort();

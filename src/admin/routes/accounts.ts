@@ -20,7 +20,8 @@ import { accountIdSchema, createAccountBody, creditBody, patchAccountBody, type 
 import type { AdminServerDeps } from '../admin-deps';
 import { recordChange } from '../../actions/audit-trail';
 import { OPERATOR } from '../../domain/customer-identity';
-import { accountListView, accountView, type CreditView } from '../admin-views';
+import { DEFAULT_CURRENCY } from '../../domain/money';
+import { accountListView, accountView, creditView, type CreditView } from '../admin-views';
 
 type AccountParams = { Params: { id: string } };
 
@@ -136,7 +137,7 @@ export function registerAccountRoutes(app: FastifyInstance, deps: AdminServerDep
       return sendAdminError(reply, 409, 'account_exists', `An account with id '${account.id}' already exists.`, 'id');
     }
     await recordChange(deps, { action: 'account.create', actor: OPERATOR, accountId: account.id });
-    return reply.code(201).send(accountView(account, deps.clock.now()));
+    return reply.code(201).send(accountView(account, deps.clock.now(), deps.currency ?? DEFAULT_CURRENCY));
   });
 
   app.get('/admin/accounts', async (_request, reply) => {
@@ -144,7 +145,7 @@ export function registerAccountRoutes(app: FastifyInstance, deps: AdminServerDep
     for (const { id, problem } of listing.unreadable) {
       deps.logger.error({ event: 'admin', accountId: id, detail: problem }, 'account record unreadable: left out of the listing');
     }
-    return reply.send(accountListView(listing, deps.clock.now()));
+    return reply.send(accountListView(listing, deps.clock.now(), deps.currency ?? DEFAULT_CURRENCY));
   });
 
   app.get<AccountParams>('/admin/accounts/:id', async (request, reply) => {
@@ -156,7 +157,7 @@ export function registerAccountRoutes(app: FastifyInstance, deps: AdminServerDep
       return sendAccountUnreadable(reply, id, error);
     }
     if (!account) return sendAccountNotFound(reply, id);
-    return reply.send(accountView(account, deps.clock.now()));
+    return reply.send(accountView(account, deps.clock.now(), deps.currency ?? DEFAULT_CURRENCY));
   });
 
   app.patch<AccountParams>('/admin/accounts/:id', async (request, reply) => {
@@ -168,7 +169,7 @@ export function registerAccountRoutes(app: FastifyInstance, deps: AdminServerDep
     const account = await deps.store.updateAccount(id, patch);
     if (!account) return sendAccountNotFound(reply, id);
     await recordChange(deps, { action: 'account.update', actor: OPERATOR, accountId: id, detail: `changes=${changes.join(',')}` });
-    return reply.send(accountView(account, deps.clock.now()));
+    return reply.send(accountView(account, deps.clock.now(), deps.currency ?? DEFAULT_CURRENCY));
   });
 
   /**
@@ -243,14 +244,14 @@ export function registerAccountRoutes(app: FastifyInstance, deps: AdminServerDep
           409,
           'credit_balance_out_of_range',
           `Account '${id}' has a balance of ${outcome.creditBalance}; adding ${amount} would leave the allowed range ` +
-            `of ±${CREDIT_LIMIT_MINOR_UNITS} minor units. Nothing was changed.`,
+            `of ±${CREDIT_LIMIT_MINOR_UNITS} units. Nothing was changed.`,
           'amount',
         );
       case 'ok': {
         if (await ownsCreditAudit(deps, id, idempotencyKey)) {
           await recordChange(deps, { action: 'account.credit', actor: OPERATOR, accountId: id, detail: `amount=${amount}` });
         }
-        const view: CreditView = { accountId: id, creditBalance: outcome.creditBalance };
+        const view: CreditView = creditView(id, outcome.creditBalance, deps.currency ?? DEFAULT_CURRENCY);
         return reply.send(view);
       }
     }

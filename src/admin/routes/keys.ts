@@ -7,6 +7,7 @@ import { sendAccountNotFound, sendActiveKeyCapReached, sendAdminError, sendKeyNo
 import { sendInvalidField } from '../../http/api-errors';
 import { accountIdSchema, createKeyBody, keyIdSchema, patchKeyBody, rotateKeyBody } from '../admin-schemas';
 import type { AdminServerDeps } from '../admin-deps';
+import { DEFAULT_CURRENCY } from '../../domain/money';
 import { createdKeyView, keyView } from '../admin-views';
 
 type KeyParams = { Params: { keyId: string } };
@@ -75,7 +76,7 @@ export function registerKeyRoutes(app: FastifyInstance, deps: AdminServerDeps): 
     const keys = isAccountId(request.params.id) ? await deps.store.listKeys(request.params.id) : null;
     if (!keys) return sendAccountNotFound(reply, request.params.id);
     const at = now();
-    return reply.send({ keys: keys.map((key) => keyView(key, at)) });
+    return reply.send({ keys: keys.map((key) => keyView(key, at, deps.currency ?? DEFAULT_CURRENCY)) });
   });
 
   app.get<KeyParams>('/admin/keys/:keyId', async (request, reply) => {
@@ -84,7 +85,7 @@ export function registerKeyRoutes(app: FastifyInstance, deps: AdminServerDeps): 
     if (refused) return refused;
     const key = await deps.store.getKey(keyId);
     if (!key) return sendKeyNotFound(reply, keyId);
-    return reply.send(keyView(key, now()));
+    return reply.send(keyView(key, now(), deps.currency ?? DEFAULT_CURRENCY));
   });
 
   app.patch<KeyParams>('/admin/keys/:keyId', async (request, reply) => {
@@ -103,7 +104,7 @@ export function registerKeyRoutes(app: FastifyInstance, deps: AdminServerDeps): 
     if (body.data.monthlySpendCap !== undefined) patch.monthlySpendCap = body.data.monthlySpendCap;
     const key = await updateKey(deps, OPERATOR, keyId, patch);
     if (!key) return sendKeyNotFound(reply, keyId);
-    return reply.send(keyView(key, now()));
+    return reply.send(keyView(key, now(), deps.currency ?? DEFAULT_CURRENCY));
   });
 
   app.post<KeyParams>('/admin/keys/:keyId/rotate', async (request, reply) => {
@@ -118,9 +119,11 @@ export function registerKeyRoutes(app: FastifyInstance, deps: AdminServerDeps): 
     const outcome = await rotateKey(deps, OPERATOR, old, graceSeconds);
     switch (outcome.kind) {
       case 'rotated':
-        return reply
-          .code(201)
-          .send({ ...createdKeyView(outcome.newKey, outcome.key), replaces: old.id, oldKey: keyView(outcome.oldKey, now()) });
+        return reply.code(201).send({
+          ...createdKeyView(outcome.newKey, outcome.key),
+          replaces: old.id,
+          oldKey: keyView(outcome.oldKey, now(), deps.currency ?? DEFAULT_CURRENCY),
+        });
       case 'key_not_found':
         return sendKeyNotFound(reply, keyId);
       case 'key_revoked':
@@ -157,6 +160,6 @@ export function registerKeyRoutes(app: FastifyInstance, deps: AdminServerDeps): 
     if (refused) return refused;
     const key = await revokeKey(deps, OPERATOR, keyId);
     if (!key) return sendKeyNotFound(reply, keyId);
-    return reply.send(keyView(key, now()));
+    return reply.send(keyView(key, now(), deps.currency ?? DEFAULT_CURRENCY));
   });
 }

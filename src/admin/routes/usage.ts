@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { HOUR_MS, DAY_MS, USAGE_RETENTION_MS, periodMs, periodStart, type UsageGranularity } from '../../domain/usage-periods';
+import { DEFAULT_CURRENCY } from '../../domain/money';
 import { sendInvalidField } from '../../http/api-errors';
 import { sendAccountNotFound, sendAdminError } from '../admin-errors';
 import { accountIdSchema, usageQuery } from '../admin-schemas';
@@ -58,6 +59,6 @@ export function registerUsageRoutes(app: FastifyInstance, deps: AdminServerDeps)
     if (!buckets) return sendAccountNotFound(reply, id);
     const prefixes = new Map<string, string>();
     if (groupBy === 'key') for (const key of (await deps.store.listKeys(id)) ?? []) prefixes.set(key.id, key.prefix);
-    return reply.send(usageReportView(id, granularity, groupBy, buckets, size, prefixes));
+    return reply.send(usageReportView(id, granularity, groupBy, buckets, size, prefixes, deps.currency ?? DEFAULT_CURRENCY));
   });
 }

@@ -16,7 +16,7 @@ import {
   type LimitArgument,
   type TokenBudgetArgument,
 } from '../option-parsers';
-import { cell, emit, formatLimits, formatTokenBudgets, renderKeyValue, renderTable, shortTime, type Column } from '../output';
+import { cell, emit, formatLimits, formatTokenBudgets, moneyText, renderKeyValue, renderTable, shortTime, type Column } from '../output';
 
 const PLAN_DEFAULT = "not overridden (the plan's limits apply)";
 const BUDGET_DEFAULT = "not overridden (the plan's token budgets apply)";
@@ -30,7 +30,12 @@ export const ACCOUNT_COLUMNS: readonly Column<ApiAccount>[] = [
   { header: 'ID', value: (account) => account.id },
   { header: 'NAME', value: (account) => account.name },
   { header: 'BILLING', value: billingText },
-  { header: 'BALANCE', value: (account) => account.billing.creditBalance ?? '-', align: 'right' },
+  {
+    header: 'BALANCE',
+    // A server older than issue 35 sends no money text: its bare integer keeps the column as narrow as it was.
+    value: ({ billing }) => billing.creditBalanceFormatted ?? billing.creditBalance ?? '-',
+    align: 'right',
+  },
   { header: 'CREATED', value: (account) => shortTime(account.createdAt) },
 ];
 
@@ -44,20 +49,30 @@ export function renderAccountList(list: ApiAccountList): string {
 /** An account view as `label  value` lines. */
 export function renderAccount(account: ApiAccount): string {
   const { status, creditBalance } = account.billing;
+  const { monthlySpendCap, spentThisMonth, creditShortfall } = account.billing;
   return renderKeyValue([
     ['id', account.id],
     ['name', account.name],
     ['status', status],
     ['billing', creditBalance === null ? 'post-paid' : 'prepaid'],
-    ['credit balance', creditBalance === null ? '- (post-paid)' : `${creditBalance} (minor units)`],
-    ['monthly spend cap', account.billing.monthlySpendCap === undefined ? undefined : (account.billing.monthlySpendCap ?? 'none')],
+    ['credit balance', creditBalance === null ? '- (post-paid)' : moneyText(creditBalance, account.billing.creditBalanceFormatted)],
+    [
+      'monthly spend cap',
+      monthlySpendCap === undefined
+        ? undefined
+        : monthlySpendCap === null
+          ? 'none'
+          : moneyText(monthlySpendCap, account.billing.monthlySpendCapFormatted),
+    ],
     [
       'spent this month',
-      account.billing.spentThisMonth === undefined ? undefined : `${account.billing.spentThisMonth} (minor units, UTC month)`,
+      spentThisMonth === undefined ? undefined : `${moneyText(spentThisMonth, account.billing.spentThisMonthFormatted)} (UTC month)`,
     ],
     [
       'credit shortfall',
-      account.billing.creditShortfall ? `${account.billing.creditShortfall} (usage the balance could not take at -10^15)` : undefined,
+      creditShortfall
+        ? `${moneyText(creditShortfall, account.billing.creditShortfallFormatted)} (usage the balance could not take at its lower bound)`
+        : undefined,
     ],
     ['key limits', formatLimits(account.limits.key, PLAN_DEFAULT)],
     ['account limits', formatLimits(account.limits.account, PLAN_DEFAULT)],
@@ -106,12 +121,15 @@ function withBillingOptions(command: Command): Command {
   return command
     .option('--status <status>', 'active or suspended (a suspended account is refused with 402)', accountStatusOption)
     .addOption(
-      new Option('--credit-balance <minor-units>', 'make the account prepaid with this balance, in integer minor units')
+      new Option(
+        '--credit-balance <units>',
+        'make the account prepaid with this balance, in whole units of the currency setting (micro-dollars by default)',
+      )
         .argParser(integerOption)
         .conflicts('postpaid'),
     )
     .option('--postpaid', 'make the account post-paid (no credit balance, never refused for credit)')
-    .option('--monthly-spend-cap <minor-units>', 'what all its keys together may spend per calendar month (UTC)', spendCapOption)
+    .option('--monthly-spend-cap <units>', 'what all its keys together may spend per calendar month (UTC)', spendCapOption)
     .option('--no-monthly-spend-cap', 'remove the monthly spend cap');
 }
 
@@ -273,7 +291,11 @@ export function accountsCommand(): Command {
       .command('credit')
       .description("add to (or, with a negative amount, debit) a prepaid account's credit balance")
       .requiredOption('--id <id>', 'account id')
-      .requiredOption('--amount <minor-units>', 'integer minor units; negative debits', nonZeroIntegerOption)
+      .requiredOption(
+        '--amount <units>',
+        'whole units of the currency setting (micro-dollars by default); negative debits',
+        nonZeroIntegerOption,
+      )
       .option(
         '--idempotency-key <key>',
         'apply this adjustment at most once per key within 24 h: give the same key to every retry of one adjustment ' +
@@ -299,8 +321,8 @@ export function accountsCommand(): Command {
     emit(options, answer.body, (credit) =>
       replayed
         ? `Not applied again: idempotency key ${cell(idempotencyKey)} was already used for this adjustment of ` +
-          `${cell(credit.accountId)}, which left the balance at ${credit.creditBalance} (minor units).\n`
-        : `Credit balance of ${cell(credit.accountId)} is now ${credit.creditBalance} (minor units).\n`,
+          `${cell(credit.accountId)}, which left the balance at ${moneyText(credit.creditBalance, credit.creditBalanceFormatted)}.\n`
+        : `Credit balance of ${cell(credit.accountId)} is now ${moneyText(credit.creditBalance, credit.creditBalanceFormatted)}.\n`,
     );
   });
 

@@ -18,6 +18,7 @@ import {
   emit,
   formatLimits,
   formatTokenBudgets,
+  moneyText,
   renderKeyValue,
   renderTable,
   shortTime,
@@ -75,7 +76,14 @@ export function renderKey(key: ApiKey): string {
         ? undefined
         : formatTokenBudgets(key.tokenBudgets, "not overridden (the account's key budgets, else the plan's, apply)"),
     ],
-    ['monthly spend cap', key.monthlySpendCap === undefined ? undefined : (key.monthlySpendCap ?? 'none of its own')],
+    [
+      'monthly spend cap',
+      key.monthlySpendCap === undefined
+        ? undefined
+        : key.monthlySpendCap === null
+          ? 'none of its own'
+          : moneyText(key.monthlySpendCap, key.monthlySpendCapFormatted),
+    ],
   ]);
 }
 
@@ -191,7 +199,7 @@ export function keysCommand(): Command {
           .conflicts('expiry'),
       )
       .option('--no-expiry', 'remove the expiry: the key works until it is revoked')
-      .option('--monthly-spend-cap <minor-units>', 'what this key may spend per calendar month (UTC)', spendCapOption)
+      .option('--monthly-spend-cap <units>', 'what this key may spend per calendar month (UTC)', spendCapOption)
       .option('--no-monthly-spend-cap', "remove the key's own spend cap"),
   ).action(
     async (

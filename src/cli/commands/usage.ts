@@ -24,7 +24,7 @@ const TOTAL_COLUMNS: readonly Column<ApiUsageTotals>[] = [
   { header: 'OUTPUT', value: (t) => t.outputTokens, align: 'right' },
   { header: 'CACHED', value: (t) => t.cachedInputTokens, align: 'right' },
   { header: 'CACHE WRITE', value: (t) => t.cacheCreationTokens, align: 'right' },
-  { header: 'COST', value: (t) => t.costMinorUnits, align: 'right' },
+  { header: 'COST', value: (t) => t.costFormatted ?? t.costMinorUnits, align: 'right' },
   { header: 'ESTIMATED', value: (t) => t.estimatedRequests, align: 'right' },
 ];
 
@@ -38,7 +38,7 @@ function groupName(group: ApiUsageGroup): string {
 /**
  * One line per period (every period of the range), or with --group-by one
  * line per key or model that had usage in a period; then the total. Costs
- * are integer minor units, as the balance.
+ * are money as the server formats it (`costFormatted`); --json keeps the integers too.
  */
 export function renderUsage(report: ApiUsageReport): string {
   const grouped = report.groupBy !== null;
@@ -52,7 +52,8 @@ export function renderUsage(report: ApiUsageReport): string {
     ...(grouped ? [{ header: report.groupBy === 'key' ? 'KEY' : 'MODEL', value: (row: Row) => row.group }] : []),
     ...TOTAL_COLUMNS,
   ];
-  const heading = `Usage of ${cell(report.accountId)} by ${report.granularity}, ${report.from} to ${report.to} (costs in minor units):\n\n`;
+  const costs = report.currency ? `costs in ${report.currency.code}` : "costs in units of the operator's currency";
+  const heading = `Usage of ${cell(report.accountId)} by ${report.granularity}, ${report.from} to ${report.to} (${costs}):\n\n`;
   if (rows.length === 0) return `${heading}No usage in this range.\n`;
   // The total is the table's last line, so its columns line up with the periods'.
   return heading + renderTable(columns, [...rows, { ...report.total, period: 'total', group: '' }]);

@@ -245,8 +245,14 @@ function renderKeys() {
   table.render(currentAccount()?.name, keys);
 }
 
-/** How the chart's axis names each series it can draw. */
-const CHART_AXIS = /** @type {const} */ ({ requests: 'Requests', tokens: 'Tokens', costMinorUnits: 'Spend (minor units)' });
+/**
+ * How the chart's axis names each series it can draw; spend names the currency its axis counts in.
+ * @param {ChartedMetric} metric
+ * @param {Usage} usage
+ */
+function chartAxis(metric, usage) {
+  return metric === 'costMinorUnits' ? `Spend (${usage.currency.code})` : metric === 'tokens' ? 'Tokens' : 'Requests';
+}
 
 /** @param {number} n */
 function count(n) {
@@ -254,11 +260,19 @@ function count(n) {
 }
 
 /**
- * The price list names no currency: spend is counted in its minor units (such as cents).
- * @param {number} minorUnits
+ * What the chart draws for a series. Spend is drawn in whole currency units (a float is fine for a line's height) and
+ * its legend shows the server's exact text per bucket; the other metrics are counts.
+ * @param {ChartedMetric} metric
+ * @param {Usage} usage
+ * @param {string} label
+ * @param {Record<import('../../customer/customer-views').UsageMetric, number[]>} series
+ * @param {import('../../customer/customer-views').SpendFormatted} spend
+ * @returns {import('./usage-chart.js').UsageSeries}
  */
-function spendText(minorUnits) {
-  return `${count(minorUnits)} minor units`;
+function chartSeries(metric, usage, label, series, spend) {
+  if (metric !== 'costMinorUnits') return { label, values: series[metric] };
+  const scale = 10 ** usage.currency.exponent;
+  return { label, values: series.costMinorUnits.map((units) => units / scale), shownValues: spend.buckets };
 }
 
 /** @param {Usage} usage */
@@ -277,7 +291,7 @@ function renderUsage(usage) {
   replaceContent(
     ui.usageMetered,
     `Tokens: ${summed('tokens')} (${summed('inputTokens')} input, ${summed('outputTokens')} output, ${summed('cachedInputTokens')} cached input, ` +
-      `${summed('cacheCreationTokens')} cache writes). Spend: ${spendText(sum(usage.totals.costMinorUnits))} of the price list's currency.`,
+      `${summed('cacheCreationTokens')} cache writes). Spend: ${usage.spendFormatted.total}.`,
   );
   const byUse = usage.keys
     .map((key) => ({ key, requests: sum(key.series.requests), charted: sum(key.series[usageMetric]) }))
@@ -291,19 +305,20 @@ function renderUsage(usage) {
         el('td', { data: { label: 'Key' } }, `${key.name} (${key.prefix}…)`),
         el('td', { data: { label: 'Requests' } }, count(requests)),
         el('td', { data: { label: 'Tokens' } }, count(sum(key.series.tokens))),
-        el('td', { data: { label: 'Spend' } }, spendText(sum(key.series.costMinorUnits))),
+        el('td', { data: { label: 'Spend' } }, key.spendFormatted.total),
       ),
     ),
   );
-  const axis = CHART_AXIS[usageMetric];
-  replaceContent(ui.usageChartCaption, `Chart: ${axis.toLowerCase()} per ${usage.granularity}, all keys and the busiest keys.`);
+  const axis = chartAxis(usageMetric, usage);
+  const charted = usageMetric === 'costMinorUnits' ? `spend in ${usage.currency.code}` : axis.toLowerCase();
+  replaceContent(ui.usageChartCaption, `Chart: ${charted} per ${usage.granularity}, all keys and the busiest keys.`);
   chart.draw(
     usage.bucketStarts,
     usage.granularity,
-    { label: 'All keys', values: usage.totals[usageMetric] },
+    chartSeries(usageMetric, usage, 'All keys', usage.totals, usage.spendFormatted),
     byUse
       .filter(({ charted }) => charted > 0)
-      .map(({ key }) => ({ label: `${key.name} (${key.prefix}…)`, values: key.series[usageMetric] })),
+      .map(({ key }) => chartSeries(usageMetric, usage, `${key.name} (${key.prefix}…)`, key.series, key.spendFormatted)),
     axis,
   );
 }

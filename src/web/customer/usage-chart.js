@@ -25,7 +25,21 @@ function uPlotConstructor() {
  * @typedef {object} UsageSeries
  * @property {string} label
  * @property {number[]} values  one per bucket
+ * @property {string[]} [shownValues]  what the legend shows per bucket instead of the number (exact money text)
  */
+
+/**
+ * The legend's text for a bucket: the series' own text where it has one.
+ * @param {UsageSeries} series
+ */
+function legendValue(series) {
+  const shown = series.shownValues;
+  if (!shown) return {};
+  return {
+    /** @type {(u: UPlot, value: number | null, seriesIndex: number, bucket: number | null) => string} */
+    value: (_u, value, _seriesIndex, bucket) => (bucket === null ? (value === null ? '' : String(value)) : (shown[bucket] ?? '')),
+  };
+}
 
 /**
  * Draws into `container`, replacing any earlier chart; follows the container's width.
@@ -43,7 +57,7 @@ export function usageChart(container) {
    * @param {'hour' | 'day'} granularity
    * @param {UsageSeries} total
    * @param {UsageSeries[]} keys  busiest first
-   * @param {string} what  what the values count, for the axis: "Requests", "Tokens", "Spend (minor units)"
+   * @param {string} what  what the values count, for the axis: "Requests", "Tokens", "Spend (USD)"
    */
   function draw(bucketStarts, granularity, total, keys, what) {
     chart?.destroy();
@@ -58,12 +72,12 @@ export function usageChart(container) {
         const date = new Date(ts * 1000);
         return new Date(date.getTime() + date.getTimezoneOffset() * 60_000);
       },
-      scales: { x: { time: true }, y: { range: (_u, _min, max) => [0, Math.max(1, max)] } },
+      scales: { x: { time: true }, y: { range: (_u, _min, max) => [0, max > 0 ? max : 1] } },
       axes: [{}, { label: `${what} per ${granularity}`, size: 60 }],
       series: [
         {},
-        { label: total.label, stroke: '#1d2330', width: 2 },
-        ...shown.map((series, i) => ({ label: series.label, stroke: COLOURS[i % COLOURS.length], width: 1.5 })),
+        { label: total.label, stroke: '#1d2330', width: 2, ...legendValue(total) },
+        ...shown.map((series, i) => ({ label: series.label, stroke: COLOURS[i % COLOURS.length], width: 1.5, ...legendValue(series) })),
       ],
       legend: { show: true },
     };

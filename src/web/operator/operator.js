@@ -183,7 +183,7 @@ function renderAccountSummary() {
   const parts = [
     `Account id ${account.id}`,
     `billing ${account.billing.status}`,
-    balance === null ? 'post-paid' : `prepaid balance ${balance}`,
+    balance === null ? 'post-paid' : `prepaid balance ${account.billing.creditBalanceFormatted ?? balance}`,
   ];
   replaceContent(ui.accountSummary, parts.join(' · '));
 }

@@ -235,7 +235,18 @@ describe('views', () => {
     expect(accountView(account, Date.parse('2025-02-01T00:00:00Z'))).toEqual({
       id: 'acme',
       name: 'Acme',
-      billing: { status: 'active', creditBalance: 0, monthlySpendCap: null, spentThisMonth: 0, creditShortfall: 0 },
+      billing: {
+        status: 'active',
+        creditBalance: 0,
+        monthlySpendCap: null,
+        spentThisMonth: 0,
+        creditShortfall: 0,
+        currency: { code: 'USD', exponent: 6 },
+        creditBalanceFormatted: '$0.00',
+        monthlySpendCapFormatted: null,
+        spentThisMonthFormatted: '$0.00',
+        creditShortfallFormatted: '$0.00',
+      },
       limits: { key: null, account: [{ limit: 10, window: '90s' }] },
       maxActiveKeys: null,
       tokenBudgets: { key: null, account: null },
@@ -248,6 +259,11 @@ describe('views', () => {
       monthlySpendCap: null,
       spentThisMonth: 0,
       creditShortfall: 0,
+      currency: { code: 'USD', exponent: 6 },
+      creditBalanceFormatted: null,
+      monthlySpendCapFormatted: null,
+      spentThisMonthFormatted: '$0.00',
+      creditShortfallFormatted: '$0.00',
     });
   });
 
@@ -264,6 +280,14 @@ describe('views', () => {
       tokenBudgets: { key: [{ tokens: 100_000, window: '1m' }], account: [] },
     });
     expect(accountView(spending, Date.parse('2025-02-01T00:00:00Z')).billing.spentThisMonth).toBe(30);
+    // Issue 35: each amount also as money, in the operator's currency.
+    expect(accountView(spending, Date.parse('2025-01-31T23:59:59.999Z'), { code: 'EUR', exponent: 2 }).billing).toMatchObject({
+      currency: { code: 'EUR', exponent: 2 },
+      creditBalanceFormatted: '€0.00',
+      monthlySpendCapFormatted: '€50.00',
+      spentThisMonthFormatted: '€12.00',
+      creditShortfallFormatted: '€0.07',
+    });
     expect(accountView(spending, Date.parse('2025-03-01T00:00:00Z')).billing.spentThisMonth).toBe(0);
   });
 
@@ -298,6 +322,7 @@ describe('views', () => {
       createdBy: null,
       tokenBudgets: null,
       monthlySpendCap: null,
+      monthlySpendCapFormatted: null,
     });
     expect(keyView({ ...record, createdBy: { kind: 'member', issuer: 'https://i', subject: 's' } }, 0).createdBy).toEqual({
       kind: 'member',

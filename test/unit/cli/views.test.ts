@@ -131,6 +131,13 @@ describe('account views', () => {
       ].join('\n'),
     );
     expect(renderAccountList({ accounts: [] })).toBe('No accounts.\n');
+    // A server that formats money (issue 35): the balance as money.
+    const formatted = account({
+      id: 'initech',
+      name: 'Initech',
+      billing: { status: 'active', creditBalance: 125_000, creditBalanceFormatted: '$0.125' },
+    });
+    expect(renderAccountList({ accounts: [formatted] })).toMatch(/^initech\s+Initech\s+active, prepaid\s+\$0\.125\s+2025-01-02 03:04Z$/m);
   });
 
   it('shows one account as key-value lines', () => {

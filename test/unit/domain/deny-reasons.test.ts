@@ -49,8 +49,8 @@ describe('the deny-reason catalogue', () => {
     expect(denial('token_budget_exhausted', { tokens: 100_000, window: '1m', scope: 'key', retryInSeconds: 3 }).message).toBe(
       'Token budget reached: 100000 tokens per 1m for this API key. Retry in 3 s.',
     );
-    expect(denial('budget_exceeded', { keyPrefix: 'gk_live_AbC4', scope: 'account', cap: 5000 }).message).toBe(
-      'The monthly spend cap of the account of API key gk_live_AbC4… (5000 minor units) is reached. ' +
+    expect(denial('budget_exceeded', { keyPrefix: 'gk_live_AbC4', scope: 'account', cap: '$0.005' }).message).toBe(
+      'The monthly spend cap of the account of API key gk_live_AbC4… ($0.005) is reached. ' +
         'It resets at the start of next month (UTC); raise the cap to continue sooner. Retrying will not help until then.',
     );
     expect(denial('upstream_key_not_accepted', { where: 'x-api-key', provider: 'OpenAI' }).message).toContain(

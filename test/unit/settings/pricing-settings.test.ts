@@ -92,7 +92,7 @@ describe('config file: pricing', () => {
     ['100', 'text'],
   ])('refuses a price of %j (%s), naming the field', (value) => {
     expect(problemsOf({ pricing: { ...pricing, models: [{ model: 'm', input: 1, output: value }] } })).toEqual([
-      `CONFIG_FILE ${PATH}: pricing.models.0.output: must be a whole number of minor units per million tokens, from 0 to ${MAX_PRICE_PER_MILLION_TOKENS}`,
+      `CONFIG_FILE ${PATH}: pricing.models.0.output: must be a whole number of units (10^-exponent of the currency, micro-dollars by default) per million tokens, from 0 to ${MAX_PRICE_PER_MILLION_TOKENS}`,
     ]);
   });
 
