@@ -121,7 +121,7 @@ describe('attack budgets', () => {
   });
 
   const BIG_ENTRY = Buffer.from([0x40, ...hpackString('x-big'), ...hpackString('v'.repeat(4000))]);
-  const resetFloods: [string, (id: number) => Buffer, number][] = [
+  const resetFloods: [string, (id: number) => Buffer, number, number][] = [
     [
       'requests without :scheme',
       () =>
@@ -131,30 +131,44 @@ describe('attack budgets', () => {
           ['content-type', 'application/grpc'],
         ]),
       http2.constants.NGHTTP2_PROTOCOL_ERROR,
+      1001,
     ],
     [
       'requests of 100 empty field names',
       () => Buffer.concat([grpcRequestBlock('/test.Echo/Unary'), Buffer.alloc(300)]),
       http2.constants.NGHTTP2_PROTOCOL_ERROR,
+      1001,
     ],
     [
       'requests whose references to one 4 KB entry pass the header list limit',
       // The first inserts the entry; each then refers to it five times (20 KB of headers in 5 octets).
       (id) => Buffer.concat([grpcRequestBlock('/test.Echo/Unary'), id === 1 ? BIG_ENTRY : Buffer.alloc(0), Buffer.alloc(5, 0xbe)]),
       ENHANCE_YOUR_CALM,
+      // The first block, 4 KB longer, counts 3 (one per 2 KiB of block, and one).
+      999,
+    ],
+    [
+      'requests of 16 KiB blocks of empty field names',
+      // Each, 16.3 KB, counts 8 (one per 2 KiB of block, and one): 126 of them pass 1,000.
+      () => Buffer.concat([grpcRequestBlock('/test.Echo/Unary'), Buffer.alloc(3 * 5400)]),
+      ENHANCE_YOUR_CALM, // 5,400 fields of 32 octets each pass the header list limit
+      126,
     ],
   ];
-  it.each(resetFloods)('%s, each reset by this side: GOAWAY(ENHANCE_YOUR_CALM) past 1,000 of them', async (_what, block, code) => {
-    const flood: Buffer[] = [];
-    for (let id = 1; id < 1 + 2 * 1500; id += 2) flood.push(rawFrame(FRAME.HEADERS, FLAG.END_HEADERS | FLAG.END_STREAM, id, block(id)));
-    peer.send(...flood);
-    await expectCalmAndClosed(peer);
-    expect(peer.goaway()!.debug).toContain('local_resets');
-    const resets = framesOf(peer, FRAME.RST_STREAM);
-    expect(resets.length).toBe(1001);
-    for (const reset of resets) expect(reset.payload.readUInt32BE(0)).toBe(code);
-    expect(s.server.budgetClosures.local_resets).toBe(1);
-  });
+  it.each(resetFloods)(
+    '%s, each reset by this side: GOAWAY(ENHANCE_YOUR_CALM) once they count past 1,000',
+    async (_what, block, code, expectedResets) => {
+      const flood: Buffer[] = [];
+      for (let id = 1; id < 1 + 2 * 1500; id += 2) flood.push(rawFrame(FRAME.HEADERS, FLAG.END_HEADERS | FLAG.END_STREAM, id, block(id)));
+      peer.send(...flood);
+      await expectCalmAndClosed(peer);
+      expect(peer.goaway()!.debug).toContain('local_resets');
+      const resets = framesOf(peer, FRAME.RST_STREAM);
+      expect(resets.length).toBe(expectedResets);
+      for (const reset of resets) expect(reset.payload.readUInt32BE(0)).toBe(code);
+      expect(s.server.budgetClosures.local_resets).toBe(1);
+    },
+  );
 
   it('streams refused past SETTINGS_MAX_CONCURRENT_STREAMS count as resets of this side', async () => {
     const frames: Buffer[] = [];

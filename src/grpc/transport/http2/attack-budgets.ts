@@ -14,12 +14,14 @@ export type AttackBudget = 'client_resets' | 'local_resets' | 'empty_frames' | '
 const BUDGET_WINDOW_MS = 10_000;
 /**
  * client_resets trips once the client has reset at least this many streams, and more than half of those it opened,
- * as Envoy's premature-reset check does (500 requests, over 50 % reset). A share, not a rate: Envoy cancels an
+ * as Envoy's premature-reset check does (over 50 % reset), but judged from 100 resets rather than Envoy's 500
+ * requests: a stream reset here has often started its Check (a Redis call) already, and 500 of those from each of a
+ * few attacking connections held the other connections' Checks past 50 ms in `npm run bench -- --attacks`. A share, not a rate: Envoy cancels an
  * ext_authz call (RST_STREAM CANCEL) whenever its downstream request goes away first, so the resets of a busy,
  * honest connection grow with its traffic, and a rate (nghttp2's 33/s after a burst of 1,000) would cut a gateway
  * doing 5,000 Checks/s with 1 % of them cancelled. A connection whose streams are mostly reset does no useful work.
  */
-const MIN_CLIENT_RESETS_JUDGED = 500;
+const MIN_CLIENT_RESETS_JUDGED = 100;
 /** The stream window of client_resets: at this many streams both counts are halved, so old traffic fades (no clock). */
 const RESET_WINDOW_STREAMS = 1000;
 /**
@@ -29,6 +31,14 @@ const RESET_WINDOW_STREAMS = 1000;
  * client that raced the SETTINGS at connect time its whole first burst (Envoy's circuit breaker stops at 1,024).
  */
 const MAX_LOCAL_RESETS_PER_WINDOW = 1000;
+/**
+ * A stream refused for its header block counts one local reset per this many octets of the block (and one at least):
+ * decoding is the work such a stream costs, and a block may be 4 × SETTINGS_MAX_HEADER_LIST_SIZE on the wire, all of it
+ * read to keep the HPACK table in step. So 1,000 small malformed requests close a connection, and about 100 blocks of
+ * 16 KiB or 30 of 64 KiB do: floods of empty names or of references to a large entry held the other connections'
+ * Checks past 50 ms in `npm run bench -- --attacks` when each counted one.
+ */
+export const HEADER_BLOCK_OCTETS_PER_RESET = 2048;
 /**
  * empty_frames: DATA without payload or END_STREAM, HEADERS or CONTINUATION fragments without bytes or END_HEADERS,
  * per window. No client sends them but by accident (Envoy allows one in a row, Apache Traffic Server a configured
@@ -78,8 +88,8 @@ export class AttackBudgets {
   }
 
   /** This side refused or reset a stream for the client's fault; false when that overruns local_resets. */
-  localReset(): boolean {
-    this.localResets += 1;
+  localReset(weight = 1): boolean {
+    this.localResets += weight;
     return this.localResets <= MAX_LOCAL_RESETS_PER_WINDOW;
   }
 

@@ -13,7 +13,7 @@
  */
 import type * as net from 'node:net';
 import { performance } from 'node:perf_hooks';
-import { AttackBudgets, MAX_BYTES_PER_TURN, MAX_FRAMES_PER_TURN, type AttackBudget } from './attack-budgets';
+import { AttackBudgets, MAX_BYTES_PER_TURN, MAX_FRAMES_PER_TURN, HEADER_BLOCK_OCTETS_PER_RESET, type AttackBudget } from './attack-budgets';
 import { HpackDecoder, HpackError } from './hpack-decoder';
 import { TABLE_SIZE_UPDATE_ZERO } from './hpack-encoder';
 import {
@@ -732,7 +732,7 @@ export class Http2Connection {
     }
     if (listBytes > this.settings.maxHeaderListBytes) {
       // As nghttp2 answers it: the stream, not the connection.
-      this.refuseForFault(streamId, ErrorCode.ENHANCE_YOUR_CALM);
+      this.refuseForFault(streamId, ErrorCode.ENHANCE_YOUR_CALM, headerBlockWeight(start, end));
       return;
     }
     if (this.streams.size >= this.settings.maxConcurrentStreams) {
@@ -742,7 +742,7 @@ export class Http2Connection {
     const contentLength = this.decoder.hasInvalidField ? MALFORMED_REQUEST : checkRequestFields(fields);
     // §8.1.1: a request that ends with its headers has no body, whatever its content-length says.
     if (contentLength === MALFORMED_REQUEST || (endStream && contentLength > 0)) {
-      this.refuseForFault(streamId, ErrorCode.PROTOCOL_ERROR);
+      this.refuseForFault(streamId, ErrorCode.PROTOCOL_ERROR, headerBlockWeight(start, end));
       return;
     }
     const stream = new ServerStream(this, streamId);
@@ -813,9 +813,9 @@ export class Http2Connection {
   }
 
   /** A stream refused before it opened, for the client's fault: counted against local_resets. */
-  private refuseForFault(streamId: number, code: number): void {
+  private refuseForFault(streamId: number, code: number, weight = 1): void {
     this.refuse(streamId, code);
-    if (!this.budgets.localReset()) this.calm('local_resets');
+    if (!this.budgets.localReset(weight)) this.calm('local_resets');
   }
 
   /** An open stream reset for the client's fault: counted against local_resets. */
@@ -1171,6 +1171,11 @@ function checkDependency(streamId: number, data: Buffer, at: number): void {
   if ((data.readUInt32BE(at) & 0x7fffffff) === streamId) {
     throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, `stream ${streamId} made to depend on itself`);
   }
+}
+
+/** What refusing a stream for its header block of [start, end) counts against local_resets: its decoding work. */
+function headerBlockWeight(start: number, end: number): number {
+  return 1 + Math.floor((end - start) / HEADER_BLOCK_OCTETS_PER_RESET);
 }
 
 /** §8.1: trailers carry no pseudo-headers. */
