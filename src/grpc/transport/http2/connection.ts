@@ -323,7 +323,13 @@ export class Http2Connection {
   /** Told to calm down with nothing more to read for the calls in flight: the rest of its flood is never read. */
   private readStopped = false;
   /** A header block arriving in CONTINUATION frames. */
-  private continuation: { streamId: number; endStream: boolean; parts: Buffer[]; bytes: number; frames: number } | undefined;
+  private continuation: { streamId: number; endStream: boolean; bytes: number; frames: number } | undefined;
+  /**
+   * Where a header block in CONTINUATION frames is put together, kept for the connection's next one (at most the
+   * block limit, 4 × MAX_HEADER_LIST_SIZE): a buffer per frame and one more per block made a flood of such blocks a
+   * flood of external memory, whose mark-compacts held every connection's Checks.
+   */
+  private continuationBlock: Buffer | undefined;
   private tableSizeChanged = false;
   /** PINGs sent and not yet ACKed: each told true on its ACK, false when the connection goes first. */
   private pings: Map<bigint, (ok: boolean) => void> | undefined;
@@ -658,9 +664,23 @@ export class Http2Connection {
       return;
     }
     if (blockEnd === blockStart) this.countEmptyFrame();
-    const part = Buffer.from(data.subarray(blockStart, blockEnd));
-    this.continuation = { streamId, endStream, parts: [part], bytes: part.length, frames: 0 };
-    this.checkBlockSize(this.continuation.bytes);
+    this.checkBlockSize(blockEnd - blockStart);
+    this.continuation = { streamId, endStream, bytes: 0, frames: 0 };
+    this.appendToBlock(this.continuation, data, blockStart, blockEnd);
+  }
+
+  private appendToBlock(continuation: { bytes: number }, data: Buffer, start: number, end: number): void {
+    const bytes = continuation.bytes + (end - start);
+    let block = this.continuationBlock;
+    if (block === undefined || block.length < bytes) {
+      const grown = Buffer.allocUnsafe(
+        Math.min(Math.max(bytes, (block?.length ?? 0) * 2, 4096), this.settings.maxHeaderListBytes * HEADER_BLOCK_LIMIT_FACTOR),
+      );
+      if (block !== undefined) block.copy(grown, 0, 0, continuation.bytes);
+      this.continuationBlock = block = grown;
+    }
+    data.copy(block, continuation.bytes, start, end);
+    continuation.bytes = bytes;
   }
 
   private onContinuation(flags: number, streamId: number, data: Buffer, start: number, end: number): void {
@@ -672,16 +692,15 @@ export class Http2Connection {
     if (continuation.frames > MAX_CONTINUATIONS) {
       throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, `more than ${MAX_CONTINUATIONS} CONTINUATION frames`);
     }
-    continuation.parts.push(Buffer.from(data.subarray(start, end)));
-    continuation.bytes += end - start;
-    this.checkBlockSize(continuation.bytes);
+    this.checkBlockSize(continuation.bytes + (end - start));
+    this.appendToBlock(continuation, data, start, end);
     if ((flags & Flag.END_HEADERS) === 0) {
       if (end === start) this.countEmptyFrame();
       return;
     }
     this.continuation = undefined;
-    const block = Buffer.concat(continuation.parts, continuation.bytes);
-    this.onHeaderBlock(streamId, continuation.endStream, block, 0, block.length);
+    // The decoder keeps strings, never the buffer, so the block's buffer serves the next block.
+    this.onHeaderBlock(streamId, continuation.endStream, this.continuationBlock!, 0, continuation.bytes);
   }
 
   private checkBlockSize(bytes: number): void {
