@@ -545,6 +545,12 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
         }
         const bytes = Buffer.from(piece, 'utf8');
         record.responseChunks.push(bytes);
+        if (pieces.length === 0) {
+          // The last piece ends the answer in the same write, as a real upstream's does: a client that stops reading at
+          // `data: [DONE]` (openai 7 closes its connection there) must not cut an answer that is already whole.
+          res.end(bytes, () => (record.completed = true));
+          return;
+        }
         res.write(bytes);
         timer = setTimeout(next, result.gapMs ?? gapMs);
       };

@@ -17,6 +17,7 @@ const HTTP_STATUS_NAMES: Record<number, string> = {
   400: 'BadRequest',
   401: 'Unauthorized',
   402: 'PaymentRequired',
+  404: 'NotFound',
   429: 'TooManyRequests',
 };
 
