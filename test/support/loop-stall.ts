@@ -12,6 +12,8 @@ export async function measuringLoopStall<T>(work: () => Promise<T>): Promise<{ r
   const histogram = monitorEventLoopDelay({ resolution: 1 });
   histogram.enable();
   try {
+    // A hold before the monitor's second tick would go unseen (its first tick only starts the clock): wait for one sample.
+    while (histogram.count === 0) await new Promise((resolve) => setTimeout(resolve, 1));
     const result = await work();
     // One more sample, so a hold at the very end is counted.
     await new Promise((resolve) => setTimeout(resolve, 2));
