@@ -932,6 +932,11 @@ describe('HpackDecoder past the header list limit', () => {
     [0x40, ...hpackString('x-big'), ...hpackString(BIG)],
     new Array<number>(20_000).fill(0xbe),
     [0x82, 0x00, ...hpackString('x-skipped'), ...hpackString('s')],
+    // Literals without indexing and a new name, passed over octet by octet: empty, never indexed, Huffman-coded, and
+    // a name too long for a one-octet length.
+    [0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x10, ...hpackString('x-never'), ...hpackString('n')],
+    [0x00, ...hpackString('x-huff', true), ...hpackString('value', true)],
+    [0x00, ...hpackString('x'.repeat(200)), ...hpackString('long')],
     [0x14, ...hpackString('/never-indexed')],
     [0x40, ...hpackString('x-after'), ...hpackString('1')],
     [0x44, ...hpackString('/indexed-path')],
@@ -961,11 +966,38 @@ describe('HpackDecoder past the header list limit', () => {
     expect(decodeBlock(limited, next)).toEqual(decodeBlock(unlimited, next));
   });
 
-  it('still refuses what is malformed past the limit: a size update after a field, an index past the table', () => {
+  it('stops at the first forbidden field for a caller that refuses such a block, keeping the table in step', () => {
+    const block = blockOf(
+      [0x82],
+      [0x00, 0x00, 0x00], // an empty name: the request is malformed from here
+      new Array<number>(3 * 1000).fill(0x00),
+      [0x40, ...hpackString('x-after'), ...hpackString('1')],
+    );
+    const stopping = new HpackDecoder();
+    const out: string[] = [];
+    stopping.decode(block, 0, block.length, out, LIMIT, true);
+    expect(stopping.hasInvalidField).toBe(true);
+    expect(pairs(out)).toEqual([
+      [':method', 'GET'],
+      ['', ''],
+    ]);
+    const reading = new HpackDecoder();
+    const all: string[] = [];
+    reading.decode(block, 0, block.length, all);
+    expect(reading.hasInvalidField).toBe(true);
+    expect(all.length / 2).toBe(1 + 1 + 1000 + 1);
+    expect(stopping.dynamicEntries()).toEqual([['x-after', '1']]);
+    expect(stopping.dynamicEntries()).toEqual(reading.dynamicEntries());
+  });
+
+  it('still refuses what is malformed past the limit: a size update after a field, an index past the table, a cut string', () => {
     const head = blockOf([0x40, ...hpackString('x-big'), ...hpackString(BIG)], new Array<number>(5).fill(0xbe));
     for (const tail of [
       [0x3f, 0x01],
       [0xff, 0x10],
+      [0x00, 0x01, 0x61, 0x05, 0x62], // a value running past the block's end
+      [0x00, 0x05, 0x61], // a name running past it
+      [0x10, 0x01, 0x61], // a value missing
     ]) {
       const block = Buffer.concat([head, Buffer.from(tail)]);
       expect(() => new HpackDecoder().decode(block, 0, block.length, [], LIMIT)).toThrow(HpackError);

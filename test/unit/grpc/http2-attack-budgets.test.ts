@@ -144,15 +144,16 @@ describe('attack budgets', () => {
       // The first inserts the entry; each then refers to it five times (20 KB of headers in 5 octets).
       (id) => Buffer.concat([grpcRequestBlock('/test.Echo/Unary'), id === 1 ? BIG_ENTRY : Buffer.alloc(0), Buffer.alloc(5, 0xbe)]),
       ENHANCE_YOUR_CALM,
-      // The first block, 4 KB longer, counts 3 (one per 2 KiB of block, and one).
-      999,
+      // The first block, 4 KB longer, counts 9 (one per 512 octets of block, and one).
+      993,
     ],
     [
       'requests of 16 KiB blocks of empty field names',
-      // Each, 16.3 KB, counts 8 (one per 2 KiB of block, and one): 126 of them pass 1,000.
+      // Each, 16.3 KB, counts 32 (one per 512 octets of block, and one): 32 of them pass 1,000.
       () => Buffer.concat([grpcRequestBlock('/test.Echo/Unary'), Buffer.alloc(3 * 5400)]),
-      ENHANCE_YOUR_CALM, // 5,400 fields of 32 octets each pass the header list limit
-      126,
+      // Malformed from its first empty name: the rest of the block is only read for the table.
+      http2.constants.NGHTTP2_PROTOCOL_ERROR,
+      32,
     ],
   ];
   it.each(resetFloods)(

@@ -34,11 +34,13 @@ const MAX_LOCAL_RESETS_PER_WINDOW = 1000;
 /**
  * A stream refused for its header block counts one local reset per this many octets of the block (and one at least):
  * decoding is the work such a stream costs, and a block may be 4 × SETTINGS_MAX_HEADER_LIST_SIZE on the wire, all of it
- * read to keep the HPACK table in step. So 1,000 small malformed requests close a connection, and about 100 blocks of
- * 16 KiB or 30 of 64 KiB do: floods of empty names or of references to a large entry held the other connections'
- * Checks past 50 ms in `npm run bench -- --attacks` when each counted one.
+ * read to keep the HPACK table in step. So 1,000 small malformed requests close a connection, and about 30 blocks of
+ * 16 KiB or 8 of 64 KiB do (512 KiB of refused blocks): at one reset per 2 KiB, the 2 MiB that four connections each
+ * sent of empty names or of references to a large entry before they were closed held the other connections' Checks
+ * at about 50 ms for the first 100 ms of the flood in `npm run bench -- --attacks`. Envoy never sends a block this
+ * side refuses.
  */
-export const HEADER_BLOCK_OCTETS_PER_RESET = 2048;
+export const HEADER_BLOCK_OCTETS_PER_RESET = 512;
 /**
  * empty_frames: DATA without payload or END_STREAM, HEADERS or CONTINUATION fragments without bytes or END_HEADERS,
  * per window. No client sends them but by accident (Envoy allows one in a row, Apache Traffic Server a configured

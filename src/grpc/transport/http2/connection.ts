@@ -715,7 +715,7 @@ export class Http2Connection {
     let listBytes: number;
     try {
       // Every block is decoded, even one for a stream that is refused: the table is shared by the connection.
-      listBytes = this.decoder.decode(block, start, end, fields, this.settings.maxHeaderListBytes);
+      listBytes = this.decoder.decode(block, start, end, fields, this.settings.maxHeaderListBytes, true);
     } catch (error) {
       if (error instanceof HpackError) throw new ConnectionError(ErrorCode.COMPRESSION_ERROR, error.message);
       throw error;

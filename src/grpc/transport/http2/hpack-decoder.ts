@@ -135,8 +135,11 @@ export class HpackDecoder {
    * or checked and no string is made but those the table keeps: the rest of the block is only read to keep the table
    * in step, as Go's x/net/http2 does, so that the stream alone is refused and the connection stays usable. The size
    * returned is then above `maxListBytes` (not necessarily the whole list's).
+   *
+   * With `stopAtInvalidField` (a caller that refuses a block with a field HTTP/2 forbids), the same happens at the
+   * first such field: `hasInvalidField` is then set, and `out` and the size end with that field.
    */
-  decode(block: Buffer, start: number, end: number, out: string[], maxListBytes = Infinity): number {
+  decode(block: Buffer, start: number, end: number, out: string[], maxListBytes = Infinity, stopAtInvalidField = false): number {
     if (start < 0 || end > block.length || start > end) {
       throw new RangeError(`block range [${start}, ${end}) is outside a buffer of ${block.length} octets`);
     }
@@ -146,7 +149,9 @@ export class HpackDecoder {
     let fieldSeen = false;
     let pos = start;
     while (pos < end) {
-      if (listSize > maxListBytes) {
+      // Past the limit, or once a field has made the request malformed for a caller that refuses such a block, the
+      // rest only keeps the table in step: a block of 5,000 empty names costs its table updates, not 5,000 fields.
+      if (listSize > maxListBytes || (invalidField && stopAtInvalidField)) {
         this.skipRest(block, pos, end);
         break;
       }
@@ -225,6 +230,20 @@ export class HpackDecoder {
       if (first > 0x80 && first - 0x80 <= lastOneOctetIndex) {
         pos += 1;
         continue;
+      }
+      if (first === 0x00 || first === 0x10) {
+        // A literal without indexing and a new name, both lengths in one octet (< 127, either Huffman bit): what a
+        // block of empty or short names is made of, passed over without a call. Anything else takes the full path.
+        const nameLength = (block[pos + 1] ?? 0x7f) & 0x7f;
+        const valueAt = pos + 2 + nameLength;
+        if (nameLength !== 0x7f && valueAt < end) {
+          const valueLength = block[valueAt]! & 0x7f;
+          const next = valueAt + 1 + valueLength;
+          if (valueLength !== 0x7f && next <= end) {
+            pos = next;
+            continue;
+          }
+        }
       }
       if (first >= 0x80) {
         const index = this.readInteger(block, pos, end, 7);
