@@ -98,6 +98,19 @@ describe('attack budgets', () => {
     expect(s.server.budgetClosures.client_resets).toBe(1);
   });
 
+  it('rapid reset with the whole request: a stream the same read resets never starts its call', async () => {
+    const flood: Buffer[] = [];
+    for (let id = 1; id < 1 + 2 * 90; id += 2) {
+      flood.push(headers(id, '/test.Echo/Count'), message(id, 'reset at once'), rawFrame(FRAME.RST_STREAM, 0, id, CANCEL));
+    }
+    // Then, in the same write, a call that is not reset: started, and answered.
+    flood.push(headers(181, '/test.Echo/Count'), message(181, 'kept'));
+    peer.send(...flood);
+    await until(() => framesOf(peer, FRAME.DATA, 181).length > 0, 'the kept call answered');
+    expect(s.counted()).toBe(1);
+    expect(messagesOf(Buffer.concat(framesOf(peer, FRAME.DATA, 181).map((f) => f.payload))).map(String)).toEqual(['kept']);
+  });
+
   it('never trips on cancellations among answered calls: 40 % of 6,000 streams reset by the client', async () => {
     let id = 1;
     for (let batch = 0; batch < 24; batch += 1) {

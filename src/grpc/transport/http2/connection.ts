@@ -313,6 +313,8 @@ export class Http2Connection {
   private readPaused = false;
   /** What is left of a read past this turn's share (MAX_FRAMES_PER_TURN, MAX_BYTES_PER_TURN); the socket is paused meanwhile. */
   private backlog: Buffer | undefined;
+  /** Requests ended by the read being handled, started once its frames are all handled (process). */
+  private readonly endedInRead: ServerStream[] = [];
   private backlogScheduled = false;
   /** The peer ended its side while a backlog waited: the connection ends once it is read. */
   private endAfterBacklog = false;
@@ -478,7 +480,31 @@ export class Http2Connection {
     setImmediate(this.continueBacklog);
   }
 
+  /**
+   * The frames of one read (or of this turn's share of it), then the requests they ended: a stream that the same read
+   * also resets (a rapid reset, CVE-2023-44487) is closed by then and never starts its Check, which is the work such
+   * a flood would otherwise buy for the price of three frames.
+   */
   private process(data: Buffer): void {
+    try {
+      this.processFrames(data);
+    } finally {
+      this.startEndedRequests();
+    }
+  }
+
+  private startEndedRequests(): void {
+    const ended = this.endedInRead;
+    for (let i = 0; i < ended.length; i += 1) {
+      const stream = ended[i]!;
+      if (stream.closed) continue;
+      stream.listener.onEnd();
+      stream.closeIfDone();
+    }
+    ended.length = 0;
+  }
+
+  private processFrames(data: Buffer): void {
     let offset = 0;
     try {
       if (this.state === AWAITING_PREFACE) {
@@ -638,10 +664,7 @@ export class Http2Connection {
     }
     if (endStream) stream.remoteEnded = true;
     if (payloadEnd > payloadStart) stream.listener.onData(data.subarray(payloadStart, payloadEnd));
-    if (endStream && !stream.closed) {
-      stream.listener.onEnd();
-      stream.closeIfDone();
-    }
+    if (endStream && !stream.closed) this.endedInRead.push(stream);
   }
 
   private onHeaders(flags: number, streamId: number, data: Buffer, start: number, end: number): void {
@@ -733,8 +756,7 @@ export class Http2Connection {
         return;
       }
       existing.remoteEnded = true;
-      existing.listener.onEnd();
-      existing.closeIfDone();
+      this.endedInRead.push(existing);
       return;
     }
     if (streamId % 2 === 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, `HEADERS on server stream ${streamId}`);
@@ -776,10 +798,7 @@ export class Http2Connection {
       return;
     }
     if (listener) stream.listener = listener;
-    if (endStream) {
-      stream.listener.onEnd();
-      stream.closeIfDone();
-    }
+    if (endStream) this.endedInRead.push(stream);
   }
 
   private onReset(streamId: number, start: number, end: number): void {
