@@ -12,6 +12,7 @@ import { RedisStore } from '../../src/store/redis/redis-store';
 import { CorruptRecordError } from '../../src/store/store';
 import { UsageRecorder } from '../../src/store/usage-recorder';
 import { LogCapture } from '../support/log-capture';
+import { startTestRedisCluster } from '../support/redis-cluster';
 import { spawnTestRedisServer, type TestRedis } from '../support/redis-server';
 
 /**
@@ -209,6 +210,47 @@ describe('USAGE_DURABILITY=appendfsync-always', () => {
     } finally {
       client.disconnect();
       await recorder.stop(Date.now() + 100);
+    }
+  });
+});
+
+describe('USAGE_DURABILITY=appendfsync-always on Redis Cluster', () => {
+  it('checks every master at start, then records go in two steps, each once', async () => {
+    const cluster = await startTestRedisCluster();
+    try {
+      const nodes = cluster.nodes.split(',').map((node) => ({ host: node.split(':')[0]!, port: Number(node.split(':')[1]) }));
+      const open = () =>
+        RedisStore.connect({
+          topology: { mode: 'cluster', nodes },
+          commandTimeoutMs: 500,
+          adminCommandTimeoutMs: 1_000,
+          clockOverride: () => NOW,
+          usageDurability: { mode: 'appendfsync-always' },
+        });
+      const refusal = await open().then(
+        () => '',
+        (error: Error) => error.message,
+      );
+      for (const master of cluster.masters) expect(refusal).toContain(`:${master.port}: Redis runs appendonly no, appendfsync everysec`);
+      for (const master of cluster.masters) {
+        const client = new Redis(master.url);
+        await client.config('SET', 'appendonly', 'yes', 'appendfsync', 'always');
+        client.disconnect();
+      }
+      const store = await open();
+      stores.push(store);
+      expect(store.streamsOnApply).toBe(false);
+      const accountId = await account(store, 'cluster-fsync');
+      const { recorder } = recorderFor(store);
+      const r = record(accountId);
+      recorder.record(r);
+      await until(() => recorder.buffered === 0, 'drained on the cluster');
+      expect(await balanceOf(store, accountId)).toBe(START_BALANCE - 7);
+      expect((await store.readUsageStream({ count: 1_000 })).filter((entry) => entry.fields.requestId === r.requestId)).toHaveLength(1);
+      await recorder.stop(Date.now() + 100);
+    } finally {
+      await Promise.all(stores.splice(0).map((store) => store.close()));
+      await cluster.stop();
     }
   });
 });
