@@ -130,7 +130,7 @@ export class Metrics implements AdminAuthMetrics, UsageRecorderMetrics {
     name: 'gateway_authz_usage_records_total',
     help:
       'Usage records by what became of them: applied, applied_late (after failed attempts), duplicate, account_not_found, ' +
-      'invalid, dropped_buffer_full, dropped_at_shutdown, unstreamed_at_shutdown.',
+      'invalid, dropped_buffer_full, dropped_at_shutdown, unstreamed_at_shutdown, unconfirmed_at_shutdown (not confirmed durable).',
     labelNames: ['outcome'] as const,
     registers: [this.registry],
   });

@@ -66,6 +66,8 @@ export interface Settings {
     readonly bufferMaxRecords: number;
     /** Entries the usage stream keeps (approximately: Redis trims whole nodes). */
     readonly streamMaxLength: number;
+    /** When a record applied to Redis may leave the buffer (USAGE_DURABILITY; docs/durability.md). */
+    readonly durability: UsageDurability;
   };
   /** What `serve` does on an end-of-life Node.js major (NODE_ENV, ALLOW_END_OF_LIFE_NODE). */
   readonly runtime: RuntimePolicy;
@@ -106,6 +108,30 @@ export type RedisTopology =
   | { readonly mode: 'standalone'; readonly url: string }
   | { readonly mode: 'sentinel'; readonly sentinels: readonly HostPort[]; readonly masterName: string; readonly password?: string }
   | { readonly mode: 'cluster'; readonly nodes: readonly HostPort[]; readonly password?: string };
+
+/**
+ * When a usage record that Redis has applied is durable enough to leave the
+ * process's buffer (docs/durability.md says what each guarantees):
+ * - `acknowledged`: once Redis answers; as durable as Redis's own persistence.
+ * - `appendfsync-always`: once Redis answers, which it does only after the AOF
+ *   is fsynced; checked at start and with every batch (CONFIG GET).
+ * - `wait-replicas`: once `WAIT replicas timeoutMs` counts that many replicas.
+ * - `waitaof`: once `WAITAOF 1 replicas timeoutMs` reports the local AOF and
+ *   that many replicas' AOFs fsynced (Redis 7.2 or later, `appendonly yes`).
+ */
+export type UsageDurability =
+  | { readonly mode: 'acknowledged' | 'appendfsync-always' }
+  | { readonly mode: 'wait-replicas' | 'waitaof'; readonly replicas: number; readonly timeoutMs: number };
+
+export const USAGE_DURABILITY_MODES = ['acknowledged', 'appendfsync-always', 'wait-replicas', 'waitaof'] as const;
+
+/**
+ * How long one WAIT or WAITAOF may block the usage connection: half a second,
+ * a fraction of REDIS_ADMIN_TIMEOUT_MS (which must outlast it: the client
+ * would otherwise give up on the WAIT first), and short enough that records
+ * held while a replica is away are tried again within seconds.
+ */
+export const DEFAULT_USAGE_DURABILITY_TIMEOUT_MS = 500;
 
 export interface HostPort {
   readonly host: string;
@@ -315,6 +341,12 @@ const envSchema = z.object({
     blankAsUnset,
     z.coerce.number().int().min(1_000).max(1_000_000_000).default(DEFAULT_USAGE_STREAM_MAX_LENGTH),
   ),
+  USAGE_DURABILITY: z.preprocess(blankAsUnset, z.enum(USAGE_DURABILITY_MODES).default('acknowledged')),
+  USAGE_DURABILITY_REPLICAS: z.preprocess(blankAsUnset, z.coerce.number().int().min(0).max(100).optional()),
+  USAGE_DURABILITY_TIMEOUT_MS: z.preprocess(
+    blankAsUnset,
+    z.coerce.number().int().min(1).max(60_000).default(DEFAULT_USAGE_DURABILITY_TIMEOUT_MS),
+  ),
 });
 
 export type SettingsResult = { ok: true; settings: Settings } | { ok: false; problems: string[] };
@@ -339,6 +371,7 @@ export function loadSettings(
       ...redisTopologyProblems(parsedEnv.data),
       ...adminAuthProblems(parsedEnv.data),
       ...customerSignInProblems(parsedEnv.data),
+      ...usageDurabilityProblems(parsedEnv.data),
     );
   }
   if (problems.length > 0 || !parsedEnv.success) return { ok: false, problems };
@@ -377,7 +410,7 @@ export function loadSettings(
     extProcMaxStreams: e.EXT_PROC_MAX_STREAMS,
     customerPort: e.CUSTOMER_PORT,
     ...(e.OIDC_ISSUER_URL ? { customerSignIn: customerSignInOf(e) } : {}),
-    usage: { bufferMaxRecords: e.USAGE_BUFFER_MAX_RECORDS, streamMaxLength: e.USAGE_STREAM_MAX_LEN },
+    usage: { bufferMaxRecords: e.USAGE_BUFFER_MAX_RECORDS, streamMaxLength: e.USAGE_STREAM_MAX_LEN, durability: usageDurabilityOf(e) },
     runtime: { production: e.NODE_ENV === 'production', allowEndOfLifeNode: e.ALLOW_END_OF_LIFE_NODE === 'true' },
     currency,
     pipeline: {
@@ -419,6 +452,42 @@ function redisTopologyProblems(e: ParsedEnv): string[] {
     );
   }
   return problems;
+}
+
+function usageDurabilityProblems(e: ParsedEnv): string[] {
+  const mode = e.USAGE_DURABILITY;
+  const problems: string[] = [];
+  const waits = mode === 'wait-replicas' || mode === 'waitaof';
+  if (mode !== 'acknowledged' && !e.REDIS_URL && !e.REDIS_SENTINELS && !e.REDIS_CLUSTER_NODES) {
+    problems.push(
+      `USAGE_DURABILITY: ${mode} needs Redis (REDIS_URL, REDIS_SENTINELS or REDIS_CLUSTER_NODES); the in-memory store keeps nothing`,
+    );
+  }
+  if (waits && e.REDIS_CLUSTER_NODES) {
+    problems.push(
+      `USAGE_DURABILITY: ${mode} is not supported on Redis Cluster (a WAIT must reach the master that took each write); use appendfsync-always on every master`,
+    );
+  }
+  if (mode === 'wait-replicas' && (e.USAGE_DURABILITY_REPLICAS ?? 0) < 1) {
+    problems.push(
+      'USAGE_DURABILITY_REPLICAS: required with USAGE_DURABILITY=wait-replicas, at least 1 (the replicas each record must reach)',
+    );
+  }
+  if (!waits && e.USAGE_DURABILITY_REPLICAS !== undefined) {
+    problems.push('USAGE_DURABILITY_REPLICAS: only meaningful with USAGE_DURABILITY=wait-replicas or waitaof');
+  }
+  if (waits && e.USAGE_DURABILITY_TIMEOUT_MS >= e.REDIS_ADMIN_TIMEOUT_MS) {
+    problems.push(
+      `USAGE_DURABILITY_TIMEOUT_MS: must be below REDIS_ADMIN_TIMEOUT_MS (${e.REDIS_ADMIN_TIMEOUT_MS}), or the client gives up on the wait before Redis answers it`,
+    );
+  }
+  return problems;
+}
+
+function usageDurabilityOf(e: ParsedEnv): UsageDurability {
+  const mode = e.USAGE_DURABILITY;
+  if (mode === 'acknowledged' || mode === 'appendfsync-always') return { mode };
+  return { mode, replicas: e.USAGE_DURABILITY_REPLICAS ?? 0, timeoutMs: e.USAGE_DURABILITY_TIMEOUT_MS };
 }
 
 function adminAuthProblems(e: ParsedEnv): string[] {

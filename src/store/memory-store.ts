@@ -549,6 +549,13 @@ export class MemoryStore implements Store {
     return { kind: 'applied', ...applied };
   }
 
+  readonly streamsOnApply = false;
+
+  /** Nothing here outlives the process, and a crash loses all of it together. */
+  async usageDurabilityShortfall(): Promise<string | undefined> {
+    return undefined;
+  }
+
   async appendUsageStream(record: UsageRecord, applied: UsageApplyOutcome): Promise<'appended' | 'duplicate'> {
     const nowMs = this.clock.now();
     dropExpired(this.usageStreamed, nowMs);

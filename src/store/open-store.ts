@@ -17,5 +17,6 @@ export async function openStore(settings: Settings): Promise<Store> {
     adminCommandTimeoutMs: settings.redisAdminTimeoutMs,
     defaultMaxActiveKeys: settings.defaultMaxActiveKeys,
     usageStreamMaxLength: settings.usage.streamMaxLength,
+    usageDurability: settings.usage.durability,
   });
 }

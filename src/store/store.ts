@@ -306,10 +306,23 @@ export interface UsageLedger {
   /**
    * Appends the record to the usage stream for the billing system, exactly
    * once per account and request id (for USAGE_MARKER_TTL_MS), with how it
-   * was billed. Separate from applyUsage: on Redis Cluster the one stream
-   * cannot share a slot with every account.
+   * was billed. The second step only where applyUsage does not stream.
    */
   appendUsageStream(record: UsageRecord, applied: UsageApplyOutcome): Promise<'appended' | 'duplicate'>;
+  /**
+   * Whether applyUsage also appends the stream entry, in the same atomic
+   * step, so that the debit, the ledger's record and the entry are kept or
+   * lost together (Redis standalone and Sentinel). Not on Redis Cluster,
+   * where the one stream cannot share a slot with every account, nor in the
+   * in-memory store, which loses everything together anyway.
+   */
+  readonly streamsOnApply: boolean;
+  /**
+   * Once the usage writes answered so far are durable as the deployment asks
+   * (USAGE_DURABILITY): undefined; otherwise why not, and the recorder keeps
+   * their records and sends them again (each write is idempotent).
+   */
+  usageDurabilityShortfall(): Promise<string | undefined>;
 }
 
 export interface UsageQuery {
@@ -375,7 +388,7 @@ export class StoreOutcomeUnknownError extends StoreUnavailableError {
 /** One stored record cannot be read (a field is missing or malformed); the rest of the store is fine. */
 export class CorruptRecordError extends StoreUnavailableError {
   constructor(
-    readonly record: 'account' | 'key' | 'member',
+    readonly record: 'account' | 'key' | 'member' | 'usage stream',
     /** Which field is wrong, e.g. "creditBalance is not a whole number within ±10^15". */
     readonly problem: string,
   ) {

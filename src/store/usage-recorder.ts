@@ -21,7 +21,9 @@ export type UsageRecordOutcome =
   /** Still unapplied when the shutdown deadline passed: logged in full (event usage_unapplied). */
   | 'dropped_at_shutdown'
   /** Applied to its account, but not yet in the usage stream when the shutdown deadline passed: logged in full. */
-  | 'unstreamed_at_shutdown';
+  | 'unstreamed_at_shutdown'
+  /** Applied, but not confirmed durable (USAGE_DURABILITY) when the shutdown deadline passed: logged in full (event usage_unconfirmed). */
+  | 'unconfirmed_at_shutdown';
 
 export interface UsageRecorderMetrics {
   observeUsageRecord(outcome: UsageRecordOutcome): void;
@@ -46,6 +48,10 @@ interface Pending {
   streamed: boolean;
   /** Attempts to apply that failed: a later 'duplicate' is then this process's own earlier attempt, applied late. */
   failedApplies: number;
+  /** The store's first answer: what the metrics count, however often a record not yet durable is sent again. */
+  firstAnswer?: UsageApplyOutcome;
+  /** Answered, but not confirmed durable: sent again, and Redis may yet lose it. */
+  unconfirmed: boolean;
 }
 
 /**
@@ -62,6 +68,12 @@ interface Pending {
  *
  * When the buffer is full a new record is refused (and logged in full), not
  * an older one: the older ones may already be on their way to Redis.
+ *
+ * A record leaves the buffer only once its writes are durable as the
+ * deployment asks (USAGE_DURABILITY, the ledger's usageDurabilityShortfall,
+ * asked once per batch): until then it stays and is sent again, which its
+ * markers make harmless. Where the ledger streams on apply, the debit, the
+ * record and its stream entry are one write, kept or lost together.
  */
 export class UsageRecorder {
   private queue: Pending[] = [];
@@ -123,7 +135,7 @@ export class UsageRecorder {
       );
       return 'dropped';
     }
-    this.queue.push({ record, streamed: false, failedApplies: 0 });
+    this.queue.push({ record, streamed: false, failedApplies: 0, unconfirmed: false });
     this.schedule();
     return 'queued';
   }
@@ -150,6 +162,14 @@ export class UsageRecorder {
     const left = [...this.queue, ...this.inFlight];
     this.queue = [];
     for (const pending of left) {
+      if (pending.unconfirmed && pending.applied === undefined) {
+        this.metrics.observeUsageRecord('unconfirmed_at_shutdown');
+        this.logger.error(
+          { event: 'usage_unconfirmed', detail: this.lastError, record: pending.record },
+          'shutting down: usage record applied but not confirmed durable (USAGE_DURABILITY): Redis may still lose it',
+        );
+        continue;
+      }
       const applied = pending.applied !== undefined;
       this.metrics.observeUsageRecord(applied ? 'unstreamed_at_shutdown' : 'dropped_at_shutdown');
       this.logger.error(
@@ -175,11 +195,13 @@ export class UsageRecorder {
     this.inFlight = batch;
     const run = (async () => {
       const results = await Promise.all(batch.map((pending) => this.settle(pending)));
+      const durable = await this.confirmDurable(batch.filter((pending) => pending.streamed));
       this.inFlight = [];
       // Anything unfinished goes to the back: one record that keeps failing never holds up the others.
       const unfinished = batch.filter((pending) => !pending.streamed);
       this.queue.push(...unfinished);
-      const progressed = results.some(Boolean);
+      // Redis answered, but what it answered may yet be lost: back off as if it had not.
+      const progressed = durable && results.some(Boolean);
       if (progressed) this.retryMs = this.firstRetryMs;
       return { progressed, unfinished: unfinished.length };
     })();
@@ -204,6 +226,36 @@ export class UsageRecorder {
     this.retryTimer.unref();
   }
 
+  /**
+   * The records of a batch whose writes were all answered leave the buffer
+   * (and are counted) only once the ledger says those writes are durable;
+   * otherwise they are marked to be sent again. True when durable.
+   */
+  private async confirmDurable(done: Pending[]): Promise<boolean> {
+    if (done.length === 0) return true;
+    let shortfall: string | undefined;
+    try {
+      shortfall = await this.ledger.usageDurabilityShortfall();
+    } catch (error) {
+      shortfall = `durability not confirmed: ${(error as Error).message}`;
+    }
+    if (shortfall === undefined) {
+      for (const pending of done) this.observeApplied(pending, pending.firstAnswer ?? pending.applied!);
+      return true;
+    }
+    for (const pending of done) {
+      pending.applied = undefined;
+      pending.streamed = false;
+      pending.unconfirmed = true;
+    }
+    this.lastError = shortfall;
+    this.logger.warn(
+      { event: 'usage_not_durable', records: done.length, buffered: this.buffered, retryInMs: this.retryMs, detail: shortfall },
+      'usage records applied but not yet durable as USAGE_DURABILITY asks: kept and sent again',
+    );
+    return false;
+  }
+
   /** Both steps of one record; true when a step succeeded. Errors are counted, logged (limited) and retried. */
   private async settle(pending: Pending): Promise<boolean> {
     let progressed = false;
@@ -215,8 +267,10 @@ export class UsageRecorder {
           pending.failedApplies += 1;
           throw error;
         }
+        pending.firstAnswer ??= pending.applied;
+        // One step where the ledger writes the stream entry with the record.
+        if (this.ledger.streamsOnApply) pending.streamed = true;
         progressed = true;
-        this.observeApplied(pending, pending.applied);
       }
       if (!pending.streamed) {
         await this.ledger.appendUsageStream(pending.record, pending.applied);
@@ -229,7 +283,7 @@ export class UsageRecorder {
         // Retrying cannot help until the record is repaired; it stays buffered (and counted) until then.
         this.logger.error(
           { event: 'usage_apply_failed', detail: error.message, accountId: pending.record.accountId, requestId: pending.record.requestId },
-          'usage record cannot be applied: the account record needs repair',
+          'usage record cannot be applied: the record in Redis that detail names needs repair',
         );
       }
       this.lastError = (error as Error).message;

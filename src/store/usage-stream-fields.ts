@@ -9,6 +9,14 @@ import type { UsageApplyOutcome, UsageRecord } from '../domain/usage-record';
  */
 export const USAGE_STREAM_VERSION = '1';
 
+/**
+ * The two fields that say how a record was billed. Where the stream entry is
+ * written by the script that applies the record (gwaApplyAndStreamUsage),
+ * the script fills in their values.
+ */
+export const USAGE_STREAM_BILLING_FIELD = 'billing';
+export const USAGE_STREAM_SHORTFALL_FIELD = 'creditShortfall';
+
 export function usageStreamFields(record: UsageRecord, applied: UsageApplyOutcome): [string, string][] {
   const billing = applied.kind === 'account_not_found' ? 'account_not_found' : applied.billing;
   const shortfall = applied.kind === 'account_not_found' ? 0 : applied.creditShortfall;
@@ -28,8 +36,8 @@ export function usageStreamFields(record: UsageRecord, applied: UsageApplyOutcom
     ['cacheCreationTokens', String(tokens.cacheCreationTokens)],
     ['costMinorUnits', String(record.costMinorUnits)],
     ['estimated', record.estimated ? 'true' : 'false'],
-    ['billing', billing],
-    ['creditShortfall', String(shortfall)],
+    [USAGE_STREAM_BILLING_FIELD, billing],
+    [USAGE_STREAM_SHORTFALL_FIELD, String(shortfall)],
     ['time', new Date(record.atMs).toISOString()],
     ['timeMs', String(record.atMs)],
   ];

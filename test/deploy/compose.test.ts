@@ -142,6 +142,8 @@ describe('docker-compose.yml', () => {
     ]);
     expect(result.settings.customerSignIn).toBeUndefined(); // no identity provider unless the operator names one
     expect(result.settings.redis).toEqual({ mode: 'standalone', url: 'redis://redis:6379' });
+    // A durable choice (docs/durability.md), which the redis service below makes hold.
+    expect(result.settings.usage.durability).toEqual({ mode: 'appendfsync-always' });
     expect(result.settings.configFile).toBeUndefined();
     expect(result.settings.adminToken).toBe(OPERATOR_TOKEN);
   });
@@ -150,6 +152,8 @@ describe('docker-compose.yml', () => {
     const redis = services.redis;
     expect(redis.image).toBe('redis:7-alpine');
     expect(redis.command.join(' ')).toContain('--appendonly yes');
+    // What gateway-authz's USAGE_DURABILITY=appendfsync-always requires, and checks at start.
+    expect(redis.command.join(' ')).toContain('--appendfsync always');
     expect(redis.volumes).toEqual(['redis-data:/data']);
     expect(Object.keys(compose.volumes)).toContain('redis-data');
     expect(redis.healthcheck.test.join(' ')).toMatch(/redis-cli ping/);

@@ -165,6 +165,11 @@ describe('the pod', () => {
     expect(env.REDIS_URL!.valueFrom.configMapKeyRef).toEqual({ name: 'gateway-authz-settings', key: 'REDIS_URL' });
     expect(only('ConfigMap', 'gateway-authz-settings').data.REDIS_URL).toMatch(/^rediss?:\/\/[^:/]+:\d+/);
     expect(env.ADMIN_TOKEN!.valueFrom.secretKeyRef).toEqual({ name: 'gateway-authz-admin', key: 'ADMIN_TOKEN' });
+    // A durable choice for usage (docs/durability.md), one the settings loader accepts with the ConfigMap's Redis.
+    expect(env.USAGE_DURABILITY!.valueFrom.configMapKeyRef).toEqual({ name: 'gateway-authz-settings', key: 'USAGE_DURABILITY' });
+    const settings = only('ConfigMap', 'gateway-authz-settings').data;
+    const loaded = loadSettings({ REDIS_URL: settings.REDIS_URL, USAGE_DURABILITY: settings.USAGE_DURABILITY });
+    expect(loaded.ok && loaded.settings.usage.durability).toEqual({ mode: 'appendfsync-always' });
     expect(Object.keys(only('Secret', 'gateway-authz-admin').data)).toEqual(['ADMIN_TOKEN']);
     // Every env value is a string (Kubernetes refuses numbers) and every reference resolves.
     for (const c of podContainers(deployment)) {

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
+import type { Cluster, Redis } from 'ioredis';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { RedisTopology } from '../../settings/settings';
+import type { RedisTopology, UsageDurability } from '../../settings/settings';
 import type { AuthorizeOutcome, AuthorizeRequest, CarriesDecisionClock, CheckPathTimer, TimesCheckPath } from '../../domain/authorization';
 import type { Account, KeyIds, StoredKey } from '../../domain/key-records';
 import { DEFAULT_MAX_ACTIVE_KEYS } from '../../domain/active-key-cap';
@@ -91,6 +92,8 @@ export interface RedisStoreOptions {
   defaultMaxActiveKeys?: number;
   /** Entries the usage stream keeps, approximately (USAGE_STREAM_MAX_LEN). */
   usageStreamMaxLength?: number;
+  /** When an applied usage record is durable enough to leave the buffer (USAGE_DURABILITY; default acknowledged). */
+  usageDurability?: UsageDurability;
 }
 
 const DEFAULT_ADMIN_TIMEOUT_MS = 2000;
@@ -122,9 +125,16 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
     private readonly adminDeadlineMs: number,
     private readonly defaultMaxActiveKeys: number,
     private readonly usageStreamMaxLength: number,
+    /** Usage records go on this connection, and so does the WAIT (or WAITAOF) that must follow them on it. */
+    private readonly usage: UsageConnection,
+    private readonly usageDurability: UsageDurability,
   ) {
     this.description = where;
+    this.streamsOnApply = !slotted;
   }
+
+  /** Not on a Cluster: there the one usage stream cannot share a script's slot with every account. */
+  readonly streamsOnApply: boolean;
 
   /** Connects and waits until Redis answers, so start-up fails loudly on a bad URL. */
   static async connect(options: RedisStoreOptions): Promise<RedisStore> {
@@ -133,18 +143,32 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
     const where = describeTopology(topology);
     const adminDeadlineMs = options.adminCommandTimeoutMs ?? DEFAULT_ADMIN_TIMEOUT_MS;
     const admin = openClient(topology, adminDeadlineMs);
+    const usageDurability = options.usageDurability ?? { mode: 'acknowledged' };
+    // A WAIT blocks its connection for up to its timeout: on a connection of their own, usage records hold up no admin call.
+    const waits = usageDurability.mode === 'wait-replicas' || usageDurability.mode === 'waitaof';
+    const usage = new UsageConnection(waits ? openClient(topology, adminDeadlineMs) : admin);
     let checks: CheckChannel | undefined;
     let decisionClock: DecisionClock;
     try {
       await admin.connect();
       await admin.ping();
+      if (usage.redis !== admin) await usage.redis.connect();
       checks = await openCheckChannel(topology, admin, options.commandTimeoutMs);
       await checks.ping(options.commandTimeoutMs * 10);
       decisionClock = await startDecisionClock(options, admin);
     } catch (error) {
       admin.disconnect();
+      usage.redis.disconnect();
       await checks?.close();
       throw new StoreUnavailableError(`cannot reach ${where}: ${messageOf(error)}`, { cause: error });
+    }
+    const refusal = await usageDurabilityRefusal(usageDurability, topology, admin, usage.redis, where);
+    if (refusal !== undefined) {
+      decisionClock.stop();
+      admin.disconnect();
+      usage.redis.disconnect();
+      await checks.close();
+      throw new StoreUnavailableError(refusal);
     }
     return new RedisStore(
       checks,
@@ -157,6 +181,8 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
       adminDeadlineMs,
       options.defaultMaxActiveKeys ?? DEFAULT_MAX_ACTIVE_KEYS,
       options.usageStreamMaxLength ?? DEFAULT_USAGE_STREAM_MAX_LENGTH,
+      usage,
+      usageDurability,
     );
   }
 
@@ -665,51 +691,121 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
   }
 
   /**
-   * One script call per record, on the admin connection (its looser
-   * deadline: this is off the Check path). The recorder sends a batch at once,
-   * so ioredis pipelines them. See gwaApplyUsage for what the script does.
+   * One script call per record, on the usage connection (the admin
+   * connection unless a WAIT must follow: its looser deadline, off the Check
+   * path). The recorder sends a batch at once, so ioredis pipelines them.
+   * Standalone and Sentinel: the record and its stream entry in one script
+   * (gwaApplyAndStreamUsage); Cluster: the record alone (gwaApplyUsage), the
+   * stream entry being appendUsageStream's.
    */
   async applyUsage(record: UsageRecord, budgets: TokenBudgetPlan): Promise<UsageApplyOutcome> {
     const { accountId, keyId, atMs } = record;
     const month = usageMonthOf(atMs);
+    const accountKeys = [
+      redisKeys.account(accountId),
+      redisKeys.key(accountId, keyId),
+      redisKeys.usageApplied(accountId, record.requestId),
+      redisKeys.usageHour(accountId, periodName(atMs, 'hour')),
+      redisKeys.usageDay(accountId, periodName(atMs, 'day')),
+    ] as const;
+    const fixedArguments = [
+      this.clockOverride ? String(Math.round(this.clockOverride() * 1000)) : '',
+      String(USAGE_MARKER_TTL_MS),
+      String(record.costMinorUnits),
+      String(totalTokens(record.tokens)),
+      redisKeys.accountSpendField(month),
+      redisKeys.keySpendField(keyId, month),
+      redisKeys.keyTokenBucketField(keyId),
+      redisKeys.accountTokenBucketField(),
+      String(CREDIT_LIMIT_MINOR_UNITS),
+      String(bucketExpiresAtMs(atMs, 'hour')),
+      String(bucketExpiresAtMs(atMs, 'day')),
+      String(budgets.key.length),
+      String(budgets.account.length),
+    ] as const;
+    const planAndAggregates = [
+      ...[...budgets.key, ...budgets.account].flatMap((budget) => [String(budget.tokens), String(budget.windowSeconds)]),
+      ...usageAggregateIncrements(record).flatMap(([field, increment]) => [field, String(increment)]),
+    ];
+    const redis = this.usage.redis;
+    if (!this.streamsOnApply) {
+      const reply = await this.call(() =>
+        this.usage.write(() => redis.gwaApplyUsage(...accountKeys, ...fixedArguments, ...planAndAggregates)),
+      );
+      return scripts.gwaApplyUsage.parseReply(reply);
+    }
+    // The script fills in how it billed the record.
+    const streamFields = usageStreamFields(record, BILLED_BY_THE_SCRIPT).flat();
     const reply = await this.call(() =>
-      this.redis.gwaApplyUsage(
-        redisKeys.account(accountId),
-        redisKeys.key(accountId, keyId),
-        redisKeys.usageApplied(accountId, record.requestId),
-        redisKeys.usageHour(accountId, periodName(atMs, 'hour')),
-        redisKeys.usageDay(accountId, periodName(atMs, 'day')),
-        this.clockOverride ? String(Math.round(this.clockOverride() * 1000)) : '',
-        String(USAGE_MARKER_TTL_MS),
-        String(record.costMinorUnits),
-        String(totalTokens(record.tokens)),
-        redisKeys.accountSpendField(month),
-        redisKeys.keySpendField(keyId, month),
-        redisKeys.keyTokenBucketField(keyId),
-        redisKeys.accountTokenBucketField(),
-        String(CREDIT_LIMIT_MINOR_UNITS),
-        String(bucketExpiresAtMs(atMs, 'hour')),
-        String(bucketExpiresAtMs(atMs, 'day')),
-        String(budgets.key.length),
-        String(budgets.account.length),
-        ...[...budgets.key, ...budgets.account].flatMap((budget) => [String(budget.tokens), String(budget.windowSeconds)]),
-        ...usageAggregateIncrements(record).flatMap(([field, increment]) => [field, String(increment)]),
+      this.usage.write(() =>
+        redis.gwaApplyAndStreamUsage(
+          ...accountKeys,
+          redisKeys.usageStream(),
+          redisKeys.usageStreamed(accountId, record.requestId),
+          ...fixedArguments,
+          String(this.usageStreamMaxLength),
+          String(streamFields.length),
+          ...streamFields,
+          ...planAndAggregates,
+        ),
       ),
     );
-    return scripts.gwaApplyUsage.parseReply(reply);
+    return scripts.gwaApplyAndStreamUsage.parseReply(reply);
   }
 
   async appendUsageStream(record: UsageRecord, applied: UsageApplyOutcome): Promise<'appended' | 'duplicate'> {
+    const redis = this.usage.redis;
     const reply = await this.call(() =>
-      this.redis.gwaAppendUsageStream(
-        redisKeys.usageStream(),
-        redisKeys.usageStreamed(record.accountId, record.requestId),
-        String(USAGE_MARKER_TTL_MS),
-        String(this.usageStreamMaxLength),
-        ...usageStreamFields(record, applied).flat(),
+      this.usage.write(() =>
+        redis.gwaAppendUsageStream(
+          redisKeys.usageStream(),
+          redisKeys.usageStreamed(record.accountId, record.requestId),
+          String(USAGE_MARKER_TTL_MS),
+          String(this.usageStreamMaxLength),
+          ...usageStreamFields(record, applied).flat(),
+        ),
       ),
     );
     return scripts.gwaAppendUsageStream.parseReply(reply);
+  }
+
+  /**
+   * Sent after a batch of usage writes has been answered, on their connection:
+   * undefined once they are durable as USAGE_DURABILITY asks, else why not.
+   * WAIT and WAITAOF count only what this connection wrote, so writes
+   * answered on a connection since lost are never counted as durable: the
+   * recorder sends them again, and a repeat writes (see gwaApplyAndStreamUsage).
+   */
+  async usageDurabilityShortfall(): Promise<string | undefined> {
+    const durability = this.usageDurability;
+    const allOnThisConnection = this.usage.beginDurabilityCheck();
+    switch (durability.mode) {
+      case 'acknowledged':
+        return undefined;
+      case 'appendfsync-always': {
+        // On a Cluster every master was checked at start; elsewhere each batch also finds a failover to a master set otherwise.
+        if (this.slotted) return undefined;
+        const config = await this.call(() => this.usage.redis.config('GET', 'append*'));
+        return appendfsyncShortfall(config as unknown[]);
+      }
+      case 'wait-replicas': {
+        const acknowledged = await this.call(() => this.usage.redis.wait(durability.replicas, durability.timeoutMs));
+        if (!allOnThisConnection()) return 'the usage connection was re-established since the writes';
+        if (acknowledged < durability.replicas) {
+          return `WAIT ${durability.replicas}: ${acknowledged} replica(s) acknowledged within ${durability.timeoutMs} ms`;
+        }
+        return undefined;
+      }
+      case 'waitaof': {
+        const reply = await this.call(() => this.usage.redis.call('WAITAOF', 1, durability.replicas, durability.timeoutMs));
+        if (!allOnThisConnection()) return 'the usage connection was re-established since the writes';
+        const [local, replicas] = (Array.isArray(reply) ? reply : []) as unknown[];
+        if (local !== 1 || typeof replicas !== 'number' || replicas < durability.replicas) {
+          return `WAITAOF 1 ${durability.replicas}: local AOF ${local === 1 ? 'fsynced' : 'not fsynced'}, ${String(replicas)} replica AOF(s) within ${durability.timeoutMs} ms`;
+        }
+        return undefined;
+      }
+    }
   }
 
   async readUsage(query: UsageQuery): Promise<UsageBucket[] | null> {
@@ -769,7 +865,11 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
 
   async close(): Promise<void> {
     this.decisionClock.stop();
-    await Promise.all([this.checks.close(), closeClient(this.redis)]);
+    await Promise.all([
+      this.checks.close(),
+      closeClient(this.redis),
+      this.usage.redis !== this.redis ? closeClient(this.usage.redis) : undefined,
+    ]);
   }
 
   /**
@@ -806,6 +906,105 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
       return await command();
     } catch (error) {
       throw asStoreError(error);
+    }
+  }
+}
+
+/**
+ * The connection usage records go on, and which of its connections (ioredis
+ * reconnects it) answered each write: a WAIT or WAITAOF counts only the
+ * writes of the connection it is sent on.
+ */
+class UsageConnection {
+  private connection = 0;
+  private writtenOn = new Set<number>();
+
+  constructor(readonly redis: ScriptedRedis) {
+    redis.on('ready', () => {
+      this.connection += 1;
+    });
+  }
+
+  async write<T>(command: () => Promise<T>): Promise<T> {
+    const reply = await command();
+    this.writtenOn.add(this.connection);
+    return reply;
+  }
+
+  /** Starts a check: once its WAIT is answered, tells whether every write since the last check was on the connection the WAIT went on. */
+  beginDurabilityCheck(): () => boolean {
+    const writtenOn = this.writtenOn;
+    this.writtenOn = new Set();
+    return () => [...writtenOn].every((connection) => connection === this.connection);
+  }
+}
+
+/**
+ * The placeholder billing of a stream entry that gwaApplyAndStreamUsage
+ * writes: the script replaces both values with how it billed the record.
+ */
+const BILLED_BY_THE_SCRIPT: UsageApplyOutcome = { kind: 'applied', billing: 'prepaid', creditShortfall: 0 };
+
+/** Why Redis's AOF settings fall short of appendfsync-always, from `CONFIG GET append*`; undefined when they do not. */
+function appendfsyncShortfall(config: unknown[]): string | undefined {
+  const value = (name: string) => {
+    const at = config.indexOf(name);
+    return at >= 0 ? String(config[at + 1]) : '(not reported)';
+  };
+  const appendonly = value('appendonly');
+  const appendfsync = value('appendfsync');
+  if (appendonly === 'yes' && appendfsync === 'always') return undefined;
+  return `Redis runs appendonly ${appendonly}, appendfsync ${appendfsync}; USAGE_DURABILITY=appendfsync-always needs appendonly yes and appendfsync always`;
+}
+
+/**
+ * Why the chosen durability cannot hold on this Redis, found at start (the
+ * store then refuses to open): appendfsync-always needs every master to say
+ * so (CONFIG GET, which must be allowed: a setting that cannot be read cannot
+ * be relied on); waitaof needs Redis 7.2 or later and the master's AOF on.
+ */
+async function usageDurabilityRefusal(
+  durability: UsageDurability,
+  topology: RedisTopology,
+  admin: ScriptedRedis,
+  usage: ScriptedRedis,
+  where: string,
+): Promise<string | undefined> {
+  switch (durability.mode) {
+    case 'acknowledged':
+    case 'wait-replicas':
+      return undefined;
+    case 'appendfsync-always': {
+      const masters: Redis[] = topology.mode === 'cluster' ? (admin as unknown as Cluster).nodes('master') : [admin];
+      const problems: string[] = [];
+      for (const master of masters) {
+        const name = topology.mode === 'cluster' ? `${master.options.host ?? ''}:${master.options.port ?? ''}` : where;
+        try {
+          const shortfall = appendfsyncShortfall((await master.config('GET', 'append*')) as unknown[]);
+          if (shortfall !== undefined) problems.push(`${name}: ${shortfall}`);
+        } catch (error) {
+          problems.push(
+            `${name}: CONFIG GET is refused (${messageOf(error)}), so appendfsync cannot be checked; allow CONFIG GET to this user, or choose USAGE_DURABILITY=wait-replicas or waitaof, which Redis confirms write by write`,
+          );
+        }
+      }
+      return problems.length > 0 ? `USAGE_DURABILITY=appendfsync-always: ${problems.join('; ')}` : undefined;
+    }
+    case 'waitaof': {
+      const info = String(await admin.info('server'));
+      const version = /redis_version:(\d+)\.(\d+)/.exec(info);
+      const [major, minor] = version ? [Number(version[1]), Number(version[2])] : [0, 0];
+      if (major < 7 || (major === 7 && minor < 2)) {
+        return `USAGE_DURABILITY=waitaof needs Redis 7.2 or later (WAITAOF); ${where} runs ${version ? `${major}.${minor}` : 'an unknown version'}: choose wait-replicas or appendfsync-always`;
+      }
+      try {
+        // Nothing written on this connection yet: answers at once whether the local AOF is on.
+        const reply = await usage.call('WAITAOF', 1, 0, durability.timeoutMs);
+        if (!Array.isArray(reply) || reply[0] !== 1) return `USAGE_DURABILITY=waitaof: ${where} did not report its AOF fsynced`;
+      } catch (error) {
+        return `USAGE_DURABILITY=waitaof: ${where} refused WAITAOF (${messageOf(error)}); it needs appendonly yes`;
+      }
+      return undefined;
     }
   }
 }

@@ -6,6 +6,7 @@ import { limitHit, type LimitScope, type LimitState, type RateLimit, type RatePl
 import { emissionIntervalUs } from '../../limits/gcra';
 import type { KeyEnvironment } from '../../keys/customer-key';
 import type { UsageApplyOutcome, UsageBilling } from '../../domain/usage-record';
+import { USAGE_STREAM_BILLING_FIELD, USAGE_STREAM_SHORTFALL_FIELD } from '../usage-stream-fields';
 import { MAX_BUDGET_TOKENS, type TokenBudget, type TokenBudgetPlan, type TokenBudgetState } from '../../domain/token-budgets';
 import { MAX_WINDOW_SECONDS } from '../../limits/rate-limit';
 import {
@@ -348,6 +349,144 @@ local function tb_unrefilled(debt_us, fraction, tokens, window_s)
   local u, window_us = 0, window_s * 1000000
 ${indent(luaUnrefilled('u', 'debt_us', 'fraction', 'tokens', 'window_s'))}
   return u
+end`;
+
+/** gwaApplyUsage's Lua; with `streams`, gwaApplyAndStreamUsage's. */
+function applyUsageLua(streams: boolean): string {
+  return `${LUA_ISO_8601}
+${LUA_TOKEN_BUDGET}
+local plan_from = ${streams ? '16 + tonumber(ARGV[15])' : '14'}${streams ? LUA_STREAM_USAGE : ''}
+local first = redis.call('GET', KEYS[3])
+if first then${streams ? "\n  stream_once(string.match(first, '^(%a+):(%d+)$'))" : ''}
+  return {'duplicate', first}
+end
+local a = redis.call('HMGET', KEYS[1], 'id', 'creditBalance', '${redisKeys.tokenBudgetsField()}', ARGV[5], ARGV[6],
+  '${redisKeys.creditShortfallField()}', '${redisKeys.usageSweepField()}')
+if not a[1] then${streams ? "\n  stream_once('account_not_found', '0')" : ''}
+  return {'account_not_found'}
+end
+local function amount(text, name)
+  if not text then return 0 end
+  if not string.match(text, '^%d+$') or string.len(text) > 16 then error({corrupt = name, text = text}) end
+  return tonumber(text)
+end
+local ok, problem = pcall(function()
+  if a[2] and (not string.match(a[2], '^-?%d+$') or string.len(a[2]) > 17 or math.abs(tonumber(a[2])) > 9007199254740991) then
+    error({corrupt = 'creditBalance', text = a[2]})
+  end
+  amount(a[4], ARGV[5]); amount(a[5], ARGV[6]); amount(a[6], '${redisKeys.creditShortfallField()}')
+end)
+if not ok then
+  if type(problem) == 'table' then return {'corrupt', problem.corrupt, problem.text} end
+  error(problem)
+end
+local now
+if ARGV[1] ~= '' then now = tonumber(ARGV[1])
+else local t = redis.call('TIME'); now = tonumber(t[1]) * 1000000 + tonumber(t[2]) end
+local writes, gone = {}, {}
+local sweep_at = a[7] and tonumber(a[7])
+if not sweep_at or sweep_at <= now then
+  -- A new account has nothing to sweep; one an earlier version swept may hold text token buckets.
+  if sweep_at or redis.call('HEXISTS', KEYS[1], '${redisKeys.legacyUsageSweepField()}') == 1 then
+${indent(indent(luaUsageSweep()))}
+  end
+  writes[#writes + 1] = '${redisKeys.usageSweepField()}'
+  writes[#writes + 1] = string.format('%.0f', now + ${USAGE_SWEEP_INTERVAL_US})
+end
+local cost = tonumber(ARGV[3])
+local billing, shortfall = 'postpaid', 0
+if a[2] then
+  billing = 'prepaid'
+  local debited = tonumber(a[2]) - cost
+  local balance = math.max(debited, -tonumber(ARGV[9]))
+  shortfall = balance - debited
+  writes[#writes + 1] = 'creditBalance'
+  writes[#writes + 1] = string.format('%.0f', balance)
+  if shortfall > 0 then
+    writes[#writes + 1] = '${redisKeys.creditShortfallField()}'
+    writes[#writes + 1] = string.format('%.0f', math.min(amount(a[6]) + shortfall, 9007199254740991))
+  end
+end
+for i, field in ipairs({ARGV[5], ARGV[6]}) do
+  local spent = 0
+  if not gone[field] then spent = amount(a[3 + i]) end
+  writes[#writes + 1] = field
+  writes[#writes + 1] = string.format('%.0f', math.min(spent + cost, 9007199254740991))
+end
+local key_count, account_count = tonumber(ARGV[12]), tonumber(ARGV[13])
+local aggregates_from = plan_from + 2 * (key_count + account_count)
+local tokens = tonumber(ARGV[4])
+if tokens > 0 then
+  local function plan_budgets(from, count)
+    local out = {}
+    for i = from, from + 2 * count - 1, 2 do out[#out + 1] = {tokens = tonumber(ARGV[i]), windowSeconds = tonumber(ARGV[i + 1])} end
+    return out
+  end
+  local overrides = {}
+  if a[3] then overrides = cjson.decode(a[3]) end
+  local own = redis.call('HGET', KEYS[2], '${redisKeys.tokenBudgetsField()}')
+  local key_budgets = (own and cjson.decode(own)) or overrides.key or plan_budgets(plan_from, key_count)
+  local account_budgets = overrides.account or plan_budgets(plan_from + 2 * key_count, account_count)
+  if #key_budgets + #account_budgets > 0 then
+    local stored = redis.call('HMGET', KEYS[1], ARGV[7], ARGV[8])
+    for i, scope in ipairs({key_budgets, account_budgets}) do
+      if #scope > 0 then
+        local buckets, moved = token_buckets_of(stored[i]), {}
+        for j, b in ipairs(scope) do
+          local w = b.windowSeconds
+          local old = buckets[w] or {}
+          moved[j] = {w, tb_consume(old[1], old[2], now, tokens, b.tokens, w)}
+          buckets[w] = nil
+        end
+        writes[#writes + 1] = ARGV[6 + i]
+        writes[#writes + 1] = tb_pack(moved, buckets, now)
+      end
+    end
+  end
+end
+redis.call('HSET', KEYS[1], unpack(writes))
+local outcome = billing .. ':' .. string.format('%.0f', shortfall)
+redis.call('SET', KEYS[3], outcome, 'PX', ARGV[2])${streams ? "\nstream_once(billing, string.format('%.0f', shortfall))" : ''}
+-- A TTL from the service's clock, not PEXPIREAT: Redis's own clock may differ
+-- from the gateway's, and the bucket must live as long as the service reads it.
+local now_ms = math.floor(now / 1000)
+for i, expires in ipairs({ARGV[10], ARGV[11]}) do
+  if tonumber(expires) > now_ms then
+    for j = aggregates_from, #ARGV, 2 do redis.call('HINCRBY', KEYS[3 + i], ARGV[j], ARGV[j + 1]) end
+    redis.call('PEXPIRE', KEYS[3 + i], tonumber(expires) - now_ms)
+  end
+end
+return {'applied', outcome}`;
+}
+
+/**
+ * The stream entry of gwaApplyAndStreamUsage (KEYS[6], its marker KEYS[7]),
+ * from ARGV[16…] (ARGV[15] strings: names and values, the values of
+ * `billing` and `creditShortfall` replaced by how the script billed the
+ * record). The stream key's type is checked first, before any write. Once
+ * the marker exists it is written again unchanged (SET KEEPTTL): a write, so
+ * that a WAIT or WAITAOF after a repeat covers the first application, made
+ * perhaps on a connection since lost.
+ */
+const LUA_STREAM_USAGE = `
+local stream_type = redis.call('TYPE', KEYS[6])['ok']
+if stream_type ~= 'stream' and stream_type ~= 'none' then return {'wrong_type', KEYS[6], stream_type} end
+local streamed_id = redis.call('GET', KEYS[7])
+local function stream_once(billing, shortfall)
+  if streamed_id then
+    redis.call('SET', KEYS[7], streamed_id, 'KEEPTTL')
+    return
+  end
+  local fields = {}
+  for i = 16, 15 + tonumber(ARGV[15]), 2 do
+    local name, value = ARGV[i], ARGV[i + 1]
+    if name == '${USAGE_STREAM_BILLING_FIELD}' then value = billing
+    elseif name == '${USAGE_STREAM_SHORTFALL_FIELD}' then value = shortfall end
+    fields[#fields + 1] = name
+    fields[#fields + 1] = value
+  end
+  streamed_id = redis.call('XADD', KEYS[6], 'MAXLEN', '~', ARGV[14], '*', unpack(fields))
+  redis.call('SET', KEYS[7], streamed_id, 'PX', ARGV[2])
 end`;
 
 /** Every script, declared once: `defineCommand` registers each under its name, and `ScriptCommands` types it. */
@@ -790,105 +929,40 @@ return written`,
       'planAccountBudgetCount',
       '...planBudgetsThenAggregateIncrements',
     ],
-    lua: `${LUA_ISO_8601}
-${LUA_TOKEN_BUDGET}
-local first = redis.call('GET', KEYS[3])
-if first then return {'duplicate', first} end
-local a = redis.call('HMGET', KEYS[1], 'id', 'creditBalance', '${redisKeys.tokenBudgetsField()}', ARGV[5], ARGV[6],
-  '${redisKeys.creditShortfallField()}', '${redisKeys.usageSweepField()}')
-if not a[1] then return {'account_not_found'} end
-local function amount(text, name)
-  if not text then return 0 end
-  if not string.match(text, '^%d+$') or string.len(text) > 16 then error({corrupt = name, text = text}) end
-  return tonumber(text)
-end
-local ok, problem = pcall(function()
-  if a[2] and (not string.match(a[2], '^-?%d+$') or string.len(a[2]) > 17 or math.abs(tonumber(a[2])) > 9007199254740991) then
-    error({corrupt = 'creditBalance', text = a[2]})
-  end
-  amount(a[4], ARGV[5]); amount(a[5], ARGV[6]); amount(a[6], '${redisKeys.creditShortfallField()}')
-end)
-if not ok then
-  if type(problem) == 'table' then return {'corrupt', problem.corrupt, problem.text} end
-  error(problem)
-end
-local now
-if ARGV[1] ~= '' then now = tonumber(ARGV[1])
-else local t = redis.call('TIME'); now = tonumber(t[1]) * 1000000 + tonumber(t[2]) end
-local writes, gone = {}, {}
-local sweep_at = a[7] and tonumber(a[7])
-if not sweep_at or sweep_at <= now then
-  -- A new account has nothing to sweep; one an earlier version swept may hold text token buckets.
-  if sweep_at or redis.call('HEXISTS', KEYS[1], '${redisKeys.legacyUsageSweepField()}') == 1 then
-${indent(indent(luaUsageSweep()))}
-  end
-  writes[#writes + 1] = '${redisKeys.usageSweepField()}'
-  writes[#writes + 1] = string.format('%.0f', now + ${USAGE_SWEEP_INTERVAL_US})
-end
-local cost = tonumber(ARGV[3])
-local billing, shortfall = 'postpaid', 0
-if a[2] then
-  billing = 'prepaid'
-  local debited = tonumber(a[2]) - cost
-  local balance = math.max(debited, -tonumber(ARGV[9]))
-  shortfall = balance - debited
-  writes[#writes + 1] = 'creditBalance'
-  writes[#writes + 1] = string.format('%.0f', balance)
-  if shortfall > 0 then
-    writes[#writes + 1] = '${redisKeys.creditShortfallField()}'
-    writes[#writes + 1] = string.format('%.0f', math.min(amount(a[6]) + shortfall, 9007199254740991))
-  end
-end
-for i, field in ipairs({ARGV[5], ARGV[6]}) do
-  local spent = 0
-  if not gone[field] then spent = amount(a[3 + i]) end
-  writes[#writes + 1] = field
-  writes[#writes + 1] = string.format('%.0f', math.min(spent + cost, 9007199254740991))
-end
-local key_count, account_count = tonumber(ARGV[12]), tonumber(ARGV[13])
-local aggregates_from = 14 + 2 * (key_count + account_count)
-local tokens = tonumber(ARGV[4])
-if tokens > 0 then
-  local function plan_budgets(from, count)
-    local out = {}
-    for i = from, from + 2 * count - 1, 2 do out[#out + 1] = {tokens = tonumber(ARGV[i]), windowSeconds = tonumber(ARGV[i + 1])} end
-    return out
-  end
-  local overrides = {}
-  if a[3] then overrides = cjson.decode(a[3]) end
-  local own = redis.call('HGET', KEYS[2], '${redisKeys.tokenBudgetsField()}')
-  local key_budgets = (own and cjson.decode(own)) or overrides.key or plan_budgets(14, key_count)
-  local account_budgets = overrides.account or plan_budgets(14 + 2 * key_count, account_count)
-  if #key_budgets + #account_budgets > 0 then
-    local stored = redis.call('HMGET', KEYS[1], ARGV[7], ARGV[8])
-    for i, scope in ipairs({key_budgets, account_budgets}) do
-      if #scope > 0 then
-        local buckets, moved = token_buckets_of(stored[i]), {}
-        for j, b in ipairs(scope) do
-          local w = b.windowSeconds
-          local old = buckets[w] or {}
-          moved[j] = {w, tb_consume(old[1], old[2], now, tokens, b.tokens, w)}
-          buckets[w] = nil
-        end
-        writes[#writes + 1] = ARGV[6 + i]
-        writes[#writes + 1] = tb_pack(moved, buckets, now)
-      end
-    end
-  end
-end
-redis.call('HSET', KEYS[1], unpack(writes))
-local outcome = billing .. ':' .. string.format('%.0f', shortfall)
-redis.call('SET', KEYS[3], outcome, 'PX', ARGV[2])
--- A TTL from the service's clock, not PEXPIREAT: Redis's own clock may differ
--- from the gateway's, and the bucket must live as long as the service reads it.
-local now_ms = math.floor(now / 1000)
-for i, expires in ipairs({ARGV[10], ARGV[11]}) do
-  if tonumber(expires) > now_ms then
-    for j = aggregates_from, #ARGV, 2 do redis.call('HINCRBY', KEYS[3 + i], ARGV[j], ARGV[j + 1]) end
-    redis.call('PEXPIRE', KEYS[3 + i], tonumber(expires) - now_ms)
-  end
-end
-return {'applied', outcome}`,
+    lua: applyUsageLua(false),
+    parseReply: parseApplyUsageReply,
+  }),
+
+  /**
+   * gwaApplyUsage and the record's usage stream entry in the same script, so
+   * the debit, the ledger's record and the stream entry are kept or lost
+   * together (one MULTI/EXEC in the AOF and to replicas): standalone and
+   * Sentinel, where the stream may share a script with any account. The
+   * stream key's type is checked before anything is written; the entry goes
+   * in right after the marker, before the aggregates, and takes how the
+   * record was billed from the script (LUA_STREAM_USAGE).
+   */
+  gwaApplyAndStreamUsage: script({
+    keys: ['account', 'keyRecord', 'appliedMarker', 'hourAggregate', 'dayAggregate', 'stream', 'streamedMarker'],
+    argv: [
+      'nowUs',
+      'markerTtlMs',
+      'costMinorUnits',
+      'totalTokens',
+      'accountSpendField',
+      'keySpendField',
+      'keyTokenBucketField',
+      'accountTokenBucketField',
+      'creditLimit',
+      'hourExpiresAtMs',
+      'dayExpiresAtMs',
+      'planKeyBudgetCount',
+      'planAccountBudgetCount',
+      'streamMaxLength',
+      'streamFieldCount',
+      '...streamFieldsThenPlanBudgetsThenAggregateIncrements',
+    ],
+    lua: applyUsageLua(true),
     parseReply: parseApplyUsageReply,
   }),
 
@@ -1687,6 +1761,9 @@ function parseApplyUsageReply(reply: unknown): UsageApplyOutcome {
     case 'corrupt':
       // Nothing was written; the account needs repair before this record can be applied.
       throw new CorruptRecordError('account', `${String(second)} '${String(third)}' is not an exact whole number`);
+    case 'wrong_type':
+      // Nothing was written: the stream key holds something else, and the record waits until it is repaired.
+      throw new CorruptRecordError('usage stream', `${String(second)} is a ${String(third)}, not a stream`);
     default:
       throw new StoreUnavailableError(`unexpected usage reply from Redis: ${String(kind)}`);
   }

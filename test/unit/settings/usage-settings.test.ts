@@ -1,4 +1,9 @@
-import { DEFAULT_USAGE_BUFFER_MAX_RECORDS, DEFAULT_USAGE_STREAM_MAX_LENGTH, loadSettings } from '../../../src/settings/settings';
+import {
+  DEFAULT_USAGE_BUFFER_MAX_RECORDS,
+  DEFAULT_USAGE_DURABILITY_TIMEOUT_MS,
+  DEFAULT_USAGE_STREAM_MAX_LENGTH,
+  loadSettings,
+} from '../../../src/settings/settings';
 
 const withConfig = (env: Record<string, string>, config?: object) =>
   loadSettings(config ? { ...env, CONFIG_FILE: 'c.json' } : env, () => JSON.stringify(config));
@@ -15,6 +20,7 @@ describe('usage settings (issue 16)', () => {
     expect(result.settings.usage).toEqual({
       bufferMaxRecords: DEFAULT_USAGE_BUFFER_MAX_RECORDS,
       streamMaxLength: DEFAULT_USAGE_STREAM_MAX_LENGTH,
+      durability: { mode: 'acknowledged' },
     });
     expect([DEFAULT_USAGE_BUFFER_MAX_RECORDS, DEFAULT_USAGE_STREAM_MAX_LENGTH]).toEqual([100_000, 1_000_000]);
     expect(result.settings.pipeline.defaultTokenBudgets).toEqual({ key: [], account: [] });
@@ -23,7 +29,11 @@ describe('usage settings (issue 16)', () => {
 
   it('reads the bounds, refusing values outside them with the setting named, all problems at once', () => {
     const result = loadSettings({ USAGE_BUFFER_MAX_RECORDS: '5000', USAGE_STREAM_MAX_LEN: '20000' });
-    expect(result.ok && result.settings.usage).toEqual({ bufferMaxRecords: 5_000, streamMaxLength: 20_000 });
+    expect(result.ok && result.settings.usage).toEqual({
+      bufferMaxRecords: 5_000,
+      streamMaxLength: 20_000,
+      durability: { mode: 'acknowledged' },
+    });
     expect(problemsOf({ USAGE_BUFFER_MAX_RECORDS: '99', USAGE_STREAM_MAX_LEN: 'many' })).toEqual([
       'USAGE_BUFFER_MAX_RECORDS: Too small: expected number to be >=100',
       'USAGE_STREAM_MAX_LEN: Invalid input: expected number, received NaN',
@@ -53,6 +63,41 @@ describe('usage settings (issue 16)', () => {
     ]);
     expect(problemsOf({}, { defaultPlan: { tokenBudgets: { keys: [] } } })).toEqual([
       expect.stringMatching(/^CONFIG_FILE c\.json: defaultPlan\.tokenBudgets: Unrecognized key: "keys"/),
+    ]);
+  });
+
+  it('reads USAGE_DURABILITY with its replicas and timeout', () => {
+    const redis = { REDIS_URL: 'redis://redis:6379' };
+    const durability = (env: Record<string, string>) => {
+      const result = loadSettings({ ...redis, ...env });
+      if (!result.ok) throw new Error(result.problems.join('; '));
+      return result.settings.usage.durability;
+    };
+    expect(durability({ USAGE_DURABILITY: 'appendfsync-always' })).toEqual({ mode: 'appendfsync-always' });
+    expect(durability({ USAGE_DURABILITY: 'wait-replicas', USAGE_DURABILITY_REPLICAS: '2' })).toEqual({
+      mode: 'wait-replicas',
+      replicas: 2,
+      timeoutMs: DEFAULT_USAGE_DURABILITY_TIMEOUT_MS,
+    });
+    expect(durability({ USAGE_DURABILITY: 'waitaof', USAGE_DURABILITY_TIMEOUT_MS: '800' })).toEqual({
+      mode: 'waitaof',
+      replicas: 0,
+      timeoutMs: 800,
+    });
+  });
+
+  it('refuses a durability that cannot hold, naming why, all at once', () => {
+    expect(problemsOf({ USAGE_DURABILITY: 'appendfsync-always' })).toEqual([
+      'USAGE_DURABILITY: appendfsync-always needs Redis (REDIS_URL, REDIS_SENTINELS or REDIS_CLUSTER_NODES); the in-memory store keeps nothing',
+    ]);
+    expect(problemsOf({ USAGE_DURABILITY: 'fsync' })).toEqual([expect.stringMatching(/^USAGE_DURABILITY: Invalid option/)]);
+    expect(problemsOf({ REDIS_CLUSTER_NODES: 'a:7000', USAGE_DURABILITY: 'wait-replicas', USAGE_DURABILITY_TIMEOUT_MS: '2000' })).toEqual([
+      'USAGE_DURABILITY: wait-replicas is not supported on Redis Cluster (a WAIT must reach the master that took each write); use appendfsync-always on every master',
+      'USAGE_DURABILITY_REPLICAS: required with USAGE_DURABILITY=wait-replicas, at least 1 (the replicas each record must reach)',
+      'USAGE_DURABILITY_TIMEOUT_MS: must be below REDIS_ADMIN_TIMEOUT_MS (2000), or the client gives up on the wait before Redis answers it',
+    ]);
+    expect(problemsOf({ REDIS_URL: 'redis://r:6379', USAGE_DURABILITY_REPLICAS: '1' })).toEqual([
+      'USAGE_DURABILITY_REPLICAS: only meaningful with USAGE_DURABILITY=wait-replicas or waitaof',
     ]);
   });
 });

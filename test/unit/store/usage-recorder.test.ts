@@ -13,9 +13,12 @@ const T0 = Date.parse('2026-11-22T12:00:00Z');
  * The in-memory store's real ledger, with faults put in front of it: `down`
  * refuses every call (nothing applied), `loseReplies` applies and then throws
  * (a reply lost after Redis applied the script), `poison` refuses one request
- * id for ever.
+ * id for ever; `notDurable` makes every durability check answer that reason.
  */
 class FaultyLedger implements UsageLedger {
+  readonly streamsOnApply = false;
+  notDurable: string | undefined;
+  durabilityChecks = 0;
   down = false;
   loseReplies = 0;
   streamDown = false;
@@ -41,6 +44,12 @@ class FaultyLedger implements UsageLedger {
     await Promise.resolve();
     if (this.down || this.streamDown) throw new StoreUnavailableError('Redis command failed: connect ECONNREFUSED');
     return this.store.appendUsageStream(record, applied);
+  }
+
+  async usageDurabilityShortfall(): Promise<string | undefined> {
+    this.durabilityChecks += 1;
+    await Promise.resolve();
+    return this.notDurable;
   }
 }
 
@@ -255,5 +264,36 @@ describe('UsageRecorder', () => {
     // After stop, a record is refused at once, logged, never sent.
     expect(w.recorder.record(usage())).toBe('dropped');
     expect(w.logs.events('usage_unapplied')).toHaveLength(4);
+  });
+
+  it('keeps applied records until the ledger says they are durable, sending them again, and counts each once', async () => {
+    const w = await world();
+    w.ledger.notDurable = 'WAIT 1: 0 replica(s) acknowledged within 500 ms';
+    const records = [usage(), usage(), usage()];
+    for (const record of records) w.recorder.record(record);
+    await until(() => w.ledger.durabilityChecks >= 3);
+    expect(w.recorder.buffered).toBe(3);
+    // Applied once; every later attempt finds the marker and changes nothing.
+    expect(await w.balance()).toBe(1_000_000 - 9);
+    expect(w.ledger.applyCalls).toBeGreaterThanOrEqual(9);
+    expect(w.logs.events('usage_not_durable')[0]).toMatchObject({ records: 3, detail: w.ledger.notDurable });
+    expect(await w.counter('gateway_authz_usage_records_total')).toBe(0);
+    w.ledger.notDurable = undefined;
+    await until(() => w.recorder.buffered === 0);
+    expect(await w.balance()).toBe(1_000_000 - 9);
+    expect(await w.streamed()).toEqual(records.map((r) => r.requestId));
+    expect(await w.counter('gateway_authz_usage_records_total', { outcome: 'applied' })).toBe(3);
+    expect(await w.counter('gateway_authz_usage_spend_minor_units_total')).toBe(9);
+  });
+
+  it('on stop, logs and counts a record applied but never confirmed durable', async () => {
+    const w = await world();
+    w.ledger.notDurable = 'WAIT 1: 0 replica(s) acknowledged within 500 ms';
+    const record = usage();
+    w.recorder.record(record);
+    await until(() => w.ledger.durabilityChecks >= 1);
+    await w.recorder.stop(Date.now() + 100);
+    expect(w.logs.events('usage_unconfirmed')).toEqual([expect.objectContaining({ record, detail: w.ledger.notDurable })]);
+    expect(await w.counter('gateway_authz_usage_records_total', { outcome: 'unconfirmed_at_shutdown' })).toBe(1);
   });
 });
