@@ -89,6 +89,9 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
   metrics.watchUsageBuffer(() => usage.buffered);
   // Hashed once: every usage record names the price table that priced it.
   const pricing = settings.pipeline.pricing ? pricingOf(settings.pipeline.pricing, settings.currency) : undefined;
+  // The hash is what records name: logged once so an operator can tell which config file priced them.
+  if (pricing)
+    logger.info({ event: 'price_table', priceTableHash: pricing.tableHash, entries: pricing.table.models.length }, 'prices loaded');
   /**
    * Buffered usage is applied within the shutdown timeout, counted from the
    * start of the close (so the whole close stays within it, and within the

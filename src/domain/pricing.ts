@@ -25,7 +25,7 @@ export interface TokenPrices {
   readonly webSearchCall: number;
 }
 
-/** The token prices an operator may leave unset, and the price each then takes. */
+/** The token prices an operator may leave unset, and the price each then takes; listed so each fallback is resolved before it is used. */
 export const PRICE_FALLBACKS = {
   cachedInput: 'input',
   cacheCreation: 'input',

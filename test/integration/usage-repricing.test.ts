@@ -437,6 +437,8 @@ describe('every usage record can be re-priced from the record and its price tabl
     );
 
     const tables = tablesByHash();
+    // The gateway logs the hash it prices with at start: what an operator files the config under.
+    expect(server.logs.events('price_table')).toEqual([expect.objectContaining({ priceTableHash: [...tables.keys()][0], entries: 5 })]);
     const byId = new Map(entries.map((entry) => [entry.requestId!, entry]));
     for (const entry of entries) {
       const table = tables.get(entry.priceTableHash!);
