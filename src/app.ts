@@ -17,7 +17,7 @@ import type { Settings } from './settings/settings';
 import { clusterMetricsSource } from './cluster/worker-pool';
 import { CachedKeyIndex } from './store/cached-key-index';
 import { LastUsedRecorder } from './store/last-used-recorder';
-import { modelMetricLabel } from './metering/pricing';
+import { modelMetricLabel, pricingOf } from './metering/pricing';
 import { usageLedgerSink } from './metering/usage-ledger-sink';
 import { openSessionStorage } from './store/open-session-storage';
 import { openStore } from './store/open-store';
@@ -87,6 +87,11 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
     maxBuffered: settings.usage.bufferMaxRecords,
   });
   metrics.watchUsageBuffer(() => usage.buffered);
+  // Hashed once: every usage record names the price table that priced it.
+  const pricing = settings.pipeline.pricing ? pricingOf(settings.pipeline.pricing, settings.currency) : undefined;
+  // The hash is what records name: logged once so an operator can tell which config file priced them.
+  if (pricing)
+    logger.info({ event: 'price_table', priceTableHash: pricing.tableHash, entries: pricing.table.models.length }, 'prices loaded');
   /**
    * Buffered usage is applied within the shutdown timeout, counted from the
    * start of the close (so the whole close stays within it, and within the
@@ -117,7 +122,7 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
       decisionLogSample: settings.decisionLogSample,
       extProc: {
         // Each metered answer becomes a usage record, priced by the price table, applied once per x-request-id.
-        sink: options.meteredResponses ?? usageLedgerSink(usage, settings.pipeline.pricing),
+        sink: options.meteredResponses ?? usageLedgerSink(usage, pricing),
         clock,
         logger,
         maxStreams: settings.extProcMaxStreams,

@@ -1,6 +1,7 @@
+import { MAX_CURRENCY_EXPONENT, type Currency } from './money';
 import { MAX_RESPONSE_COST_MINOR_UNITS } from './pricing';
 import type { ClientStyle, RouteFamily } from './route';
-import { isTokenCount, type TokenCounts } from './usage';
+import { isTokenCount, MAX_CALL_COUNT, TOKEN_PARTS, type TokenCounts } from './usage';
 import { ACCOUNT_ID_PATTERN, KEY_ID_PATTERN } from './key-records';
 
 /**
@@ -26,10 +27,33 @@ export interface UsageRecord {
   readonly tokens: TokenCounts;
   /** Integer minor units, already rounded up per answer (src/metering/pricing.ts); 0 without a price table. */
   readonly costMinorUnits: number;
+  /** How the cost was reached, enough to re-price the record; absent without a price table. */
+  readonly charge?: UsageCharge;
   /** True when the counts are an estimate, never the upstream's report. */
   readonly estimated: boolean;
   /** When the answer ended (epoch ms): the hour, day and month it is counted in. */
   readonly atMs: number;
+}
+
+/**
+ * What a billing system needs, beside the counts, to recompute a record's
+ * cost: which prices applied, the exact cost before the one rounding up, and
+ * what the integers count.
+ */
+export interface UsageCharge {
+  /** The price table that priced it (src/metering/pricing.ts priceTableHash). */
+  readonly priceTableHash: string;
+  /** The price entry's model pattern; absent when the default prices applied. */
+  readonly pricePattern?: string;
+  /** The long-context tier's threshold, when one applied. */
+  readonly tierAboveInputTokens?: number;
+  /**
+   * The exact cost in millionths of a minor unit, as decimal digits (it can
+   * pass 2^53): Σ count × price per million tokens + calls × fee × 10^6.
+   * costMinorUnits is it divided by 10^6, rounded up.
+   */
+  readonly exactCostMillionths: string;
+  readonly currency: Currency;
 }
 
 /** Sums over usage records: what the usage API and the aggregates hold per group and period. */
@@ -117,10 +141,49 @@ export function usageRecordProblem(record: UsageRecord): string | undefined {
   for (const name of ['inputTokens', 'outputTokens', 'cachedInputTokens', 'cacheCreationTokens'] as const) {
     if (!isTokenCount(tokens?.[name])) return `tokens.${name} must be a whole number from 0 to 10^9`;
   }
+  for (const [part, whole] of TOKEN_PARTS) {
+    const count = tokens?.[part];
+    if (count !== undefined && (!isTokenCount(count) || count > tokens![whole]!))
+      return `tokens.${part} must be a whole number from 0 to tokens.${whole}`;
+  }
+  const calls = tokens?.webSearchCalls;
+  if (calls !== undefined && (!Number.isSafeInteger(calls) || calls < 0 || calls > MAX_CALL_COUNT))
+    return `tokens.webSearchCalls must be a whole number from 0 to ${MAX_CALL_COUNT}`;
   if (!Number.isSafeInteger(record.costMinorUnits) || record.costMinorUnits < 0 || record.costMinorUnits > MAX_RESPONSE_COST_MINOR_UNITS)
     return `costMinorUnits must be a whole number from 0 to ${MAX_RESPONSE_COST_MINOR_UNITS}`;
+  if (record.charge !== undefined) {
+    const problem = chargeProblem(record.charge, record.costMinorUnits);
+    if (problem) return `charge.${problem}`;
+  }
   if (typeof record.estimated !== 'boolean') return 'estimated must be true or false';
   if (!Number.isSafeInteger(record.atMs) || record.atMs <= 0) return 'atMs must be a time in epoch milliseconds';
+  return undefined;
+}
+
+const MILLION = 1_000_000n;
+
+function chargeProblem(charge: UsageCharge, costMinorUnits: number): string | undefined {
+  if (typeof charge.priceTableHash !== 'string' || !/^[0-9a-f]{1,64}$/.test(charge.priceTableHash))
+    return 'priceTableHash must be hex digits';
+  if (charge.pricePattern !== undefined && !isModelName(charge.pricePattern)) return 'pricePattern must be a model pattern';
+  const tier = charge.tierAboveInputTokens;
+  if (tier !== undefined && !isTokenCount(tier)) return 'tierAboveInputTokens must be a whole number from 0 to 10^9';
+  if (typeof charge.exactCostMillionths !== 'string' || !/^(0|[1-9][0-9]{0,24})$/.test(charge.exactCostMillionths))
+    return 'exactCostMillionths must be decimal digits';
+  // The one rounding: a record whose cost is not its exact cost rounded up could never be re-priced to itself.
+  if ((BigInt(charge.exactCostMillionths) + MILLION - 1n) / MILLION !== BigInt(costMinorUnits))
+    return 'exactCostMillionths rounded up must be costMinorUnits';
+  // The settings checked the currency against the runtime's list; here only its form, on every record.
+  const currency = charge.currency as Partial<Currency> | undefined;
+  const exponent = currency?.exponent;
+  if (
+    typeof currency?.code !== 'string' ||
+    !/^[A-Z]{3}$/.test(currency.code) ||
+    !Number.isInteger(exponent) ||
+    exponent! < 0 ||
+    exponent! > MAX_CURRENCY_EXPONENT
+  )
+    return 'currency must be an ISO 4217 code and an exponent';
   return undefined;
 }
 

@@ -3,6 +3,10 @@
  * three API styles report overlapping numbers (OpenAI's and Gemini's prompt
  * counts include cached tokens, Anthropic's input count excludes them); here
  * the four counts never overlap, so a cost is a plain sum of count × price.
+ *
+ * The optional fields are parts of one of the four (absent: 0), priced apart
+ * where the operator sets a price for them: totals, token budgets and the
+ * usage aggregates count only the four, so a part never counts twice.
  */
 export interface TokenCounts {
   /** Input tokens at the full input price: neither read from nor written to a prompt cache. */
@@ -16,12 +20,44 @@ export interface TokenCounts {
   /**
    * Of cacheCreationTokens, those written to a cache that lives an hour
    * (Anthropic's `cache_creation.ephemeral_1h_input_tokens`), which cost more
-   * than 5-minute writes: priced at `cacheCreation1h`. A part, not a count
-   * of its own: totals, budgets and usage records count them in
-   * cacheCreationTokens. Absent: 0.
+   * than 5-minute writes: priced at `cacheCreation1h`. The rest of the cache
+   * writes are the 5-minute ones.
    */
   readonly cacheCreation1hTokens?: number;
+  /** Of outputTokens, the reasoning/thinking tokens (OpenAI reasoning_tokens, Anthropic thinking_tokens, Gemini thoughtsTokenCount). */
+  readonly reasoningTokens?: number;
+  /** Of inputTokens (the uncached input), audio tokens. */
+  readonly inputAudioTokens?: number;
+  /** Of inputTokens (the uncached input), image tokens. */
+  readonly inputImageTokens?: number;
+  /** Of outputTokens, generated audio tokens (never reasoning). */
+  readonly outputAudioTokens?: number;
+  /** Of outputTokens, generated image tokens (never reasoning). */
+  readonly outputImageTokens?: number;
+  /**
+   * Server-side web searches the answer reports (Anthropic's
+   * `server_tool_use.web_search_requests`, Gemini's grounding queries): not
+   * tokens, but priced per call beside them. At most MAX_CALL_COUNT.
+   */
+  readonly webSearchCalls?: number;
 }
+
+/** The parts of TokenCounts, each with the count it is a part of. */
+export const TOKEN_PARTS = [
+  ['cacheCreation1hTokens', 'cacheCreationTokens'],
+  ['reasoningTokens', 'outputTokens'],
+  ['inputAudioTokens', 'inputTokens'],
+  ['inputImageTokens', 'inputTokens'],
+  ['outputAudioTokens', 'outputTokens'],
+  ['outputImageTokens', 'outputTokens'],
+] as const satisfies readonly (readonly [keyof TokenCounts, keyof TokenCounts])[];
+
+/**
+ * The most server-side tool calls one answer is charged for: Anthropic caps
+ * web searches per request with `max_uses` in the tens; 10^4 leaves room and
+ * bounds the fees (see MAX_RESPONSE_COST_MINOR_UNITS).
+ */
+export const MAX_CALL_COUNT = 10_000;
 
 /**
  * The largest count accepted in any one field of one response: 10^9 tokens,
@@ -83,6 +119,10 @@ export const MALFORMED_USAGE_REASONS = [
   'total-mismatch',
   /** Anthropic's cache_creation split (5-minute + 1-hour writes) does not sum to cache_creation_input_tokens. */
   'cache-write-split-mismatch',
+  /** An audio or image count exceeds the count it is a part of (OpenAI's prompt/completion audio_tokens, a Gemini modality count). */
+  'modality-exceeds-total',
+  /** A server-side tool call count that is not a whole number from 0 to MAX_CALL_COUNT. */
+  'invalid-call-count',
 ] as const;
 
 export type MalformedUsageReason = (typeof MALFORMED_USAGE_REASONS)[number];

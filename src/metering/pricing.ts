@@ -1,5 +1,15 @@
-import { MAX_PRICE_PER_MILLION_TOKENS, priceEntryFor, type PriceTable, type TokenPrices } from '../domain/pricing';
-import { MAX_TOKEN_COUNT, type TokenCounts } from '../domain/usage';
+import { createHash } from 'node:crypto';
+import type { Currency } from '../domain/money';
+import {
+  MAX_FEE_PER_CALL,
+  MAX_PRICE_PER_MILLION_TOKENS,
+  priceEntryFor,
+  type PriceTable,
+  type PriceTier,
+  type TokenPrices,
+} from '../domain/pricing';
+import { MAX_CALL_COUNT, MAX_TOKEN_COUNT, type TokenCounts } from '../domain/usage';
+import type { UsageCharge } from '../domain/usage-record';
 
 export const MAX_MODEL_PATTERN_LENGTH = 256;
 
@@ -44,24 +54,72 @@ export function modelMetricLabel(table: PriceTable | undefined, model: string | 
   return entry?.pattern ?? 'other';
 }
 
+/** The prompt's size as long-context tiers see it: every input-side token (uncached input, cache reads, cache writes). */
+export function promptTokensOf(tokens: TokenCounts): number {
+  return tokens.inputTokens + tokens.cachedInputTokens + tokens.cacheCreationTokens;
+}
+
+/** The tier whose threshold the prompt is above, the highest such (tiers are ascending); undefined: the base prices. */
+export function tierFor(tiers: readonly PriceTier[] | undefined, promptTokens: number): PriceTier | undefined {
+  let chosen: PriceTier | undefined;
+  for (const tier of tiers ?? []) if (promptTokens > tier.aboveInputTokens) chosen = tier;
+  return chosen;
+}
+
+export interface ChargedPrices {
+  readonly prices: TokenPrices;
+  /** The entry's pattern; undefined when the default prices applied. */
+  readonly pattern: string | undefined;
+  /** Set when a long-context tier applied: its threshold. */
+  readonly tierAboveInputTokens?: number;
+}
+
 /**
  * The prices a response is charged at: its model's entry, else the default
- * prices (see PriceTable.defaultPrices for why even under `refuse`).
- * `pattern` is undefined when the default applied.
+ * prices (see PriceTable.defaultPrices for why even under `refuse`); within
+ * them the long-context tier its prompt is above, if any.
  */
-export function chargedPrices(table: PriceTable, model: string | undefined): { prices: TokenPrices; pattern: string | undefined } {
+export function chargedPrices(table: PriceTable, model: string | undefined, promptTokens = 0): ChargedPrices {
   const entry = model === undefined ? undefined : priceEntryFor(table, model);
-  return entry ? { prices: entry.prices, pattern: entry.pattern } : { prices: table.defaultPrices, pattern: undefined };
+  const base = entry ? entry.prices : table.defaultPrices;
+  const tier = tierFor(entry ? entry.tiers : table.defaultTiers, promptTokens);
+  return tier
+    ? { prices: tier.prices, pattern: entry?.pattern, tierAboveInputTokens: tier.aboveInputTokens }
+    : { prices: base, pattern: entry?.pattern };
 }
 
 export interface Cost {
   /** What the account is charged: the exact cost rounded up to a whole minor unit. */
   readonly minorUnits: number;
-  /** The exact cost in millionths of a minor unit (tokens × price per million tokens). */
+  /** The exact cost in millionths of a minor unit: Σ tokens × price per million tokens, + calls × fee × 10^6. */
   readonly exactMillionths: bigint;
 }
 
 const MILLION = 1_000_000n;
+
+function checkedCount(count: number, max: number, what: string): number {
+  if (!Number.isSafeInteger(count) || count < 0 || count > max) throw new RangeError(`${what} ${count} is outside 0..${max}`);
+  return count;
+}
+
+function checkedPrice(price: number, max: number): bigint {
+  if (!Number.isSafeInteger(price) || price < 0 || price > max) throw new RangeError(`price ${price} is outside 0..${max}`);
+  return BigInt(price);
+}
+
+/** A count and the parts of it priced apart; what is left of it is priced at the count's own price. */
+function split(total: number, parts: readonly [number | undefined, number][], price: number): [number, number][] {
+  const pieces: [number, number][] = [];
+  let rest = total;
+  for (const [part = 0, partPrice] of parts) {
+    checkedCount(part, MAX_TOKEN_COUNT, 'token count');
+    rest -= part;
+    pieces.push([part, partPrice]);
+  }
+  if (rest < 0) throw new RangeError(`the parts of a count of ${total} exceed it`);
+  pieces.push([rest, price]);
+  return pieces;
+}
 
 /**
  * The cost of one response. Computed exactly (BigInt: a count × a price
@@ -73,29 +131,97 @@ const MILLION = 1_000_000n;
  * accordingly (with cents, a "hi" to a cheap model costs 1 cent; with
  * micro-units of a currency the rounding is below 10^-6 of it).
  *
- * Bounds: each count at most MAX_TOKEN_COUNT (10^9), each price at most
- * MAX_PRICE_PER_MILLION_TOKENS (10^11), so the result is at most
- * MAX_RESPONSE_COST_MINOR_UNITS (4 × 10^14), inside the credit bound.
+ * Each part (1-hour writes, reasoning, audio, image) is priced at its own
+ * price and the rest of its count at the count's, so nothing is charged
+ * twice. Bounds: each count at most MAX_TOKEN_COUNT, each price at most
+ * MAX_PRICE_PER_MILLION_TOKENS, at most MAX_CALL_COUNT calls at
+ * MAX_FEE_PER_CALL, so the result is at most MAX_RESPONSE_COST_MINOR_UNITS.
  */
 export function costOf(tokens: TokenCounts, prices: TokenPrices): Cost {
-  const oneHourWrites = tokens.cacheCreation1hTokens ?? 0;
-  if (!Number.isSafeInteger(oneHourWrites) || oneHourWrites < 0 || oneHourWrites > tokens.cacheCreationTokens)
-    throw new RangeError(`1-hour cache writes ${oneHourWrites} are outside 0..${tokens.cacheCreationTokens} (the cache writes)`);
-  const pairs: [number, number][] = [
-    [tokens.inputTokens, prices.input],
-    [tokens.outputTokens, prices.output],
+  const pieces: [number, number][] = [
+    ...split(
+      tokens.inputTokens,
+      [
+        [tokens.inputAudioTokens, prices.inputAudio],
+        [tokens.inputImageTokens, prices.inputImage],
+      ],
+      prices.input,
+    ),
+    ...split(
+      tokens.outputTokens,
+      [
+        [tokens.reasoningTokens, prices.reasoning],
+        [tokens.outputAudioTokens, prices.outputAudio],
+        [tokens.outputImageTokens, prices.outputImage],
+      ],
+      prices.output,
+    ),
     [tokens.cachedInputTokens, prices.cachedInput],
-    [tokens.cacheCreationTokens - oneHourWrites, prices.cacheCreation],
-    [oneHourWrites, prices.cacheCreation1h],
+    ...split(tokens.cacheCreationTokens, [[tokens.cacheCreation1hTokens, prices.cacheCreation1h]], prices.cacheCreation),
   ];
   let exactMillionths = 0n;
-  for (const [count, price] of pairs) {
-    if (!Number.isSafeInteger(count) || count < 0 || count > MAX_TOKEN_COUNT)
-      throw new RangeError(`token count ${count} is outside 0..${MAX_TOKEN_COUNT}`);
-    if (!Number.isSafeInteger(price) || price < 0 || price > MAX_PRICE_PER_MILLION_TOKENS) {
-      throw new RangeError(`price ${price} is outside 0..${MAX_PRICE_PER_MILLION_TOKENS}`);
-    }
-    exactMillionths += BigInt(count) * BigInt(price);
+  for (const [count, price] of pieces) {
+    exactMillionths += BigInt(checkedCount(count, MAX_TOKEN_COUNT, 'token count')) * checkedPrice(price, MAX_PRICE_PER_MILLION_TOKENS);
   }
+  const calls = checkedCount(tokens.webSearchCalls ?? 0, MAX_CALL_COUNT, 'web search calls');
+  exactMillionths += BigInt(calls) * checkedPrice(prices.webSearchCall, MAX_FEE_PER_CALL) * MILLION;
   return { minorUnits: Number((exactMillionths + MILLION - 1n) / MILLION), exactMillionths };
+}
+
+/**
+ * The price table's identity: the first 16 hex digits of the SHA-256 of its
+ * canonical JSON (keys sorted, every fallback filled in) together with the
+ * currency its integers count. Each usage record names it, so a record can be
+ * re-priced against exactly the table that priced it; any change of a price
+ * (or of what a fallback resolves to) changes it.
+ */
+export function priceTableHash(table: PriceTable, currency: Currency): string {
+  const canonical = canonicalJson({ currency: { code: currency.code, exponent: currency.exponent }, pricing: table });
+  return createHash('sha256').update(canonical).digest('hex').slice(0, PRICE_TABLE_HASH_HEX_DIGITS);
+}
+
+/** 64 bits: no two tables an operator ever runs collide by chance. */
+export const PRICE_TABLE_HASH_HEX_DIGITS = 16;
+
+function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (typeof value === 'object' && value !== null) {
+    const entries = Object.entries(value)
+      .filter(([, member]) => member !== undefined)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([key, member]) => `${JSON.stringify(key)}:${canonicalJson(member)}`).join(',')}}`;
+  }
+  return JSON.stringify(value);
+}
+
+/** The price table as the usage ledger applies it: the table, the currency its integers count, and its identity. */
+export interface Pricing {
+  readonly table: PriceTable;
+  readonly currency: Currency;
+  readonly tableHash: string;
+}
+
+/** Hashed once, at start. */
+export function pricingOf(table: PriceTable, currency: Currency): Pricing {
+  return { table, currency, tableHash: priceTableHash(table, currency) };
+}
+
+/** What one answer is charged, and everything a billing system needs to re-price it from its record. */
+export function chargeOf(
+  pricing: Pricing,
+  model: string | undefined,
+  tokens: TokenCounts,
+): { costMinorUnits: number; charge: UsageCharge } {
+  const charged = chargedPrices(pricing.table, model, promptTokensOf(tokens));
+  const cost = costOf(tokens, charged.prices);
+  return {
+    costMinorUnits: cost.minorUnits,
+    charge: {
+      priceTableHash: pricing.tableHash,
+      ...(charged.pattern !== undefined ? { pricePattern: charged.pattern } : {}),
+      ...(charged.tierAboveInputTokens !== undefined ? { tierAboveInputTokens: charged.tierAboveInputTokens } : {}),
+      exactCostMillionths: cost.exactMillionths.toString(),
+      currency: pricing.currency,
+    },
+  };
 }

@@ -45,13 +45,9 @@ export function estimateTokens(deliveredTextBytes: number, requestBodyBytes: num
 
 /** The same counts with another output count: named members first (see eslint.config.mjs on hidden classes). */
 function withOutputTokens(tokens: TokenCounts, outputTokens: number): TokenCounts {
-  return {
-    inputTokens: tokens.inputTokens,
-    outputTokens,
-    cachedInputTokens: tokens.cachedInputTokens,
-    cacheCreationTokens: tokens.cacheCreationTokens,
-    ...(tokens.cacheCreation1hTokens !== undefined ? { cacheCreation1hTokens: tokens.cacheCreation1hTokens } : {}),
-  };
+  // The parts (reasoning, audio, 1-hour writes, calls) stay as reported: the raised output only adds plain output.
+  const { inputTokens, cachedInputTokens, cacheCreationTokens, outputTokens: _reported, ...parts } = tokens;
+  return { inputTokens, outputTokens, cachedInputTokens, cacheCreationTokens, ...parts };
 }
 
 function tokensForBytes(bytes: number): number {

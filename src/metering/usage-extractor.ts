@@ -497,13 +497,14 @@ class MessagesInterpreter implements Interpreter {
 // ---------------------------------------------------------------------------
 // generative-content: Gemini generateContent / streamGenerateContent
 
-const GENERATIVE = { usage: 0, modelVersion: 1, finishReason: 2, text: 3 } as const;
+const GENERATIVE = { usage: 0, modelVersion: 1, finishReason: 2, text: 3, searchQueries: 4 } as const;
 
 const GENERATIVE_TREE = new WatchTree([
   { path: ['usageMetadata'], kind: 'capture' },
   { path: ['modelVersion'], kind: 'capture' },
   { path: ['candidates', '*', 'finishReason'], kind: 'capture' },
   { path: ['candidates', '*', 'content', 'parts', '*', 'text'], kind: 'measure' },
+  { path: ['candidates', '*', 'groundingMetadata', 'webSearchQueries', '*'], kind: 'presence' },
 ]);
 
 class GenerativeInterpreter implements Interpreter {
@@ -535,6 +536,7 @@ class GenerativeInterpreter implements Interpreter {
   document(document: ScannedDocument, _eventName: string, streamed: boolean): void {
     this.model ??= modelName(document.value(GENERATIVE.modelVersion))?.replace(/^models\//, '');
     this.textBytes += document.measured(GENERATIVE.text);
+    this.snapshot.webSearchQueries = Math.max(this.snapshot.webSearchQueries, document.count(GENERATIVE.searchQueries));
     const finishReason = document.value(GENERATIVE.finishReason);
     const finished = !streamed || (typeof finishReason === 'string' && finishReason.length > 0);
     if (finished) this.ended = true;

@@ -1,9 +1,8 @@
 import type { MeteredResponse, MeteredResponseSink } from '../domain/metered-response';
-import type { PriceTable } from '../domain/pricing';
 import type { ClientStyle } from '../domain/route';
 import type { UsageRecord } from '../domain/usage-record';
 import { FAMILY_HEADER_RULES } from '../routes/family-header-rules';
-import { chargedPrices, costOf } from './pricing';
+import { chargeOf, type Pricing } from './pricing';
 
 /**
  * The usage record of a metered answer, as the usage ledger applies it; none
@@ -11,12 +10,14 @@ import { chargedPrices, costOf } from './pricing';
  * a generation, an answer that never came). Identity and request id are
  * what the processor read from the request headers (ext_authz's identity
  * headers and Envoy's x-request-id), so an answer without them never gets
- * here. The cost is the price table's, rounded up once per answer; 0
- * without a price table (usage is then counted in tokens only).
+ * here. The cost is the price table's, rounded up once per answer, with
+ * how it was reached (the record's charge); 0 and no charge without a price
+ * table (usage is then counted in tokens only).
  */
-export function usageRecordOf(response: MeteredResponse, prices: PriceTable | undefined): UsageRecord | undefined {
+export function usageRecordOf(response: MeteredResponse, pricing: Pricing | undefined): UsageRecord | undefined {
   if (response.outcome.kind === 'free') return undefined;
   const { tokens, estimated } = response.outcome.usage;
+  const charged = pricing ? chargeOf(pricing, response.model, tokens) : undefined;
   return {
     requestId: response.requestId,
     accountId: response.accountId,
@@ -26,7 +27,8 @@ export function usageRecordOf(response: MeteredResponse, prices: PriceTable | un
     style: styleOf(response.family),
     ...(response.model !== undefined ? { model: response.model } : {}),
     tokens,
-    costMinorUnits: prices ? costOf(tokens, chargedPrices(prices, response.model).prices).minorUnits : 0,
+    costMinorUnits: charged ? charged.costMinorUnits : 0,
+    ...(charged ? { charge: charged.charge } : {}),
     estimated,
     atMs: response.observedAtMs,
   };
@@ -43,10 +45,10 @@ export interface UsageRecordTarget {
 }
 
 /** The processor's sink that hands every metered answer to the usage ledger. */
-export function usageLedgerSink(target: UsageRecordTarget, prices: PriceTable | undefined): MeteredResponseSink {
+export function usageLedgerSink(target: UsageRecordTarget, pricing: Pricing | undefined): MeteredResponseSink {
   return {
     record(response) {
-      const record = usageRecordOf(response, prices);
+      const record = usageRecordOf(response, pricing);
       if (record) target.record(record);
     },
   };

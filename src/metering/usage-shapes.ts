@@ -1,4 +1,4 @@
-import { isTokenCount, MAX_TOKEN_COUNT, type MalformedUsageReason, type TokenCounts } from '../domain/usage';
+import { isTokenCount, MAX_CALL_COUNT, MAX_TOKEN_COUNT, type MalformedUsageReason, type TokenCounts } from '../domain/usage';
 
 /**
  * Each API's usage object turned into the four counts of TokenCounts, which
@@ -59,7 +59,15 @@ export function isMalformed(reading: ShapeReading): reading is MalformedUsageRea
  * breaks any of these is malformed: billing its parts would charge a number
  * the whole denies (cached_tokens 1,000,000 of a 10-token prompt).
  */
-function splitPrompt(prompt: number, cached: number, written: number, output: number, reasoning: number, total: number): ShapeReading {
+function splitPrompt(
+  prompt: number,
+  cached: number,
+  written: number,
+  output: number,
+  reasoning: number,
+  total: number,
+  audio: { input: number; output: number },
+): ShapeReading {
   if (cached + written > prompt) return 'cache-exceeds-prompt';
   // Gemini's OpenAI-compatible endpoint reports reasoning apart from completion_tokens, and its total_tokens counts
   // them (prompt + completion + reasoning): that is consistent too, and the reasoning is output it bills.
@@ -68,14 +76,41 @@ function splitPrompt(prompt: number, cached: number, written: number, output: nu
     if (reasoning > output) return 'reasoning-exceeds-output';
     if (total !== MISSING && total !== prompt + output) return 'total-mismatch';
   }
+  if (audio.input > prompt || audio.output > output) return 'modality-exceeds-total';
   const generated = reasoningApart ? output + reasoning : output;
   if (generated > MAX_TOKEN_COUNT) return 'invalid-count';
-  return {
-    inputTokens: prompt - cached - written,
-    outputTokens: generated,
-    cachedInputTokens: cached,
-    cacheCreationTokens: written,
-  };
+  const uncached = prompt - cached - written;
+  return withParts(
+    { inputTokens: uncached, outputTokens: generated, cachedInputTokens: cached, cacheCreationTokens: written },
+    {
+      reasoningTokens: reasoning,
+      // The usage does not say whether cached tokens were audio: audio is priced as such up to the uncached input,
+      // any more of it as the cache reads it then was.
+      inputAudioTokens: Math.min(audio.input, uncached),
+      outputAudioTokens: Math.min(audio.output, generated - reasoning),
+    },
+  );
+}
+
+type PartCounts = Partial<
+  Pick<
+    TokenCounts,
+    | 'cacheCreation1hTokens'
+    | 'reasoningTokens'
+    | 'inputAudioTokens'
+    | 'inputImageTokens'
+    | 'outputAudioTokens'
+    | 'outputImageTokens'
+    | 'webSearchCalls'
+  >
+>;
+
+/** The four counts with the parts that are not 0 (a part absent reads as 0, so records stay small and shapes few). */
+function withParts(counts: TokenCounts, parts: PartCounts): TokenCounts {
+  const present = Object.entries(parts).filter(([, count]) => count !== undefined && count > 0);
+  if (present.length === 0) return counts;
+  const { inputTokens, outputTokens, cachedInputTokens, cacheCreationTokens } = counts;
+  return { inputTokens, outputTokens, cachedInputTokens, cacheCreationTokens, ...Object.fromEntries(present) };
 }
 
 /** The counts shared by both OpenAI shapes, read under each shape's names. */
@@ -93,12 +128,22 @@ function openAiTokens(
   const cached = optional(countOf(details, 'cached_tokens'));
   const written = optional(countOf(details, 'cache_write_tokens'));
   const reasoning = optional(countOf(outputDetails, 'reasoning_tokens'));
+  const inputAudio = optional(countOf(details, 'audio_tokens'));
+  const outputAudio = optional(countOf(outputDetails, 'audio_tokens'));
   const total = countOf(usage, 'total_tokens');
-  if (prompt === undefined || output === undefined || cached === undefined || written === undefined || reasoning === undefined) {
+  if (
+    prompt === undefined ||
+    output === undefined ||
+    cached === undefined ||
+    written === undefined ||
+    reasoning === undefined ||
+    inputAudio === undefined ||
+    outputAudio === undefined
+  ) {
     return 'invalid-count';
   }
   if (total === INVALID) return 'invalid-count';
-  return splitPrompt(prompt, cached, written, output, reasoning, total);
+  return splitPrompt(prompt, cached, written, output, reasoning, total, { input: inputAudio, output: outputAudio });
 }
 
 /** Chat Completions, legacy Completions and Embeddings (`completion_tokens` absent: 0), and Gemini's OpenAI-compatible endpoint. */
@@ -141,6 +186,10 @@ export interface MessagesUsageSnapshot {
   cacheCreationTokens: number;
   /** `cache_creation.ephemeral_1h_input_tokens`: the part of the cache writes that lives an hour. */
   cacheCreation1hTokens: number;
+  /** `output_tokens_details.thinking_tokens`: the part of the output that is thinking. */
+  thinkingTokens: number;
+  /** `server_tool_use.web_search_requests`. */
+  webSearchRequests: number;
   /** The first relation a usage object broke. */
   malformed: MalformedUsageReason | undefined;
 }
@@ -152,8 +201,17 @@ export function emptyMessagesSnapshot(): MessagesUsageSnapshot {
     cacheReadTokens: MISSING,
     cacheCreationTokens: MISSING,
     cacheCreation1hTokens: MISSING,
+    thinkingTokens: MISSING,
+    webSearchRequests: MISSING,
     malformed: undefined,
   };
+}
+
+/** A count of calls, MISSING when absent or null, INVALID when present but not a whole number from 0 to MAX_CALL_COUNT. */
+function callCountOf(fields: Fields | undefined, key: string): number {
+  const value = fields?.[key];
+  if (value === undefined || value === null) return MISSING;
+  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0 && value <= MAX_CALL_COUNT ? value : INVALID;
 }
 
 /**
@@ -189,6 +247,18 @@ export function overlayMessagesUsage(snapshot: MessagesUsageSnapshot, usage: unk
     const oneHour = countOf(cacheCreation, 'ephemeral_1h_input_tokens');
     if (oneHour >= 0) snapshot.cacheCreation1hTokens = oneHour;
   }
+  const outputDetails = detailsOf(usage, 'output_tokens_details');
+  if (outputDetails !== undefined && outputDetails !== INVALID) {
+    const thinking = countOf(outputDetails, 'thinking_tokens');
+    if (thinking >= 0) snapshot.thinkingTokens = thinking;
+  }
+  const serverTools = detailsOf(usage, 'server_tool_use');
+  if (serverTools === INVALID) snapshot.malformed ??= 'invalid-call-count';
+  else if (serverTools !== undefined) {
+    const searches = callCountOf(serverTools, 'web_search_requests');
+    if (searches === INVALID) snapshot.malformed ??= 'invalid-call-count';
+    else if (searches !== MISSING) snapshot.webSearchRequests = searches;
+  }
 }
 
 /** The relation one Anthropic usage object breaks, if any (absent counts are not compared). */
@@ -221,13 +291,20 @@ export function messagesTokens(snapshot: MessagesUsageSnapshot): ShapeReading {
   if (snapshot.inputTokens < 0 || snapshot.outputTokens < 0) return 'invalid-count';
   const cacheCreationTokens = Math.max(0, snapshot.cacheCreationTokens);
   const oneHour = Math.min(cacheCreationTokens, Math.max(0, snapshot.cacheCreation1hTokens));
-  return {
-    inputTokens: snapshot.inputTokens,
-    outputTokens: snapshot.outputTokens,
-    cachedInputTokens: Math.max(0, snapshot.cacheReadTokens),
-    cacheCreationTokens,
-    ...(oneHour > 0 ? { cacheCreation1hTokens: oneHour } : {}),
-  };
+  return withParts(
+    {
+      inputTokens: snapshot.inputTokens,
+      outputTokens: snapshot.outputTokens,
+      cachedInputTokens: Math.max(0, snapshot.cacheReadTokens),
+      cacheCreationTokens,
+    },
+    {
+      cacheCreation1hTokens: oneHour,
+      // Checked within each usage object; a later object may update the output without the detail.
+      reasoningTokens: Math.min(snapshot.outputTokens, Math.max(0, snapshot.thinkingTokens)),
+      webSearchCalls: Math.max(0, snapshot.webSearchRequests),
+    },
+  );
 }
 
 /**
@@ -241,6 +318,19 @@ export interface GenerativeUsageSnapshot {
   cachedContentTokens: number;
   thoughtsTokens: number;
   toolUsePromptTokens: number;
+  /** From the per-modality lists (promptTokensDetails, cacheTokensDetails, candidatesTokensDetails). */
+  promptAudioTokens: number;
+  promptImageTokens: number;
+  cacheAudioTokens: number;
+  cacheImageTokens: number;
+  candidatesAudioTokens: number;
+  candidatesImageTokens: number;
+  /**
+   * Grounding with Google Search: the queries the answer lists in
+   * `candidates[].groundingMetadata.webSearchQueries` (set by the reader,
+   * the largest list seen: a stream repeats, never splits, its metadata).
+   */
+  webSearchQueries: number;
   /** The first relation a usage object broke. */
   malformed: MalformedUsageReason | undefined;
 }
@@ -252,8 +342,56 @@ export function emptyGenerativeSnapshot(): GenerativeUsageSnapshot {
     cachedContentTokens: MISSING,
     thoughtsTokens: MISSING,
     toolUsePromptTokens: MISSING,
+    promptAudioTokens: MISSING,
+    promptImageTokens: MISSING,
+    cacheAudioTokens: MISSING,
+    cacheImageTokens: MISSING,
+    candidatesAudioTokens: MISSING,
+    candidatesImageTokens: MISSING,
+    webSearchQueries: 0,
     malformed: undefined,
   };
+}
+
+/**
+ * A Gemini per-modality list (`[{modality: "AUDIO", tokenCount: 120}, …]`):
+ * its AUDIO and IMAGE counts (0 when not listed; a list names each modality
+ * once), undefined when absent, INVALID when it is not such a list. Other
+ * modalities (TEXT, VIDEO, DOCUMENT) are priced as the count they are in.
+ */
+function modalityCounts(fields: Fields, key: string): { audio: number; image: number } | undefined | typeof INVALID {
+  const list = fields[key];
+  if (list === undefined || list === null) return undefined;
+  if (!Array.isArray(list)) return INVALID;
+  const counts = { audio: 0, image: 0 };
+  for (const item of list) {
+    if (!isObject(item)) return INVALID;
+    const count = countOf(item, 'tokenCount');
+    if (count === INVALID) return INVALID;
+    if (item.modality === 'AUDIO') counts.audio += Math.max(0, count);
+    else if (item.modality === 'IMAGE') counts.image += Math.max(0, count);
+  }
+  return counts;
+}
+
+const GENERATIVE_MODALITY_LISTS = [
+  ['promptTokensDetails', 'promptTokenCount', 'promptAudioTokens', 'promptImageTokens'],
+  ['cacheTokensDetails', 'cachedContentTokenCount', 'cacheAudioTokens', 'cacheImageTokens'],
+  ['candidatesTokensDetails', 'candidatesTokenCount', 'candidatesAudioTokens', 'candidatesImageTokens'],
+] as const;
+
+/** Overlays the modality lists one usageMetadata carries; each count is a part of its list's total. */
+function overlayModalities(snapshot: GenerativeUsageSnapshot, usage: Fields): MalformedUsageReason | undefined {
+  for (const [listKey, totalKey, audioTarget, imageTarget] of GENERATIVE_MODALITY_LISTS) {
+    const counts = modalityCounts(usage, listKey);
+    if (counts === INVALID) return 'invalid-count';
+    if (counts === undefined) continue;
+    snapshot[audioTarget] = counts.audio;
+    snapshot[imageTarget] = counts.image;
+    const total = Math.max(0, countOf(usage, totalKey));
+    if (counts.audio > total || counts.image > total) return 'modality-exceeds-total';
+  }
+  return undefined;
 }
 
 /**
@@ -285,6 +423,11 @@ export function overlayGenerativeUsage(snapshot: GenerativeUsageSnapshot, usage:
     snapshot.malformed ??= 'invalid-count';
     return;
   }
+  const modalities = overlayModalities(snapshot, usage);
+  if (modalities !== undefined) {
+    snapshot.malformed ??= modalities;
+    return;
+  }
   const part = (key: string) => Math.max(0, countOf(usage, key));
   const prompt = part('promptTokenCount');
   if (part('cachedContentTokenCount') > prompt) snapshot.malformed ??= 'cache-exceeds-prompt';
@@ -313,5 +456,19 @@ export function generativeTokens(snapshot: GenerativeUsageSnapshot): ShapeReadin
   // Each field is bounded, not their sums: a sum past the bound is no count a record can carry (costOf and the
   // recorder refuse it, and the answer would be lost with a throw), so it is malformed like any count past it.
   if (input > MAX_TOKEN_COUNT || output > MAX_TOKEN_COUNT) return 'invalid-count';
-  return { inputTokens: input, outputTokens: output, cachedInputTokens: cached, cacheCreationTokens: 0 };
+  const uncachedPart = (inPrompt: number, inCache: number) => Math.max(0, Math.max(0, inPrompt) - Math.max(0, inCache));
+  const inputAudio = Math.min(input, uncachedPart(snapshot.promptAudioTokens, snapshot.cacheAudioTokens));
+  const thoughts = Math.max(0, snapshot.thoughtsTokens);
+  const outputAudio = Math.min(output - thoughts, Math.max(0, snapshot.candidatesAudioTokens));
+  return withParts(
+    { inputTokens: input, outputTokens: output, cachedInputTokens: cached, cacheCreationTokens: 0 },
+    {
+      reasoningTokens: thoughts,
+      inputAudioTokens: inputAudio,
+      inputImageTokens: Math.min(input - inputAudio, uncachedPart(snapshot.promptImageTokens, snapshot.cacheImageTokens)),
+      outputAudioTokens: outputAudio,
+      outputImageTokens: Math.min(output - thoughts - outputAudio, Math.max(0, snapshot.candidatesImageTokens)),
+      webSearchCalls: Math.min(MAX_CALL_COUNT, snapshot.webSearchQueries),
+    },
+  );
 }

@@ -1,5 +1,5 @@
 import { Counter, Gauge, type Registry } from 'prom-client';
-import type { MalformedUsageReason } from '../domain/usage';
+import { MALFORMED_USAGE_REASONS, type MalformedUsageReason } from '../domain/usage';
 
 /** How an ext_proc stream's answer was counted (the `outcome` label). */
 export type MeteringOutcome =
@@ -64,7 +64,7 @@ export class ExtProcMetrics {
       name: 'gateway_authz_ext_proc_malformed_usage_total',
       help:
         'Answers whose usage contradicted itself or was no count, charged the estimate instead (outcome estimated), by route ' +
-        'family and reason: invalid-count, cache-exceeds-prompt, reasoning-exceeds-output, total-mismatch, cache-write-split-mismatch.',
+        `family and reason: ${MALFORMED_USAGE_REASONS.join(', ')}.`,
       labelNames: ['family', 'reason'] as const,
       registers: [registry],
     });

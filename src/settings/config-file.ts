@@ -1,5 +1,17 @@
 import { z } from 'zod';
-import { MAX_PRICE_PER_MILLION_TOKENS, type ModelPriceEntry, type PriceTable, type TokenPrices } from '../domain/pricing';
+import {
+  MAX_FEE_PER_CALL,
+  MAX_PRICE_PER_MILLION_TOKENS,
+  PRICE_FALLBACKS,
+  withFallbacks,
+  type ConfiguredPrices,
+  type ModelPriceEntry,
+  type OptionalTokenPrice,
+  type PriceTable,
+  type PriceTier,
+  type TokenPrices,
+} from '../domain/pricing';
+import { MAX_TOKEN_COUNT } from '../domain/usage';
 import { currencyProblem, MAX_CURRENCY_EXPONENT } from '../domain/money';
 import { limitListSchema, tokenBudgetListSchema } from '../limits/limit-schema';
 import { modelPatternProblem, shadowedEntries } from '../metering/pricing';
@@ -36,46 +48,82 @@ const familyRoutes = Object.fromEntries(KEYED_FAMILIES.map((family) => [family, 
 
 const PRICE_HINT = `must be a whole number of units (10^-exponent of the currency, micro-dollars by default) per million tokens, from 0 to ${MAX_PRICE_PER_MILLION_TOKENS}`;
 const price = z.number({ error: PRICE_HINT }).int(PRICE_HINT).min(0, PRICE_HINT).max(MAX_PRICE_PER_MILLION_TOKENS, PRICE_HINT);
+const FEE_HINT = `must be a whole number of units (10^-exponent of the currency) per call, from 0 to ${MAX_FEE_PER_CALL}`;
+const feePerCall = z.number({ error: FEE_HINT }).int(FEE_HINT).min(0, FEE_HINT).max(MAX_FEE_PER_CALL, FEE_HINT);
 
-/** Cache prices default to the input price: a forgotten cache price never makes cached tokens free. */
-const priceFields = {
+/** `input` and `output` are required; every other token price falls back (PRICE_FALLBACKS), so none is ever free by omission. */
+const tokenPriceFields = {
   input: price,
   output: price,
-  cachedInput: price.optional(),
-  cacheCreation: price.optional(),
-  cacheCreation1h: price.optional(),
+  ...(Object.fromEntries(Object.keys(PRICE_FALLBACKS).map((name) => [name, price.optional()])) as Record<
+    OptionalTokenPrice,
+    z.ZodOptional<typeof price>
+  >),
 };
 
-function tokenPrices(fields: {
-  input: number;
-  output: number;
-  cachedInput?: number | undefined;
-  cacheCreation?: number | undefined;
-  cacheCreation1h?: number | undefined;
-}): TokenPrices {
-  const cacheCreation = fields.cacheCreation ?? fields.input;
-  return {
-    input: fields.input,
-    output: fields.output,
-    cachedInput: fields.cachedInput ?? fields.input,
-    cacheCreation,
-    cacheCreation1h: fields.cacheCreation1h ?? cacheCreation,
-  };
+/** Upstreams publish one long-context step today; a few more leave room without making a table unreadable. */
+export const MAX_TIERS_PER_ENTRY = 8;
+
+const TIER_HINT = `must be a whole number of prompt tokens from 1 to ${MAX_TOKEN_COUNT}`;
+
+/** A long-context tier: its own token prices (same fallbacks, within the tier) above a prompt size. */
+const tierSchema = z.strictObject({
+  aboveInputTokens: z.number({ error: TIER_HINT }).int(TIER_HINT).min(1, TIER_HINT).max(MAX_TOKEN_COUNT, TIER_HINT),
+  ...tokenPriceFields,
+});
+
+const tierListSchema = z
+  .array(tierSchema)
+  .max(MAX_TIERS_PER_ENTRY, `must hold at most ${MAX_TIERS_PER_ENTRY} tiers`)
+  .superRefine((tiers, ctx) => {
+    tiers.forEach((tier, index) => {
+      const before = tiers[index - 1];
+      if (before && typeof before.aboveInputTokens === 'number' && tier.aboveInputTokens <= before.aboveInputTokens) {
+        ctx.addIssue({
+          code: 'custom',
+          path: [index, 'aboveInputTokens'],
+          message: 'must be above the tier before it (list tiers by rising threshold)',
+        });
+      }
+    });
+  })
+  .optional();
+
+type ConfiguredTier = z.infer<typeof tierSchema>;
+
+function tiersOf(tiers: readonly ConfiguredTier[] | undefined, webSearchCall: number): PriceTier[] | undefined {
+  if (!tiers || tiers.length === 0) return undefined;
+  return tiers.map((tier) => ({ aboveInputTokens: tier.aboveInputTokens, prices: withFallbacks(tier, webSearchCall) }));
+}
+
+/** A tier's per-call fee is its entry's: tiers change token prices only. */
+function priceEntryOf(
+  configured: ConfiguredPrices & { tiers?: readonly ConfiguredTier[] | undefined },
+  defaultFee: number,
+): { prices: TokenPrices; tiers?: PriceTier[] } {
+  const prices = withFallbacks(configured, defaultFee);
+  const tiers = tiersOf(configured.tiers, prices.webSearchCall);
+  return tiers ? { prices, tiers } : { prices };
 }
 
 export const MAX_PRICED_MODELS = 1_000;
 
-const modelPriceSchema = z
-  .strictObject({
-    model: z.string({ error: 'must be a model name or a prefix ending in *' }).superRefine((pattern, ctx) => {
-      const problem = modelPatternProblem(pattern);
-      if (problem) ctx.addIssue({ code: 'custom', message: problem });
-    }),
-    ...priceFields,
-  })
-  .transform((entry): ModelPriceEntry => ({ pattern: entry.model, prices: tokenPrices(entry) }));
+const modelPriceSchema = z.strictObject({
+  model: z.string({ error: 'must be a model name or a prefix ending in *' }).superRefine((pattern, ctx) => {
+    const problem = modelPatternProblem(pattern);
+    if (problem) ctx.addIssue({ code: 'custom', message: problem });
+  }),
+  ...tokenPriceFields,
+  /** Falls back to the default entry's fee. */
+  webSearchCall: feePerCall.optional(),
+  tiers: tierListSchema,
+});
 
-/** The price table: per model pattern (first match wins), a default, and what to do with models it does not price. */
+/**
+ * The price table: per model pattern (first match wins), a default, and what to do with models it does not price.
+ * The default's `webSearchCall` is required: a per-call fee has no token price to fall back to, and an answer that
+ * reports a search must never get it free.
+ */
 const pricingSchema = z
   .strictObject({
     models: z
@@ -83,7 +131,7 @@ const pricingSchema = z
       .max(MAX_PRICED_MODELS, `must hold at most ${MAX_PRICED_MODELS} entries`)
       .superRefine((entries, ctx) => {
         // zod runs this check even when some entries failed theirs; those are reported on their own.
-        const patterns = entries.map((entry) => (typeof entry?.pattern === 'string' ? entry.pattern : undefined));
+        const patterns = entries.map((entry) => (typeof entry?.model === 'string' ? entry.model : undefined));
         for (const { index, by } of shadowedEntries(patterns)) {
           ctx.addIssue({
             code: 'custom',
@@ -93,14 +141,25 @@ const pricingSchema = z
         }
       })
       .optional(),
-    default: z.strictObject(priceFields).transform(tokenPrices),
+    default: z.strictObject({
+      ...tokenPriceFields,
+      webSearchCall: z.number({ error: `is required: ${FEE_HINT} (a per-call fee has no token price to fall back to)` }).pipe(feePerCall),
+      tiers: tierListSchema,
+    }),
     unpricedModels: z.enum(['refuse', 'charge-default'], { error: 'must be "refuse" or "charge-default"' }),
   })
-  .transform((pricing): PriceTable => ({
-    models: pricing.models ?? [],
-    defaultPrices: pricing.default,
-    unpricedModels: pricing.unpricedModels,
-  }));
+  .transform((pricing): PriceTable => {
+    const defaults = priceEntryOf(pricing.default, pricing.default.webSearchCall);
+    return {
+      models: (pricing.models ?? []).map((entry): ModelPriceEntry => ({
+        pattern: entry.model,
+        ...priceEntryOf(entry, defaults.prices.webSearchCall),
+      })),
+      defaultPrices: defaults.prices,
+      ...(defaults.tiers ? { defaultTiers: defaults.tiers } : {}),
+      unpricedModels: pricing.unpricedModels,
+    };
+  });
 
 const EXPONENT_HINT = `must be a whole number from 0 to ${MAX_CURRENCY_EXPONENT}: amounts count 10^-exponent of the currency`;
 

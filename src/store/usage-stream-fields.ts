@@ -1,3 +1,4 @@
+import { decimalText } from '../domain/money';
 import type { UsageApplyOutcome, UsageRecord } from '../domain/usage-record';
 
 /**
@@ -17,10 +18,14 @@ export const USAGE_STREAM_VERSION = '1';
 export const USAGE_STREAM_BILLING_FIELD = 'billing';
 export const USAGE_STREAM_SHORTFALL_FIELD = 'creditShortfall';
 
+/** The exact cost counts millionths of a minor unit (prices are per million tokens): six fraction digits at most. */
+const EXACT_COST_FRACTION_DIGITS = 6;
+
 export function usageStreamFields(record: UsageRecord, applied: UsageApplyOutcome): [string, string][] {
   const billing = applied.kind === 'account_not_found' ? 'account_not_found' : applied.billing;
   const shortfall = applied.kind === 'account_not_found' ? 0 : applied.creditShortfall;
-  const { tokens } = record;
+  const { tokens, charge } = record;
+  const oneHourWrites = tokens.cacheCreation1hTokens ?? 0;
   return [
     ['version', USAGE_STREAM_VERSION],
     ['requestId', record.requestId],
@@ -35,6 +40,21 @@ export function usageStreamFields(record: UsageRecord, applied: UsageApplyOutcom
     ['cachedInputTokens', String(tokens.cachedInputTokens)],
     ['cacheCreationTokens', String(tokens.cacheCreationTokens)],
     ['costMinorUnits', String(record.costMinorUnits)],
+    // Added with the price record (docs/pricing.md): each priced part, and how the cost was reached. '' without a price table.
+    ['cacheCreation5mTokens', String(tokens.cacheCreationTokens - oneHourWrites)],
+    ['cacheCreation1hTokens', String(oneHourWrites)],
+    ['reasoningTokens', String(tokens.reasoningTokens ?? 0)],
+    ['inputAudioTokens', String(tokens.inputAudioTokens ?? 0)],
+    ['inputImageTokens', String(tokens.inputImageTokens ?? 0)],
+    ['outputAudioTokens', String(tokens.outputAudioTokens ?? 0)],
+    ['outputImageTokens', String(tokens.outputImageTokens ?? 0)],
+    ['webSearchCalls', String(tokens.webSearchCalls ?? 0)],
+    ['exactCostMinorUnits', charge ? decimalText(BigInt(charge.exactCostMillionths), EXACT_COST_FRACTION_DIGITS) : ''],
+    ['priceTableHash', charge?.priceTableHash ?? ''],
+    ['pricePattern', charge?.pricePattern ?? ''],
+    ['priceTier', charge?.tierAboveInputTokens !== undefined ? String(charge.tierAboveInputTokens) : ''],
+    ['currency', charge?.currency.code ?? ''],
+    ['currencyExponent', charge ? String(charge.currency.exponent) : ''],
     ['estimated', record.estimated ? 'true' : 'false'],
     [USAGE_STREAM_BILLING_FIELD, billing],
     [USAGE_STREAM_SHORTFALL_FIELD, String(shortfall)],

@@ -15,7 +15,7 @@ import type { RecordedRequest } from './fake-upstream';
 
 export const METERED_PRICING = {
   models: [],
-  default: { input: 1_000_000, output: 2_000_000, cachedInput: 1_000_000, cacheCreation: 3_000_000 },
+  default: { input: 1_000_000, output: 2_000_000, cachedInput: 1_000_000, cacheCreation: 3_000_000, webSearchCall: 10_000 },
   unpricedModels: 'charge-default',
 };
 

@@ -24,7 +24,7 @@ const PRICING = {
     { model: 'claude-opus-4-6', input: 3_000_000, output: 5_000_000 },
     { model: 'claude-sonnet-4-5*', input: 3_000_000, output: 5_000_000, cacheCreation: 4_000_000, cacheCreation1h: 6_000_000 },
   ],
-  default: { input: 10_000_000, output: 10_000_000 },
+  default: { input: 10_000_000, output: 10_000_000, webSearchCall: 10_000 },
   unpricedModels: 'charge-default',
 };
 // A day's budget refills about 1.2 tokens a second: slow enough to read back what the answers took.

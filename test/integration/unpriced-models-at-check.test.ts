@@ -30,7 +30,7 @@ beforeAll(async () => {
           { model: 'gemini-2.5-flash*', input: 30, output: 250 },
           { model: 'gpt-4o-mini*', input: 15, output: 60 },
         ],
-        default: { input: 100, output: 400 },
+        default: { input: 100, output: 400, webSearchCall: 10_000 },
         unpricedModels: 'refuse',
       },
     },

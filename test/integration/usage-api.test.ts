@@ -13,7 +13,7 @@ jest.setTimeout(60_000);
 
 const PRICING = {
   models: [{ model: 'gpt-4o-mini*', input: 15, output: 60 }],
-  default: { input: 100, output: 300 },
+  default: { input: 100, output: 300, webSearchCall: 10_000 },
   unpricedModels: 'charge-default',
 };
 /** Cents of a euro: the answers and the CLI show money in the currency the operator configured, not in the default. */

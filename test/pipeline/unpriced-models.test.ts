@@ -22,7 +22,7 @@ const pricing = (unpricedModels: 'refuse' | 'charge-default') => ({
       { model: 'gpt-4o-mini*', input: 15, output: 60 },
       { model: 'claude-sonnet-4-5', input: 300, output: 1500 },
     ],
-    default: { input: 100, output: 400 },
+    default: { input: 100, output: 400, webSearchCall: 10_000 },
     unpricedModels,
   },
 });

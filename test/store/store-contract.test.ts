@@ -6,7 +6,7 @@ import { MAX_RESPONSE_COST_MINOR_UNITS } from '../../src/domain/pricing';
 import { MAX_BUDGET_TOKENS, MAX_BUDGET_TOKENS_PER_SECOND, NO_TOKEN_BUDGETS, type TokenBudgetPlan } from '../../src/domain/token-budgets';
 import { MAX_TOKEN_COUNT } from '../../src/domain/usage';
 import { bucketExpiresAtMs, periodName, usageMonthOf } from '../../src/domain/usage-periods';
-import { addUsageTotals, zeroUsageTotals, type UsageRecord } from '../../src/domain/usage-record';
+import { addUsageTotals, usageRecordProblem, zeroUsageTotals, type UsageRecord } from '../../src/domain/usage-record';
 import { MAX_WINDOW_SECONDS } from '../../src/limits/rate-limit';
 import { consumeTokenBudget } from '../../src/limits/token-budget';
 import { LUA_TOKEN_BUDGET, LUA_TOKEN_UNREFILLED_FOR_TEST } from '../../src/store/redis/scripts';
@@ -1782,7 +1782,19 @@ describe.each(implementations)('usage contract: %s', (_name, open) => {
       const ids = await seed({ creditBalance: 10 });
       const before = await store.readUsageStream({ count: 100_000 });
       const after = before.at(-1)?.id;
-      const record = usage(ids, { tokens: counts(1, 2, 3, 4), costMinorUnits: 9, estimated: true });
+      const record = usage(ids, {
+        tokens: { ...counts(1, 2, 3, 4), cacheCreation1hTokens: 1, reasoningTokens: 2, webSearchCalls: 1 },
+        costMinorUnits: 9,
+        charge: {
+          priceTableHash: '0123456789abcdef',
+          pricePattern: 'gpt-4o-mini*',
+          tierAboveInputTokens: 5,
+          exactCostMillionths: '8500001',
+          currency: { code: 'USD', exponent: 6 },
+        },
+        estimated: true,
+      });
+      expect(usageRecordProblem(record)).toBeUndefined();
       const applied = await store.applyUsage(record, NO_TOKEN_BUDGETS);
       // Where the store streams on apply (Redis standalone and Sentinel) the entry went in with the debit, billed by the script.
       expect(await store.appendUsageStream(record, applied)).toBe(store.streamsOnApply ? 'duplicate' : 'appended');
@@ -1805,13 +1817,35 @@ describe.each(implementations)('usage contract: %s', (_name, open) => {
           cachedInputTokens: '3',
           cacheCreationTokens: '4',
           costMinorUnits: '9',
+          cacheCreation5mTokens: '3',
+          cacheCreation1hTokens: '1',
+          reasoningTokens: '2',
+          inputAudioTokens: '0',
+          inputImageTokens: '0',
+          outputAudioTokens: '0',
+          outputImageTokens: '0',
+          webSearchCalls: '1',
+          exactCostMinorUnits: '8.500001',
+          priceTableHash: '0123456789abcdef',
+          pricePattern: 'gpt-4o-mini*',
+          priceTier: '5',
+          currency: 'USD',
+          currencyExponent: '6',
           estimated: 'true',
           billing: 'prepaid',
           creditShortfall: '0',
           time: new Date(T0).toISOString(),
           timeMs: String(T0),
         },
-        expect.objectContaining({ requestId: ghost.requestId, model: '', billing: 'account_not_found' }),
+        // Without a price table: no charge, and the price fields are empty.
+        expect.objectContaining({
+          requestId: ghost.requestId,
+          model: '',
+          billing: 'account_not_found',
+          exactCostMinorUnits: '',
+          priceTableHash: '',
+          currency: '',
+        }),
       ]);
       expect(entries[0]!.id).toMatch(/^\d+-\d+$/);
     });

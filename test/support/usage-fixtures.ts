@@ -42,7 +42,11 @@ const reported = (counts: TokenCounts, model: string): UsageReading => ({
 export const USAGE_FIXTURE_CASES: readonly UsageFixtureCase[] = [
   { fixture: 'chat-completion.json', response: chat(), expected: reported(tokens(19, 10), 'gpt-4.1-2025-04-14') },
   // prompt_tokens 2,600 include 2,000 cached reads and 400 cache writes; the 128 reasoning tokens are inside completion_tokens.
-  { fixture: 'chat-completion-cached.json', response: chat(), expected: reported(tokens(200, 300, 2000, 400), 'gpt-5.6') },
+  {
+    fixture: 'chat-completion-cached.json',
+    response: chat(),
+    expected: reported({ ...tokens(200, 300, 2000, 400), reasoningTokens: 128 }, 'gpt-5.6'),
+  },
   { fixture: 'chat-stream-usage.sse', response: chat('/v1/chat/completions', SSE_TYPE), expected: reported(tokens(9, 12), 'gpt-4o-mini') },
   {
     fixture: 'chat-stream-no-usage.sse',
@@ -53,7 +57,7 @@ export const USAGE_FIXTURE_CASES: readonly UsageFixtureCase[] = [
     fixture: 'gemini-compat-chat-stream.sse',
     response: chat('/v1beta/openai/chat/completions', SSE_TYPE),
     // total_tokens 40 = 7 prompt + 5 completion + 28 reasoning: this endpoint reports reasoning apart, and it is output.
-    expected: reported(tokens(7, 33), 'gemini-2.5-flash'),
+    expected: reported({ ...tokens(7, 33), reasoningTokens: 28 }, 'gemini-2.5-flash'),
   },
   { fixture: 'embeddings.json', response: chat('/v1/embeddings'), expected: reported(tokens(8, 0), 'text-embedding-3-small') },
   { fixture: 'responses.json', response: chat('/v1/responses'), expected: reported(tokens(36, 87), 'gpt-4.1-2025-04-14') },
@@ -61,29 +65,29 @@ export const USAGE_FIXTURE_CASES: readonly UsageFixtureCase[] = [
   { fixture: 'messages.json', response: messages(), expected: reported(tokens(2095, 503), 'claude-sonnet-4-5-20250929') },
   { fixture: 'messages-cache.json', response: messages(), expected: reported(tokens(21, 393, 0, 188086), 'claude-sonnet-4-5-20250929') },
   { fixture: 'messages-stream.sse', response: messages(SSE_TYPE), expected: reported(tokens(25, 15), 'claude-opus-4-6') },
-  // message_delta's cumulative input and cache counts replace message_start's.
+  // message_delta's cumulative input and cache counts replace message_start's; it reports one server-side web search.
   {
     fixture: 'messages-stream-cumulative.sse',
     response: messages(SSE_TYPE),
-    expected: reported(tokens(10682, 510, 2048, 0), 'claude-opus-4-6'),
+    expected: reported({ ...tokens(10682, 510, 2048, 0), webSearchCalls: 1 }, 'claude-opus-4-6'),
   },
   { fixture: 'gemini.json', response: generative('generateContent', JSON_TYPE), expected: reported(tokens(8, 12), 'gemini-2.0-flash') },
-  // promptTokenCount 1,200 includes 1,000 cached; 20 tool-use prompt tokens are input; 300 thinking tokens are output.
+  // promptTokenCount 1,200 includes 1,000 cached; 20 tool-use prompt tokens are input; 300 thinking tokens are output (and its reasoning part).
   {
     fixture: 'gemini-thinking-cached.json',
     response: generative('generateContent', JSON_TYPE),
-    expected: reported(tokens(220, 350, 1000), 'gemini-2.5-pro'),
+    expected: reported({ ...tokens(220, 350, 1000), reasoningTokens: 300 }, 'gemini-2.5-pro'),
   },
   // Running totals: the last chunk's 44 candidate and 120 thinking tokens, never a sum over chunks.
   {
     fixture: 'gemini-stream.sse',
     response: generative('streamGenerateContent', SSE_TYPE),
-    expected: reported(tokens(9, 164), 'gemini-2.5-flash'),
+    expected: reported({ ...tokens(9, 164), reasoningTokens: 120 }, 'gemini-2.5-flash'),
   },
   {
     fixture: 'gemini-stream-array.json',
     response: generative('streamGenerateContent', 'application/json; charset=UTF-8'),
-    expected: reported(tokens(9, 164), 'gemini-2.5-flash'),
+    expected: reported({ ...tokens(9, 164), reasoningTokens: 120 }, 'gemini-2.5-flash'),
   },
 ];
 

@@ -3,29 +3,31 @@ import { CREDIT_LIMIT_MINOR_UNITS, isCreditInBounds } from '../../../src/domain/
 import {
   isModelRefused,
   matchesModelPattern,
+  MAX_FEE_PER_CALL,
   MAX_PRICE_PER_MILLION_TOKENS,
   MAX_RESPONSE_COST_MINOR_UNITS,
+  MAX_TOKEN_COST_MINOR_UNITS,
   priceEntryFor,
+  withFallbacks,
   type PriceTable,
   type TokenPrices,
 } from '../../../src/domain/pricing';
-import { MAX_TOKEN_COUNT, type TokenCounts } from '../../../src/domain/usage';
-import { chargedPrices, costOf, modelPatternProblem, shadowedEntries } from '../../../src/metering/pricing';
+import { MAX_CALL_COUNT, MAX_TOKEN_COUNT, type TokenCounts } from '../../../src/domain/usage';
+import { DEFAULT_CURRENCY } from '../../../src/domain/money';
+import {
+  chargedPrices,
+  costOf,
+  modelPatternProblem,
+  priceTableHash,
+  promptTokensOf,
+  shadowedEntries,
+  tierFor,
+} from '../../../src/metering/pricing';
 import { tokens } from '../../support/usage-fixtures';
 
-const prices = (
-  input: number,
-  output: number,
-  cachedInput = input,
-  cacheCreation = input,
-  cacheCreation1h = cacheCreation,
-): TokenPrices => ({
-  input,
-  output,
-  cachedInput,
-  cacheCreation,
-  cacheCreation1h,
-});
+// Every other price at its fallback (reasoning and output audio/image at `output`, input audio/image at `input`), no search fee.
+const prices = (input: number, output: number, cachedInput = input, cacheCreation = input, cacheCreation1h = cacheCreation): TokenPrices =>
+  withFallbacks({ input, output, cachedInput, cacheCreation, cacheCreation1h }, 0);
 
 const table = (unpricedModels: PriceTable['unpricedModels']): PriceTable => ({
   models: [
@@ -121,7 +123,7 @@ describe('cost: exact, rounded up once per response to a whole minor unit', () =
       { ...tokens(MAX_TOKEN_COUNT, MAX_TOKEN_COUNT, MAX_TOKEN_COUNT, MAX_TOKEN_COUNT), cacheCreation1hTokens: MAX_TOKEN_COUNT },
       prices(MAX_PRICE_PER_MILLION_TOKENS, MAX_PRICE_PER_MILLION_TOKENS, MAX_PRICE_PER_MILLION_TOKENS, 0, MAX_PRICE_PER_MILLION_TOKENS),
     );
-    expect(most.minorUnits).toBe(MAX_RESPONSE_COST_MINOR_UNITS);
+    expect(most.minorUnits).toBe(MAX_TOKEN_COST_MINOR_UNITS);
   });
 
   it('0 tokens cost 0; the smallest non-zero cost is 1 minor unit, never free', () => {
@@ -140,7 +142,7 @@ describe('cost: exact, rounded up once per response to a whole minor unit', () =
       tokens(MAX_TOKEN_COUNT, MAX_TOKEN_COUNT, MAX_TOKEN_COUNT, MAX_TOKEN_COUNT),
       prices(MAX_PRICE_PER_MILLION_TOKENS, MAX_PRICE_PER_MILLION_TOKENS),
     );
-    expect(most.minorUnits).toBe(MAX_RESPONSE_COST_MINOR_UNITS);
+    expect(most.minorUnits).toBe(MAX_TOKEN_COST_MINOR_UNITS);
     expect(most.exactMillionths).toBe(4n * BigInt(MAX_TOKEN_COUNT) * BigInt(MAX_PRICE_PER_MILLION_TOKENS));
     expect(most.minorUnits).toBeLessThanOrEqual(CREDIT_LIMIT_MINOR_UNITS);
     expect(isCreditInBounds(most.minorUnits)).toBe(true);
@@ -168,22 +170,66 @@ describe('cost: exact, rounded up once per response to a whole minor unit', () =
 
   const count = fc.integer({ min: 0, max: MAX_TOKEN_COUNT });
   const price = fc.integer({ min: 0, max: MAX_PRICE_PER_MILLION_TOKENS });
-  // The 1-hour writes are a part of the cache writes: the smaller of two counts.
+  /** A count and parts of it that together stay inside it. */
+  const withParts = (parts: number) =>
+    fc.tuple(count, fc.array(fc.integer({ min: 0, max: 1_000_000 }), { minLength: parts, maxLength: parts })).map(([total, weights]) => {
+      const sum = weights.reduce((a, b) => a + b, 0) || 1;
+      return { total, parts: weights.map((weight) => Math.floor((total * weight) / (sum * (parts + 1)))) };
+    });
   const counts = fc
-    .record({ inputTokens: count, outputTokens: count, cachedInputTokens: count, writes: fc.tuple(count, count) })
-    .map(({ writes: [a, b], ...rest }) => ({ ...rest, cacheCreationTokens: Math.max(a, b), cacheCreation1hTokens: Math.min(a, b) }));
-  const priceSet = fc.record({ input: price, output: price, cachedInput: price, cacheCreation: price, cacheCreation1h: price });
+    .record({
+      input: withParts(2),
+      output: withParts(3),
+      cachedInputTokens: count,
+      writes: withParts(1),
+      calls: fc.integer({ min: 0, max: MAX_CALL_COUNT }),
+    })
+    .map(({ input, output, cachedInputTokens, writes, calls }): TokenCounts => ({
+      inputTokens: input.total,
+      outputTokens: output.total,
+      cachedInputTokens,
+      cacheCreationTokens: writes.total,
+      cacheCreation1hTokens: writes.parts[0]!,
+      inputAudioTokens: input.parts[0]!,
+      inputImageTokens: input.parts[1]!,
+      reasoningTokens: output.parts[0]!,
+      outputAudioTokens: output.parts[1]!,
+      outputImageTokens: output.parts[2]!,
+      webSearchCalls: calls,
+    }));
+  const priceSet: fc.Arbitrary<TokenPrices> = fc.record({
+    input: price,
+    output: price,
+    cachedInput: price,
+    cacheCreation: price,
+    cacheCreation1h: price,
+    reasoning: price,
+    inputAudio: price,
+    inputImage: price,
+    outputAudio: price,
+    outputImage: price,
+    webSearchCall: fc.integer({ min: 0, max: MAX_FEE_PER_CALL }),
+  });
 
   it('is the exact cost rounded up: never below it, less than one minor unit above it, always in bounds (property)', () => {
     fc.assert(
       fc.property(counts, priceSet, (usage: TokenCounts, at: TokenPrices) => {
         const { minorUnits, exactMillionths } = costOf(usage, at);
+        const n = (value: number | undefined) => BigInt(value ?? 0);
+        const plainInput = usage.inputTokens - usage.inputAudioTokens! - usage.inputImageTokens!;
+        const plainOutput = usage.outputTokens - usage.reasoningTokens! - usage.outputAudioTokens! - usage.outputImageTokens!;
         const exact =
-          BigInt(usage.inputTokens) * BigInt(at.input) +
-          BigInt(usage.outputTokens) * BigInt(at.output) +
-          BigInt(usage.cachedInputTokens) * BigInt(at.cachedInput) +
-          BigInt(usage.cacheCreationTokens - (usage.cacheCreation1hTokens ?? 0)) * BigInt(at.cacheCreation) +
-          BigInt(usage.cacheCreation1hTokens ?? 0) * BigInt(at.cacheCreation1h);
+          n(plainInput) * n(at.input) +
+          n(usage.inputAudioTokens) * n(at.inputAudio) +
+          n(usage.inputImageTokens) * n(at.inputImage) +
+          n(plainOutput) * n(at.output) +
+          n(usage.reasoningTokens) * n(at.reasoning) +
+          n(usage.outputAudioTokens) * n(at.outputAudio) +
+          n(usage.outputImageTokens) * n(at.outputImage) +
+          n(usage.cachedInputTokens) * n(at.cachedInput) +
+          n(usage.cacheCreationTokens - usage.cacheCreation1hTokens!) * n(at.cacheCreation) +
+          n(usage.cacheCreation1hTokens) * n(at.cacheCreation1h) +
+          n(usage.webSearchCalls) * n(at.webSearchCall) * 1_000_000n;
         expect(exactMillionths).toBe(exact);
         expect(BigInt(minorUnits) * 1_000_000n).toBeGreaterThanOrEqual(exact);
         expect(BigInt(minorUnits) * 1_000_000n - exact).toBeLessThan(1_000_000n);
@@ -209,5 +255,159 @@ describe('cost: exact, rounded up once per response to a whole minor unit', () =
       }),
       { numRuns: 300 },
     );
+  });
+});
+
+describe('the dimensions priced apart', () => {
+  // input 3, output 15, and each part its own price per token, so every piece of the sum can be read off.
+  const apart: TokenPrices = {
+    input: 3_000_000,
+    output: 15_000_000,
+    cachedInput: 300_000,
+    cacheCreation: 3_750_000,
+    cacheCreation1h: 6_000_000,
+    reasoning: 20_000_000,
+    inputAudio: 40_000_000,
+    inputImage: 5_000_000,
+    outputAudio: 80_000_000,
+    outputImage: 30_000_000,
+    webSearchCall: 10_000,
+  };
+
+  it("each part is charged its own price and the rest of its count the count's price; searches per call", () => {
+    const usage: TokenCounts = {
+      inputTokens: 100,
+      outputTokens: 50,
+      cachedInputTokens: 10,
+      cacheCreationTokens: 20,
+      cacheCreation1hTokens: 8,
+      inputAudioTokens: 30,
+      inputImageTokens: 20,
+      reasoningTokens: 10,
+      outputAudioTokens: 5,
+      outputImageTokens: 4,
+      webSearchCalls: 2,
+    };
+    // input: 50 × 3 + 30 × 40 + 20 × 5 = 1,450; output: 31 × 15 + 10 × 20 + 5 × 80 + 4 × 30 = 1,185;
+    // cache: 10 × 0.3 + 12 × 3.75 + 8 × 6 = 96; searches: 2 × 10,000 = 20,000. Total 22,731.
+    expect(costOf(usage, apart)).toEqual({ minorUnits: 22_731, exactMillionths: 22_731_000_000n });
+  });
+
+  it('no dimension is free by default: an unset price takes its fallback, never 0', () => {
+    const resolved = withFallbacks({ input: 7, output: 11 }, 13);
+    expect(resolved).toEqual({
+      input: 7,
+      output: 11,
+      cachedInput: 7,
+      cacheCreation: 7,
+      cacheCreation1h: 7,
+      reasoning: 11,
+      inputAudio: 7,
+      inputImage: 7,
+      outputAudio: 11,
+      outputImage: 11,
+      webSearchCall: 13,
+    });
+    // The 1-hour writes follow the 5-minute price when only that is set (a chain, not straight to input).
+    expect(withFallbacks({ input: 7, output: 11, cacheCreation: 9 }, 13).cacheCreation1h).toBe(9);
+    // A fee set on the entry wins over the one it would fall back to.
+    expect(withFallbacks({ input: 7, output: 11, webSearchCall: 5 }, 13).webSearchCall).toBe(5);
+    // Every dimension of an answer costs something at fallback prices.
+    const one = (name: keyof TokenCounts, whole: keyof TokenCounts): TokenCounts => ({ ...tokens(0, 0), [whole]: 1, [name]: 1 });
+    for (const [name, whole] of [
+      ['inputAudioTokens', 'inputTokens'],
+      ['inputImageTokens', 'inputTokens'],
+      ['reasoningTokens', 'outputTokens'],
+      ['outputAudioTokens', 'outputTokens'],
+      ['outputImageTokens', 'outputTokens'],
+      ['cacheCreation1hTokens', 'cacheCreationTokens'],
+    ] as const) {
+      expect(costOf(one(name, whole), withFallbacks({ input: 1_000_000, output: 1_000_000 }, 1)).minorUnits).toBe(1);
+    }
+    expect(costOf({ ...tokens(0, 0), webSearchCalls: 1 }, resolved).minorUnits).toBe(13);
+  });
+
+  it.each([
+    [{ ...tokens(10, 0), inputAudioTokens: 6, inputImageTokens: 5 }],
+    [{ ...tokens(0, 10), reasoningTokens: 6, outputAudioTokens: 5 }],
+    [{ ...tokens(0, 10), outputImageTokens: 11 }],
+    [{ ...tokens(0, 0), webSearchCalls: MAX_CALL_COUNT + 1 }],
+    [{ ...tokens(0, 0), webSearchCalls: -1 }],
+  ])('refuses parts that exceed their count, and call counts out of bounds (%j)', (usage) => {
+    expect(() => costOf(usage, apart)).toThrow(RangeError);
+  });
+
+  it('refuses a fee out of bounds', () => {
+    expect(() => costOf({ ...tokens(0, 0), webSearchCalls: 1 }, { ...apart, webSearchCall: MAX_FEE_PER_CALL + 1 })).toThrow(RangeError);
+  });
+});
+
+describe('long-context tiers: the whole answer at other prices above a prompt size', () => {
+  const base = withFallbacks({ input: 3_000_000, output: 15_000_000, cachedInput: 300_000 }, 10_000);
+  const long = withFallbacks({ input: 6_000_000, output: 22_500_000, cachedInput: 600_000 }, 10_000);
+  const longer = withFallbacks({ input: 9_000_000, output: 30_000_000 }, 10_000);
+  const tiered: PriceTable = {
+    models: [
+      {
+        pattern: 'claude-sonnet-4-5*',
+        prices: base,
+        tiers: [
+          { aboveInputTokens: 200_000, prices: long },
+          { aboveInputTokens: 500_000, prices: longer },
+        ],
+      },
+    ],
+    defaultPrices: base,
+    defaultTiers: [{ aboveInputTokens: 100_000, prices: long }],
+    unpricedModels: 'charge-default',
+  };
+
+  it('at the threshold exactly the base prices apply; one token above, the tier (for every count)', () => {
+    expect(chargedPrices(tiered, 'claude-sonnet-4-5', 200_000)).toEqual({ prices: base, pattern: 'claude-sonnet-4-5*' });
+    expect(chargedPrices(tiered, 'claude-sonnet-4-5', 200_001)).toEqual({
+      prices: long,
+      pattern: 'claude-sonnet-4-5*',
+      tierAboveInputTokens: 200_000,
+    });
+    expect(chargedPrices(tiered, 'claude-sonnet-4-5', 500_000).tierAboveInputTokens).toBe(200_000);
+    expect(chargedPrices(tiered, 'claude-sonnet-4-5', 500_001).tierAboveInputTokens).toBe(500_000);
+    // The default prices have tiers of their own.
+    expect(chargedPrices(tiered, 'unknown', 100_001)).toEqual({ prices: long, pattern: undefined, tierAboveInputTokens: 100_000 });
+    expect(tierFor(undefined, 1_000_000)).toBeUndefined();
+  });
+
+  it('the prompt is every input-side token: uncached input, cache reads and cache writes; output does not count', () => {
+    const table: PriceTable = { ...tiered, defaultTiers: [] };
+    // 100,000 + 50,000 + 50,000 = 200,000: at the threshold, base. One more cache read: above it.
+    const at = { ...tokens(100_000, 999_999, 50_000, 50_000) };
+    const above = { ...tokens(100_000, 1, 50_001, 50_000) };
+    const record = (usage: TokenCounts) => chargedPrices(table, 'claude-sonnet-4-5', promptTokensOf(usage));
+    expect(record(at).tierAboveInputTokens).toBeUndefined();
+    expect(record(above).tierAboveInputTokens).toBe(200_000);
+    // Above the threshold the output is charged the tier's output price too: 22.5 a token.
+    expect(costOf(above, record(above).prices).minorUnits).toBe(
+      Number((100_000n * 6_000_000n + 22_500_000n + 50_001n * 600_000n + 50_000n * 6_000_000n + 999_999n) / 1_000_000n),
+    );
+  });
+});
+
+describe('the price table hash', () => {
+  const a: PriceTable = {
+    models: [{ pattern: 'm*', prices: withFallbacks({ input: 1, output: 2 }, 3) }],
+    defaultPrices: withFallbacks({ input: 4, output: 5 }, 6),
+    unpricedModels: 'refuse',
+  };
+
+  it('is stable (key order does not matter) and changes with any price, the tiers or the currency', () => {
+    const reordered = JSON.parse(
+      JSON.stringify({ unpricedModels: a.unpricedModels, defaultPrices: a.defaultPrices, models: a.models }),
+    ) as PriceTable;
+    expect(priceTableHash(a, DEFAULT_CURRENCY)).toMatch(/^[0-9a-f]{16}$/);
+    expect(priceTableHash(reordered, DEFAULT_CURRENCY)).toBe(priceTableHash(a, DEFAULT_CURRENCY));
+    const changed = { ...a, defaultPrices: { ...a.defaultPrices, outputImage: 6 } };
+    expect(priceTableHash(changed, DEFAULT_CURRENCY)).not.toBe(priceTableHash(a, DEFAULT_CURRENCY));
+    const withTier = { ...a, defaultTiers: [{ aboveInputTokens: 10, prices: a.defaultPrices }] };
+    expect(priceTableHash(withTier, DEFAULT_CURRENCY)).not.toBe(priceTableHash(a, DEFAULT_CURRENCY));
+    expect(priceTableHash(a, { code: 'USD', exponent: 2 })).not.toBe(priceTableHash(a, DEFAULT_CURRENCY));
   });
 });

@@ -241,7 +241,13 @@ describe('a client that disconnects mid-stream', () => {
   });
 
   it('generative-content (SSE and JSON array): the last running totals, not final', () => {
-    const expected = { kind: 'reported', tokens: tokens(9, 159), model: 'gemini-2.5-flash', final: false, streamComplete: false };
+    const expected = {
+      kind: 'reported',
+      tokens: { ...tokens(9, 159), reasoningTokens: 120 },
+      model: 'gemini-2.5-flash',
+      final: false,
+      streamComplete: false,
+    };
     expect(readUsage(geminiSse, cutBefore('gemini-stream.sse', ' found a friend'))).toEqual(expected);
     expect(readUsage(geminiArray, cutBefore('gemini-stream-array.json', ' found a friend'))).toEqual(expected);
   });
@@ -269,7 +275,7 @@ describe('the Responses API terminal events', () => {
   it('response.incomplete (max_output_tokens reached) bills its usage', () => {
     expect(readUsage(responsesSse, bytesOf(event('response.incomplete', usage)))).toEqual({
       kind: 'reported',
-      tokens: tokens(20, 64, 10),
+      tokens: { ...tokens(20, 64, 10), reasoningTokens: 40 },
       model: 'o4-mini',
       final: true,
       streamComplete: true,

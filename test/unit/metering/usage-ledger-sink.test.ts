@@ -1,18 +1,16 @@
 import type { MeteredResponse } from '../../../src/domain/metered-response';
-import type { PriceTable } from '../../../src/domain/pricing';
+import { DEFAULT_CURRENCY } from '../../../src/domain/money';
+import { withFallbacks, type PriceTable } from '../../../src/domain/pricing';
+import { pricingOf } from '../../../src/metering/pricing';
 import { usageRecordProblem, type UsageRecord } from '../../../src/domain/usage-record';
 import { usageLedgerSink, usageRecordOf } from '../../../src/metering/usage-ledger-sink';
 
-const PRICES: PriceTable = {
-  models: [
-    {
-      pattern: 'gpt-4o-mini*',
-      prices: { input: 150_000, output: 600_000, cachedInput: 75_000, cacheCreation: 150_000, cacheCreation1h: 150_000 },
-    },
-  ],
-  defaultPrices: { input: 1_000_000, output: 1_000_000, cachedInput: 1_000_000, cacheCreation: 1_000_000, cacheCreation1h: 1_000_000 },
+const TABLE: PriceTable = {
+  models: [{ pattern: 'gpt-4o-mini*', prices: withFallbacks({ input: 150_000, output: 600_000, cachedInput: 75_000 }, 10_000) }],
+  defaultPrices: withFallbacks({ input: 1_000_000, output: 1_000_000 }, 10_000),
   unpricedModels: 'charge-default',
 };
+const PRICES = pricingOf(TABLE, DEFAULT_CURRENCY);
 
 const AT = Date.UTC(2026, 10, 23, 12, 0, 0);
 
@@ -54,6 +52,12 @@ describe('usageRecordOf: a metered answer as the ledger applies it', () => {
       model: 'gpt-4o-mini-2024-07-18',
       tokens: { inputTokens: 1_000, outputTokens: 2_000, cachedInputTokens: 4_000, cacheCreationTokens: 0 },
       costMinorUnits: 1_650,
+      charge: {
+        priceTableHash: PRICES.tableHash,
+        pricePattern: 'gpt-4o-mini*',
+        exactCostMillionths: '1650000000',
+        currency: DEFAULT_CURRENCY,
+      },
       estimated: false,
       atMs: AT,
     });
@@ -61,16 +65,22 @@ describe('usageRecordOf: a metered answer as the ledger applies it', () => {
   });
 
   it("charges a messages answer's 1-hour cache writes their own price, and records them among the cache writes", () => {
-    const prices: PriceTable = {
-      models: [
-        {
-          pattern: 'claude-sonnet-4-5*',
-          prices: { input: 3_000_000, output: 15_000_000, cachedInput: 300_000, cacheCreation: 3_750_000, cacheCreation1h: 6_000_000 },
-        },
-      ],
-      defaultPrices: PRICES.defaultPrices,
-      unpricedModels: 'refuse',
-    };
+    const prices = pricingOf(
+      {
+        models: [
+          {
+            pattern: 'claude-sonnet-4-5*',
+            prices: withFallbacks(
+              { input: 3_000_000, output: 15_000_000, cachedInput: 300_000, cacheCreation: 3_750_000, cacheCreation1h: 6_000_000 },
+              10_000,
+            ),
+          },
+        ],
+        defaultPrices: TABLE.defaultPrices,
+        unpricedModels: 'refuse',
+      },
+      DEFAULT_CURRENCY,
+    );
     const tokens = { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, cacheCreationTokens: 1_000, cacheCreation1hTokens: 600 };
     const record = usageRecordOf(
       answer({
@@ -84,6 +94,20 @@ describe('usageRecordOf: a metered answer as the ledger applies it', () => {
     expect(record.costMinorUnits).toBe(5_100);
     expect(record.tokens.cacheCreationTokens).toBe(1_000);
     expect(usageRecordProblem(record)).toBeUndefined();
+  });
+
+  it('a record whose charge does not re-price to its cost, or whose parts exceed their counts, is refused', () => {
+    const record = usageRecordOf(answer(), PRICES)!;
+    const charge = record.charge!;
+    expect(usageRecordProblem({ ...record, charge: { ...charge, exactCostMillionths: '1650000001' } })).toBe(
+      'charge.exactCostMillionths rounded up must be costMinorUnits',
+    );
+    expect(usageRecordProblem({ ...record, charge: { ...charge, exactCostMillionths: '1.5' } })).toContain('decimal digits');
+    expect(usageRecordProblem({ ...record, charge: { ...charge, currency: { code: 'usd', exponent: 6 } } })).toContain('currency');
+    expect(usageRecordProblem({ ...record, tokens: { ...record.tokens, reasoningTokens: 2_001 } })).toBe(
+      'tokens.reasoningTokens must be a whole number from 0 to tokens.outputTokens',
+    );
+    expect(usageRecordProblem({ ...record, tokens: { ...record.tokens, webSearchCalls: 10_001 } })).toContain('webSearchCalls');
   });
 
   it('charges the default prices for a model the table does not price, and for an answer naming no model', () => {

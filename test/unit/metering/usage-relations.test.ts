@@ -235,6 +235,62 @@ const MALFORMED: Case[] = [
     ),
     'total-mismatch',
   ],
+  // Audio and image counts are parts of the count they are listed under; a search count is a small whole number.
+  [
+    'chat: prompt audio_tokens above prompt_tokens',
+    chatJson,
+    chatBody({ prompt_tokens: 10, completion_tokens: 5, total_tokens: 15, prompt_tokens_details: { audio_tokens: 11 } }),
+    'modality-exceeds-total',
+  ],
+  [
+    'chat stream: completion audio_tokens above completion_tokens',
+    chatSse,
+    chatStream({ prompt_tokens: 10, completion_tokens: 5, total_tokens: 15, completion_tokens_details: { audio_tokens: 6 } }),
+    'modality-exceeds-total',
+  ],
+  [
+    'messages: a fractional web_search_requests',
+    messagesJson,
+    messageBody({ input_tokens: 10, output_tokens: 5, server_tool_use: { web_search_requests: 1.5 } }),
+    'invalid-call-count',
+  ],
+  [
+    'messages stream: server_tool_use that is not an object',
+    messagesSse,
+    messageStream({ input_tokens: 10, output_tokens: 1 }, { output_tokens: 5, server_tool_use: 3 }),
+    'invalid-call-count',
+  ],
+  [
+    'gemini: an AUDIO prompt count above promptTokenCount',
+    geminiJson,
+    geminiBody({
+      promptTokenCount: 10,
+      candidatesTokenCount: 5,
+      totalTokenCount: 15,
+      promptTokensDetails: [{ modality: 'AUDIO', tokenCount: 11 }],
+    }),
+    'modality-exceeds-total',
+  ],
+  [
+    'gemini stream: an IMAGE candidates count above candidatesTokenCount',
+    geminiSse,
+    geminiStream(
+      { promptTokenCount: 10, totalTokenCount: 10 },
+      {
+        promptTokenCount: 10,
+        candidatesTokenCount: 5,
+        totalTokenCount: 15,
+        candidatesTokensDetails: [{ modality: 'IMAGE', tokenCount: 6 }],
+      },
+    ),
+    'modality-exceeds-total',
+  ],
+  [
+    'gemini: a modality list that is not a list',
+    geminiJson,
+    geminiBody({ promptTokenCount: 10, candidatesTokenCount: 5, totalTokenCount: 15, promptTokensDetails: { AUDIO: 3 } }),
+    'invalid-count',
+  ],
 ];
 
 describe('usage that contradicts itself is malformed, with the relation it breaks', () => {
