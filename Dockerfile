@@ -10,7 +10,7 @@ COPY package.json package-lock.json ./
 # --ignore-scripts: no dependency needs an install script to compile our code,
 # and skipping them keeps node-gyp and the network out of the build.
 # --omit=optional: the only optional dependency is the Node binary that
-# `npm ci` installs for a machine without Node 24 (docs/runtime.md); the image
+# `npm ci` installs for a machine without Node 24 (docs/operations/runtime.md); the image
 # is that Node already.
 RUN npm ci --ignore-scripts --omit=optional --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
@@ -24,7 +24,7 @@ ENV NODE_ENV=production
 # V8 keeps the heap that garbage once took and grows it lazily: uncapped, a
 # replica with its key cache full (200,000 entries, ~100 MB live) showed
 # 450-470 MB RSS, near the Kubernetes memory limit. Capped, the same run kept
-# ~220 MB at the same throughput (npm run bench, README "Performance").
+# ~220 MB at the same throughput (npm run bench, docs/performance/README.md).
 ENV NODE_OPTIONS=--max-old-space-size=192
 WORKDIR /app
 COPY package.json package-lock.json ./
@@ -37,7 +37,7 @@ USER node
 # A container's loopback is reachable from inside it alone, so the image
 # listens on its interface; what leaves it is decided by `docker run -p` and
 # the networks it joins. Compose and Kubernetes set their own
-# (docs/network-exposure.md).
+# (docs/operations/network-exposure.md).
 ENV GRPC_BIND_ADDRESS=0.0.0.0 ADMIN_BIND_ADDRESS=0.0.0.0 CUSTOMER_BIND_ADDRESS=0.0.0.0
 # 9191: ext_authz gRPC (Envoy) + grpc.health.v1   9192: admin HTTP API, /healthz, /readyz, /metrics
 # 9193: customer dashboard (OpenID Connect sign-in)
@@ -50,5 +50,5 @@ HEALTHCHECK --interval=10s --timeout=3s --start-period=15s --retries=3 \
 # its live size between mark-compacts (V8 picks ~1.4 x for a heap this small),
 # so they come less often, and run no memory-reducing GC when the replica goes
 # quiet, which dropped the Check path's optimized code. Measured on Node 24 in
-# docs/runtime.md; --single-threaded-gc no longer paid there.
+# docs/operations/runtime.md; --single-threaded-gc no longer paid there.
 CMD ["node", "--heap-growing-percent=75", "--no-memory-reducer", "dist/cli/main.js", "serve"]

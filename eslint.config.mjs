@@ -39,9 +39,9 @@ export default tseslint.config(
   {
     // The Check and metering paths. On Node 20 (V8 11.3), optimized code gives an object literal that starts with a
     // spread and then has more members a hidden class (map) of its own every time; with such objects each Check
-    // promoted ~190 bytes to old space, which is what filled it and brought the mark-compacts (README, "The
-    // mark-compacts' source"). Name the members first, or spell the fields out. Node 22 and 24 (V8 12.4, 13.6) keep one
-    // map there (docs/runtime.md); the rule stays, as it costs nothing and a Node 20 may still run the service.
+    // promoted ~190 bytes to old space, which is what filled it and brought the mark-compacts (docs/design/performance-studies.md,
+    // "The mark-compacts' source"). Name the members first, or spell the fields out. Node 22 and 24 (V8 12.4, 13.6) keep one
+    // map there (docs/operations/runtime.md); the rule stays, as it costs nothing and a Node 20 may still run the service.
     files: [
       'src/{pipeline,grpc,responses,credentials,keys,routes,limits,domain,metrics,logging,metering,overload}/**/*.ts',
       'src/store/{cached-key-index,hash-slot-table,last-used-recorder,usage-recorder,usage-aggregates}.ts',

@@ -7,7 +7,7 @@
  * Why: h2spec's requests are plain GETs without a gRPC content-type, which the service answers at once (415,
  * Trailers-Only, and RST_STREAM(NO_ERROR) before the client's END_STREAM). A case whose frame arrives after that
  * answer then sees a stream this side has closed, and the RFC has it dropped. Run h2spec against this server to judge
- * those cases on a held stream (docs/http2-conformance.md).
+ * those cases on a held stream (docs/design/http2-conformance.md).
  *
  *   node tools/h2spec-held-open-server.js [port]     prints {"port":N} once listening (port 0, the default: any free one)
  */

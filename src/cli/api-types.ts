@@ -1,6 +1,6 @@
 /**
- * The admin API's answers as the CLI reads them (the wire contract, see the
- * README's "Admin API and CLI"). Declared here rather than imported from
+ * The admin API's answers as the CLI reads them (the wire contract, see
+ * docs/reference/admin-api.md). Declared here rather than imported from
  * src/admin so the CLI depends only on what goes over HTTP.
  */
 

@@ -82,7 +82,7 @@ export function notConfiguredPage(): Page {
     503,
     'Customer sign-in is not set up',
     `<p>This dashboard signs customers in with their organisation's identity provider (OpenID Connect), and none is configured yet.</p>
-<p>Operators: set <code>OIDC_ISSUER_URL</code>, <code>OIDC_CLIENT_ID</code>, <code>OIDC_REDIRECT_URL</code> and <code>CUSTOMER_SESSION_SECRET</code> (see the README section "Customer dashboard"). The operator dashboard on the admin port works as before.</p>`,
+<p>Operators: set <code>OIDC_ISSUER_URL</code>, <code>OIDC_CLIENT_ID</code>, <code>OIDC_REDIRECT_URL</code> and <code>CUSTOMER_SESSION_SECRET</code> (see docs/concepts/customer-dashboard.md). The operator dashboard on the admin port works as before.</p>`,
     false,
   );
 }

@@ -15,7 +15,7 @@ const PERIOD_MS: Record<UsageGranularity, number> = { hour: HOUR_MS, day: DAY_MS
  * How long a bucket is kept after its period ends. Hours: 48 h, enough for
  * "the last 24 hours" in any time zone; days: 400 days, a year with a
  * month's margin for year-over-year views. Older history belongs to the
- * billing system (the usage stream). See README "Usage and billing" for the
+ * billing system (the usage stream). See docs/concepts/metering.md for the
  * memory this costs.
  */
 export const USAGE_RETENTION_MS: Record<UsageGranularity, number> = { hour: 48 * HOUR_MS, day: 400 * DAY_MS };

@@ -9,8 +9,8 @@
  * default filled in (metadata_context, the attribute maps, the other oneof
  * members) only for the processor to read two of them. Here a body chunk is
  * a view of the message's bytes and a flag. Measured in
- * test/unit/grpc/ext-proc-request-decoding.test.ts's benchmark note (README,
- * "Usage and billing").
+ * test/unit/grpc/ext-proc-request-decoding.test.ts's benchmark note
+ * (docs/design/metering-internals.md).
  *
  * It follows protobufjs where it matters: strings are decoded as UTF-8 by
  * Buffer, later map entries win, a map entry without a key gets '', unknown

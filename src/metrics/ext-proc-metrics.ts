@@ -55,7 +55,7 @@ export class ExtProcMetrics {
       name: 'gateway_authz_ext_proc_unmetered_total',
       help:
         'Answers that cost nothing (no_usage) or were not metered (not_metered), by reason: error-status, not-metered-request, ' +
-        'no-response, no-usage-reported… (see README "Usage and billing"); no_identity, invalid_identity, no_request_id, ' +
+        'no-response, no-usage-reported… (see docs/concepts/metering.md); no_identity, invalid_identity, no_request_id, ' +
         'malformed_message, stream_failed.',
       labelNames: ['reason'] as const,
       registers: [registry],

@@ -207,7 +207,7 @@ export class Metrics implements AdminAuthMetrics, UsageRecorderMetrics {
       help:
         'gRPC connections closed with GOAWAY(ENHANCE_YOUR_CALM) for overrunning an attack budget: client_resets ' +
         '(mostly reset streams), local_resets (streams refused or reset for the client’s fault), empty_frames, control_frames (PINGs and SETTINGS), ' +
-        'header_block (a header block too large or in too many CONTINUATION frames). See docs/http2-attack-budgets.md.',
+        'header_block (a header block too large or in too many CONTINUATION frames). See docs/design/http2-attack-budgets.md.',
       labelNames: ['budget'] as const,
       registers: [this.registry],
       collect() {

@@ -16,7 +16,7 @@ export const KEYED_FAMILIES: readonly KeyedFamily[] = ['messages', 'chat-complet
 
 /**
  * Whether a route's answers cost money and how that is captured: the one
- * place each default route says so (docs/billable-routes.md is its table).
+ * place each default route says so (docs/concepts/billable-routes.md is its table).
  * - metered: ext_proc counts its usage (`how`);
  * - unmetered: it generates nothing billable (`why`);
  * - refused-unless-enabled: refused with route_not_enabled until the

@@ -3,7 +3,7 @@
  * schedule (github.com/nodejs/Release). After it a major gets no security
  * fixes, which a service holding customer keys must not run on unnoticed.
  * Odd majors were short "Current" lines that never became LTS. Update this
- * table when a new major enters the schedule; docs/runtime.md says which
+ * table when a new major enters the schedule; docs/operations/runtime.md says which
  * majors the service is tested on.
  */
 export const NODE_END_OF_LIFE: Readonly<Record<number, string>> = Object.freeze({
@@ -62,5 +62,5 @@ export function runtimeVerdict(support: NodeSupport, policy: RuntimePolicy): 'st
 /** The log message for an end-of-life major. */
 export function endOfLifeMessage(support: Extract<NodeSupport, { status: 'end-of-life' }>, version: string): string {
   const since = support.endOfLife === undefined ? '' : ` on ${support.endOfLife}`;
-  return `Node.js ${version} is end-of-life: its major (${support.major}) stopped getting security fixes${since}. Run a supported major (see docs/runtime.md).`;
+  return `Node.js ${version} is end-of-life: its major (${support.major}) stopped getting security fixes${since}. Run a supported major (see docs/operations/runtime.md).`;
 }

@@ -177,7 +177,7 @@ const currencySchema = z
 export const configFileSchema = z.strictObject({
   routes: z.strictObject(familyRoutes).optional(),
   publicRoutes: z.array(pathMatchSpec).optional(),
-  /** Gated route families to let through although their usage is not metered (src/routes/route-table.ts, docs/billable-routes.md). */
+  /** Gated route families to let through although their usage is not metered (src/routes/route-table.ts, docs/concepts/billable-routes.md). */
   enabledRoutes: z.array(z.enum(GATED_ROUTE_FAMILIES)).optional(),
   messagesVersions: z
     .array(

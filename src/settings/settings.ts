@@ -164,7 +164,7 @@ export const DEFAULT_PLAN: RatePlan = {
  * Little's law: Checks in flight ≈ rate × time in the service. At the ~5,000
  * decisions/s one process makes at saturation on the development machine, 256
  * in flight is ~50 ms of queue (REDIS_TIMEOUT_MS's default), well inside
- * Envoy's 250 ms; at saturation the bench keeps only 64 in flight. See README "Performance".
+ * Envoy's 250 ms; at saturation the bench keeps only 64 in flight. See docs/performance/README.md.
  */
 export const DEFAULT_MAX_CHECKS_IN_FLIGHT = 256;
 
@@ -174,13 +174,13 @@ export const DEFAULT_MAX_CHECKS_IN_FLIGHT = 256;
  * waiting unread in the socket, where no admission can see it. 100 is
  * Envoy's own downstream value (envoy.yaml) and the HTTP/2 recommended
  * minimum (RFC 9113 §6.5.2); Envoy opens another connection when one is
- * full. See README "Operations" (Overload).
+ * full. See docs/operations/README.md (Overload).
  */
 export const DEFAULT_GRPC_MAX_CONCURRENT_STREAMS = 100;
 
 /**
  * One Process stream per answer in flight through Envoy. An open stream
- * measured about 31 KiB of resident memory (README "Usage and billing"), so
+ * measured about 31 KiB of resident memory (docs/concepts/metering.md), so
  * 5,000 keeps them near 155 MB of the container's 512 MiB; a process with
  * more answers streaming at once than that is rare, and one past the bound
  * is refused and counted, never a crash. Raise it with the memory limit.
@@ -188,14 +188,14 @@ export const DEFAULT_GRPC_MAX_CONCURRENT_STREAMS = 100;
 export const DEFAULT_EXT_PROC_MAX_STREAMS = 5_000;
 
 /**
- * 100,000 records: about 40 MB of heap (README "Usage and billing"), and
+ * 100,000 records: about 40 MB of heap (docs/concepts/metering.md), and
  * several minutes of a busy replica's usage while Redis is away.
  */
 export const DEFAULT_USAGE_BUFFER_MAX_RECORDS = 100_000;
 
 /**
  * The usage stream's bound: 1,000,000 entries, about 0.4 GB in Redis
- * (README "Usage and billing"); a day of 11 metered answers per second. Size
+ * (docs/concepts/metering.md); a day of 11 metered answers per second. Size
  * it for the longest time the billing consumer may be away.
  */
 export const DEFAULT_USAGE_STREAM_MAX_LENGTH = 1_000_000;
@@ -204,7 +204,7 @@ export const DEFAULT_USAGE_STREAM_MAX_LENGTH = 1_000_000;
  * Every server listens on loopback unless told otherwise: a service started
  * by hand (`npm start`) is then reachable from this machine only, and a
  * deployment that needs more says so in its own manifest (docker-compose.yml,
- * deploy/deployment.yaml, the Dockerfile). See docs/network-exposure.md.
+ * deploy/deployment.yaml, the Dockerfile). See docs/operations/network-exposure.md.
  */
 export const DEFAULT_BIND_ADDRESS = '127.0.0.1';
 
@@ -250,7 +250,8 @@ const bindAddress = z.preprocess(
     }),
 );
 
-const envSchema = z.object({
+/** Exported so docs/configuration/settings.md can be held to it (test/docs/settings-table.test.ts). */
+export const envSchema = z.object({
   GRPC_PORT: port(9191),
   ADMIN_PORT: port(9192),
   GRPC_BIND_ADDRESS: bindAddress,

@@ -280,7 +280,7 @@ export interface LastUsedSink {
  * keeps idempotency keys. A record is re-sent only by the recorder of the
  * process that made it, while Redis does not answer; so it counts once unless
  * an outcome-unknown attempt is still being retried 24 h later (Redis
- * unreachable for a day with the process running). See README "Usage and billing".
+ * unreachable for a day with the process running). See docs/concepts/metering.md.
  */
 export const USAGE_MARKER_TTL_MS = 24 * 3_600_000;
 
@@ -289,7 +289,7 @@ export const USAGE_MARKER_TTL_MS = 24 * 3_600_000;
  * hours, as Stripe keeps its keys and as usage markers are kept. A billing
  * system repeats an adjustment whose answer it lost within minutes; one that
  * repeats it a day later with the same key has it applied again. See
- * README "Billing and rate limits".
+ * docs/concepts/billing-and-limits.md.
  */
 export const CREDIT_IDEMPOTENCY_TTL_MS = 24 * 3_600_000;
 
@@ -343,7 +343,7 @@ export interface UsageBucket {
 export interface UsageStreamEntry {
   /** The stream entry id. */
   id: string;
-  /** The documented fields (README "Usage and billing"), as text. */
+  /** The documented fields (docs/concepts/metering.md), as text. */
   fields: Record<string, string>;
 }
 

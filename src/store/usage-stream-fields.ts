@@ -3,7 +3,7 @@ import type { UsageApplyOutcome, UsageRecord } from '../domain/usage-record';
 
 /**
  * The usage stream's entry, field by field: the contract with the billing
- * system (README "Usage and billing" documents each field). Every field is
+ * system (docs/concepts/metering.md documents each field). Every field is
  * always present, as text; never a key, a hash or a prompt. `version` names
  * this layout: a field is only ever added, and a change of meaning gets a new
  * version.

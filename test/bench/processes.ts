@@ -90,7 +90,7 @@ export async function startNoopServer(transport = 'grpc-js'): Promise<ServerUnde
 /**
  * V8 flags the service starts with (Dockerfile CMD, `npm start`): Node refuses
  * them in NODE_OPTIONS. Chosen on Node 20 (V8 11.3) as below; measured again
- * on Node 24 in docs/runtime.md ("The V8 flags on Node 24").
+ * on Node 24 in docs/operations/runtime.md ("The V8 flags on Node 24").
  * - `--heap-growing-percent=75`: the heap grows to 1.75 × what the last
  *   mark-compact left live before the next one starts, not the ~1.4 × V8
  *   picks for a small heap: with ~25 MB live, each Check's few hundred
@@ -102,7 +102,7 @@ export async function startNoopServer(transport = 'grpc-js'): Promise<ServerUnde
  *   mark-compacts, each a short hold now (below).
  * - `--single-threaded-gc` (shipped on Node 20, dropped on Node 24, whose
  *   V8 took 12–115 ms per mark-compact with it against about 10 ms without,
- *   and more RSS; docs/runtime.md): the main thread did all of the GC's work, in
+ *   and more RSS; docs/operations/runtime.md): the main thread did all of the GC's work, in
  *   the small steps of incremental marking and lazy sweeping, and no helper
  *   thread runs. A sidecar has a core or two, shared with Redis or Envoy;
  *   helper threads then take the core from the main thread in time slices,

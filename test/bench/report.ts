@@ -407,7 +407,7 @@ function ceiling(cores: number, run: ServerRun, processes: number): number {
 const processesOf = (run: ServerRun) => Math.max(1, Number((run as Partial<GatewayRun>).gatewayEnv?.GRPC_WORKERS ?? '1'));
 const isGateway = (run: ServerRun): run is GatewayRun => 'roundTrips' in run;
 
-/** The table, as printed and as pasted into the README. */
+/** The table, as printed and as pasted into docs/performance/README.md. */
 export function printReport(report: BenchReport, out: (line: string) => void): void {
   const { baseline: base, gateway: gw, machine, driver, tailDriver } = report;
   const gateways: GatewayRun[] = [...(report.keyCountComparison ? [report.keyCountComparison.small] : []), gw, ...(report.versus ?? [])];

@@ -1,8 +1,8 @@
 /**
- * README "Prices" gives operators a per-route ext_authz override that sends
+ * docs/concepts/metering.md ("Prices") gives operators a per-route ext_authz override that sends
  * chat-completions and messages bodies to Check, so `unpricedModels: refuse`
  * can read their model. The shipped envoy.yaml does not carry it (buffering
- * costs every request); this test applies the README's snippet, as written,
+ * costs every request); this test applies that page's snippet, as written,
  * to the body-style routes of envoy.yaml and holds the result to Envoy's
  * official protos and to the ext_authz contract.
  */
@@ -11,7 +11,7 @@ import { connectionManager, EXT_AUTHZ_FILTER, extAuthzProblems, routeFor, routes
 import { DEFAULT_GRPC_SERVER_SETTINGS } from '../../src/grpc/transport/grpc-server';
 import { parseYaml, readRepoFile } from './support/repo-files';
 
-/** The README's routes to change, and a path each serves. */
+/** The page's routes to change, and a path each serves. */
 const BODY_STYLE_ROUTES: Readonly<Record<string, string>> = {
   chat_completions: '/v1/chat/completions',
   completions: '/v1/completions',
@@ -21,26 +21,27 @@ const BODY_STYLE_ROUTES: Readonly<Record<string, string>> = {
   messages: '/v1/messages',
 };
 
-function readmePricesSection(): string {
-  const readme = readRepoFile('README.md');
-  const start = readme.indexOf('### Prices');
-  return readme.slice(start, readme.indexOf('\n### ', start + 1));
+/** The "Prices" section of docs/concepts/metering.md. */
+function pricesSection(): string {
+  const page = readRepoFile('docs', 'concepts', 'metering.md');
+  const start = page.indexOf('## Prices');
+  return page.slice(start, page.indexOf('\n## ', start + 1));
 }
 
 /** The yaml block of "Prices" that sets with_request_body, un-indented from its list item. */
 function snippet(): { typed_per_filter_config: Record<string, unknown> } {
-  const block = /```yaml\n([\s\S]*?)```/.exec(readmePricesSection())?.[1];
-  if (!block?.includes('with_request_body')) throw new Error('README "Prices" has no yaml block with with_request_body');
+  const block = /```yaml\n([\s\S]*?)```/.exec(pricesSection())?.[1];
+  if (!block?.includes('with_request_body')) throw new Error('docs/concepts/metering.md "Prices" has no yaml block with with_request_body');
   const lines = block.split('\n');
   const indent = Math.min(...lines.filter((line) => line.trim() !== '').map((line) => line.length - line.trimStart().length));
-  return parseYaml(lines.map((line) => line.slice(indent)).join('\n'), 'README snippet') as {
+  return parseYaml(lines.map((line) => line.slice(indent)).join('\n'), 'the Prices snippet') as {
     typed_per_filter_config: Record<string, unknown>;
   };
 }
 
-describe('README "Prices": the with_request_body override for unpricedModels refuse', () => {
+describe('docs/concepts/metering.md "Prices": the with_request_body override for unpricedModels refuse', () => {
   it('names, in its text, exactly the routes this test changes', () => {
-    const section = readmePricesSection();
+    const section = pricesSection();
     for (const name of Object.keys(BODY_STYLE_ROUTES)) expect(section).toContain(`\`${name}\``);
   });
 

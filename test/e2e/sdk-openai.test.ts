@@ -2,7 +2,7 @@
  * The official `openai` SDK against the gateway, through the Envoy-faithful
  * front to the fake upstream: the current major (7.x, package.json's `openai`)
  * and the previous one (6.x, installed as `openai-v6`), which customers on
- * older Node still use. What the README's "Works with" table promises for
+ * older Node still use. What docs/reference/works-with.md's table promises for
  * OpenAI-style clients is what this file checks.
  */
 import OpenAI, { APIError, AuthenticationError, RateLimitError } from 'openai';

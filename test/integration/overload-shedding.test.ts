@@ -96,7 +96,7 @@ it('sheds the Checks beyond the bound at once while Redis is slow, answers the r
       // Fill the bound with Checks that wait for the paused Redis…
       const admitted = Array.from({ length: MAX_IN_FLIGHT }, () => timedCheck(key));
       await waitForInFlight(MAX_IN_FLIGHT);
-      // …then a burst: valid keys and malformed ones alike are shed (the bound counts every Check, see README "Settings").
+      // …then a burst: valid keys and malformed ones alike are shed (the bound counts every Check, see docs/configuration/settings.md).
       const malformed = `${key.slice(0, -1)}${key.endsWith('x') ? 'y' : 'x'}`;
       const burst = [...Array.from({ length: 6 }, () => timedCheck(key)), timedCheck(malformed), timedCheck(malformed)];
       return { burstAnswers: await Promise.all(burst), admittedAnswers: await Promise.all(admitted) };

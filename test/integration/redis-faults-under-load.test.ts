@@ -22,7 +22,7 @@ import { type DenyBodyView } from '../support/deny-body';
  * stays within the Redis deadline; health says NOT_SERVING; the process never
  * crashes (an unhandled rejection would end it). Once Redis is back, valid
  * keys are allowed again within 2 s, with no restart.
- * The measured figures go to test-artifacts/redis-faults.json (README, "Reliability").
+ * The measured figures go to test-artifacts/redis-faults.json (docs/operations/reliability.md).
  */
 jest.setTimeout(60_000);
 
@@ -33,7 +33,7 @@ const REDIS_TIMEOUT_MS = 50;
  * be starved by other suites: the typical answer must come within a few ms
  * of the deadline, and every one well inside Envoy's 0.25 s, so no Check
  * ever becomes an Envoy timeout. (On a quiet machine the slowest is within
- * ~8 ms of the deadline: README, "Reliability".)
+ * ~8 ms of the deadline: docs/operations/reliability.md.)
  */
 const MEDIAN_SLACK_MS = 15;
 const ENVOY_TIMEOUT_MS = 250;

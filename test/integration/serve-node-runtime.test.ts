@@ -54,7 +54,7 @@ describe('gateway-authz serve on an end-of-life Node.js', () => {
 
 describe('gateway-authz serve on the Node.js this suite runs on', () => {
   // The suite runs on supported majors (Node 24, and 22 in CI's subset); past a major's end of life this fails, as it
-  // should: CI must then move off that major (docs/runtime.md).
+  // should: CI must then move off that major (docs/operations/runtime.md).
   it('starts in production without a runtime warning, and its start line names the Node.js version', async () => {
     const server = await startServerProcess({ NODE_ENV: 'production' });
     try {

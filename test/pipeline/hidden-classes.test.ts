@@ -6,7 +6,7 @@ import { ensureBuiltCli } from '../support/built-cli';
  * The Check path's objects keep one hidden class each once V8 optimizes the code that builds them. On Node 20
  * (V8 11.3), an object literal that starts with a spread and then has more members gets a new map every time in
  * optimized code; with the authorize request built that way, each Check promoted ~190 bytes to old space, which is
- * what filled it between mark-compacts (README, "The mark-compacts' source"). The probe runs the built code under
+ * what filled it between mark-compacts (docs/design/performance-studies.md, "The mark-compacts' source"). The probe runs the built code under
  * --allow-natives-syntax and compares the maps of the last two objects built by each path.
  */
 describe('Check path objects keep one hidden class in optimized code', () => {

@@ -2,7 +2,7 @@
 'use strict';
 /**
  * fake-upstream: a tiny stand-in for the LLM API behind Envoy, for
- * docker-compose.yml and the README walkthrough. No dependencies.
+ * docker-compose.yml and the walkthrough in docs/getting-started/compose.md. No dependencies.
  *
  * It answers each client style roughly like the real APIs do (a chat
  * completion, a Messages answer, a generateContent answer, model lists), and

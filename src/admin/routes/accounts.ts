@@ -173,7 +173,7 @@ export function registerAccountRoutes(app: FastifyInstance, deps: AdminServerDep
   });
 
   /**
-   * With an Idempotency-Key (optional; README "Billing and rate limits",
+   * With an Idempotency-Key (optional; docs/concepts/billing-and-limits.md,
    * Retries) the adjustment is applied at most once per key and account for
    * CREDIT_IDEMPOTENCY_TTL_MS: a repeat answers the first status and body
    * again, with `Idempotent-Replayed: true`, and writes no second audit entry

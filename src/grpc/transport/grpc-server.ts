@@ -4,13 +4,13 @@
  * bidirectional-streaming calls (request messages handed over one by one as
  * they complete; a client-streaming method is one of these that answers
  * with respond()). It follows gRPC over HTTP/2 (grpc/doc/PROTOCOL-HTTP2.md)
- * as far as those need; what it refuses, and how, is listed in the README
- * ("The gRPC transport").
+ * as far as those need; what it refuses, and how, is listed in
+ * docs/design/transport.md.
  *
  * Why not grpc-js: its server spends most of a no-op Check's CPU on per-call
  * machinery (interceptor objects, metadata conversion, status metadata
  * clones); this is one object per call. Why not node:http2: see
- * http2/connection.ts. The measurements are in the README.
+ * http2/connection.ts. The measurements are in docs/design/transport.md.
  */
 import * as net from 'node:net';
 import { performance } from 'node:perf_hooks';

@@ -166,7 +166,7 @@ export const EXT_AUTHZ_TYPE = 'type.googleapis.com/envoy.extensions.filters.http
 export const EXT_AUTHZ_PER_ROUTE_TYPE = 'type.googleapis.com/envoy.extensions.filters.http.ext_authz.v3.ExtAuthzPerRoute';
 export const HTTP_PROTOCOL_OPTIONS_KEY = 'envoy.extensions.upstreams.http.v3.HttpProtocolOptions';
 
-/** Paths of the three client styles (README "Route families"), plus the catch-all. */
+/** Paths of the three client styles (docs/concepts/routes-and-credentials.md ("Route families")), plus the catch-all. */
 export const KEYED_SAMPLE_PATHS = [
   '/v1/chat/completions',
   '/v1/completions',
@@ -419,7 +419,7 @@ export function extProcConfig(view: EnvoyView): Partial<ExtProcConfig> | undefin
   return filter ? (filter.typed_config as unknown as Partial<ExtProcConfig>) : undefined;
 }
 
-/** What metering needs from Envoy (README "Usage and billing", envoy.yaml's ext_proc comments). */
+/** What metering needs from Envoy (docs/concepts/metering.md, envoy.yaml's ext_proc comments). */
 export const METERING_PROCESSING_MODE = {
   request_header_mode: 'SEND',
   response_header_mode: 'SEND',

@@ -4,10 +4,10 @@ import { categoryOf, denial, DENY_REASONS, grpcCodeOf, httpStatusOf, RPC_CODE, t
 
 const ALL_REASONS = Object.keys(DENY_REASONS) as DenyReason[];
 
-/** The README's "Errors" table: `| 401 | \`missing_credential\` | when … |` rows. */
-function readmeErrorRows(): { status: number; reason: string }[] {
-  const readme = readFileSync(join(__dirname, '..', '..', '..', 'README.md'), 'utf8');
-  const section = readme.slice(readme.indexOf('### Errors'), readme.indexOf('### Body per client style'));
+/** The errors table of docs/reference/errors.md: `| 401 | \`missing_credential\` | when … |` rows. */
+function documentedErrorRows(): { status: number; reason: string }[] {
+  const page = readFileSync(join(__dirname, '..', '..', '..', 'docs', 'reference', 'errors.md'), 'utf8');
+  const section = page.slice(0, page.indexOf('## Body per client style'));
   return [...section.matchAll(/^\| (\d{3}) \| `([a-z_]+)` \|/gm)].map((match) => ({ status: Number(match[1]), reason: match[2]! }));
 }
 
@@ -75,8 +75,8 @@ describe('the deny-reason catalogue', () => {
     );
   });
 
-  it('the README "Errors" table lists every reason with its status, and nothing else', () => {
-    const rows = readmeErrorRows();
+  it('the errors table of docs/reference/errors.md lists every reason with its status, and nothing else', () => {
+    const rows = documentedErrorRows();
     expect(rows.map((row) => row.reason).sort()).toEqual([...ALL_REASONS].sort());
     for (const row of rows)
       expect({ reason: row.reason, status: row.status }).toEqual({ reason: row.reason, status: httpStatusOf(row.reason as DenyReason) });

@@ -4,7 +4,7 @@
  * rapid reset (CVE-2023-44487), reset floods and empty frames (CVE-2019-9514,
  * 9518). Plain integer counters, touched once per frame at most; the only
  * clock read is the caller's, once per socket read (`tick`). The operators'
- * view of them is docs/http2-attack-budgets.md.
+ * view of them is docs/design/http2-attack-budgets.md.
  */
 
 /** The budget a connection overran: the label of its count. */

@@ -6,7 +6,7 @@
  *
  * Why not node:http2: it hands every request header to JavaScript as a new
  * external string, which V8 allocates in old space, so each request leaves
- * old-space garbage that only a mark-compact collects (README, "The tail").
+ * old-space garbage that only a mark-compact collects (docs/design/transport.md).
  * Here header values come out of the HPACK dynamic table as the strings it
  * already holds, and the answers of one turn of the event loop leave in one
  * socket write.
