@@ -12,6 +12,7 @@ import { routeRequest } from './route-step';
 import { refuseUnpricedModel } from './model-step';
 import { findUpstreamProviderKey } from './upstream-key-step';
 import { checkVersionHeader } from './version-header-step';
+import { holdFor } from './hold-step';
 
 export interface PipelineDeps {
   settings: PipelineSettings;
@@ -107,6 +108,7 @@ export async function decide(request: AuthRequest, deps: PipelineDeps): Promise<
   const unpriced = refuseUnpricedModel(request, route, settings.pricing);
   if (unpriced) return deny({ keyPrefix, accountId: ids.accountId, ...unpriced });
 
+  const hold = holdFor(request, route, settings.pricing);
   let outcome;
   try {
     outcome = await deps.authorizer.authorize({
@@ -114,6 +116,7 @@ export async function decide(request: AuthRequest, deps: PipelineDeps): Promise<
       accountId: ids.accountId,
       defaultPlan: settings.defaultPlan,
       defaultTokenBudgets: settings.defaultTokenBudgets,
+      ...(hold ? { hold } : {}),
     });
   } catch (error) {
     return unavailable(error);

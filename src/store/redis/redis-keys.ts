@@ -140,6 +140,23 @@ export const redisKeys = {
    * account sweeps, moving the text buckets into the packed fields.
    */
   usageSweepField: () => 'usageSweepDueUs',
+  /**
+   * Credit holds in flight (src/domain/credit-holds.ts): a sorted set of the
+   * account's request ids scored by when each hold lapses (µs, the decision
+   * clock); each hold's amounts in the account hash (holdField), and their
+   * sums there too, so a Check reads them with one HMGET however many are in
+   * flight. holdPruneAtField is no later than the earliest deadline: until
+   * then no Check looks for lapsed holds.
+   */
+  holds: (accountId: string) => `${redisKeys.accountTag(accountId)}holds`,
+  holdFieldPrefix: () => 'h:',
+  /** `<keyId> <minorUnits> <tokens>`. */
+  holdField: (requestId: string) => `${redisKeys.holdFieldPrefix()}${requestId}`,
+  heldMinorUnitsField: () => 'hm',
+  heldTokensField: () => 'ht',
+  keyHeldMinorUnitsField: (keyId: string) => `hm:${keyId}`,
+  keyHeldTokensField: (keyId: string) => `ht:${keyId}`,
+  holdPruneAtField: () => 'holdPruneAtUs',
   /** Marker (with a TTL) that a usage record was applied to the account: holds how it was billed. */
   usageApplied: (accountId: string, requestId: string) => `${redisKeys.accountTag(accountId)}usage:applied:${requestId}`,
   /**

@@ -173,11 +173,15 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
   }
 
   authorize(request: AuthorizeRequest): Promise<AuthorizeOutcome> {
+    const { accountId, keyId, hold } = request;
+    const account = redisKeys.account(accountId);
+    const key = redisKeys.key(accountId, keyId);
+    // The key id; the script names the key's fields from it. Then the decision time on Redis's clock.
+    const keyAndTime = [keyId, String(this.decisionClock.nowUs())];
     return this.checks.script(
       authorizeScript(request.defaultPlan, request.defaultTokenBudgets),
-      [redisKeys.account(request.accountId), redisKeys.key(request.accountId, request.keyId)],
-      // The key id; the script names the key's fields from it. Then the decision time on Redis's clock.
-      [request.keyId, String(this.decisionClock.nowUs())],
+      hold ? [account, key, redisKeys.holds(accountId)] : [account, key],
+      hold ? [...keyAndTime, String(hold.minorUnits), String(hold.tokens), hold.requestId] : keyAndTime,
       parseAuthorizeReply,
       'authorize',
     );
@@ -679,6 +683,7 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
         redisKeys.usageApplied(accountId, record.requestId),
         redisKeys.usageHour(accountId, periodName(atMs, 'hour')),
         redisKeys.usageDay(accountId, periodName(atMs, 'day')),
+        redisKeys.holds(accountId),
         this.clockOverride ? String(Math.round(this.clockOverride() * 1000)) : '',
         String(USAGE_MARKER_TTL_MS),
         String(record.costMinorUnits),
@@ -692,6 +697,7 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
         String(bucketExpiresAtMs(atMs, 'day')),
         String(budgets.key.length),
         String(budgets.account.length),
+        record.requestId,
         ...[...budgets.key, ...budgets.account].flatMap((budget) => [String(budget.tokens), String(budget.windowSeconds)]),
         ...usageAggregateIncrements(record).flatMap(([field, increment]) => [field, String(increment)]),
       ),

@@ -8,6 +8,7 @@ import type { KeyEnvironment } from '../../keys/customer-key';
 import type { UsageApplyOutcome, UsageBilling } from '../../domain/usage-record';
 import { MAX_BUDGET_TOKENS, type TokenBudget, type TokenBudgetPlan, type TokenBudgetState } from '../../domain/token-budgets';
 import { MAX_WINDOW_SECONDS } from '../../limits/rate-limit';
+import { HOLD_LIFETIME_US } from '../../domain/credit-holds';
 import {
   CorruptRecordError,
   StoreUnavailableError,
@@ -348,6 +349,25 @@ local function tb_unrefilled(debt_us, fraction, tokens, window_s)
   local u, window_us = 0, window_s * 1000000
 ${indent(luaUnrefilled('u', 'debt_us', 'fraction', 'tokens', 'window_s'))}
   return u
+end`;
+
+/**
+ * Lua for the usage script: release_hold(account, holds, request_id), the
+ * hold of the metered answer's request id taken off its account (its sums
+ * down by its amounts, zero sums deleted), in the same step as the debit. A
+ * hold that lapsed before the answer came is gone already: nothing to take.
+ */
+const LUA_RELEASE_HOLD = `
+local function release_hold(account, holds, request_id)
+  if redis.call('ZREM', holds, request_id) == 0 then return end
+  local field = ${luaText(redisKeys.holdFieldPrefix())} .. request_id
+  local id, m, t = string.match(redis.call('HGET', account, field) or '', '^(%S+) (%d+) (%d+)$')
+  redis.call('HDEL', account, field)
+  if not id then return end
+  for _, f in ipairs({${luaText(redisKeys.heldMinorUnitsField())}, ${luaText(redisKeys.heldTokensField())}, ${keyField(redisKeys.keyHeldMinorUnitsField, 'id')}, ${keyField(redisKeys.keyHeldTokensField, 'id')}}) do
+    local n = (f == ${luaText(redisKeys.heldMinorUnitsField())} or f == ${keyField(redisKeys.keyHeldMinorUnitsField, 'id')}) and m or t
+    if n ~= '0' and redis.call('HINCRBY', account, f, '-' .. n) <= 0 then redis.call('HDEL', account, f) end
+  end
 end`;
 
 /** Every script, declared once: `defineCommand` registers each under its name, and `ScriptCommands` types it. */
@@ -773,7 +793,7 @@ return written`,
    * `nowUs` '' means Redis's own TIME.
    */
   gwaApplyUsage: script({
-    keys: ['account', 'keyRecord', 'appliedMarker', 'hourAggregate', 'dayAggregate'],
+    keys: ['account', 'keyRecord', 'appliedMarker', 'hourAggregate', 'dayAggregate', 'holds'],
     argv: [
       'nowUs',
       'markerTtlMs',
@@ -788,10 +808,14 @@ return written`,
       'dayExpiresAtMs',
       'planKeyBudgetCount',
       'planAccountBudgetCount',
+      'holdRequestId',
       '...planBudgetsThenAggregateIncrements',
     ],
     lua: `${LUA_ISO_8601}
 ${LUA_TOKEN_BUDGET}
+${LUA_RELEASE_HOLD.trim()}
+-- The answer came: its hold gives way to its real cost (or was released with it already, for a repeat).
+release_hold(KEYS[1], KEYS[6], ARGV[14])
 local first = redis.call('GET', KEYS[3])
 if first then return {'duplicate', first} end
 local a = redis.call('HMGET', KEYS[1], 'id', 'creditBalance', '${redisKeys.tokenBudgetsField()}', ARGV[5], ARGV[6],
@@ -846,7 +870,7 @@ for i, field in ipairs({ARGV[5], ARGV[6]}) do
   writes[#writes + 1] = string.format('%.0f', math.min(spent + cost, 9007199254740991))
 end
 local key_count, account_count = tonumber(ARGV[12]), tonumber(ARGV[13])
-local aggregates_from = 14 + 2 * (key_count + account_count)
+local aggregates_from = 15 + 2 * (key_count + account_count)
 local tokens = tonumber(ARGV[4])
 if tokens > 0 then
   local function plan_budgets(from, count)
@@ -857,8 +881,8 @@ if tokens > 0 then
   local overrides = {}
   if a[3] then overrides = cjson.decode(a[3]) end
   local own = redis.call('HGET', KEYS[2], '${redisKeys.tokenBudgetsField()}')
-  local key_budgets = (own and cjson.decode(own)) or overrides.key or plan_budgets(14, key_count)
-  local account_budgets = overrides.account or plan_budgets(14 + 2 * key_count, account_count)
+  local key_budgets = (own and cjson.decode(own)) or overrides.key or plan_budgets(15, key_count)
+  local account_budgets = overrides.account or plan_budgets(15 + 2 * key_count, account_count)
   if #key_budgets + #account_budgets > 0 then
     local stored = redis.call('HMGET', KEYS[1], ARGV[7], ARGV[8])
     for i, scope in ipairs({key_budgets, account_budgets}) do
@@ -1301,7 +1325,8 @@ local prefix = k[4]
 if k[1] == 'revoked' or (k[6] and k[6] * 1000 <= now) then return {'key_revoked', prefix} end
 if k[2] and k[2] * 1000 <= now then return {'key_expired', prefix} end
 if a[1] == 'suspended' then return {'account_suspended', prefix} end
-if a[2] and tonumber(a[2]) <= 0 then return {'credit_exhausted', prefix} end
+${luaHeldSums(budgets.key.length + budgets.account.length > 0)}
+if a[2] and (tonumber(a[2]) <= 0 or tonumber(a[2]) - held_am < hold_m) then return {'credit_exhausted', prefix} end
 ${luaSpendCaps()}
 local b_scope, b_tokens, b_window, b_remaining, b_reset
 local swept = a[4] and tonumber(a[4])
@@ -1332,6 +1357,8 @@ ${scope.numbered
 ${
   limits.length === 0
     ? `${indent(indent(tokenBudgetCheck))}
+${indent(indent(LUA_PLACE_HOLD))}
+    if #hw > 0 then redis.call('HSET', KEYS[1], unpack(hw)) end
     if b_remaining then return {'allow', prefix, k[5], 'tokens', b_scope, b_tokens, b_window, b_remaining, b_reset} end
     return {'allow', prefix, k[5]}
 `
@@ -1348,13 +1375,14 @@ ${numbered(
       return {'rate_limited', prefix, r[1], r[2], r[3], 0, ceil((r[4] - now) / 1000), r_retry}
     end
 ${indent(indent(tokenBudgetCheck))}
+${indent(indent(LUA_PLACE_HOLD))}
     local pack = struct.pack
     redis.call('HSET', KEYS[1]${scopes
       .map(
         (scope) =>
           `, ${scope.field}, pack('${packedStruct(scope.numbered.length)}', ${scope.numbered.map(({ limit, n }) => `${limit.windowSeconds}, tat${n} + ${limit.intervalUs}`).join(', ')})`,
       )
-      .join('')})
+      .join('')}, unpack(hw))
     local t_scope, t_limit, t_window, t_remaining, t_new = '${limits[0]!.scope}', ${limits[0]!.limit}, ${limits[0]!.windowSeconds}, floor((now - tat1${plus(limits[0]!.windowUs - limits[0]!.intervalUs)}) / ${limits[0]!.intervalUs}), tat1 + ${limits[0]!.intervalUs}
     local remaining
 ${limits
@@ -1413,8 +1441,9 @@ ${tokenBudgetCheck}
 for _, m in ipairs({kb, ab}) do
   for w, t in pairs(m) do if t <= now then m[w] = nil end end
 end
-local writes = {}
-if #k_new > 0 then writes[1] = kf; writes[2] = format_buckets(k_new, kb) end
+${LUA_PLACE_HOLD}
+local writes = hw
+if #k_new > 0 then writes[#writes + 1] = kf; writes[#writes + 1] = format_buckets(k_new, kb) end
 if #a_new > 0 then
   writes[#writes + 1] = ${luaText(redisKeys.accountBucketField())}
   writes[#writes + 1] = format_buckets(a_new, ab)
@@ -1427,6 +1456,88 @@ end
 if b_remaining then return {'allow', prefix, k[5], 'tokens', b_scope, b_tokens, b_window, b_remaining, b_reset} end
 return {'allow', prefix, k[5]}`;
 }
+
+/**
+ * How many lapsed holds one Check releases at most: a bound on the work (and
+ * on unpack's arguments) of the rare Check that finds holds lapsed; the next
+ * Check releases the rest.
+ */
+const HOLD_PRUNE_BATCH = 500;
+
+/**
+ * Lua: the sums of holds in flight (src/domain/credit-holds.ts, layout in
+ * redisKeys.holds), after the status checks, given `now`, `k`, `a`: into
+ * held_am, held_at (the account's money and tokens), held_km, held_kt (this
+ * key's), and hold_m, hold_t (what this request holds if allowed: money only
+ * on an account with a balance or a cap, tokens only with a token budget),
+ * all 0 when the request brings no hold (ARGV[3..5]: minor units, tokens,
+ * request id; KEYS[3] the holds set) or the account holds nothing. Only such
+ * an account pays anything: one HMGET of the sums. Once the earliest hold's
+ * deadline has passed (prune_at), lapsed holds are released first: their
+ * answers never came.
+ */
+function luaHeldSums(budgetsInPlan: boolean): string {
+  const sums = `${luaText(redisKeys.heldMinorUnitsField())}, ${luaText(redisKeys.heldTokensField())}, ${keyField(redisKeys.keyHeldMinorUnitsField)}, ${keyField(redisKeys.keyHeldTokensField)}`;
+  return `local hold_m, hold_t, held_am, held_at, held_km, held_kt, holding, prune_at = 0, 0, 0, 0, 0, 0, false, nil
+if ARGV[3] then
+  local money, tokens = a[2] or k[8] or a[6], ${budgetsInPlan ? 'true' : 'k[7] or a[5]'}
+  if money or tokens then
+    holding = true
+    if money then hold_m = tonumber(ARGV[3]) end
+    if tokens then hold_t = tonumber(ARGV[4]) end
+    local h = redis.call('HMGET', KEYS[1], ${sums}, ${luaText(redisKeys.holdPruneAtField())})
+    prune_at = tonumber(h[5])
+    if prune_at and prune_at <= now then
+      local lapsed = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', ARGV[2], 'LIMIT', 0, ${HOLD_PRUNE_BATCH})
+      if #lapsed > 0 then
+        local fields, taken = {}, {}
+        for i, id in ipairs(lapsed) do fields[i] = ${luaText(redisKeys.holdFieldPrefix())} .. id end
+        for _, v in ipairs(redis.call('HMGET', KEYS[1], unpack(fields))) do
+          local id, m, t = string.match(v or '', '^(%S+) (%d+) (%d+)$')
+          if id then
+            for f, n in pairs({[${luaText(redisKeys.heldMinorUnitsField())}] = m, [${luaText(redisKeys.heldTokensField())}] = t, [${keyField(redisKeys.keyHeldMinorUnitsField, 'id')}] = m, [${keyField(redisKeys.keyHeldTokensField, 'id')}] = t}) do
+              taken[f] = (taken[f] or 0) + tonumber(n)
+            end
+          end
+        end
+        for f, n in pairs(taken) do
+          if n > 0 and redis.call('HINCRBY', KEYS[1], f, string.format('%.0f', -n)) <= 0 then fields[#fields + 1] = f end
+        end
+        redis.call('HDEL', KEYS[1], unpack(fields))
+        redis.call('ZREM', KEYS[3], unpack(lapsed))
+      end
+      local first = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
+      prune_at = tonumber(first[2])
+      if prune_at then redis.call('HSET', KEYS[1], ${luaText(redisKeys.holdPruneAtField())}, first[2])
+      else redis.call('HDEL', KEYS[1], ${luaText(redisKeys.holdPruneAtField())}) end
+      h = redis.call('HMGET', KEYS[1], ${sums})
+    end
+    held_am, held_at, held_km, held_kt = tonumber(h[1]) or 0, tonumber(h[2]) or 0, tonumber(h[3]) or 0, tonumber(h[4]) or 0
+  end
+end`;
+}
+
+/**
+ * Lua: an allowed decision places its hold, into `hw` (account hash fields
+ * and values to write, empty when none): the request id joins the holds set
+ * (NX: a repeated Check of the same request id holds once; its first hold
+ * was already counted in the sums it was judged against), its amounts and
+ * the new sums go into the account hash with the decision's other writes.
+ */
+const LUA_PLACE_HOLD = `local hw = {}
+if holding and redis.call('ZADD', KEYS[3], 'NX', string.format('%.0f', now + ${HOLD_LIFETIME_US}), ARGV[5]) == 1 then
+  local fmt = string.format
+  hw = {${luaText(redisKeys.holdFieldPrefix())} .. ARGV[5], ARGV[1] .. ' ' .. fmt('%.0f', hold_m) .. ' ' .. fmt('%.0f', hold_t)}
+  if not prune_at then hw[3] = ${luaText(redisKeys.holdPruneAtField())}; hw[4] = fmt('%.0f', now + ${HOLD_LIFETIME_US}) end
+  if hold_m > 0 then
+    hw[#hw + 1] = ${luaText(redisKeys.heldMinorUnitsField())}; hw[#hw + 1] = fmt('%.0f', held_am + hold_m)
+    hw[#hw + 1] = ${keyField(redisKeys.keyHeldMinorUnitsField)}; hw[#hw + 1] = fmt('%.0f', held_km + hold_m)
+  end
+  if hold_t > 0 then
+    hw[#hw + 1] = ${luaText(redisKeys.heldTokensField())}; hw[#hw + 1] = fmt('%.0f', held_at + hold_t)
+    hw[#hw + 1] = ${keyField(redisKeys.keyHeldTokensField)}; hw[#hw + 1] = fmt('%.0f', held_kt + hold_t)
+  end
+end`;
 
 function indent(lua: string): string {
   return lua.replace(/^(?=.)/gm, '  ');
@@ -1442,7 +1553,8 @@ function indent(lua: string): string {
  * the month the answer ended (usageMonthOf(record.atMs)), the same UTC
  * calendar. Only an account or key with a cap pays for it: the civil date
  * (as LUA_ISO_8601) and one more HMGET. The key's spend field is named
- * from its id, ARGV[1].
+ * from its id, ARGV[1]. The holds in flight (luaHeldSums) and this
+ * request's count as spent: the cap must cover them all.
  */
 function luaSpendCaps(): string {
   return `if k[8] or a[6] then
@@ -1457,22 +1569,32 @@ function luaSpendCaps(): string {
   if month <= 2 then year = year + 1 end
   month = string.format('%04d-%02d', year, month)
   local spent = redis.call('HMGET', KEYS[1], ${luaText(redisKeys.accountSpendField(''))} .. month, ${keyField((keyId) => redisKeys.keySpendField(keyId, ''))} .. month)
-  if k[8] and (tonumber(spent[2]) or 0) >= tonumber(k[8]) then return {'budget_exceeded', prefix, 'key', k[8]} end
-  if a[6] and (tonumber(spent[1]) or 0) >= tonumber(a[6]) then return {'budget_exceeded', prefix, 'account', a[6]} end
+  local key_spent, account_spent = tonumber(spent[2]) or 0, tonumber(spent[1]) or 0
+  if k[8] and (key_spent >= tonumber(k[8]) or key_spent + held_km + hold_m > tonumber(k[8])) then return {'budget_exceeded', prefix, 'key', k[8]} end
+  if a[6] and (account_spent >= tonumber(a[6]) or account_spent + held_am + hold_m > tonumber(a[6])) then return {'budget_exceeded', prefix, 'account', a[6]} end
 end`;
 }
 
 /**
  * Lua statements: one budget checked against its bucket, a TAT and a
  * fraction (Lua expressions, the TAT nil for no bucket), given `now`:
- * refused (x_*) when not one whole token is available, keeping the budget
- * that keeps the caller waiting longest; otherwise b_* becomes
+ * refused (x_*) when not one whole token is available, or none is left
+ * after the tokens `held` by answers in flight (a Lua expression; no time
+ * to wait for then but theirs: retry 0), keeping the budget that keeps the
+ * caller waiting longest; otherwise b_* becomes
  * this budget if it has the fewest tokens left so far (the first on a tie).
  * Scope, tokens and window are literals (the plan's budgets, with what
  * follows from them computed when the script is generated) or names (the
  * overrides, read when it runs).
  */
-function luaBudgetCheck(scope: string, tokens: LuaValue, windowSeconds: LuaValue, bucketTat: string, bucketFraction: string): string {
+function luaBudgetCheck(
+  scope: string,
+  tokens: LuaValue,
+  windowSeconds: LuaValue,
+  bucketTat: string,
+  bucketFraction: string,
+  held: string,
+): string {
   const windowUs = luaWindowUs(windowSeconds);
   const literal = typeof tokens === 'number' && typeof windowUs === 'number';
   // Until one whole token is back: the debt down to tokens - 1 tokens' worth, (d + fraction/tokens) - (W - W/tokens) µs,
@@ -1499,9 +1621,13 @@ ${
     if part > ${tokens} then us = us + 2 elseif part > 0 then us = us + 1 end
     local retry = floor((us + 999) / 1000)
     if not x_retry or retry > x_retry then x_scope, x_tokens, x_window, x_reset, x_retry = ${scope}, ${tokens}, ${windowSeconds}, reset, retry end
+  elseif remaining <= ${held} then
+    if not x_retry then x_scope, x_tokens, x_window, x_reset, x_retry = ${scope}, ${tokens}, ${windowSeconds}, reset, 0 end
   elseif not b_remaining or remaining < b_remaining then
     b_scope, b_tokens, b_window, b_remaining, b_reset = ${scope}, ${tokens}, ${windowSeconds}, remaining, reset
   end
+elseif ${tokens} <= ${held} then
+  if not x_retry then x_scope, x_tokens, x_window, x_reset, x_retry = ${scope}, ${tokens}, ${windowSeconds}, 0, 0 end
 elseif not b_remaining or ${tokens} < b_remaining then
   b_scope, b_tokens, b_window, b_remaining, b_reset = ${scope}, ${tokens}, ${windowSeconds}, ${tokens}, 0
 end`;
@@ -1552,7 +1678,7 @@ function luaTokenBudgetCheck(budgets: TokenBudgetPlan, fieldAt: Record<LimitScop
 local x_scope, x_tokens, x_window, x_reset, x_retry
 local function check(scope, tokens, window_s, bucket)
   local window_us = window_s * 1000000
-${indent(luaBudgetCheck('scope', 'tokens', 'window_s', 'bucket[1]', 'bucket[2]'))}
+${indent(luaBudgetCheck('scope', 'tokens', 'window_s', 'bucket[1]', 'bucket[2]', "(scope == 'key' and held_kt or held_at)"))}
 end
 local o = a[5] and cjson.decode(a[5]) or {}
 local kl = (k[7] and cjson.decode(k[7])) or o.key or ${planTable(budgets.key)}
@@ -1593,7 +1719,7 @@ end`;
   });
   const plan = numbered.map(
     (budget) => `do
-${indent(luaBudgetCheck(`'${budget.scope}'`, budget.tokens, budget.windowSeconds, `bt${budget.n}`, `bf${budget.n}`))}
+${indent(luaBudgetCheck(`'${budget.scope}'`, budget.tokens, budget.windowSeconds, `bt${budget.n}`, `bf${budget.n}`, budget.scope === 'key' ? 'held_kt' : 'held_at'))}
 end`,
   );
   return `if not k[7] and not a[5] then
