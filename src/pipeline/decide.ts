@@ -35,8 +35,9 @@ export const STORE_IDENTITY_MISMATCH =
 
 /**
  * The whole decision for one request: route → route not enabled → upstream-key scan → credential
- * → key format → version header → key lookup → unpriced model → (key status
- * → billing → rate limits, atomically in the store). Every step before the lookup works
+ * → key format → version header → key lookup → unpriced model → credit hold
+ * estimate → (key status → billing → rate limits, and the hold, atomically in
+ * the store). Every step before the lookup works
  * offline, so junk never costs a Redis round trip; with the key index cached,
  * a known key costs exactly one.
  */

@@ -584,6 +584,10 @@ export class MemoryStore implements Store {
     return { kind: 'applied', ...applied };
   }
 
+  async releaseHold(accountId: string, requestId: string): Promise<void> {
+    this.holds.get(accountId)?.delete(requestId);
+  }
+
   async appendUsageStream(record: UsageRecord, applied: UsageApplyOutcome): Promise<'appended' | 'duplicate'> {
     const nowMs = this.clock.now();
     dropExpired(this.usageStreamed, nowMs);

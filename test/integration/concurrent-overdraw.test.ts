@@ -78,7 +78,12 @@ function chatCheck(key: string, requestId: string, maxTokens: number) {
 }
 
 /** The answer to one admitted request, as Envoy's ext_proc filter sends it (observability mode); resolves when the processor ended it. */
-function meterAnswer(accountId: string, ids: { keyId: string; keyPrefix: string }, requestId: string): Promise<grpc.StatusObject> {
+function meterAnswer(
+  accountId: string,
+  ids: { keyId: string; keyPrefix: string },
+  requestId: string,
+  status = '200',
+): Promise<grpc.StatusObject> {
   const call = processor.process();
   call.on('data', () => undefined);
   call.on('error', () => undefined);
@@ -100,14 +105,15 @@ function meterAnswer(accountId: string, ids: { keyId: string; keyPrefix: string 
     observed({
       response_headers: {
         headers: headerMap([
-          [':status', '200'],
+          [':status', status],
           ['content-type', 'application/json'],
         ]),
         end_of_stream: false,
       },
     }),
   );
-  call.write(observed({ response_body: { body: Buffer.from(usageFixture('chat-completion.json')), end_of_stream: true } }));
+  const body = status === '200' ? Buffer.from(usageFixture('chat-completion.json')) : Buffer.from('{"error":{"message":"overloaded"}}');
+  call.write(observed({ response_body: { body, end_of_stream: true } }));
   return ended;
 }
 
@@ -134,7 +140,7 @@ async function burst(accountId: string, creditBalance: number, maxTokens: number
   const expected = creditBalance - admitted.length * ANSWER_COST;
   await until(async () => (await balanceOf(accountId)) === expected, `balance ${expected}`);
   // Every hold was released by its answer's metering.
-  expect(await raw.zcard(redisKeys.holds(accountId))).toBe(0);
+  expect(await raw.hlen(redisKeys.holds(accountId))).toBe(0);
   expect(await raw.hget(redisKeys.account(accountId), redisKeys.heldMinorUnitsField())).toBeNull();
   return { admitted: admitted.length, balance: await balanceOf(accountId) };
 }
@@ -154,5 +160,15 @@ describe('20 concurrent requests on credit for one answer', () => {
     expect(admitted).toBe(Math.floor(creditBalance / hold));
     expect(balance).toBeGreaterThanOrEqual(-admitted * (ANSWER_COST - hold));
     expect(balance).toBe(creditBalance - admitted * ANSWER_COST);
+  });
+
+  it('releases the hold of an answer that costs nothing at once: the next request is admitted', async () => {
+    const ids = await prepaidKey('burst-failed', ANSWER_COST);
+    expect((await checks.check(chatCheck(ids.key, 'failed-1', 8))).status.code).toBe(0);
+    expect((await checks.check(chatCheck(ids.key, 'failed-2', 8))).status.code).not.toBe(0);
+    await meterAnswer('burst-failed', ids, 'failed-1', '503');
+    await until(async () => (await raw.hlen(redisKeys.holds('burst-failed'))) === 0, 'the hold released');
+    expect((await checks.check(chatCheck(ids.key, 'failed-3', 8))).status.code).toBe(0);
+    expect(await balanceOf('burst-failed')).toBe(ANSWER_COST);
   });
 });

@@ -141,17 +141,16 @@ export const redisKeys = {
    */
   usageSweepField: () => 'usageSweepDueUs',
   /**
-   * Credit holds in flight (src/domain/credit-holds.ts): a sorted set of the
-   * account's request ids scored by when each hold lapses (µs, the decision
-   * clock); each hold's amounts in the account hash (holdField), and their
-   * sums there too, so a Check reads them with one HMGET however many are in
-   * flight. holdPruneAtField is no later than the earliest deadline: until
-   * then no Check looks for lapsed holds.
+   * Credit holds in flight (src/domain/credit-holds.ts): a hash of the
+   * account's request ids, each `<deadlineUs> <keyId> <minorUnits> <tokens>
+   * <keyMinorUnits> <keyTokens>` (the deadline on the decision clock; what
+   * counts for the key apart, held only where the key has a cap or budgets). Their sums are fields of the
+   * account hash, so a Check reads them with one HMGET however many are in
+   * flight; holdPruneAtField is no later than the earliest deadline: until
+   * then no Check looks for lapsed holds. Apart from the account hash, whose
+   * every field each Check's lookups would otherwise scan past.
    */
   holds: (accountId: string) => `${redisKeys.accountTag(accountId)}holds`,
-  holdFieldPrefix: () => 'h:',
-  /** `<keyId> <minorUnits> <tokens>`. */
-  holdField: (requestId: string) => `${redisKeys.holdFieldPrefix()}${requestId}`,
   heldMinorUnitsField: () => 'hm',
   heldTokensField: () => 'ht',
   keyHeldMinorUnitsField: (keyId: string) => `hm:${keyId}`,

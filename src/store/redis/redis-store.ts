@@ -60,6 +60,7 @@ import { DEFAULT_USAGE_STREAM_MAX_LENGTH } from '../../settings/settings';
 import { usageStreamFields } from '../usage-stream-fields';
 import { redisKeys } from './redis-keys';
 import { RedisClock } from './redis-clock';
+import { HOLD_LIFETIME_US } from '../../domain/credit-holds';
 import { closeClient, describeTopology, openCheckChannel, openClient, type ScriptedRedis } from './redis-client';
 import { ACTIVE_KEYS_NOT_INDEXED, REDIS_SCRIPTS as scripts, authorizeScript, parseAuthorizeReply } from './scripts';
 
@@ -177,11 +178,13 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
     const account = redisKeys.account(accountId);
     const key = redisKeys.key(accountId, keyId);
     // The key id; the script names the key's fields from it. Then the decision time on Redis's clock.
-    const keyAndTime = [keyId, String(this.decisionClock.nowUs())];
+    const nowUs = this.decisionClock.nowUs();
+    const keyAndTime = [keyId, String(nowUs)];
     return this.checks.script(
       authorizeScript(request.defaultPlan, request.defaultTokenBudgets),
       hold ? [account, key, redisKeys.holds(accountId)] : [account, key],
-      hold ? [...keyAndTime, String(hold.minorUnits), String(hold.tokens), hold.requestId] : keyAndTime,
+      // With a hold: its amounts, its request id and when it lapses.
+      hold ? [...keyAndTime, String(hold.minorUnits), String(hold.tokens), hold.requestId, String(nowUs + HOLD_LIFETIME_US)] : keyAndTime,
       parseAuthorizeReply,
       'authorize',
     );
@@ -703,6 +706,10 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
       ),
     );
     return scripts.gwaApplyUsage.parseReply(reply);
+  }
+
+  async releaseHold(accountId: string, requestId: string): Promise<void> {
+    await this.call(() => this.redis.gwaReleaseHold(redisKeys.account(accountId), redisKeys.holds(accountId), requestId));
   }
 
   async appendUsageStream(record: UsageRecord, applied: UsageApplyOutcome): Promise<'appended' | 'duplicate'> {

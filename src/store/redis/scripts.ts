@@ -8,7 +8,6 @@ import type { KeyEnvironment } from '../../keys/customer-key';
 import type { UsageApplyOutcome, UsageBilling } from '../../domain/usage-record';
 import { MAX_BUDGET_TOKENS, type TokenBudget, type TokenBudgetPlan, type TokenBudgetState } from '../../domain/token-budgets';
 import { MAX_WINDOW_SECONDS } from '../../limits/rate-limit';
-import { HOLD_LIFETIME_US } from '../../domain/credit-holds';
 import {
   CorruptRecordError,
   StoreUnavailableError,
@@ -359,13 +358,12 @@ end`;
  */
 const LUA_RELEASE_HOLD = `
 local function release_hold(account, holds, request_id)
-  if redis.call('ZREM', holds, request_id) == 0 then return end
-  local field = ${luaText(redisKeys.holdFieldPrefix())} .. request_id
-  local id, m, t = string.match(redis.call('HGET', account, field) or '', '^(%S+) (%d+) (%d+)$')
-  redis.call('HDEL', account, field)
+  local held = redis.call('HGET', holds, request_id)
+  if not held then return end
+  redis.call('HDEL', holds, request_id)
+  local id, m, t, km, kt = string.match(held, '^%d+ (%S+) (%d+) (%d+) (%d+) (%d+)$')
   if not id then return end
-  for _, f in ipairs({${luaText(redisKeys.heldMinorUnitsField())}, ${luaText(redisKeys.heldTokensField())}, ${keyField(redisKeys.keyHeldMinorUnitsField, 'id')}, ${keyField(redisKeys.keyHeldTokensField, 'id')}}) do
-    local n = (f == ${luaText(redisKeys.heldMinorUnitsField())} or f == ${keyField(redisKeys.keyHeldMinorUnitsField, 'id')}) and m or t
+  for f, n in pairs({[${luaText(redisKeys.heldMinorUnitsField())}] = m, [${luaText(redisKeys.heldTokensField())}] = t, [${keyField(redisKeys.keyHeldMinorUnitsField, 'id')}] = km, [${keyField(redisKeys.keyHeldTokensField, 'id')}] = kt}) do
     if n ~= '0' and redis.call('HINCRBY', account, f, '-' .. n) <= 0 then redis.call('HDEL', account, f) end
   end
 end`;
@@ -916,6 +914,16 @@ return {'applied', outcome}`,
     parseReply: parseApplyUsageReply,
   }),
 
+  // The hold of an answer that costs nothing (no usage record comes to release it).
+  gwaReleaseHold: script({
+    keys: ['account', 'holds'],
+    argv: ['requestId'],
+    lua: `${LUA_RELEASE_HOLD}
+release_hold(KEYS[1], KEYS[2], ARGV[1])
+return 1`,
+    parseReply: (): undefined => undefined,
+  }),
+
   // One usage record appended to the billing stream, exactly once per account
   // and request id; the marker holds the entry id. The stream is trimmed to
   // about maxLength entries (MAXLEN ~, which trims whole macro nodes: cheap).
@@ -1325,7 +1333,7 @@ local prefix = k[4]
 if k[1] == 'revoked' or (k[6] and k[6] * 1000 <= now) then return {'key_revoked', prefix} end
 if k[2] and k[2] * 1000 <= now then return {'key_expired', prefix} end
 if a[1] == 'suspended' then return {'account_suspended', prefix} end
-${luaHeldSums(budgets.key.length + budgets.account.length > 0)}
+${luaHeldSums(budgets)}
 if a[2] and (tonumber(a[2]) <= 0 or tonumber(a[2]) - held_am < hold_m) then return {'credit_exhausted', prefix} end
 ${luaSpendCaps()}
 local b_scope, b_tokens, b_window, b_remaining, b_reset
@@ -1458,85 +1466,92 @@ return {'allow', prefix, k[5]}`;
 }
 
 /**
- * How many lapsed holds one Check releases at most: a bound on the work (and
- * on unpack's arguments) of the rare Check that finds holds lapsed; the next
- * Check releases the rest.
- */
-const HOLD_PRUNE_BATCH = 500;
-
-/**
  * Lua: the sums of holds in flight (src/domain/credit-holds.ts, layout in
  * redisKeys.holds), after the status checks, given `now`, `k`, `a`: into
  * held_am, held_at (the account's money and tokens), held_km, held_kt (this
  * key's), and hold_m, hold_t (what this request holds if allowed: money only
  * on an account with a balance or a cap, tokens only with a token budget),
- * all 0 when the request brings no hold (ARGV[3..5]: minor units, tokens,
- * request id; KEYS[3] the holds set) or the account holds nothing. Only such
- * an account pays anything: one HMGET of the sums. Once the earliest hold's
- * deadline has passed (prune_at), lapsed holds are released first: their
- * answers never came.
+ * key_m, key_t (what of it counts for the key: only where the key has a cap
+ * or the plan or an override may give it budgets), all 0 when the request
+ * brings no hold (ARGV[3..6]: minor units, tokens, request id, deadline;
+ * KEYS[3] the holds hash) or the account holds nothing. Only such an account
+ * pays anything: one HMGET of the sums, the key's only where they count.
+ * Once the earliest hold's deadline has passed (prune_at), lapsed holds are
+ * released first (their answers never came) with one HGETALL of the holds,
+ * which also finds the next earliest deadline: at most once per hold
+ * lifetime while holds are in flight, as metering releases the others
+ * without moving prune_at.
  */
-function luaHeldSums(budgetsInPlan: boolean): string {
-  const sums = `${luaText(redisKeys.heldMinorUnitsField())}, ${luaText(redisKeys.heldTokensField())}, ${keyField(redisKeys.keyHeldMinorUnitsField)}, ${keyField(redisKeys.keyHeldTokensField)}`;
-  return `local hold_m, hold_t, held_am, held_at, held_km, held_kt, holding, prune_at = 0, 0, 0, 0, 0, 0, false, nil
+function luaHeldSums(budgets: TokenBudgetPlan): string {
+  const pruneAt = luaText(redisKeys.holdPruneAtField());
+  const accountSums = `${luaText(redisKeys.heldMinorUnitsField())}, ${luaText(redisKeys.heldTokensField())}, ${pruneAt}`;
+  const keySums = `${keyField(redisKeys.keyHeldMinorUnitsField)}, ${keyField(redisKeys.keyHeldTokensField)}`;
+  const readSums = `if key_m > 0 or key_t > 0 then h = redis.call('HMGET', KEYS[1], ${accountSums}, ${keySums})
+else h = redis.call('HMGET', KEYS[1], ${accountSums}) end`;
+  const anyBudgets = budgets.key.length + budgets.account.length > 0 ? 'true' : 'k[7] or a[5]';
+  const keyBudgets = budgets.key.length > 0 ? 'true' : 'k[7] or a[5]';
+  return `local hold_m, hold_t, key_m, key_t, held_am, held_at, held_km, held_kt, holding, prune_at = 0, 0, 0, 0, 0, 0, 0, 0, false, nil
 if ARGV[3] then
-  local money, tokens = a[2] or k[8] or a[6], ${budgetsInPlan ? 'true' : 'k[7] or a[5]'}
+  local money, tokens = a[2] or k[8] or a[6], ${anyBudgets}
   if money or tokens then
     holding = true
     if money then hold_m = tonumber(ARGV[3]) end
     if tokens then hold_t = tonumber(ARGV[4]) end
-    local h = redis.call('HMGET', KEYS[1], ${sums}, ${luaText(redisKeys.holdPruneAtField())})
-    prune_at = tonumber(h[5])
+    if k[8] then key_m = hold_m end
+    if ${keyBudgets} then key_t = hold_t end
+    local h
+${indent(indent(readSums))}
+    prune_at = tonumber(h[3])
     if prune_at and prune_at <= now then
-      local lapsed = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', ARGV[2], 'LIMIT', 0, ${HOLD_PRUNE_BATCH})
-      if #lapsed > 0 then
-        local fields, taken = {}, {}
-        for i, id in ipairs(lapsed) do fields[i] = ${luaText(redisKeys.holdFieldPrefix())} .. id end
-        for _, v in ipairs(redis.call('HMGET', KEYS[1], unpack(fields))) do
-          local id, m, t = string.match(v or '', '^(%S+) (%d+) (%d+)$')
+      local all, lapsed, taken = redis.call('HGETALL', KEYS[3]), {}, {}
+      prune_at = nil
+      for i = 1, #all, 2 do
+        local deadline, id, m, t, km, kt = string.match(all[i + 1], '^(%d+) (%S+) (%d+) (%d+) (%d+) (%d+)$')
+        deadline = tonumber(deadline)
+        if not deadline or deadline <= now then
+          lapsed[#lapsed + 1] = all[i]
           if id then
-            for f, n in pairs({[${luaText(redisKeys.heldMinorUnitsField())}] = m, [${luaText(redisKeys.heldTokensField())}] = t, [${keyField(redisKeys.keyHeldMinorUnitsField, 'id')}] = m, [${keyField(redisKeys.keyHeldTokensField, 'id')}] = t}) do
+            for f, n in pairs({[${luaText(redisKeys.heldMinorUnitsField())}] = m, [${luaText(redisKeys.heldTokensField())}] = t, [${keyField(redisKeys.keyHeldMinorUnitsField, 'id')}] = km, [${keyField(redisKeys.keyHeldTokensField, 'id')}] = kt}) do
               taken[f] = (taken[f] or 0) + tonumber(n)
             end
           end
+        elseif not prune_at or deadline < prune_at then
+          prune_at = deadline
         end
-        for f, n in pairs(taken) do
-          if n > 0 and redis.call('HINCRBY', KEYS[1], f, string.format('%.0f', -n)) <= 0 then fields[#fields + 1] = f end
-        end
-        redis.call('HDEL', KEYS[1], unpack(fields))
-        redis.call('ZREM', KEYS[3], unpack(lapsed))
       end
-      local first = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
-      prune_at = tonumber(first[2])
-      if prune_at then redis.call('HSET', KEYS[1], ${luaText(redisKeys.holdPruneAtField())}, first[2])
-      else redis.call('HDEL', KEYS[1], ${luaText(redisKeys.holdPruneAtField())}) end
-      h = redis.call('HMGET', KEYS[1], ${sums})
+      if #lapsed > 0 then redis.call('HDEL', KEYS[3], unpack(lapsed)) end
+      local emptied = {}
+      for f, n in pairs(taken) do
+        if n > 0 and redis.call('HINCRBY', KEYS[1], f, string.format('%.0f', -n)) <= 0 then emptied[#emptied + 1] = f end
+      end
+      if #emptied > 0 then redis.call('HDEL', KEYS[1], unpack(emptied)) end
+      if prune_at then redis.call('HSET', KEYS[1], ${pruneAt}, string.format('%.0f', prune_at))
+      else redis.call('HDEL', KEYS[1], ${pruneAt}) end
+${indent(indent(indent(readSums)))}
     end
-    held_am, held_at, held_km, held_kt = tonumber(h[1]) or 0, tonumber(h[2]) or 0, tonumber(h[3]) or 0, tonumber(h[4]) or 0
+    held_am, held_at, held_km, held_kt = tonumber(h[1]) or 0, tonumber(h[2]) or 0, tonumber(h[4]) or 0, tonumber(h[5]) or 0
   end
 end`;
 }
 
 /**
  * Lua: an allowed decision places its hold, into `hw` (account hash fields
- * and values to write, empty when none): the request id joins the holds set
- * (NX: a repeated Check of the same request id holds once; its first hold
- * was already counted in the sums it was judged against), its amounts and
- * the new sums go into the account hash with the decision's other writes.
+ * and values to write, empty when none): the request id joins the holds
+ * hash with its deadline and amounts (HSETNX: a repeated Check of the same
+ * request id holds once; its first hold was already counted in the sums it
+ * was judged against), and the sums it adds to go into the account hash
+ * with the decision's other writes.
  */
 const LUA_PLACE_HOLD = `local hw = {}
-if holding and redis.call('ZADD', KEYS[3], 'NX', string.format('%.0f', now + ${HOLD_LIFETIME_US}), ARGV[5]) == 1 then
+-- The amounts as ARGV wrote them: a Lua number may print with an exponent.
+if holding and redis.call('HSETNX', KEYS[3], ARGV[5], ARGV[6] .. ' ' .. ARGV[1] .. ' ' .. (hold_m > 0 and ARGV[3] or '0') .. ' ' ..
+    (hold_t > 0 and ARGV[4] or '0') .. ' ' .. (key_m > 0 and ARGV[3] or '0') .. ' ' .. (key_t > 0 and ARGV[4] or '0')) == 1 then
   local fmt = string.format
-  hw = {${luaText(redisKeys.holdFieldPrefix())} .. ARGV[5], ARGV[1] .. ' ' .. fmt('%.0f', hold_m) .. ' ' .. fmt('%.0f', hold_t)}
-  if not prune_at then hw[3] = ${luaText(redisKeys.holdPruneAtField())}; hw[4] = fmt('%.0f', now + ${HOLD_LIFETIME_US}) end
-  if hold_m > 0 then
-    hw[#hw + 1] = ${luaText(redisKeys.heldMinorUnitsField())}; hw[#hw + 1] = fmt('%.0f', held_am + hold_m)
-    hw[#hw + 1] = ${keyField(redisKeys.keyHeldMinorUnitsField)}; hw[#hw + 1] = fmt('%.0f', held_km + hold_m)
-  end
-  if hold_t > 0 then
-    hw[#hw + 1] = ${luaText(redisKeys.heldTokensField())}; hw[#hw + 1] = fmt('%.0f', held_at + hold_t)
-    hw[#hw + 1] = ${keyField(redisKeys.keyHeldTokensField)}; hw[#hw + 1] = fmt('%.0f', held_kt + hold_t)
-  end
+  if not prune_at then hw[1] = ${luaText(redisKeys.holdPruneAtField())}; hw[2] = ARGV[6] end
+  if hold_m > 0 then hw[#hw + 1] = ${luaText(redisKeys.heldMinorUnitsField())}; hw[#hw + 1] = fmt('%.0f', held_am + hold_m) end
+  if hold_t > 0 then hw[#hw + 1] = ${luaText(redisKeys.heldTokensField())}; hw[#hw + 1] = fmt('%.0f', held_at + hold_t) end
+  if key_m > 0 then hw[#hw + 1] = ${keyField(redisKeys.keyHeldMinorUnitsField)}; hw[#hw + 1] = fmt('%.0f', held_km + key_m) end
+  if key_t > 0 then hw[#hw + 1] = ${keyField(redisKeys.keyHeldTokensField)}; hw[#hw + 1] = fmt('%.0f', held_kt + key_t) end
 end`;
 
 function indent(lua: string): string {
