@@ -122,7 +122,11 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
       decisionLogSample: settings.decisionLogSample,
       extProc: {
         // Each metered answer becomes a usage record, priced by the price table, applied once per x-request-id.
-        sink: options.meteredResponses ?? usageLedgerSink(usage, pricing),
+        sink:
+          options.meteredResponses ??
+          usageLedgerSink(usage, pricing, store, (error) =>
+            logger.warn({ err: error, event: 'hold_release_failed' }, 'usage: the hold of an answer that cost nothing lapses instead'),
+          ),
         clock,
         logger,
         maxStreams: settings.extProcMaxStreams,

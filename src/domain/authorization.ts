@@ -1,4 +1,5 @@
 import type { KeyEnvironment } from '../keys/customer-key';
+import type { CreditHold } from './credit-holds';
 import type { KeyIds } from './key-records';
 import type { LimitHit, LimitScope, LimitState, RatePlan } from './rate-limits';
 import type { TokenBudgetPlan, TokenBudgetState } from './token-budgets';
@@ -20,14 +21,24 @@ export interface AuthorizeRequest extends KeyIds {
   defaultPlan: RatePlan;
   /** The operator's default token budgets; account and key overrides are applied by the store. */
   defaultTokenBudgets: TokenBudgetPlan;
+  /**
+   * What the request reserves if allowed (src/domain/credit-holds.ts), on an
+   * account that is prepaid or has a spend cap or a token budget; none: the
+   * decision reserves nothing (routes whose answers are never metered).
+   */
+  hold?: CreditHold;
 }
 
 /**
  * The store's verdict on a known key, decided atomically in this order:
  * key status → billing (credit) → monthly spend caps → request rate limits →
- * token budgets. A refused request consumes nothing; an allowed one consumes
- * one request from every limit that applies. Token budgets are only read:
- * tokens are consumed when the answer's usage arrives (the usage ledger).
+ * token budgets. A refused request consumes nothing and holds nothing; an
+ * allowed one consumes one request from every limit that applies, and places
+ * its hold. Token budgets are only read: tokens are consumed when the
+ * answer's usage arrives (the usage ledger), which releases the hold.
+ * Holds in flight count against what is left: a prepaid balance must cover
+ * them and this request's hold, as must each spend cap; a token budget must
+ * have one token left after them.
  */
 export type AuthorizeOutcome =
   | {

@@ -152,3 +152,32 @@ export function priceEntryFor(table: PriceTable, model: string): ModelPriceEntry
 export function isModelRefused(table: PriceTable, model: string): boolean {
   return table.unpricedModels === 'refuse' && priceEntryFor(table, model) === undefined;
 }
+
+/** The tier whose threshold the prompt is above, the highest such (tiers are ascending); undefined: the base prices. */
+export function tierFor(tiers: readonly PriceTier[] | undefined, promptTokens: number): PriceTier | undefined {
+  let chosen: PriceTier | undefined;
+  for (const tier of tiers ?? []) if (promptTokens > tier.aboveInputTokens) chosen = tier;
+  return chosen;
+}
+
+export interface ChargedPrices {
+  readonly prices: TokenPrices;
+  /** The entry's pattern; undefined when the default prices applied. */
+  readonly pattern: string | undefined;
+  /** Set when a long-context tier applied: its threshold. */
+  readonly tierAboveInputTokens?: number;
+}
+
+/**
+ * The prices a response is charged at: its model's entry, else the default
+ * prices (see PriceTable.defaultPrices for why even under `refuse`); within
+ * them the long-context tier its prompt is above, if any.
+ */
+export function chargedPrices(table: PriceTable, model: string | undefined, promptTokens = 0): ChargedPrices {
+  const entry = model === undefined ? undefined : priceEntryFor(table, model);
+  const base = entry ? entry.prices : table.defaultPrices;
+  const tier = tierFor(entry ? entry.tiers : table.defaultTiers, promptTokens);
+  return tier
+    ? { prices: tier.prices, pattern: entry?.pattern, tierAboveInputTokens: tier.aboveInputTokens }
+    : { prices: base, pattern: entry?.pattern };
+}

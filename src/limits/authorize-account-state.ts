@@ -25,6 +25,24 @@ export interface AccountState {
   /** The spend so far in the current month (UTC, by the decision's clock) of the account and of the key. */
   accountMonthSpend: number;
   keyMonthSpend: number;
+  /** What the account's holds in flight reserve (none expired), and of those the key's; absent: none. */
+  held?: HeldAmounts;
+}
+
+/** The sums of holds in flight: money against the balance and the account's cap, tokens against its budgets; the key's apart. */
+export interface HeldAmounts {
+  accountMinorUnits: number;
+  accountTokens: number;
+  keyMinorUnits: number;
+  keyTokens: number;
+}
+
+export const NOTHING_HELD: HeldAmounts = Object.freeze({ accountMinorUnits: 0, accountTokens: 0, keyMinorUnits: 0, keyTokens: 0 });
+
+/** What an allowed decision holds for its request: money only where there is a balance or a cap, tokens only where a budget applies. */
+export interface PlacedHold {
+  minorUnits: number;
+  tokens: number;
 }
 
 export interface BucketWrite {
@@ -44,9 +62,11 @@ export function authorizeAccountState(
   nowUs: number,
   defaultPlan: RatePlan,
   defaultTokenBudgets: TokenBudgetPlan,
-): { outcome: AuthorizeOutcome; writes: BucketWrite[] } {
+  hold?: { minorUnits: number; tokens: number },
+): { outcome: AuthorizeOutcome; writes: BucketWrite[]; hold?: PlacedHold } {
   const { key, account } = state;
   if (!key || !account) return { outcome: { kind: 'unknown_key' }, writes: [] };
+  const held = state.held ?? NOTHING_HELD;
   const prefix = key.prefix;
   const revokedByRotation = key.revokeAt !== undefined && Date.parse(key.revokeAt) * 1000 <= nowUs;
   if (key.status === 'revoked' || revokedByRotation) return { outcome: { kind: 'key_revoked', prefix }, writes: [] };
@@ -54,14 +74,21 @@ export function authorizeAccountState(
     return { outcome: { kind: 'key_expired', prefix }, writes: [] };
   }
   if (account.status === 'suspended') return { outcome: { kind: 'account_suspended', prefix }, writes: [] };
-  if (account.creditBalance !== undefined && account.creditBalance <= 0) {
+  // Money is held only where something counts it; a postpaid account without caps holds none.
+  const holdsMoney = account.creditBalance !== undefined || key.monthlySpendCap !== undefined || account.monthlySpendCap !== undefined;
+  const holdMinorUnits = hold && holdsMoney ? hold.minorUnits : 0;
+  if (
+    account.creditBalance !== undefined &&
+    (account.creditBalance <= 0 || account.creditBalance - held.accountMinorUnits < holdMinorUnits)
+  ) {
     return { outcome: { kind: 'credit_exhausted', prefix }, writes: [] };
   }
   // The key's own cap first, as its limits come first; a cap of 0 refuses from the start.
-  if (key.monthlySpendCap !== undefined && state.keyMonthSpend >= key.monthlySpendCap) {
+  const overCap = (spent: number, heldThere: number, cap: number) => spent >= cap || spent + heldThere + holdMinorUnits > cap;
+  if (key.monthlySpendCap !== undefined && overCap(state.keyMonthSpend, held.keyMinorUnits, key.monthlySpendCap)) {
     return { outcome: { kind: 'budget_exceeded', prefix, scope: 'key', cap: key.monthlySpendCap }, writes: [] };
   }
-  if (account.monthlySpendCap !== undefined && state.accountMonthSpend >= account.monthlySpendCap) {
+  if (account.monthlySpendCap !== undefined && overCap(state.accountMonthSpend, held.accountMinorUnits, account.monthlySpendCap)) {
     return { outcome: { kind: 'budget_exceeded', prefix, scope: 'account', cap: account.monthlySpendCap }, writes: [] };
   }
 
@@ -99,12 +126,23 @@ export function authorizeAccountState(
     for (const budget of budgets[scope]) {
       const stored = state.tokenBuckets.get(tokenBucketName(scope, key.id, budget.windowSeconds));
       const view = tokenBudgetState(scope, stored, nowUs, budget);
-      if (view.remaining === 0) {
-        if (!exhausted || view.retryAfterMs > exhausted.retryAfterMs) exhausted = view;
+      // Tokens held by answers in flight count as used: one must be left after them.
+      if (view.remaining <= (scope === 'key' ? held.keyTokens : held.accountTokens)) {
+        // Refused for the holds: none left to spend now, and no time to wait for but the answers in flight.
+        const refused =
+          view.remaining === 0
+            ? view
+            : { scope, tokens: view.tokens, windowSeconds: view.windowSeconds, remaining: 0, resetMs: view.resetMs, retryAfterMs: 0 };
+        if (!exhausted || refused.retryAfterMs > exhausted.retryAfterMs) exhausted = refused;
       } else if (!tightestBudget || view.remaining < tightestBudget.remaining) tightestBudget = view;
     }
   }
   if (exhausted) return { outcome: { kind: 'token_budget_exhausted', prefix, budget: exhausted }, writes: [] };
+  const holdsTokens =
+    account.tokenBudgets !== undefined ||
+    key.tokenBudgets !== undefined ||
+    defaultTokenBudgets.key.length + defaultTokenBudgets.account.length > 0;
+  const placed = hold && (holdsMoney || holdsTokens) ? { hold: { minorUnits: holdMinorUnits, tokens: holdsTokens ? hold.tokens : 0 } } : {};
   return {
     outcome: {
       kind: 'allow',
@@ -114,5 +152,6 @@ export function authorizeAccountState(
       ...(tightestBudget ? { tightestBudget } : {}),
     },
     writes,
+    ...placed,
   };
 }

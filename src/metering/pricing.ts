@@ -1,15 +1,18 @@
 import { createHash } from 'node:crypto';
 import type { Currency } from '../domain/money';
 import {
+  chargedPrices,
   MAX_FEE_PER_CALL,
   MAX_PRICE_PER_MILLION_TOKENS,
   priceEntryFor,
   type PriceTable,
-  type PriceTier,
   type TokenPrices,
 } from '../domain/pricing';
 import { MAX_CALL_COUNT, MAX_TOKEN_COUNT, type TokenCounts } from '../domain/usage';
 import type { UsageCharge } from '../domain/usage-record';
+
+// Chosen in the domain, where Check's credit holds choose them too; metering's callers import them from here.
+export { chargedPrices, tierFor, type ChargedPrices } from '../domain/pricing';
 
 export const MAX_MODEL_PATTERN_LENGTH = 256;
 
@@ -57,35 +60,6 @@ export function modelMetricLabel(table: PriceTable | undefined, model: string | 
 /** The prompt's size as long-context tiers see it: every input-side token (uncached input, cache reads, cache writes). */
 export function promptTokensOf(tokens: TokenCounts): number {
   return tokens.inputTokens + tokens.cachedInputTokens + tokens.cacheCreationTokens;
-}
-
-/** The tier whose threshold the prompt is above, the highest such (tiers are ascending); undefined: the base prices. */
-export function tierFor(tiers: readonly PriceTier[] | undefined, promptTokens: number): PriceTier | undefined {
-  let chosen: PriceTier | undefined;
-  for (const tier of tiers ?? []) if (promptTokens > tier.aboveInputTokens) chosen = tier;
-  return chosen;
-}
-
-export interface ChargedPrices {
-  readonly prices: TokenPrices;
-  /** The entry's pattern; undefined when the default prices applied. */
-  readonly pattern: string | undefined;
-  /** Set when a long-context tier applied: its threshold. */
-  readonly tierAboveInputTokens?: number;
-}
-
-/**
- * The prices a response is charged at: its model's entry, else the default
- * prices (see PriceTable.defaultPrices for why even under `refuse`); within
- * them the long-context tier its prompt is above, if any.
- */
-export function chargedPrices(table: PriceTable, model: string | undefined, promptTokens = 0): ChargedPrices {
-  const entry = model === undefined ? undefined : priceEntryFor(table, model);
-  const base = entry ? entry.prices : table.defaultPrices;
-  const tier = tierFor(entry ? entry.tiers : table.defaultTiers, promptTokens);
-  return tier
-    ? { prices: tier.prices, pattern: entry?.pattern, tierAboveInputTokens: tier.aboveInputTokens }
-    : { prices: base, pattern: entry?.pattern };
 }
 
 export interface Cost {

@@ -50,7 +50,8 @@ function withOutputTokens(tokens: TokenCounts, outputTokens: number): TokenCount
   return { inputTokens, outputTokens, cachedInputTokens, cacheCreationTokens, ...parts };
 }
 
-function tokensForBytes(bytes: number): number {
+/** ⌈bytes ÷ ESTIMATE_BYTES_PER_TOKEN⌉, at most MAX_TOKEN_COUNT; also a credit hold's input estimate (src/pipeline/hold-step.ts). */
+export function tokensForBytes(bytes: number): number {
   if (!Number.isSafeInteger(bytes) || bytes <= 0) return 0;
   return Math.min(MAX_TOKEN_COUNT, Math.ceil(bytes / ESTIMATE_BYTES_PER_TOKEN));
 }

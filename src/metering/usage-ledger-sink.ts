@@ -44,12 +44,28 @@ export interface UsageRecordTarget {
   record(record: UsageRecord): unknown;
 }
 
-/** The processor's sink that hands every metered answer to the usage ledger. */
-export function usageLedgerSink(target: UsageRecordTarget, pricing: Pricing | undefined): MeteredResponseSink {
+/** Where the hold of an answer that costs nothing goes (the store); a failure only leaves the hold to lapse. */
+export interface HoldReleaseTarget {
+  releaseHold(accountId: string, requestId: string): Promise<void>;
+}
+
+/**
+ * The processor's sink that hands every metered answer to the usage ledger,
+ * which releases its credit hold with the debit; an answer that costs nothing
+ * has no record, so its hold is released here, at once (best effort: one
+ * that fails lapses with its lifetime, src/domain/credit-holds.ts).
+ */
+export function usageLedgerSink(
+  target: UsageRecordTarget,
+  pricing: Pricing | undefined,
+  holds?: HoldReleaseTarget,
+  onReleaseFailed?: (error: unknown) => void,
+): MeteredResponseSink {
   return {
     record(response) {
       const record = usageRecordOf(response, pricing);
       if (record) target.record(record);
+      else holds?.releaseHold(response.accountId, response.requestId).catch((error: unknown) => onReleaseFailed?.(error));
     },
   };
 }

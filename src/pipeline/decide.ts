@@ -12,6 +12,7 @@ import { routeRequest } from './route-step';
 import { refuseUnpricedModel } from './model-step';
 import { findUpstreamProviderKey } from './upstream-key-step';
 import { checkVersionHeader } from './version-header-step';
+import { holdFor } from './hold-step';
 
 export interface PipelineDeps {
   settings: PipelineSettings;
@@ -34,8 +35,9 @@ export const STORE_IDENTITY_MISMATCH =
 
 /**
  * The whole decision for one request: route → route not enabled → upstream-key scan → credential
- * → key format → version header → key lookup → unpriced model → (key status
- * → billing → rate limits, atomically in the store). Every step before the lookup works
+ * → key format → version header → key lookup → unpriced model → credit hold
+ * estimate → (key status → billing → rate limits, and the hold, atomically in
+ * the store). Every step before the lookup works
  * offline, so junk never costs a Redis round trip; with the key index cached,
  * a known key costs exactly one.
  */
@@ -107,6 +109,7 @@ export async function decide(request: AuthRequest, deps: PipelineDeps): Promise<
   const unpriced = refuseUnpricedModel(request, route, settings.pricing);
   if (unpriced) return deny({ keyPrefix, accountId: ids.accountId, ...unpriced });
 
+  const hold = holdFor(request, route, settings.pricing);
   let outcome;
   try {
     outcome = await deps.authorizer.authorize({
@@ -114,6 +117,7 @@ export async function decide(request: AuthRequest, deps: PipelineDeps): Promise<
       accountId: ids.accountId,
       defaultPlan: settings.defaultPlan,
       defaultTokenBudgets: settings.defaultTokenBudgets,
+      ...(hold ? { hold } : {}),
     });
   } catch (error) {
     return unavailable(error);

@@ -5,7 +5,8 @@ import type { CustomerIdentity, MemberRole, Membership } from '../domain/custome
 import { leavesNoOwner, MAX_MEMBERS_PER_ACCOUNT, normalizeEmail, principalKey, type Member, type MemberPrincipal } from '../domain/members';
 import { compareCodeUnits } from '../domain/ordering';
 import { COUNTED_BATCH_MEMORY_MS, DAILY_RETENTION_MS, dayStartOf, HOURLY_RETENTION_MS } from '../domain/request-counts';
-import { authorizeAccountState } from '../limits/authorize-account-state';
+import { authorizeAccountState, type HeldAmounts } from '../limits/authorize-account-state';
+import { HOLD_LIFETIME_US } from '../domain/credit-holds';
 import { effectiveTokenBudgets, tokenBucketName, tokenBudgetState, type TokenBucket } from '../limits/token-budget';
 import { applyUsageToAccountState, MAX_CREDIT_SHORTFALL } from '../limits/usage-account-state';
 import {
@@ -100,6 +101,14 @@ interface Expiring<T> {
 /** As the Redis usage script: spent token buckets and old months' spend are deleted at most once an hour per account. */
 const USAGE_SWEEP_INTERVAL_MS = 3_600_000;
 
+/** A hold in flight: whose key, what it holds, and when it lapses if no answer releases it (µs, the decision clock). */
+interface MemoryHold {
+  keyId: string;
+  minorUnits: number;
+  tokens: number;
+  deadlineUs: number;
+}
+
 export interface MemoryStoreOptions {
   /** The active-key cap of accounts without their own (default DEFAULT_MAX_ACTIVE_KEYS). */
   defaultMaxActiveKeys?: number;
@@ -132,6 +141,8 @@ export class MemoryStore implements Store {
   /** Per account: the spend of each key per month (`<keyId> <month>`); the account's own is on its record. */
   private readonly keySpend = new Map<string, Map<string, number>>();
   private readonly usageSweepAtMs = new Map<string, number>();
+  /** Credit holds in flight per account, by request id (as the Redis store's holds set). */
+  private readonly holds = new Map<string, Map<string, MemoryHold>>();
   /** Usage markers by `<accountId> <requestId>`, oldest first (insertion order), so expired ones are dropped from the front. */
   private readonly usageApplied = new Map<string, Expiring<{ billing: UsageBilling; creditShortfall: number }>>();
   private readonly usageStreamed = new Map<string, Expiring<string>>();
@@ -174,7 +185,21 @@ export class MemoryStore implements Store {
     const account = this.accounts.get(request.accountId) ?? null;
     // The month by the decision's clock, as the Redis script takes it from its own.
     const month = usageMonthOf(nowMs);
-    const { outcome, writes } = authorizeAccountState(
+    const holds = this.holds.get(request.accountId) ?? new Map<string, MemoryHold>();
+    const held: HeldAmounts = { accountMinorUnits: 0, accountTokens: 0, keyMinorUnits: 0, keyTokens: 0 };
+    for (const [requestId, hold] of holds) {
+      if (hold.deadlineUs <= nowMs * 1000) {
+        holds.delete(requestId);
+        continue;
+      }
+      held.accountMinorUnits += hold.minorUnits;
+      held.accountTokens += hold.tokens;
+      if (hold.keyId === request.keyId) {
+        held.keyMinorUnits += hold.minorUnits;
+        held.keyTokens += hold.tokens;
+      }
+    }
+    const { outcome, writes, hold } = authorizeAccountState(
       {
         key: key?.accountId === request.accountId ? key : null,
         account,
@@ -182,13 +207,21 @@ export class MemoryStore implements Store {
         tokenBuckets,
         accountMonthSpend: account?.monthlySpend?.[month] ?? 0,
         keyMonthSpend: this.keySpend.get(request.accountId)?.get(`${request.keyId} ${month}`) ?? 0,
+        held,
       },
       nowMs * 1000,
       request.defaultPlan,
       request.defaultTokenBudgets,
+      request.hold,
     );
     for (const write of writes) buckets.set(write.bucket, { tatUs: write.tatUs, expiresAtMs: nowMs + write.ttlMs });
     if (buckets.size > 0) this.buckets.set(request.accountId, buckets);
+    // One hold per request id: a repeated Check of the same request keeps the first (it was counted in `held`).
+    if (hold && request.hold && !holds.has(request.hold.requestId)) {
+      holds.set(request.hold.requestId, { keyId: request.keyId, ...hold, deadlineUs: nowMs * 1000 + HOLD_LIFETIME_US });
+    }
+    if (holds.size > 0) this.holds.set(request.accountId, holds);
+    else this.holds.delete(request.accountId);
     return outcome;
   }
 
@@ -504,6 +537,8 @@ export class MemoryStore implements Store {
 
   async applyUsage(record: UsageRecord, budgets: TokenBudgetPlan): Promise<UsageApplyOutcome> {
     const nowMs = this.clock.now();
+    // The answer came: its hold gives way to the real cost, applied below (or already, for a repeat).
+    this.holds.get(record.accountId)?.delete(record.requestId);
     dropExpired(this.usageApplied, nowMs);
     const marker = `${record.accountId} ${record.requestId}`;
     const first = this.usageApplied.get(marker);
@@ -554,6 +589,10 @@ export class MemoryStore implements Store {
   /** Nothing here outlives the process, and a crash loses all of it together. */
   async usageDurabilityShortfall(): Promise<string | undefined> {
     return undefined;
+  }
+
+  async releaseHold(accountId: string, requestId: string): Promise<void> {
+    this.holds.get(accountId)?.delete(requestId);
   }
 
   async appendUsageStream(record: UsageRecord, applied: UsageApplyOutcome): Promise<'appended' | 'duplicate'> {

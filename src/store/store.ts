@@ -357,7 +357,13 @@ export interface UsageReader {
   readUsageStream(options: { count: number; after?: string }): Promise<UsageStreamEntry[]>;
 }
 
-export interface Store extends KeyIndex, Authorizer, AdminStore, LastUsedSink, UsageLedger, UsageReader {
+/** Credit holds (src/domain/credit-holds.ts) of answers that are metered but cost nothing: no usage record releases them. */
+export interface HoldReleaser {
+  /** Takes the hold of this request id off its account, if one is in flight; changes nothing else. */
+  releaseHold(accountId: string, requestId: string): Promise<void>;
+}
+
+export interface Store extends KeyIndex, Authorizer, AdminStore, LastUsedSink, UsageLedger, UsageReader, HoldReleaser {
   /** For the start-up log line: where data lives and whether it survives a restart. */
   readonly description: string;
   /** Resolves when the backing service answers; drives health. */

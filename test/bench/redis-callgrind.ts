@@ -7,7 +7,7 @@
  * shows to a fraction of a percent, where Redis's CPU time on this shared
  * machine moves by ±10 % from run to run.
  *
- *   node .bench/build/test/bench/redis-callgrind.js [--dist DIR]… [--token-budgets] [--spent] [--decisions N] [--in-flight N] [--cpu-time]
+ *   node .bench/build/test/bench/redis-callgrind.js [--dist DIR]… [--token-budgets] [--spent] [--holds] [--decisions N] [--in-flight N] [--cpu-time]
  *
  * For each --dist (a build's directory, e.g. a copy of an earlier dist/;
  * default this one), in turn: a fresh redis-server under callgrind; 100
@@ -21,6 +21,11 @@
  * debt, with a fraction on two of them), as usage leaves them on an account
  * in use; without it they are absent, as in `npm run bench`, which meters no
  * usage.
+ *
+ * --holds: the accounts are prepaid, and each decision brings a credit hold
+ * (src/domain/credit-holds.ts) under a request id of its own that no answer
+ * releases, so every decision is taken with the holds of the ones before it
+ * in flight (60 per account by the end of the default run).
  *
  * --cpu-time: redis-server runs as itself, not under callgrind, and the
  * decisions are timed instead of counted: Redis's CPU per decision, user and
@@ -52,6 +57,10 @@ type Modules = CheckPathModules & typeof import('../../src/store/redis/redis-sto
 const ACCOUNTS = 100;
 const KEYS_PER_ACCOUNT = 10;
 const WARM_UP = 3000;
+/** A hold the size of an answer's (a few cents, a few thousand tokens), and a balance that covers every hold of the run. */
+const HOLD_MINOR_UNITS = 25;
+const HOLD_TOKENS = 4_000;
+const PREPAID_BALANCE = 1_000_000_000;
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
@@ -59,6 +68,7 @@ async function main(): Promise<void> {
       dist: { type: 'string', multiple: true, default: [path.join(__dirname, '..', '..', 'src')] },
       'token-budgets': { type: 'boolean', default: false },
       spent: { type: 'boolean', default: false },
+      holds: { type: 'boolean', default: false },
       decisions: { type: 'string', default: '3000' },
       'in-flight': { type: 'string', default: '64' },
       'cpu-time': { type: 'boolean', default: false },
@@ -75,12 +85,13 @@ async function main(): Promise<void> {
     const measured = await measure(path.resolve(dist), binary, {
       budgets,
       spent: values.spent,
+      holds: values.holds,
       decisions,
       inFlight,
       cpuTime: values['cpu-time'],
     });
     process.stdout.write(
-      `${JSON.stringify({ dist, tokenBudgets: values['token-budgets'], spent: values.spent, decisions, inFlight, ...measured })}\n`,
+      `${JSON.stringify({ dist, tokenBudgets: values['token-budgets'], spent: values.spent, holds: values.holds, decisions, inFlight, ...measured })}\n`,
     );
   }
 }
@@ -88,13 +99,14 @@ async function main(): Promise<void> {
 interface Run {
   budgets: TokenBudgetPlan;
   spent: boolean;
+  holds: boolean;
   decisions: number;
   inFlight: number;
   cpuTime: boolean;
 }
 
 async function measure(dist: string, binary: string, run: Run): Promise<Record<string, number>> {
-  const { budgets, spent, decisions, inFlight } = run;
+  const { budgets, spent, holds, decisions, inFlight } = run;
   const m = loadBuildModules<Modules>(dist, ['store/redis/redis-store.js', 'store/redis/redis-keys.js']);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'redis-callgrind-'));
   const port = 20_000 + Math.floor(Math.random() * 20_000);
@@ -118,14 +130,21 @@ async function measure(dist: string, binary: string, run: Run): Promise<Record<s
     }
     const store = await m.RedisStore.connect({ url, commandTimeoutMs: 60_000, adminCommandTimeoutMs: 60_000 });
     try {
-      const ids = await seed(m, store, probe, budgets, spent);
+      const ids = await seed(m, store, probe, budgets, spent, holds);
+      let requests = 0;
+      const holdOf = () => ({ hold: { requestId: `bench-${(requests += 1)}`, minorUnits: HOLD_MINOR_UNITS, tokens: HOLD_TOKENS } });
       const authorize = async (count: number) => {
         let next = 0;
         await Promise.all(
           Array.from({ length: inFlight }, async () => {
             while (next < count) {
               const key = ids[next++ % ids.length]!;
-              const outcome = await store.authorize({ ...key, defaultPlan: BENCH_PLAN, defaultTokenBudgets: budgets });
+              const outcome = await store.authorize({
+                ...key,
+                defaultPlan: BENCH_PLAN,
+                defaultTokenBudgets: budgets,
+                ...(holds ? holdOf() : {}),
+              });
               if (outcome.kind !== 'allow') throw new Error(`expected allow, got ${outcome.kind}`);
             }
           }),
@@ -168,6 +187,7 @@ async function seed(
   redis: Redis,
   budgets: TokenBudgetPlan,
   spent: boolean,
+  holds: boolean,
 ): Promise<{ accountId: string; keyId: string }[]> {
   const createdAt = new Date().toISOString();
   const ids: { accountId: string; keyId: string }[] = [];
@@ -175,7 +195,13 @@ async function seed(
   const tatUs = (Number(seconds) + 30) * 1_000_000;
   for (let a = 0; a < ACCOUNTS; a += 1) {
     const accountId = `acct-${a}`;
-    await store.createAccount({ id: accountId, name: accountId, status: 'active', createdAt });
+    await store.createAccount({
+      id: accountId,
+      name: accountId,
+      status: 'active',
+      createdAt,
+      ...(holds ? { creditBalance: PREPAID_BALANCE } : {}),
+    });
     for (let k = 0; k < KEYS_PER_ACCOUNT; k += 1) {
       const keyId = `key_${a}_${k}`;
       await insertKey(store, generateCustomerKey('live'), { id: keyId, accountId, name: keyId, createdAt });

@@ -140,6 +140,22 @@ export const redisKeys = {
    * account sweeps, moving the text buckets into the packed fields.
    */
   usageSweepField: () => 'usageSweepDueUs',
+  /**
+   * Credit holds in flight (src/domain/credit-holds.ts): a hash of the
+   * account's request ids, each `<deadlineUs> <keyId> <minorUnits> <tokens>
+   * <keyMinorUnits> <keyTokens>` (the deadline on the decision clock; what
+   * counts for the key apart, held only where the key has a cap or budgets). Their sums are fields of the
+   * account hash, so a Check reads them with one HMGET however many are in
+   * flight; holdPruneAtField is no later than the earliest deadline: until
+   * then no Check looks for lapsed holds. Apart from the account hash, whose
+   * every field each Check's lookups would otherwise scan past.
+   */
+  holds: (accountId: string) => `${redisKeys.accountTag(accountId)}holds`,
+  heldMinorUnitsField: () => 'hm',
+  heldTokensField: () => 'ht',
+  keyHeldMinorUnitsField: (keyId: string) => `hm:${keyId}`,
+  keyHeldTokensField: (keyId: string) => `ht:${keyId}`,
+  holdPruneAtField: () => 'holdPruneAtUs',
   /** Marker (with a TTL) that a usage record was applied to the account: holds how it was billed. */
   usageApplied: (accountId: string, requestId: string) => `${redisKeys.accountTag(accountId)}usage:applied:${requestId}`,
   /**

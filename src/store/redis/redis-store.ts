@@ -61,6 +61,7 @@ import { DEFAULT_USAGE_STREAM_MAX_LENGTH } from '../../settings/settings';
 import { usageStreamFields } from '../usage-stream-fields';
 import { redisKeys } from './redis-keys';
 import { RedisClock } from './redis-clock';
+import { HOLD_LIFETIME_US } from '../../domain/credit-holds';
 import { closeClient, describeTopology, openCheckChannel, openClient, type ScriptedRedis } from './redis-client';
 import { ACTIVE_KEYS_NOT_INDEXED, REDIS_SCRIPTS as scripts, authorizeScript, parseAuthorizeReply } from './scripts';
 
@@ -199,11 +200,17 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
   }
 
   authorize(request: AuthorizeRequest): Promise<AuthorizeOutcome> {
+    const { accountId, keyId, hold } = request;
+    const account = redisKeys.account(accountId);
+    const key = redisKeys.key(accountId, keyId);
+    // The key id; the script names the key's fields from it. Then the decision time on Redis's clock.
+    const nowUs = this.decisionClock.nowUs();
+    const keyAndTime = [keyId, String(nowUs)];
     return this.checks.script(
       authorizeScript(request.defaultPlan, request.defaultTokenBudgets),
-      [redisKeys.account(request.accountId), redisKeys.key(request.accountId, request.keyId)],
-      // The key id; the script names the key's fields from it. Then the decision time on Redis's clock.
-      [request.keyId, String(this.decisionClock.nowUs())],
+      hold ? [account, key, redisKeys.holds(accountId)] : [account, key],
+      // With a hold: its amounts, its request id and when it lapses.
+      hold ? [...keyAndTime, String(hold.minorUnits), String(hold.tokens), hold.requestId, String(nowUs + HOLD_LIFETIME_US)] : keyAndTime,
       parseAuthorizeReply,
       'authorize',
     );
@@ -707,6 +714,7 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
       redisKeys.usageApplied(accountId, record.requestId),
       redisKeys.usageHour(accountId, periodName(atMs, 'hour')),
       redisKeys.usageDay(accountId, periodName(atMs, 'day')),
+      redisKeys.holds(accountId),
     ] as const;
     const fixedArguments = [
       this.clockOverride ? String(Math.round(this.clockOverride() * 1000)) : '',
@@ -722,6 +730,8 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
       String(bucketExpiresAtMs(atMs, 'day')),
       String(budgets.key.length),
       String(budgets.account.length),
+      // The hold this answer's Check placed, released with the debit.
+      record.requestId,
     ] as const;
     const planAndAggregates = [
       ...[...budgets.key, ...budgets.account].flatMap((budget) => [String(budget.tokens), String(budget.windowSeconds)]),
@@ -751,6 +761,10 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
       ),
     );
     return scripts.gwaApplyAndStreamUsage.parseReply(reply);
+  }
+
+  async releaseHold(accountId: string, requestId: string): Promise<void> {
+    await this.call(() => this.redis.gwaReleaseHold(redisKeys.account(accountId), redisKeys.holds(accountId), requestId));
   }
 
   async appendUsageStream(record: UsageRecord, applied: UsageApplyOutcome): Promise<'appended' | 'duplicate'> {

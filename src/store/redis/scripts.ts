@@ -355,7 +355,10 @@ end`;
 function applyUsageLua(streams: boolean): string {
   return `${LUA_ISO_8601}
 ${LUA_TOKEN_BUDGET}
-local plan_from = ${streams ? '16 + tonumber(ARGV[15])' : '14'}${streams ? LUA_STREAM_USAGE : ''}
+${LUA_RELEASE_HOLD.trim()}
+local plan_from = ${streams ? '17 + tonumber(ARGV[16])' : '15'}${streams ? LUA_STREAM_USAGE : ''}
+-- The answer came: its hold gives way to its real cost (or was released with it already, for a repeat).
+release_hold(KEYS[1], KEYS[6], ARGV[14])
 local first = redis.call('GET', KEYS[3])
 if first then${streams ? "\n  stream_once(string.match(first, '^(%a+):(%d+)$'))" : ''}
   return {'duplicate', first}
@@ -460,8 +463,8 @@ return {'applied', outcome}`;
 }
 
 /**
- * The stream entry of gwaApplyAndStreamUsage (KEYS[6], its marker KEYS[7]),
- * from ARGV[16…] (ARGV[15] strings: names and values, the values of
+ * The stream entry of gwaApplyAndStreamUsage (KEYS[7], its marker KEYS[8]),
+ * from ARGV[17…] (ARGV[16] strings: names and values, the values of
  * `billing` and `creditShortfall` replaced by how the script billed the
  * record). The stream key's type is checked first, before any write. Once
  * the marker exists it is written again unchanged (SET KEEPTTL): a write, so
@@ -469,24 +472,42 @@ return {'applied', outcome}`;
  * perhaps on a connection since lost.
  */
 const LUA_STREAM_USAGE = `
-local stream_type = redis.call('TYPE', KEYS[6])['ok']
-if stream_type ~= 'stream' and stream_type ~= 'none' then return {'wrong_type', KEYS[6], stream_type} end
-local streamed_id = redis.call('GET', KEYS[7])
+local stream_type = redis.call('TYPE', KEYS[7])['ok']
+if stream_type ~= 'stream' and stream_type ~= 'none' then return {'wrong_type', KEYS[7], stream_type} end
+local streamed_id = redis.call('GET', KEYS[8])
 local function stream_once(billing, shortfall)
   if streamed_id then
-    redis.call('SET', KEYS[7], streamed_id, 'KEEPTTL')
+    redis.call('SET', KEYS[8], streamed_id, 'KEEPTTL')
     return
   end
   local fields = {}
-  for i = 16, 15 + tonumber(ARGV[15]), 2 do
+  for i = 17, 16 + tonumber(ARGV[16]), 2 do
     local name, value = ARGV[i], ARGV[i + 1]
     if name == '${USAGE_STREAM_BILLING_FIELD}' then value = billing
     elseif name == '${USAGE_STREAM_SHORTFALL_FIELD}' then value = shortfall end
     fields[#fields + 1] = name
     fields[#fields + 1] = value
   end
-  streamed_id = redis.call('XADD', KEYS[6], 'MAXLEN', '~', ARGV[14], '*', unpack(fields))
-  redis.call('SET', KEYS[7], streamed_id, 'PX', ARGV[2])
+  streamed_id = redis.call('XADD', KEYS[7], 'MAXLEN', '~', ARGV[15], '*', unpack(fields))
+  redis.call('SET', KEYS[8], streamed_id, 'PX', ARGV[2])
+end`;
+
+/**
+ * Lua for the usage script: release_hold(account, holds, request_id), the
+ * hold of the metered answer's request id taken off its account (its sums
+ * down by its amounts, zero sums deleted), in the same step as the debit. A
+ * hold that lapsed before the answer came is gone already: nothing to take.
+ */
+const LUA_RELEASE_HOLD = `
+local function release_hold(account, holds, request_id)
+  local held = redis.call('HGET', holds, request_id)
+  if not held then return end
+  redis.call('HDEL', holds, request_id)
+  local id, m, t, km, kt = string.match(held, '^%d+ (%S+) (%d+) (%d+) (%d+) (%d+)$')
+  if not id then return end
+  for f, n in pairs({[${luaText(redisKeys.heldMinorUnitsField())}] = m, [${luaText(redisKeys.heldTokensField())}] = t, [${keyField(redisKeys.keyHeldMinorUnitsField, 'id')}] = km, [${keyField(redisKeys.keyHeldTokensField, 'id')}] = kt}) do
+    if n ~= '0' and redis.call('HINCRBY', account, f, '-' .. n) <= 0 then redis.call('HDEL', account, f) end
+  end
 end`;
 
 /** Every script, declared once: `defineCommand` registers each under its name, and `ScriptCommands` types it. */
@@ -912,7 +933,7 @@ return written`,
    * `nowUs` '' means Redis's own TIME.
    */
   gwaApplyUsage: script({
-    keys: ['account', 'keyRecord', 'appliedMarker', 'hourAggregate', 'dayAggregate'],
+    keys: ['account', 'keyRecord', 'appliedMarker', 'hourAggregate', 'dayAggregate', 'holds'],
     argv: [
       'nowUs',
       'markerTtlMs',
@@ -927,6 +948,7 @@ return written`,
       'dayExpiresAtMs',
       'planKeyBudgetCount',
       'planAccountBudgetCount',
+      'holdRequestId',
       '...planBudgetsThenAggregateIncrements',
     ],
     lua: applyUsageLua(false),
@@ -943,7 +965,7 @@ return written`,
    * record was billed from the script (LUA_STREAM_USAGE).
    */
   gwaApplyAndStreamUsage: script({
-    keys: ['account', 'keyRecord', 'appliedMarker', 'hourAggregate', 'dayAggregate', 'stream', 'streamedMarker'],
+    keys: ['account', 'keyRecord', 'appliedMarker', 'hourAggregate', 'dayAggregate', 'holds', 'stream', 'streamedMarker'],
     argv: [
       'nowUs',
       'markerTtlMs',
@@ -958,12 +980,23 @@ return written`,
       'dayExpiresAtMs',
       'planKeyBudgetCount',
       'planAccountBudgetCount',
+      'holdRequestId',
       'streamMaxLength',
       'streamFieldCount',
       '...streamFieldsThenPlanBudgetsThenAggregateIncrements',
     ],
     lua: applyUsageLua(true),
     parseReply: parseApplyUsageReply,
+  }),
+
+  // The hold of an answer that costs nothing (no usage record comes to release it).
+  gwaReleaseHold: script({
+    keys: ['account', 'holds'],
+    argv: ['requestId'],
+    lua: `${LUA_RELEASE_HOLD}
+release_hold(KEYS[1], KEYS[2], ARGV[1])
+return 1`,
+    parseReply: (): undefined => undefined,
   }),
 
   // One usage record appended to the billing stream, exactly once per account
@@ -1375,7 +1408,8 @@ local prefix = k[4]
 if k[1] == 'revoked' or (k[6] and k[6] * 1000 <= now) then return {'key_revoked', prefix} end
 if k[2] and k[2] * 1000 <= now then return {'key_expired', prefix} end
 if a[1] == 'suspended' then return {'account_suspended', prefix} end
-if a[2] and tonumber(a[2]) <= 0 then return {'credit_exhausted', prefix} end
+${luaHeldSums(budgets)}
+if a[2] and (tonumber(a[2]) <= 0 or tonumber(a[2]) - held_am < hold_m) then return {'credit_exhausted', prefix} end
 ${luaSpendCaps()}
 local b_scope, b_tokens, b_window, b_remaining, b_reset
 local swept = a[4] and tonumber(a[4])
@@ -1406,6 +1440,8 @@ ${scope.numbered
 ${
   limits.length === 0
     ? `${indent(indent(tokenBudgetCheck))}
+${indent(indent(LUA_PLACE_HOLD))}
+    if #hw > 0 then redis.call('HSET', KEYS[1], unpack(hw)) end
     if b_remaining then return {'allow', prefix, k[5], 'tokens', b_scope, b_tokens, b_window, b_remaining, b_reset} end
     return {'allow', prefix, k[5]}
 `
@@ -1422,13 +1458,14 @@ ${numbered(
       return {'rate_limited', prefix, r[1], r[2], r[3], 0, ceil((r[4] - now) / 1000), r_retry}
     end
 ${indent(indent(tokenBudgetCheck))}
+${indent(indent(LUA_PLACE_HOLD))}
     local pack = struct.pack
     redis.call('HSET', KEYS[1]${scopes
       .map(
         (scope) =>
           `, ${scope.field}, pack('${packedStruct(scope.numbered.length)}', ${scope.numbered.map(({ limit, n }) => `${limit.windowSeconds}, tat${n} + ${limit.intervalUs}`).join(', ')})`,
       )
-      .join('')})
+      .join('')}, unpack(hw))
     local t_scope, t_limit, t_window, t_remaining, t_new = '${limits[0]!.scope}', ${limits[0]!.limit}, ${limits[0]!.windowSeconds}, floor((now - tat1${plus(limits[0]!.windowUs - limits[0]!.intervalUs)}) / ${limits[0]!.intervalUs}), tat1 + ${limits[0]!.intervalUs}
     local remaining
 ${limits
@@ -1487,8 +1524,9 @@ ${tokenBudgetCheck}
 for _, m in ipairs({kb, ab}) do
   for w, t in pairs(m) do if t <= now then m[w] = nil end end
 end
-local writes = {}
-if #k_new > 0 then writes[1] = kf; writes[2] = format_buckets(k_new, kb) end
+${LUA_PLACE_HOLD}
+local writes = hw
+if #k_new > 0 then writes[#writes + 1] = kf; writes[#writes + 1] = format_buckets(k_new, kb) end
 if #a_new > 0 then
   writes[#writes + 1] = ${luaText(redisKeys.accountBucketField())}
   writes[#writes + 1] = format_buckets(a_new, ab)
@@ -1501,6 +1539,95 @@ end
 if b_remaining then return {'allow', prefix, k[5], 'tokens', b_scope, b_tokens, b_window, b_remaining, b_reset} end
 return {'allow', prefix, k[5]}`;
 }
+
+/**
+ * Lua: the sums of holds in flight (src/domain/credit-holds.ts, layout in
+ * redisKeys.holds), after the status checks, given `now`, `k`, `a`: into
+ * held_am, held_at (the account's money and tokens), held_km, held_kt (this
+ * key's), and hold_m, hold_t (what this request holds if allowed: money only
+ * on an account with a balance or a cap, tokens only with a token budget),
+ * key_m, key_t (what of it counts for the key: only where the key has a cap
+ * or the plan or an override may give it budgets), all 0 when the request
+ * brings no hold (ARGV[3..6]: minor units, tokens, request id, deadline;
+ * KEYS[3] the holds hash) or the account holds nothing. Only such an account
+ * pays anything: one HMGET of the sums, the key's only where they count.
+ * Once the earliest hold's deadline has passed (prune_at), lapsed holds are
+ * released first (their answers never came) with one HGETALL of the holds,
+ * which also finds the next earliest deadline: at most once per hold
+ * lifetime while holds are in flight, as metering releases the others
+ * without moving prune_at.
+ */
+function luaHeldSums(budgets: TokenBudgetPlan): string {
+  const pruneAt = luaText(redisKeys.holdPruneAtField());
+  const accountSums = `${luaText(redisKeys.heldMinorUnitsField())}, ${luaText(redisKeys.heldTokensField())}, ${pruneAt}`;
+  const keySums = `${keyField(redisKeys.keyHeldMinorUnitsField)}, ${keyField(redisKeys.keyHeldTokensField)}`;
+  const readSums = `if key_m > 0 or key_t > 0 then h = redis.call('HMGET', KEYS[1], ${accountSums}, ${keySums})
+else h = redis.call('HMGET', KEYS[1], ${accountSums}) end`;
+  const anyBudgets = budgets.key.length + budgets.account.length > 0 ? 'true' : 'k[7] or a[5]';
+  const keyBudgets = budgets.key.length > 0 ? 'true' : 'k[7] or a[5]';
+  return `local hold_m, hold_t, key_m, key_t, held_am, held_at, held_km, held_kt, holding, prune_at = 0, 0, 0, 0, 0, 0, 0, 0, false, nil
+if ARGV[3] then
+  local money, tokens = a[2] or k[8] or a[6], ${anyBudgets}
+  if money or tokens then
+    holding = true
+    if money then hold_m = tonumber(ARGV[3]) end
+    if tokens then hold_t = tonumber(ARGV[4]) end
+    if k[8] then key_m = hold_m end
+    if ${keyBudgets} then key_t = hold_t end
+    local h
+${indent(indent(readSums))}
+    prune_at = tonumber(h[3])
+    if prune_at and prune_at <= now then
+      local all, lapsed, taken = redis.call('HGETALL', KEYS[3]), {}, {}
+      prune_at = nil
+      for i = 1, #all, 2 do
+        local deadline, id, m, t, km, kt = string.match(all[i + 1], '^(%d+) (%S+) (%d+) (%d+) (%d+) (%d+)$')
+        deadline = tonumber(deadline)
+        if not deadline or deadline <= now then
+          lapsed[#lapsed + 1] = all[i]
+          if id then
+            for f, n in pairs({[${luaText(redisKeys.heldMinorUnitsField())}] = m, [${luaText(redisKeys.heldTokensField())}] = t, [${keyField(redisKeys.keyHeldMinorUnitsField, 'id')}] = km, [${keyField(redisKeys.keyHeldTokensField, 'id')}] = kt}) do
+              taken[f] = (taken[f] or 0) + tonumber(n)
+            end
+          end
+        elseif not prune_at or deadline < prune_at then
+          prune_at = deadline
+        end
+      end
+      if #lapsed > 0 then redis.call('HDEL', KEYS[3], unpack(lapsed)) end
+      local emptied = {}
+      for f, n in pairs(taken) do
+        if n > 0 and redis.call('HINCRBY', KEYS[1], f, string.format('%.0f', -n)) <= 0 then emptied[#emptied + 1] = f end
+      end
+      if #emptied > 0 then redis.call('HDEL', KEYS[1], unpack(emptied)) end
+      if prune_at then redis.call('HSET', KEYS[1], ${pruneAt}, string.format('%.0f', prune_at))
+      else redis.call('HDEL', KEYS[1], ${pruneAt}) end
+${indent(indent(indent(readSums)))}
+    end
+    held_am, held_at, held_km, held_kt = tonumber(h[1]) or 0, tonumber(h[2]) or 0, tonumber(h[4]) or 0, tonumber(h[5]) or 0
+  end
+end`;
+}
+
+/**
+ * Lua: an allowed decision places its hold, into `hw` (account hash fields
+ * and values to write, empty when none): the request id joins the holds
+ * hash with its deadline and amounts (HSETNX: a repeated Check of the same
+ * request id holds once; its first hold was already counted in the sums it
+ * was judged against), and the sums it adds to go into the account hash
+ * with the decision's other writes.
+ */
+const LUA_PLACE_HOLD = `local hw = {}
+-- The amounts as ARGV wrote them: a Lua number may print with an exponent.
+if holding and redis.call('HSETNX', KEYS[3], ARGV[5], ARGV[6] .. ' ' .. ARGV[1] .. ' ' .. (hold_m > 0 and ARGV[3] or '0') .. ' ' ..
+    (hold_t > 0 and ARGV[4] or '0') .. ' ' .. (key_m > 0 and ARGV[3] or '0') .. ' ' .. (key_t > 0 and ARGV[4] or '0')) == 1 then
+  local fmt = string.format
+  if not prune_at then hw[1] = ${luaText(redisKeys.holdPruneAtField())}; hw[2] = ARGV[6] end
+  if hold_m > 0 then hw[#hw + 1] = ${luaText(redisKeys.heldMinorUnitsField())}; hw[#hw + 1] = fmt('%.0f', held_am + hold_m) end
+  if hold_t > 0 then hw[#hw + 1] = ${luaText(redisKeys.heldTokensField())}; hw[#hw + 1] = fmt('%.0f', held_at + hold_t) end
+  if key_m > 0 then hw[#hw + 1] = ${keyField(redisKeys.keyHeldMinorUnitsField)}; hw[#hw + 1] = fmt('%.0f', held_km + key_m) end
+  if key_t > 0 then hw[#hw + 1] = ${keyField(redisKeys.keyHeldTokensField)}; hw[#hw + 1] = fmt('%.0f', held_kt + key_t) end
+end`;
 
 function indent(lua: string): string {
   return lua.replace(/^(?=.)/gm, '  ');
@@ -1516,7 +1643,8 @@ function indent(lua: string): string {
  * the month the answer ended (usageMonthOf(record.atMs)), the same UTC
  * calendar. Only an account or key with a cap pays for it: the civil date
  * (as LUA_ISO_8601) and one more HMGET. The key's spend field is named
- * from its id, ARGV[1].
+ * from its id, ARGV[1]. The holds in flight (luaHeldSums) and this
+ * request's count as spent: the cap must cover them all.
  */
 function luaSpendCaps(): string {
   return `if k[8] or a[6] then
@@ -1531,22 +1659,32 @@ function luaSpendCaps(): string {
   if month <= 2 then year = year + 1 end
   month = string.format('%04d-%02d', year, month)
   local spent = redis.call('HMGET', KEYS[1], ${luaText(redisKeys.accountSpendField(''))} .. month, ${keyField((keyId) => redisKeys.keySpendField(keyId, ''))} .. month)
-  if k[8] and (tonumber(spent[2]) or 0) >= tonumber(k[8]) then return {'budget_exceeded', prefix, 'key', k[8]} end
-  if a[6] and (tonumber(spent[1]) or 0) >= tonumber(a[6]) then return {'budget_exceeded', prefix, 'account', a[6]} end
+  local key_spent, account_spent = tonumber(spent[2]) or 0, tonumber(spent[1]) or 0
+  if k[8] and (key_spent >= tonumber(k[8]) or key_spent + held_km + hold_m > tonumber(k[8])) then return {'budget_exceeded', prefix, 'key', k[8]} end
+  if a[6] and (account_spent >= tonumber(a[6]) or account_spent + held_am + hold_m > tonumber(a[6])) then return {'budget_exceeded', prefix, 'account', a[6]} end
 end`;
 }
 
 /**
  * Lua statements: one budget checked against its bucket, a TAT and a
  * fraction (Lua expressions, the TAT nil for no bucket), given `now`:
- * refused (x_*) when not one whole token is available, keeping the budget
- * that keeps the caller waiting longest; otherwise b_* becomes
+ * refused (x_*) when not one whole token is available, or none is left
+ * after the tokens `held` by answers in flight (a Lua expression; no time
+ * to wait for then but theirs: retry 0), keeping the budget that keeps the
+ * caller waiting longest; otherwise b_* becomes
  * this budget if it has the fewest tokens left so far (the first on a tie).
  * Scope, tokens and window are literals (the plan's budgets, with what
  * follows from them computed when the script is generated) or names (the
  * overrides, read when it runs).
  */
-function luaBudgetCheck(scope: string, tokens: LuaValue, windowSeconds: LuaValue, bucketTat: string, bucketFraction: string): string {
+function luaBudgetCheck(
+  scope: string,
+  tokens: LuaValue,
+  windowSeconds: LuaValue,
+  bucketTat: string,
+  bucketFraction: string,
+  held: string,
+): string {
   const windowUs = luaWindowUs(windowSeconds);
   const literal = typeof tokens === 'number' && typeof windowUs === 'number';
   // Until one whole token is back: the debt down to tokens - 1 tokens' worth, (d + fraction/tokens) - (W - W/tokens) µs,
@@ -1573,9 +1711,13 @@ ${
     if part > ${tokens} then us = us + 2 elseif part > 0 then us = us + 1 end
     local retry = floor((us + 999) / 1000)
     if not x_retry or retry > x_retry then x_scope, x_tokens, x_window, x_reset, x_retry = ${scope}, ${tokens}, ${windowSeconds}, reset, retry end
+  elseif remaining <= ${held} then
+    if not x_retry then x_scope, x_tokens, x_window, x_reset, x_retry = ${scope}, ${tokens}, ${windowSeconds}, reset, 0 end
   elseif not b_remaining or remaining < b_remaining then
     b_scope, b_tokens, b_window, b_remaining, b_reset = ${scope}, ${tokens}, ${windowSeconds}, remaining, reset
   end
+elseif ${tokens} <= ${held} then
+  if not x_retry then x_scope, x_tokens, x_window, x_reset, x_retry = ${scope}, ${tokens}, ${windowSeconds}, 0, 0 end
 elseif not b_remaining or ${tokens} < b_remaining then
   b_scope, b_tokens, b_window, b_remaining, b_reset = ${scope}, ${tokens}, ${windowSeconds}, ${tokens}, 0
 end`;
@@ -1626,7 +1768,7 @@ function luaTokenBudgetCheck(budgets: TokenBudgetPlan, fieldAt: Record<LimitScop
 local x_scope, x_tokens, x_window, x_reset, x_retry
 local function check(scope, tokens, window_s, bucket)
   local window_us = window_s * 1000000
-${indent(luaBudgetCheck('scope', 'tokens', 'window_s', 'bucket[1]', 'bucket[2]'))}
+${indent(luaBudgetCheck('scope', 'tokens', 'window_s', 'bucket[1]', 'bucket[2]', "(scope == 'key' and held_kt or held_at)"))}
 end
 local o = a[5] and cjson.decode(a[5]) or {}
 local kl = (k[7] and cjson.decode(k[7])) or o.key or ${planTable(budgets.key)}
@@ -1667,7 +1809,7 @@ end`;
   });
   const plan = numbered.map(
     (budget) => `do
-${indent(luaBudgetCheck(`'${budget.scope}'`, budget.tokens, budget.windowSeconds, `bt${budget.n}`, `bf${budget.n}`))}
+${indent(luaBudgetCheck(`'${budget.scope}'`, budget.tokens, budget.windowSeconds, `bt${budget.n}`, `bf${budget.n}`, budget.scope === 'key' ? 'held_kt' : 'held_at'))}
 end`,
   );
   return `if not k[7] and not a[5] then

@@ -1,0 +1,194 @@
+import Redis from 'ioredis';
+import { ManualClock } from '../../src/domain/clock';
+import type { AuthorizeOutcome } from '../../src/domain/authorization';
+import { HOLD_LIFETIME_US, type CreditHold } from '../../src/domain/credit-holds';
+import type { Account, StoredKey } from '../../src/domain/key-records';
+import type { RatePlan } from '../../src/domain/rate-limits';
+import { NO_TOKEN_BUDGETS, type TokenBudgetPlan } from '../../src/domain/token-budgets';
+import type { UsageRecord } from '../../src/domain/usage-record';
+import { generateCustomerKey, hashCustomerKey } from '../../src/keys/customer-key';
+import { MemoryStore } from '../../src/store/memory-store';
+import { redisKeys } from '../../src/store/redis/redis-keys';
+import { RedisStore } from '../../src/store/redis/redis-store';
+import type { Store } from '../../src/store/store';
+import { startTestRedis, type TestRedis } from '../support/redis-server';
+
+/**
+ * Credit holds in both stores (issue 35 §1): an allowed Check holds its
+ * estimate until its answer is metered, so the Checks of a burst see each
+ * other. Each case runs on the in-memory store and on real Redis with the
+ * same injected clock, so the two behave the same; the Redis cases also look
+ * at what is left in Redis.
+ */
+const T0 = Date.parse('2026-11-22T12:00:00Z');
+const NO_LIMITS: RatePlan = { key: [], account: [] };
+const LIFETIME_MS = HOLD_LIFETIME_US / 1000;
+
+let redis: TestRedis;
+let raw: Redis;
+const opened: Store[] = [];
+beforeAll(async () => {
+  redis = await startTestRedis();
+  raw = new Redis(redis.url);
+});
+afterAll(async () => {
+  raw?.disconnect();
+  await Promise.all(opened.map((store) => store.close()));
+  await redis?.stop();
+});
+
+const implementations: [string, (clock: ManualClock) => Promise<Store>][] = [
+  ['memory', async (clock) => new MemoryStore(clock)],
+  [
+    'redis',
+    async (clock) => {
+      const store = await RedisStore.connect({ url: redis.url, commandTimeoutMs: 1000, clockOverride: () => clock.now() });
+      opened.push(store);
+      return store;
+    },
+  ],
+];
+
+let counter = 0;
+const unique = (base: string) => `${base}-${process.pid}-${(counter += 1)}`;
+
+describe.each(implementations)('credit holds: %s', (name, open) => {
+  let store: Store;
+  let clock: ManualClock;
+  beforeEach(async () => {
+    clock = new ManualClock(T0);
+    store = await open(clock);
+  });
+
+  async function seed(extra: Partial<Account> = {}, keyExtra: Partial<StoredKey> = {}) {
+    const accountId = unique('holder');
+    await store.createAccount({ id: accountId, name: accountId, status: 'active', createdAt: '2026-11-22T00:00:00.000Z', ...extra });
+    const key = generateCustomerKey('live');
+    const record: StoredKey = {
+      id: `key_${hashCustomerKey(key).slice(0, 12)}`,
+      accountId,
+      prefix: key.slice(0, 12),
+      name: 'ci',
+      environment: 'live',
+      status: 'active',
+      createdAt: '2026-11-22T00:00:01.000Z',
+      ...keyExtra,
+    };
+    expect(await store.insertKey(hashCustomerKey(key), record)).toBe('created');
+    return { accountId, keyId: record.id };
+  }
+
+  type Ids = Awaited<ReturnType<typeof seed>>;
+  const hold = (requestId: string, minorUnits: number, tokens = 0): CreditHold => ({ requestId, minorUnits, tokens });
+  const check = async (ids: Ids, held: CreditHold, budgets: TokenBudgetPlan = NO_TOKEN_BUDGETS): Promise<AuthorizeOutcome['kind']> =>
+    (await store.authorize({ ...ids, defaultPlan: NO_LIMITS, defaultTokenBudgets: budgets, hold: held })).kind;
+  const meter = async (ids: Ids, requestId: string, costMinorUnits: number, tokens = 0, budgets: TokenBudgetPlan = NO_TOKEN_BUDGETS) => {
+    const record: UsageRecord = {
+      requestId,
+      ...ids,
+      keyPrefix: 'gk_live_AbC4',
+      family: 'chat-completions',
+      style: 'chat',
+      tokens: { inputTokens: tokens, outputTokens: 0, cachedInputTokens: 0, cacheCreationTokens: 0 },
+      costMinorUnits,
+      estimated: false,
+      atMs: clock.now(),
+    };
+    expect((await store.applyUsage(record, budgets)).kind).toBe('applied');
+  };
+  const balance = async (accountId: string) => (await store.getAccount(accountId))?.creditBalance;
+  /** Redis only: the holds left in flight, and the account hash's fields of holds and their sums. */
+  const redisHolds = async (accountId: string) => {
+    const fields = Object.keys(await raw.hgetall(redisKeys.account(accountId))).filter((field) => /^(hm|ht)/.test(field));
+    return { inFlight: (await raw.hkeys(redisKeys.holds(accountId))).sort(), fields: fields.sort() };
+  };
+
+  it('admits a request only while the balance covers the holds in flight and its own; metering releases the hold and debits the real cost', async () => {
+    const ids = await seed({ creditBalance: 100 });
+    expect(await check(ids, hold('a', 60))).toBe('allow');
+    // 100 − 60 held < 60: without holds this one would pass on the 100 not yet debited.
+    expect(await check(ids, hold('b', 60))).toBe('credit_exhausted');
+    await meter(ids, 'a', 30);
+    expect(await balance(ids.accountId)).toBe(70);
+    expect(await check(ids, hold('c', 60))).toBe('allow');
+    if (name === 'redis') expect((await redisHolds(ids.accountId)).inFlight).toEqual(['c']);
+    await meter(ids, 'c', 75);
+    // The answer cost more than its hold: the balance goes below zero by that excess only.
+    expect(await balance(ids.accountId)).toBe(-5);
+    if (name === 'redis') expect(await redisHolds(ids.accountId)).toEqual({ inFlight: [], fields: [] });
+  });
+
+  it('leaves no hold for a refused Check', async () => {
+    const ids = await seed({ creditBalance: 100, limits: { key: [{ limit: 1, windowSeconds: 60 }], account: [] } });
+    expect(await check(ids, hold('a', 40))).toBe('allow');
+    // Refused by the rate limit, after the balance passed it (100 − 40 ≥ 40): it must not hold anything.
+    expect(await check(ids, hold('b', 40))).toBe('rate_limited');
+    clock.advance(60_000);
+    // 100 − 40 held ≥ 40; had b held its 40 too, 20 would be left and c refused.
+    expect(await check(ids, hold('c', 40))).toBe('allow');
+    clock.advance(60_000);
+    await meter(ids, 'a', 0);
+    await meter(ids, 'c', 0);
+    clock.advance(60_000);
+    expect(await check(ids, hold('d', 100))).toBe('allow');
+    if (name === 'redis') expect((await redisHolds(ids.accountId)).inFlight).toEqual(['d']);
+  });
+
+  it('releases a hold whose answer never came once its lifetime has passed, and still debits an answer metered after that', async () => {
+    const ids = await seed({ creditBalance: 100 });
+    expect(await check(ids, hold('a', 100))).toBe('allow');
+    clock.advance(LIFETIME_MS - 1);
+    expect(await check(ids, hold('b', 100))).toBe('credit_exhausted');
+    clock.advance(1);
+    expect(await check(ids, hold('b', 100))).toBe('allow');
+    if (name === 'redis') expect((await redisHolds(ids.accountId)).inFlight).toEqual(['b']);
+    // a's answer after all, late: its real cost is debited; b's hold stays whole.
+    await meter(ids, 'a', 30);
+    expect(await balance(ids.accountId)).toBe(70);
+    expect(await check(ids, hold('c', 1))).toBe('credit_exhausted');
+    await meter(ids, 'b', 0);
+    expect(await check(ids, hold('c', 70))).toBe('allow');
+  });
+
+  it('holds once for a request id seen twice', async () => {
+    const ids = await seed({ creditBalance: 120 });
+    expect(await check(ids, hold('a', 60))).toBe('allow');
+    expect(await check(ids, hold('a', 60))).toBe('allow');
+    // Two holds of a would leave nothing for b.
+    expect(await check(ids, hold('b', 60))).toBe('allow');
+    expect(await check(ids, hold('c', 60))).toBe('credit_exhausted');
+    if (name === 'redis') {
+      const held = await redisHolds(ids.accountId);
+      expect(held.inFlight).toEqual(['a', 'b']);
+      expect(await raw.hget(redisKeys.account(ids.accountId), redisKeys.heldMinorUnitsField())).toBe('120');
+    }
+  });
+
+  it('counts holds against monthly spend caps, the key and the account', async () => {
+    const ids = await seed({ monthlySpendCap: 100 }, { monthlySpendCap: 50 });
+    expect(await check(ids, hold('a', 50))).toBe('allow');
+    expect(await check(ids, hold('b', 1))).toBe('budget_exceeded');
+    await meter(ids, 'a', 10);
+    expect(await check(ids, hold('b', 40))).toBe('allow');
+    expect(await check(ids, hold('c', 1))).toBe('budget_exceeded');
+    const other = await seed({ monthlySpendCap: 100 });
+    expect(await check(other, hold('a', 60))).toBe('allow');
+    expect(await check(other, hold('b', 41))).toBe('budget_exceeded');
+    expect(await check(other, hold('b', 40))).toBe('allow');
+  });
+
+  it('counts held tokens as used against the token budgets', async () => {
+    const budgets: TokenBudgetPlan = { key: [{ tokens: 1_000, windowSeconds: 60 }], account: [] };
+    const ids = await seed();
+    expect(await check(ids, hold('a', 0, 600), budgets)).toBe('allow');
+    expect(await check(ids, hold('b', 0, 600), budgets)).toBe('allow');
+    // 1,200 tokens held of 1,000: none left for c until an answer comes.
+    expect(await check(ids, hold('c', 0, 600), budgets)).toBe('token_budget_exhausted');
+    await meter(ids, 'a', 0, 100, budgets);
+    expect(await check(ids, hold('c', 0, 600), budgets)).toBe('allow');
+    // A postpaid account without a cap or a budget holds nothing.
+    const free = await seed();
+    for (const id of ['a', 'b', 'c']) expect(await check(free, hold(id, 1_000_000, 1_000_000))).toBe('allow');
+    if (name === 'redis') expect(await redisHolds(free.accountId)).toEqual({ inFlight: [], fields: [] });
+  });
+});
