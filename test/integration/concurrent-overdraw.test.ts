@@ -22,7 +22,7 @@ jest.setTimeout(60_000);
 // 1 and 2 minor units per input and output token, as in metered-usage-ledger.test.ts.
 const PRICING = {
   models: [{ model: 'gpt-4.1*', input: 1_000_000, output: 2_000_000 }],
-  default: { input: 10_000_000, output: 10_000_000 },
+  default: { input: 10_000_000, output: 10_000_000, webSearchCall: 0 },
   unpricedModels: 'charge-default',
 };
 // chat-completion.json: 19 input and 10 output tokens of gpt-4.1-2025-04-14 → 19 × 1 + 10 × 2 = 39 minor units.
