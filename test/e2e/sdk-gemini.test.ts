@@ -532,17 +532,14 @@ describe('usage is billed through ext_proc, with gateway-authz as the processor 
       });
     });
 
-    test('a prepaid account runs out: the answer that crosses zero is charged in full, the next request is 402 credit_exhausted', async () => {
+    test("a prepaid account whose credit cannot cover the request's hold (4,096 output tokens by default) is 402 credit_exhausted at once, before any upstream call", async () => {
       const { key, accountId } = await metered.newKey(account('runs-out'), { accountPatch: { billing: { creditBalance: 30 } } });
       const api = client(key);
-
-      await api.generate();
-      expect((await meteredLedger(metered, accountId, 1)).creditBalance).toBe(30 - chargeOf(REPORTED));
 
       const error = await caught(api.generate());
       expect(error.message).toContain('402');
       expect(error.message).toContain('credit_exhausted');
-      expect(upstreamOf(accountId)).toHaveLength(1);
+      expect(upstreamOf(accountId)).toHaveLength(0);
     });
 
     test('a token budget below one answer: the metered answer exhausts it, the next request is 429 token_budget_exhausted, and it recovers once refilled', async () => {

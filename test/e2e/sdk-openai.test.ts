@@ -393,18 +393,15 @@ describe('openai SDK: usage is billed through ext_proc, with gateway-authz as th
     });
   });
 
-  test('a prepaid account runs out: the answer that crosses zero is charged in full, the next request is 402 credit_exhausted', async () => {
+  test("a prepaid account whose credit cannot cover the request's hold (4,096 output tokens by default) is 402 credit_exhausted at once, before any upstream call", async () => {
     const { key, accountId } = await metered.newKey('oa-runs-out', { accountPatch: { billing: { creditBalance: 30 } } });
     const openai = meteredClient(key);
-
-    await chat(openai);
-    expect((await meteredLedger(metered, accountId, 1)).creditBalance).toBe(30 - chargeOf(METERED_USAGE));
 
     const error = await caught(chat(openai));
     expect(error).toBeInstanceOf(APIError);
     expect((error as APIError).status).toBe(402);
     expect((error as APIError).code).toBe('credit_exhausted');
-    expect(upstreamOf(accountId)).toHaveLength(1);
+    expect(upstreamOf(accountId)).toHaveLength(0);
   });
 
   test('a token budget below one answer: the metered answer exhausts it, the next request is RateLimitError 429 token_budget_exhausted, and it recovers once refilled', async () => {
