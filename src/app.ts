@@ -137,6 +137,7 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
     services: ['', AUTHORIZATION_SERVICE_NAME],
   });
   await health.start();
+  let customer: FastifyInstance | undefined;
   const admin = buildAdminServer({
     store,
     clock,
@@ -147,9 +148,10 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
     authLimits: settings.adminAuthLimits,
     currency: settings.currency,
     ...(settings.adminToken ? { adminToken: settings.adminToken } : {}),
+    // The customer listener has an API (and its description) only with customer sign-in configured.
+    customerApiDocument: () => (customer?.hasDecorator('swagger') ? customer.swagger() : undefined),
   });
   let sessions: SessionStorage | undefined;
-  let customer: FastifyInstance | undefined;
   try {
     await admin.listen({ host: settings.adminBindAddress, port: settings.adminPort });
     sessions = await openSessionStorage(settings, clock);
