@@ -189,7 +189,20 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
   const adminPort = listeningPort(admin, settings.adminPort);
   const customerPort = listeningPort(customer, settings.customerPort);
   metrics.watchHttp2BudgetClosures(grpcServer.budgetClosures);
-  logger.info({ grpcPort: grpcServer.port, adminPort, customerPort, node: process.versions.node }, 'gateway-authz listening');
+  // Where to reach each listener, spelled as a client would (an IPv6 address in brackets), for whoever started it.
+  const at = (host: string, port: number) => (host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`);
+  logger.info(
+    {
+      grpcPort: grpcServer.port,
+      adminPort,
+      customerPort,
+      grpc: at(settings.grpcBindAddress, grpcServer.port),
+      admin: `http://${at(settings.adminBindAddress, adminPort)}`,
+      customer: `http://${at(settings.customerBindAddress, customerPort)}`,
+      node: process.versions.node,
+    },
+    'gateway-authz listening',
+  );
 
   return {
     grpcPort: grpcServer.port,

@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import './compile-cache';
 import { Command } from 'commander';
 import { AdminApiError } from './admin-client';
 import { accountsCommand } from './commands/accounts';

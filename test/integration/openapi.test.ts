@@ -3,7 +3,7 @@
  * lists exactly the routes its listener registered (every Fastify instance the app creates records its routes through
  * an onRoute hook), but for the few routes that are not part of an API, named below.
  */
-import type { RouteOptions } from 'fastify';
+import type { FastifyInstance, RouteOptions } from 'fastify';
 import { DASHBOARD_ASSETS } from '../../src/admin/dashboard/register-dashboard';
 import { ADMIN_API_DOCUMENT_PATH, CUSTOMER_API_DOCUMENT_PATH } from '../../src/admin/routes/api-description';
 import { CHART_LIBRARY_FILES, CUSTOMER_ASSETS, CUSTOMER_PAGE_PATH } from '../../src/customer/customer-dashboard';
@@ -15,8 +15,9 @@ import { registerSecrets } from '../support/secret-scan';
 const mockRouteTables: string[][] = [];
 jest.mock('fastify', () => {
   const actual = jest.requireActual<typeof import('fastify')>('fastify');
-  const recordingFastify = (...args: Parameters<typeof actual.default>) => {
-    const app = actual.default(...args);
+  const createFastify = actual.default as (...args: unknown[]) => FastifyInstance;
+  const recordingFastify = (...args: unknown[]) => {
+    const app = createFastify(...args);
     const routes: string[] = [];
     mockRouteTables.push(routes);
     app.addHook('onRoute', (route: RouteOptions) => {
