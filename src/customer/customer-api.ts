@@ -43,7 +43,7 @@ import {
   memberPathParams,
   usageQuery,
 } from './customer-schemas';
-import { describeRoute } from '../http/openapi';
+import { describeOnly, describeRoute } from '../http/openapi';
 import { accountSummaryView, customerAuditEntryView, customerCreatedKeyView, customerKeyView, meView, usageView } from './customer-views';
 
 /** What the customer API needs; the customer server builds it from the settings and the shared store. */
@@ -108,6 +108,7 @@ async function customerApiRoutes(api: FastifyInstance, deps: CustomerApiDeps): P
   const callerOf = (request: FastifyRequest) => callers.get(request)!;
 
   registerJsonBodyParser(api);
+  describeOnly(api);
 
   api.addHook('onRoute', (route) => {
     if (route.config?.customerAction === undefined) {

@@ -43,6 +43,15 @@ export function describeRoute(description: RouteDescription): FastifySchema {
   };
 }
 
+/**
+ * Route schemas on `app` (and the plugins registered in it) describe and are never checked by Fastify. A plugin whose
+ * routes carry describeRoute schemas calls this itself, whatever instance it is mounted on: Fastify's default
+ * validator would otherwise drop unknown body fields (removeAdditional) that the handler must refuse.
+ */
+export function describeOnly(app: FastifyInstance): void {
+  app.setValidatorCompiler(() => () => true);
+}
+
 /** A route left out of the description (a dashboard page or asset, a browser sign-in step): not part of an API. */
 export const UNDESCRIBED: FastifySchema = { hide: true };
 
@@ -66,7 +75,7 @@ export interface ApiDocumentOptions {
  * registered after it. `app.swagger()` then returns the document.
  */
 export function registerApiDocument(app: FastifyInstance, options: ApiDocumentOptions): PromiseLike<unknown> {
-  app.setValidatorCompiler(() => () => true);
+  describeOnly(app);
   return app.register(fastifySwagger, {
     openapi: {
       openapi: OPENAPI_VERSION,
