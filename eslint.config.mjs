@@ -9,8 +9,8 @@ import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
   {
-    // Build output, benchmark builds, reports, and the vendored Envoy/Google protos.
-    ignores: ['dist/', '.bench/', 'coverage/', 'test-artifacts/', 'proto/', 'node_modules/'],
+    // Build output, benchmark builds, caches, reports, and the vendored Envoy/Google protos.
+    ignores: ['dist/', '.bench/', '.cache/', 'coverage/', 'test-artifacts/', 'proto/', 'node_modules/'],
   },
   {
     linterOptions: { reportUnusedDisableDirectives: 'error' },

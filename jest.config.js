@@ -1,6 +1,7 @@
 /** @type {import('jest').Config} */
 module.exports = {
-  testEnvironment: 'node',
+  // Node's, reporting what a test file leaves open (test/support/open-handle-environment.js).
+  testEnvironment: '<rootDir>/test/support/open-handle-environment.js',
   roots: ['<rootDir>/test'],
   testMatch: ['**/*.test.ts'],
   transform: { '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.json' }] },

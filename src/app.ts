@@ -146,6 +146,7 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
     services: ['', AUTHORIZATION_SERVICE_NAME],
   });
   await health.start();
+  let customer: FastifyInstance | undefined;
   const admin = buildAdminServer({
     store,
     clock,
@@ -156,9 +157,10 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
     authLimits: settings.adminAuthLimits,
     currency: settings.currency,
     ...(settings.adminToken ? { adminToken: settings.adminToken } : {}),
+    // The customer listener has an API (and its description) only with customer sign-in configured.
+    customerApiDocument: () => (customer?.hasDecorator('swagger') ? customer.swagger() : undefined),
   });
   let sessions: SessionStorage | undefined;
-  let customer: FastifyInstance | undefined;
   try {
     await admin.listen({ host: settings.adminBindAddress, port: settings.adminPort });
     sessions = await openSessionStorage(settings, clock);
@@ -196,7 +198,20 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
   const adminPort = listeningPort(admin, settings.adminPort);
   const customerPort = listeningPort(customer, settings.customerPort);
   metrics.watchHttp2BudgetClosures(grpcServer.budgetClosures);
-  logger.info({ grpcPort: grpcServer.port, adminPort, customerPort, node: process.versions.node }, 'gateway-authz listening');
+  // Where to reach each listener, spelled as a client would (an IPv6 address in brackets), for whoever started it.
+  const at = (host: string, port: number) => (host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`);
+  logger.info(
+    {
+      grpcPort: grpcServer.port,
+      adminPort,
+      customerPort,
+      grpc: at(settings.grpcBindAddress, grpcServer.port),
+      admin: `http://${at(settings.adminBindAddress, adminPort)}`,
+      customer: `http://${at(settings.customerBindAddress, customerPort)}`,
+      node: process.versions.node,
+    },
+    'gateway-authz listening',
+  );
 
   return {
     grpcPort: grpcServer.port,

@@ -25,4 +25,9 @@ export interface AdminServerDeps {
   authFailureDelayMs?: number;
   /** What the amounts count, for the answers' formatted money; absent: DEFAULT_CURRENCY. */
   currency?: Currency;
+  /**
+   * The customer API's OpenAPI document, served at CUSTOMER_API_DOCUMENT_PATH; undefined while the customer listener
+   * has no API (customer sign-in not configured). Absent: not served.
+   */
+  customerApiDocument?: () => unknown;
 }

@@ -26,7 +26,8 @@ export type AdminErrorCode =
   | 'not_found'
   | 'store_unavailable'
   | 'internal_error'
-  | 'too_many_auth_failures';
+  | 'too_many_auth_failures'
+  | 'customer_api_not_configured';
 
 export function sendAdminError(reply: FastifyReply, status: number, code: AdminErrorCode, message: string, field?: string): FastifyReply {
   return sendApiError(reply, status, code, message, field);

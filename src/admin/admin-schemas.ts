@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { MAX_ACTIVE_KEYS_LIMIT } from '../domain/active-key-cap';
-import { CREDIT_LIMIT_MINOR_UNITS } from '../domain/credit';
-import { accountIdSchema, displayNameSchema, isoDateTimeSchema } from '../http/api-schemas';
+import { CREDIT_LIMIT_MINOR_UNITS, IDEMPOTENCY_KEY_HEADER, IDEMPOTENCY_KEY_MAX_LENGTH } from '../domain/credit';
+import { accountIdSchema, displayNameSchema, isoDateTimeSchema, keyIdSchema, memberIdSchema } from '../http/api-schemas';
 import { KEY_ENVIRONMENTS } from '../keys/customer-key';
 import { limitListSchema, tokenBudgetListSchema } from '../limits/limit-schema';
 
@@ -15,6 +15,7 @@ import { limitListSchema, tokenBudgetListSchema } from '../limits/limit-schema';
 export {
   accountIdSchema,
   addMemberBody,
+  addMemberBodyShape,
   auditQuery,
   describeIssue,
   displayNameSchema,
@@ -101,6 +102,9 @@ export const patchAccountBody = z
   })
   .refine(nonEmpty(ACCOUNT_PATCH_FIELDS), atLeastOne(ACCOUNT_PATCH_FIELDS));
 
+/** The credit call's optional Idempotency-Key (the route checks it itself, with its own message). */
+export const creditHeaders = z.object({ [IDEMPOTENCY_KEY_HEADER]: z.string().min(1).max(IDEMPOTENCY_KEY_MAX_LENGTH).optional() });
+
 export const creditBody = z.strictObject({
   amount: creditSchema('(negative to debit)').refine((amount) => amount !== 0, 'must not be zero'),
 });
@@ -148,3 +152,8 @@ export const usageQuery = z
 export type CreateAccountBody = z.output<typeof createAccountBody>;
 export type PatchAccountBody = z.output<typeof patchAccountBody>;
 export type PatchKeyBody = z.output<typeof patchKeyBody>;
+
+/** The path parameters, for the API description (the routes check them themselves: a bad id is a 404, not a 400). */
+export const accountPathParams = z.strictObject({ id: accountIdSchema });
+export const keyPathParams = z.strictObject({ keyId: keyIdSchema });
+export const memberPathParams = z.strictObject({ id: accountIdSchema, memberId: memberIdSchema });

@@ -1,6 +1,7 @@
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { DEFAULT_ADMIN_AUTH_LIMITS, type AuthLimitKind } from '../domain/admin-auth-limits';
 import { registerJsonBodyParser } from '../http/json-body';
+import { registerApiDocument } from '../http/openapi';
 import { StoreUnavailableError } from '../store/store';
 import { AdminAuthLimiter, clientAddressKey, DEFAULT_TRUSTED_FOR_MS, type AuthAdmission } from './admin-auth-limiter';
 import type { AdminServerDeps } from './admin-deps';
@@ -8,6 +9,7 @@ import { sendAdminError } from './admin-errors';
 import { adminTokenMatches } from './admin-token';
 import { registerDashboard } from './dashboard/register-dashboard';
 import { registerAccountRoutes } from './routes/accounts';
+import { registerApiDescriptionRoutes } from './routes/api-description';
 import { registerAuditRoutes } from './routes/audit';
 import { registerHealthRoutes } from './routes/health';
 import { registerMetricsRoute } from './routes/metrics';
@@ -39,7 +41,7 @@ export function buildAdminServer(deps: AdminServerDeps): FastifyInstance {
   registerJsonBodyParser(app);
 
   app.addHook('onRequest', async (request, reply) => {
-    // Health probes and the dashboard page and assets hold no data; the dashboard's API calls carry the token.
+    // Health probes, the API descriptions and the dashboard page and assets hold no data; the dashboard's API calls carry the token.
     if (request.routeOptions.config?.public === true) return undefined;
     if (!deps.adminToken) {
       return sendAdminError(reply, 503, 'admin_disabled', 'The admin API is disabled because ADMIN_TOKEN is not set.');
@@ -90,14 +92,25 @@ export function buildAdminServer(deps: AdminServerDeps): FastifyInstance {
     sendAdminError(reply, 404, 'not_found', `No admin route ${request.method} ${request.url.split('?')[0]}.`),
   );
 
-  registerAccountRoutes(app, deps);
-  registerKeyRoutes(app, deps);
-  registerMemberRoutes(app, deps);
-  registerUsageRoutes(app, deps);
-  registerDashboard(app);
-  registerAuditRoutes(app, deps);
-  registerHealthRoutes(app, deps.health);
-  if (deps.metrics) registerMetricsRoute(app, deps.metrics);
+  void registerApiDocument(app, {
+    title: 'gateway-authz admin API',
+    description:
+      'Accounts, keys, members, usage and the audit trail, for the operator. Every call but health, metrics and these ' +
+      'descriptions needs \'Authorization: Bearer <ADMIN_TOKEN>\'. Errors answer {"error": {"code", "message", "field"?}}.',
+    securitySchemes: { adminToken: { type: 'http', scheme: 'bearer', description: 'The ADMIN_TOKEN setting.' } },
+  });
+  // In a plugin registered after the description's, which sees only the routes added once it has loaded.
+  void app.register(async (routes) => {
+    registerAccountRoutes(routes, deps);
+    registerKeyRoutes(routes, deps);
+    registerMemberRoutes(routes, deps);
+    registerUsageRoutes(routes, deps);
+    registerDashboard(routes);
+    registerAuditRoutes(routes, deps);
+    registerHealthRoutes(routes, deps.health);
+    if (deps.metrics) registerMetricsRoute(routes, deps.metrics);
+    registerApiDescriptionRoutes(routes, deps);
+  });
 
   return app;
 }

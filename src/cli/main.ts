@@ -1,6 +1,5 @@
 #!/usr/bin/env node
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import './compile-cache';
 import { Command } from 'commander';
 import { AdminApiError } from './admin-client';
 import { accountsCommand } from './commands/accounts';
@@ -8,13 +7,9 @@ import { checkCommand } from './commands/check';
 import { keysCommand } from './commands/keys';
 import { membersCommand } from './commands/members';
 import { cell } from './output';
+import { packageVersion } from '../runtime/package-version';
 import { serveCommand } from './commands/serve';
 import { usageCommand } from './commands/usage';
-
-/** package.json's version; the file sits two folders up from both src/cli/ and dist/cli/ (the image copies it too). */
-function packageVersion(): string {
-  return (JSON.parse(readFileSync(join(__dirname, '..', '..', 'package.json'), 'utf8')) as { version: string }).version;
-}
 
 export function buildCli(): Command {
   const program = new Command('gateway-authz').description('Envoy ext_authz service for customer API keys').version(packageVersion());

@@ -5,6 +5,7 @@ import { addMember, changeMemberRole, memberDirectory, removeMember } from '../a
 import {
   accountIdSchema,
   addMemberBody,
+  addMemberBodyShape,
   auditQuery,
   keyIdSchema,
   memberIdSchema,
@@ -34,7 +35,15 @@ import { sendCustomerError, sendNoSuchAccount, sendNoSuchKey, sendNoSuchMember, 
 import { sendInvalidField } from '../http/api-errors';
 import { declareCustomerIdentity } from './customer-request';
 import type { Currency } from '../domain/money';
-import { customerCreateKeyBody, customerPatchKeyBody, usageQuery } from './customer-schemas';
+import {
+  accountPathParams,
+  customerCreateKeyBody,
+  customerPatchKeyBody,
+  keyPathParams,
+  memberPathParams,
+  usageQuery,
+} from './customer-schemas';
+import { describeOnly, describeRoute } from '../http/openapi';
 import { accountSummaryView, customerAuditEntryView, customerCreatedKeyView, customerKeyView, meView, usageView } from './customer-views';
 
 /** What the customer API needs; the customer server builds it from the settings and the shared store. */
@@ -99,6 +108,7 @@ async function customerApiRoutes(api: FastifyInstance, deps: CustomerApiDeps): P
   const callerOf = (request: FastifyRequest) => callers.get(request)!;
 
   registerJsonBodyParser(api);
+  describeOnly(api);
 
   api.addHook('onRoute', (route) => {
     if (route.config?.customerAction === undefined) {
@@ -176,101 +186,158 @@ async function customerApiRoutes(api: FastifyInstance, deps: CustomerApiDeps): P
       ? sendCustomerError(reply, 400, 'invalid_field', 'expiresAt: must be in the future (revoke a key to stop it now)', 'expiresAt')
       : undefined;
 
-  api.get('/me', { config: { customerAction: 'signed-in' } }, async (request, reply) => {
-    const identity = request.customerIdentity!;
-    const memberships = await lookup.membershipsOf(identity);
-    const accounts = await Promise.all(
-      memberships.map(async ({ accountId, role }) => {
-        const account = await deps.store.getAccount(accountId);
-        return account ? [{ id: account.id, name: account.name, role }] : [];
+  api.get(
+    '/me',
+    {
+      config: { customerAction: 'signed-in' },
+      schema: describeRoute({ summary: 'Who is signed in, and their accounts', tags: ['session'] }),
+    },
+    async (request, reply) => {
+      const identity = request.customerIdentity!;
+      const memberships = await lookup.membershipsOf(identity);
+      const accounts = await Promise.all(
+        memberships.map(async ({ accountId, role }) => {
+          const account = await deps.store.getAccount(accountId);
+          return account ? [{ id: account.id, name: account.name, role }] : [];
+        }),
+      );
+      return reply.send(meView(identity, accounts.flat()));
+    },
+  );
+
+  api.get<AccountParams>(
+    '/accounts/:accountId',
+    {
+      config: { customerAction: 'account.read' },
+      schema: describeRoute({ summary: 'The account: plan, limits, key counts', tags: ['accounts'], params: accountPathParams }),
+    },
+    async (request, reply) => {
+      const { accountId } = request.params;
+      const [account, keys] = await Promise.all([deps.store.getAccount(accountId), deps.store.listKeys(accountId)]);
+      if (!account || !keys) return sendNoSuchAccount(reply, accountId);
+      const at = now();
+      return reply.send(
+        accountSummaryView(account, callerOf(request).member.role, {
+          defaultPlan: deps.defaultPlan,
+          defaultMaxActiveKeys: deps.defaultMaxActiveKeys,
+          activeKeys: keys.filter((key) => countsTowardCap(key, at)).length,
+        }),
+      );
+    },
+  );
+
+  api.get<AccountParams>(
+    '/accounts/:accountId/keys',
+    {
+      config: { customerAction: 'keys.read' },
+      schema: describeRoute({ summary: "The account's keys", tags: ['keys'], params: accountPathParams }),
+    },
+    async (request, reply) => {
+      const keys = await deps.store.listKeys(request.params.accountId);
+      if (!keys) return sendNoSuchAccount(reply, request.params.accountId);
+      const at = now();
+      return reply.send({ keys: keys.map((key) => customerKeyView(key, at)) });
+    },
+  );
+
+  api.get<KeyParams>(
+    '/accounts/:accountId/keys/:keyId',
+    { config: { customerAction: 'keys.read' }, schema: describeRoute({ summary: 'Read a key', tags: ['keys'], params: keyPathParams }) },
+    async (request, reply) => {
+      const { accountId, keyId } = request.params;
+      const key = await keyOfAccount(accountId, keyId);
+      return key ? reply.send(customerKeyView(key, now())) : sendKeyMissing(reply, accountId, keyId);
+    },
+  );
+
+  api.post<AccountParams>(
+    '/accounts/:accountId/keys',
+    {
+      config: { customerAction: 'keys.create' },
+      schema: describeRoute({
+        summary: 'Create a key (the answer holds the key, once)',
+        tags: ['keys'],
+        params: accountPathParams,
+        body: customerCreateKeyBody,
       }),
-    );
-    return reply.send(meView(identity, accounts.flat()));
-  });
+    },
+    async (request, reply) => {
+      const { accountId } = request.params;
+      const body = customerCreateKeyBody.safeParse(request.body ?? {});
+      if (!body.success) return sendInvalidField(reply, body.error);
+      const expiresAt = body.data.expiresAt === undefined ? undefined : new Date(body.data.expiresAt).toISOString();
+      const refused = expiryInPast(reply, expiresAt);
+      if (refused) return refused;
+      const environment = body.data.environment ?? 'live';
+      const outcome = await createKey(deps, memberActor(callerOf(request).identity), {
+        accountId,
+        name: body.data.name ?? `${environment} key`,
+        environment,
+        ...(expiresAt !== undefined ? { expiresAt } : {}),
+      });
+      switch (outcome.kind) {
+        case 'created':
+          return reply.code(201).send(customerCreatedKeyView(outcome.record, outcome.key, now()));
+        case 'account_not_found':
+          return sendNoSuchAccount(reply, accountId);
+        case 'active_key_cap_reached':
+          return sendCustomerError(
+            reply,
+            409,
+            'active_key_cap_reached',
+            `This account already holds ${outcome.activeKeys} keys that are not revoked (expired ones included), ` +
+              `and it may hold at most ${outcome.maxActiveKeys}. Revoke keys you no longer use, or ask your provider to raise the limit.`,
+          );
+        case 'outcome_unknown':
+          return sendCustomerError(
+            reply,
+            503,
+            'store_unavailable',
+            `The service could not confirm that key '${outcome.keyId}' was created, so its secret cannot be shown. ` +
+              `Reload the key list: if that key is listed, revoke it (nobody holds it), then create a key again.`,
+          );
+      }
+    },
+  );
 
-  api.get<AccountParams>('/accounts/:accountId', { config: { customerAction: 'account.read' } }, async (request, reply) => {
-    const { accountId } = request.params;
-    const [account, keys] = await Promise.all([deps.store.getAccount(accountId), deps.store.listKeys(accountId)]);
-    if (!account || !keys) return sendNoSuchAccount(reply, accountId);
-    const at = now();
-    return reply.send(
-      accountSummaryView(account, callerOf(request).member.role, {
-        defaultPlan: deps.defaultPlan,
-        defaultMaxActiveKeys: deps.defaultMaxActiveKeys,
-        activeKeys: keys.filter((key) => countsTowardCap(key, at)).length,
+  api.patch<KeyParams>(
+    '/accounts/:accountId/keys/:keyId',
+    {
+      config: { customerAction: 'keys.update' },
+      schema: describeRoute({
+        summary: 'Rename a key or change its expiry',
+        tags: ['keys'],
+        params: keyPathParams,
+        body: customerPatchKeyBody,
       }),
-    );
-  });
-
-  api.get<AccountParams>('/accounts/:accountId/keys', { config: { customerAction: 'keys.read' } }, async (request, reply) => {
-    const keys = await deps.store.listKeys(request.params.accountId);
-    if (!keys) return sendNoSuchAccount(reply, request.params.accountId);
-    const at = now();
-    return reply.send({ keys: keys.map((key) => customerKeyView(key, at)) });
-  });
-
-  api.get<KeyParams>('/accounts/:accountId/keys/:keyId', { config: { customerAction: 'keys.read' } }, async (request, reply) => {
-    const { accountId, keyId } = request.params;
-    const key = await keyOfAccount(accountId, keyId);
-    return key ? reply.send(customerKeyView(key, now())) : sendKeyMissing(reply, accountId, keyId);
-  });
-
-  api.post<AccountParams>('/accounts/:accountId/keys', { config: { customerAction: 'keys.create' } }, async (request, reply) => {
-    const { accountId } = request.params;
-    const body = customerCreateKeyBody.safeParse(request.body ?? {});
-    if (!body.success) return sendInvalidField(reply, body.error);
-    const expiresAt = body.data.expiresAt === undefined ? undefined : new Date(body.data.expiresAt).toISOString();
-    const refused = expiryInPast(reply, expiresAt);
-    if (refused) return refused;
-    const environment = body.data.environment ?? 'live';
-    const outcome = await createKey(deps, memberActor(callerOf(request).identity), {
-      accountId,
-      name: body.data.name ?? `${environment} key`,
-      environment,
-      ...(expiresAt !== undefined ? { expiresAt } : {}),
-    });
-    switch (outcome.kind) {
-      case 'created':
-        return reply.code(201).send(customerCreatedKeyView(outcome.record, outcome.key, now()));
-      case 'account_not_found':
-        return sendNoSuchAccount(reply, accountId);
-      case 'active_key_cap_reached':
-        return sendCustomerError(
-          reply,
-          409,
-          'active_key_cap_reached',
-          `This account already holds ${outcome.activeKeys} keys that are not revoked (expired ones included), ` +
-            `and it may hold at most ${outcome.maxActiveKeys}. Revoke keys you no longer use, or ask your provider to raise the limit.`,
-        );
-      case 'outcome_unknown':
-        return sendCustomerError(
-          reply,
-          503,
-          'store_unavailable',
-          `The service could not confirm that key '${outcome.keyId}' was created, so its secret cannot be shown. ` +
-            `Reload the key list: if that key is listed, revoke it (nobody holds it), then create a key again.`,
-        );
-    }
-  });
-
-  api.patch<KeyParams>('/accounts/:accountId/keys/:keyId', { config: { customerAction: 'keys.update' } }, async (request, reply) => {
-    const { accountId, keyId } = request.params;
-    const body = customerPatchKeyBody.safeParse(request.body ?? {});
-    if (!body.success) return sendInvalidField(reply, body.error);
-    if (!(await keyOfAccount(accountId, keyId))) return sendKeyMissing(reply, accountId, keyId);
-    const patch: KeyPatch = {};
-    if (body.data.name !== undefined) patch.name = body.data.name;
-    if (body.data.expiresAt !== undefined)
-      patch.expiresAt = body.data.expiresAt === null ? null : new Date(body.data.expiresAt).toISOString();
-    const refused = expiryInPast(reply, patch.expiresAt);
-    if (refused) return refused;
-    const key = await updateKey(deps, memberActor(callerOf(request).identity), keyId, patch);
-    return key ? reply.send(customerKeyView(key, now())) : sendKeyMissing(reply, accountId, keyId);
-  });
+    },
+    async (request, reply) => {
+      const { accountId, keyId } = request.params;
+      const body = customerPatchKeyBody.safeParse(request.body ?? {});
+      if (!body.success) return sendInvalidField(reply, body.error);
+      if (!(await keyOfAccount(accountId, keyId))) return sendKeyMissing(reply, accountId, keyId);
+      const patch: KeyPatch = {};
+      if (body.data.name !== undefined) patch.name = body.data.name;
+      if (body.data.expiresAt !== undefined)
+        patch.expiresAt = body.data.expiresAt === null ? null : new Date(body.data.expiresAt).toISOString();
+      const refused = expiryInPast(reply, patch.expiresAt);
+      if (refused) return refused;
+      const key = await updateKey(deps, memberActor(callerOf(request).identity), keyId, patch);
+      return key ? reply.send(customerKeyView(key, now())) : sendKeyMissing(reply, accountId, keyId);
+    },
+  );
 
   api.post<KeyParams>(
     '/accounts/:accountId/keys/:keyId/regenerate',
-    { config: { customerAction: 'keys.regenerate' } },
+    {
+      config: { customerAction: 'keys.regenerate' },
+      schema: describeRoute({
+        summary: 'Regenerate a key (the answer holds the new key, once)',
+        tags: ['keys'],
+        params: keyPathParams,
+        body: rotateKeyBody,
+      }),
+    },
     async (request, reply) => {
       const { accountId, keyId } = request.params;
       const body = rotateKeyBody.safeParse(request.body ?? {});
@@ -315,54 +382,95 @@ async function customerApiRoutes(api: FastifyInstance, deps: CustomerApiDeps): P
     },
   );
 
-  api.post<KeyParams>('/accounts/:accountId/keys/:keyId/revoke', { config: { customerAction: 'keys.revoke' } }, async (request, reply) => {
-    const { accountId, keyId } = request.params;
-    if (!(await keyOfAccount(accountId, keyId))) return sendKeyMissing(reply, accountId, keyId);
-    const key = await revokeKey(deps, memberActor(callerOf(request).identity), keyId);
-    return key ? reply.send(customerKeyView(key, now())) : sendKeyMissing(reply, accountId, keyId);
-  });
+  api.post<KeyParams>(
+    '/accounts/:accountId/keys/:keyId/revoke',
+    {
+      config: { customerAction: 'keys.revoke' },
+      schema: describeRoute({ summary: 'Revoke a key', tags: ['keys'], params: keyPathParams }),
+    },
+    async (request, reply) => {
+      const { accountId, keyId } = request.params;
+      if (!(await keyOfAccount(accountId, keyId))) return sendKeyMissing(reply, accountId, keyId);
+      const key = await revokeKey(deps, memberActor(callerOf(request).identity), keyId);
+      return key ? reply.send(customerKeyView(key, now())) : sendKeyMissing(reply, accountId, keyId);
+    },
+  );
 
-  api.get<AccountParams>('/accounts/:accountId/usage', { config: { customerAction: 'usage.read' } }, async (request, reply) => {
-    const { accountId } = request.params;
-    const query = usageQuery.safeParse(request.query ?? {});
-    if (!query.success) return sendInvalidField(reply, query.error);
-    const window = query.data.window ?? '24h';
-    const at = now();
-    const starts = windowBucketStarts(window, at);
-    const { granularity } = USAGE_WINDOWS[window];
-    const [keys, counts, usage] = await Promise.all([
-      deps.store.listKeys(accountId),
-      deps.store.readRequestCounts(accountId, granularity, starts),
-      // The ledger's buckets are the same UTC hours and days: one per start.
-      deps.store.readUsage({ accountId, granularity, fromMs: starts[0]!, toMs: starts.at(-1)! + bucketLengthMs(granularity) }),
-    ]);
-    if (!keys || !usage) return sendNoSuchAccount(reply, accountId);
-    return reply
-      .header('cache-control', 'no-store')
-      .send(usageView(window, starts, counts, usage, keys, { nowMs: at, countsDelayMs: deps.countsFlushIntervalMs }, deps.currency));
-  });
+  api.get<AccountParams>(
+    '/accounts/:accountId/usage',
+    {
+      config: { customerAction: 'usage.read' },
+      schema: describeRoute({
+        summary: "The account's usage over a window",
+        tags: ['usage'],
+        params: accountPathParams,
+        querystring: usageQuery,
+      }),
+    },
+    async (request, reply) => {
+      const { accountId } = request.params;
+      const query = usageQuery.safeParse(request.query ?? {});
+      if (!query.success) return sendInvalidField(reply, query.error);
+      const window = query.data.window ?? '24h';
+      const at = now();
+      const starts = windowBucketStarts(window, at);
+      const { granularity } = USAGE_WINDOWS[window];
+      const [keys, counts, usage] = await Promise.all([
+        deps.store.listKeys(accountId),
+        deps.store.readRequestCounts(accountId, granularity, starts),
+        // The ledger's buckets are the same UTC hours and days: one per start.
+        deps.store.readUsage({ accountId, granularity, fromMs: starts[0]!, toMs: starts.at(-1)! + bucketLengthMs(granularity) }),
+      ]);
+      if (!keys || !usage) return sendNoSuchAccount(reply, accountId);
+      return reply
+        .header('cache-control', 'no-store')
+        .send(usageView(window, starts, counts, usage, keys, { nowMs: at, countsDelayMs: deps.countsFlushIntervalMs }, deps.currency));
+    },
+  );
 
-  api.get<AccountParams>('/accounts/:accountId/members', { config: { customerAction: 'members.read' } }, async (request, reply) => {
-    const members = await deps.store.listMembers(request.params.accountId);
-    if (!members) return sendNoSuchAccount(reply, request.params.accountId);
-    return reply.send({ members: members.map(memberView) });
-  });
+  api.get<AccountParams>(
+    '/accounts/:accountId/members',
+    {
+      config: { customerAction: 'members.read' },
+      schema: describeRoute({ summary: "The account's members and invitations", tags: ['members'], params: accountPathParams }),
+    },
+    async (request, reply) => {
+      const members = await deps.store.listMembers(request.params.accountId);
+      if (!members) return sendNoSuchAccount(reply, request.params.accountId);
+      return reply.send({ members: members.map(memberView) });
+    },
+  );
 
-  api.post<AccountParams>('/accounts/:accountId/members', { config: { customerAction: 'members.manage' } }, async (request, reply) => {
-    const { accountId } = request.params;
-    const body = addMemberBody.safeParse(request.body ?? {});
-    if (!body.success) return sendInvalidField(reply, body.error);
-    const result = await addMember(deps, memberActor(callerOf(request).identity), {
-      accountId,
-      role: body.data.role,
-      principal: principalOf(body.data),
-    });
-    return sendAddResult(reply, accountId, result);
-  });
+  api.post<AccountParams>(
+    '/accounts/:accountId/members',
+    {
+      config: { customerAction: 'members.manage' },
+      schema: describeRoute({
+        summary: 'Add a member, or invite one by email',
+        tags: ['members'],
+        params: accountPathParams,
+        body: addMemberBodyShape,
+      }),
+    },
+    async (request, reply) => {
+      const { accountId } = request.params;
+      const body = addMemberBody.safeParse(request.body ?? {});
+      if (!body.success) return sendInvalidField(reply, body.error);
+      const result = await addMember(deps, memberActor(callerOf(request).identity), {
+        accountId,
+        role: body.data.role,
+        principal: principalOf(body.data),
+      });
+      return sendAddResult(reply, accountId, result);
+    },
+  );
 
   api.patch<MemberParams>(
     '/accounts/:accountId/members/:memberId',
-    { config: { customerAction: 'members.manage' } },
+    {
+      config: { customerAction: 'members.manage' },
+      schema: describeRoute({ summary: "Change a member's role", tags: ['members'], params: memberPathParams, body: patchMemberBody }),
+    },
     async (request, reply) => {
       const { accountId, memberId } = request.params;
       const body = patchMemberBody.safeParse(request.body ?? {});
@@ -375,7 +483,10 @@ async function customerApiRoutes(api: FastifyInstance, deps: CustomerApiDeps): P
 
   api.delete<MemberParams>(
     '/accounts/:accountId/members/:memberId',
-    { config: { customerAction: 'members.manage' } },
+    {
+      config: { customerAction: 'members.manage' },
+      schema: describeRoute({ summary: 'Remove a member or an invitation', tags: ['members'], params: memberPathParams }),
+    },
     async (request, reply) => {
       const { accountId, memberId } = request.params;
       if (!memberIdSchema.safeParse(memberId).success) return sendNoSuchMember(reply, accountId, memberId);
@@ -384,16 +495,28 @@ async function customerApiRoutes(api: FastifyInstance, deps: CustomerApiDeps): P
     },
   );
 
-  api.get<AccountParams>('/accounts/:accountId/audit', { config: { customerAction: 'audit.read' } }, async (request, reply) => {
-    const query = auditQuery.safeParse(request.query ?? {});
-    if (!query.success) return sendInvalidField(reply, query.error);
-    const page = await deps.store.readAudit({
-      accountId: request.params.accountId,
-      limit: query.data.limit ?? 100,
-      ...(query.data.before !== undefined ? { before: query.data.before } : {}),
-    });
-    return reply.send({ entries: page.entries.map(customerAuditEntryView), next: page.next });
-  });
+  api.get<AccountParams>(
+    '/accounts/:accountId/audit',
+    {
+      config: { customerAction: 'audit.read' },
+      schema: describeRoute({
+        summary: "The account's audit trail, newest first",
+        tags: ['audit'],
+        params: accountPathParams,
+        querystring: auditQuery,
+      }),
+    },
+    async (request, reply) => {
+      const query = auditQuery.safeParse(request.query ?? {});
+      if (!query.success) return sendInvalidField(reply, query.error);
+      const page = await deps.store.readAudit({
+        accountId: request.params.accountId,
+        limit: query.data.limit ?? 100,
+        ...(query.data.before !== undefined ? { before: query.data.before } : {}),
+      });
+      return reply.send({ entries: page.entries.map(customerAuditEntryView), next: page.next });
+    },
+  );
 }
 
 function sendAddResult(reply: FastifyReply, accountId: string, result: AddMemberResult): FastifyReply {

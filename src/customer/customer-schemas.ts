@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { displayNameSchema, isoDateTimeSchema } from '../http/api-schemas';
+import { accountIdSchema, displayNameSchema, isoDateTimeSchema, keyIdSchema, memberIdSchema } from '../http/api-schemas';
 import { USAGE_WINDOWS, type UsageWindow } from '../domain/request-counts';
 import { KEY_ENVIRONMENTS } from '../keys/customer-key';
 
@@ -31,3 +31,8 @@ export const customerPatchKeyBody = z
 export const usageQuery = z.strictObject({
   window: z.enum(Object.keys(USAGE_WINDOWS) as [UsageWindow, ...UsageWindow[]]).optional(),
 });
+
+/** The path parameters, for the API description (the routes check them themselves: a bad id is a 404, not a 400). */
+export const accountPathParams = z.strictObject({ accountId: accountIdSchema });
+export const keyPathParams = z.strictObject({ accountId: accountIdSchema, keyId: keyIdSchema });
+export const memberPathParams = z.strictObject({ accountId: accountIdSchema, memberId: memberIdSchema });

@@ -5,6 +5,8 @@ import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest }
 import type { CustomerSignInSettings } from '../settings/settings';
 import { CUSTOMER_CALLBACK_PATH } from '../settings/settings';
 import { StoreUnavailableError } from '../store/store';
+import { describeRoute, registerApiDocument, UNDESCRIBED } from '../http/openapi';
+import { CUSTOMER_API_PREFIX } from './customer-api';
 import { registerCustomerDashboard } from './customer-dashboard';
 import type { CustomerServerDeps } from './customer-deps';
 import {
@@ -126,6 +128,16 @@ async function registerSignIn(app: FastifyInstance, deps: CustomerServerDeps, si
   const cookieOptions = { path: '/', httpOnly: true, secure, sameSite: 'lax' as const };
   const relyingParty: RelyingParty = deps.relyingParty ?? new OidcRelyingParty(signIn);
 
+  // First, so that it sees every route; served by the admin listener (CUSTOMER_API_DOCUMENT_PATH).
+  await registerApiDocument(app, {
+    title: 'gateway-authz customer API',
+    description:
+      'What the customer dashboard calls, for a person signed in with OpenID Connect: their accounts, keys, members, usage and ' +
+      `audit trail, under ${CUSTOMER_API_PREFIX} on the customer listener. Any call but GET also needs the Origin header of the dashboard ` +
+      `and the session's CSRF token in '${CSRF_HEADER}' (from GET /auth/session). Errors answer {"error": {"code", "message", "field"?}}.`,
+    securitySchemes: { session: { type: 'apiKey', in: 'cookie', name: cookieName, description: 'The session cookie set at sign-in.' } },
+  });
+
   await app.register(fastifyCookie);
   await app.register(fastifySession, {
     secret: signIn.sessionSecret,
@@ -205,7 +217,7 @@ async function registerSignIn(app: FastifyInstance, deps: CustomerServerDeps, si
         )
       : undefined;
 
-  app.get('/', async (request, reply) => {
+  app.get('/', { schema: UNDESCRIBED }, async (request, reply) => {
     const identity = request.customerIdentity;
     if (!identity) {
       const ended = request.customerSessionEnded ?? (request.query as { ended?: string }).ended;
@@ -218,7 +230,7 @@ async function registerSignIn(app: FastifyInstance, deps: CustomerServerDeps, si
 
   registerCustomerDashboard(app);
 
-  app.get('/auth/login', async (request, reply) => {
+  app.get('/auth/login', { schema: UNDESCRIBED }, async (request, reply) => {
     if (request.customerIdentity) return reply.redirect('/', 303);
     const refusal = plainHttpRefusal(request, reply);
     if (refusal) return refusal;
@@ -236,7 +248,7 @@ async function registerSignIn(app: FastifyInstance, deps: CustomerServerDeps, si
     return reply.header('cache-control', 'no-store').redirect(login.authorizationUrl, 303);
   });
 
-  app.get(CUSTOMER_CALLBACK_PATH, async (request, reply) => {
+  app.get(CUSTOMER_CALLBACK_PATH, { schema: UNDESCRIBED }, async (request, reply) => {
     const refusal = plainHttpRefusal(request, reply);
     if (refusal) return refusal;
     const queryStart = request.url.indexOf('?');
@@ -281,7 +293,7 @@ async function registerSignIn(app: FastifyInstance, deps: CustomerServerDeps, si
     return reply.redirect('/', 303);
   });
 
-  app.post('/auth/logout', async (request, reply) => {
+  app.post('/auth/logout', { schema: UNDESCRIBED }, async (request, reply) => {
     if (request.customerIdentity) {
       const { issuer, subject } = request.customerIdentity;
       await request.session.destroy();
@@ -292,16 +304,20 @@ async function registerSignIn(app: FastifyInstance, deps: CustomerServerDeps, si
   });
 
   /** For the dashboard's scripts: who is signed in, on which accounts, and the CSRF token for their API calls. */
-  app.get('/auth/session', async (request, reply) => {
-    const identity = request.customerIdentity;
-    if (!identity) {
-      return request.customerSessionEnded
-        ? sendError(reply, 401, 'session_expired', 'Your session has ended. Sign in again.')
-        : sendError(reply, 401, 'not_signed_in', 'Sign in first.');
-    }
-    const memberships = await deps.memberships.membershipsOf(identity);
-    return reply.header('cache-control', 'no-store').send({ identity, memberships, csrfToken: reply.generateCsrf() });
-  });
+  app.get(
+    '/auth/session',
+    { schema: describeRoute({ summary: 'Who is signed in, their accounts, and the CSRF token for changes', tags: ['session'] }) },
+    async (request, reply) => {
+      const identity = request.customerIdentity;
+      if (!identity) {
+        return request.customerSessionEnded
+          ? sendError(reply, 401, 'session_expired', 'Your session has ended. Sign in again.')
+          : sendError(reply, 401, 'not_signed_in', 'Sign in first.');
+      }
+      const memberships = await deps.memberships.membershipsOf(identity);
+      return reply.header('cache-control', 'no-store').send({ identity, memberships, csrfToken: reply.generateCsrf() });
+    },
+  );
 }
 
 /** The CSRF token: the header for API calls, or the hidden field of a page's form. */

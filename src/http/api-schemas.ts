@@ -67,6 +67,8 @@ export const addMemberBody = {
   },
 };
 export type AddMemberBody = z.output<typeof inviteMemberBody> | z.output<typeof identityMemberBody>;
+/** The two forms addMemberBody takes, as the API description shows them (addMemberBody itself picks one by the fields given). */
+export const addMemberBodyShape = z.union([inviteMemberBody, identityMemberBody]);
 
 export function principalOf(body: AddMemberBody): MemberPrincipal {
   return 'email' in body ? { kind: 'invitation', email: body.email } : { kind: 'identity', issuer: body.issuer, subject: body.subject };

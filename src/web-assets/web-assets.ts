@@ -2,6 +2,7 @@ import { existsSync, statSync } from 'node:fs';
 import { extname, join } from 'node:path';
 import fastifyStatic, { type SendOptions } from '@fastify/static';
 import type { FastifyContextConfig, FastifyInstance } from 'fastify';
+import { UNDESCRIBED } from '../http/openapi';
 
 /**
  * The dashboard pages' browser files (HTML, CSS, JavaScript modules) are in src/web/; `npm run build` copies them to
@@ -96,7 +97,7 @@ export function registerWebAssets(app: FastifyInstance, assets: WebAssets, confi
   }
   for (const [path, file] of Object.entries(assets)) {
     const contentType = CONTENT_TYPES[extname(file)]!;
-    app.get(path, { exposeHeadRoute: false, config }, async (_request, reply) =>
+    app.get(path, { exposeHeadRoute: false, config, schema: UNDESCRIBED }, async (_request, reply) =>
       reply.headers(PAGE_SECURITY_HEADERS).type(contentType).sendFile(file, root, SEND_OPTIONS),
     );
   }

@@ -121,9 +121,13 @@ describe('the browser code is type-checked and linted with the rest', () => {
       expect(tsconfig).toContain(option);
     }
     const scriptsOf = (JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts;
-    expect(scriptsOf.typecheck).toContain('tsc -p src/web/tsconfig.json');
-    expect(scriptsOf.test).toMatch(/npm run typecheck\b.*npm run lint\b/);
-    expect(scriptsOf.lint).toBe('eslint . && prettier --check .');
+    expect(scriptsOf.typecheck).toMatch(/^tsc -b .*\bsrc\/web\/tsconfig\.json\b/);
+    // npm test (tools/run-tests.js) runs the type-check, ESLint and Prettier, each over the whole tree, before jest.
+    expect(scriptsOf.test).toBe('node tools/run-tests.js');
+    const stages = readFileSync(join(REPO, 'tools', 'run-tests.js'), 'utf8');
+    for (const script of ['typecheck', 'lint:eslint', 'lint:prettier']) expect(stages).toContain(`'run', '${script}'`);
+    expect(scriptsOf['lint:eslint']).toMatch(/^eslint .* \.$/);
+    expect(scriptsOf['lint:prettier']).toMatch(/^prettier --check .* \.$/);
   });
 
   it('ESLint lints it as browser modules, with type information, and refuses HTML sinks', async () => {

@@ -310,7 +310,7 @@ describe('Dockerfile (gateway-authz)', () => {
     expect(builds).toBeGreaterThan(copiesSrc);
     expect(last.some((i) => i.op === 'COPY' && i.args === '--from=build /app/dist ./dist')).toBe(true);
     const scripts = (JSON.parse(readRepoFile('package.json')) as { scripts: Record<string, string> }).scripts;
-    expect(scripts.build).toBe('tsc -p tsconfig.build.json && npm run build:web --silent');
+    expect(scripts.build).toBe('tsc -b tsconfig.build.json && npm run build:web --silent');
 
     // .dockerignore keeps none of them (nor a folder above them) out of the build context.
     const ignored = readRepoFile('.dockerignore')

@@ -39,12 +39,25 @@ function listeningAddresses(port: number): string[] {
   return found.sort();
 }
 
-function portsOf(server: ServerProcess): { grpc: number; admin: number; customer: number } {
+interface ListeningLine {
+  grpcPort: number;
+  adminPort: number;
+  customerPort: number;
+  grpc: string;
+  admin: string;
+  customer: string;
+}
+
+function listeningLine(server: ServerProcess): ListeningLine {
   const line = server
     .output()
     .split('\n')
     .find((entry) => entry.includes('gateway-authz listening'));
-  const logged = JSON.parse(line!) as { grpcPort: number; adminPort: number; customerPort: number };
+  return JSON.parse(line!) as ListeningLine;
+}
+
+function portsOf(server: ServerProcess): { grpc: number; admin: number; customer: number } {
+  const logged = listeningLine(server);
   return { grpc: logged.grpcPort, admin: logged.adminPort, customer: logged.customerPort };
 }
 
@@ -81,6 +94,12 @@ describe('bind addresses', () => {
     // Only the ports are given (free ones, so the test can run beside a local service); no bind address.
     server = await startServerProcess({});
     const ports = portsOf(server);
+    // The start-up line says where each listener is, as a client would write it.
+    expect(listeningLine(server)).toMatchObject({
+      grpc: `127.0.0.1:${ports.grpc}`,
+      admin: `http://127.0.0.1:${ports.admin}`,
+      customer: `http://127.0.0.1:${ports.customer}`,
+    });
     for (const port of Object.values(ports)) {
       expect(listeningAddresses(port)).toEqual(['127.0.0.1']);
       expect(await tryConnect('127.0.0.1', port)).toBe('connected');
@@ -91,6 +110,11 @@ describe('bind addresses', () => {
   (hasIpv6Loopback ? it : it.skip)('listens on IPv6 literals as given, bracketed or not, each server on its own', async () => {
     server = await startServerProcess({ GRPC_BIND_ADDRESS: '[::1]', ADMIN_BIND_ADDRESS: '::1', CUSTOMER_BIND_ADDRESS: '::' });
     const ports = portsOf(server);
+    expect(listeningLine(server)).toMatchObject({
+      grpc: `[::1]:${ports.grpc}`,
+      admin: `http://[::1]:${ports.admin}`,
+      customer: `http://[::]:${ports.customer}`,
+    });
     expect(listeningAddresses(ports.grpc)).toEqual(['::1']);
     expect(listeningAddresses(ports.admin)).toEqual(['::1']);
     expect(listeningAddresses(ports.customer)).toEqual(['::']);

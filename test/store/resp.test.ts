@@ -18,7 +18,7 @@ beforeAll(async () => {
   ioredis = new Redis(redis.url, { disconnectTimeout: 50 });
 });
 afterAll(async () => {
-  ioredis.disconnect();
+  await ioredis.quit();
   await redis.stop();
 });
 

@@ -1,31 +1,15 @@
 import { execFileSync, spawn } from 'node:child_process';
-import { readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 
 const ROOT = join(__dirname, '..', '..');
 export const CLI_PATH = join(ROOT, 'dist', 'cli', 'main.js');
 
-function newestSource(dir: string): number {
-  return readdirSync(dir, { withFileTypes: true }).reduce((newest, entry) => {
-    const path = join(dir, entry.name);
-    return Math.max(newest, entry.isDirectory() ? newestSource(path) : statSync(path).mtimeMs);
-  }, 0);
-}
-
 /**
- * The compiled CLI, rebuilt with `npm run build` (TypeScript, then the dashboard's browser files into dist/web/) when
- * any source is newer (npm test builds first anyway).
+ * The compiled CLI, built first if any source is newer than the last build (tools/build-if-stale.js, as `npm start`
+ * does; npm test builds first anyway).
  */
 export function ensureBuiltCli(): string {
-  let built = 0;
-  try {
-    built = statSync(CLI_PATH).mtimeMs;
-  } catch {
-    built = 0;
-  }
-  if (built < newestSource(join(ROOT, 'src'))) {
-    execFileSync('npm', ['run', 'build', '--silent'], { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'] });
-  }
+  execFileSync(process.execPath, [join(ROOT, 'tools', 'build-if-stale.js')], { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'] });
   return CLI_PATH;
 }
 

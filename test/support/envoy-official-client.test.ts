@@ -106,7 +106,8 @@ describe('createOfficialCheckClient against a server built from proto/', () => {
         if (path === '/boom') {
           cb({ code: grpc.status.UNAVAILABLE, details: 'backend down' });
         } else if (path === '/slow') {
-          setTimeout(() => cb(null, { status: { code: 0 } }), 500);
+          // Later than the client waits, which is the point; nothing waits for the answer, so it keeps no worker alive.
+          setTimeout(() => cb(null, { status: { code: 0 } }), 500).unref();
         } else if (path === '/deny') {
           cb(null, {
             status: { code: grpc.status.UNAUTHENTICATED, message: 'no key' },

@@ -16,7 +16,17 @@ import {
 } from '../../store/store';
 import { sendAccountNotFound, sendAdminError } from '../admin-errors';
 import { sendInvalidField } from '../../http/api-errors';
-import { accountIdSchema, createAccountBody, creditBody, patchAccountBody, type PatchAccountBody } from '../admin-schemas';
+import {
+  accountIdSchema,
+  accountPathParams,
+  createAccountBody,
+  creditBody,
+  creditHeaders,
+  patchAccountBody,
+  type PatchAccountBody,
+} from '../admin-schemas';
+import { describeRoute } from '../../http/openapi';
+
 import type { AdminServerDeps } from '../admin-deps';
 import { recordChange } from '../../actions/audit-trail';
 import { OPERATOR } from '../../domain/customer-identity';
@@ -97,6 +107,7 @@ async function ownsCreditAudit(deps: AdminServerDeps, accountId: string, idempot
  */
 export function registerAccountRoutes(app: FastifyInstance, deps: AdminServerDeps): void {
   const now = () => new Date(deps.clock.now()).toISOString();
+  const tags = ['accounts'];
   /** An id no account can have is answered 404 without asking the store. */
   const isAccountId = (id: string) => accountIdSchema.safeParse(id).success;
 
@@ -113,34 +124,38 @@ export function registerAccountRoutes(app: FastifyInstance, deps: AdminServerDep
     );
   };
 
-  app.post('/admin/accounts', async (request, reply) => {
-    const body = createAccountBody.safeParse(request.body);
-    if (!body.success) return sendInvalidField(reply, body.error);
-    const { id, name, billing, limits, maxActiveKeys, tokenBudgets } = body.data;
-    const account: Account = { id, name, status: billing?.status ?? 'active', createdAt: now() };
-    if (maxActiveKeys !== undefined) account.maxActiveKeys = maxActiveKeys;
-    if (billing?.creditBalance != null) account.creditBalance = billing.creditBalance;
-    if (billing?.monthlySpendCap != null) account.monthlySpendCap = billing.monthlySpendCap;
-    if (tokenBudgets?.key || tokenBudgets?.account) {
-      account.tokenBudgets = {
-        ...(tokenBudgets.key ? { key: tokenBudgets.key } : {}),
-        ...(tokenBudgets.account ? { account: tokenBudgets.account } : {}),
-      };
-    }
-    if (limits?.key || limits?.account) {
-      account.limits = {
-        ...(limits.key ? { key: limits.key } : {}),
-        ...(limits.account ? { account: limits.account } : {}),
-      };
-    }
-    if (!(await deps.store.createAccount(account))) {
-      return sendAdminError(reply, 409, 'account_exists', `An account with id '${account.id}' already exists.`, 'id');
-    }
-    await recordChange(deps, { action: 'account.create', actor: OPERATOR, accountId: account.id });
-    return reply.code(201).send(accountView(account, deps.clock.now(), deps.currency ?? DEFAULT_CURRENCY));
-  });
+  app.post(
+    '/admin/accounts',
+    { schema: describeRoute({ summary: 'Create an account', tags, body: createAccountBody }) },
+    async (request, reply) => {
+      const body = createAccountBody.safeParse(request.body);
+      if (!body.success) return sendInvalidField(reply, body.error);
+      const { id, name, billing, limits, maxActiveKeys, tokenBudgets } = body.data;
+      const account: Account = { id, name, status: billing?.status ?? 'active', createdAt: now() };
+      if (maxActiveKeys !== undefined) account.maxActiveKeys = maxActiveKeys;
+      if (billing?.creditBalance != null) account.creditBalance = billing.creditBalance;
+      if (billing?.monthlySpendCap != null) account.monthlySpendCap = billing.monthlySpendCap;
+      if (tokenBudgets?.key || tokenBudgets?.account) {
+        account.tokenBudgets = {
+          ...(tokenBudgets.key ? { key: tokenBudgets.key } : {}),
+          ...(tokenBudgets.account ? { account: tokenBudgets.account } : {}),
+        };
+      }
+      if (limits?.key || limits?.account) {
+        account.limits = {
+          ...(limits.key ? { key: limits.key } : {}),
+          ...(limits.account ? { account: limits.account } : {}),
+        };
+      }
+      if (!(await deps.store.createAccount(account))) {
+        return sendAdminError(reply, 409, 'account_exists', `An account with id '${account.id}' already exists.`, 'id');
+      }
+      await recordChange(deps, { action: 'account.create', actor: OPERATOR, accountId: account.id });
+      return reply.code(201).send(accountView(account, deps.clock.now(), deps.currency ?? DEFAULT_CURRENCY));
+    },
+  );
 
-  app.get('/admin/accounts', async (_request, reply) => {
+  app.get('/admin/accounts', { schema: describeRoute({ summary: 'List the accounts', tags }) }, async (_request, reply) => {
     const listing = await deps.store.listAccounts();
     for (const { id, problem } of listing.unreadable) {
       deps.logger.error({ event: 'admin', accountId: id, detail: problem }, 'account record unreadable: left out of the listing');
@@ -148,29 +163,37 @@ export function registerAccountRoutes(app: FastifyInstance, deps: AdminServerDep
     return reply.send(accountListView(listing, deps.clock.now(), deps.currency ?? DEFAULT_CURRENCY));
   });
 
-  app.get<AccountParams>('/admin/accounts/:id', async (request, reply) => {
-    const { id } = request.params;
-    let account: Account | null = null;
-    try {
-      account = isAccountId(id) ? await deps.store.getAccount(id) : null;
-    } catch (error) {
-      return sendAccountUnreadable(reply, id, error);
-    }
-    if (!account) return sendAccountNotFound(reply, id);
-    return reply.send(accountView(account, deps.clock.now(), deps.currency ?? DEFAULT_CURRENCY));
-  });
+  app.get<AccountParams>(
+    '/admin/accounts/:id',
+    { schema: describeRoute({ summary: 'Read an account', tags, params: accountPathParams }) },
+    async (request, reply) => {
+      const { id } = request.params;
+      let account: Account | null = null;
+      try {
+        account = isAccountId(id) ? await deps.store.getAccount(id) : null;
+      } catch (error) {
+        return sendAccountUnreadable(reply, id, error);
+      }
+      if (!account) return sendAccountNotFound(reply, id);
+      return reply.send(accountView(account, deps.clock.now(), deps.currency ?? DEFAULT_CURRENCY));
+    },
+  );
 
-  app.patch<AccountParams>('/admin/accounts/:id', async (request, reply) => {
-    const { id } = request.params;
-    const body = patchAccountBody.safeParse(request.body ?? {});
-    if (!body.success) return sendInvalidField(reply, body.error);
-    if (!isAccountId(id)) return sendAccountNotFound(reply, id);
-    const { patch, changes } = toAccountPatch(body.data);
-    const account = await deps.store.updateAccount(id, patch);
-    if (!account) return sendAccountNotFound(reply, id);
-    await recordChange(deps, { action: 'account.update', actor: OPERATOR, accountId: id, detail: `changes=${changes.join(',')}` });
-    return reply.send(accountView(account, deps.clock.now(), deps.currency ?? DEFAULT_CURRENCY));
-  });
+  app.patch<AccountParams>(
+    '/admin/accounts/:id',
+    { schema: describeRoute({ summary: 'Change an account', tags, params: accountPathParams, body: patchAccountBody }) },
+    async (request, reply) => {
+      const { id } = request.params;
+      const body = patchAccountBody.safeParse(request.body ?? {});
+      if (!body.success) return sendInvalidField(reply, body.error);
+      if (!isAccountId(id)) return sendAccountNotFound(reply, id);
+      const { patch, changes } = toAccountPatch(body.data);
+      const account = await deps.store.updateAccount(id, patch);
+      if (!account) return sendAccountNotFound(reply, id);
+      await recordChange(deps, { action: 'account.update', actor: OPERATOR, accountId: id, detail: `changes=${changes.join(',')}` });
+      return reply.send(accountView(account, deps.clock.now(), deps.currency ?? DEFAULT_CURRENCY));
+    },
+  );
 
   /**
    * With an Idempotency-Key (optional; docs/concepts/billing-and-limits.md,
@@ -180,80 +203,92 @@ export function registerAccountRoutes(app: FastifyInstance, deps: AdminServerDep
    * (but the first, when the call that applied it lost every reply: see
    * ownsCreditAudit).
    */
-  app.post<AccountParams>('/admin/accounts/:id/credit', async (request, reply) => {
-    const { id } = request.params;
-    const header = request.headers[IDEMPOTENCY_KEY_HEADER];
-    // A repeated header, joined as Node joins it for any other header: the same repeat gets the same key.
-    const idempotencyKey = Array.isArray(header) ? header.join(', ') : header;
-    const keyProblem = idempotencyKey === undefined ? undefined : idempotencyKeyProblem(idempotencyKey);
-    if (keyProblem !== undefined) {
-      return sendAdminError(
-        reply,
-        400,
-        'invalid_idempotency_key',
-        `The Idempotency-Key header ${keyProblem}. Send 1 to ${IDEMPOTENCY_KEY_MAX_LENGTH} printable ASCII characters ` +
-          '(a UUID, say), or no header at all. Nothing was changed.',
-      );
-    }
-    const body = creditBody.safeParse(request.body ?? {});
-    if (!body.success) return sendInvalidField(reply, body.error);
-    if (!isAccountId(id)) return sendAccountNotFound(reply, id);
-    const { amount } = body.data;
-    let result: CreditResult;
-    try {
-      result = await deps.store.adjustCredit(id, amount, idempotencyKey);
-    } catch (error) {
-      if (idempotencyKey !== undefined && error instanceof StoreUnavailableError && !(error instanceof CorruptRecordError)) {
-        deps.logger.error({ event: 'admin', accountId: id, detail: error.message }, 'admin call failed: store unavailable');
-        // Unlike a credit without a key, this one is safe to send again: the key applies it at most once.
+  app.post<AccountParams>(
+    '/admin/accounts/:id/credit',
+    {
+      schema: describeRoute({
+        summary: 'Add to or take from the prepaid credit',
+        tags,
+        params: accountPathParams,
+        headers: creditHeaders,
+        body: creditBody,
+      }),
+    },
+    async (request, reply) => {
+      const { id } = request.params;
+      const header = request.headers[IDEMPOTENCY_KEY_HEADER];
+      // A repeated header, joined as Node joins it for any other header: the same repeat gets the same key.
+      const idempotencyKey = Array.isArray(header) ? header.join(', ') : header;
+      const keyProblem = idempotencyKey === undefined ? undefined : idempotencyKeyProblem(idempotencyKey);
+      if (keyProblem !== undefined) {
         return sendAdminError(
           reply,
-          503,
-          'store_unavailable',
-          'The key store is unavailable; the adjustment may or may not have been applied. ' +
-            'Send it again with the same Idempotency-Key: it is applied at most once.',
+          400,
+          'invalid_idempotency_key',
+          `The Idempotency-Key header ${keyProblem}. Send 1 to ${IDEMPOTENCY_KEY_MAX_LENGTH} printable ASCII characters ` +
+            '(a UUID, say), or no header at all. Nothing was changed.',
         );
       }
-      return sendAccountUnreadable(reply, id, error, ' Nothing was changed.');
-    }
-    if (result.kind === 'account_not_found') return sendAccountNotFound(reply, id);
-    if (result.kind === 'idempotency_key_reused') {
-      return sendAdminError(
-        reply,
-        409,
-        'idempotency_key_reused',
-        `This Idempotency-Key was already used on account '${id}' within the last ${CREDIT_IDEMPOTENCY_TTL_MS / 3_600_000} hours for another request ` +
-          `(an amount of ${result.amount}, not ${amount}). Nothing was changed. Send a new key for a new adjustment.`,
-      );
-    }
-    const replayed = result.kind === 'replayed';
-    const outcome = result.kind === 'replayed' ? result.first : result;
-    if (replayed) reply.header(IDEMPOTENT_REPLAYED_HEADER, 'true');
-    switch (outcome.kind) {
-      case 'not_prepaid':
-        return sendAdminError(
-          reply,
-          409,
-          'not_prepaid',
-          `Account '${id}' is post-paid, so it has no credit balance to adjust. ` +
-            `Make it prepaid first by setting billing.creditBalance (PATCH /admin/accounts/${id}).`,
-        );
-      case 'balance_out_of_range':
-        return sendAdminError(
-          reply,
-          409,
-          'credit_balance_out_of_range',
-          `Account '${id}' has a balance of ${outcome.creditBalance}; adding ${amount} would leave the allowed range ` +
-            `of ±${CREDIT_LIMIT_MINOR_UNITS} units. Nothing was changed.`,
-          'amount',
-        );
-      case 'ok': {
-        if (await ownsCreditAudit(deps, id, idempotencyKey)) {
-          await recordChange(deps, { action: 'account.credit', actor: OPERATOR, accountId: id, detail: `amount=${amount}` });
+      const body = creditBody.safeParse(request.body ?? {});
+      if (!body.success) return sendInvalidField(reply, body.error);
+      if (!isAccountId(id)) return sendAccountNotFound(reply, id);
+      const { amount } = body.data;
+      let result: CreditResult;
+      try {
+        result = await deps.store.adjustCredit(id, amount, idempotencyKey);
+      } catch (error) {
+        if (idempotencyKey !== undefined && error instanceof StoreUnavailableError && !(error instanceof CorruptRecordError)) {
+          deps.logger.error({ event: 'admin', accountId: id, detail: error.message }, 'admin call failed: store unavailable');
+          // Unlike a credit without a key, this one is safe to send again: the key applies it at most once.
+          return sendAdminError(
+            reply,
+            503,
+            'store_unavailable',
+            'The key store is unavailable; the adjustment may or may not have been applied. ' +
+              'Send it again with the same Idempotency-Key: it is applied at most once.',
+          );
         }
-        const view: CreditView = creditView(id, outcome.creditBalance, deps.currency ?? DEFAULT_CURRENCY);
-        return reply.send(view);
+        return sendAccountUnreadable(reply, id, error, ' Nothing was changed.');
       }
-    }
-  });
+      if (result.kind === 'account_not_found') return sendAccountNotFound(reply, id);
+      if (result.kind === 'idempotency_key_reused') {
+        return sendAdminError(
+          reply,
+          409,
+          'idempotency_key_reused',
+          `This Idempotency-Key was already used on account '${id}' within the last ${CREDIT_IDEMPOTENCY_TTL_MS / 3_600_000} hours for another request ` +
+            `(an amount of ${result.amount}, not ${amount}). Nothing was changed. Send a new key for a new adjustment.`,
+        );
+      }
+      const replayed = result.kind === 'replayed';
+      const outcome = result.kind === 'replayed' ? result.first : result;
+      if (replayed) reply.header(IDEMPOTENT_REPLAYED_HEADER, 'true');
+      switch (outcome.kind) {
+        case 'not_prepaid':
+          return sendAdminError(
+            reply,
+            409,
+            'not_prepaid',
+            `Account '${id}' is post-paid, so it has no credit balance to adjust. ` +
+              `Make it prepaid first by setting billing.creditBalance (PATCH /admin/accounts/${id}).`,
+          );
+        case 'balance_out_of_range':
+          return sendAdminError(
+            reply,
+            409,
+            'credit_balance_out_of_range',
+            `Account '${id}' has a balance of ${outcome.creditBalance}; adding ${amount} would leave the allowed range ` +
+              `of ±${CREDIT_LIMIT_MINOR_UNITS} units. Nothing was changed.`,
+            'amount',
+          );
+        case 'ok': {
+          if (await ownsCreditAudit(deps, id, idempotencyKey)) {
+            await recordChange(deps, { action: 'account.credit', actor: OPERATOR, accountId: id, detail: `amount=${amount}` });
+          }
+          const view: CreditView = creditView(id, outcome.creditBalance, deps.currency ?? DEFAULT_CURRENCY);
+          return reply.send(view);
+        }
+      }
+    },
+  );
 }

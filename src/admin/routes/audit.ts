@@ -1,7 +1,9 @@
 import type { FastifyInstance } from 'fastify';
 import { sendAccountNotFound } from '../admin-errors';
 import { sendInvalidField } from '../../http/api-errors';
-import { accountIdSchema, auditQuery } from '../admin-schemas';
+import { accountIdSchema, accountPathParams, auditQuery } from '../admin-schemas';
+import { describeRoute } from '../../http/openapi';
+
 import type { AdminServerDeps } from '../admin-deps';
 
 /**
@@ -10,28 +12,44 @@ import type { AdminServerDeps } from '../admin-deps';
  * trail (what its owners see in the dashboard; ids are positions in it).
  */
 export function registerAuditRoutes(app: FastifyInstance, deps: AdminServerDeps): void {
-  app.get<{ Params: { id: string } }>('/admin/accounts/:id/audit', async (request, reply) => {
-    const query = auditQuery.safeParse(request.query ?? {});
-    if (!query.success) return sendInvalidField(reply, query.error);
-    const accountId = request.params.id;
-    if (!accountIdSchema.safeParse(accountId).success || !(await deps.store.getAccount(accountId))) {
-      return sendAccountNotFound(reply, accountId);
-    }
-    const page = await deps.store.readAudit({
-      accountId,
-      limit: query.data.limit ?? 100,
-      ...(query.data.before !== undefined ? { before: query.data.before } : {}),
-    });
-    return reply.send(page);
-  });
+  const tags = ['audit'];
+  app.get<{ Params: { id: string } }>(
+    '/admin/accounts/:id/audit',
+    {
+      schema: describeRoute({
+        summary: "An account's audit trail, newest first",
+        tags,
+        params: accountPathParams,
+        querystring: auditQuery,
+      }),
+    },
+    async (request, reply) => {
+      const query = auditQuery.safeParse(request.query ?? {});
+      if (!query.success) return sendInvalidField(reply, query.error);
+      const accountId = request.params.id;
+      if (!accountIdSchema.safeParse(accountId).success || !(await deps.store.getAccount(accountId))) {
+        return sendAccountNotFound(reply, accountId);
+      }
+      const page = await deps.store.readAudit({
+        accountId,
+        limit: query.data.limit ?? 100,
+        ...(query.data.before !== undefined ? { before: query.data.before } : {}),
+      });
+      return reply.send(page);
+    },
+  );
 
-  app.get('/admin/audit', async (request, reply) => {
-    const query = auditQuery.safeParse(request.query ?? {});
-    if (!query.success) return sendInvalidField(reply, query.error);
-    const page = await deps.store.readAudit({
-      limit: query.data.limit ?? 100,
-      ...(query.data.before !== undefined ? { before: query.data.before } : {}),
-    });
-    return reply.send(page);
-  });
+  app.get(
+    '/admin/audit',
+    { schema: describeRoute({ summary: 'The audit trail, newest first', tags, querystring: auditQuery }) },
+    async (request, reply) => {
+      const query = auditQuery.safeParse(request.query ?? {});
+      if (!query.success) return sendInvalidField(reply, query.error);
+      const page = await deps.store.readAudit({
+        limit: query.data.limit ?? 100,
+        ...(query.data.before !== undefined ? { before: query.data.before } : {}),
+      });
+      return reply.send(page);
+    },
+  );
 }

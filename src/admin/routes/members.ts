@@ -4,7 +4,18 @@ import { OPERATOR } from '../../domain/customer-identity';
 import type { AddMemberResult, MemberChangeResult } from '../../store/store';
 import { sendAccountNotFound, sendAdminError, sendMemberNotFound } from '../admin-errors';
 import { sendInvalidField } from '../../http/api-errors';
-import { accountIdSchema, addMemberBody, memberIdSchema, patchMemberBody, principalOf } from '../admin-schemas';
+import {
+  accountIdSchema,
+  accountPathParams,
+  addMemberBody,
+  addMemberBodyShape,
+  memberIdSchema,
+  memberPathParams,
+  patchMemberBody,
+  principalOf,
+} from '../admin-schemas';
+import { describeRoute } from '../../http/openapi';
+
 import type { AdminServerDeps } from '../admin-deps';
 import { memberView } from '../admin-views';
 
@@ -19,35 +30,54 @@ type MemberParams = { Params: { id: string; memberId: string } };
 export function registerMemberRoutes(app: FastifyInstance, deps: AdminServerDeps): void {
   const isAccountId = (id: string) => accountIdSchema.safeParse(id).success;
   const isMemberId = (id: string) => memberIdSchema.safeParse(id).success;
+  const tags = ['members'];
 
-  app.get<AccountParams>('/admin/accounts/:id/members', async (request, reply) => {
-    const members = isAccountId(request.params.id) ? await deps.store.listMembers(request.params.id) : null;
-    if (!members) return sendAccountNotFound(reply, request.params.id);
-    return reply.send({ members: members.map(memberView) });
-  });
+  app.get<AccountParams>(
+    '/admin/accounts/:id/members',
+    { schema: describeRoute({ summary: "List an account's members and invitations", tags, params: accountPathParams }) },
+    async (request, reply) => {
+      const members = isAccountId(request.params.id) ? await deps.store.listMembers(request.params.id) : null;
+      if (!members) return sendAccountNotFound(reply, request.params.id);
+      return reply.send({ members: members.map(memberView) });
+    },
+  );
 
-  app.post<AccountParams>('/admin/accounts/:id/members', async (request, reply) => {
-    const body = addMemberBody.safeParse(request.body ?? {});
-    if (!body.success) return sendInvalidField(reply, body.error);
-    const accountId = request.params.id;
-    if (!isAccountId(accountId)) return sendAccountNotFound(reply, accountId);
-    const result = await addMember(deps, OPERATOR, { accountId, role: body.data.role, principal: principalOf(body.data) });
-    return sendAddResult(reply, accountId, result);
-  });
+  app.post<AccountParams>(
+    '/admin/accounts/:id/members',
+    {
+      schema: describeRoute({ summary: 'Add a member, or invite one by email', tags, params: accountPathParams, body: addMemberBodyShape }),
+    },
+    async (request, reply) => {
+      const body = addMemberBody.safeParse(request.body ?? {});
+      if (!body.success) return sendInvalidField(reply, body.error);
+      const accountId = request.params.id;
+      if (!isAccountId(accountId)) return sendAccountNotFound(reply, accountId);
+      const result = await addMember(deps, OPERATOR, { accountId, role: body.data.role, principal: principalOf(body.data) });
+      return sendAddResult(reply, accountId, result);
+    },
+  );
 
-  app.patch<MemberParams>('/admin/accounts/:id/members/:memberId', async (request, reply) => {
-    const { id, memberId } = request.params;
-    const body = patchMemberBody.safeParse(request.body ?? {});
-    if (!body.success) return sendInvalidField(reply, body.error);
-    if (!isAccountId(id) || !isMemberId(memberId)) return sendMemberNotFound(reply, id, memberId);
-    return sendChangeResult(reply, id, memberId, await changeMemberRole(deps, OPERATOR, id, memberId, body.data.role));
-  });
+  app.patch<MemberParams>(
+    '/admin/accounts/:id/members/:memberId',
+    { schema: describeRoute({ summary: "Change a member's role", tags, params: memberPathParams, body: patchMemberBody }) },
+    async (request, reply) => {
+      const { id, memberId } = request.params;
+      const body = patchMemberBody.safeParse(request.body ?? {});
+      if (!body.success) return sendInvalidField(reply, body.error);
+      if (!isAccountId(id) || !isMemberId(memberId)) return sendMemberNotFound(reply, id, memberId);
+      return sendChangeResult(reply, id, memberId, await changeMemberRole(deps, OPERATOR, id, memberId, body.data.role));
+    },
+  );
 
-  app.delete<MemberParams>('/admin/accounts/:id/members/:memberId', async (request, reply) => {
-    const { id, memberId } = request.params;
-    if (!isAccountId(id) || !isMemberId(memberId)) return sendMemberNotFound(reply, id, memberId);
-    return sendChangeResult(reply, id, memberId, await removeMember(deps, OPERATOR, id, memberId));
-  });
+  app.delete<MemberParams>(
+    '/admin/accounts/:id/members/:memberId',
+    { schema: describeRoute({ summary: 'Remove a member or an invitation', tags, params: memberPathParams }) },
+    async (request, reply) => {
+      const { id, memberId } = request.params;
+      if (!isAccountId(id) || !isMemberId(memberId)) return sendMemberNotFound(reply, id, memberId);
+      return sendChangeResult(reply, id, memberId, await removeMember(deps, OPERATOR, id, memberId));
+    },
+  );
 }
 
 function sendAddResult(reply: FastifyReply, accountId: string, result: AddMemberResult): FastifyReply {
