@@ -66,7 +66,7 @@ export interface Settings {
     readonly bufferMaxRecords: number;
     /** Entries the usage stream keeps (approximately: Redis trims whole nodes). */
     readonly streamMaxLength: number;
-    /** When a record applied to Redis may leave the buffer (USAGE_DURABILITY; docs/durability.md). */
+    /** When a record applied to Redis may leave the buffer (USAGE_DURABILITY; docs/concepts/durability.md). */
     readonly durability: UsageDurability;
   };
   /** What `serve` does on an end-of-life Node.js major (NODE_ENV, ALLOW_END_OF_LIFE_NODE). */
@@ -111,7 +111,7 @@ export type RedisTopology =
 
 /**
  * When a usage record that Redis has applied is durable enough to leave the
- * process's buffer (docs/durability.md says what each guarantees):
+ * process's buffer (docs/concepts/durability.md says what each guarantees):
  * - `acknowledged`: once Redis answers; as durable as Redis's own persistence.
  * - `appendfsync-always`: once Redis answers, which it does only after the AOF
  *   is fsynced; checked at start and with every batch (CONFIG GET).

@@ -40,7 +40,7 @@ export function usageStreamFields(record: UsageRecord, applied: UsageApplyOutcom
     ['cachedInputTokens', String(tokens.cachedInputTokens)],
     ['cacheCreationTokens', String(tokens.cacheCreationTokens)],
     ['costMinorUnits', String(record.costMinorUnits)],
-    // Added with the price record (docs/pricing.md): each priced part, and how the cost was reached. '' without a price table.
+    // Added with the price record (docs/concepts/pricing.md): each priced part, and how the cost was reached. '' without a price table.
     ['cacheCreation5mTokens', String(tokens.cacheCreationTokens - oneHourWrites)],
     ['cacheCreation1hTokens', String(oneHourWrites)],
     ['reasoningTokens', String(tokens.reasoningTokens ?? 0)],

@@ -142,7 +142,7 @@ describe('docker-compose.yml', () => {
     ]);
     expect(result.settings.customerSignIn).toBeUndefined(); // no identity provider unless the operator names one
     expect(result.settings.redis).toEqual({ mode: 'standalone', url: 'redis://redis:6379' });
-    // A durable choice (docs/durability.md), which the redis service below makes hold.
+    // A durable choice (docs/concepts/durability.md), which the redis service below makes hold.
     expect(result.settings.usage.durability).toEqual({ mode: 'appendfsync-always' });
     expect(result.settings.configFile).toBeUndefined();
     expect(result.settings.adminToken).toBe(OPERATOR_TOKEN);

@@ -165,7 +165,7 @@ describe('the pod', () => {
     expect(env.REDIS_URL!.valueFrom.configMapKeyRef).toEqual({ name: 'gateway-authz-settings', key: 'REDIS_URL' });
     expect(only('ConfigMap', 'gateway-authz-settings').data.REDIS_URL).toMatch(/^rediss?:\/\/[^:/]+:\d+/);
     expect(env.ADMIN_TOKEN!.valueFrom.secretKeyRef).toEqual({ name: 'gateway-authz-admin', key: 'ADMIN_TOKEN' });
-    // A durable choice for usage (docs/durability.md), one the settings loader accepts with the ConfigMap's Redis.
+    // A durable choice for usage (docs/concepts/durability.md), one the settings loader accepts with the ConfigMap's Redis.
     expect(env.USAGE_DURABILITY!.valueFrom.configMapKeyRef).toEqual({ name: 'gateway-authz-settings', key: 'USAGE_DURABILITY' });
     const settings = only('ConfigMap', 'gateway-authz-settings').data;
     const loaded = loadSettings({ REDIS_URL: settings.REDIS_URL, USAGE_DURABILITY: settings.USAGE_DURABILITY });

@@ -17,7 +17,7 @@ import { until } from '../support/waiting';
  * above its threshold, an unpriced model) is metered the way Envoy's ext_proc
  * filter hands it over, and every billing stream entry is then re-priced from
  * the entry alone plus the price table its hash names. The re-pricing here is
- * written from the documented rules (docs/pricing.md), not with the code that
+ * written from the documented rules (docs/concepts/pricing.md), not with the code that
  * priced it: each part at its price, the rest of its count at the count's,
  * the tier the prompt is above, one rounding up. It must give the recorded
  * exact cost and the recorded cost, to the unit.
