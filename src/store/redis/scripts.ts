@@ -510,6 +510,25 @@ local function release_hold(account, holds, request_id)
   end
 end`;
 
+/** The keys and fixed arguments both usage scripts begin with (applyUsageLua reads them by position). */
+const APPLY_USAGE_KEYS = ['account', 'keyRecord', 'appliedMarker', 'hourAggregate', 'dayAggregate', 'holds'] as const;
+const APPLY_USAGE_ARGV = [
+  'nowUs',
+  'markerTtlMs',
+  'costMinorUnits',
+  'totalTokens',
+  'accountSpendField',
+  'keySpendField',
+  'keyTokenBucketField',
+  'accountTokenBucketField',
+  'creditLimit',
+  'hourExpiresAtMs',
+  'dayExpiresAtMs',
+  'planKeyBudgetCount',
+  'planAccountBudgetCount',
+  'holdRequestId',
+] as const;
+
 /** Every script, declared once: `defineCommand` registers each under its name, and `ScriptCommands` types it. */
 export const REDIS_SCRIPTS = {
   // Create-if-absent in one step so two admins racing on one id cannot overwrite each other.
@@ -933,24 +952,8 @@ return written`,
    * `nowUs` '' means Redis's own TIME.
    */
   gwaApplyUsage: script({
-    keys: ['account', 'keyRecord', 'appliedMarker', 'hourAggregate', 'dayAggregate', 'holds'],
-    argv: [
-      'nowUs',
-      'markerTtlMs',
-      'costMinorUnits',
-      'totalTokens',
-      'accountSpendField',
-      'keySpendField',
-      'keyTokenBucketField',
-      'accountTokenBucketField',
-      'creditLimit',
-      'hourExpiresAtMs',
-      'dayExpiresAtMs',
-      'planKeyBudgetCount',
-      'planAccountBudgetCount',
-      'holdRequestId',
-      '...planBudgetsThenAggregateIncrements',
-    ],
+    keys: [...APPLY_USAGE_KEYS],
+    argv: [...APPLY_USAGE_ARGV, '...planBudgetsThenAggregateIncrements'],
     lua: applyUsageLua(false),
     parseReply: parseApplyUsageReply,
   }),
@@ -965,26 +968,8 @@ return written`,
    * record was billed from the script (LUA_STREAM_USAGE).
    */
   gwaApplyAndStreamUsage: script({
-    keys: ['account', 'keyRecord', 'appliedMarker', 'hourAggregate', 'dayAggregate', 'holds', 'stream', 'streamedMarker'],
-    argv: [
-      'nowUs',
-      'markerTtlMs',
-      'costMinorUnits',
-      'totalTokens',
-      'accountSpendField',
-      'keySpendField',
-      'keyTokenBucketField',
-      'accountTokenBucketField',
-      'creditLimit',
-      'hourExpiresAtMs',
-      'dayExpiresAtMs',
-      'planKeyBudgetCount',
-      'planAccountBudgetCount',
-      'holdRequestId',
-      'streamMaxLength',
-      'streamFieldCount',
-      '...streamFieldsThenPlanBudgetsThenAggregateIncrements',
-    ],
+    keys: [...APPLY_USAGE_KEYS, 'stream', 'streamedMarker'],
+    argv: [...APPLY_USAGE_ARGV, 'streamMaxLength', 'streamFieldCount', '...streamFieldsThenPlanBudgetsThenAggregateIncrements'],
     lua: applyUsageLua(true),
     parseReply: parseApplyUsageReply,
   }),
