@@ -7,6 +7,7 @@ import type { ClassifiedRoute } from '../domain/route';
 import { MAX_TOKEN_COUNT } from '../domain/usage';
 import { JsonScanner, WatchTree } from '../metering/json-scanner';
 import { tokensForBytes } from '../metering/usage-estimate';
+import { isMeteredRequest } from '../metering/usage-extractor';
 import { routingPath } from '../routes/classify';
 
 /** The header Envoy's size of the request comes in; the gRPC adapter keeps it (headers-read.ts). */
@@ -74,7 +75,8 @@ function requestBytesOf(request: AuthRequest): number | undefined {
  */
 export function holdFor(request: AuthRequest, route: ClassifiedRoute, pricing: PriceTable | undefined): CreditHold | undefined {
   const { family } = route;
-  if (family !== 'chat-completions' && family !== 'messages' && family !== 'generative-content') return undefined;
+  // Only what metering will charge: a hold no usage record releases (token counting, a retrieval) would stand until it lapses.
+  if (!isMeteredRequest(family, request.method, route.pathWithoutQuery)) return undefined;
   const requestBytes = requestBytesOf(request);
   const scanned = request.body !== undefined && request.body.length > 0 ? scanBody(request.body) : NOTHING_SCANNED;
   let model = scanned.model;
