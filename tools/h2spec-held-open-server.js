@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 'use strict';
 /**
- * Our HTTP/2 transport (dist/grpc/transport/http2/connection.js, from `npm run build`) serving streams the way a
+ * Our HTTP/2 transport (dist/transport/http2/connection.js, from `npm run build`) serving streams the way a
  * gRPC call holds them: open until the client's END_STREAM, then answered with HEADERS, one DATA and trailers.
  *
  * Why: h2spec's requests are plain GETs without a gRPC content-type, which the service answers at once (415,
@@ -13,7 +13,7 @@
  */
 const net = require('node:net');
 const path = require('node:path');
-const { Http2Connection } = require(path.join(__dirname, '..', 'dist', 'grpc', 'transport', 'http2', 'connection.js'));
+const { Http2Connection } = require(path.join(__dirname, '..', 'dist', 'transport', 'http2', 'connection.js'));
 
 /** `:status 200` and `content-type: text/plain` (HPACK static entries 8 and 31); trailers `grpc-status: 0` as a literal. */
 const RESPONSE_HEADERS = Buffer.from([0x88, 0x5f, 0x0a, ...Buffer.from('text/plain')]);

@@ -1,6 +1,6 @@
 import { isIPv6 } from 'node:net';
-import type { AdminAuthLimits, AuthLimitKind } from '../domain/admin-auth-limits';
-import type { Clock } from '../domain/clock';
+import type { AdminAuthLimits, AuthLimitKind } from './admin-auth-limits';
+import type { Clock } from '../platform/clock';
 
 export type AuthAdmission =
   { readonly admitted: true } | { readonly admitted: false; readonly limit: AuthLimitKind; readonly retryAfterMs: number };

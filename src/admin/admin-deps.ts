@@ -1,10 +1,10 @@
-import type { MetricsSource } from '../cluster/worker-pool';
-import type { AdminAuthLimits, AdminAuthMetrics } from '../domain/admin-auth-limits';
-import type { Clock } from '../domain/clock';
-import type { HealthMonitor } from '../health/health-monitor';
-import type { Logger } from '../logging/logger';
-import type { Currency } from '../domain/money';
-import type { AdminStore, UsageReader } from '../store/store';
+import type { MetricsSource } from '../platform/worker-pool';
+import type { AdminAuthLimits, AdminAuthMetrics } from './admin-auth-limits';
+import type { Clock } from '../platform/clock';
+import type { HealthMonitor } from '../platform/health-monitor';
+import type { Logger } from '../platform/logger';
+import type { Currency } from '../accounts/money';
+import type { AdminStore, UsageReader } from '../ports/store';
 
 /** What the admin HTTP server and its routes need; built by app.ts, read by the routes. */
 export interface AdminServerDeps {

@@ -1,9 +1,9 @@
 import { z } from 'zod';
-import { MAX_ACTIVE_KEYS_LIMIT } from '../domain/active-key-cap';
-import { CREDIT_LIMIT_MINOR_UNITS, IDEMPOTENCY_KEY_HEADER, IDEMPOTENCY_KEY_MAX_LENGTH } from '../domain/credit';
+import { MAX_ACTIVE_KEYS_LIMIT } from '../keys/active-key-cap';
+import { CREDIT_LIMIT_MINOR_UNITS, IDEMPOTENCY_KEY_HEADER, IDEMPOTENCY_KEY_MAX_LENGTH } from '../accounts/credit';
 import { accountIdSchema, displayNameSchema, isoDateTimeSchema, keyIdSchema, memberIdSchema } from '../http/api-schemas';
 import { KEY_ENVIRONMENTS } from '../keys/customer-key';
-import { limitListSchema, tokenBudgetListSchema } from '../limits/limit-schema';
+import { limitListSchema, tokenBudgetListSchema } from '../accounts/limits/limit-schema';
 
 /**
  * Request bodies of the admin API. Every object is strict (an unknown field
@@ -68,7 +68,7 @@ export const accountLimitsSchema = z
   })
   .refine(nonEmpty(LIMIT_SCOPES), atLeastOne(LIMIT_SCOPES));
 
-/** The account's own active-key cap (src/domain/active-key-cap.ts); 0 stops new keys altogether. */
+/** The account's own active-key cap (src/keys/active-key-cap.ts); 0 stops new keys altogether. */
 export const maxActiveKeysSchema = z
   .int('must be a whole number of keys')
   .min(0, 'must not be negative (0 allows no new keys)')

@@ -1,13 +1,13 @@
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
-import { DEFAULT_ADMIN_AUTH_LIMITS, type AuthLimitKind } from '../domain/admin-auth-limits';
+import { DEFAULT_ADMIN_AUTH_LIMITS, type AuthLimitKind } from './admin-auth-limits';
 import { registerJsonBodyParser } from '../http/json-body';
 import { registerApiDocument } from '../http/openapi';
-import { StoreUnavailableError } from '../store/store';
+import { StoreUnavailableError } from '../ports/store';
 import { AdminAuthLimiter, clientAddressKey, DEFAULT_TRUSTED_FOR_MS, type AuthAdmission } from './admin-auth-limiter';
 import type { AdminServerDeps } from './admin-deps';
 import { sendAdminError } from './admin-errors';
 import { adminTokenMatches } from './admin-token';
-import { registerDashboard } from './dashboard/register-dashboard';
+import { registerDashboard } from './register-dashboard';
 import { registerAccountRoutes } from './routes/accounts';
 import { registerApiDescriptionRoutes } from './routes/api-description';
 import { registerAuditRoutes } from './routes/audit';

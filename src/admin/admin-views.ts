@@ -1,9 +1,9 @@
-import type { Account, AccountStatus, StoredKey } from '../domain/key-records';
-import { currencyView, DEFAULT_CURRENCY, formatMoney, type Currency } from '../domain/money';
-import { addUsageTotals, zeroUsageTotals, type UsageTotals } from '../domain/usage-record';
-import { usageMonthOf, type UsageGranularity } from '../domain/usage-periods';
+import type { Account, AccountStatus, StoredKey } from '../keys/key-records';
+import { currencyView, DEFAULT_CURRENCY, formatMoney, type Currency } from '../accounts/money';
+import { addUsageTotals, zeroUsageTotals, type UsageTotals } from '../metering/usage-record';
+import { usageMonthOf, type UsageGranularity } from '../metering/usage-periods';
 import { commonKeyView, limitsView, tokenBudgetsView, type CommonKeyView, type LimitView, type TokenBudgetView } from '../http/api-views';
-import type { AccountListing, UnreadableRecord, UsageBucket } from '../store/store';
+import type { AccountListing, UnreadableRecord, UsageBucket } from '../ports/store';
 
 export {
   actorView,

@@ -1,4 +1,4 @@
-import type { CliSettings } from '../settings/settings';
+import type { CliSettings } from '../platform/settings';
 
 /** A non-2xx answer of the admin API, as the API named it. */
 export class AdminApiError extends Error {

@@ -133,7 +133,7 @@ async function loadCheckMethod(): Promise<protoLoader.MethodDefinition<object, o
   if (checkMethod) return checkMethod;
   const [protoLoader, { AUTHORIZATION_SERVICE_NAME, EXTERNAL_AUTH_PROTO, LOADER_OPTIONS }] = await Promise.all([
     import('@grpc/proto-loader'),
-    import('../grpc/proto-loading'),
+    import('../check/proto-loading'),
   ]);
   const definition = protoLoader.loadSync(EXTERNAL_AUTH_PROTO, { ...LOADER_OPTIONS, enums: Number });
   const service = definition[AUTHORIZATION_SERVICE_NAME];

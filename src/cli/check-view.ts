@@ -1,7 +1,7 @@
 import { STATUS_CODES } from 'node:http';
-import { QUERY_KEY_PARAMETER } from '../credentials/extract-credential';
+import { QUERY_KEY_PARAMETER } from '../check/credentials/extract-credential';
 import { CUSTOMER_KEY_PATTERN, DISPLAY_PREFIX_LENGTH } from '../keys/customer-key';
-import { headerNamesFor } from '../routes/header-names';
+import { headerNamesFor } from '../check/routes/header-names';
 import { headerPairs, type CheckResponseMessage, type EnvoyView } from './check-client';
 import { cell } from './output';
 

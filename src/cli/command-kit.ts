@@ -5,7 +5,7 @@ import { adminExchange, type AdminAnswer } from './admin-client';
  * The settings module is imported when a command runs, not when the CLI loads: its schema library (zod) and the
  * whole configuration tree would otherwise be loaded for `--help` and for a usage error too.
  */
-const settingsModule = () => import('../settings/settings');
+const settingsModule = () => import('../platform/settings');
 
 /**
  * What every admin command shares. Settings (ADMIN_URL, ADMIN_TOKEN) are read

@@ -7,7 +7,7 @@ import { checkCommand } from './commands/check';
 import { keysCommand } from './commands/keys';
 import { membersCommand } from './commands/members';
 import { cell } from './output';
-import { packageVersion } from '../runtime/package-version';
+import { packageVersion } from '../platform/package-version';
 import { serveCommand } from './commands/serve';
 import { usageCommand } from './commands/usage';
 

@@ -1,9 +1,9 @@
 import { InvalidArgumentError } from 'commander';
-import { MAX_ACTIVE_KEYS_LIMIT } from '../domain/active-key-cap';
-import { idempotencyKeyProblem } from '../domain/credit';
-import { MEMBER_ROLES, type MemberRole } from '../domain/customer-identity';
-import { emailProblem, issuerProblem, normalizeEmail, subjectProblem } from '../domain/members';
-import { MAX_WINDOW_SECONDS, describeWindow, parseWindow } from '../limits/rate-limit';
+import { MAX_ACTIVE_KEYS_LIMIT } from '../keys/active-key-cap';
+import { idempotencyKeyProblem } from '../accounts/credit';
+import { MEMBER_ROLES, type MemberRole } from '../accounts/customer-identity';
+import { emailProblem, issuerProblem, normalizeEmail, subjectProblem } from '../accounts/members';
+import { MAX_WINDOW_SECONDS, describeWindow, parseWindow } from '../accounts/limits/rate-limit';
 
 /**
  * Option parsers for the CLI. They refuse bad input before any call to the

@@ -1,7 +1,7 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { ActionDeps } from '../actions/action-deps';
-import { createKey, revokeKey, rotateKey, updateKey } from '../actions/key-actions';
-import { addMember, changeMemberRole, memberDirectory, removeMember } from '../actions/member-actions';
+import type { ActionDeps } from '../accounts/action-deps';
+import { createKey, revokeKey, rotateKey, updateKey } from '../keys/key-actions';
+import { addMember, changeMemberRole, memberDirectory, removeMember } from '../accounts/member-actions';
 import {
   accountIdSchema,
   addMemberBody,
@@ -14,13 +14,13 @@ import {
   rotateKeyBody,
 } from '../http/api-schemas';
 import { memberView } from '../http/api-views';
-import { countsTowardCap } from '../domain/active-key-cap';
-import { bucketLengthMs, USAGE_WINDOWS, windowBucketStarts } from '../domain/request-counts';
-import { memberActor, type CustomerIdentity } from '../domain/customer-identity';
-import { mayPerform, PERMISSIONS, type CustomerAction } from '../domain/customer-permissions';
-import type { StoredKey } from '../domain/key-records';
-import type { Member } from '../domain/members';
-import type { RatePlan } from '../domain/rate-limits';
+import { countsTowardCap } from '../keys/active-key-cap';
+import { bucketLengthMs, USAGE_WINDOWS, windowBucketStarts } from '../keys/request-counts';
+import { memberActor, type CustomerIdentity } from '../accounts/customer-identity';
+import { mayPerform, PERMISSIONS, type CustomerAction } from './customer-permissions';
+import type { StoredKey } from '../keys/key-records';
+import type { Member } from '../accounts/members';
+import type { RatePlan } from '../accounts/limits/rate-limits';
 import { registerJsonBodyParser } from '../http/json-body';
 import { KEY_SERVICE_PREFIX } from '../keys/customer-key';
 import {
@@ -30,11 +30,11 @@ import {
   type UsageReader,
   type KeyPatch,
   type MemberChangeResult,
-} from '../store/store';
+} from '../ports/store';
 import { sendCustomerError, sendNoSuchAccount, sendNoSuchKey, sendNoSuchMember, type CustomerErrorCode } from './customer-errors';
 import { sendInvalidField } from '../http/api-errors';
 import { declareCustomerIdentity } from './customer-request';
-import type { Currency } from '../domain/money';
+import type { Currency } from '../accounts/money';
 import {
   accountPathParams,
   customerCreateKeyBody,
@@ -89,7 +89,7 @@ type MemberParams = { Params: { accountId: string; memberId: string } };
  *
  * Every route declares what it does (`config.customerAction`), and one hook
  * checks it on the server, on every call, against the caller's current
- * membership and the permission matrix (src/domain/customer-permissions.ts).
+ * membership and the permission matrix (src/customer/customer-permissions.ts).
  * Someone who is not a member of an account gets the same 404 as for an
  * account that does not exist, and a key or member id of another account
  * the same 404 as one that does not exist. A customer can never set limits,

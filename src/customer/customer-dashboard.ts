@@ -1,6 +1,6 @@
 import { dirname, join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
-import { registerWebAssets, SHARED_PAGE_FILES, type WebAssets } from '../web-assets/web-assets';
+import { registerWebAssets, SHARED_PAGE_FILES, type WebAssets } from '../http/web-assets';
 
 /**
  * The customer's "API Keys" page (/keys): one page plus its stylesheets and script modules from src/web/, and the

@@ -1,9 +1,9 @@
 import type { FastifyInstance } from 'fastify';
-import type { Clock } from '../domain/clock';
-import type { MembershipLookup } from '../domain/customer-identity';
-import type { SessionStorage } from '../domain/session-storage';
-import type { Logger } from '../logging/logger';
-import type { CustomerSignInSettings } from '../settings/settings';
+import type { Clock } from '../platform/clock';
+import type { MembershipLookup } from '../accounts/customer-identity';
+import type { SessionStorage } from './session-storage';
+import type { Logger } from '../platform/logger';
+import type { CustomerSignInSettings } from '../platform/settings';
 import type { RelyingParty } from './oidc-login';
 
 /** What the customer dashboard's HTTP server is built from (app.ts wires it). */

@@ -1,5 +1,5 @@
 import escapeHtml from 'escape-html';
-import type { CustomerIdentity, Membership } from '../domain/customer-identity';
+import type { CustomerIdentity, Membership } from '../accounts/customer-identity';
 import { CUSTOMER_STYLESHEET } from './customer-dashboard';
 
 /**

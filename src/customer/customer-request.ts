@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
-import type { CustomerIdentity } from '../domain/customer-identity';
-import type { CustomerAction } from '../domain/customer-permissions';
+import type { CustomerIdentity } from '../accounts/customer-identity';
+import type { CustomerAction } from './customer-permissions';
 
 /**
  * The customer dashboard's per-request facts, declared once. The customer
@@ -16,7 +16,7 @@ declare module 'fastify' {
   interface FastifyContextConfig {
     /**
      * What a customer API route does, checked against the permission matrix
-     * (src/domain/customer-permissions.ts) for the caller's role on the
+     * (src/customer/customer-permissions.ts) for the caller's role on the
      * route's account; 'signed-in' for routes about the caller alone (/me).
      * Every customer API route must declare it: registering one without it fails.
      */

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { accountIdSchema, displayNameSchema, isoDateTimeSchema, keyIdSchema, memberIdSchema } from '../http/api-schemas';
-import { USAGE_WINDOWS, type UsageWindow } from '../domain/request-counts';
+import { USAGE_WINDOWS, type UsageWindow } from '../keys/request-counts';
 import { KEY_ENVIRONMENTS } from '../keys/customer-key';
 
 /**

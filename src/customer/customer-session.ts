@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { CustomerIdentity } from '../domain/customer-identity';
+import type { CustomerIdentity } from '../accounts/customer-identity';
 
 /**
  * What a customer dashboard session holds, and how long it lives. The session

@@ -8,16 +8,16 @@ import {
   type KeyViewStatus,
   type LimitView,
 } from '../http/api-views';
-import type { CustomerIdentity, MemberRole } from '../domain/customer-identity';
-import { actionsOf, type CustomerAction } from '../domain/customer-permissions';
-import type { Account, AccountStatus, StoredKey } from '../domain/key-records';
-import { currencyView, DEFAULT_CURRENCY, formatMoney, type Currency } from '../domain/money';
-import type { RatePlan } from '../domain/rate-limits';
+import type { CustomerIdentity, MemberRole } from '../accounts/customer-identity';
+import { actionsOf, type CustomerAction } from './customer-permissions';
+import type { Account, AccountStatus, StoredKey } from '../keys/key-records';
+import { currencyView, DEFAULT_CURRENCY, formatMoney, type Currency } from '../accounts/money';
+import type { RatePlan } from '../accounts/limits/rate-limits';
 import type { KeyEnvironment } from '../keys/customer-key';
-import { USAGE_WINDOWS, type UsageGranularity, type UsageWindow } from '../domain/request-counts';
-import type { AuditEntry, RequestCountsByKey, UsageBucket } from '../store/store';
-import { totalTokens } from '../domain/usage';
-import { addUsageTotals, zeroUsageTotals, type UsageTotals } from '../domain/usage-record';
+import { USAGE_WINDOWS, type UsageGranularity, type UsageWindow } from '../keys/request-counts';
+import type { AuditEntry, RequestCountsByKey, UsageBucket } from '../ports/store';
+import { totalTokens } from '../metering/usage';
+import { addUsageTotals, zeroUsageTotals, type UsageTotals } from '../metering/usage-record';
 
 /**
  * Store records → customer API answers. As in the admin views every field is

@@ -1,5 +1,5 @@
-import type { CustomerIdentity } from '../domain/customer-identity';
-import type { CustomerSignInSettings, IdentityClaim } from '../settings/settings';
+import type { CustomerIdentity } from '../accounts/customer-identity';
+import type { CustomerSignInSettings, IdentityClaim } from '../platform/settings';
 import type { PendingLogin } from './customer-session';
 
 /**

@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
 import type { Session } from 'fastify';
 import type { SessionStore } from '@fastify/session';
-import type { Clock } from '../domain/clock';
-import type { SessionStorage } from '../domain/session-storage';
+import type { Clock } from '../platform/clock';
+import type { SessionStorage } from './session-storage';
 import { parseStoredSession, storageTtlMs, storedFieldsOf, type SessionLifetime } from './customer-session';
 
 /** The storage never sees a live session id: only its SHA-256. */

@@ -1,7 +1,7 @@
 import { z } from 'zod';
-import { MEMBER_ROLES } from '../domain/customer-identity';
-import { ACCOUNT_ID_PATTERN, KEY_ID_PATTERN } from '../domain/key-records';
-import { emailProblem, issuerProblem, normalizeEmail, subjectProblem, type MemberPrincipal } from '../domain/members';
+import { MEMBER_ROLES } from '../accounts/customer-identity';
+import { ACCOUNT_ID_PATTERN, KEY_ID_PATTERN } from '../keys/key-records';
+import { emailProblem, issuerProblem, normalizeEmail, subjectProblem, type MemberPrincipal } from '../accounts/members';
 
 /**
  * Request parts both HTTP APIs take (the operator's admin API and the

@@ -1,10 +1,10 @@
-import type { AuditActor, MemberRole } from '../domain/customer-identity';
-import type { KeyStatus, StoredKey } from '../domain/key-records';
+import type { AuditActor, MemberRole } from '../accounts/customer-identity';
+import type { KeyStatus, StoredKey } from '../keys/key-records';
 import type { KeyEnvironment } from '../keys/customer-key';
-import type { Member } from '../domain/members';
-import type { RateLimit } from '../domain/rate-limits';
-import type { TokenBudget } from '../domain/token-budgets';
-import { describeWindow } from '../limits/rate-limit';
+import type { Member } from '../accounts/members';
+import type { RateLimit } from '../accounts/limits/rate-limits';
+import type { TokenBudget } from '../accounts/limits/token-budgets';
+import { describeWindow } from '../accounts/limits/rate-limit';
 
 /**
  * Views both HTTP APIs answer with (the operator's admin API and the

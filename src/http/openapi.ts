@@ -2,7 +2,7 @@ import fastifySwagger from '@fastify/swagger';
 import type { FastifyInstance, FastifySchema } from 'fastify';
 import type { FastifyDynamicSwaggerOptions } from '@fastify/swagger';
 import { z } from 'zod';
-import { packageVersion } from '../runtime/package-version';
+import { packageVersion } from '../platform/package-version';
 
 /**
  * The OpenAPI 3.1 descriptions of the HTTP APIs, made by @fastify/swagger from the routes themselves: each route

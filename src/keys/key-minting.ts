@@ -1,7 +1,7 @@
-import type { RateLimit } from '../domain/rate-limits';
-import type { TokenBudget } from '../domain/token-budgets';
-import type { StoredKey } from '../domain/key-records';
-import type { AuditActor } from '../domain/customer-identity';
+import type { RateLimit } from '../accounts/limits/rate-limits';
+import type { TokenBudget } from '../accounts/limits/token-budgets';
+import type { StoredKey } from './key-records';
+import type { AuditActor } from '../accounts/customer-identity';
 import { randomBase62 } from './base62';
 import { displayPrefixOf, generateCustomerKey, hashCustomerKey, type KeyEnvironment } from './customer-key';
 

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { Currency } from '../domain/money';
+import type { Currency } from '../accounts/money';
 import {
   chargedPrices,
   MAX_FEE_PER_CALL,
@@ -7,12 +7,12 @@ import {
   priceEntryFor,
   type PriceTable,
   type TokenPrices,
-} from '../domain/pricing';
-import { MAX_CALL_COUNT, MAX_TOKEN_COUNT, type TokenCounts } from '../domain/usage';
-import type { UsageCharge } from '../domain/usage-record';
+} from './price-table';
+import { MAX_CALL_COUNT, MAX_TOKEN_COUNT, type TokenCounts } from './usage';
+import type { UsageCharge } from './usage-record';
 
 // Chosen in the domain, where Check's credit holds choose them too; metering's callers import them from here.
-export { chargedPrices, tierFor, type ChargedPrices } from '../domain/pricing';
+export { chargedPrices, tierFor, type ChargedPrices } from './price-table';
 
 export const MAX_MODEL_PATTERN_LENGTH = 256;
 

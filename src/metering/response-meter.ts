@@ -1,8 +1,8 @@
-import type { Clock } from '../domain/clock';
-import type { MeteredResponse } from '../domain/metered-response';
-import type { RouteFamily } from '../domain/route';
-import { modelInGenerativePath } from '../domain/requested-model';
-import type { UsageOutcome, UsageReading } from '../domain/usage';
+import type { Clock } from '../platform/clock';
+import type { MeteredResponse } from './metered-response';
+import type { RouteFamily } from '../check/routes/route';
+import { modelInGenerativePath } from './requested-model';
+import type { UsageOutcome, UsageReading } from './usage';
 import { usageOutcome } from './usage-estimate';
 import { answersWithoutUsage, createUsageExtractor, type UsageExtractor } from './usage-extractor';
 

@@ -1,5 +1,5 @@
-import type { RouteFamily } from '../domain/route';
-import { MAX_TOKEN_COUNT, type NoUsageReason, type TokenCounts, type UsageOutcome, type UsageReading } from '../domain/usage';
+import type { RouteFamily } from '../check/routes/route';
+import { MAX_TOKEN_COUNT, type NoUsageReason, type TokenCounts, type UsageOutcome, type UsageReading } from './usage';
 
 /**
  * A chat-completions stream reports usage only when the request asked for it
@@ -50,7 +50,7 @@ function withOutputTokens(tokens: TokenCounts, outputTokens: number): TokenCount
   return { inputTokens, outputTokens, cachedInputTokens, cacheCreationTokens, ...parts };
 }
 
-/** ⌈bytes ÷ ESTIMATE_BYTES_PER_TOKEN⌉, at most MAX_TOKEN_COUNT; also a credit hold's input estimate (src/pipeline/hold-step.ts). */
+/** ⌈bytes ÷ ESTIMATE_BYTES_PER_TOKEN⌉, at most MAX_TOKEN_COUNT; also a credit hold's input estimate (src/check/pipeline/hold-step.ts). */
 export function tokensForBytes(bytes: number): number {
   if (!Number.isSafeInteger(bytes) || bytes <= 0) return 0;
   return Math.min(MAX_TOKEN_COUNT, Math.ceil(bytes / ESTIMATE_BYTES_PER_TOKEN));

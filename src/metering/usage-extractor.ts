@@ -1,6 +1,6 @@
-import type { RouteFamily } from '../domain/route';
-import { isPlausibleModelName } from '../domain/requested-model';
-import type { MalformedUsageReason, NoUsageReason, TokenCounts, UsageReading } from '../domain/usage';
+import type { RouteFamily } from '../check/routes/route';
+import { isPlausibleModelName } from './requested-model';
+import type { MalformedUsageReason, NoUsageReason, TokenCounts, UsageReading } from './usage';
 import { JsonScanner, WatchTree, type ScannedDocument, type WatchSpec } from './json-scanner';
 import { SseJsonReader } from './sse-reader';
 import {
@@ -54,7 +54,7 @@ export interface ResponseDescription {
  * a generation or embedding endpoint. Retrievals (GET of a stored response
  * or completion, which repeat its usage), updates (POST
  * /v1/chat/completions/{id}), token counting and batch management are not
- * metered (batches are refused unless enabled: src/routes/route-table.ts). Matching the end of the
+ * metered (batches are refused unless enabled: src/check/routes/route-table.ts). Matching the end of the
  * path keeps operator route overrides and Gemini's OpenAI-compatible prefix
  * (/v1beta/openai/chat/completions) working.
  */

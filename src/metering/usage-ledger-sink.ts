@@ -1,7 +1,7 @@
-import type { MeteredResponse, MeteredResponseSink } from '../domain/metered-response';
-import type { ClientStyle } from '../domain/route';
-import type { UsageRecord } from '../domain/usage-record';
-import { FAMILY_HEADER_RULES } from '../routes/family-header-rules';
+import type { MeteredResponse, MeteredResponseSink } from './metered-response';
+import type { ClientStyle } from '../check/routes/route';
+import type { UsageRecord } from './usage-record';
+import { FAMILY_HEADER_RULES } from '../check/routes/family-header-rules';
 import { chargeOf, type Pricing } from './pricing';
 
 /**
@@ -53,7 +53,7 @@ export interface HoldReleaseTarget {
  * The processor's sink that hands every metered answer to the usage ledger,
  * which releases its credit hold with the debit; an answer that costs nothing
  * has no record, so its hold is released here, at once (best effort: one
- * that fails lapses with its lifetime, src/domain/credit-holds.ts).
+ * that fails lapses with its lifetime, src/accounts/credit-holds.ts).
  */
 export function usageLedgerSink(
   target: UsageRecordTarget,

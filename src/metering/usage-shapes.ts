@@ -1,4 +1,4 @@
-import { isTokenCount, MAX_CALL_COUNT, MAX_TOKEN_COUNT, type MalformedUsageReason, type TokenCounts } from '../domain/usage';
+import { isTokenCount, MAX_CALL_COUNT, MAX_TOKEN_COUNT, type MalformedUsageReason, type TokenCounts } from './usage';
 
 /**
  * Each API's usage object turned into the four counts of TokenCounts, which

@@ -1,5 +1,5 @@
-import { systemClock, type Clock } from '../domain/clock';
-import type { SessionStorage } from '../domain/session-storage';
+import { systemClock, type Clock } from '../platform/clock';
+import type { SessionStorage } from '../customer/session-storage';
 
 /** Sessions kept at once; past it, the entry closest to expiry goes first. */
 const DEFAULT_MAX_SESSIONS = 100_000;

@@ -1,14 +1,21 @@
-import { capRefuses, countsTowardCap, DEFAULT_MAX_ACTIVE_KEYS } from '../domain/active-key-cap';
-import { systemClock, type Clock } from '../domain/clock';
-import { adjustCreditBalance } from '../domain/credit';
-import type { CustomerIdentity, MemberRole, Membership } from '../domain/customer-identity';
-import { leavesNoOwner, MAX_MEMBERS_PER_ACCOUNT, normalizeEmail, principalKey, type Member, type MemberPrincipal } from '../domain/members';
-import { compareCodeUnits } from '../domain/ordering';
-import { COUNTED_BATCH_MEMORY_MS, DAILY_RETENTION_MS, dayStartOf, HOURLY_RETENTION_MS } from '../domain/request-counts';
-import { authorizeAccountState, type HeldAmounts } from '../limits/authorize-account-state';
-import { HOLD_LIFETIME_US } from '../domain/credit-holds';
-import { effectiveTokenBudgets, tokenBucketName, tokenBudgetState, type TokenBucket } from '../limits/token-budget';
-import { applyUsageToAccountState, MAX_CREDIT_SHORTFALL } from '../limits/usage-account-state';
+import { capRefuses, countsTowardCap, DEFAULT_MAX_ACTIVE_KEYS } from '../keys/active-key-cap';
+import { systemClock, type Clock } from '../platform/clock';
+import { adjustCreditBalance } from '../accounts/credit';
+import type { CustomerIdentity, MemberRole, Membership } from '../accounts/customer-identity';
+import {
+  leavesNoOwner,
+  MAX_MEMBERS_PER_ACCOUNT,
+  normalizeEmail,
+  principalKey,
+  type Member,
+  type MemberPrincipal,
+} from '../accounts/members';
+import { compareCodeUnits } from './ordering';
+import { COUNTED_BATCH_MEMORY_MS, DAILY_RETENTION_MS, dayStartOf, HOURLY_RETENTION_MS } from '../keys/request-counts';
+import { authorizeAccountState, type HeldAmounts } from '../accounts/limits/authorize-account-state';
+import { HOLD_LIFETIME_US } from '../accounts/credit-holds';
+import { effectiveTokenBudgets, tokenBucketName, tokenBudgetState, type TokenBucket } from '../accounts/limits/token-budget';
+import { applyUsageToAccountState, MAX_CREDIT_SHORTFALL } from '../accounts/limits/usage-account-state';
 import {
   USAGE_MARKER_TTL_MS,
   CREDIT_IDEMPOTENCY_TTL_MS,
@@ -33,13 +40,13 @@ import {
   type UsageBucket,
   type UsageQuery,
   type UsageStreamEntry,
-} from './store';
+} from '../ports/store';
 import { usageAggregateIncrements, usageBucketOf } from './usage-aggregates';
-import { DEFAULT_USAGE_STREAM_MAX_LENGTH } from '../settings/settings';
+import { DEFAULT_USAGE_STREAM_MAX_LENGTH } from '../platform/settings';
 import { usageStreamFields } from './usage-stream-fields';
-import type { Account, KeyIds, StoredKey } from '../domain/key-records';
-import type { AuthorizeOutcome, AuthorizeRequest } from '../domain/authorization';
-import type { TokenBudgetPlan, TokenBudgetState } from '../domain/token-budgets';
+import type { Account, KeyIds, StoredKey } from '../keys/key-records';
+import type { AuthorizeOutcome, AuthorizeRequest } from '../check/ports';
+import type { TokenBudgetPlan, TokenBudgetState } from '../accounts/limits/token-budgets';
 import {
   bucketExpiresAtMs,
   periodMs,
@@ -48,8 +55,8 @@ import {
   previousMonth,
   usageMonthOf,
   type UsageGranularity,
-} from '../domain/usage-periods';
-import type { UsageApplyOutcome, UsageBilling, UsageRecord } from '../domain/usage-record';
+} from '../metering/usage-periods';
+import type { UsageApplyOutcome, UsageBilling, UsageRecord } from '../metering/usage-record';
 
 const AUDIT_MAX_ENTRIES = 10_000;
 
@@ -88,7 +95,7 @@ function aggregateName(accountId: string, granularity: UsageGranularity, startMs
 
 interface Bucket {
   tatUs: number;
-  /** Token buckets only: the TAT's fraction of a µs (src/limits/token-budget.ts). */
+  /** Token buckets only: the TAT's fraction of a µs (src/accounts/limits/token-budget.ts). */
   fraction?: number;
   expiresAtMs: number;
 }

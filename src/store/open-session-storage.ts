@@ -1,6 +1,6 @@
-import type { Clock } from '../domain/clock';
-import type { SessionStorage } from '../domain/session-storage';
-import type { Settings } from '../settings/settings';
+import type { Clock } from '../platform/clock';
+import type { SessionStorage } from '../customer/session-storage';
+import type { Settings } from '../platform/settings';
 import { MemorySessionStorage } from './memory-session-storage';
 import { RedisSessionStorage } from './redis/redis-session-storage';
 

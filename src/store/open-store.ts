@@ -1,7 +1,7 @@
-import type { Settings } from '../settings/settings';
+import type { Settings } from '../platform/settings';
 import { MemoryStore } from './memory-store';
 import { RedisStore } from './redis/redis-store';
-import type { Store } from './store';
+import type { Store } from '../ports/store';
 
 /** Redis (standalone, Sentinel or Cluster) when configured, otherwise the embedded in-memory store. */
 export async function openStore(settings: Settings): Promise<Store> {

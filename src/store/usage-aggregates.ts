@@ -1,5 +1,5 @@
-import { USAGE_TOTAL_NAMES, usageTotalsOf, zeroUsageTotals, type UsageRecord, type UsageTotals } from '../domain/usage-record';
-import type { UsageBucket } from './store';
+import { USAGE_TOTAL_NAMES, usageTotalsOf, zeroUsageTotals, type UsageRecord, type UsageTotals } from '../metering/usage-record';
+import type { UsageBucket } from '../ports/store';
 
 /**
  * The hour and day aggregates of an account, as both stores keep them: one

@@ -1,5 +1,5 @@
-import { decimalText } from '../domain/money';
-import type { UsageApplyOutcome, UsageRecord } from '../domain/usage-record';
+import { decimalText } from '../accounts/money';
+import type { UsageApplyOutcome, UsageRecord } from '../metering/usage-record';
 
 /**
  * The usage stream's entry, field by field: the contract with the billing

@@ -1,5 +1,5 @@
-import type { RatePlan } from '../../src/domain/rate-limits';
-import type { TokenBudgetPlan } from '../../src/domain/token-budgets';
+import type { RatePlan } from '../../src/accounts/limits/rate-limits';
+import type { TokenBudgetPlan } from '../../src/accounts/limits/token-budgets';
 
 /**
  * The default plan the in-process benches decide with, as the full bench's

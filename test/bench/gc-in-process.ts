@@ -25,17 +25,17 @@ import { loadBuildModules, type CheckPathModules } from './build-modules';
 import { SHIPPED_NODE_ARGS } from './processes';
 
 type Modules = CheckPathModules &
-  typeof import('../../src/grpc/authorization-server') &
-  typeof import('../../src/grpc/check-request-decoding') &
-  typeof import('../../src/grpc/check-response-encoding') &
-  Partial<typeof import('../../src/grpc/check-request')>;
+  typeof import('../../src/check/authorization-server') &
+  typeof import('../../src/check/check-request-decoding') &
+  typeof import('../../src/check/check-response-encoding') &
+  Partial<typeof import('../../src/check/check-request')>;
 
 function load(dist: string): Modules {
   return loadBuildModules<Modules>(dist, [
-    'grpc/authorization-server.js',
-    'grpc/check-request-decoding.js',
-    'grpc/check-response-encoding.js',
-    'grpc/check-request.js',
+    'check/authorization-server.js',
+    'check/check-request-decoding.js',
+    'check/check-response-encoding.js',
+    'check/check-request.js',
   ]);
 }
 

@@ -17,16 +17,16 @@ import pino from 'pino';
 import { envoyShapedRequest, frameOf, malformedKeys, mixedTraffic, uniformTraffic, unknownKeys } from './traffic';
 import { generateCustomerKey, hashCustomerKey, displayPrefixOf } from '../../src/keys/customer-key';
 import { loadBuildModules, type CheckPathModules } from './build-modules';
-import type { HeaderNames } from '../../src/routes/header-names';
+import type { HeaderNames } from '../../src/check/routes/header-names';
 
 type Modules = CheckPathModules &
-  typeof import('../../src/grpc/authorization-server') &
-  typeof import('../../src/grpc/check-handler') &
-  Partial<typeof import('../../src/grpc/check-request')> &
-  typeof import('../../src/grpc/proto-loading');
+  typeof import('../../src/check/authorization-server') &
+  typeof import('../../src/check/check-handler') &
+  Partial<typeof import('../../src/check/check-request')> &
+  typeof import('../../src/check/proto-loading');
 
 function load(dist: string): Modules {
-  return loadBuildModules<Modules>(dist, ['grpc/authorization-server.js', 'grpc/proto-loading.js', 'grpc/check-request.js']);
+  return loadBuildModules<Modules>(dist, ['check/authorization-server.js', 'check/proto-loading.js', 'check/check-request.js']);
 }
 
 interface Contender {

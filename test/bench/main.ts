@@ -30,7 +30,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { parseArgs } from 'node:util';
 import Redis from 'ioredis';
-import { loadSettings } from '../../src/settings/settings';
+import { loadSettings } from '../../src/platform/settings';
 import { ENVOY_CHECK_TIMEOUT_MS, H2Driver, PhaseStats, summarize, type PhaseHooks, type PhaseResult } from './h2-driver';
 import { ATTACK_VECTORS, type AttackVector } from './attack-vectors';
 import { ATTACK_CONNECTIONS, DEFAULT_ATTACK_MS, NORMAL_RATE, runAttackPhase, selectVectors } from './attacks';

@@ -4,18 +4,18 @@
  * prints `{"port":N}` when listening.
  *
  *   node noop-server.js                   grpc-js (the default): the same server options the service had on
- *                                         grpc-js, proto loading from our proto/ copy (src/grpc/proto-loading.ts),
+ *                                         grpc-js, proto loading from our proto/ copy (src/check/proto-loading.ts),
  *                                         requests decoded by protobufjs into the same objects.
- *   node noop-server.js --transport h2    the transport the service ships (src/grpc/transport/): its settings,
+ *   node noop-server.js --transport h2    the transport the service ships (src/transport/): its settings,
  *                                         the service's request decoder and response encoder, no decision.
  */
 import * as grpc from '@grpc/grpc-js';
 import { parseArgs } from 'node:util';
-import { checkMethod } from '../../src/grpc/authorization-server';
-import { loadAuthorizationService } from '../../src/grpc/proto-loading';
-import { GrpcServer } from '../../src/grpc/transport/grpc-server';
-import { createLogger } from '../../src/logging/logger';
-import type { CheckResponse } from '../../src/responses/check-response';
+import { checkMethod } from '../../src/check/authorization-server';
+import { loadAuthorizationService } from '../../src/check/proto-loading';
+import { GrpcServer } from '../../src/transport/grpc-server';
+import { createLogger } from '../../src/platform/logger';
+import type { CheckResponse } from '../../src/check/responses/check-response';
 
 const ALLOW = Object.freeze({ status: { code: 0, message: '' }, ok_response: {} });
 /** The shape the service's encoder writes (all lists present), so the no-op takes the same fast path. */

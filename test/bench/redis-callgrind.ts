@@ -23,7 +23,7 @@
  * usage.
  *
  * --holds: the accounts are prepaid, and each decision brings a credit hold
- * (src/domain/credit-holds.ts) under a request id of its own that no answer
+ * (src/accounts/credit-holds.ts) under a request id of its own that no answer
  * releases, so every decision is taken with the holds of the ones before it
  * in flight (60 per account by the end of the default run).
  *
@@ -42,7 +42,7 @@ import { promisify } from 'node:util';
 import { parseArgs } from 'node:util';
 import Redis from 'ioredis';
 import { generateCustomerKey } from '../../src/keys/customer-key';
-import { NO_TOKEN_BUDGETS, type TokenBudgetPlan } from '../../src/domain/token-budgets';
+import { NO_TOKEN_BUDGETS, type TokenBudgetPlan } from '../../src/accounts/limits/token-budgets';
 import { BENCH_PLAN, BENCH_TOKEN_BUDGETS } from './bench-plan';
 import { packTokenBuckets } from '../../src/store/redis/redis-records';
 import { insertKey } from '../support/pipeline-fixture-world';

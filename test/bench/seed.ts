@@ -11,7 +11,7 @@ import { generateCustomerKey, displayPrefixOf, hashCustomerKey } from '../../src
 import { redisKeys } from '../../src/store/redis/redis-keys';
 import { accountToFields, keyToFields } from '../../src/store/redis/redis-records';
 import { RedisStore } from '../../src/store/redis/redis-store';
-import type { Account, StoredKey } from '../../src/domain/key-records';
+import type { Account, StoredKey } from '../../src/keys/key-records';
 
 export interface SeedOptions {
   /** Keys to create (besides the rate-limited ones). */

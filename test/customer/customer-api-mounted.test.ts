@@ -6,13 +6,13 @@
  * binds an invitation for the person's verified email.
  */
 import type { FastifyInstance } from 'fastify';
-import { addMember, memberDirectory } from '../../src/actions/member-actions';
+import { addMember, memberDirectory } from '../../src/accounts/member-actions';
 import { registerCustomerApi } from '../../src/customer/customer-api';
 import { buildCustomerServer } from '../../src/customer/customer-server';
 import type { RelyingParty } from '../../src/customer/oidc-login';
-import { systemClock } from '../../src/domain/clock';
-import { OPERATOR } from '../../src/domain/customer-identity';
-import { loadSettings, DEFAULT_PLAN, type CustomerSignInSettings } from '../../src/settings/settings';
+import { systemClock } from '../../src/platform/clock';
+import { OPERATOR } from '../../src/accounts/customer-identity';
+import { loadSettings, DEFAULT_PLAN, type CustomerSignInSettings } from '../../src/platform/settings';
 import { MemorySessionStorage } from '../../src/store/memory-session-storage';
 import { RedisStore } from '../../src/store/redis/redis-store';
 import { LogCapture } from '../support/log-capture';

@@ -9,9 +9,9 @@
 import { mkdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { addMember } from '../../src/actions/member-actions';
-import { OPERATOR, type MemberRole } from '../../src/domain/customer-identity';
-import { NO_TOKEN_BUDGETS } from '../../src/domain/token-budgets';
+import { addMember } from '../../src/accounts/member-actions';
+import { OPERATOR, type MemberRole } from '../../src/accounts/customer-identity';
+import { NO_TOKEN_BUDGETS } from '../../src/accounts/limits/token-budgets';
 import { RedisStore } from '../../src/store/redis/redis-store';
 import { launchChromium } from '../support/chromium';
 import { startCustomerApp, startOidcProvider, type CustomerAppProcess, type OidcTestProvider } from '../support/customer-stack';

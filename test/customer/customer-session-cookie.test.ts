@@ -10,9 +10,9 @@ import type { FastifyInstance } from 'fastify';
 import { buildCustomerServer } from '../../src/customer/customer-server';
 import { sessionIdHash } from '../../src/customer/session-store-adapter';
 import type { RelyingParty } from '../../src/customer/oidc-login';
-import { ManualClock } from '../../src/domain/clock';
-import { createLogger } from '../../src/logging/logger';
-import { loadSettings, type CustomerSignInSettings } from '../../src/settings/settings';
+import { ManualClock } from '../../src/platform/clock';
+import { createLogger } from '../../src/platform/logger';
+import { loadSettings, type CustomerSignInSettings } from '../../src/platform/settings';
 import { MemorySessionStorage } from '../../src/store/memory-session-storage';
 import { registerSecrets } from '../support/secret-scan';
 

@@ -5,9 +5,9 @@ import { join, posix, relative } from 'node:path';
 import { promisify } from 'node:util';
 import Fastify from 'fastify';
 
-import { DASHBOARD_ASSETS } from '../../src/admin/dashboard/register-dashboard';
+import { DASHBOARD_ASSETS } from '../../src/admin/register-dashboard';
 import { CHART_LIBRARY_FILES, CHART_LIBRARY_ROOT, CUSTOMER_ASSETS, CUSTOMER_PAGE_PATH } from '../../src/customer/customer-dashboard';
-import { registerWebAssets, WEB_ROOT } from '../../src/web-assets/web-assets';
+import { registerWebAssets, WEB_ROOT } from '../../src/http/web-assets';
 
 /** Static checks of the dashboard's browser files; the browser suite (dashboard.test.ts) checks the behaviour. */
 

@@ -19,8 +19,8 @@ import { promisify } from 'node:util';
 import { checkBootstrap } from './support/envoy-bootstrap';
 import { cluster, clusterEndpoints } from './support/envoy-semantics';
 import { parseYaml, parseYamlDocuments, pinnedNodeVersion, readRepoFile, readYaml, repoPath } from './support/repo-files';
-import { loadSettings } from '../../src/settings/settings';
-import { DASHBOARD_ASSETS } from '../../src/admin/dashboard/register-dashboard';
+import { loadSettings } from '../../src/platform/settings';
+import { DASHBOARD_ASSETS } from '../../src/admin/register-dashboard';
 import type { IDeployment } from 'kubernetes-models/apps/v1/Deployment';
 
 /**

@@ -40,7 +40,7 @@ import {
   type EnvoyView,
 } from './support/envoy-semantics';
 import { parseYaml, parseYamlDocuments, readRepoFile } from './support/repo-files';
-import { loadSettings } from '../../src/settings/settings';
+import { loadSettings } from '../../src/platform/settings';
 import { authzClusterSettingsFromEnvoyYaml } from '../e2e/authz-cluster';
 import { upstreamRequestHeadersFromEnvoyYaml } from '../e2e/envoy-front';
 import { extProcSettingsFromEnvoyYaml } from '../e2e/ext-proc-tap';

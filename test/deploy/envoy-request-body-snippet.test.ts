@@ -8,7 +8,7 @@
  */
 import { checkBootstrap } from './support/envoy-bootstrap';
 import { connectionManager, EXT_AUTHZ_FILTER, extAuthzProblems, routeFor, routes, type EnvoyView } from './support/envoy-semantics';
-import { DEFAULT_GRPC_SERVER_SETTINGS } from '../../src/grpc/transport/grpc-server';
+import { DEFAULT_GRPC_SERVER_SETTINGS } from '../../src/transport/grpc-server';
 import { parseYaml, readRepoFile } from './support/repo-files';
 
 /** The page's routes to change, and a path each serves. */

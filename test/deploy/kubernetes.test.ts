@@ -29,7 +29,7 @@ import {
 import { describeObject, KINDS, kindKey, schemaProblems, typeProblems } from './support/k8s-schemas';
 import { kustomizeBuild, podContainers, readKustomization, type K8sObject } from './support/kustomize';
 import { parseYaml, parseYamlDocuments, readRepoFile, REPO_ROOT, repoPath } from './support/repo-files';
-import { loadSettings } from '../../src/settings/settings';
+import { loadSettings } from '../../src/platform/settings';
 import type { IDeployment } from 'kubernetes-models/apps/v1/Deployment';
 import type { IPodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
 import type { INetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy';

@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { NODE_END_OF_LIFE } from '../../src/runtime/node-support';
+import { NODE_END_OF_LIFE } from '../../src/platform/node-support';
 import { pinnedNodeVersion, readRepoFile, REPO_ROOT } from './support/repo-files';
 
 const run = promisify(execFile);

@@ -1,5 +1,5 @@
-import { configFileSchema } from '../../src/settings/config-file';
-import { envSchema } from '../../src/settings/settings';
+import { configFileSchema } from '../../src/platform/config-file';
+import { envSchema } from '../../src/platform/settings';
 import { readDoc, tableAfter } from './markdown';
 
 /** Refused at start with a message naming its replacements: accepted by the schema only to be refused, so no row of its own. */

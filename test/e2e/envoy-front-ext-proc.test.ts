@@ -7,7 +7,7 @@
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 
-import type { TokenCounts } from '../../src/domain/usage';
+import type { TokenCounts } from '../../src/metering/usage';
 import { attributeValue, headerEntries, type ReceivedProcessingRequest } from '../support/ext-proc-protocol';
 import { isFinalMessage, startExtProcRecorder, type ExtProcRecorder, type RecordedSideStream } from '../support/ext-proc-recorder';
 import { usageReadingOf } from '../support/side-stream-usage';

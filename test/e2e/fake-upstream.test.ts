@@ -4,8 +4,8 @@
  * extractor (src/metering/) from the bytes it wrote. Error answers report
  * none; slow streams really are slow; fixture answers are the fixtures.
  */
-import type { RouteFamily } from '../../src/domain/route';
-import type { TokenCounts } from '../../src/domain/usage';
+import type { RouteFamily } from '../../src/check/routes/route';
+import type { TokenCounts } from '../../src/metering/usage';
 import { createUsageExtractor } from '../../src/metering/usage-extractor';
 import { USAGE_FIXTURE_CASES } from '../support/usage-fixtures';
 import { sendHttp } from './envoy-front';

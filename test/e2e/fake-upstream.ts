@@ -41,7 +41,7 @@ import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import * as path from 'node:path';
 
-import type { TokenCounts } from '../../src/domain/usage';
+import type { TokenCounts } from '../../src/metering/usage';
 import { USAGE_FIXTURE_CASES } from '../support/usage-fixtures';
 
 export interface RecordedRequest {

@@ -6,8 +6,8 @@
  * input or cached input token, 2 per output token, 3 per cache write.
  */
 import type { ApiAccount, ApiUsageReport } from '../../src/cli/api-types';
-import type { RouteFamily } from '../../src/domain/route';
-import type { TokenCounts, UsageOutcome } from '../../src/domain/usage';
+import type { RouteFamily } from '../../src/check/routes/route';
+import type { TokenCounts, UsageOutcome } from '../../src/metering/usage';
 import { usageOutcome } from '../../src/metering/usage-estimate';
 import { createUsageExtractor } from '../../src/metering/usage-extractor';
 import { startE2EWorld, type E2EWorld } from './e2e-world';
@@ -133,7 +133,7 @@ export const SLOW_TOKEN_BUDGET: TokenBudgetInput = { tokens: 1000, window: SLOW_
 
 /**
  * What a budget's token headers say is left once `used` tokens were metered, read before one whole token has
- * refilled (SLOW_REFILL_WINDOW): the whole tokens available, budget − used (src/limits/token-budget.ts: a
+ * refilled (SLOW_REFILL_WINDOW): the whole tokens available, budget − used (src/accounts/limits/token-budget.ts: a
  * token that has only begun to refill is not back yet). Metering one token more or less moves them by one.
  */
 export function tokensLeftAfter(budget: number, used: number): number {

@@ -10,7 +10,7 @@ import AnthropicLegacy, {
   AuthenticationError as LegacyAuthenticationError,
   RateLimitError as LegacyRateLimitError,
 } from 'anthropic-sdk-legacy';
-import { totalTokens } from '../../src/domain/usage';
+import { totalTokens } from '../../src/metering/usage';
 import { displayPrefixOf, generateCustomerKey } from '../../src/keys/customer-key';
 import { registerSecrets } from '../support/secret-scan';
 import type { DenyBodyView } from '../support/deny-body';

@@ -11,7 +11,7 @@
 import { ApiError, GoogleGenAI, type HttpRetryOptions } from '@google/genai';
 import { ApiError as ApiErrorV2, GoogleGenAI as GoogleGenAIV2 } from 'google-genai-v2';
 import { GoogleGenerativeAI, GoogleGenerativeAIFetchError } from '@google/generative-ai';
-import { totalTokens } from '../../src/domain/usage';
+import { totalTokens } from '../../src/metering/usage';
 import { displayPrefixOf, generateCustomerKey } from '../../src/keys/customer-key';
 import { registerSecrets } from '../support/secret-scan';
 import { startE2EWorld, type E2EWorld } from './e2e-world';

@@ -11,7 +11,7 @@ import OpenAIV6, {
   AuthenticationError as AuthenticationErrorV6,
   RateLimitError as RateLimitErrorV6,
 } from 'openai-v6';
-import { totalTokens } from '../../src/domain/usage';
+import { totalTokens } from '../../src/metering/usage';
 import { displayPrefixOf, generateCustomerKey } from '../../src/keys/customer-key';
 import { registerSecrets } from '../support/secret-scan';
 import { startE2EWorld, type E2EWorld } from './e2e-world';

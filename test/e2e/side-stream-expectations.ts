@@ -5,7 +5,7 @@
  * ext_authz set, ending once, and reads from it the usage the upstream
  * reported.
  */
-import { IDENTITY_HEADERS } from '../../src/responses/identity-headers';
+import { IDENTITY_HEADERS } from '../../src/check/responses/identity-headers';
 import { headerEntries } from '../support/ext-proc-protocol';
 import { isFinalMessage, type RecordedSideStream } from '../support/ext-proc-recorder';
 import { usageReadingOf } from '../support/side-stream-usage';

@@ -1,5 +1,5 @@
 import * as http from 'node:http';
-import { ManualClock } from '../../src/domain/clock';
+import { ManualClock } from '../../src/platform/clock';
 import { startAppUnderTest, TEST_ADMIN_TOKEN, type AppUnderTest } from '../support/running-app';
 import { recordServedRequests, type ServedRequest } from '../support/served-requests';
 

@@ -1,5 +1,5 @@
 import { chatCheckRequest, createOfficialCheckClient, type OfficialCheckClient } from '../support/envoy-official-client';
-import { ManualClock } from '../../src/domain/clock';
+import { ManualClock } from '../../src/platform/clock';
 import { startAppUnderTest, type AppUnderTest } from '../support/running-app';
 
 /** gateway_authz_check_latency_seconds: one observation per decision, buckets up to 1 s. */

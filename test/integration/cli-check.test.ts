@@ -2,7 +2,7 @@ import { createServer } from 'node:net';
 import * as grpc from '@grpc/grpc-js';
 import type { AllowView, CheckView, DenyView } from '../../src/cli/check-view';
 import { generateCustomerKey, hashCustomerKey } from '../../src/keys/customer-key';
-import { loadAuthorizationService } from '../../src/grpc/proto-loading';
+import { loadAuthorizationService } from '../../src/check/proto-loading';
 import { ensureBuiltCli, runCli, type CliRun } from '../support/built-cli';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
 import { recordCapture, registerSecrets } from '../support/secret-scan';

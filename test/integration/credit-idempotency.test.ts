@@ -1,4 +1,4 @@
-import { CREDIT_LIMIT_MINOR_UNITS } from '../../src/domain/credit';
+import { CREDIT_LIMIT_MINOR_UNITS } from '../../src/accounts/credit';
 import { redisKeys } from '../../src/store/redis/redis-keys';
 import { appOnTestRedis } from '../support/app-on-test-redis';
 

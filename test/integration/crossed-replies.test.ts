@@ -1,5 +1,5 @@
 import * as net from 'node:net';
-import { IDENTITY_HEADERS } from '../../src/responses/identity-headers';
+import { IDENTITY_HEADERS } from '../../src/check/responses/identity-headers';
 import {
   createOfficialCheckClient,
   envoyCheckRequest,

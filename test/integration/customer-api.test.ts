@@ -1,19 +1,19 @@
-import { createKey } from '../../src/actions/key-actions';
-import { addMember } from '../../src/actions/member-actions';
+import { createKey } from '../../src/keys/key-actions';
+import { addMember } from '../../src/accounts/member-actions';
 import { CUSTOMER_API_PREFIX } from '../../src/customer/customer-api';
 import type { UsageView } from '../../src/customer/customer-views';
-import { NO_TOKEN_BUDGETS } from '../../src/domain/token-budgets';
-import type { UsageRecord } from '../../src/domain/usage-record';
-import { OPERATOR, type CustomerIdentity, type MemberRole } from '../../src/domain/customer-identity';
-import { actionsOf, CUSTOMER_ACTIONS, mayPerform, type CustomerAction } from '../../src/domain/customer-permissions';
+import { NO_TOKEN_BUDGETS } from '../../src/accounts/limits/token-budgets';
+import type { UsageRecord } from '../../src/metering/usage-record';
+import { OPERATOR, type CustomerIdentity, type MemberRole } from '../../src/accounts/customer-identity';
+import { actionsOf, CUSTOMER_ACTIONS, mayPerform, type CustomerAction } from '../../src/customer/customer-permissions';
 import { hashCustomerKey } from '../../src/keys/customer-key';
 import { RedisStore } from '../../src/store/redis/redis-store';
 import { startCustomerApiUnderTest, type CustomerApiUnderTest } from '../support/customer-api-app';
 import { COMMON_KEY_VIEW_FIELDS } from '../support/key-view-fields';
 import { LogCapture } from '../support/log-capture';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
-import { systemClock } from '../../src/domain/clock';
-import { dayStartOf, HOUR_MS, hourStartOf } from '../../src/domain/request-counts';
+import { systemClock } from '../../src/platform/clock';
+import { dayStartOf, HOUR_MS, hourStartOf } from '../../src/keys/request-counts';
 
 /**
  * The customer API over real HTTP, on a real Redis: every call is authorised
@@ -130,7 +130,7 @@ const CALLS: Call[] = [
 const callName = (call: Call) => `${call.method} ${call.action}`;
 
 /**
- * The issue's roles, written out here independently of src/domain/customer-permissions.ts:
+ * The issue's roles, written out here independently of src/customer/customer-permissions.ts:
  * owner manages keys and members (and reads the audit), developer manages keys, viewer sees keys and usage.
  */
 const ALLOWED: Record<MemberRole, readonly CustomerAction[]> = {

@@ -1,9 +1,9 @@
 import type * as http2 from 'node:http2';
-import { systemClock } from '../../src/domain/clock';
-import type { MeteredResponse } from '../../src/domain/metered-response';
-import { PROCESS_PATH, processMethod } from '../../src/grpc/ext-proc-service';
-import { DEFAULT_GRPC_SERVER_SETTINGS, GrpcServer } from '../../src/grpc/transport/grpc-server';
-import { createLogger } from '../../src/logging/logger';
+import { systemClock } from '../../src/platform/clock';
+import type { MeteredResponse } from '../../src/metering/metered-response';
+import { PROCESS_PATH, processMethod } from '../../src/metering/ext-proc-service';
+import { DEFAULT_GRPC_SERVER_SETTINGS, GrpcServer } from '../../src/transport/grpc-server';
+import { createLogger } from '../../src/platform/logger';
 import { EXT_PROC_ATTRIBUTES_KEY, headerMap, observed, serializeProcessingRequest } from '../support/ext-proc-official';
 import { connect, GRPC_HEADERS, grpcFrame } from '../support/raw-grpc';
 import { usageFixture } from '../support/usage-fixtures';

@@ -1,8 +1,8 @@
 import * as grpc from '@grpc/grpc-js';
 import * as http2 from 'node:http2';
-import { ManualClock } from '../../src/domain/clock';
-import type { MeteredResponse } from '../../src/domain/metered-response';
-import type { UsageOutcome } from '../../src/domain/usage';
+import { ManualClock } from '../../src/platform/clock';
+import type { MeteredResponse } from '../../src/metering/metered-response';
+import type { UsageOutcome } from '../../src/metering/usage';
 import { createOfficialCheckClient, decisionFor } from '../support/envoy-official-client';
 import {
   createProcessClient,

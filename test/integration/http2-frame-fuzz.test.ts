@@ -1,11 +1,11 @@
 import * as net from 'node:net';
 import fc from 'fast-check';
-import { systemClock } from '../../src/domain/clock';
-import { CHECK_PATH, checkMethod } from '../../src/grpc/authorization-server';
-import { createCheckHandler } from '../../src/grpc/check-handler';
-import { checkRequestHeaderSelection } from '../../src/grpc/check-request';
-import { GrpcServer } from '../../src/grpc/transport/grpc-server';
-import { HUFFMAN_EOS } from '../../src/grpc/transport/http2/huffman';
+import { systemClock } from '../../src/platform/clock';
+import { CHECK_PATH, checkMethod } from '../../src/check/authorization-server';
+import { createCheckHandler } from '../../src/check/check-handler';
+import { checkRequestHeaderSelection } from '../../src/check/check-request';
+import { GrpcServer } from '../../src/transport/grpc-server';
+import { HUFFMAN_EOS } from '../../src/transport/http2/huffman';
 import { generateCustomerKey } from '../../src/keys/customer-key';
 import { createOfficialCheckClient, envoyCheckRequest, officialCheckMethod } from '../support/envoy-official-client';
 import { huffmanBits, huffmanEncode, hpackInteger, hpackString, packBits } from '../support/hpack-encoding';

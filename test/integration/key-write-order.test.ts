@@ -1,6 +1,6 @@
-import { NO_TOKEN_BUDGETS } from '../../src/domain/token-budgets';
+import { NO_TOKEN_BUDGETS } from '../../src/accounts/limits/token-budgets';
 import Redis from 'ioredis';
-import { ManualClock } from '../../src/domain/clock';
+import { ManualClock } from '../../src/platform/clock';
 import { mintKey, successorTerms } from '../../src/keys/key-minting';
 import { RedisStore } from '../../src/store/redis/redis-store';
 import { redisKeys } from '../../src/store/redis/redis-keys';

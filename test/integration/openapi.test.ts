@@ -4,10 +4,10 @@
  * an onRoute hook), but for the few routes that are not part of an API, named below.
  */
 import type { FastifyInstance, RouteOptions } from 'fastify';
-import { DASHBOARD_ASSETS } from '../../src/admin/dashboard/register-dashboard';
+import { DASHBOARD_ASSETS } from '../../src/admin/register-dashboard';
 import { ADMIN_API_DOCUMENT_PATH, CUSTOMER_API_DOCUMENT_PATH } from '../../src/admin/routes/api-description';
 import { CHART_LIBRARY_FILES, CUSTOMER_ASSETS, CUSTOMER_PAGE_PATH } from '../../src/customer/customer-dashboard';
-import { CUSTOMER_CALLBACK_PATH } from '../../src/settings/settings';
+import { CUSTOMER_CALLBACK_PATH } from '../../src/platform/settings';
 import { startAppUnderTest, type AppUnderTest } from '../support/running-app';
 import { registerSecrets } from '../support/secret-scan';
 

@@ -1,6 +1,6 @@
 import { buildAdminServer } from '../../src/admin/admin-server';
 import type { ApiErrorBody, ApiKey, ApiRotatedKey } from '../../src/cli/api-types';
-import { ManualClock } from '../../src/domain/clock';
+import { ManualClock } from '../../src/platform/clock';
 import { RedisStore } from '../../src/store/redis/redis-store';
 import { LogCapture } from '../support/log-capture';
 import { startTestRedis, type TestRedis } from '../support/redis-server';

@@ -1,6 +1,6 @@
 import Redis from 'ioredis';
-import type { TokenBudgetPlan } from '../../src/domain/token-budgets';
-import type { UsageRecord } from '../../src/domain/usage-record';
+import type { TokenBudgetPlan } from '../../src/accounts/limits/token-budgets';
+import type { UsageRecord } from '../../src/metering/usage-record';
 import { RedisStore } from '../../src/store/redis/redis-store';
 import { createOfficialCheckClient, envoyCheckRequest, type OfficialCheckClient } from '../support/envoy-official-client';
 import { parseDenyBody } from '../support/deny-body';

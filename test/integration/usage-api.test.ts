@@ -1,4 +1,4 @@
-import type { UsageRecord } from '../../src/domain/usage-record';
+import type { UsageRecord } from '../../src/metering/usage-record';
 import type { ApiAccount, ApiKey, ApiUsageReport } from '../../src/cli/api-types';
 import { ensureBuiltCli, runCli } from '../support/built-cli';
 import { startTestRedis, type TestRedis } from '../support/redis-server';

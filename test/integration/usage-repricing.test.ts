@@ -1,9 +1,9 @@
 import * as grpc from '@grpc/grpc-js';
 import Redis from 'ioredis';
-import type { Currency } from '../../src/domain/money';
-import type { PriceTable, TokenPrices } from '../../src/domain/pricing';
+import type { Currency } from '../../src/accounts/money';
+import type { PriceTable, TokenPrices } from '../../src/metering/price-table';
 import { priceTableHash } from '../../src/metering/pricing';
-import { configFileSchema } from '../../src/settings/config-file';
+import { configFileSchema } from '../../src/platform/config-file';
 import { redisKeys } from '../../src/store/redis/redis-keys';
 import { createProcessClient, EXT_PROC_ATTRIBUTES_KEY, headerMap, observed, type ProcessClient } from '../support/ext-proc-official';
 import { startTestRedis, type TestRedis } from '../support/redis-server';

@@ -1,6 +1,6 @@
-import { toAuthRequest, type CheckRequestMessage } from '../../src/grpc/check-request';
-import { decide } from '../../src/pipeline/decide';
-import { toCheckAnswer } from '../../src/responses/check-response';
+import { toAuthRequest, type CheckRequestMessage } from '../../src/check/check-request';
+import { decide } from '../../src/check/pipeline/decide';
+import { toCheckAnswer } from '../../src/check/responses/check-response';
 import { loadCheckRequestFixtures, materialize } from '../support/check-request-fixtures';
 import { FIXTURE_ACCOUNT, fixtureWorld, type FixtureWorld } from '../support/pipeline-fixture-world';
 

@@ -1,6 +1,6 @@
-import { toAuthRequest } from '../../src/grpc/check-request';
-import { decide } from '../../src/pipeline/decide';
-import { toCheckAnswer } from '../../src/responses/check-response';
+import { toAuthRequest } from '../../src/check/check-request';
+import { decide } from '../../src/check/pipeline/decide';
+import { toCheckAnswer } from '../../src/check/responses/check-response';
 import { generateCustomerKey } from '../../src/keys/customer-key';
 import { loadCheckRequestFixtures, materialize } from '../support/check-request-fixtures';
 import { fixtureWorld, insertKey } from '../support/pipeline-fixture-world';

@@ -1,11 +1,11 @@
 import fc from 'fast-check';
-import { checkRequestHeaderSelection, toAuthRequest, type CheckRequestMessage } from '../../src/grpc/check-request';
-import { decodeCheckRequest } from '../../src/grpc/check-request-decoding';
-import { loadAuthorizationService } from '../../src/grpc/proto-loading';
-import type { AuthRequest } from '../../src/domain/auth-request';
-import type { Decision } from '../../src/domain/decision';
-import { decide } from '../../src/pipeline/decide';
-import { headersThePipelineReads } from '../../src/pipeline/headers-read';
+import { checkRequestHeaderSelection, toAuthRequest, type CheckRequestMessage } from '../../src/check/check-request';
+import { decodeCheckRequest } from '../../src/check/check-request-decoding';
+import { loadAuthorizationService } from '../../src/check/proto-loading';
+import type { AuthRequest } from '../../src/check/auth-request';
+import type { Decision } from '../../src/check/decision';
+import { decide } from '../../src/check/pipeline/decide';
+import { headersThePipelineReads } from '../../src/check/pipeline/headers-read';
 import { loadCheckRequestFixtures, materialize } from '../support/check-request-fixtures';
 import { fixtureWorld, type FixtureWorld } from '../support/pipeline-fixture-world';
 import { officialCheckMethod } from '../support/envoy-official-client';

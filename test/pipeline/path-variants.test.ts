@@ -1,5 +1,5 @@
-import { toAuthRequest } from '../../src/grpc/check-request';
-import { decide } from '../../src/pipeline/decide';
+import { toAuthRequest } from '../../src/check/check-request';
+import { decide } from '../../src/check/pipeline/decide';
 import { envoyCheckRequest } from '../support/envoy-official-client';
 import { fixtureWorld, type FixtureWorld } from '../support/pipeline-fixture-world';
 

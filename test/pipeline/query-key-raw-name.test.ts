@@ -1,7 +1,7 @@
 import fc from 'fast-check';
-import { toAuthRequest } from '../../src/grpc/check-request';
-import { decide } from '../../src/pipeline/decide';
-import { toCheckAnswer } from '../../src/responses/check-response';
+import { toAuthRequest } from '../../src/check/check-request';
+import { decide } from '../../src/check/pipeline/decide';
+import { toCheckAnswer } from '../../src/check/responses/check-response';
 import { envoyCheckRequest } from '../support/envoy-official-client';
 import { fixtureWorld, type FixtureWorld } from '../support/pipeline-fixture-world';
 

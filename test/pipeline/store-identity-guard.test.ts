@@ -1,8 +1,8 @@
-import type { AuthorizeOutcome, KeyIndex } from '../../src/domain/authorization';
-import { toAuthRequest } from '../../src/grpc/check-request';
+import type { AuthorizeOutcome, KeyIndex } from '../../src/check/ports';
+import { toAuthRequest } from '../../src/check/check-request';
 import { displayPrefixOf, generateCustomerKey, hashCustomerKey } from '../../src/keys/customer-key';
-import { decide, STORE_IDENTITY_MISMATCH, type PipelineDeps } from '../../src/pipeline/decide';
-import { loadSettings } from '../../src/settings/settings';
+import { decide, STORE_IDENTITY_MISMATCH, type PipelineDeps } from '../../src/check/pipeline/decide';
+import { loadSettings } from '../../src/platform/settings';
 import { envoyCheckRequest } from '../support/envoy-official-client';
 
 /**

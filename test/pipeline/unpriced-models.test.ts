@@ -5,12 +5,12 @@
  * knows the model: the Gemini-style path, or the top-level `model` of a body
  * that Envoy sends (ext_authz `with_request_body`).
  */
-import type { Authorizer } from '../../src/domain/authorization';
-import { toAuthRequest } from '../../src/grpc/check-request';
+import type { Authorizer } from '../../src/check/ports';
+import { toAuthRequest } from '../../src/check/check-request';
 import fc from 'fast-check';
-import { decide } from '../../src/pipeline/decide';
-import { topLevelModelOf } from '../../src/pipeline/model-step';
-import { toCheckAnswer } from '../../src/responses/check-response';
+import { decide } from '../../src/check/pipeline/decide';
+import { topLevelModelOf } from '../../src/check/pipeline/model-step';
+import { toCheckAnswer } from '../../src/check/responses/check-response';
 import { parseDenyBody } from '../support/deny-body';
 import { envoyCheckRequest, type EnvoyCheckRequestOptions } from '../support/envoy-official-client';
 import { fixtureWorld, type FixtureWorld } from '../support/pipeline-fixture-world';

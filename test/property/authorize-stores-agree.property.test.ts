@@ -1,11 +1,11 @@
 import fc from 'fast-check';
-import { ManualClock } from '../../src/domain/clock';
-import type { RateLimit, RatePlan } from '../../src/domain/rate-limits';
-import type { TokenBudget, TokenBudgetPlan } from '../../src/domain/token-budgets';
-import type { UsageRecord } from '../../src/domain/usage-record';
+import { ManualClock } from '../../src/platform/clock';
+import type { RateLimit, RatePlan } from '../../src/accounts/limits/rate-limits';
+import type { TokenBudget, TokenBudgetPlan } from '../../src/accounts/limits/token-budgets';
+import type { UsageRecord } from '../../src/metering/usage-record';
 import { MemoryStore } from '../../src/store/memory-store';
 import { RedisStore } from '../../src/store/redis/redis-store';
-import type { Account, StoredKey } from '../../src/domain/key-records';
+import type { Account, StoredKey } from '../../src/keys/key-records';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
 
 /**

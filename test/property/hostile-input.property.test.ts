@@ -1,10 +1,10 @@
 import fc from 'fast-check';
-import { parseAuthorization } from '../../src/credentials/authorization-header';
-import { toAuthRequest } from '../../src/grpc/check-request';
+import { parseAuthorization } from '../../src/check/credentials/authorization-header';
+import { toAuthRequest } from '../../src/check/check-request';
 import { generateCustomerKey, parseCustomerKey } from '../../src/keys/customer-key';
-import { decide } from '../../src/pipeline/decide';
-import { classifyFamily, isCanonicalPath } from '../../src/routes/classify';
-import { toCheckAnswer } from '../../src/responses/check-response';
+import { decide } from '../../src/check/pipeline/decide';
+import { classifyFamily, isCanonicalPath } from '../../src/check/routes/classify';
+import { toCheckAnswer } from '../../src/check/responses/check-response';
 import { fixtureWorld, type FixtureWorld } from '../support/pipeline-fixture-world';
 
 /**

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
-import type { RouteFamily } from '../../src/domain/route';
-import type { TokenCounts, UsageReading } from '../../src/domain/usage';
+import type { RouteFamily } from '../../src/check/routes/route';
+import type { TokenCounts, UsageReading } from '../../src/metering/usage';
 import { USAGE_FIXTURE_CASES, readUsage, response, usageFixture } from '../support/usage-fixtures';
 
 /**

@@ -6,7 +6,7 @@
  *  - every field of every message in our copy exists in the official message
  *    with the same number, type, label, map key type and oneof;
  *  - enums (incl. the whole envoy.type.v3.StatusCode) match value for value;
- *  - src/grpc/proto-loading.ts exposes /envoy.service.auth.v3.Authorization/Check.
+ *  - src/check/proto-loading.ts exposes /envoy.service.auth.v3.Authorization/Check.
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -18,7 +18,7 @@ import {
   LOADER_OPTIONS,
   PROTO_ROOT,
   loadAuthorizationService,
-} from '../../src/grpc/proto-loading';
+} from '../../src/check/proto-loading';
 import {
   OFFICIAL_EXTERNAL_AUTH_PROTO,
   OFFICIAL_INCLUDE_DIRS,
@@ -581,7 +581,7 @@ describe('proto/ definitions match the official ones field by field', () => {
 
 // ---------------------------------------------------------------------------
 
-describe('src/grpc/proto-loading.ts', () => {
+describe('src/check/proto-loading.ts', () => {
   test('PROTO_ROOT is <repo>/proto and LOADER_OPTIONS are as agreed', () => {
     expect(path.isAbsolute(PROTO_ROOT)).toBe(true);
     expect(PROTO_ROOT).toBe(path.resolve(__dirname, '..', '..', 'proto'));

@@ -2,9 +2,9 @@ import Redis from 'ioredis';
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import * as net from 'node:net';
-import type { CheckPathOperation } from '../../src/domain/authorization';
+import type { CheckPathOperation } from '../../src/check/ports';
 import { FLUSH_AT_COMMANDS, PipelinedConnection, type LuaSource, type RedisAddress } from '../../src/store/redis/check-connection';
-import { StoreUnavailableError } from '../../src/store/store';
+import { StoreUnavailableError } from '../../src/ports/store';
 import { spawnTestRedisServer, type TestRedis } from '../support/redis-server';
 
 /**

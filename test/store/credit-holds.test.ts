@@ -1,16 +1,16 @@
 import Redis from 'ioredis';
-import { ManualClock } from '../../src/domain/clock';
-import type { AuthorizeOutcome } from '../../src/domain/authorization';
-import { HOLD_LIFETIME_US, type CreditHold } from '../../src/domain/credit-holds';
-import type { Account, StoredKey } from '../../src/domain/key-records';
-import type { RatePlan } from '../../src/domain/rate-limits';
-import { NO_TOKEN_BUDGETS, type TokenBudgetPlan } from '../../src/domain/token-budgets';
-import type { UsageRecord } from '../../src/domain/usage-record';
+import { ManualClock } from '../../src/platform/clock';
+import type { AuthorizeOutcome } from '../../src/check/ports';
+import { HOLD_LIFETIME_US, type CreditHold } from '../../src/accounts/credit-holds';
+import type { Account, StoredKey } from '../../src/keys/key-records';
+import type { RatePlan } from '../../src/accounts/limits/rate-limits';
+import { NO_TOKEN_BUDGETS, type TokenBudgetPlan } from '../../src/accounts/limits/token-budgets';
+import type { UsageRecord } from '../../src/metering/usage-record';
 import { generateCustomerKey, hashCustomerKey } from '../../src/keys/customer-key';
 import { MemoryStore } from '../../src/store/memory-store';
 import { redisKeys } from '../../src/store/redis/redis-keys';
 import { RedisStore } from '../../src/store/redis/redis-store';
-import type { Store } from '../../src/store/store';
+import type { Store } from '../../src/ports/store';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
 
 /**

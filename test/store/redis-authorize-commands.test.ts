@@ -1,8 +1,8 @@
-import { dayStartOf, hourStartOf } from '../../src/domain/request-counts';
-import { NO_TOKEN_BUDGETS, type TokenBudgetPlan } from '../../src/domain/token-budgets';
+import { dayStartOf, hourStartOf } from '../../src/keys/request-counts';
+import { NO_TOKEN_BUDGETS, type TokenBudgetPlan } from '../../src/accounts/limits/token-budgets';
 import Redis from 'ioredis';
 import { generateCustomerKey, hashCustomerKey } from '../../src/keys/customer-key';
-import type { RatePlan } from '../../src/domain/rate-limits';
+import type { RatePlan } from '../../src/accounts/limits/rate-limits';
 import { redisKeys } from '../../src/store/redis/redis-keys';
 import { RedisStore } from '../../src/store/redis/redis-store';
 import { startTestRedis, type TestRedis } from '../support/redis-server';

@@ -1,5 +1,5 @@
-import { NO_TOKEN_BUDGETS } from '../../src/domain/token-budgets';
-import type { RatePlan } from '../../src/domain/rate-limits';
+import { NO_TOKEN_BUDGETS } from '../../src/accounts/limits/token-budgets';
+import type { RatePlan } from '../../src/accounts/limits/rate-limits';
 import { generateCustomerKey, hashCustomerKey } from '../../src/keys/customer-key';
 import { redisKeys } from '../../src/store/redis/redis-keys';
 import { parsePackedBuckets } from '../../src/store/redis/redis-records';

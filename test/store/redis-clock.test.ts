@@ -1,8 +1,8 @@
 import Redis from 'ioredis';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { NO_TOKEN_BUDGETS } from '../../src/domain/token-budgets';
-import type { RatePlan } from '../../src/domain/rate-limits';
+import { NO_TOKEN_BUDGETS } from '../../src/accounts/limits/token-budgets';
+import type { RatePlan } from '../../src/accounts/limits/rate-limits';
 import { generateCustomerKey } from '../../src/keys/customer-key';
 import { RedisStore } from '../../src/store/redis/redis-store';
 import { insertKey } from '../support/pipeline-fixture-world';

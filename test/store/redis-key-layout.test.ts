@@ -1,7 +1,7 @@
-import { NO_TOKEN_BUDGETS } from '../../src/domain/token-budgets';
+import { NO_TOKEN_BUDGETS } from '../../src/accounts/limits/token-budgets';
 import { generateCustomerKey, hashCustomerKey } from '../../src/keys/customer-key';
-import { OPERATOR } from '../../src/domain/customer-identity';
-import { principalKey } from '../../src/domain/members';
+import { OPERATOR } from '../../src/accounts/customer-identity';
+import { principalKey } from '../../src/accounts/members';
 import { redisKeys } from '../../src/store/redis/redis-keys';
 import { parsePackedBuckets } from '../../src/store/redis/redis-records';
 import { storeOnTestRedis } from '../support/store-on-test-redis';

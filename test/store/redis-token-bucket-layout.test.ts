@@ -1,9 +1,9 @@
-import type { TokenBudget, TokenBudgetPlan } from '../../src/domain/token-budgets';
-import { NO_TOKEN_BUDGETS } from '../../src/domain/token-budgets';
-import type { RatePlan } from '../../src/domain/rate-limits';
-import type { UsageRecord } from '../../src/domain/usage-record';
+import type { TokenBudget, TokenBudgetPlan } from '../../src/accounts/limits/token-budgets';
+import { NO_TOKEN_BUDGETS } from '../../src/accounts/limits/token-budgets';
+import type { RatePlan } from '../../src/accounts/limits/rate-limits';
+import type { UsageRecord } from '../../src/metering/usage-record';
 import { generateCustomerKey } from '../../src/keys/customer-key';
-import { consumeTokenBudget, tokenBudgetState, type TokenBucket } from '../../src/limits/token-budget';
+import { consumeTokenBudget, tokenBudgetState, type TokenBucket } from '../../src/accounts/limits/token-budget';
 import { redisKeys } from '../../src/store/redis/redis-keys';
 import { parsePackedTokenBuckets } from '../../src/store/redis/redis-records';
 import { insertKey } from '../support/pipeline-fixture-world';
@@ -17,7 +17,7 @@ import { storeOnTestRedis } from '../support/store-on-test-redis';
  * `tb:a:<w>`), are taken over by the usage script's sweep, which runs on this
  * version's first record on such an account (its sweep field is new): a
  * rolling deploy loses no token. Every expected bucket comes from the BigInt
- * arithmetic of src/limits/token-budget.ts.
+ * arithmetic of src/accounts/limits/token-budget.ts.
  */
 /** A token bucket as the earlier version's usage script wrote it: `<tatUs>`, or `<tatUs> <fraction>`. */
 const legacyTokenBucketText = (bucket: TokenBucket) =>

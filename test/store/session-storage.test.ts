@@ -2,12 +2,12 @@ import { createHash } from 'node:crypto';
 import type { Session } from 'fastify';
 import Redis from 'ioredis';
 import { sessionIdHash, sessionStoreOver } from '../../src/customer/session-store-adapter';
-import { ManualClock } from '../../src/domain/clock';
-import type { SessionStorage } from '../../src/domain/session-storage';
+import { ManualClock } from '../../src/platform/clock';
+import type { SessionStorage } from '../../src/customer/session-storage';
 import { MemorySessionStorage } from '../../src/store/memory-session-storage';
 import { redisKeys } from '../../src/store/redis/redis-keys';
 import { RedisSessionStorage } from '../../src/store/redis/redis-session-storage';
-import { StoreUnavailableError } from '../../src/store/store';
+import { StoreUnavailableError } from '../../src/ports/store';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
 import { freePort } from '../support/server-process';
 

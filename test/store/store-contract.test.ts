@@ -1,27 +1,32 @@
 import Redis from 'ioredis';
 import fc from 'fast-check';
-import { ManualClock } from '../../src/domain/clock';
-import { CREDIT_LIMIT_MINOR_UNITS, IDEMPOTENCY_KEY_MAX_LENGTH } from '../../src/domain/credit';
-import { MAX_RESPONSE_COST_MINOR_UNITS } from '../../src/domain/pricing';
-import { MAX_BUDGET_TOKENS, MAX_BUDGET_TOKENS_PER_SECOND, NO_TOKEN_BUDGETS, type TokenBudgetPlan } from '../../src/domain/token-budgets';
-import { MAX_TOKEN_COUNT } from '../../src/domain/usage';
-import { bucketExpiresAtMs, periodName, usageMonthOf } from '../../src/domain/usage-periods';
-import { addUsageTotals, usageRecordProblem, zeroUsageTotals, type UsageRecord } from '../../src/domain/usage-record';
-import { MAX_WINDOW_SECONDS } from '../../src/limits/rate-limit';
-import { consumeTokenBudget } from '../../src/limits/token-budget';
+import { ManualClock } from '../../src/platform/clock';
+import { CREDIT_LIMIT_MINOR_UNITS, IDEMPOTENCY_KEY_MAX_LENGTH } from '../../src/accounts/credit';
+import { MAX_RESPONSE_COST_MINOR_UNITS } from '../../src/metering/price-table';
+import {
+  MAX_BUDGET_TOKENS,
+  MAX_BUDGET_TOKENS_PER_SECOND,
+  NO_TOKEN_BUDGETS,
+  type TokenBudgetPlan,
+} from '../../src/accounts/limits/token-budgets';
+import { MAX_TOKEN_COUNT } from '../../src/metering/usage';
+import { bucketExpiresAtMs, periodName, usageMonthOf } from '../../src/metering/usage-periods';
+import { addUsageTotals, usageRecordProblem, zeroUsageTotals, type UsageRecord } from '../../src/metering/usage-record';
+import { MAX_WINDOW_SECONDS } from '../../src/accounts/limits/rate-limit';
+import { consumeTokenBudget } from '../../src/accounts/limits/token-budget';
 import { LUA_TOKEN_BUDGET, LUA_TOKEN_UNREFILLED_FOR_TEST } from '../../src/store/redis/scripts';
 import { generateCustomerKey, hashCustomerKey } from '../../src/keys/customer-key';
-import type { RatePlan } from '../../src/domain/rate-limits';
+import type { RatePlan } from '../../src/accounts/limits/rate-limits';
 import { MemoryStore } from '../../src/store/memory-store';
-import { dayStartOf, HOUR_MS, hourStartOf } from '../../src/domain/request-counts';
+import { dayStartOf, HOUR_MS, hourStartOf } from '../../src/keys/request-counts';
 import { redisKeys } from '../../src/store/redis/redis-keys';
 import { RedisStore } from '../../src/store/redis/redis-store';
 import { keyToFields } from '../../src/store/redis/redis-records';
-import { CorruptRecordError, CREDIT_IDEMPOTENCY_TTL_MS, USAGE_MARKER_TTL_MS, type Store } from '../../src/store/store';
-import { OPERATOR, type AuditActor, type CustomerIdentity } from '../../src/domain/customer-identity';
-import { MAX_MEMBERS_PER_ACCOUNT, type Member, type MemberPrincipal } from '../../src/domain/members';
-import type { Account, StoredKey } from '../../src/domain/key-records';
-import type { AuthorizeOutcome } from '../../src/domain/authorization';
+import { CorruptRecordError, CREDIT_IDEMPOTENCY_TTL_MS, USAGE_MARKER_TTL_MS, type Store } from '../../src/ports/store';
+import { OPERATOR, type AuditActor, type CustomerIdentity } from '../../src/accounts/customer-identity';
+import { MAX_MEMBERS_PER_ACCOUNT, type Member, type MemberPrincipal } from '../../src/accounts/members';
+import type { Account, StoredKey } from '../../src/keys/key-records';
+import type { AuthorizeOutcome } from '../../src/check/ports';
 import { startTestRedisCluster, type TestRedisCluster } from '../support/redis-cluster';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
 

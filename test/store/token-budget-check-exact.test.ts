@@ -1,10 +1,15 @@
 import { isDeepStrictEqual } from 'node:util';
 import fc from 'fast-check';
-import type { LimitScope, RatePlan } from '../../src/domain/rate-limits';
-import { MAX_BUDGET_TOKENS, MAX_BUDGET_TOKENS_PER_SECOND, type TokenBudget, type TokenBudgetPlan } from '../../src/domain/token-budgets';
+import type { LimitScope, RatePlan } from '../../src/accounts/limits/rate-limits';
+import {
+  MAX_BUDGET_TOKENS,
+  MAX_BUDGET_TOKENS_PER_SECOND,
+  type TokenBudget,
+  type TokenBudgetPlan,
+} from '../../src/accounts/limits/token-budgets';
 import { generateCustomerKey } from '../../src/keys/customer-key';
-import { MAX_WINDOW_SECONDS } from '../../src/limits/rate-limit';
-import { tokenBudgetState, type TokenBucket } from '../../src/limits/token-budget';
+import { MAX_WINDOW_SECONDS } from '../../src/accounts/limits/rate-limit';
+import { tokenBudgetState, type TokenBucket } from '../../src/accounts/limits/token-budget';
 import { redisKeys } from '../../src/store/redis/redis-keys';
 import { packTokenBuckets } from '../../src/store/redis/redis-records';
 import { RedisStore } from '../../src/store/redis/redis-store';

@@ -1,11 +1,11 @@
 import Fastify, { type FastifyInstance } from 'fastify';
-import { systemClock, type Clock } from '../../src/domain/clock';
-import type { CustomerIdentity } from '../../src/domain/customer-identity';
-import { DEFAULT_MAX_ACTIVE_KEYS } from '../../src/domain/active-key-cap';
+import { systemClock, type Clock } from '../../src/platform/clock';
+import type { CustomerIdentity } from '../../src/accounts/customer-identity';
+import { DEFAULT_MAX_ACTIVE_KEYS } from '../../src/keys/active-key-cap';
 import { registerCustomerApi } from '../../src/customer/customer-api';
 import { declareCustomerIdentity } from '../../src/customer/customer-request';
-import { DEFAULT_PLAN } from '../../src/settings/settings';
-import type { Store } from '../../src/store/store';
+import { DEFAULT_PLAN } from '../../src/platform/settings';
+import type { Store } from '../../src/ports/store';
 import type { MemberView } from '../../src/http/api-views';
 import type { AccountSummaryView, CustomerAuditEntryView, CustomerKeyView, MeView } from '../../src/customer/customer-views';
 import { LogCapture } from './log-capture';

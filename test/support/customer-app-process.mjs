@@ -11,8 +11,8 @@
 // It also mounts a probe customer API (GET and POST /api/probe), so the tests
 // can show what reaches an API route behind the server's checks.
 import { startApp } from '../../dist/app.js';
-import { createLogger } from '../../dist/logging/logger.js';
-import { loadSettings } from '../../dist/settings/settings.js';
+import { createLogger } from '../../dist/platform/logger.js';
+import { loadSettings } from '../../dist/platform/settings.js';
 
 const result = loadSettings(process.env);
 if (!result.ok) {

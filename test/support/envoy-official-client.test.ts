@@ -1,7 +1,7 @@
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 
-import { loadAuthorizationService } from '../../src/grpc/proto-loading';
+import { loadAuthorizationService } from '../../src/check/proto-loading';
 import {
   DEFAULT_AUTHORITY,
   OFFICIAL_EXTERNAL_AUTH_PROTO,

@@ -7,8 +7,8 @@
 const path = require('node:path');
 
 const dist = path.resolve(process.argv[2]);
-const { loadSettings } = require(path.join(dist, 'settings/settings.js'));
-const { decide } = require(path.join(dist, 'pipeline/decide.js'));
+const { loadSettings } = require(path.join(dist, 'platform/settings.js'));
+const { decide } = require(path.join(dist, 'check/pipeline/decide.js'));
 const { parseAuthorizeReply } = require(path.join(dist, 'store/redis/scripts.js'));
 const { displayPrefixOf, generateCustomerKey } = require(path.join(dist, 'keys/customer-key.js'));
 

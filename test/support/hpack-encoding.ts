@@ -1,4 +1,4 @@
-import { HUFFMAN_CODE_LENGTHS, HUFFMAN_CODES } from '../../src/grpc/transport/http2/huffman';
+import { HUFFMAN_CODE_LENGTHS, HUFFMAN_CODES } from '../../src/transport/http2/huffman';
 
 /**
  * Test-side HPACK (RFC 7541) encoding, simple rather than fast: enough to

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { createLogger, type Logger } from '../../src/logging/logger';
+import { createLogger, type Logger } from '../../src/platform/logger';
 import { recordLogLine } from './secret-scan';
 
 /**

@@ -1,11 +1,11 @@
-import { ManualClock } from '../../src/domain/clock';
+import { ManualClock } from '../../src/platform/clock';
 import { displayPrefixOf, generateCustomerKey, hashCustomerKey } from '../../src/keys/customer-key';
-import type { PipelineDeps } from '../../src/pipeline/decide';
-import { loadSettings, type Settings } from '../../src/settings/settings';
+import type { PipelineDeps } from '../../src/check/pipeline/decide';
+import { loadSettings, type Settings } from '../../src/platform/settings';
 import { MemoryStore } from '../../src/store/memory-store';
-import type { AdminStore } from '../../src/store/store';
-import type { KeyIds, StoredKey } from '../../src/domain/key-records';
-import type { KeyIndex } from '../../src/domain/authorization';
+import type { AdminStore } from '../../src/ports/store';
+import type { KeyIds, StoredKey } from '../../src/keys/key-records';
+import type { KeyIndex } from '../../src/check/ports';
 import { makeFixtureSecrets, type FixtureSecrets } from './check-request-fixtures';
 
 export const FIXTURE_ACCOUNT = 'acct_fixture';

@@ -1,8 +1,8 @@
 import { startApp, type RunningApp } from '../../src/app';
-import type { Clock } from '../../src/domain/clock';
-import type { MeteredResponseSink } from '../../src/domain/metered-response';
+import type { Clock } from '../../src/platform/clock';
+import type { MeteredResponseSink } from '../../src/metering/metered-response';
 import { RedisStore } from '../../src/store/redis/redis-store';
-import type { AuditEntry, Store } from '../../src/store/store';
+import type { AuditEntry, Store } from '../../src/ports/store';
 import type {
   ApiAccount,
   ApiAccountList,

@@ -6,10 +6,10 @@
  * the real extractor (src/metering/). Tests use it to show that what the
  * front sends is enough to meter an answer.
  */
-import type { RouteFamily } from '../../src/domain/route';
-import type { UsageReading } from '../../src/domain/usage';
+import type { RouteFamily } from '../../src/check/routes/route';
+import type { UsageReading } from '../../src/metering/usage';
 import { createUsageExtractor } from '../../src/metering/usage-extractor';
-import { IDENTITY_HEADERS } from '../../src/responses/identity-headers';
+import { IDENTITY_HEADERS } from '../../src/check/responses/identity-headers';
 import { headerValue } from './ext-proc-protocol';
 import type { RecordedSideStream } from './ext-proc-recorder';
 

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { RouteFamily } from '../../src/domain/route';
-import type { TokenCounts, UsageReading } from '../../src/domain/usage';
+import type { RouteFamily } from '../../src/check/routes/route';
+import type { TokenCounts, UsageReading } from '../../src/metering/usage';
 import { createUsageExtractor, type ResponseDescription } from '../../src/metering/usage-extractor';
 
 /** Upstream response bodies, byte for byte (test/fixtures/usage/README.md says where each comes from). */

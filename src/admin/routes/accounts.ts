@@ -5,15 +5,15 @@ import {
   IDEMPOTENCY_KEY_MAX_LENGTH,
   IDEMPOTENT_REPLAYED_HEADER,
   idempotencyKeyProblem,
-} from '../../domain/credit';
-import type { Account } from '../../domain/key-records';
+} from '../../accounts/credit';
+import type { Account } from '../../keys/key-records';
 import {
   CREDIT_IDEMPOTENCY_TTL_MS,
   CorruptRecordError,
   StoreUnavailableError,
   type AccountPatch,
   type CreditResult,
-} from '../../store/store';
+} from '../../ports/store';
 import { sendAccountNotFound, sendAdminError } from '../admin-errors';
 import { sendInvalidField } from '../../http/api-errors';
 import {
@@ -28,9 +28,9 @@ import {
 import { describeRoute } from '../../http/openapi';
 
 import type { AdminServerDeps } from '../admin-deps';
-import { recordChange } from '../../actions/audit-trail';
-import { OPERATOR } from '../../domain/customer-identity';
-import { DEFAULT_CURRENCY } from '../../domain/money';
+import { recordChange } from '../../accounts/audit-trail';
+import { OPERATOR } from '../../accounts/customer-identity';
+import { DEFAULT_CURRENCY } from '../../accounts/money';
 import { accountListView, accountView, creditView, type CreditView } from '../admin-views';
 
 type AccountParams = { Params: { id: string } };

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import type { HealthMonitor } from '../../health/health-monitor';
+import type { HealthMonitor } from '../../platform/health-monitor';
 import { describeRoute } from '../../http/openapi';
 
 /**

@@ -1,8 +1,8 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
-import { createKey, revokeKey, rotateKey, updateKey } from '../../actions/key-actions';
-import { OPERATOR } from '../../domain/customer-identity';
+import { createKey, revokeKey, rotateKey, updateKey } from '../../keys/key-actions';
+import { OPERATOR } from '../../accounts/customer-identity';
 import { KEY_SERVICE_PREFIX } from '../../keys/customer-key';
-import type { KeyPatch } from '../../store/store';
+import type { KeyPatch } from '../../ports/store';
 import { sendAccountNotFound, sendActiveKeyCapReached, sendAdminError, sendKeyNotFound } from '../admin-errors';
 import { sendInvalidField } from '../../http/api-errors';
 import {
@@ -17,7 +17,7 @@ import {
 import { describeRoute } from '../../http/openapi';
 
 import type { AdminServerDeps } from '../admin-deps';
-import { DEFAULT_CURRENCY } from '../../domain/money';
+import { DEFAULT_CURRENCY } from '../../accounts/money';
 import { createdKeyView, keyView } from '../admin-views';
 
 type KeyParams = { Params: { keyId: string } };
@@ -27,7 +27,7 @@ type AccountParams = { Params: { id: string } };
  * Keys: create and rotate (the only answers that ever carry a full key),
  * list, read, change, revoke. Every other answer is the key view, which
  * holds neither the key nor its hash. The changes themselves are the shared
- * key actions (src/actions/key-actions.ts), made as the operator.
+ * key actions (src/keys/key-actions.ts), made as the operator.
  */
 export function registerKeyRoutes(app: FastifyInstance, deps: AdminServerDeps): void {
   const now = () => deps.clock.now();

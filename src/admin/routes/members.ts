@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
-import { addMember, changeMemberRole, removeMember } from '../../actions/member-actions';
-import { OPERATOR } from '../../domain/customer-identity';
-import type { AddMemberResult, MemberChangeResult } from '../../store/store';
+import { addMember, changeMemberRole, removeMember } from '../../accounts/member-actions';
+import { OPERATOR } from '../../accounts/customer-identity';
+import type { AddMemberResult, MemberChangeResult } from '../../ports/store';
 import { sendAccountNotFound, sendAdminError, sendMemberNotFound } from '../admin-errors';
 import { sendInvalidField } from '../../http/api-errors';
 import {

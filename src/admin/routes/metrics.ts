@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import type { MetricsSource } from '../../cluster/worker-pool';
+import type { MetricsSource } from '../../platform/worker-pool';
 import { describeRoute } from '../../http/openapi';
 
 /** Prometheus scrape endpoint. Labels hold no accounts, keys or prefixes, so it needs no token. */

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
-import { HOUR_MS, DAY_MS, USAGE_RETENTION_MS, periodMs, periodStart, type UsageGranularity } from '../../domain/usage-periods';
-import { DEFAULT_CURRENCY } from '../../domain/money';
+import { HOUR_MS, DAY_MS, USAGE_RETENTION_MS, periodMs, periodStart, type UsageGranularity } from '../../metering/usage-periods';
+import { DEFAULT_CURRENCY } from '../../accounts/money';
 import { sendInvalidField } from '../../http/api-errors';
 import { sendAccountNotFound, sendAdminError } from '../admin-errors';
 import { accountIdSchema, accountPathParams, usageQuery } from '../admin-schemas';

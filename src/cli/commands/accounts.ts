@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { Command, Option } from 'commander';
-import { IDEMPOTENCY_KEY_HEADER, IDEMPOTENT_REPLAYED_HEADER } from '../../domain/credit';
+import { IDEMPOTENCY_KEY_HEADER, IDEMPOTENT_REPLAYED_HEADER } from '../../accounts/credit';
 import { AdminApiError, AdminUnreachableError, type AdminAnswer } from '../admin-client';
 import type { ApiAccount, ApiAccountList, ApiCredit } from '../api-types';
 import { accountPath, callApi, exchangeWithApi, withJson, type JsonFlag } from '../command-kit';

@@ -1,8 +1,8 @@
 import cluster from 'node:cluster';
 import { Command } from 'commander';
-import type { Logger } from '../../logging/logger';
-import { endOfLifeMessage, nodeSupport, runtimeVerdict } from '../../runtime/node-support';
-import type { Settings } from '../../settings/settings';
+import type { Logger } from '../../platform/logger';
+import { endOfLifeMessage, nodeSupport, runtimeVerdict } from '../../platform/node-support';
+import type { Settings } from '../../platform/settings';
 
 /**
  * Runs the gRPC Check server and the admin API until SIGTERM or SIGINT.
@@ -13,9 +13,9 @@ import type { Settings } from '../../settings/settings';
 async function serve(): Promise<void> {
   const [{ startApp }, { runWorkerPool }, { createLogger }, { loadSettings }] = await Promise.all([
     import('../../app'),
-    import('../../cluster/worker-pool'),
-    import('../../logging/logger'),
-    import('../../settings/settings'),
+    import('../../platform/worker-pool'),
+    import('../../platform/logger'),
+    import('../../platform/settings'),
   ]);
   const result = loadSettings(process.env);
   if (!result.ok) {

@@ -1,9 +1,9 @@
 import * as net from 'node:net';
 import { performance } from 'node:perf_hooks';
 import * as tls from 'node:tls';
-import type { CheckPathOperation, CheckPathTimer } from '../../domain/authorization';
-import { StoreUnavailableError } from '../store';
-import { DeadlineSweeper, type Expiring } from '../../deadlines/deadline-sweeper';
+import type { CheckPathOperation, CheckPathTimer } from '../../check/ports';
+import { StoreUnavailableError } from '../../ports/store';
+import { DeadlineSweeper, type Expiring } from '../../transport/deadline-sweeper';
 import { DeadlineExceededError, withinDeadline } from './deadline';
 import { RedisReplyError, RespReader, bulk, command, type RespReply } from './resp';
 

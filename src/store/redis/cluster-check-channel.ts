@@ -1,9 +1,9 @@
 import { performance } from 'node:perf_hooks';
 import type { Cluster } from 'ioredis';
-import type { CheckPathOperation, CheckPathTimer } from '../../domain/authorization';
-import { StoreUnavailableError } from '../store';
+import type { CheckPathOperation, CheckPathTimer } from '../../check/ports';
+import { StoreUnavailableError } from '../../ports/store';
 import type { CheckChannel, LuaSource } from './check-connection';
-import { DeadlineSweeper, type Expiring } from '../../deadlines/deadline-sweeper';
+import { DeadlineSweeper, type Expiring } from '../../transport/deadline-sweeper';
 import { DeadlineExceededError, withinDeadline } from './deadline';
 
 interface Pending extends Expiring {

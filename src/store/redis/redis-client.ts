@@ -1,6 +1,6 @@
 import Redis, { Cluster, type RedisOptions } from 'ioredis';
-import type { RedisTopology } from '../../settings/settings';
-import { StoreUnavailableError } from '../store';
+import type { RedisTopology } from '../../platform/settings';
+import { StoreUnavailableError } from '../../ports/store';
 import { PipelinedConnection, type CheckChannel, type RedisAddress } from './check-connection';
 import { ClusterCheckChannel } from './cluster-check-channel';
 import { withinDeadline } from './deadline';

@@ -1,12 +1,12 @@
 import { KEY_ENVIRONMENTS, type KeyEnvironment } from '../../keys/customer-key';
-import { MAX_ACTIVE_KEYS_LIMIT } from '../../domain/active-key-cap';
-import { MEMBER_ROLES, OPERATOR, type AuditActor, type MemberRole } from '../../domain/customer-identity';
-import type { Member, MemberPrincipal } from '../../domain/members';
-import type { RateLimit, RatePlanOverride } from '../../domain/rate-limits';
-import type { TokenBudget, TokenBudgetOverride } from '../../domain/token-budgets';
-import type { TokenBucket } from '../../limits/token-budget';
-import { CorruptRecordError } from '../store';
-import type { Account, StoredKey } from '../../domain/key-records';
+import { MAX_ACTIVE_KEYS_LIMIT } from '../../keys/active-key-cap';
+import { MEMBER_ROLES, OPERATOR, type AuditActor, type MemberRole } from '../../accounts/customer-identity';
+import type { Member, MemberPrincipal } from '../../accounts/members';
+import type { RateLimit, RatePlanOverride } from '../../accounts/limits/rate-limits';
+import type { TokenBudget, TokenBudgetOverride } from '../../accounts/limits/token-budgets';
+import type { TokenBucket } from '../../accounts/limits/token-budget';
+import { CorruptRecordError } from '../../ports/store';
+import type { Account, StoredKey } from '../../keys/key-records';
 import { redisKeys } from './redis-keys';
 
 /** Store records ↔ Redis hash fields. Numbers and lists travel as strings and JSON. */

@@ -1,6 +1,6 @@
-import type { SessionStorage } from '../../domain/session-storage';
-import type { RedisTopology } from '../../settings/settings';
-import { StoreUnavailableError } from '../store';
+import type { SessionStorage } from '../../customer/session-storage';
+import type { RedisTopology } from '../../platform/settings';
+import { StoreUnavailableError } from '../../ports/store';
 import { closeClient, describeTopology, openClient, type ScriptedRedis } from './redis-client';
 import { redisKeys } from './redis-keys';
 

@@ -1,21 +1,21 @@
 import { randomUUID } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { RedisTopology, UsageDurability } from '../../settings/settings';
-import type { AuthorizeOutcome, AuthorizeRequest, CarriesDecisionClock, CheckPathTimer, TimesCheckPath } from '../../domain/authorization';
-import type { Account, KeyIds, StoredKey } from '../../domain/key-records';
-import { DEFAULT_MAX_ACTIVE_KEYS } from '../../domain/active-key-cap';
-import { CREDIT_LIMIT_MINOR_UNITS } from '../../domain/credit';
-import { OPERATOR, type CustomerIdentity, type MemberRole, type Membership } from '../../domain/customer-identity';
-import { MAX_MEMBERS_PER_ACCOUNT, normalizeEmail, principalKey, type Member, type MemberPrincipal } from '../../domain/members';
-import { compareCodeUnits } from '../../domain/ordering';
-import type { TokenBudget, TokenBudgetPlan, TokenBudgetState } from '../../domain/token-budgets';
-import type { LimitScope } from '../../domain/rate-limits';
-import { totalTokens } from '../../domain/usage';
-import { bucketExpiresAtMs, periodMs, periodName, periodStart, usageMonthOf, type UsageGranularity } from '../../domain/usage-periods';
-import type { UsageApplyOutcome, UsageRecord } from '../../domain/usage-record';
-import { effectiveTokenBudgets, tokenBudgetState } from '../../limits/token-budget';
-import { COUNTED_BATCH_MEMORY_MS, DAILY_RETENTION_MS, dayStartOf, HOURLY_RETENTION_MS } from '../../domain/request-counts';
+import type { RedisTopology, UsageDurability } from '../../platform/settings';
+import type { AuthorizeOutcome, AuthorizeRequest, CarriesDecisionClock, CheckPathTimer, TimesCheckPath } from '../../check/ports';
+import type { Account, KeyIds, StoredKey } from '../../keys/key-records';
+import { DEFAULT_MAX_ACTIVE_KEYS } from '../../keys/active-key-cap';
+import { CREDIT_LIMIT_MINOR_UNITS } from '../../accounts/credit';
+import { OPERATOR, type CustomerIdentity, type MemberRole, type Membership } from '../../accounts/customer-identity';
+import { MAX_MEMBERS_PER_ACCOUNT, normalizeEmail, principalKey, type Member, type MemberPrincipal } from '../../accounts/members';
+import { compareCodeUnits } from '../ordering';
+import type { TokenBudget, TokenBudgetPlan, TokenBudgetState } from '../../accounts/limits/token-budgets';
+import type { LimitScope } from '../../accounts/limits/rate-limits';
+import { totalTokens } from '../../metering/usage';
+import { bucketExpiresAtMs, periodMs, periodName, periodStart, usageMonthOf, type UsageGranularity } from '../../metering/usage-periods';
+import type { UsageApplyOutcome, UsageRecord } from '../../metering/usage-record';
+import { effectiveTokenBudgets, tokenBudgetState } from '../../accounts/limits/token-budget';
+import { COUNTED_BATCH_MEMORY_MS, DAILY_RETENTION_MS, dayStartOf, HOURLY_RETENTION_MS } from '../../keys/request-counts';
 import {
   USAGE_MARKER_TTL_MS,
   CREDIT_IDEMPOTENCY_TTL_MS,
@@ -42,7 +42,7 @@ import {
   type UsageBucket,
   type UsageQuery,
   type UsageStreamEntry,
-} from '../store';
+} from '../../ports/store';
 import {
   accountToFields,
   actorToText,
@@ -57,11 +57,11 @@ import {
 } from './redis-records';
 import type { CheckChannel } from './check-connection';
 import { usageAggregateIncrements, usageBucketOf } from '../usage-aggregates';
-import { DEFAULT_USAGE_STREAM_MAX_LENGTH } from '../../settings/settings';
+import { DEFAULT_USAGE_STREAM_MAX_LENGTH } from '../../platform/settings';
 import { usageStreamFields } from '../usage-stream-fields';
 import { redisKeys } from './redis-keys';
 import { RedisClock } from './redis-clock';
-import { HOLD_LIFETIME_US } from '../../domain/credit-holds';
+import { HOLD_LIFETIME_US } from '../../accounts/credit-holds';
 import { closeClient, describeTopology, openCheckChannel, openClient, type ScriptedRedis } from './redis-client';
 import { ACTIVE_KEYS_NOT_INDEXED, REDIS_SCRIPTS as scripts, authorizeScript, parseAuthorizeReply } from './scripts';
 

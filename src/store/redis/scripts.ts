@@ -1,14 +1,14 @@
-import type { AuthorizeOutcome } from '../../domain/authorization';
-import type { Account, StoredKey } from '../../domain/key-records';
+import type { AuthorizeOutcome } from '../../check/ports';
+import type { Account, StoredKey } from '../../keys/key-records';
 import { createHash } from 'node:crypto';
-import type { Member } from '../../domain/members';
-import { limitHit, type LimitScope, type LimitState, type RateLimit, type RatePlan } from '../../domain/rate-limits';
-import { emissionIntervalUs } from '../../limits/gcra';
+import type { Member } from '../../accounts/members';
+import { limitHit, type LimitScope, type LimitState, type RateLimit, type RatePlan } from '../../accounts/limits/rate-limits';
+import { emissionIntervalUs } from '../../accounts/limits/gcra';
 import type { KeyEnvironment } from '../../keys/customer-key';
-import type { UsageApplyOutcome, UsageBilling } from '../../domain/usage-record';
+import type { UsageApplyOutcome, UsageBilling } from '../../metering/usage-record';
 import { USAGE_STREAM_BILLING_FIELD, USAGE_STREAM_SHORTFALL_FIELD } from '../usage-stream-fields';
-import { MAX_BUDGET_TOKENS, type TokenBudget, type TokenBudgetPlan, type TokenBudgetState } from '../../domain/token-budgets';
-import { MAX_WINDOW_SECONDS } from '../../limits/rate-limit';
+import { MAX_BUDGET_TOKENS, type TokenBudget, type TokenBudgetPlan, type TokenBudgetState } from '../../accounts/limits/token-budgets';
+import { MAX_WINDOW_SECONDS } from '../../accounts/limits/rate-limit';
 import {
   CorruptRecordError,
   StoreUnavailableError,
@@ -18,7 +18,7 @@ import {
   type CreditResult,
   type MemberChangeResult,
   type RotateKeyResult,
-} from '../store';
+} from '../../ports/store';
 import {
   PACKED_BUCKET_BYTES as BUCKET_BYTES,
   PACKED_BUCKET_STRUCT as BUCKET_STRUCT,

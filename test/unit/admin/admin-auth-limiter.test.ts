@@ -1,6 +1,6 @@
 import { AdminAuthLimiter, clientAddressKey, DEFAULT_TRUSTED_FOR_MS } from '../../../src/admin/admin-auth-limiter';
-import type { AdminAuthLimits } from '../../../src/domain/admin-auth-limits';
-import { ManualClock } from '../../../src/domain/clock';
+import type { AdminAuthLimits } from '../../../src/admin/admin-auth-limits';
+import { ManualClock } from '../../../src/platform/clock';
 
 const START = 1_800_000_000_000;
 const LIMITS: AdminAuthLimits = { failuresPerAddress: 3, failuresTotal: 10, windowMs: 60_000 };

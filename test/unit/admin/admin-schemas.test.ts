@@ -7,9 +7,9 @@ import {
   patchKeyBody,
   usageQuery,
 } from '../../../src/admin/admin-schemas';
-import { limitListSchema, tokenBudgetListSchema, windowSchema } from '../../../src/limits/limit-schema';
+import { limitListSchema, tokenBudgetListSchema, windowSchema } from '../../../src/accounts/limits/limit-schema';
 import { accountView, keyView } from '../../../src/admin/admin-views';
-import type { Account, StoredKey } from '../../../src/domain/key-records';
+import type { Account, StoredKey } from '../../../src/keys/key-records';
 
 function issueOf(schema: { safeParse(value: unknown): { success: boolean; error?: unknown } }, value: unknown) {
   const result = schema.safeParse(value);

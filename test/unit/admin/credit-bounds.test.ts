@@ -1,5 +1,5 @@
 import { createAccountBody, creditBody, patchAccountBody } from '../../../src/admin/admin-schemas';
-import { adjustCreditBalance, CREDIT_LIMIT_MINOR_UNITS, isCreditInBounds } from '../../../src/domain/credit';
+import { adjustCreditBalance, CREDIT_LIMIT_MINOR_UNITS, isCreditInBounds } from '../../../src/accounts/credit';
 
 describe('the credit bound', () => {
   it('is exact as a JS number and as a Lua double, even summed with an amount', () => {

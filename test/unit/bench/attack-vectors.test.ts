@@ -1,4 +1,4 @@
-import { HpackDecoder } from '../../../src/grpc/transport/http2/hpack-decoder';
+import { HpackDecoder } from '../../../src/transport/http2/hpack-decoder';
 import { FLAG, FRAME } from '../../support/raw-h2-frames';
 import { MAX_FRAME_PAYLOAD, vectorById, type AttackState, type AttackUnit } from '../../bench/attack-vectors';
 import { REQUEST_HEADERS } from '../../bench/h2-driver';

@@ -2,9 +2,9 @@ import { InvalidArgumentError } from 'commander';
 import { checkRequestFor, envoyViewOf, type CheckResponseMessage } from '../../../src/cli/check-client';
 import { checkViewOf, maskSecret, renderCheckView } from '../../../src/cli/check-view';
 import { grpcTargetOption, headerLineOption, httpMethodOption, requestIdOption, requestPathOption } from '../../../src/cli/option-parsers';
-import { toAuthRequest } from '../../../src/grpc/check-request';
+import { toAuthRequest } from '../../../src/check/check-request';
 import { generateCustomerKey } from '../../../src/keys/customer-key';
-import { loadCheckTarget } from '../../../src/settings/settings';
+import { loadCheckTarget } from '../../../src/platform/settings';
 
 const refuses = (parse: () => unknown, says: string) => {
   expect(parse).toThrow(InvalidArgumentError);

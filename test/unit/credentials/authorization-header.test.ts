@@ -1,4 +1,4 @@
-import { parseAuthorization, splitRepeatedHeader, tokenPartOf } from '../../../src/credentials/authorization-header';
+import { parseAuthorization, splitRepeatedHeader, tokenPartOf } from '../../../src/check/credentials/authorization-header';
 
 const TOKEN = `gk_live_${'A'.repeat(36)}`;
 

@@ -1,5 +1,5 @@
-import { QUERY_KEY_PARAMETER, extractCredential, type CredentialResult } from '../../../src/credentials/extract-credential';
-import { FAMILY_HEADER_RULES, rulesForModelsRoute, type FamilyHeaderRules } from '../../../src/routes/family-header-rules';
+import { QUERY_KEY_PARAMETER, extractCredential, type CredentialResult } from '../../../src/check/credentials/extract-credential';
+import { FAMILY_HEADER_RULES, rulesForModelsRoute, type FamilyHeaderRules } from '../../../src/check/routes/family-header-rules';
 import {
   SPEC_VENDORG_KEY_HEADER,
   SPEC_VERSION_HEADER,
@@ -7,7 +7,7 @@ import {
   VENDOR_VERSION_HEADER,
   headerNamesFor,
   type HeaderNames,
-} from '../../../src/routes/header-names';
+} from '../../../src/check/routes/header-names';
 
 const KEY = `gk_live_${'K'.repeat(36)}`;
 const OTHER_KEY = `gk_live_${'Z'.repeat(36)}`;

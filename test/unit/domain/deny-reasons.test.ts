@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { categoryOf, denial, DENY_REASONS, grpcCodeOf, httpStatusOf, RPC_CODE, type DenyReason } from '../../../src/domain/deny-reasons';
+import { categoryOf, denial, DENY_REASONS, grpcCodeOf, httpStatusOf, RPC_CODE, type DenyReason } from '../../../src/check/deny-reasons';
 
 const ALL_REASONS = Object.keys(DENY_REASONS) as DenyReason[];
 

@@ -1,5 +1,5 @@
-import { capRefuses, countsTowardCap } from '../../../src/domain/active-key-cap';
-import { OPERATOR } from '../../../src/domain/customer-identity';
+import { capRefuses, countsTowardCap } from '../../../src/keys/active-key-cap';
+import { OPERATOR } from '../../../src/accounts/customer-identity';
 import {
   emailProblem,
   issuerProblem,
@@ -9,7 +9,7 @@ import {
   subjectProblem,
   type Member,
   type MemberPrincipal,
-} from '../../../src/domain/members';
+} from '../../../src/accounts/members';
 
 const member = (id: string, role: Member['role'], principal: MemberPrincipal): Member => ({
   id,

@@ -1,4 +1,4 @@
-import { decimalText, DEFAULT_CURRENCY, formatMoney } from '../../../src/domain/money';
+import { decimalText, DEFAULT_CURRENCY, formatMoney } from '../../../src/accounts/money';
 
 const USD_MICRO = { code: 'USD', exponent: 6 };
 

@@ -1,13 +1,13 @@
 import fc from 'fast-check';
-import { createLogger } from '../../../src/logging/logger';
-import type { UnaryCall } from '../../../src/grpc/transport/grpc-server';
-import { checkMethod } from '../../../src/grpc/authorization-server';
-import { checkRequestHeaderSelection, toAuthRequest } from '../../../src/grpc/check-request';
-import { decodeCheckRequest } from '../../../src/grpc/check-request-decoding';
-import { loadAuthorizationService } from '../../../src/grpc/proto-loading';
+import { createLogger } from '../../../src/platform/logger';
+import type { UnaryCall } from '../../../src/transport/grpc-server';
+import { checkMethod } from '../../../src/check/authorization-server';
+import { checkRequestHeaderSelection, toAuthRequest } from '../../../src/check/check-request';
+import { decodeCheckRequest } from '../../../src/check/check-request-decoding';
+import { loadAuthorizationService } from '../../../src/check/proto-loading';
 import { generateCustomerKey } from '../../../src/keys/customer-key';
-import { headersThePipelineReads } from '../../../src/pipeline/headers-read';
-import { headerNamesFor } from '../../../src/routes/header-names';
+import { headersThePipelineReads } from '../../../src/check/pipeline/headers-read';
+import { headerNamesFor } from '../../../src/check/routes/header-names';
 import { loadCheckRequestFixtures, makeFixtureSecrets, materialize } from '../../support/check-request-fixtures';
 import { envoyCheckRequest, officialCheckMethod } from '../../support/envoy-official-client';
 

@@ -1,4 +1,4 @@
-import { toAuthRequest, type CheckRequestMessage } from '../../../src/grpc/check-request';
+import { toAuthRequest, type CheckRequestMessage } from '../../../src/check/check-request';
 
 function http(fields: NonNullable<NonNullable<NonNullable<CheckRequestMessage['attributes']>['request']>['http']>) {
   return { attributes: { request: { http: fields } } };

@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { decodeProcessingRequest, type DecodedProcessingRequest } from '../../../src/grpc/ext-proc-request-decoding';
+import { decodeProcessingRequest, type DecodedProcessingRequest } from '../../../src/metering/ext-proc-request-decoding';
 import {
   deserializeProcessingRequest,
   EXT_PROC_ATTRIBUTES_KEY,

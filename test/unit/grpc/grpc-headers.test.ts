@@ -1,6 +1,6 @@
 import fc from 'fast-check';
-import { percentEncodeGrpcMessage } from '../../../src/grpc/transport/grpc-message';
-import { parseGrpcTimeoutMs } from '../../../src/grpc/transport/grpc-timeout';
+import { percentEncodeGrpcMessage } from '../../../src/transport/grpc-message';
+import { parseGrpcTimeoutMs } from '../../../src/transport/grpc-timeout';
 
 describe('grpc-timeout', () => {
   it.each([

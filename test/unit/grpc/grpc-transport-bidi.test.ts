@@ -10,8 +10,8 @@ import {
   type CallAbort,
   type GrpcServerSettings,
   type UnaryCall,
-} from '../../../src/grpc/transport/grpc-server';
-import { createLogger } from '../../../src/logging/logger';
+} from '../../../src/transport/grpc-server';
+import { createLogger } from '../../../src/platform/logger';
 import { connect, GRPC_HEADERS, grpcFrame, rawCall } from '../../support/raw-grpc';
 import { sleep, until } from '../../support/waiting';
 

@@ -1,23 +1,23 @@
 import * as grpc from '@grpc/grpc-js';
 import * as http2 from 'node:http2';
 import * as net from 'node:net';
-import { checkMethod } from '../../../src/grpc/authorization-server';
+import { checkMethod } from '../../../src/check/authorization-server';
 import {
   frameMessage,
   GrpcServer,
   type GrpcServerSettings,
   type ServerStreamingCall,
   type UnaryCall,
-} from '../../../src/grpc/transport/grpc-server';
-import { createLogger } from '../../../src/logging/logger';
-import type { CheckResponse } from '../../../src/responses/check-response';
+} from '../../../src/transport/grpc-server';
+import { createLogger } from '../../../src/platform/logger';
+import type { CheckResponse } from '../../../src/check/responses/check-response';
 import { chatCheckRequest, createOfficialCheckClient } from '../../support/envoy-official-client';
 import { CHECK, connect, grpcFrame, messagesOf, rawCall } from '../../support/raw-grpc';
 import { rawFrame as frame } from '../../support/raw-h2-frames';
 import { sleep, until } from '../../support/waiting';
 
 /**
- * The gRPC transport (src/grpc/transport/) against the gRPC over HTTP/2
+ * The gRPC transport (src/transport/) against the gRPC over HTTP/2
  * protocol: the official @grpc/grpc-js client where a real client can show
  * the behaviour, raw node:http2 frames where only a broken or hostile client
  * would send them. Test methods under /test.Echo/ stand in for the service's.

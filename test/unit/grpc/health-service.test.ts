@@ -1,9 +1,9 @@
 import fc from 'fast-check';
 import * as protoLoader from '@grpc/proto-loader';
 import { protoPath } from 'grpc-health-check';
-import { decodeHealthCheckRequest, HealthService } from '../../../src/grpc/health-service';
-import type { ServerStreamingCall, SingleMessageMethodHandler } from '../../../src/grpc/transport/grpc-server';
-import type { RpcError } from '../../../src/grpc/transport/status';
+import { decodeHealthCheckRequest, HealthService } from '../../../src/platform/health-service';
+import type { ServerStreamingCall, SingleMessageMethodHandler } from '../../../src/transport/grpc-server';
+import type { RpcError } from '../../../src/transport/status';
 
 /** The official grpc.health.v1 proto (as grpc-health-check ships it), through protobufjs. */
 const official = protoLoader.loadSync(protoPath, { keepCase: true, enums: String, defaults: true })[

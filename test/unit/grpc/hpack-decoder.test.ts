@@ -4,12 +4,12 @@ import { rawFrame } from '../../support/raw-h2-frames';
 import { once } from 'node:events';
 import * as http2 from 'node:http2';
 import * as net from 'node:net';
-import { HpackDecoder, HpackError } from '../../../src/grpc/transport/http2/hpack-decoder';
-import { HPACK_STATIC_TABLE } from '../../../src/grpc/transport/http2/hpack-static-table';
+import { HpackDecoder, HpackError } from '../../../src/transport/http2/hpack-decoder';
+import { HPACK_STATIC_TABLE } from '../../../src/transport/http2/hpack-static-table';
 import { hex, hpackInteger, hpackString, huffmanBits, packBits } from '../../support/hpack-encoding';
 
 /**
- * The HPACK decoder (src/grpc/transport/http2/hpack-decoder.ts) against
+ * The HPACK decoder (src/transport/http2/hpack-decoder.ts) against
  * RFC 7541's own examples, a reference model of the dynamic table, node:http2's
  * client (nghttp2's encoder) over a socket, and malformed input.
  */

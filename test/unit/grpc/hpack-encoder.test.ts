@@ -1,5 +1,5 @@
-import { HpackDecoder } from '../../../src/grpc/transport/http2/hpack-decoder';
-import { encodeHeaderBlock, OK_TRAILERS_BLOCK, RESPONSE_HEADERS_BLOCK } from '../../../src/grpc/transport/http2/hpack-encoder';
+import { HpackDecoder } from '../../../src/transport/http2/hpack-decoder';
+import { encodeHeaderBlock, OK_TRAILERS_BLOCK, RESPONSE_HEADERS_BLOCK } from '../../../src/transport/http2/hpack-encoder';
 import { prng } from '../../bench/traffic';
 
 /**

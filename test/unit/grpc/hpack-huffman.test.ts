@@ -5,7 +5,7 @@ import {
   HUFFMAN_EOS,
   huffmanDecode,
   huffmanDecodedLengthBound,
-} from '../../../src/grpc/transport/http2/huffman';
+} from '../../../src/transport/http2/huffman';
 import { hex, huffmanBits, huffmanEncode, packBits } from '../../support/hpack-encoding';
 
 /** The decoded string, or undefined where huffmanDecode refuses the input. */

@@ -1,14 +1,14 @@
 import * as http2 from 'node:http2';
-import { frameMessage, GrpcServer, type GrpcServerSettings, type UnaryCall } from '../../../src/grpc/transport/grpc-server';
-import { createLogger } from '../../../src/logging/logger';
-import { Metrics } from '../../../src/metrics/metrics';
+import { frameMessage, GrpcServer, type GrpcServerSettings, type UnaryCall } from '../../../src/transport/grpc-server';
+import { createLogger } from '../../../src/platform/logger';
+import { Metrics } from '../../../src/platform/metrics';
 import { grpcFrame, messagesOf } from '../../support/raw-grpc';
 import { FLAG, FRAME, grpcRequestBlock, literalBlock, rawFrame, rawPeer, type RawPeer } from '../../support/raw-h2-frames';
 import { hpackString } from '../../support/hpack-encoding';
 import { sleep, until } from '../../support/waiting';
 
 /**
- * The attack budgets of one HTTP/2 connection (src/grpc/transport/http2/attack-budgets.ts) and its fair share of
+ * The attack budgets of one HTTP/2 connection (src/transport/http2/attack-budgets.ts) and its fair share of
  * the event loop, tried with frames written by hand on a real socket: each attack the issue measured ends in
  * GOAWAY(ENHANCE_YOUR_CALM) and a closed connection, while what an honest Envoy does never does.
  */

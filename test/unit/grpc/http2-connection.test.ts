@@ -6,8 +6,8 @@ import {
   type GrpcServerSettings,
   type ServerStreamingCall,
   type UnaryCall,
-} from '../../../src/grpc/transport/grpc-server';
-import { createLogger } from '../../../src/logging/logger';
+} from '../../../src/transport/grpc-server';
+import { createLogger } from '../../../src/platform/logger';
 import { prng } from '../../bench/traffic';
 import { connect, grpcFrame, messagesOf, rawCall } from '../../support/raw-grpc';
 import { FLAG, FRAME, grpcRequestBlock, literalBlock, rawFrame, rawPeer, type RawPeer } from '../../support/raw-h2-frames';
@@ -15,7 +15,7 @@ import { hpackString } from '../../support/hpack-encoding';
 import { sleep, until } from '../../support/waiting';
 
 /**
- * The HTTP/2 layer the gRPC transport is written on (src/grpc/transport/http2/):
+ * The HTTP/2 layer the gRPC transport is written on (src/transport/http2/):
  * what node:http2 used to do for it. Real clients (node:http2's, which is
  * nghttp2, and grpc-js) where they can show a behaviour — padding, small
  * windows, CONTINUATION, a zero-size header table — and frames written by

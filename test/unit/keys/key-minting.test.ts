@@ -1,6 +1,6 @@
 import { hashCustomerKey, parseCustomerKey } from '../../../src/keys/customer-key';
 import { mintKey, successorTerms } from '../../../src/keys/key-minting';
-import type { StoredKey } from '../../../src/domain/key-records';
+import type { StoredKey } from '../../../src/keys/key-records';
 
 const NOW = Date.parse('2026-11-23T12:00:00Z');
 

@@ -1,5 +1,5 @@
-import { emissionIntervalUs, gcraStep } from '../../../src/limits/gcra';
-import { describeWindow, effectiveLimits, parseWindow } from '../../../src/limits/rate-limit';
+import { emissionIntervalUs, gcraStep } from '../../../src/accounts/limits/gcra';
+import { describeWindow, effectiveLimits, parseWindow } from '../../../src/accounts/limits/rate-limit';
 
 describe('windows', () => {
   it.each([

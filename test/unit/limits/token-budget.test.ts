@@ -1,4 +1,4 @@
-import { consumeTokenBudget, effectiveTokenBudgets, tokenBudgetState } from '../../../src/limits/token-budget';
+import { consumeTokenBudget, effectiveTokenBudgets, tokenBudgetState } from '../../../src/accounts/limits/token-budget';
 
 const NOW = 1_795_000_000_000_000;
 const perDay = { tokens: 1_000_000_000, windowSeconds: 86_400 };

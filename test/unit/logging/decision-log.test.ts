@@ -1,5 +1,5 @@
-import type { AllowDecision, DenyDecision } from '../../../src/domain/decision';
-import { logDecision, scrubPath, shouldLogDecision } from '../../../src/logging/decision-log';
+import type { AllowDecision, DenyDecision } from '../../../src/check/decision';
+import { logDecision, scrubPath, shouldLogDecision } from '../../../src/check/decision-log';
 import { LogCapture } from '../../support/log-capture';
 
 const route = { family: 'chat-completions', style: 'chat', pathWithoutQuery: '/v1/chat/completions' } as const;

@@ -1,7 +1,7 @@
-import type { DenyDecision } from '../../../src/domain/decision';
+import type { DenyDecision } from '../../../src/check/decision';
 import { randomBase62 } from '../../../src/keys/base62';
 import { generateCustomerKey } from '../../../src/keys/customer-key';
-import { logDecision, scrubPath } from '../../../src/logging/decision-log';
+import { logDecision, scrubPath } from '../../../src/check/decision-log';
 import { LogCapture } from '../../support/log-capture';
 import { registerSecrets } from '../../support/secret-scan';
 

@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { CREDIT_LIMIT_MINOR_UNITS, isCreditInBounds } from '../../../src/domain/credit';
+import { CREDIT_LIMIT_MINOR_UNITS, isCreditInBounds } from '../../../src/accounts/credit';
 import {
   isModelRefused,
   matchesModelPattern,
@@ -11,9 +11,9 @@ import {
   withFallbacks,
   type PriceTable,
   type TokenPrices,
-} from '../../../src/domain/pricing';
-import { MAX_CALL_COUNT, MAX_TOKEN_COUNT, type TokenCounts } from '../../../src/domain/usage';
-import { DEFAULT_CURRENCY } from '../../../src/domain/money';
+} from '../../../src/metering/price-table';
+import { MAX_CALL_COUNT, MAX_TOKEN_COUNT, type TokenCounts } from '../../../src/metering/usage';
+import { DEFAULT_CURRENCY } from '../../../src/accounts/money';
 import {
   chargedPrices,
   costOf,

@@ -1,5 +1,5 @@
-import type { RouteFamily } from '../../../src/domain/route';
-import { MAX_TOKEN_COUNT, type NoUsageReason, type UsageReading } from '../../../src/domain/usage';
+import type { RouteFamily } from '../../../src/check/routes/route';
+import { MAX_TOKEN_COUNT, type NoUsageReason, type UsageReading } from '../../../src/metering/usage';
 import { ESTIMATE_BYTES_PER_TOKEN, estimateTokens, usageOutcome } from '../../../src/metering/usage-estimate';
 import { SSE_TYPE, readUsage, response, tokens, usageFixture } from '../../support/usage-fixtures';
 

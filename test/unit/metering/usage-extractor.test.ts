@@ -1,5 +1,5 @@
-import type { RouteFamily } from '../../../src/domain/route';
-import { MAX_TOKEN_COUNT } from '../../../src/domain/usage';
+import type { RouteFamily } from '../../../src/check/routes/route';
+import { MAX_TOKEN_COUNT } from '../../../src/metering/usage';
 import { createUsageExtractor, isMeteredRequest, type ResponseDescription } from '../../../src/metering/usage-extractor';
 import { JSON_TYPE, SSE_TYPE, readUsage, response, tokens, usageFixture } from '../../support/usage-fixtures';
 

@@ -1,8 +1,8 @@
-import type { MeteredResponse } from '../../../src/domain/metered-response';
-import { DEFAULT_CURRENCY } from '../../../src/domain/money';
-import { withFallbacks, type PriceTable } from '../../../src/domain/pricing';
+import type { MeteredResponse } from '../../../src/metering/metered-response';
+import { DEFAULT_CURRENCY } from '../../../src/accounts/money';
+import { withFallbacks, type PriceTable } from '../../../src/metering/price-table';
 import { pricingOf } from '../../../src/metering/pricing';
-import { usageRecordProblem, type UsageRecord } from '../../../src/domain/usage-record';
+import { usageRecordProblem, type UsageRecord } from '../../../src/metering/usage-record';
 import { usageLedgerSink, usageRecordOf } from '../../../src/metering/usage-ledger-sink';
 
 const TABLE: PriceTable = {

@@ -1,5 +1,5 @@
-import type { RouteFamily } from '../../../src/domain/route';
-import type { MalformedUsageReason } from '../../../src/domain/usage';
+import type { RouteFamily } from '../../../src/check/routes/route';
+import type { MalformedUsageReason } from '../../../src/metering/usage';
 import { usageOutcome } from '../../../src/metering/usage-estimate';
 import { JSON_TYPE, SSE_TYPE, readUsage, response, tokens } from '../../support/usage-fixtures';
 

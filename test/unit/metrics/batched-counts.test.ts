@@ -1,7 +1,7 @@
 import { Counter, Registry } from 'prom-client';
-import { Metrics } from '../../../src/metrics/metrics';
-import { BatchedCounts } from '../../../src/metrics/batched-counts';
-import type { Decision } from '../../../src/domain/decision';
+import { Metrics } from '../../../src/platform/metrics';
+import { BatchedCounts } from '../../../src/platform/batched-counts';
+import type { Decision } from '../../../src/check/decision';
 
 describe('BatchedCounts (Check-path counters)', () => {
   it('shows at each scrape what prom-client shows when each count is added at once', async () => {

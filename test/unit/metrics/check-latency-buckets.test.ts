@@ -1,4 +1,4 @@
-import { Metrics } from '../../../src/metrics/metrics';
+import { Metrics } from '../../../src/platform/metrics';
 
 /** Cumulative count of gateway_authz_check_latency_seconds at each `le`, from the exposition text. */
 async function cumulative(metrics: Metrics): Promise<Map<string, number>> {

@@ -1,5 +1,5 @@
 import * as net from 'node:net';
-import { EventLoopLag } from '../../../src/metrics/event-loop-lag';
+import { EventLoopLag } from '../../../src/platform/event-loop-lag';
 
 function blockFor(ms: number): void {
   const end = Date.now() + ms;

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { Histogram, Registry } from 'prom-client';
-import { HotPathHistogram } from '../../../src/metrics/hot-path-histogram';
+import { HotPathHistogram } from '../../../src/platform/hot-path-histogram';
 
 const BUCKETS = [0.0002, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25];
 

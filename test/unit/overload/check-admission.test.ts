@@ -1,9 +1,9 @@
-import { ManualClock } from '../../../src/domain/clock';
-import { createCheckHandler } from '../../../src/grpc/check-handler';
-import { GrpcStatus, type RpcError } from '../../../src/grpc/transport/status';
-import { createLogger } from '../../../src/logging/logger';
-import { Metrics } from '../../../src/metrics/metrics';
-import { CheckAdmission } from '../../../src/overload/check-admission';
+import { ManualClock } from '../../../src/platform/clock';
+import { createCheckHandler } from '../../../src/check/check-handler';
+import { GrpcStatus, type RpcError } from '../../../src/transport/status';
+import { createLogger } from '../../../src/platform/logger';
+import { Metrics } from '../../../src/platform/metrics';
+import { CheckAdmission } from '../../../src/check/check-admission';
 import { settingsFrom } from '../../support/pipeline-fixture-world';
 
 const NOW = 1_800_000_000_000;

@@ -1,6 +1,6 @@
-import type { AuthRequest } from '../../../src/domain/auth-request';
-import type { ClassifiedRoute } from '../../../src/domain/route';
-import { holdFor } from '../../../src/pipeline/hold-step';
+import type { AuthRequest } from '../../../src/check/auth-request';
+import type { ClassifiedRoute } from '../../../src/check/routes/route';
+import { holdFor } from '../../../src/check/pipeline/hold-step';
 
 /**
  * A Check holds only for a request metering will charge: a hold that no usage record releases would stand until it

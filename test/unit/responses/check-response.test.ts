@@ -1,10 +1,15 @@
-import type { AllowDecision, DenyDecision } from '../../../src/domain/decision';
-import type { DenyReason } from '../../../src/domain/deny-reasons';
-import type { ClassifiedRoute, ClientStyle } from '../../../src/domain/route';
-import type { LimitHit, LimitState } from '../../../src/domain/rate-limits';
-import type { TokenBudgetState } from '../../../src/domain/token-budgets';
-import { toCheckAnswer, type CheckAnswerContext, type CheckResponse, type HeaderValueOption } from '../../../src/responses/check-response';
-import { openAiDuration, rfc3339Seconds } from '../../../src/responses/rate-limit-headers';
+import type { AllowDecision, DenyDecision } from '../../../src/check/decision';
+import type { DenyReason } from '../../../src/check/deny-reasons';
+import type { ClassifiedRoute, ClientStyle } from '../../../src/check/routes/route';
+import type { LimitHit, LimitState } from '../../../src/accounts/limits/rate-limits';
+import type { TokenBudgetState } from '../../../src/accounts/limits/token-budgets';
+import {
+  toCheckAnswer,
+  type CheckAnswerContext,
+  type CheckResponse,
+  type HeaderValueOption,
+} from '../../../src/check/responses/check-response';
+import { openAiDuration, rfc3339Seconds } from '../../../src/check/responses/rate-limit-headers';
 import { parseDenyBody } from '../../support/deny-body';
 
 const NOW = Date.UTC(2026, 10, 22, 12, 0, 0); // 2026-11-22T12:00:00Z

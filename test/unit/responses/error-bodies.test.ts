@@ -1,12 +1,12 @@
-import type { DenyDecision } from '../../../src/domain/decision';
-import type { LimitHit } from '../../../src/domain/rate-limits';
-import { DENY_REASONS, httpStatusOf, type DenyReason } from '../../../src/domain/deny-reasons';
-import type { ClientStyle } from '../../../src/domain/route';
-import { chatErrorBody } from '../../../src/responses/error-bodies/chat-error-body';
-import { ERROR_INFO_DOMAIN, generativeErrorBody, protoDuration } from '../../../src/responses/error-bodies/generative-error-body';
-import { genericErrorBody } from '../../../src/responses/error-bodies/generic-error-body';
-import { errorBodyFor, type ErrorBodyInput } from '../../../src/responses/error-bodies';
-import { messagesErrorBody } from '../../../src/responses/error-bodies/messages-error-body';
+import type { DenyDecision } from '../../../src/check/decision';
+import type { LimitHit } from '../../../src/accounts/limits/rate-limits';
+import { DENY_REASONS, httpStatusOf, type DenyReason } from '../../../src/check/deny-reasons';
+import type { ClientStyle } from '../../../src/check/routes/route';
+import { chatErrorBody } from '../../../src/check/responses/error-bodies/chat-error-body';
+import { ERROR_INFO_DOMAIN, generativeErrorBody, protoDuration } from '../../../src/check/responses/error-bodies/generative-error-body';
+import { genericErrorBody } from '../../../src/check/responses/error-bodies/generic-error-body';
+import { errorBodyFor, type ErrorBodyInput } from '../../../src/check/responses/error-bodies';
+import { messagesErrorBody } from '../../../src/check/responses/error-bodies/messages-error-body';
 import type { DenyBodyView } from '../../support/deny-body';
 
 const ALL_REASONS = Object.keys(DENY_REASONS) as DenyReason[];

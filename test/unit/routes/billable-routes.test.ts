@@ -1,6 +1,6 @@
-import { GATED_ROUTE_FAMILIES } from '../../../src/domain/route';
+import { GATED_ROUTE_FAMILIES } from '../../../src/check/routes/route';
 import { isMeteredRequest } from '../../../src/metering/usage-extractor';
-import { refusedRouteFamily } from '../../../src/routes/classify';
+import { refusedRouteFamily } from '../../../src/check/routes/classify';
 import {
   buildRouteTable,
   compilePathMatcher,
@@ -8,7 +8,7 @@ import {
   KEYED_FAMILIES,
   type KeyedFamily,
   type RouteSpec,
-} from '../../../src/routes/route-table';
+} from '../../../src/check/routes/route-table';
 
 /**
  * Every default route says whether its answers cost money, and keeps its

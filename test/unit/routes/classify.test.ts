@@ -1,7 +1,7 @@
-import { classifyFamily, isCanonicalPath, splitPathAndQuery } from '../../../src/routes/classify';
-import { FAMILY_HEADER_RULES, rulesForModelsRoute } from '../../../src/routes/family-header-rules';
-import { headerNamesFor } from '../../../src/routes/header-names';
-import { DEFAULT_ROUTE_SPECS, KEYED_FAMILIES, buildRouteTable, compilePathMatcher } from '../../../src/routes/route-table';
+import { classifyFamily, isCanonicalPath, splitPathAndQuery } from '../../../src/check/routes/classify';
+import { FAMILY_HEADER_RULES, rulesForModelsRoute } from '../../../src/check/routes/family-header-rules';
+import { headerNamesFor } from '../../../src/check/routes/header-names';
+import { DEFAULT_ROUTE_SPECS, KEYED_FAMILIES, buildRouteTable, compilePathMatcher } from '../../../src/check/routes/route-table';
 
 const DEFAULTS = buildRouteTable({}, []);
 

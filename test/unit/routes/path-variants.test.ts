@@ -1,5 +1,5 @@
-import { classifyFamily, routingPath } from '../../../src/routes/classify';
-import { buildRouteTable } from '../../../src/routes/route-table';
+import { classifyFamily, routingPath } from '../../../src/check/routes/classify';
+import { buildRouteTable } from '../../../src/check/routes/route-table';
 
 /**
  * envoy.yaml sends every path to the same upstream: `path_separated_prefix`

@@ -1,4 +1,4 @@
-import { NODE_END_OF_LIFE, endOfLifeMessage, nodeSupport, runtimeVerdict } from '../../../src/runtime/node-support';
+import { NODE_END_OF_LIFE, endOfLifeMessage, nodeSupport, runtimeVerdict } from '../../../src/platform/node-support';
 
 const at = (iso: string) => Date.parse(iso);
 

@@ -1,5 +1,5 @@
-import { DEFAULT_ADMIN_AUTH_LIMITS } from '../../../src/domain/admin-auth-limits';
-import { loadSettings, type Settings } from '../../../src/settings/settings';
+import { DEFAULT_ADMIN_AUTH_LIMITS } from '../../../src/admin/admin-auth-limits';
+import { loadSettings, type Settings } from '../../../src/platform/settings';
 
 type Env = Record<string, string | undefined>;
 

@@ -1,4 +1,4 @@
-import { loadSettings } from '../../../src/settings/settings';
+import { loadSettings } from '../../../src/platform/settings';
 
 const PATH = '/etc/gateway/config.json';
 

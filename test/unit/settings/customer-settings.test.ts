@@ -1,4 +1,4 @@
-import { loadSettings, type Settings } from '../../../src/settings/settings';
+import { loadSettings, type Settings } from '../../../src/platform/settings';
 
 type Env = Record<string, string | undefined>;
 

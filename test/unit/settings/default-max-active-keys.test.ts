@@ -1,5 +1,5 @@
-import { DEFAULT_MAX_ACTIVE_KEYS } from '../../../src/domain/active-key-cap';
-import { loadSettings } from '../../../src/settings/settings';
+import { DEFAULT_MAX_ACTIVE_KEYS } from '../../../src/keys/active-key-cap';
+import { loadSettings } from '../../../src/platform/settings';
 
 const problemsOf = (env: Record<string, string>) => {
   const result = loadSettings(env);

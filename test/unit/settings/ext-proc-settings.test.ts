@@ -1,4 +1,4 @@
-import { DEFAULT_EXT_PROC_MAX_STREAMS, loadSettings } from '../../../src/settings/settings';
+import { DEFAULT_EXT_PROC_MAX_STREAMS, loadSettings } from '../../../src/platform/settings';
 
 const problemsOf = (env: Record<string, string>) => {
   const result = loadSettings(env);

@@ -1,4 +1,4 @@
-import { DEFAULT_GRPC_MAX_CONCURRENT_STREAMS, loadSettings } from '../../../src/settings/settings';
+import { DEFAULT_GRPC_MAX_CONCURRENT_STREAMS, loadSettings } from '../../../src/platform/settings';
 
 describe('GRPC_MAX_CONCURRENT_STREAMS', () => {
   it('defaults to 100 (Envoy’s own downstream value, and RFC 9113’s recommended minimum) when unset or blank', () => {

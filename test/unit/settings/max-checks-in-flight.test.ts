@@ -1,4 +1,4 @@
-import { DEFAULT_MAX_CHECKS_IN_FLIGHT, loadSettings } from '../../../src/settings/settings';
+import { DEFAULT_MAX_CHECKS_IN_FLIGHT, loadSettings } from '../../../src/platform/settings';
 
 const problemsOf = (env: Record<string, string>) => {
   const result = loadSettings(env);

@@ -1,6 +1,6 @@
-import { MAX_PRICE_PER_MILLION_TOKENS } from '../../../src/domain/pricing';
-import { MAX_PRICED_MODELS } from '../../../src/settings/config-file';
-import { loadSettings } from '../../../src/settings/settings';
+import { MAX_PRICE_PER_MILLION_TOKENS } from '../../../src/metering/price-table';
+import { MAX_PRICED_MODELS } from '../../../src/platform/config-file';
+import { loadSettings } from '../../../src/platform/settings';
 
 const PATH = '/etc/gateway/config.json';
 

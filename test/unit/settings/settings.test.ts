@@ -1,4 +1,4 @@
-import { classifyFamily } from '../../../src/routes/classify';
+import { classifyFamily } from '../../../src/check/routes/classify';
 import {
   DEFAULT_MESSAGES_VERSIONS,
   DEFAULT_PLAN,
@@ -7,7 +7,7 @@ import {
   loadCliSettings,
   loadSettings,
   type Settings,
-} from '../../../src/settings/settings';
+} from '../../../src/platform/settings';
 
 type Env = Record<string, string | undefined>;
 

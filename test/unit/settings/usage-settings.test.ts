@@ -3,7 +3,7 @@ import {
   DEFAULT_USAGE_DURABILITY_TIMEOUT_MS,
   DEFAULT_USAGE_STREAM_MAX_LENGTH,
   loadSettings,
-} from '../../../src/settings/settings';
+} from '../../../src/platform/settings';
 
 const withConfig = (env: Record<string, string>, config?: object) =>
   loadSettings(config ? { ...env, CONFIG_FILE: 'c.json' } : env, () => JSON.stringify(config));

@@ -1,5 +1,5 @@
-import { MAX_BUDGET_TOKENS } from '../../../src/domain/token-budgets';
-import { MAX_WINDOW_SECONDS } from '../../../src/limits/rate-limit';
+import { MAX_BUDGET_TOKENS } from '../../../src/accounts/limits/token-budgets';
+import { MAX_WINDOW_SECONDS } from '../../../src/accounts/limits/rate-limit';
 import { authorizeScript } from '../../../src/store/redis/scripts';
 
 /**

@@ -1,9 +1,9 @@
 import { createHash } from 'node:crypto';
 import fc from 'fast-check';
-import { ManualClock } from '../../../src/domain/clock';
-import { CachedKeyIndex, MAX_CACHED_ID_BYTES } from '../../../src/store/cached-key-index';
-import type { KeyIds } from '../../../src/domain/key-records';
-import type { KeyIndex } from '../../../src/domain/authorization';
+import { ManualClock } from '../../../src/platform/clock';
+import { CachedKeyIndex, MAX_CACHED_ID_BYTES } from '../../../src/check/cached-key-index';
+import type { KeyIds } from '../../../src/keys/key-records';
+import type { KeyIndex } from '../../../src/check/ports';
 
 /** The cache keys on what hashCustomerKey returns: a SHA-256 in lower-case hex. */
 const sha = (text: string) => createHash('sha256').update(text).digest('hex');

@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { connect, type Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
-import { DeadlineSweeper, type Expiring } from '../../../src/deadlines/deadline-sweeper';
+import { DeadlineSweeper, type Expiring } from '../../../src/transport/deadline-sweeper';
 import { DeadlineExceededError, withinDeadline } from '../../../src/store/redis/deadline';
 
 /**

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import fc from 'fast-check';
-import { HASH_WORDS, HashSlotTable } from '../../../src/store/hash-slot-table';
+import { HASH_WORDS, HashSlotTable } from '../../../src/check/hash-slot-table';
 
 const wordsOf = (name: string): Uint32Array => {
   const digest = createHash('sha256').update(name).digest();

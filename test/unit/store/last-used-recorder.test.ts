@@ -1,7 +1,7 @@
-import { ManualClock } from '../../../src/domain/clock';
-import { LastUsedRecorder } from '../../../src/store/last-used-recorder';
-import { HOUR_MS } from '../../../src/domain/request-counts';
-import type { CountedBatch, LastUse } from '../../../src/store/store';
+import { ManualClock } from '../../../src/platform/clock';
+import { LastUsedRecorder } from '../../../src/keys/last-used-recorder';
+import { HOUR_MS } from '../../../src/keys/request-counts';
+import type { CountedBatch, LastUse } from '../../../src/ports/store';
 import { LogCapture } from '../../support/log-capture';
 
 class RecordingSink {

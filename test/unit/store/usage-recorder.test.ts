@@ -1,10 +1,10 @@
-import { ManualClock } from '../../../src/domain/clock';
-import { NO_TOKEN_BUDGETS, type TokenBudgetPlan } from '../../../src/domain/token-budgets';
-import type { UsageApplyOutcome, UsageRecord } from '../../../src/domain/usage-record';
-import { Metrics } from '../../../src/metrics/metrics';
+import { ManualClock } from '../../../src/platform/clock';
+import { NO_TOKEN_BUDGETS, type TokenBudgetPlan } from '../../../src/accounts/limits/token-budgets';
+import type { UsageApplyOutcome, UsageRecord } from '../../../src/metering/usage-record';
+import { Metrics } from '../../../src/platform/metrics';
 import { MemoryStore } from '../../../src/store/memory-store';
-import { StoreOutcomeUnknownError, StoreUnavailableError, type UsageLedger } from '../../../src/store/store';
-import { UsageRecorder } from '../../../src/store/usage-recorder';
+import { StoreOutcomeUnknownError, StoreUnavailableError, type UsageLedger } from '../../../src/ports/store';
+import { UsageRecorder } from '../../../src/metering/usage-recorder';
 import { LogCapture } from '../../support/log-capture';
 
 const T0 = Date.parse('2026-11-22T12:00:00Z');

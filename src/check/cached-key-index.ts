@@ -1,0 +1,156 @@
+import { systemClock, type Clock } from '../platform/clock';
+import type { KeyIds } from '../keys/key-records';
+import type { KeyIndex } from './ports';
+import { HASH_WORDS, HashSlotTable } from './hash-slot-table';
+
+export interface KeyIndexCacheOptions {
+  /** Known hashes kept in process; the mapping never changes, so no expiry. */
+  maxEntries: number;
+  /** Unknown hashes kept this long, so a flood of made-up keys does not reach Redis each time. */
+  negativeTtlMs: number;
+  maxNegativeEntries: number;
+  clock?: Clock;
+  /** Told whether each lookup was answered from memory; for metrics. */
+  onLookup?: (outcome: 'hit' | 'negative_hit' | 'miss') => void;
+}
+
+/**
+ * Bytes of ids one entry holds. Every pair the service mints fits: a key id
+ * is `key_` + 16 base62 characters (key-minting.ts) and an account id at
+ * most 64 characters (admin-schemas.ts), 84 together. A pair that does not
+ * fit (only records written by something else could hold one) is not
+ * cached: it is resolved by the store every time, never truncated.
+ */
+export const MAX_CACHED_ID_BYTES = 84;
+/** Per entry: the key id's length, the account id's length, then both ids. */
+const ID_SLOT_BYTES = 2 + MAX_CACHED_ID_BYTES;
+
+/** A key id length no cached mapping has (remember() refuses empty ids): the entry was forgotten. */
+const FORGOTTEN = 0;
+
+/** The only form the cache keys on: what hashCustomerKey returns. Anything else goes to the store uncached. */
+const SHA256_HEX = /^[0-9a-f]{64}$/;
+
+/**
+ * Caches key hash → (key id, account id). That mapping is immutable (a
+ * rotated key gets a new hash), so caching it cannot keep a revoked key
+ * alive: status, expiry, billing and limits are read on every request.
+ *
+ * Both the known hashes and the recently unknown ones live in
+ * HashSlotTables: the hash and the ids (or the expiry) of an entry are bytes
+ * in typed arrays, not JavaScript objects. With 200,000 entries as strings
+ * in a Map, every major GC marked and every compaction moved them all, and
+ * its pauses were the Check path's latency tail.
+ */
+export class CachedKeyIndex implements KeyIndex {
+  private readonly known: HashSlotTable;
+  private readonly knownIds: Buffer;
+  private readonly unknown: HashSlotTable | undefined;
+  private readonly unknownUntil: Float64Array;
+  private readonly negativeTtlMs: number;
+  private readonly clock: Clock;
+  private readonly onLookup: KeyIndexCacheOptions['onLookup'];
+  /** The hash being looked up, as bytes and as the words the tables compare; rewritten by every lookup. */
+  private readonly hashBytes: Buffer;
+  private readonly hashWords: Uint32Array;
+
+  constructor(
+    private readonly inner: KeyIndex,
+    options: KeyIndexCacheOptions,
+  ) {
+    this.known = new HashSlotTable(options.maxEntries);
+    this.knownIds = Buffer.alloc(options.maxEntries * ID_SLOT_BYTES);
+    this.negativeTtlMs = options.negativeTtlMs;
+    this.unknown = options.negativeTtlMs > 0 ? new HashSlotTable(options.maxNegativeEntries) : undefined;
+    this.unknownUntil = new Float64Array(this.unknown ? options.maxNegativeEntries : 0);
+    this.clock = options.clock ?? systemClock;
+    this.onLookup = options.onLookup;
+    const words = new ArrayBuffer(HASH_WORDS * 4);
+    this.hashBytes = Buffer.from(words);
+    this.hashWords = new Uint32Array(words);
+  }
+
+  async resolveKeyHash(keyHash: string): Promise<KeyIds | null> {
+    if (!SHA256_HEX.test(keyHash)) {
+      this.onLookup?.('miss');
+      return this.inner.resolveKeyHash(keyHash);
+    }
+    this.hashBytes.write(keyHash, 'hex');
+    const entry = this.known.find(this.hashWords);
+    if (entry >= 0 && this.knownIds[entry * ID_SLOT_BYTES] !== FORGOTTEN) {
+      this.known.touch(entry);
+      this.onLookup?.('hit');
+      return this.idsAt(entry);
+    }
+    if (this.unknown) {
+      const negative = this.unknown.find(this.hashWords);
+      if (negative >= 0 && this.unknownUntil[negative]! > this.clock.now()) {
+        this.unknown.touch(negative);
+        this.onLookup?.('negative_hit');
+        return null;
+      }
+    }
+    this.onLookup?.('miss');
+    const ids = await this.inner.resolveKeyHash(keyHash);
+    // Other lookups ran while the store answered: the hash is written again.
+    this.hashBytes.write(keyHash, 'hex');
+    if (ids) this.remember(ids);
+    else if (this.unknown) {
+      const negative = this.unknown.claim(this.hashWords, this.isExpired);
+      this.unknownUntil[negative] = this.clock.now() + this.negativeTtlMs;
+    }
+    return ids;
+  }
+
+  /**
+   * The entry stays in the table (removing one from the middle of a probe run
+   * is the eviction's job) with a key id length no mapping has: looked up, it
+   * is a miss, and the store's answer is written over it.
+   */
+  forget(keyHash: string): void {
+    if (!SHA256_HEX.test(keyHash)) return;
+    this.hashBytes.write(keyHash, 'hex');
+    const entry = this.known.find(this.hashWords);
+    if (entry >= 0) this.knownIds[entry * ID_SLOT_BYTES] = FORGOTTEN;
+  }
+
+  private readonly isExpired = (entry: number): boolean => this.unknownUntil[entry]! <= this.clock.now();
+
+  private remember(ids: KeyIds): void {
+    const { keyId, accountId } = ids;
+    if (!fitsSlot(keyId, accountId)) return;
+    const entry = this.known.claim(this.hashWords);
+    const at = entry * ID_SLOT_BYTES;
+    this.knownIds[at] = keyId.length;
+    this.knownIds[at + 1] = accountId.length;
+    this.knownIds.write(keyId, at + 2, 'latin1');
+    this.knownIds.write(accountId, at + 2 + keyId.length, 'latin1');
+  }
+
+  private idsAt(entry: number): KeyIds {
+    const at = entry * ID_SLOT_BYTES;
+    const keyIdEnd = at + 2 + this.knownIds[at]!;
+    return {
+      keyId: this.knownIds.toString('latin1', at + 2, keyIdEnd),
+      accountId: this.knownIds.toString('latin1', keyIdEnd, keyIdEnd + this.knownIds[at + 1]!),
+    };
+  }
+}
+
+/**
+ * Whether both ids fit one entry and read back exactly: non-empty, printable
+ * ASCII without spaces (ids are letters, digits, `_` and `-`; the Redis index
+ * separates them by a space), and MAX_CACHED_ID_BYTES together.
+ */
+function fitsSlot(keyId: string, accountId: string): boolean {
+  if (keyId.length === 0 || accountId.length === 0 || keyId.length + accountId.length > MAX_CACHED_ID_BYTES) return false;
+  return isPrintableAscii(keyId) && isPrintableAscii(accountId);
+}
+
+function isPrintableAscii(text: string): boolean {
+  for (let i = 0; i < text.length; i += 1) {
+    const code = text.charCodeAt(i);
+    if (code <= 0x20 || code >= 0x7f) return false;
+  }
+  return true;
+}

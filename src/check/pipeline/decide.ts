@@ -1,0 +1,149 @@
+import type { AuthRequest } from '../auth-request';
+import type { Decision, DenyDecision } from '../decision';
+import { denial } from '../deny-reasons';
+import { extractCredential, QUERY_KEY_PARAMETER } from '../credentials/extract-credential';
+import { hashCustomerKey, parseCustomerKey } from '../../keys/customer-key';
+import { describeSources } from '../routes/family-header-rules';
+import type { Authorizer, KeyIndex } from '../ports';
+import { accountOutcomeToDecision } from './account-outcome-step';
+import { DEFAULT_CURRENCY } from '../../accounts/money';
+import type { PipelineSettings } from './pipeline-settings';
+import { routeRequest } from './route-step';
+import { refuseUnpricedModel } from './model-step';
+import { findUpstreamProviderKey } from './upstream-key-step';
+import { checkVersionHeader } from './version-header-step';
+import { holdFor } from './hold-step';
+
+export interface PipelineDeps {
+  settings: PipelineSettings;
+  /** Key hash → ids; cached in process in production (the mapping never changes). */
+  keyIndex: KeyIndex;
+  /** Key status, billing and rate limits, decided atomically by the store. */
+  authorizer: Authorizer;
+  /** Told when the store decided on another key's record than the one presented (answered store_unavailable); for metrics. */
+  onStoreIdentityMismatch?: () => void;
+}
+
+/**
+ * Why a Check was answered store_unavailable when the store's decision named
+ * another key's record than the one presented: a reply matched to the wrong
+ * request (the key index's or the authorize script's). For operators' logs;
+ * no key material.
+ */
+export const STORE_IDENTITY_MISMATCH =
+  "the store's decision is for another key than the one presented (display prefixes differ): a reply matched to the wrong request";
+
+/**
+ * The whole decision for one request: route → route not enabled → upstream-key scan → credential
+ * → key format → version header → key lookup → unpriced model → credit hold
+ * estimate → (key status → billing → rate limits, and the hold, atomically in
+ * the store). Every step before the lookup works
+ * offline, so junk never costs a Redis round trip; with the key index cached,
+ * a known key costs exactly one.
+ */
+export async function decide(request: AuthRequest, deps: PipelineDeps): Promise<Decision> {
+  const { settings } = deps;
+  const { route, rules, query, unremovableQueryKey, refusedRoutes } = routeRequest(request, settings);
+  const strip = {
+    headers: settings.headerNames.allCredentialHeaders,
+    queryParameters: query.has(QUERY_KEY_PARAMETER) ? [QUERY_KEY_PARAMETER] : [],
+  };
+  const deny = (fields: Omit<DenyDecision, 'kind' | 'route'>): DenyDecision => ({ kind: 'deny', route, ...fields });
+
+  if (unremovableQueryKey !== undefined) {
+    // Checked before everything else, public routes included: whatever the decision, that key would reach the upstream.
+    const ways = describeSources(rules, settings.headerNames);
+    return deny({
+      param: unremovableQueryKey,
+      ...denial('query_key_not_removable', { rawName: unremovableQueryKey, parameter: QUERY_KEY_PARAMETER, ways }),
+    });
+  }
+  // Before public routes and the key: a route whose usage is not metered is refused whoever asks, and costs no lookup.
+  if (refusedRoutes !== undefined) return deny(denial('route_not_enabled', { routes: refusedRoutes }));
+  if (route.family === 'public') return { kind: 'allow', route, strip };
+
+  const upstream = findUpstreamProviderKey(request, query, settings.headerNames);
+  if (upstream) {
+    return deny({ param: upstream.where, ...denial('upstream_key_not_accepted', upstream) });
+  }
+
+  const credential = extractCredential({ headers: request.headers, query }, rules, {
+    names: settings.headerNames,
+    acceptQueryKey: settings.acceptQueryKey,
+  });
+  if (!credential.ok) {
+    const { reason, message, param } = credential;
+    return deny(param === undefined ? { reason, message } : { reason, message, param });
+  }
+
+  const parsed = parseCustomerKey(credential.credential);
+  if (!parsed.ok) {
+    return deny({ param: credential.source, ...denial('malformed_key', { where: credential.source, problem: parsed.problem }) });
+  }
+  const keyPrefix = parsed.displayPrefix;
+
+  const version = checkVersionHeader(request.headers, rules, settings);
+  if (!version.ok) return deny({ reason: version.reason, message: version.message, param: version.param, keyPrefix });
+
+  const unavailable = (error: unknown) =>
+    deny({
+      keyPrefix,
+      internalDetail: error instanceof Error ? error.message : String(error),
+      ...denial('store_unavailable'),
+    });
+  const unknown = () => deny({ keyPrefix, ...denial('unknown_key', { keyPrefix }) });
+
+  const keyHash = hashCustomerKey(credential.credential);
+  let ids;
+  try {
+    ids = await deps.keyIndex.resolveKeyHash(keyHash);
+  } catch (error) {
+    return unavailable(error);
+  }
+  if (!ids) return unknown();
+
+  // After the key lookup, so only a known key learns which models are offered (and an unauthenticated caller
+  // still gets its 401); before the store's authorize, so a refused model costs no Redis round trip and consumes
+  // no rate-limit token or budget. So a revoked key may still learn that a model is not offered: its status is
+  // only known inside the store's atomic step.
+  const unpriced = refuseUnpricedModel(request, route, settings.pricing);
+  if (unpriced) return deny({ keyPrefix, accountId: ids.accountId, ...unpriced });
+
+  const hold = holdFor(request, route, settings.pricing);
+  let outcome;
+  try {
+    outcome = await deps.authorizer.authorize({
+      keyId: ids.keyId,
+      accountId: ids.accountId,
+      defaultPlan: settings.defaultPlan,
+      defaultTokenBudgets: settings.defaultTokenBudgets,
+      ...(hold ? { hold } : {}),
+    });
+  } catch (error) {
+    return unavailable(error);
+  }
+  if (outcome.kind === 'unknown_key') return unknown();
+  // Every other outcome carries the display prefix of the record it was decided on. Another key's means a reply
+  // crossed with another request's: never an allow, nor another key's denial. The key index entry that led there
+  // may be the crossed reply, so the cache lets it go.
+  if (outcome.prefix !== keyPrefix) {
+    deps.keyIndex.forget?.(keyHash);
+    deps.onStoreIdentityMismatch?.();
+    return unavailable(new Error(STORE_IDENTITY_MISMATCH));
+  }
+  if (outcome.kind === 'allow') {
+    return {
+      kind: 'allow',
+      route,
+      strip,
+      identity: { accountId: ids.accountId, keyId: ids.keyId, keyPrefix: outcome.prefix, environment: outcome.environment },
+      ...(outcome.tightest ? { rateLimit: outcome.tightest } : {}),
+      ...(outcome.tightestBudget ? { tokenBudget: outcome.tightestBudget } : {}),
+    };
+  }
+  return deny({
+    keyPrefix: outcome.prefix,
+    accountId: ids.accountId,
+    ...accountOutcomeToDecision(outcome, settings.currency ?? DEFAULT_CURRENCY),
+  });
+}
