@@ -3,6 +3,7 @@
  * EnvoyExtensionPolicy (ext_proc metering) on an HTTPRoute, calling the shared
  * gateway-authz (deploy/shared-service/). The policies are validated against
  * Envoy Gateway's own CRD schemas (vendored, test/deploy/schemas/README.md),
+ * their CEL rules included,
  * the Gateway API kinds with @kubernetes-models/gateway-api; then the facts:
  * envoy.yaml's timeout, fail-closed status, body setting, retries, health
  * check and circuit-breaker rule for ext_authz; envoy.yaml's processing mode
@@ -181,6 +182,24 @@ describe('deploy/envoy-gateway: schemas', () => {
 
   it.each(policies.map((o) => [describeObject(o), o] as const))("%s validates against Envoy Gateway's CRD schema", (_name, object) => {
     expect(crds.problems(object)).toEqual([]);
+  });
+
+  it("passes the CRDs' CEL rules (x-kubernetes-validations), every one of them evaluated", () => {
+    expect(crds.celProblems(policies)).toEqual({ failed: [], unevaluated: [] });
+  });
+
+  it('catches what only a CEL rule forbids (so the rules are really run)', () => {
+    const wrongRef = JSON.parse(JSON.stringify(extensionPolicy)) as EnvoyExtensionPolicy;
+    wrongRef.spec.extProc[0]!.backendRef = wrongRef.spec.extProc[0]!.backendRefs[0];
+    const both = JSON.parse(JSON.stringify(securityPolicy)) as SecurityPolicy & { spec: { extAuth: { http?: unknown } } };
+    both.spec.extAuth.http = { backendRefs: both.spec.extAuth.grpc.backendRefs };
+    expect(crds.celProblems([wrongRef, both])).toEqual({
+      failed: [
+        'EnvoyExtensionPolicy/gateway-authz-metering: /spec/extProc/0: BackendRefs must be used, backendRef is not supported.',
+        'SecurityPolicy/gateway-authz: /spec/extAuth: only one of grpc or http can be specified',
+      ],
+      unevaluated: [],
+    });
   });
 
   it('validates the Gateway API objects with @kubernetes-models/gateway-api, with no unknown fields', () => {

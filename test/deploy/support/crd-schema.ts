@@ -12,11 +12,14 @@
  *    it says `x-kubernetes-preserve-unknown-fields` or sets
  *    `additionalProperties` itself.
  *
- * Not checked here: the CEL rules (`x-kubernetes-validations`), which only the
- * API server evaluates. The tests assert the facts those rules guard that
- * matter to us (e.g. ext_proc takes backendRefs, not backendRef) directly.
+ * The CEL rules (`x-kubernetes-validations`) are evaluated apart, by
+ * @marcbachmann/cel-js in a child process (evaluate-crd-rules.mjs, ES module
+ * only): celProblems(). A rule it cannot run (a Kubernetes CEL library
+ * function it lacks) is reported as unevaluated, never as passed.
  */
+import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
+import * as path from 'node:path';
 
 import Ajv, { type ValidateFunction } from 'ajv';
 
@@ -62,6 +65,8 @@ function newAjv(): Ajv {
 /** The validators of one or more CRD files, by `apiVersion/kind` of each served version. */
 export class CrdSchemas {
   private readonly validators = new Map<string, ValidateFunction>();
+  /** The schemas as the CRDs give them, for the CEL rules. */
+  private readonly schemas = new Map<string, Schema>();
   private readonly ajv = newAjv();
 
   constructor(files: readonly string[]) {
@@ -71,6 +76,7 @@ export class CrdSchemas {
         for (const version of doc.spec.versions.filter((v) => v.served)) {
           const key = `${doc.spec.group}/${version.name}/${doc.spec.names.kind}`;
           this.validators.set(key, this.ajv.compile(withUnknownFieldsRefused(version.schema.openAPIV3Schema) as Schema));
+          this.schemas.set(key, version.schema.openAPIV3Schema);
         }
       }
     }
@@ -91,5 +97,29 @@ export class CrdSchemas {
       const extra = error.keyword === 'additionalProperties' ? ` '${String(error.params.additionalProperty)}'` : '';
       return `${name}: ${error.instancePath || '/'} ${error.message}${extra}`;
     });
+  }
+
+  /**
+   * The CEL rules of each object's CRD on it: the rules that failed (their messages, with where), and those that
+   * could not be evaluated, each prefixed with Kind/name.
+   */
+  celProblems(objects: readonly K8sObject[]): { failed: string[]; unevaluated: string[] } {
+    const requests = objects.map((object) => {
+      const schema = this.schemas.get(`${object.apiVersion}/${object.kind}`);
+      if (!schema) throw new Error(`no CRD schema for ${object.apiVersion}/${object.kind}`);
+      return { schema, object };
+    });
+    const output = execFileSync(process.execPath, [path.join(__dirname, 'evaluate-crd-rules.mjs')], {
+      input: JSON.stringify(requests),
+      encoding: 'utf8',
+      maxBuffer: 64 * 1024 * 1024,
+    });
+    const results = JSON.parse(output) as { failed: string[]; unevaluated: string[] }[];
+    const named = (index: number, lines: string[]) =>
+      lines.map((line) => `${objects[index]!.kind}/${objects[index]!.metadata?.name}: ${line}`);
+    return {
+      failed: results.flatMap((r, index) => named(index, r.failed)),
+      unevaluated: results.flatMap((r, index) => named(index, r.unevaluated)),
+    };
   }
 }
