@@ -2,7 +2,8 @@
  * deploy/istio/: the mesh config (two ext_authz providers), the sidecar layout
  * (kustomize: gateway-authz in the application's pod) and the shared layout
  * (policies for deploy/shared-service/). Every object is validated against
- * its project's schema: @kubernetes-models/istio for Istio's kinds,
+ * its project's schema: @kubernetes-models/istio and Istio's own CRDs
+ * (vendored, with their CEL rules) for Istio's kinds,
  * kubernetes-models for core kinds, Istio's own protos for the mesh config
  * (which no CRD covers), and Envoy's protos for what the EnvoyFilters insert;
  * a type check against the models' interfaces catches unknown fields. Then
@@ -10,12 +11,14 @@
  * fail-closed status and body setting, sends the headers the pipeline reads,
  * meters with envoy.yaml's ext_proc filter, and reaches the right port.
  */
+import { CrdSchemas } from './support/crd-schema';
 import { checkMessage, EnvoyConfigError } from './support/envoy-bootstrap';
 import { EXT_AUTHZ_FILTER, EXT_PROC_FILTER, extAuthzCircuitBreakerProblems } from './support/envoy-semantics';
 import { esmModelProblems, MESH_KINDS } from './support/esm-models';
 import { GRPC_PROVIDER_TYPE, HTTP_PROVIDER_TYPE, jsonFieldNames, meshConfigProblems } from './support/istio-protos';
 import { describeObject, KINDS, kindKey, schemaProblems, typeProblems } from './support/k8s-schemas';
 import type { K8sObject } from './support/kustomize';
+import { repoPath } from './support/repo-files';
 import {
   base,
   baseAuthzContainer,
@@ -140,6 +143,31 @@ describe('deploy/istio: schemas', () => {
 
   it('validates every Istio object with @kubernetes-models/istio', () => {
     expect(esmModelProblems(meshObjects).flat()).toEqual([]);
+  });
+
+  // Istio's own CRDs (istio/api), strict about unknown fields as the API server is, and their CEL rules, which the
+  // models do not run. IstioOperator is not among them (istioctl reads it; its meshConfig is held to the proto below).
+  const istioCrds = new CrdSchemas([
+    repoPath('test', 'deploy', 'schemas', 'istio-api', 'kubernetes', 'customresourcedefinitions.gen.yaml'),
+  ]);
+  const crdObjects = meshObjects.filter((o) => o.kind !== 'IstioOperator');
+
+  it.each(crdObjects.map((o) => [describeObject(o), o] as const))("%s validates against Istio's own CRD schema", (_name, object) => {
+    expect(istioCrds.problems(object)).toEqual([]);
+  });
+
+  it("passes the CEL rules of Istio's CRDs, every one of them evaluated; a broken ServiceEntry fails them", () => {
+    expect(istioCrds.celProblems(crdObjects)).toEqual({ failed: [], unevaluated: [] });
+    const entry = JSON.parse(JSON.stringify(findObject(sidecar, 'ServiceEntry', 'gateway-authz-local'))) as ServiceEntry;
+    entry.spec.resolution = 'NONE';
+    entry.spec.hosts.push('*');
+    expect(istioCrds.celProblems([entry])).toEqual({
+      failed: [
+        'ServiceEntry/gateway-authz-local: /spec: NONE mode cannot set endpoints',
+        'ServiceEntry/gateway-authz-local: /spec/hosts/2: hostname cannot be wildcard',
+      ],
+      unevaluated: [],
+    });
   });
 
   it.each(coreObjects.map((o) => [describeObject(o), o] as const))('%s validates (kubernetes-models)', (_name, object) => {

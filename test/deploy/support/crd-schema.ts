@@ -50,6 +50,13 @@ export function withUnknownFieldsRefused(schema: unknown): unknown {
   return node;
 }
 
+/** What the API server allows at the root of every object, whether or not a CRD's schema lists it (Istio's do not). */
+const ROOT_FIELDS = { apiVersion: { type: 'string' }, kind: { type: 'string' }, metadata: { type: 'object' } };
+
+function withRootFields(schema: Schema): Schema {
+  return { ...schema, properties: { ...ROOT_FIELDS, ...(schema.properties as Schema | undefined) } };
+}
+
 const INT32 = { min: -(2 ** 31), max: 2 ** 31 - 1 };
 
 function newAjv(): Ajv {
@@ -57,6 +64,7 @@ function newAjv(): Ajv {
   const ajv = new Ajv({ allErrors: true, strict: false });
   ajv.addFormat('int32', { type: 'number', validate: (n: number) => Number.isInteger(n) && n >= INT32.min && n <= INT32.max });
   ajv.addFormat('int64', { type: 'number', validate: (n: number) => Number.isSafeInteger(n) });
+  ajv.addFormat('double', { type: 'number', validate: (n: number) => Number.isFinite(n) });
   ajv.addFormat('byte', /^[A-Za-z0-9+/]*={0,2}$/);
   ajv.addFormat('date-time', true);
   return ajv;
@@ -75,7 +83,6 @@ export class CrdSchemas {
         if (doc.kind !== 'CustomResourceDefinition') throw new Error(`${file}: not a CustomResourceDefinition`);
         for (const version of doc.spec.versions.filter((v) => v.served)) {
           const key = `${doc.spec.group}/${version.name}/${doc.spec.names.kind}`;
-          this.validators.set(key, this.ajv.compile(withUnknownFieldsRefused(version.schema.openAPIV3Schema) as Schema));
           this.schemas.set(key, version.schema.openAPIV3Schema);
         }
       }
@@ -83,14 +90,26 @@ export class CrdSchemas {
   }
 
   kinds(): string[] {
-    return [...this.validators.keys()];
+    return [...this.schemas.keys()];
+  }
+
+  /** Compiled on first use: a CRD file may serve many kinds, of which a test checks a few. */
+  private validatorFor(key: string): ValidateFunction | undefined {
+    const schema = this.schemas.get(key);
+    if (!schema) return undefined;
+    let validate = this.validators.get(key);
+    if (!validate) {
+      validate = this.ajv.compile(withUnknownFieldsRefused(withRootFields(schema)) as Schema);
+      this.validators.set(key, validate);
+    }
+    return validate;
   }
 
   /** The problems of one object (empty when it validates), each prefixed with Kind/name. */
   problems(object: K8sObject): string[] {
     const key = `${object.apiVersion}/${object.kind}`;
     const name = `${object.kind}/${object.metadata?.name}`;
-    const validate = this.validators.get(key);
+    const validate = this.validatorFor(key);
     if (!validate) return [`${name}: no CRD schema for ${key}`];
     if (validate(object)) return [];
     return (validate.errors ?? []).map((error) => {
