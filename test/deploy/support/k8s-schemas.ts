@@ -23,11 +23,14 @@ import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/NetworkPol
 import { REPO_ROOT } from './repo-files';
 import type { K8sObject } from './kustomize';
 
-interface Kind {
-  readonly model: new (data: K8sObject) => { validate(): void };
-  /** Module and interface for the TypeScript check. */
+/** Module and interface for the TypeScript check. */
+export interface TypedKind {
   readonly module: string;
   readonly iface: string;
+}
+
+interface Kind extends TypedKind {
+  readonly model: new (data: K8sObject) => { validate(): void };
 }
 
 export const KINDS: Record<string, Kind> = {
@@ -67,16 +70,17 @@ export function schemaProblems(object: K8sObject): string[] {
 /**
  * Type-checks every object as a literal of its kubernetes-models interface.
  * Returns readable problems, e.g. "Deployment/gateway-authz: 'readinesProbe'
- * does not exist in type 'IIoK8sApiCoreV1Container'".
+ * does not exist in type 'IIoK8sApiCoreV1Container'". Objects of a kind not
+ * in `kinds` are left out.
  */
-export function typeProblems(objects: readonly K8sObject[]): string[] {
+export function typeProblems(objects: readonly K8sObject[], kinds: Readonly<Record<string, TypedKind>> = KINDS): string[] {
   const fileName = path.join(REPO_ROOT, 'test', 'deploy', '__k8s_manifest_types__.ts');
   const imports: string[] = [];
   const decls: string[] = [];
   const owners: Array<{ start: number; object: K8sObject }> = [];
-  const known = objects.filter((object) => KINDS[kindKey(object)]);
+  const known = objects.filter((object) => kinds[kindKey(object)]);
   known.forEach((object, index) => {
-    const kind = KINDS[kindKey(object)]!;
+    const kind = kinds[kindKey(object)]!;
     imports.push(`import type { ${kind.iface} as T${index} } from ${JSON.stringify(kind.module)};`);
   });
   let source = `${imports.join('\n')}\n`;

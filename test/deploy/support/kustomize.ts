@@ -1,7 +1,8 @@
 /**
  * A small, explicit stand-in for `kustomize build` covering exactly the
- * features deploy/kustomization.yaml uses (resources, configMapGenerator with
- * files/literals, secretGenerator with envs, images). Any other kustomization
+ * features deploy/ and its mesh layouts use (resources, files or other
+ * kustomization directories; configMapGenerator with files/literals,
+ * secretGenerator with envs, images, namespace). Any other kustomization
  * field is an error here, so the stand-in can never silently ignore what the
  * real kustomize would do. Generated names keep no hash suffix (real
  * kustomize appends one and rewrites the references to it).
@@ -18,7 +19,7 @@ import { parseYaml, parseYamlDocuments } from './repo-files';
 export interface K8sObject {
   apiVersion?: string;
   kind?: string;
-  metadata?: { name?: string };
+  metadata?: { name?: string; namespace?: string };
   [field: string]: unknown;
 }
 
@@ -47,6 +48,7 @@ export interface Kustomization {
   configMapGenerator?: Generator[];
   secretGenerator?: Generator[];
   images?: ImageOverride[];
+  namespace?: string;
   [field: string]: unknown;
 }
 
@@ -56,7 +58,7 @@ export interface Built {
   readonly sources: Map<K8sObject, string>;
 }
 
-const SUPPORTED_FIELDS = new Set(['apiVersion', 'kind', 'resources', 'configMapGenerator', 'secretGenerator', 'images']);
+const SUPPORTED_FIELDS = new Set(['apiVersion', 'kind', 'resources', 'configMapGenerator', 'secretGenerator', 'images', 'namespace']);
 
 export function readKustomization(dir: string): Kustomization {
   return parseYaml(fs.readFileSync(path.join(dir, 'kustomization.yaml'), 'utf8'), 'kustomization.yaml') as Kustomization;
@@ -64,7 +66,8 @@ export function readKustomization(dir: string): Kustomization {
 
 /**
  * @param substitutes generator input files to read from another file, e.g.
- *   { 'admin-token.env': 'admin-token.env.example' } (the real one is git-ignored).
+ *   { 'admin-token.env': 'admin-token.env.example' } (the real one is git-ignored);
+ *   a relative path is taken from each kustomization's own directory, also in the bases it includes.
  */
 export function kustomizeBuild(dir: string, substitutes: Record<string, string> = {}): Built {
   const k = readKustomization(dir);
@@ -79,9 +82,16 @@ export function kustomizeBuild(dir: string, substitutes: Record<string, string> 
     objects.push(object);
     sources.set(object, source);
   };
-  const read = (file: string) => fs.readFileSync(path.join(dir, substitutes[file] ?? file), 'utf8');
+  const read = (file: string) => fs.readFileSync(path.resolve(dir, substitutes[file] ?? file), 'utf8');
 
   for (const file of k.resources ?? []) {
+    const full = path.resolve(dir, file);
+    if (fs.statSync(full).isDirectory()) {
+      // Another kustomization (a base): built on its own, its objects taken as they come out.
+      const base = kustomizeBuild(full, substitutes);
+      for (const object of base.objects) add(object, `${file}/${base.sources.get(object)}`);
+      continue;
+    }
     for (const doc of parseYamlDocuments(read(file), file)) add(doc as K8sObject, file);
   }
 
@@ -114,6 +124,8 @@ export function kustomizeBuild(dir: string, substitutes: Record<string, string> 
       }
     }
   }
+  // Every object here is namespaced; kustomize leaves cluster-scoped kinds alone.
+  if (k.namespace !== undefined) for (const object of objects) object.metadata = { ...object.metadata, namespace: k.namespace };
   return { objects, sources };
 }
 
