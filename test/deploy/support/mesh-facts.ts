@@ -17,9 +17,9 @@ import {
   routeFor,
 } from './envoy-semantics';
 import { parseYaml, readRepoFile } from './repo-files';
-import { headersThePipelineReads } from '../../../src/pipeline/headers-read';
-import { headerNamesFor } from '../../../src/routes/header-names';
-import { loadSettings } from '../../../src/settings/settings';
+import { headersThePipelineReads } from '../../../src/check/pipeline/headers-read';
+import { headerNamesFor } from '../../../src/check/routes/header-names';
+import { loadSettings } from '../../../src/platform/settings';
 
 type Raw = Record<string, unknown>;
 
@@ -80,8 +80,8 @@ export const retryTokens = (list: string | readonly string[]) =>
   [...new Set((typeof list === 'string' ? list.split(',') : list).map((token) => token.trim()).filter(Boolean))].sort();
 
 /**
- * Every request header a Check must carry for the pipeline: those it reads (src/pipeline/headers-read.ts, every
- * spelling accepted) and x-request-id, which the Check decoder reads itself (src/grpc/check-request.ts). :method and
+ * Every request header a Check must carry for the pipeline: those it reads (src/check/pipeline/headers-read.ts, every
+ * spelling accepted) and x-request-id, which the Check decoder reads itself (src/check/check-request.ts). :method and
  * :path travel in the CheckRequest's attributes whichever headers are sent.
  */
 export const HEADERS_A_CHECK_NEEDS: readonly string[] = [...headersThePipelineReads(headerNamesFor(true)), 'x-request-id'];
