@@ -77,17 +77,6 @@ export const redisKeys = {
   accountBucketField: () => 'ra',
   /** Account hash field: when (µs, Redis's clock) the authorize script next deletes bucket fields whose time has passed. */
   bucketSweepField: () => 'bucketSweepAtUs',
-  /**
-   * The buckets before they were packed: one field per window,
-   * `rl:k:<keyId>:<windowSeconds>` and `rl:a:<windowSeconds>`, swept by
-   * `rlSweepAtUs`. The authorize script's sweep moves any it finds into the
-   * packed fields (a rolling deploy: see scripts.ts, authorizeScript).
-   */
-  legacyBucketFieldPrefix: () => 'rl:',
-  legacyKeyBucketFieldPrefix: (keyId: string) => `${redisKeys.legacyBucketFieldPrefix()}k:${keyId}:`,
-  legacyAccountBucketFieldPrefix: () => `${redisKeys.legacyBucketFieldPrefix()}a:`,
-  legacyBucketSweepField: () => 'rlSweepAtUs',
-
   // Usage (issue 16). Fields the authorize script reads in its one HMGET of
   // the account hash and of the key record are declared here too.
 
@@ -106,17 +95,6 @@ export const redisKeys = {
   keyTokenBucketField: (keyId: string) => `${redisKeys.tokenBucketFieldPrefix()}k:${keyId}`,
   accountTokenBucketField: () => `${redisKeys.tokenBucketFieldPrefix()}a`,
   /**
-   * The token buckets before they were packed: one text field per window,
-   * `tb:k:<keyId>:<windowSeconds>` and `tb:a:<windowSeconds>`, holding
-   * `<tatUs>` or `<tatUs> <fraction>`, swept by `usageSweepAtUs`. The usage
-   * script's sweep moves any it finds into the packed fields (a rolling
-   * deploy: see scripts.ts, gwaApplyUsage).
-   */
-  legacyTokenBucketFieldPrefix: () => 'tb:',
-  legacyKeyTokenBucketFieldPrefix: (keyId: string) => `${redisKeys.legacyTokenBucketFieldPrefix()}k:${keyId}:`,
-  legacyAccountTokenBucketFieldPrefix: () => `${redisKeys.legacyTokenBucketFieldPrefix()}a:`,
-  legacyUsageSweepField: () => 'usageSweepAtUs',
-  /**
    * Token budget overrides as JSON: on the account hash `{"key"?:[…],"account"?:[…]}`,
    * on the key record `[…]`; each budget `{"tokens":N,"windowSeconds":S}`.
    */
@@ -133,12 +111,7 @@ export const redisKeys = {
   keySpendField: (keyId: string, month: string) => `${redisKeys.spendFieldPrefix()}k:${keyId}:${month}`,
   /** Account hash field: minor units of usage the prepaid balance could not take (it was at −10^15). */
   creditShortfallField: () => 'creditShortfall',
-  /**
-   * Account hash field: when (µs) the usage script next deletes spent token
-   * buckets and spend of months before the previous. A name of its own since
-   * the token buckets were packed, so that this version's first record on an
-   * account sweeps, moving the text buckets into the packed fields.
-   */
+  /** Account hash field: when (µs) the usage script next deletes spent token buckets and spend of months before the previous. */
   usageSweepField: () => 'usageSweepDueUs',
   /**
    * Credit holds in flight (src/domain/credit-holds.ts): a hash of the

@@ -193,22 +193,6 @@ end`;
 }
 
 /**
- * Lua statements: a token bucket's text of the layout before packing (a
- * name; redisKeys.legacyTokenBucketFieldPrefix) into tat and fraction
- * (declared by the caller); tat nil when absent or unreadable. Only the
- * usage script's sweep reads one, to move it into the packed field.
- */
-function luaParseLegacyTokenBucket(text: string): string {
-  return `if ${text} then
-  tat, fraction = tonumber(${text}), 0
-  if not tat then
-    tat, fraction = string.match(${text}, '^(%d+) (%d+)$')
-    if tat then tat, fraction = tonumber(tat), tonumber(fraction) end
-  end
-end`;
-}
-
-/**
  * Lua: a packed token bucket field (redisKeys.keyTokenBucketField) →
  * {[windowSeconds] = {tat, fraction}}; of a value that is not whole
  * entries, its whole entries.
@@ -277,62 +261,29 @@ end`;
 
 /**
  * Lua for the usage script's sweep (at most once per USAGE_SWEEP_INTERVAL_US
- * per account, and on this version's first record on an account an earlier
- * version swept), given `now` and `gone`: one HGETALL, then
+ * per account), given `now` and `gone`: one HGETALL, then
  * - spend of months before the previous is deleted (and marked gone);
  * - token buckets whose TAT has passed are dropped from their packed field,
- *   and a field left empty is deleted;
- * - text token buckets of the layout before packing
- *   (redisKeys.legacyTokenBucketFieldPrefix) still ahead of now are moved
- *   into the packed field of their scope, and deleted with the old sweep
- *   field. Where the packed field has the window too, both versions counted
- *   into it during a rolling deploy, so the debts add up (the text's
- *   fraction of a µs rounded up to one): no token is lost.
- * Written before the record's own reads, which then see the packed fields.
+ *   and a field left empty is deleted.
+ * Written before the record's own reads, which then see the swept fields.
  */
 function luaUsageSweep(): string {
   const packedPrefix = luaText(redisKeys.tokenBucketFieldPrefix());
-  const legacyPrefix = luaText(redisKeys.legacyTokenBucketFieldPrefix());
   return `local oldest = iso8601(math.floor(now / 1000)):sub(1, 7)
 local year, month = tonumber(oldest:sub(1, 4)), tonumber(oldest:sub(6, 7))
 if month == 1 then oldest = string.format('%04d-12', year - 1) else oldest = string.format('%04d-%02d', year, month - 1) end
-local all, stale, packed, moved = redis.call('HGETALL', KEYS[1]), {}, {}, {}
+local all, stale = redis.call('HGETALL', KEYS[1]), {}
 for i = 1, #all, 2 do
   local f, v = all[i], all[i + 1]
   local prefix = string.sub(f, 1, 3)
   if prefix == ${packedPrefix} then
-    packed[f] = v
-  elseif prefix == ${legacyPrefix} then
-    stale[#stale + 1] = f
-    local tat, fraction
-${indent(indent(luaParseLegacyTokenBucket('v')))}
-    if tat and tat >= now then
-      local id, w = string.match(f, '^${redisKeys.legacyKeyTokenBucketFieldPrefix('(.+)')}(%d+)$')
-      local to = id and ${keyField(redisKeys.keyTokenBucketField, 'id')}
-      if not id then
-        w = string.match(f, '^${redisKeys.legacyAccountTokenBucketFieldPrefix()}(%d+)$')
-        to = w and ${luaText(redisKeys.accountTokenBucketField())}
-      end
-      if to then
-        if not moved[to] then moved[to] = {} end
-        moved[to][tonumber(w)] = {tat, fraction}
-      end
+    local buckets, changed = token_buckets_of(v), false
+    for w, b in pairs(buckets) do if b[1] < now then buckets[w] = nil; changed = true end end
+    if changed then
+      if next(buckets) == nil then stale[#stale + 1] = f else redis.call('HSET', KEYS[1], f, tb_pack({}, buckets, now)) end
     end
-  elseif (prefix == ${luaText(redisKeys.spendFieldPrefix())} and string.sub(f, -7) < oldest) or f == ${luaText(redisKeys.legacyUsageSweepField())} then
+  elseif prefix == ${luaText(redisKeys.spendFieldPrefix())} and string.sub(f, -7) < oldest then
     stale[#stale + 1] = f; gone[f] = true
-  end
-end
-for f in pairs(moved) do if not packed[f] then packed[f] = false end end
-for f, v in pairs(packed) do
-  local buckets, changed = token_buckets_of(v or nil), not v
-  for w, b in pairs(buckets) do if b[1] < now then buckets[w] = nil; changed = true end end
-  for w, b in pairs(moved[f] or {}) do
-    local own = buckets[w]
-    if own then own[1] = own[1] + (b[1] - now) + (b[2] > 0 and 1 or 0) else buckets[w] = b end
-    changed = true
-  end
-  if changed then
-    if next(buckets) == nil then stale[#stale + 1] = f else redis.call('HSET', KEYS[1], f, tb_pack({}, buckets, now)) end
   end
 end
 if #stale > 0 then redis.call('HDEL', KEYS[1], unpack(stale)) end`;
@@ -389,8 +340,8 @@ else local t = redis.call('TIME'); now = tonumber(t[1]) * 1000000 + tonumber(t[2
 local writes, gone = {}, {}
 local sweep_at = a[7] and tonumber(a[7])
 if not sweep_at or sweep_at <= now then
-  -- A new account has nothing to sweep; one an earlier version swept may hold text token buckets.
-  if sweep_at or redis.call('HEXISTS', KEYS[1], '${redisKeys.legacyUsageSweepField()}') == 1 then
+  -- A new account (no sweep time yet) has nothing to sweep.
+  if sweep_at then
 ${indent(indent(luaUsageSweep()))}
   end
   writes[#writes + 1] = '${redisKeys.usageSweepField()}'
@@ -945,10 +896,8 @@ return written`,
    * budgets (redisKeys.keyTokenBucketField): the budgets in force first, in
    * their order, then the field's other windows still ahead of now. At most
    * once an hour (usageSweepDueUs) the script sweeps the account before
-   * reading what it needs (luaUsageSweep): spent token buckets, spend of
-   * months before the previous one, and the text token buckets of the layout
-   * before packing, which it moves into the packed fields; this version's
-   * first record on an account an earlier version swept sweeps at once.
+   * reading what it needs (luaUsageSweep): spent token buckets and spend of
+   * months before the previous one.
    * `nowUs` '' means Redis's own TIME.
    */
   gwaApplyUsage: script({
@@ -1171,20 +1120,6 @@ function parseCreditOutcome(kind: unknown, balance: unknown): CreditOutcome {
  * one of them). ARGV: the key id, of which the script names the key's
  * fields (its bucket, token buckets and spend), then the decision time in
  * µs on Redis's clock (RedisClock; in tests, their clock).
- *
- * A rolling deploy from the version that kept one field per window
- * (`rl:k:<keyId>:<w>`, `rl:a:<w>`, swept by `rlSweepAtUs`): this version's
- * sweep field is a new one, so its first decision on an account sweeps,
- * and the sweep moves every live old bucket into the packed fields (the
- * later TAT where both have one) and deletes the old fields, before the
- * decision reads them: no bucket is reset. While old replicas still run,
- * each version counts in its own fields; an old replica's requests after
- * the move are seen by this version at its next sweep (the later TAT
- * again), so during the rollout a key can get up to its limit through each
- * version. The old version never deletes the packed fields (its sweep
- * deletes only `rl:` fields). A rollback to it starts its buckets afresh
- * once (it does not read the packed fields), and leaves them in the hash
- * until a later version sweeps.
  */
 export interface AuthorizeScript {
   readonly lua: string;
@@ -1269,60 +1204,27 @@ end`;
 /**
  * Lua for the general path when the sweep is due (at most once per
  * BUCKET_SWEEP_INTERVAL_US per account, and on an account's first decision):
- * one HGETALL of the account hash, then
- * - packed bucket fields whose windows have all passed are deleted (a
- *   rotated or revoked key's, windows no longer in use);
- * - bucket fields of the layout before packing (one per window, written by
- *   an earlier version of this script, see redisKeys.legacyBucketFieldPrefix)
- *   are moved into the packed fields, keeping the later TAT of a window that
- *   both have, and deleted with the old sweep field;
- * - the sweep time is written.
- * Its writes happen whatever the decision, so a refused decision does not
- * scan again. Sets kb and ab, this key's and the account's buckets, for the
- * decision that follows: nothing of an old bucket is lost.
+ * one HGETALL of the account hash, then packed bucket fields whose windows
+ * have all passed are deleted (a rotated or revoked key's, windows no longer
+ * in use), and the sweep time is written. Its writes happen whatever the
+ * decision, so a refused decision does not scan again. Sets kb and ab, this
+ * key's and the account's buckets still ahead of now, for the decision that
+ * follows.
  */
 function luaSweep(): string {
-  const legacy = luaText(redisKeys.legacyBucketFieldPrefix());
   const packedKey = luaText(redisKeys.keyBucketFieldPrefix());
   return `local all = redis.call('HGETALL', KEYS[1])
-  local live, present, moved, stale = {}, {}, {}, {}
-  local function keep(field, w, t)
-    local m = live[field]
-    if not m then m = {}; live[field] = m end
-    if t > now and (not m[w] or m[w] < t) then m[w] = t end
-  end
+  local live, stale = {}, {}
   for i = 1, #all, 2 do
-    local f, v = all[i], all[i + 1]
-    local p = string.sub(f, 1, 3)
-    if p == ${packedKey} or f == ${luaText(redisKeys.accountBucketField())} then
-      present[f] = true
-      if not live[f] then live[f] = {} end
-      for w, t in pairs(parse_buckets(v, {})) do keep(f, w, t) end
-    elseif p == ${legacy} then
-      stale[#stale + 1] = f
-      local id, w = string.match(f, '^${redisKeys.legacyKeyBucketFieldPrefix('(.+)')}(%d+)$')
-      local to = id and ${packedKey} .. id
-      if not id then
-        w = string.match(f, '^${redisKeys.legacyAccountBucketFieldPrefix()}(%d+)$')
-        to = w and ${luaText(redisKeys.accountBucketField())}
-      end
-      local t = tonumber(v)
-      if to and t and t > now then keep(to, tonumber(w), t); moved[to] = true end
-    elseif f == ${luaText(redisKeys.legacyBucketSweepField())} then
-      stale[#stale + 1] = f
-    end
-  end
-  local sweep_writes = {${luaText(redisKeys.bucketSweepField())}, string.format('%d', now + ${BUCKET_SWEEP_INTERVAL_US})}
-  for f, m in pairs(live) do
-    if next(m) == nil then
-      if present[f] then stale[#stale + 1] = f end
-    elseif moved[f] then
-      sweep_writes[#sweep_writes + 1] = f
-      sweep_writes[#sweep_writes + 1] = format_buckets({}, m)
+    local f = all[i]
+    if string.sub(f, 1, 3) == ${packedKey} or f == ${luaText(redisKeys.accountBucketField())} then
+      local m = {}
+      for w, t in pairs(parse_buckets(all[i + 1], {})) do if t > now then m[w] = t end end
+      if next(m) == nil then stale[#stale + 1] = f else live[f] = m end
     end
   end
   if #stale > 0 then redis.call('HDEL', KEYS[1], unpack(stale)) end
-  redis.call('HSET', KEYS[1], unpack(sweep_writes))
+  redis.call('HSET', KEYS[1], ${luaText(redisKeys.bucketSweepField())}, string.format('%d', now + ${BUCKET_SWEEP_INTERVAL_US}))
   kb, ab = live[kf] or {}, live[${luaText(redisKeys.accountBucketField())}] or {}`;
 }
 
