@@ -8,7 +8,10 @@
  * spend as fields), key records, key set, members, the account's own audit
  * trail, usage aggregates and markers, credit idempotency keys. The authorize and usage scripts
  * touch only that tag, so they run unchanged on Redis Cluster (one slot per
- * account); the usage stream has its own.
+ * account); the usage stream has its own. The scripts (lua/*.lua) get key
+ * names in KEYS, and spell the hash field names below as literals: a field
+ * renamed here is renamed there too (the store tests read the fields the
+ * scripts write through these names).
  */
 export const redisKeys = {
   keyIdsByHash: (keyHash: string) => `gwa:keyhash:${keyHash}`,

@@ -63,7 +63,7 @@ import { redisKeys } from './redis-keys';
 import { RedisClock } from './redis-clock';
 import { HOLD_LIFETIME_US } from '../../domain/credit-holds';
 import { closeClient, describeTopology, openCheckChannel, openClient, type ScriptedRedis } from './redis-client';
-import { ACTIVE_KEYS_NOT_INDEXED, REDIS_SCRIPTS as scripts, authorizeScript, parseAuthorizeReply } from './scripts';
+import { ACTIVE_KEYS_NOT_INDEXED, AUTHORIZE_SCRIPT, REDIS_SCRIPTS as scripts, authorizeArgument, parseAuthorizeReply } from './scripts';
 
 /** Audit entries kept (approximately): old ones are trimmed as new ones arrive. */
 const AUDIT_MAX_ENTRIES = 100_000;
@@ -203,11 +203,11 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
     const { accountId, keyId, hold } = request;
     const account = redisKeys.account(accountId);
     const key = redisKeys.key(accountId, keyId);
-    // The key id; the script names the key's fields from it. Then the decision time on Redis's clock.
+    // The key id; the script names the key's fields from it. Then the decision time on Redis's clock with the plan.
     const nowUs = this.decisionClock.nowUs();
-    const keyAndTime = [keyId, String(nowUs)];
+    const keyAndTime = [keyId, authorizeArgument(nowUs, request.defaultPlan, request.defaultTokenBudgets)];
     return this.checks.script(
-      authorizeScript(request.defaultPlan, request.defaultTokenBudgets),
+      AUTHORIZE_SCRIPT,
       hold ? [account, key, redisKeys.holds(accountId)] : [account, key],
       // With a hold: its amounts, its request id and when it lapses.
       hold ? [...keyAndTime, String(hold.minorUnits), String(hold.tokens), hold.requestId, String(nowUs + HOLD_LIFETIME_US)] : keyAndTime,
