@@ -342,7 +342,7 @@ describe('Dockerfile (gateway-authz)', () => {
       // The store's Lua scripts likewise, beside the store's JavaScript (src/store/redis/lua-source.ts reads them there).
       fs.cpSync(repoPath('src', 'store', 'redis', 'lua'), path.join(stage, 'src', 'store', 'redis', 'lua'), { recursive: true });
       await promisify(execFile)('npm', ['run', 'build:lua', '--silent'], { cwd: stage });
-      for (const file of ['authorize.lua', 'lib/divmod.lua']) {
+      for (const file of ['apply-usage.lua', 'lib/divmod.lua']) {
         const built = path.join(stage, 'dist', 'store', 'redis', 'lua', file);
         expect({
           file,

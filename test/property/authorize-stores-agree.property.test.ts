@@ -9,11 +9,11 @@ import type { Account, StoredKey } from '../../src/domain/key-records';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
 
 /**
- * The Redis authorize script (src/store/redis/lua/authorize.lua) takes the
- * default plan in its argument, with a path that reads the plan's limits
- * by position and a table-driven one for overrides and the sweep, and it
- * also reads the token budgets (the plan's, or overrides) and the month's
- * spend against the spend caps. Whatever the plans, the overrides, the caps, the usage applied in
+ * The Redis authorize script is generated per default plan, with a
+ * straight-line path for plan limits and a table-driven one for overrides
+ * (src/store/redis/authorize-script.ts), and it also reads the token budgets
+ * (plan literals, or overrides) and the month's spend against the spend
+ * caps. Whatever the plans, the overrides, the caps, the usage applied in
  * between (budgets in debt, spend reaching a cap) and the timing (across a
  * month's end too), it must answer exactly as the in-memory store
  * (authorizeAccountState): same outcome, same limit or budget named, same
@@ -135,7 +135,7 @@ it('decides every request exactly as the in-memory store, for any plan, override
         expect(await target.createAccount(account)).toBe(true);
         for (const key of keys) expect(await target.insertKey(`hash_${key.id}`, key)).toBe('created');
       }
-      // Frozen, as the settings' plan is: its part of the script's argument is built once.
+      // Frozen, as the settings' plan is: the generated script is cached for it.
       const defaultPlan: RatePlan = Object.freeze({ key: Object.freeze(plan.key), account: Object.freeze(plan.account) });
       const defaultTokenBudgets: TokenBudgetPlan = Object.freeze({
         key: Object.freeze(budgetPlan.key),

@@ -9,7 +9,8 @@ import { bucketExpiresAtMs, periodName, usageMonthOf } from '../../src/domain/us
 import { addUsageTotals, usageRecordProblem, zeroUsageTotals, type UsageRecord } from '../../src/domain/usage-record';
 import { MAX_WINDOW_SECONDS } from '../../src/limits/rate-limit';
 import { consumeTokenBudget } from '../../src/limits/token-budget';
-import { LUA_TOKEN_BUDGET, LUA_TOKEN_UNREFILLED_FOR_TEST } from '../../src/store/redis/scripts';
+import { LUA_TOKEN_BUDGET } from '../../src/store/redis/scripts';
+import { LUA_TOKEN_UNREFILLED_FOR_TEST } from '../../src/store/redis/authorize-script';
 import { generateCustomerKey, hashCustomerKey } from '../../src/keys/customer-key';
 import type { RatePlan } from '../../src/domain/rate-limits';
 import { MemoryStore } from '../../src/store/memory-store';

@@ -12,16 +12,18 @@ import { insertKey } from '../support/pipeline-fixture-world';
 import { storeOnTestRedis } from '../support/store-on-test-redis';
 
 /**
- * The authorize script counts a token bucket with one division where the
- * debt times the tokens cannot pass 2^53, and the split product where it
- * can (src/store/redis/lua/lib/token-unrefilled.lua). Usage through the
- * property test leaves small debts only, so here a bucket of any debt
- * (below, at and past the bound, past the window) and fraction is written
+ * The authorize script checks the default plan's token budgets in code
+ * generated per budget, its numbers written in as literals, and picks the
+ * arithmetic when it is generated: one division where the debt times the
+ * tokens cannot pass 2^53, a branch to the split product where it can
+ * (src/store/redis/authorize-script.ts, luaUnrefilled). Usage through the property
+ * test leaves small debts only, so here a bucket of any debt (below,
+ * at and past the branch's bound, past the window) and fraction is written
  * straight into the account hash, and the decision must state the budget
  * exactly as the BigInt tokenBudgetState() does: remaining, reset and
- * retry, allowed or refused. Both paths of the script are decided: an
- * account's first decision (the sweep's, table-driven) and the next (the
- * plan's limits by position).
+ * retry, allowed or refused. Both places the check is generated are
+ * decided: an account's first decision (the sweep's path) and the next
+ * (the straight-line path).
  */
 const NOW_MS = Date.parse('2026-11-28T12:00:00.000Z');
 const NOW_US = NOW_MS * 1000;
@@ -44,7 +46,7 @@ function gcd(a: number, b: number): number {
   return b === 0 ? a : gcd(b, a % b);
 }
 
-/** The debt below which tb_unrefilled takes one division for this budget. */
+/** The debt below which luaUnrefilled takes one division for this budget. */
 const exactBelow = (budget: TokenBudget) => Math.floor((2 ** 53 - budget.tokens - budget.windowSeconds * 1_000_000) / budget.tokens);
 
 /** A share from 0 to `most`, uniform in millionths (fc.double favours tiny values, which would leave the big debts out). */

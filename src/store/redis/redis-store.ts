@@ -63,7 +63,8 @@ import { redisKeys } from './redis-keys';
 import { RedisClock } from './redis-clock';
 import { HOLD_LIFETIME_US } from '../../domain/credit-holds';
 import { closeClient, describeTopology, openCheckChannel, openClient, type ScriptedRedis } from './redis-client';
-import { ACTIVE_KEYS_NOT_INDEXED, AUTHORIZE_SCRIPT, REDIS_SCRIPTS as scripts, authorizeArgument, parseAuthorizeReply } from './scripts';
+import { ACTIVE_KEYS_NOT_INDEXED, REDIS_SCRIPTS as scripts, parseAuthorizeReply } from './scripts';
+import { authorizeScript } from './authorize-script';
 
 /** Audit entries kept (approximately): old ones are trimmed as new ones arrive. */
 const AUDIT_MAX_ENTRIES = 100_000;
@@ -203,11 +204,11 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
     const { accountId, keyId, hold } = request;
     const account = redisKeys.account(accountId);
     const key = redisKeys.key(accountId, keyId);
-    // The key id; the script names the key's fields from it. Then the decision time on Redis's clock with the plan.
+    // The key id; the script names the key's fields from it. Then the decision time on Redis's clock.
     const nowUs = this.decisionClock.nowUs();
-    const keyAndTime = [keyId, authorizeArgument(nowUs, request.defaultPlan, request.defaultTokenBudgets)];
+    const keyAndTime = [keyId, String(nowUs)];
     return this.checks.script(
-      AUTHORIZE_SCRIPT,
+      authorizeScript(request.defaultPlan, request.defaultTokenBudgets),
       hold ? [account, key, redisKeys.holds(accountId)] : [account, key],
       // With a hold: its amounts, its request id and when it lapses.
       hold ? [...keyAndTime, String(hold.minorUnits), String(hold.tokens), hold.requestId, String(nowUs + HOLD_LIFETIME_US)] : keyAndTime,

@@ -1,12 +1,10 @@
 import type { AuthorizeOutcome } from '../../domain/authorization';
 import type { Account, StoredKey } from '../../domain/key-records';
 import type { Member } from '../../domain/members';
-import { limitHit, type LimitState, type RatePlan } from '../../domain/rate-limits';
-import { emissionIntervalUs } from '../../limits/gcra';
+import { limitHit, type LimitState } from '../../domain/rate-limits';
 import type { KeyEnvironment } from '../../keys/customer-key';
 import type { UsageApplyOutcome, UsageBilling } from '../../domain/usage-record';
-import { MAX_BUDGET_TOKENS, type TokenBudgetPlan, type TokenBudgetState } from '../../domain/token-budgets';
-import { MAX_WINDOW_SECONDS } from '../../limits/rate-limit';
+import type { TokenBudgetState } from '../../domain/token-budgets';
 import {
   CorruptRecordError,
   StoreUnavailableError,
@@ -18,7 +16,7 @@ import {
   type RotateKeyResult,
 } from '../store';
 import { exactBalance, fieldsOf, parseAccount, parseKey, parseMember } from './redis-records';
-import { composeLua, loadLua, type LoadedLua } from './lua-source';
+import { composeLua } from './lua-source';
 
 /**
  * A Lua script as the store runs it. Each runs atomically on the node that
@@ -61,12 +59,11 @@ const APPLY_USAGE_LUA = luaScript('apply-usage');
 
 /**
  * For the property test that holds the Lua token arithmetic to the BigInt one: the helpers the usage script moves a
- * bucket with (tb_consume), and tb_unrefilled, which the Check counts a bucket's tokens with.
+ * bucket with (tb_consume); authorize-script.ts has the Check's (LUA_TOKEN_UNREFILLED_FOR_TEST).
  */
 export const LUA_TOKEN_BUDGET = ['lib/divmod.lua', 'lib/token-buckets-of.lua', 'lib/token-consume.lua']
   .map((file) => composeLua(file).text)
   .join('');
-export const LUA_TOKEN_UNREFILLED_FOR_TEST = composeLua('lib/token-unrefilled.lua').text;
 
 /** The keys and fixed arguments both usage scripts begin with (lua/apply-usage.lua reads them by position). */
 const APPLY_USAGE_KEYS = ['account', 'keyRecord', 'appliedMarker', 'hourAggregate', 'dayAggregate', 'holds'] as const;
@@ -453,103 +450,6 @@ function parseCreditOutcome(kind: unknown, balance: unknown): CreditOutcome {
     default:
       throw new StoreUnavailableError(`unexpected credit reply from Redis: ${String(kind)}`);
   }
-}
-
-/**
- * The authorize script (lua/authorize.lua): the whole decision for a known
- * key in one round trip; it mirrors authorizeAccountState() in
- * src/limits/authorize-account-state.ts (the in-memory store runs that), and
- * the shared contract suite keeps them equal.
- *
- * Four commands when allowed: EVALSHA, HMGET of the key record, HMGET of
- * the account record with the bucket fields, and one HSET of the buckets; a
- * refused decision skips the HSET. The time comes with the call (Redis's
- * clock as the replica carries it between samples, RedisClock: within half
- * a round trip of TIME), so the script runs no TIME of its own: 3.9 % fewer
- * instructions per decision, the argument's parse paid. Buckets are
- * fields of the account hash (no TTL of their own), packed: one field per
- * key and one for the account, each holding all of its windows
- * (redisKeys.keyBucketField), so a decision reads and writes two bucket fields however many windows,
- * and the hash, which every HMGET and HSET field lookup scans while it is a
- * listpack, has one entry per key instead of one per key and window. A
- * window whose TAT has passed is equivalent to an absent one, and at most
- * once per hour a decision deletes the fields with none ahead (buckets of
- * rotated or revoked keys, of windows no longer in use), so the hash does
- * not grow without bound.
- *
- * What Redis spends on it is mostly Lua work and the fields of its
- * commands, not the commands (measured with test/bench/redis-check-path.ts
- * and, instruction by instruction, redis-server under callgrind): every
- * field looked up, every number parsed from a string (strtod) or formatted
- * into one, every table and every ARGV costs a fraction of a microsecond.
- * So the script is one static file for every plan, and the default plan
- * comes with the decision time in one argument (authorizeArgument): a JSON
- * array that one cjson call decodes, with what follows from the plan
- * (emission intervals) computed once in the service. The buckets are binary
- * (PACKED_BUCKET_STRUCT: struct.unpack and struct.pack, no strtod or
- * sprintf). Only limit overrides stored in the records are JSON objects,
- * decoded when present. The reply carries numbers as integers (no
- * formatting in Lua), and only what the answer needs.
- *
- * The same round trip also reads the spend caps and the token budgets: the
- * buckets of the default plan's budgets come with the account HMGET, so
- * they add no command; a cap, or a budget override in either record, one
- * more HMGET.
- *
- * KEYS: the account, the key record (every field the decision reads is in
- * one of them), and with a hold the holds hash. ARGV: the key id, of which
- * the script names the key's fields (its bucket, token buckets and spend),
- * then authorizeArgument, then with a hold its amounts, request id and
- * deadline.
- */
-export const AUTHORIZE_SCRIPT: LoadedLua = loadLua('authorize.lua');
-
-/** The plan part of authorizeArgument, after the time, for one plan. */
-const planArguments = new WeakMap<RatePlan, WeakMap<TokenBudgetPlan, string>>();
-
-const frozenPlan = (plan: RatePlan | TokenBudgetPlan) =>
-  Object.isFrozen(plan) && Object.isFrozen(plan.key) && Object.isFrozen(plan.account);
-
-/**
- * The authorize script's second argument: `[nowUs, nk, na, (window, limit,
- * emission interval µs)…, nbk, nba, (tokens, window)…]`, the key scope's
- * limits and budgets before the account's (lua/authorize.lua reads it by
- * position). A plan's part is built once per frozen plan; a plan that may
- * still change is built again on every call (tests build plans on the fly).
- */
-export function authorizeArgument(nowUs: number, plan: RatePlan, budgets: TokenBudgetPlan): string {
-  let planPart = planArguments.get(plan)?.get(budgets);
-  if (planPart === undefined) {
-    planPart = planArgument(plan, budgets);
-    if (frozenPlan(plan) && frozenPlan(budgets)) {
-      let byBudgets = planArguments.get(plan);
-      if (byBudgets === undefined) planArguments.set(plan, (byBudgets = new WeakMap()));
-      byBudgets.set(budgets, planPart);
-    }
-  }
-  return `[${nowUs}${planPart}`;
-}
-
-function planArgument(plan: RatePlan, budgets: TokenBudgetPlan): string {
-  const limits = [...plan.key, ...plan.account].map((limit) => {
-    if (!Number.isSafeInteger(limit.limit) || !Number.isSafeInteger(limit.windowSeconds)) throw new Error('limits are whole numbers');
-    return [limit.windowSeconds, limit.limit, emissionIntervalUs(limit)];
-  });
-  const all = [...budgets.key, ...budgets.account].map((budget) => {
-    // The script's arithmetic is exact in doubles within these bounds only (lua/lib/token-unrefilled.lua).
-    if (
-      !Number.isSafeInteger(budget.tokens) ||
-      !Number.isSafeInteger(budget.windowSeconds) ||
-      budget.tokens < 1 ||
-      budget.tokens > MAX_BUDGET_TOKENS ||
-      budget.windowSeconds < 1 ||
-      budget.windowSeconds > MAX_WINDOW_SECONDS
-    ) {
-      throw new Error(`token budgets are 1 to ${MAX_BUDGET_TOKENS} tokens over 1 s to ${MAX_WINDOW_SECONDS} s`);
-    }
-    return [budget.tokens, budget.windowSeconds];
-  });
-  return `,${[plan.key.length, plan.account.length, ...limits.flat(), budgets.key.length, budgets.account.length, ...all.flat()].join(',')}]`;
 }
 
 /** A number the script answers: an integer reply, or a numeric string. */

@@ -1,12 +1,12 @@
 import { MAX_BUDGET_TOKENS } from '../../../src/domain/token-budgets';
 import { MAX_WINDOW_SECONDS } from '../../../src/limits/rate-limit';
-import { authorizeArgument } from '../../../src/store/redis/scripts';
+import { authorizeScript } from '../../../src/store/redis/authorize-script';
 
 /**
- * The plan's token budgets go to the authorize script in its argument, and
- * its arithmetic is exact only within the budgets' bounds (which the
- * settings enforce): a budget outside them is refused when the argument is
- * built, never sent to a script that would count wrongly.
+ * The plan's token budgets are written into the authorize script with
+ * arithmetic chosen for their size, exact only within the budgets' bounds
+ * (which the settings enforce): a budget outside them is refused when the
+ * script is generated, never turned into a script that counts wrongly.
  */
 const noLimits = { key: [], account: [] };
 
@@ -17,38 +17,16 @@ it.each([
   ['a window longer than the longest', { tokens: 100, windowSeconds: MAX_WINDOW_SECONDS + 1 }],
   ['no window', { tokens: 100, windowSeconds: 0 }],
 ])('refuses a plan budget with %s', (_name, budget) => {
-  expect(() => authorizeArgument(0, noLimits, { key: [budget], account: [] })).toThrow(
+  expect(() => authorizeScript(noLimits, { key: [budget], account: [] })).toThrow(
     `token budgets are 1 to ${MAX_BUDGET_TOKENS} tokens over 1 s to ${MAX_WINDOW_SECONDS} s`,
   );
 });
 
-it('refuses a limit that is not a whole number', () => {
-  expect(() => authorizeArgument(0, { key: [{ limit: 2.5, windowSeconds: 60 }], account: [] }, noLimits)).toThrow(
-    'limits are whole numbers',
-  );
-});
-
-it('writes the time, then each limit with its emission interval and each budget, the key scope first', () => {
-  const argument = authorizeArgument(
-    1_795_000_000_000_000,
-    { key: [{ limit: 3, windowSeconds: 60 }], account: [{ limit: 100, windowSeconds: 3600 }] },
-    { key: [{ tokens: MAX_BUDGET_TOKENS, windowSeconds: MAX_WINDOW_SECONDS }], account: [{ tokens: 1, windowSeconds: 1 }] },
-  );
-  expect(JSON.parse(argument)).toEqual([
-    1_795_000_000_000_000,
-    1,
-    1,
-    60,
-    3,
-    20_000_000,
-    3600,
-    100,
-    36_000_000,
-    1,
-    1,
-    MAX_BUDGET_TOKENS,
-    MAX_WINDOW_SECONDS,
-    1,
-    1,
-  ]);
+it('generates the script for budgets at the bounds', () => {
+  const script = authorizeScript(noLimits, {
+    key: [{ tokens: MAX_BUDGET_TOKENS, windowSeconds: MAX_WINDOW_SECONDS }],
+    account: [{ tokens: 1, windowSeconds: 1 }],
+  });
+  expect(script.sha).toMatch(/^[0-9a-f]{40}$/);
+  expect(script.lua).toContain(`b_tokens, b_window, b_remaining, b_reset = 'key', ${MAX_BUDGET_TOKENS}, ${MAX_WINDOW_SECONDS}`);
 });
