@@ -63,10 +63,13 @@ const scripts = fs
   .readdirSync(LUA_DIR)
   .filter((name) => name.endsWith('.lua'))
   .sort();
-const helpers = fs
-  .readdirSync(path.join(LUA_DIR, 'lib'))
-  .filter((name) => name.endsWith('.lua'))
-  .map((name) => `lib/${name}`);
+// Helpers shared by scripts (lib/) and the parts of the generated authorize script (authorize/): each must be checked where it is included.
+const helpers = ['lib', 'authorize'].flatMap((dir) =>
+  fs
+    .readdirSync(path.join(LUA_DIR, dir))
+    .filter((name) => name.endsWith('.lua'))
+    .map((name) => `${dir}/${name}`),
+);
 const included = new Set();
 let failed = false;
 

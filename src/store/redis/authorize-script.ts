@@ -29,18 +29,20 @@ import { redisKeys } from './redis-keys';
  */
 
 /** The lua/ helpers the generated script includes, for the lint (each helper must be checked somewhere). */
-export const AUTHORIZE_SCRIPT_HELPERS = ['lib/buckets.lua', 'lib/divmod.lua', 'lib/token-buckets-of.lua'] as const;
+export const AUTHORIZE_SCRIPT_HELPERS = [
+  'lib/buckets.lua',
+  'lib/divmod.lua',
+  'lib/token-buckets-of.lua',
+  'authorize/held-sums.lua',
+  'authorize/spend-caps.lua',
+  'authorize/place-hold.lua',
+  'authorize/bucket-sweep.lua',
+] as const;
 
 /** A helper's text, without its last newline (it is spliced into generated lines). */
 function luaFile(file: (typeof AUTHORIZE_SCRIPT_HELPERS)[number]): string {
   return composeLua(file).text.trimEnd();
 }
-
-/**
- * How often (µs) an allowed decision deletes an account's bucket fields whose
- * time has passed: the hash then holds at most an hour's worth of stale buckets.
- */
-const BUCKET_SWEEP_INTERVAL_US = 3_600_000_000;
 
 /** A number written into a generated script, or a Lua expression (a name) evaluated when it runs. */
 type LuaValue = number | string;
@@ -128,9 +130,9 @@ end`;
  * and the hash, which every HMGET and HSET field lookup scans while it is a
  * listpack, has one entry per key instead of one per key and window. A
  * window whose TAT has passed is equivalent to an absent one, and at most
- * once per BUCKET_SWEEP_INTERVAL_US a decision deletes the fields with none
+ * an hour a decision deletes the fields with none
  * ahead (buckets of rotated or revoked keys, of windows no longer in use),
- * so the hash does not grow without bound (luaSweep).
+ * so the hash does not grow without bound (lua/authorize/bucket-sweep.lua).
  *
  * What Redis spends on it is mostly Lua work and the fields of its
  * commands, not the commands (measured with test/bench/redis-check-path.ts
@@ -147,7 +149,7 @@ end`;
  * Lua), and only what the answer needs.
  *
  * The same round trip also reads the spend caps and the token budgets
- * (luaSpendCaps, luaTokenBudgetCheck): the default plan's budgets are
+ * (lua/authorize/spend-caps.lua, luaTokenBudgetCheck): the default plan's budgets are
  * literals whose buckets come with the account HMGET, so they add no
  * command; a cap, or a budget override in either record, one more HMGET.
  *
@@ -209,33 +211,6 @@ interface PlanLimit {
   windowSeconds: number;
   windowUs: number;
   intervalUs: number;
-}
-
-/**
- * Lua for the general path when the sweep is due (at most once per
- * BUCKET_SWEEP_INTERVAL_US per account, and on an account's first decision):
- * one HGETALL of the account hash, then packed bucket fields whose windows
- * have all passed are deleted (a rotated or revoked key's, windows no longer
- * in use), and the sweep time is written. Its writes happen whatever the
- * decision, so a refused decision does not scan again. Sets kb and ab, this
- * key's and the account's buckets still ahead of now, for the decision that
- * follows.
- */
-function luaSweep(): string {
-  const packedKey = luaText(redisKeys.keyBucketFieldPrefix());
-  return `local all = redis.call('HGETALL', KEYS[1])
-  local live, stale = {}, {}
-  for i = 1, #all, 2 do
-    local f = all[i]
-    if string.sub(f, 1, 3) == ${packedKey} or f == ${luaText(redisKeys.accountBucketField())} then
-      local m = {}
-      for w, t in pairs(parse_buckets(all[i + 1], {})) do if t > now then m[w] = t end end
-      if next(m) == nil then stale[#stale + 1] = f else live[f] = m end
-    end
-  end
-  if #stale > 0 then redis.call('HDEL', KEYS[1], unpack(stale)) end
-  redis.call('HSET', KEYS[1], ${luaText(redisKeys.bucketSweepField())}, string.format('%d', now + ${BUCKET_SWEEP_INTERVAL_US}))
-  kb, ab = live[kf] or {}, live[${luaText(redisKeys.accountBucketField())}] or {}`;
 }
 
 /**
@@ -306,9 +281,10 @@ local prefix = k[4]
 if k[1] == 'revoked' or (k[6] and k[6] * 1000 <= now) then return {'key_revoked', prefix} end
 if k[2] and k[2] * 1000 <= now then return {'key_expired', prefix} end
 if a[1] == 'suspended' then return {'account_suspended', prefix} end
-${luaHeldSums(budgets)}
+local plan_budgets, plan_key_budgets = ${budgets.key.length + budgets.account.length > 0}, ${budgets.key.length > 0}
+${luaFile('authorize/held-sums.lua')}
 if a[2] and (tonumber(a[2]) <= 0 or tonumber(a[2]) - held_am < hold_m) then return {'credit_exhausted', prefix} end
-${luaSpendCaps()}
+${luaFile('authorize/spend-caps.lua')}
 local b_scope, b_tokens, b_window, b_remaining, b_reset
 local swept = a[4] and tonumber(a[4])
 swept = swept and swept > now
@@ -338,7 +314,7 @@ ${scope.numbered
 ${
   limits.length === 0
     ? `${indent(indent(tokenBudgetCheck))}
-${indent(indent(LUA_PLACE_HOLD))}
+${indent(indent(luaFile('authorize/place-hold.lua')))}
     if #hw > 0 then redis.call('HSET', KEYS[1], unpack(hw)) end
     if b_remaining then return {'allow', prefix, k[5], 'tokens', b_scope, b_tokens, b_window, b_remaining, b_reset} end
     return {'allow', prefix, k[5]}
@@ -360,7 +336,7 @@ ${
       return {'rate_limited', prefix, r[1], r[2], r[3], 0, ceil((r[4] - now) / 1000), r_retry}
     end
 ${indent(indent(tokenBudgetCheck))}
-${indent(indent(LUA_PLACE_HOLD))}
+${indent(indent(luaFile('authorize/place-hold.lua')))}
     local pack = struct.pack
     redis.call('HSET', KEYS[1]${scopes
       .map(
@@ -393,7 +369,7 @@ local kb, ab
 if swept then
   kb, ab = parse_buckets(a[${keyBucketsAt}], {}), parse_buckets(a[${accountBucketsAt}], {})
 else
-  ${luaSweep()}
+${indent(luaFile('authorize/bucket-sweep.lua'))}
 end
 local t_scope, t_limit, t_window, t_remaining, t_reset
 local r_scope, r_limit, r_window, r_reset, r_retry
@@ -430,7 +406,7 @@ ${tokenBudgetCheck}
 for _, m in ipairs({kb, ab}) do
   for w, t in pairs(m) do if t <= now then m[w] = nil end end
 end
-${LUA_PLACE_HOLD}
+${luaFile('authorize/place-hold.lua')}
 local writes = hw
 if #k_new > 0 then writes[#writes + 1] = kf; writes[#writes + 1] = format_buckets(k_new, kb) end
 if #a_new > 0 then
@@ -449,133 +425,8 @@ if b_remaining then return {'allow', prefix, k[5], 'tokens', b_scope, b_tokens, 
 return {'allow', prefix, k[5]}`;
 }
 
-/**
- * Lua: the sums of holds in flight (src/domain/credit-holds.ts, layout in
- * redisKeys.holds), after the status checks, given `now`, `k`, `a`: into
- * held_am, held_at (the account's money and tokens), held_km, held_kt (this
- * key's), and hold_m, hold_t (what this request holds if allowed: money only
- * on an account with a balance or a cap, tokens only with a token budget),
- * key_m, key_t (what of it counts for the key: only where the key has a cap
- * or the plan or an override may give it budgets), all 0 when the request
- * brings no hold (ARGV[3..6]: minor units, tokens, request id, deadline;
- * KEYS[3] the holds hash) or the account holds nothing. Only such an account
- * pays anything: one HMGET of the sums, the key's only where they count.
- * Once the earliest hold's deadline has passed (prune_at), lapsed holds are
- * released first (their answers never came) with one HGETALL of the holds,
- * which also finds the next earliest deadline: at most once per hold
- * lifetime while holds are in flight, as metering releases the others
- * without moving prune_at.
- */
-function luaHeldSums(budgets: TokenBudgetPlan): string {
-  const pruneAt = luaText(redisKeys.holdPruneAtField());
-  const accountSums = `${luaText(redisKeys.heldMinorUnitsField())}, ${luaText(redisKeys.heldTokensField())}, ${pruneAt}`;
-  const keySums = `${keyField(redisKeys.keyHeldMinorUnitsField)}, ${keyField(redisKeys.keyHeldTokensField)}`;
-  const readSums = `if key_m > 0 or key_t > 0 then h = redis.call('HMGET', KEYS[1], ${accountSums}, ${keySums})
-else h = redis.call('HMGET', KEYS[1], ${accountSums}) end`;
-  const anyBudgets = budgets.key.length + budgets.account.length > 0 ? 'true' : 'k[7] or a[5]';
-  const keyBudgets = budgets.key.length > 0 ? 'true' : 'k[7] or a[5]';
-  return `local hold_m, hold_t, key_m, key_t, held_am, held_at, held_km, held_kt, holding, prune_at = 0, 0, 0, 0, 0, 0, 0, 0, false, nil
-if ARGV[3] then
-  local money, tokens = a[2] or k[8] or a[6], ${anyBudgets}
-  if money or tokens then
-    holding = true
-    if money then hold_m = tonumber(ARGV[3]) end
-    if tokens then hold_t = tonumber(ARGV[4]) end
-    if k[8] then key_m = hold_m end
-    if ${keyBudgets} then key_t = hold_t end
-    local h
-${indent(indent(readSums))}
-    prune_at = tonumber(h[3])
-    if prune_at and prune_at <= now then
-      local all, lapsed, taken = redis.call('HGETALL', KEYS[3]), {}, {}
-      prune_at = nil
-      for i = 1, #all, 2 do
-        local deadline, id, m, t, km, kt = string.match(all[i + 1], '^(%d+) (%S+) (%d+) (%d+) (%d+) (%d+)$')
-        deadline = tonumber(deadline)
-        if not deadline or deadline <= now then
-          lapsed[#lapsed + 1] = all[i]
-          if id then
-            for f, n in pairs({[${luaText(redisKeys.heldMinorUnitsField())}] = m, [${luaText(redisKeys.heldTokensField())}] = t, [${keyField(redisKeys.keyHeldMinorUnitsField, 'id')}] = km, [${keyField(redisKeys.keyHeldTokensField, 'id')}] = kt}) do
-              taken[f] = (taken[f] or 0) + tonumber(n)
-            end
-          end
-        elseif not prune_at or deadline < prune_at then
-          prune_at = deadline
-        end
-      end
-      if #lapsed > 0 then redis.call('HDEL', KEYS[3], unpack(lapsed)) end
-      local emptied = {}
-      for f, n in pairs(taken) do
-        if n > 0 and redis.call('HINCRBY', KEYS[1], f, string.format('%.0f', -n)) <= 0 then emptied[#emptied + 1] = f end
-      end
-      if #emptied > 0 then redis.call('HDEL', KEYS[1], unpack(emptied)) end
-      if prune_at then redis.call('HSET', KEYS[1], ${pruneAt}, string.format('%.0f', prune_at))
-      else redis.call('HDEL', KEYS[1], ${pruneAt}) end
-${indent(indent(indent(readSums)))}
-    end
-    held_am, held_at, held_km, held_kt = tonumber(h[1]) or 0, tonumber(h[2]) or 0, tonumber(h[4]) or 0, tonumber(h[5]) or 0
-  end
-end`;
-}
-
-/**
- * Lua: an allowed decision places its hold, into `hw` (account hash fields
- * and values to write, empty when none): the request id joins the holds
- * hash with its deadline and amounts (HSETNX: a repeated Check of the same
- * request id holds once; its first hold was already counted in the sums it
- * was judged against), and the sums it adds to go into the account hash
- * with the decision's other writes.
- */
-const LUA_PLACE_HOLD = `local hw = {}
--- The amounts as ARGV wrote them: a Lua number may print with an exponent.
-if holding and redis.call('HSETNX', KEYS[3], ARGV[5], ARGV[6] .. ' ' .. ARGV[1] .. ' ' .. (hold_m > 0 and ARGV[3] or '0') .. ' ' ..
-    (hold_t > 0 and ARGV[4] or '0') .. ' ' .. (key_m > 0 and ARGV[3] or '0') .. ' ' .. (key_t > 0 and ARGV[4] or '0')) == 1 then
-  local fmt = string.format
-  if not prune_at then hw[1] = ${luaText(redisKeys.holdPruneAtField())}; hw[2] = ARGV[6] end
-  if hold_m > 0 then hw[#hw + 1] = ${luaText(redisKeys.heldMinorUnitsField())}; hw[#hw + 1] = fmt('%.0f', held_am + hold_m) end
-  if hold_t > 0 then hw[#hw + 1] = ${luaText(redisKeys.heldTokensField())}; hw[#hw + 1] = fmt('%.0f', held_at + hold_t) end
-  if key_m > 0 then hw[#hw + 1] = ${keyField(redisKeys.keyHeldMinorUnitsField)}; hw[#hw + 1] = fmt('%.0f', held_km + key_m) end
-  if key_t > 0 then hw[#hw + 1] = ${keyField(redisKeys.keyHeldTokensField)}; hw[#hw + 1] = fmt('%.0f', held_kt + key_t) end
-end`;
-
 function indent(lua: string): string {
   return lua.replace(/^(?=.)/gm, '  ');
-}
-
-/**
- * Lua: the monthly spend caps, after billing, given `now`, `k` and `a`
- * (caps in k[8] and a[6]). The month's spend fields are named by the month
- * (redisKeys.accountSpendField, keySpendField), so the script names it from
- * its own clock, the one every decision of every replica uses (Redis's
- * clock as RedisClock carries it, or the tests' override): a decision at 00:00:00.001 on the 1st (UTC)
- * reads the new month everywhere at once. gwaApplyUsage counts a record in
- * the month the answer ended (usageMonthOf(record.atMs)), the same UTC
- * calendar. Only an account or key with a cap pays for it: the civil date
- * (as lua/lib/iso8601.lua) and one more HMGET. The key's spend field is named
- * from its id, ARGV[1]. The holds in flight (luaHeldSums) and this
- * request's count as spent: the cap must cover them all.
- */
-function luaSpendCaps(): string {
-  return `if k[8] or a[6] then
-  local z = floor(now / 86400000000) + 719468
-  local era = floor(z / 146097)
-  local doe = z - era * 146097
-  local yoe = floor((doe - floor(doe / 1460) + floor(doe / 36524) - floor(doe / 146096)) / 365)
-  local doy = doe - (365 * yoe + floor(yoe / 4) - floor(yoe / 100))
-  local mp = floor((5 * doy + 2) / 153)
-  local month = mp < 10 and mp + 3 or mp - 9
-  local year = yoe + era * 400
-  if month <= 2 then year = year + 1 end
-  month = string.format('%04d-%02d', year, month)
-  local spent = redis.call('HMGET', KEYS[1], ${luaText(redisKeys.accountSpendField(''))} .. month, ${keyField((keyId) => redisKeys.keySpendField(keyId, ''))} .. month)
-  local key_spent, account_spent = tonumber(spent[2]) or 0, tonumber(spent[1]) or 0
-  if k[8] and (key_spent >= tonumber(k[8]) or key_spent + held_km + hold_m > tonumber(k[8])) then
-    return {'budget_exceeded', prefix, 'key', k[8]}
-  end
-  if a[6] and (account_spent >= tonumber(a[6]) or account_spent + held_am + hold_m > tonumber(a[6])) then
-    return {'budget_exceeded', prefix, 'account', a[6]}
-  end
-end`;
 }
 
 /**
