@@ -3,9 +3,9 @@
 //
 // It decides from file times alone, without loading TypeScript (a second or more by itself; `tsc -b` on a tree with
 // nothing to do costs that much), which is what makes `npm start` on a built tree quick. Stale means: no
-// dist/.tsbuildinfo (tsc -b's record of the last build, tsconfig.build.json) or no dist/web/ (`npm run build:web`),
-// or a file below src/ or a build config newer than the older of the two. When stale, `npm run build` runs, and tsc -b
-// then compiles only what changed.
+// dist/.tsbuildinfo (tsc -b's record of the last build, tsconfig.build.json), no dist/web/ (`npm run build:web`) or no
+// dist/store/redis/lua/ (`npm run build:lua`), or a file below src/ or a build config newer than the oldest of the
+// three. When stale, `npm run build` runs, and tsc -b then compiles only what changed.
 'use strict';
 
 const { execFileSync } = require('node:child_process');
@@ -15,6 +15,7 @@ const path = require('node:path');
 const ROOT = path.join(__dirname, '..');
 const BUILD_RECORD = path.join(ROOT, 'dist', '.tsbuildinfo');
 const WEB_OUTPUT = path.join(ROOT, 'dist', 'web');
+const LUA_OUTPUT = path.join(ROOT, 'dist', 'store', 'redis', 'lua');
 const BUILD_CONFIGS = ['tsconfig.json', 'tsconfig.build.json', 'package.json'].map((file) => path.join(ROOT, file));
 
 function mtimeOrZero(file) {
@@ -35,7 +36,7 @@ function newestBelow(dir) {
 }
 
 function isStale() {
-  const built = Math.min(mtimeOrZero(BUILD_RECORD), mtimeOrZero(WEB_OUTPUT));
+  const built = Math.min(mtimeOrZero(BUILD_RECORD), mtimeOrZero(WEB_OUTPUT), mtimeOrZero(LUA_OUTPUT));
   if (built === 0) return true;
   return Math.max(newestBelow(path.join(ROOT, 'src')), ...BUILD_CONFIGS.map(mtimeOrZero)) > built;
 }

@@ -6,6 +6,7 @@
 //   typecheck  test/ and src/web/ (tsc -b; src/ was checked by the build, through the project reference)
 //   eslint     with --cache: only files changed since the last run are linted again (a fresh clone lints all)
 //   prettier   with --cache, likewise
+//   luacheck   the Redis scripts (tools/lint-lua.js): any warning fails, and so does a missing luacheck
 //   jest       the suites, two workers (jest.config.js)
 'use strict';
 
@@ -19,6 +20,7 @@ const STAGES = [
   ['typecheck', 'npm', ['run', 'typecheck', '--silent']],
   ['eslint', 'npm', ['run', 'lint:eslint', '--silent']],
   ['prettier', 'npm', ['run', 'lint:prettier', '--silent']],
+  ['luacheck', 'npm', ['run', 'lint:lua', '--silent']],
   ['jest', process.execPath, [require.resolve('jest/bin/jest'), '--ci', ...process.argv.slice(2)]],
 ];
 

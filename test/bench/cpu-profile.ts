@@ -6,7 +6,7 @@
  * summarised by area (transport, decode, pipeline, Redis client, …), self and
  * inclusive time.
  *
- *   npm run build && npx tsc -p tsconfig.bench.json
+ *   npm run build && npm run build:bench
  *   node .bench/build/test/bench/cpu-profile.js                      # saturation, 5 s, profiled
  *   node .bench/build/test/bench/cpu-profile.js --rate 2000          # a fixed rate below saturation
  *   node .bench/build/test/bench/cpu-profile.js --no-profile --dist A --dist B --rounds 4   # A/B: CPU µs per decision, alternating

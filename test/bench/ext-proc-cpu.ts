@@ -9,7 +9,7 @@
  * stream with include_usage (an upstream flushes each event, so Envoy sends
  * each in a message of its own), streams interleaved one message at a time.
  *
- *   npm run build && npx tsc -p tsconfig.bench.json && node .bench/build/test/bench/ext-proc-cpu.js [answers] [concurrency]
+ *   npm run build && npm run build:bench && node .bench/build/test/bench/ext-proc-cpu.js [answers] [concurrency]
  *
  * `npm run bench` runs the same measurement as one of its phases (main.ts), at a smaller volume.
  */

@@ -4,7 +4,7 @@
  * generation, and the event-loop delay and RSS that follow. A tool for
  * issue 14's "tail" work, not part of `npm run bench`.
  *
- *   npm run build && npx tsc -p tsconfig.bench.json
+ *   npm run build && npm run build:bench
  *   node .bench/build/test/bench/gc-profile.js seed --redis-url redis://127.0.0.1:6390   # once: 200k keys
  *   node .bench/build/test/bench/gc-profile.js run --redis-url redis://127.0.0.1:6390 --rate 3000 --seconds 60 \
  *        --node-arg=--trace-gc [--node-options='--max-old-space-size=192'] [--dist <an earlier dist/>]

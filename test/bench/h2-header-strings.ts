@@ -3,7 +3,7 @@
  * when it arrives through `node:http2`, by how many non-static header values
  * it carries. A tool for issue 14's "tail" work, not part of `npm run bench`.
  *
- *   npm run build && npx tsc -p tsconfig.bench.json
+ *   npm run build && npm run build:bench
  *   node .bench/build/test/bench/h2-header-strings.js            # 4 to 6 header values (more, and a GC runs while it measures: the line says so)
  *
  * Each case is a fresh server process whose young generation is large enough

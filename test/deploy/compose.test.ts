@@ -302,7 +302,7 @@ describe('Dockerfile (gateway-authz)', () => {
     for (const file of copied) expect({ file, ignored: excludes(file) }).toEqual({ file, ignored: false });
   });
 
-  it("puts the dashboard's browser files in the image: src/ is copied, `npm run build` copies src/web/ to dist/web/, the runtime takes dist/", async () => {
+  it("puts the dashboard's browser files and the store's Lua scripts in the image: src/ is copied, `npm run build` copies them into dist/, the runtime takes dist/", async () => {
     const build = all.filter((i) => i.stage === 0);
     const copiesSrc = build.findIndex((i) => i.op === 'COPY' && i.args === 'src ./src');
     const builds = build.findIndex((i) => i.op === 'RUN' && i.args === 'npm run build');
@@ -310,7 +310,7 @@ describe('Dockerfile (gateway-authz)', () => {
     expect(builds).toBeGreaterThan(copiesSrc);
     expect(last.some((i) => i.op === 'COPY' && i.args === '--from=build /app/dist ./dist')).toBe(true);
     const scripts = (JSON.parse(readRepoFile('package.json')) as { scripts: Record<string, string> }).scripts;
-    expect(scripts.build).toBe('tsc -b tsconfig.build.json && npm run build:web --silent');
+    expect(scripts.build).toBe('tsc -b tsconfig.build.json && npm run build:web --silent && npm run build:lua --silent');
 
     // .dockerignore keeps none of them (nor a folder above them) out of the build context.
     const ignored = readRepoFile('.dockerignore')
@@ -339,6 +339,19 @@ describe('Dockerfile (gateway-authz)', () => {
         });
       }
       expect(fs.existsSync(path.join(stage, 'dist', 'web', 'tsconfig.json'))).toBe(false);
+      // The store's Lua scripts likewise, beside the store's JavaScript (src/store/redis/lua-source.ts reads them there).
+      fs.cpSync(repoPath('src', 'store', 'redis', 'lua'), path.join(stage, 'src', 'store', 'redis', 'lua'), { recursive: true });
+      await promisify(execFile)('npm', ['run', 'build:lua', '--silent'], { cwd: stage });
+      for (const file of ['apply-usage.lua', 'lib/divmod.lua']) {
+        const built = path.join(stage, 'dist', 'store', 'redis', 'lua', file);
+        expect({
+          file,
+          copied: fs.existsSync(built) && fs.readFileSync(built, 'utf8') === readRepoFile(`src/store/redis/lua/${file}`),
+        }).toEqual({
+          file,
+          copied: true,
+        });
+      }
     } finally {
       fs.rmSync(stage, { recursive: true, force: true });
     }

@@ -11,7 +11,7 @@ import { startTestRedis, type TestRedis } from '../support/redis-server';
 /**
  * The Redis authorize script is generated per default plan, with a
  * straight-line path for plan limits and a table-driven one for overrides
- * (src/store/redis/scripts.ts), and it also reads the token budgets
+ * (src/store/redis/authorize-script.ts), and it also reads the token budgets
  * (plan literals, or overrides) and the month's spend against the spend
  * caps. Whatever the plans, the overrides, the caps, the usage applied in
  * between (budgets in debt, spend reaching a cap) and the timing (across a

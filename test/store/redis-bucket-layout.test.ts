@@ -7,13 +7,11 @@ import { storeOnTestRedis } from '../support/store-on-test-redis';
 
 /**
  * The rate-limit buckets are packed, one account hash field per key and one
- * for the account (redisKeys.keyBucketField). Buckets an earlier version
- * wrote one field per window (`rl:k:<keyId>:<w>`, `rl:a:<w>`) are taken over
- * by the sweep, which runs on an account's first decision by this version
- * (its sweep field is new): a rolling deploy resets no bucket. And the
- * EVALSHA carries what the decision needs and no more.
+ * for the account (redisKeys.keyBucketField), and the hourly sweep deletes
+ * those with no window ahead. And the EVALSHA carries what the decision
+ * needs and no more.
  */
-let nowMs = Date.parse('2026-11-27T12:00:00.000Z');
+const nowMs = Date.parse('2026-11-27T12:00:00.000Z');
 const nowUs = () => nowMs * 1000;
 
 // Key: 3 a minute (a request every 20 s); account: 100 an hour (every 36 s).
@@ -104,70 +102,4 @@ it('an EVALSHA of the authorize script carries the two records and the key id, n
   expect(seen).toHaveLength(1);
   // EVALSHA sha numkeys account key keyId [clock override: the tests' clock]
   expect(seen[0]!.slice(2)).toEqual(['2', redisKeys.account(accountId), redisKeys.key(accountId, keyId), keyId, String(nowUs())]);
-});
-
-it('takes over the buckets of the layout before packing on the first decision: a rolling deploy resets none', async () => {
-  const { accountId, keyIds } = await accountWithKeys('legacy', 3);
-  const [full, used, idle] = keyIds as [string, string, string];
-  const account = redisKeys.account(accountId);
-  // As the previous version left them: `full` has used its 3 a minute, `used` one of them,
-  // `idle`'s bucket has long passed; the account has used 99 of its 100 an hour.
-  await world.client.hset(
-    account,
-    `${redisKeys.legacyKeyBucketFieldPrefix(full)}60`,
-    String(nowUs() + 60_000_000),
-    `${redisKeys.legacyKeyBucketFieldPrefix(used)}60`,
-    String(nowUs() + 20_000_000),
-    `${redisKeys.legacyKeyBucketFieldPrefix(idle)}60`,
-    String(nowUs() - 3_600_000_000),
-    `${redisKeys.legacyAccountBucketFieldPrefix()}3600`,
-    String(nowUs() + 99 * 36_000_000),
-    redisKeys.legacyBucketSweepField(),
-    String(nowUs() + 1_800_000_000),
-  );
-
-  expect(await authorize(accountId, full)).toMatchObject({ kind: 'rate_limited', hit: { scope: 'key', retryAfterMs: 20_000 } });
-  // The refusal wrote the sweep: the old fields are gone, their live buckets packed.
-  const hash = await world.client.hgetall(account);
-  expect(Object.keys(hash).filter((field) => field.startsWith(redisKeys.legacyBucketFieldPrefix()))).toEqual([]);
-  expect(hash[redisKeys.legacyBucketSweepField()]).toBeUndefined();
-  expect(await bucketFields(accountId)).toEqual({
-    [redisKeys.keyBucketField(full)]: new Map([[60, nowUs() + 60_000_000]]),
-    [redisKeys.keyBucketField(used)]: new Map([[60, nowUs() + 20_000_000]]),
-    [redisKeys.accountBucketField()]: new Map([[3600, nowUs() + 99 * 36_000_000]]),
-  });
-
-  // The account had one request left of its hundred: `used` takes it (and has one of its three left), then `idle` is refused.
-  expect(await authorize(accountId, used)).toMatchObject({ kind: 'allow', tightest: { scope: 'account', remaining: 0 } });
-  expect((await bucketFields(accountId))[redisKeys.keyBucketField(used)]).toEqual(new Map([[60, nowUs() + 40_000_000]]));
-  expect(await authorize(accountId, idle)).toMatchObject({ kind: 'rate_limited', hit: { scope: 'account' } });
-});
-
-it('merges buckets an old replica writes during the rollout at the next sweep, keeping the later time', async () => {
-  const { accountId, keyIds } = await accountWithKeys('overlap', 1);
-  const keyId = keyIds[0]!;
-  expect((await authorize(accountId, keyId)).kind).toBe('allow');
-  // An old replica, still running, used up the account's hour in its own field.
-  await world.client.hset(
-    redisKeys.account(accountId),
-    `${redisKeys.legacyAccountBucketFieldPrefix()}3600`,
-    String(nowUs() + 3_590_000_000),
-  );
-  nowMs += 3_600_000 + 1000; // past the sweep time; the old replica's bucket is still ahead
-  await world.client.hset(
-    redisKeys.account(accountId),
-    `${redisKeys.legacyAccountBucketFieldPrefix()}3600`,
-    String(nowUs() + 3_590_000_000),
-  );
-  expect(await authorize(accountId, keyId)).toMatchObject({ kind: 'rate_limited', hit: { scope: 'account' } });
-  expect(await bucketFields(accountId)).toMatchObject({
-    [redisKeys.accountBucketField()]: new Map([[3600, nowUs() + 3_590_000_000]]),
-  });
-});
-
-it("keeps its fields out of the old version's sweep, which deletes only fields under the old prefix", () => {
-  // A replica of the previous version sweeps `rl:` fields whose value does not read as a future time.
-  expect(redisKeys.keyBucketField('key_x').startsWith(redisKeys.legacyBucketFieldPrefix())).toBe(false);
-  expect(redisKeys.accountBucketField().startsWith(redisKeys.legacyBucketFieldPrefix())).toBe(false);
-  expect(redisKeys.bucketSweepField()).not.toBe(redisKeys.legacyBucketSweepField());
 });

@@ -12,16 +12,10 @@ import { storeOnTestRedis } from '../support/store-on-test-redis';
 /**
  * The token buckets are packed like the request buckets: one account hash
  * field per key, `tp:k:<keyId>`, and one for the account, `tp:a`, each
- * holding all of its windows (redisKeys.keyTokenBucketField). Buckets an
- * earlier version wrote as text, one field per window (`tb:k:<keyId>:<w>`,
- * `tb:a:<w>`), are taken over by the usage script's sweep, which runs on this
- * version's first record on such an account (its sweep field is new): a
- * rolling deploy loses no token. Every expected bucket comes from the BigInt
- * arithmetic of src/accounts/limits/token-budget.ts.
+ * holding all of its windows (redisKeys.keyTokenBucketField), and the usage
+ * script's hourly sweep drops spent ones. Every expected bucket comes from
+ * the BigInt arithmetic of src/accounts/limits/token-budget.ts.
  */
-/** A token bucket as the earlier version's usage script wrote it: `<tatUs>`, or `<tatUs> <fraction>`. */
-const legacyTokenBucketText = (bucket: TokenBucket) =>
-  bucket.fraction === 0 ? String(bucket.tatUs) : `${bucket.tatUs} ${bucket.fraction}`;
 
 let nowMs = Date.parse('2026-11-28T12:00:00.000Z');
 const nowUs = () => nowMs * 1000;
@@ -68,9 +62,7 @@ async function tokenFields(accountId: string): Promise<Record<string, [number, T
   const hash = await world.client.hgetallBuffer(redisKeys.account(accountId));
   return Object.fromEntries(
     Object.entries(hash)
-      .filter(
-        ([field]) => field.startsWith(redisKeys.tokenBucketFieldPrefix()) || field.startsWith(redisKeys.legacyTokenBucketFieldPrefix()),
-      )
+      .filter(([field]) => field.startsWith(redisKeys.tokenBucketFieldPrefix()))
       .map(([field, value]) => [field, [...(parsePackedTokenBuckets(value) ?? new Map<number, TokenBucket>()).entries()]]),
   );
 }
@@ -126,64 +118,6 @@ it('keeps a window no longer in force while its time is ahead, and the Check fin
   expect(fields[redisKeys.keyTokenBucketField(ids.keyId)]!.map(([window]) => window)).toEqual([86_400, 3_600]);
 });
 
-it('moves the text buckets an earlier version wrote into the packed fields on this version’s first record, dropping spent ones', async () => {
-  const ids = await accountWithKey();
-  const account = redisKeys.account(ids.accountId);
-  // As the previous version left them: 30 s of the key's minute used (and a fraction of a µs), the key's day bucket
-  // long refilled, 12 hours of the account's day used; its usage sweep not due for half an hour.
-  const keyMinute: TokenBucket = { tatUs: nowUs() + 30_000_000, fraction: 7 };
-  const accountDay: TokenBucket = { tatUs: nowUs() + 43_200_000_000, fraction: 0 };
-  await world.client.hset(
-    account,
-    `${redisKeys.legacyKeyTokenBucketFieldPrefix(ids.keyId)}60`,
-    legacyTokenBucketText(keyMinute),
-    `${redisKeys.legacyKeyTokenBucketFieldPrefix(ids.keyId)}86400`,
-    legacyTokenBucketText({ tatUs: nowUs() - 1, fraction: 0 }),
-    `${redisKeys.legacyAccountTokenBucketFieldPrefix()}86400`,
-    legacyTokenBucketText(accountDay),
-    redisKeys.legacyUsageSweepField(),
-    String(nowUs() + 1_800_000_000),
-  );
-
-  await use(ids, 10, PLAN);
-  expect(await tokenFields(ids.accountId)).toEqual({
-    [redisKeys.keyTokenBucketField(ids.keyId)]: [
-      [60, consumeTokenBudget(keyMinute, nowUs(), MINUTE, 10)],
-      [86_400, consumeTokenBudget(undefined, nowUs(), DAY, 10)],
-    ],
-    [redisKeys.accountTokenBucketField()]: [[86_400, consumeTokenBudget(accountDay, nowUs(), DAY, 10)]],
-  });
-  const hash = await world.client.hgetall(account);
-  expect(hash[redisKeys.legacyUsageSweepField()]).toBeUndefined();
-  expect(Number(hash[redisKeys.usageSweepField()])).toBe(nowUs() + 3_600_000_000);
-  // 30.6 s of the minute and a fraction of a µs are used: 510 tokens and one begun, 489 left.
-  expect(await decide(ids, PLAN)).toMatchObject({
-    kind: 'allow',
-    tightestBudget: tokenBudgetState('key', consumeTokenBudget(keyMinute, nowUs(), MINUTE, 10), nowUs(), MINUTE),
-  });
-  expect(await decide(ids, PLAN)).toMatchObject({ tightestBudget: { remaining: 489 } });
-});
-
-it('adds up the debts when an old replica counted into a window during the rollout, at the next sweep', async () => {
-  const ids = await accountWithKey();
-  await use(ids, 20_000, { key: [], account: [DAY] });
-  const packedDay = consumeTokenBudget(undefined, nowUs(), DAY, 20_000);
-  nowMs += 3_600_000 + 1_000; // the sweep is due
-  // An old replica, still running, counted 10,000 tokens (2.4 h of the day budget, with a fraction) into its own field.
-  const oldDay: TokenBucket = { tatUs: nowUs() + 8_640_000_000, fraction: 3 };
-  await world.client.hset(
-    redisKeys.account(ids.accountId),
-    `${redisKeys.legacyAccountTokenBucketFieldPrefix()}86400`,
-    legacyTokenBucketText(oldDay),
-  );
-  await use(ids, 5, { key: [], account: [DAY] });
-  // Both debts, the old one's fraction of a µs rounded up to a whole µs, then this record's 5 tokens.
-  const merged: TokenBucket = { tatUs: packedDay.tatUs + (oldDay.tatUs - nowUs()) + 1, fraction: packedDay.fraction };
-  expect(await tokenFields(ids.accountId)).toEqual({
-    [redisKeys.accountTokenBucketField()]: [[86_400, consumeTokenBudget(merged, nowUs(), DAY, 5)]],
-  });
-});
-
 it('deletes a packed field whose buckets have all refilled when the sweep runs', async () => {
   const ids = await accountWithKey();
   await use(ids, 100, { key: [MINUTE], account: [] });
@@ -191,10 +125,4 @@ it('deletes a packed field whose buckets have all refilled when the sweep runs',
   nowMs += 3_600_000 + 1_000;
   await use(ids, 100, NO_TOKEN_BUDGETS);
   expect(await tokenFields(ids.accountId)).toEqual({});
-});
-
-it("keeps its fields out of the old version's sweep, which deletes `tb:` fields whose value does not read as a future time", () => {
-  expect(redisKeys.keyTokenBucketField('key_x').startsWith(redisKeys.legacyTokenBucketFieldPrefix())).toBe(false);
-  expect(redisKeys.accountTokenBucketField().startsWith(redisKeys.legacyTokenBucketFieldPrefix())).toBe(false);
-  expect(redisKeys.usageSweepField()).not.toBe(redisKeys.legacyUsageSweepField());
 });

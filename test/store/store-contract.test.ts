@@ -3,18 +3,14 @@ import fc from 'fast-check';
 import { ManualClock } from '../../src/platform/clock';
 import { CREDIT_LIMIT_MINOR_UNITS, IDEMPOTENCY_KEY_MAX_LENGTH } from '../../src/accounts/credit';
 import { MAX_RESPONSE_COST_MINOR_UNITS } from '../../src/metering/price-table';
-import {
-  MAX_BUDGET_TOKENS,
-  MAX_BUDGET_TOKENS_PER_SECOND,
-  NO_TOKEN_BUDGETS,
-  type TokenBudgetPlan,
-} from '../../src/accounts/limits/token-budgets';
+import { MAX_BUDGET_TOKENS, MAX_BUDGET_TOKENS_PER_SECOND, NO_TOKEN_BUDGETS, type TokenBudgetPlan } from '../../src/accounts/limits/token-budgets';
 import { MAX_TOKEN_COUNT } from '../../src/metering/usage';
 import { bucketExpiresAtMs, periodName, usageMonthOf } from '../../src/metering/usage-periods';
 import { addUsageTotals, usageRecordProblem, zeroUsageTotals, type UsageRecord } from '../../src/metering/usage-record';
 import { MAX_WINDOW_SECONDS } from '../../src/accounts/limits/rate-limit';
 import { consumeTokenBudget } from '../../src/accounts/limits/token-budget';
-import { LUA_TOKEN_BUDGET, LUA_TOKEN_UNREFILLED_FOR_TEST } from '../../src/store/redis/scripts';
+import { LUA_TOKEN_BUDGET } from '../../src/store/redis/scripts';
+import { LUA_TOKEN_UNREFILLED_FOR_TEST } from '../../src/store/redis/authorize-script';
 import { generateCustomerKey, hashCustomerKey } from '../../src/keys/customer-key';
 import type { RatePlan } from '../../src/accounts/limits/rate-limits';
 import { MemoryStore } from '../../src/store/memory-store';

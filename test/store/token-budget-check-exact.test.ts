@@ -21,7 +21,7 @@ import { storeOnTestRedis } from '../support/store-on-test-redis';
  * generated per budget, its numbers written in as literals, and picks the
  * arithmetic when it is generated: one division where the debt times the
  * tokens cannot pass 2^53, a branch to the split product where it can
- * (src/store/redis/scripts.ts, luaUnrefilled). Usage through the property
+ * (src/store/redis/authorize-script.ts, luaUnrefilled). Usage through the property
  * test leaves small debts only, so here a bucket of any debt (below,
  * at and past the branch's bound, past the window) and fraction is written
  * straight into the account hash, and the decision must state the budget

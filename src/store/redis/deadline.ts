@@ -6,7 +6,7 @@
  * timers before I/O: the command "times out" although Redis answered in
  * time. Deferring the rejection by one setImmediate lets pending I/O (the
  * reply) settle first; a Redis that really is slow or paused still fails at
- * the deadline. DeadlineSweeper (src/deadlines/) does so for the Check path's
+ * the deadline. DeadlineSweeper (src/transport/deadline-sweeper.ts) does so for the Check path's
  * commands.
  */
 export class DeadlineExceededError extends Error {

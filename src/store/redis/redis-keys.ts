@@ -8,13 +8,16 @@
  * spend as fields), key records, key set, members, the account's own audit
  * trail, usage aggregates and markers, credit idempotency keys. The authorize and usage scripts
  * touch only that tag, so they run unchanged on Redis Cluster (one slot per
- * account); the usage stream has its own.
+ * account); the usage stream has its own. The scripts (lua/*.lua) get key
+ * names in KEYS, and spell the hash field names below as literals: a field
+ * renamed here is renamed there too (the store tests read the fields the
+ * scripts write through these names).
  */
 export const redisKeys = {
   keyIdsByHash: (keyHash: string) => `gwa:keyhash:${keyHash}`,
   accountIdByKeyId: (keyId: string) => `gwa:keyid:${keyId}`,
   /**
-   * Set of the account ids a member principal (src/domain/members.ts
+   * Set of the account ids a member principal (src/accounts/members.ts
    * principalKey: `identity:…:…` or `email:…`, URI-encoded, so no hash tag
    * can appear in it) belongs to or is invited to. Written before the
    * account's member record and checked against it on every read.
@@ -43,7 +46,7 @@ export const redisKeys = {
   memberPrincipals: (accountId: string) => `${redisKeys.accountTag(accountId)}member-principals`,
   /**
    * Hash: key id → requests in one UTC hour or day starting at `startMs`
-   * (src/domain/request-counts.ts), expiring after its retention. Written by
+   * (src/keys/request-counts.ts), expiring after its retention. Written by
    * the last-used script, never by a Check.
    */
   requestCounts: (accountId: string, granularity: 'hour' | 'day', startMs: number) =>
@@ -77,17 +80,6 @@ export const redisKeys = {
   accountBucketField: () => 'ra',
   /** Account hash field: when (µs, Redis's clock) the authorize script next deletes bucket fields whose time has passed. */
   bucketSweepField: () => 'bucketSweepAtUs',
-  /**
-   * The buckets before they were packed: one field per window,
-   * `rl:k:<keyId>:<windowSeconds>` and `rl:a:<windowSeconds>`, swept by
-   * `rlSweepAtUs`. The authorize script's sweep moves any it finds into the
-   * packed fields (a rolling deploy: see scripts.ts, authorizeScript).
-   */
-  legacyBucketFieldPrefix: () => 'rl:',
-  legacyKeyBucketFieldPrefix: (keyId: string) => `${redisKeys.legacyBucketFieldPrefix()}k:${keyId}:`,
-  legacyAccountBucketFieldPrefix: () => `${redisKeys.legacyBucketFieldPrefix()}a:`,
-  legacyBucketSweepField: () => 'rlSweepAtUs',
-
   // Usage (issue 16). Fields the authorize script reads in its one HMGET of
   // the account hash and of the key record are declared here too.
 
@@ -97,7 +89,7 @@ export const redisKeys = {
    * one for the account, `tp:a`, each holding all of its windows as binary
    * entries of the window, the GCRA TAT in µs and the TAT's fraction of a
    * µs as a numerator over the budget's tokens (redis-records.ts,
-   * PACKED_TOKEN_BUCKET_STRUCT; src/limits/token-budget.ts for the
+   * PACKED_TOKEN_BUCKET_STRUCT; src/accounts/limits/token-budget.ts for the
    * arithmetic). The budgets in force first in their order, then other
    * windows whose TAT is still ahead. A decision reads one field per scope
    * however many budgets, and parses no text.
@@ -105,17 +97,6 @@ export const redisKeys = {
   tokenBucketFieldPrefix: () => 'tp:',
   keyTokenBucketField: (keyId: string) => `${redisKeys.tokenBucketFieldPrefix()}k:${keyId}`,
   accountTokenBucketField: () => `${redisKeys.tokenBucketFieldPrefix()}a`,
-  /**
-   * The token buckets before they were packed: one text field per window,
-   * `tb:k:<keyId>:<windowSeconds>` and `tb:a:<windowSeconds>`, holding
-   * `<tatUs>` or `<tatUs> <fraction>`, swept by `usageSweepAtUs`. The usage
-   * script's sweep moves any it finds into the packed fields (a rolling
-   * deploy: see scripts.ts, gwaApplyUsage).
-   */
-  legacyTokenBucketFieldPrefix: () => 'tb:',
-  legacyKeyTokenBucketFieldPrefix: (keyId: string) => `${redisKeys.legacyTokenBucketFieldPrefix()}k:${keyId}:`,
-  legacyAccountTokenBucketFieldPrefix: () => `${redisKeys.legacyTokenBucketFieldPrefix()}a:`,
-  legacyUsageSweepField: () => 'usageSweepAtUs',
   /**
    * Token budget overrides as JSON: on the account hash `{"key"?:[…],"account"?:[…]}`,
    * on the key record `[…]`; each budget `{"tokens":N,"windowSeconds":S}`.
@@ -133,15 +114,10 @@ export const redisKeys = {
   keySpendField: (keyId: string, month: string) => `${redisKeys.spendFieldPrefix()}k:${keyId}:${month}`,
   /** Account hash field: minor units of usage the prepaid balance could not take (it was at −10^15). */
   creditShortfallField: () => 'creditShortfall',
-  /**
-   * Account hash field: when (µs) the usage script next deletes spent token
-   * buckets and spend of months before the previous. A name of its own since
-   * the token buckets were packed, so that this version's first record on an
-   * account sweeps, moving the text buckets into the packed fields.
-   */
+  /** Account hash field: when (µs) the usage script next deletes spent token buckets and spend of months before the previous. */
   usageSweepField: () => 'usageSweepDueUs',
   /**
-   * Credit holds in flight (src/domain/credit-holds.ts): a hash of the
+   * Credit holds in flight (src/accounts/credit-holds.ts): a hash of the
    * account's request ids, each `<deadlineUs> <keyId> <minorUnits> <tokens>
    * <keyMinorUnits> <keyTokens>` (the deadline on the decision clock; what
    * counts for the key apart, held only where the key has a cap or budgets). Their sums are fields of the

@@ -1,6 +1,6 @@
 import { MAX_BUDGET_TOKENS } from '../../../src/accounts/limits/token-budgets';
 import { MAX_WINDOW_SECONDS } from '../../../src/accounts/limits/rate-limit';
-import { authorizeScript } from '../../../src/store/redis/scripts';
+import { authorizeScript } from '../../../src/store/redis/authorize-script';
 
 /**
  * The plan's token budgets are written into the authorize script with

@@ -1,0 +1,21 @@
+-- The general path's sweep when it is due (at most once per hour per
+-- account, and on an account's first decision): one HGETALL of the account
+-- hash, then packed bucket fields whose windows have all passed are deleted
+-- (a rotated or revoked key's, windows no longer in use), and the sweep time
+-- is written. Its writes happen whatever the decision, so a refused decision
+-- does not scan again. Sets kb and ab, this key's and the account's buckets
+-- still ahead of now, for the decision that follows.
+local BUCKET_SWEEP_INTERVAL_US = 3600000000
+local all = redis.call('HGETALL', KEYS[1])
+local live, stale = {}, {}
+for i = 1, #all, 2 do
+  local f = all[i]
+  if string.sub(f, 1, 3) == 'rk:' or f == 'ra' then
+    local m = {}
+    for w, t in pairs(parse_buckets(all[i + 1], {})) do if t > now then m[w] = t end end
+    if next(m) == nil then stale[#stale + 1] = f else live[f] = m end
+  end
+end
+if #stale > 0 then redis.call('HDEL', KEYS[1], unpack(stale)) end
+redis.call('HSET', KEYS[1], 'bucketSweepAtUs', string.format('%d', now + BUCKET_SWEEP_INTERVAL_US))
+kb, ab = live[kf] or {}, live['ra'] or {}
