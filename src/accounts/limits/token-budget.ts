@@ -9,8 +9,8 @@ import type { TokenBudget, TokenBudgetOverride, TokenBudgetPlan, TokenBudgetStat
  * so the TAT keeps the fraction of a µs too, as a numerator over T: any
  * number of records moves a bucket by exactly the sum of their tokens, and
  * with the clock standing still a full budget has exactly T − Σn left.
- * Computed exactly here (BigInt); the Lua mirror (LUA_TOKEN_BUDGET in
- * src/store/redis/scripts.ts) splits each product so no intermediate passes
+ * Computed exactly here (BigInt); the Lua mirror (src/store/redis/lua/lib/token-consume.lua)
+ * splits each product so no intermediate passes
  * 2^53, which the budget bounds (MAX_BUDGET_TOKENS, _PER_SECOND) guarantee.
  */
 export interface TokenBucket {

@@ -10,7 +10,7 @@ import { consumeTokenBudget, effectiveTokenBudgets, tokenBucketName, type TokenB
  * prepaid balance (or count post-paid spend), add to the month's spend of the
  * account and of the key, and consume the token budgets that apply. The
  * in-memory store runs this; the Redis store runs the same rules in its Lua
- * script (gwaApplyUsage in src/store/redis/scripts.ts), and both pass one
+ * script (gwaApplyUsage, src/store/redis/lua/apply-usage.lua), and both pass one
  * contract suite. Idempotency and the usage aggregates are the stores' part.
  */
 export interface UsageAccountState {
