@@ -51,4 +51,4 @@ HEALTHCHECK --interval=10s --timeout=3s --start-period=15s --retries=3 \
 # so they come less often, and run no memory-reducing GC when the replica goes
 # quiet, which dropped the Check path's optimized code. Measured on Node 24 in
 # docs/operations/runtime.md; --single-threaded-gc no longer paid there.
-CMD ["node", "--heap-growing-percent=75", "--no-memory-reducer", "dist/cli/main.js", "serve"]
+CMD ["node", "--heap-growing-percent=75", "--no-memory-reducer", "--max-semi-space-size=8", "dist/cli/main.js", "serve"]

@@ -21,10 +21,14 @@ const children = [
     cwd: ROOT,
     stdio: 'inherit',
   }),
-  spawn(process.execPath, ['--watch-path=dist', '--heap-growing-percent=75', '--no-memory-reducer', 'dist/cli/main.js', 'serve'], {
-    cwd: ROOT,
-    stdio: 'inherit',
-  }),
+  spawn(
+    process.execPath,
+    ['--watch-path=dist', '--heap-growing-percent=75', '--no-memory-reducer', '--max-semi-space-size=8', 'dist/cli/main.js', 'serve'],
+    {
+      cwd: ROOT,
+      stdio: 'inherit',
+    },
+  ),
 ];
 
 let webCopy;

@@ -124,8 +124,18 @@ export async function startNoopServer(transport = 'grpc-js'): Promise<ServerUnde
  *   Checks in its warm-up, in every run on record. With the flag, in a short
  *   bench run: 7.3 ms, 3 shed, no such deoptimization. A quiet replica keeps
  *   the heap it had under load instead of shrinking it.
+ * - `--max-semi-space-size=8`: a young generation of 2 × 8 MB. Node 24's V8
+ *   grows each semi-space to 64 MB under load, which held 311 MB of RSS with
+ *   200,000 keys cached where Node 20 held 182; at 8 MB, 197–211 MB, with the
+ *   tail inside the server at 1–4 ms in two full A/B runs, and the CPU per
+ *   decision 11 % above V8's own size in one and level with 16 MB in the
+ *   other (at 4 MB the p99 went to 25–50 ms; docs/operations/runtime.md).
  */
-export const SHIPPED_NODE_ARGS: readonly string[] = Object.freeze(['--heap-growing-percent=75', '--no-memory-reducer']);
+export const SHIPPED_NODE_ARGS: readonly string[] = Object.freeze([
+  '--heap-growing-percent=75',
+  '--no-memory-reducer',
+  '--max-semi-space-size=8',
+]);
 
 /**
  * `node <SHIPPED_NODE_ARGS> dist/cli/main.js serve`, as in production. Ready when /readyz says

@@ -247,6 +247,10 @@ describe('Dockerfile (gateway-authz)', () => {
     // `npm start` (the README's run command) starts the service with the same V8 flags as the image.
     const start = (JSON.parse(readRepoFile('package.json')) as { scripts: Record<string, string> }).scripts.start!;
     expect(start).toContain(`node ${SHIPPED_NODE_ARGS.join(' ')} dist/cli/main.js serve`);
+    // `npm run dev` too, so what a developer measures is what ships.
+    expect(readRepoFile('tools/dev.js')).toContain(
+      `['--watch-path=dist', ${SHIPPED_NODE_ARGS.map((arg) => `'${arg}'`).join(', ')}, 'dist/cli/main.js', 'serve']`,
+    );
     expect(last.filter((i) => i.op === 'EXPOSE').map((i) => i.args)).toEqual(['9191 9192 9193']);
   });
 
