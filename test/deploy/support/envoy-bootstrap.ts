@@ -72,24 +72,28 @@ export const ENVOY_PROTO_FILES = [
   'envoy/extensions/resource_monitors/downstream_connections/v3/downstream_connections.proto',
 ];
 
-let cachedRoot: protobuf.Root | undefined;
-
-/** Envoy's official protos, loaded once per test file (about half a second). */
-export function loadEnvoyRoot(): protobuf.Root {
-  if (cachedRoot) return cachedRoot;
+/** Proto files resolved against include directories, as protoc's -I does, with field names as written. */
+export function loadProtoRoot(includeDirs: readonly string[], files: readonly string[]): protobuf.Root {
   const root = new protobuf.Root();
   root.resolvePath = (_origin: string, target: string): string | null => {
     if (path.isAbsolute(target)) return target;
-    for (const dir of INCLUDE_DIRS) {
+    for (const dir of includeDirs) {
       const full = path.join(dir, target);
       if (fs.existsSync(full)) return full;
     }
     return null;
   };
-  root.loadSync(ENVOY_PROTO_FILES, { keepCase: true });
+  root.loadSync([...files], { keepCase: true });
   root.resolveAll();
-  cachedRoot = root;
   return root;
+}
+
+let cachedRoot: protobuf.Root | undefined;
+
+/** Envoy's official protos, loaded once per test file (about half a second). */
+export function loadEnvoyRoot(): protobuf.Root {
+  cachedRoot ??= loadProtoRoot(INCLUDE_DIRS, ENVOY_PROTO_FILES);
+  return cachedRoot;
 }
 
 export class EnvoyConfigError extends Error {

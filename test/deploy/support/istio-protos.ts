@@ -8,12 +8,11 @@
  * envoy.yaml (envoy-bootstrap.ts: unknown fields, JSON types, enum names,
  * deprecated fields).
  */
-import * as fs from 'node:fs';
 import * as path from 'node:path';
 
-import * as protobuf from 'protobufjs';
+import type * as protobuf from 'protobufjs';
 
-import { checkMessage, ENVOY_DEPS_DIR, EnvoyConfigError } from './envoy-bootstrap';
+import { checkMessage, ENVOY_DEPS_DIR, EnvoyConfigError, loadProtoRoot } from './envoy-bootstrap';
 import { repoPath } from './repo-files';
 
 export const ISTIO_API_DIR = repoPath('test', 'deploy', 'schemas', 'istio-api');
@@ -31,20 +30,8 @@ const INCLUDE_DIRS = [
 let cachedRoot: protobuf.Root | undefined;
 
 export function loadIstioRoot(): protobuf.Root {
-  if (cachedRoot) return cachedRoot;
-  const root = new protobuf.Root();
-  root.resolvePath = (_origin: string, target: string): string | null => {
-    if (path.isAbsolute(target)) return target;
-    for (const dir of INCLUDE_DIRS) {
-      const full = path.join(dir, target);
-      if (fs.existsSync(full)) return full;
-    }
-    return null;
-  };
-  root.loadSync(['mesh/v1alpha1/config.proto'], { keepCase: true });
-  root.resolveAll();
-  cachedRoot = root;
-  return root;
+  cachedRoot ??= loadProtoRoot(INCLUDE_DIRS, ['mesh/v1alpha1/config.proto']);
+  return cachedRoot;
 }
 
 /** The problems of a mesh config against istio.mesh.v1alpha1.MeshConfig (empty when it is valid). */
