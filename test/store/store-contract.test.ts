@@ -3,7 +3,12 @@ import fc from 'fast-check';
 import { ManualClock } from '../../src/platform/clock';
 import { CREDIT_LIMIT_MINOR_UNITS, IDEMPOTENCY_KEY_MAX_LENGTH } from '../../src/accounts/credit';
 import { MAX_RESPONSE_COST_MINOR_UNITS } from '../../src/metering/price-table';
-import { MAX_BUDGET_TOKENS, MAX_BUDGET_TOKENS_PER_SECOND, NO_TOKEN_BUDGETS, type TokenBudgetPlan } from '../../src/accounts/limits/token-budgets';
+import {
+  MAX_BUDGET_TOKENS,
+  MAX_BUDGET_TOKENS_PER_SECOND,
+  NO_TOKEN_BUDGETS,
+  type TokenBudgetPlan,
+} from '../../src/accounts/limits/token-budgets';
 import { MAX_TOKEN_COUNT } from '../../src/metering/usage';
 import { bucketExpiresAtMs, periodName, usageMonthOf } from '../../src/metering/usage-periods';
 import { addUsageTotals, usageRecordProblem, zeroUsageTotals, type UsageRecord } from '../../src/metering/usage-record';
