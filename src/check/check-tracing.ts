@@ -79,20 +79,17 @@ export function checkTracing(tracing: Tracing, storeSystem: string | undefined):
       ) {
         return undefined;
       }
-      const span = tracer.startSpan(
-        CHECK_SPAN_NAME,
-        {
-          kind: SpanKind.SERVER,
-          attributes: {
-            'rpc.system': 'grpc',
-            'rpc.service': AUTHORIZATION_SERVICE_NAME,
-            'rpc.method': 'Check',
-            [CHECK_SPAN_ATTRIBUTES.requestId]: requestId,
-          },
-        },
-        parent ?? ROOT_CONTEXT,
-      );
-      return span.isRecording() ? span : undefined;
+      if (parent === undefined && !tracing.sampleRoot()) return undefined;
+      // Attributes only once sampled: an unsampled root (the ratio sampler said no) costs the SDK's ids and no more.
+      const span = tracer.startSpan(CHECK_SPAN_NAME, { kind: SpanKind.SERVER }, parent ?? ROOT_CONTEXT);
+      if (!span.isRecording()) return undefined;
+      span.setAttributes({
+        'rpc.system': 'grpc',
+        'rpc.service': AUTHORIZATION_SERVICE_NAME,
+        'rpc.method': 'Check',
+        [CHECK_SPAN_ATTRIBUTES.requestId]: requestId,
+      });
+      return span;
     },
     tracedDeps(span, deps) {
       const parent = trace.setSpan(ROOT_CONTEXT, span);

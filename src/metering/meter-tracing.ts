@@ -65,6 +65,7 @@ export function meterTracing(tracing: Tracing): MeterTracing {
       ) {
         return undefined;
       }
+      if (parent === undefined && !tracing.sampleRoot()) return undefined;
       const linked = requestContext === undefined ? undefined : trace.getSpanContext(requestContext);
       const links: Link[] =
         linked === undefined ? [] : [{ context: linked, attributes: { [METER_SPAN_ATTRIBUTES.requestId]: request.requestId } }];

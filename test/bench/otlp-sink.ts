@@ -7,13 +7,13 @@
  */
 import * as http from 'node:http';
 
-let exports = 0;
+let exportsReceived = 0;
 let bytes = 0;
 // An empty ExportTraceServiceResponse is zero bytes of protobuf: what a collector answers a full success with.
 const server = http.createServer((request, response) => {
   request.on('data', (chunk: Buffer) => (bytes += chunk.length));
   request.on('end', () => {
-    exports += 1;
+    exportsReceived += 1;
     response.writeHead(200, { 'content-type': 'application/x-protobuf', 'content-length': '0' }).end();
   });
 });
@@ -23,6 +23,6 @@ server.listen(0, '127.0.0.1', () => {
   process.stdout.write(`${JSON.stringify({ port: typeof address === 'object' && address ? address.port : 0 })}\n`);
 });
 process.on('SIGTERM', () => {
-  process.stdout.write(`${JSON.stringify({ exports, bytes })}\n`);
+  process.stdout.write(`${JSON.stringify({ exports: exportsReceived, bytes })}\n`);
   process.exit(0);
 });

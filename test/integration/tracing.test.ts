@@ -145,6 +145,19 @@ describe('the check span', () => {
     });
   });
 
+  it('starts a trace of its own for a Check without trace context: the root sampler decides (always on here)', async () => {
+    await client.check(chatCheck({}, 'req-root'));
+    const [check] = await receiver.waitFor((spans) => spans.some((span) => span.attributes['gateway_authz.request_id'] === 'req-root'));
+    const root = receiver.spans.find((span) => span.attributes['gateway_authz.request_id'] === 'req-root')!;
+    expect(check).toBeDefined();
+    expect(root).toMatchObject({ name: 'check', parentSpanId: '' });
+    expect(root.traceId).toMatch(/^[0-9a-f]{32}$/);
+    await spansOfTrace(root.traceId, 2);
+    expect(inTrace(root.traceId)(receiver.spans).find((span) => span.name === 'redis authorize')).toMatchObject({
+      parentSpanId: root.spanId,
+    });
+  });
+
   it('exports nothing for a parent that is not sampled', async () => {
     const unsampled = traceContext(false);
     await client.check(chatCheck({}, 'req-unsampled'), undefined, { traceparent: unsampled.traceparent });
