@@ -101,6 +101,12 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
    */
   const stopUsage = (closeStartedMs: number) =>
     usage.stop(Math.max(closeStartedMs + settings.shutdown.timeoutMs, Date.now() + FINAL_USAGE_FLUSH_MS));
+  // Loaded only when configured: with tracing off, no part of the SDK is in the process.
+  const tracing = settings.tracing ? (await import('./platform/tracing')).startTracing(settings.tracing, logger) : undefined;
+  const checkSpans = tracing
+    ? (await import('./check/check-tracing')).checkTracing(tracing, store.description.startsWith('in-memory') ? undefined : 'redis')
+    : undefined;
+  const meterSpans = tracing ? (await import('./metering/meter-tracing')).meterTracing(tracing) : undefined;
   const grpcServer = await startAuthorizationServer(
     {
       settings: settings.pipeline,
@@ -120,6 +126,7 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
       storeFailureMode: settings.storeFailureMode,
       lastUsed,
       decisionLogSample: settings.decisionLogSample,
+      ...(checkSpans ? { tracing: checkSpans } : {}),
       extProc: {
         // Each metered answer becomes a usage record, priced by the price table, applied once per x-request-id.
         sink:
@@ -131,6 +138,7 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
         logger,
         maxStreams: settings.extProcMaxStreams,
         metrics: metrics.extProc,
+        ...(meterSpans ? { tracing: meterSpans } : {}),
       },
     },
     {
@@ -192,6 +200,7 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
     loopLag.stop();
     await stopUsage(Date.now());
     await lastUsed.stop();
+    await tracing?.shutdown();
     await store.close();
     throw error;
   }
@@ -236,6 +245,8 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
       // After the servers: nothing hands over records any more.
       await stopUsage(closeStartedMs);
       await lastUsed.stop(timeLeftMs());
+      // The spans of the last Checks are exported, within the same bound; an unreachable collector only loses them.
+      if (tracing) await settlesWithin(tracing.shutdown(), timeLeftMs());
       if (!(await settlesWithin(Promise.all([sessions.close(), store.close()]), timeLeftMs())))
         logger.warn({ event: 'shutdown', timeoutMs: settings.shutdown.timeoutMs }, 'Redis connections not closed in time; exiting anyway');
       logger.info({ event: 'shutdown' }, 'stopped');

@@ -47,23 +47,28 @@ export function checkMethod(handler: CheckHandler, logger: Logger, headers?: Hea
         call.fail({ code: GrpcStatus.INTERNAL, details: `Error deserializing request: ${(error as Error).message}` });
         return;
       }
-      handler(request, call.deadlineMs, (error, response) => {
-        // Cancelled, or past its deadline and answered so: nobody reads this answer.
-        if (call.finished) return;
-        if (error) {
-          call.fail(error);
-          return;
-        }
-        let frame: Buffer;
-        try {
-          frame = encode(response!);
-        } catch (encodeError) {
-          logger.error({ err: encodeError }, 'CheckResponse could not be encoded');
-          call.fail({ code: GrpcStatus.INTERNAL, details: 'internal error' });
-          return;
-        }
-        call.respond(frame);
-      });
+      handler(
+        request,
+        call.deadlineMs,
+        (error, response) => {
+          // Cancelled, or past its deadline and answered so: nobody reads this answer.
+          if (call.finished) return;
+          if (error) {
+            call.fail(error);
+            return;
+          }
+          let frame: Buffer;
+          try {
+            frame = encode(response!);
+          } catch (encodeError) {
+            logger.error({ err: encodeError }, 'CheckResponse could not be encoded');
+            call.fail({ code: GrpcStatus.INTERNAL, details: 'internal error' });
+            return;
+          }
+          call.respond(frame);
+        },
+        call.metadata,
+      );
     },
   };
 }
@@ -88,8 +93,9 @@ export interface GrpcServerOptions extends Partial<Omit<GrpcServerSettings, 'hos
 export async function startAuthorizationServer(deps: AuthorizationServerDeps, options: GrpcServerOptions): Promise<RunningGrpcServer> {
   // Defaults: keepalive PINGs every 30 s (dead Envoy connections are found), connections recycled at
   // maxConnectionAgeMs with 30 s of grace (traffic rebalances across replicas after a scale-up or a restart).
-  const server = new GrpcServer(options, deps.logger);
-  const headers = checkRequestHeaderSelection(deps.settings.headerNames);
+  const traceFields = deps.tracing?.fields;
+  const server = new GrpcServer(traceFields ? { keptMetadata: new Set(traceFields), ...options } : options, deps.logger);
+  const headers = checkRequestHeaderSelection(deps.settings.headerNames, traceFields);
   server.addMethod(CHECK_PATH, checkMethod(createCheckHandler(deps), deps.logger, headers));
   if (deps.extProc) server.addMethod(PROCESS_PATH, processMethod(deps.extProc));
   // NOT_SERVING until the health monitor has seen the store answer.

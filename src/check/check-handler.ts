@@ -8,6 +8,7 @@ import { decide, type PipelineDeps } from './pipeline/decide';
 import { toCheckAnswer, type CheckResponse, type StoreFailureMode } from './responses/check-response';
 import { toAuthRequest, type CheckRequestMessage } from './check-request';
 import { GrpcStatus, type RpcError } from '../transport/status';
+import type { CheckTracing } from './check-tracing';
 
 export interface CheckHandlerDeps extends PipelineDeps {
   /** For time-stamped response headers (rate-limit resets); decisions use the store's clock. */
@@ -28,6 +29,8 @@ export interface CheckHandlerDeps extends PipelineDeps {
   lastUsed?: { note(ids: { keyId: string; accountId: string }): void };
   /** DECISION_LOG_SAMPLE: fraction of allowed decisions logged (denials always are). Default 1. */
   decisionLogSample?: number;
+  /** A span per sampled Check (OTEL_* settings); absent: tracing is off and none of it runs. */
+  tracing?: CheckTracing;
 }
 
 /** Exactly one call per Check: a CheckResponse (allow or deny), or a gRPC error status (never an allow). */
@@ -36,8 +39,9 @@ export type CheckReply = (error: RpcError | null, response?: CheckResponse) => v
 /**
  * `deadlineMs`: when the caller gives up (epoch ms on the system clock, the
  * one the transport reads `grpc-timeout` on), Infinity without a deadline.
+ * `metadata`: the call's trace headers as name/value pairs, when tracing keeps them.
  */
-export type CheckHandler = (request: CheckRequestMessage, deadlineMs: number, reply: CheckReply) => void;
+export type CheckHandler = (request: CheckRequestMessage, deadlineMs: number, reply: CheckReply, metadata?: readonly string[]) => void;
 
 /**
  * The Check handler, independent of the transport: CheckRequest → pipeline →
@@ -46,8 +50,8 @@ export type CheckHandler = (request: CheckRequestMessage, deadlineMs: number, re
  */
 export function createCheckHandler(deps: CheckHandlerDeps): CheckHandler {
   const sample = deps.decisionLogSample ?? 1;
-  const { admission, loopLag } = deps;
-  return (message, deadlineMs, reply) => {
+  const { admission, loopLag, tracing } = deps;
+  return (message, deadlineMs, reply, metadata) => {
     const started = performance.now();
     const waitedMs = loopLag ? loopLag.currentMs(started) : 0;
     const request = toAuthRequest(message);
@@ -60,10 +64,12 @@ export function createCheckHandler(deps: CheckHandlerDeps): CheckHandler {
         return;
       }
     }
+    const span = tracing === undefined ? undefined : tracing.start(metadata, request.headers, request.requestId);
     // The place is released exactly once, when the decision settles, whether or not anyone still waits for it
     // (a client that cancelled does not stop the Redis call it started).
-    decide(request, deps).then(
+    decide(request, span === undefined ? deps : tracing!.tracedDeps(span, deps)).then(
       (decision) => {
+        if (span !== undefined) tracing!.finish(span, decision);
         admission?.release();
         let answer: ReturnType<typeof toCheckAnswer>;
         try {
@@ -95,6 +101,7 @@ export function createCheckHandler(deps: CheckHandlerDeps): CheckHandler {
       },
       (error: unknown) => {
         admission?.release();
+        if (span !== undefined) tracing!.fail(span);
         failClosed(deps.logger, request.requestId, error, reply);
       },
     );

@@ -66,9 +66,12 @@ export function toAuthRequest(message: CheckRequestMessage): AuthRequest {
 /** The headers toAuthRequest reads itself: the pseudo-headers stand in for a missing method or path. */
 const HEADERS_READ_HERE = [':method', ':path', 'x-request-id'];
 
-/** The headers a Check's decoder keeps: those the pipeline reads, and those toAuthRequest does. */
-export function checkRequestHeaderSelection(names: HeaderNames): HeaderSelection {
-  return new HeaderSelection([...headersThePipelineReads(names), ...HEADERS_READ_HERE]);
+/**
+ * The headers a Check's decoder keeps: those the pipeline reads, and those toAuthRequest does; with tracing on, the
+ * trace headers too (only then: a header kept is a string made for every Check that carries it).
+ */
+export function checkRequestHeaderSelection(names: HeaderNames, traceHeaders: readonly string[] = []): HeaderSelection {
+  return new HeaderSelection([...headersThePipelineReads(names), ...HEADERS_READ_HERE, ...traceHeaders]);
 }
 
 /**

@@ -43,6 +43,8 @@ import { IDENTITY_HEADERS } from '../check/responses/identity-headers';
 import { decodeProcessingRequest, type AttributeValue, type DecodedProcessingRequest, type HeaderEntry } from './ext-proc-request-decoding';
 import type { BidiStreamingCall, CallAbort, MethodHandler, RequestStream } from '../transport/grpc-server';
 import { GrpcStatus, type RpcError } from '../transport/status';
+import type { Span } from '@opentelemetry/api';
+import type { MeterTracing } from './meter-tracing';
 
 export const EXT_PROC_SERVICE_NAME = 'envoy.service.ext_proc.v3.ExternalProcessor';
 export const PROCESS_PATH = `/${EXT_PROC_SERVICE_NAME}/Process`;
@@ -58,6 +60,8 @@ export interface ExtProcDeps {
   /** EXT_PROC_MAX_STREAMS: Process streams open at once, per process. */
   maxStreams: number;
   metrics?: Pick<ExtProcMetrics, 'streamEnded' | 'malformedUsage' | 'streamRefused' | 'blockingMessage' | 'watchOpenStreams'>;
+  /** A span per sampled metered answer (OTEL_* settings); absent: tracing is off. */
+  tracing?: MeterTracing;
 }
 
 const OK: RpcError = Object.freeze({ code: GrpcStatus.OK, details: '' });
@@ -116,6 +120,7 @@ class MeteringStream implements RequestStream {
   private bodyBytes = 0;
   /** request.size, when it came before the request's identity was known. */
   private requestSize: number | undefined;
+  private span: Span | undefined;
 
   constructor(
     private readonly call: BidiStreamingCall,
@@ -183,6 +188,7 @@ class MeteringStream implements RequestStream {
     }
     this.meter = new ResponseMeter(read, this.deps.clock);
     if (this.requestSize !== undefined) this.meter.requestSize(this.requestSize);
+    if (this.deps.tracing) this.span = this.deps.tracing.start(this.call.metadata, headers, read);
   }
 
   private responseHeaders(headers: HeaderEntry[], endOfStream: boolean): void {
@@ -231,6 +237,7 @@ class MeteringStream implements RequestStream {
     if (this.ended) return;
     this.ended = true;
     const record = meter.finish(delivery);
+    if (this.span) this.deps.tracing!.finish(this.span, record);
     const outcome: MeteringOutcome = record.outcome.kind === 'free' ? 'no_usage' : record.outcome.usage.estimated ? 'estimated' : 'usage';
     this.deps.metrics?.streamEnded(
       record.family,
@@ -260,6 +267,7 @@ class MeteringStream implements RequestStream {
   private notMetered(reason: NotMeteredReason): void {
     if (this.ended) return;
     this.ended = true;
+    this.span?.end();
     const request = this.meter?.request;
     if (reason === 'malformed_message' || reason === 'stream_failed') {
       this.deps.logger.warn(

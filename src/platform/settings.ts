@@ -11,6 +11,7 @@ import { headerNamesFor } from '../check/routes/header-names';
 import { buildRouteTable } from '../check/routes/route-table';
 import type { RuntimePolicy } from './node-support';
 import { configFileSchema, type ConfigFile } from './config-file';
+import { TRACE_PROPAGATORS, TRACES_SAMPLERS, type TracePropagator, type TracingSettings } from './tracing-settings';
 
 /**
  * The one validated, frozen settings object, read once at start. Nothing else
@@ -71,6 +72,8 @@ export interface Settings {
   };
   /** What `serve` does on an end-of-life Node.js major (NODE_ENV, ALLOW_END_OF_LIFE_NODE). */
   readonly runtime: RuntimePolicy;
+  /** OpenTelemetry tracing (the standard OTEL_* variables); absent: off, and nothing of it runs per Check. */
+  readonly tracing?: TracingSettings;
 }
 
 /** OpenID Connect sign-in for the customer dashboard (OIDC_* and CUSTOMER_SESSION_* settings). */
@@ -250,6 +253,20 @@ const bindAddress = z.preprocess(
     }),
 );
 
+/** OTLP/HTTP's own default (the OpenTelemetry exporter specification): a collector on this machine. */
+export const DEFAULT_OTLP_ENDPOINT = 'http://localhost:4318';
+/** What the OTLP/HTTP exporter specification appends to OTEL_EXPORTER_OTLP_ENDPOINT for traces. */
+const OTLP_TRACES_PATH = 'v1/traces';
+/** The one OTLP encoding the exporter here speaks. */
+const OTLP_PROTOCOL = 'http/protobuf';
+
+const otlpEndpoint = optionalText.refine((url) => url === undefined || /^https?:$/.test(parsedUrl(url)?.protocol ?? ''), {
+  message: 'must be an http:// or https:// URL (OTLP over HTTP)',
+});
+const otlpProtocol = optionalText.refine((value) => value === undefined || value === OTLP_PROTOCOL, {
+  message: `only ${OTLP_PROTOCOL} is supported (OTLP over HTTP, protobuf-encoded); grpc and http/json are not`,
+});
+
 /** Exported so docs/configuration/settings.md can be held to it (test/docs/settings-table.test.ts). */
 export const envSchema = z.object({
   GRPC_PORT: port(9191),
@@ -348,6 +365,44 @@ export const envSchema = z.object({
     blankAsUnset,
     z.coerce.number().int().min(1).max(60_000).default(DEFAULT_USAGE_DURABILITY_TIMEOUT_MS),
   ),
+  OTEL_SDK_DISABLED: z.preprocess(blankAsUnset, z.enum(['true', 'false']).default('false')),
+  OTEL_TRACES_EXPORTER: z.preprocess(
+    blankAsUnset,
+    z.enum(['none', 'otlp'], { message: "must be 'otlp' (export spans over OTLP/HTTP) or 'none' (no tracing)" }).default('none'),
+  ),
+  OTEL_EXPORTER_OTLP_ENDPOINT: otlpEndpoint,
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: otlpEndpoint,
+  OTEL_EXPORTER_OTLP_PROTOCOL: otlpProtocol,
+  OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: otlpProtocol,
+  OTEL_TRACES_SAMPLER: z.preprocess(
+    blankAsUnset,
+    z.enum(TRACES_SAMPLERS, { message: `must be one of ${TRACES_SAMPLERS.join(', ')}` }).default('parentbased_always_on'),
+  ),
+  OTEL_TRACES_SAMPLER_ARG: z.preprocess(blankAsUnset, z.coerce.number().min(0).max(1).optional()),
+  OTEL_SERVICE_NAME: z.preprocess(blankAsUnset, z.string().trim().min(1).default('gateway-authz')),
+  OTEL_PROPAGATORS: z.preprocess(
+    blankAsUnset,
+    z
+      .string()
+      .default('tracecontext')
+      .transform((text, context): TracePropagator[] => {
+        const names = text
+          .split(',')
+          .map((name) => name.trim())
+          .filter(Boolean);
+        const unknown = names.filter(
+          (name) => name !== 'baggage' && name !== 'none' && !(TRACE_PROPAGATORS as readonly string[]).includes(name),
+        );
+        if (unknown.length > 0) {
+          context.addIssue({
+            code: 'custom',
+            message: `unknown propagator '${unknown.join("', '")}': the trace can be read with ${TRACE_PROPAGATORS.join(', ')} (baggage is accepted and not read)`,
+          });
+          return z.NEVER;
+        }
+        return names.filter((name): name is TracePropagator => (TRACE_PROPAGATORS as readonly string[]).includes(name));
+      }),
+  ),
 });
 
 export type SettingsResult = { ok: true; settings: Settings } | { ok: false; problems: string[] };
@@ -373,6 +428,7 @@ export function loadSettings(
       ...adminAuthProblems(parsedEnv.data),
       ...customerSignInProblems(parsedEnv.data),
       ...usageDurabilityProblems(parsedEnv.data),
+      ...tracingProblems(parsedEnv.data),
     );
   }
   if (problems.length > 0 || !parsedEnv.success) return { ok: false, problems };
@@ -413,6 +469,7 @@ export function loadSettings(
     ...(e.OIDC_ISSUER_URL ? { customerSignIn: customerSignInOf(e) } : {}),
     usage: { bufferMaxRecords: e.USAGE_BUFFER_MAX_RECORDS, streamMaxLength: e.USAGE_STREAM_MAX_LEN, durability: usageDurabilityOf(e) },
     runtime: { production: e.NODE_ENV === 'production', allowEndOfLifeNode: e.ALLOW_END_OF_LIFE_NODE === 'true' },
+    ...(tracingEnabled(e) ? { tracing: tracingOf(e) } : {}),
     currency,
     pipeline: {
       routeTable: buildRouteTable(config.routes ?? {}, config.publicRoutes ?? [], config.enabledRoutes ?? []),
@@ -489,6 +546,42 @@ function usageDurabilityOf(e: ParsedEnv): UsageDurability {
   const mode = e.USAGE_DURABILITY;
   if (mode === 'acknowledged' || mode === 'appendfsync-always') return { mode };
   return { mode, replicas: e.USAGE_DURABILITY_REPLICAS ?? 0, timeoutMs: e.USAGE_DURABILITY_TIMEOUT_MS };
+}
+
+function tracingEnabled(e: ParsedEnv): boolean {
+  return e.OTEL_TRACES_EXPORTER === 'otlp' && e.OTEL_SDK_DISABLED === 'false';
+}
+
+/** A half-set tracing configuration is refused rather than silently left off. */
+function tracingProblems(e: ParsedEnv): string[] {
+  const problems: string[] = [];
+  if (e.OTEL_TRACES_EXPORTER === 'none') {
+    for (const name of ['OTEL_EXPORTER_OTLP_ENDPOINT', 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT'] as const) {
+      if (e[name] !== undefined)
+        problems.push(`${name}: set, but OTEL_TRACES_EXPORTER is none (tracing is off unless OTEL_TRACES_EXPORTER=otlp)`);
+    }
+  }
+  if (e.OTEL_TRACES_SAMPLER_ARG !== undefined && !e.OTEL_TRACES_SAMPLER.endsWith('traceidratio')) {
+    problems.push(
+      `OTEL_TRACES_SAMPLER_ARG: only meaningful with OTEL_TRACES_SAMPLER=traceidratio or parentbased_traceidratio (got ${e.OTEL_TRACES_SAMPLER})`,
+    );
+  }
+  if (tracingEnabled(e) && e.OTEL_PROPAGATORS.length === 0) {
+    problems.push('OTEL_PROPAGATORS: names no propagator the trace can be read with (tracecontext, b3, b3multi)');
+  }
+  return problems;
+}
+
+/** OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is used as given; OTEL_EXPORTER_OTLP_ENDPOINT is a base, to which v1/traces is added. */
+function tracingOf(e: ParsedEnv): TracingSettings {
+  const base = e.OTEL_EXPORTER_OTLP_ENDPOINT ?? DEFAULT_OTLP_ENDPOINT;
+  return {
+    tracesUrl: e.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ?? `${base.endsWith('/') ? base : `${base}/`}${OTLP_TRACES_PATH}`,
+    serviceName: e.OTEL_SERVICE_NAME,
+    sampler: e.OTEL_TRACES_SAMPLER,
+    samplerRatio: e.OTEL_TRACES_SAMPLER_ARG ?? 1,
+    propagators: e.OTEL_PROPAGATORS,
+  };
 }
 
 function adminAuthProblems(e: ParsedEnv): string[] {

@@ -30,6 +30,11 @@ export interface UnaryCall {
   readonly deadlineMs: number;
   /** True once the call has ended: answered, cancelled by the client, past its deadline, or the server closed. */
   readonly finished: boolean;
+  /**
+   * The request metadata named in GrpcServerSettings.keptMetadata, as name/value pairs in the order sent; undefined
+   * when none of it came (or nothing is kept). The rest of the call's headers are not kept past its start.
+   */
+  readonly metadata: readonly string[] | undefined;
   /** Answers with one message, given as a length-prefixed frame (see frameMessage), then status OK. */
   respond(frame: Buffer): void;
   /** Answers with an error status (Trailers-Only). */
@@ -111,6 +116,8 @@ export interface GrpcServerSettings {
   maxConcurrentStreams: number;
   /** SETTINGS_MAX_HEADER_LIST_SIZE advertised: a request whose headers decode to more is reset (ENHANCE_YOUR_CALM). */
   maxHeaderListBytes: number;
+  /** Lower-case names of request metadata handed to the handlers (UnaryCall.metadata); absent: none. */
+  keptMetadata?: ReadonlySet<string>;
 }
 
 export const DEFAULT_GRPC_SERVER_SETTINGS: Omit<GrpcServerSettings, 'host' | 'port'> = {
@@ -193,6 +200,7 @@ class ServerCall implements BidiStreamingCall, StreamListener {
     timeoutMs: number,
     private readonly encoding: string | undefined,
     private readonly connection: SessionState | undefined,
+    readonly metadata: readonly string[] | undefined,
   ) {
     if (connection) {
       connection.openCalls += 1;
@@ -664,6 +672,8 @@ export class GrpcServer {
     let te: string | undefined;
     let timeout: string | undefined;
     let encoding: string | undefined;
+    let metadata: string[] | undefined;
+    const kept = this.settings.keptMetadata;
     for (let i = 0; i < headers.length; i += 2) {
       const value = headers[i + 1]!;
       switch (headers[i]) {
@@ -686,6 +696,7 @@ export class GrpcServer {
           encoding = value;
           break;
         default:
+          if (kept !== undefined && kept.has(headers[i]!)) (metadata ??= []).push(headers[i]!, value);
       }
     }
     const subtype = contentType === undefined ? undefined : contentSubtypeOf(contentType);
@@ -739,7 +750,8 @@ export class GrpcServer {
       sendTrailersOnly(stream, 200, { code: GrpcStatus.UNAVAILABLE, details: 'the server is shutting down' });
       return undefined;
     }
-    const call = new ServerCall(this, stream, path, handler, deadlineMs, timeoutMs, encoding, this.sessions.get(stream.connection));
+    const connection = this.sessions.get(stream.connection);
+    const call = new ServerCall(this, stream, path, handler, deadlineMs, timeoutMs, encoding, connection, metadata);
     if (handler.kind === 'server-streaming') this.streamingCalls.add(call);
     else if (handler.kind === 'bidi-streaming') this.bidiCalls.add(call);
     call.startStreaming();

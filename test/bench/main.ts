@@ -39,7 +39,7 @@ import { extAuthzCircuitBreaker, type CircuitBreakerLimits } from './envoy-circu
 import { measureExtProcCpu } from './ext-proc-cpu';
 import { findH2load, runH2load, STAGGERED_CONNECTIONS } from './h2load';
 import { cpuSecondsOf, machineInfo, rssBytesOf, sampleMaxRss, waitUntilIdle } from './proc-stats';
-import { startNoopServer, type ServerUnderTest } from './processes';
+import { startNoopServer, startOtlpSink, type OtlpSink, type ServerUnderTest } from './processes';
 import {
   checkPathRoundTrips,
   clientCommandsDuring,
@@ -97,6 +97,13 @@ const SATURATION_BESIDE_MS = 2_000;
 const SATURATION_BESIDE_WARMUP_MS = 500;
 /** h2load streams per connection: far more than the rate needs, so it never waits for an answer before sending (a stall is measured, not hidden). */
 const TAIL_STREAMS_PER_CONNECTION = 256;
+/**
+ * --tracing's root sampling ratio: issue 37's p99 targets hold "at 1 %
+ * sampling". The bench's Checks carry no trace context, so every one is a
+ * root and the ratio is what is sampled; unsampled ones pay the sampler.
+ */
+const DEFAULT_TRACING_RATIO = 0.01;
+
 /** The processor phase's volume: about 10 s on the 2-core machine (ext-proc-cpu.ts alone defaults to 5,000 and 4,000). */
 const EXT_PROC_ANSWERS = 2_000;
 const EXT_PROC_HELD_STREAMS = 2_000;
@@ -125,6 +132,8 @@ interface Options {
   json: string;
   gatewayEnv: Record<string, string>;
   nodeArgs: string[];
+  /** --tracing: also run a gateway exporting spans (to otlp-sink.ts) with parent-based sampling at this root ratio. */
+  tracingRatio: number | undefined;
   /** More gateways measured in the same rounds: GRPC_WORKERS=N (--workers), and A/B runs (--versus, --versus-env). */
   extra: { label: string; tag: string; distDir?: string; env: Record<string, string>; nodeArgs?: string[] }[];
 }
@@ -159,6 +168,8 @@ function parseOptions(argv: string[]): Options {
       'token-budgets': { type: 'boolean', default: false },
       'versus-env': { type: 'string', multiple: true, default: [] },
       'versus-node-arg': { type: 'string', multiple: true, default: [] },
+      tracing: { type: 'boolean', default: false },
+      'tracing-ratio': { type: 'string', default: String(DEFAULT_TRACING_RATIO) },
       help: { type: 'boolean', default: false },
     },
   });
@@ -188,6 +199,9 @@ function parseOptions(argv: string[]): Options {
         '  --versus-env NAME=VALUE A/B: also run a gateway with this setting on top of --env (repeatable)',
         '  --versus-node-arg ARG   A/B: also run a gateway with this node option after --node-arg (repeatable), e.g. --versus-node-arg=--memory-reducer',
         '  --token-budgets         A/B: also run a gateway whose default plan has token budgets (2 per scope), same rounds',
+        '  --tracing               A/B: also run a gateway exporting OpenTelemetry spans over OTLP/HTTP to a sink process',
+        `                          (otlp-sink.ts), parent-based sampling with root ratio --tracing-ratio (default ${DEFAULT_TRACING_RATIO})`,
+        '  --tracing-ratio R       the root sampling ratio of --tracing, from 0 to 1 (the traffic carries no trace context)',
         `  --attacks               only the HTTP/2 attacks (no Check-path phase): each vector from ${ATTACK_CONNECTIONS} connections against the`,
         `                          gateway and the no-op grpc-js server, a normal client at ${NORMAL_RATE} Checks/s before, during and after`,
         "                          it; issue 33's targets; --env and --node-arg apply to the gateway",
@@ -209,6 +223,11 @@ function parseOptions(argv: string[]): Options {
     const value = Number(text);
     if (!(value > 0)) throw new Error(`--${name} must be a positive number of seconds, got '${text}'`);
     return value * 1000;
+  };
+  const ratio = (text: string, name: string) => {
+    const value = Number(text);
+    if (!(value >= 0 && value <= 1)) throw new Error(`--${name} must be a number from 0 to 1, got '${text}'`);
+    return value;
   };
   const compareKeyCounts = values['compare-key-counts'];
   const gatewayEnv = envAssignments(values.env, 'env');
@@ -234,6 +253,7 @@ function parseOptions(argv: string[]): Options {
         }
       : undefined,
     flush: values.flush,
+    tracingRatio: values.tracing ? ratio(values['tracing-ratio'], 'tracing-ratio') : undefined,
     json: values.json ?? path.join(BENCH_DIR, values.attacks ? 'attacks.json' : 'result.json'),
     gatewayEnv,
     nodeArgs: values['node-arg'],
@@ -330,6 +350,7 @@ async function main(): Promise<void> {
   const redis = await openDisposableRedis(options.flush, 'bench');
   const stats = new Redis(redis.url, { disconnectTimeout: 50 });
   const servers: ServerUnderTest[] = [];
+  let otlpSink: OtlpSink | undefined;
   try {
     const version = /redis_version:(\S+)/.exec(await stats.info('server'))?.[1] ?? 'unknown';
     log(`redis ${version} at ${redis.url}${redis.pid ? ` (spawned, pid ${redis.pid})` : ''}`);
@@ -370,6 +391,14 @@ async function main(): Promise<void> {
     }
     const versus: Contender[] = [];
     const extraEnv = new Map<Contender, Record<string, string>>();
+    if (options.tracingRatio !== undefined) {
+      otlpSink = await startOtlpSink();
+      options.extra.push({
+        label: `tracing (OTLP/HTTP to a sink, parentbased_traceidratio ${options.tracingRatio})`,
+        tag: 'tracing',
+        env: { ...options.gatewayEnv, ...tracingEnv(otlpSink.endpoint, options.tracingRatio) },
+      });
+    }
     for (const extra of options.extra) {
       const askedAtMs = Date.now();
       const server = await startGatewayFor(
@@ -573,9 +602,23 @@ async function main(): Promise<void> {
     log(`\nJSON written to ${path.relative(process.cwd(), options.json) || options.json}; ${report.elapsedSeconds.toFixed(0)} s in all`);
   } finally {
     for (const server of servers) await server.stop();
+    if (otlpSink) {
+      const received = await otlpSink.stop();
+      log(`OTLP sink: ${received.exports} exports, ${(received.bytes / 1024).toFixed(0)} KiB of spans`);
+    }
     stats.disconnect();
     await redis.stop();
   }
+}
+
+/** The standard OTEL_* settings of the --tracing gateway. */
+function tracingEnv(endpoint: string, ratio: number): Record<string, string> {
+  return {
+    OTEL_TRACES_EXPORTER: 'otlp',
+    OTEL_EXPORTER_OTLP_ENDPOINT: endpoint,
+    OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
+    OTEL_TRACES_SAMPLER_ARG: String(ratio),
+  };
 }
 
 function contender(label: string, server: ServerUnderTest, traffic: Traffic, tailBody: string, gateway?: Contender['gateway']): Contender {

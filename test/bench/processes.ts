@@ -87,6 +87,42 @@ export async function startNoopServer(transport = 'grpc-js'): Promise<ServerUnde
   };
 }
 
+export interface OtlpSink {
+  /** For OTEL_EXPORTER_OTLP_ENDPOINT. */
+  endpoint: string;
+  /** Stops it; resolves with what it received. */
+  stop(): Promise<{ exports: number; bytes: number }>;
+}
+
+/** otlp-sink.ts (compiled next to this file) in a process of its own: it takes the export traffic of `--tracing`. */
+export async function startOtlpSink(): Promise<OtlpSink> {
+  const child = spawn(process.execPath, [path.join(__dirname, 'otlp-sink.js')], { stdio: ['ignore', 'pipe', 'pipe'] });
+  live.add(child);
+  let output = '';
+  child.stdout.on('data', (chunk) => (output += chunk));
+  const port = await new Promise<number>((resolve, reject) => {
+    const deadline = setTimeout(() => reject(new Error('the OTLP sink did not start')), 15_000);
+    const onData = () => {
+      const match = /\{"port":(\d+)/.exec(output);
+      if (!match) return;
+      clearTimeout(deadline);
+      child.stdout.off('data', onData);
+      resolve(Number(match[1]));
+    };
+    child.stdout.on('data', onData);
+    child.once('exit', (code) => reject(new Error(`the OTLP sink exited with ${code}`)));
+  });
+  return {
+    endpoint: `http://127.0.0.1:${port}`,
+    async stop() {
+      await stopChild(child);
+      live.delete(child);
+      const match = /\{"exports":(\d+),"bytes":(\d+)\}/.exec(output);
+      return { exports: Number(match?.[1] ?? 0), bytes: Number(match?.[2] ?? 0) };
+    },
+  };
+}
+
 /**
  * V8 flags the service starts with (Dockerfile CMD, `npm start`): Node refuses
  * them in NODE_OPTIONS. Chosen on Node 20 (V8 11.3) as below; measured again

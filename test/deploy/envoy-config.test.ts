@@ -276,7 +276,21 @@ describe.each([
     expect(clusterEndpoints(view, 'ext_authz')).toEqual([{ address: expected.authz.address, port: expected.authz.port }]);
     expect(cluster(view, 'upstream_api').type).toBe(expected.upstream.type);
     expect(clusterEndpoints(view, 'upstream_api')).toEqual([{ address: expected.upstream.address, port: expected.upstream.port }]);
-    expect(view.static_resources.clusters.map((c) => c.name).sort()).toEqual(['ext_authz', 'ext_proc', 'upstream_api']);
+    expect(view.static_resources.clusters.map((c) => c.name).sort()).toEqual(['ext_authz', 'ext_proc', 'otel_collector', 'upstream_api']);
+  });
+
+  it('traces with the OpenTelemetry tracer to the otel_collector cluster over HTTP/2, sampling 1 % (docs/operations/tracing.md)', () => {
+    const tracing = loose(hcmOf(view)).tracing as {
+      random_sampling: unknown;
+      provider: { name: string; typed_config: { '@type': string; grpc_service: { envoy_grpc: { cluster_name: string } } } };
+    };
+    expect(tracing.random_sampling).toEqual({ value: 1 });
+    expect(tracing.provider.name).toBe('envoy.tracers.opentelemetry');
+    expect(tracing.provider.typed_config['@type']).toBe('type.googleapis.com/envoy.config.trace.v3.OpenTelemetryConfig');
+    expect(tracing.provider.typed_config.grpc_service.envoy_grpc.cluster_name).toBe('otel_collector');
+    const collector = loose(cluster(view, 'otel_collector'));
+    expect(collector.typed_extension_protocol_options).toEqual(loose(cluster(view, 'ext_authz')).typed_extension_protocol_options);
+    expect(clusterEndpoints(view, 'otel_collector')).toEqual([{ address: 'otel-collector', port: 4317 }]);
   });
 
   it('bounds the Checks in flight where refusing costs the replicas nothing: max_requests = MAX_CHECKS_IN_FLIGHT × GRPC_WORKERS × replicas behind this Envoy', () => {

@@ -82,7 +82,8 @@ export interface OfficialCheckClient {
    * Calls Check; rejects with the grpc.ServiceError (has .code/.details) on RPC failure.
    * Every response (deny bodies and headers, allow headers) and error joins the suite-wide secret scan.
    */
-  check(req: object, deadlineMs?: number): Promise<OfficialCheckResponse>;
+  /** `metadata`: the call's own headers, as Envoy's gRPC client adds its trace context to them. */
+  check(req: object, deadlineMs?: number, metadata?: Readonly<Record<string, string>>): Promise<OfficialCheckResponse>;
   close(): void;
 }
 
@@ -114,9 +115,15 @@ export function createOfficialCheckClient(address: string /* host:port */, optio
   const Ctor = authorizationClientCtor();
   const client = new Ctor(address, grpc.credentials.createInsecure(), options) as unknown as AuthorizationClient;
   return {
-    check(req: object, deadlineMs: number = DEFAULT_CHECK_DEADLINE_MS): Promise<OfficialCheckResponse> {
+    check(
+      req: object,
+      deadlineMs: number = DEFAULT_CHECK_DEADLINE_MS,
+      metadata: Readonly<Record<string, string>> = {},
+    ): Promise<OfficialCheckResponse> {
+      const callMetadata = new grpc.Metadata();
+      for (const [name, value] of Object.entries(metadata)) callMetadata.set(name, value);
       return new Promise((resolve, reject) => {
-        client.Check(req, new grpc.Metadata(), { deadline: Date.now() + deadlineMs }, (err, res) => {
+        client.Check(req, callMetadata, { deadline: Date.now() + deadlineMs }, (err, res) => {
           try {
             // Only the answer is recorded: the request may hold the test's own secrets.
             if (err) recordCapture('bodies', 'Check error', JSON.stringify({ code: err.code, details: err.details }));

@@ -70,6 +70,7 @@ export const ENVOY_PROTO_FILES = [
   'envoy/extensions/http/early_header_mutation/header_mutation/v3/header_mutation.proto',
   'envoy/extensions/retry/host/previous_hosts/v3/previous_hosts.proto',
   'envoy/extensions/resource_monitors/downstream_connections/v3/downstream_connections.proto',
+  'envoy/config/trace/v3/opentelemetry.proto',
 ];
 
 /** Proto files resolved against include directories, as protoc's -I does, with field names as written. */

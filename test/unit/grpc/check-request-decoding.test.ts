@@ -205,7 +205,13 @@ describe('CheckRequest decoding (the fields the pipeline reads)', () => {
     const seen: unknown[] = [];
     const method = checkMethod((request) => seen.push(request), createLogger('silent'));
     const failures: unknown[] = [];
-    const call = { deadlineMs: Infinity, finished: false, respond: () => undefined, fail: (error) => failures.push(error) } as UnaryCall;
+    const call = {
+      deadlineMs: Infinity,
+      finished: false,
+      metadata: undefined,
+      respond: () => undefined,
+      fail: (error) => failures.push(error),
+    } as UnaryCall;
     const bytes = official.requestSerialize(envoyCheckRequest({ path: '/v1/messages', headers: { 'x-api-key': 'k' } }));
     if (method.kind !== 'unary') throw new Error('Check is unary');
     method.handle(bytes, call);

@@ -166,7 +166,13 @@ function frameOf(message: Buffer): Buffer {
 function answerFrame(response: object): Buffer {
   const method = checkMethod((_request, _deadline, reply) => reply(null, response as CheckResponse), createLogger('silent'));
   let written: Buffer | undefined;
-  const call = { deadlineMs: Infinity, finished: false, respond: (frame) => (written = frame), fail: () => undefined } as UnaryCall;
+  const call = {
+    deadlineMs: Infinity,
+    finished: false,
+    metadata: undefined,
+    respond: (frame) => (written = frame),
+    fail: () => undefined,
+  } as UnaryCall;
   if (method.kind !== 'unary') throw new Error('Check is unary');
   method.handle(Buffer.alloc(0), call);
   if (!written) throw new Error('no answer written');

@@ -19,6 +19,7 @@ function recordingCall() {
   const call: ServerStreamingCall = {
     deadlineMs: Infinity,
     finished: false,
+    metadata: undefined,
     respond: (frame) => messages.push(check.responseDeserialize(frame.subarray(5))),
     write: (frame) => messages.push(check.responseDeserialize(frame.subarray(5))),
     fail: (error) => errors.push(error),
