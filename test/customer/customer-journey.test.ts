@@ -395,9 +395,17 @@ describe('the customer journey in Chromium', () => {
     expect((await usageCells(page))[0]![0]).toContain(`(${metered.prefix}…)`);
     expect(await page.locator('#usage-chart .u-legend').textContent()).toContain(`(${metered.prefix}…)`);
     // Hovering the current hour, the legend shows that hour's spend as money, exactly.
-    const plot = (await page.locator('#usage-chart .u-over').boundingBox())!;
-    await page.mouse.move(plot.x + plot.width - 1, plot.y + plot.height / 2);
-    await page.locator('#usage-chart .u-legend').filter({ hasText: '$0.004203' }).waitFor();
+    // The chart is drawn again when its data refreshes, which drops the cursor: hover again until the legend follows it.
+    const hourSpend = page.locator('#usage-chart .u-legend').filter({ hasText: '$0.004203' });
+    for (let attempt = 1; ; attempt += 1) {
+      const plot = (await page.locator('#usage-chart .u-over').boundingBox())!;
+      await page.mouse.move(plot.x + plot.width - 1 - (attempt % 2), plot.y + plot.height / 2);
+      const shown = await hourSpend.waitFor({ timeout: 3_000 }).then(
+        () => true,
+        (error: unknown) => (attempt < 10 ? false : Promise.reject(error)),
+      );
+      if (shown) break;
+    }
     await page.screenshot({ path: join(ARTIFACTS, 'customer-usage-spend-375.png'), fullPage: true });
     await page.mouse.move(0, 0);
     expect(await page.getByTestId('create-card').isHidden()).toBe(true);
