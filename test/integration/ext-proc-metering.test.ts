@@ -139,7 +139,14 @@ function runExchange(exchange: Exchange, processClient: ProcessClient = client):
   const replies: string[] = [];
   call.on('data', (reply: { response?: string }) => replies.push(reply.response ?? 'none'));
   call.on('error', () => undefined);
-  const status = new Promise<StreamResult>((resolve) => call.on('status', (s: grpc.StatusObject) => resolve({ status: s, replies })));
+  let cutTimer: NodeJS.Timeout | undefined;
+  // A stream the processor ends first (refused, or failed) needs no cut: the timer would outlive the suite.
+  const status = new Promise<StreamResult>((resolve) =>
+    call.on('status', (s: grpc.StatusObject) => {
+      clearTimeout(cutTimer);
+      resolve({ status: s, replies });
+    }),
+  );
   const messages = envoyMessages(exchange);
   let written = 0;
   // Envoy closes a stream only well after its last message went out (deferred_close_timeout).
@@ -152,7 +159,11 @@ function runExchange(exchange: Exchange, processClient: ProcessClient = client):
       setImmediate(() => call.cancel());
     }
   };
-  for (const message of messages) call.write(message, () => ++written === messages.length && setTimeout(cut, 250));
+  for (const message of messages) {
+    call.write(message, () => {
+      if (++written === messages.length) cutTimer = setTimeout(cut, 250);
+    });
+  }
   return status;
 }
 
