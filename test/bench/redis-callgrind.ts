@@ -7,7 +7,7 @@
  * shows to a fraction of a percent, where Redis's CPU time on this shared
  * machine moves by ±10 % from run to run.
  *
- *   node .bench/build/test/bench/redis-callgrind.js [--dist DIR]… [--token-budgets] [--spent] [--holds] [--decisions N] [--in-flight N] [--cpu-time]
+ *   node .bench/build/test/bench/redis-callgrind.js [--dist DIR]… [--token-budgets] [--spent] [--holds] [--decisions N] [--in-flight N] [--cpu-time] [--keep-dump FILE]
  *
  * For each --dist (a build's directory, e.g. a copy of an earlier dist/;
  * default this one), in turn: a fresh redis-server under callgrind; 100
@@ -26,6 +26,10 @@
  * (src/accounts/credit-holds.ts) under a request id of its own that no answer
  * releases, so every decision is taken with the holds of the ones before it
  * in flight (60 per account by the end of the default run).
+ *
+ * --keep-dump FILE: the measured decisions' callgrind dump is copied to FILE
+ * (with each --dist's index after the first), for `callgrind_annotate FILE`
+ * to show which of Redis's functions the instructions went to.
  *
  * --cpu-time: redis-server runs as itself, not under callgrind, and the
  * decisions are timed instead of counted: Redis's CPU per decision, user and
@@ -72,6 +76,7 @@ async function main(): Promise<void> {
       decisions: { type: 'string', default: '3000' },
       'in-flight': { type: 'string', default: '64' },
       'cpu-time': { type: 'boolean', default: false },
+      'keep-dump': { type: 'string' },
     },
   });
   const inFlight = Number(values['in-flight']);
@@ -81,7 +86,8 @@ async function main(): Promise<void> {
   const decisions = Number(values.decisions);
   const binary = findRedisServerBinary(process.env.PATH, ['/usr/bin/redis-server', '/usr/local/bin/redis-server']);
   if (!binary) throw new Error('needs redis-server');
-  for (const dist of values.dist) {
+  for (const [i, dist] of values.dist.entries()) {
+    const keepDump = values['keep-dump'] === undefined ? undefined : `${values['keep-dump']}${i === 0 ? '' : `.${i}`}`;
     const measured = await measure(path.resolve(dist), binary, {
       budgets,
       spent: values.spent,
@@ -89,6 +95,7 @@ async function main(): Promise<void> {
       decisions,
       inFlight,
       cpuTime: values['cpu-time'],
+      keepDump,
     });
     process.stdout.write(
       `${JSON.stringify({ dist, tokenBudgets: values['token-budgets'], spent: values.spent, holds: values.holds, decisions, inFlight, ...measured })}\n`,
@@ -103,6 +110,7 @@ interface Run {
   decisions: number;
   inFlight: number;
   cpuTime: boolean;
+  keepDump: string | undefined;
 }
 
 async function measure(dist: string, binary: string, run: Run): Promise<Record<string, number>> {
@@ -169,6 +177,7 @@ async function measure(dist: string, binary: string, run: Run): Promise<Record<s
     }
     const dump = fs.readdirSync(dir).find((name) => /^callgrind\.out\.\d+$/.test(name));
     if (!dump) throw new Error(`callgrind wrote no dump in ${dir}`);
+    if (run.keepDump !== undefined) fs.copyFileSync(path.join(dir, dump), run.keepDump);
     const summary = /^(?:summary|totals): (\d+)/m.exec(fs.readFileSync(path.join(dir, dump), 'utf8'));
     if (!summary) throw new Error(`no instruction total in ${dump}`);
     return { instructionsPerDecision: Math.round(Number(summary[1]) / decisions) };
