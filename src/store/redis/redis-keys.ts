@@ -127,6 +127,16 @@ export const redisKeys = {
    * every field each Check's lookups would otherwise scan past.
    */
   holds: (accountId: string) => `${redisKeys.accountTag(accountId)}holds`,
+  /**
+   * Holds hash field (the empty name: no request id, hold-step.ts names an
+   * empty one) written with the first hold, its value longer than Redis's
+   * hash-max-listpack-value (64 by default), so the hash is a hashtable from
+   * the start: in a listpack every new request id is compared with each one
+   * in flight before it is appended (about 17k instructions at 50 in
+   * flight), in a hashtable it is hashed once.
+   */
+  holdsHashtableField: () => '',
+  holdsHashtableValue: () => 'keeps this hash a hashtable: longer than the 64 bytes of hash-max-listpack-value',
   heldMinorUnitsField: () => 'hm',
   heldTokensField: () => 'ht',
   keyHeldMinorUnitsField: (keyId: string) => `hm:${keyId}`,

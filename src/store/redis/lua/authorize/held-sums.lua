@@ -33,7 +33,8 @@ if ARGV[3] then
       for i = 1, #all, 2 do
         local deadline, id, m, t, km, kt = string.match(all[i + 1], '^(%d+) (%S+) (%d+) (%d+) (%d+) (%d+)$')
         deadline = tonumber(deadline)
-        if not deadline or deadline <= now then
+        if all[i] == '' then -- luacheck: ignore 542 (the hashtable marker is no hold: neither lapsed nor counted)
+        elseif not deadline or deadline <= now then
           lapsed[#lapsed + 1] = all[i]
           if id then
             for f, n in pairs({hm = m, ht = t, ['hm:' .. id] = km, ['ht:' .. id] = kt}) do
@@ -44,7 +45,8 @@ if ARGV[3] then
           prune_at = deadline
         end
       end
-      if #lapsed > 0 then redis.call('HDEL', KEYS[3], unpack(lapsed)) end
+      if not prune_at then redis.call('DEL', KEYS[3])
+      elseif #lapsed > 0 then redis.call('HDEL', KEYS[3], unpack(lapsed)) end
       local emptied = {}
       for f, n in pairs(taken) do
         if n > 0 and redis.call('HINCRBY', KEYS[1], f, string.format('%.0f', -n)) <= 0 then emptied[#emptied + 1] = f end

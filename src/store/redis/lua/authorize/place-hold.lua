@@ -5,6 +5,10 @@
 -- was judged against), and the sums it adds to go into the account hash
 -- with the decision's other writes.
 local hw = {}
+-- The first hold makes the holds hash a hashtable (redisKeys.holdsHashtableField).
+if holding and not prune_at then
+  redis.call('HSET', KEYS[3], '', 'keeps this hash a hashtable: longer than the 64 bytes of hash-max-listpack-value')
+end
 -- The amounts as ARGV wrote them: a Lua number may print with an exponent.
 if holding and redis.call('HSETNX', KEYS[3], ARGV[5], ARGV[6] .. ' ' .. ARGV[1] .. ' ' .. (hold_m > 0 and ARGV[3] or '0') .. ' ' ..
     (hold_t > 0 and ARGV[4] or '0') .. ' ' .. (key_m > 0 and ARGV[3] or '0') .. ' ' .. (key_t > 0 and ARGV[4] or '0')) == 1 then

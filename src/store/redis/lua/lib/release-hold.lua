@@ -8,6 +8,11 @@ local function release_hold(account, holds, request_id)
   local held = redis.call('HGET', holds, request_id)
   if not held then return end
   redis.call('HDEL', holds, request_id)
+  -- Only the hashtable marker left: the hash goes with the prune time, and the next hold starts both again.
+  if redis.call('HLEN', holds) == 1 and redis.call('HEXISTS', holds, '') == 1 then
+    redis.call('DEL', holds)
+    redis.call('HDEL', account, 'holdPruneAtUs')
+  end
   local id, m, t, km, kt = string.match(held, '^%d+ (%S+) (%d+) (%d+) (%d+) (%d+)$')
   if not id then return end
   for f, n in pairs({hm = m, ht = t, ['hm:' .. id] = km, ['ht:' .. id] = kt}) do
