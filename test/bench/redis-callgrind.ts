@@ -7,7 +7,7 @@
  * shows to a fraction of a percent, where Redis's CPU time on this shared
  * machine moves by ±10 % from run to run.
  *
- *   node .bench/build/test/bench/redis-callgrind.js [--dist DIR]… [--token-budgets] [--spent] [--holds] [--decisions N] [--in-flight N] [--cpu-time]
+ *   node .bench/build/test/bench/redis-callgrind.js [--dist DIR]… [--token-budgets] [--spent] [--holds [--postpaid]] [--decisions N] [--in-flight N] [--cpu-time] [--keep-dump FILE]
  *
  * For each --dist (a build's directory, e.g. a copy of an earlier dist/;
  * default this one), in turn: a fresh redis-server under callgrind; 100
@@ -26,6 +26,13 @@
  * (src/accounts/credit-holds.ts) under a request id of its own that no answer
  * releases, so every decision is taken with the holds of the ones before it
  * in flight (60 per account by the end of the default run).
+ *
+ * --keep-dump FILE: the measured decisions' callgrind dump is copied to FILE
+ * (with each --dist's index after the first), for `callgrind_annotate FILE`
+ * to show which of Redis's functions the instructions went to.
+ *
+ * --postpaid: with --holds, the accounts are postpaid, as most are: each
+ * decision brings a hold, which (without --token-budgets) holds nothing.
  *
  * --cpu-time: redis-server runs as itself, not under callgrind, and the
  * decisions are timed instead of counted: Redis's CPU per decision, user and
@@ -69,29 +76,35 @@ async function main(): Promise<void> {
       'token-budgets': { type: 'boolean', default: false },
       spent: { type: 'boolean', default: false },
       holds: { type: 'boolean', default: false },
+      postpaid: { type: 'boolean', default: false },
       decisions: { type: 'string', default: '3000' },
       'in-flight': { type: 'string', default: '64' },
       'cpu-time': { type: 'boolean', default: false },
+      'keep-dump': { type: 'string' },
     },
   });
   const inFlight = Number(values['in-flight']);
   if (!Number.isInteger(inFlight) || inFlight < 1) throw new Error('--in-flight must be a whole number from 1');
   const budgets = values['token-budgets'] ? BENCH_TOKEN_BUDGETS : NO_TOKEN_BUDGETS;
   if (values.spent && !values['token-budgets']) throw new Error('--spent needs --token-budgets');
+  if (values.postpaid && !values.holds) throw new Error('--postpaid needs --holds');
   const decisions = Number(values.decisions);
   const binary = findRedisServerBinary(process.env.PATH, ['/usr/bin/redis-server', '/usr/local/bin/redis-server']);
   if (!binary) throw new Error('needs redis-server');
-  for (const dist of values.dist) {
+  for (const [i, dist] of values.dist.entries()) {
+    const keepDump = values['keep-dump'] === undefined ? undefined : `${values['keep-dump']}${i === 0 ? '' : `.${i}`}`;
     const measured = await measure(path.resolve(dist), binary, {
       budgets,
       spent: values.spent,
       holds: values.holds,
+      postpaid: values.postpaid,
       decisions,
       inFlight,
       cpuTime: values['cpu-time'],
+      keepDump,
     });
     process.stdout.write(
-      `${JSON.stringify({ dist, tokenBudgets: values['token-budgets'], spent: values.spent, holds: values.holds, decisions, inFlight, ...measured })}\n`,
+      `${JSON.stringify({ dist, tokenBudgets: values['token-budgets'], spent: values.spent, holds: values.holds, postpaid: values.postpaid, decisions, inFlight, ...measured })}\n`,
     );
   }
 }
@@ -100,13 +113,15 @@ interface Run {
   budgets: TokenBudgetPlan;
   spent: boolean;
   holds: boolean;
+  postpaid: boolean;
   decisions: number;
   inFlight: number;
   cpuTime: boolean;
+  keepDump: string | undefined;
 }
 
 async function measure(dist: string, binary: string, run: Run): Promise<Record<string, number>> {
-  const { budgets, spent, holds, decisions, inFlight } = run;
+  const { budgets, spent, holds, postpaid, decisions, inFlight } = run;
   const m = loadBuildModules<Modules>(dist, ['store/redis/redis-store.js', 'store/redis/redis-keys.js']);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'redis-callgrind-'));
   const port = 20_000 + Math.floor(Math.random() * 20_000);
@@ -130,7 +145,7 @@ async function measure(dist: string, binary: string, run: Run): Promise<Record<s
     }
     const store = await m.RedisStore.connect({ url, commandTimeoutMs: 60_000, adminCommandTimeoutMs: 60_000 });
     try {
-      const ids = await seed(m, store, probe, budgets, spent, holds);
+      const ids = await seed(m, store, probe, budgets, spent, holds && !postpaid);
       let requests = 0;
       const holdOf = () => ({ hold: { requestId: `bench-${(requests += 1)}`, minorUnits: HOLD_MINOR_UNITS, tokens: HOLD_TOKENS } });
       const authorize = async (count: number) => {
@@ -169,6 +184,7 @@ async function measure(dist: string, binary: string, run: Run): Promise<Record<s
     }
     const dump = fs.readdirSync(dir).find((name) => /^callgrind\.out\.\d+$/.test(name));
     if (!dump) throw new Error(`callgrind wrote no dump in ${dir}`);
+    if (run.keepDump !== undefined) fs.copyFileSync(path.join(dir, dump), run.keepDump);
     const summary = /^(?:summary|totals): (\d+)/m.exec(fs.readFileSync(path.join(dir, dump), 'utf8'));
     if (!summary) throw new Error(`no instruction total in ${dump}`);
     return { instructionsPerDecision: Math.round(Number(summary[1]) / decisions) };
@@ -187,7 +203,7 @@ async function seed(
   redis: Redis,
   budgets: TokenBudgetPlan,
   spent: boolean,
-  holds: boolean,
+  prepaid: boolean,
 ): Promise<{ accountId: string; keyId: string }[]> {
   const createdAt = new Date().toISOString();
   const ids: { accountId: string; keyId: string }[] = [];
@@ -200,7 +216,7 @@ async function seed(
       name: accountId,
       status: 'active',
       createdAt,
-      ...(holds ? { creditBalance: PREPAID_BALANCE } : {}),
+      ...(prepaid ? { creditBalance: PREPAID_BALANCE } : {}),
     });
     for (let k = 0; k < KEYS_PER_ACCOUNT; k += 1) {
       const keyId = `key_${a}_${k}`;

@@ -97,10 +97,12 @@ describe.each(implementations)('credit holds: %s', (name, open) => {
     expect((await store.applyUsage(record, budgets)).kind).toBe('applied');
   };
   const balance = async (accountId: string) => (await store.getAccount(accountId))?.creditBalance;
-  /** Redis only: the holds left in flight, and the account hash's fields of holds and their sums. */
+  /** Redis only: the holds left in flight, and the fields of their sums beside them. */
   const redisHolds = async (accountId: string) => {
-    const fields = Object.keys(await raw.hgetall(redisKeys.account(accountId))).filter((field) => /^(hm|ht)/.test(field));
-    return { inFlight: (await raw.hkeys(redisKeys.holds(accountId))).sort(), fields: fields.sort() };
+    const names = await raw.hkeys(redisKeys.holds(accountId));
+    const isSums = (field: string) => field.startsWith('\u0001');
+    const inFlight = names.filter((field) => field !== redisKeys.holdsHashtableField() && !isSums(field));
+    return { inFlight: inFlight.sort(), fields: names.filter(isSums).sort() };
   };
 
   it('admits a request only while the balance covers the holds in flight and its own; metering releases the hold and debits the real cost', async () => {
@@ -160,7 +162,9 @@ describe.each(implementations)('credit holds: %s', (name, open) => {
     if (name === 'redis') {
       const held = await redisHolds(ids.accountId);
       expect(held.inFlight).toEqual(['a', 'b']);
-      expect(await raw.hget(redisKeys.account(ids.accountId), redisKeys.heldMinorUnitsField())).toBe('120');
+      // The packed sums (PACKED_HOLD_SUMS_STRUCT): the next prune time, the holds in flight, the minor units held.
+      const sums = await raw.hgetBuffer(redisKeys.holds(ids.accountId), redisKeys.holdSumsField());
+      expect([sums?.readDoubleLE(8), sums?.readDoubleLE(16)]).toEqual([2, 120]);
     }
   });
 
@@ -175,6 +179,61 @@ describe.each(implementations)('credit holds: %s', (name, open) => {
     expect(await check(other, hold('a', 60))).toBe('allow');
     expect(await check(other, hold('b', 41))).toBe('budget_exceeded');
     expect(await check(other, hold('b', 40))).toBe('allow');
+  });
+
+  it("releases a key's lapsed holds from its spend cap, whichever key's Check finds them lapsed", async () => {
+    const ids = await seed({ creditBalance: 1_000 }, { monthlySpendCap: 50 });
+    const key = generateCustomerKey('live');
+    const other = { accountId: ids.accountId, keyId: `${ids.keyId}_2` };
+    const otherRecord: StoredKey = {
+      id: other.keyId,
+      accountId: ids.accountId,
+      prefix: key.slice(0, 12),
+      name: 'ci',
+      environment: 'live',
+      status: 'active',
+      createdAt: '2026-11-22T00:00:01.000Z',
+    };
+    expect(await store.insertKey(hashCustomerKey(key), otherRecord)).toBe('created');
+    expect(await check(ids, hold('a', 50))).toBe('allow');
+    expect(await check(ids, hold('b', 50))).toBe('budget_exceeded');
+    clock.advance(LIFETIME_MS / 2);
+    // Still in flight when a lapses, so the prune keeps the account's holds and must take a off the key's sums.
+    expect(await check(other, hold('y', 10))).toBe('allow');
+    clock.advance(LIFETIME_MS / 2);
+    // The other key's Check is the one that finds a lapsed; the capped key's 50 are free again all the same.
+    expect(await check(other, hold('x', 10))).toBe('allow');
+    expect(await check(ids, hold('b', 50))).toBe('allow');
+    expect(await check(ids, hold('c', 1))).toBe('budget_exceeded');
+    await meter(ids, 'b', 0);
+    expect(await check(ids, hold('c', 50))).toBe('allow');
+  });
+
+  const onRedis = name === 'redis' ? it : it.skip;
+
+  onRedis('keeps the holds in a hashtable from the first, and leaves nothing once the last is released', async () => {
+    const ids = await seed({ creditBalance: 1_000 });
+    expect(await check(ids, hold('a', 10))).toBe('allow');
+    // A listpack would compare each new request id with every hold in flight.
+    expect(await raw.object('ENCODING', redisKeys.holds(ids.accountId))).toBe('hashtable');
+    expect(await check(ids, hold('b', 10))).toBe('allow');
+    await meter(ids, 'a', 10);
+    await meter(ids, 'b', 10);
+    expect(await raw.exists(redisKeys.holds(ids.accountId))).toBe(0);
+    expect(await redisHolds(ids.accountId)).toEqual({ inFlight: [], fields: [] });
+  });
+
+  onRedis('lets holds in the layout before an upgrade lapse, uncounted, and drops their sums', async () => {
+    const ids = await seed({ creditBalance: 100 });
+    const nowUs = T0 * 1000;
+    // As the version before stored them: text sums in the account hash, `<deadlineUs> <keyId> <amounts…>` per hold.
+    await raw.hset(redisKeys.holds(ids.accountId), 'old', `${nowUs + HOLD_LIFETIME_US} ${ids.keyId} 100 0 0 0`);
+    await raw.hset(redisKeys.account(ids.accountId), 'hm', '100', 'holdPruneAtUs', String(nowUs + HOLD_LIFETIME_US));
+    expect(await check(ids, hold('a', 100))).toBe('allow');
+    clock.advance(LIFETIME_MS);
+    expect(await check(ids, hold('b', 100))).toBe('allow');
+    expect((await redisHolds(ids.accountId)).inFlight).toEqual(['b']);
+    expect(await raw.hmget(redisKeys.account(ids.accountId), 'hm', 'holdPruneAtUs')).toEqual([null, null]);
   });
 
   it('counts held tokens as used against the token budgets', async () => {

@@ -283,7 +283,11 @@ if k[2] and k[2] * 1000 <= now then return {'key_expired', prefix} end
 if a[1] == 'suspended' then return {'account_suspended', prefix} end
 local plan_budgets, plan_key_budgets = ${budgets.key.length + budgets.account.length > 0}, ${budgets.key.length > 0}
 ${luaFile('authorize/held-sums.lua')}
-if a[2] and (tonumber(a[2]) <= 0 or tonumber(a[2]) - held_am < hold_m) then return {'credit_exhausted', prefix} end
+if a[2] then
+  -- One tonumber (a strtod each).
+  local balance = tonumber(a[2])
+  if balance <= 0 or balance - held_am < hold_m then return {'credit_exhausted', prefix} end
+end
 ${luaFile('authorize/spend-caps.lua')}
 local b_scope, b_tokens, b_window, b_remaining, b_reset
 local swept = a[4] and tonumber(a[4])

@@ -118,20 +118,37 @@ export const redisKeys = {
   usageSweepField: () => 'usageSweepDueUs',
   /**
    * Credit holds in flight (src/accounts/credit-holds.ts): a hash of the
-   * account's request ids, each `<deadlineUs> <keyId> <minorUnits> <tokens>
-   * <keyMinorUnits> <keyTokens>` (the deadline on the decision clock; what
-   * counts for the key apart, held only where the key has a cap or budgets). Their sums are fields of the
-   * account hash, so a Check reads them with one HMGET however many are in
-   * flight; holdPruneAtField is no later than the earliest deadline: until
-   * then no Check looks for lapsed holds. Apart from the account hash, whose
-   * every field each Check's lookups would otherwise scan past.
+   * account's request ids, each `<checkUs>:<minorUnits>:<tokens>:<keyMinorUnits>:<keyTokens>:<keyId>`
+   * (the Check's time on the decision clock: the hold lapses HOLD_LIFETIME_US
+   * later; what counts for the key apart, held only where the key has a cap
+   * or budgets), and beside them their sums (holdSumsField,
+   * keyHoldSumsField), read with the hold's own request id in one HMGET and
+   * written with the hold in one HSET, however many are in flight. The next
+   * prune time, packed with the sums, is no later than the earliest lapse:
+   * until then no Check looks for lapsed holds. Nothing of it is in the
+   * account hash, whose every field each Check's lookups would scan past.
    */
   holds: (accountId: string) => `${redisKeys.accountTag(accountId)}holds`,
-  heldMinorUnitsField: () => 'hm',
-  heldTokensField: () => 'ht',
-  keyHeldMinorUnitsField: (keyId: string) => `hm:${keyId}`,
-  keyHeldTokensField: (keyId: string) => `ht:${keyId}`,
-  holdPruneAtField: () => 'holdPruneAtUs',
+  /**
+   * Holds hash field (the empty name: no request id, hold-step.ts names an
+   * empty one) written with the first hold, its value longer than Redis's
+   * hash-max-listpack-value (64 by default), so the hash is a hashtable from
+   * the start: in a listpack every field is found by comparing it with each
+   * one before it (about 17k instructions for a new request id at 50 in
+   * flight), in a hashtable by one hash.
+   */
+  holdsHashtableField: () => '',
+  holdsHashtableValue: () => 'keeps this hash a hashtable: longer than the 64 bytes of hash-max-listpack-value',
+  /**
+   * Holds hash fields of the sums, named with a control character, which an
+   * HTTP header value (x-request-id) cannot hold: the account's sums, count
+   * and next prune time (PACKED_HOLD_SUMS_STRUCT, redis-records.ts), and a
+   * key's (PACKED_KEY_HOLD_SUMS_STRUCT; only for a key with a cap or budgets).
+   */
+  holdSumsField: () => '\u0001sums',
+  keyHoldSumsField: (keyId: string) => `\u0001key:${keyId}`,
+  /** The account's hold sums as text, before they were packed: no longer read; deleted when a Check prunes. */
+  legacyHoldSumFields: () => ['hm', 'ht', 'holdPruneAtUs'],
   /** Marker (with a TTL) that a usage record was applied to the account: holds how it was billed. */
   usageApplied: (accountId: string, requestId: string) => `${redisKeys.accountTag(accountId)}usage:applied:${requestId}`,
   /**

@@ -292,6 +292,18 @@ export function packTokenBuckets(buckets: readonly (TokenBucket & { windowSecond
 }
 
 /**
+ * The sums of an account's holds in flight (redisKeys.holdSumsField): the
+ * time of the next prune, how many are in flight, the minor units and the
+ * tokens held, in µs and whole numbers exact in doubles; a key's
+ * (keyHoldSumsField): its minor units and tokens. Binary, as the buckets, so
+ * a Check neither parses nor formats them as text.
+ */
+export const PACKED_HOLD_SUMS_STRUCT = '<dddd';
+export const PACKED_HOLD_SUMS_BYTES = 32;
+export const PACKED_KEY_HOLD_SUMS_STRUCT = '<dd';
+export const PACKED_KEY_HOLD_SUMS_BYTES = 16;
+
+/**
  * A packed rate-limit bucket entry (redisKeys.keyBucketField): the window in
  * seconds and the TAT in µs, a whole number held exactly in a double (below
  * 2^53 µs: the year 2255), as Lua's struct library packs them (little-endian

@@ -1,17 +1,26 @@
--- An allowed decision places its hold, into `hw` (account hash fields and
--- values to write, empty when none): the request id joins the holds hash
--- with its deadline and amounts (HSETNX: a repeated Check of the same
--- request id holds once; its first hold was already counted in the sums it
--- was judged against), and the sums it adds to go into the account hash
--- with the decision's other writes.
+-- An allowed decision places its hold (`hw`, the account hash's writes the
+-- script's HSET takes, stays empty: nothing of a hold is there). Unless the
+-- request id is in flight already (a repeated Check holds once; its first
+-- hold was already counted in the sums it was judged against), one HSET of
+-- the holds hash writes it with its Check time and amounts as ARGV wrote
+-- them (a Lua number may print with an exponent), and the sums it adds
+-- (held-sums.lua). The first hold in flight starts the holds hash as a
+-- hashtable (redisKeys.holdsHashtableField) and the prune time at its own
+-- lapse (HOLD_LIFETIME_US).
 local hw = {}
--- The amounts as ARGV wrote them: a Lua number may print with an exponent.
-if holding and redis.call('HSETNX', KEYS[3], ARGV[5], ARGV[6] .. ' ' .. ARGV[1] .. ' ' .. (hold_m > 0 and ARGV[3] or '0') .. ' ' ..
-    (hold_t > 0 and ARGV[4] or '0') .. ' ' .. (key_m > 0 and ARGV[3] or '0') .. ' ' .. (key_t > 0 and ARGV[4] or '0')) == 1 then
-  local fmt = string.format
-  if not prune_at then hw[1] = 'holdPruneAtUs'; hw[2] = ARGV[6] end
-  if hold_m > 0 then hw[#hw + 1] = 'hm'; hw[#hw + 1] = fmt('%.0f', held_am + hold_m) end
-  if hold_t > 0 then hw[#hw + 1] = 'ht'; hw[#hw + 1] = fmt('%.0f', held_at + hold_t) end
-  if key_m > 0 then hw[#hw + 1] = 'hm:' .. ARGV[1]; hw[#hw + 1] = fmt('%.0f', held_km + key_m) end
-  if key_t > 0 then hw[#hw + 1] = 'ht:' .. ARGV[1]; hw[#hw + 1] = fmt('%.0f', held_kt + key_t) end
+if holding and not held_before then
+  if not prune_at then
+    held_count = 0
+    prune_at = now + 660000000
+    redis.call('HSET', KEYS[3], '', 'keeps this hash a hashtable: longer than the 64 bytes of hash-max-listpack-value')
+  end
+  local value = ARGV[2] .. ':' .. (hold_m > 0 and hold_ms or '0') .. ':' .. (hold_t > 0 and hold_ts or '0') .. ':' ..
+    (key_m > 0 and hold_ms or '0') .. ':' .. (key_t > 0 and hold_ts or '0') .. ':' .. ARGV[1]
+  local sums = struct.pack('<dddd', prune_at, held_count + 1, held_am + hold_m, held_at + hold_t)
+  if key_m > 0 or key_t > 0 then
+    redis.call('HSET', KEYS[3], hold_id, value, '\001sums', sums,
+      '\001key:' .. ARGV[1], struct.pack('<dd', held_km + key_m, held_kt + key_t))
+  else
+    redis.call('HSET', KEYS[3], hold_id, value, '\001sums', sums)
+  end
 end
