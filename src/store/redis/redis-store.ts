@@ -64,6 +64,7 @@ import { RedisClock } from './redis-clock';
 import { HOLD_LIFETIME_US } from '../../accounts/credit-holds';
 import { closeClient, describeTopology, openCheckChannel, openClient, type ScriptedRedis } from './redis-client';
 import { ACTIVE_KEYS_NOT_INDEXED, REDIS_SCRIPTS as scripts, authorizeScript, parseAuthorizeReply } from './scripts';
+import { restrictionsText } from '../../keys/key-restrictions';
 
 /** Audit entries kept (approximately): old ones are trimmed as new ones arrive. */
 const AUDIT_MAX_ENTRIES = 100_000;
@@ -206,11 +207,16 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
     // The key id; the script names the key's fields from it. Then the decision time on Redis's clock.
     const nowUs = this.decisionClock.nowUs();
     const keyAndTime = [keyId, String(nowUs)];
+    // Always the last three: the restriction texts Check decided on and what it refused ('' for none).
+    const { restrictions } = request;
+    const restricted = [restrictions?.keyText ?? '', restrictions?.accountText ?? '', restrictions?.refused ?? ''];
     return this.checks.script(
       authorizeScript(request.defaultPlan, request.defaultTokenBudgets),
       hold ? [account, key, redisKeys.holds(accountId)] : [account, key],
       // With a hold: its amounts, its request id and when it lapses.
-      hold ? [...keyAndTime, String(hold.minorUnits), String(hold.tokens), hold.requestId, String(nowUs + HOLD_LIFETIME_US)] : keyAndTime,
+      hold
+        ? [...keyAndTime, String(hold.minorUnits), String(hold.tokens), hold.requestId, String(nowUs + HOLD_LIFETIME_US), ...restricted]
+        : [...keyAndTime, ...restricted],
       parseAuthorizeReply,
       'authorize',
     );
@@ -420,6 +426,8 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
           ...(typeof patch.creditBalance === 'number' ? { creditBalance: String(patch.creditBalance) } : {}),
           ...(typeof patch.maxActiveKeys === 'number' ? { maxActiveKeys: String(patch.maxActiveKeys) } : {}),
           ...(typeof patch.monthlySpendCap === 'number' ? { monthlySpendCap: String(patch.monthlySpendCap) } : {}),
+          // Pre-encoded: the authorize script compares this exact text with the one Check decided on.
+          ...(patch.keyRestrictions ? { restrictionsText: restrictionsText(patch.keyRestrictions) } : {}),
         }),
       ),
     );
@@ -691,6 +699,8 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
           ...(Array.isArray(patch.tokenBudgets) ? { tokenBudgetsJson: JSON.stringify(patch.tokenBudgets) } : {}),
           ...(typeof patch.monthlySpendCap === 'number' ? { monthlySpendCap: String(patch.monthlySpendCap) } : {}),
           ...(typeof patch.expiresAt === 'string' ? { expiresAtMs: String(Date.parse(patch.expiresAt)) } : {}),
+          // Pre-encoded: the authorize script compares this exact text with the one Check decided on.
+          ...(patch.restrictions ? { restrictionsText: restrictionsText(patch.restrictions) } : {}),
         }),
       ),
     );

@@ -603,6 +603,8 @@ if p.tokenBudgets ~= nil then
 end
 if p.monthlySpendCap == cjson.null then redis.call('HDEL', KEYS[1], '${redisKeys.monthlySpendCapField()}')
 elseif p.monthlySpendCap ~= nil then redis.call('HSET', KEYS[1], '${redisKeys.monthlySpendCapField()}', p.monthlySpendCap) end
+if p.keyRestrictions == cjson.null then redis.call('HDEL', KEYS[1], '${redisKeys.restrictionsField()}')
+elseif p.keyRestrictions ~= nil then redis.call('HSET', KEYS[1], '${redisKeys.restrictionsField()}', p.restrictionsText) end
 return redis.call('HGETALL', KEYS[1])`,
     parseReply: (reply): Account | null => (reply ? parseAccount(fieldsOf(reply)) : null),
   }),
@@ -682,6 +684,8 @@ if p.tokenBudgets == cjson.null then redis.call('HDEL', KEYS[1], '${redisKeys.to
 elseif p.tokenBudgets ~= nil then redis.call('HSET', KEYS[1], '${redisKeys.tokenBudgetsField()}', p.tokenBudgetsJson) end
 if p.monthlySpendCap == cjson.null then redis.call('HDEL', KEYS[1], '${redisKeys.monthlySpendCapField()}')
 elseif p.monthlySpendCap ~= nil then redis.call('HSET', KEYS[1], '${redisKeys.monthlySpendCapField()}', p.monthlySpendCap) end
+if p.restrictions == cjson.null then redis.call('HDEL', KEYS[1], '${redisKeys.restrictionsField()}')
+elseif p.restrictions ~= nil then redis.call('HSET', KEYS[1], '${redisKeys.restrictionsField()}', p.restrictionsText) end
 return redis.call('HGETALL', KEYS[1])`,
     parseReply: parseKeyOrNull,
   }),
@@ -1170,7 +1174,8 @@ function parseCreditOutcome(kind: unknown, balance: unknown): CreditOutcome {
  * KEYS: the account, the key record (every field the decision reads is in
  * one of them). ARGV: the key id, of which the script names the key's
  * fields (its bucket, token buckets and spend), then the decision time in
- * µs on Redis's clock (RedisClock; in tests, their clock).
+ * µs on Redis's clock (RedisClock; in tests, their clock); with a hold, its
+ * four (luaHeldSums); last, always, the three of LUA_RESTRICTIONS.
  *
  * A rolling deploy from the version that kept one field per window
  * (`rl:k:<keyId>:<w>`, `rl:a:<w>`, swept by `rlSweepAtUs`): this version's
@@ -1327,6 +1332,17 @@ function luaSweep(): string {
 }
 
 /**
+ * Lua: the key's restrictions (issue 38), after the status checks and before anything that consumes or holds. Check
+ * decides them from the texts it cached (src/check/restrictions-cache.ts) and sends those texts and its verdict as the
+ * last three ARGV (key text, account text, refused kind; '' for none): texts other than the records' (k[9], and the
+ * account's field at \`at\`) are answered with the current ones, so Check decides again; a verdict on current texts
+ * refuses here, where the status is known. No command of its own: both fields come with the HMGETs.
+ */
+const LUA_RESTRICTIONS = (at: number): string => `local rk, ra = k[9] or '', a[${at}] or ''
+if rk ~= ARGV[#ARGV - 2] or ra ~= ARGV[#ARGV - 1] then return {'restrictions_changed', prefix, rk, ra} end
+if ARGV[#ARGV] ~= '' then return {'restricted', prefix} end`;
+
+/**
  * The generated script. Two paths after the reads and the status and
  * billing checks: a straight-line one for the common case (no limit
  * overrides in either record, the stored buckets holding exactly the plan's
@@ -1344,7 +1360,8 @@ function authorizeLua(plan: RatePlan, budgets: TokenBudgetPlan): string {
   ].map((entry, i) => ({ at: 7 + i, ...entry }));
   const accountBucketsAt = 7 + tokenFields.length;
   const keyBucketsAt = accountBucketsAt + 1;
-  const accountFields = `'status', 'creditBalance', 'limits', ${luaText(redisKeys.bucketSweepField())}, ${luaText(redisKeys.tokenBudgetsField())}, ${luaText(redisKeys.monthlySpendCapField())}${tokenFields.map(({ field }) => `, ${field}`).join('')}, ${luaText(redisKeys.accountBucketField())}, kf`;
+  const accountFields = `'status', 'creditBalance', 'limits', ${luaText(redisKeys.bucketSweepField())}, ${luaText(redisKeys.tokenBudgetsField())}, ${luaText(redisKeys.monthlySpendCapField())}${tokenFields.map(({ field }) => `, ${field}`).join('')}, ${luaText(redisKeys.accountBucketField())}, kf, ${luaText(redisKeys.restrictionsField())}`;
+  const accountRestrictionsAt = keyBucketsAt + 1;
   const tokenBudgetCheck = luaTokenBudgetCheck(budgets, {
     key: tokenFields.find(({ scope }) => scope === 'key')?.at ?? 0,
     account: tokenFields.find(({ scope }) => scope === 'account')?.at ?? 0,
@@ -1384,7 +1401,7 @@ function authorizeLua(plan: RatePlan, budgets: TokenBudgetPlan): string {
 local floor, ceil = math.floor, math.ceil
 local now = tonumber(ARGV[2])
 if not now then return redis.error_reply('authorize: ARGV[2] must be the decision time in µs on the Redis clock') end
-local k = redis.call('HMGET', KEYS[2], 'status', 'expiresAtMs', 'limits', 'prefix', 'environment', 'revokeAtMs', ${luaText(redisKeys.tokenBudgetsField())}, ${luaText(redisKeys.monthlySpendCapField())})
+local k = redis.call('HMGET', KEYS[2], 'status', 'expiresAtMs', 'limits', 'prefix', 'environment', 'revokeAtMs', ${luaText(redisKeys.tokenBudgetsField())}, ${luaText(redisKeys.monthlySpendCapField())}, ${luaText(redisKeys.restrictionsField())})
 if not k[1] then return {'unknown_key'} end
 local kf = ${keyField(redisKeys.keyBucketField)}
 local a = redis.call('HMGET', KEYS[1], ${accountFields})
@@ -1393,6 +1410,7 @@ local prefix = k[4]
 if k[1] == 'revoked' or (k[6] and k[6] * 1000 <= now) then return {'key_revoked', prefix} end
 if k[2] and k[2] * 1000 <= now then return {'key_expired', prefix} end
 if a[1] == 'suspended' then return {'account_suspended', prefix} end
+${LUA_RESTRICTIONS(accountRestrictionsAt)}
 ${luaHeldSums(budgets)}
 if a[2] and (tonumber(a[2]) <= 0 or tonumber(a[2]) - held_am < hold_m) then return {'credit_exhausted', prefix} end
 ${luaSpendCaps()}
@@ -1551,7 +1569,7 @@ else h = redis.call('HMGET', KEYS[1], ${accountSums}) end`;
   const anyBudgets = budgets.key.length + budgets.account.length > 0 ? 'true' : 'k[7] or a[5]';
   const keyBudgets = budgets.key.length > 0 ? 'true' : 'k[7] or a[5]';
   return `local hold_m, hold_t, key_m, key_t, held_am, held_at, held_km, held_kt, holding, prune_at = 0, 0, 0, 0, 0, 0, 0, 0, false, nil
-if ARGV[3] then
+if ARGV[6] then
   local money, tokens = a[2] or k[8] or a[6], ${anyBudgets}
   if money or tokens then
     holding = true
@@ -1844,7 +1862,10 @@ export function parseAuthorizeReply(reply: unknown): AuthorizeOutcome {
     case 'key_expired':
     case 'account_suspended':
     case 'credit_exhausted':
+    case 'restricted':
       return { kind, prefix };
+    case 'restrictions_changed':
+      return { kind, prefix, keyText: String(reply[2] ?? ''), accountText: String(reply[3] ?? '') };
     case 'rate_limited':
       return { kind, prefix, hit: limitHit(limitState(reply, 2), replyNumber(reply[7])) };
     case 'budget_exceeded': {
