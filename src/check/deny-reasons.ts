@@ -15,6 +15,7 @@
  */
 
 import type { ClientStyle, GatedRouteFamily } from './routes/route';
+import type { RestrictionKind } from '../keys/key-restrictions';
 
 /** google.rpc.Code values used in CheckResponse.status. */
 export const RPC_CODE = {
@@ -43,6 +44,8 @@ interface DenyReasonSpec {
   readonly category: DenyCategory;
   /** Where a client style's upstream answers the same case with another status, that style's. */
   readonly httpStatusByStyle?: Partial<Record<ClientStyle, DenyHttpStatus>>;
+  /** For a refusal by the key's restrictions: which kind decided (what `gateway-authz check` shows). */
+  readonly restriction?: RestrictionKind;
   /** Customer-facing text. Parameters differ per reason; `never` lets every shape in. */
   readonly message: (params: never) => string;
 }
@@ -238,12 +241,14 @@ export const DENY_REASONS = {
   },
   address_not_permitted: {
     ...PERMISSION,
+    restriction: 'address',
     message: () =>
       'This API key has insufficient permissions for this request. Missing permission: source address ' +
       `(the key may not be used from this network address). ${RESTRICTION_HINT}`,
   },
   endpoint_not_permitted: {
     ...PERMISSION,
+    restriction: 'endpoint',
     /** `readOnly`: the key may only read, and this request is not a read. */
     message: ({ readOnly }: { readOnly: boolean }) =>
       'This API key has insufficient permissions for this request. Missing permission: endpoint ' +
@@ -251,6 +256,7 @@ export const DENY_REASONS = {
   },
   model_not_permitted: {
     ...PERMISSION,
+    restriction: 'model',
     /** `model`: already bounded and sanitised (shownModelName): it comes from the caller. */
     message: ({ model }: { model: string }) =>
       `This API key has insufficient permissions for this request. Missing permission: model (the key may not use the model '${model}'). ` +
@@ -258,6 +264,7 @@ export const DENY_REASONS = {
   },
   model_not_readable: {
     ...PERMISSION,
+    restriction: 'model',
     message: () =>
       'This API key may only use some models, and the gateway cannot read which model this request names: it reads the model ' +
       "from the request path (…/models/{model}:method) or the JSON body's top-level 'model' field. Missing permission: model. " +
@@ -280,6 +287,12 @@ export type DenyMessageParams<R extends DenyReason> = Parameters<(typeof DENY_RE
 export function httpStatusOf(reason: DenyReason, style?: ClientStyle): DenyHttpStatus {
   const spec: DenyReasonSpec = DENY_REASONS[reason];
   return (style === undefined ? undefined : spec.httpStatusByStyle?.[style]) ?? spec.httpStatus;
+}
+
+/** Which kind of restriction a reason names; undefined for every reason that is not a restriction's (or no reason). */
+export function restrictionOf(reason: string): RestrictionKind | undefined {
+  const spec: DenyReasonSpec | undefined = Object.hasOwn(DENY_REASONS, reason) ? DENY_REASONS[reason as DenyReason] : undefined;
+  return spec?.restriction;
 }
 
 export function grpcCodeOf(reason: DenyReason): RpcCode {

@@ -106,13 +106,13 @@ export function parseRestrictionsText(text: string): KeyRestrictions | undefined
 }
 
 /**
- * Why `key` allows something `account` does not, for a caller who may only narrow the account's defaults (a
- * customer); undefined when every part of the key's is within the account's. A part the account restricts must be
- * restricted by the key too, each entry inside one of the account's.
+ * Why `key` names something `account` does not allow, for a caller who may only narrow the account's defaults (a
+ * customer); undefined when every entry of the key's is inside one of the account's. A part the key leaves out is
+ * no widening: the account's defaults apply to every request whatever the key says, so this keeps a key's own
+ * restrictions truthful rather than enforcing them.
  */
 export function wideningProblem(key: KeyRestrictions | undefined, account: KeyRestrictions | undefined): string | undefined {
-  if (account === undefined) return undefined;
-  if (account.readOnly === true && key?.readOnly !== true) return "the account's keys are read-only: set readOnly";
+  if (account === undefined || key === undefined) return undefined;
   const endpoints = listWithin(key?.endpoints, account.endpoints, endpointWithin);
   if (endpoints !== undefined) return `endpoints ${endpoints}`;
   const models = listWithin(key?.models, account.models, patternWithin);
@@ -126,8 +126,7 @@ function listWithin(
   account: readonly string[] | undefined,
   within: (inner: string, outer: string) => boolean,
 ): string | undefined {
-  if (account === undefined) return undefined;
-  if (key === undefined) return "must be set: the account's defaults restrict them";
+  if (account === undefined || key === undefined) return undefined;
   const wider = key.find((entry) => !account.some((outer) => within(entry, outer)));
   return wider === undefined ? undefined : `'${wider}' is outside the account's defaults`;
 }

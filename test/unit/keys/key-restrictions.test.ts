@@ -92,9 +92,11 @@ describe('key restrictions: a key can only narrow its account', () => {
     expect(wideningProblem({ models: ['gpt-4o'], sourceAddresses: ['0.0.0.0/0'], endpoints: ['/v1/*'] }, account)).toContain(
       'sourceAddresses',
     );
-    expect(wideningProblem(undefined, account)).toContain("must be set: the account's defaults restrict them");
-    expect(wideningProblem({}, { readOnly: true })).toContain('read-only');
+    // Parts the key leaves out are the account's: they apply to every request anyway.
+    expect(wideningProblem({ models: ['gpt-4o'] }, account)).toBeUndefined();
+    expect(wideningProblem({}, { readOnly: true })).toBeUndefined();
     expect(wideningProblem({ models: ['x'] }, undefined)).toBeUndefined();
+    expect(wideningProblem({ models: ['gpt-4o*'] }, { models: ['gpt-4o-mini*'] })).toContain("'gpt-4o*' is outside");
   });
 });
 
