@@ -266,9 +266,9 @@ export const DENY_REASONS = {
     ...PERMISSION,
     restriction: 'model',
     message: () =>
-      'This API key may only use some models, and the gateway cannot read which model this request names: it reads the model ' +
-      "from the request path (…/models/{model}:method) or the JSON body's top-level 'model' field. Missing permission: model. " +
-      RESTRICTION_HINT,
+      'This API key has insufficient permissions for this request. Missing permission: model (the key may only use some models, ' +
+      'and the gateway cannot read which model this request names: it reads it from the request path (…/models/{model}:method) ' +
+      `or the JSON body's top-level 'model' field). ${RESTRICTION_HINT}`,
   },
   store_unavailable: {
     httpStatus: 503,
