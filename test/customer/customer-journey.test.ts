@@ -273,7 +273,7 @@ describe('the customer journey in Chromium', () => {
     // Rename and set an expiry, then clear it.
     const expiryDay = new Date(Date.now() + 30 * 86_400_000).toISOString().slice(0, 10);
     const current = page.getByTestId('key-row').filter({ has: page.locator('.badge.status-active') });
-    await current.getByRole('button', { name: /^Rename or set the expiry/ }).click();
+    await current.getByRole('button', { name: /^Rename, set the expiry or restrict/ }).click();
     await page.locator('#edit-name').fill('prod backend v2');
     await page.getByLabel('Expires after (UTC; empty: never)').fill(expiryDay);
     await page.getByRole('button', { name: 'Save' }).click();
@@ -281,7 +281,7 @@ describe('the customer journey in Chromium', () => {
     const renamed = row(page, 'prod backend v2');
     expect(await renamed.locator('td.expires time').getAttribute('datetime')).toBe(`${expiryDay}T23:59:59.999Z`);
     expect((await store.getKey((await renamed.getAttribute('data-key-id'))!))?.expiresAt).toBe(`${expiryDay}T23:59:59.999Z`);
-    await renamed.getByRole('button', { name: /^Rename or set the expiry/ }).click();
+    await renamed.getByRole('button', { name: /^Rename, set the expiry or restrict/ }).click();
     await page.getByLabel('Expires after (UTC; empty: never)').fill('');
     await page.getByRole('button', { name: 'Save' }).click();
     await row(page, 'prod backend v2')
@@ -342,6 +342,43 @@ describe('the customer journey in Chromium', () => {
       const replayed = await fetch(`${app.customerUrl}${path}`, { headers: { cookie } });
       expect(replayed.status).toBe(401);
     }
+  });
+
+  it('an owner restricts a key in the Edit dialog, and the very next Check honours it; clearing the fields lifts it', async () => {
+    const { page } = await newPage();
+    await signIn(page, 'alice');
+    await openKeys(page, 'Keys of Acme Corp');
+    await page.locator('#key-name').fill('embeddings only');
+    await page.getByTestId('create-key').click();
+    const key = await shownKey(page);
+    await closeKeyPanel(page);
+    expect(await decisionFor(check, key)).toBe('allow');
+
+    await row(page, 'embeddings only')
+      .getByRole('button', { name: /^Rename, set the expiry or restrict/ })
+      .click();
+    await page.getByLabel(/^Endpoints/).fill('/v1/embeddings');
+    await page.getByRole('button', { name: 'Save' }).click();
+    await page.getByTestId('notice').filter({ hasText: 'was saved' }).waitFor();
+    expect(await decisionFor(check, key)).toBe('endpoint_not_permitted');
+
+    // A bad range is refused with the API's words, and nothing changes.
+    await row(page, 'embeddings only')
+      .getByRole('button', { name: /^Rename, set the expiry or restrict/ })
+      .click();
+    expect(await page.getByLabel(/^Endpoints/).inputValue()).toBe('/v1/embeddings');
+    await page.getByLabel(/^Source addresses/).fill('10.0.0.0/33');
+    await page.getByRole('button', { name: 'Save' }).click();
+    await page.getByTestId('error').filter({ hasText: 'the prefix length must be 0 to 32' }).waitFor();
+
+    await row(page, 'embeddings only')
+      .getByRole('button', { name: /^Rename, set the expiry or restrict/ })
+      .click();
+    await page.getByLabel(/^Endpoints/).fill('');
+    await page.getByLabel(/^Source addresses/).fill('');
+    await page.getByRole('button', { name: 'Save' }).click();
+    await page.getByTestId('notice').filter({ hasText: 'was saved' }).waitFor();
+    expect(await decisionFor(check, key)).toBe('allow');
   });
 
   it('a viewer sees keys and usage but no create, regenerate, edit or revoke control, and the API refuses those calls', async () => {

@@ -62,6 +62,10 @@ const ui = {
   editForm: byId('edit-form', HTMLFormElement),
   editName: byId('edit-name', HTMLInputElement),
   editExpiry: byId('edit-expiry', HTMLInputElement),
+  editEndpoints: byId('edit-endpoints', HTMLInputElement),
+  editModels: byId('edit-models', HTMLInputElement),
+  editAddresses: byId('edit-addresses', HTMLInputElement),
+  editReadOnly: byId('edit-read-only', HTMLInputElement),
   editCancel: byId('edit-cancel', HTMLButtonElement),
 };
 
@@ -161,7 +165,7 @@ const table = keyTable({
     may('keys.regenerate') && dialogs.regenerateButton(key),
     key.status !== 'revoked' &&
       may('keys.update') &&
-      button('Edit', { className: 'secondary small', label: `Rename or set the expiry of key ${describeKey(key)}` }, () =>
+      button('Edit', { className: 'secondary small', label: `Rename, set the expiry or restrict key ${describeKey(key)}` }, () =>
         openEditDialog(key),
       ),
     may('keys.revoke') && dialogs.revokeButton(key),
@@ -461,7 +465,35 @@ function openEditDialog(key) {
   replaceContent(ui.editSubject, `Key ${describeKey(key)}`);
   ui.editName.value = key.name;
   ui.editExpiry.value = key.expiresAt ? key.expiresAt.slice(0, 10) : '';
+  const restrictions = key.restrictions;
+  ui.editEndpoints.value = restrictions?.endpoints?.join(', ') ?? '';
+  ui.editModels.value = restrictions?.models?.join(', ') ?? '';
+  ui.editAddresses.value = restrictions?.sourceAddresses?.join(', ') ?? '';
+  ui.editReadOnly.checked = restrictions?.readOnly === true;
   edit.open(key, ui.editName);
+}
+
+/** `a, b` → ['a', 'b']; empty → undefined (the part restricts nothing). */
+function listOf(/** @type {string} */ text) {
+  const entries = text
+    .split(',')
+    .map((entry) => entry.trim())
+    .filter((entry) => entry !== '');
+  return entries.length === 0 ? undefined : entries;
+}
+
+/** The dialog's restrictions, as the API takes them; null when every field is empty (none of the key's own). */
+function editedRestrictions() {
+  /** @type {NonNullable<Key['restrictions']>} */
+  const restrictions = {};
+  const endpoints = listOf(ui.editEndpoints.value);
+  const models = listOf(ui.editModels.value);
+  const sourceAddresses = listOf(ui.editAddresses.value);
+  if (endpoints) restrictions.endpoints = endpoints;
+  if (ui.editReadOnly.checked) restrictions.readOnly = true;
+  if (models) restrictions.models = models;
+  if (sourceAddresses) restrictions.sourceAddresses = sourceAddresses;
+  return Object.keys(restrictions).length === 0 ? null : restrictions;
 }
 
 async function saveEdit() {
@@ -471,11 +503,13 @@ async function saveEdit() {
   messages.clear();
   const name = ui.editName.value.trim();
   const day = ui.editExpiry.value;
-  /** @type {{ name?: string, expiresAt?: string | null }} */
+  /** @type {{ name?: string, expiresAt?: string | null, restrictions?: Key['restrictions'] }} */
   const patch = {};
   if (name && name !== key.name) patch.name = name;
   const expiresAt = day ? endOfDay(day) : null;
   if (expiresAt !== (key.expiresAt ?? null) && !(day && key.expiresAt?.startsWith(day))) patch.expiresAt = expiresAt;
+  const restrictions = editedRestrictions();
+  if (JSON.stringify(restrictions) !== JSON.stringify(key.restrictions ?? null)) patch.restrictions = restrictions;
   if (Object.keys(patch).length === 0) {
     messages.notice('Nothing changed.');
     return;
