@@ -321,6 +321,13 @@ describe('the customer journey in Chromium', () => {
     const members = await page.getByTestId('member-row').allTextContents();
     expect(members.join('\n')).toContain('bob');
     expect(await page.getByTestId('audit-entry').first().textContent()).toContain('by alice');
+    // In words: no action codes, no name=value details.
+    const audit = (await page.getByTestId('audit-entry').allTextContents()).join('\n');
+    expect(audit).toMatch(/Created key gk_live_\w{4}…, by alice/);
+    expect(audit).toMatch(/Regenerated key gk_live_\w{4}… as gk_live_\w{4}…; the old one kept working for 3600 seconds, by alice/);
+    expect(audit).toMatch(/Changed the name, expiry of key gk_live_\w{4}…, by alice/);
+    expect(audit).toMatch(/Revoked key gk_live_\w{4}…, by alice/);
+    expect(audit).not.toMatch(/key\.(create|rotate|update|revoke)|[a-zA-Z]+=/);
 
     mkdirSync(ARTIFACTS, { recursive: true });
     const screenshot = join(ARTIFACTS, 'customer-dashboard.png');
@@ -361,6 +368,10 @@ describe('the customer journey in Chromium', () => {
     await page.getByRole('button', { name: 'Save' }).click();
     await page.getByTestId('notice').filter({ hasText: 'was saved' }).waitFor();
     expect(await decisionFor(check, key)).toBe('endpoint_not_permitted');
+    await page
+      .getByTestId('audit-entry')
+      .filter({ hasText: /Changed the restrictions of key gk_live_\w{4}… \(restrictions now: endpoints \/v1\/embeddings\), by alice/ })
+      .waitFor();
 
     // A bad range is refused with the API's words, and nothing changes.
     await row(page, 'embeddings only')

@@ -10,6 +10,7 @@
  */
 import { ApiError, fetchJson, isObject } from '../shared/api.js';
 import { button, byId, el, messageRegions, replaceContent, timeElement } from '../shared/dom.js';
+import { auditSentence } from './audit-words.js';
 import { keyDialog, keyDialogs } from '../shared/key-dialogs.js';
 import { describeKey, newestFirst } from '../shared/key-format.js';
 import { keyPanel } from '../shared/key-panel.js';
@@ -389,15 +390,7 @@ function renderAudit(entries) {
   replaceContent(
     ui.auditList,
     ...entries.map((entry) =>
-      el(
-        'li',
-        { data: { testid: 'audit-entry' } },
-        timeElement(entry.time),
-        ` ${entry.action} by ${actorText(entry.actor)}`,
-        entry.keyPrefix && ` · key ${entry.keyPrefix}…`,
-        entry.memberId && ` · member ${entry.memberId}`,
-        entry.detail && ` · ${entry.detail}`,
-      ),
+      el('li', { data: { testid: 'audit-entry' } }, timeElement(entry.time), ` ${auditSentence(entry)}, by ${actorText(entry.actor)}`),
     ),
   );
   if (entries.length === 0) replaceContent(ui.auditList, el('li', { className: 'muted' }, 'No changes recorded yet.'));
