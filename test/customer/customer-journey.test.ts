@@ -351,10 +351,19 @@ describe('the customer journey in Chromium', () => {
     }
   });
 
-  it('an owner restricts a key in the Edit dialog, and the very next Check honours it; clearing the fields lifts it', async () => {
+  it('an owner opens an account by name from the start page, restricts a key in the Edit dialog, and the very next Check honours it; clearing lifts it', async () => {
     const { page } = await newPage();
     await signIn(page, 'alice');
-    await openKeys(page, 'Keys of Acme Corp');
+    // The start page: one link per account, by name, straight to its keys.
+    expect(await page.getByTestId('accounts').locator('li').allTextContents()).toEqual([
+      `Acme Corp (${ACME}): owner (keys and members)`,
+      `Globex (${GLOBEX}): developer (keys)`,
+    ]);
+    await page.getByRole('link', { name: `Globex (${GLOBEX})` }).click();
+    await page.locator('#keys-caption', { hasText: 'Keys of Globex' }).waitFor();
+    await page.goBack();
+    await page.getByRole('link', { name: `Acme Corp (${ACME})` }).click();
+    await page.locator('#keys-caption', { hasText: 'Keys of Acme Corp' }).waitFor();
     await page.locator('#key-name').fill('embeddings only');
     await page.getByTestId('create-key').click();
     const key = await shownKey(page);
