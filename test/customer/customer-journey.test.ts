@@ -289,6 +289,14 @@ describe('the customer journey in Chromium', () => {
       .waitFor();
     expect(await decisionFor(check, third)).toBe('allow');
 
+    // Revoked and replaced keys can be hidden, and shown again.
+    const allRows = await page.getByTestId('key-row').count();
+    await page.getByLabel('Hide revoked and replaced keys').check();
+    expect(await page.getByTestId('key-row').count()).toBe(1);
+    expect(await page.getByTestId('key-row').getAttribute('data-status')).toBe('active');
+    await page.getByLabel('Hide revoked and replaced keys').uncheck();
+    expect(await page.getByTestId('key-row').count()).toBe(allRows);
+
     // Usage: the allowed Checks, counted in process and flushed with the last-used times (every FLUSH_MS).
     // Allowed: first 1, second 2, third 3.
     // Allowed answers are counted once the recorder flushed (FLUSH_MS): refresh until they are all there.

@@ -58,6 +58,7 @@ const ui = {
   inviteRole: byId('invite-role', HTMLSelectElement),
   auditSection: byId('audit-section', HTMLElement),
   auditList: byId('audit-list', HTMLElement),
+  hideInactive: byId('hide-inactive', HTMLInputElement),
   editDialog: byId('edit-dialog', HTMLDialogElement),
   editSubject: byId('edit-subject', HTMLElement),
   editForm: byId('edit-form', HTMLFormElement),
@@ -246,8 +247,13 @@ function renderSummary() {
   );
 }
 
+/**
+ * The keys shown: all, or with "Hide revoked and replaced keys" only those that still work and are not on their way
+ * out, so on a narrow screen the Create form is not below every card of a key that is gone.
+ */
 function renderKeys() {
-  table.render(currentAccount()?.name, keys);
+  const shown = ui.hideInactive.checked ? keys.filter((key) => key.status === 'active' && !key.replacedBy) : keys;
+  table.render(currentAccount()?.name, shown);
 }
 
 /**
@@ -516,6 +522,7 @@ async function saveEdit() {
 // ---------------------------------------------------------------- wiring
 
 ui.signOut.addEventListener('click', () => void signOut());
+ui.hideInactive.addEventListener('change', renderKeys);
 
 ui.accountSelect.addEventListener('change', () => {
   currentAccountId = ui.accountSelect.value || null;
