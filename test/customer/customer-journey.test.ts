@@ -407,6 +407,17 @@ describe('the customer journey in Chromium', () => {
     await page.getByRole('button', { name: 'Save' }).click();
     await page.getByTestId('notice').filter({ hasText: 'was saved' }).waitFor();
     expect(await decisionFor(check, key)).toBe('allow');
+
+    // At the active-key cap, "Create key" says so beside the button, not only at the top of the page.
+    await store.updateAccount(ACME, { maxActiveKeys: 0 });
+    try {
+      await page.getByTestId('create-key').click();
+      const beside = page.getByTestId('create-card').getByTestId('create-error');
+      await beside.filter({ hasText: 'may hold at most 0' }).waitFor();
+      expect(await beside.getAttribute('role')).toBe('alert');
+    } finally {
+      await store.updateAccount(ACME, { maxActiveKeys: null });
+    }
   });
 
   it('a viewer sees keys and usage but no create, regenerate, edit or revoke control, and the API refuses those calls', async () => {

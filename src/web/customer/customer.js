@@ -72,6 +72,8 @@ const ui = {
 };
 
 const messages = messageRegions(byId('error', HTMLElement), ui.notice);
+/** Errors of "Create key", shown beside it; its successes go to the key panel. */
+const createMessages = messageRegions(byId('create-error', HTMLElement), byId('create-error', HTMLElement));
 const newKey = keyPanel();
 const chart = usageChart(byId('usage-chart', HTMLElement));
 
@@ -569,11 +571,23 @@ ui.createForm.addEventListener('submit', (event) => {
   const day = ui.keyExpiry.value;
   void run(async () => {
     messages.clear();
+    createMessages.clear();
     /** @type {CreatedKey} */
-    const created = answer(
-      await api('POST', accountPath('/keys'), { environment, ...(name ? { name } : {}), ...(day ? { expiresAt: endOfDay(day) } : {}) }),
-      'key',
-    );
+    let created;
+    try {
+      created = answer(
+        await api('POST', accountPath('/keys'), { environment, ...(name ? { name } : {}), ...(day ? { expiresAt: endOfDay(day) } : {}) }),
+        'key',
+      );
+    } catch (error) {
+      // Beside the Create button, where the eye is (and announced: role=alert), not at the top of a long page. A session
+      // that ended still goes to the start page.
+      if (error instanceof ApiError && error.status !== 401) {
+        createMessages.error(error);
+        return;
+      }
+      throw error;
+    }
     ui.keyName.value = '';
     ui.keyExpiry.value = '';
     newKey.show(
