@@ -16,6 +16,7 @@ import type { Logger } from './platform/logger';
 import type { Settings } from './platform/settings';
 import { clusterMetricsSource } from './platform/worker-pool';
 import { CachedKeyIndex } from './check/cached-key-index';
+import { RestrictionsCache } from './check/restrictions-cache';
 import { LastUsedRecorder } from './keys/last-used-recorder';
 import { modelMetricLabel, pricingOf } from './metering/pricing';
 import { usageLedgerSink } from './metering/usage-ledger-sink';
@@ -117,6 +118,8 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
         onLookup: (outcome) => metrics.observeKeyCache(outcome),
       }),
       authorizer: checkPath.authorizer,
+      // Restricted keys only; as many as the key cache holds keys.
+      restrictions: new RestrictionsCache(settings.keyCache.maxEntries),
       metrics,
       onStoreIdentityMismatch: () => metrics.observeStoreIdentityMismatch(),
       admission,

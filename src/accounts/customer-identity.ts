@@ -34,6 +34,8 @@ export interface Membership {
  */
 export interface MembershipLookup {
   membershipsOf(identity: CustomerIdentity): Promise<Membership[]>;
+  /** The account's display name, for the start page; absent (or undefined): the page shows the id. */
+  accountNameOf?(accountId: string): Promise<string | undefined>;
 }
 
 /** Who made a change, for the audit trail: the operator, or a member by issuer and subject. */

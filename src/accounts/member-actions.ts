@@ -107,5 +107,8 @@ export function memberDirectory(deps: ActionDeps): MembershipLookup {
       }
       return deps.store.accountsOf(identity);
     },
+    async accountNameOf(accountId: string): Promise<string | undefined> {
+      return (await deps.store.getAccount(accountId))?.name;
+    },
   };
 }

@@ -1,7 +1,14 @@
 import { z } from 'zod';
 import { MAX_ACTIVE_KEYS_LIMIT } from '../keys/active-key-cap';
 import { CREDIT_LIMIT_MINOR_UNITS, IDEMPOTENCY_KEY_HEADER, IDEMPOTENCY_KEY_MAX_LENGTH } from '../accounts/credit';
-import { accountIdSchema, displayNameSchema, isoDateTimeSchema, keyIdSchema, memberIdSchema } from '../http/api-schemas';
+import {
+  accountIdSchema,
+  displayNameSchema,
+  isoDateTimeSchema,
+  keyIdSchema,
+  keyRestrictionsSchema,
+  memberIdSchema,
+} from '../http/api-schemas';
 import { KEY_ENVIRONMENTS } from '../keys/customer-key';
 import { limitListSchema, tokenBudgetListSchema } from '../accounts/limits/limit-schema';
 
@@ -88,9 +95,10 @@ export const createAccountBody = z.strictObject({
   limits: accountLimitsSchema.optional(),
   maxActiveKeys: maxActiveKeysSchema.optional(),
   tokenBudgets: accountTokenBudgetsSchema.optional(),
+  keyRestrictions: keyRestrictionsSchema.optional(),
 });
 
-const ACCOUNT_PATCH_FIELDS = ['name', 'billing', 'limits', 'maxActiveKeys', 'tokenBudgets'] as const;
+const ACCOUNT_PATCH_FIELDS = ['name', 'billing', 'limits', 'maxActiveKeys', 'tokenBudgets', 'keyRestrictions'] as const;
 export const patchAccountBody = z
   .strictObject({
     name: displayNameSchema.optional(),
@@ -99,6 +107,8 @@ export const patchAccountBody = z
     /** null: the service default (DEFAULT_MAX_ACTIVE_KEYS) applies again. */
     maxActiveKeys: maxActiveKeysSchema.nullable().optional(),
     tokenBudgets: accountTokenBudgetsSchema.optional(),
+    /** Restrictions every key of the account has on top of its own; null removes them. */
+    keyRestrictions: keyRestrictionsSchema.nullable().optional(),
   })
   .refine(nonEmpty(ACCOUNT_PATCH_FIELDS), atLeastOne(ACCOUNT_PATCH_FIELDS));
 
@@ -116,9 +126,10 @@ export const createKeyBody = z.strictObject({
   limits: limitListSchema.optional(),
   tokenBudgets: tokenBudgetListSchema.optional(),
   monthlySpendCap: monthlySpendCapSchema.optional(),
+  restrictions: keyRestrictionsSchema.optional(),
 });
 
-const KEY_PATCH_FIELDS = ['name', 'limits', 'expiresAt', 'tokenBudgets', 'monthlySpendCap'] as const;
+const KEY_PATCH_FIELDS = ['name', 'limits', 'expiresAt', 'tokenBudgets', 'monthlySpendCap', 'restrictions'] as const;
 export const patchKeyBody = z
   .strictObject({
     name: displayNameSchema.optional(),
@@ -126,6 +137,8 @@ export const patchKeyBody = z
     expiresAt: isoDateTimeSchema.nullable().optional(),
     tokenBudgets: tokenBudgetListSchema.nullable().optional(),
     monthlySpendCap: monthlySpendCapSchema.nullable().optional(),
+    /** null removes them: the key may do whatever its account's defaults allow. */
+    restrictions: keyRestrictionsSchema.nullable().optional(),
   })
   .refine(nonEmpty(KEY_PATCH_FIELDS), atLeastOne(KEY_PATCH_FIELDS));
 

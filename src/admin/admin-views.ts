@@ -1,4 +1,5 @@
 import type { Account, AccountStatus, StoredKey } from '../keys/key-records';
+import type { KeyRestrictions } from '../keys/key-restrictions';
 import { currencyView, DEFAULT_CURRENCY, formatMoney, type Currency } from '../accounts/money';
 import { addUsageTotals, zeroUsageTotals, type UsageTotals } from '../metering/usage-record';
 import { usageMonthOf, type UsageGranularity } from '../metering/usage-periods';
@@ -54,6 +55,8 @@ export interface AccountView {
   maxActiveKeys: number | null;
   /** null for a scope means "not overridden": the operator's default token budgets apply. */
   tokenBudgets: { key: TokenBudgetView[] | null; account: TokenBudgetView[] | null };
+  /** Restrictions every key of the account has on top of its own; null: none. */
+  keyRestrictions: KeyRestrictions | null;
   createdAt: string;
 }
 
@@ -107,6 +110,7 @@ export function accountView(account: Account, nowMs: number, currency: Currency 
     limits: { key: limitsView(account.limits?.key), account: limitsView(account.limits?.account) },
     maxActiveKeys: account.maxActiveKeys ?? null,
     tokenBudgets: { key: tokenBudgetsView(account.tokenBudgets?.key), account: tokenBudgetsView(account.tokenBudgets?.account) },
+    keyRestrictions: account.keyRestrictions ?? null,
     createdAt: account.createdAt,
   };
 }

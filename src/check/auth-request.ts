@@ -19,4 +19,10 @@ export interface AuthRequest {
    * messages request names. May be cut short (`allow_partial_message`).
    */
   body?: Uint8Array;
+  /**
+   * The caller's address as Envoy reports it (`attributes.source.address.socket_address.address`): with
+   * `use_remote_address`, the peer of Envoy's own connection or what `xff_num_trusted_hops` lets it trust, never a
+   * header the client chose. Absent when Envoy sent none (a pipe, an internal address).
+   */
+  sourceAddress?: string;
 }

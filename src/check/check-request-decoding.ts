@@ -1,6 +1,7 @@
 /**
  * Protobuf decoding of the part of Envoy's CheckRequest the pipeline reads:
- * attributes.request.http.{method, path, headers, header_map, body, raw_body}.
+ * attributes.request.http.{method, path, headers, header_map, body, raw_body},
+ * and attributes.source.address.socket_address.address (key restrictions by address).
  *
  * protobufjs (what grpc-js servers use) would decode the whole message and turn
  * it into a plain object with every default filled in (source and
@@ -19,7 +20,8 @@
  * and Envoy-shaped requests.
  *
  * Field numbers (proto/envoy/service/auth/v3/attribute_context.proto):
- * CheckRequest{attributes=1}; AttributeContext{request=4};
+ * CheckRequest{attributes=1}; AttributeContext{source=1, request=4};
+ * Peer{address=1}; Address{socket_address=1}; SocketAddress{address=2};
  * Request{http=2}; HttpRequest{method=2, headers=3 (map), path=4,
  * body=11, raw_body=12, header_map=13}; HeaderMap{headers=1};
  * HeaderValue{key=1, value=2, raw_value=3}.
@@ -48,12 +50,33 @@ export function decodeCheckRequest(buffer: Buffer, selection?: HeaderSelection):
 
 function decodeAttributes(reader: Reader, selection: HeaderSelection | undefined): NonNullable<CheckRequestMessage['attributes']> {
   let request: NonNullable<CheckRequestMessage['attributes']>['request'];
+  let address: string | undefined;
   while (reader.pos < reader.end) {
     const tag = reader.uint32();
     if (tag >>> 3 === 4 && (tag & 7) === WIRE_BYTES) request = decodeRequest(reader.nested(), selection);
+    // A repeated singular message replaces the earlier one, as in protobufjs: its address or none.
+    else if (tag >>> 3 === 1 && (tag & 7) === WIRE_BYTES) address = nestedString(reader.nested(), [1, 1, 2]);
     else reader.skip(tag & 7);
   }
-  return request ? { request } : {};
+  const attributes: NonNullable<CheckRequestMessage['attributes']> = request ? { request } : {};
+  if (address) attributes.source = { address: { socket_address: { address } } };
+  return attributes;
+}
+
+/**
+ * The string at a path of field numbers through nested messages (Peer → Address → SocketAddress → address); the
+ * last occurrence wins at each level. Undefined when any level is absent.
+ */
+function nestedString(reader: Reader, path: readonly number[]): string | undefined {
+  let found: string | undefined;
+  const [field, ...rest] = path;
+  while (reader.pos < reader.end) {
+    const tag = reader.uint32();
+    if (tag >>> 3 !== field || (tag & 7) !== WIRE_BYTES) reader.skip(tag & 7);
+    else if (rest.length === 0) found = reader.string();
+    else found = nestedString(reader.nested(), rest);
+  }
+  return found;
 }
 
 function decodeRequest(

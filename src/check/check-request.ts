@@ -6,6 +6,8 @@ import { HeaderSelection } from './header-selection';
 /** The parts of Envoy's CheckRequest we read (proto-loader object, keepCase). */
 export interface CheckRequestMessage {
   attributes?: {
+    /** The downstream peer: `source.address.socket_address.address` is the caller's IP as Envoy sees it. */
+    source?: { address?: { socket_address?: { address?: string } } };
     request?: {
       http?: {
         method?: string;
@@ -60,6 +62,8 @@ export function toAuthRequest(message: CheckRequestMessage): AuthRequest {
   };
   if (http.raw_body && http.raw_body.length > 0) request.body = http.raw_body;
   else if (http.body) request.body = Buffer.from(http.body, 'utf8');
+  const sourceAddress = message.attributes?.source?.address?.socket_address?.address;
+  if (sourceAddress) request.sourceAddress = sourceAddress;
   return request;
 }
 

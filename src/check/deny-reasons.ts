@@ -14,7 +14,8 @@
  * request is denied.
  */
 
-import type { GatedRouteFamily } from './routes/route';
+import type { ClientStyle, GatedRouteFamily } from './routes/route';
+import type { RestrictionKind } from '../keys/key-restrictions';
 
 /** google.rpc.Code values used in CheckResponse.status. */
 export const RPC_CODE = {
@@ -30,17 +31,21 @@ export const RPC_CODE = {
 export type RpcCode = (typeof RPC_CODE)[keyof typeof RPC_CODE];
 
 /** What each client style's error body turns into its own type words. */
-export type DenyCategory = 'authentication' | 'billing' | 'rate_limit' | 'invalid_request' | 'not_found' | 'unavailable';
+export type DenyCategory = 'authentication' | 'permission' | 'billing' | 'rate_limit' | 'invalid_request' | 'not_found' | 'unavailable';
 
 /** How a store_unavailable denial reaches Envoy: our 503 body, or a gRPC UNAVAILABLE left to Envoy's own failure settings. */
 export type StoreFailureMode = 'deny' | 'grpc-unavailable';
 
-export type DenyHttpStatus = 400 | 401 | 402 | 404 | 429 | 503;
+export type DenyHttpStatus = 400 | 401 | 402 | 403 | 404 | 429 | 503;
 
 interface DenyReasonSpec {
   readonly httpStatus: DenyHttpStatus;
   readonly grpcCode: RpcCode;
   readonly category: DenyCategory;
+  /** Where a client style's upstream answers the same case with another status, that style's. */
+  readonly httpStatusByStyle?: Partial<Record<ClientStyle, DenyHttpStatus>>;
+  /** For a refusal by the key's restrictions: which kind decided (what `gateway-authz check` shows). */
+  readonly restriction?: RestrictionKind;
   /** Customer-facing text. Parameters differ per reason; `never` lets every shape in. */
   readonly message: (params: never) => string;
 }
@@ -73,6 +78,20 @@ function acceptedValues(accepted: readonly string[]): string {
 const AUTHENTICATION = { httpStatus: 401, grpcCode: RPC_CODE.UNAUTHENTICATED, category: 'authentication' } as const;
 const BILLING = { httpStatus: 402, grpcCode: RPC_CODE.PERMISSION_DENIED, category: 'billing' } as const;
 const INVALID_REQUEST = { httpStatus: 400, grpcCode: RPC_CODE.INVALID_ARGUMENT, category: 'invalid_request' } as const;
+/**
+ * A valid key that may not do this (its restrictions, docs/concepts/key-restrictions.md): 403, as Anthropic
+ * (`permission_error`) and Gemini (`PERMISSION_DENIED`) answer a key lacking a permission; OpenAI answers a
+ * restricted key 401 "You have insufficient permissions for this operation. Missing scopes: …", so its style gets 401
+ * (the OpenAI SDK's AuthenticationError, as from OpenAI itself). Never retried by any SDK.
+ */
+const PERMISSION = {
+  httpStatus: 403,
+  grpcCode: RPC_CODE.PERMISSION_DENIED,
+  category: 'permission',
+  httpStatusByStyle: { chat: 401 },
+} as const;
+/** Every restriction refusal names what is missing, never what the key may do, and who can change it. */
+const RESTRICTION_HINT = "The key's owner can change its restrictions in the dashboard's API Keys section, or use another key.";
 
 export const DENY_REASONS = {
   missing_credential: {
@@ -220,6 +239,37 @@ export const DENY_REASONS = {
     message: () =>
       "The model name in the request path cannot be read: it must be a model name, percent-encoded at most once, without '/' or control characters.",
   },
+  address_not_permitted: {
+    ...PERMISSION,
+    restriction: 'address',
+    message: () =>
+      'This API key has insufficient permissions for this request. Missing permission: source address ' +
+      `(the key may not be used from this network address). ${RESTRICTION_HINT}`,
+  },
+  endpoint_not_permitted: {
+    ...PERMISSION,
+    restriction: 'endpoint',
+    /** `readOnly`: the key may only read, and this request is not a read. */
+    message: ({ readOnly }: { readOnly: boolean }) =>
+      'This API key has insufficient permissions for this request. Missing permission: endpoint ' +
+      `(${readOnly ? 'the key is read-only: it may only send GET requests' : 'the key may not call this endpoint'}). ${RESTRICTION_HINT}`,
+  },
+  model_not_permitted: {
+    ...PERMISSION,
+    restriction: 'model',
+    /** `model`: already bounded and sanitised (shownModelName): it comes from the caller. */
+    message: ({ model }: { model: string }) =>
+      `This API key has insufficient permissions for this request. Missing permission: model (the key may not use the model '${model}'). ` +
+      RESTRICTION_HINT,
+  },
+  model_not_readable: {
+    ...PERMISSION,
+    restriction: 'model',
+    message: () =>
+      'This API key has insufficient permissions for this request. Missing permission: model (the key may only use some models, ' +
+      'and the gateway cannot read which model this request names: it reads it from the request path (…/models/{model}:method) ' +
+      `or the JSON body's top-level 'model' field). ${RESTRICTION_HINT}`,
+  },
   store_unavailable: {
     httpStatus: 503,
     grpcCode: RPC_CODE.UNAVAILABLE,
@@ -233,8 +283,16 @@ export type DenyReason = keyof typeof DENY_REASONS;
 /** The parameters of a reason's message template (none for fixed texts). */
 export type DenyMessageParams<R extends DenyReason> = Parameters<(typeof DENY_REASONS)[R]['message']>;
 
-export function httpStatusOf(reason: DenyReason): DenyHttpStatus {
-  return DENY_REASONS[reason].httpStatus;
+/** The status a reason is answered with: its own, or its client style's where that style's upstream uses another. */
+export function httpStatusOf(reason: DenyReason, style?: ClientStyle): DenyHttpStatus {
+  const spec: DenyReasonSpec = DENY_REASONS[reason];
+  return (style === undefined ? undefined : spec.httpStatusByStyle?.[style]) ?? spec.httpStatus;
+}
+
+/** Which kind of restriction a reason names; undefined for every reason that is not a restriction's (or no reason). */
+export function restrictionOf(reason: string): RestrictionKind | undefined {
+  const spec: DenyReasonSpec | undefined = Object.hasOwn(DENY_REASONS, reason) ? DENY_REASONS[reason as DenyReason] : undefined;
+  return spec?.restriction;
 }
 
 export function grpcCodeOf(reason: DenyReason): RpcCode {

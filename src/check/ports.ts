@@ -1,6 +1,7 @@
 import type { KeyEnvironment } from '../keys/customer-key';
 import type { CreditHold } from '../accounts/credit-holds';
 import type { KeyIds } from '../keys/key-records';
+import type { RestrictionKind } from '../keys/key-restrictions';
 import type { LimitHit, LimitScope, LimitState, RatePlan } from '../accounts/limits/rate-limits';
 import type { TokenBudgetPlan, TokenBudgetState } from '../accounts/limits/token-budgets';
 
@@ -27,11 +28,26 @@ export interface AuthorizeRequest extends KeyIds {
    * decision reserves nothing (routes whose answers are never metered).
    */
   hold?: CreditHold;
+  /** The restrictions the caller decided on (RestrictionsSent); absent: it believes the key and account have none. */
+  restrictions?: RestrictionsSent;
+}
+
+/**
+ * What Check decided about a key's restrictions, and on which: the stored texts of the key's and the account's
+ * restrictions it read them from (src/keys/key-restrictions.ts restrictionsText, '' for none), and the kind it
+ * found missing, if any. The store compares the texts with the records inside its atomic step: a change since the
+ * replica cached them is answered `restrictions_changed` with the current texts, so a change reaches every replica on
+ * its next request, as a revocation does, and no request is decided on restrictions that no longer hold.
+ */
+export interface RestrictionsSent {
+  keyText: string;
+  accountText: string;
+  refused?: RestrictionKind;
 }
 
 /**
  * The store's verdict on a known key, decided atomically in this order:
- * key status → billing (credit) → monthly spend caps → request rate limits →
+ * key status → the key's restrictions (decided by Check, on texts the store confirms) → billing (credit) → monthly spend caps → request rate limits →
  * token budgets. A refused request consumes nothing and holds nothing; an
  * allowed one consumes one request from every limit that applies, and places
  * its hold. Token budgets are only read: tokens are consumed when the
@@ -50,6 +66,10 @@ export type AuthorizeOutcome =
       tightestBudget?: TokenBudgetState;
     }
   | { kind: 'unknown_key' }
+  /** The records' restrictions are not those sent: decide again on these texts. Nothing consumed or held. */
+  | { kind: 'restrictions_changed'; prefix: string; keyText: string; accountText: string }
+  /** The key is valid (status, expiry, account) and the restrictions sent were current and refused. Nothing consumed. */
+  | { kind: 'restricted'; prefix: string }
   | { kind: 'key_revoked'; prefix: string }
   | { kind: 'key_expired'; prefix: string }
   | { kind: 'account_suspended'; prefix: string }

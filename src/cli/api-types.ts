@@ -35,6 +35,8 @@ export interface ApiAccount {
   /** The account's own active-key cap; null: the service default applies (absent from servers older than issue 15). */
   maxActiveKeys?: number | null;
   tokenBudgets?: { key: ApiTokenBudget[] | null; account: ApiTokenBudget[] | null };
+  /** Absent from servers older than issue 38. */
+  keyRestrictions?: ApiRestrictions | null;
   createdAt: string;
 }
 
@@ -81,6 +83,16 @@ export interface ApiKey {
   monthlySpendCap?: number | null;
   /** Absent from servers older than issue 35. */
   monthlySpendCapFormatted?: string | null;
+  /** Absent from servers older than issue 38. */
+  restrictions?: ApiRestrictions | null;
+}
+
+/** A key's restrictions, or an account's defaults for its keys (docs/concepts/key-restrictions.md). */
+export interface ApiRestrictions {
+  endpoints?: string[];
+  readOnly?: boolean;
+  models?: string[];
+  sourceAddresses?: string[];
 }
 
 export interface ApiKeyList {

@@ -24,6 +24,8 @@ export interface HttpRequestInput {
   headers: readonly HeaderLine[];
   /** x-request-id when no `x-request-id` header is given; Envoy generates one otherwise. */
   requestId?: string;
+  /** The caller's address Envoy reports (attributes.source); absent: 127.0.0.1, a client on the same host. */
+  sourceAddress?: string;
 }
 
 /** What Envoy would see of the request: the values `check` echoes and sends. */
@@ -34,6 +36,7 @@ export interface EnvoyView {
   requestId: string;
   /** Lower-case names; repeated headers comma-joined, as Envoy joins them. */
   headers: Record<string, string>;
+  sourceAddress: string;
 }
 
 /**
@@ -55,6 +58,7 @@ export function envoyViewOf(input: HttpRequestInput): EnvoyView {
     authority: host ?? DEFAULT_AUTHORITY,
     requestId,
     headers: { ...headers, 'x-forwarded-proto': headers['x-forwarded-proto'] ?? 'http', 'x-request-id': requestId },
+    sourceAddress: input.sourceAddress ?? '127.0.0.1',
   };
 }
 
@@ -62,6 +66,7 @@ export function envoyViewOf(input: HttpRequestInput): EnvoyView {
 export function checkRequestFor(view: EnvoyView, now = Date.now()): object {
   return {
     attributes: {
+      source: { address: { socket_address: { address: view.sourceAddress, port_value: 0 } } },
       request: {
         time: { seconds: String(Math.floor(now / 1000)), nanos: (now % 1000) * 1_000_000 },
         http: {

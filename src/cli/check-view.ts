@@ -1,4 +1,12 @@
 import { STATUS_CODES } from 'node:http';
+import { restrictionOf } from '../check/deny-reasons';
+import type { RestrictionKind } from '../keys/key-restrictions';
+
+const RESTRICTION_WORDS: Readonly<Record<RestrictionKind, string>> = {
+  address: 'source address',
+  endpoint: 'endpoint (or read-only)',
+  model: 'model',
+};
 import { QUERY_KEY_PARAMETER } from '../check/credentials/extract-credential';
 import { CUSTOMER_KEY_PATTERN, DISPLAY_PREFIX_LENGTH } from '../keys/customer-key';
 import { headerNamesFor } from '../check/routes/header-names';
@@ -45,6 +53,8 @@ export interface DenyView {
   body: string;
   /** CheckResponse.status: the gRPC code Envoy sees (16 for 401, 7 for 402, …). */
   grpcStatus: { code: number; message: string };
+  /** Which of the key's restrictions decided (docs/concepts/key-restrictions.md); null when none did. */
+  restriction: RestrictionKind | null;
 }
 
 export type CheckView = AllowView | DenyView;
@@ -177,6 +187,7 @@ export function checkViewOf(grpcTarget: string, sent: EnvoyView, response: Check
       headers,
       body: denied?.body ?? '',
       grpcStatus: { code: grpcCode, message: response.status?.message ?? '' },
+      restriction: restrictionOf(headers['x-gateway-error-code'] ?? '') ?? null,
     },
     searched,
   );
@@ -218,6 +229,9 @@ export function renderCheckView(view: CheckView): string {
   return [
     request,
     `\nDENY: ${statusLine(view.httpStatus)}, ${cell(view.code ?? 'no x-gateway-error-code')}. Envoy answers the client:\n`,
+    view.restriction === null
+      ? ''
+      : `Decided by the key's restrictions (its own or its account's): ${RESTRICTION_WORDS[view.restriction]}.\n`,
     headerLines(view.headers),
     '\n',
     `${cell(view.body)}\n`,

@@ -1,4 +1,5 @@
 import { InvalidArgumentError } from 'commander';
+import { addressBytes } from '../keys/key-restrictions';
 import { MAX_ACTIVE_KEYS_LIMIT } from '../keys/active-key-cap';
 import { idempotencyKeyProblem } from '../accounts/credit';
 import { MEMBER_ROLES, type MemberRole } from '../accounts/customer-identity';
@@ -286,4 +287,17 @@ export function requestIdOption(value: string): string {
     throw new InvalidArgumentError('must be 1 to 200 visible ASCII characters, such as a UUID');
   }
   return value;
+}
+
+/** An IPv4 or IPv6 address, as Envoy reports a client's. */
+export function sourceAddressOption(value: string): string {
+  if (addressBytes(value) === undefined) throw new InvalidArgumentError('must be an IPv4 or IPv6 address, such as 10.1.2.3 or 2001:db8::1');
+  return value;
+}
+
+/** `a,b, c` → ['a', 'b', 'c']: the entries of a restriction list (validated by the API, with its words). */
+export function commaListOption(value: string): string[] {
+  const entries = value.split(',').map((entry) => entry.trim());
+  if (entries.some((entry) => entry === '')) throw new InvalidArgumentError('must be a comma-separated list without empty entries');
+  return entries;
 }

@@ -124,3 +124,18 @@ export function moneyText(amount: number, formatted: string | null | undefined):
 export function emit<T>(options: { json?: boolean }, answer: T, render: (answer: T) => string): void {
   process.stdout.write(options.json ? renderJson(answer) : render(answer));
 }
+
+/** `endpoints /v1/embeddings; models gpt-4o*; read-only` or `none`. */
+export function formatRestrictions(
+  restrictions: { endpoints?: string[]; readOnly?: boolean; models?: string[]; sourceAddresses?: string[] } | null | undefined,
+  none: string,
+): string {
+  if (!restrictions) return none;
+  const parts = [
+    restrictions.endpoints && `endpoints ${restrictions.endpoints.join(', ')}`,
+    restrictions.readOnly && 'read-only',
+    restrictions.models && `models ${restrictions.models.join(', ')}`,
+    restrictions.sourceAddresses && `source addresses ${restrictions.sourceAddresses.join(', ')}`,
+  ].filter((part): part is string => typeof part === 'string');
+  return parts.length === 0 ? none : parts.join('; ');
+}

@@ -1,4 +1,5 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { wideningProblem, type KeyRestrictions } from '../keys/key-restrictions';
 import type { ActionDeps } from '../accounts/action-deps';
 import { createKey, revokeKey, rotateKey, updateKey } from '../keys/key-actions';
 import { addMember, changeMemberRole, memberDirectory, removeMember } from '../accounts/member-actions';
@@ -185,6 +186,14 @@ async function customerApiRoutes(api: FastifyInstance, deps: CustomerApiDeps): P
     typeof expiresAt === 'string' && Date.parse(expiresAt) <= now()
       ? sendCustomerError(reply, 400, 'invalid_field', 'expiresAt: must be in the future (revoke a key to stop it now)', 'expiresAt')
       : undefined;
+  /** Customers may only narrow their account's defaults: a key's own restrictions name nothing outside them. */
+  const restrictionsWider = async (reply: FastifyReply, accountId: string, restrictions: KeyRestrictions | null | undefined) => {
+    if (!restrictions) return undefined;
+    const problem = wideningProblem(restrictions, (await deps.store.getAccount(accountId))?.keyRestrictions);
+    return problem === undefined
+      ? undefined
+      : sendCustomerError(reply, 400, 'invalid_field', `restrictions: ${problem}; ask your provider to change them`, 'restrictions');
+  };
 
   api.get(
     '/me',
@@ -266,7 +275,7 @@ async function customerApiRoutes(api: FastifyInstance, deps: CustomerApiDeps): P
       const body = customerCreateKeyBody.safeParse(request.body ?? {});
       if (!body.success) return sendInvalidField(reply, body.error);
       const expiresAt = body.data.expiresAt === undefined ? undefined : new Date(body.data.expiresAt).toISOString();
-      const refused = expiryInPast(reply, expiresAt);
+      const refused = expiryInPast(reply, expiresAt) ?? (await restrictionsWider(reply, accountId, body.data.restrictions));
       if (refused) return refused;
       const environment = body.data.environment ?? 'live';
       const outcome = await createKey(deps, memberActor(callerOf(request).identity), {
@@ -274,6 +283,7 @@ async function customerApiRoutes(api: FastifyInstance, deps: CustomerApiDeps): P
         name: body.data.name ?? `${environment} key`,
         environment,
         ...(expiresAt !== undefined ? { expiresAt } : {}),
+        ...(body.data.restrictions !== undefined ? { restrictions: body.data.restrictions } : {}),
       });
       switch (outcome.kind) {
         case 'created':
@@ -305,7 +315,7 @@ async function customerApiRoutes(api: FastifyInstance, deps: CustomerApiDeps): P
     {
       config: { customerAction: 'keys.update' },
       schema: describeRoute({
-        summary: 'Rename a key or change its expiry',
+        summary: 'Rename a key, or change its expiry or restrictions',
         tags: ['keys'],
         params: keyPathParams,
         body: customerPatchKeyBody,
@@ -320,7 +330,8 @@ async function customerApiRoutes(api: FastifyInstance, deps: CustomerApiDeps): P
       if (body.data.name !== undefined) patch.name = body.data.name;
       if (body.data.expiresAt !== undefined)
         patch.expiresAt = body.data.expiresAt === null ? null : new Date(body.data.expiresAt).toISOString();
-      const refused = expiryInPast(reply, patch.expiresAt);
+      if (body.data.restrictions !== undefined) patch.restrictions = body.data.restrictions;
+      const refused = expiryInPast(reply, patch.expiresAt) ?? (await restrictionsWider(reply, accountId, patch.restrictions));
       if (refused) return refused;
       const key = await updateKey(deps, memberActor(callerOf(request).identity), keyId, patch);
       return key ? reply.send(customerKeyView(key, now())) : sendKeyMissing(reply, accountId, keyId);

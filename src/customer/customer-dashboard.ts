@@ -17,6 +17,7 @@ const ASSET_PREFIX = `${CUSTOMER_PAGE_PATH}/assets/`;
 /** Every file of src/web/ the page loads, directly or through an import; test/dashboard checks the list against the files. */
 export const CUSTOMER_ASSET_FILES: readonly string[] = [
   ...SHARED_PAGE_FILES,
+  'customer/audit-words.js',
   'customer/customer.css',
   'customer/customer.js',
   'customer/usage-chart.js',

@@ -115,12 +115,23 @@ function roleWords(membership: Membership): string {
   }
 }
 
-export function signedInPage(identity: CustomerIdentity, memberships: readonly Membership[], csrfToken: string): Page {
+/**
+ * One link per account, by its name (the id beside it when they differ), straight to that account's keys: a person in
+ * several accounts picks one here rather than on the keys page.
+ */
+export function signedInPage(
+  identity: CustomerIdentity,
+  memberships: readonly (Membership & { name?: string | undefined })[],
+  csrfToken: string,
+): Page {
   const items = memberships
-    .map(
-      (membership) =>
-        `<li data-account-id="${escapeHtml(membership.accountId)}"><strong>${escapeHtml(membership.accountId)}</strong>: ${escapeHtml(roleWords(membership))}</li>`,
-    )
+    .map((membership) => {
+      const id = membership.accountId;
+      const name = membership.name ?? id;
+      const label = name === id ? escapeHtml(id) : `${escapeHtml(name)} (${escapeHtml(id)})`;
+      const href = `/keys?account=${encodeURIComponent(id)}`;
+      return `<li data-account-id="${escapeHtml(id)}"><a href="${escapeHtml(href)}" data-testid="open-account-keys"><strong>${label}</strong></a>: ${escapeHtml(roleWords(membership))}</li>`;
+    })
     .join('\n');
   return page(
     200,
@@ -130,7 +141,7 @@ export function signedInPage(identity: CustomerIdentity, memberships: readonly M
 <ul data-testid="accounts">
 ${items}
 </ul>
-<p><a href="/keys" data-testid="open-keys">Open API Keys</a>: create, regenerate and revoke keys, and see their usage.</p>
+<p>Open an account's API Keys to create, regenerate and revoke keys, and see their usage, or <a href="/keys" data-testid="open-keys">open API Keys</a> for the first.</p>
 ${signOutForm(csrfToken)}`,
   );
 }

@@ -1,5 +1,12 @@
 import { z } from 'zod';
-import { accountIdSchema, displayNameSchema, isoDateTimeSchema, keyIdSchema, memberIdSchema } from '../http/api-schemas';
+import {
+  accountIdSchema,
+  displayNameSchema,
+  isoDateTimeSchema,
+  keyIdSchema,
+  keyRestrictionsSchema,
+  memberIdSchema,
+} from '../http/api-schemas';
 import { USAGE_WINDOWS, type UsageWindow } from '../keys/request-counts';
 import { KEY_ENVIRONMENTS } from '../keys/customer-key';
 
@@ -14,14 +21,18 @@ export const customerCreateKeyBody = z.strictObject({
   name: displayNameSchema.optional(),
   environment: z.enum(KEY_ENVIRONMENTS).optional(),
   expiresAt: isoDateTimeSchema.optional(),
+  /** Within the account's keyRestrictions (wideningProblem). */
+  restrictions: keyRestrictionsSchema.optional(),
 });
 
-const KEY_PATCH_FIELDS = ['name', 'expiresAt'] as const;
+const KEY_PATCH_FIELDS = ['name', 'expiresAt', 'restrictions'] as const;
 export const customerPatchKeyBody = z
   .strictObject({
     name: displayNameSchema.optional(),
     /** null clears the expiry. */
     expiresAt: isoDateTimeSchema.nullable().optional(),
+    /** null removes the key's own (the account's defaults still apply); within the account's keyRestrictions. */
+    restrictions: keyRestrictionsSchema.nullable().optional(),
   })
   .refine((body) => KEY_PATCH_FIELDS.some((field) => body[field] !== undefined), {
     message: `must set at least one of: ${KEY_PATCH_FIELDS.join(', ')}`,

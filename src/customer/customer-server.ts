@@ -225,7 +225,11 @@ async function registerSignIn(app: FastifyInstance, deps: CustomerServerDeps, si
     }
     const memberships = await deps.memberships.membershipsOf(identity);
     const csrfToken = reply.generateCsrf();
-    return sendPage(reply, memberships.length === 0 ? noAccessPage(identity, csrfToken) : signedInPage(identity, memberships, csrfToken));
+    if (memberships.length === 0) return sendPage(reply, noAccessPage(identity, csrfToken));
+    const named = await Promise.all(
+      memberships.map(async (membership) => ({ ...membership, name: await deps.memberships.accountNameOf?.(membership.accountId) })),
+    );
+    return sendPage(reply, signedInPage(identity, named, csrfToken));
   });
 
   registerCustomerDashboard(app);

@@ -1,6 +1,8 @@
 import { z } from 'zod';
 import { MEMBER_ROLES } from '../accounts/customer-identity';
 import { ACCOUNT_ID_PATTERN, KEY_ID_PATTERN } from '../keys/key-records';
+import { KEYED_FAMILIES } from '../check/routes/route-table';
+import { MAX_RESTRICTION_ENTRIES, restrictionsProblem, type KeyRestrictions } from '../keys/key-restrictions';
 import { emailProblem, issuerProblem, normalizeEmail, subjectProblem, type MemberPrincipal } from '../accounts/members';
 
 /**
@@ -25,6 +27,28 @@ export const isoDateTimeSchema = z.iso.datetime({
 
 /** A planned rotation keeps the old key working at most this long. */
 export const MAX_GRACE_SECONDS = 7 * 86_400;
+/**
+ * A key's restrictions, or an account's defaults for its keys (src/keys/key-restrictions.ts): the shape here, for
+ * OpenAPI; every rule (CIDR syntax, known families, no empty list, '*' only at the end) in restrictionsProblem, whose
+ * words are the error's.
+ */
+export const keyRestrictionsSchema = z
+  .strictObject({
+    endpoints: z
+      .array(z.string())
+      .max(MAX_RESTRICTION_ENTRIES)
+      .optional()
+      .describe(`route families (${KEYED_FAMILIES.join(', ')}) or paths, exact or a prefix ending in '*'`),
+    readOnly: z.boolean().optional().describe('only GET and HEAD requests'),
+    models: z.array(z.string()).max(MAX_RESTRICTION_ENTRIES).optional().describe("model names, exact or a prefix ending in '*'"),
+    sourceAddresses: z.array(z.string()).max(MAX_RESTRICTION_ENTRIES).optional().describe('CIDR ranges, IPv4 or IPv6'),
+  })
+  .superRefine((value, context) => {
+    const problem = restrictionsProblem(value);
+    if (problem !== undefined) context.addIssue({ code: 'custom', message: problem });
+  })
+  .transform((value) => value as KeyRestrictions);
+
 export const rotateKeyBody = z.strictObject({
   graceSeconds: z
     .int('must be a whole number of seconds')

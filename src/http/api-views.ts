@@ -1,4 +1,5 @@
 import type { AuditActor, MemberRole } from '../accounts/customer-identity';
+import type { KeyRestrictions } from '../keys/key-restrictions';
 import type { KeyStatus, StoredKey } from '../keys/key-records';
 import type { KeyEnvironment } from '../keys/customer-key';
 import type { Member } from '../accounts/members';
@@ -98,6 +99,8 @@ export interface CommonKeyView {
   replacedBy: string | null;
   /** null for keys created before the creator was recorded. */
   createdBy: ActorView | null;
+  /** What the key may do on top of its account's defaults (src/keys/key-restrictions.ts); null: no restrictions of its own. */
+  restrictions: KeyRestrictions | null;
 }
 
 export function commonKeyView(key: StoredKey, nowMs: number): CommonKeyView {
@@ -115,5 +118,6 @@ export function commonKeyView(key: StoredKey, nowMs: number): CommonKeyView {
     replaces: key.replaces ?? null,
     replacedBy: key.replacedBy ?? null,
     createdBy: key.createdBy ? actorView(key.createdBy) : null,
+    restrictions: key.restrictions ?? null,
   };
 }

@@ -1,4 +1,5 @@
 import type { AuditActor } from '../accounts/customer-identity';
+import { restrictionsText, type KeyRestrictions } from './key-restrictions';
 import type { StoredKey } from './key-records';
 import { mintKey, successorTerms, type KeyTerms } from './key-minting';
 import { StoreOutcomeUnknownError, type ActiveKeyCapReached, type KeyPatch, type RotateKeyResult } from '../ports/store';
@@ -67,7 +68,7 @@ export async function updateKey(deps: ActionDeps, actor: AuditActor, keyId: stri
     accountId: key.accountId,
     keyId: key.id,
     keyPrefix: key.prefix,
-    detail: `changes=${Object.keys(patch).join(',')}`,
+    detail: `changes=${Object.keys(patch).join(',')}${restrictionsDetail(patch.restrictions)}`,
   });
   return key;
 }
@@ -89,4 +90,13 @@ async function unlessOutcomeUnknown<T>(deps: ActionDeps, write: () => Promise<T>
     deps.logger.error({ event: 'admin', detail: error.message }, 'key write failed: outcome unknown');
     return undefined;
   }
+}
+
+/**
+ * What restrictions a change set, for the audit trail: they say what a key may do, and none of it is secret, so the
+ * entry shows the new value (or `none`), not only that it changed.
+ */
+export function restrictionsDetail(restrictions: KeyRestrictions | null | undefined): string {
+  if (restrictions === undefined) return '';
+  return ` restrictions=${restrictions === null ? 'none' : restrictionsText(restrictions)}`;
 }

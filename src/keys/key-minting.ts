@@ -1,6 +1,7 @@
 import type { RateLimit } from '../accounts/limits/rate-limits';
 import type { TokenBudget } from '../accounts/limits/token-budgets';
 import type { StoredKey } from './key-records';
+import type { KeyRestrictions } from './key-restrictions';
 import type { AuditActor } from '../accounts/customer-identity';
 import { randomBase62 } from './base62';
 import { displayPrefixOf, generateCustomerKey, hashCustomerKey, type KeyEnvironment } from './customer-key';
@@ -16,6 +17,8 @@ export interface KeyTerms {
   tokenBudgets?: readonly TokenBudget[];
   /** Integer minor units per UTC month. */
   monthlySpendCap?: number;
+  /** What the key may do (src/keys/key-restrictions.ts); absent: whatever its account's defaults allow. */
+  restrictions?: KeyRestrictions;
   /** Set for a rotation: the key this one replaces. */
   replaces?: string;
   /** Who asks for it: recorded on the key, shown in listings. */
@@ -46,6 +49,7 @@ export function mintKey(terms: KeyTerms, nowMs: number): MintedKey {
   if (terms.limits !== undefined) record.limits = terms.limits;
   if (terms.tokenBudgets !== undefined) record.tokenBudgets = terms.tokenBudgets;
   if (terms.monthlySpendCap !== undefined) record.monthlySpendCap = terms.monthlySpendCap;
+  if (terms.restrictions !== undefined) record.restrictions = terms.restrictions;
   if (terms.replaces !== undefined) record.replaces = terms.replaces;
   if (terms.createdBy !== undefined) record.createdBy = terms.createdBy;
   return { key, keyHash: hashCustomerKey(key), record };
@@ -53,9 +57,9 @@ export function mintKey(terms: KeyTerms, nowMs: number): MintedKey {
 
 /**
  * What a rotated key's successor inherits, the one place it is decided: the
- * account, name, environment, per-key limits, token budgets, spend cap and
- * expiry (a time-limited or capped key must not become an unlimited one by
- * rotation; PATCH can change them afterwards), plus which key it replaces.
+ * account, name, environment, per-key limits, token budgets, spend cap,
+ * expiry and restrictions (a time-limited, capped or restricted key must not
+ * become an unlimited one by rotation; PATCH can change them afterwards), plus which key it replaces.
  * Usage (the month's spend and token buckets are per key id), revocation and
  * rotation state start fresh, and so does `createdBy`: whoever rotates
  * creates the new key.
@@ -66,5 +70,6 @@ export function successorTerms(old: StoredKey): KeyTerms {
   if (old.tokenBudgets !== undefined) terms.tokenBudgets = old.tokenBudgets;
   if (old.monthlySpendCap !== undefined) terms.monthlySpendCap = old.monthlySpendCap;
   if (old.expiresAt !== undefined) terms.expiresAt = old.expiresAt;
+  if (old.restrictions !== undefined) terms.restrictions = old.restrictions;
   return terms;
 }

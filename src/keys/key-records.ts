@@ -1,4 +1,5 @@
 import type { KeyEnvironment } from './customer-key';
+import type { KeyRestrictions } from './key-restrictions';
 import type { AuditActor } from '../accounts/customer-identity';
 import type { RateLimit, RatePlanOverride } from '../accounts/limits/rate-limits';
 import type { TokenBudget, TokenBudgetOverride } from '../accounts/limits/token-budgets';
@@ -40,6 +41,8 @@ export interface StoredKey {
   replacedBy?: string;
   /** Who created it (by creation or rotation); absent on keys created before this was recorded. */
   createdBy?: AuditActor;
+  /** What the key may do, within its account's keyRestrictions (src/keys/key-restrictions.ts); absent: everything. */
+  restrictions?: KeyRestrictions;
 }
 
 export type AccountStatus = 'active' | 'suspended';
@@ -59,6 +62,8 @@ export interface Account {
   tokenBudgets?: TokenBudgetOverride;
   /** Integer minor units all its keys together may spend per calendar month (UTC); absent: no cap. */
   monthlySpendCap?: number;
+  /** Restrictions every key of the account has on top of its own: a key can only narrow them. */
+  keyRestrictions?: KeyRestrictions;
   /**
    * Read-only, written by applied usage: spend in minor units per UTC month
    * (`YYYY-MM`), prepaid or post-paid. The current and previous months are kept.

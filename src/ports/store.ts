@@ -1,4 +1,5 @@
 import type { Account, AccountStatus, KeyIds, StoredKey } from '../keys/key-records';
+import type { KeyRestrictions } from '../keys/key-restrictions';
 import type { Authorizer, KeyIndex } from '../check/ports';
 import type { AuditActor, CustomerIdentity, MemberRole, Membership } from '../accounts/customer-identity';
 import type { Member, MemberPrincipal } from '../accounts/members';
@@ -27,6 +28,8 @@ export interface AccountPatch {
   tokenBudgets?: { key?: readonly TokenBudget[] | null; account?: readonly TokenBudget[] | null };
   /** Integer minor units per UTC month; null removes the cap. */
   monthlySpendCap?: number | null;
+  /** The defaults every key of the account is restricted by; null removes them. */
+  keyRestrictions?: KeyRestrictions | null;
 }
 
 export interface KeyPatch {
@@ -39,6 +42,8 @@ export interface KeyPatch {
   tokenBudgets?: readonly TokenBudget[] | null;
   /** Integer minor units per UTC month; null removes the cap. */
   monthlySpendCap?: number | null;
+  /** null removes them: the key may do whatever its account's defaults allow. */
+  restrictions?: KeyRestrictions | null;
 }
 
 export interface RotateKeyRequest {

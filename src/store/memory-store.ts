@@ -215,6 +215,7 @@ export class MemoryStore implements Store {
         accountMonthSpend: account?.monthlySpend?.[month] ?? 0,
         keyMonthSpend: this.keySpend.get(request.accountId)?.get(`${request.keyId} ${month}`) ?? 0,
         held,
+        ...(request.restrictions ? { restrictions: request.restrictions } : {}),
       },
       nowMs * 1000,
       request.defaultPlan,
@@ -276,6 +277,8 @@ export class MemoryStore implements Store {
     }
     if (patch.monthlySpendCap === null) delete account.monthlySpendCap;
     else if (patch.monthlySpendCap !== undefined) account.monthlySpendCap = patch.monthlySpendCap;
+    if (patch.keyRestrictions === null) delete account.keyRestrictions;
+    else if (patch.keyRestrictions !== undefined) account.keyRestrictions = structuredClone(patch.keyRestrictions);
     return structuredClone(account);
   }
 
@@ -344,6 +347,8 @@ export class MemoryStore implements Store {
     else if (patch.tokenBudgets !== undefined) key.tokenBudgets = structuredClone(patch.tokenBudgets);
     if (patch.monthlySpendCap === null) delete key.monthlySpendCap;
     else if (patch.monthlySpendCap !== undefined) key.monthlySpendCap = patch.monthlySpendCap;
+    if (patch.restrictions === null) delete key.restrictions;
+    else if (patch.restrictions !== undefined) key.restrictions = structuredClone(patch.restrictions);
     return structuredClone(key);
   }
 

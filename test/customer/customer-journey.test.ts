@@ -273,7 +273,7 @@ describe('the customer journey in Chromium', () => {
     // Rename and set an expiry, then clear it.
     const expiryDay = new Date(Date.now() + 30 * 86_400_000).toISOString().slice(0, 10);
     const current = page.getByTestId('key-row').filter({ has: page.locator('.badge.status-active') });
-    await current.getByRole('button', { name: /^Rename or set the expiry/ }).click();
+    await current.getByRole('button', { name: /^Rename, set the expiry or restrict/ }).click();
     await page.locator('#edit-name').fill('prod backend v2');
     await page.getByLabel('Expires after (UTC; empty: never)').fill(expiryDay);
     await page.getByRole('button', { name: 'Save' }).click();
@@ -281,13 +281,21 @@ describe('the customer journey in Chromium', () => {
     const renamed = row(page, 'prod backend v2');
     expect(await renamed.locator('td.expires time').getAttribute('datetime')).toBe(`${expiryDay}T23:59:59.999Z`);
     expect((await store.getKey((await renamed.getAttribute('data-key-id'))!))?.expiresAt).toBe(`${expiryDay}T23:59:59.999Z`);
-    await renamed.getByRole('button', { name: /^Rename or set the expiry/ }).click();
+    await renamed.getByRole('button', { name: /^Rename, set the expiry or restrict/ }).click();
     await page.getByLabel('Expires after (UTC; empty: never)').fill('');
     await page.getByRole('button', { name: 'Save' }).click();
     await row(page, 'prod backend v2')
       .locator('td.expires', { hasText: /^never$/ })
       .waitFor();
     expect(await decisionFor(check, third)).toBe('allow');
+
+    // Revoked and replaced keys can be hidden, and shown again.
+    const allRows = await page.getByTestId('key-row').count();
+    await page.getByLabel('Hide revoked and replaced keys').check();
+    expect(await page.getByTestId('key-row').count()).toBe(1);
+    expect(await page.getByTestId('key-row').getAttribute('data-status')).toBe('active');
+    await page.getByLabel('Hide revoked and replaced keys').uncheck();
+    expect(await page.getByTestId('key-row').count()).toBe(allRows);
 
     // Usage: the allowed Checks, counted in process and flushed with the last-used times (every FLUSH_MS).
     // Allowed: first 1, second 2, third 3.
@@ -321,6 +329,13 @@ describe('the customer journey in Chromium', () => {
     const members = await page.getByTestId('member-row').allTextContents();
     expect(members.join('\n')).toContain('bob');
     expect(await page.getByTestId('audit-entry').first().textContent()).toContain('by alice');
+    // In words: no action codes, no name=value details.
+    const audit = (await page.getByTestId('audit-entry').allTextContents()).join('\n');
+    expect(audit).toMatch(/Created key gk_live_\w{4}…, by alice/);
+    expect(audit).toMatch(/Regenerated key gk_live_\w{4}… as gk_live_\w{4}…; the old one kept working for 3600 seconds, by alice/);
+    expect(audit).toMatch(/Changed the name, expiry of key gk_live_\w{4}…, by alice/);
+    expect(audit).toMatch(/Revoked key gk_live_\w{4}…, by alice/);
+    expect(audit).not.toMatch(/key\.(create|rotate|update|revoke)|[a-zA-Z]+=/);
 
     mkdirSync(ARTIFACTS, { recursive: true });
     const screenshot = join(ARTIFACTS, 'customer-dashboard.png');
@@ -341,6 +356,67 @@ describe('the customer journey in Chromium', () => {
     for (const path of ['/auth/session', `/api/accounts/${ACME}/keys`]) {
       const replayed = await fetch(`${app.customerUrl}${path}`, { headers: { cookie } });
       expect(replayed.status).toBe(401);
+    }
+  });
+
+  it('an owner opens an account by name from the start page, restricts a key in the Edit dialog, and the very next Check honours it; clearing lifts it', async () => {
+    const { page } = await newPage();
+    await signIn(page, 'alice');
+    // The start page: one link per account, by name, straight to its keys.
+    expect(await page.getByTestId('accounts').locator('li').allTextContents()).toEqual([
+      `Acme Corp (${ACME}): owner (keys and members)`,
+      `Globex (${GLOBEX}): developer (keys)`,
+    ]);
+    await page.getByRole('link', { name: `Globex (${GLOBEX})` }).click();
+    await page.locator('#keys-caption', { hasText: 'Keys of Globex' }).waitFor();
+    await page.goBack();
+    await page.getByRole('link', { name: `Acme Corp (${ACME})` }).click();
+    await page.locator('#keys-caption', { hasText: 'Keys of Acme Corp' }).waitFor();
+    await page.locator('#key-name').fill('embeddings only');
+    await page.getByTestId('create-key').click();
+    const key = await shownKey(page);
+    await closeKeyPanel(page);
+    expect(await decisionFor(check, key)).toBe('allow');
+
+    await row(page, 'embeddings only')
+      .getByRole('button', { name: /^Rename, set the expiry or restrict/ })
+      .click();
+    await page.getByLabel(/^Endpoints/).fill('/v1/embeddings');
+    await page.getByRole('button', { name: 'Save' }).click();
+    await page.getByTestId('notice').filter({ hasText: 'was saved' }).waitFor();
+    expect(await decisionFor(check, key)).toBe('endpoint_not_permitted');
+    await page
+      .getByTestId('audit-entry')
+      .filter({ hasText: /Changed the restrictions of key gk_live_\w{4}… \(restrictions now: endpoints \/v1\/embeddings\), by alice/ })
+      .waitFor();
+
+    // A bad range is refused with the API's words, and nothing changes.
+    await row(page, 'embeddings only')
+      .getByRole('button', { name: /^Rename, set the expiry or restrict/ })
+      .click();
+    expect(await page.getByLabel(/^Endpoints/).inputValue()).toBe('/v1/embeddings');
+    await page.getByLabel(/^Source addresses/).fill('10.0.0.0/33');
+    await page.getByRole('button', { name: 'Save' }).click();
+    await page.getByTestId('error').filter({ hasText: 'the prefix length must be 0 to 32' }).waitFor();
+
+    await row(page, 'embeddings only')
+      .getByRole('button', { name: /^Rename, set the expiry or restrict/ })
+      .click();
+    await page.getByLabel(/^Endpoints/).fill('');
+    await page.getByLabel(/^Source addresses/).fill('');
+    await page.getByRole('button', { name: 'Save' }).click();
+    await page.getByTestId('notice').filter({ hasText: 'was saved' }).waitFor();
+    expect(await decisionFor(check, key)).toBe('allow');
+
+    // At the active-key cap, "Create key" says so beside the button, not only at the top of the page.
+    await store.updateAccount(ACME, { maxActiveKeys: 0 });
+    try {
+      await page.getByTestId('create-key').click();
+      const beside = page.getByTestId('create-card').getByTestId('create-error');
+      await beside.filter({ hasText: 'may hold at most 0' }).waitFor();
+      expect(await beside.getAttribute('role')).toBe('alert');
+    } finally {
+      await store.updateAccount(ACME, { maxActiveKeys: null });
     }
   });
 

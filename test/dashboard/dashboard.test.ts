@@ -13,6 +13,7 @@ import { startAppUnderTest, TEST_ADMIN_TOKEN, type AppUnderTest } from '../suppo
 import { startTestRedis, type TestRedis } from '../support/redis-server';
 import { launchChromium } from '../support/chromium';
 import { registerSecrets } from '../support/secret-scan';
+import { createOfficialCheckClient, decisionFor } from '../support/envoy-official-client';
 import { startServerProcess } from '../support/server-process';
 
 const ARTIFACTS = join(__dirname, '..', '..', 'test-artifacts');
@@ -166,7 +167,13 @@ async function createKey(accountId: string, name: string, environment: 'live' | 
 async function apiKey(keyId: string) {
   const answer = await server.admin('GET', `/admin/keys/${keyId}`);
   expect(answer.status).toBe(200);
-  return answer.body as { status: string; revokeAt: string | null; revokedAt: string | null; replacedBy: string | null };
+  return answer.body as {
+    status: string;
+    revokeAt: string | null;
+    revokedAt: string | null;
+    replacedBy: string | null;
+    restrictions: object | null;
+  };
 }
 
 async function apiKeys(accountId: string) {
@@ -322,6 +329,7 @@ describe('dashboard in Chromium', () => {
     await createAccount('rotate-now', 'Rotate Now Inc');
     await createAccount('rotate-grace', 'Rotate Grace GmbH');
     await createAccount('revoke-flow', 'Revoke Flow SA');
+    await createAccount('restrict-flow', 'Restrict Flow Co');
     await createAccount('xss', XSS_ACCOUNT_NAME);
     await createAccount('phone', 'Narrow Screens Ltd');
     await createAccount('tab-order', 'Tab Order AG');
@@ -408,7 +416,7 @@ describe('dashboard in Chromium', () => {
       expect.stringMatching(/^\d{4}-\d\d-\d\d \d\d:\d\d UTC$/),
       'never',
       'never',
-      'RegenerateRevoke',
+      'RegenerateRestrictRevoke',
     ]);
 
     await dismissKey(page, key);
@@ -519,6 +527,31 @@ describe('dashboard in Chromium', () => {
     expect((await apiKey(kept.id)).status).toBe('active');
     expect(await keyRow(page, kept.id).getAttribute('data-status')).toBe('active');
     expectNoProblems(tab);
+  });
+
+  it('restricts a key in its Restrict dialog, and the next Check honours it', async () => {
+    const restricted = await createKey('restrict-flow', 'embeddings job');
+    const check = createOfficialCheckClient(server.grpcAddress);
+    try {
+      expect(await decisionFor(check, restricted.key)).toBe('allow');
+      const tab = await openDashboard();
+      const { page } = tab;
+      await signedIn(page);
+      await chooseAccount(page, 'restrict-flow');
+
+      await keyRow(page, restricted.id)
+        .getByRole('button', { name: /^Restrict key/ })
+        .click();
+      const dialog = page.getByRole('dialog');
+      await dialog.getByLabel(/^Endpoints/).fill('/v1/embeddings');
+      await dialog.getByRole('button', { name: 'Save' }).click();
+      await page.getByRole('status').filter({ hasText: 'were saved' }).waitFor();
+      expect((await apiKey(restricted.id)).restrictions).toEqual({ endpoints: ['/v1/embeddings'] });
+      expect(await decisionFor(check, restricted.key)).toBe('endpoint_not_permitted');
+      expectNoProblems(tab);
+    } finally {
+      check.close();
+    }
   });
 
   it('shows user-provided strings as literal text, never as HTML', async () => {

@@ -4,10 +4,11 @@
  * 0.137.0 (the last 0.x, installed as `anthropic-sdk-legacy`) sends
  * `x-api-key` + `anthropic-version: 2023-06-01`. Every case runs for both.
  */
-import Anthropic, { APIError, AuthenticationError, PaymentRequiredError, RateLimitError } from '@anthropic-ai/sdk';
+import Anthropic, { APIError, AuthenticationError, PaymentRequiredError, PermissionDeniedError, RateLimitError } from '@anthropic-ai/sdk';
 import AnthropicLegacy, {
   APIError as LegacyAPIError,
   AuthenticationError as LegacyAuthenticationError,
+  PermissionDeniedError as LegacyPermissionDeniedError,
   RateLimitError as LegacyRateLimitError,
 } from 'anthropic-sdk-legacy';
 import { totalTokens } from '../../src/metering/usage';
@@ -100,6 +101,8 @@ interface Flavour {
   APIError: ErrorClass;
   /** The exact class a 402 raises. */
   PaymentClass: ErrorClass;
+  /** What a 403 raises (a key lacking a permission). */
+  PermissionDeniedError: ErrorClass;
 }
 
 // A model name in neither SDK's deprecation list (both console.warn on deprecated names, e.g. claude-sonnet-4-5).
@@ -138,6 +141,7 @@ const FLAVOURS: Flavour[] = [
     RateLimitError,
     APIError,
     PaymentClass: PaymentRequiredError,
+    PermissionDeniedError,
   },
   {
     sdk: '@anthropic-ai/sdk 0.137.0',
@@ -157,6 +161,7 @@ const FLAVOURS: Flavour[] = [
     APIError: LegacyAPIError,
     // 0.x has no PaymentRequiredError: a 402 is the generic APIError.
     PaymentClass: LegacyAPIError,
+    PermissionDeniedError: LegacyPermissionDeniedError,
   },
 ];
 
@@ -270,6 +275,30 @@ describe.each(FLAVOURS)('$sdk', (flavour) => {
       expect(error.message).not.toContain(key);
       expect(error.requestID).toEqual(expect.any(String));
       expect(error.headers.get('x-should-retry')).toBe('false');
+      expect(world.upstream.requests.length).toBe(before);
+    });
+  });
+
+  describe('restricted keys: 403 PermissionDeniedError (permission_error), naming the missing permission', () => {
+    const cases = [
+      { name: 'endpoint', code: 'endpoint_not_permitted', restrictions: { endpoints: ['chat-completions'] } },
+      { name: 'source address', code: 'address_not_permitted', restrictions: { sourceAddresses: ['2001:db8::/32'] } },
+      // The front sends no body to Check (as envoy.yaml): a model restriction cannot be checked, so it fails closed.
+      { name: 'model, unreadable without the body', code: 'model_not_readable', restrictions: { models: ['claude-e2e-test'] } },
+    ];
+
+    test.each(cases)('$name → 403 $code after exactly one attempt', async ({ code, restrictions }) => {
+      const { key, keyId } = await world.newKey(accountFor(flavour, 'restricted'));
+      expect((await world.gateway.admin('PATCH', `/admin/keys/${keyId}`, { restrictions })).status).toBe(200);
+      const before = world.upstream.requests.length;
+
+      const error = await caught(flavour.client(key, { maxRetries: 2 }).create());
+
+      expect(error).toBeInstanceOf(flavour.PermissionDeniedError);
+      expect(error.status).toBe(403);
+      expect(error.error).toMatchObject({ error: { type: 'permission_error' } });
+      expect(errorCodeOf(error)).toBe(code);
+      expect(attemptsOf(key)).toBe(1);
       expect(world.upstream.requests.length).toBe(before);
     });
   });

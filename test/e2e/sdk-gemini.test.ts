@@ -290,6 +290,30 @@ describe.each(FLAVOURS)('$sdk', (flavour) => {
     });
   });
 
+  describe('restricted keys: 403 PERMISSION_DENIED, naming the missing permission', () => {
+    const cases = [
+      { name: 'endpoint', code: 'endpoint_not_permitted', restrictions: { endpoints: ['messages'] } },
+      { name: 'source address', code: 'address_not_permitted', restrictions: { sourceAddresses: ['192.0.2.0/24'] } },
+      // The path names the model: no body needed.
+      { name: 'model', code: 'model_not_permitted', restrictions: { models: ['gemini-2.5-pro*'] } },
+    ];
+
+    test.each(cases)('$name → 403 $code', async ({ code, restrictions }) => {
+      const { key, keyId } = await world.newKey(accountFor(flavour, 'restricted'));
+      expect((await world.gateway.admin('PATCH', `/admin/keys/${keyId}`, { restrictions })).status).toBe(200);
+      const before = world.upstream.requests.length;
+
+      const error = await caught(flavour.generate(key));
+
+      expect(error).toBeInstanceOf(flavour.ErrorClass);
+      const failure = flavour.failure(error);
+      expect(failure.status).toBe(403);
+      expect(failure.reason).toBe(code);
+      expect(failure.message).toContain('insufficient permissions for this request. Missing permission');
+      expect(world.upstream.requests.length).toBe(before);
+    });
+  });
+
   describe('authentication failures are 401 UNAUTHENTICATED', () => {
     const cases: { name: string; code: string; text: string; key: () => Promise<string> }[] = [
       { name: 'unknown (well-formed) key', code: 'unknown_key', text: 'Invalid API key', key: async () => generateCustomerKey('live') },

@@ -270,6 +270,32 @@ describe.each(MAJORS)('$sdk', ({ accountPrefix, Client, APIError, Authentication
     });
   });
 
+  describe("restricted keys: 401 AuthenticationError as OpenAI's own restricted keys, naming the missing permission", () => {
+    const cases = [
+      { name: 'endpoint', code: 'endpoint_not_permitted', restrictions: { endpoints: ['/v1/embeddings'] } },
+      { name: 'source address', code: 'address_not_permitted', restrictions: { sourceAddresses: ['192.0.2.0/24'] } },
+      // The front sends no body to Check (as envoy.yaml): a model restriction cannot be checked, so it fails closed.
+      { name: 'model, unreadable without the body', code: 'model_not_readable', restrictions: { models: ['gpt-4o-mini'] } },
+    ];
+
+    test.each(cases)('$name → 401 $code after exactly one attempt', async ({ code, restrictions }) => {
+      const { key, keyId } = await world.newKey(`${accountPrefix}-restricted`);
+      expect((await world.gateway.admin('PATCH', `/admin/keys/${keyId}`, { restrictions })).status).toBe(200);
+      const before = world.upstream.requests.length;
+
+      const error = await caught(chat(client(key, { maxRetries: 2 })));
+
+      expect(error).toBeInstanceOf(AuthenticationError);
+      const authError = error as AuthenticationError;
+      expect(authError.status).toBe(401);
+      expect(authError.code).toBe(code);
+      expect(authError.type).toBe('invalid_request_error');
+      expect(authError.message).toContain('insufficient permissions');
+      expect(attemptsOf(key)).toBe(1);
+      expect(world.upstream.requests.length).toBe(before);
+    });
+  });
+
   describe('billing denials are 402 and never retried', () => {
     const cases = [
       { name: 'suspended account', code: 'account_suspended', billing: { status: 'suspended' } },

@@ -153,7 +153,7 @@ describe('keys', () => {
   });
 });
 
-const ACCOUNT_VIEW_FIELDS = ['billing', 'createdAt', 'id', 'limits', 'maxActiveKeys', 'name', 'tokenBudgets'];
+const ACCOUNT_VIEW_FIELDS = ['billing', 'createdAt', 'id', 'keyRestrictions', 'limits', 'maxActiveKeys', 'name', 'tokenBudgets'];
 /** What the account view's billing says about usage (issue 16) for an account that has used nothing. */
 const NO_USAGE = {
   monthlySpendCap: null,
@@ -180,6 +180,7 @@ describe('account view, billing and limits', () => {
       limits: { key: null, account: null },
       maxActiveKeys: null,
       tokenBudgets: { key: null, account: null },
+      keyRestrictions: null,
       createdAt: expect.any(String),
     });
   });
@@ -458,6 +459,7 @@ describe('key view and key limits', () => {
       tokenBudgets: null,
       monthlySpendCap: null,
       monthlySpendCapFormatted: null,
+      restrictions: null,
     });
     expectNoKeyMaterial(response.body);
   });

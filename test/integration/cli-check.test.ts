@@ -6,7 +6,7 @@ import { loadAuthorizationService } from '../../src/check/proto-loading';
 import { ensureBuiltCli, runCli, type CliRun } from '../support/built-cli';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
 import { recordCapture, registerSecrets } from '../support/secret-scan';
-import { startAppUnderTest, type AppUnderTest } from '../support/running-app';
+import { startAppUnderTest, TEST_ADMIN_TOKEN, type AppUnderTest } from '../support/running-app';
 
 // Each CLI run is a fresh node process; allow for a loaded machine.
 jest.setTimeout(60_000);
@@ -178,7 +178,7 @@ describe('gateway-authz check (one real Check over gRPC, real Redis)', () => {
     const { key } = await newKey('check-acme');
     const { code, view } = await json<DenyView>(['-X', 'POST', '-H', `x-api-key: ${key}`, '--request-id', 'req-400', '/v1/messages']);
     expect(code).toBe(2);
-    expect(Object.keys(view)).toEqual(['decision', 'request', 'httpStatus', 'code', 'headers', 'body', 'grpcStatus']);
+    expect(Object.keys(view)).toEqual(['decision', 'request', 'httpStatus', 'code', 'headers', 'body', 'grpcStatus', 'restriction']);
     expect(view).toMatchObject({
       decision: 'deny',
       httpStatus: 400,
@@ -280,6 +280,32 @@ describe('gateway-authz check (one real Check over gRPC, real Redis)', () => {
         `error: the Check service at ${address} accepted the connection but did not answer within 2 s (gRPC status 4 DEADLINE_EXCEEDED)\n`,
       );
     });
+  });
+
+  it('restricts a key with `keys restrict`, and shows which restriction decided a denial', async () => {
+    const { id, key } = await newKey('check-acme');
+    const admin = { ADMIN_URL: server.adminUrl, ADMIN_TOKEN: TEST_ADMIN_TOKEN };
+    const set = await runCli(['keys', 'restrict', '--id', id, '--source-addresses', '10.0.0.0/8, 2001:db8::/32', '--read-only'], admin);
+    expect(set.stderr).toBe('');
+    expect(set.stdout).toMatch(/restrictions +read-only; source addresses 10\.0\.0\.0\/8, 2001:db8::\/32/);
+    const bad = await runCli(['keys', 'restrict', '--id', id, '--source-addresses', '10.0.0.0/99'], admin);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toContain('the prefix length must be 0 to 32');
+
+    const auth = ['-H', `authorization: Bearer ${key}`];
+    const inside = await json<AllowView>(['/v1/models', ...auth, '--source-address', '10.9.8.7']);
+    expect(inside.code).toBe(0);
+    const outside = await json<DenyView>(['/v1/models', ...auth, '--source-address', '192.0.2.1']);
+    expect(outside.code).toBe(2);
+    expect(outside.view).toMatchObject({ httpStatus: 401, code: 'address_not_permitted', restriction: 'address' });
+    const written = await check(['-X', 'POST', '/v1/chat/completions', ...auth, '--source-address', '2001:db8::1']);
+    expect(written.code).toBe(2);
+    expect(written.stdout).toContain("Decided by the key's restrictions (its own or its account's): endpoint (or read-only).");
+    expect((await check(['/v1/models', ...auth, '--source-address', '10.0.0'])).stderr).toContain('must be an IPv4 or IPv6 address');
+
+    const cleared = await runCli(['keys', 'restrict', '--id', id, '--clear', '--json'], admin);
+    expect((JSON.parse(cleared.stdout) as { restrictions: unknown }).restrictions).toBeNull();
+    expect((await json<AllowView>(['/v1/models', ...auth, '--source-address', '192.0.2.1'])).code).toBe(0);
   });
 
   it('logged no key material for any of these Checks', () => {

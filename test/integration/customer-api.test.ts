@@ -508,6 +508,30 @@ describe('keys, as a member manages them', () => {
     expect(await store.getAccount(accountId)).not.toHaveProperty('creditBalance');
   });
 
+  it("sets restrictions on a key within the account's defaults, refusing what lies outside them; a viewer may not", async () => {
+    const { accountId, people, keyId } = await team();
+    await store.updateAccount(accountId, { keyRestrictions: { models: ['gpt-4o*'], sourceAddresses: ['10.0.0.0/8'] } });
+    const narrowed = { models: ['gpt-4o-mini'], sourceAddresses: ['10.1.0.0/16'], readOnly: true };
+    const set = await api.call(people.developer, 'PATCH', path(accountId, `/keys/${keyId}`), { restrictions: narrowed });
+    expect(set.status).toBe(200);
+    expect(set.body.restrictions).toEqual(narrowed);
+    const created = await api.call(people.owner, 'POST', path(accountId, '/keys'), { restrictions: { endpoints: ['/v1/embeddings'] } });
+    expect(created.status).toBe(201);
+    expect(created.body.restrictions).toEqual({ endpoints: ['/v1/embeddings'] });
+
+    const wider = await api.call(people.owner, 'PATCH', path(accountId, `/keys/${keyId}`), { restrictions: { models: ['o3'] } });
+    expect(wider.status).toBe(400);
+    expect(wider.body.error).toMatchObject({ code: 'invalid_field', field: 'restrictions' });
+    expect(wider.body.error.message).toContain("models 'o3' is outside the account's defaults");
+    const badCidr = await api.call(people.owner, 'POST', path(accountId, '/keys'), { restrictions: { sourceAddresses: ['10.0.0.0/40'] } });
+    expect(badCidr.status).toBe(400);
+    expect(JSON.stringify(badCidr.body)).toContain('the prefix length must be 0 to 32');
+    expect((await api.call(people.viewer, 'PATCH', path(accountId, `/keys/${keyId}`), { restrictions: null })).status).toBe(403);
+    expect(
+      (await api.call(people.developer, 'PATCH', path(accountId, `/keys/${keyId}`), { restrictions: null })).body.restrictions,
+    ).toBeNull();
+  });
+
   it('refuses a key id that is really a key, without echoing it', async () => {
     const { accountId, people } = await team();
     const created = await api.call(people.owner, 'POST', path(accountId, '/keys'), {});

@@ -214,6 +214,61 @@ describe.each(implementations)('store contract: %s', (_name, open) => {
     });
   });
 
+  describe('key restrictions (issue 38)', () => {
+    const onKey = { endpoints: ['/v1/embeddings'], models: ['text-embedding-3*'], sourceAddresses: ['10.0.0.0/8', '2001:db8::/32'] };
+    const onAccount = { readOnly: true };
+    const texts = (keyText: string, accountText: string, refused?: 'address' | 'endpoint' | 'model') => ({
+      keyText,
+      accountText,
+      ...(refused ? { refused } : {}),
+    });
+    const authorizeWith = (ids: { accountId: string; keyId: string }, restrictions: ReturnType<typeof texts>, plan = NO_LIMITS) =>
+      store.authorize({ ...ids, defaultPlan: plan, defaultTokenBudgets: NO_TOKEN_BUDGETS, restrictions });
+
+    it('stores restrictions with the key and the defaults with the account, patched and removed with null', async () => {
+      const ids = await seed({ keyRestrictions: onAccount }, { restrictions: onKey });
+      expect((await store.getKey(ids.keyId))!.restrictions).toEqual(onKey);
+      expect((await store.getAccount(ids.accountId))!.keyRestrictions).toEqual(onAccount);
+      expect((await store.updateKey(ids.keyId, { restrictions: { models: ['o3'] } }))!.restrictions).toEqual({ models: ['o3'] });
+      expect(await store.updateKey(ids.keyId, { restrictions: null })).not.toHaveProperty('restrictions');
+      expect((await store.updateAccount(ids.accountId, { keyRestrictions: { models: ['a*'] } }))!.keyRestrictions).toEqual({
+        models: ['a*'],
+      });
+      expect(await store.updateAccount(ids.accountId, { keyRestrictions: null })).not.toHaveProperty('keyRestrictions');
+    });
+
+    it('answers restrictions_changed with the stored texts when the caller decided on others, consuming nothing', async () => {
+      const ids = await seed({ keyRestrictions: onAccount }, { restrictions: onKey });
+      const keyText = JSON.stringify(onKey);
+      const accountText = JSON.stringify(onAccount);
+      const plan = { key: [perMinute(1)], account: [] };
+      // Decided on none (what a replica believes of a key it has not seen restricted).
+      expect(await authorize(ids, plan)).toEqual({ kind: 'restrictions_changed', prefix: ids.record.prefix, keyText, accountText });
+      expect(await authorizeWith(ids, texts(keyText, ''), plan)).toMatchObject({ kind: 'restrictions_changed' });
+      // On the current texts: a refusal is answered restricted, an allow consumes as usual.
+      expect(await authorizeWith(ids, texts(keyText, accountText, 'endpoint'), plan)).toEqual({
+        kind: 'restricted',
+        prefix: ids.record.prefix,
+      });
+      expect((await authorizeWith(ids, texts(keyText, accountText), plan)).kind).toBe('allow');
+      expect((await authorizeWith(ids, texts(keyText, accountText), plan)).kind).toBe('rate_limited');
+    });
+
+    it('decides the status first: a revoked key is told so whatever the restrictions', async () => {
+      const ids = await seed({}, { restrictions: onKey });
+      await store.revokeKey(ids.keyId, clock.now());
+      expect((await authorize(ids)).kind).toBe('key_revoked');
+      expect((await authorizeWith(ids, texts(JSON.stringify(onKey), '', 'model'))).kind).toBe('key_revoked');
+    });
+
+    it('answers an unrestricted key as before; a refusal sent on current (empty) texts is answered restricted', async () => {
+      const ids = await seed();
+      expect((await authorize(ids)).kind).toBe('allow');
+      expect((await authorizeWith(ids, texts('', ''))).kind).toBe('allow');
+      expect((await authorizeWith(ids, texts('', '', 'address'))).kind).toBe('restricted');
+    });
+  });
+
   describe('credit idempotency keys', () => {
     const prepaid = async (creditBalance: number) => {
       const id = unique('idem');

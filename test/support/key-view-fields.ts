@@ -13,6 +13,7 @@ export const COMMON_KEY_VIEW_FIELDS = [
   'prefix',
   'replacedBy',
   'replaces',
+  'restrictions',
   'revokeAt',
   'revokedAt',
   'status',

@@ -1,5 +1,6 @@
 import type { Account, StoredKey } from '../../keys/key-records';
-import type { AuthorizeOutcome } from '../../check/ports';
+import type { AuthorizeOutcome, RestrictionsSent } from '../../check/ports';
+import { restrictionsText } from '../../keys/key-restrictions';
 import { gcraStep } from './gcra';
 import { effectiveLimits } from './rate-limit';
 import { limitHit, type LimitHit, type LimitScope, type LimitState, type RatePlan } from './rate-limits';
@@ -8,7 +9,7 @@ import { effectiveTokenBudgets, tokenBucketName, tokenBudgetState, type TokenBuc
 
 /**
  * The authorization rules for a known key, as one pure function: key status
- * → billing (credit) → monthly spend caps → request rate limits → token
+ * → restrictions (Check's verdict, on the texts it sent) → billing (credit) → monthly spend caps → request rate limits → token
  * budgets, consuming nothing unless everything passes (and token budgets
  * never: usage consumes them, src/accounts/limits/usage-account-state.ts). The
  * in-memory store runs this; the Redis store runs the same rules in its Lua
@@ -27,6 +28,8 @@ export interface AccountState {
   keyMonthSpend: number;
   /** What the account's holds in flight reserve (none expired), and of those the key's; absent: none. */
   held?: HeldAmounts;
+  /** What Check decided on the key's restrictions, and on which texts; absent: none believed, none refused. */
+  restrictions?: RestrictionsSent;
 }
 
 /** The sums of holds in flight: money against the balance and the account's cap, tokens against its budgets; the key's apart. */
@@ -74,6 +77,14 @@ export function authorizeAccountState(
     return { outcome: { kind: 'key_expired', prefix }, writes: [] };
   }
   if (account.status === 'suspended') return { outcome: { kind: 'account_suspended', prefix }, writes: [] };
+  // After the status, so a revoked key is told it is revoked; before everything that consumes or holds.
+  const keyText = restrictionsText(key.restrictions);
+  const accountText = restrictionsText(account.keyRestrictions);
+  const sent = state.restrictions;
+  if (keyText !== (sent?.keyText ?? '') || accountText !== (sent?.accountText ?? '')) {
+    return { outcome: { kind: 'restrictions_changed', prefix, keyText, accountText }, writes: [] };
+  }
+  if (sent?.refused !== undefined) return { outcome: { kind: 'restricted', prefix }, writes: [] };
   // Money is held only where something counts it; a postpaid account without caps holds none.
   const holdsMoney = account.creditBalance !== undefined || key.monthlySpendCap !== undefined || account.monthlySpendCap !== undefined;
   const holdMinorUnits = hold && holdsMoney ? hold.minorUnits : 0;

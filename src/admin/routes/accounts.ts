@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
+import { restrictionsDetail } from '../../keys/key-actions';
 import {
   CREDIT_LIMIT_MINOR_UNITS,
   IDEMPOTENCY_KEY_HEADER,
@@ -81,6 +82,10 @@ function toAccountPatch(body: PatchAccountBody): { patch: AccountPatch; changes:
     }
     patch.tokenBudgets = budgets;
   }
+  if (body.keyRestrictions !== undefined) {
+    patch.keyRestrictions = body.keyRestrictions;
+    changes.push('keyRestrictions');
+  }
   return { patch, changes };
 }
 
@@ -130,8 +135,9 @@ export function registerAccountRoutes(app: FastifyInstance, deps: AdminServerDep
     async (request, reply) => {
       const body = createAccountBody.safeParse(request.body);
       if (!body.success) return sendInvalidField(reply, body.error);
-      const { id, name, billing, limits, maxActiveKeys, tokenBudgets } = body.data;
+      const { id, name, billing, limits, maxActiveKeys, tokenBudgets, keyRestrictions } = body.data;
       const account: Account = { id, name, status: billing?.status ?? 'active', createdAt: now() };
+      if (keyRestrictions !== undefined) account.keyRestrictions = keyRestrictions;
       if (maxActiveKeys !== undefined) account.maxActiveKeys = maxActiveKeys;
       if (billing?.creditBalance != null) account.creditBalance = billing.creditBalance;
       if (billing?.monthlySpendCap != null) account.monthlySpendCap = billing.monthlySpendCap;
@@ -190,7 +196,12 @@ export function registerAccountRoutes(app: FastifyInstance, deps: AdminServerDep
       const { patch, changes } = toAccountPatch(body.data);
       const account = await deps.store.updateAccount(id, patch);
       if (!account) return sendAccountNotFound(reply, id);
-      await recordChange(deps, { action: 'account.update', actor: OPERATOR, accountId: id, detail: `changes=${changes.join(',')}` });
+      await recordChange(deps, {
+        action: 'account.update',
+        actor: OPERATOR,
+        accountId: id,
+        detail: `changes=${changes.join(',')}${restrictionsDetail(patch.keyRestrictions)}`,
+      });
       return reply.send(accountView(account, deps.clock.now(), deps.currency ?? DEFAULT_CURRENCY));
     },
   );

@@ -73,6 +73,7 @@ export function registerKeyRoutes(app: FastifyInstance, deps: AdminServerDeps): 
         ...(body.data.limits !== undefined ? { limits: body.data.limits } : {}),
         ...(body.data.tokenBudgets !== undefined ? { tokenBudgets: body.data.tokenBudgets } : {}),
         ...(body.data.monthlySpendCap !== undefined ? { monthlySpendCap: body.data.monthlySpendCap } : {}),
+        ...(body.data.restrictions !== undefined ? { restrictions: body.data.restrictions } : {}),
       });
       switch (outcome.kind) {
         case 'created':
@@ -135,6 +136,7 @@ export function registerKeyRoutes(app: FastifyInstance, deps: AdminServerDeps): 
       }
       if (body.data.tokenBudgets !== undefined) patch.tokenBudgets = body.data.tokenBudgets;
       if (body.data.monthlySpendCap !== undefined) patch.monthlySpendCap = body.data.monthlySpendCap;
+      if (body.data.restrictions !== undefined) patch.restrictions = body.data.restrictions;
       const key = await updateKey(deps, OPERATOR, keyId, patch);
       if (!key) return sendKeyNotFound(reply, keyId);
       return reply.send(keyView(key, now(), deps.currency ?? DEFAULT_CURRENCY));

@@ -4,7 +4,8 @@ import { describeWindow } from '../../accounts/limits/rate-limit';
 import type { AuthorizeOutcome } from '../ports';
 import { formatMoney, type Currency } from '../../accounts/money';
 
-type Refusal = Exclude<AuthorizeOutcome, { kind: 'allow' } | { kind: 'unknown_key' }>;
+/** Restriction outcomes are decide()'s: it holds the refusal it sent, and decides again on changed restrictions. */
+type Refusal = Exclude<AuthorizeOutcome, { kind: 'allow' | 'unknown_key' | 'restrictions_changed' | 'restricted' }>;
 
 /** The store's refusals as deny reasons with their customer-facing words (from the catalogue). */
 export function accountOutcomeToDecision(

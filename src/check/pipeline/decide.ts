@@ -13,6 +13,8 @@ import { refuseUnpricedModel } from './model-step';
 import { findUpstreamProviderKey } from './upstream-key-step';
 import { checkVersionHeader } from './version-header-step';
 import { holdFor } from './hold-step';
+import { effectiveRestrictions, refusedByRestrictions, NO_RESTRICTIONS } from './restriction-step';
+import type { RestrictionsCache } from '../restrictions-cache';
 
 export interface PipelineDeps {
   settings: PipelineSettings;
@@ -22,7 +24,18 @@ export interface PipelineDeps {
   authorizer: Authorizer;
   /** Told when the store decided on another key's record than the one presented (answered store_unavailable); for metrics. */
   onStoreIdentityMismatch?: () => void;
+  /**
+   * Restricted keys' restrictions as this replica last read them; without it, a restricted key is read from the
+   * store's reply on every request (one more round trip each).
+   */
+  restrictions?: RestrictionsCache;
 }
+
+/**
+ * Why a Check was answered store_unavailable when the key's restrictions changed again between the store's answer
+ * with the new ones and the decision on them: only a writer changing them without pause can do that.
+ */
+export const RESTRICTIONS_KEPT_CHANGING = "the key's restrictions changed twice while one request was decided";
 
 /**
  * Why a Check was answered store_unavailable when the store's decision named
@@ -36,7 +49,8 @@ export const STORE_IDENTITY_MISMATCH =
 /**
  * The whole decision for one request: route → route not enabled → upstream-key scan → credential
  * → key format → version header → key lookup → unpriced model → credit hold
- * estimate → (key status → billing → rate limits, and the hold, atomically in
+ * estimate → restrictions (address, endpoint, model) → (key status → the
+ * restrictions confirmed → billing → rate limits, and the hold, atomically in
  * the store). Every step before the lookup works
  * offline, so junk never costs a Redis round trip; with the key index cached,
  * a known key costs exactly one.
@@ -110,17 +124,39 @@ export async function decide(request: AuthRequest, deps: PipelineDeps): Promise<
   if (unpriced) return deny({ keyPrefix, accountId: ids.accountId, ...unpriced });
 
   const hold = holdFor(request, route, settings.pricing);
+  // Restrictions after the key is known and before the store's atomic step: decided here on what this replica holds,
+  // confirmed there (the texts it was decided on, after the key's status), so a refused request consumes no rate
+  // limit and holds no credit, and a revoked key is told it is revoked. A change is answered with the new texts:
+  // decided again, in one more round trip, once per replica and change.
+  let restrictions = deps.restrictions?.get(ids.keyId) ?? NO_RESTRICTIONS;
+  let refusal = refusedByRestrictions(request, route, restrictions);
   let outcome;
-  try {
-    outcome = await deps.authorizer.authorize({
-      keyId: ids.keyId,
-      accountId: ids.accountId,
-      defaultPlan: settings.defaultPlan,
-      defaultTokenBudgets: settings.defaultTokenBudgets,
-      ...(hold ? { hold } : {}),
-    });
-  } catch (error) {
-    return unavailable(error);
+  for (let attempt = 0; ; attempt += 1) {
+    try {
+      outcome = await deps.authorizer.authorize({
+        keyId: ids.keyId,
+        accountId: ids.accountId,
+        defaultPlan: settings.defaultPlan,
+        defaultTokenBudgets: settings.defaultTokenBudgets,
+        restrictions: refusal
+          ? { keyText: restrictions.keyText, accountText: restrictions.accountText, refused: refusal.kind }
+          : restrictions,
+        ...(hold ? { hold } : {}),
+      });
+    } catch (error) {
+      return unavailable(error);
+    }
+    // Another key's reply is never cached as this key's restrictions: the identity check below answers it.
+    if (outcome.kind !== 'restrictions_changed' || outcome.prefix !== keyPrefix) break;
+    if (attempt > 0) return unavailable(new Error(RESTRICTIONS_KEPT_CHANGING));
+    try {
+      restrictions = effectiveRestrictions(outcome.keyText, outcome.accountText);
+    } catch (error) {
+      // Unreadable restrictions refuse the key (fail closed) until the record is repaired.
+      return unavailable(error);
+    }
+    deps.restrictions?.set(ids.keyId, restrictions);
+    refusal = refusedByRestrictions(request, route, restrictions);
   }
   if (outcome.kind === 'unknown_key') return unknown();
   // Every other outcome carries the display prefix of the record it was decided on. Another key's means a reply
@@ -140,6 +176,12 @@ export async function decide(request: AuthRequest, deps: PipelineDeps): Promise<
       ...(outcome.tightest ? { rateLimit: outcome.tightest } : {}),
       ...(outcome.tightestBudget ? { tokenBudget: outcome.tightestBudget } : {}),
     };
+  }
+  if (outcome.kind === 'restricted' || outcome.kind === 'restrictions_changed') {
+    // restricted answers the refusal sent; without one the reply is not to this request.
+    if (outcome.kind === 'restrictions_changed' || !refusal) return unavailable(new Error(`unexpected ${outcome.kind} from the store`));
+    const { kind: _kind, ...refused } = refusal;
+    return deny({ keyPrefix: outcome.prefix, accountId: ids.accountId, ...refused });
   }
   return deny({
     keyPrefix: outcome.prefix,

@@ -61,7 +61,7 @@ export function toCheckAnswer(decision: Decision, context: CheckAnswerContext): 
     // Lets Envoy's failure_mode_allow / status_on_error decide; never an allow from us.
     return { kind: 'rpc-error', grpcCode: RPC_CODE.UNAVAILABLE, details: 'key store unavailable' };
   }
-  const httpStatus = httpStatusOf(decision.reason);
+  const httpStatus = httpStatusOf(decision.reason, decision.route.style);
   return { kind: 'response', response: denyResponse(decision, httpStatus, context), httpStatus };
 }
 

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { restrictCommand } from './keys';
 import { Command, Option } from 'commander';
 import { IDEMPOTENCY_KEY_HEADER, IDEMPOTENT_REPLAYED_HEADER } from '../../accounts/credit';
 import { AdminApiError, AdminUnreachableError, type AdminAnswer } from '../admin-client';
@@ -16,7 +17,18 @@ import {
   type LimitArgument,
   type TokenBudgetArgument,
 } from '../option-parsers';
-import { cell, emit, formatLimits, formatTokenBudgets, moneyText, renderKeyValue, renderTable, shortTime, type Column } from '../output';
+import {
+  cell,
+  emit,
+  formatLimits,
+  formatRestrictions,
+  formatTokenBudgets,
+  moneyText,
+  renderKeyValue,
+  renderTable,
+  shortTime,
+  type Column,
+} from '../output';
 
 const PLAN_DEFAULT = "not overridden (the plan's limits apply)";
 const BUDGET_DEFAULT = "not overridden (the plan's token budgets apply)";
@@ -83,6 +95,10 @@ export function renderAccount(account: ApiAccount): string {
     ],
     ['key token budgets', account.tokenBudgets ? formatTokenBudgets(account.tokenBudgets.key, BUDGET_DEFAULT) : undefined],
     ['account token budgets', account.tokenBudgets ? formatTokenBudgets(account.tokenBudgets.account, BUDGET_DEFAULT) : undefined],
+    [
+      'key restrictions',
+      account.keyRestrictions === undefined ? undefined : formatRestrictions(account.keyRestrictions, 'none (each key may do everything)'),
+    ],
     ['created', account.createdAt],
   ]);
 }
@@ -326,5 +342,14 @@ export function accountsCommand(): Command {
     );
   });
 
+  accounts.addCommand(
+    restrictCommand(
+      'restrict',
+      "restrict what every key of the account may do (each key's own restrictions can only narrow these)",
+      accountPath,
+      'keyRestrictions',
+      renderAccount,
+    ),
+  );
   return accounts;
 }

@@ -8,6 +8,7 @@ import {
   httpMethodOption,
   requestIdOption,
   requestPathOption,
+  sourceAddressOption,
   type HeaderLine,
 } from '../option-parsers';
 import { emit } from '../output';
@@ -24,6 +25,7 @@ interface CheckOptions {
   header?: HeaderLine[];
   path?: string;
   requestId?: string;
+  sourceAddress?: string;
   json?: true;
 }
 
@@ -42,6 +44,7 @@ async function check(pathArgument: string | undefined, options: CheckOptions, co
     path,
     headers,
     ...(options.requestId !== undefined ? { requestId: options.requestId } : {}),
+    ...(options.sourceAddress !== undefined ? { sourceAddress: options.sourceAddress } : {}),
   });
   const response = await sendCheck(target, checkRequestFor(sent));
   const view = checkViewOf(target, sent, response);
@@ -60,6 +63,7 @@ export function checkCommand(): Command {
     .option('-X, --method <method>', 'HTTP method', httpMethodOption, 'GET')
     .option("-H, --header <'name: value'>", 'a request header, as curl takes it; repeat for more', headerLineOption)
     .option('--request-id <id>', 'x-request-id Envoy would send (default: a new UUID)', requestIdOption)
+    .option('--source-address <ip>', "the client's address as Envoy reports it (default: 127.0.0.1)", sourceAddressOption)
     .option(
       '--grpc-url <host:port>',
       `gRPC address of gateway-authz (default: 127.0.0.1 and GRPC_PORT, else 9191); plaintext, ${CHECK_DEADLINE_MS / 1000} s deadline`,

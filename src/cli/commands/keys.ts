@@ -9,6 +9,7 @@ import {
   isoTimeOption,
   parseLimitList,
   parseTokenBudgetList,
+  commaListOption,
   spendCapOption,
   type LimitArgument,
   type TokenBudgetArgument,
@@ -17,6 +18,7 @@ import {
   cell,
   emit,
   formatLimits,
+  formatRestrictions,
   formatTokenBudgets,
   moneyText,
   renderKeyValue,
@@ -70,6 +72,10 @@ export function renderKey(key: ApiKey): string {
     ['replaces', key.replaces ?? undefined],
     ['replaced by', key.replacedBy ?? undefined],
     ['limits', formatLimits(key.limits, "not overridden (the account's key limits, else the plan's, apply)")],
+    [
+      'restrictions',
+      key.restrictions === undefined ? undefined : formatRestrictions(key.restrictions, "none of its own (the account's apply)"),
+    ],
     [
       'token budgets',
       key.tokenBudgets === undefined
@@ -248,5 +254,59 @@ export function keysCommand(): Command {
     emit(options, await callApi<ApiKey>('PATCH', keyPath(options.id), { tokenBudgets: options.budgets ?? null }), renderKey);
   });
 
+  keys.addCommand(restrictCommand('restrict', "restrict what a key may do (within its account's defaults)", keyPath, 'restrictions'));
   return keys;
+}
+
+interface RestrictOptions extends JsonFlag {
+  id: string;
+  endpoints?: string[];
+  readOnly?: true;
+  models?: string[];
+  sourceAddresses?: string[];
+  clear?: true;
+}
+
+/**
+ * `keys restrict` and `accounts restrict`: the options build one restrictions object, which replaces the one stored
+ * (docs/concepts/key-restrictions.md); the API checks every entry and answers with its own words.
+ */
+export function restrictCommand(
+  name: string,
+  description: string,
+  pathOf: (id: string) => string,
+  field: 'restrictions' | 'keyRestrictions',
+  render: (answer: never) => string = renderKey,
+): Command {
+  const command = withJson(
+    new Command(name)
+      .description(description)
+      .requiredOption('--id <id>', field === 'restrictions' ? 'key id (key_…)' : 'account id')
+      .option(
+        '--endpoints <list>',
+        'route families or paths (exact, or a prefix ending in *), such as "/v1/embeddings,messages"',
+        commaListOption,
+      )
+      .option('--read-only', 'only GET and HEAD requests, such as the model list')
+      .option(
+        '--models <list>',
+        'model names, exact or a prefix ending in *, such as "gpt-4o-mini*,text-embedding-3-small"',
+        commaListOption,
+      )
+      .option('--source-addresses <list>', 'CIDR ranges, IPv4 or IPv6, such as "10.0.0.0/8,2001:db8::/32"', commaListOption)
+      .addOption(new Option('--clear', 'remove them all').conflicts(['endpoints', 'readOnly', 'models', 'sourceAddresses'])),
+  );
+  return command.action(async (options: RestrictOptions, self: Command) => {
+    const restrictions = {
+      ...(options.endpoints ? { endpoints: options.endpoints } : {}),
+      ...(options.readOnly ? { readOnly: true } : {}),
+      ...(options.models ? { models: options.models } : {}),
+      ...(options.sourceAddresses ? { sourceAddresses: options.sourceAddresses } : {}),
+    };
+    if (!options.clear && Object.keys(restrictions).length === 0) {
+      self.error('error: give --endpoints, --read-only, --models, --source-addresses or --clear');
+    }
+    const answer = await callApi<never>('PATCH', pathOf(options.id), { [field]: options.clear ? null : restrictions });
+    emit(options, answer, render);
+  });
 }

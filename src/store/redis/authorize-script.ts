@@ -214,6 +214,22 @@ interface PlanLimit {
 }
 
 /**
+ * Lua: the key's restrictions (docs/concepts/key-restrictions.md), after the status checks and before anything
+ * that consumes or holds. Check decides them from the texts it cached (src/check/restrictions-cache.ts) and, for a
+ * key it knows to be restricted, sends those texts and its verdict as ARGV[4..6] (key text, account text, refused
+ * kind; '' for none; ARGV[3], the hold, is then '' when there is none). A key it believes unrestricted sends none
+ * of them, so the common Check pays for no argument. Texts other than the records' (k[9], and the account's field
+ * at `at`) are answered with the current ones, so Check decides again: a change reaches every replica on its next
+ * request, as revocation does. A verdict on current texts refuses here, where the status is known. No command of
+ * its own: both fields come with the HMGETs.
+ */
+function luaRestrictions(at: number): string {
+  return `local rk, ra = k[9] or '', a[${at}] or ''
+if rk ~= (ARGV[4] or '') or ra ~= (ARGV[5] or '') then return {'restrictions_changed', prefix, rk, ra} end
+if ARGV[6] and ARGV[6] ~= '' then return {'restricted', prefix} end`;
+}
+
+/**
  * The generated script. Two paths after the reads and the status and
  * billing checks: a straight-line one for the common case (no limit
  * overrides in either record, the stored buckets holding exactly the plan's
@@ -231,7 +247,8 @@ function authorizeLua(plan: RatePlan, budgets: TokenBudgetPlan): string {
   ].map((entry, i) => ({ at: 7 + i, ...entry }));
   const accountBucketsAt = 7 + tokenFields.length;
   const keyBucketsAt = accountBucketsAt + 1;
-  const accountFields = `'status', 'creditBalance', 'limits', ${luaText(redisKeys.bucketSweepField())}, ${luaText(redisKeys.tokenBudgetsField())}, ${luaText(redisKeys.monthlySpendCapField())},\n  ${tokenFields.map(({ field }) => `${field}, `).join('')}${luaText(redisKeys.accountBucketField())}, kf`;
+  const accountFields = `'status', 'creditBalance', 'limits', ${luaText(redisKeys.bucketSweepField())}, ${luaText(redisKeys.tokenBudgetsField())}, ${luaText(redisKeys.monthlySpendCapField())},\n  ${tokenFields.map(({ field }) => `${field}, `).join('')}${luaText(redisKeys.accountBucketField())}, kf, ${luaText(redisKeys.restrictionsField())}`;
+  const accountRestrictionsAt = keyBucketsAt + 1;
   const tokenBudgetCheck = luaTokenBudgetCheck(budgets, {
     key: tokenFields.find(({ scope }) => scope === 'key')?.at ?? 0,
     account: tokenFields.find(({ scope }) => scope === 'account')?.at ?? 0,
@@ -272,7 +289,7 @@ local floor, ceil = math.floor, math.ceil
 local now = tonumber(ARGV[2])
 if not now then return redis.error_reply('authorize: ARGV[2] must be the decision time in µs on the Redis clock') end
 local k = redis.call('HMGET', KEYS[2], 'status', 'expiresAtMs', 'limits', 'prefix', 'environment', 'revokeAtMs',
-  ${luaText(redisKeys.tokenBudgetsField())}, ${luaText(redisKeys.monthlySpendCapField())})
+  ${luaText(redisKeys.tokenBudgetsField())}, ${luaText(redisKeys.monthlySpendCapField())}, ${luaText(redisKeys.restrictionsField())})
 if not k[1] then return {'unknown_key'} end
 local kf = ${keyField(redisKeys.keyBucketField)}
 local a = redis.call('HMGET', KEYS[1], ${accountFields})
@@ -281,6 +298,7 @@ local prefix = k[4]
 if k[1] == 'revoked' or (k[6] and k[6] * 1000 <= now) then return {'key_revoked', prefix} end
 if k[2] and k[2] * 1000 <= now then return {'key_expired', prefix} end
 if a[1] == 'suspended' then return {'account_suspended', prefix} end
+${luaRestrictions(accountRestrictionsAt)}
 local plan_budgets, plan_key_budgets = ${budgets.key.length + budgets.account.length > 0}, ${budgets.key.length > 0}
 ${luaFile('authorize/held-sums.lua')}
 if a[2] then

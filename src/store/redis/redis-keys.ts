@@ -105,6 +105,11 @@ export const redisKeys = {
   /** Spend cap (integer minor units per UTC month), on the account hash and on the key record. */
   monthlySpendCapField: () => 'monthlySpendCap',
   /**
+   * Restrictions (src/keys/key-restrictions.ts, restrictionsText): the key's own on its record, its keys' defaults on
+   * the account hash. The authorize script reads both and compares them with the texts Check decided on.
+   */
+  restrictionsField: () => 'restrictions',
+  /**
    * Spend (integer minor units) per UTC month `YYYY-MM`, fields of the account
    * hash: `sp:a:<month>` for the account, `sp:k:<keyId>:<month>` per key. The
    * current and the previous month are kept.

@@ -7,6 +7,7 @@ import type { TokenBudget, TokenBudgetOverride } from '../../accounts/limits/tok
 import type { TokenBucket } from '../../accounts/limits/token-budget';
 import { CorruptRecordError } from '../../ports/store';
 import type { Account, StoredKey } from '../../keys/key-records';
+import { parseRestrictionsText, restrictionsText, type KeyRestrictions } from '../../keys/key-restrictions';
 import { redisKeys } from './redis-keys';
 
 /** Store records ↔ Redis hash fields. Numbers and lists travel as strings and JSON. */
@@ -34,6 +35,7 @@ export function keyToFields(key: StoredKey): string[] {
   if (key.monthlySpendCap !== undefined) fields.push(redisKeys.monthlySpendCapField(), String(key.monthlySpendCap));
   if (key.replaces !== undefined) fields.push('replaces', key.replaces);
   if (key.createdBy !== undefined) fields.push('createdBy', JSON.stringify(key.createdBy));
+  if (key.restrictions !== undefined) fields.push(redisKeys.restrictionsField(), restrictionsText(key.restrictions));
   return fields;
 }
 
@@ -44,10 +46,19 @@ export function accountToFields(account: Account): string[] {
   if (account.maxActiveKeys !== undefined) fields.push('maxActiveKeys', String(account.maxActiveKeys));
   if (account.tokenBudgets !== undefined) fields.push(redisKeys.tokenBudgetsField(), JSON.stringify(account.tokenBudgets));
   if (account.monthlySpendCap !== undefined) fields.push(redisKeys.monthlySpendCapField(), String(account.monthlySpendCap));
+  if (account.keyRestrictions !== undefined) fields.push(redisKeys.restrictionsField(), restrictionsText(account.keyRestrictions));
   return fields;
 }
 
 type RecordKind = CorruptRecordError['record'];
+
+function storedRestrictions(fields: Record<string, string>, what: RecordKind): KeyRestrictions | undefined {
+  try {
+    return parseRestrictionsText(fields[redisKeys.restrictionsField()] ?? '');
+  } catch (error) {
+    throw new CorruptRecordError(what, (error as Error).message);
+  }
+}
 
 const isText = (value: unknown): value is string => typeof value === 'string' && value !== '';
 
@@ -198,6 +209,8 @@ export function parseKey(fields: Record<string, string>): StoredKey {
     if (fields[optional]) key[optional] = fields[optional];
   }
   if (fields.createdBy) key.createdBy = parseActor(fields.createdBy, 'key', 'createdBy');
+  const restrictions = storedRestrictions(fields, 'key');
+  if (restrictions) key.restrictions = restrictions;
   return key;
 }
 
@@ -240,6 +253,8 @@ export function parseAccount(fields: Record<string, string>): Account {
   }
   if (fields[redisKeys.monthlySpendCapField()] !== undefined)
     account.monthlySpendCap = wholeAmount(fields, redisKeys.monthlySpendCapField(), 'account');
+  const keyRestrictions = storedRestrictions(fields, 'account');
+  if (keyRestrictions) account.keyRestrictions = keyRestrictions;
   if (fields[redisKeys.creditShortfallField()] !== undefined) {
     const shortfall = wholeAmount(fields, redisKeys.creditShortfallField(), 'account');
     if (shortfall > 0) account.creditShortfall = shortfall;

@@ -64,6 +64,9 @@ import { RedisClock } from './redis-clock';
 import { closeClient, describeTopology, openCheckChannel, openClient, type ScriptedRedis } from './redis-client';
 import { ACTIVE_KEYS_NOT_INDEXED, REDIS_SCRIPTS as scripts, parseAuthorizeReply } from './scripts';
 import { authorizeScript } from './authorize-script';
+import type { RestrictionsSent } from '../../check/ports';
+import type { CreditHold } from '../../accounts/credit-holds';
+import { restrictionsText } from '../../keys/key-restrictions';
 
 /** Audit entries kept (approximately): old ones are trimmed as new ones arrive. */
 const AUDIT_MAX_ENTRIES = 100_000;
@@ -209,8 +212,7 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
     return this.checks.script(
       authorizeScript(request.defaultPlan, request.defaultTokenBudgets),
       hold ? [account, key, redisKeys.holds(accountId)] : [account, key],
-      // With a hold: its amounts and its request id, in one argument (each costs Redis more than the script's parse).
-      hold ? [...keyAndTime, `${hold.minorUnits} ${hold.tokens} ${hold.requestId}`] : keyAndTime,
+      authorizeArguments(keyAndTime, hold, request.restrictions),
       parseAuthorizeReply,
       'authorize',
     );
@@ -420,6 +422,8 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
           ...(typeof patch.creditBalance === 'number' ? { creditBalance: String(patch.creditBalance) } : {}),
           ...(typeof patch.maxActiveKeys === 'number' ? { maxActiveKeys: String(patch.maxActiveKeys) } : {}),
           ...(typeof patch.monthlySpendCap === 'number' ? { monthlySpendCap: String(patch.monthlySpendCap) } : {}),
+          // Pre-encoded: the authorize script compares this exact text with the one Check decided on.
+          ...(patch.keyRestrictions ? { restrictionsText: restrictionsText(patch.keyRestrictions) } : {}),
         }),
       ),
     );
@@ -691,6 +695,8 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
           ...(Array.isArray(patch.tokenBudgets) ? { tokenBudgetsJson: JSON.stringify(patch.tokenBudgets) } : {}),
           ...(typeof patch.monthlySpendCap === 'number' ? { monthlySpendCap: String(patch.monthlySpendCap) } : {}),
           ...(typeof patch.expiresAt === 'string' ? { expiresAtMs: String(Date.parse(patch.expiresAt)) } : {}),
+          // Pre-encoded: the authorize script compares this exact text with the one Check decided on.
+          ...(patch.restrictions ? { restrictionsText: restrictionsText(patch.restrictions) } : {}),
         }),
       ),
     );
@@ -1059,4 +1065,16 @@ function asStoreError(error: unknown): StoreUnavailableError {
 
 function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
+}
+
+/**
+ * The authorize script's ARGV after the key id and the time: with a hold, its amounts and its request id in one
+ * argument (each argument costs Redis more than the script's parse); for a key Check knows to be restricted, then
+ * the restriction texts it decided on and what it refused ('' for none), with '' for the hold when there is none.
+ * A key believed unrestricted sends nothing more: the script compares its records' texts with ''.
+ */
+function authorizeArguments(keyAndTime: string[], hold: CreditHold | undefined, restrictions: RestrictionsSent | undefined): string[] {
+  const holdArgument = hold ? `${hold.minorUnits} ${hold.tokens} ${hold.requestId}` : '';
+  if (restrictions) return [...keyAndTime, holdArgument, restrictions.keyText, restrictions.accountText, restrictions.refused ?? ''];
+  return hold ? [...keyAndTime, holdArgument] : keyAndTime;
 }

@@ -488,7 +488,10 @@ export function parseAuthorizeReply(reply: unknown): AuthorizeOutcome {
     case 'key_expired':
     case 'account_suspended':
     case 'credit_exhausted':
+    case 'restricted':
       return { kind, prefix };
+    case 'restrictions_changed':
+      return { kind, prefix, keyText: String(reply[2] ?? ''), accountText: String(reply[3] ?? '') };
     case 'rate_limited':
       return { kind, prefix, hit: limitHit(limitState(reply, 2), replyNumber(reply[7])) };
     case 'budget_exceeded': {

@@ -10,6 +10,7 @@
  */
 import { ApiError, fetchJson, isObject } from '../shared/api.js';
 import { button, byId, el, messageRegions, replaceContent, timeElement } from '../shared/dom.js';
+import { auditSentence } from './audit-words.js';
 import { keyDialog, keyDialogs } from '../shared/key-dialogs.js';
 import { describeKey, newestFirst } from '../shared/key-format.js';
 import { keyPanel } from '../shared/key-panel.js';
@@ -57,15 +58,22 @@ const ui = {
   inviteRole: byId('invite-role', HTMLSelectElement),
   auditSection: byId('audit-section', HTMLElement),
   auditList: byId('audit-list', HTMLElement),
+  hideInactive: byId('hide-inactive', HTMLInputElement),
   editDialog: byId('edit-dialog', HTMLDialogElement),
   editSubject: byId('edit-subject', HTMLElement),
   editForm: byId('edit-form', HTMLFormElement),
   editName: byId('edit-name', HTMLInputElement),
   editExpiry: byId('edit-expiry', HTMLInputElement),
+  editEndpoints: byId('edit-endpoints', HTMLInputElement),
+  editModels: byId('edit-models', HTMLInputElement),
+  editAddresses: byId('edit-addresses', HTMLInputElement),
+  editReadOnly: byId('edit-read-only', HTMLInputElement),
   editCancel: byId('edit-cancel', HTMLButtonElement),
 };
 
 const messages = messageRegions(byId('error', HTMLElement), ui.notice);
+/** Errors of "Create key", shown beside it; its successes go to the key panel. */
+const createMessages = messageRegions(byId('create-error', HTMLElement), byId('create-error', HTMLElement));
 const newKey = keyPanel();
 const chart = usageChart(byId('usage-chart', HTMLElement));
 
@@ -161,7 +169,7 @@ const table = keyTable({
     may('keys.regenerate') && dialogs.regenerateButton(key),
     key.status !== 'revoked' &&
       may('keys.update') &&
-      button('Edit', { className: 'secondary small', label: `Rename or set the expiry of key ${describeKey(key)}` }, () =>
+      button('Edit', { className: 'secondary small', label: `Rename, set the expiry or restrict key ${describeKey(key)}` }, () =>
         openEditDialog(key),
       ),
     may('keys.revoke') && dialogs.revokeButton(key),
@@ -241,8 +249,13 @@ function renderSummary() {
   );
 }
 
+/**
+ * The keys shown: all, or with "Hide revoked and replaced keys" only those that still work and are not on their way
+ * out, so on a narrow screen the Create form is not below every card of a key that is gone.
+ */
 function renderKeys() {
-  table.render(currentAccount()?.name, keys);
+  const shown = ui.hideInactive.checked ? keys.filter((key) => key.status === 'active' && !key.replacedBy) : keys;
+  table.render(currentAccount()?.name, shown);
 }
 
 /**
@@ -385,15 +398,7 @@ function renderAudit(entries) {
   replaceContent(
     ui.auditList,
     ...entries.map((entry) =>
-      el(
-        'li',
-        { data: { testid: 'audit-entry' } },
-        timeElement(entry.time),
-        ` ${entry.action} by ${actorText(entry.actor)}`,
-        entry.keyPrefix && ` · key ${entry.keyPrefix}…`,
-        entry.memberId && ` · member ${entry.memberId}`,
-        entry.detail && ` · ${entry.detail}`,
-      ),
+      el('li', { data: { testid: 'audit-entry' } }, timeElement(entry.time), ` ${auditSentence(entry)}, by ${actorText(entry.actor)}`),
     ),
   );
   if (entries.length === 0) replaceContent(ui.auditList, el('li', { className: 'muted' }, 'No changes recorded yet.'));
@@ -461,7 +466,35 @@ function openEditDialog(key) {
   replaceContent(ui.editSubject, `Key ${describeKey(key)}`);
   ui.editName.value = key.name;
   ui.editExpiry.value = key.expiresAt ? key.expiresAt.slice(0, 10) : '';
+  const restrictions = key.restrictions;
+  ui.editEndpoints.value = restrictions?.endpoints?.join(', ') ?? '';
+  ui.editModels.value = restrictions?.models?.join(', ') ?? '';
+  ui.editAddresses.value = restrictions?.sourceAddresses?.join(', ') ?? '';
+  ui.editReadOnly.checked = restrictions?.readOnly === true;
   edit.open(key, ui.editName);
+}
+
+/** `a, b` → ['a', 'b']; empty → undefined (the part restricts nothing). */
+function listOf(/** @type {string} */ text) {
+  const entries = text
+    .split(',')
+    .map((entry) => entry.trim())
+    .filter((entry) => entry !== '');
+  return entries.length === 0 ? undefined : entries;
+}
+
+/** The dialog's restrictions, as the API takes them; null when every field is empty (none of the key's own). */
+function editedRestrictions() {
+  /** @type {NonNullable<Key['restrictions']>} */
+  const restrictions = {};
+  const endpoints = listOf(ui.editEndpoints.value);
+  const models = listOf(ui.editModels.value);
+  const sourceAddresses = listOf(ui.editAddresses.value);
+  if (endpoints) restrictions.endpoints = endpoints;
+  if (ui.editReadOnly.checked) restrictions.readOnly = true;
+  if (models) restrictions.models = models;
+  if (sourceAddresses) restrictions.sourceAddresses = sourceAddresses;
+  return Object.keys(restrictions).length === 0 ? null : restrictions;
 }
 
 async function saveEdit() {
@@ -471,11 +504,13 @@ async function saveEdit() {
   messages.clear();
   const name = ui.editName.value.trim();
   const day = ui.editExpiry.value;
-  /** @type {{ name?: string, expiresAt?: string | null }} */
+  /** @type {{ name?: string, expiresAt?: string | null, restrictions?: Key['restrictions'] }} */
   const patch = {};
   if (name && name !== key.name) patch.name = name;
   const expiresAt = day ? endOfDay(day) : null;
   if (expiresAt !== (key.expiresAt ?? null) && !(day && key.expiresAt?.startsWith(day))) patch.expiresAt = expiresAt;
+  const restrictions = editedRestrictions();
+  if (JSON.stringify(restrictions) !== JSON.stringify(key.restrictions ?? null)) patch.restrictions = restrictions;
   if (Object.keys(patch).length === 0) {
     messages.notice('Nothing changed.');
     return;
@@ -489,6 +524,7 @@ async function saveEdit() {
 // ---------------------------------------------------------------- wiring
 
 ui.signOut.addEventListener('click', () => void signOut());
+ui.hideInactive.addEventListener('change', renderKeys);
 
 ui.accountSelect.addEventListener('change', () => {
   currentAccountId = ui.accountSelect.value || null;
@@ -535,11 +571,23 @@ ui.createForm.addEventListener('submit', (event) => {
   const day = ui.keyExpiry.value;
   void run(async () => {
     messages.clear();
+    createMessages.clear();
     /** @type {CreatedKey} */
-    const created = answer(
-      await api('POST', accountPath('/keys'), { environment, ...(name ? { name } : {}), ...(day ? { expiresAt: endOfDay(day) } : {}) }),
-      'key',
-    );
+    let created;
+    try {
+      created = answer(
+        await api('POST', accountPath('/keys'), { environment, ...(name ? { name } : {}), ...(day ? { expiresAt: endOfDay(day) } : {}) }),
+        'key',
+      );
+    } catch (error) {
+      // Beside the Create button, where the eye is (and announced: role=alert), not at the top of a long page. A session
+      // that ended still goes to the start page.
+      if (error instanceof ApiError && error.status !== 401) {
+        createMessages.error(error);
+        return;
+      }
+      throw error;
+    }
     ui.keyName.value = '';
     ui.keyExpiry.value = '';
     newKey.show(

@@ -6,9 +6,9 @@
  * - a full key (create, regenerate) is shown once, in the key panel, until "Done" (../shared/key-panel.js).
  */
 import { ApiError, fetchJson, isObject } from '../shared/api.js';
-import { byId, el, messageRegions, replaceContent } from '../shared/dom.js';
-import { keyDialogs } from '../shared/key-dialogs.js';
-import { newestFirst } from '../shared/key-format.js';
+import { button, byId, el, messageRegions, replaceContent } from '../shared/dom.js';
+import { keyDialog, keyDialogs } from '../shared/key-dialogs.js';
+import { describeKey, newestFirst } from '../shared/key-format.js';
 import { keyPanel } from '../shared/key-panel.js';
 import { keyTable } from '../shared/key-table.js';
 import { oneAtATime } from '../shared/one-at-a-time.js';
@@ -134,8 +134,73 @@ const dialogs = keyDialogs({
 const table = keyTable({
   graceNote: 'in its rotation grace period',
   extraCells: () => [],
-  actions: (key) => [dialogs.regenerateButton(key), dialogs.revokeButton(key)],
+  actions: (key) => [
+    dialogs.regenerateButton(key),
+    // As Regenerate: a key already replaced is on its way out, and its successor carries the restrictions on.
+    key.status === 'active' &&
+      !key.replacedBy &&
+      button('Restrict', { className: 'secondary small', label: `Restrict key ${describeKey(key)}` }, () => openRestrict(key)),
+    dialogs.revokeButton(key),
+  ],
 });
+
+// ---------------------------------------------------------------- restrictions
+
+const restrictForm = {
+  subject: byId('restrict-subject', HTMLElement),
+  endpoints: byId('restrict-endpoints', HTMLInputElement),
+  models: byId('restrict-models', HTMLInputElement),
+  addresses: byId('restrict-addresses', HTMLInputElement),
+  readOnly: byId('restrict-read-only', HTMLInputElement),
+};
+/** @type {ReturnType<typeof keyDialog<Key>>} */
+const restrict = keyDialog(byId('restrict-dialog', HTMLDialogElement));
+
+/** @param {Key} key */
+function openRestrict(key) {
+  replaceContent(restrictForm.subject, `What key ${describeKey(key)} may do; empty fields restrict nothing.`);
+  const restrictions = key.restrictions;
+  restrictForm.endpoints.value = restrictions?.endpoints?.join(', ') ?? '';
+  restrictForm.models.value = restrictions?.models?.join(', ') ?? '';
+  restrictForm.addresses.value = restrictions?.sourceAddresses?.join(', ') ?? '';
+  restrictForm.readOnly.checked = restrictions?.readOnly === true;
+  restrict.open(key, restrictForm.endpoints);
+}
+
+/** `a, b` → ['a', 'b']; empty → undefined (the part restricts nothing). */
+function listOf(/** @type {string} */ text) {
+  const entries = text
+    .split(',')
+    .map((entry) => entry.trim())
+    .filter((entry) => entry !== '');
+  return entries.length === 0 ? undefined : entries;
+}
+
+async function saveRestrictions() {
+  const key = restrict.take();
+  if (!key) return;
+  messages.clear();
+  /** @type {import('../../cli/api-types').ApiRestrictions} */
+  const restrictions = {};
+  const endpoints = listOf(restrictForm.endpoints.value);
+  const models = listOf(restrictForm.models.value);
+  const sourceAddresses = listOf(restrictForm.addresses.value);
+  if (endpoints) restrictions.endpoints = endpoints;
+  if (restrictForm.readOnly.checked) restrictions.readOnly = true;
+  if (models) restrictions.models = models;
+  if (sourceAddresses) restrictions.sourceAddresses = sourceAddresses;
+  const body = { restrictions: Object.keys(restrictions).length === 0 ? null : restrictions };
+  await api('PATCH', `/admin/keys/${encodeURIComponent(key.id)}`, body);
+  await loadKeys();
+  messages.notice(`The restrictions of key ${describeKey(key)} were saved.`);
+  ui.notice.focus();
+}
+
+byId('restrict-form', HTMLFormElement).addEventListener('submit', (event) => {
+  event.preventDefault();
+  void run(saveRestrictions);
+});
+byId('restrict-cancel', HTMLButtonElement).addEventListener('click', () => restrict.take());
 
 // ---------------------------------------------------------------- formatting
 

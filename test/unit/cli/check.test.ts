@@ -93,6 +93,7 @@ describe('the CheckRequest check sends', () => {
       authority: 'api.example.test',
       requestId: 'req-1',
       headers: { 'x-api-key': 'a,b', 'x-forwarded-proto': 'http', 'x-request-id': 'req-1' },
+      sourceAddress: '127.0.0.1',
     });
     const message = checkRequestFor(view, 1_700_000_000_123) as { attributes: { request: { http: Record<string, unknown> } } };
     expect(message.attributes.request.http).toMatchObject({
@@ -112,7 +113,12 @@ describe('the CheckRequest check sends', () => {
       },
     });
     // The service reads it as the request it stands for.
-    expect(toAuthRequest(message)).toMatchObject({ method: 'POST', path: '/v1/messages?beta=true', requestId: 'req-1' });
+    expect(toAuthRequest(message)).toMatchObject({
+      method: 'POST',
+      path: '/v1/messages?beta=true',
+      requestId: 'req-1',
+      sourceAddress: '127.0.0.1',
+    });
   });
 
   it("defaults the host to Envoy's listener and the request id to a new UUID; a given x-request-id header is kept", () => {

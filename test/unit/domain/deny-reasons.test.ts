@@ -17,6 +17,7 @@ describe('the deny-reason catalogue', () => {
       400: { grpcCode: RPC_CODE.INVALID_ARGUMENT, category: 'invalid_request' },
       401: { grpcCode: RPC_CODE.UNAUTHENTICATED, category: 'authentication' },
       402: { grpcCode: RPC_CODE.PERMISSION_DENIED, category: 'billing' },
+      403: { grpcCode: RPC_CODE.PERMISSION_DENIED, category: 'permission' },
       404: { grpcCode: RPC_CODE.NOT_FOUND, category: 'not_found' },
       429: { grpcCode: RPC_CODE.RESOURCE_EXHAUSTED, category: 'rate_limit' },
       503: { grpcCode: RPC_CODE.UNAVAILABLE, category: 'unavailable' },
@@ -78,7 +79,19 @@ describe('the deny-reason catalogue', () => {
   it('the errors table of docs/reference/errors.md lists every reason with its status, and nothing else', () => {
     const rows = documentedErrorRows();
     expect(rows.map((row) => row.reason).sort()).toEqual([...ALL_REASONS].sort());
+    // A restriction refusal is 403 in every style but OpenAI's, whose restricted keys get 401: the table says both.
     for (const row of rows)
       expect({ reason: row.reason, status: row.status }).toEqual({ reason: row.reason, status: httpStatusOf(row.reason as DenyReason) });
+  });
+
+  it('answers a restriction refusal 401 in the OpenAI style and 403 in every other, never naming what the key may do', () => {
+    for (const reason of ['address_not_permitted', 'endpoint_not_permitted', 'model_not_permitted', 'model_not_readable'] as const) {
+      expect([httpStatusOf(reason, 'chat'), httpStatusOf(reason, 'messages'), httpStatusOf(reason, 'generative')]).toEqual([401, 403, 403]);
+      expect(httpStatusOf(reason, 'generic')).toBe(403);
+    }
+    expect(denial('model_not_permitted', { model: 'gpt-4o' }).message).toMatch(
+      /^This API key has insufficient permissions .* Missing permission: model /,
+    );
+    expect(denial('endpoint_not_permitted', { readOnly: true }).message).toContain('read-only');
   });
 });

@@ -67,6 +67,15 @@ describe('successorTerms', () => {
     expect(mintKey(successorTerms(capped), NOW).record).toMatchObject({ tokenBudgets: capped.tokenBudgets, monthlySpendCap: 500 });
   });
 
+  it('inherits restrictions: rotating never widens what a key may do', () => {
+    const restricted = {
+      ...old,
+      restrictions: { endpoints: ['/v1/embeddings'], models: ['text-embedding-3*'], sourceAddresses: ['10.0.0.0/8'] },
+    };
+    expect(successorTerms(restricted).restrictions).toEqual(restricted.restrictions);
+    expect(mintKey(successorTerms(restricted), NOW).record.restrictions).toEqual(restricted.restrictions);
+  });
+
   it('leaves the expiry and limits out when the old key had none', () => {
     const { expiresAt: _expiresAt, limits: _limits, ...plain } = old;
     expect(successorTerms(plain)).toEqual({ accountId: 'acme', name: 'prod backend', environment: 'live', replaces: 'key_old' });

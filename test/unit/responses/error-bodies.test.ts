@@ -406,14 +406,15 @@ describe('404 model_not_priced: each style answers as its upstream answers a mod
 });
 
 describe('deny reasons', () => {
-  it('credential problems are 401, billing 402, an unpriced model or a route not enabled 404, rate limits 429, request-shape problems 400, store trouble 503', () => {
+  it('credential problems are 401, billing 402, restrictions 403, an unpriced model or a route not enabled 404, rate limits 429, request-shape problems 400, store trouble 503', () => {
     const by = (status: number) => ALL_REASONS.filter((reason) => httpStatusOf(reason) === status).sort();
     expect(by(400)).toEqual(['malformed_model_name', 'missing_version_header', 'query_key_not_removable', 'unsupported_version']);
     expect(by(402)).toEqual(['account_suspended', 'budget_exceeded', 'credit_exhausted']);
+    expect(by(403)).toEqual(['address_not_permitted', 'endpoint_not_permitted', 'model_not_permitted', 'model_not_readable']);
     expect(by(404)).toEqual(['model_not_priced', 'route_not_enabled']);
     expect(by(429)).toEqual(['rate_limited', 'token_budget_exhausted']);
     expect(by(503)).toEqual(['store_unavailable']);
-    expect(by(401)).toHaveLength(ALL_REASONS.length - 12);
+    expect(by(401)).toHaveLength(ALL_REASONS.length - 16);
     expect(by(401)).toEqual(
       expect.arrayContaining([
         'missing_credential',
@@ -423,5 +424,38 @@ describe('deny reasons', () => {
         'upstream_key_not_accepted',
       ]),
     );
+  });
+});
+
+describe('restriction refusals: each style answers as its upstream answers a key lacking a permission', () => {
+  const MESSAGE = 'This API key has insufficient permissions for this request. Missing permission: model.';
+  const refused = (style: ClientStyle) =>
+    parsed(style, {
+      decision: decision('model_not_permitted', { message: MESSAGE }),
+      httpStatus: httpStatusOf('model_not_permitted', style),
+      requestId: 'req-123',
+    });
+
+  it("chat: 401 with OpenAI's type invalid_request_error, our reason as code", () => {
+    expect(httpStatusOf('model_not_permitted', 'chat')).toBe(401);
+    expect(refused('chat')).toEqual({
+      error: { message: MESSAGE, type: 'invalid_request_error', param: null, code: 'model_not_permitted' },
+    });
+  });
+
+  it('messages: 403 permission_error, the reason in details.error_code', () => {
+    expect(httpStatusOf('model_not_permitted', 'messages')).toBe(403);
+    expect(refused('messages')).toEqual({
+      type: 'error',
+      error: { type: 'permission_error', message: MESSAGE, details: { error_code: 'model_not_permitted' } },
+      request_id: 'req-123',
+    });
+  });
+
+  it('generative: 403 PERMISSION_DENIED, the reason in ErrorInfo; generic: 403 permission_error', () => {
+    expect(refused('generative')).toMatchObject({
+      error: { code: 403, status: 'PERMISSION_DENIED', details: [{ reason: 'model_not_permitted', domain: ERROR_INFO_DOMAIN }] },
+    });
+    expect(refused('generic')).toMatchObject({ error: { status: 403, type: 'permission_error', code: 'model_not_permitted' } });
   });
 });

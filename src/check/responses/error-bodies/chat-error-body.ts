@@ -3,6 +3,8 @@ import type { ErrorBodyInput } from './error-body-input';
 
 const TYPE_BY_CATEGORY = {
   authentication: 'authentication_error',
+  // OpenAI's own answer to a restricted key: 401, type invalid_request_error (its code is null; ours goes there).
+  permission: 'invalid_request_error',
   billing: 'billing_error',
   // OpenAI's own 429 says `"type":"requests"` (the kind of limit: requests, not tokens).
   rate_limit: 'requests',

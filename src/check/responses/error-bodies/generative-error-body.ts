@@ -3,6 +3,7 @@ import { limitFactsOf, retryAfterMsOf, type ErrorBodyInput } from './error-body-
 
 const STATUS_BY_CATEGORY = {
   authentication: 'UNAUTHENTICATED',
+  permission: 'PERMISSION_DENIED',
   billing: 'FAILED_PRECONDITION',
   rate_limit: 'RESOURCE_EXHAUSTED',
   invalid_request: 'INVALID_ARGUMENT',

@@ -3,6 +3,7 @@ import { limitFactsOf, type ErrorBodyInput } from './error-body-input';
 
 const TYPE_BY_CATEGORY = {
   authentication: 'authentication_error',
+  permission: 'permission_error',
   billing: 'billing_error',
   rate_limit: 'rate_limit_error',
   invalid_request: 'invalid_request_error',

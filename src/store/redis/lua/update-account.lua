@@ -23,4 +23,6 @@ if p.limits ~= nil then patch_scopes('limits', p.limits) end
 if p.tokenBudgets ~= nil then patch_scopes('tokenBudgets', p.tokenBudgets) end
 if p.monthlySpendCap == cjson.null then redis.call('HDEL', KEYS[1], 'monthlySpendCap')
 elseif p.monthlySpendCap ~= nil then redis.call('HSET', KEYS[1], 'monthlySpendCap', p.monthlySpendCap) end
+if p.keyRestrictions == cjson.null then redis.call('HDEL', KEYS[1], 'restrictions')
+elseif p.keyRestrictions ~= nil then redis.call('HSET', KEYS[1], 'restrictions', p.restrictionsText) end
 return redis.call('HGETALL', KEYS[1])
