@@ -30,6 +30,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { parseArgs } from 'node:util';
 import Redis from 'ioredis';
+import type { KeyRestrictions } from '../../src/keys/key-restrictions';
 import { loadSettings } from '../../src/platform/settings';
 import { ENVOY_CHECK_TIMEOUT_MS, H2Driver, PhaseStats, summarize, type PhaseHooks, type PhaseResult } from './h2-driver';
 import { ATTACK_VECTORS, type AttackVector } from './attack-vectors';
@@ -79,6 +80,7 @@ import {
   frameOf,
   malformedKeys,
   mixedTraffic,
+  RESTRICTIONS_ALLOWING_THE_TRAFFIC,
   TRAFFIC_MIX,
   uniformTraffic,
   unknownKeys,
@@ -87,6 +89,11 @@ import {
 } from './traffic';
 
 const SMALL_KEY_COUNT = 10_000;
+/**
+ * --restricted-keys seeds its keys in a database of their own (--compare-key-counts uses 1): the shipped gateway's
+ * database holds the same keys as without the flag, and each gateway looks its keys up among as many.
+ */
+const RESTRICTED_KEYS_DB = 2;
 /** The transport a no-op Check server is asked for besides grpc-js: the one the service ships (issue 14), when noop-server.ts has it. */
 const SHIPPED_TRANSPORT = 'h2';
 /** Multiples of the gateway's own saturation the overload phases offer. */
@@ -134,6 +141,8 @@ interface Options {
   nodeArgs: string[];
   /** --tracing: also run a gateway exporting spans (to otlp-sink.ts) with parent-based sampling at this root ratio. */
   tracingRatio: number | undefined;
+  /** --restricted-keys: also a gateway whose traffic uses as many keys, each with restrictions that allow it. */
+  restrictedKeys: boolean;
   /** More gateways measured in the same rounds: GRPC_WORKERS=N (--workers), and A/B runs (--versus, --versus-env). */
   extra: { label: string; tag: string; distDir?: string; env: Record<string, string>; nodeArgs?: string[] }[];
 }
@@ -166,6 +175,7 @@ function parseOptions(argv: string[]): Options {
       workers: { type: 'string', default: '0' },
       versus: { type: 'string' },
       'token-budgets': { type: 'boolean', default: false },
+      'restricted-keys': { type: 'boolean', default: false },
       'versus-env': { type: 'string', multiple: true, default: [] },
       'versus-node-arg': { type: 'string', multiple: true, default: [] },
       tracing: { type: 'boolean', default: false },
@@ -202,6 +212,8 @@ function parseOptions(argv: string[]): Options {
         '  --tracing               A/B: also run a gateway exporting OpenTelemetry spans over OTLP/HTTP to a sink process',
         `                          (otlp-sink.ts), parent-based sampling with root ratio --tracing-ratio (default ${DEFAULT_TRACING_RATIO})`,
         '  --tracing-ratio R       the root sampling ratio of --tracing, from 0 to 1 (the traffic carries no trace context)',
+        '  --restricted-keys       A/B: also run a gateway whose traffic uses keys with restrictions (endpoints, source addresses)',
+        '                          that allow it, seeded apart (as many keys, same mix), same rounds, tail and fresh-process phases',
         `  --attacks               only the HTTP/2 attacks (no Check-path phase): each vector from ${ATTACK_CONNECTIONS} connections against the`,
         `                          gateway and the no-op grpc-js server, a normal client at ${NORMAL_RATE} Checks/s before, during and after`,
         "                          it; issue 33's targets; --env and --node-arg apply to the gateway",
@@ -252,6 +264,7 @@ function parseOptions(argv: string[]): Options {
           vectors: selectVectors(values['attack-vectors'].split(',').filter(Boolean)),
         }
       : undefined,
+    restrictedKeys: values['restricted-keys'],
     flush: values.flush,
     tracingRatio: values.tracing ? ratio(values['tracing-ratio'], 'tracing-ratio') : undefined,
     json: values.json ?? path.join(BENCH_DIR, values.attacks ? 'attacks.json' : 'result.json'),
@@ -428,6 +441,29 @@ async function main(): Promise<void> {
       });
       versus.push(entry);
       extraEnv.set(entry, extra.env);
+    }
+    if (options.restrictedKeys) {
+      // Its own keys, traffic and tail body: every phase this gateway runs sends restricted keys only.
+      const redisUrl = `${redis.url.replace(/\/\d*$/, '')}/${RESTRICTED_KEYS_DB}`;
+      const seeded = await seed(redisUrl, stats, options, options.keys, RESTRICTIONS_ALLOWING_THE_TRAFFIC);
+      const askedAtMs = Date.now();
+      const server = await startGatewayFor(redisUrl, options.keys, options, options.gatewayEnv, undefined, 'restricted');
+      servers.push(server);
+      const entry = contender(
+        'gateway-authz, restricted keys',
+        server,
+        buildTraffic(seeded, options, malformed, unknown),
+        writeTailBody(seeded, options, 'restricted'),
+        {
+          seeded,
+          redisUrl,
+          env: options.gatewayEnv,
+          startFresh: () => startGatewayFor(redisUrl, options.keys, options, options.gatewayEnv, undefined, 'restricted-fresh'),
+          startedBetweenMs: [askedAtMs, Date.now()],
+        },
+      );
+      versus.push(entry);
+      extraEnv.set(entry, options.gatewayEnv);
     }
 
     // Warm each gateway's key cache, spend the rate-limited keys' one allowed request, count round trips.
@@ -645,8 +681,8 @@ function rate(entry: Contender): number {
   return entry.saturation.result(entry.saturationSeconds).perSecond;
 }
 
-async function seed(redisUrl: string, stats: Redis, options: Options, keys: number): Promise<SeededKeys> {
-  log(`seeding ${keys.toLocaleString('en-US')} keys…`);
+async function seed(redisUrl: string, stats: Redis, options: Options, keys: number, restrictions?: KeyRestrictions): Promise<SeededKeys> {
+  log(`seeding ${keys.toLocaleString('en-US')} keys${restrictions ? ` with restrictions ${JSON.stringify(restrictions)}` : ''}…`);
   const seeded = await seedKeys(
     redisUrl,
     {
@@ -654,6 +690,7 @@ async function seed(redisUrl: string, stats: Redis, options: Options, keys: numb
       keysPerAccount: 10,
       rateLimitedKeys: 100,
       keep: Math.min(keys, options.fillCache ? KEY_CACHE_MAX_ENTRIES : options.activeKeys),
+      ...(restrictions ? { restrictions } : {}),
     },
     log,
   );

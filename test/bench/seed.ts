@@ -12,6 +12,7 @@ import { redisKeys } from '../../src/store/redis/redis-keys';
 import { accountToFields, keyToFields } from '../../src/store/redis/redis-records';
 import { RedisStore } from '../../src/store/redis/redis-store';
 import type { Account, StoredKey } from '../../src/keys/key-records';
+import { restrictionsText, type KeyRestrictions } from '../../src/keys/key-restrictions';
 
 export interface SeedOptions {
   /** Keys to create (besides the rate-limited ones). */
@@ -22,6 +23,8 @@ export interface SeedOptions {
   rateLimitedKeys: number;
   /** How many plaintext keys to keep for the traffic (evenly spread over all seeded keys). */
   keep: number;
+  /** Restrictions every seeded key carries (the rate-limited ones too); absent: none, as most keys have. */
+  restrictions?: KeyRestrictions;
 }
 
 export interface SeededKeys {
@@ -76,6 +79,7 @@ export async function seedKeys(redisUrl: string, options: SeedOptions, progress:
           environment: plaintext.startsWith('gk_test_') ? 'test' : 'live',
           status: 'active',
           createdAt,
+          ...(options.restrictions ? { restrictions: options.restrictions } : {}),
         };
         writeKey(pipeline, hashCustomerKey(plaintext), key);
         if (i % stride === 0 && kept.length < options.keep) kept.push(plaintext);
@@ -117,6 +121,7 @@ export async function seedKeys(redisUrl: string, options: SeedOptions, progress:
         status: 'active',
         createdAt,
         limits: [{ limit: 1, windowSeconds: 86_400 }],
+        ...(options.restrictions ? { restrictions: options.restrictions } : {}),
       });
       if (result !== 'created') throw new Error(`seeding a rate-limited key failed: ${JSON.stringify(result)}`);
       rateLimited.push(plaintext);
@@ -125,7 +130,12 @@ export async function seedKeys(redisUrl: string, options: SeedOptions, progress:
       if (plaintext === undefined) continue;
       const ids = await store.resolveKeyHash(hashCustomerKey(plaintext));
       const key = ids ? await store.getKey(ids.keyId) : null;
-      if (!key || key.prefix !== displayPrefixOf(plaintext) || key.status !== 'active') {
+      if (
+        !key ||
+        key.prefix !== displayPrefixOf(plaintext) ||
+        key.status !== 'active' ||
+        restrictionsText(key.restrictions) !== restrictionsText(options.restrictions)
+      ) {
         throw new Error('seeded keys do not read back through RedisStore: the bench layout is out of date');
       }
     }

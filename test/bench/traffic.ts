@@ -6,6 +6,7 @@
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { generateCustomerKey } from '../../src/keys/customer-key';
+import type { KeyRestrictions } from '../../src/keys/key-restrictions';
 import { envoyCheckRequest, OFFICIAL_EXTERNAL_AUTH_PROTO, OFFICIAL_LOADER_OPTIONS } from '../support/envoy-official-client';
 
 export const REQUEST_CLASSES = ['valid', 'malformed', 'unknown', 'rate_limited'] as const;
@@ -198,6 +199,17 @@ export function envoyShapedRequest(key: string, variant: number): object {
     },
   });
 }
+
+/**
+ * Restrictions that allow every request envoyShapedRequest builds, for the restricted keys of `--restricted-keys`: the
+ * route families of its paths, and the source address envoyCheckRequest gives every CheckRequest (127.0.0.1). No
+ * models: its chat and messages requests carry no body, so Check cannot read their model, and a key restricted to
+ * models is refused such a request (docs/concepts/key-restrictions.md, "Fail closed").
+ */
+export const RESTRICTIONS_ALLOWING_THE_TRAFFIC: KeyRestrictions = Object.freeze({
+  endpoints: Object.freeze(['chat-completions', 'messages', 'generative-content']),
+  sourceAddresses: Object.freeze(['127.0.0.0/8', '::1/128']),
+});
 
 /** Keys that fail the offline format check in the ways real clients get them wrong. */
 export function malformedKeys(count: number): string[] {
