@@ -1,6 +1,14 @@
 import { NO_RESTRICTIONS, type EffectiveRestrictions } from './pipeline/restriction-step';
 
 /**
+ * Distinct restriction texts whose compiled form is shared between keys. Keys of one account, or keys made from one
+ * template, carry the same texts; compiled once each, 200,000 restricted keys hold one compiled form, not 200,000
+ * (about 1.4 KB each: 275 MB, past the heap the image gives the process). Past this many, new texts are compiled per
+ * key again: memory then grows with the keys, as the key cache's bound allows.
+ */
+const MAX_SHARED_TEXTS = 10_000;
+
+/**
  * Each restricted key's restrictions, as this replica last read them from the store (the authorize script's
  * `restrictions_changed` reply), by key id. Keys without restrictions are not held: NO_RESTRICTIONS stands for them,
  * so the common case costs no memory and no lookup beyond a Map miss. Nothing here can keep a stale restriction
@@ -8,6 +16,7 @@ import { NO_RESTRICTIONS, type EffectiveRestrictions } from './pipeline/restrict
  */
 export class RestrictionsCache {
   private readonly byKeyId = new Map<string, EffectiveRestrictions>();
+  private readonly byTexts = new Map<string, EffectiveRestrictions>();
 
   constructor(private readonly maxEntries: number) {}
 
@@ -20,6 +29,16 @@ export class RestrictionsCache {
     if (restrictions === NO_RESTRICTIONS) return;
     // The oldest entry makes room: one read back costs that key one more round trip, never a wrong decision.
     if (this.byKeyId.size >= this.maxEntries) this.byKeyId.delete(this.byKeyId.keys().next().value!);
-    this.byKeyId.set(keyId, restrictions);
+    this.byKeyId.set(keyId, this.shared(restrictions));
+  }
+
+  /** The compiled form already held for the same texts, else this one, kept for the next key with them. */
+  private shared(restrictions: EffectiveRestrictions): EffectiveRestrictions {
+    // A text is JSON, where a raw NUL cannot stand: the pair is unambiguous.
+    const texts = `${restrictions.keyText}\u0000${restrictions.accountText}`;
+    const held = this.byTexts.get(texts);
+    if (held) return held;
+    if (this.byTexts.size < MAX_SHARED_TEXTS) this.byTexts.set(texts, restrictions);
+    return restrictions;
   }
 }
