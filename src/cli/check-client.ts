@@ -14,8 +14,12 @@ import type { HeaderLine } from './option-parsers';
 /** Envoy's listener in envoy.yaml: what a client on the same machine sends as Host. */
 export const DEFAULT_AUTHORITY = 'localhost:8080';
 
-/** How long `check` waits for a connection and an answer together. */
-export const CHECK_DEADLINE_MS = 2_000;
+/**
+ * How long `check` waits for a connection and an answer together, unless `--deadline` says otherwise. Generous because
+ * `check` is a diagnostic run by hand or in scripts, often against a service that has just started on a busy machine;
+ * Envoy's own deadline (envoy.yaml) is what production Checks meet.
+ */
+export const CHECK_DEADLINE_MS = 10_000;
 
 export interface HttpRequestInput {
   method: string;

@@ -25,6 +25,16 @@ export function integerOption(value: string): number {
   return parsed;
 }
 
+/** `check --deadline`: seconds, whole or decimal, from 0.1 to 120; answers milliseconds. */
+export function deadlineSecondsOption(value: string): number {
+  const trimmed = value.trim();
+  const milliseconds = Math.round(Number(trimmed) * 1000);
+  if (!/^\d+(\.\d+)?$/.test(trimmed) || milliseconds < 100 || milliseconds > 120_000) {
+    throw new InvalidArgumentError('must be a number of seconds from 0.1 to 120, such as 2 or 0.5');
+  }
+  return milliseconds;
+}
+
 /** A monthly spend cap: a whole number of minor units from 1 to 10^15. */
 export function spendCapOption(value: string): number {
   const parsed = integerOption(value);

@@ -109,7 +109,9 @@ it(
         .split(`127.0.0.1:${ports.grpc}`)
         .join(`127.0.0.1:${DEFAULT_PORTS.grpc}`);
       const matches = shownPattern(shown).test(masked(printed));
-      expect({ command, printed: matches ? 'as shown' : masked(printed) }).toEqual({ command, printed: 'as shown' });
+      // A command that printed otherwise usually says why on stderr (a deadline, a refused option), so the failure shows it.
+      const seen = matches ? { command, printed: 'as shown' } : { command, printed: masked(printed), stderr: stderr.slice(-2000) };
+      expect(seen).toEqual({ command, printed: 'as shown' });
     });
   },
   RUN_TIMEOUT_MS,

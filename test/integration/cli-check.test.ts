@@ -224,6 +224,8 @@ describe('gateway-authz check (one real Check over gRPC, real Redis)', () => {
     [['--grpc-url', 'http://127.0.0.1:9191', '/v1/models'], 'without a scheme'],
     [['--grpc-url', '127.0.0.1', '/v1/models'], 'must be host:port'],
     [['--grpc-url', '127.0.0.1:70000', '/v1/models'], 'from 1 to 65535'],
+    [['--deadline', '0', '/v1/models'], 'seconds from 0.1 to 120'],
+    [['--deadline', '2s', '/v1/models'], 'seconds from 0.1 to 120'],
   ])('refuses %j before any call, saying why, with exit code 1', async (args, says) => {
     // Aimed at a port where nothing listens: had a call been tried, the error would be "cannot reach".
     const port = await closedPort();
@@ -239,7 +241,7 @@ describe('gateway-authz check (one real Check over gRPC, real Redis)', () => {
   it('exits 1 with a clear message when no service listens there', async () => {
     const port = await closedPort();
     const started = Date.now();
-    const run = await runCli(['check', '--grpc-url', `127.0.0.1:${port}`, '/v1/models'], {});
+    const run = await runCli(['check', '--deadline', '2', '--grpc-url', `127.0.0.1:${port}`, '/v1/models'], {});
     expect({ code: run.code, stdout: run.stdout }).toEqual({ code: 1, stdout: '' });
     expect(run.stderr).toBe(
       `error: cannot reach the Check service at 127.0.0.1:${port}: no connection within 2 s ` +
@@ -274,7 +276,7 @@ describe('gateway-authz check (one real Check over gRPC, real Redis)', () => {
 
     it('gives up after the 2 s deadline when the service never answers', async () => {
       const address = await fakeService(() => undefined);
-      const run = await runCli(['check', '--grpc-url', address, '/v1/models'], {});
+      const run = await runCli(['check', '--deadline', '2', '--grpc-url', address, '/v1/models'], {});
       expect({ code: run.code, stdout: run.stdout }).toEqual({ code: 1, stdout: '' });
       expect(run.stderr).toBe(
         `error: the Check service at ${address} accepted the connection but did not answer within 2 s (gRPC status 4 DEADLINE_EXCEEDED)\n`,

@@ -3,6 +3,7 @@ import { CHECK_DEADLINE_MS, DEFAULT_AUTHORITY, checkRequestFor, envoyViewOf, sen
 import { checkViewOf, renderCheckView } from '../check-view';
 import { defaultCheckTarget } from '../command-kit';
 import {
+  deadlineSecondsOption,
   grpcTargetOption,
   headerLineOption,
   httpMethodOption,
@@ -27,6 +28,7 @@ interface CheckOptions {
   requestId?: string;
   sourceAddress?: string;
   json?: true;
+  deadline: number;
 }
 
 async function check(pathArgument: string | undefined, options: CheckOptions, command: Command): Promise<void> {
@@ -46,7 +48,7 @@ async function check(pathArgument: string | undefined, options: CheckOptions, co
     ...(options.requestId !== undefined ? { requestId: options.requestId } : {}),
     ...(options.sourceAddress !== undefined ? { sourceAddress: options.sourceAddress } : {}),
   });
-  const response = await sendCheck(target, checkRequestFor(sent));
+  const response = await sendCheck(target, checkRequestFor(sent), options.deadline);
   const view = checkViewOf(target, sent, response);
   emit(options, view, renderCheckView);
   process.exitCode = CHECK_EXIT_CODES[view.decision];
@@ -66,9 +68,10 @@ export function checkCommand(): Command {
     .option('--source-address <ip>', "the client's address as Envoy reports it (default: 127.0.0.1)", sourceAddressOption)
     .option(
       '--grpc-url <host:port>',
-      `gRPC address of gateway-authz (default: 127.0.0.1 and GRPC_PORT, else 9191); plaintext, ${CHECK_DEADLINE_MS / 1000} s deadline`,
+      'gRPC address of gateway-authz (default: 127.0.0.1 and GRPC_PORT, else 9191); plaintext',
       grpcTargetOption,
     )
+    .option('--deadline <seconds>', 'how long to wait for a connection and an answer together', deadlineSecondsOption, CHECK_DEADLINE_MS)
     .option('--json', 'print the request sent and the decision as one JSON document')
     .addHelpText(
       'after',

@@ -1,5 +1,6 @@
 import { InvalidArgumentError } from 'commander';
 import {
+  deadlineSecondsOption,
   describeDuration,
   graceOption,
   idempotencyKeyOption,
@@ -107,5 +108,20 @@ describe('idempotencyKeyOption (--idempotency-key)', () => {
   ])('refuses %j: %s', (key, reason) => {
     expect(() => idempotencyKeyOption(key)).toThrow(InvalidArgumentError);
     expect(() => idempotencyKeyOption(key)).toThrow(reason);
+  });
+});
+
+describe('deadlineSecondsOption (check --deadline)', () => {
+  it.each([
+    ['0.1', 100],
+    ['2', 2_000],
+    ['0.25', 250],
+    ['120', 120_000],
+  ])('reads %s s as %d ms', (text, milliseconds) => {
+    expect(deadlineSecondsOption(text)).toBe(milliseconds);
+  });
+
+  it.each(['0', '0.09', '120.1', '-1', '2s', '', '1e3', 'Infinity'])('refuses %j', (text) => {
+    expect(() => deadlineSecondsOption(text)).toThrow(new InvalidArgumentError('must be a number of seconds from 0.1 to 120, such as 2 or 0.5'));
   });
 });
