@@ -34,6 +34,18 @@ export interface ServerProcess {
  * "listening" line. Its log lines join the suite-wide secret scan.
  */
 export async function startServerProcess(env: Record<string, string>, startTimeoutMs = 15000): Promise<ServerProcess> {
+  // A port found free can be taken before the child binds it (another suite's outgoing connection picks its local
+  // port from the same range), so a start that fails on EADDRINUSE is tried again on new ports.
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      return await startOnFreePorts(env, startTimeoutMs);
+    } catch (error) {
+      if (attempt >= 3 || !/EADDRINUSE/.test((error as Error).message)) throw error;
+    }
+  }
+}
+
+async function startOnFreePorts(env: Record<string, string>, startTimeoutMs: number): Promise<ServerProcess> {
   const [grpcPort, adminPort, customerPort] = [await freePort(), await freePort(), await freePort()];
   const child = spawn(process.execPath, [ensureBuiltCli(), 'serve'], {
     env: {

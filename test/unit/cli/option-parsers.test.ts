@@ -122,6 +122,8 @@ describe('deadlineSecondsOption (check --deadline)', () => {
   });
 
   it.each(['0', '0.09', '120.1', '-1', '2s', '', '1e3', 'Infinity'])('refuses %j', (text) => {
-    expect(() => deadlineSecondsOption(text)).toThrow(new InvalidArgumentError('must be a number of seconds from 0.1 to 120, such as 2 or 0.5'));
+    expect(() => deadlineSecondsOption(text)).toThrow(
+      new InvalidArgumentError('must be a number of seconds from 0.1 to 120, such as 2 or 0.5'),
+    );
   });
 });
