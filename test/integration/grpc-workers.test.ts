@@ -41,7 +41,7 @@ function clients(count: number): { check: Check; close(): void }[] {
         new Promise((resolve, reject) =>
           // waitForReady: a connection attempt that fails once on a loaded machine is retried within the deadline
           // instead of failing the call at once with UNAVAILABLE; every Check must still be answered in 5 s.
-          client.Check(request, new grpc.Metadata(), { deadline: Date.now() + 5000, waitForReady: true }, (error, response) =>
+          client.Check(request, new grpc.Metadata({ waitForReady: true }), { deadline: Date.now() + 5000 }, (error, response) =>
             error ? reject(error) : resolve(response as { status: { code: number } }),
           ),
         ),

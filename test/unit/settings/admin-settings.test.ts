@@ -1,19 +1,5 @@
 import { DEFAULT_ADMIN_AUTH_LIMITS } from '../../../src/admin/admin-auth-limits';
-import { loadSettings, type Settings } from '../../../src/platform/settings';
-
-type Env = Record<string, string | undefined>;
-
-function settingsOf(env: Env): Settings {
-  const result = loadSettings(env);
-  if (!result.ok) throw new Error(`expected valid settings, got: ${result.problems.join('; ')}`);
-  return result.settings;
-}
-
-function problemsOf(env: Env): string[] {
-  const result = loadSettings(env);
-  if (result.ok) throw new Error('expected problems, got valid settings');
-  return result.problems;
-}
+import { problemsOf, settingsOf } from '../../support/settings-results';
 
 const WHITESPACE_PROBLEM =
   "ADMIN_TOKEN: must not contain whitespace: 'Authorization: Bearer <token>' carries one word, so such a token could never match";

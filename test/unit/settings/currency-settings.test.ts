@@ -1,19 +1,9 @@
 import { loadSettings } from '../../../src/platform/settings';
+import { problemsIn, withConfigFile } from '../../support/settings-results';
 
 const PATH = '/etc/gateway/config.json';
-
-function withConfig(config: unknown) {
-  return loadSettings({ CONFIG_FILE: PATH }, (path) => {
-    if (path !== PATH) throw new Error(`unexpected read of ${path}`);
-    return JSON.stringify(config);
-  });
-}
-
-function problemsOf(config: unknown): string[] {
-  const result = withConfig(config);
-  if (result.ok) throw new Error('expected problems, got valid settings');
-  return result.problems;
-}
+const withConfig = (config: unknown) => withConfigFile(config, {}, PATH);
+const problemsOf = (config: unknown): string[] => problemsIn(withConfig(config));
 
 describe('config file: currency (what every amount counts)', () => {
   it('defaults to micro-dollars, with or without a config file', () => {

@@ -1,18 +1,6 @@
-import { loadSettings, type Settings } from '../../../src/platform/settings';
+import { problemsOf, settingsOf } from '../../support/settings-results';
 
 type Env = Record<string, string | undefined>;
-
-function settingsOf(env: Env): Settings {
-  const result = loadSettings(env);
-  if (!result.ok) throw new Error(`expected valid settings, got: ${result.problems.join('; ')}`);
-  return result.settings;
-}
-
-function problemsOf(env: Env): string[] {
-  const result = loadSettings(env);
-  if (result.ok) throw new Error('expected problems, got valid settings');
-  return result.problems;
-}
 
 const SECRET = 'a-session-secret-of-32-characters-or-more';
 const CONFIGURED: Env = {

@@ -1,11 +1,6 @@
 import { DEFAULT_MAX_ACTIVE_KEYS } from '../../../src/keys/active-key-cap';
 import { loadSettings } from '../../../src/platform/settings';
-
-const problemsOf = (env: Record<string, string>) => {
-  const result = loadSettings(env);
-  if (result.ok) throw new Error('expected problems, got valid settings');
-  return result.problems;
-};
+import { problemsOf } from '../../support/settings-results';
 
 describe('DEFAULT_MAX_ACTIVE_KEYS', () => {
   it('defaults to 50 when unset or blank', () => {

@@ -1,10 +1,5 @@
 import { DEFAULT_EXT_PROC_MAX_STREAMS, loadSettings } from '../../../src/platform/settings';
-
-const problemsOf = (env: Record<string, string>) => {
-  const result = loadSettings(env);
-  if (result.ok) throw new Error('expected problems, got valid settings');
-  return result.problems;
-};
+import { problemsOf } from '../../support/settings-results';
 
 describe('EXT_PROC_MAX_STREAMS', () => {
   it('defaults to 5,000 when unset or blank', () => {

@@ -1,10 +1,5 @@
 import { DEFAULT_MAX_CHECKS_IN_FLIGHT, loadSettings } from '../../../src/platform/settings';
-
-const problemsOf = (env: Record<string, string>) => {
-  const result = loadSettings(env);
-  if (result.ok) throw new Error('expected problems, got valid settings');
-  return result.problems;
-};
+import { problemsOf } from '../../support/settings-results';
 
 describe('MAX_CHECKS_IN_FLIGHT', () => {
   it('defaults to 256 when unset or blank', () => {

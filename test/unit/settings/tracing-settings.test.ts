@@ -1,18 +1,4 @@
-import { loadSettings, type Settings } from '../../../src/platform/settings';
-
-type Env = Record<string, string | undefined>;
-
-function settingsOf(env: Env): Settings {
-  const result = loadSettings(env);
-  if (!result.ok) throw new Error(`expected valid settings, got: ${result.problems.join('; ')}`);
-  return result.settings;
-}
-
-function problemsOf(env: Env): string[] {
-  const result = loadSettings(env);
-  if (result.ok) throw new Error('expected problems, got valid settings');
-  return result.problems;
-}
+import { problemsOf, settingsOf } from '../../support/settings-results';
 
 describe('tracing settings (the standard OTEL_* variables)', () => {
   it('are off unless OTEL_TRACES_EXPORTER=otlp', () => {

@@ -4,14 +4,11 @@ import {
   DEFAULT_USAGE_STREAM_MAX_LENGTH,
   loadSettings,
 } from '../../../src/platform/settings';
+import { problemsIn } from '../../support/settings-results';
 
 const withConfig = (env: Record<string, string>, config?: object) =>
   loadSettings(config ? { ...env, CONFIG_FILE: 'c.json' } : env, () => JSON.stringify(config));
-const problemsOf = (env: Record<string, string>, config?: object) => {
-  const result = withConfig(env, config);
-  if (result.ok) throw new Error('expected problems, got valid settings');
-  return result.problems;
-};
+const problemsOf = (env: Record<string, string>, config?: object) => problemsIn(withConfig(env, config));
 
 describe('usage settings (issue 16)', () => {
   it('defaults: a buffer of 100,000 records, a stream of 1,000,000 entries, no token budgets', () => {
