@@ -1,5 +1,6 @@
 import type { KeyEnvironment } from './customer-key';
 import type { KeyRestrictions } from './key-restrictions';
+import type { ExposedKeyAction } from './key-exposure';
 import type { AuditActor } from '../accounts/customer-identity';
 import type { RateLimit, RatePlanOverride } from '../accounts/limits/rate-limits';
 import type { TokenBudget, TokenBudgetOverride } from '../accounts/limits/token-budgets';
@@ -64,6 +65,8 @@ export interface Account {
   monthlySpendCap?: number;
   /** Restrictions every key of the account has on top of its own: a key can only narrow them. */
   keyRestrictions?: KeyRestrictions;
+  /** What is done with a key of the account found published (src/keys/key-exposure.ts); absent: revoke. */
+  exposedKeyAction?: ExposedKeyAction;
   /**
    * Read-only, written by applied usage: spend in minor units per UTC month
    * (`YYYY-MM`), prepaid or post-paid. The current and previous months are kept.

@@ -103,6 +103,7 @@ export type AuditAction =
   | 'key.update'
   | 'key.rotate'
   | 'key.revoke'
+  | 'key.exposed'
   | 'member.add'
   | 'member.update'
   | 'member.remove'
