@@ -4,7 +4,7 @@ import { recordChange } from '../accounts/audit-trail';
 import type { KeyIndex } from '../check/ports';
 import { CUSTOMER_KEY_PATTERN, hashCustomerKey, parseCustomerKey } from './customer-key';
 import { revokeKey, rotateKey } from './key-actions';
-import type { StoredKey } from './key-records';
+import type { ExposedKeyAction, StoredKey } from './key-records';
 
 /**
  * What happens when a key of ours is reported as published (GitHub's secret
@@ -16,9 +16,7 @@ import type { StoredKey } from './key-records';
  * `key.exposed`, naming where it was found.
  */
 
-/** What an account wants done with a key of its own that was found published; absent on the account: revoke. */
-export const EXPOSED_KEY_ACTIONS = ['revoke', 'rotate'] as const;
-export type ExposedKeyAction = (typeof EXPOSED_KEY_ACTIONS)[number];
+/** What is done with an exposed key of an account that chose nothing (Account.exposedKeyAction). */
 export const DEFAULT_EXPOSED_KEY_ACTION: ExposedKeyAction = 'revoke';
 
 /**

@@ -1,6 +1,5 @@
 import type { KeyEnvironment } from './customer-key';
 import type { KeyRestrictions } from './key-restrictions';
-import type { ExposedKeyAction } from './key-exposure';
 import type { AuditActor } from '../accounts/customer-identity';
 import type { RateLimit, RatePlanOverride } from '../accounts/limits/rate-limits';
 import type { TokenBudget, TokenBudgetOverride } from '../accounts/limits/token-budgets';
@@ -47,6 +46,10 @@ export interface StoredKey {
 }
 
 export type AccountStatus = 'active' | 'suspended';
+
+/** What is done with a key found published (src/keys/key-exposure.ts): revoked at once, or rotated with a short grace. */
+export const EXPOSED_KEY_ACTIONS = ['revoke', 'rotate'] as const;
+export type ExposedKeyAction = (typeof EXPOSED_KEY_ACTIONS)[number];
 
 export interface Account {
   id: string;

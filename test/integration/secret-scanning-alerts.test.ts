@@ -2,6 +2,7 @@ import { createHash, generateKeyPairSync, sign, type KeyObject } from 'node:cryp
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { generateCustomerKey } from '../../src/keys/customer-key';
+import { EXPOSED_KEY_GRACE_SECONDS } from '../../src/keys/key-exposure';
 import {
   KEY_ID_HEADER,
   MAX_ALERT_BODY_BYTES,
@@ -168,6 +169,33 @@ it('labels a live and a revoked key of ours true_positive, an unknown well-forme
     ['key.revoke', undefined],
     ['key.exposed', 'handled=already_revoked'],
   ]);
+});
+
+it("rotates a reported key with a short grace when its account chose 'rotate', and revokes one already in a grace", async () => {
+  const patched = await scanning.admin('PATCH', '/admin/accounts/acme', { exposedKeyAction: 'rotate' });
+  expect(patched.body.exposedKeyAction).toBe('rotate');
+  try {
+    const leaked = await createKey('rotate me');
+    const graced = await createKey('already rotating');
+    const planned = await scanning.admin('POST', `/admin/keys/${graced.id}/rotate`, { graceSeconds: 86_400 });
+    registerSecrets(planned.body.key);
+    const body = JSON.stringify([match(leaked.key), match(graced.key)]);
+    const answer = await postAlert(scanning, body, signed(body));
+    expect(answer.body.map((entry) => (entry as { label: string }).label)).toEqual(['true_positive', 'true_positive']);
+    // The rotated key works through its grace, on both replicas; the one already in a grace is refused at once.
+    expect(await checkOnBothReplicas(leaked.key)).toEqual(['allow', 'allow']);
+    expect(await checkOnBothReplicas(graced.key)).toEqual(['key_revoked', 'key_revoked']);
+    const rotated = (await scanning.admin('GET', `/admin/keys/${leaked.id}`)).body;
+    expect(rotated.replacedBy).toEqual(expect.any(String));
+    expect(Date.parse(rotated.revokeAt!) - Date.now()).toBeGreaterThan(EXPOSED_KEY_GRACE_SECONDS * 1000 - 60_000);
+    expect(Date.parse(rotated.revokeAt!) - Date.now()).toBeLessThanOrEqual(EXPOSED_KEY_GRACE_SECONDS * 1000);
+    const audit = await auditOf(leaked.id);
+    expect(audit.map((entry) => entry.action)).toEqual(['key.create', 'key.rotate', 'key.exposed']);
+    expect(audit[2]?.detail).toContain(`handled=rotated successorKeyId=${rotated.replacedBy}`);
+    expect((await auditOf(graced.id)).map((entry) => entry.action)).toEqual(['key.create', 'key.rotate', 'key.revoke', 'key.exposed']);
+  } finally {
+    expect((await scanning.admin('PATCH', '/admin/accounts/acme', { exposedKeyAction: null })).body.exposedKeyAction).toBe('revoke');
+  }
 });
 
 describe('refused alerts change nothing', () => {
