@@ -20,11 +20,13 @@ import { registerSecrets } from '../support/secret-scan';
 /**
  * GitHub's secret-scanning alerts, signed as GitHub signs them (ECDSA P-256, SHA-256, DER, base64) with a key
  * pair of the test's own, whose public half a local HTTP server publishes in GitHub's key set format. Two
- * replicas share one Redis: `scanning` is configured with the key set and receives the alerts, `other` is not
- * (the endpoint is off there) and answers the Checks that show a reported key refused at once.
+ * replicas share one Redis, both configured with the key set: `scanning` (with customer sign-in, so its
+ * session, Origin and CSRF checks are in the way) receives most alerts, `other` (without sign-in, where every
+ * other path answers "not configured") answers the Checks that show a reported key refused at once.
  */
 const TOKEN_TYPE = 'gateway_authz_key';
 const KEY_SET_PATH = '/meta/public_keys/secret_scanning';
+const SESSION_SECRET = 'secret-scanning-test-session-secret-0123456789';
 
 interface SigningKey {
   id: string;
@@ -65,12 +67,20 @@ beforeAll(async () => {
   publishedKeys = [github];
   const keySetUrl = `http://127.0.0.1:${(keySetServer.address() as AddressInfo).port}${KEY_SET_PATH}`;
   redis = await startTestRedis();
+  registerSecrets(SESSION_SECRET);
   scanning = await startAppUnderTest({
     redisUrl: redis.url,
-    env: { GITHUB_SECRET_SCANNING_KEYS: keySetUrl },
+    env: {
+      GITHUB_SECRET_SCANNING_KEYS: keySetUrl,
+      // Discovery happens at the first sign-in, which never comes: the issuer is not contacted.
+      OIDC_ISSUER_URL: 'https://login.example.com',
+      OIDC_CLIENT_ID: 'dashboard',
+      OIDC_REDIRECT_URL: 'https://console.example.com/auth/callback',
+      CUSTOMER_SESSION_SECRET: SESSION_SECRET,
+    },
     clock: { now: () => Date.now() + clockOffsetMs },
   });
-  other = await startAppUnderTest({ redisUrl: redis.url });
+  other = await startAppUnderTest({ redisUrl: redis.url, env: { GITHUB_SECRET_SCANNING_KEYS: keySetUrl } });
   checkClients = [scanning, other].map((app) => createOfficialCheckClient(app.grpcAddress));
   expect((await scanning.admin('POST', '/admin/accounts', { id: 'acme', name: 'Acme' })).status).toBe(201);
 });
@@ -250,10 +260,15 @@ describe('refused alerts change nothing', () => {
     });
   });
 
-  it('the replica without a key set configured has no endpoint: the alert is not handled there', async () => {
-    const body = JSON.stringify([match(untouched.key)]);
-    const answer = await postAlert(other, body, signed(body));
-    expect(answer.status).not.toBe(200);
+  it('a replica without a key set configured has no endpoint: the alert is not handled there', async () => {
+    const unconfigured = await startAppUnderTest({ redisUrl: redis.url });
+    try {
+      const body = JSON.stringify([match(untouched.key)]);
+      const answer = await postAlert(unconfigured, body, signed(body));
+      expect(answer.status).not.toBe(200);
+    } finally {
+      await unconfigured.close();
+    }
   });
 
   it('an unknown key id is refused after one refresh of the key set, and a second one within the interval fetches nothing', async () => {
@@ -269,6 +284,14 @@ describe('refused alerts change nothing', () => {
     expect(second.body.error?.code).toBe('signing_key_unknown');
     expect(keySetFetches).toBe(fetchesBefore + 1);
   });
+});
+
+it('a replica without customer sign-in serves the endpoint too', async () => {
+  const leaked = await createKey('reported to the other replica');
+  const body = JSON.stringify([match(leaked.key)]);
+  const answer = await postAlert(other, body, signed(body));
+  expect(answer.status).toBe(200);
+  expect(await checkOnBothReplicas(leaked.key)).toEqual(['key_revoked', 'key_revoked']);
 });
 
 it('a newly published signing key is found by the refresh an unknown key id makes, once the interval has passed', async () => {
