@@ -247,11 +247,13 @@ describe('refused alerts change nothing', () => {
     expect(answer.body.error?.code).toBe('body_too_large');
   });
 
-  it('more tokens than the limit are refused with 413 too_many_tokens, even with a valid signature', async () => {
+  it("more tokens than the limit are refused with 413 too_many_tokens, read from a body far past the dashboard's 64 KiB", async () => {
     // Short made-up tokens, not recorded for the log scan (which would find "t1" everywhere).
-    const filler = Array.from({ length: MAX_ALERT_TOKENS }, (_, i) => ({ token: `t${i}`, type: TOKEN_TYPE, url: '', source: 'content' }));
+    const url = `https://github.com/octo/app/blob/${'a'.repeat(300)}`;
+    const filler = Array.from({ length: MAX_ALERT_TOKENS }, (_, i) => ({ token: `t${i}`, type: TOKEN_TYPE, url, source: 'content' }));
     const entries = [match(untouched.key), ...filler];
     const body = JSON.stringify(entries);
+    expect(body.length).toBeGreaterThan(256 * 1024);
     const answer = await postAlert(scanning, body, signed(body));
     expect(answer.status).toBe(413);
     expect(answer.body.error).toEqual({
