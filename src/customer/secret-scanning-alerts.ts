@@ -102,10 +102,7 @@ export async function registerSecretScanningAlerts(app: FastifyInstance, deps: S
         if (check !== 'valid') return refuse(deps, reply, 401, 'signature_invalid', 'The signature does not verify.');
 
         const matches = parseMatches(body);
-        if (typeof matches === 'string') return refuse(deps, reply, 400, 'invalid_alert', matches);
-        if (matches.length > MAX_ALERT_TOKENS) {
-          return refuse(deps, reply, 413, 'too_many_tokens', `At most ${MAX_ALERT_TOKENS} matches per request; got ${matches.length}.`);
-        }
+        if ('refusal' in matches) return refuse(deps, reply, matches.status, matches.refusal, matches.message);
         const feedback: AlertFeedback[] = [];
         const handled: Record<string, number> = {};
         // One at a time: a batch of a thousand is a thousand lookups, not a thousand at once on the store.
@@ -129,21 +126,27 @@ interface Match {
   source: string;
 }
 
-/** The matches, or what is wrong with the body (naming the entry and field, never a value). */
-function parseMatches(body: Buffer): Match[] | string {
+type Refusal = { refusal: 'invalid_alert' | 'too_many_tokens'; status: 400 | 413; message: string };
+
+/** The matches, or why the body is refused (naming the entry and field, never a value). */
+function parseMatches(body: Buffer): Match[] | Refusal {
+  const invalid = (message: string): Refusal => ({ refusal: 'invalid_alert', status: 400, message });
   let parsed: unknown;
   try {
     parsed = JSON.parse(body.toString('utf8'));
   } catch {
-    return 'The body is not JSON.';
+    return invalid('The body is not JSON.');
   }
-  if (!Array.isArray(parsed)) return 'The body must be a JSON array of {token, type, url, source}.';
+  if (!Array.isArray(parsed)) return invalid('The body must be a JSON array of {token, type, url, source}.');
+  if (parsed.length > MAX_ALERT_TOKENS) {
+    return { refusal: 'too_many_tokens', status: 413, message: `At most ${MAX_ALERT_TOKENS} matches per request; got ${parsed.length}.` };
+  }
   const matches: Match[] = [];
   for (const [index, entry] of (parsed as unknown[]).entries()) {
-    if (entry === null || typeof entry !== 'object') return `Entry ${index} is not an object.`;
+    if (entry === null || typeof entry !== 'object') return invalid(`Entry ${index} is not an object.`);
     const { token, type, url = '', source = '' } = entry as Record<string, unknown>;
     if (typeof token !== 'string' || token === '' || token.length > MAX_TOKEN_LENGTH) {
-      return `Entry ${index}: token must be a string of 1 to ${MAX_TOKEN_LENGTH} characters.`;
+      return invalid(`Entry ${index}: token must be a string of 1 to ${MAX_TOKEN_LENGTH} characters.`);
     }
     for (const [name, value] of [
       ['type', type],
@@ -151,7 +154,7 @@ function parseMatches(body: Buffer): Match[] | string {
       ['source', source],
     ] as const) {
       if (typeof value !== 'string' || value.length > MAX_FIELD_LENGTH) {
-        return `Entry ${index}: ${name} must be a string of at most ${MAX_FIELD_LENGTH} characters.`;
+        return invalid(`Entry ${index}: ${name} must be a string of at most ${MAX_FIELD_LENGTH} characters.`);
       }
     }
     matches.push({ token, type: type as string, url: url as string, source: source as string });

@@ -239,6 +239,18 @@ describe('refused alerts change nothing', () => {
     expect(garbage.body.error?.code).toBe('signature_invalid');
   });
 
+  it('a signed body that is not an array of matches is refused with 400 invalid_alert, naming the entry and field', async () => {
+    for (const [matches, message] of [
+      [{ token: untouched.key }, 'The body must be a JSON array of {token, type, url, source}.'],
+      [[match(untouched.key), { type: TOKEN_TYPE }], 'Entry 1: token must be a string of 1 to 1024 characters.'],
+      [[match(untouched.key), { ...match(untouched.key), url: 7 }], 'Entry 1: url must be a string of at most 4096 characters.'],
+    ] as const) {
+      const body = JSON.stringify(matches);
+      const answer = await postAlert(scanning, body, signed(body));
+      expect([answer.status, answer.body.error]).toEqual([400, { code: 'invalid_alert', message }]);
+    }
+  });
+
   it('a body over the size limit is refused with 413 body_too_large before it is read', async () => {
     const entry = match(untouched.key);
     const padded = JSON.stringify([{ ...entry, url: `https://github.com/${'x'.repeat(MAX_ALERT_BODY_BYTES)}` }]);
