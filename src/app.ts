@@ -4,6 +4,8 @@ import { buildAdminServer } from './admin/admin-server';
 import { memberDirectory } from './accounts/member-actions';
 import { registerCustomerApi } from './customer/customer-api';
 import { buildCustomerServer } from './customer/customer-server';
+import { GitHubSigningKeys } from './customer/github-signing-keys';
+import { registerSecretScanningAlerts } from './customer/secret-scanning-alerts';
 import type { MembershipLookup } from './accounts/customer-identity';
 import { systemClock, type Clock } from './platform/clock';
 import { startAuthorizationServer } from './check/authorization-server';
@@ -172,6 +174,8 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
     customerApiDocument: () => (customer?.hasDecorator('swagger') ? customer.swagger() : undefined),
   });
   let sessions: SessionStorage | undefined;
+  // Off unless its key set is configured (docs/operations/when-a-key-leaks.md).
+  const secretScanningKeys = settings.secretScanningKeys;
   try {
     await admin.listen({ host: settings.adminBindAddress, port: settings.adminPort });
     sessions = await openSessionStorage(settings, clock);
@@ -194,6 +198,17 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
             countsFlushIntervalMs: settings.lastUsedFlushMs,
             currency: settings.currency,
           })),
+      ...(secretScanningKeys
+        ? {
+            registerSignedEndpoints: (app: FastifyInstance) =>
+              registerSecretScanningAlerts(app, {
+                signingKeys: new GitHubSigningKeys(secretScanningKeys, clock, logger),
+                // The store's own index, not Check's cache: a key is found however recently it was created.
+                exposure: { store, clock, logger, keyIndex: store },
+                logger,
+              }),
+          }
+        : {}),
     });
     await customer.listen({ host: settings.customerBindAddress, port: settings.customerPort });
   } catch (error) {

@@ -10,6 +10,7 @@ import {
   memberIdSchema,
 } from '../http/api-schemas';
 import { KEY_ENVIRONMENTS } from '../keys/customer-key';
+import { EXPOSED_KEY_ACTIONS } from '../keys/key-records';
 import { limitListSchema, tokenBudgetListSchema } from '../accounts/limits/limit-schema';
 
 /**
@@ -96,9 +97,10 @@ export const createAccountBody = z.strictObject({
   maxActiveKeys: maxActiveKeysSchema.optional(),
   tokenBudgets: accountTokenBudgetsSchema.optional(),
   keyRestrictions: keyRestrictionsSchema.optional(),
+  exposedKeyAction: z.enum(EXPOSED_KEY_ACTIONS).optional(),
 });
 
-const ACCOUNT_PATCH_FIELDS = ['name', 'billing', 'limits', 'maxActiveKeys', 'tokenBudgets', 'keyRestrictions'] as const;
+const ACCOUNT_PATCH_FIELDS = ['name', 'billing', 'limits', 'maxActiveKeys', 'tokenBudgets', 'keyRestrictions', 'exposedKeyAction'] as const;
 export const patchAccountBody = z
   .strictObject({
     name: displayNameSchema.optional(),
@@ -109,6 +111,8 @@ export const patchAccountBody = z
     tokenBudgets: accountTokenBudgetsSchema.optional(),
     /** Restrictions every key of the account has on top of its own; null removes them. */
     keyRestrictions: keyRestrictionsSchema.nullable().optional(),
+    /** What is done with a key of the account found published (docs/operations/when-a-key-leaks.md); null: revoke. */
+    exposedKeyAction: z.enum(EXPOSED_KEY_ACTIONS).nullable().optional(),
   })
   .refine(nonEmpty(ACCOUNT_PATCH_FIELDS), atLeastOne(ACCOUNT_PATCH_FIELDS));
 

@@ -1,4 +1,5 @@
-import type { Account, AccountStatus, StoredKey } from '../keys/key-records';
+import type { Account, AccountStatus, ExposedKeyAction, StoredKey } from '../keys/key-records';
+import { DEFAULT_EXPOSED_KEY_ACTION } from '../keys/key-exposure';
 import type { KeyRestrictions } from '../keys/key-restrictions';
 import { currencyView, DEFAULT_CURRENCY, formatMoney, type Currency } from '../accounts/money';
 import { addUsageTotals, zeroUsageTotals, type UsageTotals } from '../metering/usage-record';
@@ -57,6 +58,8 @@ export interface AccountView {
   tokenBudgets: { key: TokenBudgetView[] | null; account: TokenBudgetView[] | null };
   /** Restrictions every key of the account has on top of its own; null: none. */
   keyRestrictions: KeyRestrictions | null;
+  /** What is done with a key of the account found published: the account's choice, else the default (revoke). */
+  exposedKeyAction: ExposedKeyAction;
   createdAt: string;
 }
 
@@ -111,6 +114,7 @@ export function accountView(account: Account, nowMs: number, currency: Currency 
     maxActiveKeys: account.maxActiveKeys ?? null,
     tokenBudgets: { key: tokenBudgetsView(account.tokenBudgets?.key), account: tokenBudgetsView(account.tokenBudgets?.account) },
     keyRestrictions: account.keyRestrictions ?? null,
+    exposedKeyAction: account.exposedKeyAction ?? DEFAULT_EXPOSED_KEY_ACTION,
     createdAt: account.createdAt,
   };
 }

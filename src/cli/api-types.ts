@@ -37,6 +37,8 @@ export interface ApiAccount {
   tokenBudgets?: { key: ApiTokenBudget[] | null; account: ApiTokenBudget[] | null };
   /** Absent from servers older than issue 38. */
   keyRestrictions?: ApiRestrictions | null;
+  /** What is done with a key found published (absent from servers older than issue 39). */
+  exposedKeyAction?: 'revoke' | 'rotate';
   createdAt: string;
 }
 

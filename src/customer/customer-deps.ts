@@ -23,4 +23,9 @@ export interface CustomerServerDeps {
    * and every state-changing one passed the Origin and CSRF token checks.
    */
   registerApi?: (app: FastifyInstance) => void | Promise<void>;
+  /**
+   * Mounts routes whose callers are machines that sign their requests (GitHub's secret-scanning alerts), marked
+   * `ownAuthentication`: served with or without sign-in configured, outside the session, Origin and CSRF checks.
+   */
+  registerSignedEndpoints?: (app: FastifyInstance) => void | Promise<void>;
 }

@@ -38,6 +38,10 @@ declare module 'fastify' {
     /** Set when this request found its session past its idle or maximum age (and ended it). */
     customerSessionEnded: 'idle' | 'max_age' | undefined;
   }
+  interface FastifyContextConfig {
+    /** The route authenticates its caller itself (a signature): the session, Origin and CSRF checks skip it. */
+    ownAuthentication?: boolean;
+  }
 }
 
 /** The header an API call carries its CSRF token in (a page's form sends the CSRF_FORM_FIELD field instead). */
@@ -96,6 +100,7 @@ export async function buildCustomerServer(deps: CustomerServerDeps): Promise<Fas
     refuse(request, reply, 404, 'not_found', `There is no ${request.method} ${request.url.split('?')[0]} here.`),
   );
 
+  await deps.registerSignedEndpoints?.(app);
   if (!deps.signIn) {
     registerNotConfigured(app);
     return app;
@@ -108,6 +113,7 @@ export async function buildCustomerServer(deps: CustomerServerDeps): Promise<Fas
 /** No identity provider: every page says so, and the API answers a clear error instead of a login loop. */
 function registerNotConfigured(app: FastifyInstance): void {
   app.addHook('onRequest', async (request, reply) => {
+    if (request.routeOptions.config?.ownAuthentication) return undefined;
     if (isApiRequest(request)) {
       return sendError(
         reply,
@@ -153,6 +159,7 @@ async function registerSignIn(app: FastifyInstance, deps: CustomerServerDeps, si
 
   // Runs after the session plugin's own onRequest hook, which loaded request.session.
   app.addHook('onRequest', async (request, reply) => {
+    if (request.routeOptions.config?.ownAuthentication) return undefined;
     if (!SAFE_METHODS.has(request.method) && request.headers.origin !== signIn.publicOrigin) {
       logger.warn(
         { event: 'customer_cross_site_refused', method: request.method, path: request.url.split('?')[0] },
@@ -191,7 +198,7 @@ async function registerSignIn(app: FastifyInstance, deps: CustomerServerDeps, si
   // After the body is parsed, so a form's token field can be read.
   app.addHook('preHandler', (request, reply, done) => {
     // Without a signed-in session, a request can do nothing a forger could not do directly.
-    if (SAFE_METHODS.has(request.method) || !request.customerIdentity) return done();
+    if (SAFE_METHODS.has(request.method) || !request.customerIdentity || request.routeOptions.config?.ownAuthentication) return done();
     if (!csrfTokenOf(request)) {
       refuse(
         request,

@@ -47,6 +47,10 @@ export interface StoredKey {
 
 export type AccountStatus = 'active' | 'suspended';
 
+/** What is done with a key found published (src/keys/key-exposure.ts): revoked at once, or rotated with a short grace. */
+export const EXPOSED_KEY_ACTIONS = ['revoke', 'rotate'] as const;
+export type ExposedKeyAction = (typeof EXPOSED_KEY_ACTIONS)[number];
+
 export interface Account {
   id: string;
   name: string;
@@ -64,6 +68,8 @@ export interface Account {
   monthlySpendCap?: number;
   /** Restrictions every key of the account has on top of its own: a key can only narrow them. */
   keyRestrictions?: KeyRestrictions;
+  /** What is done with a key of the account found published (src/keys/key-exposure.ts); absent: revoke. */
+  exposedKeyAction?: ExposedKeyAction;
   /**
    * Read-only, written by applied usage: spend in minor units per UTC month
    * (`YYYY-MM`), prepaid or post-paid. The current and previous months are kept.

@@ -74,7 +74,12 @@ export interface Settings {
   readonly runtime: RuntimePolicy;
   /** OpenTelemetry tracing (the standard OTEL_* variables); absent: off, and nothing of it runs per Check. */
   readonly tracing?: TracingSettings;
+  /** Where GitHub's secret-scanning signing keys are (GITHUB_SECRET_SCANNING_KEYS); absent: the alert endpoint is off. */
+  readonly secretScanningKeys?: SecretScanningKeySource;
 }
+
+/** GitHub's published key set: its URL (https://api.github.com/meta/public_keys/secret_scanning) or a file holding that JSON. */
+export type SecretScanningKeySource = { readonly kind: 'url'; readonly url: string } | { readonly kind: 'file'; readonly path: string };
 
 /** OpenID Connect sign-in for the customer dashboard (OIDC_* and CUSTOMER_SESSION_* settings). */
 export interface CustomerSignInSettings {
@@ -349,6 +354,7 @@ export const envSchema = z.object({
   CUSTOMER_SESSION_IDLE_TIMEOUT_MS: z.preprocess(blankAsUnset, z.coerce.number().int().min(60_000).max(86_400_000).default(1_800_000)),
   CUSTOMER_SESSION_MAX_AGE_MS: z.preprocess(blankAsUnset, z.coerce.number().int().min(300_000).max(2_592_000_000).default(43_200_000)),
   CUSTOMER_PLAIN_HTTP_LOCALHOST: z.preprocess(blankAsUnset, z.enum(['true', 'false']).default('false')),
+  GITHUB_SECRET_SCANNING_KEYS: optionalText,
   NODE_ENV: optionalText,
   ALLOW_END_OF_LIFE_NODE: z.preprocess(blankAsUnset, z.enum(['true', 'false']).default('false')),
   USAGE_BUFFER_MAX_RECORDS: z.preprocess(
@@ -429,6 +435,7 @@ export function loadSettings(
       ...customerSignInProblems(parsedEnv.data),
       ...usageDurabilityProblems(parsedEnv.data),
       ...tracingProblems(parsedEnv.data),
+      ...secretScanningKeysProblems(parsedEnv.data),
     );
   }
   if (problems.length > 0 || !parsedEnv.success) return { ok: false, problems };
@@ -470,6 +477,7 @@ export function loadSettings(
     usage: { bufferMaxRecords: e.USAGE_BUFFER_MAX_RECORDS, streamMaxLength: e.USAGE_STREAM_MAX_LEN, durability: usageDurabilityOf(e) },
     runtime: { production: e.NODE_ENV === 'production', allowEndOfLifeNode: e.ALLOW_END_OF_LIFE_NODE === 'true' },
     ...(tracingEnabled(e) ? { tracing: tracingOf(e) } : {}),
+    ...(e.GITHUB_SECRET_SCANNING_KEYS ? { secretScanningKeys: secretScanningKeysOf(e.GITHUB_SECRET_SCANNING_KEYS) } : {}),
     currency,
     pipeline: {
       routeTable: buildRouteTable(config.routes ?? {}, config.publicRoutes ?? [], config.enabledRoutes ?? []),
@@ -604,6 +612,23 @@ function parsedUrl(text: string): URL | undefined {
   } catch {
     return undefined;
   }
+}
+
+/** A value with a scheme is a URL (https://, or http:// to a loopback host for tests and development); anything else a file path. */
+function secretScanningKeysOf(value: string): SecretScanningKeySource {
+  return value.includes('://') ? { kind: 'url', url: value } : { kind: 'file', path: value };
+}
+
+function secretScanningKeysProblems(e: ParsedEnv): string[] {
+  if (!e.GITHUB_SECRET_SCANNING_KEYS) return [];
+  const source = secretScanningKeysOf(e.GITHUB_SECRET_SCANNING_KEYS);
+  if (source.kind === 'file') return [];
+  const url = parsedUrl(source.url);
+  if (url?.protocol === 'https:' || (url?.protocol === 'http:' && isLoopbackHost(url.hostname))) return [];
+  // The value itself is not repeated: a URL may carry credentials.
+  return [
+    `GITHUB_SECRET_SCANNING_KEYS: must be an https:// URL (plain http:// only to a loopback host) or a file path, e.g. https://api.github.com/meta/public_keys/secret_scanning`,
+  ];
 }
 
 /** Every problem with the OIDC_* and CUSTOMER_SESSION_* settings (none when sign-in is not configured at all). */

@@ -1,4 +1,4 @@
-import type { Account, AccountStatus, KeyIds, StoredKey } from '../keys/key-records';
+import type { Account, AccountStatus, ExposedKeyAction, KeyIds, StoredKey } from '../keys/key-records';
 import type { KeyRestrictions } from '../keys/key-restrictions';
 import type { Authorizer, KeyIndex } from '../check/ports';
 import type { AuditActor, CustomerIdentity, MemberRole, Membership } from '../accounts/customer-identity';
@@ -30,6 +30,8 @@ export interface AccountPatch {
   monthlySpendCap?: number | null;
   /** The defaults every key of the account is restricted by; null removes them. */
   keyRestrictions?: KeyRestrictions | null;
+  /** null: the default (revoke) applies again. */
+  exposedKeyAction?: ExposedKeyAction | null;
 }
 
 export interface KeyPatch {
@@ -103,6 +105,7 @@ export type AuditAction =
   | 'key.update'
   | 'key.rotate'
   | 'key.revoke'
+  | 'key.exposed'
   | 'member.add'
   | 'member.update'
   | 'member.remove'

@@ -251,6 +251,8 @@ export class MemoryStore implements Store {
     if (!account) return null;
     if (patch.name !== undefined) account.name = patch.name;
     if (patch.status !== undefined) account.status = patch.status;
+    if (patch.exposedKeyAction === null) delete account.exposedKeyAction;
+    else if (patch.exposedKeyAction !== undefined) account.exposedKeyAction = patch.exposedKeyAction;
     if (patch.maxActiveKeys === null) delete account.maxActiveKeys;
     else if (patch.maxActiveKeys !== undefined) account.maxActiveKeys = patch.maxActiveKeys;
     if (patch.creditBalance === null) delete account.creditBalance;

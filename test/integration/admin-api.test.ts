@@ -153,7 +153,17 @@ describe('keys', () => {
   });
 });
 
-const ACCOUNT_VIEW_FIELDS = ['billing', 'createdAt', 'id', 'keyRestrictions', 'limits', 'maxActiveKeys', 'name', 'tokenBudgets'];
+const ACCOUNT_VIEW_FIELDS = [
+  'billing',
+  'createdAt',
+  'exposedKeyAction',
+  'id',
+  'keyRestrictions',
+  'limits',
+  'maxActiveKeys',
+  'name',
+  'tokenBudgets',
+];
 /** What the account view's billing says about usage (issue 16) for an account that has used nothing. */
 const NO_USAGE = {
   monthlySpendCap: null,
@@ -181,6 +191,7 @@ describe('account view, billing and limits', () => {
       maxActiveKeys: null,
       tokenBudgets: { key: null, account: null },
       keyRestrictions: null,
+      exposedKeyAction: 'revoke',
       createdAt: expect.any(String),
     });
   });

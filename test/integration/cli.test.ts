@@ -627,7 +627,16 @@ describe('gateway-authz accounts / keys (against the admin API, real Redis)', ()
       expect(await text(['accounts', 'get', '--id', 'cli-team'])).toMatch(/^max active keys +not set \(the service default applies\)$/m);
     });
 
+    it("sets what is done with the account's exposed keys, and returns to the default", async () => {
+      expect(await text(['accounts', 'get', '--id', 'cli-team'])).toMatch(/^exposed keys +revoked at once$/m);
+      expect((await json(['accounts', 'exposed-keys', '--id', 'cli-team', '--action', 'rotate'])).exposedKeyAction).toBe('rotate');
+      expect(await text(['accounts', 'get', '--id', 'cli-team'])).toMatch(/^exposed keys +rotated, refused after an hour's grace$/m);
+      expect((await json(['accounts', 'exposed-keys', '--id', 'cli-team', '--action', 'default'])).exposedKeyAction).toBe('revoke');
+    });
+
     it.each([
+      [['accounts', 'exposed-keys', '--id', 'cli-team', '--action', 'ignore'], 'Allowed choices are revoke, rotate, default'],
+      [['accounts', 'exposed-keys', '--id', 'cli-team'], "required option '--action <action>' not specified"],
       [['members', 'add', '--account', 'cli-team', '--role', 'admin', '--email', 'a@example.com'], 'owner, developer, viewer'],
       [['members', 'add', '--account', 'cli-team', '--role', 'owner'], 'give --email, or both --issuer and --subject'],
       [['members', 'add', '--account', 'cli-team', '--role', 'owner', '--email', 'nope'], 'email address'],

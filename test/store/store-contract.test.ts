@@ -844,6 +844,15 @@ describe.each(implementations)('store contract: %s', (_name, open) => {
     });
   });
 
+  it("round-trips an account's exposed-key action (issue 39), and removes it with null", async () => {
+    const id = unique('exposure');
+    await store.createAccount(account(id, { exposedKeyAction: 'rotate' }));
+    expect((await store.getAccount(id))?.exposedKeyAction).toBe('rotate');
+    expect((await store.updateAccount(id, { exposedKeyAction: 'revoke' }))?.exposedKeyAction).toBe('revoke');
+    expect(await store.updateAccount(id, { exposedKeyAction: null })).not.toHaveProperty('exposedKeyAction');
+    expect(await store.updateAccount(id, { name: 'renamed' })).not.toHaveProperty('exposedKeyAction');
+  });
+
   describe('active-key cap (issue 15)', () => {
     const newKey = (accountId: string, extra: Partial<StoredKey> = {}) => {
       const key = generateCustomerKey('live');

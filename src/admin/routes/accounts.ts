@@ -86,6 +86,10 @@ function toAccountPatch(body: PatchAccountBody): { patch: AccountPatch; changes:
     patch.keyRestrictions = body.keyRestrictions;
     changes.push('keyRestrictions');
   }
+  if (body.exposedKeyAction !== undefined) {
+    patch.exposedKeyAction = body.exposedKeyAction;
+    changes.push('exposedKeyAction');
+  }
   return { patch, changes };
 }
 
@@ -135,8 +139,9 @@ export function registerAccountRoutes(app: FastifyInstance, deps: AdminServerDep
     async (request, reply) => {
       const body = createAccountBody.safeParse(request.body);
       if (!body.success) return sendInvalidField(reply, body.error);
-      const { id, name, billing, limits, maxActiveKeys, tokenBudgets, keyRestrictions } = body.data;
+      const { id, name, billing, limits, maxActiveKeys, tokenBudgets, keyRestrictions, exposedKeyAction } = body.data;
       const account: Account = { id, name, status: billing?.status ?? 'active', createdAt: now() };
+      if (exposedKeyAction !== undefined) account.exposedKeyAction = exposedKeyAction;
       if (keyRestrictions !== undefined) account.keyRestrictions = keyRestrictions;
       if (maxActiveKeys !== undefined) account.maxActiveKeys = maxActiveKeys;
       if (billing?.creditBalance != null) account.creditBalance = billing.creditBalance;

@@ -99,6 +99,15 @@ export function renderAccount(account: ApiAccount): string {
       'key restrictions',
       account.keyRestrictions === undefined ? undefined : formatRestrictions(account.keyRestrictions, 'none (each key may do everything)'),
     ],
+    // Absent from servers older than issue 39: then the line is left out.
+    [
+      'exposed keys',
+      account.exposedKeyAction === undefined
+        ? undefined
+        : account.exposedKeyAction === 'rotate'
+          ? "rotated, refused after an hour's grace"
+          : 'revoked at once',
+    ],
     ['created', account.createdAt],
   ]);
 }
@@ -260,6 +269,23 @@ export function accountsCommand(): Command {
   ).action(async (options: JsonFlag & { id: string; max?: number; default?: true }, command: Command) => {
     if (options.max === undefined && !options.default) command.error('error: give --max or --default');
     emit(options, await callApi<ApiAccount>('PATCH', accountPath(options.id), { maxActiveKeys: options.max ?? null }), renderAccount);
+  });
+
+  withJson(
+    accounts
+      .command('exposed-keys')
+      .description(
+        "what is done with the account's keys GitHub finds published: revoked at once (the default) or rotated with an hour's grace",
+      )
+      .requiredOption('--id <id>', 'account id')
+      .addOption(
+        new Option('--action <action>', 'revoke, rotate, or default (revoke)')
+          .choices(['revoke', 'rotate', 'default'])
+          .makeOptionMandatory(),
+      ),
+  ).action(async (options: JsonFlag & { id: string; action: 'revoke' | 'rotate' | 'default' }) => {
+    const exposedKeyAction = options.action === 'default' ? null : options.action;
+    emit(options, await callApi<ApiAccount>('PATCH', accountPath(options.id), { exposedKeyAction }), renderAccount);
   });
 
   withJson(

@@ -6,7 +6,7 @@ import type { RateLimit, RatePlanOverride } from '../../accounts/limits/rate-lim
 import type { TokenBudget, TokenBudgetOverride } from '../../accounts/limits/token-budgets';
 import type { TokenBucket } from '../../accounts/limits/token-budget';
 import { CorruptRecordError } from '../../ports/store';
-import type { Account, StoredKey } from '../../keys/key-records';
+import { EXPOSED_KEY_ACTIONS, type Account, type ExposedKeyAction, type StoredKey } from '../../keys/key-records';
 import { parseRestrictionsText, restrictionsText, type KeyRestrictions } from '../../keys/key-restrictions';
 import { redisKeys } from './redis-keys';
 
@@ -47,6 +47,7 @@ export function accountToFields(account: Account): string[] {
   if (account.tokenBudgets !== undefined) fields.push(redisKeys.tokenBudgetsField(), JSON.stringify(account.tokenBudgets));
   if (account.monthlySpendCap !== undefined) fields.push(redisKeys.monthlySpendCapField(), String(account.monthlySpendCap));
   if (account.keyRestrictions !== undefined) fields.push(redisKeys.restrictionsField(), restrictionsText(account.keyRestrictions));
+  if (account.exposedKeyAction !== undefined) fields.push('exposedKeyAction', account.exposedKeyAction);
   return fields;
 }
 
@@ -255,6 +256,14 @@ export function parseAccount(fields: Record<string, string>): Account {
     account.monthlySpendCap = wholeAmount(fields, redisKeys.monthlySpendCapField(), 'account');
   const keyRestrictions = storedRestrictions(fields, 'account');
   if (keyRestrictions) account.keyRestrictions = keyRestrictions;
+  if (fields.exposedKeyAction !== undefined) {
+    if (!(EXPOSED_KEY_ACTIONS as readonly string[]).includes(fields.exposedKeyAction))
+      throw new CorruptRecordError(
+        'account',
+        `exposedKeyAction '${fields.exposedKeyAction}' is not one of ${EXPOSED_KEY_ACTIONS.join(', ')}`,
+      );
+    account.exposedKeyAction = fields.exposedKeyAction as ExposedKeyAction;
+  }
   if (fields[redisKeys.creditShortfallField()] !== undefined) {
     const shortfall = wholeAmount(fields, redisKeys.creditShortfallField(), 'account');
     if (shortfall > 0) account.creditShortfall = shortfall;

@@ -249,6 +249,7 @@ describe('views', () => {
       },
       limits: { key: null, account: [{ limit: 10, window: '90s' }] },
       keyRestrictions: null,
+      exposedKeyAction: 'revoke',
       maxActiveKeys: null,
       tokenBudgets: { key: null, account: null },
       createdAt: '2025-01-01T00:00:00.000Z',

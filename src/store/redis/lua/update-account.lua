@@ -25,4 +25,6 @@ if p.monthlySpendCap == cjson.null then redis.call('HDEL', KEYS[1], 'monthlySpen
 elseif p.monthlySpendCap ~= nil then redis.call('HSET', KEYS[1], 'monthlySpendCap', p.monthlySpendCap) end
 if p.keyRestrictions == cjson.null then redis.call('HDEL', KEYS[1], 'restrictions')
 elseif p.keyRestrictions ~= nil then redis.call('HSET', KEYS[1], 'restrictions', p.restrictionsText) end
+if p.exposedKeyAction == cjson.null then redis.call('HDEL', KEYS[1], 'exposedKeyAction')
+elseif p.exposedKeyAction ~= nil then redis.call('HSET', KEYS[1], 'exposedKeyAction', p.exposedKeyAction) end
 return redis.call('HGETALL', KEYS[1])
