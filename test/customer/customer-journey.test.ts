@@ -186,6 +186,16 @@ function pageWidths(page: Page): Promise<{ scroll: number; client: number }> {
   return page.evaluate('({ scroll: document.documentElement.scrollWidth, client: document.documentElement.clientWidth })');
 }
 
+/** Where an element's text is drawn (not its box, which a block stretches to the full width). */
+function textBox(page: Page, selector: string): Promise<{ x: number; y: number; width: number; height: number }> {
+  return page.evaluate(`(() => {
+    const range = document.createRange();
+    range.selectNodeContents(document.querySelector(${JSON.stringify(selector)}));
+    const { x, y, width, height } = range.getBoundingClientRect();
+    return { x, y, width, height };
+  })()`);
+}
+
 /** Each usage row's cells as text: key, requests, tokens, spend. */
 async function usageCells(page: Page): Promise<string[][]> {
   const rows = await page.getByTestId('usage-row').all();
@@ -347,6 +357,12 @@ describe('the customer journey in Chromium', () => {
     await page.waitForTimeout(100);
     const widths = await pageWidths(page);
     expect(widths.scroll).toBeLessThanOrEqual(widths.client);
+    // The "Hide revoked and replaced keys" box sits beside its words, on their line, not alone above them.
+    const hideBox = (await page.getByTestId('hide-inactive').boundingBox())!;
+    const hideWords = await textBox(page, 'label[for="hide-inactive"]');
+    expect(hideBox.x + hideBox.width).toBeLessThanOrEqual(hideWords.x);
+    expect(hideBox.y).toBeLessThan(hideWords.y + hideWords.height);
+    expect(hideWords.y).toBeLessThan(hideBox.y + hideBox.height);
     await page.screenshot({ path: join(ARTIFACTS, 'customer-dashboard-375.png'), fullPage: true });
 
     // Sign out ends the session on the server: the old cookie is refused.
