@@ -157,6 +157,7 @@ const dialogs = keyDialogs({
     await api('POST', accountPath(`/keys/${encodeURIComponent(key.id)}/revoke`));
   },
   reload: loadAccount,
+  inRow: (key, change) => table.inRow(key, change),
 });
 /** @type {ReturnType<typeof keyDialog<Key>>} */
 const edit = keyDialog(ui.editDialog);
@@ -515,7 +516,7 @@ async function saveEdit() {
     messages.notice('Nothing changed.');
     return;
   }
-  await api('PATCH', accountPath(`/keys/${encodeURIComponent(key.id)}`), patch);
+  if (!(await table.inRow(key, () => api('PATCH', accountPath(`/keys/${encodeURIComponent(key.id)}`), patch)))) return;
   await loadAccount();
   messages.notice(`Key ${describeKey({ ...key, name: patch.name ?? key.name })} was saved.`);
   ui.notice.focus();

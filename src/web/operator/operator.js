@@ -128,6 +128,7 @@ const dialogs = keyDialogs({
     await api('POST', `/admin/keys/${encodeURIComponent(key.id)}/revoke`);
   },
   reload: loadKeys,
+  inRow: (key, change) => table.inRow(key, change),
 });
 
 /** @type {ReturnType<typeof keyTable<Key>>} */
@@ -190,7 +191,7 @@ async function saveRestrictions() {
   if (models) restrictions.models = models;
   if (sourceAddresses) restrictions.sourceAddresses = sourceAddresses;
   const body = { restrictions: Object.keys(restrictions).length === 0 ? null : restrictions };
-  await api('PATCH', `/admin/keys/${encodeURIComponent(key.id)}`, body);
+  if (!(await table.inRow(key, () => api('PATCH', `/admin/keys/${encodeURIComponent(key.id)}`, body)))) return;
   await loadKeys();
   messages.notice(`The restrictions of key ${describeKey(key)} were saved.`);
   ui.notice.focus();
