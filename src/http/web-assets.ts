@@ -20,6 +20,7 @@ export const SHARED_PAGE_FILES: readonly string[] = [
   'shared/key-panel.js',
   'shared/key-table.js',
   'shared/one-at-a-time.js',
+  'shared/restriction-fields.js',
 ];
 
 /**

@@ -10,6 +10,7 @@ import { mkdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { addMember } from '../../src/accounts/member-actions';
+import { createKey } from '../../src/keys/key-actions';
 import { OPERATOR, type MemberRole } from '../../src/accounts/customer-identity';
 import { NO_TOKEN_BUDGETS } from '../../src/accounts/limits/token-budgets';
 import { RedisStore } from '../../src/store/redis/redis-store';
@@ -186,6 +187,16 @@ function pageWidths(page: Page): Promise<{ scroll: number; client: number }> {
   return page.evaluate('({ scroll: document.documentElement.scrollWidth, client: document.documentElement.clientWidth })');
 }
 
+/** Where an element's text is drawn (not its box, which a block stretches to the full width). */
+function textBox(page: Page, selector: string): Promise<{ x: number; y: number; width: number; height: number }> {
+  return page.evaluate(`(() => {
+    const range = document.createRange();
+    range.selectNodeContents(document.querySelector(${JSON.stringify(selector)}));
+    const { x, y, width, height } = range.getBoundingClientRect();
+    return { x, y, width, height };
+  })()`);
+}
+
 /** Each usage row's cells as text: key, requests, tokens, spend. */
 async function usageCells(page: Page): Promise<string[][]> {
   const rows = await page.getByTestId('usage-row').all();
@@ -347,6 +358,12 @@ describe('the customer journey in Chromium', () => {
     await page.waitForTimeout(100);
     const widths = await pageWidths(page);
     expect(widths.scroll).toBeLessThanOrEqual(widths.client);
+    // The "Hide revoked and replaced keys" box sits beside its words, on their line, not alone above them.
+    const hideBox = (await page.getByTestId('hide-inactive').boundingBox())!;
+    const hideWords = await textBox(page, 'label[for="hide-inactive"]');
+    expect(hideBox.x + hideBox.width).toBeLessThanOrEqual(hideWords.x);
+    expect(hideBox.y).toBeLessThan(hideWords.y + hideWords.height);
+    expect(hideWords.y).toBeLessThan(hideBox.y + hideBox.height);
     await page.screenshot({ path: join(ARTIFACTS, 'customer-dashboard-375.png'), fullPage: true });
 
     // Sign out ends the session on the server: the old cookie is refused.
@@ -397,7 +414,7 @@ describe('the customer journey in Chromium', () => {
     expect(await page.getByLabel(/^Endpoints/).inputValue()).toBe('/v1/embeddings');
     await page.getByLabel(/^Source addresses/).fill('10.0.0.0/33');
     await page.getByRole('button', { name: 'Save' }).click();
-    await page.getByTestId('error').filter({ hasText: 'the prefix length must be 0 to 32' }).waitFor();
+    await row(page, 'embeddings only').getByTestId('row-error').filter({ hasText: 'the prefix length must be 0 to 32' }).waitFor();
 
     await row(page, 'embeddings only')
       .getByRole('button', { name: /^Rename, set the expiry or restrict/ })
@@ -418,6 +435,52 @@ describe('the customer journey in Chromium', () => {
     } finally {
       await store.updateAccount(ACME, { maxActiveKeys: null });
     }
+  });
+
+  it('an error from a row low on a long page shows in that row, in view and announced, not at the top of the page', async () => {
+    const deps = { store, clock: { now: () => Date.now() }, logger: new LogCapture().logger };
+    // Oldest first: the page lists newest first, so these two end up at the bottom.
+    for (const name of ['lowest', 'next up', ...Array.from({ length: 28 }, (_, i) => `filler ${i + 1}`)]) {
+      const created = await createKey(deps, OPERATOR, { accountId: GLOBEX, name, environment: 'live' });
+      expect(created.kind).toBe('created');
+      if (created.kind === 'created') registerSecrets(created.key);
+    }
+    const { page } = await newPage();
+    await signIn(page, 'alice');
+    await page.getByRole('link', { name: `Globex (${GLOBEX})` }).click();
+    await row(page, 'lowest').waitFor();
+    const viewport = page.viewportSize()!;
+    expect((await row(page, 'lowest').boundingBox())!.y).toBeGreaterThan(viewport.height);
+    /** The row's error: announced, and fully in view. */
+    const expectShownInRow = async (name: string, text: string) => {
+      const beside = row(page, name).getByTestId('row-error');
+      await beside.filter({ hasText: text }).waitFor();
+      expect(await beside.getAttribute('role')).toBe('alert');
+      const box = (await beside.boundingBox())!;
+      expect(box.y).toBeGreaterThanOrEqual(0);
+      expect(box.y + box.height).toBeLessThanOrEqual(viewport.height);
+      expect(await page.getByTestId('error').textContent()).toBe('');
+    };
+
+    // Revoked behind the page's back: regenerating it is refused.
+    const lowest = (await store.listKeys(GLOBEX))!.find((key) => key.name === 'lowest')!;
+    await store.revokeKey(lowest.id, Date.now());
+    await row(page, 'lowest')
+      .getByRole('button', { name: /^Regenerate key/ })
+      .click();
+    await page.getByRole('button', { name: 'Regenerate key', exact: true }).click();
+    await expectShownInRow('lowest', 'is revoked and cannot be regenerated');
+
+    // A bad range in the Edit dialog; the earlier row's error goes.
+    await row(page, 'next up')
+      .getByRole('button', { name: /^Rename, set the expiry or restrict/ })
+      .click();
+    await page.getByLabel(/^Source addresses/).fill('10.0.0.0/33');
+    await page.getByRole('button', { name: 'Save' }).click();
+    await expectShownInRow('next up', 'the prefix length must be 0 to 32');
+    mkdirSync(ARTIFACTS, { recursive: true });
+    await page.screenshot({ path: join(ARTIFACTS, 'customer-row-error.png') });
+    expect(await row(page, 'lowest').getByTestId('row-error').textContent()).toBe('');
   });
 
   it('a viewer sees keys and usage but no create, regenerate, edit or revoke control, and the API refuses those calls', async () => {

@@ -4,6 +4,7 @@ import { parseDenyBody } from '../support/deny-body';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
 import { startAppUnderTest, type AppUnderTest } from '../support/running-app';
 import { isBackgroundCommand } from '../support/background-commands';
+import { redisKeys } from '../../src/store/redis/redis-keys';
 
 /**
  * Key restrictions (docs/concepts/key-restrictions.md) end to end: a server on real Redis, restrictions set through
@@ -188,6 +189,67 @@ describe('key restrictions over gRPC on real Redis', () => {
         'account.update changes=keyRestrictions restrictions=none',
       ]),
     );
+  });
+
+  it('a key and an account written before the current field order, without a restrictions field, are restricted and lifted as any', async () => {
+    expect((await server.admin('POST', '/admin/accounts', { id: 'older-co', name: 'Older Co' })).status).toBe(201);
+    const { id, key } = await newKey({}, 'older-co');
+    // The records as earlier versions wrote them: id first, status further on, and no restrictions field.
+    const formerOrder = ['id', 'accountId', 'prefix', 'name', 'environment', 'status', 'createdAt'];
+    const keyRecord = redisKeys.key('older-co', id);
+    const accountRecord = redisKeys.account('older-co');
+    for (const record of [keyRecord, accountRecord]) {
+      const fields = await stats.hgetall(record);
+      expect(fields.restrictions ?? '').toBe('');
+      delete fields.restrictions;
+      const names = [...formerOrder.filter((name) => name in fields), ...Object.keys(fields).filter((name) => !formerOrder.includes(name))];
+      await stats
+        .multi()
+        .del(record)
+        .hset(record, ...names.flatMap((name) => [name, fields[name]!]))
+        .exec();
+      expect((await stats.hkeys(record))[0]).toBe('id');
+    }
+    expect((await client.check(chat(key))).status.code).toBe(0);
+    // Changed by another replica, straight in Redis (this one's cache believes the key unrestricted): seen at once.
+    for (const [record, restrictions] of [
+      [keyRecord, { endpoints: ['/v1/embeddings'] }],
+      [accountRecord, { readOnly: true }],
+    ] as const) {
+      await stats.hset(record, 'restrictions', JSON.stringify(restrictions));
+      expect(reasonOf(await client.check(chat(key)))).toBe('endpoint_not_permitted');
+      await stats.hdel(record, 'restrictions');
+      expect((await client.check(chat(key))).status.code).toBe(0);
+    }
+    // And through the admin API.
+    expect((await server.admin('PATCH', `/admin/keys/${id}`, { restrictions: { endpoints: ['/v1/embeddings'] } })).status).toBe(200);
+    expect(reasonOf(await client.check(chat(key)))).toBe('endpoint_not_permitted');
+    expect((await server.admin('PATCH', `/admin/keys/${id}`, { restrictions: null })).status).toBe(200);
+    expect((await client.check(chat(key))).status.code).toBe(0);
+    expect((await server.admin('PATCH', '/admin/accounts/older-co', { keyRestrictions: { readOnly: true } })).status).toBe(200);
+    expect(reasonOf(await client.check(chat(key)))).toBe('endpoint_not_permitted');
+    expect((await server.admin('PATCH', '/admin/accounts/older-co', { keyRestrictions: null })).status).toBe(200);
+    expect((await client.check(chat(key))).status.code).toBe(0);
+  });
+
+  it('a key without restrictions sends the authorize script no texts to compare: only its id, the time and a hold', async () => {
+    const { id, key } = await newKey();
+    expect((await client.check(chat(key))).status.code).toBe(0);
+    const threshold = ((await stats.config('GET', 'slowlog-log-slower-than')) as string[])[1]!;
+    await stats.config('SET', 'slowlog-log-slower-than', '0');
+    await stats.slowlog('RESET');
+    try {
+      expect((await client.check(chat(key))).status.code).toBe(0);
+    } finally {
+      await stats.config('SET', 'slowlog-log-slower-than', threshold);
+    }
+    const entries = (await stats.slowlog('GET', 1000)) as [number, number, number, string[]][];
+    const scriptCalls = entries.map((entry) => entry[3]).filter((args) => args[0]?.toLowerCase() === 'evalsha');
+    expect(scriptCalls).toHaveLength(1);
+    const [, , keyCount, ...rest] = scriptCalls[0]!;
+    const argv = rest.slice(Number(keyCount));
+    expect(argv[0]).toBe(id);
+    expect(argv.length).toBeLessThanOrEqual(3);
   });
 
   it('a restricted key costs the Redis commands of an unrestricted one, once its restrictions are cached', async () => {

@@ -10,22 +10,28 @@ import { EXPOSED_KEY_ACTIONS, type Account, type ExposedKeyAction, type StoredKe
 import { parseRestrictionsText, restrictionsText, type KeyRestrictions } from '../../keys/key-restrictions';
 import { redisKeys } from './redis-keys';
 
-/** Store records ↔ Redis hash fields. Numbers and lists travel as strings and JSON. */
+/**
+ * Store records ↔ Redis hash fields. Numbers and lists travel as strings and JSON.
+ *
+ * The fields the authorize script reads on every decision come first (status, prefix, environment of a key; status of
+ * an account): Redis finds a field of a small hash by walking its fields in order, so each is found sooner (measured in
+ * docs/concepts/key-restrictions.md). Records written in another order read the same, a little slower.
+ */
 
 export function keyToFields(key: StoredKey): string[] {
   const fields = [
+    'status',
+    key.status,
+    'prefix',
+    key.prefix,
+    'environment',
+    key.environment,
     'id',
     key.id,
     'accountId',
     key.accountId,
-    'prefix',
-    key.prefix,
     'name',
     key.name,
-    'environment',
-    key.environment,
-    'status',
-    key.status,
     'createdAt',
     key.createdAt,
   ];
@@ -40,7 +46,7 @@ export function keyToFields(key: StoredKey): string[] {
 }
 
 export function accountToFields(account: Account): string[] {
-  const fields = ['id', account.id, 'name', account.name, 'status', account.status, 'createdAt', account.createdAt];
+  const fields = ['status', account.status, 'id', account.id, 'name', account.name, 'createdAt', account.createdAt];
   if (account.creditBalance !== undefined) fields.push('creditBalance', String(account.creditBalance));
   if (account.limits !== undefined) fields.push('limits', JSON.stringify(account.limits));
   if (account.maxActiveKeys !== undefined) fields.push('maxActiveKeys', String(account.maxActiveKeys));

@@ -1071,10 +1071,13 @@ function messageOf(error: unknown): string {
  * The authorize script's ARGV after the key id and the time: with a hold, its amounts and its request id in one
  * argument (each argument costs Redis more than the script's parse); for a key Check knows to be restricted, then
  * the restriction texts it decided on and what it refused ('' for none), with '' for the hold when there is none.
- * A key believed unrestricted sends nothing more: the script compares its records' texts with ''.
+ * A key believed unrestricted (no texts, no refusal: what Check sends for a key it holds nothing for) sends nothing
+ * more: the script compares its records' texts with '' only when a record has one.
  */
 function authorizeArguments(keyAndTime: string[], hold: CreditHold | undefined, restrictions: RestrictionsSent | undefined): string[] {
   const holdArgument = hold ? `${hold.minorUnits} ${hold.tokens} ${hold.requestId}` : '';
-  if (restrictions) return [...keyAndTime, holdArgument, restrictions.keyText, restrictions.accountText, restrictions.refused ?? ''];
+  if (restrictions && (restrictions.keyText !== '' || restrictions.accountText !== '' || restrictions.refused !== undefined)) {
+    return [...keyAndTime, holdArgument, restrictions.keyText, restrictions.accountText, restrictions.refused ?? ''];
+  }
   return hold ? [...keyAndTime, holdArgument] : keyAndTime;
 }

@@ -16,6 +16,7 @@ import { describeKey, newestFirst } from '../shared/key-format.js';
 import { keyPanel } from '../shared/key-panel.js';
 import { keyCell, keyTable } from '../shared/key-table.js';
 import { oneAtATime } from '../shared/one-at-a-time.js';
+import { restrictionFields } from '../shared/restriction-fields.js';
 import { usageChart } from './usage-chart.js';
 
 // The customer API's answers, as the server declares them: one description of the wire contract.
@@ -64,10 +65,6 @@ const ui = {
   editForm: byId('edit-form', HTMLFormElement),
   editName: byId('edit-name', HTMLInputElement),
   editExpiry: byId('edit-expiry', HTMLInputElement),
-  editEndpoints: byId('edit-endpoints', HTMLInputElement),
-  editModels: byId('edit-models', HTMLInputElement),
-  editAddresses: byId('edit-addresses', HTMLInputElement),
-  editReadOnly: byId('edit-read-only', HTMLInputElement),
   editCancel: byId('edit-cancel', HTMLButtonElement),
 };
 
@@ -157,9 +154,11 @@ const dialogs = keyDialogs({
     await api('POST', accountPath(`/keys/${encodeURIComponent(key.id)}/revoke`));
   },
   reload: loadAccount,
+  inRow: (key, change) => table.inRow(key, change),
 });
 /** @type {ReturnType<typeof keyDialog<Key>>} */
 const edit = keyDialog(ui.editDialog);
+const editRestrictions = restrictionFields();
 
 /** @type {ReturnType<typeof keyTable<Key>>} */
 const table = keyTable({
@@ -466,35 +465,8 @@ function openEditDialog(key) {
   replaceContent(ui.editSubject, `Key ${describeKey(key)}`);
   ui.editName.value = key.name;
   ui.editExpiry.value = key.expiresAt ? key.expiresAt.slice(0, 10) : '';
-  const restrictions = key.restrictions;
-  ui.editEndpoints.value = restrictions?.endpoints?.join(', ') ?? '';
-  ui.editModels.value = restrictions?.models?.join(', ') ?? '';
-  ui.editAddresses.value = restrictions?.sourceAddresses?.join(', ') ?? '';
-  ui.editReadOnly.checked = restrictions?.readOnly === true;
+  editRestrictions.fill(key.restrictions);
   edit.open(key, ui.editName);
-}
-
-/** `a, b` → ['a', 'b']; empty → undefined (the part restricts nothing). */
-function listOf(/** @type {string} */ text) {
-  const entries = text
-    .split(',')
-    .map((entry) => entry.trim())
-    .filter((entry) => entry !== '');
-  return entries.length === 0 ? undefined : entries;
-}
-
-/** The dialog's restrictions, as the API takes them; null when every field is empty (none of the key's own). */
-function editedRestrictions() {
-  /** @type {NonNullable<Key['restrictions']>} */
-  const restrictions = {};
-  const endpoints = listOf(ui.editEndpoints.value);
-  const models = listOf(ui.editModels.value);
-  const sourceAddresses = listOf(ui.editAddresses.value);
-  if (endpoints) restrictions.endpoints = endpoints;
-  if (ui.editReadOnly.checked) restrictions.readOnly = true;
-  if (models) restrictions.models = models;
-  if (sourceAddresses) restrictions.sourceAddresses = sourceAddresses;
-  return Object.keys(restrictions).length === 0 ? null : restrictions;
 }
 
 async function saveEdit() {
@@ -509,13 +481,13 @@ async function saveEdit() {
   if (name && name !== key.name) patch.name = name;
   const expiresAt = day ? endOfDay(day) : null;
   if (expiresAt !== (key.expiresAt ?? null) && !(day && key.expiresAt?.startsWith(day))) patch.expiresAt = expiresAt;
-  const restrictions = editedRestrictions();
+  const restrictions = editRestrictions.read();
   if (JSON.stringify(restrictions) !== JSON.stringify(key.restrictions ?? null)) patch.restrictions = restrictions;
   if (Object.keys(patch).length === 0) {
     messages.notice('Nothing changed.');
     return;
   }
-  await api('PATCH', accountPath(`/keys/${encodeURIComponent(key.id)}`), patch);
+  if (!(await table.inRow(key, () => api('PATCH', accountPath(`/keys/${encodeURIComponent(key.id)}`), patch)))) return;
   await loadAccount();
   messages.notice(`Key ${describeKey({ ...key, name: patch.name ?? key.name })} was saved.`);
   ui.notice.focus();

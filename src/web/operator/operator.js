@@ -12,6 +12,7 @@ import { describeKey, newestFirst } from '../shared/key-format.js';
 import { keyPanel } from '../shared/key-panel.js';
 import { keyTable } from '../shared/key-table.js';
 import { oneAtATime } from '../shared/one-at-a-time.js';
+import { restrictionFields } from '../shared/restriction-fields.js';
 
 // The admin API's answers, as declared for the CLI: one description of the wire contract for both clients.
 /** @typedef {import('../../cli/api-types').ApiAccount} Account */
@@ -128,6 +129,7 @@ const dialogs = keyDialogs({
     await api('POST', `/admin/keys/${encodeURIComponent(key.id)}/revoke`);
   },
   reload: loadKeys,
+  inRow: (key, change) => table.inRow(key, change),
 });
 
 /** @type {ReturnType<typeof keyTable<Key>>} */
@@ -146,51 +148,24 @@ const table = keyTable({
 
 // ---------------------------------------------------------------- restrictions
 
-const restrictForm = {
-  subject: byId('restrict-subject', HTMLElement),
-  endpoints: byId('restrict-endpoints', HTMLInputElement),
-  models: byId('restrict-models', HTMLInputElement),
-  addresses: byId('restrict-addresses', HTMLInputElement),
-  readOnly: byId('restrict-read-only', HTMLInputElement),
-};
+const restrictSubject = byId('restrict-subject', HTMLElement);
+const restrictFields = restrictionFields();
 /** @type {ReturnType<typeof keyDialog<Key>>} */
 const restrict = keyDialog(byId('restrict-dialog', HTMLDialogElement));
 
 /** @param {Key} key */
 function openRestrict(key) {
-  replaceContent(restrictForm.subject, `What key ${describeKey(key)} may do; empty fields restrict nothing.`);
-  const restrictions = key.restrictions;
-  restrictForm.endpoints.value = restrictions?.endpoints?.join(', ') ?? '';
-  restrictForm.models.value = restrictions?.models?.join(', ') ?? '';
-  restrictForm.addresses.value = restrictions?.sourceAddresses?.join(', ') ?? '';
-  restrictForm.readOnly.checked = restrictions?.readOnly === true;
-  restrict.open(key, restrictForm.endpoints);
-}
-
-/** `a, b` → ['a', 'b']; empty → undefined (the part restricts nothing). */
-function listOf(/** @type {string} */ text) {
-  const entries = text
-    .split(',')
-    .map((entry) => entry.trim())
-    .filter((entry) => entry !== '');
-  return entries.length === 0 ? undefined : entries;
+  replaceContent(restrictSubject, `What key ${describeKey(key)} may do; empty fields restrict nothing.`);
+  restrictFields.fill(key.restrictions);
+  restrict.open(key, restrictFields.first);
 }
 
 async function saveRestrictions() {
   const key = restrict.take();
   if (!key) return;
   messages.clear();
-  /** @type {import('../../cli/api-types').ApiRestrictions} */
-  const restrictions = {};
-  const endpoints = listOf(restrictForm.endpoints.value);
-  const models = listOf(restrictForm.models.value);
-  const sourceAddresses = listOf(restrictForm.addresses.value);
-  if (endpoints) restrictions.endpoints = endpoints;
-  if (restrictForm.readOnly.checked) restrictions.readOnly = true;
-  if (models) restrictions.models = models;
-  if (sourceAddresses) restrictions.sourceAddresses = sourceAddresses;
-  const body = { restrictions: Object.keys(restrictions).length === 0 ? null : restrictions };
-  await api('PATCH', `/admin/keys/${encodeURIComponent(key.id)}`, body);
+  const body = { restrictions: restrictFields.read() };
+  if (!(await table.inRow(key, () => api('PATCH', `/admin/keys/${encodeURIComponent(key.id)}`, body)))) return;
   await loadKeys();
   messages.notice(`The restrictions of key ${describeKey(key)} were saved.`);
   ui.notice.focus();

@@ -98,8 +98,25 @@ export function timeElement(iso) {
 }
 
 /**
+ * Shows an error in a region (role="alert", so it is announced): an ApiError's message, then its HTTP status, code and
+ * field in a quieter detail.
+ * @param {HTMLElement} region
+ * @param {unknown} error
+ */
+export function showError(region, error) {
+  if (!(error instanceof ApiError)) {
+    replaceContent(region, `Unexpected error: ${error instanceof Error ? error.message : String(error)}`);
+    return;
+  }
+  const parts = [];
+  if (error.status) parts.push(`HTTP ${error.status}`);
+  if (error.code) parts.push(error.code);
+  if (error.field) parts.push(`field: ${error.field}`);
+  replaceContent(region, error.message, parts.length > 0 && el('span', { className: 'detail' }, ` (${parts.join(', ')})`));
+}
+
+/**
  * The page's two message regions: errors (role="alert") and notices (role="status"). Showing one empties the other.
- * An ApiError shows its message, then its HTTP status, code and field in a quieter detail.
  * @param {HTMLElement} errorRegion
  * @param {HTMLElement} noticeRegion
  */
@@ -112,15 +129,7 @@ export function messageRegions(errorRegion, noticeRegion) {
     /** @param {unknown} error */
     error(error) {
       replaceContent(noticeRegion);
-      if (!(error instanceof ApiError)) {
-        replaceContent(errorRegion, `Unexpected error: ${error instanceof Error ? error.message : String(error)}`);
-        return;
-      }
-      const parts = [];
-      if (error.status) parts.push(`HTTP ${error.status}`);
-      if (error.code) parts.push(error.code);
-      if (error.field) parts.push(`field: ${error.field}`);
-      replaceContent(errorRegion, error.message, parts.length > 0 && el('span', { className: 'detail' }, ` (${parts.join(', ')})`));
+      showError(errorRegion, error);
     },
     /** @param {string} text */
     notice(text) {

@@ -49,6 +49,8 @@ export function keyDialog(dialog) {
  * @property {HTMLElement} notice  the notice region, focused when a row's buttons disappear
  * @property {(key: K, graceSeconds: number) => Promise<{ key: string, environment: string }>} regenerate
  * @property {(key: K) => Promise<void>} revoke
+ * @property {(key: K, change: () => Promise<unknown>) => Promise<boolean>} inRow  the key table's: a change whose error
+ *   shows in the key's row
  * @property {() => Promise<void>} reload  shows the keys again after a change
  */
 
@@ -93,19 +95,21 @@ export function keyDialogs(page) {
     const graceSeconds = selectedGraceSeconds();
     const key = rotate.take();
     if (!key) return;
-    const created = await page.regenerate(key, graceSeconds);
-    page.newKey.show(
-      created.key,
-      `New key for ${describeKey(key)} in ${created.environment}. ${oldKeyFate(key, graceSeconds)}`,
-      keysRegion,
-    );
-    await page.reload();
+    const regenerated = await page.inRow(key, async () => {
+      const created = await page.regenerate(key, graceSeconds);
+      page.newKey.show(
+        created.key,
+        `New key for ${describeKey(key)} in ${created.environment}. ${oldKeyFate(key, graceSeconds)}`,
+        keysRegion,
+      );
+    });
+    if (regenerated) await page.reload();
   }
 
   async function confirmRevoke() {
     const key = revoke.take();
     if (!key) return;
-    await page.revoke(key);
+    if (!(await page.inRow(key, () => page.revoke(key)))) return;
     await page.reload();
     page.messages.notice(`Key ${describeKey(key)} was revoked.`);
     // The row's buttons are gone: the notice saying what happened takes the focus.

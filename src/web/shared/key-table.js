@@ -3,7 +3,8 @@
  * The key table both dashboard pages show (markup: each page's #keys-table, with the same ids). Each cell names its column in data-label,
  * which the narrow layout shows in place of the header.
  */
-import { byId, el, replaceContent, timeElement } from './dom.js';
+import { ApiError } from './api.js';
+import { byId, el, replaceContent, showError, timeElement } from './dom.js';
 import { displayPrefix } from './key-format.js';
 
 /**
@@ -49,6 +50,9 @@ export function keyTable(options) {
   const body = byId('keys-body', HTMLElement);
   /** Shown when an account is chosen and has no keys. */
   const noKeys = byId('no-keys', HTMLElement);
+  /** Each shown row's error region, by key id: rows with buttons only. */
+  /** @type {Map<string, HTMLElement>} */
+  const rowErrors = new Map();
 
   /**
    * @param {K} key
@@ -62,6 +66,13 @@ export function keyTable(options) {
     };
     /** @param {string} text */
     const note = (text) => el('span', { className: 'note' }, text);
+    const actions = options.actions(key);
+    // Present (empty) from the start: a live region that exists before its text changes is announced reliably.
+    const errorRegion = actions.some(Boolean) && el('div', { className: 'alert row-alert', data: { testid: 'row-error' } });
+    if (errorRegion) {
+      errorRegion.setAttribute('role', 'alert');
+      rowErrors.set(key.id, errorRegion);
+    }
 
     const status = keyCell(
       'status',
@@ -94,7 +105,7 @@ export function keyTable(options) {
       keyCell('last-used', 'Last used', key.lastUsedAt ? timeElement(key.lastUsedAt) : 'never'),
       expires,
       ...options.extraCells(key),
-      keyCell('actions-cell', '', ...options.actions(key)),
+      keyCell('actions-cell', '', ...actions, errorRegion),
     );
   }
 
@@ -107,7 +118,29 @@ export function keyTable(options) {
       replaceContent(caption, accountName !== undefined ? `Keys of ${accountName}` : 'Keys');
       noKeys.hidden = !(accountName !== undefined && keys.length === 0);
       const keysById = new Map(keys.map((key) => [key.id, key]));
+      rowErrors.clear();
       replaceContent(body, ...keys.map((key) => row(key, keysById)));
+    },
+    /**
+     * Runs a change to one key so that its error shows in that key's row, beside the buttons that started it, rather
+     * than at the top of a long page, out of view. A refused session or token (401) still goes to the page (it signs
+     * out), and so does an error about a row that is no longer shown.
+     * @param {ShownKey} key
+     * @param {() => Promise<unknown>} change
+     * @returns {Promise<boolean>}  whether the change succeeded
+     */
+    async inRow(key, change) {
+      for (const region of rowErrors.values()) replaceContent(region);
+      try {
+        await change();
+        return true;
+      } catch (error) {
+        const region = rowErrors.get(key.id);
+        if (!region || (error instanceof ApiError && error.status === 401)) throw error;
+        showError(region, error);
+        region.scrollIntoView({ block: 'nearest' });
+        return false;
+      }
     },
   };
 }
