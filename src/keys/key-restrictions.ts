@@ -180,10 +180,42 @@ export function inRange(address: Uint8Array, range: AddressRange): boolean {
   return (address[whole]! & mask) === (range.network[whole]! & mask);
 }
 
-const IPV4_MAPPED = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff];
-
 const IPV4 = /^(?:(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])$/;
 const HEX_WORD = /^[0-9A-Fa-f]{1,4}$/;
+
+/**
+ * A dotted-quad IPv4 address (what IPV4 accepts: four decimal octets, no leading zeros) mapped into 16 bytes;
+ * undefined for anything else. By hand, in one pass, because a restricted key's every Check parses Envoy's
+ * source address: the regular expression and the arrays it replaced took about 1 µs of a Check.
+ */
+function ipv4Bytes(text: string): Uint8Array | undefined {
+  const bytes = new Uint8Array(16);
+  bytes[10] = 0xff;
+  bytes[11] = 0xff;
+  let octet = 0;
+  let value = 0;
+  let digits = 0;
+  for (let i = 0; i < text.length; i += 1) {
+    const code = text.charCodeAt(i);
+    if (code === 0x2e) {
+      if (digits === 0 || octet === 3) return undefined;
+      bytes[12 + octet] = value;
+      octet += 1;
+      value = 0;
+      digits = 0;
+    } else if (code >= 0x30 && code <= 0x39) {
+      if (digits > 0 && value === 0) return undefined; // a leading zero
+      value = value * 10 + (code - 0x30);
+      digits += 1;
+      if (value > 255) return undefined;
+    } else {
+      return undefined;
+    }
+  }
+  if (octet !== 3 || digits === 0) return undefined;
+  bytes[15] = value;
+  return bytes;
+}
 
 /**
  * An IPv4 or IPv6 address as 16 bytes (IPv4 mapped into ::ffff:0:0/96); undefined when it is neither. Parsed here,
@@ -191,7 +223,8 @@ const HEX_WORD = /^[0-9A-Fa-f]{1,4}$/;
  */
 export function addressBytes(text: string): Uint8Array | undefined {
   const bracketless = text.startsWith('[') && text.endsWith(']') ? text.slice(1, -1) : text;
-  if (IPV4.test(bracketless)) return Uint8Array.from([...IPV4_MAPPED, ...bracketless.split('.').map(Number)]);
+  const v4 = ipv4Bytes(bracketless);
+  if (v4 !== undefined) return v4;
   // A zone (fe80::1%eth0) names an interface, not another address.
   const address = bracketless.includes('%') ? bracketless.slice(0, bracketless.indexOf('%')) : bracketless;
   const halves = address.split('::');

@@ -7,6 +7,7 @@ import {
   modelAllowed,
   parseRestrictionsText,
   pathAllowed,
+  type AddressRange,
   type CompiledRestrictions,
   type RestrictionKind,
 } from '../../keys/key-restrictions';
@@ -62,12 +63,13 @@ export function refusedByRestrictions(
 ): RestrictionRefusal | undefined {
   const { parts } = restrictions;
   if (parts.length === 0) return undefined;
-  if (parts.some((part) => part.ranges !== undefined)) {
-    const address = request.sourceAddress === undefined ? undefined : addressBytes(request.sourceAddress);
+  // Loops, not closures: this runs on every Check of a restricted key.
+  let address: Uint8Array | undefined;
+  for (const part of parts) {
+    if (part.ranges === undefined) continue;
+    address ??= request.sourceAddress === undefined ? undefined : addressBytes(request.sourceAddress);
     // No address Envoy reported (a pipe, an internal listener) is no address in any range: fail closed.
-    const allowed = (part: CompiledRestrictions) =>
-      !part.ranges || (address !== undefined && part.ranges.some((range) => inRange(address, range)));
-    if (!parts.every(allowed)) return { kind: 'address', ...denial('address_not_permitted') };
+    if (address === undefined || !inAnyRange(address, part.ranges)) return { kind: 'address', ...denial('address_not_permitted') };
   }
   const path = routingPath(route.pathWithoutQuery);
   for (const part of parts) {
@@ -88,6 +90,11 @@ export function refusedByRestrictions(
     }
   }
   return undefined;
+}
+
+function inAnyRange(address: Uint8Array, ranges: readonly AddressRange[]): boolean {
+  for (const range of ranges) if (inRange(address, range)) return true;
+  return false;
 }
 
 function endpointAllowed(part: CompiledRestrictions, family: RouteFamily, path: string): boolean {

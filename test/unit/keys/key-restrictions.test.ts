@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import {
   addressBytes,
   inRange,
@@ -77,6 +78,30 @@ describe('key restrictions: addresses', () => {
       expect([bad, addressBytes(bad)]).toEqual([bad, undefined]);
     }
     expect(parseCidr('fe80::1%eth0/64')).toContain('no IPv4 or IPv6 address');
+  });
+
+  it('reads a dotted-quad IPv4 address exactly when the strict IPv4 grammar accepts it (no leading zeros, octets to 255)', () => {
+    const STRICT_IPV4 = /^(?:(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])$/;
+    const mapped = (text: string) =>
+      Buffer.from([...Array<number>(10).fill(0), 0xff, 0xff, ...text.split('.').map(Number)]).toString('hex');
+    const octet = fc.oneof(fc.integer({ min: 0, max: 300 }).map(String), fc.constantFrom('', '00', '01', '007', '1a', ' 1', '+1'));
+    const candidate = fc.oneof(
+      fc.array(octet, { minLength: 1, maxLength: 6 }).map((octets) => octets.join('.')),
+      fc.stringMatching(/^[0-9.]{0,16}$/),
+    );
+    fc.assert(
+      fc.property(candidate, (text) => {
+        const bytes = addressBytes(text);
+        if (STRICT_IPV4.test(text)) expect(Buffer.from(bytes!).toString('hex')).toBe(mapped(text));
+        else if (!text.includes(':')) expect(bytes).toBeUndefined();
+      }),
+      { numRuns: 5_000 },
+    );
+    for (const bad of ['01.2.3.4', '1.2.3.04', '1.2.3.', '.1.2.3', '1..2.3', '1.2.3.4.5', '1.2.3.256', '1.2.3.4 ']) {
+      expect([bad, addressBytes(bad)]).toEqual([bad, undefined]);
+    }
+    expect(Buffer.from(addressBytes('0.0.0.0')!).toString('hex')).toBe(mapped('0.0.0.0'));
+    expect(Buffer.from(addressBytes('255.255.255.255')!).toString('hex')).toBe(mapped('255.255.255.255'));
   });
 });
 
