@@ -5,14 +5,17 @@ import type { HealthMonitor } from '../platform/health-monitor';
 import type { Logger } from '../platform/logger';
 import type { Currency } from '../accounts/money';
 import type { AdminStore, UsageReader } from '../ports/store';
+import type { OperatorTokenStore } from '../ports/operator-tokens';
 
 /** What the admin HTTP server and its routes need; built by app.ts, read by the routes. */
 export interface AdminServerDeps {
   store: AdminStore & UsageReader;
   clock: Clock;
   logger: Logger;
-  /** Absent: every call is refused with 503 admin_disabled. */
+  /** The break-glass token (every permission, each use logged); absent: turned off. */
   adminToken?: string;
+  /** Operator API tokens, looked up on every request that presents one; absent: none is accepted. */
+  operatorTokens?: OperatorTokenStore;
   /** Drives /readyz; absent means always ready (tests of the API alone). */
   health?: HealthMonitor;
   /** Served at /metrics for Prometheus: a prom-client Registry, or in a worker the sum over all workers. */

@@ -29,7 +29,7 @@ export interface Settings {
   readonly redisTimeoutMs: number;
   /** Deadline for admin calls and batched writes, which are not on Envoy's clock. */
   readonly redisAdminTimeoutMs: number;
-  /** Absent: the admin API refuses every call. */
+  /** The break-glass token, with every permission; absent (not set, or ADMIN_TOKEN_ENABLED=false): only operators' own credentials work. */
   readonly adminToken?: string;
   /** Failed admin authentications allowed per client address and in total, per window. */
   readonly adminAuthLimits: AdminAuthLimits;
@@ -301,6 +301,8 @@ export const envSchema = z.object({
     .refine((token) => token === undefined || !/\s/.test(token), {
       message: "must not contain whitespace: 'Authorization: Bearer <token>' carries one word, so such a token could never match",
     }),
+  // false turns the break-glass ADMIN_TOKEN off while it stays in the secret store, for the next emergency.
+  ADMIN_TOKEN_ENABLED: z.preprocess(blankAsUnset, z.enum(['true', 'false']).default('true')),
   ADMIN_AUTH_FAILURES_PER_ADDRESS: z.preprocess(
     blankAsUnset,
     z.coerce.number().int().min(1).max(1_000).default(DEFAULT_ADMIN_AUTH_LIMITS.failuresPerAddress),
@@ -445,7 +447,7 @@ export function loadSettings(
     ...(redis ? { redis } : {}),
     redisTimeoutMs: e.REDIS_TIMEOUT_MS,
     redisAdminTimeoutMs: e.REDIS_ADMIN_TIMEOUT_MS,
-    ...(e.ADMIN_TOKEN ? { adminToken: e.ADMIN_TOKEN } : {}),
+    ...(e.ADMIN_TOKEN && e.ADMIN_TOKEN_ENABLED === 'true' ? { adminToken: e.ADMIN_TOKEN } : {}),
     adminAuthLimits: {
       failuresPerAddress: e.ADMIN_AUTH_FAILURES_PER_ADDRESS,
       failuresTotal: e.ADMIN_AUTH_FAILURES_TOTAL,
@@ -732,10 +734,14 @@ export function deepFreeze<T>(value: T, seen = new WeakSet<object>()): T {
 /** The CLI's own settings: where the admin API is and the token to call it with. */
 export interface CliSettings {
   readonly adminUrl: string;
+  /** OPERATOR_TOKEN, else the contents of OPERATOR_TOKEN_FILE, else the break-glass ADMIN_TOKEN. */
   readonly adminToken?: string;
 }
 
-export function loadCliSettings(env: Readonly<Record<string, string | undefined>>): CliSettings {
+export function loadCliSettings(
+  env: Readonly<Record<string, string | undefined>>,
+  readFile: (path: string) => string = (path) => readFileSync(path, 'utf8'),
+): CliSettings {
   const port = env.ADMIN_PORT?.trim() || '9192';
   if (!/^\d{1,5}$/.test(port)) throw new Error(`ADMIN_PORT must be a port number, got '${port}'`);
   const adminUrl = env.ADMIN_URL?.trim() || `http://127.0.0.1:${port}`;
@@ -744,8 +750,25 @@ export function loadCliSettings(env: Readonly<Record<string, string | undefined>
   } catch {
     throw new Error(`ADMIN_URL must be a URL such as http://127.0.0.1:9192, got '${adminUrl}'`);
   }
-  const adminToken = env.ADMIN_TOKEN?.trim();
+  const adminToken = cliOperatorToken(env, readFile) ?? env.ADMIN_TOKEN?.trim();
   return Object.freeze(adminToken ? { adminUrl, adminToken } : { adminUrl });
+}
+
+/** An operator API token for the CLI: from the environment, or from a file (a mounted secret), never both. */
+function cliOperatorToken(env: Readonly<Record<string, string | undefined>>, readFile: (path: string) => string): string | undefined {
+  const inline = env.OPERATOR_TOKEN?.trim();
+  const file = env.OPERATOR_TOKEN_FILE?.trim();
+  if (inline && file) throw new Error('Set OPERATOR_TOKEN or OPERATOR_TOKEN_FILE, not both');
+  if (!file) return inline || undefined;
+  let text: string;
+  try {
+    text = readFile(file);
+  } catch (error) {
+    throw new Error(`OPERATOR_TOKEN_FILE: cannot read '${file}' (${(error as NodeJS.ErrnoException).code ?? 'error'})`);
+  }
+  const token = text.trim();
+  if (token === '' || /\s/.test(token)) throw new Error(`OPERATOR_TOKEN_FILE: '${file}' must hold one token and nothing else`);
+  return token;
 }
 
 /**

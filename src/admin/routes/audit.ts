@@ -16,6 +16,7 @@ export function registerAuditRoutes(app: FastifyInstance, deps: AdminServerDeps)
   app.get<{ Params: { id: string } }>(
     '/admin/accounts/:id/audit',
     {
+      config: { permission: 'audit:read' },
       schema: describeRoute({
         summary: "An account's audit trail, newest first",
         tags,
@@ -41,7 +42,10 @@ export function registerAuditRoutes(app: FastifyInstance, deps: AdminServerDeps)
 
   app.get(
     '/admin/audit',
-    { schema: describeRoute({ summary: 'The audit trail, newest first', tags, querystring: auditQuery }) },
+    {
+      config: { permission: 'audit:read' },
+      schema: describeRoute({ summary: 'The audit trail, newest first', tags, querystring: auditQuery }),
+    },
     async (request, reply) => {
       const query = auditQuery.safeParse(request.query ?? {});
       if (!query.success) return sendInvalidField(reply, query.error);
