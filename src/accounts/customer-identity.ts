@@ -44,9 +44,7 @@ export interface MembershipLookup {
  * break-glass ADMIN_TOKEN.
  */
 export type OperatorActor =
-  | { kind: 'person'; issuer: string; subject: string }
-  | { kind: 'token'; tokenId: string; name: string }
-  | { kind: 'break-glass' };
+  { kind: 'person'; issuer: string; subject: string } | { kind: 'token'; tokenId: string; name: string } | { kind: 'break-glass' };
 
 /**
  * Who made a change, for the audit trail: an operator (and which one), or a
