@@ -35,9 +35,8 @@ export class RedisOperatorTokens implements OperatorTokenStore {
     // The record and the listing first: a token that can authenticate is always listed, so it can be revoked.
     await this.call(() => this.redis.set(redisKeys.operatorToken(record.id), JSON.stringify(stored)));
     await this.call(() => this.redis.sadd(redisKeys.operatorTokens(), record.id));
-    await this.call(() =>
-      this.redis.set(redisKeys.operatorTokenIdByHash(tokenHash), record.id, 'PXAT', Math.max(1, Date.parse(record.expiresAt))),
-    );
+    // No time to live: expiry is judged on the service's clock (operatorTokenIsLive), as every other expiry of an admin record.
+    await this.call(() => this.redis.set(redisKeys.operatorTokenIdByHash(tokenHash), record.id));
   }
 
   async findOperatorToken(tokenHash: string): Promise<OperatorTokenRecord | null> {
