@@ -25,7 +25,7 @@ import { openStore } from './store/open-store';
 import { openOperatorTokens } from './store/open-operator-tokens';
 import type { Store } from './ports/store';
 import { UsageRecorder } from './metering/usage-recorder';
-import type { SessionStorage } from './customer/session-storage';
+import type { SessionStorage } from './http/sign-in/session-storage';
 import type { MeteredResponseSink } from './metering/metered-response';
 
 /** See stopUsage in startApp. */
