@@ -77,6 +77,12 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
     await store.close();
     throw error;
   });
+  const operatorSessions = settings.operatorSignIn
+    ? await openSessionStorage(settings, clock, 'operator').catch(async (error: unknown) => {
+        await Promise.all([operatorTokens.close(), store.close()]);
+        throw error;
+      })
+    : undefined;
   if (!settings.adminToken) logger.info('the break-glass ADMIN_TOKEN is off: the admin API takes operator tokens and sign-ins only');
   if (!settings.customerSignIn) logger.warn('OIDC_ISSUER_URL is not set: the customer dashboard says sign-in is not configured');
 
@@ -166,6 +172,9 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
   let customer: FastifyInstance | undefined;
   const admin = buildAdminServer({
     operatorTokens,
+    ...(settings.operatorSignIn && operatorSessions
+      ? { operatorSignIn: { settings: settings.operatorSignIn, sessions: operatorSessions } }
+      : {}),
     store,
     clock,
     logger,
@@ -208,6 +217,7 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
     await Promise.all([grpcServer.close(), admin.close(), customer?.close()]);
     await sessions?.close();
     await operatorTokens.close();
+    await operatorSessions?.close();
     loopLag.stop();
     await stopUsage(Date.now());
     await lastUsed.stop();
@@ -258,7 +268,12 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
       await lastUsed.stop(timeLeftMs());
       // The spans of the last Checks are exported, within the same bound; an unreachable collector only loses them.
       if (tracing) await settlesWithin(tracing.shutdown(), timeLeftMs());
-      if (!(await settlesWithin(Promise.all([sessions.close(), operatorTokens.close(), store.close()]), timeLeftMs())))
+      if (
+        !(await settlesWithin(
+          Promise.all([sessions.close(), operatorTokens.close(), operatorSessions?.close(), store.close()]),
+          timeLeftMs(),
+        ))
+      )
         logger.warn({ event: 'shutdown', timeoutMs: settings.shutdown.timeoutMs }, 'Redis connections not closed in time; exiting anyway');
       logger.info({ event: 'shutdown' }, 'stopped');
       logger.flush?.();

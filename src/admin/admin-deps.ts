@@ -6,6 +6,7 @@ import type { Logger } from '../platform/logger';
 import type { Currency } from '../accounts/money';
 import type { AdminStore, UsageReader } from '../ports/store';
 import type { OperatorTokenStore } from '../ports/operator-tokens';
+import type { OperatorSignInDeps } from './operator-sign-in';
 
 /** What the admin HTTP server and its routes need; built by app.ts, read by the routes. */
 export interface AdminServerDeps {
@@ -14,6 +15,8 @@ export interface AdminServerDeps {
   logger: Logger;
   /** The break-glass token (every permission, each use logged); absent: turned off. */
   adminToken?: string;
+  /** Operator sign-in to the dashboard (OpenID Connect sessions); absent: not offered. */
+  operatorSignIn?: OperatorSignInDeps;
   /** Operator API tokens, looked up on every request that presents one; absent: none is accepted. */
   operatorTokens?: OperatorTokenStore;
   /** Drives /readyz; absent means always ready (tests of the API alone). */

@@ -8,6 +8,7 @@ import type { AdminServerDeps } from './admin-deps';
 import { sendAdminError } from './admin-errors';
 import { adminTokenMatches, bearerTokenOf } from './admin-token';
 import { registerAuthorization } from './admin-authorization';
+import { registerOperatorSignIn } from './operator-sign-in';
 import { hashOperatorToken, isWellFormedOperatorToken, operatorTokenIsLive, type OperatorTokenRecord } from '../operators/operator-token';
 import { registerDashboard } from './register-dashboard';
 import { registerAccountRoutes } from './routes/accounts';
@@ -37,9 +38,16 @@ export function buildAdminServer(deps: AdminServerDeps): FastifyInstance {
   registerJsonBodyParser(app);
 
   registerAuthorization(app);
+  // Before the authentication hook: it reads the session this loads.
+  if (deps.operatorSignIn) registerOperatorSignIn(app, deps.operatorSignIn, deps.clock, deps.logger);
   app.addHook('onRequest', async (request, reply) => {
     // Health probes, the API descriptions and the dashboard page and assets hold no data; the dashboard's API calls carry a credential.
     if (request.routeOptions.config?.public === true) return undefined;
+    // A signed-in operator dashboard session, unless the request brings a token of its own.
+    if (request.operatorSession && request.headers.authorization === undefined) {
+      request.operator = request.operatorSession;
+      return undefined;
+    }
     // Admission, the check of a token and its count happen in one synchronous step, so parallel guesses are all counted.
     const client = clientAddressKey(request.ip);
     const admission = limiter.admit(client);
@@ -96,6 +104,9 @@ export function buildAdminServer(deps: AdminServerDeps): FastifyInstance {
           ? 'The key store is unavailable. Retry shortly.'
           : 'The key store is unavailable; the change may or may not have been applied. Read the record before retrying.';
       return sendAdminError(reply, 503, 'store_unavailable', message);
+    }
+    if (error.code === 'FST_CSRF_INVALID_TOKEN' || error.code === 'FST_CSRF_MISSING_SECRET') {
+      return sendAdminError(reply, 403, 'forbidden', 'The CSRF token does not belong to this session. Reload the page and try again.');
     }
     if (error.code === 'FST_ERR_CTP_INVALID_JSON_BODY') {
       const message =

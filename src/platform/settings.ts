@@ -11,6 +11,7 @@ import { headerNamesFor } from '../check/routes/header-names';
 import { buildRouteTable } from '../check/routes/route-table';
 import type { RuntimePolicy } from './node-support';
 import { configFileSchema, type ConfigFile } from './config-file';
+import { operatorSignInEnv, operatorSignInOf, operatorSignInProblems, type OperatorSignInSettings } from './operator-sign-in-settings';
 import { TRACE_PROPAGATORS, TRACES_SAMPLERS, type TracePropagator, type TracingSettings } from './tracing-settings';
 
 /**
@@ -62,6 +63,8 @@ export interface Settings {
   readonly customerPort: number;
   /** Absent: no identity provider is configured, and the customer dashboard says so. */
   readonly customerSignIn?: CustomerSignInSettings;
+  /** Absent: operators authenticate with operator API tokens (or the break-glass ADMIN_TOKEN) only. */
+  readonly operatorSignIn?: OperatorSignInSettings;
   readonly usage: {
     /** Usage records held in process while Redis does not answer; past it new records are dropped (and logged). */
     readonly bufferMaxRecords: number;
@@ -351,6 +354,7 @@ export const envSchema = z.object({
   CUSTOMER_SESSION_IDLE_TIMEOUT_MS: z.preprocess(blankAsUnset, z.coerce.number().int().min(60_000).max(86_400_000).default(1_800_000)),
   CUSTOMER_SESSION_MAX_AGE_MS: z.preprocess(blankAsUnset, z.coerce.number().int().min(300_000).max(2_592_000_000).default(43_200_000)),
   CUSTOMER_PLAIN_HTTP_LOCALHOST: z.preprocess(blankAsUnset, z.enum(['true', 'false']).default('false')),
+  ...operatorSignInEnv,
   NODE_ENV: optionalText,
   ALLOW_END_OF_LIFE_NODE: z.preprocess(blankAsUnset, z.enum(['true', 'false']).default('false')),
   USAGE_BUFFER_MAX_RECORDS: z.preprocess(
@@ -429,6 +433,7 @@ export function loadSettings(
       ...redisTopologyProblems(parsedEnv.data),
       ...adminAuthProblems(parsedEnv.data),
       ...customerSignInProblems(parsedEnv.data),
+      ...operatorSignInProblems(parsedEnv.data),
       ...usageDurabilityProblems(parsedEnv.data),
       ...tracingProblems(parsedEnv.data),
     );
@@ -469,6 +474,7 @@ export function loadSettings(
     extProcMaxStreams: e.EXT_PROC_MAX_STREAMS,
     customerPort: e.CUSTOMER_PORT,
     ...(e.OIDC_ISSUER_URL ? { customerSignIn: customerSignInOf(e) } : {}),
+    ...(e.OPERATOR_OIDC_ISSUER_URL ? { operatorSignIn: operatorSignInOf(e)! } : {}),
     usage: { bufferMaxRecords: e.USAGE_BUFFER_MAX_RECORDS, streamMaxLength: e.USAGE_STREAM_MAX_LEN, durability: usageDurabilityOf(e) },
     runtime: { production: e.NODE_ENV === 'production', allowEndOfLifeNode: e.ALLOW_END_OF_LIFE_NODE === 'true' },
     ...(tracingEnabled(e) ? { tracing: tracingOf(e) } : {}),

@@ -15,6 +15,15 @@ import { captureAdminResponses } from '../support/secret-scan';
 import { storeOnTestRedis } from '../support/store-on-test-redis';
 import { TEST_ADMIN_TOKEN } from '../support/running-app';
 import { systemClock } from '../../src/platform/clock';
+import { RedisSessionStorage } from '../../src/store/redis/redis-session-storage';
+import { redisKeys } from '../../src/store/redis/redis-keys';
+import { freePort } from '../support/server-process';
+import {
+  signInOperator,
+  stubOperatorRelyingParty,
+  stubOperatorSignInSettings,
+  type OperatorBrowser,
+} from '../support/operator-sign-in-stub';
 import type { ApiCreatedOperatorToken, ApiErrorBody } from '../../src/cli/api-types';
 
 /**
@@ -51,8 +60,17 @@ const EXPECTED: Record<string, OperatorPermission | 'authenticated' | 'by body'>
 
 /** Routes that hold no data and need no operator. */
 const PUBLIC = (method: string, url: string) =>
-  (method === 'GET' || method === 'HEAD') &&
-  (['/healthz', '/readyz', '/metrics', '/openapi/admin.json', '/dashboard'].includes(url) || url.startsWith('/dashboard/assets/'));
+  ((method === 'GET' || method === 'HEAD') &&
+    (['/healthz', '/readyz', '/metrics', '/openapi/admin.json', '/dashboard'].includes(url) || url.startsWith('/dashboard/assets/'))) ||
+  SIGN_IN_STEPS.includes(`${method.replace('HEAD', 'GET')} ${url}`);
+
+/** Operator sign-in: the steps of signing in and out, and the session's description (401 without a session). */
+const SIGN_IN_STEPS = [
+  'GET /dashboard/auth/login',
+  'GET /dashboard/auth/callback',
+  'POST /dashboard/auth/logout',
+  'GET /dashboard/auth/session',
+];
 
 /** PATCH /admin/accounts/:id bodies (each invalid, so an allowed call changes nothing) and what each needs. */
 const ACCOUNT_PATCHES: { body: object; needs: OperatorPermission[] }[] = [
@@ -74,23 +92,29 @@ let admin: FastifyInstance;
 let adminUrl: string;
 const logs = new LogCapture();
 
+let sessions: RedisSessionStorage;
+
 beforeAll(async () => {
   tokens = await RedisOperatorTokens.connect({ mode: 'standalone', url: world.redis.url }, 1000);
+  sessions = await RedisSessionStorage.connect({ mode: 'standalone', url: world.redis.url }, 1000, redisKeys.operatorSession);
+  const port = await freePort();
+  adminUrl = `http://127.0.0.1:${port}`;
   admin = buildAdminServer({
     store: world.store,
     clock: systemClock,
     logger: logs.logger,
     adminToken: TEST_ADMIN_TOKEN,
     operatorTokens: tokens,
+    operatorSignIn: { settings: stubOperatorSignInSettings(adminUrl), sessions, relyingParty: stubOperatorRelyingParty },
   });
-  await admin.listen({ host: '127.0.0.1', port: 0 });
-  adminUrl = `http://127.0.0.1:${(admin.server.address() as { port: number }).port}`;
+  await admin.listen({ host: '127.0.0.1', port });
   captureAdminResponses(adminUrl);
   expect((await call(TEST_ADMIN_TOKEN, 'POST', '/admin/accounts', { id: 'perm-acct', name: 'Permissions' })).status).toBe(201);
 });
 afterAll(async () => {
   await admin?.close();
   await tokens?.close();
+  await sessions?.close();
 });
 
 type Answer = { status: number; body: (ApiErrorBody & Partial<ApiCreatedOperatorToken>) | undefined };
@@ -152,32 +176,51 @@ describe('every admin route declares a permission', () => {
   });
 });
 
-describe('the matrix, enforced on every route for each token scope and each role', () => {
-  const principals: { label: string; held: readonly OperatorPermission[]; token: () => string }[] = [];
+describe('the matrix, enforced on every route for each token scope, each role and each signed-in role', () => {
+  type Caller = (method: string, path: string, body?: unknown) => Promise<Answer>;
+  const principals: { label: string; held: readonly OperatorPermission[]; caller: () => Caller }[] = [];
   const issued = new Map<string, string>();
+  const signedIn = new Map<string, OperatorBrowser>();
+  const withToken =
+    (token: () => string): (() => Caller) =>
+    () =>
+    (method, path, body) =>
+      call(token(), method, path, body);
   for (const permission of OPERATOR_PERMISSIONS) {
-    principals.push({ label: `token scoped ${permission}`, held: [permission], token: () => issued.get(permission)! });
+    principals.push({ label: `token scoped ${permission}`, held: [permission], caller: withToken(() => issued.get(permission)!) });
   }
   for (const role of OPERATOR_ROLES) {
-    principals.push({ label: `token with role ${role}'s permissions`, held: permissionsOfRoles([role]), token: () => issued.get(role)! });
+    principals.push({
+      label: `token with role ${role}'s permissions`,
+      held: permissionsOfRoles([role]),
+      caller: withToken(() => issued.get(role)!),
+    });
+    principals.push({
+      label: `person signed in with role ${role}`,
+      held: permissionsOfRoles([role]),
+      caller: () => (method, path, body) => signedIn.get(role)!.call(method, path, body) as Promise<Answer>,
+    });
   }
-  principals.push({ label: 'break-glass ADMIN_TOKEN', held: OPERATOR_PERMISSIONS, token: () => TEST_ADMIN_TOKEN });
+  principals.push({ label: 'break-glass ADMIN_TOKEN', held: OPERATOR_PERMISSIONS, caller: withToken(() => TEST_ADMIN_TOKEN) });
 
   beforeAll(async () => {
     for (const permission of OPERATOR_PERMISSIONS) issued.set(permission, await createToken(`scope ${permission}`, [permission]));
-    for (const role of OPERATOR_ROLES) issued.set(role, await createToken(`role ${role}`, permissionsOfRoles([role])));
+    for (const role of OPERATOR_ROLES) {
+      issued.set(role, await createToken(`role ${role}`, permissionsOfRoles([role])));
+      signedIn.set(role, await signInOperator(adminUrl, `${role}-person`, [`gw-${role === 'admin' ? 'admins' : role}`]));
+    }
   });
 
   it.each(principals.map((principal) => [principal.label, principal] as const))('%s', async (_label, principal) => {
     const outcomes: string[] = [];
     const expectations: string[] = [];
+    const caller = principal.caller();
     const check = async (method: string, url: string, body: unknown, needs: readonly OperatorPermission[]) => {
-      const answer = await call(principal.token(), method, pathOf(url), body);
+      const answer = await caller(method, pathOf(url), body);
       const refused = answer.status === 403 && answer.body?.error?.code === 'forbidden';
       const allowed = needs.every((permission) => principal.held.includes(permission));
-      outcomes.push(
-        `${method} ${url} ${JSON.stringify(body ?? null)} → ${refused ? 'refused' : answer.status === 401 ? 'unauthenticated' : 'served'}`,
-      );
+      const outcome = refused ? 'refused' : answer.status === 401 ? 'unauthenticated' : 'served';
+      outcomes.push(`${method} ${url} ${JSON.stringify(body ?? null)} → ${outcome}`);
       expectations.push(`${method} ${url} ${JSON.stringify(body ?? null)} → ${allowed ? 'served' : 'refused'}`);
     };
     for (const route of apiRoutes()) {
