@@ -8,7 +8,7 @@ import type { AdminServerDeps } from './admin-deps';
 import { sendAdminError } from './admin-errors';
 import { adminTokenMatches, bearerTokenOf } from './admin-token';
 import { registerAuthorization } from './admin-authorization';
-import { registerOperatorSignIn } from './operator-sign-in';
+import { registerOperatorSignIn, registerSignInNotOffered } from './operator-sign-in';
 import { hashOperatorToken, isWellFormedOperatorToken, operatorTokenIsLive, type OperatorTokenRecord } from '../operators/operator-token';
 import { registerDashboard } from './register-dashboard';
 import { registerAccountRoutes } from './routes/accounts';
@@ -144,6 +144,7 @@ export function buildAdminServer(deps: AdminServerDeps): FastifyInstance {
     registerDashboard(routes);
     registerAuditRoutes(routes, deps);
     registerOperatorTokenRoutes(routes, deps);
+    if (!deps.operatorSignIn) registerSignInNotOffered(routes);
     registerHealthRoutes(routes, deps.health);
     if (deps.metrics) registerMetricsRoute(routes, deps.metrics);
     registerApiDescriptionRoutes(routes, deps);

@@ -189,8 +189,10 @@ export function registerOperatorSignIn(app: FastifyInstance, deps: OperatorSignI
   /** For the dashboard's script: who is signed in, what they may do, and the CSRF token for their changes. */
   app.get(SESSION_PATH, { config: { public: true }, schema: UNDESCRIBED }, async (request, reply) => {
     const operator = request.operatorSession;
-    if (!operator) return sendAdminError(reply.header('cache-control', 'no-store'), 401, 'unauthorized', 'Not signed in.');
+    // 200 either way: the page asks on every load, and being signed out is no error.
+    if (!operator) return reply.header('cache-control', 'no-store').send({ signedIn: false, signInOffered: true });
     return reply.header('cache-control', 'no-store').send({
+      signedIn: true,
       operator: operatorActorOf(operator),
       displayName: operator.displayName ?? null,
       roles: operator.roles,
@@ -213,4 +215,11 @@ function personOf(identity: CustomerIdentity, roles: readonly OperatorRole[]): E
 function csrfTokenOf(request: FastifyRequest): string | undefined {
   const header = request.headers[OPERATOR_CSRF_HEADER];
   return typeof header === 'string' && header !== '' ? header : undefined;
+}
+
+/** Without operator sign-in, the page's question still has an answer: nobody is signed in, and no sign-in is offered. */
+export function registerSignInNotOffered(app: FastifyInstance): void {
+  app.get(SESSION_PATH, { config: { public: true }, schema: UNDESCRIBED }, async (_request, reply) =>
+    reply.header('cache-control', 'no-store').send({ signedIn: false, signInOffered: false }),
+  );
 }
