@@ -128,7 +128,10 @@ describe('operator sign-in, one operator of each role', () => {
 
     await page.locator('#key-name').fill('made by ada');
     await page.getByRole('button', { name: 'Create key' }).click();
-    await page.getByTestId('new-key-value').filter({ hasText: /^gk_live_/ }).waitFor();
+    await page
+      .getByTestId('new-key-value')
+      .filter({ hasText: /^gk_live_/ })
+      .waitFor();
     const created = (await page.getByTestId('new-key-value').textContent()) ?? '';
     registerSecrets(created);
     expect(created).toMatch(/^gk_live_/);
