@@ -6,7 +6,9 @@ import type { Logger } from '../platform/logger';
 import type { Currency } from '../accounts/money';
 import type { AdminStore, UsageReader } from '../ports/store';
 import type { OperatorTokenStore } from '../ports/operator-tokens';
-import type { OperatorSignInDeps } from './operator-sign-in';
+import type { OperatorSignInSettings } from '../platform/operator-sign-in-settings';
+import type { SessionStorage } from '../http/sign-in/session-storage';
+import type { ClaimsRelyingParty } from '../http/sign-in/oidc-relying-party';
 
 /** What the admin HTTP server and its routes need; built by app.ts, read by the routes. */
 export interface AdminServerDeps {
@@ -36,4 +38,13 @@ export interface AdminServerDeps {
    * has no API (customer sign-in not configured). Absent: not served.
    */
   customerApiDocument?: () => unknown;
+}
+
+/** What operator sign-in is built from (app.ts wires it). */
+export interface OperatorSignInDeps {
+  settings: OperatorSignInSettings;
+  /** The operator dashboard's own sessions (apart from the customer dashboard's). */
+  sessions: SessionStorage;
+  /** The identity provider side; by default openid-client against the settings' issuer. */
+  relyingParty?: ClaimsRelyingParty;
 }

@@ -3,9 +3,8 @@ import fastifyCsrfProtection from '@fastify/csrf-protection';
 import fastifySession from '@fastify/session';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { CustomerIdentity } from '../accounts/customer-identity';
-import { UNDESCRIBED } from '../http/openapi';
-import { OidcRelyingParty, SignInRefused, type ClaimsRelyingParty } from '../http/sign-in/oidc-relying-party';
-import type { SessionStorage } from '../http/sign-in/session-storage';
+import { describeRoute, UNDESCRIBED } from '../http/openapi';
+import { OidcRelyingParty, SignInRefused } from '../http/sign-in/oidc-relying-party';
 import { sessionStoreOver } from '../http/sign-in/session-store-adapter';
 import {
   LAST_SEEN_GRANULARITY_MS,
@@ -18,17 +17,9 @@ import { OPERATOR_ROLES, type OperatorRole } from '../operators/operator-permiss
 import { permissionsOf, operatorActorOf, type OperatorPrincipal } from '../operators/operator-principal';
 import type { Clock } from '../platform/clock';
 import type { Logger } from '../platform/logger';
-import { OPERATOR_CALLBACK_PATH, rolesFromClaim, type OperatorSignInSettings } from '../platform/operator-sign-in-settings';
+import { OPERATOR_CALLBACK_PATH, rolesFromClaim } from '../platform/operator-sign-in-settings';
 import { sendAdminError } from './admin-errors';
-
-/** What operator sign-in is built from (app.ts wires it). */
-export interface OperatorSignInDeps {
-  settings: OperatorSignInSettings;
-  /** The operator dashboard's own sessions (apart from the customer dashboard's). */
-  sessions: SessionStorage;
-  /** The identity provider side; by default openid-client against the settings' issuer. */
-  relyingParty?: ClaimsRelyingParty;
-}
+import type { OperatorSignInDeps } from './admin-deps';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -47,6 +38,12 @@ const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 const LOGIN_PATH = '/dashboard/auth/login';
 const LOGOUT_PATH = '/dashboard/auth/logout';
 const SESSION_PATH = '/dashboard/auth/session';
+/** Public: it says whether the caller's own cookie holds a session, and hands its CSRF token only to that session. */
+const SESSION_DESCRIPTION = describeRoute({
+  summary: "The operator dashboard's sign-in session: who, with which roles and permissions, and its CSRF token",
+  tags: ['session'],
+  public: true,
+});
 
 /**
  * Operator sign-in to the operator dashboard with OpenID Connect, on the
@@ -187,7 +184,7 @@ export function registerOperatorSignIn(app: FastifyInstance, deps: OperatorSignI
   });
 
   /** For the dashboard's script: who is signed in, what they may do, and the CSRF token for their changes. */
-  app.get(SESSION_PATH, { config: { public: true }, schema: UNDESCRIBED }, async (request, reply) => {
+  app.get(SESSION_PATH, { config: { public: true }, schema: SESSION_DESCRIPTION }, async (request, reply) => {
     const operator = request.operatorSession;
     // 200 either way: the page asks on every load, and being signed out is no error.
     if (!operator) return reply.header('cache-control', 'no-store').send({ signedIn: false, signInOffered: true });
@@ -219,7 +216,7 @@ function csrfTokenOf(request: FastifyRequest): string | undefined {
 
 /** Without operator sign-in, the page's question still has an answer: nobody is signed in, and no sign-in is offered. */
 export function registerSignInNotOffered(app: FastifyInstance): void {
-  app.get(SESSION_PATH, { config: { public: true }, schema: UNDESCRIBED }, async (_request, reply) =>
+  app.get(SESSION_PATH, { config: { public: true }, schema: SESSION_DESCRIPTION }, async (_request, reply) =>
     reply.header('cache-control', 'no-store').send({ signedIn: false, signInOffered: false }),
   );
 }
