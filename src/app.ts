@@ -24,9 +24,10 @@ import { modelMetricLabel, pricingOf } from './metering/pricing';
 import { usageLedgerSink } from './metering/usage-ledger-sink';
 import { openSessionStorage } from './store/open-session-storage';
 import { openStore } from './store/open-store';
+import { openOperatorTokens } from './store/open-operator-tokens';
 import type { Store } from './ports/store';
 import { UsageRecorder } from './metering/usage-recorder';
-import type { SessionStorage } from './customer/session-storage';
+import type { SessionStorage } from './http/sign-in/session-storage';
 import type { MeteredResponseSink } from './metering/metered-response';
 
 /** See stopUsage in startApp. */
@@ -73,7 +74,18 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
   if (store.description.startsWith('in-memory'))
     logger.warn({ store: store.description }, 'using the embedded in-memory store: it keeps nothing');
   else logger.info({ store: store.description }, 'key store connected');
-  if (!settings.adminToken) logger.warn('ADMIN_TOKEN is not set: the admin API refuses every call until it is');
+  // Opened before anything starts, so a Redis that refuses it leaves nothing running but the store to close.
+  const operatorTokens = await openOperatorTokens(settings).catch(async (error: unknown) => {
+    await store.close();
+    throw error;
+  });
+  const operatorSessions = settings.operatorSignIn
+    ? await openSessionStorage(settings, clock, 'operator').catch(async (error: unknown) => {
+        await Promise.all([operatorTokens.close(), store.close()]);
+        throw error;
+      })
+    : undefined;
+  if (!settings.adminToken) logger.info('the break-glass ADMIN_TOKEN is off: the admin API takes operator tokens and sign-ins only');
   if (!settings.customerSignIn) logger.warn('OIDC_ISSUER_URL is not set: the customer dashboard says sign-in is not configured');
 
   const metrics = new Metrics({ usageModelLabel: (model) => modelMetricLabel(settings.pipeline.pricing, model) });
@@ -161,6 +173,10 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
   await health.start();
   let customer: FastifyInstance | undefined;
   const admin = buildAdminServer({
+    operatorTokens,
+    ...(settings.operatorSignIn && operatorSessions
+      ? { operatorSignIn: { settings: settings.operatorSignIn, sessions: operatorSessions } }
+      : {}),
     store,
     clock,
     logger,
@@ -215,6 +231,8 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
     health.shuttingDown();
     await Promise.all([grpcServer.close(), admin.close(), customer?.close()]);
     await sessions?.close();
+    await operatorTokens.close();
+    await operatorSessions?.close();
     loopLag.stop();
     await stopUsage(Date.now());
     await lastUsed.stop();
@@ -265,7 +283,12 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
       await lastUsed.stop(timeLeftMs());
       // The spans of the last Checks are exported, within the same bound; an unreachable collector only loses them.
       if (tracing) await settlesWithin(tracing.shutdown(), timeLeftMs());
-      if (!(await settlesWithin(Promise.all([sessions.close(), store.close()]), timeLeftMs())))
+      if (
+        !(await settlesWithin(
+          Promise.all([sessions.close(), operatorTokens.close(), operatorSessions?.close(), store.close()]),
+          timeLeftMs(),
+        ))
+      )
         logger.warn({ event: 'shutdown', timeoutMs: settings.shutdown.timeoutMs }, 'Redis connections not closed in time; exiting anyway');
       logger.info({ event: 'shutdown' }, 'stopped');
       logger.flush?.();

@@ -38,11 +38,27 @@ export interface MembershipLookup {
   accountNameOf?(accountId: string): Promise<string | undefined>;
 }
 
-/** Who made a change, for the audit trail: the operator, or a member by issuer and subject. */
-export type AuditActor = { kind: 'operator' } | { kind: 'member'; issuer: string; subject: string };
+/**
+ * Which operator made an admin change: a person signed in to the operator
+ * dashboard (issuer and subject), an operator API token (id and name), or the
+ * break-glass ADMIN_TOKEN.
+ */
+export type OperatorActor =
+  { kind: 'person'; issuer: string; subject: string } | { kind: 'token'; tokenId: string; name: string } | { kind: 'break-glass' };
 
-/** The admin API's (and CLI's) changes: made by whoever holds ADMIN_TOKEN. */
+/**
+ * Who made a change, for the audit trail: an operator (and which one), or a
+ * member by issuer and subject. An operator entry without `operator` was
+ * written before operators were told apart (all used the one ADMIN_TOKEN).
+ */
+export type AuditActor = { kind: 'operator'; operator?: OperatorActor } | { kind: 'member'; issuer: string; subject: string };
+
+/** An admin change from before operators were told apart: only "an operator". */
 export const OPERATOR: AuditActor = Object.freeze({ kind: 'operator' });
+
+export function operatorAuditActor(operator: OperatorActor): AuditActor {
+  return { kind: 'operator', operator };
+}
 
 /** The actor a signed-in member's changes are recorded under: issuer and subject only, never a display name or email. */
 export function memberActor(identity: Pick<CustomerIdentity, 'issuer' | 'subject'>): AuditActor {

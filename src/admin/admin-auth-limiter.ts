@@ -105,6 +105,19 @@ export class AdminAuthLimiter {
     return reached;
   }
 
+  /**
+   * Takes back one failure recorded by `recordFailure` in the same window:
+   * a token that needs a store lookup is counted as a failure before it
+   * (so parallel guesses are all counted), and forgiven when it was right.
+   */
+  forgiveFailure(address: string): void {
+    const now = this.clock.now();
+    const own = this.liveWindow(this.windows.get(address), now);
+    if (own && own.failures > 0) own.failures -= 1;
+    const total = this.liveWindow(this.total, now);
+    if (total && total.failures > 0) total.failures -= 1;
+  }
+
   /** The right token from `address`: it stays exempt from the total limit for `trustedForMs`. */
   recordSuccess(address: string): void {
     const now = this.clock.now();

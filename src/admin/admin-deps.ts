@@ -5,14 +5,22 @@ import type { HealthMonitor } from '../platform/health-monitor';
 import type { Logger } from '../platform/logger';
 import type { Currency } from '../accounts/money';
 import type { AdminStore, UsageReader } from '../ports/store';
+import type { OperatorTokenStore } from '../ports/operator-tokens';
+import type { OperatorSignInSettings } from '../platform/operator-sign-in-settings';
+import type { SessionStorage } from '../http/sign-in/session-storage';
+import type { ClaimsRelyingParty } from '../http/sign-in/oidc-relying-party';
 
 /** What the admin HTTP server and its routes need; built by app.ts, read by the routes. */
 export interface AdminServerDeps {
   store: AdminStore & UsageReader;
   clock: Clock;
   logger: Logger;
-  /** Absent: every call is refused with 503 admin_disabled. */
+  /** The break-glass token (every permission, each use logged); absent: turned off. */
   adminToken?: string;
+  /** Operator sign-in to the dashboard (OpenID Connect sessions); absent: not offered. */
+  operatorSignIn?: OperatorSignInDeps;
+  /** Operator API tokens, looked up on every request that presents one; absent: none is accepted. */
+  operatorTokens?: OperatorTokenStore;
   /** Drives /readyz; absent means always ready (tests of the API alone). */
   health?: HealthMonitor;
   /** Served at /metrics for Prometheus: a prom-client Registry, or in a worker the sum over all workers. */
@@ -30,4 +38,13 @@ export interface AdminServerDeps {
    * has no API (customer sign-in not configured). Absent: not served.
    */
   customerApiDocument?: () => unknown;
+}
+
+/** What operator sign-in is built from (app.ts wires it). */
+export interface OperatorSignInDeps {
+  settings: OperatorSignInSettings;
+  /** The operator dashboard's own sessions (apart from the customer dashboard's). */
+  sessions: SessionStorage;
+  /** The identity provider side; by default openid-client against the settings' issuer. */
+  relyingParty?: ClaimsRelyingParty;
 }

@@ -3,8 +3,9 @@ import { sendApiError } from '../http/api-errors';
 
 /** Typed admin API error codes; the body always names what is wrong. */
 export type AdminErrorCode =
-  | 'admin_disabled'
   | 'unauthorized'
+  | 'forbidden'
+  | 'operator_token_not_found'
   | 'invalid_json'
   | 'invalid_field'
   | 'account_exists'

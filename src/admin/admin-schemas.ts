@@ -12,6 +12,8 @@ import {
 import { KEY_ENVIRONMENTS } from '../keys/customer-key';
 import { EXPOSED_KEY_ACTIONS } from '../keys/key-records';
 import { limitListSchema, tokenBudgetListSchema } from '../accounts/limits/limit-schema';
+import type { AuditAction } from '../ports/store';
+import { auditQuery } from '../http/api-schemas';
 
 /**
  * Request bodies of the admin API. Every object is strict (an unknown field
@@ -174,3 +176,31 @@ export type PatchKeyBody = z.output<typeof patchKeyBody>;
 export const accountPathParams = z.strictObject({ id: accountIdSchema });
 export const keyPathParams = z.strictObject({ keyId: keyIdSchema });
 export const memberPathParams = z.strictObject({ id: accountIdSchema, memberId: memberIdSchema });
+
+/** Every action an audit entry can name: a Record, so an action added to AuditAction (src/ports/store.ts) must be added here. */
+const AUDIT_ACTION_NAMES: Record<AuditAction, true> = {
+  'account.create': true,
+  'account.update': true,
+  'account.credit': true,
+  'key.create': true,
+  'key.update': true,
+  'key.rotate': true,
+  'key.revoke': true,
+  'member.add': true,
+  'member.update': true,
+  'member.remove': true,
+  'member.bind': true,
+};
+export const AUDIT_ACTIONS = Object.keys(AUDIT_ACTION_NAMES) as [AuditAction, ...AuditAction[]];
+
+/**
+ * GET /admin/audit: the page of auditQuery, filtered by account, action, actor and time. `actor` is `break-glass`,
+ * an operator token's id (`otk_…`), or a subject (a signed-in operator's or a member's).
+ */
+export const adminAuditQuery = auditQuery.extend({
+  accountId: accountIdSchema.optional(),
+  action: z.enum(AUDIT_ACTIONS).optional(),
+  actor: z.string().min(1).max(256).optional(),
+  from: isoDateTimeSchema.optional(),
+  to: isoDateTimeSchema.optional(),
+});

@@ -6,8 +6,12 @@ import { createHash, timingSafeEqual } from 'node:crypto';
  * leaks neither content nor length.
  */
 export function adminTokenMatches(authorizationHeader: string | undefined, adminToken: string): boolean {
-  const match = /^bearer\s+(\S+)\s*$/i.exec(authorizationHeader ?? '');
-  const presented = match?.[1] ?? '';
+  const presented = bearerTokenOf(authorizationHeader) ?? '';
   const digest = (value: string) => createHash('sha256').update(value).digest();
   return timingSafeEqual(digest(presented), digest(adminToken)) && presented !== '';
+}
+
+/** The token of an `Authorization: Bearer <token>` header; undefined when there is none. */
+export function bearerTokenOf(authorizationHeader: string | undefined): string | undefined {
+  return /^bearer\s+(\S+)\s*$/i.exec(authorizationHeader ?? '')?.[1];
 }

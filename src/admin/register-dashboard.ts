@@ -12,7 +12,12 @@ import { registerWebAssets, SHARED_PAGE_FILES, type WebAssets } from '../http/we
 const ASSET_PREFIX = '/dashboard/assets/';
 
 /** Every file the page loads, directly or through an import; test/dashboard checks the list against the files. */
-export const DASHBOARD_ASSET_FILES: readonly string[] = [...SHARED_PAGE_FILES, 'operator/operator.css', 'operator/operator.js'];
+export const DASHBOARD_ASSET_FILES: readonly string[] = [
+  ...SHARED_PAGE_FILES,
+  'operator/operator.css',
+  'operator/operator.js',
+  'operator/operator-audit.js',
+];
 
 export const DASHBOARD_ASSETS: WebAssets = {
   '/dashboard': 'operator/index.html',

@@ -64,7 +64,9 @@ export async function adminExchange<T>(
   body?: object,
   headers: Readonly<Record<string, string>> = {},
 ): Promise<AdminAnswer<T>> {
-  if (!settings.adminToken) throw new Error('ADMIN_TOKEN is not set; the admin API needs it');
+  if (!settings.adminToken) {
+    throw new Error('No operator token: set OPERATOR_TOKEN, or OPERATOR_TOKEN_FILE to a file holding it (or the break-glass ADMIN_TOKEN)');
+  }
   let response: Response;
   try {
     response = await fetch(new URL(path, settings.adminUrl), {

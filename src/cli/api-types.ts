@@ -167,3 +167,24 @@ export interface ApiUsageReport {
   total: ApiUsageTotals;
   buckets: { start: string; total: ApiUsageTotals; groups?: ApiUsageGroup[] }[];
 }
+
+/** An operator API token as the admin API shows it (never the token, but when it is created). */
+export interface ApiOperatorToken {
+  id: string;
+  name: string;
+  displayPrefix: string;
+  scopes: string[];
+  status: 'active' | 'revoked' | 'expired';
+  createdAt: string;
+  expiresAt: string;
+  revokedAt: string | null;
+}
+
+export interface ApiCreatedOperatorToken extends ApiOperatorToken {
+  /** The token itself: in this answer only. */
+  token: string;
+}
+
+export interface ApiOperatorTokenList {
+  tokens: ApiOperatorToken[];
+}

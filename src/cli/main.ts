@@ -6,6 +6,7 @@ import { accountsCommand } from './commands/accounts';
 import { checkCommand } from './commands/check';
 import { keysCommand } from './commands/keys';
 import { membersCommand } from './commands/members';
+import { operatorTokensCommand } from './commands/operator-tokens';
 import { cell } from './output';
 import { packageVersion } from '../platform/package-version';
 import { serveCommand } from './commands/serve';
@@ -21,6 +22,7 @@ export function buildCli(): Command {
   program.addCommand(keysCommand());
   program.addCommand(membersCommand());
   program.addCommand(usageCommand());
+  program.addCommand(operatorTokensCommand());
   program.addCommand(checkCommand());
   // Usage errors show the command's help after commander's message, in every subcommand.
   const showHelpEverywhere = (command: Command) => {

@@ -1,10 +1,10 @@
 import type { FastifyInstance } from 'fastify';
 import type { Clock } from '../platform/clock';
 import type { MembershipLookup } from '../accounts/customer-identity';
-import type { SessionStorage } from './session-storage';
+import type { SessionStorage } from '../http/sign-in/session-storage';
 import type { Logger } from '../platform/logger';
 import type { CustomerSignInSettings } from '../platform/settings';
-import type { RelyingParty } from './oidc-login';
+import type { RelyingParty } from '../http/sign-in/oidc-relying-party';
 
 /** What the customer dashboard's HTTP server is built from (app.ts wires it). */
 export interface CustomerServerDeps {

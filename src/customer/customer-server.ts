@@ -27,9 +27,9 @@ import {
   pendingLoginsWithRoom,
   signedInState,
   type SessionLifetime,
-} from './customer-session';
-import { OidcRelyingParty, SignInRefused, type RelyingParty } from './oidc-login';
-import { sessionStoreOver } from './session-store-adapter';
+} from '../http/sign-in/sign-in-session';
+import { OidcRelyingParty, SignInRefused, type RelyingParty } from '../http/sign-in/oidc-relying-party';
+import { sessionStoreOver } from '../http/sign-in/session-store-adapter';
 
 export type { CustomerServerDeps } from './customer-deps';
 
@@ -55,7 +55,7 @@ const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
 /**
  * The customer dashboard: its own HTTP listener (CUSTOMER_PORT), apart from
- * the admin API. People sign in with OpenID Connect (oidc-login.ts); their
+ * the admin API. People sign in with OpenID Connect (src/http/sign-in/); their
  * session id is in a cookie and the session itself in the session storage, so
  * any replica serves it. Every request gets `request.customerIdentity` (the
  * signed-in person, or undefined).

@@ -11,6 +11,7 @@ import { headerNamesFor } from '../check/routes/header-names';
 import { buildRouteTable } from '../check/routes/route-table';
 import type { RuntimePolicy } from './node-support';
 import { configFileSchema, type ConfigFile } from './config-file';
+import { operatorSignInEnv, operatorSignInOf, operatorSignInProblems, type OperatorSignInSettings } from './operator-sign-in-settings';
 import { TRACE_PROPAGATORS, TRACES_SAMPLERS, type TracePropagator, type TracingSettings } from './tracing-settings';
 
 /**
@@ -29,7 +30,7 @@ export interface Settings {
   readonly redisTimeoutMs: number;
   /** Deadline for admin calls and batched writes, which are not on Envoy's clock. */
   readonly redisAdminTimeoutMs: number;
-  /** Absent: the admin API refuses every call. */
+  /** The break-glass token, with every permission; absent (not set, or ADMIN_TOKEN_ENABLED=false): only operators' own credentials work. */
   readonly adminToken?: string;
   /** Failed admin authentications allowed per client address and in total, per window. */
   readonly adminAuthLimits: AdminAuthLimits;
@@ -62,6 +63,8 @@ export interface Settings {
   readonly customerPort: number;
   /** Absent: no identity provider is configured, and the customer dashboard says so. */
   readonly customerSignIn?: CustomerSignInSettings;
+  /** Absent: operators authenticate with operator API tokens (or the break-glass ADMIN_TOKEN) only. */
+  readonly operatorSignIn?: OperatorSignInSettings;
   readonly usage: {
     /** Usage records held in process while Redis does not answer; past it new records are dropped (and logged). */
     readonly bufferMaxRecords: number;
@@ -306,6 +309,8 @@ export const envSchema = z.object({
     .refine((token) => token === undefined || !/\s/.test(token), {
       message: "must not contain whitespace: 'Authorization: Bearer <token>' carries one word, so such a token could never match",
     }),
+  // false turns the break-glass ADMIN_TOKEN off while it stays in the secret store, for the next emergency.
+  ADMIN_TOKEN_ENABLED: z.preprocess(blankAsUnset, z.enum(['true', 'false']).default('true')),
   ADMIN_AUTH_FAILURES_PER_ADDRESS: z.preprocess(
     blankAsUnset,
     z.coerce.number().int().min(1).max(1_000).default(DEFAULT_ADMIN_AUTH_LIMITS.failuresPerAddress),
@@ -355,6 +360,7 @@ export const envSchema = z.object({
   CUSTOMER_SESSION_MAX_AGE_MS: z.preprocess(blankAsUnset, z.coerce.number().int().min(300_000).max(2_592_000_000).default(43_200_000)),
   CUSTOMER_PLAIN_HTTP_LOCALHOST: z.preprocess(blankAsUnset, z.enum(['true', 'false']).default('false')),
   GITHUB_SECRET_SCANNING_KEYS: optionalText,
+  ...operatorSignInEnv,
   NODE_ENV: optionalText,
   ALLOW_END_OF_LIFE_NODE: z.preprocess(blankAsUnset, z.enum(['true', 'false']).default('false')),
   USAGE_BUFFER_MAX_RECORDS: z.preprocess(
@@ -433,6 +439,7 @@ export function loadSettings(
       ...redisTopologyProblems(parsedEnv.data),
       ...adminAuthProblems(parsedEnv.data),
       ...customerSignInProblems(parsedEnv.data),
+      ...operatorSignInProblems(parsedEnv.data),
       ...usageDurabilityProblems(parsedEnv.data),
       ...tracingProblems(parsedEnv.data),
       ...secretScanningKeysProblems(parsedEnv.data),
@@ -452,7 +459,7 @@ export function loadSettings(
     ...(redis ? { redis } : {}),
     redisTimeoutMs: e.REDIS_TIMEOUT_MS,
     redisAdminTimeoutMs: e.REDIS_ADMIN_TIMEOUT_MS,
-    ...(e.ADMIN_TOKEN ? { adminToken: e.ADMIN_TOKEN } : {}),
+    ...(e.ADMIN_TOKEN && e.ADMIN_TOKEN_ENABLED === 'true' ? { adminToken: e.ADMIN_TOKEN } : {}),
     adminAuthLimits: {
       failuresPerAddress: e.ADMIN_AUTH_FAILURES_PER_ADDRESS,
       failuresTotal: e.ADMIN_AUTH_FAILURES_TOTAL,
@@ -474,6 +481,7 @@ export function loadSettings(
     extProcMaxStreams: e.EXT_PROC_MAX_STREAMS,
     customerPort: e.CUSTOMER_PORT,
     ...(e.OIDC_ISSUER_URL ? { customerSignIn: customerSignInOf(e) } : {}),
+    ...(e.OPERATOR_OIDC_ISSUER_URL ? { operatorSignIn: operatorSignInOf(e)! } : {}),
     usage: { bufferMaxRecords: e.USAGE_BUFFER_MAX_RECORDS, streamMaxLength: e.USAGE_STREAM_MAX_LEN, durability: usageDurabilityOf(e) },
     runtime: { production: e.NODE_ENV === 'production', allowEndOfLifeNode: e.ALLOW_END_OF_LIFE_NODE === 'true' },
     ...(tracingEnabled(e) ? { tracing: tracingOf(e) } : {}),
@@ -757,10 +765,14 @@ export function deepFreeze<T>(value: T, seen = new WeakSet<object>()): T {
 /** The CLI's own settings: where the admin API is and the token to call it with. */
 export interface CliSettings {
   readonly adminUrl: string;
+  /** OPERATOR_TOKEN, else the contents of OPERATOR_TOKEN_FILE, else the break-glass ADMIN_TOKEN. */
   readonly adminToken?: string;
 }
 
-export function loadCliSettings(env: Readonly<Record<string, string | undefined>>): CliSettings {
+export function loadCliSettings(
+  env: Readonly<Record<string, string | undefined>>,
+  readFile: (path: string) => string = (path) => readFileSync(path, 'utf8'),
+): CliSettings {
   const port = env.ADMIN_PORT?.trim() || '9192';
   if (!/^\d{1,5}$/.test(port)) throw new Error(`ADMIN_PORT must be a port number, got '${port}'`);
   const adminUrl = env.ADMIN_URL?.trim() || `http://127.0.0.1:${port}`;
@@ -769,8 +781,25 @@ export function loadCliSettings(env: Readonly<Record<string, string | undefined>
   } catch {
     throw new Error(`ADMIN_URL must be a URL such as http://127.0.0.1:9192, got '${adminUrl}'`);
   }
-  const adminToken = env.ADMIN_TOKEN?.trim();
+  const adminToken = cliOperatorToken(env, readFile) ?? env.ADMIN_TOKEN?.trim();
   return Object.freeze(adminToken ? { adminUrl, adminToken } : { adminUrl });
+}
+
+/** An operator API token for the CLI: from the environment, or from a file (a mounted secret), never both. */
+function cliOperatorToken(env: Readonly<Record<string, string | undefined>>, readFile: (path: string) => string): string | undefined {
+  const inline = env.OPERATOR_TOKEN?.trim();
+  const file = env.OPERATOR_TOKEN_FILE?.trim();
+  if (inline && file) throw new Error('Set OPERATOR_TOKEN or OPERATOR_TOKEN_FILE, not both');
+  if (!file) return inline || undefined;
+  let text: string;
+  try {
+    text = readFile(file);
+  } catch (error) {
+    throw new Error(`OPERATOR_TOKEN_FILE: cannot read '${file}' (${(error as NodeJS.ErrnoException).code ?? 'error'})`);
+  }
+  const token = text.trim();
+  if (token === '' || /\s/.test(token)) throw new Error(`OPERATOR_TOKEN_FILE: '${file}' must hold one token and nothing else`);
+  return token;
 }
 
 /**

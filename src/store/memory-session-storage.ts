@@ -1,5 +1,5 @@
 import { systemClock, type Clock } from '../platform/clock';
-import type { SessionStorage } from '../customer/session-storage';
+import type { SessionStorage } from '../http/sign-in/session-storage';
 
 /** Sessions kept at once; past it, the entry closest to expiry goes first. */
 const DEFAULT_MAX_SESSIONS = 100_000;

@@ -9,7 +9,7 @@ import type { FastifyInstance } from 'fastify';
 import { addMember, memberDirectory } from '../../src/accounts/member-actions';
 import { registerCustomerApi } from '../../src/customer/customer-api';
 import { buildCustomerServer } from '../../src/customer/customer-server';
-import type { RelyingParty } from '../../src/customer/oidc-login';
+import type { RelyingParty } from '../../src/http/sign-in/oidc-relying-party';
 import { systemClock } from '../../src/platform/clock';
 import { OPERATOR } from '../../src/accounts/customer-identity';
 import { loadSettings, DEFAULT_PLAN, type CustomerSignInSettings } from '../../src/platform/settings';

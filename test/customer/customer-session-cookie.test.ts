@@ -8,8 +8,8 @@
  */
 import type { FastifyInstance } from 'fastify';
 import { buildCustomerServer } from '../../src/customer/customer-server';
-import { sessionIdHash } from '../../src/customer/session-store-adapter';
-import type { RelyingParty } from '../../src/customer/oidc-login';
+import { sessionIdHash } from '../../src/http/sign-in/session-store-adapter';
+import type { RelyingParty } from '../../src/http/sign-in/oidc-relying-party';
 import { ManualClock } from '../../src/platform/clock';
 import { createLogger } from '../../src/platform/logger';
 import { loadSettings, type CustomerSignInSettings } from '../../src/platform/settings';

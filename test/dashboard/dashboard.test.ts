@@ -342,8 +342,10 @@ describe('dashboard in Chromium', () => {
 
     await signIn(page, 'not-the-admin-token-at-all');
     const alert = page.getByTestId('error');
-    await page.getByRole('alert').filter({ hasText: 'admin token' }).waitFor();
-    expect(await alert.textContent()).toBe("Send the admin token as 'Authorization: Bearer <ADMIN_TOKEN>'. (HTTP 401, unauthorized)");
+    await page.getByRole('alert').filter({ hasText: 'not valid' }).waitFor();
+    expect(await alert.textContent()).toBe(
+      "That token is not valid here. Send an operator API token (gko_…) or the break-glass ADMIN_TOKEN as 'Authorization: Bearer <token>'. (HTTP 401, unauthorized)",
+    );
     expect(await page.getByRole('heading', { name: 'API Keys' }).isVisible()).toBe(false);
     expect(await page.evaluate(`sessionStorage.getItem(${JSON.stringify(TOKEN_STORAGE_KEY)})`)).toBeNull();
 

@@ -38,14 +38,18 @@ describe('authentication', () => {
     }
   });
 
-  it('refuses every call when ADMIN_TOKEN is not configured, saying why', async () => {
-    const tokenless = await startAppUnderTest({ env: { ADMIN_TOKEN: '' } });
+  it.each([
+    ['not configured', { ADMIN_TOKEN: '' }],
+    ['turned off', { ADMIN_TOKEN_ENABLED: 'false' }],
+  ])('refuses the break-glass token when ADMIN_TOKEN is %s, saying what it takes instead', async (_case, env) => {
+    const tokenless = await startAppUnderTest({ env });
     try {
-      const response = await tokenless.admin('POST', '/admin/accounts', { id: 'a', name: 'A' }, 'anything-at-all-123');
-      expect(response.status).toBe(503);
-      expect(response.body.error).toMatchObject({ code: 'admin_disabled' });
-      expect(response.body.error.message).toContain('ADMIN_TOKEN');
-      expect(tokenless.logs.lines.some((line) => line.includes('ADMIN_TOKEN is not set'))).toBe(true);
+      const response = await tokenless.admin('POST', '/admin/accounts', { id: 'a', name: 'A' });
+      expect(response.status).toBe(401);
+      expect(response.body.error).toMatchObject({ code: 'unauthorized' });
+      expect(response.body.error.message).toContain('operator API token');
+      expect(response.body.error.message).not.toContain('ADMIN_TOKEN');
+      expect(tokenless.logs.lines.some((line) => line.includes('break-glass ADMIN_TOKEN is off'))).toBe(true);
     } finally {
       await tokenless.close();
     }

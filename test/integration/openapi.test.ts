@@ -156,14 +156,17 @@ describe('the admin API description', () => {
     ]);
   });
 
-  it('asks for the admin token everywhere but on health, metrics and the descriptions', () => {
+  it("asks for the admin token everywhere but on health, metrics, the descriptions and the dashboard's own session question", () => {
     expect(document.security).toEqual([{ adminToken: [] }]);
     expect(document.components.securitySchemes.adminToken).toMatchObject({ type: 'http', scheme: 'bearer' });
     const open = Object.entries(document.paths)
       .filter(([, methods]) => Object.values(methods).some((operation) => operation.security?.length === 0))
       .map(([path]) => path)
       .sort();
-    expect(open).toEqual([ADMIN_API_DOCUMENT_PATH, CUSTOMER_API_DOCUMENT_PATH, '/healthz', '/metrics', '/readyz'].sort());
+    // /dashboard/auth/session answers about the caller's own session cookie, so it needs no token of its own.
+    expect(open).toEqual(
+      [ADMIN_API_DOCUMENT_PATH, CUSTOMER_API_DOCUMENT_PATH, '/dashboard/auth/session', '/healthz', '/metrics', '/readyz'].sort(),
+    );
   });
 });
 

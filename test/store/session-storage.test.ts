@@ -1,9 +1,9 @@
 import { createHash } from 'node:crypto';
 import type { Session } from 'fastify';
 import Redis from 'ioredis';
-import { sessionIdHash, sessionStoreOver } from '../../src/customer/session-store-adapter';
+import { sessionIdHash, sessionStoreOver } from '../../src/http/sign-in/session-store-adapter';
 import { ManualClock } from '../../src/platform/clock';
-import type { SessionStorage } from '../../src/customer/session-storage';
+import type { SessionStorage } from '../../src/http/sign-in/session-storage';
 import { MemorySessionStorage } from '../../src/store/memory-session-storage';
 import { redisKeys } from '../../src/store/redis/redis-keys';
 import { RedisSessionStorage } from '../../src/store/redis/redis-session-storage';

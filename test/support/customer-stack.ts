@@ -54,7 +54,7 @@ function stopChild(child: ChildProcess): Promise<void> {
 
 export async function startOidcProvider(config: {
   clients: TestProviderClient[];
-  users: Record<string, { email?: string; email_verified?: boolean; name?: string }>;
+  users: Record<string, { email?: string; email_verified?: boolean; name?: string; groups?: string[] }>;
 }): Promise<OidcTestProvider> {
   for (const client of config.clients) if (client.client_secret) registerSecrets(client.client_secret);
   const child = spawn(process.execPath, [join(SUPPORT, 'oidc-provider-process.mjs')], {

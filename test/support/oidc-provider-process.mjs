@@ -4,7 +4,7 @@
 //
 // Configuration: the JSON in OIDC_TEST_PROVIDER, {clients, users}:
 // - clients: oidc-provider client metadata (client_id, redirect_uris, ...);
-// - users: login name → claims (email, email_verified, name). Any other login
+// - users: login name → claims (email, email_verified, name, groups). Any other login
 //   signs in too, with no claims but `sub`.
 // The sign-in page is oidc-provider's development interaction (any password);
 // consent is granted without asking, as a first-party dashboard would be.
@@ -42,7 +42,8 @@ const provider = new Provider(issuer, {
   clients: config.clients ?? [],
   jwks: { keys: [{ ...signingKey, kid: 'test-signing-key', use: 'sig', alg: 'RS256' }] },
   cookies: { keys: [randomBytes(32).toString('hex')] },
-  claims: { openid: ['sub'], email: ['email', 'email_verified'], profile: ['name'] },
+  // groups: the operator dashboard's role claim (a user's `groups` in OIDC_TEST_PROVIDER).
+  claims: { openid: ['sub'], email: ['email', 'email_verified'], profile: ['name'], groups: ['groups'] },
   features: { devInteractions: { enabled: true } },
   pkce: { required: () => true },
   async findAccount(_ctx, id) {
@@ -53,7 +54,7 @@ const provider = new Provider(issuer, {
     const grantId = ctx.oidc.result?.consent?.grantId || ctx.oidc.session.grantIdFor(ctx.oidc.client.clientId);
     if (grantId) return ctx.oidc.provider.Grant.find(grantId);
     const grant = new ctx.oidc.provider.Grant({ clientId: ctx.oidc.client.clientId, accountId: ctx.oidc.session.accountId });
-    grant.addOIDCScope('openid email profile');
+    grant.addOIDCScope('openid email profile groups');
     await grant.save();
     return grant;
   },

@@ -136,6 +136,18 @@ export function recordAdminResponse(method: string, path: string, status: number
       // Not JSON: recorded as is.
     }
   }
+  if (method.toUpperCase() === 'POST' && bare === '/admin/operator-tokens') {
+    // The one answer that carries an operator token: masked like a created key, and the token joins the scan.
+    try {
+      const parsed: unknown = JSON.parse(text);
+      if (parsed && typeof parsed === 'object' && typeof (parsed as { token?: unknown }).token === 'string') {
+        registerSecrets((parsed as { token: string }).token);
+        recorded = JSON.stringify({ ...parsed, token: CREATED_KEY_MASK });
+      }
+    } catch {
+      // Not JSON: recorded as is.
+    }
+  }
   if (minted !== undefined) registerSecrets(minted);
   recordCapture(source, what, recorded);
   return minted;

@@ -29,8 +29,9 @@ import {
 import { describeRoute } from '../../http/openapi';
 
 import type { AdminServerDeps } from '../admin-deps';
+import { accountPatchPermissions } from '../../operators/operator-permissions';
+import { actorOf } from '../admin-authorization';
 import { recordChange } from '../../accounts/audit-trail';
-import { OPERATOR } from '../../accounts/customer-identity';
 import { DEFAULT_CURRENCY } from '../../accounts/money';
 import { accountListView, accountView, creditView, type CreditView } from '../admin-views';
 
@@ -135,7 +136,7 @@ export function registerAccountRoutes(app: FastifyInstance, deps: AdminServerDep
 
   app.post(
     '/admin/accounts',
-    { schema: describeRoute({ summary: 'Create an account', tags, body: createAccountBody }) },
+    { config: { permission: 'accounts:write' }, schema: describeRoute({ summary: 'Create an account', tags, body: createAccountBody }) },
     async (request, reply) => {
       const body = createAccountBody.safeParse(request.body);
       if (!body.success) return sendInvalidField(reply, body.error);
@@ -161,22 +162,26 @@ export function registerAccountRoutes(app: FastifyInstance, deps: AdminServerDep
       if (!(await deps.store.createAccount(account))) {
         return sendAdminError(reply, 409, 'account_exists', `An account with id '${account.id}' already exists.`, 'id');
       }
-      await recordChange(deps, { action: 'account.create', actor: OPERATOR, accountId: account.id });
+      await recordChange(deps, { action: 'account.create', actor: actorOf(request), accountId: account.id });
       return reply.code(201).send(accountView(account, deps.clock.now(), deps.currency ?? DEFAULT_CURRENCY));
     },
   );
 
-  app.get('/admin/accounts', { schema: describeRoute({ summary: 'List the accounts', tags }) }, async (_request, reply) => {
-    const listing = await deps.store.listAccounts();
-    for (const { id, problem } of listing.unreadable) {
-      deps.logger.error({ event: 'admin', accountId: id, detail: problem }, 'account record unreadable: left out of the listing');
-    }
-    return reply.send(accountListView(listing, deps.clock.now(), deps.currency ?? DEFAULT_CURRENCY));
-  });
+  app.get(
+    '/admin/accounts',
+    { config: { permission: 'accounts:read' }, schema: describeRoute({ summary: 'List the accounts', tags }) },
+    async (_request, reply) => {
+      const listing = await deps.store.listAccounts();
+      for (const { id, problem } of listing.unreadable) {
+        deps.logger.error({ event: 'admin', accountId: id, detail: problem }, 'account record unreadable: left out of the listing');
+      }
+      return reply.send(accountListView(listing, deps.clock.now(), deps.currency ?? DEFAULT_CURRENCY));
+    },
+  );
 
   app.get<AccountParams>(
     '/admin/accounts/:id',
-    { schema: describeRoute({ summary: 'Read an account', tags, params: accountPathParams }) },
+    { config: { permission: 'accounts:read' }, schema: describeRoute({ summary: 'Read an account', tags, params: accountPathParams }) },
     async (request, reply) => {
       const { id } = request.params;
       let account: Account | null = null;
@@ -192,7 +197,10 @@ export function registerAccountRoutes(app: FastifyInstance, deps: AdminServerDep
 
   app.patch<AccountParams>(
     '/admin/accounts/:id',
-    { schema: describeRoute({ summary: 'Change an account', tags, params: accountPathParams, body: patchAccountBody }) },
+    {
+      config: { permission: (request) => accountPatchPermissions(request.body) },
+      schema: describeRoute({ summary: 'Change an account', tags, params: accountPathParams, body: patchAccountBody }),
+    },
     async (request, reply) => {
       const { id } = request.params;
       const body = patchAccountBody.safeParse(request.body ?? {});
@@ -203,7 +211,7 @@ export function registerAccountRoutes(app: FastifyInstance, deps: AdminServerDep
       if (!account) return sendAccountNotFound(reply, id);
       await recordChange(deps, {
         action: 'account.update',
-        actor: OPERATOR,
+        actor: actorOf(request),
         accountId: id,
         detail: `changes=${changes.join(',')}${restrictionsDetail(patch.keyRestrictions)}`,
       });
@@ -222,6 +230,7 @@ export function registerAccountRoutes(app: FastifyInstance, deps: AdminServerDep
   app.post<AccountParams>(
     '/admin/accounts/:id/credit',
     {
+      config: { permission: 'billing:write' },
       schema: describeRoute({
         summary: 'Add to or take from the prepaid credit',
         tags,
@@ -299,7 +308,7 @@ export function registerAccountRoutes(app: FastifyInstance, deps: AdminServerDep
           );
         case 'ok': {
           if (await ownsCreditAudit(deps, id, idempotencyKey)) {
-            await recordChange(deps, { action: 'account.credit', actor: OPERATOR, accountId: id, detail: `amount=${amount}` });
+            await recordChange(deps, { action: 'account.credit', actor: actorOf(request), accountId: id, detail: `amount=${amount}` });
           }
           const view: CreditView = creditView(id, outcome.creditBalance, deps.currency ?? DEFAULT_CURRENCY);
           return reply.send(view);

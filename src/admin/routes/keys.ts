@@ -1,6 +1,5 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { createKey, revokeKey, rotateKey, updateKey } from '../../keys/key-actions';
-import { OPERATOR } from '../../accounts/customer-identity';
 import { KEY_SERVICE_PREFIX } from '../../keys/customer-key';
 import type { KeyPatch } from '../../ports/store';
 import { sendAccountNotFound, sendActiveKeyCapReached, sendAdminError, sendKeyNotFound } from '../admin-errors';
@@ -17,6 +16,7 @@ import {
 import { describeRoute } from '../../http/openapi';
 
 import type { AdminServerDeps } from '../admin-deps';
+import { actorOf } from '../admin-authorization';
 import { DEFAULT_CURRENCY } from '../../accounts/money';
 import { createdKeyView, keyView } from '../admin-views';
 
@@ -52,6 +52,7 @@ export function registerKeyRoutes(app: FastifyInstance, deps: AdminServerDeps): 
   app.post<AccountParams>(
     '/admin/accounts/:id/keys',
     {
+      config: { permission: 'keys:write' },
       schema: describeRoute({
         summary: 'Create a key (the answer holds the key, once)',
         tags,
@@ -65,7 +66,7 @@ export function registerKeyRoutes(app: FastifyInstance, deps: AdminServerDeps): 
       const accountId = request.params.id;
       if (!isAccountId(accountId)) return sendAccountNotFound(reply, accountId);
       const environment = body.data.environment ?? 'live';
-      const outcome = await createKey(deps, OPERATOR, {
+      const outcome = await createKey(deps, actorOf(request), {
         accountId,
         name: body.data.name ?? `${environment} key`,
         environment,
@@ -97,7 +98,7 @@ export function registerKeyRoutes(app: FastifyInstance, deps: AdminServerDeps): 
 
   app.get<AccountParams>(
     '/admin/accounts/:id/keys',
-    { schema: describeRoute({ summary: "List an account's keys", tags, params: accountPathParams }) },
+    { config: { permission: 'keys:read' }, schema: describeRoute({ summary: "List an account's keys", tags, params: accountPathParams }) },
     async (request, reply) => {
       const keys = isAccountId(request.params.id) ? await deps.store.listKeys(request.params.id) : null;
       if (!keys) return sendAccountNotFound(reply, request.params.id);
@@ -108,7 +109,7 @@ export function registerKeyRoutes(app: FastifyInstance, deps: AdminServerDeps): 
 
   app.get<KeyParams>(
     '/admin/keys/:keyId',
-    { schema: describeRoute({ summary: 'Read a key', tags, params: keyPathParams }) },
+    { config: { permission: 'keys:read' }, schema: describeRoute({ summary: 'Read a key', tags, params: keyPathParams }) },
     async (request, reply) => {
       const { keyId } = request.params;
       const refused = refuseLookup(reply, keyId);
@@ -121,7 +122,10 @@ export function registerKeyRoutes(app: FastifyInstance, deps: AdminServerDeps): 
 
   app.patch<KeyParams>(
     '/admin/keys/:keyId',
-    { schema: describeRoute({ summary: 'Change a key', tags, params: keyPathParams, body: patchKeyBody }) },
+    {
+      config: { permission: 'keys:write' },
+      schema: describeRoute({ summary: 'Change a key', tags, params: keyPathParams, body: patchKeyBody }),
+    },
     async (request, reply) => {
       const { keyId } = request.params;
       const body = patchKeyBody.safeParse(request.body ?? {});
@@ -137,7 +141,7 @@ export function registerKeyRoutes(app: FastifyInstance, deps: AdminServerDeps): 
       if (body.data.tokenBudgets !== undefined) patch.tokenBudgets = body.data.tokenBudgets;
       if (body.data.monthlySpendCap !== undefined) patch.monthlySpendCap = body.data.monthlySpendCap;
       if (body.data.restrictions !== undefined) patch.restrictions = body.data.restrictions;
-      const key = await updateKey(deps, OPERATOR, keyId, patch);
+      const key = await updateKey(deps, actorOf(request), keyId, patch);
       if (!key) return sendKeyNotFound(reply, keyId);
       return reply.send(keyView(key, now(), deps.currency ?? DEFAULT_CURRENCY));
     },
@@ -146,6 +150,7 @@ export function registerKeyRoutes(app: FastifyInstance, deps: AdminServerDeps): 
   app.post<KeyParams>(
     '/admin/keys/:keyId/rotate',
     {
+      config: { permission: 'keys:write' },
       schema: describeRoute({
         summary: 'Rotate a key (the answer holds the new key, once)',
         tags,
@@ -162,7 +167,7 @@ export function registerKeyRoutes(app: FastifyInstance, deps: AdminServerDeps): 
       const old = await deps.store.getKey(keyId);
       if (!old) return sendKeyNotFound(reply, keyId);
       const graceSeconds = body.data.graceSeconds ?? 0;
-      const outcome = await rotateKey(deps, OPERATOR, old, graceSeconds);
+      const outcome = await rotateKey(deps, actorOf(request), old, graceSeconds);
       switch (outcome.kind) {
         case 'rotated':
           return reply.code(201).send({
@@ -203,12 +208,12 @@ export function registerKeyRoutes(app: FastifyInstance, deps: AdminServerDeps): 
 
   app.post<KeyParams>(
     '/admin/keys/:keyId/revoke',
-    { schema: describeRoute({ summary: 'Revoke a key', tags, params: keyPathParams }) },
+    { config: { permission: 'keys:write' }, schema: describeRoute({ summary: 'Revoke a key', tags, params: keyPathParams }) },
     async (request, reply) => {
       const { keyId } = request.params;
       const refused = refuseLookup(reply, keyId);
       if (refused) return refused;
-      const key = await revokeKey(deps, OPERATOR, keyId);
+      const key = await revokeKey(deps, actorOf(request), keyId);
       if (!key) return sendKeyNotFound(reply, keyId);
       return reply.send(keyView(key, now(), deps.currency ?? DEFAULT_CURRENCY));
     },

@@ -1,6 +1,5 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { addMember, changeMemberRole, removeMember } from '../../accounts/member-actions';
-import { OPERATOR } from '../../accounts/customer-identity';
 import type { AddMemberResult, MemberChangeResult } from '../../ports/store';
 import { sendAccountNotFound, sendAdminError, sendMemberNotFound } from '../admin-errors';
 import { sendInvalidField } from '../../http/api-errors';
@@ -17,6 +16,7 @@ import {
 import { describeRoute } from '../../http/openapi';
 
 import type { AdminServerDeps } from '../admin-deps';
+import { actorOf } from '../admin-authorization';
 import { memberView } from '../admin-views';
 
 type AccountParams = { Params: { id: string } };
@@ -34,7 +34,10 @@ export function registerMemberRoutes(app: FastifyInstance, deps: AdminServerDeps
 
   app.get<AccountParams>(
     '/admin/accounts/:id/members',
-    { schema: describeRoute({ summary: "List an account's members and invitations", tags, params: accountPathParams }) },
+    {
+      config: { permission: 'members:read' },
+      schema: describeRoute({ summary: "List an account's members and invitations", tags, params: accountPathParams }),
+    },
     async (request, reply) => {
       const members = isAccountId(request.params.id) ? await deps.store.listMembers(request.params.id) : null;
       if (!members) return sendAccountNotFound(reply, request.params.id);
@@ -45,6 +48,7 @@ export function registerMemberRoutes(app: FastifyInstance, deps: AdminServerDeps
   app.post<AccountParams>(
     '/admin/accounts/:id/members',
     {
+      config: { permission: 'members:write' },
       schema: describeRoute({ summary: 'Add a member, or invite one by email', tags, params: accountPathParams, body: addMemberBodyShape }),
     },
     async (request, reply) => {
@@ -52,30 +56,36 @@ export function registerMemberRoutes(app: FastifyInstance, deps: AdminServerDeps
       if (!body.success) return sendInvalidField(reply, body.error);
       const accountId = request.params.id;
       if (!isAccountId(accountId)) return sendAccountNotFound(reply, accountId);
-      const result = await addMember(deps, OPERATOR, { accountId, role: body.data.role, principal: principalOf(body.data) });
+      const result = await addMember(deps, actorOf(request), { accountId, role: body.data.role, principal: principalOf(body.data) });
       return sendAddResult(reply, accountId, result);
     },
   );
 
   app.patch<MemberParams>(
     '/admin/accounts/:id/members/:memberId',
-    { schema: describeRoute({ summary: "Change a member's role", tags, params: memberPathParams, body: patchMemberBody }) },
+    {
+      config: { permission: 'members:write' },
+      schema: describeRoute({ summary: "Change a member's role", tags, params: memberPathParams, body: patchMemberBody }),
+    },
     async (request, reply) => {
       const { id, memberId } = request.params;
       const body = patchMemberBody.safeParse(request.body ?? {});
       if (!body.success) return sendInvalidField(reply, body.error);
       if (!isAccountId(id) || !isMemberId(memberId)) return sendMemberNotFound(reply, id, memberId);
-      return sendChangeResult(reply, id, memberId, await changeMemberRole(deps, OPERATOR, id, memberId, body.data.role));
+      return sendChangeResult(reply, id, memberId, await changeMemberRole(deps, actorOf(request), id, memberId, body.data.role));
     },
   );
 
   app.delete<MemberParams>(
     '/admin/accounts/:id/members/:memberId',
-    { schema: describeRoute({ summary: 'Remove a member or an invitation', tags, params: memberPathParams }) },
+    {
+      config: { permission: 'members:write' },
+      schema: describeRoute({ summary: 'Remove a member or an invitation', tags, params: memberPathParams }),
+    },
     async (request, reply) => {
       const { id, memberId } = request.params;
       if (!isAccountId(id) || !isMemberId(memberId)) return sendMemberNotFound(reply, id, memberId);
-      return sendChangeResult(reply, id, memberId, await removeMember(deps, OPERATOR, id, memberId));
+      return sendChangeResult(reply, id, memberId, await removeMember(deps, actorOf(request), id, memberId));
     },
   );
 }

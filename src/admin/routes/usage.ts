@@ -25,6 +25,7 @@ export function registerUsageRoutes(app: FastifyInstance, deps: AdminServerDeps)
   app.get<AccountParams>(
     '/admin/accounts/:id/usage',
     {
+      config: { permission: 'usage:read' },
       schema: describeRoute({
         summary: "An account's metered usage by hour or day",
         tags: ['usage'],

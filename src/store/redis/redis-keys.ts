@@ -32,6 +32,14 @@ export const redisKeys = {
    * SHA-256 of its session id: a dump of Redis holds no live session id.
    */
   customerSession: (sessionIdHash: string) => `gwa:session:${sessionIdHash}`,
+  /** An operator dashboard session, as customerSession but apart: neither dashboard can read the other's sessions. */
+  operatorSession: (sessionIdHash: string) => `gwa:operator-session:${sessionIdHash}`,
+  /** String: an operator API token's record (JSON, with its hash); kept after revocation and expiry, for the listing. */
+  operatorToken: (tokenId: string) => `gwa:operator-token:${tokenId}`,
+  /** String: token hash → token id, while the token is not revoked (deleted first when it is). */
+  operatorTokenIdByHash: (tokenHash: string) => `gwa:operator-token-hash:${tokenHash}`,
+  /** Set of every operator token id, for the listing. */
+  operatorTokens: () => 'gwa:operator-tokens',
   accountTag: (accountId: string) => `gwa:{acct:${accountId}}:`,
   account: (accountId: string) => `${redisKeys.accountTag(accountId)}account`,
   key: (accountId: string, keyId: string) => `${redisKeys.accountTag(accountId)}key:${keyId}`,

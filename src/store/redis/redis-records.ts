@@ -1,6 +1,6 @@
 import { KEY_ENVIRONMENTS, type KeyEnvironment } from '../../keys/customer-key';
 import { MAX_ACTIVE_KEYS_LIMIT } from '../../keys/active-key-cap';
-import { MEMBER_ROLES, OPERATOR, type AuditActor, type MemberRole } from '../../accounts/customer-identity';
+import { MEMBER_ROLES, OPERATOR, type AuditActor, type MemberRole, type OperatorActor } from '../../accounts/customer-identity';
 import type { Member, MemberPrincipal } from '../../accounts/members';
 import type { RateLimit, RatePlanOverride } from '../../accounts/limits/rate-limits';
 import type { TokenBudget, TokenBudgetOverride } from '../../accounts/limits/token-budgets';
@@ -71,14 +71,38 @@ const isText = (value: unknown): value is string => typeof value === 'string' &&
 
 /** An actor as it is written in key records, member records and audit entries: JSON. */
 export function actorToText(actor: AuditActor): string {
-  return JSON.stringify(
-    actor.kind === 'operator' ? { kind: 'operator' } : { kind: 'member', issuer: actor.issuer, subject: actor.subject },
-  );
+  if (actor.kind === 'member') return JSON.stringify({ kind: 'member', issuer: actor.issuer, subject: actor.subject });
+  return JSON.stringify(actor.operator ? { kind: 'operator', operator: operatorActorFields(actor.operator) } : { kind: 'operator' });
+}
+
+function operatorActorFields(operator: OperatorActor): OperatorActor {
+  switch (operator.kind) {
+    case 'person':
+      return { kind: 'person', issuer: operator.issuer, subject: operator.subject };
+    case 'token':
+      return { kind: 'token', tokenId: operator.tokenId, name: operator.name };
+    case 'break-glass':
+      return { kind: 'break-glass' };
+  }
+}
+
+function parseOperatorActor(value: unknown): OperatorActor | undefined {
+  const operator = value as Partial<Record<string, unknown>> | undefined;
+  if (operator?.kind === 'break-glass') return { kind: 'break-glass' };
+  if (operator?.kind === 'person' && isText(operator.issuer) && isText(operator.subject)) {
+    return { kind: 'person', issuer: operator.issuer, subject: operator.subject };
+  }
+  if (operator?.kind === 'token' && isText(operator.tokenId) && typeof operator.name === 'string') {
+    return { kind: 'token', tokenId: operator.tokenId, name: operator.name };
+  }
+  return undefined;
 }
 
 export function parseActor(value: unknown, what: RecordKind, field: string): AuditActor {
   const actor = (typeof value === 'string' ? safeJson(value) : value) as Partial<Record<string, unknown>> | undefined;
-  if (actor?.kind === 'operator') return OPERATOR;
+  if (actor?.kind === 'operator' && actor.operator === undefined) return OPERATOR;
+  const operator = actor?.kind === 'operator' ? parseOperatorActor(actor.operator) : undefined;
+  if (operator) return { kind: 'operator', operator };
   if (actor?.kind === 'member' && isText(actor.issuer) && isText(actor.subject)) {
     return { kind: 'member', issuer: actor.issuer, subject: actor.subject };
   }

@@ -1,4 +1,4 @@
-import type { SessionStorage } from '../../customer/session-storage';
+import type { SessionStorage } from '../../http/sign-in/session-storage';
 import type { RedisTopology } from '../../platform/settings';
 import { StoreUnavailableError } from '../../ports/store';
 import { closeClient, describeTopology, openClient, type ScriptedRedis } from './redis-client';
@@ -10,32 +10,40 @@ import { redisKeys } from './redis-keys';
  * own: a sign-in never waits behind Checks, and the Check path is untouched.
  */
 export class RedisSessionStorage implements SessionStorage {
-  private constructor(private readonly redis: ScriptedRedis) {}
+  private constructor(
+    private readonly redis: ScriptedRedis,
+    private readonly keyOf: (idHash: string) => string,
+  ) {}
 
-  static async connect(topology: RedisTopology, commandTimeoutMs: number): Promise<RedisSessionStorage> {
+  /** `keyOf`: where a session lives; each dashboard has its own, so neither reads the other's sessions. */
+  static async connect(
+    topology: RedisTopology,
+    commandTimeoutMs: number,
+    keyOf: (idHash: string) => string = redisKeys.customerSession,
+  ): Promise<RedisSessionStorage> {
     const redis = openClient(topology, commandTimeoutMs);
     try {
       await redis.connect();
       await redis.ping();
     } catch (error) {
       redis.disconnect();
-      throw new StoreUnavailableError(`cannot reach ${describeTopology(topology)} for customer sessions: ${(error as Error).message}`, {
+      throw new StoreUnavailableError(`cannot reach ${describeTopology(topology)} for dashboard sessions: ${(error as Error).message}`, {
         cause: error,
       });
     }
-    return new RedisSessionStorage(redis);
+    return new RedisSessionStorage(redis, keyOf);
   }
 
   async read(idHash: string): Promise<string | null> {
-    return this.call(() => this.redis.get(redisKeys.customerSession(idHash)));
+    return this.call(() => this.redis.get(this.keyOf(idHash)));
   }
 
   async write(idHash: string, data: string, ttlMs: number): Promise<void> {
-    await this.call(() => this.redis.set(redisKeys.customerSession(idHash), data, 'PX', Math.max(1, Math.ceil(ttlMs))));
+    await this.call(() => this.redis.set(this.keyOf(idHash), data, 'PX', Math.max(1, Math.ceil(ttlMs))));
   }
 
   async remove(idHash: string): Promise<void> {
-    await this.call(() => this.redis.del(redisKeys.customerSession(idHash)));
+    await this.call(() => this.redis.del(this.keyOf(idHash)));
   }
 
   async close(): Promise<void> {

@@ -2,7 +2,10 @@
 /**
  * The operator's "API Keys" page (/dashboard). Rules it keeps:
  * - every string from the API (account and key names, ids, error messages) goes into the page as text (../shared/dom.js);
- * - the admin token lives in sessionStorage only (this tab), never in localStorage or a cookie; "Sign out" removes it;
+ * - an operator token lives in sessionStorage only (this tab), never in localStorage or a cookie; "Sign out" removes it;
+ * - or the operator signs in with single sign-on: the session is a cookie the page never reads, and every change carries
+ *   the session's CSRF token;
+ * - controls an operator's permissions do not include are hidden (a courtesy: the admin API checks every call);
  * - a full key (create, regenerate) is shown once, in the key panel, until "Done" (../shared/key-panel.js).
  */
 import { ApiError, fetchJson, isObject } from '../shared/api.js';
@@ -13,6 +16,7 @@ import { keyPanel } from '../shared/key-panel.js';
 import { keyTable } from '../shared/key-table.js';
 import { oneAtATime } from '../shared/one-at-a-time.js';
 import { restrictionFields } from '../shared/restriction-fields.js';
+import { auditSection } from './operator-audit.js';
 
 // The admin API's answers, as declared for the CLI: one description of the wire contract for both clients.
 /** @typedef {import('../../cli/api-types').ApiAccount} Account */
@@ -35,6 +39,11 @@ const ui = {
   keyName: byId('key-name', HTMLInputElement),
   keyEnvironment: byId('key-environment', HTMLSelectElement),
   notice: byId('notice', HTMLElement),
+  sso: byId('sso', HTMLElement),
+  who: byId('operator-who', HTMLElement),
+  keysRegion: byId('keys-region', HTMLElement),
+  keysNotAllowed: byId('keys-not-allowed', HTMLElement),
+  createSection: byId('create-section', HTMLElement),
 };
 
 const messages = messageRegions(byId('error', HTMLElement), ui.notice);
@@ -48,6 +57,10 @@ let currentAccountId = null;
 let keys = [];
 /** Only the newest keys request may render (the account can change while one is on its way). */
 let keysRequest = 0;
+/** Signed in with single sign-on: calls carry the session cookie (and the CSRF token on changes) instead of a token. */
+let session = /** @type {{ csrfToken: string } | null} */ (null);
+/** What the signed-in operator may do (GET /admin/operator/me). */
+let permissions = /** @type {string[]} */ ([]);
 
 // ---------------------------------------------------------------- token
 
@@ -85,8 +98,16 @@ function forgetToken() {
  * @param {string | null} [token]  defaults to the stored one
  */
 function api(method, path, body, token = storedToken()) {
+  if (session) {
+    /** @type {Record<string, string>} */
+    const headers = method === 'GET' ? {} : { 'x-csrf-token': session.csrfToken };
+    return fetchJson(method, path, { body, headers, credentials: 'same-origin', service: 'the admin API' });
+  }
   return fetchJson(method, path, { body, headers: { authorization: `Bearer ${token ?? ''}` }, service: 'the admin API' });
 }
+
+/** @param {string} permission */
+const may = (permission) => permissions.includes(permission);
 
 /**
  * The list under `field` in an answer.
@@ -111,7 +132,7 @@ function createdKeyIn(data) {
 
 /** @param {unknown} error */
 function failed(error) {
-  if (error instanceof ApiError && error.status === 401 && storedToken() !== null) signOut();
+  if (error instanceof ApiError && error.status === 401 && (storedToken() !== null || session !== null)) signOut();
   messages.error(error);
 }
 
@@ -136,14 +157,17 @@ const dialogs = keyDialogs({
 const table = keyTable({
   graceNote: 'in its rotation grace period',
   extraCells: () => [],
-  actions: (key) => [
-    dialogs.regenerateButton(key),
-    // As Regenerate: a key already replaced is on its way out, and its successor carries the restrictions on.
-    key.status === 'active' &&
-      !key.replacedBy &&
-      button('Restrict', { className: 'secondary small', label: `Restrict key ${describeKey(key)}` }, () => openRestrict(key)),
-    dialogs.revokeButton(key),
-  ],
+  actions: (key) =>
+    !may('keys:write')
+      ? []
+      : [
+          dialogs.regenerateButton(key),
+          // As Regenerate: a key already replaced is on its way out, and its successor carries the restrictions on.
+          key.status === 'active' &&
+            !key.replacedBy &&
+            button('Restrict', { className: 'secondary small', label: `Restrict key ${describeKey(key)}` }, () => openRestrict(key)),
+          dialogs.revokeButton(key),
+        ],
 });
 
 // ---------------------------------------------------------------- restrictions
@@ -243,7 +267,7 @@ async function loadAccounts(token) {
 async function loadKeys() {
   const request = ++keysRequest;
   const accountId = currentAccountId;
-  if (!accountId) {
+  if (!accountId || !may('keys:read')) {
     keys = [];
     renderKeys();
     return;
@@ -254,16 +278,48 @@ async function loadKeys() {
   renderKeys();
 }
 
-/** @param {string} token */
+const audit = auditSection({ get: (method, path) => api(method, path), failed });
+
+/**
+ * Who is signed in and what they may do; the controls follow.
+ * @param {string | null} [token]
+ */
+async function loadPermissions(token) {
+  const me = await api('GET', '/admin/operator/me', undefined, token);
+  if (!isObject(me) || !Array.isArray(me.permissions) || !isObject(me.operator)) {
+    throw new ApiError(0, '', "The admin API's answer says nothing of who is signed in.");
+  }
+  permissions = me.permissions.filter((permission) => typeof permission === 'string');
+  const operator = me.operator;
+  const roles = Array.isArray(me.roles) ? ` (${me.roles.join(', ')})` : '';
+  const who =
+    operator.kind === 'person'
+      ? `${String(me.displayName ?? operator.subject)}${roles}`
+      : operator.kind === 'token'
+        ? `token “${String(operator.name)}”`
+        : 'break-glass ADMIN_TOKEN';
+  replaceContent(ui.who, `Signed in as ${who}`);
+  ui.keysRegion.hidden = !may('keys:read');
+  ui.keysNotAllowed.hidden = may('keys:read');
+  ui.createSection.hidden = !may('keys:write');
+}
+
+/** @param {string | null} token  null: the single sign-on session */
 async function signIn(token) {
+  await loadPermissions(token);
   await loadAccounts(token);
-  storeToken(token);
+  if (token !== null) storeToken(token);
   showSignedIn(true);
   await loadKeys();
+  await audit.show(may('audit:read'));
 }
 
 function signOut() {
   forgetToken();
+  session = null;
+  permissions = [];
+  replaceContent(ui.who);
+  void audit.show(false);
   newKey.hide();
   dialogs.closeAll();
   accounts = [];
@@ -300,8 +356,22 @@ ui.signInForm.addEventListener('submit', (event) => {
 });
 
 ui.signOut.addEventListener('click', () => {
-  signOut();
-  messages.notice('Signed out. The admin token was removed from this tab.');
+  const ending = session;
+  if (!ending) {
+    signOut();
+    messages.notice('Signed out. The token was removed from this tab.');
+    return;
+  }
+  void run(async () => {
+    // The server ends the session first; then the page forgets it.
+    await fetchJson('POST', '/dashboard/auth/logout', {
+      headers: { 'x-csrf-token': ending.csrfToken },
+      credentials: 'same-origin',
+      service: 'the admin API',
+    });
+    signOut();
+    messages.notice('Signed out.');
+  });
 });
 
 ui.accountSelect.addEventListener('change', () => {
@@ -342,6 +412,29 @@ ui.createForm.addEventListener('submit', (event) => {
   });
 });
 
+/** Why a single sign-on came back without a session (the server's `?sign_in=` reasons). */
+const SIGN_IN_OUTCOMES = /** @type {Record<string, string>} */ ({
+  no_operator_role: 'You signed in, but none of your groups is mapped to an operator role. Ask an admin to map one.',
+  needs_https: 'Single sign-on needs this page over HTTPS.',
+  provider_unreachable: 'The identity provider could not be reached. Try again shortly.',
+});
+
+/** Signed in by the single sign-on session, if there is one; otherwise shows its button when it is offered. */
+async function resumeSession() {
+  const outcome = new URLSearchParams(window.location.search).get('sign_in');
+  if (outcome) {
+    messages.error(new ApiError(0, outcome, SIGN_IN_OUTCOMES[outcome] ?? `Single sign-on did not complete (${outcome}).`));
+    window.history.replaceState(null, '', '/dashboard');
+  }
+  const data = await fetchJson('GET', '/dashboard/auth/session', { credentials: 'same-origin', service: 'the admin API' });
+  if (isObject(data) && data.signedIn === true && typeof data.csrfToken === 'string') {
+    session = { csrfToken: data.csrfToken };
+    return true;
+  }
+  ui.sso.hidden = !(isObject(data) && data.signInOffered === true);
+  return false;
+}
+
 const token = storedToken();
 if (token) {
   void run(async () => {
@@ -355,5 +448,8 @@ if (token) {
   });
 } else {
   showSignedIn(false);
-  ui.token.focus();
+  void run(async () => {
+    if (await resumeSession()) await signIn(null);
+    else ui.token.focus();
+  });
 }

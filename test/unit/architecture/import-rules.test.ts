@@ -38,6 +38,10 @@ const PLATFORM_EXCEPTIONS: Record<string, { folders: readonly string[]; reason: 
     folders: ['accounts', 'check', 'metering'],
     reason: "the config file's schema checks routes, limits and prices with the features' own rules",
   },
+  'platform/operator-sign-in-settings.ts': {
+    folders: ['operators'],
+    reason: "validates the operator sign-in's role mapping against the operators' own roles",
+  },
   'platform/metrics.ts': {
     folders: ['admin', 'check', 'metering'],
     reason: "the one Prometheus registry: its labels and observers take the features' outcome types",

@@ -7,7 +7,7 @@ import {
   storageTtlMs,
   storedFieldsOf,
   type PendingLogin,
-} from '../../../src/customer/customer-session';
+} from '../../../src/http/sign-in/sign-in-session';
 
 const T0 = Date.parse('2026-11-23T09:00:00Z');
 const lifetime = { idleMs: 30 * 60_000, maxAgeMs: 12 * 3_600_000 };

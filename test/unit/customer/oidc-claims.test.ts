@@ -1,4 +1,4 @@
-import { asRefusal, identityFromClaims, SignInRefused } from '../../../src/customer/oidc-login';
+import { asRefusal, identityFromClaims, SignInRefused } from '../../../src/http/sign-in/oidc-relying-party';
 
 const ISSUER = 'https://login.example.com';
 

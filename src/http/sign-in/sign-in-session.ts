@@ -1,9 +1,11 @@
 import { z } from 'zod';
-import type { CustomerIdentity } from '../accounts/customer-identity';
+import type { CustomerIdentity } from '../../accounts/customer-identity';
 
 /**
- * What a customer dashboard session holds, and how long it lives. The session
- * id travels in the cookie; everything here stays in the session storage.
+ * What a dashboard sign-in session holds (the customer dashboard's and the
+ * operator dashboard's, each in its own cookie and storage keys), and how
+ * long it lives. The session id travels in the cookie; everything here stays
+ * in the session storage.
  */
 
 /** A sign-in started in this browser and not finished yet: what the identity provider's answer must match. */
@@ -22,6 +24,8 @@ declare module 'fastify' {
     /** The last request in this session, on the injected clock (rewritten at most every LAST_SEEN_GRANULARITY_MS). */
     lastSeenAtMs?: number;
     pendingLogins?: PendingLogin[];
+    /** Operator dashboard only: the roles the identity provider's role claim mapped to at sign-in. */
+    operatorRoles?: string[];
     /** @fastify/csrf-protection's per-session secret. */
     _csrf?: string;
   }
@@ -57,6 +61,7 @@ const storedSessionSchema = z.object({
     .array(z.object({ state: z.string(), nonce: z.string(), codeVerifier: z.string(), startedAtMs: z.number().int() }))
     .max(MAX_PENDING_LOGINS)
     .optional(),
+  operatorRoles: z.array(z.string()).max(10).optional(),
   _csrf: z.string().optional(),
 });
 
@@ -64,8 +69,8 @@ export type StoredSession = z.output<typeof storedSessionSchema>;
 
 /** The stored fields of a session object (for writing). */
 export function storedFieldsOf(session: StoredSession): StoredSession {
-  const { identity, signedInAtMs, lastSeenAtMs, pendingLogins, _csrf } = session;
-  return { identity, signedInAtMs, lastSeenAtMs, pendingLogins, _csrf };
+  const { identity, signedInAtMs, lastSeenAtMs, pendingLogins, operatorRoles, _csrf } = session;
+  return { identity, signedInAtMs, lastSeenAtMs, pendingLogins, ...(operatorRoles ? { operatorRoles } : {}), _csrf };
 }
 
 /** A stored entry read back; null when it is not what this code writes (treated as no session). */

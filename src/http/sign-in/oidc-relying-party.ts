@@ -1,6 +1,12 @@
-import type { CustomerIdentity } from '../accounts/customer-identity';
-import type { CustomerSignInSettings, IdentityClaim } from '../platform/settings';
-import type { PendingLogin } from './customer-session';
+import type { CustomerIdentity } from '../../accounts/customer-identity';
+import type { CustomerSignInSettings, IdentityClaim } from '../../platform/settings';
+
+/** What a relying party needs of its dashboard's settings (the customer's and the operator's have these alike). */
+export type RelyingPartySettings = Pick<
+  CustomerSignInSettings,
+  'issuerUrl' | 'clientId' | 'clientSecret' | 'redirectUrl' | 'scopes' | 'identityClaim'
+>;
+import type { PendingLogin } from './sign-in-session';
 
 /**
  * The OpenID Connect relying party: authorization code flow with PKCE (S256),
@@ -48,7 +54,7 @@ export class SignInRefused extends Error {
   }
 }
 
-/** What the customer server needs from the identity provider side. */
+/** What a dashboard's server needs from the identity provider side. */
 export interface RelyingParty {
   /** Where to send the browser, and what its return must match. */
   beginLogin(nowMs: number): Promise<{ authorizationUrl: string; pending: PendingLogin }>;
@@ -56,10 +62,23 @@ export interface RelyingParty {
   completeLogin(callbackQuery: string, pending: PendingLogin): Promise<CustomerIdentity>;
 }
 
-export class OidcRelyingParty implements RelyingParty {
+/** A relying party that also hands over the claims it was told to read (the operator dashboard's role claim). */
+export interface ClaimsRelyingParty {
+  beginLogin(nowMs: number): Promise<{ authorizationUrl: string; pending: PendingLogin }>;
+  completeLoginWithClaims(
+    callbackQuery: string,
+    pending: PendingLogin,
+  ): Promise<{ identity: CustomerIdentity; claims: Record<string, unknown> }>;
+}
+
+export class OidcRelyingParty implements RelyingParty, ClaimsRelyingParty {
   private discovered: Promise<{ client: OpenIdClient; config: OidcConfiguration }> | undefined;
 
-  constructor(private readonly settings: CustomerSignInSettings) {}
+  /** `extraClaims`: claims the caller reads besides the identity; when the ID token lacks one, userinfo is asked too. */
+  constructor(
+    private readonly settings: RelyingPartySettings,
+    private readonly extraClaims: readonly string[] = [],
+  ) {}
 
   async beginLogin(nowMs: number): Promise<{ authorizationUrl: string; pending: PendingLogin }> {
     const { client, config } = await this.provider();
@@ -81,6 +100,13 @@ export class OidcRelyingParty implements RelyingParty {
   }
 
   async completeLogin(callbackQuery: string, pending: PendingLogin): Promise<CustomerIdentity> {
+    return (await this.completeLoginWithClaims(callbackQuery, pending)).identity;
+  }
+
+  async completeLoginWithClaims(
+    callbackQuery: string,
+    pending: PendingLogin,
+  ): Promise<{ identity: CustomerIdentity; claims: Record<string, unknown> }> {
     const { client, config } = await this.provider();
     // The redirect URI sent to the token endpoint is the configured one, whatever a proxy made of the request's own URL.
     const currentUrl = new URL(this.settings.redirectUrl);
@@ -95,12 +121,13 @@ export class OidcRelyingParty implements RelyingParty {
       const idToken = tokens.claims();
       if (!idToken) throw new SignInRefused('response_invalid', 'The identity provider sent no ID token.');
       let claims: Record<string, unknown> = idToken;
-      if (needsUserInfo(idToken, this.settings.identityClaim) && config.serverMetadata().userinfo_endpoint) {
+      const lacksExtra = this.extraClaims.some((claim) => idToken[claim] === undefined);
+      if ((lacksExtra || needsUserInfo(idToken, this.settings.identityClaim)) && config.serverMetadata().userinfo_endpoint) {
         // The ID token stays authoritative for who this is; userinfo adds email and name (fetchUserInfo checks `sub`).
         const userInfo = await client.fetchUserInfo(config, tokens.access_token, idToken.sub);
         claims = { ...userInfo, iss: idToken.iss, sub: idToken.sub };
       }
-      return identityFromClaims(claims, this.settings.identityClaim);
+      return { identity: identityFromClaims(claims, this.settings.identityClaim), claims };
     } catch (error) {
       throw asRefusal(error);
     }
@@ -126,7 +153,7 @@ export class OidcRelyingParty implements RelyingParty {
       clientSecret ? client.ClientSecretBasic(clientSecret) : client.None(),
       {
         timeout: PROVIDER_TIMEOUT_SECONDS,
-        // Only on a loopback issuer with CUSTOMER_PLAIN_HTTP_LOCALHOST (settings.ts refuses anything else).
+        // Only on a loopback issuer with CUSTOMER_PLAIN_HTTP_LOCALHOST or OPERATOR_PLAIN_HTTP_LOCALHOST (settings.ts refuses anything else).
         execute: new URL(this.settings.issuerUrl).protocol === 'http:' ? [client.allowInsecureRequests] : [],
       },
     );

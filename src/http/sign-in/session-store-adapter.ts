@@ -1,9 +1,9 @@
 import { createHash } from 'node:crypto';
 import type { Session } from 'fastify';
 import type { SessionStore } from '@fastify/session';
-import type { Clock } from '../platform/clock';
+import type { Clock } from '../../platform/clock';
 import type { SessionStorage } from './session-storage';
-import { parseStoredSession, storageTtlMs, storedFieldsOf, type SessionLifetime } from './customer-session';
+import { parseStoredSession, storageTtlMs, storedFieldsOf, type SessionLifetime } from './sign-in-session';
 
 /** The storage never sees a live session id: only its SHA-256. */
 export function sessionIdHash(sessionId: string): string {
