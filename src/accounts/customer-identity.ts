@@ -40,11 +40,17 @@ export interface MembershipLookup {
 
 /**
  * Which operator made an admin change: a person signed in to the operator
- * dashboard (issuer and subject), an operator API token (id and name), or the
- * break-glass ADMIN_TOKEN.
+ * dashboard (issuer and subject), an operator API token (id and name), the
+ * break-glass ADMIN_TOKEN, or a secret scanner's verified alert (which one).
  */
 export type OperatorActor =
-  { kind: 'person'; issuer: string; subject: string } | { kind: 'token'; tokenId: string; name: string } | { kind: 'break-glass' };
+  | { kind: 'person'; issuer: string; subject: string }
+  | { kind: 'token'; tokenId: string; name: string }
+  | { kind: 'break-glass' }
+  | { kind: 'secret-scanning'; reporter: SecretScanningReporter };
+
+/** The secret-scanning programs whose signed alerts change keys. */
+export type SecretScanningReporter = 'github';
 
 /**
  * Who made a change, for the audit trail: an operator (and which one), or a

@@ -186,6 +186,7 @@ const AUDIT_ACTION_NAMES: Record<AuditAction, true> = {
   'key.update': true,
   'key.rotate': true,
   'key.revoke': true,
+  'key.exposed': true,
   'member.add': true,
   'member.update': true,
   'member.remove': true,

@@ -1,4 +1,4 @@
-import { OPERATOR } from '../accounts/customer-identity';
+import { operatorAuditActor, type AuditActor } from '../accounts/customer-identity';
 import type { ActionDeps } from '../accounts/action-deps';
 import { recordChange } from '../accounts/audit-trail';
 import type { KeyIndex } from '../check/ports';
@@ -79,11 +79,12 @@ export async function handleExposedKey(deps: KeyExposureDeps, report: KeyExposur
   const ids = await deps.keyIndex.resolveKeyHash(hashCustomerKey(report.token));
   const key = ids ? await deps.store.getKey(ids.keyId) : null;
   if (!key) return { label: 'false_positive', handled: 'unknown_key' };
-  const { handled, successorKeyId } = key.status === 'revoked' ? { handled: 'already_revoked' as const } : await disable(deps, key);
+  const { handled, successorKeyId } =
+    key.status === 'revoked' ? { handled: 'already_revoked' as const } : await disable(deps, key, report.reporter);
   const url = auditedText(report.url);
   await recordChange(deps, {
     action: 'key.exposed',
-    actor: OPERATOR,
+    actor: reporterActor(report.reporter),
     accountId: key.accountId,
     keyId: key.id,
     keyPrefix: key.prefix,
@@ -108,15 +109,24 @@ export async function handleExposedKey(deps: KeyExposureDeps, report: KeyExposur
  * key is expired, already rotated, or the account is at its active-key cap) or whose outcome is unknown ends in a
  * revocation: an exposed key is never left working without an end.
  */
-async function disable(deps: KeyExposureDeps, key: StoredKey): Promise<{ handled: 'revoked' | 'rotated'; successorKeyId?: string }> {
+async function disable(
+  deps: KeyExposureDeps,
+  key: StoredKey,
+  reporter: KeyExposureReport['reporter'],
+): Promise<{ handled: 'revoked' | 'rotated'; successorKeyId?: string }> {
   const account = await deps.store.getAccount(key.accountId);
   if ((account?.exposedKeyAction ?? DEFAULT_EXPOSED_KEY_ACTION) === 'rotate' && !key.revokeAt) {
-    const rotated = await rotateKey(deps, OPERATOR, key, EXPOSED_KEY_GRACE_SECONDS);
+    const rotated = await rotateKey(deps, reporterActor(reporter), key, EXPOSED_KEY_GRACE_SECONDS);
     // The successor's secret is dropped here: nobody asked for it, and it is shown to no one.
     if (rotated.kind === 'rotated') return { handled: 'rotated', successorKeyId: rotated.newKey.id };
   }
-  await revokeKey(deps, OPERATOR, key.id);
+  await revokeKey(deps, reporterActor(reporter), key.id);
   return { handled: 'revoked' };
+}
+
+/** The audit names the program whose verified alert made the change, not an operator. */
+function reporterActor(reporter: KeyExposureReport['reporter']): AuditActor {
+  return operatorAuditActor({ kind: 'secret-scanning', reporter });
 }
 
 /** The scanner's free text as an audit detail value: printable, without spaces, without anything key-shaped, bounded. */

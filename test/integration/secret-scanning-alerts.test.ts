@@ -131,7 +131,7 @@ async function postAlert(app: AppUnderTest, body: string, headers: Record<string
 
 const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
 
-async function auditOf(keyId: string): Promise<{ action: string; detail?: string }[]> {
+async function auditOf(keyId: string): Promise<{ action: string; detail?: string; actor?: unknown }[]> {
   const audit = await scanning.admin('GET', '/admin/accounts/acme/audit?limit=1000');
   expect(audit.status).toBe(200);
   return audit.body.entries.filter((entry) => entry.keyId === keyId).reverse();
@@ -149,6 +149,9 @@ it('revokes a reported live key at once: the next Check on the other replica ref
   const audit = await auditOf(leaked.id);
   expect(audit.map((entry) => entry.action)).toEqual(['key.create', 'key.revoke', 'key.exposed']);
   expect(audit[2]?.detail).toBe('reporter=github source=content handled=revoked url=https://github.com/octo/app/blob/abc123/.env');
+  // Both changes name GitHub's secret scanning as their actor, not an operator.
+  const byScanner = { kind: 'operator', operator: { kind: 'secret-scanning', reporter: 'github' } };
+  expect(audit.slice(1).map((entry) => entry.actor)).toEqual([byScanner, byScanner]);
 });
 
 it('labels a live and a revoked key of ours true_positive, an unknown well-formed key and a foreign token false_positive', async () => {

@@ -104,6 +104,8 @@ function actorMatches(actor: AuditActor, wanted: string): boolean {
   switch (operator.kind) {
     case 'break-glass':
       return wanted === 'break-glass';
+    case 'secret-scanning':
+      return wanted === 'secret-scanning';
     case 'token':
       return operator.tokenId === wanted;
     case 'person':

@@ -83,12 +83,15 @@ function operatorActorFields(operator: OperatorActor): OperatorActor {
       return { kind: 'token', tokenId: operator.tokenId, name: operator.name };
     case 'break-glass':
       return { kind: 'break-glass' };
+    case 'secret-scanning':
+      return { kind: 'secret-scanning', reporter: operator.reporter };
   }
 }
 
 function parseOperatorActor(value: unknown): OperatorActor | undefined {
   const operator = value as Partial<Record<string, unknown>> | undefined;
   if (operator?.kind === 'break-glass') return { kind: 'break-glass' };
+  if (operator?.kind === 'secret-scanning' && operator.reporter === 'github') return { kind: 'secret-scanning', reporter: 'github' };
   if (operator?.kind === 'person' && isText(operator.issuer) && isText(operator.subject)) {
     return { kind: 'person', issuer: operator.issuer, subject: operator.subject };
   }

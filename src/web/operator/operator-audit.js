@@ -18,6 +18,7 @@ export function actorText(actor) {
   const operator = actor.operator;
   if (!operator) return 'an operator';
   if (operator.kind === 'break-glass') return 'break-glass ADMIN_TOKEN';
+  if (operator.kind === 'secret-scanning') return `${operator.reporter === 'github' ? 'GitHub' : operator.reporter} secret scanning`;
   if (operator.kind === 'token') return `token “${operator.name}” (${operator.tokenId})`;
   return `${operator.subject} @ ${operator.issuer}`;
 }
