@@ -26,6 +26,8 @@ import type { Store } from './ports/store';
 import { UsageRecorder } from './metering/usage-recorder';
 import type { SessionStorage } from './customer/session-storage';
 import type { MeteredResponseSink } from './metering/metered-response';
+import { WebhookDispatcher } from './webhooks/webhook-dispatcher';
+import { systemResolver, type ResolveHost } from './webhooks/endpoint-targets';
 
 /** See stopUsage in startApp. */
 const FINAL_USAGE_FLUSH_MS = 2_000;
@@ -61,6 +63,8 @@ export interface AppOptions {
   };
   /** Where metered answers go; by default the usage ledger (usageLedgerSink). Tests may pass their own. */
   meteredResponses?: MeteredResponseSink;
+  /** Tests only: how webhook hosts are resolved (no real DNS). */
+  resolveWebhookHost?: ResolveHost;
 }
 
 /** Wires store, gRPC Check and ext_proc server and admin API from one settings object. */
@@ -84,6 +88,18 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
   loopLag.start();
   const lastUsed = new LastUsedRecorder(store, clock, logger, settings.lastUsedFlushMs);
   lastUsed.start();
+  const webhooks = new WebhookDispatcher({
+    store: store.webhooks,
+    clock,
+    logger,
+    settings: settings.webhooks,
+    ...(options.resolveWebhookHost ? { resolve: options.resolveWebhookHost } : {}),
+  });
+  webhooks.start();
+  const webhookTargets = {
+    policy: { allowPrivate: settings.webhooks.allowPrivateTargets, loopbackHttp: settings.webhooks.loopbackHttp },
+    resolve: options.resolveWebhookHost ?? systemResolver,
+  };
   const usage = new UsageRecorder(store, settings.pipeline.defaultTokenBudgets, logger, metrics, {
     maxBuffered: settings.usage.bufferMaxRecords,
   });
@@ -167,6 +183,7 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
     authMetrics: metrics,
     authLimits: settings.adminAuthLimits,
     currency: settings.currency,
+    webhookTargets,
     ...(settings.adminToken ? { adminToken: settings.adminToken } : {}),
     // The customer listener has an API (and its description) only with customer sign-in configured.
     customerApiDocument: () => (customer?.hasDecorator('swagger') ? customer.swagger() : undefined),
@@ -193,6 +210,7 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
             defaultMaxActiveKeys: settings.defaultMaxActiveKeys,
             countsFlushIntervalMs: settings.lastUsedFlushMs,
             currency: settings.currency,
+            targets: webhookTargets,
           })),
     });
     await customer.listen({ host: settings.customerBindAddress, port: settings.customerPort });
@@ -201,6 +219,7 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
     await Promise.all([grpcServer.close(), admin.close(), customer?.close()]);
     await sessions?.close();
     loopLag.stop();
+    await webhooks.stop();
     await stopUsage(Date.now());
     await lastUsed.stop();
     await tracing?.shutdown();
@@ -245,6 +264,7 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
       const closeStartedMs = Date.now();
       await Promise.all([grpcServer.close(), admin.close(), customer.close()]);
       loopLag.stop();
+      await webhooks.stop();
       // After the servers: nothing hands over records any more.
       await stopUsage(closeStartedMs);
       await lastUsed.stop(timeLeftMs());

@@ -5,6 +5,7 @@ import type { HealthMonitor } from '../platform/health-monitor';
 import type { Logger } from '../platform/logger';
 import type { Currency } from '../accounts/money';
 import type { AdminStore, UsageReader } from '../ports/store';
+import type { WebhookActionDeps } from '../webhooks/endpoint-actions';
 
 /** What the admin HTTP server and its routes need; built by app.ts, read by the routes. */
 export interface AdminServerDeps {
@@ -30,4 +31,6 @@ export interface AdminServerDeps {
    * has no API (customer sign-in not configured). Absent: not served.
    */
   customerApiDocument?: () => unknown;
+  /** Where webhook endpoints may point; absent: public https targets only, resolved by the system (STRICT_TARGETS). */
+  webhookTargets?: WebhookActionDeps['targets'];
 }

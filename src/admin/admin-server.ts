@@ -1,4 +1,7 @@
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import { OPERATOR } from '../accounts/customer-identity';
+import { registerWebhookRoutes } from '../http/webhook-routes';
+import { STRICT_TARGETS } from '../webhooks/endpoint-targets';
 import { DEFAULT_ADMIN_AUTH_LIMITS, type AuthLimitKind } from './admin-auth-limits';
 import { registerJsonBodyParser } from '../http/json-body';
 import { registerApiDocument } from '../http/openapi';
@@ -104,6 +107,13 @@ export function buildAdminServer(deps: AdminServerDeps): FastifyInstance {
     registerAccountRoutes(routes, deps);
     registerKeyRoutes(routes, deps);
     registerMemberRoutes(routes, deps);
+    registerWebhookRoutes(routes, {
+      accountPath: '/admin/accounts/:id',
+      accountParam: 'id',
+      deps: { ...deps, targets: deps.webhookTargets ?? STRICT_TARGETS },
+      actorOf: () => OPERATOR,
+      tags: ['webhooks'],
+    });
     registerUsageRoutes(routes, deps);
     registerDashboard(routes);
     registerAuditRoutes(routes, deps);

@@ -11,6 +11,8 @@ import {
   type MemberPrincipal,
 } from '../accounts/members';
 import { compareCodeUnits } from './ordering';
+import { MemoryWebhookStore } from './memory-webhook-store';
+import type { OutboxEvent } from '../ports/webhook-store';
 import { COUNTED_BATCH_MEMORY_MS, DAILY_RETENTION_MS, dayStartOf, HOURLY_RETENTION_MS } from '../keys/request-counts';
 import { authorizeAccountState, type HeldAmounts } from '../accounts/limits/authorize-account-state';
 import { HOLD_LIFETIME_US } from '../accounts/credit-holds';
@@ -132,6 +134,7 @@ export interface MemoryStoreOptions {
 export class MemoryStore implements Store {
   readonly description = 'in-memory store (REDIS_URL not set): keeps nothing across restarts, not shared between replicas';
   private readonly accounts = new Map<string, Account>();
+  readonly webhooks = new MemoryWebhookStore((accountId) => this.accounts.has(accountId));
   private readonly keys = new Map<string, StoredKey>();
   private readonly idsByHash = new Map<string, KeyIds>();
   /** Account → `granularity:startMs` → key id → requests, as the Redis store's hourly and daily hashes. */
@@ -319,7 +322,7 @@ export class MemoryStore implements Store {
     return adjusted;
   }
 
-  async insertKey(keyHash: string, key: StoredKey): Promise<InsertKeyResult> {
+  async insertKey(keyHash: string, key: StoredKey, events?: readonly OutboxEvent[]): Promise<InsertKeyResult> {
     if (!this.accounts.has(key.accountId)) return 'account_not_found';
     // The same insert repeated: already there, and never refused by the cap it is counted in.
     if (this.keys.has(key.id)) return 'created';
@@ -327,6 +330,7 @@ export class MemoryStore implements Store {
     if (refusal) return refusal;
     this.keys.set(key.id, structuredClone(key));
     this.idsByHash.set(keyHash, { keyId: key.id, accountId: key.accountId });
+    this.webhooks.appendEventsNow(key.accountId, events);
     return 'created';
   }
 
@@ -388,12 +392,14 @@ export class MemoryStore implements Store {
     old.replacedBy = request.newKey.id;
     this.keys.set(request.newKey.id, structuredClone(request.newKey));
     this.idsByHash.set(request.newKeyHash, { keyId: request.newKey.id, accountId: request.newKey.accountId });
+    this.webhooks.appendEventsNow(old.accountId, request.events);
     return { kind: 'rotated', oldKey: structuredClone(old), newKey: structuredClone(request.newKey) };
   }
 
-  async revokeKey(keyId: string, nowMs: number): Promise<StoredKey | null> {
+  async revokeKey(keyId: string, nowMs: number, events?: readonly OutboxEvent[]): Promise<StoredKey | null> {
     const key = this.keys.get(keyId);
     if (!key) return null;
+    if (key.status !== 'revoked') this.webhooks.appendEventsNow(key.accountId, events);
     key.status = 'revoked';
     key.revokedAt ??= new Date(nowMs).toISOString();
     return structuredClone(key);
@@ -471,7 +477,7 @@ export class MemoryStore implements Store {
     return { entries: structuredClone(entries), next: entries.length === options.limit ? (entries.at(-1)?.id ?? null) : null };
   }
 
-  async addMember(member: Member): Promise<AddMemberResult> {
+  async addMember(member: Member, events?: readonly OutboxEvent[]): Promise<AddMemberResult> {
     if (!this.accounts.has(member.accountId)) return { kind: 'account_not_found' };
     const members = this.membersOf(member.accountId);
     const existing = this.withPrincipal(member.accountId, member.principal);
@@ -480,6 +486,7 @@ export class MemoryStore implements Store {
     if (existing) return { kind: 'already_member', member: structuredClone(existing) };
     if (members.size >= MAX_MEMBERS_PER_ACCOUNT) return { kind: 'member_limit_reached', limit: MAX_MEMBERS_PER_ACCOUNT };
     members.set(member.id, structuredClone(member));
+    this.webhooks.appendEventsNow(member.accountId, events);
     return { kind: 'added', member: structuredClone(member) };
   }
 
@@ -509,12 +516,13 @@ export class MemoryStore implements Store {
     return { kind: 'changed', member: structuredClone(member) };
   }
 
-  async removeMember(accountId: string, memberId: string): Promise<MemberChangeResult> {
+  async removeMember(accountId: string, memberId: string, events?: readonly OutboxEvent[]): Promise<MemberChangeResult> {
     const members = this.members.get(accountId);
     const member = members?.get(memberId);
     if (!members || !member) return { kind: 'member_not_found' };
     if (leavesNoOwner([...members.values()], memberId, null)) return { kind: 'last_owner' };
     members.delete(memberId);
+    this.webhooks.appendEventsNow(accountId, events);
     return { kind: 'changed', member: structuredClone(member) };
   }
 
