@@ -38,7 +38,9 @@ export const patchEndpointBody = z
     /** true enables (and clears the failure count), false disables. */
     enabled: z.boolean().optional(),
   })
-  .refine((body) => PATCH_FIELDS.some((field) => body[field] !== undefined), { message: `must set at least one of: ${PATCH_FIELDS.join(', ')}` });
+  .refine((body) => PATCH_FIELDS.some((field) => body[field] !== undefined), {
+    message: `must set at least one of: ${PATCH_FIELDS.join(', ')}`,
+  });
 
 export interface WebhookRouteOptions {
   /** `/admin/accounts/:id` or `/accounts/:accountId`. */
@@ -58,8 +60,7 @@ export function registerWebhookRoutes(app: FastifyInstance, options: WebhookRout
   const base = `${options.accountPath}/webhooks`;
   const accountOf = (request: FastifyRequest) => (request.params as Record<string, string>)[options.accountParam]!;
   const endpointOf = (request: FastifyRequest) => (request.params as { endpointId: string }).endpointId;
-  const noAccount = (reply: FastifyReply, accountId: string) =>
-    sendApiError(reply, 404, 'account_not_found', `No account '${accountId}'.`);
+  const noAccount = (reply: FastifyReply, accountId: string) => sendApiError(reply, 404, 'account_not_found', `No account '${accountId}'.`);
   const noEndpoint = (reply: FastifyReply, accountId: string, endpointId: string) =>
     sendApiError(reply, 404, 'endpoint_not_found', `Account '${accountId}' has no webhook endpoint '${endpointId}'.`);
   /** The account and endpoint ids of the path when both are well formed; otherwise the 404 was sent. */
@@ -71,16 +72,23 @@ export function registerWebhookRoutes(app: FastifyInstance, options: WebhookRout
     return { accountId, endpointId };
   };
 
-  app.get(base, { config, schema: describeRoute({ summary: "The account's webhook endpoints (never their secrets)", tags }) }, async (request, reply) => {
-    const accountId = accountOf(request);
-    if (!accountIdSchema.safeParse(accountId).success || !(await deps.store.getAccount(accountId))) return noAccount(reply, accountId);
-    const endpoints = await deps.store.webhooks.listEndpoints(accountId);
-    return reply.send({ endpoints: endpoints.map(({ secret: _secret, ...view }) => view), eventTypes: WEBHOOK_EVENT_TYPES });
-  });
+  app.get(
+    base,
+    { config, schema: describeRoute({ summary: "The account's webhook endpoints (never their secrets)", tags }) },
+    async (request, reply) => {
+      const accountId = accountOf(request);
+      if (!accountIdSchema.safeParse(accountId).success || !(await deps.store.getAccount(accountId))) return noAccount(reply, accountId);
+      const endpoints = await deps.store.webhooks.listEndpoints(accountId);
+      return reply.send({ endpoints: endpoints.map(({ secret: _secret, ...view }) => view), eventTypes: WEBHOOK_EVENT_TYPES });
+    },
+  );
 
   app.post(
     base,
-    { config, schema: describeRoute({ summary: 'Add a webhook endpoint (the answer holds its secret, once)', tags, body: createEndpointBody }) },
+    {
+      config,
+      schema: describeRoute({ summary: 'Add a webhook endpoint (the answer holds its secret, once)', tags, body: createEndpointBody }),
+    },
     async (request, reply) => {
       const accountId = accountOf(request);
       if (!accountIdSchema.safeParse(accountId).success) return noAccount(reply, accountId);
@@ -124,13 +132,17 @@ export function registerWebhookRoutes(app: FastifyInstance, options: WebhookRout
     },
   );
 
-  app.delete(`${base}/:endpointId`, { config, schema: describeRoute({ summary: 'Delete a webhook endpoint', tags }) }, async (request, reply) => {
-    const target = ids(request, reply);
-    if (!target) return reply;
-    if (!(await deleteEndpoint(deps, options.actorOf(request), target.accountId, target.endpointId)))
-      return noEndpoint(reply, target.accountId, target.endpointId);
-    return reply.send({ deleted: target.endpointId });
-  });
+  app.delete(
+    `${base}/:endpointId`,
+    { config, schema: describeRoute({ summary: 'Delete a webhook endpoint', tags }) },
+    async (request, reply) => {
+      const target = ids(request, reply);
+      if (!target) return reply;
+      if (!(await deleteEndpoint(deps, options.actorOf(request), target.accountId, target.endpointId)))
+        return noEndpoint(reply, target.accountId, target.endpointId);
+      return reply.send({ deleted: target.endpointId });
+    },
+  );
 
   app.post(
     `${base}/:endpointId/rotate-secret`,

@@ -162,8 +162,10 @@ export class MemoryWebhookStore implements WebhookStore {
       return { endpointDisabled: false };
     }
     endpoint.consecutiveFailures += 1;
-    if (endpoint.disabledReason !== undefined || endpoint.consecutiveFailures < request.disableAfterFailures) return { endpointDisabled: false };
+    if (endpoint.disabledReason !== undefined || endpoint.consecutiveFailures < request.disableAfterFailures)
+      return { endpointDisabled: false };
     endpoint.disabledReason = request.disabledReason;
+    account.deliveries.delete(delivery.id);
     account.outbox.push({ ...request.disabledEvent });
     return { endpointDisabled: true };
   }

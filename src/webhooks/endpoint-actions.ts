@@ -91,7 +91,13 @@ export async function createEndpoint(
   const result = await deps.store.webhooks.createEndpoint(config, MAX_ENDPOINTS_PER_ACCOUNT);
   if (result === 'account_not_found') return { kind: result };
   if (result !== 'created') return result;
-  await recordChange(deps, { action: 'webhook.create', actor, accountId, endpointId: config.id, detail: `events=${config.events.join(',')}` });
+  await recordChange(deps, {
+    action: 'webhook.create',
+    actor,
+    accountId,
+    endpointId: config.id,
+    detail: `events=${config.events.join(',')}`,
+  });
   const endpoint = await deps.store.webhooks.getEndpoint(accountId, config.id);
   return { kind: 'created', endpoint: endpointView(endpoint!), secret };
 }
@@ -105,7 +111,10 @@ export async function updateEndpoint(
   endpointId: string,
   change: { url?: string; events?: readonly string[]; description?: string | null; enabled?: boolean },
 ): Promise<UpdateEndpointOutcome> {
-  const problem = await endpointProblem(deps, { ...(change.url !== undefined ? { url: change.url } : {}), ...(change.events ? { events: change.events } : {}) });
+  const problem = await endpointProblem(deps, {
+    ...(change.url !== undefined ? { url: change.url } : {}),
+    ...(change.events ? { events: change.events } : {}),
+  });
   if (problem) return { kind: 'invalid', problem };
   const patch: EndpointPatch = { ...change };
   if (change.events) patch.events = [...new Set(change.events)];
@@ -150,11 +159,7 @@ export async function sendTestEvent(
   return { kind: 'queued', eventId: event.id };
 }
 
-export async function readDeliveryLog(
-  deps: WebhookActionDeps,
-  accountId: string,
-  endpointId: string,
-): Promise<DeliveryAttempt[] | null> {
+export async function readDeliveryLog(deps: WebhookActionDeps, accountId: string, endpointId: string): Promise<DeliveryAttempt[] | null> {
   if (!(await deps.store.webhooks.getEndpoint(accountId, endpointId))) return null;
   return deps.store.webhooks.readDeliveryLog(accountId, endpointId, DELIVERY_LOG_MAX_ENTRIES);
 }

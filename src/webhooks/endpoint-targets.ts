@@ -102,7 +102,8 @@ export function urlProblem(text: string, policy: TargetPolicy): string | undefin
   if (url.hash) return 'must not have a fragment';
   const host = hostOf(url);
   if (url.protocol === 'http:') {
-    if (!policy.loopbackHttp || !isLoopbackName(host)) return 'must be https:// (plain http:// only to a loopback host in local development)';
+    if (!policy.loopbackHttp || !isLoopbackName(host))
+      return 'must be https:// (plain http:// only to a loopback host in local development)';
   } else if (url.protocol !== 'https:') return 'must be https://';
   if (isIP(host) !== 0) {
     const refusal = addressRefusal(host, policy);
@@ -125,7 +126,11 @@ function isLoopbackName(host: string): boolean {
  * allowed (one refused address refuses the host: a name that also points
  * inside is not sent to). Throws with the reason otherwise.
  */
-export async function checkedAddress(host: string, policy: TargetPolicy, resolve: ResolveHost): Promise<{ address: string; family: number }> {
+export async function checkedAddress(
+  host: string,
+  policy: TargetPolicy,
+  resolve: ResolveHost,
+): Promise<{ address: string; family: number }> {
   const addresses = isIP(host) !== 0 ? [{ address: host, family: isIP(host) }] : await resolve(host);
   if (addresses.length === 0) throw new TargetRefusedError(`${host} resolves to no address`);
   for (const { address } of addresses) {

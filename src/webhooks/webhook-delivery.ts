@@ -82,8 +82,14 @@ export async function sendWebhook(
       response.on('end', done);
       response.on('error', () => finish({ ok: false, status: response.statusCode ?? 0, error: 'answer cut off' }));
     });
-    const connectTimer = setTimeout(() => finish({ ok: false, error: `no connection within ${limits.connectTimeoutMs} ms` }), limits.connectTimeoutMs);
-    const responseTimer = setTimeout(() => finish({ ok: false, error: `no answer within ${limits.responseTimeoutMs} ms` }), limits.responseTimeoutMs);
+    const connectTimer = setTimeout(
+      () => finish({ ok: false, error: `no connection within ${limits.connectTimeoutMs} ms` }),
+      limits.connectTimeoutMs,
+    );
+    const responseTimer = setTimeout(
+      () => finish({ ok: false, error: `no answer within ${limits.responseTimeoutMs} ms` }),
+      limits.responseTimeoutMs,
+    );
     request.on('socket', (socket) => {
       socket.once(url.protocol === 'https:' ? 'secureConnect' : 'connect', () => clearTimeout(connectTimer));
     });

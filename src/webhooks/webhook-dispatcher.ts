@@ -64,7 +64,9 @@ export class WebhookDispatcher {
     // Work a crash left off the list (between a change's step and its notice) is found first.
     this.round = this.options.store
       .sweepAccountsWithWork()
-      .catch((error: unknown) => this.options.logger.warn({ event: 'webhooks', err: error }, 'webhooks: could not sweep for waiting events'))
+      .catch((error: unknown) =>
+        this.options.logger.warn({ event: 'webhooks', err: error }, 'webhooks: could not sweep for waiting events'),
+      )
       .then(() => this.schedule(0));
   }
 
@@ -130,7 +132,8 @@ export class WebhookDispatcher {
       disabledEvent: endpointDisabledEvent(delivery.accountId, delivery.endpoint, reason, clock.now()),
     });
     const facts = { event: 'webhooks', accountId: delivery.accountId, endpointId: delivery.endpoint.id, eventId: delivery.eventId };
-    if (!result.ok) logger.info({ ...facts, attempt: attemptsMade, error: result.error, settlement: settlement.kind }, 'webhook attempt failed');
+    if (!result.ok)
+      logger.info({ ...facts, attempt: attemptsMade, error: result.error, settlement: settlement.kind }, 'webhook attempt failed');
     if (endpointDisabled) logger.warn({ ...facts, reason }, 'webhook endpoint disabled');
   }
 }

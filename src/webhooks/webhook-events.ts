@@ -100,10 +100,21 @@ export function memberRemovedEvent(member: Member, actor: AuditActor, nowMs: num
   return event('member.removed', member.accountId, nowMs, { member: memberView(member), actor: actorView(actor) });
 }
 
-export function endpointDisabledEvent(accountId: string, endpoint: { id: string; url: string }, reason: string, nowMs: number): OutboxEvent {
+export function endpointDisabledEvent(
+  accountId: string,
+  endpoint: { id: string; url: string },
+  reason: string,
+  nowMs: number,
+): OutboxEvent {
   return event('endpoint.disabled', accountId, nowMs, { endpoint: { id: endpoint.id, url: endpoint.url }, reason });
 }
 
 export function testEvent(accountId: string, endpointId: string, nowMs: number): OutboxEvent {
-  return event(TEST_EVENT_TYPE, accountId, nowMs, { endpoint_id: endpointId, message: 'A test event, sent from the dashboard or API.' }, endpointId);
+  return event(
+    TEST_EVENT_TYPE,
+    accountId,
+    nowMs,
+    { endpoint_id: endpointId, message: 'A test event, sent from the dashboard or API.' },
+    endpointId,
+  );
 }

@@ -20,5 +20,8 @@ end
 local failures = redis.call('HINCRBY', KEYS[4], 'failures:' .. ARGV[2], 1)
 if failures < tonumber(ARGV[8]) or redis.call('HEXISTS', KEYS[4], 'disabled:' .. ARGV[2]) == 1 then return 0 end
 redis.call('HSET', KEYS[4], 'disabled:' .. ARGV[2], ARGV[9])
+-- Not tried again: enabling the endpoint later starts from the next event, not from this one's schedule.
+redis.call('HDEL', KEYS[1], ARGV[1])
+redis.call('ZREM', KEYS[2], ARGV[1])
 append_events(KEYS[6], ARGV[10])
 return 1
