@@ -6,6 +6,7 @@ import { accountsCommand } from './commands/accounts';
 import { checkCommand } from './commands/check';
 import { keysCommand } from './commands/keys';
 import { membersCommand } from './commands/members';
+import { webhooksCommand } from './commands/webhooks';
 import { cell } from './output';
 import { packageVersion } from '../platform/package-version';
 import { serveCommand } from './commands/serve';
@@ -20,6 +21,7 @@ export function buildCli(): Command {
   program.addCommand(accountsCommand());
   program.addCommand(keysCommand());
   program.addCommand(membersCommand());
+  program.addCommand(webhooksCommand());
   program.addCommand(usageCommand());
   program.addCommand(checkCommand());
   // Usage errors show the command's help after commander's message, in every subcommand.

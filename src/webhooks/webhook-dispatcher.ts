@@ -17,6 +17,11 @@ const DELIVERIES_PER_ACCOUNT = 10;
 const LEASE_MARGIN_MS = 10_000;
 /** How long a shutdown waits for the deliveries in flight (a small part of SHUTDOWN_TIMEOUT_MS's default). */
 const STOP_WAIT_MS = 1_000;
+/**
+ * How often every account's outbox is looked at, besides the work list: an event whose notice was lost (Redis failed
+ * between the change's script and the notice) waits at most this long.
+ */
+const SWEEP_INTERVAL_MS = 60_000;
 
 /**
  * The pause before attempt `attemptsMade + 1`: retryBaseMs · 2^(attemptsMade − 1),
@@ -46,6 +51,7 @@ export interface WebhookDispatcherOptions {
  */
 export class WebhookDispatcher {
   private timer: NodeJS.Timeout | undefined;
+  private sweeper: NodeJS.Timeout | undefined;
   private round: Promise<void> | undefined;
   private stopped = false;
   private readonly limits: DeliveryLimits;
@@ -61,19 +67,25 @@ export class WebhookDispatcher {
   }
 
   start(): void {
-    // Work a crash left off the list (between a change's step and its notice) is found first.
-    this.round = this.options.store
+    // Work left off the list (a crash, or a failed notice, between a change's step and its notice) is found first.
+    this.round = this.sweep().then(() => this.schedule(0));
+    this.sweeper = setInterval(() => void this.sweep(), SWEEP_INTERVAL_MS);
+    this.sweeper.unref();
+  }
+
+  private sweep(): Promise<void> {
+    return this.options.store
       .sweepAccountsWithWork()
       .catch((error: unknown) =>
         this.options.logger.warn({ event: 'webhooks', err: error }, 'webhooks: could not sweep for waiting events'),
-      )
-      .then(() => this.schedule(0));
+      );
   }
 
   /** Waits for the round in flight at most STOP_WAIT_MS: a delivery cut short is sent again after its lease. */
   async stop(): Promise<void> {
     this.stopped = true;
     clearTimeout(this.timer);
+    clearInterval(this.sweeper);
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([this.round, new Promise((resolve) => (timer = setTimeout(resolve, STOP_WAIT_MS)))]);
     clearTimeout(timer);

@@ -18,6 +18,8 @@ import type { ScriptedRedis } from './redis-client';
 
 /** Outbox entries one claim fans out: a few ms of Redis time at most, whatever piled up. */
 const FAN_OUT_BATCH = 100;
+/** Accounts a sweep asks about at once (two reads each, pipelined on the connection). */
+const SWEEP_BATCH = 500;
 
 /** The JSON array the scripts append (lua/lib/outbox.lua); '' for none. */
 export function eventsJson(events: readonly OutboxEvent[] | undefined): string {
@@ -35,9 +37,13 @@ export class RedisWebhookStore implements WebhookStore {
     private readonly call: <T>(command: () => Promise<T>) => Promise<T>,
   ) {}
 
-  /** After a script appended `events` for the account: the dispatcher's work list (another slot, so after the script). */
+  /**
+   * After a script appended `events` for the account: the dispatcher's work list (another slot, so after the script).
+   * A failure here must not fail the change, which is made: the dispatcher's periodic sweep finds the events instead.
+   */
   async noticeEvents(accountId: string, events: readonly OutboxEvent[] | undefined): Promise<void> {
-    if (events && events.length > 0) await this.call(() => this.redis.sadd(redisKeys.webhookAccounts(), accountId));
+    if (!events || events.length === 0) return;
+    await this.call(() => this.redis.sadd(redisKeys.webhookAccounts(), accountId)).catch(() => undefined);
   }
 
   async createEndpoint(endpoint: WebhookEndpointConfig, maxEndpoints: number): Promise<CreateEndpointResult> {
@@ -191,8 +197,11 @@ export class RedisWebhookStore implements WebhookStore {
 
   async sweepAccountsWithWork(): Promise<void> {
     const accountIds = await this.call(() => this.redis.smembers(redisKeys.accounts()));
-    for (const accountId of accountIds) {
-      if (await this.hasWork(accountId)) await this.call(() => this.redis.sadd(redisKeys.webhookAccounts(), accountId));
+    for (let start = 0; start < accountIds.length; start += SWEEP_BATCH) {
+      const batch = accountIds.slice(start, start + SWEEP_BATCH);
+      const working = await Promise.all(batch.map((accountId) => this.hasWork(accountId)));
+      const found = batch.filter((_, i) => working[i]);
+      if (found.length > 0) await this.call(() => this.redis.sadd(redisKeys.webhookAccounts(), ...found));
     }
   }
 

@@ -17,6 +17,7 @@ import { keyPanel } from '../shared/key-panel.js';
 import { keyCell, keyTable } from '../shared/key-table.js';
 import { oneAtATime } from '../shared/one-at-a-time.js';
 import { usageChart } from './usage-chart.js';
+import { webhooksPanel } from './webhooks-panel.js';
 
 // The customer API's answers, as the server declares them: one description of the wire contract.
 /** @typedef {import('../../customer/customer-views').MeView} Me */
@@ -143,6 +144,7 @@ function failed(error) {
 
 /** Runs one change. */
 const run = oneAtATime(ui.main, failed);
+const webhooks = webhooksPanel({ api, accountPath, run, messages });
 
 const dialogs = keyDialogs({
   run,
@@ -448,6 +450,7 @@ async function loadAccount() {
   const auditPage = audit ? answer(audit, 'entries') : { entries: [] };
   renderMembers(memberList.members);
   renderAudit(auditPage.entries);
+  await webhooks.load(may('webhooks.manage'));
 }
 
 async function signOut() {
