@@ -9,11 +9,13 @@ import {
   deleteEndpoint,
   readDeliveryLog,
   rotateEndpointSecret,
+  setCreditLowThreshold,
   sendTestEvent,
   updateEndpoint,
   type WebhookActionDeps,
 } from '../webhooks/endpoint-actions';
 import { WEBHOOK_EVENT_TYPES } from '../webhooks/webhook-events';
+import { CREDIT_LIMIT_MINOR_UNITS } from '../accounts/credit';
 
 /**
  * The webhook endpoint routes, the same for the operator (admin API, under
@@ -41,6 +43,11 @@ export const patchEndpointBody = z
   .refine((body) => PATCH_FIELDS.some((field) => body[field] !== undefined), {
     message: `must set at least one of: ${PATCH_FIELDS.join(', ')}`,
   });
+
+/** The account's webhook settings: the prepaid balance (integer minor units) below which `credit.low` is sent; null: never. */
+export const webhookSettingsBody = z.strictObject({
+  creditLowThreshold: z.number().int().min(1).max(CREDIT_LIMIT_MINOR_UNITS).nullable(),
+});
 
 export interface WebhookRouteOptions {
   /** `/admin/accounts/:id` or `/accounts/:accountId`. */
@@ -80,6 +87,36 @@ export function registerWebhookRoutes(app: FastifyInstance, options: WebhookRout
       if (!accountIdSchema.safeParse(accountId).success || !(await deps.store.getAccount(accountId))) return noAccount(reply, accountId);
       const endpoints = await deps.store.webhooks.listEndpoints(accountId);
       return reply.send({ endpoints: endpoints.map(({ secret: _secret, ...view }) => view), eventTypes: WEBHOOK_EVENT_TYPES });
+    },
+  );
+
+  app.get(
+    `${base}/settings`,
+    { config, schema: describeRoute({ summary: "The account's webhook settings (the credit.low threshold)", tags }) },
+    async (request, reply) => {
+      const accountId = accountOf(request);
+      if (!accountIdSchema.safeParse(accountId).success || !(await deps.store.getAccount(accountId))) return noAccount(reply, accountId);
+      return reply.send({ creditLowThreshold: await deps.store.webhooks.getCreditLowThreshold(accountId) });
+    },
+  );
+
+  app.put(
+    `${base}/settings`,
+    {
+      config,
+      schema: describeRoute({
+        summary: 'Set the credit.low threshold (integer minor units; null: never)',
+        tags,
+        body: webhookSettingsBody,
+      }),
+    },
+    async (request, reply) => {
+      const accountId = accountOf(request);
+      if (!accountIdSchema.safeParse(accountId).success) return noAccount(reply, accountId);
+      const body = webhookSettingsBody.safeParse(request.body ?? {});
+      if (!body.success) return sendInvalidField(reply, body.error);
+      const saved = await setCreditLowThreshold(deps, options.actorOf(request), accountId, body.data.creditLowThreshold);
+      return saved ? reply.send(saved) : noAccount(reply, accountId);
     },
   );
 

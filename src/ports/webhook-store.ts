@@ -124,6 +124,12 @@ export interface WebhookStore {
   settleDelivery(request: SettleRequest): Promise<{ endpointDisabled: boolean }>;
   /** Takes an idle account off the work list unless work arrived meanwhile. */
   releaseIdleAccount(accountId: string): Promise<void>;
+  /**
+   * The prepaid balance below which the account's usage appends a `credit.low` event (in the usage step, once per
+   * crossing); null: none.
+   */
+  getCreditLowThreshold(accountId: string): Promise<number | null>;
+  setCreditLowThreshold(accountId: string, minorUnits: number | null): Promise<void>;
   /** Puts every account that has events or deliveries waiting on the work list (after a crash between a change and its notice). */
   sweepAccountsWithWork(): Promise<void>;
 }

@@ -12,6 +12,7 @@ import {
 } from '../accounts/members';
 import { compareCodeUnits } from './ordering';
 import { MemoryWebhookStore } from './memory-webhook-store';
+import { creditCrossings } from '../webhooks/webhook-events';
 import type { OutboxEvent } from '../ports/webhook-store';
 import { COUNTED_BATCH_MEMORY_MS, DAILY_RETENTION_MS, dayStartOf, HOURLY_RETENTION_MS } from '../keys/request-counts';
 import { authorizeAccountState, type HeldAmounts } from '../accounts/limits/authorize-account-state';
@@ -587,6 +588,12 @@ export class MemoryStore implements Store {
       nowMs * 1000,
       budgets,
     );
+    if (writes.creditBalance !== undefined && account.creditBalance !== undefined) {
+      // The balance's crossings go to the webhook outbox in this same step, as the Redis usage script appends them.
+      const threshold = this.webhooks.creditLowThresholdNow(record.accountId);
+      const crossings = creditCrossings(record.accountId, record.requestId, nowMs, account.creditBalance, writes.creditBalance, threshold);
+      this.webhooks.appendEventsNow(record.accountId, crossings);
+    }
     if (writes.creditBalance !== undefined) account.creditBalance = writes.creditBalance;
     if (writes.creditShortfall > 0) {
       account.creditShortfall = Math.min((account.creditShortfall ?? 0) + writes.creditShortfall, MAX_CREDIT_SHORTFALL);

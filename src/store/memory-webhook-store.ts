@@ -36,6 +36,7 @@ interface AccountWebhooks {
  */
 export class MemoryWebhookStore implements WebhookStore {
   private readonly accounts = new Map<string, AccountWebhooks>();
+  private readonly creditLowThresholds = new Map<string, number>();
 
   constructor(private readonly accountExists: (accountId: string) => boolean) {}
 
@@ -168,6 +169,20 @@ export class MemoryWebhookStore implements WebhookStore {
     account.deliveries.delete(delivery.id);
     account.outbox.push({ ...request.disabledEvent });
     return { endpointDisabled: true };
+  }
+
+  async getCreditLowThreshold(accountId: string): Promise<number | null> {
+    return this.creditLowThresholds.get(accountId) ?? null;
+  }
+
+  async setCreditLowThreshold(accountId: string, minorUnits: number | null): Promise<void> {
+    if (minorUnits === null) this.creditLowThresholds.delete(accountId);
+    else this.creditLowThresholds.set(accountId, minorUnits);
+  }
+
+  /** Synchronous, for the memory store's usage step. */
+  creditLowThresholdNow(accountId: string): number | null {
+    return this.creditLowThresholds.get(accountId) ?? null;
   }
 
   async releaseIdleAccount(): Promise<void> {}

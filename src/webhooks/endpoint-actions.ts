@@ -159,6 +159,19 @@ export async function sendTestEvent(
   return { kind: 'queued', eventId: event.id };
 }
 
+/** Null when the account does not exist. */
+export async function setCreditLowThreshold(
+  deps: WebhookActionDeps,
+  actor: AuditActor,
+  accountId: string,
+  minorUnits: number | null,
+): Promise<{ creditLowThreshold: number | null } | null> {
+  if (!(await deps.store.getAccount(accountId))) return null;
+  await deps.store.webhooks.setCreditLowThreshold(accountId, minorUnits);
+  await recordChange(deps, { action: 'webhook.update', actor, accountId, detail: `creditLowThreshold=${minorUnits ?? 'none'}` });
+  return { creditLowThreshold: minorUnits };
+}
+
 export async function readDeliveryLog(deps: WebhookActionDeps, accountId: string, endpointId: string): Promise<DeliveryAttempt[] | null> {
   if (!(await deps.store.webhooks.getEndpoint(accountId, endpointId))) return null;
   return deps.store.webhooks.readDeliveryLog(accountId, endpointId, DELIVERY_LOG_MAX_ENTRIES);

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { randomBase62 } from '../keys/base62';
 import type { StoredKey } from '../keys/key-records';
 import type { AuditActor } from '../accounts/customer-identity';
@@ -17,6 +18,8 @@ export const WEBHOOK_EVENT_TYPES = [
   'key.exposed',
   'member.added',
   'member.removed',
+  'credit.low',
+  'credit.exhausted',
   'endpoint.disabled',
 ] as const;
 
@@ -107,6 +110,40 @@ export function endpointDisabledEvent(
   nowMs: number,
 ): OutboxEvent {
   return event('endpoint.disabled', accountId, nowMs, { endpoint: { id: endpoint.id, url: endpoint.url }, reason });
+}
+
+/**
+ * A prepaid balance's crossing, as the usage step appends it (the Redis store's lua/apply-usage.lua writes the same
+ * text): `credit.low` when it falls below the account's threshold, `credit.exhausted` when it reaches zero. The id
+ * comes from the account, the usage record's request id and the type, so one record never sends the event twice.
+ */
+export function creditEvent(
+  type: 'credit.low' | 'credit.exhausted',
+  accountId: string,
+  requestId: string,
+  nowMs: number,
+  creditBalance: number,
+  threshold?: number,
+): OutboxEvent {
+  const id = `msg_${createHash('sha1').update(`${accountId} ${requestId} ${type}`).digest('hex').slice(0, 24)}`;
+  const data = { account_id: accountId, credit_balance: creditBalance, ...(threshold !== undefined ? { threshold } : {}) };
+  return { id, type, payload: JSON.stringify({ type, timestamp: new Date(nowMs).toISOString(), data }) };
+}
+
+/** The credit events of a prepaid balance that went from `before` to `after` (integer minor units). */
+export function creditCrossings(
+  accountId: string,
+  requestId: string,
+  nowMs: number,
+  before: number,
+  after: number,
+  threshold: number | null,
+): OutboxEvent[] {
+  const events: OutboxEvent[] = [];
+  if (threshold !== null && before >= threshold && after < threshold)
+    events.push(creditEvent('credit.low', accountId, requestId, nowMs, after, threshold));
+  if (before > 0 && after <= 0) events.push(creditEvent('credit.exhausted', accountId, requestId, nowMs, after));
+  return events;
 }
 
 export function testEvent(accountId: string, endpointId: string, nowMs: number): OutboxEvent {

@@ -150,6 +150,13 @@ const CALLS: Call[] = [
   { action: 'audit.read', method: 'GET', ok: 200, prepare: async (a) => ({ path: path(a, '/audit') }) },
   { action: 'usage.read', method: 'GET', ok: 200, prepare: async (a) => ({ path: path(a, '/usage?window=30d') }) },
   { action: 'webhooks.manage', method: 'GET', ok: 200, prepare: async (a) => ({ path: path(a, '/webhooks') }) },
+  { action: 'webhooks.manage', method: 'GET', ok: 200, prepare: async (a) => ({ path: path(a, '/webhooks/settings') }) },
+  {
+    action: 'webhooks.manage',
+    method: 'PUT',
+    ok: 200,
+    prepare: async (a) => ({ path: path(a, '/webhooks/settings'), body: { creditLowThreshold: 500 } }),
+  },
   {
     action: 'webhooks.manage',
     method: 'POST',
@@ -202,8 +209,8 @@ describe('the role matrix: each role against each call', () => {
 
   it('covers every customer API route, and every action of the matrix', () => {
     const exercised = new Set(CALLS.map((call) => `${call.method} ${call.action}`));
-    // keys.read has two routes (list and one key); webhooks.manage seven routes of four methods.
-    expect(exercised.size).toBe(CALLS.length - 1 - 3);
+    // keys.read has two routes (list and one key); webhooks.manage nine routes of five methods.
+    expect(exercised.size).toBe(CALLS.length - 1 - 4);
     expect(new Set(CALLS.map((call) => call.action))).toEqual(new Set(CUSTOMER_ACTIONS));
     // Every route the plugin registers, but /me (tested for 401 below, and for what it lists), is in CALLS.
     expect(api.routes.filter((route) => !route.startsWith('HEAD ')).sort()).toEqual(
@@ -223,6 +230,8 @@ describe('the role matrix: each role against each call', () => {
         'POST /api/accounts/:accountId/keys/:keyId/revoke',
         'POST /api/accounts/:accountId/members',
         'GET /api/accounts/:accountId/webhooks',
+        'GET /api/accounts/:accountId/webhooks/settings',
+        'PUT /api/accounts/:accountId/webhooks/settings',
         'POST /api/accounts/:accountId/webhooks',
         'PATCH /api/accounts/:accountId/webhooks/:endpointId',
         'DELETE /api/accounts/:accountId/webhooks/:endpointId',
@@ -231,7 +240,7 @@ describe('the role matrix: each role against each call', () => {
         'GET /api/accounts/:accountId/webhooks/:endpointId/deliveries',
       ].sort(),
     );
-    expect(CALLS).toHaveLength(20);
+    expect(CALLS).toHaveLength(22);
   });
 
   describe.each(['owner', 'developer', 'viewer'] as const)('%s', (role) => {

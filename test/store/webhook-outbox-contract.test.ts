@@ -6,6 +6,9 @@ import { OPERATOR } from '../../src/accounts/customer-identity';
 import type { Account, StoredKey } from '../../src/keys/key-records';
 import type { Member } from '../../src/accounts/members';
 import type { Store } from '../../src/ports/store';
+import type { UsageRecord } from '../../src/metering/usage-record';
+import { NO_TOKEN_BUDGETS } from '../../src/accounts/limits/token-budgets';
+import { creditEvent } from '../../src/webhooks/webhook-events';
 import type { OutboxEvent, WebhookDelivery } from '../../src/ports/webhook-store';
 import { startTestRedisCluster, type TestRedisCluster } from '../support/redis-cluster';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
@@ -250,5 +253,39 @@ describe.each(implementations)('webhook outbox: %s', (_name, open) => {
       enabled: true,
       consecutiveFailures: 0,
     });
+  });
+
+  it('appends credit.low as a prepaid balance falls below the threshold and credit.exhausted as it reaches zero, in the usage step, once per record', async () => {
+    const { accountId } = await accountWithEndpoint(['credit.low', 'credit.exhausted'], { creditBalance: 1000 });
+    await store.webhooks.setCreditLowThreshold(accountId, 500);
+    expect(await store.webhooks.getCreditLowThreshold(accountId)).toBe(500);
+    const usage = (requestId: string, costMinorUnits: number): UsageRecord => ({
+      requestId,
+      accountId,
+      keyId: 'key_r',
+      keyPrefix: 'gk_live_AbC4',
+      family: 'messages',
+      style: 'messages',
+      model: 'claude-sonnet-4-5',
+      tokens: { inputTokens: 3, outputTokens: 4, cachedInputTokens: 0, cacheCreationTokens: 0 },
+      costMinorUnits,
+      estimated: false,
+      atMs: clock.now(),
+    });
+    const payloads = async () => {
+      const claimed = await store.webhooks.claimDeliveries(accountId, clock.now(), LEASE_MS, 100);
+      return claimed === 'idle' ? [] : claimed.map((d) => ({ id: d.eventId, payload: d.payload }));
+    };
+    expect((await store.applyUsage(usage('r1', 400), NO_TOKEN_BUDGETS)).kind).toBe('applied'); // 1000 → 600: above
+    expect(await payloads()).toEqual([]);
+    expect((await store.applyUsage(usage('r2', 200), NO_TOKEN_BUDGETS)).kind).toBe('applied'); // 600 → 400: below 500
+    expect((await store.applyUsage(usage('r2', 200), NO_TOKEN_BUDGETS)).kind).toBe('duplicate'); // the same record again
+    const low = creditEvent('credit.low', accountId, 'r2', clock.now(), 400, 500);
+    expect(await payloads()).toEqual([{ id: low.id, payload: low.payload }]);
+    expect((await store.applyUsage(usage('r3', 100), NO_TOKEN_BUDGETS)).kind).toBe('applied'); // 400 → 300: below already
+    expect((await store.applyUsage(usage('r4', 500), NO_TOKEN_BUDGETS)).kind).toBe('applied'); // 300 → -200: exhausted
+    // (credit.low's delivery is still leased: only the new one is handed out.)
+    const exhausted = creditEvent('credit.exhausted', accountId, 'r4', clock.now(), -200);
+    expect(await payloads()).toEqual([{ id: exhausted.id, payload: exhausted.payload }]);
   });
 });

@@ -3,6 +3,8 @@ import { startAppUnderTest, type AppUnderTest } from '../support/running-app';
 import { WebhookReceiver } from '../support/webhook-receiver';
 import { until } from '../support/waiting';
 import type { ResolveHost } from '../../src/webhooks/endpoint-targets';
+import type { UsageRecord } from '../../src/metering/usage-record';
+import { NO_TOKEN_BUDGETS } from '../../src/accounts/limits/token-budgets';
 
 /**
  * Account webhooks end to end (issue 39 §2): the service on a real Redis
@@ -61,9 +63,9 @@ const call = async (method: string, path: string, body?: object) => {
   return { status: response.status, body: response.body as unknown as EndpointAnswer & Record<string, unknown> };
 };
 let serial = 0;
-const newAccount = async () => {
+const newAccount = async (extra: object = {}) => {
   const id = `hooks-${(serial += 1)}`;
-  expect((await server.admin('POST', '/admin/accounts', { id, name: `Account ${id}` })).status).toBe(201);
+  expect((await server.admin('POST', '/admin/accounts', { id, name: `Account ${id}`, ...extra })).status).toBe(201);
   return id;
 };
 const newEndpoint = async (accountId: string, url: string, events: string[]) => {
@@ -191,6 +193,39 @@ describe('delivery', () => {
     await until(() => receiver.on('/rotated').length >= 1, 'the test event');
     expect(WebhookReceiver.verified(receiver.on('/rotated')[0]!, rotated.body.secret).type).toBe('webhook.test');
     expect(() => WebhookReceiver.verified(receiver.on('/rotated')[0]!, endpoint.secret)).toThrow();
+  });
+});
+
+describe('credit events', () => {
+  it('sends credit.low and credit.exhausted as usage takes a prepaid balance past the threshold and to zero', async () => {
+    const accountId = await newAccount({ billing: { creditBalance: 1000 } });
+    const endpoint = await newEndpoint(accountId, receiver.url(`/credit-${accountId}`), ['credit.low', 'credit.exhausted']);
+    expect(await call('PUT', `/admin/accounts/${accountId}/webhooks/settings`, { creditLowThreshold: 500 })).toMatchObject({
+      status: 200,
+      body: { creditLowThreshold: 500 },
+    });
+    const usage = (requestId: string, costMinorUnits: number): UsageRecord => ({
+      requestId,
+      accountId,
+      keyId: 'key_metered',
+      keyPrefix: 'gk_live_AbC4',
+      family: 'messages',
+      style: 'messages',
+      model: 'claude-sonnet-4-5',
+      tokens: { inputTokens: 3, outputTokens: 4, cachedInputTokens: 0, cacheCreationTokens: 0 },
+      costMinorUnits,
+      estimated: false,
+      atMs: Date.now(),
+    });
+    // As the usage recorder applies metered answers.
+    await server.app.store.applyUsage(usage('credit-1', 600), NO_TOKEN_BUDGETS);
+    await server.app.store.applyUsage(usage('credit-2', 600), NO_TOKEN_BUDGETS);
+    await until(() => receiver.on(`/credit-${accountId}`).length >= 2, 'two credit events');
+    const events = receiver.on(`/credit-${accountId}`).map((request) => WebhookReceiver.verified(request, endpoint.secret));
+    expect(events.map((event) => [event.type, event.data['credit_balance']]).sort()).toEqual([
+      ['credit.exhausted', -200],
+      ['credit.low', 400],
+    ]);
   });
 });
 

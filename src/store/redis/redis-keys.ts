@@ -175,7 +175,10 @@ export const redisKeys = {
   webhookOutbox: (accountId: string) => `${redisKeys.accountTag(accountId)}webhook-outbox`,
   /** Hash: endpoint id → its configuration (JSON, written whole by the store, never changed by a script). */
   webhookEndpoints: (accountId: string) => `${redisKeys.accountTag(accountId)}webhook-endpoints`,
-  /** Hash: `disabled:<endpointId>` → why (absent: enabled), `failures:<endpointId>` → failed attempts in a row. */
+  /**
+   * Hash: `disabled:<endpointId>` → why (absent: enabled), `failures:<endpointId>` → failed attempts in a row, and
+   * `creditLowThreshold` → the balance (minor units) below which usage sends `credit.low` (read by the usage script).
+   */
   webhookEndpointState: (accountId: string) => `${redisKeys.accountTag(accountId)}webhook-endpoint-state`,
   /** Hash: `<eventId>:<endpointId>` → the delivery (JSON: event id, type, payload, endpoint id, attempts made). */
   webhookDeliveries: (accountId: string) => `${redisKeys.accountTag(accountId)}webhook-deliveries`,

@@ -751,6 +751,9 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
       redisKeys.usageHour(accountId, periodName(atMs, 'hour')),
       redisKeys.usageDay(accountId, periodName(atMs, 'day')),
       redisKeys.holds(accountId),
+      // A prepaid balance's crossing appends its webhook event in the same step (lua/apply-usage.lua).
+      redisKeys.webhookOutbox(accountId),
+      redisKeys.webhookEndpointState(accountId),
     ] as const;
     const fixedArguments = [
       this.clockOverride ? String(Math.round(this.clockOverride() * 1000)) : '',
@@ -778,7 +781,9 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
       const reply = await this.call(() =>
         this.usage.write(() => redis.gwaApplyUsage(...accountKeys, ...fixedArguments, ...planAndAggregates)),
       );
-      return scripts.gwaApplyUsage.parseReply(reply);
+      const outcome = scripts.gwaApplyUsage.parseReply(reply);
+      await this.webhooks.noticeAppended(accountId, reply);
+      return outcome;
     }
     // The script fills in how it billed the record.
     const streamFields = usageStreamFields(record, BILLED_BY_THE_SCRIPT).flat();
@@ -796,7 +801,9 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
         ),
       ),
     );
-    return scripts.gwaApplyAndStreamUsage.parseReply(reply);
+    const outcome = scripts.gwaApplyAndStreamUsage.parseReply(reply);
+    await this.webhooks.noticeAppended(accountId, reply);
+    return outcome;
   }
 
   async releaseHold(accountId: string, requestId: string): Promise<void> {

@@ -46,6 +46,23 @@ export class RedisWebhookStore implements WebhookStore {
     await this.call(() => this.redis.sadd(redisKeys.webhookAccounts(), accountId)).catch(() => undefined);
   }
 
+  /** After the usage script: its reply's third element counts the credit events it appended (lua/apply-usage.lua). */
+  async noticeAppended(accountId: string, usageReply: unknown): Promise<void> {
+    if (!Array.isArray(usageReply) || usageReply[0] !== 'applied' || !(Number(usageReply[2]) > 0)) return;
+    await this.call(() => this.redis.sadd(redisKeys.webhookAccounts(), accountId)).catch(() => undefined);
+  }
+
+  async getCreditLowThreshold(accountId: string): Promise<number | null> {
+    const text = await this.call(() => this.redis.hget(redisKeys.webhookEndpointState(accountId), 'creditLowThreshold'));
+    return text === null ? null : Number(text);
+  }
+
+  async setCreditLowThreshold(accountId: string, minorUnits: number | null): Promise<void> {
+    const state = redisKeys.webhookEndpointState(accountId);
+    if (minorUnits === null) await this.call(() => this.redis.hdel(state, 'creditLowThreshold'));
+    else await this.call(() => this.redis.hset(state, 'creditLowThreshold', String(minorUnits)));
+  }
+
   async createEndpoint(endpoint: WebhookEndpointConfig, maxEndpoints: number): Promise<CreateEndpointResult> {
     const reply = await this.call(() =>
       this.redis.gwaWebhookCreate(

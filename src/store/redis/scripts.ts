@@ -66,7 +66,16 @@ export const LUA_TOKEN_BUDGET = ['lib/divmod.lua', 'lib/token-buckets-of.lua', '
   .join('');
 
 /** The keys and fixed arguments both usage scripts begin with (lua/apply-usage.lua reads them by position). */
-const APPLY_USAGE_KEYS = ['account', 'keyRecord', 'appliedMarker', 'hourAggregate', 'dayAggregate', 'holds'] as const;
+const APPLY_USAGE_KEYS = [
+  'account',
+  'keyRecord',
+  'appliedMarker',
+  'hourAggregate',
+  'dayAggregate',
+  'holds',
+  'webhookOutbox',
+  'webhookEndpointState',
+] as const;
 const APPLY_USAGE_ARGV = [
   'nowUs',
   'markerTtlMs',

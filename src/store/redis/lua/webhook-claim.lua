@@ -18,7 +18,8 @@ if #entries > 0 then
       local receives = f.endpoint == id or (f.endpoint == '' and endpoint.enabled and endpoint.receives[f.type])
       if receives then
         local delivery = f.id .. ':' .. id
-        redis.call('HSET', KEYS[4], delivery, cjson.encode({ eventId = f.id, type = f.type, payload = f.payload, endpointId = id, attempts = 0 }))
+        local json = cjson.encode({ eventId = f.id, type = f.type, payload = f.payload, endpointId = id, attempts = 0 })
+        redis.call('HSET', KEYS[4], delivery, json)
         redis.call('ZADD', KEYS[5], now, delivery)
       end
     end
