@@ -12,7 +12,7 @@ import {
 } from '../accounts/members';
 import { compareCodeUnits } from './ordering';
 import { MemoryWebhookStore } from './memory-webhook-store';
-import { creditCrossings } from '../webhooks/webhook-events';
+import { budgetReachedEvent, creditCrossings } from '../webhooks/webhook-events';
 import type { OutboxEvent } from '../ports/webhook-store';
 import { COUNTED_BATCH_MEMORY_MS, DAILY_RETENTION_MS, dayStartOf, HOURLY_RETENTION_MS } from '../keys/request-counts';
 import { authorizeAccountState, type HeldAmounts } from '../accounts/limits/authorize-account-state';
@@ -595,6 +595,25 @@ export class MemoryStore implements Store {
       this.webhooks.appendEventsNow(record.accountId, crossings);
     }
     if (writes.creditBalance !== undefined) account.creditBalance = writes.creditBalance;
+    // Monthly spend caps reached by this record: budget.reached, in this same step (as lua/apply-usage.lua).
+    const reached = [
+      {
+        cap: account.monthlySpendCap,
+        before: account.monthlySpend?.[month] ?? 0,
+        after: writes.accountMonthSpend,
+        scope: { kind: 'account' as const },
+      },
+      {
+        cap: key?.monthlySpendCap,
+        before: keySpend.get(`${record.keyId} ${month}`) ?? 0,
+        after: writes.keyMonthSpend,
+        scope: { kind: 'key' as const, keyId: record.keyId },
+      },
+    ].filter(({ cap, before, after }) => cap !== undefined && before < cap && after >= cap);
+    this.webhooks.appendEventsNow(
+      record.accountId,
+      reached.map(({ cap, after, scope }) => budgetReachedEvent(record.accountId, record.requestId, nowMs, scope, cap!, after)),
+    );
     if (writes.creditShortfall > 0) {
       account.creditShortfall = Math.min((account.creditShortfall ?? 0) + writes.creditShortfall, MAX_CREDIT_SHORTFALL);
     }

@@ -20,6 +20,7 @@ export const WEBHOOK_EVENT_TYPES = [
   'member.removed',
   'credit.low',
   'credit.exhausted',
+  'budget.reached',
   'endpoint.disabled',
 ] as const;
 
@@ -127,6 +128,31 @@ export function creditEvent(
 ): OutboxEvent {
   const id = `msg_${createHash('sha1').update(`${accountId} ${requestId} ${type}`).digest('hex').slice(0, 24)}`;
   const data = { account_id: accountId, credit_balance: creditBalance, ...(threshold !== undefined ? { threshold } : {}) };
+  return { id, type, payload: JSON.stringify({ type, timestamp: new Date(nowMs).toISOString(), data }) };
+}
+
+/**
+ * A monthly spend cap reached by a usage record (`scope` the account's cap, or the key's), as the usage step appends
+ * it (lua/apply-usage.lua writes the same text); the id as creditEvent's, with the scope.
+ */
+export function budgetReachedEvent(
+  accountId: string,
+  requestId: string,
+  nowMs: number,
+  scope: { kind: 'account' } | { kind: 'key'; keyId: string },
+  monthlySpendCap: number,
+  monthSpend: number,
+): OutboxEvent {
+  const type = 'budget.reached';
+  const suffix = scope.kind === 'account' ? 1 : 2;
+  const id = `msg_${createHash('sha1').update(`${accountId} ${requestId} ${type} ${suffix}`).digest('hex').slice(0, 24)}`;
+  const data = {
+    account_id: accountId,
+    scope: scope.kind,
+    ...(scope.kind === 'key' ? { key_id: scope.keyId } : {}),
+    monthly_spend_cap: monthlySpendCap,
+    month_spend: monthSpend,
+  };
   return { id, type, payload: JSON.stringify({ type, timestamp: new Date(nowMs).toISOString(), data }) };
 }
 

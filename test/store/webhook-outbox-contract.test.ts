@@ -8,7 +8,7 @@ import type { Member } from '../../src/accounts/members';
 import type { Store } from '../../src/ports/store';
 import type { UsageRecord } from '../../src/metering/usage-record';
 import { NO_TOKEN_BUDGETS } from '../../src/accounts/limits/token-budgets';
-import { creditEvent } from '../../src/webhooks/webhook-events';
+import { budgetReachedEvent, creditEvent } from '../../src/webhooks/webhook-events';
 import type { OutboxEvent, WebhookDelivery } from '../../src/ports/webhook-store';
 import { startTestRedisCluster, type TestRedisCluster } from '../support/redis-cluster';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
@@ -287,5 +287,37 @@ describe.each(implementations)('webhook outbox: %s', (_name, open) => {
     // (credit.low's delivery is still leased: only the new one is handed out.)
     const exhausted = creditEvent('credit.exhausted', accountId, 'r4', clock.now(), -200);
     expect(await payloads()).toEqual([{ id: exhausted.id, payload: exhausted.payload }]);
+  });
+
+  it("appends budget.reached as a record takes the key's or the account's month spend to its cap, once", async () => {
+    const { accountId } = await accountWithEndpoint(['budget.reached'], { monthlySpendCap: 1000 });
+    const capped = keyOf(accountId);
+    await store.insertKey(capped.hash, { ...capped.record, monthlySpendCap: 300 });
+    const usage = (requestId: string, costMinorUnits: number): UsageRecord => ({
+      requestId,
+      accountId,
+      keyId: capped.record.id,
+      keyPrefix: capped.record.prefix,
+      family: 'messages',
+      style: 'messages',
+      model: 'claude-sonnet-4-5',
+      tokens: { inputTokens: 3, outputTokens: 4, cachedInputTokens: 0, cacheCreationTokens: 0 },
+      costMinorUnits,
+      estimated: false,
+      atMs: clock.now(),
+    });
+    const payloads = async () => {
+      const claimed = await store.webhooks.claimDeliveries(accountId, clock.now(), LEASE_MS, 100);
+      return claimed === 'idle' ? [] : claimed.map((d) => ({ id: d.eventId, payload: d.payload })).sort((a, b) => a.id.localeCompare(b.id));
+    };
+    await store.applyUsage(usage('b1', 200), NO_TOKEN_BUDGETS); // key 200 of 300, account 200 of 1000
+    expect(await payloads()).toEqual([]);
+    await store.applyUsage(usage('b2', 200), NO_TOKEN_BUDGETS); // key 400: reached
+    await store.applyUsage(usage('b2', 200), NO_TOKEN_BUDGETS); // the same record again
+    const key = budgetReachedEvent(accountId, 'b2', clock.now(), { kind: 'key', keyId: capped.record.id }, 300, 400);
+    expect(await payloads()).toEqual([{ id: key.id, payload: key.payload }]);
+    await store.applyUsage(usage('b3', 700), NO_TOKEN_BUDGETS); // account 1100: reached; the key's was already
+    const account = budgetReachedEvent(accountId, 'b3', clock.now(), { kind: 'account' }, 1000, 1100);
+    expect(await payloads()).toEqual([{ id: account.id, payload: account.payload }]);
   });
 });

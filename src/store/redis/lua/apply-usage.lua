@@ -52,7 +52,8 @@ if first then
   stream_once(string.match(first, '^(%a+):(%d+)$'))
   return {'duplicate', first}
 end
-local a = redis.call('HMGET', KEYS[1], 'id', 'creditBalance', 'tokenBudgets', ARGV[5], ARGV[6], 'creditShortfall', 'usageSweepDueUs')
+local a = redis.call('HMGET', KEYS[1], 'id', 'creditBalance', 'tokenBudgets', ARGV[5], ARGV[6], 'creditShortfall', 'usageSweepDueUs',
+  'monthlySpendCap')
 if not a[1] then
   stream_once('account_not_found', '0')
   return {'account_not_found'}
@@ -109,16 +110,20 @@ end
 local cost = tonumber(ARGV[3])
 local billing, shortfall = 'postpaid', 0
 local events = 0
--- The webhook events of a prepaid balance's crossing (src/webhooks/webhook-events.ts creditEvent builds the same
--- text): ids from the account, request and type, so the one record never makes two; amounts as integers.
-local function credit_event(event_type, balance, threshold)
-  local id = 'msg_' .. string.sub(redis.sha1hex(a[1] .. ' ' .. ARGV[14] .. ' ' .. event_type), 1, 24)
-  local extra = ''
-  if threshold then extra = ',"threshold":' .. string.format('%.0f', threshold) end
+-- The webhook events of a crossing (src/webhooks/webhook-events.ts builds the same text): ids from the account,
+-- request and type (and scope), so the one record never makes two; amounts as integers. `data` is the JSON after
+-- the account id.
+local function webhook_event(event_type, id_suffix, data)
+  local id = 'msg_' .. string.sub(redis.sha1hex(a[1] .. ' ' .. ARGV[14] .. ' ' .. event_type .. id_suffix), 1, 24)
   local payload = '{"type":"' .. event_type .. '","timestamp":"' .. iso8601(math.floor(now / 1000)) ..
-    '","data":{"account_id":"' .. a[1] .. '","credit_balance":' .. string.format('%.0f', balance) .. extra .. '}}'
+    '","data":{"account_id":"' .. a[1] .. '"' .. data .. '}}'
   redis.call('XADD', KEYS[7], '*', 'id', id, 'type', event_type, 'payload', payload, 'endpoint', '')
   events = events + 1
+end
+local function credit_event(event_type, balance, threshold)
+  local extra = ''
+  if threshold then extra = ',"threshold":' .. string.format('%.0f', threshold) end
+  webhook_event(event_type, '', ',"credit_balance":' .. string.format('%.0f', balance) .. extra)
 end
 if a[2] then
   billing = 'prepaid'
@@ -136,11 +141,21 @@ if a[2] then
     writes[#writes + 1] = string.format('%.0f', math.min(amount(a[6]) + shortfall, 9007199254740991))
   end
 end
+local key_cap = redis.call('HMGET', KEYS[2], 'monthlySpendCap', 'id')
+local caps = {tonumber(a[8] or ''), tonumber(key_cap[1] or '')}
 for i, field in ipairs({ARGV[5], ARGV[6]}) do
   local spent = 0
   if not gone[field] then spent = amount(a[3 + i]) end
+  local after = math.min(spent + cost, 9007199254740991)
   writes[#writes + 1] = field
-  writes[#writes + 1] = string.format('%.0f', math.min(spent + cost, 9007199254740991))
+  writes[#writes + 1] = string.format('%.0f', after)
+  -- A monthly spend cap reached by this record: budget.reached, for the account or the key.
+  if caps[i] and spent < caps[i] and after >= caps[i] then
+    local scope = '"account"'
+    if i == 2 then scope = '"key","key_id":"' .. key_cap[2] .. '"' end
+    webhook_event('budget.reached', ' ' .. i, ',"scope":' .. scope .. ',"monthly_spend_cap":' .. string.format('%.0f', caps[i]) ..
+      ',"month_spend":' .. string.format('%.0f', after))
+  end
 end
 local key_count, account_count = tonumber(ARGV[12]), tonumber(ARGV[13])
 local aggregates_from = plan_from + 2 * (key_count + account_count)
