@@ -29,6 +29,8 @@ import type { Store } from './ports/store';
 import { UsageRecorder } from './metering/usage-recorder';
 import type { SessionStorage } from './http/sign-in/session-storage';
 import type { MeteredResponseSink } from './metering/metered-response';
+import { WebhookDispatcher } from './webhooks/webhook-dispatcher';
+import { systemResolver, type ResolveHost } from './webhooks/endpoint-targets';
 
 /** See stopUsage in startApp. */
 const FINAL_USAGE_FLUSH_MS = 2_000;
@@ -64,6 +66,8 @@ export interface AppOptions {
   };
   /** Where metered answers go; by default the usage ledger (usageLedgerSink). Tests may pass their own. */
   meteredResponses?: MeteredResponseSink;
+  /** Tests only: how webhook hosts are resolved (no real DNS). */
+  resolveWebhookHost?: ResolveHost;
 }
 
 /** Wires store, gRPC Check and ext_proc server and admin API from one settings object. */
@@ -98,6 +102,18 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
   loopLag.start();
   const lastUsed = new LastUsedRecorder(store, clock, logger, settings.lastUsedFlushMs);
   lastUsed.start();
+  const webhooks = new WebhookDispatcher({
+    store: store.webhooks,
+    clock,
+    logger,
+    settings: settings.webhooks,
+    ...(options.resolveWebhookHost ? { resolve: options.resolveWebhookHost } : {}),
+  });
+  webhooks.start();
+  const webhookTargets = {
+    policy: { allowPrivate: settings.webhooks.allowPrivateTargets, loopbackHttp: settings.webhooks.loopbackHttp },
+    resolve: options.resolveWebhookHost ?? systemResolver,
+  };
   const usage = new UsageRecorder(store, settings.pipeline.defaultTokenBudgets, logger, metrics, {
     maxBuffered: settings.usage.bufferMaxRecords,
   });
@@ -185,6 +201,7 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
     authMetrics: metrics,
     authLimits: settings.adminAuthLimits,
     currency: settings.currency,
+    webhookTargets,
     ...(settings.adminToken ? { adminToken: settings.adminToken } : {}),
     // The customer listener has an API (and its description) only with customer sign-in configured.
     customerApiDocument: () => (customer?.hasDecorator('swagger') ? customer.swagger() : undefined),
@@ -213,6 +230,7 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
             defaultMaxActiveKeys: settings.defaultMaxActiveKeys,
             countsFlushIntervalMs: settings.lastUsedFlushMs,
             currency: settings.currency,
+            targets: webhookTargets,
           })),
       ...(secretScanningKeys
         ? {
@@ -234,6 +252,7 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
     await operatorTokens.close();
     await operatorSessions?.close();
     loopLag.stop();
+    await webhooks.stop();
     await stopUsage(Date.now());
     await lastUsed.stop();
     await tracing?.shutdown();
@@ -278,6 +297,7 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
       const closeStartedMs = Date.now();
       await Promise.all([grpcServer.close(), admin.close(), customer.close()]);
       loopLag.stop();
+      await webhooks.stop();
       // After the servers: nothing hands over records any more.
       await stopUsage(closeStartedMs);
       await lastUsed.stop(timeLeftMs());

@@ -11,6 +11,7 @@ import { randomBase62 } from '../keys/base62';
 import type { AddMemberResult, MemberChangeResult } from '../ports/store';
 import type { ActionDeps } from './action-deps';
 import { recordChange } from './audit-trail';
+import { memberAddedEvent, memberRemovedEvent } from '../webhooks/webhook-events';
 
 /**
  * Member changes as the operator and account owners make them, and the
@@ -42,7 +43,7 @@ export async function addMember(
     addedBy: actor,
   };
   if (principal.kind === 'invitation') member.invitedEmail = principal.email;
-  const result = await deps.store.addMember(member);
+  const result = await deps.store.addMember(member, [memberAddedEvent(member, actor, deps.clock.now())]);
   if (result.kind === 'added') {
     await recordChange(deps, {
       action: 'member.add',
@@ -70,7 +71,10 @@ export async function changeMemberRole(
 }
 
 export async function removeMember(deps: ActionDeps, actor: AuditActor, accountId: string, memberId: string): Promise<MemberChangeResult> {
-  const result = await deps.store.removeMember(accountId, memberId);
+  // The event names the member as it was read; the store appends it only if this call removes it.
+  const before = await deps.store.getMember(accountId, memberId);
+  if (!before) return { kind: 'member_not_found' };
+  const result = await deps.store.removeMember(accountId, memberId, [memberRemovedEvent(before, actor, deps.clock.now())]);
   if (result.kind === 'changed') {
     await recordChange(deps, {
       action: 'member.remove',

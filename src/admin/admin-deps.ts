@@ -9,6 +9,7 @@ import type { OperatorTokenStore } from '../ports/operator-tokens';
 import type { OperatorSignInSettings } from '../platform/operator-sign-in-settings';
 import type { SessionStorage } from '../http/sign-in/session-storage';
 import type { ClaimsRelyingParty } from '../http/sign-in/oidc-relying-party';
+import type { WebhookActionDeps } from '../webhooks/endpoint-actions';
 
 /** What the admin HTTP server and its routes need; built by app.ts, read by the routes. */
 export interface AdminServerDeps {
@@ -38,6 +39,8 @@ export interface AdminServerDeps {
    * has no API (customer sign-in not configured). Absent: not served.
    */
   customerApiDocument?: () => unknown;
+  /** Where webhook endpoints may point; absent: public https targets only, resolved by the system (STRICT_TARGETS). */
+  webhookTargets?: WebhookActionDeps['targets'];
 }
 
 /** What operator sign-in is built from (app.ts wires it). */

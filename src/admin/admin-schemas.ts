@@ -191,6 +191,11 @@ const AUDIT_ACTION_NAMES: Record<AuditAction, true> = {
   'member.update': true,
   'member.remove': true,
   'member.bind': true,
+  'webhook.create': true,
+  'webhook.update': true,
+  'webhook.delete': true,
+  'webhook.rotate_secret': true,
+  'webhook.disabled': true,
 };
 export const AUDIT_ACTIONS = Object.keys(AUDIT_ACTION_NAMES) as [AuditAction, ...AuditAction[]];
 

@@ -1,4 +1,6 @@
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import { registerWebhookRoutes } from '../http/webhook-routes';
+import { STRICT_TARGETS } from '../webhooks/endpoint-targets';
 import { DEFAULT_ADMIN_AUTH_LIMITS, type AuthLimitKind } from './admin-auth-limits';
 import { registerJsonBodyParser } from '../http/json-body';
 import { registerApiDocument } from '../http/openapi';
@@ -7,7 +9,7 @@ import { AdminAuthLimiter, clientAddressKey, DEFAULT_TRUSTED_FOR_MS, type AuthAd
 import type { AdminServerDeps } from './admin-deps';
 import { sendAdminError } from './admin-errors';
 import { adminTokenMatches, bearerTokenOf } from './admin-token';
-import { registerAuthorization } from './admin-authorization';
+import { actorOf, registerAuthorization } from './admin-authorization';
 import { registerOperatorSignIn, registerSignInNotOffered } from './operator-sign-in';
 import { hashOperatorToken, isWellFormedOperatorToken, operatorTokenIsLive, type OperatorTokenRecord } from '../operators/operator-token';
 import { registerDashboard } from './register-dashboard';
@@ -140,6 +142,15 @@ export function buildAdminServer(deps: AdminServerDeps): FastifyInstance {
     registerAccountRoutes(routes, deps);
     registerKeyRoutes(routes, deps);
     registerMemberRoutes(routes, deps);
+    registerWebhookRoutes(routes, {
+      accountPath: '/admin/accounts/:id',
+      accountParam: 'id',
+      deps: { ...deps, targets: deps.webhookTargets ?? STRICT_TARGETS },
+      actorOf,
+      // Reading endpoints and their delivery logs is reading the account; any change (a secret shown, a test sent) writes it.
+      configFor: (method) => ({ permission: method === 'GET' ? 'accounts:read' : 'accounts:write' }),
+      tags: ['webhooks'],
+    });
     registerUsageRoutes(routes, deps);
     registerDashboard(routes);
     registerAuditRoutes(routes, deps);

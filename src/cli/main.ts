@@ -7,6 +7,7 @@ import { checkCommand } from './commands/check';
 import { keysCommand } from './commands/keys';
 import { membersCommand } from './commands/members';
 import { operatorTokensCommand } from './commands/operator-tokens';
+import { webhooksCommand } from './commands/webhooks';
 import { cell } from './output';
 import { packageVersion } from '../platform/package-version';
 import { serveCommand } from './commands/serve';
@@ -21,6 +22,7 @@ export function buildCli(): Command {
   program.addCommand(accountsCommand());
   program.addCommand(keysCommand());
   program.addCommand(membersCommand());
+  program.addCommand(webhooksCommand());
   program.addCommand(usageCommand());
   program.addCommand(operatorTokensCommand());
   program.addCommand(checkCommand());

@@ -45,10 +45,15 @@ import {
   usageQuery,
 } from './customer-schemas';
 import { describeOnly, describeRoute } from '../http/openapi';
+import { registerWebhookRoutes } from '../http/webhook-routes';
+import type { WebhookActionDeps } from '../webhooks/endpoint-actions';
+import { STRICT_TARGETS } from '../webhooks/endpoint-targets';
 import { accountSummaryView, customerAuditEntryView, customerCreatedKeyView, customerKeyView, meView, usageView } from './customer-views';
 
 /** What the customer API needs; the customer server builds it from the settings and the shared store. */
 export interface CustomerApiDeps extends ActionDeps {
+  /** Where webhook endpoints may point (WEBHOOK_ALLOW_PRIVATE_TARGETS, WEBHOOK_LOOPBACK_HTTP); absent: STRICT_TARGETS. */
+  targets?: WebhookActionDeps['targets'];
   /** The usage view reads the usage ledger too. */
   store: AdminStore & UsageReader;
   /** The operator's default plan: the summary shows it where the account has no override. */
@@ -76,6 +81,7 @@ const ACTION_WORDS: Readonly<Record<CustomerAction, string>> = {
   'members.read': 'see members',
   'members.manage': 'manage members',
   'audit.read': 'see the audit log',
+  'webhooks.manage': 'manage webhooks',
 };
 
 type AccountParams = { Params: { accountId: string } };
@@ -194,6 +200,16 @@ async function customerApiRoutes(api: FastifyInstance, deps: CustomerApiDeps): P
       ? undefined
       : sendCustomerError(reply, 400, 'invalid_field', `restrictions: ${problem}; ask your provider to change them`, 'restrictions');
   };
+
+  // Owners only (customer-permissions.ts): the routes the operator has under /admin/accounts/:id/webhooks.
+  registerWebhookRoutes(api, {
+    accountPath: '/accounts/:accountId',
+    accountParam: 'accountId',
+    deps: { ...deps, targets: deps.targets ?? STRICT_TARGETS },
+    actorOf: (request) => memberActor(callerOf(request).identity),
+    configFor: () => ({ customerAction: 'webhooks.manage' }),
+    tags: ['webhooks'],
+  });
 
   api.get(
     '/me',

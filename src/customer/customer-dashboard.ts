@@ -21,6 +21,7 @@ export const CUSTOMER_ASSET_FILES: readonly string[] = [
   'customer/customer.css',
   'customer/customer.js',
   'customer/usage-chart.js',
+  'customer/webhooks-panel.js',
 ];
 
 /** uPlot (package `uplot`, pinned in package.json): its browser build that defines the global `uPlot`, and its stylesheet. */

@@ -21,6 +21,9 @@ export type CustomerErrorCode =
   | 'member_exists'
   | 'member_limit_reached'
   | 'last_owner'
+  | 'endpoint_not_found'
+  | 'endpoint_limit_reached'
+  | 'endpoint_disabled'
   | 'not_found'
   | 'store_unavailable'
   | 'internal_error';

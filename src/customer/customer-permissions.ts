@@ -18,10 +18,11 @@ export const CUSTOMER_ACTIONS = [
   'members.read',
   'members.manage',
   'audit.read',
+  'webhooks.manage',
 ] as const;
 export type CustomerAction = (typeof CUSTOMER_ACTIONS)[number];
 
-/** owner: keys and members (and the audit); developer: keys; viewer: sees keys and usage. */
+/** owner: keys, members and webhooks (and the audit); developer: keys; viewer: sees keys and usage. */
 export const PERMISSIONS: Readonly<Record<CustomerAction, Readonly<Record<MemberRole, boolean>>>> = Object.freeze({
   'account.read': { owner: true, developer: true, viewer: true },
   'usage.read': { owner: true, developer: true, viewer: true },
@@ -33,6 +34,7 @@ export const PERMISSIONS: Readonly<Record<CustomerAction, Readonly<Record<Member
   'members.read': { owner: true, developer: false, viewer: false },
   'members.manage': { owner: true, developer: false, viewer: false },
   'audit.read': { owner: true, developer: false, viewer: false },
+  'webhooks.manage': { owner: true, developer: false, viewer: false },
 });
 
 export function mayPerform(role: MemberRole, action: CustomerAction): boolean {

@@ -5,6 +5,7 @@ import { mintKey, successorTerms, type KeyTerms } from './key-minting';
 import { StoreOutcomeUnknownError, type ActiveKeyCapReached, type KeyPatch, type RotateKeyResult } from '../ports/store';
 import type { ActionDeps } from '../accounts/action-deps';
 import { recordChange } from '../accounts/audit-trail';
+import { keyCreatedEvent, keyExposedEvent, keyRevokedEvent, keyRotatedEvent, type KeyExposure } from '../webhooks/webhook-events';
 
 /**
  * Key changes as the operator and members make them: mint (src/keys/key-minting.ts),
@@ -26,8 +27,10 @@ export type CreateKeyOutcome =
   { kind: 'created'; key: string; record: StoredKey } | { kind: 'account_not_found' } | ActiveKeyCapReached | OutcomeUnknown;
 
 export async function createKey(deps: ActionDeps, actor: AuditActor, request: NewKey): Promise<CreateKeyOutcome> {
-  const { key, keyHash, record } = mintKey({ ...request, createdBy: actor }, deps.clock.now());
-  const result = await unlessOutcomeUnknown(deps, () => deps.store.insertKey(keyHash, record));
+  const nowMs = deps.clock.now();
+  const { key, keyHash, record } = mintKey({ ...request, createdBy: actor }, nowMs);
+  // The event goes to the account's webhook outbox in the same step as the key (src/ports/webhook-store.ts).
+  const result = await unlessOutcomeUnknown(deps, () => deps.store.insertKey(keyHash, record, [keyCreatedEvent(record, actor, nowMs)]));
   if (result === undefined) return { kind: 'outcome_unknown', keyId: record.id };
   if (result === 'account_not_found') return { kind: result };
   if (result !== 'created') return result;
@@ -38,12 +41,24 @@ export async function createKey(deps: ActionDeps, actor: AuditActor, request: Ne
 export type RotateKeyOutcome =
   { kind: 'rotated'; key: string; newKey: StoredKey; oldKey: StoredKey } | Exclude<RotateKeyResult, { kind: 'rotated' }> | OutcomeUnknown;
 
-/** `old` is the record the caller looked up (and, for a member, checked to be of their account). */
-export async function rotateKey(deps: ActionDeps, actor: AuditActor, old: StoredKey, graceSeconds: number): Promise<RotateKeyOutcome> {
-  const { key, keyHash, record } = mintKey({ ...successorTerms(old), createdBy: actor }, deps.clock.now());
+/**
+ * `old` is the record the caller looked up (and, for a member, checked to be of their account). With `exposure`
+ * (src/keys/key-exposure.ts) a `key.exposed` event goes out with the rotation's, in the same step.
+ */
+export async function rotateKey(
+  deps: ActionDeps,
+  actor: AuditActor,
+  old: StoredKey,
+  graceSeconds: number,
+  exposure?: KeyExposure,
+): Promise<RotateKeyOutcome> {
+  const nowMs = deps.clock.now();
+  const { key, keyHash, record } = mintKey({ ...successorTerms(old), createdBy: actor }, nowMs);
+  const events = [keyRotatedEvent(old, record, graceSeconds, actor, nowMs)];
+  if (exposure) events.push(keyExposedEvent(old, exposure, { kind: 'rotated', newKeyId: record.id, graceSeconds }, nowMs));
   // The grace end and the expiry check use the store's clock, not this replica's.
   const result = await unlessOutcomeUnknown(deps, () =>
-    deps.store.rotateKey({ oldKeyId: old.id, newKeyHash: keyHash, newKey: record, graceSeconds }),
+    deps.store.rotateKey({ oldKeyId: old.id, newKeyHash: keyHash, newKey: record, graceSeconds, events }),
   );
   if (result === undefined) return { kind: 'outcome_unknown', keyId: record.id };
   if (result.kind !== 'rotated') return result;
@@ -73,9 +88,17 @@ export async function updateKey(deps: ActionDeps, actor: AuditActor, keyId: stri
   return key;
 }
 
-/** Null when the key does not exist. Idempotent; each call is audited. */
-export async function revokeKey(deps: ActionDeps, actor: AuditActor, keyId: string): Promise<StoredKey | null> {
-  const key = await deps.store.revokeKey(keyId, deps.clock.now());
+/**
+ * Null when the key does not exist. Idempotent; each call is audited. The `key.revoked` event (and with `exposure`,
+ * src/keys/key-exposure.ts, a `key.exposed` one) goes out only from the call that revoked it, in the same step.
+ */
+export async function revokeKey(deps: ActionDeps, actor: AuditActor, keyId: string, exposure?: KeyExposure): Promise<StoredKey | null> {
+  const nowMs = deps.clock.now();
+  const before = await deps.store.getKey(keyId);
+  if (!before) return null;
+  const events = [keyRevokedEvent(before, actor, nowMs)];
+  if (exposure) events.push(keyExposedEvent(before, exposure, { kind: 'revoked' }, nowMs));
+  const key = await deps.store.revokeKey(keyId, nowMs, events);
   if (!key) return null;
   await recordChange(deps, { action: 'key.revoke', actor, accountId: key.accountId, keyId: key.id, keyPrefix: key.prefix });
   return key;

@@ -5,6 +5,7 @@ import type { KeyIndex } from '../check/ports';
 import { CUSTOMER_KEY_PATTERN, hashCustomerKey, parseCustomerKey } from './customer-key';
 import { revokeKey, rotateKey } from './key-actions';
 import type { ExposedKeyAction, StoredKey } from './key-records';
+import type { KeyExposure } from '../webhooks/webhook-events';
 
 /**
  * What happens when a key of ours is reported as published (GitHub's secret
@@ -46,24 +47,9 @@ export type ExposureOutcome =
   | { label: 'true_positive'; handled: 'revoked' | 'rotated' | 'already_revoked' }
   | { label: 'false_positive'; handled: 'unknown_key' | 'not_our_format' };
 
-/** Sent once a key of ours has been reported and dealt with; account webhooks deliver it as `key.exposed`. */
-export interface KeyExposedEvent {
-  accountId: string;
-  keyId: string;
-  keyPrefix: string;
-  handled: 'revoked' | 'rotated' | 'already_revoked';
-  /** Set when the key was rotated: its successor (whose secret nobody holds). */
-  successorKeyId?: string;
-  reporter: KeyExposureReport['reporter'];
-  url: string;
-  source: string;
-}
-
 export interface KeyExposureDeps extends ActionDeps {
   /** The store's own index (no cache in front): a key created a moment ago is found. */
   keyIndex: KeyIndex;
-  /** Called after the change and its audit entry, for each report of a key of ours. */
-  onKeyExposed?: (event: KeyExposedEvent) => void | Promise<void>;
 }
 
 /** Audit details are `name=value` pairs split at spaces; the URL is the scanner's text, so it is bounded and cleaned. */
@@ -79,8 +65,7 @@ export async function handleExposedKey(deps: KeyExposureDeps, report: KeyExposur
   const ids = await deps.keyIndex.resolveKeyHash(hashCustomerKey(report.token));
   const key = ids ? await deps.store.getKey(ids.keyId) : null;
   if (!key) return { label: 'false_positive', handled: 'unknown_key' };
-  const { handled, successorKeyId } =
-    key.status === 'revoked' ? { handled: 'already_revoked' as const } : await disable(deps, key, report.reporter);
+  const { handled, successorKeyId } = key.status === 'revoked' ? { handled: 'already_revoked' as const } : await disable(deps, key, report);
   const url = auditedText(report.url);
   await recordChange(deps, {
     action: 'key.exposed',
@@ -90,16 +75,6 @@ export async function handleExposedKey(deps: KeyExposureDeps, report: KeyExposur
     keyPrefix: key.prefix,
     // The URL last: a reader of the details takes everything after `url=` as the URL.
     detail: `reporter=${report.reporter} source=${auditedText(report.source) || 'unknown'} handled=${handled}${successorKeyId ? ` successorKeyId=${successorKeyId}` : ''} url=${url || 'none'}`,
-  });
-  await deps.onKeyExposed?.({
-    accountId: key.accountId,
-    keyId: key.id,
-    keyPrefix: key.prefix,
-    handled,
-    ...(successorKeyId ? { successorKeyId } : {}),
-    reporter: report.reporter,
-    url,
-    source: report.source,
   });
   return { label: 'true_positive', handled };
 }
@@ -112,16 +87,25 @@ export async function handleExposedKey(deps: KeyExposureDeps, report: KeyExposur
 async function disable(
   deps: KeyExposureDeps,
   key: StoredKey,
-  reporter: KeyExposureReport['reporter'],
+  report: KeyExposureReport,
 ): Promise<{ handled: 'revoked' | 'rotated'; successorKeyId?: string }> {
   const account = await deps.store.getAccount(key.accountId);
   if ((account?.exposedKeyAction ?? DEFAULT_EXPOSED_KEY_ACTION) === 'rotate' && !key.revokeAt) {
-    const rotated = await rotateKey(deps, reporterActor(reporter), key, EXPOSED_KEY_GRACE_SECONDS);
+    const rotated = await rotateKey(deps, reporterActor(report.reporter), key, EXPOSED_KEY_GRACE_SECONDS, exposureOf(report));
     // The successor's secret is dropped here: nobody asked for it, and it is shown to no one.
     if (rotated.kind === 'rotated') return { handled: 'rotated', successorKeyId: rotated.newKey.id };
   }
-  await revokeKey(deps, reporterActor(reporter), key.id);
+  await revokeKey(deps, reporterActor(report.reporter), key.id, exposureOf(report));
   return { handled: 'revoked' };
+}
+
+/**
+ * What the key.exposed webhook says of a report, written with the revocation or rotation in one step: the program and
+ * the kind of place (`github_secret_scanning:content`), and the cleaned URL.
+ */
+function exposureOf(report: KeyExposureReport): KeyExposure {
+  const url = auditedText(report.url);
+  return { source: `${report.reporter}_secret_scanning:${auditedText(report.source) || 'unknown'}`, ...(url ? { url } : {}) };
 }
 
 /** The audit names the program whose verified alert made the change, not an operator. */

@@ -18,6 +18,26 @@ import { TRACE_PROPAGATORS, TRACES_SAMPLERS, type TracePropagator, type TracingS
  * The one validated, frozen settings object, read once at start. Nothing else
  * in the service reads process.env.
  */
+/** How account webhooks are delivered (src/webhooks/webhook-dispatcher.ts). */
+export interface WebhookSettings {
+  /** How often each replica looks for due deliveries. */
+  readonly pollIntervalMs: number;
+  /** Attempts per event and endpoint, the first included; after the last failed one the event is dropped for that endpoint. */
+  readonly maxAttempts: number;
+  /** The pause after the first failed attempt, doubled after each next one, with jitter (retryDelayMs). */
+  readonly retryBaseMs: number;
+  readonly retryMaxDelayMs: number;
+  readonly connectTimeoutMs: number;
+  /** The whole attempt, from the request to the end of the (bounded) answer. */
+  readonly responseTimeoutMs: number;
+  /** Failed attempts in a row (over all its events) that disable an endpoint. */
+  readonly disableAfterFailures: number;
+  /** Loopback, private and link-local targets allowed (never the cloud metadata addresses). */
+  readonly allowPrivateTargets: boolean;
+  /** Local development: endpoints on a loopback host, over plain http:// too. */
+  readonly loopbackHttp: boolean;
+}
+
 export interface Settings {
   readonly grpcPort: number;
   readonly adminPort: number;
@@ -65,6 +85,8 @@ export interface Settings {
   readonly customerSignIn?: CustomerSignInSettings;
   /** Absent: operators authenticate with operator API tokens (or the break-glass ADMIN_TOKEN) only. */
   readonly operatorSignIn?: OperatorSignInSettings;
+  /** Account webhooks (WEBHOOK_*; docs/concepts/webhooks.md). */
+  readonly webhooks: WebhookSettings;
   readonly usage: {
     /** Usage records held in process while Redis does not answer; past it new records are dropped (and logged). */
     readonly bufferMaxRecords: number;
@@ -362,6 +384,15 @@ export const envSchema = z.object({
   GITHUB_SECRET_SCANNING_KEYS: optionalText,
   ...operatorSignInEnv,
   NODE_ENV: optionalText,
+  WEBHOOK_POLL_INTERVAL_MS: z.preprocess(blankAsUnset, z.coerce.number().int().min(10).max(60_000).default(1_000)),
+  WEBHOOK_MAX_ATTEMPTS: z.preprocess(blankAsUnset, z.coerce.number().int().min(1).max(20).default(10)),
+  WEBHOOK_RETRY_BASE_MS: z.preprocess(blankAsUnset, z.coerce.number().int().min(10).max(3_600_000).default(30_000)),
+  WEBHOOK_RETRY_MAX_DELAY_MS: z.preprocess(blankAsUnset, z.coerce.number().int().min(10).max(86_400_000).default(14_400_000)),
+  WEBHOOK_CONNECT_TIMEOUT_MS: z.preprocess(blankAsUnset, z.coerce.number().int().min(100).max(60_000).default(5_000)),
+  WEBHOOK_RESPONSE_TIMEOUT_MS: z.preprocess(blankAsUnset, z.coerce.number().int().min(100).max(120_000).default(15_000)),
+  WEBHOOK_DISABLE_AFTER_FAILURES: z.preprocess(blankAsUnset, z.coerce.number().int().min(1).max(10_000).default(50)),
+  WEBHOOK_ALLOW_PRIVATE_TARGETS: z.preprocess(blankAsUnset, z.enum(['true', 'false']).default('false')),
+  WEBHOOK_LOOPBACK_HTTP: z.preprocess(blankAsUnset, z.enum(['true', 'false']).default('false')),
   ALLOW_END_OF_LIFE_NODE: z.preprocess(blankAsUnset, z.enum(['true', 'false']).default('false')),
   USAGE_BUFFER_MAX_RECORDS: z.preprocess(
     blankAsUnset,
@@ -482,6 +513,17 @@ export function loadSettings(
     customerPort: e.CUSTOMER_PORT,
     ...(e.OIDC_ISSUER_URL ? { customerSignIn: customerSignInOf(e) } : {}),
     ...(e.OPERATOR_OIDC_ISSUER_URL ? { operatorSignIn: operatorSignInOf(e)! } : {}),
+    webhooks: {
+      pollIntervalMs: e.WEBHOOK_POLL_INTERVAL_MS,
+      maxAttempts: e.WEBHOOK_MAX_ATTEMPTS,
+      retryBaseMs: e.WEBHOOK_RETRY_BASE_MS,
+      retryMaxDelayMs: e.WEBHOOK_RETRY_MAX_DELAY_MS,
+      connectTimeoutMs: e.WEBHOOK_CONNECT_TIMEOUT_MS,
+      responseTimeoutMs: e.WEBHOOK_RESPONSE_TIMEOUT_MS,
+      disableAfterFailures: e.WEBHOOK_DISABLE_AFTER_FAILURES,
+      allowPrivateTargets: e.WEBHOOK_ALLOW_PRIVATE_TARGETS === 'true',
+      loopbackHttp: e.WEBHOOK_LOOPBACK_HTTP === 'true',
+    },
     usage: { bufferMaxRecords: e.USAGE_BUFFER_MAX_RECORDS, streamMaxLength: e.USAGE_STREAM_MAX_LEN, durability: usageDurabilityOf(e) },
     runtime: { production: e.NODE_ENV === 'production', allowEndOfLifeNode: e.ALLOW_END_OF_LIFE_NODE === 'true' },
     ...(tracingEnabled(e) ? { tracing: tracingOf(e) } : {}),

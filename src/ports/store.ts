@@ -7,6 +7,7 @@ import type { RateLimit } from '../accounts/limits/rate-limits';
 import type { TokenBudget, TokenBudgetPlan, TokenBudgetState } from '../accounts/limits/token-budgets';
 import type { UsageGranularity } from '../metering/usage-periods';
 import type { UsageApplyOutcome, UsageRecord, UsageTotals } from '../metering/usage-record';
+import type { OutboxEvent, WebhookStore } from './webhook-store';
 
 // The adapter side of storage. The pipeline sees only `KeyIndex` and
 // `Authorizer` (src/check/ports.ts); the admin API sees
@@ -59,6 +60,8 @@ export interface RotateKeyRequest {
    * never the clock of the replica that serves the admin call.
    */
   graceSeconds: number;
+  /** Appended to the account's webhook outbox in the same step, if the rotation is applied (not by a repeat). */
+  events?: readonly OutboxEvent[];
 }
 
 /** A key write refused by the account's active-key cap (src/keys/active-key-cap.ts); nothing was written. */
@@ -109,7 +112,12 @@ export type AuditAction =
   | 'member.add'
   | 'member.update'
   | 'member.remove'
-  | 'member.bind';
+  | 'member.bind'
+  | 'webhook.create'
+  | 'webhook.update'
+  | 'webhook.delete'
+  | 'webhook.rotate_secret'
+  | 'webhook.disabled';
 
 export interface AuditEntryInput {
   action: AuditAction;
@@ -118,6 +126,8 @@ export interface AuditEntryInput {
   actor: AuditActor;
   keyId?: string;
   memberId?: string;
+  /** A webhook endpoint (src/webhooks). */
+  endpointId?: string;
   /** Display prefix only: never the key or its hash. */
   keyPrefix?: string;
   /** Short, secret-free facts, e.g. "graceSeconds=3600" or "changes=name,limits". */
@@ -187,14 +197,16 @@ export type InvitationBinding =
  * verified against the account on every read.
  */
 export interface MemberStore {
-  addMember(member: Member): Promise<AddMemberResult>;
+  /** `events` go to the account's webhook outbox in the same step, only when the member is added (not by a repeat). */
+  addMember(member: Member, events?: readonly OutboxEvent[]): Promise<AddMemberResult>;
   /** Null when the account does not exist. Ordered by when they were added, then id. */
   listMembers(accountId: string): Promise<Member[] | null>;
   getMember(accountId: string, memberId: string): Promise<Member | null>;
   /** The member (or invitation) of this account with this principal, or null. */
   findMember(accountId: string, principal: MemberPrincipal): Promise<Member | null>;
   changeMemberRole(accountId: string, memberId: string, role: MemberRole): Promise<MemberChangeResult>;
-  removeMember(accountId: string, memberId: string): Promise<MemberChangeResult>;
+  /** `events` go to the account's webhook outbox in the same step, only when the member is removed. */
+  removeMember(accountId: string, memberId: string, events?: readonly OutboxEvent[]): Promise<MemberChangeResult>;
   /** Binds every pending invitation for the identity's verified email (none without one) to the identity. */
   bindInvitations(identity: CustomerIdentity, nowMs: number): Promise<InvitationBinding[]>;
   /** The accounts the identity is a member of (bound memberships only), ordered by account id. Binds nothing. */
@@ -202,6 +214,8 @@ export interface MemberStore {
 }
 
 export interface AdminStore extends MemberStore {
+  /** Webhook endpoints, the outbox and its deliveries (src/ports/webhook-store.ts). */
+  readonly webhooks: WebhookStore;
   /** False when an account with this id already exists (nothing is changed then). */
   createAccount(account: Account): Promise<boolean>;
   getAccount(accountId: string): Promise<Account | null>;
@@ -239,7 +253,7 @@ export interface AdminStore extends MemberStore {
    * (nothing written) when the account already holds as many active keys as
    * its cap, counted in the same atomic step.
    */
-  insertKey(keyHash: string, key: StoredKey): Promise<InsertKeyResult>;
+  insertKey(keyHash: string, key: StoredKey, events?: readonly OutboxEvent[]): Promise<InsertKeyResult>;
   getKey(keyId: string): Promise<StoredKey | null>;
   /** Null when the key does not exist. */
   updateKey(keyId: string, patch: KeyPatch): Promise<StoredKey | null>;
@@ -256,8 +270,11 @@ export interface AdminStore extends MemberStore {
    * capRefuses); an immediate one never is.
    */
   rotateKey(request: RotateKeyRequest): Promise<RotateKeyResult>;
-  /** Refused from the next request on; idempotent. Null when the key does not exist. */
-  revokeKey(keyId: string, nowMs: number): Promise<StoredKey | null>;
+  /**
+   * Refused from the next request on; idempotent. Null when the key does not exist. `events` go to the account's
+   * webhook outbox in the same step, only when this call revoked it (not when it was revoked already).
+   */
+  revokeKey(keyId: string, nowMs: number, events?: readonly OutboxEvent[]): Promise<StoredKey | null>;
   appendAudit(entry: AuditEntryInput, nowMs: number): Promise<void>;
   /**
    * Newest first. `before` is a position: entries strictly older than that id
@@ -402,7 +419,7 @@ export class StoreOutcomeUnknownError extends StoreUnavailableError {
 /** One stored record cannot be read (a field is missing or malformed); the rest of the store is fine. */
 export class CorruptRecordError extends StoreUnavailableError {
   constructor(
-    readonly record: 'account' | 'key' | 'member' | 'usage stream',
+    readonly record: 'account' | 'key' | 'member' | 'usage stream' | 'webhook endpoint',
     /** Which field is wrong, e.g. "creditBalance is not a whole number within ±10^15". */
     readonly problem: string,
   ) {

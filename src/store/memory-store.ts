@@ -11,6 +11,9 @@ import {
   type MemberPrincipal,
 } from '../accounts/members';
 import { compareCodeUnits } from './ordering';
+import { MemoryWebhookStore } from './memory-webhook-store';
+import { budgetReachedEvent, creditCrossings } from '../webhooks/webhook-events';
+import type { OutboxEvent } from '../ports/webhook-store';
 import { COUNTED_BATCH_MEMORY_MS, DAILY_RETENTION_MS, dayStartOf, HOURLY_RETENTION_MS } from '../keys/request-counts';
 import { authorizeAccountState, type HeldAmounts } from '../accounts/limits/authorize-account-state';
 import { HOLD_LIFETIME_US } from '../accounts/credit-holds';
@@ -132,6 +135,7 @@ export interface MemoryStoreOptions {
 export class MemoryStore implements Store {
   readonly description = 'in-memory store (REDIS_URL not set): keeps nothing across restarts, not shared between replicas';
   private readonly accounts = new Map<string, Account>();
+  readonly webhooks = new MemoryWebhookStore((accountId) => this.accounts.has(accountId));
   private readonly keys = new Map<string, StoredKey>();
   private readonly idsByHash = new Map<string, KeyIds>();
   /** Account → `granularity:startMs` → key id → requests, as the Redis store's hourly and daily hashes. */
@@ -321,7 +325,7 @@ export class MemoryStore implements Store {
     return adjusted;
   }
 
-  async insertKey(keyHash: string, key: StoredKey): Promise<InsertKeyResult> {
+  async insertKey(keyHash: string, key: StoredKey, events?: readonly OutboxEvent[]): Promise<InsertKeyResult> {
     if (!this.accounts.has(key.accountId)) return 'account_not_found';
     // The same insert repeated: already there, and never refused by the cap it is counted in.
     if (this.keys.has(key.id)) return 'created';
@@ -329,6 +333,7 @@ export class MemoryStore implements Store {
     if (refusal) return refusal;
     this.keys.set(key.id, structuredClone(key));
     this.idsByHash.set(keyHash, { keyId: key.id, accountId: key.accountId });
+    this.webhooks.appendEventsNow(key.accountId, events);
     return 'created';
   }
 
@@ -390,12 +395,14 @@ export class MemoryStore implements Store {
     old.replacedBy = request.newKey.id;
     this.keys.set(request.newKey.id, structuredClone(request.newKey));
     this.idsByHash.set(request.newKeyHash, { keyId: request.newKey.id, accountId: request.newKey.accountId });
+    this.webhooks.appendEventsNow(old.accountId, request.events);
     return { kind: 'rotated', oldKey: structuredClone(old), newKey: structuredClone(request.newKey) };
   }
 
-  async revokeKey(keyId: string, nowMs: number): Promise<StoredKey | null> {
+  async revokeKey(keyId: string, nowMs: number, events?: readonly OutboxEvent[]): Promise<StoredKey | null> {
     const key = this.keys.get(keyId);
     if (!key) return null;
+    if (key.status !== 'revoked') this.webhooks.appendEventsNow(key.accountId, events);
     key.status = 'revoked';
     key.revokedAt ??= new Date(nowMs).toISOString();
     return structuredClone(key);
@@ -473,7 +480,7 @@ export class MemoryStore implements Store {
     return { entries: structuredClone(entries), next: entries.length === options.limit ? (entries.at(-1)?.id ?? null) : null };
   }
 
-  async addMember(member: Member): Promise<AddMemberResult> {
+  async addMember(member: Member, events?: readonly OutboxEvent[]): Promise<AddMemberResult> {
     if (!this.accounts.has(member.accountId)) return { kind: 'account_not_found' };
     const members = this.membersOf(member.accountId);
     const existing = this.withPrincipal(member.accountId, member.principal);
@@ -482,6 +489,7 @@ export class MemoryStore implements Store {
     if (existing) return { kind: 'already_member', member: structuredClone(existing) };
     if (members.size >= MAX_MEMBERS_PER_ACCOUNT) return { kind: 'member_limit_reached', limit: MAX_MEMBERS_PER_ACCOUNT };
     members.set(member.id, structuredClone(member));
+    this.webhooks.appendEventsNow(member.accountId, events);
     return { kind: 'added', member: structuredClone(member) };
   }
 
@@ -511,12 +519,13 @@ export class MemoryStore implements Store {
     return { kind: 'changed', member: structuredClone(member) };
   }
 
-  async removeMember(accountId: string, memberId: string): Promise<MemberChangeResult> {
+  async removeMember(accountId: string, memberId: string, events?: readonly OutboxEvent[]): Promise<MemberChangeResult> {
     const members = this.members.get(accountId);
     const member = members?.get(memberId);
     if (!members || !member) return { kind: 'member_not_found' };
     if (leavesNoOwner([...members.values()], memberId, null)) return { kind: 'last_owner' };
     members.delete(memberId);
+    this.webhooks.appendEventsNow(accountId, events);
     return { kind: 'changed', member: structuredClone(member) };
   }
 
@@ -581,7 +590,32 @@ export class MemoryStore implements Store {
       nowMs * 1000,
       budgets,
     );
+    if (writes.creditBalance !== undefined && account.creditBalance !== undefined) {
+      // The balance's crossings go to the webhook outbox in this same step, as the Redis usage script appends them.
+      const threshold = this.webhooks.creditLowThresholdNow(record.accountId);
+      const crossings = creditCrossings(record.accountId, record.requestId, nowMs, account.creditBalance, writes.creditBalance, threshold);
+      this.webhooks.appendEventsNow(record.accountId, crossings);
+    }
     if (writes.creditBalance !== undefined) account.creditBalance = writes.creditBalance;
+    // Monthly spend caps reached by this record: budget.reached, in this same step (as lua/apply-usage.lua).
+    const reached = [
+      {
+        cap: account.monthlySpendCap,
+        before: account.monthlySpend?.[month] ?? 0,
+        after: writes.accountMonthSpend,
+        scope: { kind: 'account' as const },
+      },
+      {
+        cap: key?.monthlySpendCap,
+        before: keySpend.get(`${record.keyId} ${month}`) ?? 0,
+        after: writes.keyMonthSpend,
+        scope: { kind: 'key' as const, keyId: record.keyId },
+      },
+    ].filter(({ cap, before, after }) => cap !== undefined && before < cap && after >= cap);
+    this.webhooks.appendEventsNow(
+      record.accountId,
+      reached.map(({ cap, after, scope }) => budgetReachedEvent(record.accountId, record.requestId, nowMs, scope, cap!, after)),
+    );
     if (writes.creditShortfall > 0) {
       account.creditShortfall = Math.min((account.creditShortfall ?? 0) + writes.creditShortfall, MAX_CREDIT_SHORTFALL);
     }

@@ -49,6 +49,15 @@ const EXPECTED: Record<string, OperatorPermission | 'authenticated' | 'by body'>
   'POST /admin/accounts/:id/members': 'members:write',
   'PATCH /admin/accounts/:id/members/:memberId': 'members:write',
   'DELETE /admin/accounts/:id/members/:memberId': 'members:write',
+  'GET /admin/accounts/:id/webhooks': 'accounts:read',
+  'POST /admin/accounts/:id/webhooks': 'accounts:write',
+  'GET /admin/accounts/:id/webhooks/settings': 'accounts:read',
+  'PUT /admin/accounts/:id/webhooks/settings': 'accounts:write',
+  'PATCH /admin/accounts/:id/webhooks/:endpointId': 'accounts:write',
+  'DELETE /admin/accounts/:id/webhooks/:endpointId': 'accounts:write',
+  'POST /admin/accounts/:id/webhooks/:endpointId/rotate-secret': 'accounts:write',
+  'POST /admin/accounts/:id/webhooks/:endpointId/test': 'accounts:write',
+  'GET /admin/accounts/:id/webhooks/:endpointId/deliveries': 'accounts:read',
   'GET /admin/accounts/:id/usage': 'usage:read',
   'GET /admin/accounts/:id/audit': 'audit:read',
   'GET /admin/audit': 'audit:read',
@@ -141,7 +150,8 @@ function pathOf(url: string): string {
     .replace(':id', 'perm-acct')
     .replace(':keyId', 'key_0000000000000000')
     .replace(':memberId', 'mem_0000000000')
-    .replace(':tokenId', 'otk_0000000000000000');
+    .replace(':tokenId', 'otk_0000000000000000')
+    .replace(':endpointId', 'whe_0000000000000000');
 }
 
 /** Bodies that fail validation where one is needed, so an allowed call changes nothing. */

@@ -77,6 +77,29 @@ async function newMember(accountId: string, role: MemberRole = 'viewer') {
   return added.member;
 }
 
+/** A public address (no name to resolve): the customer API's default target policy accepts it. */
+const PUBLIC_HOOK_URL = 'https://93.184.216.34/hook';
+/** A webhook endpoint made by the operator's store, for the calls that need one. */
+async function newEndpoint(accountId: string): Promise<string> {
+  const id = `whe_${uniqueId('e').replace(/[^A-Za-z0-9]/g, '')}`;
+  const config = {
+    id,
+    accountId,
+    url: PUBLIC_HOOK_URL,
+    events: ['key.created'],
+    secret: 'whsec_c2VjcmV0',
+    createdAt: new Date().toISOString(),
+  };
+  expect(await store.webhooks.createEndpoint(config, 100)).toBe('created');
+  return id;
+}
+const sharedEndpoints = new Map<string, Promise<string>>();
+/** One endpoint per account for the calls that keep it (the account may hold only so many). */
+const sharedEndpoint = (accountId: string): Promise<string> => {
+  if (!sharedEndpoints.has(accountId)) sharedEndpoints.set(accountId, newEndpoint(accountId));
+  return sharedEndpoints.get(accountId)!;
+};
+
 /** One customer API call per route: what it does (its row in the matrix), and a fresh target for each run. */
 interface Call {
   action: CustomerAction;
@@ -126,6 +149,45 @@ const CALLS: Call[] = [
   { action: 'members.manage', method: 'DELETE', ok: 200, prepare: async (a) => ({ path: path(a, `/members/${(await newMember(a)).id}`) }) },
   { action: 'audit.read', method: 'GET', ok: 200, prepare: async (a) => ({ path: path(a, '/audit') }) },
   { action: 'usage.read', method: 'GET', ok: 200, prepare: async (a) => ({ path: path(a, '/usage?window=30d') }) },
+  { action: 'webhooks.manage', method: 'GET', ok: 200, prepare: async (a) => ({ path: path(a, '/webhooks') }) },
+  { action: 'webhooks.manage', method: 'GET', ok: 200, prepare: async (a) => ({ path: path(a, '/webhooks/settings') }) },
+  {
+    action: 'webhooks.manage',
+    method: 'PUT',
+    ok: 200,
+    prepare: async (a) => ({ path: path(a, '/webhooks/settings'), body: { creditLowThreshold: 500 } }),
+  },
+  {
+    action: 'webhooks.manage',
+    method: 'POST',
+    ok: 201,
+    prepare: async (a) => ({ path: path(a, '/webhooks'), body: { url: PUBLIC_HOOK_URL, events: ['key.created'] } }),
+  },
+  {
+    action: 'webhooks.manage',
+    method: 'PATCH',
+    ok: 200,
+    prepare: async (a) => ({ path: path(a, `/webhooks/${await sharedEndpoint(a)}`), body: { description: 'renamed' } }),
+  },
+  { action: 'webhooks.manage', method: 'DELETE', ok: 200, prepare: async (a) => ({ path: path(a, `/webhooks/${await newEndpoint(a)}`) }) },
+  {
+    action: 'webhooks.manage',
+    method: 'POST',
+    ok: 200,
+    prepare: async (a) => ({ path: path(a, `/webhooks/${await sharedEndpoint(a)}/rotate-secret`) }),
+  },
+  {
+    action: 'webhooks.manage',
+    method: 'POST',
+    ok: 202,
+    prepare: async (a) => ({ path: path(a, `/webhooks/${await sharedEndpoint(a)}/test`) }),
+  },
+  {
+    action: 'webhooks.manage',
+    method: 'GET',
+    ok: 200,
+    prepare: async (a) => ({ path: path(a, `/webhooks/${await sharedEndpoint(a)}/deliveries`) }),
+  },
 ];
 const callName = (call: Call) => `${call.method} ${call.action}`;
 
@@ -147,7 +209,8 @@ describe('the role matrix: each role against each call', () => {
 
   it('covers every customer API route, and every action of the matrix', () => {
     const exercised = new Set(CALLS.map((call) => `${call.method} ${call.action}`));
-    expect(exercised.size).toBe(CALLS.length - 1); // keys.read has two routes (list and one key)
+    // keys.read has two routes (list and one key); webhooks.manage nine routes of five methods.
+    expect(exercised.size).toBe(CALLS.length - 1 - 4);
     expect(new Set(CALLS.map((call) => call.action))).toEqual(new Set(CUSTOMER_ACTIONS));
     // Every route the plugin registers, but /me (tested for 401 below, and for what it lists), is in CALLS.
     expect(api.routes.filter((route) => !route.startsWith('HEAD ')).sort()).toEqual(
@@ -166,9 +229,18 @@ describe('the role matrix: each role against each call', () => {
         'POST /api/accounts/:accountId/keys/:keyId/regenerate',
         'POST /api/accounts/:accountId/keys/:keyId/revoke',
         'POST /api/accounts/:accountId/members',
+        'GET /api/accounts/:accountId/webhooks',
+        'GET /api/accounts/:accountId/webhooks/settings',
+        'PUT /api/accounts/:accountId/webhooks/settings',
+        'POST /api/accounts/:accountId/webhooks',
+        'PATCH /api/accounts/:accountId/webhooks/:endpointId',
+        'DELETE /api/accounts/:accountId/webhooks/:endpointId',
+        'POST /api/accounts/:accountId/webhooks/:endpointId/rotate-secret',
+        'POST /api/accounts/:accountId/webhooks/:endpointId/test',
+        'GET /api/accounts/:accountId/webhooks/:endpointId/deliveries',
       ].sort(),
     );
-    expect(CALLS).toHaveLength(13);
+    expect(CALLS).toHaveLength(22);
   });
 
   describe.each(['owner', 'developer', 'viewer'] as const)('%s', (role) => {

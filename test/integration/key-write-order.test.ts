@@ -18,8 +18,16 @@ import { registerSecrets } from '../support/secret-scan';
  */
 const APP_USER = 'gwa-app';
 const APP_PASSWORD = 'app-password-for-acl-tests';
-const FULL_ACCESS = ['~gwa:{acct:*', '~gwa:accounts', '~gwa:audit', '~gwa:keyhash:*', '~gwa:keyid:*', '+@all'];
-const INDEXES_READ_ONLY = ['~gwa:{acct:*', '~gwa:accounts', '~gwa:audit', '%R~gwa:keyhash:*', '%R~gwa:keyid:*', '+@all'];
+const FULL_ACCESS = ['~gwa:{acct:*', '~gwa:accounts', '~gwa:audit', '~gwa:keyhash:*', '~gwa:keyid:*', '~gwa:{webhooks}:*', '+@all'];
+const INDEXES_READ_ONLY = [
+  '~gwa:{acct:*',
+  '~gwa:accounts',
+  '~gwa:audit',
+  '%R~gwa:keyhash:*',
+  '%R~gwa:keyid:*',
+  '~gwa:{webhooks}:*',
+  '+@all',
+];
 
 let redis: TestRedis;
 let operator: Redis;

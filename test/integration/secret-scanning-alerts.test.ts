@@ -16,6 +16,8 @@ import { parseDenyBody } from '../support/deny-body';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
 import { startAppUnderTest, type AppUnderTest } from '../support/running-app';
 import { registerSecrets } from '../support/secret-scan';
+import { until } from '../support/waiting';
+import { WebhookReceiver } from '../support/webhook-receiver';
 
 /**
  * GitHub's secret-scanning alerts, signed as GitHub signs them (ECDSA P-256, SHA-256, DER, base64) with a key
@@ -45,6 +47,7 @@ function newSigningKey(): SigningKey {
 }
 
 let redis: TestRedis;
+let receiver: WebhookReceiver;
 let scanning: AppUnderTest;
 let other: AppUnderTest;
 let keySetServer: Server;
@@ -67,11 +70,15 @@ beforeAll(async () => {
   publishedKeys = [github];
   const keySetUrl = `http://127.0.0.1:${(keySetServer.address() as AddressInfo).port}${KEY_SET_PATH}`;
   redis = await startTestRedis();
+  receiver = await WebhookReceiver.start();
   registerSecrets(SESSION_SECRET);
+  // Either replica may deliver the account's webhooks: both may send to the test's loopback receiver.
+  const webhooks = { WEBHOOK_LOOPBACK_HTTP: 'true', WEBHOOK_POLL_INTERVAL_MS: '20' };
   scanning = await startAppUnderTest({
     redisUrl: redis.url,
     env: {
       GITHUB_SECRET_SCANNING_KEYS: keySetUrl,
+      ...webhooks,
       // Discovery happens at the first sign-in, which never comes: the issuer is not contacted.
       OIDC_ISSUER_URL: 'https://login.example.com',
       OIDC_CLIENT_ID: 'dashboard',
@@ -80,7 +87,7 @@ beforeAll(async () => {
     },
     clock: { now: () => Date.now() + clockOffsetMs },
   });
-  other = await startAppUnderTest({ redisUrl: redis.url, env: { GITHUB_SECRET_SCANNING_KEYS: keySetUrl } });
+  other = await startAppUnderTest({ redisUrl: redis.url, env: { GITHUB_SECRET_SCANNING_KEYS: keySetUrl, ...webhooks } });
   checkClients = [scanning, other].map((app) => createOfficialCheckClient(app.grpcAddress));
   expect((await scanning.admin('POST', '/admin/accounts', { id: 'acme', name: 'Acme' })).status).toBe(201);
 });
@@ -90,6 +97,7 @@ afterAll(async () => {
   await scanning?.close();
   await other?.close();
   await redis?.stop();
+  await receiver?.stop();
   await new Promise((resolve) => keySetServer?.close(resolve));
 });
 
@@ -137,7 +145,12 @@ async function auditOf(keyId: string): Promise<{ action: string; detail?: string
   return audit.body.entries.filter((entry) => entry.keyId === keyId).reverse();
 }
 
-it('revokes a reported live key at once: the next Check on the other replica refuses it, and the audit names the URL', async () => {
+it('revokes a reported live key at once: the next Check on the other replica refuses it, the audit names the URL, the account hears key.exposed', async () => {
+  const hook = await scanning.admin('POST', '/admin/accounts/acme/webhooks', {
+    url: receiver.url('/exposed'),
+    events: ['key.exposed', 'key.revoked'],
+  });
+  expect(hook.status).toBe(201);
   const leaked = await createKey('ci');
   // Both replicas have it cached as allowed.
   expect(await checkOnBothReplicas(leaked.key)).toEqual(['allow', 'allow']);
@@ -152,6 +165,19 @@ it('revokes a reported live key at once: the next Check on the other replica ref
   // Both changes name GitHub's secret scanning as their actor, not an operator.
   const byScanner = { kind: 'operator', operator: { kind: 'secret-scanning', reporter: 'github' } };
   expect(audit.slice(1).map((entry) => entry.actor)).toEqual([byScanner, byScanner]);
+  // Written with the revocation in one step, delivered signed (Standard Webhooks).
+  await until(() => receiver.on('/exposed').length >= 2, 'key.revoked and key.exposed at the endpoint');
+  const events = receiver
+    .on('/exposed')
+    .map((request) => WebhookReceiver.verified(request, (hook.body as unknown as { secret: string }).secret));
+  const exposed = events.find((event) => event.type === 'key.exposed');
+  expect(events.map((event) => event.type).sort()).toEqual(['key.exposed', 'key.revoked']);
+  expect(exposed?.data).toMatchObject({
+    key: { id: leaked.id },
+    action: { kind: 'revoked' },
+    exposure: { source: 'github_secret_scanning:content', url: 'https://github.com/octo/app/blob/abc123/.env' },
+  });
+  expect(JSON.stringify(events)).not.toContain(leaked.key);
 });
 
 it('labels a live and a revoked key of ours true_positive, an unknown well-formed key and a foreign token false_positive', async () => {

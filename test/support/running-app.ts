@@ -1,6 +1,7 @@
 import { startApp, type RunningApp } from '../../src/app';
 import type { Clock } from '../../src/platform/clock';
 import type { MeteredResponseSink } from '../../src/metering/metered-response';
+import type { ResolveHost } from '../../src/webhooks/endpoint-targets';
 import { RedisStore } from '../../src/store/redis/redis-store';
 import type { AuditEntry, Store } from '../../src/ports/store';
 import type {
@@ -74,6 +75,8 @@ export async function startAppUnderTest(options: {
   clock?: Clock;
   /** Where the usage processor hands metered answers (default: the app's own). */
   meteredResponses?: MeteredResponseSink;
+  /** How webhook hosts resolve (no real DNS in tests). */
+  resolveWebhookHost?: ResolveHost;
 }): Promise<AppUnderTest> {
   const env: Record<string, string> = {
     GRPC_PORT: '0',
@@ -94,6 +97,7 @@ export async function startAppUnderTest(options: {
     ...(options.store ? { store: options.store } : {}),
     ...(options.clock ? { clock: options.clock } : {}),
     ...(options.meteredResponses ? { meteredResponses: options.meteredResponses } : {}),
+    ...(options.resolveWebhookHost ? { resolveWebhookHost: options.resolveWebhookHost } : {}),
   });
   const adminUrl = `http://127.0.0.1:${app.adminPort}`;
   // Every admin response this test file fetches (helpers or plain fetch) is recorded.

@@ -177,4 +177,26 @@ export const redisKeys = {
    */
   usageStream: () => 'gwa:{usage}:stream',
   usageStreamed: (accountId: string, requestId: string) => `gwa:{usage}:streamed:${accountId}:${requestId}`,
+  // Webhooks (src/ports/webhook-store.ts), under the account's tag: every change that causes an event appends it
+  // to the outbox in its own script.
+  /** Stream: the account's events not yet fanned out to its endpoints (fields id, type, payload, endpoint). */
+  webhookOutbox: (accountId: string) => `${redisKeys.accountTag(accountId)}webhook-outbox`,
+  /** Hash: endpoint id → its configuration (JSON, written whole by the store, never changed by a script). */
+  webhookEndpoints: (accountId: string) => `${redisKeys.accountTag(accountId)}webhook-endpoints`,
+  /**
+   * Hash: `disabled:<endpointId>` → why (absent: enabled), `failures:<endpointId>` → failed attempts in a row, and
+   * `creditLowThreshold` → the balance (minor units) below which usage sends `credit.low` (read by the usage script).
+   */
+  webhookEndpointState: (accountId: string) => `${redisKeys.accountTag(accountId)}webhook-endpoint-state`,
+  /** Hash: `<eventId>:<endpointId>` → the delivery (JSON: event id, type, payload, endpoint id, attempts made). */
+  webhookDeliveries: (accountId: string) => `${redisKeys.accountTag(accountId)}webhook-deliveries`,
+  /** Sorted set: the deliveries, scored by when (ms) the next attempt is due, or a lease ends. */
+  webhookDue: (accountId: string) => `${redisKeys.accountTag(accountId)}webhook-due`,
+  /** List: the endpoint's delivery attempts (JSON), newest first, trimmed to DELIVERY_LOG_MAX_ENTRIES. */
+  webhookLog: (accountId: string, endpointId: string) => `${redisKeys.accountTag(accountId)}webhook-log:${endpointId}`,
+  /**
+   * Set of account ids that may have webhook work: added after each change that appended events (another slot, so
+   * not in its script), removed by the dispatcher once idle; a sweep at start-up puts back what a crash left out.
+   */
+  webhookAccounts: () => 'gwa:{webhooks}:accounts',
 };

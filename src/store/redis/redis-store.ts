@@ -67,6 +67,8 @@ import { authorizeScript } from './authorize-script';
 import type { RestrictionsSent } from '../../check/ports';
 import type { CreditHold } from '../../accounts/credit-holds';
 import { restrictionsText } from '../../keys/key-restrictions';
+import type { OutboxEvent } from '../../ports/webhook-store';
+import { eventsJson, RedisWebhookStore } from './redis-webhook-store';
 
 /** Audit entries kept (approximately): old ones are trimmed as new ones arrive. */
 const AUDIT_MAX_ENTRIES = 100_000;
@@ -135,7 +137,10 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
   ) {
     this.description = where;
     this.streamsOnApply = !slotted;
+    this.webhooks = new RedisWebhookStore(redis, (command) => this.call(command));
   }
+
+  readonly webhooks: RedisWebhookStore;
 
   /** Not on a Cluster: there the one usage stream cannot share a script's slot with every account. */
   readonly streamsOnApply: boolean;
@@ -280,27 +285,39 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
           redisKeys.accountKeys(accountId),
           redisKeys.account(accountId),
           redisKeys.activeKeys(accountId),
+          redisKeys.webhookOutbox(accountId),
           this.nowMsOverride(),
           String(request.graceSeconds * 1000),
           String(this.defaultMaxActiveKeys),
           redisKeys.activeKeysIndexedField(),
           request.newKey.id,
+          eventsJson(request.events),
           ...keyToFields(request.newKey),
         ),
       );
       return scripts.gwaRotateKey.parseReply(reply);
     });
     if (result.kind !== 'rotated') await this.removeUnusedKeyIndexes(request.newKeyHash, request.newKey);
+    else await this.webhooks.noticeEvents(accountId, request.events);
     return result;
   }
 
-  async revokeKey(keyId: string, nowMs: number): Promise<StoredKey | null> {
+  async revokeKey(keyId: string, nowMs: number, events?: readonly OutboxEvent[]): Promise<StoredKey | null> {
     const accountId = await this.call(() => this.redis.get(redisKeys.accountIdByKeyId(keyId)));
     if (accountId === null) return null;
     const reply = await this.call(() =>
-      this.redis.gwaRevokeKey(redisKeys.key(accountId, keyId), redisKeys.activeKeys(accountId), new Date(nowMs).toISOString(), keyId),
+      this.redis.gwaRevokeKey(
+        redisKeys.key(accountId, keyId),
+        redisKeys.activeKeys(accountId),
+        redisKeys.webhookOutbox(accountId),
+        new Date(nowMs).toISOString(),
+        keyId,
+        eventsJson(events),
+      ),
     );
-    return scripts.gwaRevokeKey.parseReply(reply);
+    const revoked = scripts.gwaRevokeKey.parseReply(reply);
+    if (revoked) await this.webhooks.noticeEvents(accountId, events);
+    return revoked;
   }
 
   /**
@@ -461,7 +478,7 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
   }
 
   /** Indexes first, record last: see writeKeyIndexes. A lost reply is resolved as in rotateKey. */
-  async insertKey(keyHash: string, key: StoredKey): Promise<InsertKeyResult> {
+  async insertKey(keyHash: string, key: StoredKey, events?: readonly OutboxEvent[]): Promise<InsertKeyResult> {
     await this.writeKeyIndexes(keyHash, key);
     const { accountId } = key;
     const result = await this.withActiveKeysIndexed(accountId, async () => {
@@ -471,16 +488,19 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
           redisKeys.key(accountId, key.id),
           redisKeys.accountKeys(accountId),
           redisKeys.activeKeys(accountId),
+          redisKeys.webhookOutbox(accountId),
           this.nowMsOverride(),
           String(this.defaultMaxActiveKeys),
           redisKeys.activeKeysIndexedField(),
           key.id,
+          eventsJson(events),
           ...keyToFields(key),
         ),
       );
       return scripts.gwaInsertKey.parseReply(reply);
     });
     if (result !== 'created') await this.removeUnusedKeyIndexes(keyHash, key);
+    else await this.webhooks.noticeEvents(accountId, events);
     return result;
   }
 
@@ -528,7 +548,7 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
    * its index entry. The script run twice with the same member answers
    * 'added' both times, so a lost reply is repeated.
    */
-  async addMember(member: Member): Promise<AddMemberResult> {
+  async addMember(member: Member, events?: readonly OutboxEvent[]): Promise<AddMemberResult> {
     const index = redisKeys.principalAccounts(principalKey(member.principal));
     await this.call(() => this.redis.sadd(index, member.accountId));
     const reply = await this.callUntilAnswered(() =>
@@ -536,15 +556,18 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
         redisKeys.account(member.accountId),
         redisKeys.members(member.accountId),
         redisKeys.memberPrincipals(member.accountId),
+        redisKeys.webhookOutbox(member.accountId),
         member.id,
         principalKey(member.principal),
         memberToJson(member),
         String(MAX_MEMBERS_PER_ACCOUNT),
+        eventsJson(events),
       ),
     );
     const result = scripts.gwaAddMember.parseReply(reply);
     if (result.kind === 'added' || result.kind === 'already_member') await this.call(() => this.redis.sadd(index, member.accountId));
     else await this.unindex(member.accountId, member.principal);
+    if (result.kind === 'added') await this.webhooks.noticeEvents(member.accountId, events);
     return result;
   }
 
@@ -571,12 +594,19 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
     return scripts.gwaChangeMemberRole.parseReply(reply);
   }
 
-  async removeMember(accountId: string, memberId: string): Promise<MemberChangeResult> {
+  async removeMember(accountId: string, memberId: string, events?: readonly OutboxEvent[]): Promise<MemberChangeResult> {
     const reply = await this.call(() =>
-      this.redis.gwaRemoveMember(redisKeys.members(accountId), redisKeys.memberPrincipals(accountId), memberId),
+      this.redis.gwaRemoveMember(
+        redisKeys.members(accountId),
+        redisKeys.memberPrincipals(accountId),
+        redisKeys.webhookOutbox(accountId),
+        memberId,
+        eventsJson(events),
+      ),
     );
     const result = scripts.gwaRemoveMember.parseReply(reply);
     if (result.kind === 'changed') await this.unindex(accountId, result.member.principal);
+    if (result.kind === 'changed') await this.webhooks.noticeEvents(accountId, events);
     return result;
   }
 
@@ -721,6 +751,9 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
       redisKeys.usageHour(accountId, periodName(atMs, 'hour')),
       redisKeys.usageDay(accountId, periodName(atMs, 'day')),
       redisKeys.holds(accountId),
+      // A prepaid balance's crossing appends its webhook event in the same step (lua/apply-usage.lua).
+      redisKeys.webhookOutbox(accountId),
+      redisKeys.webhookEndpointState(accountId),
     ] as const;
     const fixedArguments = [
       this.clockOverride ? String(Math.round(this.clockOverride() * 1000)) : '',
@@ -748,7 +781,9 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
       const reply = await this.call(() =>
         this.usage.write(() => redis.gwaApplyUsage(...accountKeys, ...fixedArguments, ...planAndAggregates)),
       );
-      return scripts.gwaApplyUsage.parseReply(reply);
+      const outcome = scripts.gwaApplyUsage.parseReply(reply);
+      await this.webhooks.noticeAppended(accountId, reply);
+      return outcome;
     }
     // The script fills in how it billed the record.
     const streamFields = usageStreamFields(record, BILLED_BY_THE_SCRIPT).flat();
@@ -766,7 +801,9 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
         ),
       ),
     );
-    return scripts.gwaApplyAndStreamUsage.parseReply(reply);
+    const outcome = scripts.gwaApplyAndStreamUsage.parseReply(reply);
+    await this.webhooks.noticeAppended(accountId, reply);
+    return outcome;
   }
 
   async releaseHold(accountId: string, requestId: string): Promise<void> {
@@ -1058,7 +1095,7 @@ function parseKeyIndexEntry(reply: unknown): KeyIds | null {
   return { keyId, accountId };
 }
 
-function asStoreError(error: unknown): StoreUnavailableError {
+export function asStoreError(error: unknown): StoreUnavailableError {
   if (error instanceof StoreUnavailableError) return error;
   return new StoreUnavailableError(`Redis command failed: ${messageOf(error)}`, { cause: error });
 }

@@ -66,7 +66,16 @@ export const LUA_TOKEN_BUDGET = ['lib/divmod.lua', 'lib/token-buckets-of.lua', '
   .join('');
 
 /** The keys and fixed arguments both usage scripts begin with (lua/apply-usage.lua reads them by position). */
-const APPLY_USAGE_KEYS = ['account', 'keyRecord', 'appliedMarker', 'hourAggregate', 'dayAggregate', 'holds'] as const;
+const APPLY_USAGE_KEYS = [
+  'account',
+  'keyRecord',
+  'appliedMarker',
+  'hourAggregate',
+  'dayAggregate',
+  'holds',
+  'webhookOutbox',
+  'webhookEndpointState',
+] as const;
 const APPLY_USAGE_ARGV = [
   'nowUs',
   'markerTtlMs',
@@ -101,8 +110,8 @@ export const REDIS_SCRIPTS = {
   // key never counts against itself): a call whose reply was lost can be
   // repeated.
   gwaInsertKey: script({
-    keys: ['account', 'keyRecord', 'accountKeys', 'activeKeys'],
-    argv: ['nowMsOverride', 'defaultMaxActiveKeys', 'indexedField', 'keyId', '...keyFields'],
+    keys: ['account', 'keyRecord', 'accountKeys', 'activeKeys', 'webhookOutbox'],
+    argv: ['nowMsOverride', 'defaultMaxActiveKeys', 'indexedField', 'keyId', 'eventsJson', '...keyFields'],
     lua: luaScript('insert-key'),
     parseReply: parseInsertReply,
   }),
@@ -149,8 +158,8 @@ export const REDIS_SCRIPTS = {
   // Revokes a key from the next request on; keeps the first revocation time.
   // A revoked key no longer counts toward the account's cap.
   gwaRevokeKey: script({
-    keys: ['keyRecord', 'activeKeys'],
-    argv: ['nowIso', 'keyId'],
+    keys: ['keyRecord', 'activeKeys', 'webhookOutbox'],
+    argv: ['nowIso', 'keyId', 'eventsJson'],
     lua: luaScript('revoke-key'),
     parseReply: parseKeyOrNull,
   }),
@@ -168,8 +177,8 @@ export const REDIS_SCRIPTS = {
   // does. The active keys follow: the new key counts, the old one stops
   // counting now or at the end of the grace period.
   gwaRotateKey: script({
-    keys: ['oldKeyRecord', 'newKeyRecord', 'accountKeys', 'account', 'activeKeys'],
-    argv: ['nowMsOverride', 'graceMs', 'defaultMaxActiveKeys', 'indexedField', 'newKeyId', '...newKeyFields'],
+    keys: ['oldKeyRecord', 'newKeyRecord', 'accountKeys', 'account', 'activeKeys', 'webhookOutbox'],
+    argv: ['nowMsOverride', 'graceMs', 'defaultMaxActiveKeys', 'indexedField', 'newKeyId', 'eventsJson', '...newKeyFields'],
     lua: luaScript('rotate-key'),
     parseReply: parseRotateReply,
   }),
@@ -193,8 +202,8 @@ export const REDIS_SCRIPTS = {
   // member limit. The same add repeated (same member id) answers 'added' as
   // the first run did, so a lost reply can be retried.
   gwaAddMember: script({
-    keys: ['account', 'members', 'memberPrincipals'],
-    argv: ['memberId', 'principalKey', 'memberJson', 'maxMembers'],
+    keys: ['account', 'members', 'memberPrincipals', 'webhookOutbox'],
+    argv: ['memberId', 'principalKey', 'memberJson', 'maxMembers', 'eventsJson'],
     lua: luaScript('add-member'),
     parseReply: parseAddMemberReply,
   }),
@@ -209,8 +218,8 @@ export const REDIS_SCRIPTS = {
 
   // Removes a member (or invitation) and its principal entry, under the last-owner rule.
   gwaRemoveMember: script({
-    keys: ['members', 'memberPrincipals'],
-    argv: ['memberId'],
+    keys: ['members', 'memberPrincipals', 'webhookOutbox'],
+    argv: ['memberId', 'eventsJson'],
     lua: luaScript('remove-member'),
     parseReply: parseMemberChangeReply,
   }),
@@ -327,6 +336,73 @@ export const REDIS_SCRIPTS = {
       if (kind === 'appended' || kind === 'duplicate') return kind;
       throw new StoreUnavailableError(`unexpected usage stream reply from Redis: ${String(kind)}`);
     },
+  }),
+
+  // Webhooks (src/ports/webhook-store.ts): the outbox fanned out into one
+  // delivery per subscribed endpoint, and the due deliveries leased to the
+  // caller, in one step; the reply lists [deliveryId, deliveryJson,
+  // endpointJson, failures] per delivery, or 'idle' when nothing is left.
+  gwaWebhookClaim: script({
+    keys: ['outbox', 'endpoints', 'endpointState', 'deliveries', 'due'],
+    argv: ['nowMs', 'leaseMs', 'max', 'fanOutBatch'],
+    lua: luaScript('webhook-claim'),
+    parseReply: (reply): 'idle' | [string, string, string, string][] => {
+      if (reply === 'idle') return reply;
+      if (Array.isArray(reply) && reply.every((row) => Array.isArray(row) && row.length === 4 && row.every((v) => typeof v === 'string')))
+        return reply as [string, string, string, string][];
+      throw new StoreUnavailableError('unexpected webhook claim reply from Redis');
+    },
+  }),
+
+  // One attempt's outcome: logged (the newest kept), the delivery removed or
+  // rescheduled, the endpoint's failures in a row counted, and at the limit
+  // the endpoint disabled with its event appended in the same step.
+  gwaWebhookSettle: script({
+    keys: ['deliveries', 'due', 'endpoints', 'endpointState', 'log', 'outbox'],
+    argv: [
+      'deliveryId',
+      'endpointId',
+      'settlement',
+      'retryAtMs',
+      'nextDeliveryJson',
+      'attemptJson',
+      'logMaxEntries',
+      'disableAfterFailures',
+      'disabledReason',
+      'disabledEventsJson',
+    ],
+    lua: luaScript('webhook-settle'),
+    parseReply: (reply): boolean => reply === 1,
+  }),
+
+  gwaWebhookCreate: script({
+    keys: ['account', 'endpoints'],
+    argv: ['endpointId', 'configJson', 'maxEndpoints'],
+    lua: luaScript('webhook-create'),
+    parseReply: (reply): 'created' | 'account_not_found' | { kind: 'endpoint_limit_reached'; limit: number } => {
+      const [kind, limit] = Array.isArray(reply) ? (reply as unknown[]) : [];
+      if (kind === 'created' || kind === 'account_not_found') return kind;
+      if (kind === 'endpoint_limit_reached') return { kind, limit: Number(limit) };
+      throw new StoreUnavailableError(`unexpected webhook endpoint reply from Redis: ${String(kind)}`);
+    },
+  }),
+
+  gwaWebhookUpdate: script({
+    keys: ['endpoints', 'endpointState'],
+    argv: ['endpointId', 'readJson', 'newJson', 'enabled', 'disabledReason'],
+    lua: luaScript('webhook-update'),
+    parseReply: (reply): 'changed' | 'conflict' | 'not_found' => {
+      if (reply === 'changed' || reply === 'conflict' || reply === 'not_found') return reply;
+      throw new StoreUnavailableError(`unexpected webhook endpoint reply from Redis: ${String(reply)}`);
+    },
+  }),
+
+  // Events no change causes (a test-send).
+  gwaWebhookAppend: script({
+    keys: ['outbox'],
+    argv: ['eventsJson'],
+    lua: luaScript('webhook-append'),
+    parseReply: (): undefined => undefined,
   }),
 };
 

@@ -18,6 +18,7 @@ import { keyCell, keyTable } from '../shared/key-table.js';
 import { oneAtATime } from '../shared/one-at-a-time.js';
 import { restrictionFields } from '../shared/restriction-fields.js';
 import { usageChart } from './usage-chart.js';
+import { webhooksPanel } from './webhooks-panel.js';
 
 // The customer API's answers, as the server declares them: one description of the wire contract.
 /** @typedef {import('../../customer/customer-views').MeView} Me */
@@ -140,6 +141,7 @@ function failed(error) {
 
 /** Runs one change. */
 const run = oneAtATime(ui.main, failed);
+const webhooks = webhooksPanel({ api, accountPath, run, messages });
 
 const dialogs = keyDialogs({
   run,
@@ -447,6 +449,7 @@ async function loadAccount() {
   const auditPage = audit ? answer(audit, 'entries') : { entries: [] };
   renderMembers(memberList.members);
   renderAudit(auditPage.entries);
+  await webhooks.load(may('webhooks.manage'));
 }
 
 async function signOut() {

@@ -4,11 +4,14 @@
 --@include lib/token-consume.lua
 --@include lib/release-hold.lua
 -- One usage record applied to its account, exactly once per request id (see
--- gwaApplyUsage in scripts.ts); with the stream and its marker as KEYS[7] and
--- KEYS[8], also its usage stream entry (gwaApplyAndStreamUsage). The usage
+-- gwaApplyUsage in scripts.ts); with the stream and its marker as KEYS[9] and
+-- KEYS[10], also its usage stream entry (gwaApplyAndStreamUsage). KEYS[7] and
+-- KEYS[8] are the account's webhook outbox and endpoint state: a prepaid
+-- balance that crosses the account's credit.low threshold, or reaches zero,
+-- appends its event in this step (see credit_events below). The usage
 -- sweep runs at most once per USAGE_SWEEP_INTERVAL_US per account.
 local USAGE_SWEEP_INTERVAL_US = 3600000000
-local streams = #KEYS == 8
+local streams = #KEYS == 10
 local plan_from = 15
 local stream_once
 if streams then
@@ -20,12 +23,12 @@ if streams then
   -- so that a WAIT or WAITAOF after a repeat covers the first application,
   -- made perhaps on a connection since lost.
   plan_from = 17 + tonumber(ARGV[16])
-  local stream_type = redis.call('TYPE', KEYS[7])['ok']
-  if stream_type ~= 'stream' and stream_type ~= 'none' then return {'wrong_type', KEYS[7], stream_type} end
-  local streamed_id = redis.call('GET', KEYS[8])
+  local stream_type = redis.call('TYPE', KEYS[9])['ok']
+  if stream_type ~= 'stream' and stream_type ~= 'none' then return {'wrong_type', KEYS[9], stream_type} end
+  local streamed_id = redis.call('GET', KEYS[10])
   stream_once = function(billing, shortfall)
     if streamed_id then
-      redis.call('SET', KEYS[8], streamed_id, 'KEEPTTL')
+      redis.call('SET', KEYS[10], streamed_id, 'KEEPTTL')
       return
     end
     local fields = {}
@@ -36,8 +39,8 @@ if streams then
       fields[#fields + 1] = name
       fields[#fields + 1] = value
     end
-    streamed_id = redis.call('XADD', KEYS[7], 'MAXLEN', '~', ARGV[15], '*', unpack(fields))
-    redis.call('SET', KEYS[8], streamed_id, 'PX', ARGV[2])
+    streamed_id = redis.call('XADD', KEYS[9], 'MAXLEN', '~', ARGV[15], '*', unpack(fields))
+    redis.call('SET', KEYS[10], streamed_id, 'PX', ARGV[2])
   end
 else
   stream_once = function() end
@@ -49,7 +52,8 @@ if first then
   stream_once(string.match(first, '^(%a+):(%d+)$'))
   return {'duplicate', first}
 end
-local a = redis.call('HMGET', KEYS[1], 'id', 'creditBalance', 'tokenBudgets', ARGV[5], ARGV[6], 'creditShortfall', 'usageSweepDueUs')
+local a = redis.call('HMGET', KEYS[1], 'id', 'creditBalance', 'tokenBudgets', ARGV[5], ARGV[6], 'creditShortfall', 'usageSweepDueUs',
+  'monthlySpendCap')
 if not a[1] then
   stream_once('account_not_found', '0')
   return {'account_not_found'}
@@ -105,6 +109,22 @@ if not sweep_at or sweep_at <= now then
 end
 local cost = tonumber(ARGV[3])
 local billing, shortfall = 'postpaid', 0
+local events = 0
+-- The webhook events of a crossing (src/webhooks/webhook-events.ts builds the same text): ids from the account,
+-- request and type (and scope), so the one record never makes two; amounts as integers. `data` is the JSON after
+-- the account id.
+local function webhook_event(event_type, id_suffix, data)
+  local id = 'msg_' .. string.sub(redis.sha1hex(a[1] .. ' ' .. ARGV[14] .. ' ' .. event_type .. id_suffix), 1, 24)
+  local payload = '{"type":"' .. event_type .. '","timestamp":"' .. iso8601(math.floor(now / 1000)) ..
+    '","data":{"account_id":"' .. a[1] .. '"' .. data .. '}}'
+  redis.call('XADD', KEYS[7], '*', 'id', id, 'type', event_type, 'payload', payload, 'endpoint', '')
+  events = events + 1
+end
+local function credit_event(event_type, balance, threshold)
+  local extra = ''
+  if threshold then extra = ',"threshold":' .. string.format('%.0f', threshold) end
+  webhook_event(event_type, '', ',"credit_balance":' .. string.format('%.0f', balance) .. extra)
+end
 if a[2] then
   billing = 'prepaid'
   local debited = tonumber(a[2]) - cost
@@ -112,16 +132,30 @@ if a[2] then
   shortfall = balance - debited
   writes[#writes + 1] = 'creditBalance'
   writes[#writes + 1] = string.format('%.0f', balance)
+  local before = tonumber(a[2])
+  local threshold = tonumber(redis.call('HGET', KEYS[8], 'creditLowThreshold') or '')
+  if threshold and before >= threshold and balance < threshold then credit_event('credit.low', balance, threshold) end
+  if before > 0 and balance <= 0 then credit_event('credit.exhausted', balance) end
   if shortfall > 0 then
     writes[#writes + 1] = 'creditShortfall'
     writes[#writes + 1] = string.format('%.0f', math.min(amount(a[6]) + shortfall, 9007199254740991))
   end
 end
+local key_cap = redis.call('HMGET', KEYS[2], 'monthlySpendCap', 'id')
+local caps = {tonumber(a[8] or ''), tonumber(key_cap[1] or '')}
 for i, field in ipairs({ARGV[5], ARGV[6]}) do
   local spent = 0
   if not gone[field] then spent = amount(a[3 + i]) end
+  local after = math.min(spent + cost, 9007199254740991)
   writes[#writes + 1] = field
-  writes[#writes + 1] = string.format('%.0f', math.min(spent + cost, 9007199254740991))
+  writes[#writes + 1] = string.format('%.0f', after)
+  -- A monthly spend cap reached by this record: budget.reached, for the account or the key.
+  if caps[i] and spent < caps[i] and after >= caps[i] then
+    local scope = '"account"'
+    if i == 2 then scope = '"key","key_id":"' .. key_cap[2] .. '"' end
+    webhook_event('budget.reached', ' ' .. i, ',"scope":' .. scope .. ',"monthly_spend_cap":' .. string.format('%.0f', caps[i]) ..
+      ',"month_spend":' .. string.format('%.0f', after))
+  end
 end
 local key_count, account_count = tonumber(ARGV[12]), tonumber(ARGV[13])
 local aggregates_from = plan_from + 2 * (key_count + account_count)
@@ -167,4 +201,4 @@ for i, expires in ipairs({ARGV[10], ARGV[11]}) do
     redis.call('PEXPIRE', KEYS[3 + i], tonumber(expires) - now_ms)
   end
 end
-return {'applied', outcome}
+return {'applied', outcome, events}

@@ -1,5 +1,6 @@
 --@include lib/iso8601.lua
 --@include lib/active-keys.lua
+--@include lib/outbox.lua
 -- Rotation in one step under the account's tag (see gwaRotateKey in scripts.ts).
 local old = redis.call('HMGET', KEYS[1], 'status', 'replacedBy', 'expiresAtMs', 'revokeAtMs', 'id')
 if not old[1] then return {'key_not_found'} end
@@ -27,7 +28,8 @@ else
   redis.call('ZADD', KEYS[5], string.format('%.0f', now + grace), old_id)
 end
 redis.call('HSET', KEYS[1], 'replacedBy', ARGV[5])
-redis.call('HSET', KEYS[2], unpack(ARGV, 6))
+redis.call('HSET', KEYS[2], unpack(ARGV, 7))
 redis.call('SADD', KEYS[3], ARGV[5])
 redis.call('ZADD', KEYS[5], '+inf', ARGV[5])
+append_events(KEYS[6], ARGV[6])
 return {'rotated', redis.call('HGETALL', KEYS[1]), redis.call('HGETALL', KEYS[2])}

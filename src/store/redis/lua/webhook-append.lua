@@ -1,0 +1,3 @@
+--@include lib/outbox.lua
+-- Events that no stored change causes (a test-send).
+append_events(KEYS[1], ARGV[1])

@@ -1,0 +1,176 @@
+// @ts-check
+/**
+ * The "Webhooks" section of the customer dashboard, for owners: the account's endpoints, adding one (its signing
+ * secret shown once), enabling and disabling, rotating the secret, test-send, and each endpoint's delivery log. The
+ * page hands it the API call, the account path and how to run a change (customer.js).
+ */
+import { button, byId, el, replaceContent, timeElement } from '../shared/dom.js';
+
+/** @typedef {Omit<import('../../ports/webhook-store').WebhookEndpoint, 'secret'>} Endpoint */
+/** @typedef {import('../../ports/webhook-store').DeliveryAttempt} Attempt */
+
+/**
+ * @param {object} deps
+ * @param {(method: string, path: string, body?: unknown) => Promise<unknown>} deps.api
+ * @param {(rest?: string) => string} deps.accountPath
+ * @param {(action: () => Promise<void>) => Promise<void>} deps.run
+ * @param {{ clear(): void, notice(text: string): void }} deps.messages
+ */
+export function webhooksPanel({ api, accountPath, run, messages }) {
+  const section = byId('webhooks-section', HTMLElement);
+  const body = byId('webhooks-body', HTMLElement);
+  const form = byId('webhook-form', HTMLFormElement);
+  const url = byId('webhook-url', HTMLInputElement);
+  const events = byId('webhook-events', HTMLElement);
+  const secretPanel = byId('webhook-secret-panel', HTMLElement);
+  const secretText = byId('webhook-secret', HTMLElement);
+  const secretSubject = byId('webhook-secret-subject', HTMLElement);
+  const log = byId('webhook-log', HTMLElement);
+  /** @type {string[]} */
+  let eventTypes = [];
+
+  /** @param {string} [rest] */
+  const endpointsPath = (rest = '') => accountPath(`/webhooks${rest}`);
+
+  /** @param {string} subject @param {string} secret */
+  function showSecret(subject, secret) {
+    replaceContent(secretSubject, subject);
+    replaceContent(secretText, secret);
+    secretPanel.hidden = false;
+  }
+
+  function renderEventChoices() {
+    replaceContent(
+      events,
+      ...eventTypes.map((type) => {
+        const box = el('input');
+        box.type = 'checkbox';
+        box.name = 'webhook-event';
+        box.value = type;
+        box.checked = type.startsWith('key.');
+        const label = el('label', { className: 'choice' }, box, ` ${type}`);
+        return label;
+      }),
+    );
+  }
+
+  /** @param {Endpoint} endpoint */
+  async function showLog(endpoint) {
+    /** @type {{ deliveries: Attempt[] }} */
+    const answer = /** @type {any} */ (await api('GET', endpointsPath(`/${encodeURIComponent(endpoint.id)}/deliveries`)));
+    replaceContent(
+      log,
+      el('h3', {}, `Deliveries to ${endpoint.url}`),
+      answer.deliveries.length === 0
+        ? el('p', { className: 'muted' }, 'No attempts yet.')
+        : el(
+            'ol',
+            { className: 'audit-list', data: { testid: 'webhook-log-list' } },
+            ...answer.deliveries.map((attempt) =>
+              el(
+                'li',
+                { data: { testid: 'webhook-attempt' } },
+                timeElement(attempt.at),
+                ` ${attempt.eventType} (attempt ${attempt.attempt}): ${attempt.outcome}`,
+                attempt.status !== undefined ? `, HTTP ${attempt.status}` : '',
+                attempt.error ? ` (${attempt.error})` : '',
+              ),
+            ),
+          ),
+    );
+    log.hidden = false;
+  }
+
+  /** @param {Endpoint[]} endpoints */
+  function render(endpoints) {
+    if (endpoints.length === 0) {
+      replaceContent(body, el('tr', {}, el('td', { className: 'muted' }, 'No endpoints yet.')));
+      return;
+    }
+    replaceContent(
+      body,
+      ...endpoints.map((endpoint) => {
+        const path = (/** @type {string} */ rest) => endpointsPath(`/${encodeURIComponent(endpoint.id)}${rest}`);
+        const change = (/** @type {() => Promise<void>} */ action) => () =>
+          void run(async () => {
+            messages.clear();
+            await action();
+            await load(true);
+          });
+        return el(
+          'tr',
+          { data: { testid: 'webhook-row', endpoint: endpoint.id } },
+          el('td', {}, endpoint.url),
+          el('td', {}, endpoint.events.join(', ')),
+          el('td', { data: { testid: 'webhook-state' } }, endpoint.enabled ? 'enabled' : `disabled: ${endpoint.disabledReason ?? ''}`),
+          el(
+            'td',
+            { className: 'actions' },
+            button(
+              endpoint.enabled ? 'Disable' : 'Enable',
+              { label: `${endpoint.enabled ? 'Disable' : 'Enable'} ${endpoint.url}` },
+              change(async () => {
+                await api('PATCH', path(''), { enabled: !endpoint.enabled });
+              }),
+            ),
+            button(
+              'Send test',
+              { label: `Send a test event to ${endpoint.url}` },
+              change(async () => {
+                await api('POST', path('/test'));
+                messages.notice(`A test event is on its way to ${endpoint.url}; see its deliveries.`);
+              }),
+            ),
+            button(
+              'Rotate secret',
+              { label: `Rotate the signing secret of ${endpoint.url}` },
+              change(async () => {
+                /** @type {{ secret: string }} */
+                const rotated = /** @type {any} */ (await api('POST', path('/rotate-secret')));
+                showSecret(`New signing secret for ${endpoint.url}; the old one no longer signs.`, rotated.secret);
+              }),
+            ),
+            button('Deliveries', { label: `Deliveries to ${endpoint.url}` }, () => void run(() => showLog(endpoint))),
+            button(
+              'Delete',
+              { label: `Delete ${endpoint.url}` },
+              change(async () => {
+                await api('DELETE', path(''));
+              }),
+            ),
+          ),
+        );
+      }),
+    );
+  }
+
+  /** Shows the section to those who may manage webhooks (owners), with the account's endpoints. @param {boolean} allowed */
+  async function load(allowed) {
+    section.hidden = !allowed;
+    if (!allowed) return;
+    /** @type {{ endpoints: Endpoint[], eventTypes: string[] }} */
+    const answer = /** @type {any} */ (await api('GET', endpointsPath()));
+    if (eventTypes.length === 0) {
+      eventTypes = answer.eventTypes;
+      renderEventChoices();
+    }
+    render(answer.endpoints);
+  }
+
+  form.addEventListener('submit', (event) => {
+    event.preventDefault();
+    const chosen = [...events.querySelectorAll('input[name="webhook-event"]')]
+      .filter((box) => box instanceof HTMLInputElement && box.checked)
+      .map((box) => /** @type {HTMLInputElement} */ (box).value);
+    void run(async () => {
+      messages.clear();
+      /** @type {{ url: string, secret: string }} */
+      const created = /** @type {any} */ (await api('POST', endpointsPath(), { url: url.value.trim(), events: chosen }));
+      url.value = '';
+      showSecret(`Signing secret for ${created.url}. It is shown only now: copy it to your receiver.`, created.secret);
+      await load(true);
+    });
+  });
+
+  return { load };
+}

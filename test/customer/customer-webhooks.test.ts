@@ -1,0 +1,199 @@
+/**
+ * The owners' Webhooks section of the customer dashboard (issue 39 §2), in
+ * Debian's Chromium through playwright-core: the built service (its own
+ * process, its own members and customer API, on a real Redis) behind a real
+ * OpenID provider, sending to a real receiver that verifies each event with
+ * the `standardwebhooks` library. Chromium is required: without
+ * /usr/bin/chromium the suite fails (never skips).
+ */
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { addMember } from '../../src/accounts/member-actions';
+import { OPERATOR, type MemberRole } from '../../src/accounts/customer-identity';
+import { RedisStore } from '../../src/store/redis/redis-store';
+import { launchChromium } from '../support/chromium';
+import { startCustomerApp, startOidcProvider, type CustomerAppProcess, type OidcTestProvider } from '../support/customer-stack';
+import { LogCapture } from '../support/log-capture';
+import { startTestRedis, type TestRedis } from '../support/redis-server';
+import { registerSecrets } from '../support/secret-scan';
+import { freePort } from '../support/server-process';
+import { WebhookReceiver } from '../support/webhook-receiver';
+import { until } from '../support/waiting';
+
+const SESSION_SECRET = 'webhooks-customer-session-secret-0123456789abcdef';
+const ACCOUNT = `hooked-${process.pid}`;
+
+jest.setTimeout(120_000);
+
+let redis: TestRedis;
+let store: RedisStore;
+let provider: OidcTestProvider;
+let app: CustomerAppProcess;
+let browser: Browser;
+let receiver: WebhookReceiver;
+
+beforeAll(async () => {
+  registerSecrets(SESSION_SECRET);
+  const port = await freePort();
+  const origin = `http://127.0.0.1:${port}`;
+  redis = await startTestRedis();
+  receiver = await WebhookReceiver.start();
+  store = await RedisStore.connect({ url: redis.url, commandTimeoutMs: 1000 });
+  provider = await startOidcProvider({
+    clients: [{ client_id: 'dashboard', token_endpoint_auth_method: 'none', redirect_uris: [`${origin}/auth/callback`] }],
+    users: {
+      olivia: { email: 'olivia@example.com', email_verified: true, name: 'Olivia' },
+      dev: { email: 'dev@example.com', email_verified: true, name: 'Dev' },
+    },
+  });
+  const deps = { store, clock: { now: () => Date.now() }, logger: new LogCapture().logger };
+  await store.createAccount({ id: ACCOUNT, name: 'Hooked Inc', status: 'active', createdAt: new Date().toISOString() });
+  for (const [subject, role] of [
+    ['olivia', 'owner'],
+    ['dev', 'developer'],
+  ] as [string, MemberRole][]) {
+    const added = await addMember(deps, OPERATOR, {
+      accountId: ACCOUNT,
+      role,
+      principal: { kind: 'identity', issuer: provider.issuer, subject },
+    });
+    expect(added.kind).toBe('added');
+  }
+  [app, browser] = await Promise.all([
+    startCustomerApp(
+      {
+        REDIS_URL: redis.url,
+        REDIS_TIMEOUT_MS: '1000',
+        OIDC_ISSUER_URL: provider.issuer,
+        OIDC_CLIENT_ID: 'dashboard',
+        OIDC_REDIRECT_URL: `${origin}/auth/callback`,
+        CUSTOMER_SESSION_SECRET: SESSION_SECRET,
+        CUSTOMER_PLAIN_HTTP_LOCALHOST: 'true',
+        CUSTOMER_PORT: String(port),
+        LOG_LEVEL: 'info',
+        WEBHOOK_LOOPBACK_HTTP: 'true',
+        WEBHOOK_POLL_INTERVAL_MS: '50',
+      },
+      'store',
+    ),
+    launchChromium('The customer webhooks tests'),
+  ]);
+}, 120_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await app?.stop();
+  await provider?.stop();
+  await store?.close();
+  await receiver?.stop();
+  await redis?.stop();
+});
+
+const openContexts: BrowserContext[] = [];
+afterEach(async () => {
+  for (const context of openContexts.splice(0)) await context.close();
+});
+
+async function signedIn(login: string): Promise<Page> {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  openContexts.push(context);
+  await context.route(/^https?:\/\/(?!127\.0\.0\.1[:/]|localhost[:/])/, (route) => route.abort());
+  const page = await context.newPage();
+  page.on('response', (response) => {
+    const code = new URL(response.url()).searchParams.get('code');
+    if (code) registerSecrets(code);
+  });
+  await page.goto(`${app.customerUrl}/`);
+  await page.getByRole('link', { name: 'Sign in with your identity provider' }).click();
+  await page.locator('input[name="login"]').fill(login);
+  await page.locator('input[name="password"]').fill('any password will do');
+  await Promise.all([
+    page.waitForResponse((response) => response.url().includes('/auth/callback'), { timeout: 20_000 }),
+    page.getByRole('button', { name: 'Sign-in' }).click(),
+  ]);
+  await page.waitForLoadState();
+  await page.getByTestId('open-keys').click();
+  await page.locator('#keys-caption', { hasText: 'Keys of Hooked Inc' }).waitFor();
+  return page;
+}
+
+async function shownSecret(page: Page, previous?: string): Promise<string> {
+  await page.getByTestId('webhook-secret-panel').waitFor();
+  await until(async () => ((await page.getByTestId('webhook-secret').textContent()) ?? '') !== (previous ?? ''), 'a new secret shown');
+  const secret = (await page.getByTestId('webhook-secret').textContent()) ?? '';
+  expect(secret).toMatch(/^whsec_[A-Za-z0-9+/]+=*$/);
+  registerSecrets(secret);
+  return secret;
+}
+
+describe('the Webhooks section in Chromium', () => {
+  it('an owner adds an endpoint (secret once), test-sends, reads the delivery log, disables and enables it, and rotates its secret', async () => {
+    const page = await signedIn('olivia');
+    await page.getByTestId('webhooks-section').waitFor();
+
+    await page.locator('#webhook-url').fill(receiver.url('/dashboard'));
+    await page.getByRole('button', { name: 'Add endpoint' }).click();
+    const secret = await shownSecret(page);
+    const row = page.getByTestId('webhook-row').filter({ hasText: receiver.url('/dashboard') });
+    await row.waitFor();
+    expect(await row.getByTestId('webhook-state').textContent()).toBe('enabled');
+    // Subscribed to the key events by default: a key made on the page is sent, signed with the secret shown.
+    await page.locator('#key-name').fill('watched');
+    await page.getByTestId('create-key').click();
+    await page.getByTestId('new-key-panel').waitFor();
+    registerSecrets((await page.getByTestId('new-key-value').textContent()) ?? '');
+    await until(() => receiver.on('/dashboard').length >= 1, 'the key.created event');
+    expect(WebhookReceiver.verified(receiver.on('/dashboard')[0]!, secret)).toMatchObject({
+      type: 'key.created',
+      data: { account_id: ACCOUNT },
+    });
+    await page.getByRole('button', { name: 'Done' }).click();
+
+    await row.getByRole('button', { name: 'Send a test event' }).click();
+    await page.getByTestId('notice').filter({ hasText: 'A test event is on its way' }).waitFor();
+    await until(() => receiver.on('/dashboard').length >= 2, 'the test event');
+    expect(WebhookReceiver.verified(receiver.on('/dashboard')[1]!, secret).type).toBe('webhook.test');
+
+    await until(
+      async () => {
+        await row.getByRole('button', { name: 'Deliveries' }).click();
+        return (await page.getByTestId('webhook-attempt').count()) >= 2;
+      },
+      'two attempts in the delivery log',
+      10_000,
+      200,
+    );
+    const attempts = await page.getByTestId('webhook-attempt').allTextContents();
+    expect(attempts.some((text) => text.includes('webhook.test (attempt 1): delivered, HTTP 200'))).toBe(true);
+
+    await row.getByRole('button', { name: 'Disable' }).click();
+    await row.getByTestId('webhook-state').filter({ hasText: 'disabled: disabled by an owner' }).waitFor();
+    await row.getByRole('button', { name: 'Enable' }).click();
+    await row
+      .getByTestId('webhook-state')
+      .filter({ hasText: /^enabled$/ })
+      .waitFor();
+
+    await row.getByRole('button', { name: 'Rotate the signing secret' }).click();
+    const rotated = await shownSecret(page, secret);
+    expect(rotated).not.toBe(secret);
+    await row.getByRole('button', { name: 'Send a test event' }).click();
+    await until(() => receiver.on('/dashboard').length >= 3, 'the second test event');
+    expect(WebhookReceiver.verified(receiver.on('/dashboard')[2]!, rotated).type).toBe('webhook.test');
+    // Shown once: gone after a reload.
+    await page.reload();
+    await row.waitFor();
+    expect(await page.content()).not.toContain(rotated);
+  });
+
+  it('refuses a private address on the page, and a developer sees no Webhooks section', async () => {
+    const owner = await signedIn('olivia');
+    await owner.getByTestId('webhooks-section').waitFor();
+    await owner.locator('#webhook-url').fill('https://10.0.0.8/hook');
+    await owner.getByRole('button', { name: 'Add endpoint' }).click();
+    await owner.getByTestId('error').filter({ hasText: 'private' }).waitFor();
+
+    const developer = await signedIn('dev');
+    await developer.getByTestId('members-section').waitFor({ state: 'hidden' });
+    expect(await developer.getByTestId('webhooks-section').isHidden()).toBe(true);
+  });
+});
