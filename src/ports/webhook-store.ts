@@ -130,8 +130,12 @@ export interface WebhookStore {
    */
   getCreditLowThreshold(accountId: string): Promise<number | null>;
   setCreditLowThreshold(accountId: string, minorUnits: number | null): Promise<void>;
-  /** Puts every account that has events or deliveries waiting on the work list (after a crash between a change and its notice). */
-  sweepAccountsWithWork(): Promise<void>;
+  /**
+   * Puts the accounts that have events or deliveries waiting on the work list (after a crash between a change and its
+   * notice), a slice of the accounts at a time: from `cursor` ('0' to begin), answering where the next slice starts
+   * ('0' once every account was looked at).
+   */
+  sweepAccountsWithWork(cursor: string): Promise<string>;
 }
 
 /** Attempts kept in each endpoint's delivery log: the newest ones. */

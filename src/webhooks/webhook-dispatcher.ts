@@ -67,18 +67,28 @@ export class WebhookDispatcher {
   }
 
   start(): void {
-    // Work left off the list (a crash, or a failed notice, between a change's step and its notice) is found first.
-    this.round = this.sweep().then(() => this.schedule(0));
-    this.sweeper = setInterval(() => void this.sweep(), SWEEP_INTERVAL_MS);
+    // Work left off the list (a crash, or a failed notice, between a change's step and its notice) is found first,
+    // over every account; after that one slice of the accounts a minute, so that the sweep costs Redis a bounded few
+    // commands a second per replica however many accounts there are.
+    this.round = this.sweepAll().then(() => this.schedule(0));
+    this.sweeper = setInterval(() => void this.sweepSlice(), SWEEP_INTERVAL_MS);
     this.sweeper.unref();
   }
 
-  private sweep(): Promise<void> {
-    return this.options.store
-      .sweepAccountsWithWork()
-      .catch((error: unknown) =>
-        this.options.logger.warn({ event: 'webhooks', err: error }, 'webhooks: could not sweep for waiting events'),
-      );
+  private sweepCursor = '0';
+
+  private async sweepAll(): Promise<void> {
+    do await this.sweepSlice();
+    while (this.sweepCursor !== '0' && !this.stopped);
+  }
+
+  private async sweepSlice(): Promise<void> {
+    try {
+      this.sweepCursor = await this.options.store.sweepAccountsWithWork(this.sweepCursor);
+    } catch (error) {
+      this.options.logger.warn({ event: 'webhooks', err: error }, 'webhooks: could not sweep for waiting events');
+      this.sweepCursor = '0';
+    }
   }
 
   /** Waits for the round in flight at most STOP_WAIT_MS: a delivery cut short is sent again after its lease. */

@@ -176,6 +176,8 @@ describe('operator sign-in, one operator of each role', () => {
   it('signing out ends the session', async () => {
     const page = await signIn('sue');
     await page.getByTestId('operator-who').filter({ hasText: '(support)' }).waitFor();
+    // The page has finished signing in (its keys and audit loaded): a click while it is busy is ignored, as every action's is.
+    await page.locator('main:not([aria-busy])').waitFor();
     await page.getByTestId('sign-out').click();
     await page.getByTestId('sign-in').waitFor();
     expect(await page.evaluate(async () => (await fetch('/admin/accounts')).status)).toBe(401);

@@ -212,14 +212,12 @@ export class RedisWebhookStore implements WebhookStore {
     if (await this.hasWork(accountId)) await this.call(() => this.redis.sadd(redisKeys.webhookAccounts(), accountId));
   }
 
-  async sweepAccountsWithWork(): Promise<void> {
-    const accountIds = await this.call(() => this.redis.smembers(redisKeys.accounts()));
-    for (let start = 0; start < accountIds.length; start += SWEEP_BATCH) {
-      const batch = accountIds.slice(start, start + SWEEP_BATCH);
-      const working = await Promise.all(batch.map((accountId) => this.hasWork(accountId)));
-      const found = batch.filter((_, i) => working[i]);
-      if (found.length > 0) await this.call(() => this.redis.sadd(redisKeys.webhookAccounts(), ...found));
-    }
+  async sweepAccountsWithWork(cursor: string): Promise<string> {
+    const [next, batch] = await this.call(() => this.redis.sscan(redisKeys.accounts(), cursor, 'COUNT', SWEEP_BATCH));
+    const working = await Promise.all(batch.map((accountId) => this.hasWork(accountId)));
+    const found = batch.filter((_, i) => working[i]);
+    if (found.length > 0) await this.call(() => this.redis.sadd(redisKeys.webhookAccounts(), ...found));
+    return next;
   }
 
   private async hasWork(accountId: string): Promise<boolean> {
