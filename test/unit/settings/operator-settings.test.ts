@@ -1,22 +1,11 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { loadCliSettings, loadSettings, type Settings } from '../../../src/platform/settings';
+import { loadCliSettings } from '../../../src/platform/settings';
 import { parseRoleMap } from '../../../src/platform/operator-sign-in-settings';
+import { problemsOf, settingsOf } from '../../support/settings-results';
 
 type Env = Record<string, string | undefined>;
-
-function settingsOf(env: Env): Settings {
-  const result = loadSettings(env);
-  if (!result.ok) throw new Error(`expected valid settings, got: ${result.problems.join('; ')}`);
-  return result.settings;
-}
-
-function problemsOf(env: Env): string[] {
-  const result = loadSettings(env);
-  if (result.ok) throw new Error('expected problems, got valid settings');
-  return result.problems;
-}
 
 const TOKEN = 'a-break-glass-token-0123456789';
 const CONFIGURED: Env = {
