@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 import { join, relative, sep } from 'node:path';
 import { ensureBuiltCli, runCli, type CliRun } from '../support/built-cli';
 
@@ -50,6 +50,12 @@ const APP = join('dist', 'app.js');
 describe('gateway-authz (the CLI entry point)', () => {
   beforeAll(() => {
     ensureBuiltCli();
+  });
+
+  it('is built executable, with a node shebang: `npx gateway-authz` runs the file itself (a fresh clone had it 0644)', () => {
+    const bin = ensureBuiltCli();
+    expect(readFileSync(bin, 'utf8').split('\n', 1)[0]).toBe('#!/usr/bin/env node');
+    expect((statSync(bin).mode & 0o111).toString(8)).toBe('111');
   });
 
   it('bare, shows its help and starts nothing: serve is a command like the others', async () => {
