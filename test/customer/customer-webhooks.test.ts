@@ -165,6 +165,8 @@ describe('the Webhooks section in Chromium', () => {
     const attempts = await page.getByTestId('webhook-attempt').allTextContents();
     expect(attempts.some((text) => text.includes('webhook.test (attempt 1): delivered, HTTP 200'))).toBe(true);
 
+    // The last Deliveries click may still be loading; a click while the page is busy is ignored, as every action's is.
+    await page.locator('main:not([aria-busy])').waitFor();
     await row.getByRole('button', { name: 'Disable' }).click();
     await row.getByTestId('webhook-state').filter({ hasText: 'disabled: disabled by an owner' }).waitFor();
     await row.getByRole('button', { name: 'Enable' }).click();

@@ -314,7 +314,9 @@ describe('Dockerfile (gateway-authz)', () => {
     expect(builds).toBeGreaterThan(copiesSrc);
     expect(last.some((i) => i.op === 'COPY' && i.args === '--from=build /app/dist ./dist')).toBe(true);
     const scripts = (JSON.parse(readRepoFile('package.json')) as { scripts: Record<string, string> }).scripts;
-    expect(scripts.build).toBe('tsc -b tsconfig.build.json && npm run build:web --silent && npm run build:lua --silent');
+    expect(scripts.build).toBe(
+      'tsc -b tsconfig.build.json && npm run build:web --silent && npm run build:lua --silent && npm run build:bin --silent',
+    );
 
     // .dockerignore keeps none of them (nor a folder above them) out of the build context.
     const ignored = readRepoFile('.dockerignore')

@@ -6,7 +6,7 @@ import { createOfficialCheckClient, envoyCheckRequest, type OfficialCheckClient 
 import { parseDenyBody } from '../support/deny-body';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
 import { startAppUnderTest, type AppUnderTest } from '../support/running-app';
-import { isBackgroundCommand } from '../support/background-commands';
+import { isBackgroundCommand, untilWebhookWorkDone } from '../support/background-commands';
 
 /**
  * Token budgets and monthly spend caps at Check time, end to end: real Redis,
@@ -207,6 +207,7 @@ it('still one Redis round trip per allowed Check with budgets in the plan once t
     });
   expect((await client.check(smallChat())).status.code).toBe(0); // warms the key index cache
   const stats = new Redis(redis.url, { disconnectTimeout: 50 });
+  await untilWebhookWorkDone(stats);
   // MONITOR gets a connection of its own; a client made only to open it would be left open.
   const watcher = await stats.monitor();
   const fromClients: string[] = [];
