@@ -5,7 +5,7 @@ import { startAppUnderTest, TEST_ADMIN_TOKEN, type AppUnderTest } from '../suppo
 import { startServerProcess, type ServerProcess } from '../support/server-process';
 import { registerSecrets } from '../support/secret-scan';
 import { parseDenyBody, type DenyBodyView } from '../support/deny-body';
-import { isBackgroundCommand } from '../support/background-commands';
+import { isBackgroundCommand, untilWebhookWorkDone } from '../support/background-commands';
 
 /**
  * 402 and 429 end to end: real Redis, real gRPC with Envoy's official protos,
@@ -183,6 +183,7 @@ describe('one Redis round trip per decision', () => {
     const { key } = await newKey('roundtrip-co');
     expect((await client.check(requestFor('chat', key))).status.code).toBe(0); // warms the key index cache
     const stats = new Redis(redis.url, { disconnectTimeout: 50 });
+    await untilWebhookWorkDone(stats);
     // MONITOR gets a connection of its own; a client made only to open it would be left open.
     const watcher = await stats.monitor();
     // Commands a script runs itself show up in commandstats too; MONITOR tells them apart ("lua" source).

@@ -1,6 +1,7 @@
 import Redis from 'ioredis';
 import { createOfficialCheckClient, envoyCheckRequest, type OfficialCheckClient } from '../support/envoy-official-client';
 import { spawnTestRedisServer, type TestRedis } from '../support/redis-server';
+import { untilWebhookWorkDone } from '../support/background-commands';
 import { startAppUnderTest, type AppUnderTest } from '../support/running-app';
 
 /**
@@ -49,6 +50,7 @@ it('sends the authorize script once for all the Checks in flight across SCRIPT F
   // Warm: the key index is cached and the connection has sent the script, so every Check below is one EVALSHA.
   expect((await clients[0]!.check(chat)).status.code).toBe(0);
 
+  await untilWebhookWorkDone(direct);
   await direct.config('RESETSTAT');
   const round = (perClient: number) => clients.flatMap((client) => Array.from({ length: perClient }, () => client.check(chat)));
   const before = round(CHECKS_PER_CLIENT_BEFORE);

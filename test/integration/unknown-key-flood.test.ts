@@ -6,7 +6,7 @@ import { createOfficialCheckClient, envoyCheckRequest, type OfficialCheckClient 
 import { startTestRedis, type TestRedis } from '../support/redis-server';
 import { startAppUnderTest, type AppUnderTest } from '../support/running-app';
 import { parseDenyBody } from '../support/deny-body';
-import { isBackgroundCommand } from '../support/background-commands';
+import { isBackgroundCommand, untilWebhookWorkDone } from '../support/background-commands';
 
 /**
  * A flood of well-formed but unknown keys: at most one Redis command per
@@ -40,6 +40,7 @@ afterAll(async () => {
 });
 
 async function commandsDuring(work: () => Promise<void>): Promise<number> {
+  await untilWebhookWorkDone(stats);
   await stats.config('RESETSTAT');
   await work();
   const info = await stats.info('commandstats');

@@ -3,7 +3,7 @@ import { createOfficialCheckClient, envoyCheckRequest, type OfficialCheckClient 
 import { parseDenyBody } from '../support/deny-body';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
 import { startAppUnderTest, type AppUnderTest } from '../support/running-app';
-import { isBackgroundCommand } from '../support/background-commands';
+import { isBackgroundCommand, untilWebhookWorkDone } from '../support/background-commands';
 
 /**
  * `unpricedModels: "refuse"` end to end: a server on real Redis with a price
@@ -60,6 +60,7 @@ const headersOf = (options: { header: { key: string; value: string } }[]) =>
 
 /** Redis commands the server ran during `run` (INFO commandstats, without the background ones). */
 async function redisCommandsDuring(run: () => Promise<unknown>): Promise<number> {
+  await untilWebhookWorkDone(stats);
   await stats.config('RESETSTAT');
   await run();
   const info = await stats.info('commandstats');
