@@ -65,6 +65,10 @@ beforeAll(async () => {
     });
   expect((await admin('POST', '/admin/accounts', { id: 'acme', name: 'Acme Corp', billing: { creditBalance: 1000 } })).status).toBe(201);
   expect((await admin('POST', '/admin/accounts/acme/keys', { name: 'prod backend' })).status).toBe(201);
+  // An operator-level change (no account), for the audit section to show.
+  const automation = await admin('POST', '/admin/operator-tokens', { name: 'journey automation', scopes: ['keys:read'] });
+  expect(automation.status).toBe(201);
+  registerSecrets(((await automation.json()) as { token: string }).token);
 }, 120_000);
 
 afterAll(async () => {
@@ -155,7 +159,7 @@ describe('operator sign-in, one operator of each role', () => {
     expect(await callFromPage(page, 'PATCH', '/admin/accounts/acme', { name: 'Renamed' })).toBe(403);
   });
 
-  it('support: reads keys and the audit, with no key actions; every change is refused', async () => {
+  it('support: reads keys and the audit (operator tokens made too), with no key actions; every change is refused', async () => {
     const page = await signIn('sue');
     await page.getByTestId('operator-who').filter({ hasText: '(support)' }).waitFor();
     await page.getByTestId('keys-table').getByText('prod backend').waitFor();
@@ -163,6 +167,14 @@ describe('operator sign-in, one operator of each role', () => {
     expect(await page.getByRole('button', { name: /^Regenerate key/ }).count()).toBe(0);
     expect(await page.getByTestId('create-section').isVisible()).toBe(false);
     await page.getByTestId('audit-entry').first().waitFor();
+    await page.locator('main:not([aria-busy])').waitFor();
+    await page.locator('#audit-action').selectOption('operator_token.create');
+    await page.locator('#audit-apply').click();
+    await page
+      .getByTestId('audit-entry')
+      .filter({ hasText: 'operator_token.create of token “journey automation”' })
+      .filter({ hasText: 'by break-glass ADMIN_TOKEN' })
+      .waitFor();
     expect(await callFromPage(page, 'POST', '/admin/accounts/acme/credit', { amount: 100 })).toBe(403);
     expect(await callFromPage(page, 'POST', '/admin/accounts/acme/keys', { name: 'sneaky' })).toBe(403);
   });
