@@ -11,6 +11,7 @@ import { startCustomerApp, startOidcProvider, type CustomerAppProcess, type Oidc
 import { startTestRedis, type TestRedis } from '../support/redis-server';
 import { registerSecrets } from '../support/secret-scan';
 import { freePort } from '../support/server-process';
+import { loopbackPage, signInThroughProvider } from '../support/provider-sign-in';
 import { TEST_ADMIN_TOKEN } from '../support/running-app';
 
 jest.setTimeout(90_000);
@@ -84,24 +85,13 @@ afterEach(async () => {
 });
 
 async function signIn(login: string): Promise<Page> {
-  const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
-  openContexts.push(context);
-  // Only loopback: the provider's development login page imports a web font.
-  await context.route(/^https?:\/\/(?!127\.0\.0\.1[:/]|localhost[:/])/, (route) => route.abort());
-  const page = await context.newPage();
-  page.on('response', (response) => {
-    const code = new URL(response.url()).searchParams.get('code');
-    if (code) registerSecrets(code);
+  const { context, page } = await loopbackPage(browser, openContexts);
+  await signInThroughProvider(page, {
+    startUrl: `${app.adminUrl}/dashboard`,
+    link: 'Sign in with single sign-on',
+    login,
+    callbackPath: '/dashboard/auth/callback',
   });
-  await page.goto(`${app.adminUrl}/dashboard`);
-  await page.getByRole('link', { name: 'Sign in with single sign-on' }).click();
-  await page.locator('input[name="login"]').fill(login);
-  await page.locator('input[name="password"]').fill('any password will do');
-  await Promise.all([
-    page.waitForResponse((response) => response.url().includes('/dashboard/auth/callback'), { timeout: 20_000 }),
-    page.getByRole('button', { name: 'Sign-in' }).click(),
-  ]);
-  await page.waitForLoadState();
   for (const cookie of await context.cookies(app.adminUrl)) registerSecrets(cookie.value);
   return page;
 }
