@@ -196,6 +196,8 @@ const AUDIT_ACTION_NAMES: Record<AuditAction, true> = {
   'webhook.delete': true,
   'webhook.rotate_secret': true,
   'webhook.disabled': true,
+  'operator_token.create': true,
+  'operator_token.revoke': true,
 };
 export const AUDIT_ACTIONS = Object.keys(AUDIT_ACTION_NAMES) as [AuditAction, ...AuditAction[]];
 

@@ -9,6 +9,8 @@ export interface OperatorTokenStore {
   insertOperatorToken(tokenHash: string, record: OperatorTokenRecord): Promise<void>;
   /** The token's record while it is not revoked; null for an unknown or revoked token (expiry is the caller's check). */
   findOperatorToken(tokenHash: string): Promise<OperatorTokenRecord | null>;
+  /** The token's record by its id, revoked or expired; null for an unknown id. */
+  getOperatorToken(tokenId: string): Promise<OperatorTokenRecord | null>;
   /** Every token, revoked and expired ones included, oldest first. */
   listOperatorTokens(): Promise<OperatorTokenRecord[]>;
   /** Marks it revoked (at once for lookups); null for an unknown id. A revoked token keeps its first revocation time. */

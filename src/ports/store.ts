@@ -100,7 +100,8 @@ export interface CountedBatch {
 /** Request counts of one bucket: key id → requests. */
 export type RequestCountsByKey = Record<string, number>;
 
-export type AuditAction =
+/** Changes to one account: written to its own trail and to the global one. */
+export type AccountAuditAction =
   | 'account.create'
   | 'account.update'
   | 'account.credit'
@@ -119,8 +120,13 @@ export type AuditAction =
   | 'webhook.rotate_secret'
   | 'webhook.disabled';
 
+/** Changes to the operators themselves, tied to no account: written to the global trail only. */
+export type OperatorAuditAction = 'operator_token.create' | 'operator_token.revoke';
+
+export type AuditAction = AccountAuditAction | OperatorAuditAction;
+
 export interface AuditEntryInput {
-  action: AuditAction;
+  action: AccountAuditAction;
   accountId: string;
   /** Who made the change. Entries written before this was recorded read as the operator (only the admin API wrote then). */
   actor: AuditActor;
@@ -139,6 +145,48 @@ export interface AuditEntry extends AuditEntryInput {
   id: string;
   /** ISO-8601. */
   time: string;
+}
+
+/** An operator-level change: no account, the operator token it made or revoked (its id and name, never the token or its hash). */
+export interface OperatorAuditEntryInput {
+  action: OperatorAuditAction;
+  /** Always an operator: only the admin API makes these changes. */
+  actor: AuditActor;
+  operatorTokenId: string;
+  operatorTokenName: string;
+  /** Short, secret-free facts, e.g. "scopes=keys:read,keys:write expiresAt=…". */
+  detail?: string;
+  // None of an account entry's targets, so any entry of the global trail reads `entry.accountId` (undefined here).
+  accountId?: never;
+  keyId?: never;
+  keyPrefix?: never;
+  memberId?: never;
+  endpointId?: never;
+}
+
+export interface OperatorAuditEntry extends OperatorAuditEntryInput {
+  /** Opaque, ordered: a position in the global trail, as an account entry's. */
+  id: string;
+  /** ISO-8601. */
+  time: string;
+}
+
+/** An entry of the global trail: an account's change, or an operator-level one (which has no accountId). */
+export type AuditTrailEntry = AuditEntry | OperatorAuditEntry;
+
+export function isOperatorAuditEntry(entry: AuditTrailEntry): entry is OperatorAuditEntry {
+  return entry.accountId === undefined;
+}
+
+export interface AuditQuery {
+  limit: number;
+  before?: string;
+  accountId?: string;
+}
+export type AccountAuditQuery = AuditQuery & { accountId: string };
+export interface AuditPage<Entry> {
+  entries: Entry[];
+  next: string | null;
 }
 
 /** What a credit adjustment did; with an idempotency key, what its key answers from then on. */
@@ -277,12 +325,19 @@ export interface AdminStore extends MemberStore {
   revokeKey(keyId: string, nowMs: number, events?: readonly OutboxEvent[]): Promise<StoredKey | null>;
   appendAudit(entry: AuditEntryInput, nowMs: number): Promise<void>;
   /**
+   * An operator-level change (tied to no account), to the global trail only, bounded as it is. Throws when it is not
+   * written: the caller writes it before the change takes effect (see src/admin/routes/operator-tokens.ts).
+   */
+  appendOperatorAudit(entry: OperatorAuditEntryInput, nowMs: number): Promise<void>;
+  /**
    * Newest first. `before` is a position: entries strictly older than that id
    * are returned, whether or not an entry with that id exists (it may have been
    * trimmed since the previous page). With `accountId`, only that account's
-   * entries, from a trail of its own (its ids are positions in that trail).
+   * entries, from a trail of its own (its ids are positions in that trail);
+   * without, the global trail: every account's entries and the operator-level ones.
    */
-  readAudit(options: { limit: number; before?: string; accountId?: string }): Promise<{ entries: AuditEntry[]; next: string | null }>;
+  readAudit(options: AccountAuditQuery): Promise<AuditPage<AuditEntry>>;
+  readAudit(options: AuditQuery): Promise<AuditPage<AuditTrailEntry>>;
   /** The account's request counts, one record per bucket start given (in that order); buckets past their retention are empty. */
   readRequestCounts(accountId: string, granularity: UsageGranularity, bucketStartsMs: readonly number[]): Promise<RequestCountsByKey[]>;
 }

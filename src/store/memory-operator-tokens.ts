@@ -17,6 +17,11 @@ export class MemoryOperatorTokens implements OperatorTokenStore {
     return entry && entry.record.revokedAt === undefined ? structuredClone(entry.record) : null;
   }
 
+  async getOperatorToken(tokenId: string): Promise<OperatorTokenRecord | null> {
+    const entry = this.records.get(tokenId);
+    return entry ? structuredClone(entry.record) : null;
+  }
+
   async listOperatorTokens(): Promise<OperatorTokenRecord[]> {
     return [...this.records.values()]
       .map((entry) => structuredClone(entry.record))

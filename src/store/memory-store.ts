@@ -26,8 +26,13 @@ import {
   type AccountPatch,
   type ActiveKeyCapReached,
   type AddMemberResult,
+  type AccountAuditQuery,
   type AuditEntry,
   type AuditEntryInput,
+  type AuditPage,
+  type AuditQuery,
+  type AuditTrailEntry,
+  type OperatorAuditEntryInput,
   type CreditOutcome,
   type CreditResult,
   type InsertKeyResult,
@@ -146,7 +151,7 @@ export class MemoryStore implements Store {
   private readonly buckets = new Map<string, Map<string, Bucket>>();
   /** Members per account, by member id. */
   private readonly members = new Map<string, Map<string, Member>>();
-  private readonly audit: AuditEntry[] = [];
+  private readonly audit: AuditTrailEntry[] = [];
   /** The last audit id, as Redis streams make them: `<ms>-<sequence>`, strictly increasing even if the clock steps back. */
   private lastAuditId: StreamId = { ms: 0n, sequence: 0n };
   /** Per account: the spend of each key per month (`<keyId> <month>`); the account's own is on its record. */
@@ -458,17 +463,17 @@ export class MemoryStore implements Store {
   }
 
   async appendAudit(entry: AuditEntryInput, nowMs: number): Promise<void> {
-    this.lastAuditId = nextStreamId(this.lastAuditId, nowMs);
-    const id = `${this.lastAuditId.ms}-${this.lastAuditId.sequence}`;
-    this.audit.push({ id, time: new Date(nowMs).toISOString(), ...structuredClone(entry) });
-    if (this.audit.length > AUDIT_MAX_ENTRIES) this.audit.shift();
+    this.appendToTrail(entry, nowMs);
   }
 
-  async readAudit(options: {
-    limit: number;
-    before?: string;
-    accountId?: string;
-  }): Promise<{ entries: AuditEntry[]; next: string | null }> {
+  /** In the one trail with the account entries, as in Redis's global one; no account filter finds it. */
+  async appendOperatorAudit(entry: OperatorAuditEntryInput, nowMs: number): Promise<void> {
+    this.appendToTrail(entry, nowMs);
+  }
+
+  readAudit(options: AccountAuditQuery): Promise<AuditPage<AuditEntry>>;
+  readAudit(options: AuditQuery): Promise<AuditPage<AuditTrailEntry>>;
+  async readAudit(options: AuditQuery): Promise<AuditPage<AuditTrailEntry>> {
     // `before` is a position, like XREVRANGE's exclusive end: it need not be the id of a kept entry.
     const before = options.before === undefined ? undefined : parseStreamId(options.before);
     const older = this.audit.filter(
@@ -478,6 +483,13 @@ export class MemoryStore implements Store {
     );
     const entries = older.slice(-options.limit).reverse();
     return { entries: structuredClone(entries), next: entries.length === options.limit ? (entries.at(-1)?.id ?? null) : null };
+  }
+
+  private appendToTrail(entry: AuditEntryInput | OperatorAuditEntryInput, nowMs: number): void {
+    this.lastAuditId = nextStreamId(this.lastAuditId, nowMs);
+    const id = `${this.lastAuditId.ms}-${this.lastAuditId.sequence}`;
+    this.audit.push({ id, time: new Date(nowMs).toISOString(), ...structuredClone(entry) });
+    if (this.audit.length > AUDIT_MAX_ENTRIES) this.audit.shift();
   }
 
   async addMember(member: Member, events?: readonly OutboxEvent[]): Promise<AddMemberResult> {

@@ -21,6 +21,7 @@ import { LogCapture } from '../support/log-capture';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
 import { registerSecrets } from '../support/secret-scan';
 import { freePort } from '../support/server-process';
+import { loopbackPage, signInThroughProvider } from '../support/provider-sign-in';
 
 const SESSION_SECRET = 'journey-customer-session-secret-0123456789abcdef';
 const COOKIE = 'gwa_session';
@@ -109,30 +110,17 @@ afterEach(async () => {
   for (const context of openContexts.splice(0)) await context.close();
 });
 
-async function newPage(width = 1280): Promise<{ context: BrowserContext; page: Page }> {
-  const context = await browser.newContext({ viewport: { width, height: 900 } });
-  openContexts.push(context);
-  await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: app.customerUrl });
-  // Only loopback: the provider's development login page imports a web font.
-  await context.route(/^https?:\/\/(?!127\.0\.0\.1[:/]|localhost[:/])/, (route) => route.abort());
-  const page = await context.newPage();
-  page.on('response', (response) => {
-    const code = new URL(response.url()).searchParams.get('code');
-    if (code) registerSecrets(code);
-  });
-  return { context, page };
+function newPage(width = 1280): Promise<{ context: BrowserContext; page: Page }> {
+  return loopbackPage(browser, openContexts, { width, clipboardOrigin: app.customerUrl });
 }
 
 async function signIn(page: Page, login: string): Promise<void> {
-  await page.goto(`${app.customerUrl}/`);
-  await page.getByRole('link', { name: 'Sign in with your identity provider' }).click();
-  await page.locator('input[name="login"]').fill(login);
-  await page.locator('input[name="password"]').fill('any password will do');
-  await Promise.all([
-    page.waitForResponse((response) => response.url().includes('/auth/callback'), { timeout: 20_000 }),
-    page.getByRole('button', { name: 'Sign-in' }).click(),
-  ]);
-  await page.waitForLoadState();
+  await signInThroughProvider(page, {
+    startUrl: `${app.customerUrl}/`,
+    link: 'Sign in with your identity provider',
+    login,
+    callbackPath: '/auth/callback',
+  });
 }
 
 async function sessionCookie(context: BrowserContext): Promise<string> {

@@ -16,6 +16,7 @@ import { LogCapture } from '../support/log-capture';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
 import { registerSecrets } from '../support/secret-scan';
 import { freePort } from '../support/server-process';
+import { loopbackPage, signInThroughProvider } from '../support/provider-sign-in';
 import { WebhookReceiver } from '../support/webhook-receiver';
 import { until } from '../support/waiting';
 
@@ -94,23 +95,13 @@ afterEach(async () => {
 });
 
 async function signedIn(login: string): Promise<Page> {
-  const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
-  openContexts.push(context);
-  await context.route(/^https?:\/\/(?!127\.0\.0\.1[:/]|localhost[:/])/, (route) => route.abort());
-  const page = await context.newPage();
-  page.on('response', (response) => {
-    const code = new URL(response.url()).searchParams.get('code');
-    if (code) registerSecrets(code);
+  const { page } = await loopbackPage(browser, openContexts);
+  await signInThroughProvider(page, {
+    startUrl: `${app.customerUrl}/`,
+    link: 'Sign in with your identity provider',
+    login,
+    callbackPath: '/auth/callback',
   });
-  await page.goto(`${app.customerUrl}/`);
-  await page.getByRole('link', { name: 'Sign in with your identity provider' }).click();
-  await page.locator('input[name="login"]').fill(login);
-  await page.locator('input[name="password"]').fill('any password will do');
-  await Promise.all([
-    page.waitForResponse((response) => response.url().includes('/auth/callback'), { timeout: 20_000 }),
-    page.getByRole('button', { name: 'Sign-in' }).click(),
-  ]);
-  await page.waitForLoadState();
   await page.getByTestId('open-keys').click();
   await page.locator('#keys-caption', { hasText: 'Keys of Hooked Inc' }).waitFor();
   return page;

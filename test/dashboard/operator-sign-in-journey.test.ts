@@ -11,6 +11,7 @@ import { startCustomerApp, startOidcProvider, type CustomerAppProcess, type Oidc
 import { startTestRedis, type TestRedis } from '../support/redis-server';
 import { registerSecrets } from '../support/secret-scan';
 import { freePort } from '../support/server-process';
+import { loopbackPage, signInThroughProvider } from '../support/provider-sign-in';
 import { TEST_ADMIN_TOKEN } from '../support/running-app';
 
 jest.setTimeout(90_000);
@@ -65,6 +66,10 @@ beforeAll(async () => {
     });
   expect((await admin('POST', '/admin/accounts', { id: 'acme', name: 'Acme Corp', billing: { creditBalance: 1000 } })).status).toBe(201);
   expect((await admin('POST', '/admin/accounts/acme/keys', { name: 'prod backend' })).status).toBe(201);
+  // An operator-level change (no account), for the audit section to show.
+  const automation = await admin('POST', '/admin/operator-tokens', { name: 'journey automation', scopes: ['keys:read'] });
+  expect(automation.status).toBe(201);
+  registerSecrets(((await automation.json()) as { token: string }).token);
 }, 120_000);
 
 afterAll(async () => {
@@ -80,24 +85,13 @@ afterEach(async () => {
 });
 
 async function signIn(login: string): Promise<Page> {
-  const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
-  openContexts.push(context);
-  // Only loopback: the provider's development login page imports a web font.
-  await context.route(/^https?:\/\/(?!127\.0\.0\.1[:/]|localhost[:/])/, (route) => route.abort());
-  const page = await context.newPage();
-  page.on('response', (response) => {
-    const code = new URL(response.url()).searchParams.get('code');
-    if (code) registerSecrets(code);
+  const { context, page } = await loopbackPage(browser, openContexts);
+  await signInThroughProvider(page, {
+    startUrl: `${app.adminUrl}/dashboard`,
+    link: 'Sign in with single sign-on',
+    login,
+    callbackPath: '/dashboard/auth/callback',
   });
-  await page.goto(`${app.adminUrl}/dashboard`);
-  await page.getByRole('link', { name: 'Sign in with single sign-on' }).click();
-  await page.locator('input[name="login"]').fill(login);
-  await page.locator('input[name="password"]').fill('any password will do');
-  await Promise.all([
-    page.waitForResponse((response) => response.url().includes('/dashboard/auth/callback'), { timeout: 20_000 }),
-    page.getByRole('button', { name: 'Sign-in' }).click(),
-  ]);
-  await page.waitForLoadState();
   for (const cookie of await context.cookies(app.adminUrl)) registerSecrets(cookie.value);
   return page;
 }
@@ -155,7 +149,7 @@ describe('operator sign-in, one operator of each role', () => {
     expect(await callFromPage(page, 'PATCH', '/admin/accounts/acme', { name: 'Renamed' })).toBe(403);
   });
 
-  it('support: reads keys and the audit, with no key actions; every change is refused', async () => {
+  it('support: reads keys and the audit (operator tokens made too), with no key actions; every change is refused', async () => {
     const page = await signIn('sue');
     await page.getByTestId('operator-who').filter({ hasText: '(support)' }).waitFor();
     await page.getByTestId('keys-table').getByText('prod backend').waitFor();
@@ -163,6 +157,14 @@ describe('operator sign-in, one operator of each role', () => {
     expect(await page.getByRole('button', { name: /^Regenerate key/ }).count()).toBe(0);
     expect(await page.getByTestId('create-section').isVisible()).toBe(false);
     await page.getByTestId('audit-entry').first().waitFor();
+    await page.locator('main:not([aria-busy])').waitFor();
+    await page.locator('#audit-action').selectOption('operator_token.create');
+    await page.locator('#audit-apply').click();
+    await page
+      .getByTestId('audit-entry')
+      .filter({ hasText: 'operator_token.create of token “journey automation”' })
+      .filter({ hasText: 'by break-glass ADMIN_TOKEN' })
+      .waitFor();
     expect(await callFromPage(page, 'POST', '/admin/accounts/acme/credit', { amount: 100 })).toBe(403);
     expect(await callFromPage(page, 'POST', '/admin/accounts/acme/keys', { name: 'sneaky' })).toBe(403);
   });

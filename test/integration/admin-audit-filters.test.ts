@@ -1,5 +1,5 @@
 import type { ApiCreatedOperatorToken, ApiErrorBody } from '../../src/cli/api-types';
-import type { AuditEntry } from '../../src/ports/store';
+import type { AuditTrailEntry } from '../../src/ports/store';
 import { ManualClock } from '../../src/platform/clock';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
 import { startAppUnderTest, TEST_ADMIN_TOKEN, type AppUnderTest } from '../support/running-app';
@@ -8,7 +8,7 @@ import { startAppUnderTest, TEST_ADMIN_TOKEN, type AppUnderTest } from '../suppo
 let redis: TestRedis;
 let app: AppUnderTest;
 const clock = new ManualClock(Date.parse('2026-06-01T10:00:00Z'));
-type Answer = { status: number; body: ApiErrorBody & ApiCreatedOperatorToken & { entries: AuditEntry[]; next: string | null } };
+type Answer = { status: number; body: ApiErrorBody & ApiCreatedOperatorToken & { entries: AuditTrailEntry[]; next: string | null } };
 const call = async (method: string, path: string, body?: object, token = TEST_ADMIN_TOKEN) =>
   (await app.admin(method, path, body, token)) as unknown as Answer;
 let tokenId: string;
@@ -33,7 +33,8 @@ afterAll(async () => {
   await redis?.stop();
 });
 
-const summary = (answer: Answer) => answer.body.entries.map((entry) => `${entry.accountId} ${entry.action}`);
+// An operator-level entry (no account) by the token it names.
+const summary = (answer: Answer) => answer.body.entries.map((entry) => `${entry.accountId ?? entry.operatorTokenName} ${entry.action}`);
 
 describe('GET /admin/audit filters', () => {
   it('without filters: every account, newest first', async () => {
@@ -42,10 +43,11 @@ describe('GET /admin/audit filters', () => {
       'south account.credit',
       'south account.create',
       'north account.create',
+      'onboarding operator_token.create',
     ]);
   });
 
-  it('by account', async () => {
+  it('by account (leaving out the operator-level entries, of no account)', async () => {
     expect(summary(await call('GET', '/admin/audit?accountId=south'))).toEqual(['south account.credit', 'south account.create']);
   });
 
@@ -55,7 +57,11 @@ describe('GET /admin/audit filters', () => {
 
   it('by actor: a token by its id, the break-glass token by name', async () => {
     expect(summary(await call('GET', `/admin/audit?actor=${tokenId}`))).toEqual(['south account.credit', 'south account.create']);
-    expect(summary(await call('GET', '/admin/audit?actor=break-glass'))).toEqual(['north account.update', 'north account.create']);
+    expect(summary(await call('GET', '/admin/audit?actor=break-glass'))).toEqual([
+      'north account.update',
+      'north account.create',
+      'onboarding operator_token.create',
+    ]);
   });
 
   it('by time: from inclusive, to exclusive', async () => {

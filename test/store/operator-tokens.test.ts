@@ -52,4 +52,14 @@ describe.each([
     expect((await tokens.listOperatorTokens()).find((token) => token.id === a.id)?.revokedAt).toBe('2026-02-01T00:00:00.000Z');
     expect(await tokens.revokeOperatorToken('otk_nothing', '2026-02-01T00:00:00.000Z')).toBeNull();
   });
+
+  it('reads a token by its id, revoked or not (the revocation audits its name), never with its hash', async () => {
+    const suffix = Math.random().toString(36).slice(2);
+    const a = record(`otk_a${suffix}`, '2026-01-02T00:00:00.000Z');
+    await tokens.insertOperatorToken(`hash-a-${suffix}`, a);
+    expect(await tokens.getOperatorToken(a.id)).toEqual(a);
+    await tokens.revokeOperatorToken(a.id, '2026-02-01T00:00:00.000Z');
+    expect(await tokens.getOperatorToken(a.id)).toEqual({ ...a, revokedAt: '2026-02-01T00:00:00.000Z' });
+    expect(await tokens.getOperatorToken('otk_nothing')).toBeNull();
+  });
 });

@@ -2,14 +2,15 @@ import type { FastifyInstance } from 'fastify';
 import { sendAccountNotFound } from '../admin-errors';
 import { sendInvalidField } from '../../http/api-errors';
 import { accountIdSchema, accountPathParams, adminAuditQuery, auditQuery } from '../admin-schemas';
-import type { AuditEntry } from '../../ports/store';
+import type { AuditTrailEntry } from '../../ports/store';
 import type { AuditActor } from '../../accounts/customer-identity';
 import { describeRoute } from '../../http/openapi';
 
 import type { AdminServerDeps } from '../admin-deps';
 
 /**
- * `GET /admin/audit?limit=&before=&accountId=&action=&actor=&from=&to=`: newest first, paged by entry id, filtered.
+ * `GET /admin/audit?limit=&before=&accountId=&action=&actor=&from=&to=`: newest first, paged by entry id, filtered;
+ * the operator-level entries (operator tokens made and revoked) with the accounts', except under an account filter.
  * `GET /admin/accounts/:id/audit`: the same for one account, from its own
  * trail (what its owners see in the dashboard; ids are positions in it).
  */
@@ -58,14 +59,14 @@ export function registerAuditRoutes(app: FastifyInstance, deps: AdminServerDeps)
       const { limit = 100, before, accountId, action, actor, from, to } = query.data;
       const fromMs = from === undefined ? undefined : Date.parse(from);
       const toMs = to === undefined ? undefined : Date.parse(to);
-      const wanted = (entry: AuditEntry) =>
+      const wanted = (entry: AuditTrailEntry) =>
         (action === undefined || entry.action === action) &&
         (actor === undefined || actorMatches(entry.actor, actor)) &&
         (toMs === undefined || Date.parse(entry.time) < toMs);
       // Newest first, page by page, until the page is full, the trail is older than `from`, or the scan budget is spent
       // (then `next` lets the caller go on from where the scan stopped).
       const filtered = action !== undefined || actor !== undefined || fromMs !== undefined || toMs !== undefined;
-      const entries: AuditEntry[] = [];
+      const entries: AuditTrailEntry[] = [];
       let cursor = before;
       let scanned = 0;
       let next: string | null = null;

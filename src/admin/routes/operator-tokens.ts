@@ -13,7 +13,7 @@ import {
   operatorTokenIsLive,
   type OperatorTokenRecord,
 } from '../../operators/operator-token';
-import type { OperatorActor } from '../../accounts/customer-identity';
+import { operatorAuditActor, type OperatorActor } from '../../accounts/customer-identity';
 import { sendAdminError } from '../admin-errors';
 import type { AdminServerDeps } from '../admin-deps';
 
@@ -67,6 +67,17 @@ export function operatorTokenView(record: OperatorTokenRecord, nowMs: number): O
  * lists them and revokes them. `GET /admin/operator/me` tells any operator who
  * they are to this API and what they may do (the dashboard shows or hides
  * its controls by it; the server checks every call anyway).
+ *
+ * Creating and revoking a token are audited at operator level (no account):
+ * the actor, the token's id and name, never the token or its hash. The entry
+ * cannot be written in one step with the change: the token's keys and the
+ * audit trail (gwa:audit, shared with every account's entries) are in
+ * different slots on a Cluster, and the tokens have a store and connection
+ * of their own. So the entry is written first, and the change only if it was:
+ * a token authenticates, or stops authenticating, only after its entry is in
+ * the trail. A change that then fails (the caller gets the error and may
+ * retry) leaves an entry for an attempt, or one entry more; a change that
+ * took effect never lacks its entry.
  */
 export function registerOperatorTokenRoutes(app: FastifyInstance, deps: AdminServerDeps): void {
   const tags = ['operators'];
@@ -110,6 +121,16 @@ export function registerOperatorTokenRoutes(app: FastifyInstance, deps: AdminSer
         expiresAt: iso(nowMs + (body.data.expiresInDays ?? OPERATOR_TOKEN_DEFAULT_DAYS) * DAY_MS),
         createdBy: operatorActorOf(request.operator!),
       };
+      await deps.store.appendOperatorAudit(
+        {
+          action: 'operator_token.create',
+          actor: operatorAuditActor(record.createdBy),
+          operatorTokenId: record.id,
+          operatorTokenName: record.name,
+          detail: `scopes=${record.scopes.join(',')} expiresAt=${record.expiresAt}`,
+        },
+        nowMs,
+      );
       await deps.operatorTokens.insertOperatorToken(hashOperatorToken(token), record);
       deps.logger.info(
         {
@@ -147,10 +168,25 @@ export function registerOperatorTokenRoutes(app: FastifyInstance, deps: AdminSer
     },
     async (request, reply) => {
       const { tokenId } = request.params;
-      const record = /^otk_[0-9A-Za-z]{1,40}$/.test(tokenId)
-        ? await deps.operatorTokens?.revokeOperatorToken(tokenId, iso(deps.clock.now()))
-        : null;
-      if (!record) return sendAdminError(reply, 404, 'operator_token_not_found', `No operator token '${tokenId}'.`);
+      const notFound = () => sendAdminError(reply, 404, 'operator_token_not_found', `No operator token '${tokenId}'.`);
+      const tokens = deps.operatorTokens;
+      const existing = tokens && /^otk_[0-9A-Za-z]{1,40}$/.test(tokenId) ? await tokens.getOperatorToken(tokenId) : null;
+      if (!tokens || !existing) return notFound();
+      const nowMs = deps.clock.now();
+      // A token revoked already keeps the entry of its revocation: repeating it changes nothing, so adds none.
+      if (existing.revokedAt === undefined) {
+        await deps.store.appendOperatorAudit(
+          {
+            action: 'operator_token.revoke',
+            actor: operatorAuditActor(operatorActorOf(request.operator!)),
+            operatorTokenId: existing.id,
+            operatorTokenName: existing.name,
+          },
+          nowMs,
+        );
+      }
+      const record = await tokens.revokeOperatorToken(tokenId, iso(nowMs));
+      if (!record) return notFound();
       deps.logger.info(
         { event: 'operator_token', action: 'revoke', tokenId, actor: operatorActorOf(request.operator!) },
         'operator token revoked',

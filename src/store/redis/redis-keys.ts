@@ -25,7 +25,10 @@ export const redisKeys = {
   principalAccounts: (principalKey: string) => `gwa:member-of:${principalKey}`,
   /** Set of all account ids, for listings. */
   accounts: () => 'gwa:accounts',
-  /** Stream of admin mutations. */
+  /**
+   * Stream: the global audit trail, every entry. An account's entries are also in its own trail (accountAudit); the
+   * operator-level ones (operator tokens created and revoked, tied to no account) are in this one only: it is their trail.
+   */
   audit: () => 'gwa:audit',
   /**
    * A customer dashboard session (JSON, with a time to live), named by the

@@ -46,6 +46,11 @@ export class RedisOperatorTokens implements OperatorTokenStore {
     return stored && stored.tokenHash === tokenHash && stored.revokedAt === undefined ? recordOf(stored) : null;
   }
 
+  async getOperatorToken(tokenId: string): Promise<OperatorTokenRecord | null> {
+    const stored = await this.read(tokenId);
+    return stored ? recordOf(stored) : null;
+  }
+
   async listOperatorTokens(): Promise<OperatorTokenRecord[]> {
     const ids = await this.call(() => this.redis.smembers(redisKeys.operatorTokens()));
     const records = await Promise.all(ids.map((id) => this.read(id)));

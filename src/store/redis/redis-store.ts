@@ -25,8 +25,14 @@ import {
   type AccountListing,
   type AccountPatch,
   type AddMemberResult,
+  type AccountAuditQuery,
   type AuditEntry,
   type AuditEntryInput,
+  type AuditPage,
+  type AuditQuery,
+  type AuditTrailEntry,
+  type OperatorAuditEntry,
+  type OperatorAuditEntryInput,
   type CreditResult,
   type InsertKeyResult,
   type InvitationBinding,
@@ -384,9 +390,7 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
 
   /** The global trail first, then the account's own (two slots on a Cluster, so two commands, sent together). */
   async appendAudit(entry: AuditEntryInput, nowMs: number): Promise<void> {
-    const fields = Object.entries({ time: new Date(nowMs).toISOString(), ...entry, actor: actorToText(entry.actor) }).flatMap(
-      ([name, value]) => (value === undefined ? [] : [name, String(value)]),
-    );
+    const fields = auditFields(entry, nowMs);
     await this.call(() =>
       Promise.all([
         this.redis.xadd(redisKeys.audit(), 'MAXLEN', '~', String(AUDIT_MAX_ENTRIES), '*', ...fields),
@@ -395,18 +399,24 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
     );
   }
 
-  async readAudit(options: {
-    limit: number;
-    before?: string;
-    accountId?: string;
-  }): Promise<{ entries: AuditEntry[]; next: string | null }> {
+  /** The global trail only: it is the operator level's own trail, as an account's is its own (redisKeys.audit). */
+  async appendOperatorAudit(entry: OperatorAuditEntryInput, nowMs: number): Promise<void> {
+    const fields = auditFields(entry, nowMs);
+    await this.call(() => this.redis.xadd(redisKeys.audit(), 'MAXLEN', '~', String(AUDIT_MAX_ENTRIES), '*', ...fields));
+  }
+
+  readAudit(options: AccountAuditQuery): Promise<AuditPage<AuditEntry>>;
+  readAudit(options: AuditQuery): Promise<AuditPage<AuditTrailEntry>>;
+  async readAudit(options: AuditQuery): Promise<AuditPage<AuditTrailEntry>> {
     // Nothing is older than the first possible id (and Redis refuses the exclusive range "(0-0").
     if (options.before === '0-0') return { entries: [], next: null };
     const end = options.before ? `(${options.before}` : '+';
     const stream = options.accountId === undefined ? redisKeys.audit() : redisKeys.accountAudit(options.accountId);
     const rows = await this.call(() => this.redis.xrevrange(stream, end, '-', 'COUNT', options.limit));
-    const entries = rows.map(([id, flat]) => {
+    const entries = rows.map(([id, flat]): AuditTrailEntry => {
       const fields = fieldsOf(flat);
+      // An entry without an account is an operator-level one (every account entry has always had its account).
+      if (fields.accountId === undefined && fields.operatorTokenId !== undefined) return operatorAuditEntryOf(id, fields);
       const entry: AuditEntry = {
         id,
         time: fields.time ?? '',
@@ -1117,4 +1127,23 @@ function authorizeArguments(keyAndTime: string[], hold: CreditHold | undefined, 
     return [...keyAndTime, holdArgument, restrictions.keyText, restrictions.accountText, restrictions.refused ?? ''];
   }
   return hold ? [...keyAndTime, holdArgument] : keyAndTime;
+}
+
+/** An audit entry as stream fields: its time, its own fields (absent ones left out), the actor as JSON. */
+function auditFields(entry: AuditEntryInput | OperatorAuditEntryInput, nowMs: number): string[] {
+  return Object.entries({ time: new Date(nowMs).toISOString(), ...entry, actor: actorToText(entry.actor) }).flatMap(([name, value]) =>
+    value === undefined ? [] : [name, String(value)],
+  );
+}
+
+function operatorAuditEntryOf(id: string, fields: Record<string, string>): OperatorAuditEntry {
+  return {
+    id,
+    time: fields.time ?? '',
+    action: fields.action as OperatorAuditEntry['action'],
+    actor: parseActor(fields.actor, 'account', 'audit actor'),
+    operatorTokenId: fields.operatorTokenId ?? '',
+    operatorTokenName: fields.operatorTokenName ?? '',
+    ...(fields.detail ? { detail: fields.detail } : {}),
+  };
 }

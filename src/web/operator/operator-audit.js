@@ -6,7 +6,7 @@
 import { ApiError, isObject } from '../shared/api.js';
 import { byId, el, replaceContent, timeElement } from '../shared/dom.js';
 
-/** @typedef {import('../../ports/store').AuditEntry} AuditEntry */
+/** @typedef {import('../../ports/store').AuditTrailEntry} AuditEntry */
 /** @typedef {(method: string, path: string) => Promise<unknown>} Get */
 
 /**
@@ -21,6 +21,15 @@ export function actorText(actor) {
   if (operator.kind === 'secret-scanning') return `${operator.reporter === 'github' ? 'GitHub' : operator.reporter} secret scanning`;
   if (operator.kind === 'token') return `token “${operator.name}” (${operator.tokenId})`;
   return `${operator.subject} @ ${operator.issuer}`;
+}
+
+/**
+ * What a change was made to: an account (and key), or, at operator level, an operator token (name and id).
+ * @param {AuditEntry} entry
+ */
+function targetText(entry) {
+  if (entry.accountId !== undefined) return `on ${entry.accountId}${entry.keyPrefix ? ` (${entry.keyPrefix}…)` : ''}`;
+  return `of token “${entry.operatorTokenName}” (${entry.operatorTokenId})`;
 }
 
 /**
@@ -65,7 +74,7 @@ export function auditSection(deps) {
         'li',
         { data: { testid: 'audit-entry' } },
         timeElement(entry.time),
-        ` ${entry.action} on ${entry.accountId}${entry.keyPrefix ? ` (${entry.keyPrefix}…)` : ''}, by ${actorText(entry.actor)}`,
+        ` ${entry.action} ${targetText(entry)}, by ${actorText(entry.actor)}`,
       ),
     );
     if (more) ui.list.append(...items);
