@@ -100,6 +100,8 @@ if not sweep_at or sweep_at <= now then
         end
       elseif prefix == 'sp:' and string.sub(f, -7) < oldest then
         stale[#stale + 1] = f; gone[f] = true
+      elseif prefix == 'tn:' and (tonumber(v) or 0) <= now then
+        stale[#stale + 1] = f
       end
     end
     if #stale > 0 then redis.call('HDEL', KEYS[1], unpack(stale)) end
@@ -141,7 +143,7 @@ if a[2] then
     writes[#writes + 1] = string.format('%.0f', math.min(amount(a[6]) + shortfall, 9007199254740991))
   end
 end
-local key_cap = redis.call('HMGET', KEYS[2], 'monthlySpendCap', 'id')
+local key_cap = redis.call('HMGET', KEYS[2], 'monthlySpendCap', 'id', 'prefix')
 local caps = {tonumber(a[8] or ''), tonumber(key_cap[1] or '')}
 for i, field in ipairs({ARGV[5], ARGV[6]}) do
   local spent = 0
@@ -153,9 +155,28 @@ for i, field in ipairs({ARGV[5], ARGV[6]}) do
   if caps[i] and spent < caps[i] and after >= caps[i] then
     local scope = '"account"'
     if i == 2 then scope = '"key","key_id":"' .. key_cap[2] .. '"' end
-    webhook_event('budget.reached', ' ' .. i, ',"scope":' .. scope .. ',"monthly_spend_cap":' .. string.format('%.0f', caps[i]) ..
-      ',"month_spend":' .. string.format('%.0f', after))
+    webhook_event('budget.reached', ' ' .. i, ',"budget":"monthly_spend_cap","scope":' .. scope .. ',"monthly_spend_cap":' ..
+      string.format('%.0f', caps[i]) .. ',"month_spend":' .. string.format('%.0f', after))
   end
+end
+-- A token budget exhausted by this record (the Check refuses the next request, src/check/deny-reasons.ts):
+-- budget.reached, for the key (i 1) or the account (i 2), at most once per budget per window length. The notice
+-- field (`tn:k:<keyId>:<window>` or `tn:a:<window>`, see redis-keys.ts: the bucket field's name with `tn:` for `tp:`)
+-- holds until when (us) the budget sends no other: a key that stays at its budget, each admitted request taking the
+-- tokens that refilled, would otherwise send one per request. The sweep deletes notices whose time has passed.
+local function token_budget_reached(i, limit, w)
+  local notice = 'tn' .. string.sub(ARGV[6 + i], 3) .. ':' .. w
+  local quiet_until = tonumber(redis.call('HGET', KEYS[1], notice) or '')
+  if quiet_until and quiet_until > now then return end
+  writes[#writes + 1] = notice
+  writes[#writes + 1] = string.format('%.0f', now + w * 1000000)
+  local scope = '"account"'
+  if i == 1 then
+    scope = '"key","key_id":"' .. string.sub(ARGV[7], 6) .. '"'
+    if key_cap[3] then scope = scope .. ',"key_prefix":"' .. key_cap[3] .. '"' end
+  end
+  webhook_event('budget.reached', ' ' .. i .. ':' .. w, ',"budget":"token_budget","scope":' .. scope .. ',"tokens":' ..
+    string.format('%.0f', limit) .. ',"window_seconds":' .. string.format('%.0f', w))
 end
 local key_count, account_count = tonumber(ARGV[12]), tonumber(ARGV[13])
 local aggregates_from = plan_from + 2 * (key_count + account_count)
@@ -179,8 +200,12 @@ if tokens > 0 then
         for j, b in ipairs(scope) do
           local w = b.windowSeconds
           local old = buckets[w] or {}
-          moved[j] = {w, tb_consume(old[1], old[2], now, tokens, b.tokens, w)}
+          local tat, fraction = tb_consume(old[1], old[2], now, tokens, b.tokens, w)
+          moved[j] = {w, tat, fraction}
           buckets[w] = nil
+          if not tb_exhausted(old[1], old[2], now, b.tokens, w) and tb_exhausted(tat, fraction, now, b.tokens, w) then
+            token_budget_reached(i, b.tokens, w)
+          end
         end
         writes[#writes + 1] = ARGV[6 + i]
         writes[#writes + 1] = tb_pack(moved, buckets, now)
