@@ -628,7 +628,7 @@ export class MemoryStore implements Store {
     for (const write of writes.buckets) {
       buckets.set(write.bucket, { tatUs: write.tatUs, fraction: write.fraction, expiresAtMs: nowMs + write.ttlMs });
       // A token budget exhausted by this record: budget.reached in this same step, at most once per budget per window.
-      if (!write.reached || (notices.get(write.bucket) ?? 0) > nowMs * 1000) continue;
+      if (!write.reached || !this.webhooks.hasEndpoints(record.accountId) || (notices.get(write.bucket) ?? 0) > nowMs * 1000) continue;
       notices.set(write.bucket, nowMs * 1000 + write.budget.windowSeconds * 1_000_000);
       const scope =
         write.scope === 'key'

@@ -399,4 +399,44 @@ describe.each(implementations)('webhook outbox: %s', (_name, open) => {
     });
     expect(await store.webhooks.readDeliveryLog(accountId, endpointId, 10)).toHaveLength(3);
   });
+
+  it('appends nothing for an account without endpoints, and an endpoint added later receives only what comes after it', async () => {
+    const accountId = unique('acct');
+    await store.createAccount(account(accountId, { creditBalance: 1000 }));
+    await store.webhooks.setCreditLowThreshold(accountId, 500);
+    const key = keyOf(accountId);
+    expect(await store.insertKey(key.hash, key.record, [event('key.created')])).toBe('created');
+    expect(await store.revokeKey(key.record.id, clock.now(), [event('key.revoked')])).not.toBeNull();
+    expect((await store.addMember(member(accountId, 'owner'), [event('member.added')])).kind).toBe('added');
+    const usage: UsageRecord = {
+      requestId: 'n1',
+      accountId,
+      keyId: key.record.id,
+      keyPrefix: key.record.prefix,
+      family: 'messages',
+      style: 'messages',
+      model: 'claude-sonnet-4-5',
+      tokens: { inputTokens: 3, outputTokens: 4, cachedInputTokens: 0, cacheCreationTokens: 0 },
+      costMinorUnits: 1200, // 1000 → -200: below the threshold and exhausted
+      estimated: false,
+      atMs: clock.now(),
+    };
+    expect((await store.applyUsage(usage, NO_TOKEN_BUDGETS)).kind).toBe('applied');
+
+    // Not claimed in between (a claim would fan them out to no endpoint): an endpoint added now finds nothing waiting.
+    const endpoint = {
+      id: unique('whe').replace(/-/g, ''),
+      accountId,
+      url: 'https://93.184.216.34/',
+      events: ['key.created', 'key.revoked', 'member.added', 'credit.low', 'credit.exhausted'],
+      secret: 'whsec_c2VjcmV0',
+      createdAt: new Date(T0).toISOString(),
+    };
+    expect(await store.webhooks.createEndpoint(endpoint, 10)).toBe('created');
+    expect(await claim(accountId)).toBe('idle');
+    const later = keyOf(accountId);
+    const created = event('key.created');
+    expect(await store.insertKey(later.hash, later.record, [created])).toBe('created');
+    expect(await claim(accountId)).toEqual([created.id]);
+  });
 });

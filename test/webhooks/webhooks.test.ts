@@ -242,6 +242,38 @@ describe('credit events', () => {
   });
 });
 
+describe('an account without endpoints', () => {
+  it('keeps no outbox: key changes and credit crossings append nothing; an endpoint added later gets only what follows', async () => {
+    const accountId = await newAccount({ billing: { creditBalance: 1000 } });
+    expect((await call('PUT', `/admin/accounts/${accountId}/webhooks/settings`, { creditLowThreshold: 500 })).status).toBe(200);
+    const key = (await server.admin('POST', `/admin/accounts/${accountId}/keys`, { name: 'unheard' })).body;
+    expect((await server.admin('POST', `/admin/keys/${key.id}/revoke`)).status).toBe(200);
+    const usage: UsageRecord = {
+      requestId: 'unheard-1',
+      accountId,
+      keyId: key.id,
+      keyPrefix: key.prefix,
+      family: 'messages',
+      style: 'messages',
+      model: 'claude-sonnet-4-5',
+      tokens: { inputTokens: 3, outputTokens: 4, cachedInputTokens: 0, cacheCreationTokens: 0 },
+      costMinorUnits: 1200, // 1000 → -200: below the threshold, and exhausted
+      estimated: false,
+      atMs: Date.now(),
+    };
+    expect(await server.app.store.applyUsage(usage, NO_TOKEN_BUDGETS)).toMatchObject({ kind: 'applied' });
+    expect(await inspect.exists(redisKeys.webhookOutbox(accountId))).toBe(0);
+    expect(await inspect.sismember(redisKeys.webhookAccounts(), accountId)).toBe(0);
+
+    const endpoint = await newEndpoint(accountId, receiver.url(`/later-${accountId}`), ['key.created', 'key.revoked', 'credit.low']);
+    const heard = (await server.admin('POST', `/admin/accounts/${accountId}/keys`, { name: 'heard' })).body;
+    await until(() => receiver.on(`/later-${accountId}`).length >= 1, 'the key.created event');
+    await untilAccountSent(accountId);
+    const events = receiver.on(`/later-${accountId}`).map((request) => WebhookReceiver.verified(request, endpoint.secret));
+    expect(events.map((event) => [event.type, (event.data['key'] as { id: string }).id])).toEqual([['key.created', heard.id]]);
+  });
+});
+
 describe('budget events', () => {
   it("sends one budget.reached, verified, when a metered record exhausts a key's token budget, and none for the record after it", async () => {
     const accountId = await newAccount();

@@ -286,6 +286,7 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
           redisKeys.account(accountId),
           redisKeys.activeKeys(accountId),
           redisKeys.webhookOutbox(accountId),
+          redisKeys.webhookEndpoints(accountId),
           this.nowMsOverride(),
           String(request.graceSeconds * 1000),
           String(this.defaultMaxActiveKeys),
@@ -310,6 +311,7 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
         redisKeys.key(accountId, keyId),
         redisKeys.activeKeys(accountId),
         redisKeys.webhookOutbox(accountId),
+        redisKeys.webhookEndpoints(accountId),
         new Date(nowMs).toISOString(),
         keyId,
         eventsJson(events),
@@ -489,6 +491,7 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
           redisKeys.accountKeys(accountId),
           redisKeys.activeKeys(accountId),
           redisKeys.webhookOutbox(accountId),
+          redisKeys.webhookEndpoints(accountId),
           this.nowMsOverride(),
           String(this.defaultMaxActiveKeys),
           redisKeys.activeKeysIndexedField(),
@@ -557,6 +560,7 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
         redisKeys.members(member.accountId),
         redisKeys.memberPrincipals(member.accountId),
         redisKeys.webhookOutbox(member.accountId),
+        redisKeys.webhookEndpoints(member.accountId),
         member.id,
         principalKey(member.principal),
         memberToJson(member),
@@ -600,6 +604,7 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
         redisKeys.members(accountId),
         redisKeys.memberPrincipals(accountId),
         redisKeys.webhookOutbox(accountId),
+        redisKeys.webhookEndpoints(accountId),
         memberId,
         eventsJson(events),
       ),
@@ -754,6 +759,7 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
       // A prepaid balance's crossing appends its webhook event in the same step (lua/apply-usage.lua).
       redisKeys.webhookOutbox(accountId),
       redisKeys.webhookEndpointState(accountId),
+      redisKeys.webhookEndpoints(accountId),
     ] as const;
     const fixedArguments = [
       this.clockOverride ? String(Math.round(this.clockOverride() * 1000)) : '',

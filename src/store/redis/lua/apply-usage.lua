@@ -4,14 +4,15 @@
 --@include lib/token-consume.lua
 --@include lib/release-hold.lua
 -- One usage record applied to its account, exactly once per request id (see
--- gwaApplyUsage in scripts.ts); with the stream and its marker as KEYS[9] and
--- KEYS[10], also its usage stream entry (gwaApplyAndStreamUsage). KEYS[7] and
--- KEYS[8] are the account's webhook outbox and endpoint state: a prepaid
--- balance that crosses the account's credit.low threshold, or reaches zero,
--- appends its event in this step (see credit_events below). The usage
+-- gwaApplyUsage in scripts.ts); with the stream and its marker as KEYS[10] and
+-- KEYS[11], also its usage stream entry (gwaApplyAndStreamUsage). KEYS[7],
+-- KEYS[8] and KEYS[9] are the account's webhook outbox, endpoint state and
+-- endpoints: a prepaid balance that crosses the account's credit.low
+-- threshold, or reaches zero, and a spend cap or token budget reached,
+-- append their events in this step (see webhook_event below). The usage
 -- sweep runs at most once per USAGE_SWEEP_INTERVAL_US per account.
 local USAGE_SWEEP_INTERVAL_US = 3600000000
-local streams = #KEYS == 10
+local streams = #KEYS == 11
 local plan_from = 15
 local stream_once
 if streams then
@@ -23,12 +24,12 @@ if streams then
   -- so that a WAIT or WAITAOF after a repeat covers the first application,
   -- made perhaps on a connection since lost.
   plan_from = 17 + tonumber(ARGV[16])
-  local stream_type = redis.call('TYPE', KEYS[9])['ok']
-  if stream_type ~= 'stream' and stream_type ~= 'none' then return {'wrong_type', KEYS[9], stream_type} end
-  local streamed_id = redis.call('GET', KEYS[10])
+  local stream_type = redis.call('TYPE', KEYS[10])['ok']
+  if stream_type ~= 'stream' and stream_type ~= 'none' then return {'wrong_type', KEYS[10], stream_type} end
+  local streamed_id = redis.call('GET', KEYS[11])
   stream_once = function(billing, shortfall)
     if streamed_id then
-      redis.call('SET', KEYS[10], streamed_id, 'KEEPTTL')
+      redis.call('SET', KEYS[11], streamed_id, 'KEEPTTL')
       return
     end
     local fields = {}
@@ -39,8 +40,8 @@ if streams then
       fields[#fields + 1] = name
       fields[#fields + 1] = value
     end
-    streamed_id = redis.call('XADD', KEYS[9], 'MAXLEN', '~', ARGV[15], '*', unpack(fields))
-    redis.call('SET', KEYS[10], streamed_id, 'PX', ARGV[2])
+    streamed_id = redis.call('XADD', KEYS[10], 'MAXLEN', '~', ARGV[15], '*', unpack(fields))
+    redis.call('SET', KEYS[11], streamed_id, 'PX', ARGV[2])
   end
 else
   stream_once = function() end
@@ -114,8 +115,14 @@ local billing, shortfall = 'postpaid', 0
 local events = 0
 -- The webhook events of a crossing (src/webhooks/webhook-events.ts builds the same text): ids from the account,
 -- request and type (and scope), so the one record never makes two; amounts as integers. `data` is the JSON after
--- the account id.
+-- the account id. An account with no endpoint gets none (lib/outbox.lua says why), nor writes a token budget's notice.
+local endpoints_exist
+local function has_endpoints()
+  if endpoints_exist == nil then endpoints_exist = redis.call('EXISTS', KEYS[9]) == 1 end
+  return endpoints_exist
+end
 local function webhook_event(event_type, id_suffix, data)
+  if not has_endpoints() then return end
   local id = 'msg_' .. string.sub(redis.sha1hex(a[1] .. ' ' .. ARGV[14] .. ' ' .. event_type .. id_suffix), 1, 24)
   local payload = '{"type":"' .. event_type .. '","timestamp":"' .. iso8601(math.floor(now / 1000)) ..
     '","data":{"account_id":"' .. a[1] .. '"' .. data .. '}}'
@@ -165,6 +172,7 @@ end
 -- holds until when (us) the budget sends no other: a key that stays at its budget, each admitted request taking the
 -- tokens that refilled, would otherwise send one per request. The sweep deletes notices whose time has passed.
 local function token_budget_reached(i, limit, w)
+  if not has_endpoints() then return end
   local notice = 'tn' .. string.sub(ARGV[6 + i], 3) .. ':' .. w
   local quiet_until = tonumber(redis.call('HGET', KEYS[1], notice) or '')
   if quiet_until and quiet_until > now then return end
