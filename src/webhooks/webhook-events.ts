@@ -70,20 +70,21 @@ export function keyRevokedEvent(key: StoredKey, actor: AuditActor, nowMs: number
   return event('key.revoked', key.accountId, nowMs, { key: { ...keyView(key), status: 'revoked' }, actor: actorView(actor) });
 }
 
-/** `action` says what was done to the key: `revoked`, or `rotated` (with the new key's id). */
+/**
+ * `action` says what was done to the key: `revoked`, `rotated` (with the new key's id), or `none` with the reason
+ * `already_revoked` (a key revoked before the report: nothing to do, but its owner learns it is public).
+ */
 export function keyExposedEvent(
   key: StoredKey,
   exposure: KeyExposure,
-  action: { kind: 'revoked' } | { kind: 'rotated'; newKeyId: string; graceSeconds: number },
+  action: { kind: 'revoked' } | { kind: 'rotated'; newKeyId: string; graceSeconds: number } | { kind: 'none'; reason: 'already_revoked' },
   nowMs: number,
 ): OutboxEvent {
   return event('key.exposed', key.accountId, nowMs, {
     key: keyView(key),
     exposure: { source: exposure.source, ...(exposure.url !== undefined ? { url: exposure.url } : {}) },
     action:
-      action.kind === 'revoked'
-        ? { kind: 'revoked' }
-        : { kind: 'rotated', new_key_id: action.newKeyId, grace_seconds: action.graceSeconds },
+      action.kind === 'rotated' ? { kind: 'rotated', new_key_id: action.newKeyId, grace_seconds: action.graceSeconds } : { ...action },
   });
 }
 
