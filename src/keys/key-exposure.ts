@@ -5,7 +5,7 @@ import type { KeyIndex } from '../check/ports';
 import { CUSTOMER_KEY_PATTERN, hashCustomerKey, parseCustomerKey } from './customer-key';
 import { revokeKey, rotateKey } from './key-actions';
 import type { ExposedKeyAction, StoredKey } from './key-records';
-import type { KeyExposure } from '../webhooks/webhook-events';
+import { keyExposedEvent, type KeyExposure } from '../webhooks/webhook-events';
 
 /**
  * What happens when a key of ours is reported as published (GitHub's secret
@@ -14,7 +14,8 @@ import type { KeyExposure } from '../webhooks/webhook-events';
  * still works, revoked at once or (by its account's `exposedKeyAction`)
  * rotated with a short grace, through the same key actions as a person's
  * revoke and rotate. Every report of a key of ours is audited as
- * `key.exposed`, naming where it was found.
+ * `key.exposed`, naming where it was found, and sent to the account's
+ * webhooks as key.exposed, a key revoked before the report included.
  */
 
 /** What is done with an exposed key of an account that chose nothing (Account.exposedKeyAction). */
@@ -65,7 +66,7 @@ export async function handleExposedKey(deps: KeyExposureDeps, report: KeyExposur
   const ids = await deps.keyIndex.resolveKeyHash(hashCustomerKey(report.token));
   const key = ids ? await deps.store.getKey(ids.keyId) : null;
   if (!key) return { label: 'false_positive', handled: 'unknown_key' };
-  const { handled, successorKeyId } = key.status === 'revoked' ? { handled: 'already_revoked' as const } : await disable(deps, key, report);
+  const { handled, successorKeyId } = key.status === 'revoked' ? await alreadyRevoked(deps, key, report) : await disable(deps, key, report);
   const url = auditedText(report.url);
   await recordChange(deps, {
     action: 'key.exposed',
@@ -97,6 +98,21 @@ async function disable(
   }
   await revokeKey(deps, reporterActor(report.reporter), key.id, exposureOf(report));
   return { handled: 'revoked' };
+}
+
+/**
+ * A key revoked before the report: nothing to change, but its owner hears key.exposed (action `none`), since a key
+ * of theirs is public (its name, or a deployment that still holds it, may need attention). No change, so no outbox
+ * step to share: the event alone.
+ */
+async function alreadyRevoked(
+  deps: KeyExposureDeps,
+  key: StoredKey,
+  report: KeyExposureReport,
+): Promise<{ handled: 'already_revoked'; successorKeyId?: undefined }> {
+  const event = keyExposedEvent(key, exposureOf(report), { kind: 'none', reason: 'already_revoked' }, deps.clock.now());
+  await deps.store.webhooks.appendEvents(key.accountId, [event]);
+  return { handled: 'already_revoked' };
 }
 
 /**

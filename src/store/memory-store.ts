@@ -12,7 +12,7 @@ import {
 } from '../accounts/members';
 import { compareCodeUnits } from './ordering';
 import { MemoryWebhookStore } from './memory-webhook-store';
-import { budgetReachedEvent, creditCrossings } from '../webhooks/webhook-events';
+import { budgetReachedEvent, creditCrossings, tokenBudgetReachedEvent } from '../webhooks/webhook-events';
 import type { OutboxEvent } from '../ports/webhook-store';
 import { COUNTED_BATCH_MEMORY_MS, DAILY_RETENTION_MS, dayStartOf, HOURLY_RETENTION_MS } from '../keys/request-counts';
 import { authorizeAccountState, type HeldAmounts } from '../accounts/limits/authorize-account-state';
@@ -157,6 +157,8 @@ export class MemoryStore implements Store {
   /** Per account: the spend of each key per month (`<keyId> <month>`); the account's own is on its record. */
   private readonly keySpend = new Map<string, Map<string, number>>();
   private readonly usageSweepAtMs = new Map<string, number>();
+  /** Per account, per token bucket name: until when (µs) its budget sends no other budget.reached (lua/apply-usage.lua). */
+  private readonly tokenBudgetNotices = new Map<string, Map<string, number>>();
   /** Credit holds in flight per account, by request id (as the Redis store's holds set). */
   private readonly holds = new Map<string, Map<string, MemoryHold>>();
   /** Usage markers by `<accountId> <requestId>`, oldest first (insertion order), so expired ones are dropped from the front. */
@@ -634,9 +636,21 @@ export class MemoryStore implements Store {
     account.monthlySpend = { ...account.monthlySpend, [month]: writes.accountMonthSpend };
     keySpend.set(`${record.keyId} ${month}`, writes.keyMonthSpend);
     this.keySpend.set(record.accountId, keySpend);
+    const notices = this.tokenBudgetNotices.get(record.accountId) ?? new Map<string, number>();
     for (const write of writes.buckets) {
       buckets.set(write.bucket, { tatUs: write.tatUs, fraction: write.fraction, expiresAtMs: nowMs + write.ttlMs });
+      // A token budget exhausted by this record: budget.reached in this same step, at most once per budget per window.
+      if (!write.reached || !this.webhooks.hasEndpoints(record.accountId) || (notices.get(write.bucket) ?? 0) > nowMs * 1000) continue;
+      notices.set(write.bucket, nowMs * 1000 + write.budget.windowSeconds * 1_000_000);
+      const scope =
+        write.scope === 'key'
+          ? { kind: 'key' as const, keyId: record.keyId, ...(key ? { keyPrefix: key.prefix } : {}) }
+          : { kind: 'account' as const };
+      this.webhooks.appendEventsNow(record.accountId, [
+        tokenBudgetReachedEvent(record.accountId, record.requestId, nowMs, scope, write.budget),
+      ]);
     }
+    if (notices.size > 0) this.tokenBudgetNotices.set(record.accountId, notices);
     if (buckets.size > 0) this.buckets.set(record.accountId, buckets);
     const applied = { billing: writes.billing, creditShortfall: writes.creditShortfall };
     this.usageApplied.set(marker, { value: applied, expiresAtMs: nowMs + USAGE_MARKER_TTL_MS });
@@ -723,6 +737,8 @@ export class MemoryStore implements Store {
     this.usageSweepAtMs.set(account.id, nowMs + USAGE_SWEEP_INTERVAL_MS);
     if (due === undefined) return;
     for (const [name, bucket] of buckets) if (name.startsWith('tb:') && bucket.tatUs <= nowMs * 1000) buckets.delete(name);
+    const notices = this.tokenBudgetNotices.get(account.id);
+    for (const [name, quietUntilUs] of notices ?? []) if (quietUntilUs <= nowMs * 1000) notices!.delete(name);
     const oldest = previousMonth(usageMonthOf(nowMs));
     if (account.monthlySpend) {
       account.monthlySpend = Object.fromEntries(Object.entries(account.monthlySpend).filter(([month]) => month >= oldest));

@@ -40,10 +40,18 @@ export class MemoryWebhookStore implements WebhookStore {
 
   constructor(private readonly accountExists: (accountId: string) => boolean) {}
 
-  /** Synchronous, for the memory store's own writes (the same step as the change). */
+  /**
+   * Synchronous, for the memory store's own writes (the same step as the change). An account without endpoints gets
+   * none, as lua/lib/outbox.lua appends none: an endpoint added later starts from the events after it.
+   */
   appendEventsNow(accountId: string, events: readonly OutboxEvent[] | undefined): void {
-    if (!events || events.length === 0) return;
+    if (!events || events.length === 0 || !this.hasEndpoints(accountId)) return;
     this.of(accountId).outbox.push(...events.map((event) => ({ ...event })));
+  }
+
+  /** Synchronous, for the memory store's usage step: whether a token budget reached is worth its notice at all. */
+  hasEndpoints(accountId: string): boolean {
+    return (this.accounts.get(accountId)?.endpoints.size ?? 0) > 0;
   }
 
   async createEndpoint(endpoint: WebhookEndpointConfig, maxEndpoints: number): Promise<CreateEndpointResult> {

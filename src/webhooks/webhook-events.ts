@@ -4,6 +4,7 @@ import type { StoredKey } from '../keys/key-records';
 import type { AuditActor } from '../accounts/customer-identity';
 import type { Member } from '../accounts/members';
 import type { OutboxEvent } from '../ports/webhook-store';
+import type { TokenBudget } from '../accounts/limits/token-budgets';
 
 /**
  * The events an account's endpoints may subscribe to, and the bodies sent for
@@ -69,20 +70,21 @@ export function keyRevokedEvent(key: StoredKey, actor: AuditActor, nowMs: number
   return event('key.revoked', key.accountId, nowMs, { key: { ...keyView(key), status: 'revoked' }, actor: actorView(actor) });
 }
 
-/** `action` says what was done to the key: `revoked`, or `rotated` (with the new key's id). */
+/**
+ * `action` says what was done to the key: `revoked`, `rotated` (with the new key's id), or `none` with the reason
+ * `already_revoked` (a key revoked before the report: nothing to do, but its owner learns it is public).
+ */
 export function keyExposedEvent(
   key: StoredKey,
   exposure: KeyExposure,
-  action: { kind: 'revoked' } | { kind: 'rotated'; newKeyId: string; graceSeconds: number },
+  action: { kind: 'revoked' } | { kind: 'rotated'; newKeyId: string; graceSeconds: number } | { kind: 'none'; reason: 'already_revoked' },
   nowMs: number,
 ): OutboxEvent {
   return event('key.exposed', key.accountId, nowMs, {
     key: keyView(key),
     exposure: { source: exposure.source, ...(exposure.url !== undefined ? { url: exposure.url } : {}) },
     action:
-      action.kind === 'revoked'
-        ? { kind: 'revoked' }
-        : { kind: 'rotated', new_key_id: action.newKeyId, grace_seconds: action.graceSeconds },
+      action.kind === 'rotated' ? { kind: 'rotated', new_key_id: action.newKeyId, grace_seconds: action.graceSeconds } : { ...action },
   });
 }
 
@@ -148,10 +150,38 @@ export function budgetReachedEvent(
   const id = `msg_${createHash('sha1').update(`${accountId} ${requestId} ${type} ${suffix}`).digest('hex').slice(0, 24)}`;
   const data = {
     account_id: accountId,
+    budget: 'monthly_spend_cap',
     scope: scope.kind,
     ...(scope.kind === 'key' ? { key_id: scope.keyId } : {}),
     monthly_spend_cap: monthlySpendCap,
     month_spend: monthSpend,
+  };
+  return { id, type, payload: JSON.stringify({ type, timestamp: new Date(nowMs).toISOString(), data }) };
+}
+
+/**
+ * A token budget exhausted by a usage record: not one whole token left, so the Check refuses the key's next request
+ * (`scope` the key's budget, with the key's prefix while its record exists, or the account's). Appended by the usage
+ * step as lua/apply-usage.lua writes it, at most once per budget per window length; the id as creditEvent's, with the
+ * scope and the window.
+ */
+export function tokenBudgetReachedEvent(
+  accountId: string,
+  requestId: string,
+  nowMs: number,
+  scope: { kind: 'account' } | { kind: 'key'; keyId: string; keyPrefix?: string },
+  budget: TokenBudget,
+): OutboxEvent {
+  const type = 'budget.reached';
+  const suffix = `${scope.kind === 'key' ? 1 : 2}:${budget.windowSeconds}`;
+  const id = `msg_${createHash('sha1').update(`${accountId} ${requestId} ${type} ${suffix}`).digest('hex').slice(0, 24)}`;
+  const data = {
+    account_id: accountId,
+    budget: 'token_budget',
+    scope: scope.kind,
+    ...(scope.kind === 'key' ? { key_id: scope.keyId, ...(scope.keyPrefix !== undefined ? { key_prefix: scope.keyPrefix } : {}) } : {}),
+    tokens: budget.tokens,
+    window_seconds: budget.windowSeconds,
   };
   return { id, type, payload: JSON.stringify({ type, timestamp: new Date(nowMs).toISOString(), data }) };
 }

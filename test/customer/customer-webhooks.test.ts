@@ -178,6 +178,43 @@ describe('the Webhooks section in Chromium', () => {
     expect(await page.content()).not.toContain(rotated);
   });
 
+  it('an owner sets the credit.low threshold on the page, an out-of-range one refused beside it; the API reads it back', async () => {
+    const page = await signedIn('olivia');
+    await page.getByTestId('webhooks-section').waitFor();
+    const threshold = page.getByLabel('Send credit.low when the prepaid balance falls below');
+    const save = page.getByRole('button', { name: 'Save threshold' });
+    const settings = async () => {
+      const answer = await page.request.get(`${app.customerUrl}/api/accounts/${ACCOUNT}/webhooks/settings`);
+      expect(answer.status()).toBe(200);
+      return (await answer.json()) as { creditLowThreshold: number | null };
+    };
+    expect(await settings()).toEqual({ creditLowThreshold: null });
+
+    // The API's refusal (at least 1), beside the control and announced.
+    await threshold.fill('0');
+    await save.click();
+    const refusal = page.getByTestId('credit-low-error');
+    await refusal.filter({ hasText: 'field: creditLowThreshold' }).waitFor();
+    expect(await refusal.getAttribute('role')).toBe('alert');
+    expect(await settings()).toEqual({ creditLowThreshold: null });
+
+    await threshold.fill('2500');
+    await save.click();
+    await page.getByTestId('notice').filter({ hasText: 'below 2500 minor units' }).waitFor();
+    expect(await refusal.textContent()).toBe('');
+    expect(await settings()).toEqual({ creditLowThreshold: 2500 });
+    // Shown again after a reload, as the API has it.
+    await page.reload();
+    await page.getByTestId('webhooks-section').waitFor();
+    await until(async () => (await threshold.inputValue()) === '2500', 'the saved threshold in the field');
+
+    // Emptied: no credit.low at all.
+    await threshold.fill('');
+    await save.click();
+    await page.getByTestId('notice').filter({ hasText: 'No credit.low events' }).waitFor();
+    expect(await settings()).toEqual({ creditLowThreshold: null });
+  });
+
   it('refuses a private address on the page, and a developer sees no Webhooks section', async () => {
     const owner = await signedIn('olivia');
     await owner.getByTestId('webhooks-section').waitFor();

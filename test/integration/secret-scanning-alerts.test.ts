@@ -181,6 +181,11 @@ it('revokes a reported live key at once: the next Check on the other replica ref
 });
 
 it('labels a live and a revoked key of ours true_positive, an unknown well-formed key and a foreign token false_positive', async () => {
+  const hook = await scanning.admin('POST', '/admin/accounts/acme/webhooks', {
+    url: receiver.url('/exposed-labels'),
+    events: ['key.exposed'],
+  });
+  expect(hook.status).toBe(201);
   const live = await createKey('live');
   const revoked = await createKey('revoked earlier');
   expect((await scanning.admin('POST', `/admin/keys/${revoked.id}/revoke`)).status).toBe(200);
@@ -208,6 +213,19 @@ it('labels a live and a revoked key of ours true_positive, an unknown well-forme
     ['key.revoke', undefined],
     ['key.exposed', 'handled=already_revoked'],
   ]);
+  // Both keys' owners hear key.exposed: the live key revoked now, the revoked one with nothing done (so they learn an
+  // old key of theirs is public); nothing for the tokens that are not ours.
+  await until(() => receiver.on('/exposed-labels').length >= 2, 'two key.exposed events');
+  const events = receiver
+    .on('/exposed-labels')
+    .map((request) => WebhookReceiver.verified(request, (hook.body as unknown as { secret: string }).secret));
+  const actions = Object.fromEntries(events.map((event) => [(event.data['key'] as { id: string }).id, event.data['action']]));
+  expect(actions).toEqual({ [live.id]: { kind: 'revoked' }, [revoked.id]: { kind: 'none', reason: 'already_revoked' } });
+  expect(events.find((event) => (event.data['key'] as { id: string }).id === revoked.id)?.data).toMatchObject({
+    key: { id: revoked.id, status: 'revoked' },
+    exposure: { source: 'github_secret_scanning:content', url: 'https://github.com/octo/app/blob/abc123/config.js' },
+  });
+  expect(JSON.stringify(events)).not.toContain(revoked.key);
 });
 
 it("rotates a reported key with a short grace when its account chose 'rotate', and revokes one already in a grace", async () => {

@@ -8,7 +8,7 @@ import type { Member } from '../../src/accounts/members';
 import type { Store } from '../../src/ports/store';
 import type { UsageRecord } from '../../src/metering/usage-record';
 import { NO_TOKEN_BUDGETS } from '../../src/accounts/limits/token-budgets';
-import { budgetReachedEvent, creditEvent } from '../../src/webhooks/webhook-events';
+import { budgetReachedEvent, creditEvent, tokenBudgetReachedEvent } from '../../src/webhooks/webhook-events';
 import type { OutboxEvent, WebhookDelivery } from '../../src/ports/webhook-store';
 import { startTestRedisCluster, type TestRedisCluster } from '../support/redis-cluster';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
@@ -319,5 +319,124 @@ describe.each(implementations)('webhook outbox: %s', (_name, open) => {
     await store.applyUsage(usage('b3', 700), NO_TOKEN_BUDGETS); // account 1100: reached; the key's was already
     const account = budgetReachedEvent(accountId, 'b3', clock.now(), { kind: 'account' }, 1000, 1100);
     expect(await payloads()).toEqual([{ id: account.id, payload: account.payload }]);
+  });
+
+  it("appends budget.reached as a record exhausts the key's or the account's token budget, once, and again a window later", async () => {
+    const { accountId, endpointId } = await accountWithEndpoint(['budget.reached']);
+    const budgeted = keyOf(accountId);
+    const keyBudget = { tokens: 100, windowSeconds: 60 };
+    await store.insertKey(budgeted.hash, { ...budgeted.record, tokenBudgets: [keyBudget] });
+    const accountBudget = { tokens: 200, windowSeconds: 3600 };
+    const plan = { key: [], account: [accountBudget] };
+    const usage = (requestId: string, inputTokens: number): UsageRecord => ({
+      requestId,
+      accountId,
+      keyId: budgeted.record.id,
+      keyPrefix: budgeted.record.prefix,
+      family: 'messages',
+      style: 'messages',
+      model: 'claude-sonnet-4-5',
+      tokens: { inputTokens, outputTokens: 0, cachedInputTokens: 0, cacheCreationTokens: 0 },
+      costMinorUnits: 0,
+      estimated: false,
+      atMs: clock.now(),
+    });
+    // What the endpoint is handed, each then settled as delivered (so a lease that ends hands out nothing again).
+    const delivered = async () => {
+      const claimed = await store.webhooks.claimDeliveries(accountId, clock.now(), LEASE_MS, 100);
+      if (claimed === 'idle') return [];
+      for (const delivery of claimed) {
+        const attempt = { eventId: delivery.eventId, eventType: delivery.eventType, attempt: 1, at: 'now', durationMs: 1 };
+        await store.webhooks.settleDelivery({
+          delivery,
+          settlement: { kind: 'delivered' },
+          attempt: { ...attempt, outcome: 'delivered', status: 204 },
+          disableAfterFailures: 3,
+          disabledReason: 'failed',
+          disabledEvent: event('endpoint.disabled'),
+        });
+      }
+      return claimed.map((d) => ({ id: d.eventId, payload: d.payload })).sort((a, b) => a.id.localeCompare(b.id));
+    };
+    const keyScope = { kind: 'key' as const, keyId: budgeted.record.id, keyPrefix: budgeted.record.prefix };
+    await store.applyUsage(usage('t1', 60), plan); // key 60 of 100, account 60 of 200
+    expect(await delivered()).toEqual([]);
+    await store.applyUsage(usage('t2', 50), plan); // key 110: exhausted
+    expect((await store.applyUsage(usage('t2', 50), plan)).kind).toBe('duplicate'); // the same record again
+    const reached = tokenBudgetReachedEvent(accountId, 't2', clock.now(), keyScope, keyBudget);
+    expect(await delivered()).toEqual([{ id: reached.id, payload: reached.payload }]);
+    expect(JSON.parse(reached.payload)).toEqual({
+      type: 'budget.reached',
+      timestamp: new Date(clock.now()).toISOString(),
+      data: {
+        account_id: accountId,
+        budget: 'token_budget',
+        scope: 'key',
+        key_id: budgeted.record.id,
+        key_prefix: budgeted.record.prefix,
+        tokens: 100,
+        window_seconds: 60,
+      },
+    });
+    await store.applyUsage(usage('t3', 10), plan); // still exhausted: no other
+    expect(await delivered()).toEqual([]);
+    clock.advance(30_000); // 50 tokens back: 30 left
+    await store.applyUsage(usage('t4', 40), plan); // exhausted again, within a window of the event: no other
+    expect(await delivered()).toEqual([]);
+    clock.advance(60_000); // 100 more back: 90 left, and a window since the event
+    await store.applyUsage(usage('t5', 95), plan); // exhausted again; the account's 200 too (about 250 in use)
+    const again = tokenBudgetReachedEvent(accountId, 't5', clock.now(), keyScope, keyBudget);
+    const account = tokenBudgetReachedEvent(accountId, 't5', clock.now(), { kind: 'account' }, accountBudget);
+    expect(await delivered()).toEqual(
+      [again, account].map((e) => ({ id: e.id, payload: e.payload })).sort((a, b) => a.id.localeCompare(b.id)),
+    );
+    expect((JSON.parse(account.payload) as { data: unknown }).data).toEqual({
+      account_id: accountId,
+      budget: 'token_budget',
+      scope: 'account',
+      tokens: 200,
+      window_seconds: 3600,
+    });
+    expect(await store.webhooks.readDeliveryLog(accountId, endpointId, 10)).toHaveLength(3);
+  });
+
+  it('appends nothing for an account without endpoints, and an endpoint added later receives only what comes after it', async () => {
+    const accountId = unique('acct');
+    await store.createAccount(account(accountId, { creditBalance: 1000 }));
+    await store.webhooks.setCreditLowThreshold(accountId, 500);
+    const key = keyOf(accountId);
+    expect(await store.insertKey(key.hash, key.record, [event('key.created')])).toBe('created');
+    expect(await store.revokeKey(key.record.id, clock.now(), [event('key.revoked')])).not.toBeNull();
+    expect((await store.addMember(member(accountId, 'owner'), [event('member.added')])).kind).toBe('added');
+    const usage: UsageRecord = {
+      requestId: 'n1',
+      accountId,
+      keyId: key.record.id,
+      keyPrefix: key.record.prefix,
+      family: 'messages',
+      style: 'messages',
+      model: 'claude-sonnet-4-5',
+      tokens: { inputTokens: 3, outputTokens: 4, cachedInputTokens: 0, cacheCreationTokens: 0 },
+      costMinorUnits: 1200, // 1000 → -200: below the threshold and exhausted
+      estimated: false,
+      atMs: clock.now(),
+    };
+    expect((await store.applyUsage(usage, NO_TOKEN_BUDGETS)).kind).toBe('applied');
+
+    // Not claimed in between (a claim would fan them out to no endpoint): an endpoint added now finds nothing waiting.
+    const endpoint = {
+      id: unique('whe').replace(/-/g, ''),
+      accountId,
+      url: 'https://93.184.216.34/',
+      events: ['key.created', 'key.revoked', 'member.added', 'credit.low', 'credit.exhausted'],
+      secret: 'whsec_c2VjcmV0',
+      createdAt: new Date(T0).toISOString(),
+    };
+    expect(await store.webhooks.createEndpoint(endpoint, 10)).toBe('created');
+    expect(await claim(accountId)).toBe('idle');
+    const later = keyOf(accountId);
+    const created = event('key.created');
+    expect(await store.insertKey(later.hash, later.record, [created])).toBe('created');
+    expect(await claim(accountId)).toEqual([created.id]);
   });
 });

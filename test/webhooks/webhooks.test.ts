@@ -1,3 +1,4 @@
+import Redis from 'ioredis';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
 import { startAppUnderTest, type AppUnderTest } from '../support/running-app';
 import { WebhookReceiver } from '../support/webhook-receiver';
@@ -5,6 +6,7 @@ import { until } from '../support/waiting';
 import type { ResolveHost } from '../../src/webhooks/endpoint-targets';
 import type { UsageRecord } from '../../src/metering/usage-record';
 import { NO_TOKEN_BUDGETS } from '../../src/accounts/limits/token-budgets';
+import { redisKeys } from '../../src/store/redis/redis-keys';
 
 /**
  * Account webhooks end to end (issue 39 §2): the service on a real Redis
@@ -15,6 +17,8 @@ import { NO_TOKEN_BUDGETS } from '../../src/accounts/limits/token-budgets';
 let redis: TestRedis;
 let server: AppUnderTest;
 let receiver: WebhookReceiver;
+/** The test's own look at Redis, beside the service's. */
+let inspect: Redis;
 
 /** Names the tests resolve, instead of real DNS: each may be made to resolve elsewhere later (DNS rebinding). */
 const names = new Map<string, string[]>();
@@ -29,6 +33,7 @@ const DISABLE_AFTER_FAILURES = 4;
 
 beforeAll(async () => {
   redis = await startTestRedis();
+  inspect = new Redis(redis.url);
   receiver = await WebhookReceiver.start();
   server = await startAppUnderTest({
     redisUrl: redis.url,
@@ -46,6 +51,7 @@ beforeAll(async () => {
   });
 });
 afterAll(async () => {
+  inspect?.disconnect();
   await server?.close();
   await receiver?.stop();
   await redis?.stop();
@@ -74,6 +80,13 @@ const newEndpoint = async (accountId: string, url: string, events: string[]) => 
   expect(created.body.secret).toMatch(/^whsec_[A-Za-z0-9+/]+=*$/);
   return created.body;
 };
+/** Nothing of the account's left to send: its outbox fanned out and every delivery settled. */
+const untilAccountSent = (accountId: string) =>
+  until(
+    async () =>
+      (await inspect.xlen(redisKeys.webhookOutbox(accountId))) === 0 && (await inspect.zcard(redisKeys.webhookDue(accountId))) === 0,
+    `every event of ${accountId} sent`,
+  );
 const ALL_EVENTS = ['key.created', 'key.rotated', 'key.revoked', 'key.exposed', 'member.added', 'member.removed', 'endpoint.disabled'];
 
 describe('delivery', () => {
@@ -226,6 +239,87 @@ describe('credit events', () => {
       ['credit.exhausted', -200],
       ['credit.low', 400],
     ]);
+  });
+});
+
+describe('an account without endpoints', () => {
+  it('keeps no outbox: key changes and credit crossings append nothing; an endpoint added later gets only what follows', async () => {
+    const accountId = await newAccount({ billing: { creditBalance: 1000 } });
+    expect((await call('PUT', `/admin/accounts/${accountId}/webhooks/settings`, { creditLowThreshold: 500 })).status).toBe(200);
+    const key = (await server.admin('POST', `/admin/accounts/${accountId}/keys`, { name: 'unheard' })).body;
+    expect((await server.admin('POST', `/admin/keys/${key.id}/revoke`)).status).toBe(200);
+    const usage: UsageRecord = {
+      requestId: 'unheard-1',
+      accountId,
+      keyId: key.id,
+      keyPrefix: key.prefix,
+      family: 'messages',
+      style: 'messages',
+      model: 'claude-sonnet-4-5',
+      tokens: { inputTokens: 3, outputTokens: 4, cachedInputTokens: 0, cacheCreationTokens: 0 },
+      costMinorUnits: 1200, // 1000 → -200: below the threshold, and exhausted
+      estimated: false,
+      atMs: Date.now(),
+    };
+    expect(await server.app.store.applyUsage(usage, NO_TOKEN_BUDGETS)).toMatchObject({ kind: 'applied' });
+    expect(await inspect.exists(redisKeys.webhookOutbox(accountId))).toBe(0);
+    expect(await inspect.sismember(redisKeys.webhookAccounts(), accountId)).toBe(0);
+
+    const endpoint = await newEndpoint(accountId, receiver.url(`/later-${accountId}`), ['key.created', 'key.revoked', 'credit.low']);
+    const heard = (await server.admin('POST', `/admin/accounts/${accountId}/keys`, { name: 'heard' })).body;
+    await until(() => receiver.on(`/later-${accountId}`).length >= 1, 'the key.created event');
+    await untilAccountSent(accountId);
+    const events = receiver.on(`/later-${accountId}`).map((request) => WebhookReceiver.verified(request, endpoint.secret));
+    expect(events.map((event) => [event.type, (event.data['key'] as { id: string }).id])).toEqual([['key.created', heard.id]]);
+  });
+});
+
+describe('budget events', () => {
+  it("sends one budget.reached, verified, when a metered record exhausts a key's token budget, and none for the record after it", async () => {
+    const accountId = await newAccount();
+    const endpoint = await newEndpoint(accountId, receiver.url(`/budget-${accountId}`), ['budget.reached']);
+    const created = await server.admin('POST', `/admin/accounts/${accountId}/keys`, {
+      name: 'budgeted',
+      tokenBudgets: [{ tokens: 1000, window: '1h' }],
+    });
+    expect(created.status).toBe(201);
+    const key = created.body;
+    const usage = (requestId: string, inputTokens: number): UsageRecord => ({
+      requestId,
+      accountId,
+      keyId: key.id,
+      keyPrefix: key.prefix,
+      family: 'messages',
+      style: 'messages',
+      model: 'claude-sonnet-4-5',
+      tokens: { inputTokens, outputTokens: 0, cachedInputTokens: 0, cacheCreationTokens: 0 },
+      costMinorUnits: 0,
+      estimated: false,
+      atMs: Date.now(),
+    });
+    // As the usage recorder applies metered answers: 600 of 1000, then 500 more (exhausted), then 50 more (still).
+    await server.app.store.applyUsage(usage('tokens-1', 600), NO_TOKEN_BUDGETS);
+    await server.app.store.applyUsage(usage('tokens-2', 500), NO_TOKEN_BUDGETS);
+    await until(() => receiver.on(`/budget-${accountId}`).length >= 1, 'the budget.reached event');
+    await server.app.store.applyUsage(usage('tokens-3', 50), NO_TOKEN_BUDGETS);
+    // A key.created appended after the third record, to the same endpoint.
+    await call('PATCH', `/admin/accounts/${accountId}/webhooks/${endpoint.id}`, { events: ['budget.reached', 'key.created'] });
+    await server.admin('POST', `/admin/accounts/${accountId}/keys`, { name: 'marker' });
+    await until(() => receiver.on(`/budget-${accountId}`).length >= 2, 'the key.created marker');
+    // Appended after the third record's step: once it is sent, with nothing left, anything that step appended was sent too.
+    await untilAccountSent(accountId);
+    const events = receiver.on(`/budget-${accountId}`).map((request) => WebhookReceiver.verified(request, endpoint.secret));
+    expect(events.map((event) => event.type)).toEqual(['budget.reached', 'key.created']);
+    expect(events[0]!.data).toEqual({
+      account_id: accountId,
+      budget: 'token_budget',
+      scope: 'key',
+      key_id: key.id,
+      key_prefix: key.prefix,
+      tokens: 1000,
+      window_seconds: 3600,
+    });
+    for (const request of receiver.on(`/budget-${accountId}`)) expect(request.body).not.toContain(key.key);
   });
 });
 

@@ -1,9 +1,10 @@
 import { CREDIT_LIMIT_MINOR_UNITS } from '../credit';
 import type { Account, StoredKey } from '../../keys/key-records';
-import type { TokenBudgetPlan } from './token-budgets';
+import type { TokenBudget, TokenBudgetPlan } from './token-budgets';
+import type { LimitScope } from './rate-limits';
 import { totalTokens } from '../../metering/usage';
 import type { UsageBilling, UsageRecord } from '../../metering/usage-record';
-import { consumeTokenBudget, effectiveTokenBudgets, tokenBucketName, type TokenBucket } from './token-budget';
+import { consumeTokenBudget, effectiveTokenBudgets, tokenBucketName, tokenBudgetState, type TokenBucket } from './token-budget';
 
 /**
  * What one usage record does to its account, as one pure function: debit a
@@ -39,6 +40,10 @@ export interface TokenBucketWrite extends TokenBucket {
   bucket: string;
   /** How long the bucket matters: after this it is equivalent to an empty bucket. */
   ttlMs: number;
+  scope: LimitScope;
+  budget: TokenBudget;
+  /** This record exhausted the budget: it had a whole token left before, and has none after (budget.reached). */
+  reached: boolean;
 }
 
 /**
@@ -77,8 +82,11 @@ export function applyUsageToAccountState(
     for (const scope of ['key', 'account'] as const) {
       for (const budget of budgets[scope]) {
         const bucket = tokenBucketName(scope, record.keyId, budget.windowSeconds);
-        const moved = consumeTokenBudget(state.buckets.get(bucket), nowUs, budget, tokens);
-        buckets.push({ bucket, ...moved, ttlMs: Math.ceil((moved.tatUs - nowUs) / 1000) + 1 });
+        const stored = state.buckets.get(bucket);
+        const moved = consumeTokenBudget(stored, nowUs, budget, tokens);
+        const reached =
+          tokenBudgetState(scope, stored, nowUs, budget).remaining > 0 && tokenBudgetState(scope, moved, nowUs, budget).remaining === 0;
+        buckets.push({ bucket, ...moved, ttlMs: Math.ceil((moved.tatUs - nowUs) / 1000) + 1, scope, budget, reached });
       }
     }
   }

@@ -103,7 +103,9 @@ export const redisKeys = {
    * PACKED_TOKEN_BUCKET_STRUCT; src/accounts/limits/token-budget.ts for the
    * arithmetic). The budgets in force first in their order, then other
    * windows whose TAT is still ahead. A decision reads one field per scope
-   * however many budgets, and parses no text.
+   * however many budgets, and parses no text. Beside them, `tn:k:<keyId>:<window>`
+   * and `tn:a:<window>`: until when (µs) that budget sends no other
+   * budget.reached webhook event; written and swept by lua/apply-usage.lua alone.
    */
   tokenBucketFieldPrefix: () => 'tp:',
   keyTokenBucketField: (keyId: string) => `${redisKeys.tokenBucketFieldPrefix()}k:${keyId}`,

@@ -292,6 +292,7 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
           redisKeys.account(accountId),
           redisKeys.activeKeys(accountId),
           redisKeys.webhookOutbox(accountId),
+          redisKeys.webhookEndpoints(accountId),
           this.nowMsOverride(),
           String(request.graceSeconds * 1000),
           String(this.defaultMaxActiveKeys),
@@ -316,6 +317,7 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
         redisKeys.key(accountId, keyId),
         redisKeys.activeKeys(accountId),
         redisKeys.webhookOutbox(accountId),
+        redisKeys.webhookEndpoints(accountId),
         new Date(nowMs).toISOString(),
         keyId,
         eventsJson(events),
@@ -499,6 +501,7 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
           redisKeys.accountKeys(accountId),
           redisKeys.activeKeys(accountId),
           redisKeys.webhookOutbox(accountId),
+          redisKeys.webhookEndpoints(accountId),
           this.nowMsOverride(),
           String(this.defaultMaxActiveKeys),
           redisKeys.activeKeysIndexedField(),
@@ -567,6 +570,7 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
         redisKeys.members(member.accountId),
         redisKeys.memberPrincipals(member.accountId),
         redisKeys.webhookOutbox(member.accountId),
+        redisKeys.webhookEndpoints(member.accountId),
         member.id,
         principalKey(member.principal),
         memberToJson(member),
@@ -610,6 +614,7 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
         redisKeys.members(accountId),
         redisKeys.memberPrincipals(accountId),
         redisKeys.webhookOutbox(accountId),
+        redisKeys.webhookEndpoints(accountId),
         memberId,
         eventsJson(events),
       ),
@@ -764,6 +769,7 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
       // A prepaid balance's crossing appends its webhook event in the same step (lua/apply-usage.lua).
       redisKeys.webhookOutbox(accountId),
       redisKeys.webhookEndpointState(accountId),
+      redisKeys.webhookEndpoints(accountId),
     ] as const;
     const fixedArguments = [
       this.clockOverride ? String(Math.round(this.clockOverride() * 1000)) : '',

@@ -38,12 +38,17 @@ export class RedisWebhookStore implements WebhookStore {
   ) {}
 
   /**
-   * After a script appended `events` for the account: the dispatcher's work list (another slot, so after the script).
-   * A failure here must not fail the change, which is made: the dispatcher's periodic sweep finds the events instead.
+   * After a script was given `events` for the account: the dispatcher's work list (another slot, so after the script),
+   * if the outbox has any. A script appends nothing for an account without endpoints (lua/lib/outbox.lua), which then
+   * costs the dispatcher no claim; an outbox emptied meanwhile was fanned out by a claim of an account on the list
+   * already. A failure here must not fail the change, which is made: the dispatcher's periodic sweep finds the events.
    */
   async noticeEvents(accountId: string, events: readonly OutboxEvent[] | undefined): Promise<void> {
     if (!events || events.length === 0) return;
-    await this.call(() => this.redis.sadd(redisKeys.webhookAccounts(), accountId)).catch(() => undefined);
+    const notice = async () => {
+      if ((await this.redis.xlen(redisKeys.webhookOutbox(accountId))) > 0) await this.redis.sadd(redisKeys.webhookAccounts(), accountId);
+    };
+    await this.call(notice).catch(() => undefined);
   }
 
   /** After the usage script: its reply's third element counts the credit events it appended (lua/apply-usage.lua). */
@@ -133,7 +138,9 @@ export class RedisWebhookStore implements WebhookStore {
   }
 
   async appendEvents(accountId: string, events: readonly OutboxEvent[]): Promise<void> {
-    await this.call(() => this.redis.gwaWebhookAppend(redisKeys.webhookOutbox(accountId), eventsJson(events)));
+    await this.call(() =>
+      this.redis.gwaWebhookAppend(redisKeys.webhookOutbox(accountId), redisKeys.webhookEndpoints(accountId), eventsJson(events)),
+    );
     await this.noticeEvents(accountId, events);
   }
 

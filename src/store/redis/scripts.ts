@@ -75,6 +75,7 @@ const APPLY_USAGE_KEYS = [
   'holds',
   'webhookOutbox',
   'webhookEndpointState',
+  'webhookEndpoints',
 ] as const;
 const APPLY_USAGE_ARGV = [
   'nowUs',
@@ -110,7 +111,7 @@ export const REDIS_SCRIPTS = {
   // key never counts against itself): a call whose reply was lost can be
   // repeated.
   gwaInsertKey: script({
-    keys: ['account', 'keyRecord', 'accountKeys', 'activeKeys', 'webhookOutbox'],
+    keys: ['account', 'keyRecord', 'accountKeys', 'activeKeys', 'webhookOutbox', 'webhookEndpoints'],
     argv: ['nowMsOverride', 'defaultMaxActiveKeys', 'indexedField', 'keyId', 'eventsJson', '...keyFields'],
     lua: luaScript('insert-key'),
     parseReply: parseInsertReply,
@@ -158,7 +159,7 @@ export const REDIS_SCRIPTS = {
   // Revokes a key from the next request on; keeps the first revocation time.
   // A revoked key no longer counts toward the account's cap.
   gwaRevokeKey: script({
-    keys: ['keyRecord', 'activeKeys', 'webhookOutbox'],
+    keys: ['keyRecord', 'activeKeys', 'webhookOutbox', 'webhookEndpoints'],
     argv: ['nowIso', 'keyId', 'eventsJson'],
     lua: luaScript('revoke-key'),
     parseReply: parseKeyOrNull,
@@ -177,7 +178,7 @@ export const REDIS_SCRIPTS = {
   // does. The active keys follow: the new key counts, the old one stops
   // counting now or at the end of the grace period.
   gwaRotateKey: script({
-    keys: ['oldKeyRecord', 'newKeyRecord', 'accountKeys', 'account', 'activeKeys', 'webhookOutbox'],
+    keys: ['oldKeyRecord', 'newKeyRecord', 'accountKeys', 'account', 'activeKeys', 'webhookOutbox', 'webhookEndpoints'],
     argv: ['nowMsOverride', 'graceMs', 'defaultMaxActiveKeys', 'indexedField', 'newKeyId', 'eventsJson', '...newKeyFields'],
     lua: luaScript('rotate-key'),
     parseReply: parseRotateReply,
@@ -202,7 +203,7 @@ export const REDIS_SCRIPTS = {
   // member limit. The same add repeated (same member id) answers 'added' as
   // the first run did, so a lost reply can be retried.
   gwaAddMember: script({
-    keys: ['account', 'members', 'memberPrincipals', 'webhookOutbox'],
+    keys: ['account', 'members', 'memberPrincipals', 'webhookOutbox', 'webhookEndpoints'],
     argv: ['memberId', 'principalKey', 'memberJson', 'maxMembers', 'eventsJson'],
     lua: luaScript('add-member'),
     parseReply: parseAddMemberReply,
@@ -218,7 +219,7 @@ export const REDIS_SCRIPTS = {
 
   // Removes a member (or invitation) and its principal entry, under the last-owner rule.
   gwaRemoveMember: script({
-    keys: ['members', 'memberPrincipals', 'webhookOutbox'],
+    keys: ['members', 'memberPrincipals', 'webhookOutbox', 'webhookEndpoints'],
     argv: ['memberId', 'eventsJson'],
     lua: luaScript('remove-member'),
     parseReply: parseMemberChangeReply,
@@ -399,7 +400,7 @@ export const REDIS_SCRIPTS = {
 
   // Events no change causes (a test-send).
   gwaWebhookAppend: script({
-    keys: ['outbox'],
+    keys: ['outbox', 'endpoints'],
     argv: ['eventsJson'],
     lua: luaScript('webhook-append'),
     parseReply: (): undefined => undefined,

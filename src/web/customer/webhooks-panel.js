@@ -4,7 +4,8 @@
  * secret shown once), enabling and disabling, rotating the secret, test-send, and each endpoint's delivery log. The
  * page hands it the API call, the account path and how to run a change (customer.js).
  */
-import { button, byId, el, replaceContent, timeElement } from '../shared/dom.js';
+import { ApiError } from '../shared/api.js';
+import { button, byId, el, messageRegions, replaceContent, timeElement } from '../shared/dom.js';
 
 /** @typedef {Omit<import('../../ports/webhook-store').WebhookEndpoint, 'secret'>} Endpoint */
 /** @typedef {import('../../ports/webhook-store').DeliveryAttempt} Attempt */
@@ -26,6 +27,10 @@ export function webhooksPanel({ api, accountPath, run, messages }) {
   const secretText = byId('webhook-secret', HTMLElement);
   const secretSubject = byId('webhook-secret-subject', HTMLElement);
   const log = byId('webhook-log', HTMLElement);
+  const thresholdForm = byId('credit-low-form', HTMLFormElement);
+  const threshold = byId('credit-low-threshold', HTMLInputElement);
+  const thresholdError = byId('credit-low-error', HTMLElement);
+  const thresholdMessages = messageRegions(thresholdError, thresholdError);
   /** @type {string[]} */
   let eventTypes = [];
 
@@ -148,14 +153,51 @@ export function webhooksPanel({ api, accountPath, run, messages }) {
   async function load(allowed) {
     section.hidden = !allowed;
     if (!allowed) return;
-    /** @type {{ endpoints: Endpoint[], eventTypes: string[] }} */
-    const answer = /** @type {any} */ (await api('GET', endpointsPath()));
+    /** @type {[{ endpoints: Endpoint[], eventTypes: string[] }, { creditLowThreshold: number | null }]} */
+    const [answer, settings] = /** @type {any} */ (
+      await Promise.all([api('GET', endpointsPath()), api('GET', endpointsPath('/settings'))])
+    );
     if (eventTypes.length === 0) {
       eventTypes = answer.eventTypes;
       renderEventChoices();
     }
     render(answer.endpoints);
+    threshold.value = settings.creditLowThreshold === null ? '' : String(settings.creditLowThreshold);
   }
+
+  thresholdForm.addEventListener('submit', (event) => {
+    event.preventDefault();
+    const text = threshold.value.trim();
+    void run(async () => {
+      messages.clear();
+      thresholdMessages.clear();
+      if (text !== '' && !/^[0-9]{1,16}$/.test(text)) {
+        replaceContent(thresholdError, 'Enter a whole number of minor units, or leave it empty for no credit.low events.');
+        return;
+      }
+      // The API checks the range, and says so in its words.
+      const creditLowThreshold = text === '' ? null : Number(text);
+      /** @type {{ creditLowThreshold: number | null }} */
+      let saved;
+      try {
+        saved = /** @type {any} */ (await api('PUT', endpointsPath('/settings'), { creditLowThreshold }));
+      } catch (error) {
+        // Beside the control (and announced: role=alert), as the key form's errors are. A session that ended still
+        // goes to the start page.
+        if (error instanceof ApiError && error.status !== 401) {
+          thresholdMessages.error(error);
+          return;
+        }
+        throw error;
+      }
+      threshold.value = saved.creditLowThreshold === null ? '' : String(saved.creditLowThreshold);
+      messages.notice(
+        saved.creditLowThreshold === null
+          ? 'No credit.low events will be sent.'
+          : `credit.low will be sent when the prepaid balance falls below ${saved.creditLowThreshold} minor units.`,
+      );
+    });
+  });
 
   form.addEventListener('submit', (event) => {
     event.preventDefault();

@@ -10,5 +10,5 @@ end
 if redis.call('HLEN', KEYS[2]) >= tonumber(ARGV[4]) then return {'member_limit_reached', ARGV[4]} end
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
 redis.call('HSET', KEYS[3], ARGV[2], ARGV[1])
-append_events(KEYS[4], ARGV[5])
+append_events(KEYS[4], KEYS[5], ARGV[5])
 return {'added', ARGV[3]}

@@ -4,14 +4,15 @@
 --@include lib/token-consume.lua
 --@include lib/release-hold.lua
 -- One usage record applied to its account, exactly once per request id (see
--- gwaApplyUsage in scripts.ts); with the stream and its marker as KEYS[9] and
--- KEYS[10], also its usage stream entry (gwaApplyAndStreamUsage). KEYS[7] and
--- KEYS[8] are the account's webhook outbox and endpoint state: a prepaid
--- balance that crosses the account's credit.low threshold, or reaches zero,
--- appends its event in this step (see credit_events below). The usage
+-- gwaApplyUsage in scripts.ts); with the stream and its marker as KEYS[10] and
+-- KEYS[11], also its usage stream entry (gwaApplyAndStreamUsage). KEYS[7],
+-- KEYS[8] and KEYS[9] are the account's webhook outbox, endpoint state and
+-- endpoints: a prepaid balance that crosses the account's credit.low
+-- threshold, or reaches zero, and a spend cap or token budget reached,
+-- append their events in this step (see webhook_event below). The usage
 -- sweep runs at most once per USAGE_SWEEP_INTERVAL_US per account.
 local USAGE_SWEEP_INTERVAL_US = 3600000000
-local streams = #KEYS == 10
+local streams = #KEYS == 11
 local plan_from = 15
 local stream_once
 if streams then
@@ -23,12 +24,12 @@ if streams then
   -- so that a WAIT or WAITAOF after a repeat covers the first application,
   -- made perhaps on a connection since lost.
   plan_from = 17 + tonumber(ARGV[16])
-  local stream_type = redis.call('TYPE', KEYS[9])['ok']
-  if stream_type ~= 'stream' and stream_type ~= 'none' then return {'wrong_type', KEYS[9], stream_type} end
-  local streamed_id = redis.call('GET', KEYS[10])
+  local stream_type = redis.call('TYPE', KEYS[10])['ok']
+  if stream_type ~= 'stream' and stream_type ~= 'none' then return {'wrong_type', KEYS[10], stream_type} end
+  local streamed_id = redis.call('GET', KEYS[11])
   stream_once = function(billing, shortfall)
     if streamed_id then
-      redis.call('SET', KEYS[10], streamed_id, 'KEEPTTL')
+      redis.call('SET', KEYS[11], streamed_id, 'KEEPTTL')
       return
     end
     local fields = {}
@@ -39,8 +40,8 @@ if streams then
       fields[#fields + 1] = name
       fields[#fields + 1] = value
     end
-    streamed_id = redis.call('XADD', KEYS[9], 'MAXLEN', '~', ARGV[15], '*', unpack(fields))
-    redis.call('SET', KEYS[10], streamed_id, 'PX', ARGV[2])
+    streamed_id = redis.call('XADD', KEYS[10], 'MAXLEN', '~', ARGV[15], '*', unpack(fields))
+    redis.call('SET', KEYS[11], streamed_id, 'PX', ARGV[2])
   end
 else
   stream_once = function() end
@@ -100,6 +101,8 @@ if not sweep_at or sweep_at <= now then
         end
       elseif prefix == 'sp:' and string.sub(f, -7) < oldest then
         stale[#stale + 1] = f; gone[f] = true
+      elseif prefix == 'tn:' and (tonumber(v) or 0) <= now then
+        stale[#stale + 1] = f
       end
     end
     if #stale > 0 then redis.call('HDEL', KEYS[1], unpack(stale)) end
@@ -112,8 +115,14 @@ local billing, shortfall = 'postpaid', 0
 local events = 0
 -- The webhook events of a crossing (src/webhooks/webhook-events.ts builds the same text): ids from the account,
 -- request and type (and scope), so the one record never makes two; amounts as integers. `data` is the JSON after
--- the account id.
+-- the account id. An account with no endpoint gets none (lib/outbox.lua says why), nor writes a token budget's notice.
+local endpoints_exist
+local function has_endpoints()
+  if endpoints_exist == nil then endpoints_exist = redis.call('EXISTS', KEYS[9]) == 1 end
+  return endpoints_exist
+end
 local function webhook_event(event_type, id_suffix, data)
+  if not has_endpoints() then return end
   local id = 'msg_' .. string.sub(redis.sha1hex(a[1] .. ' ' .. ARGV[14] .. ' ' .. event_type .. id_suffix), 1, 24)
   local payload = '{"type":"' .. event_type .. '","timestamp":"' .. iso8601(math.floor(now / 1000)) ..
     '","data":{"account_id":"' .. a[1] .. '"' .. data .. '}}'
@@ -141,7 +150,7 @@ if a[2] then
     writes[#writes + 1] = string.format('%.0f', math.min(amount(a[6]) + shortfall, 9007199254740991))
   end
 end
-local key_cap = redis.call('HMGET', KEYS[2], 'monthlySpendCap', 'id')
+local key_cap = redis.call('HMGET', KEYS[2], 'monthlySpendCap', 'id', 'prefix')
 local caps = {tonumber(a[8] or ''), tonumber(key_cap[1] or '')}
 for i, field in ipairs({ARGV[5], ARGV[6]}) do
   local spent = 0
@@ -153,9 +162,29 @@ for i, field in ipairs({ARGV[5], ARGV[6]}) do
   if caps[i] and spent < caps[i] and after >= caps[i] then
     local scope = '"account"'
     if i == 2 then scope = '"key","key_id":"' .. key_cap[2] .. '"' end
-    webhook_event('budget.reached', ' ' .. i, ',"scope":' .. scope .. ',"monthly_spend_cap":' .. string.format('%.0f', caps[i]) ..
-      ',"month_spend":' .. string.format('%.0f', after))
+    webhook_event('budget.reached', ' ' .. i, ',"budget":"monthly_spend_cap","scope":' .. scope .. ',"monthly_spend_cap":' ..
+      string.format('%.0f', caps[i]) .. ',"month_spend":' .. string.format('%.0f', after))
   end
+end
+-- A token budget exhausted by this record (the Check refuses the next request, src/check/deny-reasons.ts):
+-- budget.reached, for the key (i 1) or the account (i 2), at most once per budget per window length. The notice
+-- field (`tn:k:<keyId>:<window>` or `tn:a:<window>`, see redis-keys.ts: the bucket field's name with `tn:` for `tp:`)
+-- holds until when (us) the budget sends no other: a key that stays at its budget, each admitted request taking the
+-- tokens that refilled, would otherwise send one per request. The sweep deletes notices whose time has passed.
+local function token_budget_reached(i, limit, w)
+  if not has_endpoints() then return end
+  local notice = 'tn' .. string.sub(ARGV[6 + i], 3) .. ':' .. w
+  local quiet_until = tonumber(redis.call('HGET', KEYS[1], notice) or '')
+  if quiet_until and quiet_until > now then return end
+  writes[#writes + 1] = notice
+  writes[#writes + 1] = string.format('%.0f', now + w * 1000000)
+  local scope = '"account"'
+  if i == 1 then
+    scope = '"key","key_id":"' .. string.sub(ARGV[7], 6) .. '"'
+    if key_cap[3] then scope = scope .. ',"key_prefix":"' .. key_cap[3] .. '"' end
+  end
+  webhook_event('budget.reached', ' ' .. i .. ':' .. w, ',"budget":"token_budget","scope":' .. scope .. ',"tokens":' ..
+    string.format('%.0f', limit) .. ',"window_seconds":' .. string.format('%.0f', w))
 end
 local key_count, account_count = tonumber(ARGV[12]), tonumber(ARGV[13])
 local aggregates_from = plan_from + 2 * (key_count + account_count)
@@ -179,8 +208,12 @@ if tokens > 0 then
         for j, b in ipairs(scope) do
           local w = b.windowSeconds
           local old = buckets[w] or {}
-          moved[j] = {w, tb_consume(old[1], old[2], now, tokens, b.tokens, w)}
+          local tat, fraction = tb_consume(old[1], old[2], now, tokens, b.tokens, w)
+          moved[j] = {w, tat, fraction}
           buckets[w] = nil
+          if not tb_exhausted(old[1], old[2], now, b.tokens, w) and tb_exhausted(tat, fraction, now, b.tokens, w) then
+            token_budget_reached(i, b.tokens, w)
+          end
         end
         writes[#writes + 1] = ARGV[6 + i]
         writes[#writes + 1] = tb_pack(moved, buckets, now)

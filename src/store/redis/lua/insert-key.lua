@@ -10,5 +10,5 @@ if counted >= cap then return {'active_key_cap_reached', tostring(cap), tostring
 redis.call('HSET', KEYS[2], unpack(ARGV, 6))
 redis.call('SADD', KEYS[3], ARGV[4])
 redis.call('ZADD', KEYS[4], '+inf', ARGV[4])
-append_events(KEYS[5], ARGV[5])
+append_events(KEYS[5], KEYS[6], ARGV[5])
 return {'created'}

@@ -31,5 +31,5 @@ redis.call('HSET', KEYS[1], 'replacedBy', ARGV[5])
 redis.call('HSET', KEYS[2], unpack(ARGV, 7))
 redis.call('SADD', KEYS[3], ARGV[5])
 redis.call('ZADD', KEYS[5], '+inf', ARGV[5])
-append_events(KEYS[6], ARGV[6])
+append_events(KEYS[6], KEYS[7], ARGV[6])
 return {'rotated', redis.call('HGETALL', KEYS[1]), redis.call('HGETALL', KEYS[2])}

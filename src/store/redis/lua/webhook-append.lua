@@ -1,3 +1,3 @@
 --@include lib/outbox.lua
 -- Events that no stored change causes (a test-send).
-append_events(KEYS[1], ARGV[1])
+append_events(KEYS[1], KEYS[2], ARGV[1])

@@ -23,5 +23,5 @@ redis.call('HSET', KEYS[4], 'disabled:' .. ARGV[2], ARGV[9])
 -- Not tried again: enabling the endpoint later starts from the next event, not from this one's schedule.
 redis.call('HDEL', KEYS[1], ARGV[1])
 redis.call('ZREM', KEYS[2], ARGV[1])
-append_events(KEYS[6], ARGV[10])
+append_events(KEYS[6], KEYS[3], ARGV[10])
 return 1

@@ -6,6 +6,8 @@
 -- lib/divmod.lua.
 -- - tb_consume(tat, fraction, now, n, tokens, window_s): the bucket's TAT and
 --   fraction after using n tokens at `now` (us); tat nil for no bucket;
+-- - tb_exhausted(tat, fraction, now, tokens, window_s): whether not one whole
+--   token is left (tokenBudgetState's remaining 0, what the Check refuses on);
 -- - tb_pack(first, rest, now): a field's value, the buckets of `first`
 --   ({window, tat, fraction}, in order) then those of `rest` (as
 --   token_buckets_of makes them) still ahead of now, by window.
@@ -19,6 +21,19 @@ local function tb_consume(tat, fraction, now, n, tokens, window_s)
   fraction = fraction + e
   if fraction >= tokens then tat = tat + 1; fraction = fraction - tokens end
   return tat, fraction
+end
+-- Exhausted when the debt, (tat − now)·tokens + fraction in 1/tokens µs, passes
+-- (tokens − 1) windows' worth: with e = window µs − (tat − now), when e·tokens <
+-- window µs + fraction, i.e. e ≤ ⌊(window µs + fraction − 1) / tokens⌋, a
+-- division instead of a product that may pass 2^53.
+local function tb_exhausted(tat, fraction, now, tokens, window_s)
+  if not tat or tat < now then return false end
+  if fraction >= tokens then fraction = 0 end
+  local window_us = window_s * 1000000
+  local e = window_us - (tat - now)
+  if e <= 0 then return true end
+  local q = divmod(window_us + fraction - 1, tokens)
+  return e <= q
 end
 local function tb_pack(first, rest, now)
   local parts, windows = {}, {}
