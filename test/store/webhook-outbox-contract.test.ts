@@ -6,7 +6,7 @@ import { OPERATOR } from '../../src/accounts/customer-identity';
 import type { Account, StoredKey } from '../../src/keys/key-records';
 import type { Member } from '../../src/accounts/members';
 import type { Store } from '../../src/ports/store';
-import type { UsageRecord } from '../../src/metering/usage-record';
+import { messagesUsageRecord } from '../support/usage-records';
 import { NO_TOKEN_BUDGETS } from '../../src/accounts/limits/token-budgets';
 import { budgetReachedEvent, creditEvent, tokenBudgetReachedEvent } from '../../src/webhooks/webhook-events';
 import type { OutboxEvent, WebhookDelivery } from '../../src/ports/webhook-store';
@@ -259,19 +259,8 @@ describe.each(implementations)('webhook outbox: %s', (_name, open) => {
     const { accountId } = await accountWithEndpoint(['credit.low', 'credit.exhausted'], { creditBalance: 1000 });
     await store.webhooks.setCreditLowThreshold(accountId, 500);
     expect(await store.webhooks.getCreditLowThreshold(accountId)).toBe(500);
-    const usage = (requestId: string, costMinorUnits: number): UsageRecord => ({
-      requestId,
-      accountId,
-      keyId: 'key_r',
-      keyPrefix: 'gk_live_AbC4',
-      family: 'messages',
-      style: 'messages',
-      model: 'claude-sonnet-4-5',
-      tokens: { inputTokens: 3, outputTokens: 4, cachedInputTokens: 0, cacheCreationTokens: 0 },
-      costMinorUnits,
-      estimated: false,
-      atMs: clock.now(),
-    });
+    const usage = (requestId: string, costMinorUnits: number) =>
+      messagesUsageRecord({ requestId, accountId, keyId: 'key_r', costMinorUnits, atMs: clock.now() });
     const payloads = async () => {
       const claimed = await store.webhooks.claimDeliveries(accountId, clock.now(), LEASE_MS, 100);
       return claimed === 'idle' ? [] : claimed.map((d) => ({ id: d.eventId, payload: d.payload }));
@@ -293,19 +282,15 @@ describe.each(implementations)('webhook outbox: %s', (_name, open) => {
     const { accountId } = await accountWithEndpoint(['budget.reached'], { monthlySpendCap: 1000 });
     const capped = keyOf(accountId);
     await store.insertKey(capped.hash, { ...capped.record, monthlySpendCap: 300 });
-    const usage = (requestId: string, costMinorUnits: number): UsageRecord => ({
-      requestId,
-      accountId,
-      keyId: capped.record.id,
-      keyPrefix: capped.record.prefix,
-      family: 'messages',
-      style: 'messages',
-      model: 'claude-sonnet-4-5',
-      tokens: { inputTokens: 3, outputTokens: 4, cachedInputTokens: 0, cacheCreationTokens: 0 },
-      costMinorUnits,
-      estimated: false,
-      atMs: clock.now(),
-    });
+    const usage = (requestId: string, costMinorUnits: number) =>
+      messagesUsageRecord({
+        requestId,
+        accountId,
+        keyId: capped.record.id,
+        keyPrefix: capped.record.prefix,
+        costMinorUnits,
+        atMs: clock.now(),
+      });
     const payloads = async () => {
       const claimed = await store.webhooks.claimDeliveries(accountId, clock.now(), LEASE_MS, 100);
       return claimed === 'idle' ? [] : claimed.map((d) => ({ id: d.eventId, payload: d.payload })).sort((a, b) => a.id.localeCompare(b.id));
@@ -328,19 +313,16 @@ describe.each(implementations)('webhook outbox: %s', (_name, open) => {
     await store.insertKey(budgeted.hash, { ...budgeted.record, tokenBudgets: [keyBudget] });
     const accountBudget = { tokens: 200, windowSeconds: 3600 };
     const plan = { key: [], account: [accountBudget] };
-    const usage = (requestId: string, inputTokens: number): UsageRecord => ({
-      requestId,
-      accountId,
-      keyId: budgeted.record.id,
-      keyPrefix: budgeted.record.prefix,
-      family: 'messages',
-      style: 'messages',
-      model: 'claude-sonnet-4-5',
-      tokens: { inputTokens, outputTokens: 0, cachedInputTokens: 0, cacheCreationTokens: 0 },
-      costMinorUnits: 0,
-      estimated: false,
-      atMs: clock.now(),
-    });
+    const usage = (requestId: string, inputTokens: number) =>
+      messagesUsageRecord({
+        requestId,
+        accountId,
+        keyId: budgeted.record.id,
+        keyPrefix: budgeted.record.prefix,
+        inputTokens,
+        outputTokens: 0,
+        atMs: clock.now(),
+      });
     // What the endpoint is handed, each then settled as delivered (so a lease that ends hands out nothing again).
     const delivered = async () => {
       const claimed = await store.webhooks.claimDeliveries(accountId, clock.now(), LEASE_MS, 100);
@@ -408,19 +390,15 @@ describe.each(implementations)('webhook outbox: %s', (_name, open) => {
     expect(await store.insertKey(key.hash, key.record, [event('key.created')])).toBe('created');
     expect(await store.revokeKey(key.record.id, clock.now(), [event('key.revoked')])).not.toBeNull();
     expect((await store.addMember(member(accountId, 'owner'), [event('member.added')])).kind).toBe('added');
-    const usage: UsageRecord = {
+    // 1000 → -200: below the threshold and exhausted
+    const usage = messagesUsageRecord({
       requestId: 'n1',
       accountId,
       keyId: key.record.id,
       keyPrefix: key.record.prefix,
-      family: 'messages',
-      style: 'messages',
-      model: 'claude-sonnet-4-5',
-      tokens: { inputTokens: 3, outputTokens: 4, cachedInputTokens: 0, cacheCreationTokens: 0 },
-      costMinorUnits: 1200, // 1000 → -200: below the threshold and exhausted
-      estimated: false,
+      costMinorUnits: 1200,
       atMs: clock.now(),
-    };
+    });
     expect((await store.applyUsage(usage, NO_TOKEN_BUDGETS)).kind).toBe('applied');
 
     // Not claimed in between (a claim would fan them out to no endpoint): an endpoint added now finds nothing waiting.

@@ -4,7 +4,7 @@ import { startAppUnderTest, type AppUnderTest } from '../support/running-app';
 import { WebhookReceiver } from '../support/webhook-receiver';
 import { until } from '../support/waiting';
 import type { ResolveHost } from '../../src/webhooks/endpoint-targets';
-import type { UsageRecord } from '../../src/metering/usage-record';
+import { messagesUsageRecord } from '../support/usage-records';
 import { NO_TOKEN_BUDGETS } from '../../src/accounts/limits/token-budgets';
 import { redisKeys } from '../../src/store/redis/redis-keys';
 
@@ -217,19 +217,8 @@ describe('credit events', () => {
       status: 200,
       body: { creditLowThreshold: 500 },
     });
-    const usage = (requestId: string, costMinorUnits: number): UsageRecord => ({
-      requestId,
-      accountId,
-      keyId: 'key_metered',
-      keyPrefix: 'gk_live_AbC4',
-      family: 'messages',
-      style: 'messages',
-      model: 'claude-sonnet-4-5',
-      tokens: { inputTokens: 3, outputTokens: 4, cachedInputTokens: 0, cacheCreationTokens: 0 },
-      costMinorUnits,
-      estimated: false,
-      atMs: Date.now(),
-    });
+    const usage = (requestId: string, costMinorUnits: number) =>
+      messagesUsageRecord({ requestId, accountId, keyId: 'key_metered', costMinorUnits, atMs: Date.now() });
     // As the usage recorder applies metered answers.
     await server.app.store.applyUsage(usage('credit-1', 600), NO_TOKEN_BUDGETS);
     await server.app.store.applyUsage(usage('credit-2', 600), NO_TOKEN_BUDGETS);
@@ -248,19 +237,15 @@ describe('an account without endpoints', () => {
     expect((await call('PUT', `/admin/accounts/${accountId}/webhooks/settings`, { creditLowThreshold: 500 })).status).toBe(200);
     const key = (await server.admin('POST', `/admin/accounts/${accountId}/keys`, { name: 'unheard' })).body;
     expect((await server.admin('POST', `/admin/keys/${key.id}/revoke`)).status).toBe(200);
-    const usage: UsageRecord = {
+    // 1000 → -200: below the threshold, and exhausted
+    const usage = messagesUsageRecord({
       requestId: 'unheard-1',
       accountId,
       keyId: key.id,
       keyPrefix: key.prefix,
-      family: 'messages',
-      style: 'messages',
-      model: 'claude-sonnet-4-5',
-      tokens: { inputTokens: 3, outputTokens: 4, cachedInputTokens: 0, cacheCreationTokens: 0 },
-      costMinorUnits: 1200, // 1000 → -200: below the threshold, and exhausted
-      estimated: false,
+      costMinorUnits: 1200,
       atMs: Date.now(),
-    };
+    });
     expect(await server.app.store.applyUsage(usage, NO_TOKEN_BUDGETS)).toMatchObject({ kind: 'applied' });
     expect(await inspect.exists(redisKeys.webhookOutbox(accountId))).toBe(0);
     expect(await inspect.sismember(redisKeys.webhookAccounts(), accountId)).toBe(0);
@@ -284,19 +269,8 @@ describe('budget events', () => {
     });
     expect(created.status).toBe(201);
     const key = created.body;
-    const usage = (requestId: string, inputTokens: number): UsageRecord => ({
-      requestId,
-      accountId,
-      keyId: key.id,
-      keyPrefix: key.prefix,
-      family: 'messages',
-      style: 'messages',
-      model: 'claude-sonnet-4-5',
-      tokens: { inputTokens, outputTokens: 0, cachedInputTokens: 0, cacheCreationTokens: 0 },
-      costMinorUnits: 0,
-      estimated: false,
-      atMs: Date.now(),
-    });
+    const usage = (requestId: string, inputTokens: number) =>
+      messagesUsageRecord({ requestId, accountId, keyId: key.id, keyPrefix: key.prefix, inputTokens, outputTokens: 0, atMs: Date.now() });
     // As the usage recorder applies metered answers: 600 of 1000, then 500 more (exhausted), then 50 more (still).
     await server.app.store.applyUsage(usage('tokens-1', 600), NO_TOKEN_BUDGETS);
     await server.app.store.applyUsage(usage('tokens-2', 500), NO_TOKEN_BUDGETS);
