@@ -97,12 +97,15 @@ export interface CustomerAuditEntryView {
   keyId: string | null;
   keyPrefix: string | null;
   memberId: string | null;
-  /** Only for key and member changes: the operator's account changes (billing, credit, limits) carry figures that stay internal. */
+  /**
+   * Only for key, member and webhook changes (what the account's own people set): the operator's account changes
+   * (billing, credit, limits) carry figures that stay internal.
+   */
   detail: string | null;
 }
 
 export function customerAuditEntryView(entry: AuditEntry): CustomerAuditEntryView {
-  const detailShown = entry.action.startsWith('key.') || entry.action.startsWith('member.');
+  const detailShown = entry.action.startsWith('key.') || entry.action.startsWith('member.') || entry.action.startsWith('webhook.');
   return {
     id: entry.id,
     time: entry.time,

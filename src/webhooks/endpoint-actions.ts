@@ -121,7 +121,13 @@ export async function updateEndpoint(
   if (change.enabled === false) patch.disabledReason = actor.kind === 'operator' ? 'disabled by the operator' : 'disabled by an owner';
   const endpoint = await deps.store.webhooks.updateEndpoint(accountId, endpointId, patch);
   if (!endpoint) return { kind: 'not_found' };
-  await recordChange(deps, { action: 'webhook.update', actor, accountId, endpointId, detail: `changes=${Object.keys(change).join(',')}` });
+  // The new state where it is short and no secret (a URL may carry a token in its query, so it is named, not shown).
+  const detail = [
+    `changes=${Object.keys(change).join(',')}`,
+    ...(change.enabled !== undefined ? [`enabled=${change.enabled}`] : []),
+    ...(patch.events ? [`events=${patch.events.join(',')}`] : []),
+  ].join(' ');
+  await recordChange(deps, { action: 'webhook.update', actor, accountId, endpointId, detail });
   return { kind: 'updated', endpoint: endpointView(endpoint) };
 }
 

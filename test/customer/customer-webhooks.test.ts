@@ -8,6 +8,7 @@
  */
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { addMember } from '../../src/accounts/member-actions';
+import { CREDIT_LIMIT_MINOR_UNITS } from '../../src/accounts/credit';
 import { OPERATOR, type MemberRole } from '../../src/accounts/customer-identity';
 import { RedisStore } from '../../src/store/redis/redis-store';
 import { launchChromium } from '../support/chromium';
@@ -176,6 +177,18 @@ describe('the Webhooks section in Chromium', () => {
     await page.reload();
     await row.waitFor();
     expect(await page.content()).not.toContain(rotated);
+    // The audit trail says each change in words, not as action codes.
+    const audit = page.getByTestId('audit-section');
+    await audit.filter({ hasText: "Replaced a webhook endpoint's signing secret, by olivia" }).waitFor();
+    const said = await audit.textContent();
+    for (const words of [
+      'Turned on a webhook endpoint, by olivia',
+      'Turned off a webhook endpoint, by olivia',
+      'Added a webhook endpoint for key.created',
+    ]) {
+      expect(said).toContain(words);
+    }
+    expect(said).not.toContain('webhook.');
   });
 
   it('an owner sets the credit.low threshold on the page, an out-of-range one refused beside it; the API reads it back', async () => {
@@ -190,12 +203,15 @@ describe('the Webhooks section in Chromium', () => {
     };
     expect(await settings()).toEqual({ creditLowThreshold: null });
 
-    // The API's refusal (at least 1), beside the control and announced.
+    // Refused beside the control and announced: below 1 by the page, above the credit limit by the API.
+    const refusal = page.getByTestId('credit-low-error');
     await threshold.fill('0');
     await save.click();
-    const refusal = page.getByTestId('credit-low-error');
-    await refusal.filter({ hasText: 'field: creditLowThreshold' }).waitFor();
+    await refusal.filter({ hasText: 'Enter a whole number of at least 1 minor unit' }).waitFor();
     expect(await refusal.getAttribute('role')).toBe('alert');
+    await threshold.fill(String(CREDIT_LIMIT_MINOR_UNITS + 1));
+    await save.click();
+    await refusal.filter({ hasText: 'field: creditLowThreshold' }).waitFor();
     expect(await settings()).toEqual({ creditLowThreshold: null });
 
     await threshold.fill('2500');
@@ -213,6 +229,11 @@ describe('the Webhooks section in Chromium', () => {
     await save.click();
     await page.getByTestId('notice').filter({ hasText: 'No credit.low events' }).waitFor();
     expect(await settings()).toEqual({ creditLowThreshold: null });
+    // The audit trail says both changes in words.
+    await page.reload();
+    const audit = page.getByTestId('audit-section');
+    await audit.filter({ hasText: 'Turned off credit.low events, by olivia' }).waitFor();
+    expect(await audit.textContent()).toContain('Set credit.low to be sent below 2500 minor units, by olivia');
   });
 
   it('refuses a private address on the page, and a developer sees no Webhooks section', async () => {

@@ -30,6 +30,9 @@ const FIELD_WORDS = {
   monthlySpendCap: 'monthly spend cap',
 };
 
+/** @type {Readonly<Record<string, string>>} */
+const WEBHOOK_FIELD_WORDS = { url: 'URL', description: 'description', events: 'events', enabled: 'state' };
+
 /** `{"endpoints":["/v1/embeddings"],"readOnly":true}` → `endpoints /v1/embeddings; read-only`. */
 function restrictionWords(/** @type {string} */ text) {
   if (text === 'none') return 'none';
@@ -86,6 +89,36 @@ export function auditSentence(/** @type {AuditEntry} */ entry) {
       return `Changed the role of ${memberWords(fields, entry.memberId)} to ${fields.role ?? 'another role'}`;
     case 'member.remove':
       return `Removed ${memberWords(fields, entry.memberId)}`;
+    case 'key.exposed': {
+      const where = fields.url && fields.url !== 'none' ? ` at ${fields.url}` : '';
+      const done =
+        fields.handled === 'rotated'
+          ? 'regenerated it, the old key working for one more hour'
+          : fields.handled === 'already_revoked'
+            ? 'it was already revoked'
+            : 'revoked it';
+      return `${key} was found exposed${where}; ${done}`;
+    }
+    case 'webhook.create':
+      return `Added a webhook endpoint${fields.events ? ` for ${fields.events.split(',').join(', ')}` : ''}`;
+    case 'webhook.update':
+      if (fields.creditLowThreshold !== undefined) {
+        return fields.creditLowThreshold === 'none'
+          ? 'Turned off credit.low events'
+          : `Set credit.low to be sent below ${fields.creditLowThreshold} minor units`;
+      }
+      if (fields.enabled !== undefined) return `Turned ${fields.enabled === 'true' ? 'on' : 'off'} a webhook endpoint`;
+      if (fields.events !== undefined) return `Set a webhook endpoint's events to ${fields.events.split(',').join(', ')}`;
+      return `Changed the ${(fields.changes ?? 'settings')
+        .split(',')
+        .map((field) => WEBHOOK_FIELD_WORDS[field] ?? field)
+        .join(', ')} of a webhook endpoint`;
+    case 'webhook.delete':
+      return 'Deleted a webhook endpoint';
+    case 'webhook.rotate_secret':
+      return "Replaced a webhook endpoint's signing secret";
+    case 'webhook.disabled':
+      return 'A webhook endpoint was turned off after repeated failed deliveries';
     case 'account.create':
       return 'Created the account';
     case 'account.update':

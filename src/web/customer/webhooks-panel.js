@@ -171,11 +171,11 @@ export function webhooksPanel({ api, accountPath, run, messages }) {
     void run(async () => {
       messages.clear();
       thresholdMessages.clear();
-      if (text !== '' && !/^[0-9]{1,16}$/.test(text)) {
-        replaceContent(thresholdError, 'Enter a whole number of minor units, or leave it empty for no credit.low events.');
+      if (text !== '' && !/^[1-9][0-9]{0,15}$/.test(text)) {
+        replaceContent(thresholdError, 'Enter a whole number of at least 1 minor unit, or leave it empty for no credit.low events.');
         return;
       }
-      // The API checks the range, and says so in its words.
+      // The API checks the upper bound (the credit limit, declared once on the server), and says so in its words.
       const creditLowThreshold = text === '' ? null : Number(text);
       /** @type {{ creditLowThreshold: number | null }} */
       let saved;
