@@ -275,14 +275,14 @@ describe('the customer journey in Chromium', () => {
     await current.getByRole('button', { name: /^Rename, set the expiry or restrict/ }).click();
     await page.locator('#edit-name').fill('prod backend v2');
     await page.getByLabel('Expires after (UTC; empty: never)').fill(expiryDay);
-    await page.getByRole('button', { name: 'Save' }).click();
+    await page.getByRole('button', { name: 'Save', exact: true }).click();
     await page.getByTestId('notice').filter({ hasText: 'was saved' }).waitFor();
     const renamed = row(page, 'prod backend v2');
     expect(await renamed.locator('td.expires time').getAttribute('datetime')).toBe(`${expiryDay}T23:59:59.999Z`);
     expect((await store.getKey((await renamed.getAttribute('data-key-id'))!))?.expiresAt).toBe(`${expiryDay}T23:59:59.999Z`);
     await renamed.getByRole('button', { name: /^Rename, set the expiry or restrict/ }).click();
     await page.getByLabel('Expires after (UTC; empty: never)').fill('');
-    await page.getByRole('button', { name: 'Save' }).click();
+    await page.getByRole('button', { name: 'Save', exact: true }).click();
     await row(page, 'prod backend v2')
       .locator('td.expires', { hasText: /^never$/ })
       .waitFor();
@@ -387,7 +387,7 @@ describe('the customer journey in Chromium', () => {
       .getByRole('button', { name: /^Rename, set the expiry or restrict/ })
       .click();
     await page.getByLabel(/^Endpoints/).fill('/v1/embeddings');
-    await page.getByRole('button', { name: 'Save' }).click();
+    await page.getByRole('button', { name: 'Save', exact: true }).click();
     await page.getByTestId('notice').filter({ hasText: 'was saved' }).waitFor();
     expect(await decisionFor(check, key)).toBe('endpoint_not_permitted');
     await page
@@ -401,7 +401,7 @@ describe('the customer journey in Chromium', () => {
       .click();
     expect(await page.getByLabel(/^Endpoints/).inputValue()).toBe('/v1/embeddings');
     await page.getByLabel(/^Source addresses/).fill('10.0.0.0/33');
-    await page.getByRole('button', { name: 'Save' }).click();
+    await page.getByRole('button', { name: 'Save', exact: true }).click();
     await row(page, 'embeddings only').getByTestId('row-error').filter({ hasText: 'the prefix length must be 0 to 32' }).waitFor();
 
     await row(page, 'embeddings only')
@@ -409,7 +409,7 @@ describe('the customer journey in Chromium', () => {
       .click();
     await page.getByLabel(/^Endpoints/).fill('');
     await page.getByLabel(/^Source addresses/).fill('');
-    await page.getByRole('button', { name: 'Save' }).click();
+    await page.getByRole('button', { name: 'Save', exact: true }).click();
     await page.getByTestId('notice').filter({ hasText: 'was saved' }).waitFor();
     expect(await decisionFor(check, key)).toBe('allow');
 
@@ -464,7 +464,7 @@ describe('the customer journey in Chromium', () => {
       .getByRole('button', { name: /^Rename, set the expiry or restrict/ })
       .click();
     await page.getByLabel(/^Source addresses/).fill('10.0.0.0/33');
-    await page.getByRole('button', { name: 'Save' }).click();
+    await page.getByRole('button', { name: 'Save', exact: true }).click();
     await expectShownInRow('next up', 'the prefix length must be 0 to 32');
     mkdirSync(ARTIFACTS, { recursive: true });
     await page.screenshot({ path: join(ARTIFACTS, 'customer-row-error.png') });
