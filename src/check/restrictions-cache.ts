@@ -12,11 +12,11 @@ const MAX_SHARED_TEXTS = 10_000;
  * Each restricted key's restrictions, as this replica last read them from the store (the authorize script's
  * `restrictions_changed` reply), by key id. Keys without restrictions are not held: NO_RESTRICTIONS stands for them,
  * so the common case costs no memory and no lookup beyond a Map miss. Nothing here can keep a stale restriction
- * alive: every Check sends the texts it decided on, and the store answers a change (see RestrictionsSent).
+ * alive: every Check sends the stamps of the texts it decided on, and the store answers a change (see RestrictionsSent).
  */
 export class RestrictionsCache {
   private readonly byKeyId = new Map<string, EffectiveRestrictions>();
-  private readonly byTexts = new Map<string, EffectiveRestrictions>();
+  private readonly byStamps = new Map<string, EffectiveRestrictions>();
 
   constructor(private readonly maxEntries: number) {}
 
@@ -34,11 +34,11 @@ export class RestrictionsCache {
 
   /** The compiled form already held for the same texts, else this one, kept for the next key with them. */
   private shared(restrictions: EffectiveRestrictions): EffectiveRestrictions {
-    // A text is JSON, where a raw NUL cannot stand: the pair is unambiguous.
-    const texts = `${restrictions.keyText}\u0000${restrictions.accountText}`;
-    const held = this.byTexts.get(texts);
+    // Equal stamps, equal texts. Stamps are base64url, where a space cannot stand: the pair is unambiguous.
+    const stamps = `${restrictions.keyStamp} ${restrictions.accountStamp}`;
+    const held = this.byStamps.get(stamps);
     if (held) return held;
-    if (this.byTexts.size < MAX_SHARED_TEXTS) this.byTexts.set(texts, restrictions);
+    if (this.byStamps.size < MAX_SHARED_TEXTS) this.byStamps.set(stamps, restrictions);
     return restrictions;
   }
 }

@@ -1,6 +1,6 @@
 import { RestrictionsCache } from '../../../src/check/restrictions-cache';
 import { effectiveRestrictions, NO_RESTRICTIONS } from '../../../src/check/pipeline/restriction-step';
-import { restrictionsText } from '../../../src/keys/key-restrictions';
+import { restrictionsStamp, restrictionsText } from '../../../src/keys/key-restrictions';
 
 const chatOnly = restrictionsText({ endpoints: ['chat-completions'], sourceAddresses: ['127.0.0.0/8', '::1/128'] });
 const embedOnly = restrictionsText({ endpoints: ['/v1/embeddings'] });
@@ -10,7 +10,7 @@ describe('RestrictionsCache', () => {
     const cache = new RestrictionsCache(1_000);
     for (let i = 0; i < 500; i += 1) cache.set(`key_${i}`, effectiveRestrictions(chatOnly, ''));
     const first = cache.get('key_0');
-    expect(first.keyText).toBe(chatOnly);
+    expect(first.keyStamp).toBe(restrictionsStamp(chatOnly));
     for (let i = 1; i < 500; i += 1) expect(cache.get(`key_${i}`)).toBe(first);
   });
 
@@ -20,8 +20,8 @@ describe('RestrictionsCache', () => {
     cache.set('b', effectiveRestrictions(chatOnly, embedOnly));
     cache.set('c', effectiveRestrictions(embedOnly, ''));
     expect(cache.get('a')).not.toBe(cache.get('b'));
-    expect(cache.get('b').accountText).toBe(embedOnly);
-    expect(cache.get('c').keyText).toBe(embedOnly);
+    expect(cache.get('b').accountStamp).toBe(restrictionsStamp(embedOnly));
+    expect(cache.get('c').keyStamp).toBe(restrictionsStamp(embedOnly));
   });
 
   it('forgets a key whose restrictions were removed, and the oldest key past its bound', () => {
@@ -33,6 +33,6 @@ describe('RestrictionsCache', () => {
     cache.set('c', effectiveRestrictions(chatOnly, ''));
     cache.set('d', effectiveRestrictions(chatOnly, ''));
     expect(cache.get('b')).toBe(NO_RESTRICTIONS);
-    expect(cache.get('d').keyText).toBe(chatOnly);
+    expect(cache.get('d').keyStamp).toBe(restrictionsStamp(chatOnly));
   });
 });
