@@ -236,6 +236,19 @@ describe('key restrictions over gRPC on real Redis', () => {
     expect((await client.check(chat(key))).status.code).toBe(0);
   });
 
+  it("a record whose stamp is not its text's fails closed: the Check is refused, never decided on either", async () => {
+    const { id, key } = await newKey({ restrictions: { endpoints: ['chat-completions'] } });
+    expect((await client.check(chat(key))).status.code).toBe(0);
+    // Written by something other than the store: a wider text under the stamp the replica holds.
+    const record = redisKeys.key('restricted-co', id);
+    const heldStamp = await stats.hget(record, redisKeys.restrictionsStampField());
+    await stats.hset(record, redisKeys.restrictionsField(), JSON.stringify({ endpoints: ['/v1/embeddings'] }));
+    await stats.hset(record, redisKeys.restrictionsStampField(), 'not-the-stamp-of-it');
+    expect(reasonOf(await client.check(chat(key)))).toBe('store_unavailable');
+    expect(reasonOf(await client.check(chat(key)))).toBe('store_unavailable');
+    expect(heldStamp).toBe(restrictionsStamp(JSON.stringify({ endpoints: ['chat-completions'] })));
+  });
+
   it('a key without restrictions sends the authorize script no texts to compare: only its id, the time and a hold', async () => {
     const { id, key } = await newKey();
     expect((await client.check(chat(key))).status.code).toBe(0);
