@@ -128,7 +128,7 @@ export async function decide(request: AuthRequest, deps: PipelineDeps): Promise<
   // confirmed there (the stamps of the texts it was decided on, after the key's status), so a refused request consumes no rate
   // limit and holds no credit, and a revoked key is told it is revoked. A change is answered with the new texts:
   // decided again, in one more round trip, once per replica and change.
-  let restrictions = deps.restrictions?.get(ids.keyId) ?? NO_RESTRICTIONS;
+  let restrictions = deps.restrictions?.get(keyHash) ?? NO_RESTRICTIONS;
   let refusal = refusedByRestrictions(request, route, restrictions);
   let outcome;
   for (let attempt = 0; ; attempt += 1) {
@@ -155,7 +155,7 @@ export async function decide(request: AuthRequest, deps: PipelineDeps): Promise<
       // Unreadable restrictions refuse the key (fail closed) until the record is repaired.
       return unavailable(error);
     }
-    deps.restrictions?.set(ids.keyId, restrictions);
+    deps.restrictions?.set(keyHash, restrictions);
     refusal = refusedByRestrictions(request, route, restrictions);
   }
   if (outcome.kind === 'unknown_key') return unknown();
