@@ -138,18 +138,19 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
     ? (await import('./check/check-tracing')).checkTracing(tracing, store.description.startsWith('in-memory') ? undefined : 'redis')
     : undefined;
   const meterSpans = tracing ? (await import('./metering/meter-tracing')).meterTracing(tracing) : undefined;
+  const keyIndex = new CachedKeyIndex(checkPath.keyIndex, {
+    maxEntries: settings.keyCache.maxEntries,
+    negativeTtlMs: settings.keyCache.negativeTtlMs,
+    maxNegativeEntries: 100_000,
+    onLookup: (outcome) => metrics.observeKeyCache(outcome),
+  });
   const grpcServer = await startAuthorizationServer(
     {
       settings: settings.pipeline,
-      keyIndex: new CachedKeyIndex(checkPath.keyIndex, {
-        maxEntries: settings.keyCache.maxEntries,
-        negativeTtlMs: settings.keyCache.negativeTtlMs,
-        maxNegativeEntries: 100_000,
-        onLookup: (outcome) => metrics.observeKeyCache(outcome),
-      }),
+      keyIndex,
       authorizer: checkPath.authorizer,
-      // Restricted keys only; as many as the key cache holds keys.
-      restrictions: new RestrictionsCache(settings.keyCache.maxEntries),
+      // Restricted keys only, in the key cache's entries.
+      restrictions: new RestrictionsCache(keyIndex),
       metrics,
       onStoreIdentityMismatch: () => metrics.observeStoreIdentityMismatch(),
       admission,

@@ -50,6 +50,12 @@ export class CachedKeyIndex implements KeyIndex {
   private readonly negativeTtlMs: number;
   private readonly clock: Clock;
   private readonly onLookup: KeyIndexCacheOptions['onLookup'];
+  /**
+   * What the Check path keeps with a known entry, by entry number (a restricted key's compiled restrictions,
+   * src/check/restrictions-cache.ts): read in the entry the lookup has just found, rather than in a structure of its
+   * own as large as this one, and let go with the entry. Made on the first attach: one slot per entry, no object.
+   */
+  private attachments: unknown[] | undefined;
   /** The hash being looked up, as bytes and as the words the tables compare; rewritten by every lookup. */
   private readonly hashBytes: Buffer;
   private readonly hashWords: Uint32Array;
@@ -111,7 +117,32 @@ export class CachedKeyIndex implements KeyIndex {
     if (!SHA256_HEX.test(keyHash)) return;
     this.hashBytes.write(keyHash, 'hex');
     const entry = this.known.find(this.hashWords);
-    if (entry >= 0) this.knownIds[entry * ID_SLOT_BYTES] = FORGOTTEN;
+    if (entry >= 0) {
+      this.knownIds[entry * ID_SLOT_BYTES] = FORGOTTEN;
+      if (this.attachments) this.attachments[entry] = undefined;
+    }
+  }
+
+  /** What attach() left with the cached entry of this hash; undefined when none, or when the hash is not cached. */
+  attachment(keyHash: string): unknown {
+    if (this.attachments === undefined) return undefined;
+    const entry = this.knownEntry(keyHash);
+    return entry < 0 ? undefined : this.attachments[entry];
+  }
+
+  /** Keeps `value` with the cached entry of this hash until the entry goes; nothing when the hash is not cached. */
+  attach(keyHash: string, value: unknown): void {
+    const entry = this.knownEntry(keyHash);
+    if (entry < 0) return;
+    this.attachments ??= new Array<unknown>(this.known.capacity);
+    this.attachments[entry] = value;
+  }
+
+  private knownEntry(keyHash: string): number {
+    if (!SHA256_HEX.test(keyHash)) return -1;
+    this.hashBytes.write(keyHash, 'hex');
+    const entry = this.known.find(this.hashWords);
+    return entry >= 0 && this.knownIds[entry * ID_SLOT_BYTES] !== FORGOTTEN ? entry : -1;
   }
 
   private readonly isExpired = (entry: number): boolean => this.unknownUntil[entry]! <= this.clock.now();
@@ -120,6 +151,8 @@ export class CachedKeyIndex implements KeyIndex {
     const { keyId, accountId } = ids;
     if (!fitsSlot(keyId, accountId)) return;
     const entry = this.known.claim(this.hashWords);
+    // A new entry, or one taken from another hash: nothing of the former stays with it.
+    if (this.attachments) this.attachments[entry] = undefined;
     const at = entry * ID_SLOT_BYTES;
     this.knownIds[at] = keyId.length;
     this.knownIds[at + 1] = accountId.length;

@@ -33,21 +33,21 @@ export interface AuthorizeRequest extends KeyIds {
 }
 
 /**
- * What Check decided about a key's restrictions, and on which: the stored texts of the key's and the account's
- * restrictions it read them from (src/keys/key-restrictions.ts restrictionsText, '' for none), and the kind it
- * found missing, if any. The store compares the texts with the records inside its atomic step: a change since the
- * replica cached them is answered `restrictions_changed` with the current texts, so a change reaches every replica on
- * its next request, as a revocation does, and no request is decided on restrictions that no longer hold.
+ * What Check decided about a key's restrictions, and on which: the stamps (src/keys/key-restrictions.ts
+ * restrictionsStamp, '' for none) of the key's and the account's stored restriction texts it read them from, and the
+ * kind it found missing, if any. The store compares the stamps with the records' inside its atomic step: a change
+ * since the replica cached them is answered `restrictions_changed` with the current texts, so a change reaches every
+ * replica on its next request, as a revocation does, and no request is decided on restrictions that no longer hold.
  */
 export interface RestrictionsSent {
-  keyText: string;
-  accountText: string;
+  keyStamp: string;
+  accountStamp: string;
   refused?: RestrictionKind;
 }
 
 /**
  * The store's verdict on a known key, decided atomically in this order:
- * key status → the key's restrictions (decided by Check, on texts the store confirms) → billing (credit) → monthly spend caps → request rate limits →
+ * key status → the key's restrictions (decided by Check, on stamps the store confirms) → billing (credit) → monthly spend caps → request rate limits →
  * token budgets. A refused request consumes nothing and holds nothing; an
  * allowed one consumes one request from every limit that applies, and places
  * its hold. Token budgets are only read: tokens are consumed when the

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { KEYED_FAMILIES, type KeyedFamily } from '../check/routes/route-table';
 import { matchesModelPattern } from '../metering/price-table';
 import { MAX_MODEL_NAME_LENGTH } from '../metering/requested-model';
@@ -89,6 +90,23 @@ function cidrProblem(entry: string): string | undefined {
 /** The stored form, the same text in every store: '' for none. */
 export function restrictionsText(restrictions: KeyRestrictions | undefined): string {
   return restrictions === undefined ? '' : JSON.stringify(restrictions);
+}
+
+/**
+ * Bytes of SHA-256 a stamp keeps: 128 bits, so no one can find another text with a stamp they know (a second
+ * preimage), nor two of their own that share one, and 22 characters, short enough that Redis holds the argument and
+ * the field inline (an embedded string, up to 44 bytes) and Lua compares them cheaply.
+ */
+const STAMP_BYTES = 16;
+
+/**
+ * A short stand-in for a stored text, written beside it in the same step: what Check sends with every decision of a
+ * restricted key, and the authorize script compares with the record's, instead of the whole texts (which cost Redis
+ * and the service more per Check the longer they are: docs/concepts/key-restrictions.md). Equal texts have equal
+ * stamps, so a text set again as it was needs no new decision; '' for none, as the text.
+ */
+export function restrictionsStamp(text: string): string {
+  return text === '' ? '' : createHash('sha256').update(text).digest().subarray(0, STAMP_BYTES).toString('base64url');
 }
 
 /** A stored text back to restrictions; throws when it is not valid ones (a record written by something else). */

@@ -5,28 +5,50 @@
  * in-memory stubs. Precise enough (±2%) to measure one hot-path change,
  * where the end-to-end bench on a shared 2-core machine is ±10%.
  *
- *   node .bench/build/test/bench/hot-path.js [--dist DIR] [--seconds S] [--traffic mixed|valid|tail]
+ *   node .bench/build/test/bench/hot-path.js [--dist DIR] [--seconds S] [--traffic mixed|valid|tail] [--restricted-keys]
+ *
+ * --restricted-keys: every valid key carries the restrictions of `npm run bench -- --restricted-keys`
+ * (RESTRICTIONS_ALLOWING_THE_TRAFFIC), cached as after the bench's warm-up, among RESTRICTED_KEYS_CACHED restricted
+ * keys in all; the stub store answers as Redis does once they are confirmed. What a Check of such a key adds in
+ * process: the cache lookup, the restriction step, what the store port is handed (not the RESP encoding, see
+ * redis-check-path.ts and redis-callgrind.ts --restricted-keys for Redis's side).
  *
  * --dist loads the service from another build (e.g. a copy of an earlier
  * dist/), so a change is measured before and after on the same traffic.
  */
+import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import pino from 'pino';
-import { envoyShapedRequest, frameOf, malformedKeys, mixedTraffic, uniformTraffic, unknownKeys } from './traffic';
+import {
+  envoyShapedRequest,
+  frameOf,
+  malformedKeys,
+  mixedTraffic,
+  RESTRICTIONS_ALLOWING_THE_TRAFFIC,
+  uniformTraffic,
+  unknownKeys,
+} from './traffic';
 import { generateCustomerKey, hashCustomerKey, displayPrefixOf } from '../../src/keys/customer-key';
 import { loadBuildModules, type CheckPathModules } from './build-modules';
 import type { HeaderNames } from '../../src/check/routes/header-names';
 
+/** As many restricted keys as the bench's --restricted-keys gateway caches (its 200,000 keys). */
+const RESTRICTED_KEYS_CACHED = 200_000;
+
 type Modules = CheckPathModules &
+  Partial<typeof import('../../src/check/restrictions-cache')> &
+  Partial<typeof import('../../src/check/pipeline/restriction-step')> &
   typeof import('../../src/check/authorization-server') &
   typeof import('../../src/check/check-handler') &
   Partial<typeof import('../../src/check/check-request')> &
   typeof import('../../src/check/proto-loading');
 
 function load(dist: string): Modules {
-  return loadBuildModules<Modules>(dist, ['check/authorization-server.js', 'check/proto-loading.js', 'check/check-request.js']);
+  const files = ['check/authorization-server.js', 'check/proto-loading.js', 'check/check-request.js'];
+  const restrictions = ['check/restrictions-cache.js', 'check/pipeline/restriction-step.js'];
+  return loadBuildModules<Modules>(dist, [...files, ...restrictions.filter((file) => fs.existsSync(path.join(dist, file)))]);
 }
 
 interface Contender {
@@ -45,6 +67,7 @@ async function main(): Promise<void> {
       log: { type: 'string', default: '/dev/null' },
       env: { type: 'string', multiple: true, default: [] },
       traffic: { type: 'string', default: 'mixed' },
+      'restricted-keys': { type: 'boolean', default: false },
     },
   });
   const seconds = Number(values.seconds);
@@ -80,7 +103,7 @@ async function main(): Promise<void> {
       ...baseEnv,
       ...Object.fromEntries(envParts.map((entry) => [entry.slice(0, entry.indexOf('=')), entry.slice(entry.indexOf('=') + 1)])),
     };
-    contenders.push(await contenderFor(spec, path.resolve(dir!), env, traffic.frames, ids, byKeyId, values.log));
+    contenders.push(await contenderFor(spec, path.resolve(dir!), env, traffic.frames, ids, byKeyId, values.log, values['restricted-keys']));
   }
 
   for (const entry of contenders) await entry.run(1000); // warm-up: JIT and caches
@@ -111,8 +134,11 @@ async function contenderFor(
   ids: Map<string, { keyId: string; accountId: string; prefix: string; limited: boolean }>,
   byKeyId: Map<string, { keyId: string; accountId: string; prefix: string; limited: boolean }>,
   logFile: string,
+  restrictedKeys: boolean,
 ): Promise<Contender> {
   const m = load(dist);
+  /** With --restricted-keys, restricted keys the traffic does not send, cached as the bench's gateway holds them. */
+  const others = new Set<string>();
   const loaded = m.loadSettings({ CONFIG_FILE: '', ...env });
   if (!loaded.ok) throw new Error(loaded.problems.join('; '));
   const settings = loaded.settings as typeof loaded.settings & { decisionLogSample?: number };
@@ -126,11 +152,13 @@ async function contenderFor(
     {
       resolveKeyHash: async (hash: string) => {
         const entry = ids.get(hash);
-        return entry ? { keyId: entry.keyId, accountId: entry.accountId } : null;
+        if (entry) return { keyId: entry.keyId, accountId: entry.accountId };
+        return others.has(hash) ? { keyId: 'key_other', accountId: 'acct_other' } : null;
       },
     },
     { maxEntries: 200_000, negativeTtlMs: 2000, maxNegativeEntries: 100_000, onLookup: (outcome) => metrics.observeKeyCache(outcome) },
   );
+  const restrictions = restrictedKeys ? await restrictionsCacheFor(m, keyIndex, ids, others) : undefined;
   const tightest = { scope: 'key' as const, limit: 600, windowSeconds: 60, remaining: 599, resetMs: 100 };
   const authorizer = {
     authorize: async (request: { keyId: string }) => {
@@ -149,6 +177,7 @@ async function contenderFor(
     logger,
     storeFailureMode: 'deny',
     lastUsed,
+    ...(restrictions ? { restrictions } : {}),
     ...(settings.decisionLogSample !== undefined ? { decisionLogSample: settings.decisionLogSample } : {}),
   } as never);
 
@@ -173,6 +202,35 @@ async function contenderFor(
     return done;
   };
   return { dist: label, run, stop: () => lastUsed.stop(), decisions: 0, wallMs: 0 };
+}
+
+/**
+ * RESTRICTED_KEYS_CACHED restricted keys cached as after the bench's warm-up: the traffic's, then others. In the key
+ * cache's entries (this build's RestrictionsCache over a CachedKeyIndex that attaches), or by key id in a build
+ * before that.
+ */
+async function restrictionsCacheFor(
+  m: Modules,
+  keyIndex: InstanceType<Modules['CachedKeyIndex']>,
+  ids: Map<string, { keyId: string }>,
+  others: Set<string>,
+): Promise<unknown> {
+  if (!m.RestrictionsCache || !m.effectiveRestrictions) throw new Error('this build has no key restrictions');
+  const form = m.effectiveRestrictions(JSON.stringify(RESTRICTIONS_ALLOWING_THE_TRAFFIC), '');
+  if (typeof (keyIndex as { attach?: unknown }).attach !== 'function') {
+    const byKeyId = new (m.RestrictionsCache as unknown as new (maxEntries: number) => { set(keyId: string, value: unknown): void })(
+      RESTRICTED_KEYS_CACHED,
+    );
+    for (let i = 0; i < RESTRICTED_KEYS_CACHED; i += 1) byKeyId.set(`key_${i}`, form);
+    return byKeyId;
+  }
+  const cache = new m.RestrictionsCache(keyIndex);
+  for (let i = 0; others.size < RESTRICTED_KEYS_CACHED - ids.size; i += 1) others.add(hashCustomerKey(`other-${i}`));
+  for (const hash of [...ids.keys(), ...others]) {
+    await keyIndex.resolveKeyHash(hash);
+    cache.set(hash, form);
+  }
+  return cache;
 }
 
 type Handler = ReturnType<Modules['createCheckHandler']>;

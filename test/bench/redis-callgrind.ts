@@ -7,7 +7,7 @@
  * shows to a fraction of a percent, where Redis's CPU time on this shared
  * machine moves by ±10 % from run to run.
  *
- *   node .bench/build/test/bench/redis-callgrind.js [--dist DIR]… [--token-budgets] [--spent] [--holds [--postpaid]] [--decisions N] [--in-flight N] [--cpu-time] [--keep-dump FILE]
+ *   node .bench/build/test/bench/redis-callgrind.js [--dist DIR]… [--token-budgets] [--spent] [--holds [--postpaid]] [--restricted-keys] [--decisions N] [--in-flight N] [--cpu-time] [--keep-dump FILE]
  *
  * For each --dist (a build's directory, e.g. a copy of an earlier dist/;
  * default this one), in turn: a fresh redis-server under callgrind; 100
@@ -26,6 +26,11 @@
  * (src/accounts/credit-holds.ts) under a request id of its own that no answer
  * releases, so every decision is taken with the holds of the ones before it
  * in flight (60 per account by the end of the default run).
+ *
+ * --restricted-keys: every key carries the restrictions of `npm run bench -- --restricted-keys`
+ * (RESTRICTIONS_ALLOWING_THE_TRAFFIC), and each decision sends what Check sends for such a key: what the store
+ * answered the key's first decision (its `restrictions_changed`, in the warm-up), as decide() keeps it
+ * (effectiveRestrictions). So it measures whatever a build confirms restrictions with, texts or stamps.
  *
  * --keep-dump FILE: the measured decisions' callgrind dump is copied to FILE
  * (with each --dist's index after the first), for `callgrind_annotate FILE`
@@ -51,6 +56,7 @@ import Redis from 'ioredis';
 import { generateCustomerKey } from '../../src/keys/customer-key';
 import { NO_TOKEN_BUDGETS, type TokenBudgetPlan } from '../../src/accounts/limits/token-budgets';
 import { BENCH_PLAN, BENCH_TOKEN_BUDGETS } from './bench-plan';
+import { RESTRICTIONS_ALLOWING_THE_TRAFFIC } from './traffic';
 import { packTokenBuckets } from '../../src/store/redis/redis-records';
 import { insertKey } from '../support/pipeline-fixture-world';
 import { findRedisServerBinary } from '../support/redis-server';
@@ -59,7 +65,10 @@ import { redisWork, redisWorkDelta } from './redis-stats';
 
 const execute = promisify(execFile);
 
-type Modules = CheckPathModules & typeof import('../../src/store/redis/redis-store') & typeof import('../../src/store/redis/redis-keys');
+type Modules = CheckPathModules &
+  typeof import('../../src/check/pipeline/restriction-step') &
+  typeof import('../../src/store/redis/redis-store') &
+  typeof import('../../src/store/redis/redis-keys');
 
 const ACCOUNTS = 100;
 const KEYS_PER_ACCOUNT = 10;
@@ -77,6 +86,7 @@ async function main(): Promise<void> {
       spent: { type: 'boolean', default: false },
       holds: { type: 'boolean', default: false },
       postpaid: { type: 'boolean', default: false },
+      'restricted-keys': { type: 'boolean', default: false },
       decisions: { type: 'string', default: '3000' },
       'in-flight': { type: 'string', default: '64' },
       'cpu-time': { type: 'boolean', default: false },
@@ -98,13 +108,14 @@ async function main(): Promise<void> {
       spent: values.spent,
       holds: values.holds,
       postpaid: values.postpaid,
+      restrictedKeys: values['restricted-keys'],
       decisions,
       inFlight,
       cpuTime: values['cpu-time'],
       keepDump,
     });
     process.stdout.write(
-      `${JSON.stringify({ dist, tokenBudgets: values['token-budgets'], spent: values.spent, holds: values.holds, postpaid: values.postpaid, decisions, inFlight, ...measured })}\n`,
+      `${JSON.stringify({ dist, tokenBudgets: values['token-budgets'], spent: values.spent, holds: values.holds, postpaid: values.postpaid, restrictedKeys: values['restricted-keys'], decisions, inFlight, ...measured })}\n`,
     );
   }
 }
@@ -114,6 +125,7 @@ interface Run {
   spent: boolean;
   holds: boolean;
   postpaid: boolean;
+  restrictedKeys: boolean;
   decisions: number;
   inFlight: number;
   cpuTime: boolean;
@@ -122,7 +134,11 @@ interface Run {
 
 async function measure(dist: string, binary: string, run: Run): Promise<Record<string, number>> {
   const { budgets, spent, holds, postpaid, decisions, inFlight } = run;
-  const m = loadBuildModules<Modules>(dist, ['store/redis/redis-store.js', 'store/redis/redis-keys.js']);
+  const m = loadBuildModules<Modules>(dist, [
+    'store/redis/redis-store.js',
+    'store/redis/redis-keys.js',
+    'check/pipeline/restriction-step.js',
+  ]);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'redis-callgrind-'));
   const port = 20_000 + Math.floor(Math.random() * 20_000);
   const serverArgs = ['--port', String(port), '--save', '', '--appendonly', 'no', '--dir', dir];
@@ -145,7 +161,9 @@ async function measure(dist: string, binary: string, run: Run): Promise<Record<s
     }
     const store = await m.RedisStore.connect({ url, commandTimeoutMs: 60_000, adminCommandTimeoutMs: 60_000 });
     try {
-      const ids = await seed(m, store, probe, budgets, spent, holds && !postpaid);
+      const ids = await seed(m, store, probe, budgets, spent, holds && !postpaid, run.restrictedKeys);
+      // By key id: what the store last answered about its restrictions, sent with each decision as Check does.
+      const sent = new Map<string, ReturnType<Modules['effectiveRestrictions']>>();
       let requests = 0;
       const holdOf = () => ({ hold: { requestId: `bench-${(requests += 1)}`, minorUnits: HOLD_MINOR_UNITS, tokens: HOLD_TOKENS } });
       const authorize = async (count: number) => {
@@ -154,12 +172,19 @@ async function measure(dist: string, binary: string, run: Run): Promise<Record<s
           Array.from({ length: inFlight }, async () => {
             while (next < count) {
               const key = ids[next++ % ids.length]!;
-              const outcome = await store.authorize({
-                ...key,
-                defaultPlan: BENCH_PLAN,
-                defaultTokenBudgets: budgets,
-                ...(holds ? holdOf() : {}),
-              });
+              const decide = () =>
+                store.authorize({
+                  ...key,
+                  defaultPlan: BENCH_PLAN,
+                  defaultTokenBudgets: budgets,
+                  ...(holds ? holdOf() : {}),
+                  ...(sent.has(key.keyId) ? { restrictions: sent.get(key.keyId)! } : {}),
+                });
+              let outcome = await decide();
+              if (outcome.kind === 'restrictions_changed') {
+                sent.set(key.keyId, m.effectiveRestrictions(outcome.keyText, outcome.accountText));
+                outcome = await decide();
+              }
               if (outcome.kind !== 'allow') throw new Error(`expected allow, got ${outcome.kind}`);
             }
           }),
@@ -204,6 +229,7 @@ async function seed(
   budgets: TokenBudgetPlan,
   spent: boolean,
   prepaid: boolean,
+  restricted: boolean,
 ): Promise<{ accountId: string; keyId: string }[]> {
   const createdAt = new Date().toISOString();
   const ids: { accountId: string; keyId: string }[] = [];
@@ -220,7 +246,13 @@ async function seed(
     });
     for (let k = 0; k < KEYS_PER_ACCOUNT; k += 1) {
       const keyId = `key_${a}_${k}`;
-      await insertKey(store, generateCustomerKey('live'), { id: keyId, accountId, name: keyId, createdAt });
+      await insertKey(store, generateCustomerKey('live'), {
+        id: keyId,
+        accountId,
+        name: keyId,
+        createdAt,
+        ...(restricted ? { restrictions: RESTRICTIONS_ALLOWING_THE_TRAFFIC } : {}),
+      });
       ids.push({ accountId, keyId });
       if (spent) {
         const spentInto = (of: TokenBudgetPlan['key'], fraction: number) =>

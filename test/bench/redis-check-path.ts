@@ -5,7 +5,11 @@
  * without gRPC or the load driver sharing the measurement.
  *
  *   node .bench/build/test/bench/redis-check-path.js [--dist DIR]… [--authorizes N] [--in-flight C]
- *        [--mix-seconds S] [--mix-rate R] [--flush-ms MS] [--token-budgets]
+ *        [--mix-seconds S] [--mix-rate R] [--flush-ms MS] [--token-budgets] [--restricted-keys]
+ *
+ * --restricted-keys: every key carries the restrictions of `npm run bench -- --restricted-keys`
+ * (RESTRICTIONS_ALLOWING_THE_TRAFFIC), and each decision sends what Check sends for such a key once its restrictions
+ * are cached: what it decided on after the store answered its first decision (`restrictions_changed`), as decide() keeps it.
  *
  * --token-budgets: the default plan also has token budgets (two per scope,
  * never exhausted), as `npm run bench -- --token-budgets` configures them.
@@ -34,18 +38,22 @@ import { generateCustomerKey, hashCustomerKey } from '../../src/keys/customer-ke
 import type { RatePlan } from '../../src/accounts/limits/rate-limits';
 import { NO_TOKEN_BUDGETS } from '../../src/accounts/limits/token-budgets';
 import { BENCH_PLAN, BENCH_TOKEN_BUDGETS } from './bench-plan';
+import { RESTRICTIONS_ALLOWING_THE_TRAFFIC } from './traffic';
 import { insertKey } from '../support/pipeline-fixture-world';
 import { startTestRedis } from '../support/redis-server';
 import { commandDelta, commandStats, type CommandCounts } from './redis-stats';
 import { loadBuildModules, type CheckPathModules } from './build-modules';
 
-type Modules = CheckPathModules & typeof import('../../src/store/redis/redis-store');
+type Modules = CheckPathModules &
+  typeof import('../../src/check/pipeline/restriction-step') &
+  typeof import('../../src/store/redis/redis-store');
 
 function load(dist: string): Modules {
-  return loadBuildModules<Modules>(dist, ['store/redis/redis-store.js']);
+  return loadBuildModules<Modules>(dist, ['store/redis/redis-store.js', 'check/pipeline/restriction-step.js']);
 }
 
 let budgets = NO_TOKEN_BUDGETS;
+let restrictedKeys = false;
 
 const KEYS = 10_000;
 const KEYS_PER_ACCOUNT = 10;
@@ -95,9 +103,11 @@ async function main(): Promise<void> {
       'mix-rate': { type: 'string', default: '4400' },
       'flush-ms': { type: 'string', default: '' },
       'token-budgets': { type: 'boolean', default: false },
+      'restricted-keys': { type: 'boolean', default: false },
     },
   });
   if (values['token-budgets']) budgets = BENCH_TOKEN_BUDGETS;
+  restrictedKeys = values['restricted-keys'];
   const authorizes = Number(values.authorizes);
   const inFlight = Number(values['in-flight']);
   const rounds = Number(values.rounds);
@@ -161,7 +171,14 @@ async function contenderFor(label: string, dist: string, url: string): Promise<C
   );
   const newKey = async (accountId: string, keyId: string, limits?: RatePlan['key']) => {
     const plaintext = generateCustomerKey('live');
-    await insertKey(store, plaintext, { id: keyId, accountId, name: keyId, createdAt, ...(limits ? { limits } : {}) });
+    await insertKey(store, plaintext, {
+      id: keyId,
+      accountId,
+      name: keyId,
+      createdAt,
+      ...(limits ? { limits } : {}),
+      ...(restrictedKeys ? { restrictions: RESTRICTIONS_ALLOWING_THE_TRAFFIC } : {}),
+    });
     return { hash: hashCustomerKey(plaintext), ids: { keyId, accountId } };
   };
   const valid = await inChunks(KEYS, (i) => newKey(`${label}-acct-${i % accounts}`, `key_${label}_${i}`));
@@ -171,11 +188,25 @@ async function contenderFor(label: string, dist: string, url: string): Promise<C
     newKey(`${label}-limited`, `key_${label}_limited${i}`, [{ limit: 1, windowSeconds: 86_400 }]),
   );
   const unknown = Array.from({ length: UNKNOWN_KEYS }, () => hashCustomerKey(generateCustomerKey('live')));
+  // By key id: what the store last answered about its restrictions, sent with each decision as Check does.
+  const sent = new Map<string, ReturnType<Modules['effectiveRestrictions']>>();
   return {
     label,
     m,
     store,
-    authorize: (ids) => checkPath.authorizer.authorize({ ...ids, defaultPlan: BENCH_PLAN, defaultTokenBudgets: budgets }),
+    authorize: async (ids) => {
+      const decide = () =>
+        checkPath.authorizer.authorize({
+          ...ids,
+          defaultPlan: BENCH_PLAN,
+          defaultTokenBudgets: budgets,
+          ...(sent.has(ids.keyId) ? { restrictions: sent.get(ids.keyId)! } : {}),
+        });
+      const outcome = await decide();
+      if (outcome.kind !== 'restrictions_changed') return outcome;
+      sent.set(ids.keyId, m.effectiveRestrictions(outcome.keyText, outcome.accountText));
+      return decide();
+    },
     valid,
     limited,
     unknown,

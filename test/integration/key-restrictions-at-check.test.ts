@@ -5,6 +5,8 @@ import { startTestRedis, type TestRedis } from '../support/redis-server';
 import { startAppUnderTest, type AppUnderTest } from '../support/running-app';
 import { isBackgroundCommand, untilWebhookWorkDone } from '../support/background-commands';
 import { redisKeys } from '../../src/store/redis/redis-keys';
+import { restrictionsFields } from '../../src/store/redis/redis-records';
+import { restrictionsStamp } from '../../src/keys/key-restrictions';
 
 /**
  * Key restrictions (docs/concepts/key-restrictions.md) end to end: a server on real Redis, restrictions set through
@@ -212,14 +214,15 @@ describe('key restrictions over gRPC on real Redis', () => {
       expect((await stats.hkeys(record))[0]).toBe('id');
     }
     expect((await client.check(chat(key))).status.code).toBe(0);
-    // Changed by another replica, straight in Redis (this one's cache believes the key unrestricted): seen at once.
+    // Changed by another replica, straight in Redis as the store writes it (this one's cache believes the key
+    // unrestricted): seen at once.
     for (const [record, restrictions] of [
       [keyRecord, { endpoints: ['/v1/embeddings'] }],
       [accountRecord, { readOnly: true }],
     ] as const) {
-      await stats.hset(record, 'restrictions', JSON.stringify(restrictions));
+      await stats.hset(record, ...restrictionsFields(restrictions));
       expect(reasonOf(await client.check(chat(key)))).toBe('endpoint_not_permitted');
-      await stats.hdel(record, 'restrictions');
+      await stats.hdel(record, redisKeys.restrictionsField(), redisKeys.restrictionsStampField());
       expect((await client.check(chat(key))).status.code).toBe(0);
     }
     // And through the admin API.
@@ -231,6 +234,19 @@ describe('key restrictions over gRPC on real Redis', () => {
     expect(reasonOf(await client.check(chat(key)))).toBe('endpoint_not_permitted');
     expect((await server.admin('PATCH', '/admin/accounts/older-co', { keyRestrictions: null })).status).toBe(200);
     expect((await client.check(chat(key))).status.code).toBe(0);
+  });
+
+  it("a record whose stamp is not its text's fails closed: the Check is refused, never decided on either", async () => {
+    const { id, key } = await newKey({ restrictions: { endpoints: ['chat-completions'] } });
+    expect((await client.check(chat(key))).status.code).toBe(0);
+    // Written by something other than the store: a wider text under the stamp the replica holds.
+    const record = redisKeys.key('restricted-co', id);
+    const heldStamp = await stats.hget(record, redisKeys.restrictionsStampField());
+    await stats.hset(record, redisKeys.restrictionsField(), JSON.stringify({ endpoints: ['/v1/embeddings'] }));
+    await stats.hset(record, redisKeys.restrictionsStampField(), 'not-the-stamp-of-it');
+    expect(reasonOf(await client.check(chat(key)))).toBe('store_unavailable');
+    expect(reasonOf(await client.check(chat(key)))).toBe('store_unavailable');
+    expect(heldStamp).toBe(restrictionsStamp(JSON.stringify({ endpoints: ['chat-completions'] })));
   });
 
   it('a key without restrictions sends the authorize script no texts to compare: only its id, the time and a hold', async () => {
@@ -251,6 +267,30 @@ describe('key restrictions over gRPC on real Redis', () => {
     const argv = rest.slice(Number(keyCount));
     expect(argv[0]).toBe(id);
     expect(argv.length).toBeLessThanOrEqual(3);
+  });
+
+  it('a restricted key sends the authorize script one short stamp of its restrictions, not their texts', async () => {
+    const restrictions = { endpoints: ['chat-completions', 'messages'], sourceAddresses: ['127.0.0.0/8', '::1/128'] };
+    const { id, key } = await newKey({ restrictions });
+    const allowed = chat(key, { sourceAddress: '127.0.0.1' });
+    expect((await client.check(allowed)).status.code).toBe(0); // the restrictions are cached from here on
+    const threshold = ((await stats.config('GET', 'slowlog-log-slower-than')) as string[])[1]!;
+    await stats.config('SET', 'slowlog-log-slower-than', '0');
+    await stats.slowlog('RESET');
+    try {
+      expect((await client.check(allowed)).status.code).toBe(0);
+    } finally {
+      await stats.config('SET', 'slowlog-log-slower-than', threshold);
+    }
+    const entries = (await stats.slowlog('GET', 1000)) as [number, number, number, string[]][];
+    const scriptCalls = entries.map((entry) => entry[3]).filter((args) => args[0]?.toLowerCase() === 'evalsha');
+    expect(scriptCalls).toHaveLength(1);
+    const [, , keyCount, ...rest] = scriptCalls[0]!;
+    // The key id, the time, the hold, then the key's stamp: the account has no defaults, so nothing for it.
+    const argv = rest.slice(Number(keyCount));
+    expect(argv[0]).toBe(id);
+    expect(argv.slice(3)).toEqual([restrictionsStamp(JSON.stringify(restrictions))]);
+    expect(argv[3]!.length).toBeLessThan(32);
   });
 
   it('a restricted key costs the Redis commands of an unrestricted one, once its restrictions are cached', async () => {

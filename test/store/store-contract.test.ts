@@ -17,6 +17,7 @@ import { consumeTokenBudget } from '../../src/accounts/limits/token-budget';
 import { LUA_TOKEN_BUDGET } from '../../src/store/redis/scripts';
 import { LUA_TOKEN_UNREFILLED_FOR_TEST } from '../../src/store/redis/authorize-script';
 import { generateCustomerKey, hashCustomerKey } from '../../src/keys/customer-key';
+import { restrictionsStamp } from '../../src/keys/key-restrictions';
 import type { RatePlan } from '../../src/accounts/limits/rate-limits';
 import { MemoryStore } from '../../src/store/memory-store';
 import { dayStartOf, HOUR_MS, hourStartOf } from '../../src/keys/request-counts';
@@ -217,9 +218,10 @@ describe.each(implementations)('store contract: %s', (_name, open) => {
   describe('key restrictions (issue 38)', () => {
     const onKey = { endpoints: ['/v1/embeddings'], models: ['text-embedding-3*'], sourceAddresses: ['10.0.0.0/8', '2001:db8::/32'] };
     const onAccount = { readOnly: true };
+    // What Check sends: the stamps of the texts it decided on.
     const texts = (keyText: string, accountText: string, refused?: 'address' | 'endpoint' | 'model') => ({
-      keyText,
-      accountText,
+      keyStamp: restrictionsStamp(keyText),
+      accountStamp: restrictionsStamp(accountText),
       ...(refused ? { refused } : {}),
     });
     const authorizeWith = (ids: { accountId: string; keyId: string }, restrictions: ReturnType<typeof texts>, plan = NO_LIMITS) =>
@@ -252,6 +254,43 @@ describe.each(implementations)('store contract: %s', (_name, open) => {
       });
       expect((await authorizeWith(ids, texts(keyText, accountText), plan)).kind).toBe('allow');
       expect((await authorizeWith(ids, texts(keyText, accountText), plan)).kind).toBe('rate_limited');
+    });
+
+    it('answers a change of either record, a removal included, to a caller holding the earlier texts', async () => {
+      const ids = await seed({ keyRestrictions: onAccount }, { restrictions: onKey });
+      const [keyText, accountText] = [JSON.stringify(onKey), JSON.stringify(onAccount)];
+      const { prefix } = ids.record;
+      expect((await authorizeWith(ids, texts(keyText, accountText))).kind).toBe('allow');
+      // Set again as it was: the same text, nothing to decide again.
+      await store.updateKey(ids.keyId, { restrictions: onKey });
+      expect((await authorizeWith(ids, texts(keyText, accountText))).kind).toBe('allow');
+      const narrower = { ...onKey, models: ['text-embedding-3-small'] };
+      await store.updateKey(ids.keyId, { restrictions: narrower });
+      expect(await authorizeWith(ids, texts(keyText, accountText))).toEqual({
+        kind: 'restrictions_changed',
+        prefix,
+        keyText: JSON.stringify(narrower),
+        accountText,
+      });
+      await store.updateAccount(ids.accountId, { keyRestrictions: { models: ['text-*'] } });
+      expect(await authorizeWith(ids, texts(JSON.stringify(narrower), accountText))).toEqual({
+        kind: 'restrictions_changed',
+        prefix,
+        keyText: JSON.stringify(narrower),
+        accountText: JSON.stringify({ models: ['text-*'] }),
+      });
+      await store.updateKey(ids.keyId, { restrictions: null });
+      await store.updateAccount(ids.accountId, { keyRestrictions: null });
+      expect(await authorizeWith(ids, texts(JSON.stringify(narrower), JSON.stringify({ models: ['text-*'] })))).toEqual({
+        kind: 'restrictions_changed',
+        prefix,
+        keyText: '',
+        accountText: '',
+      });
+      expect((await authorize(ids)).kind).toBe('allow');
+      // Restricted again as at first: a caller still holding none is told.
+      await store.updateKey(ids.keyId, { restrictions: onKey });
+      expect(await authorize(ids)).toEqual({ kind: 'restrictions_changed', prefix, keyText, accountText: '' });
     });
 
     it('decides the status first: a revoked key is told so whatever the restrictions', async () => {

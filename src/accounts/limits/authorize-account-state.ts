@@ -1,6 +1,6 @@
 import type { Account, StoredKey } from '../../keys/key-records';
 import type { AuthorizeOutcome, RestrictionsSent } from '../../check/ports';
-import { restrictionsText } from '../../keys/key-restrictions';
+import { restrictionsStamp, restrictionsText } from '../../keys/key-restrictions';
 import { gcraStep } from './gcra';
 import { effectiveLimits } from './rate-limit';
 import { limitHit, type LimitHit, type LimitScope, type LimitState, type RatePlan } from './rate-limits';
@@ -9,7 +9,7 @@ import { effectiveTokenBudgets, tokenBucketName, tokenBudgetState, type TokenBuc
 
 /**
  * The authorization rules for a known key, as one pure function: key status
- * → restrictions (Check's verdict, on the texts it sent) → billing (credit) → monthly spend caps → request rate limits → token
+ * → restrictions (Check's verdict, on the stamps it sent) → billing (credit) → monthly spend caps → request rate limits → token
  * budgets, consuming nothing unless everything passes (and token budgets
  * never: usage consumes them, src/accounts/limits/usage-account-state.ts). The
  * in-memory store runs this; the Redis store runs the same rules in its Lua
@@ -28,7 +28,7 @@ export interface AccountState {
   keyMonthSpend: number;
   /** What the account's holds in flight reserve (none expired), and of those the key's; absent: none. */
   held?: HeldAmounts;
-  /** What Check decided on the key's restrictions, and on which texts; absent: none believed, none refused. */
+  /** What Check decided on the key's restrictions, and on which stamps; absent: none believed, none refused. */
   restrictions?: RestrictionsSent;
 }
 
@@ -81,7 +81,8 @@ export function authorizeAccountState(
   const keyText = restrictionsText(key.restrictions);
   const accountText = restrictionsText(account.keyRestrictions);
   const sent = state.restrictions;
-  if (keyText !== (sent?.keyText ?? '') || accountText !== (sent?.accountText ?? '')) {
+  // The stamps, as the authorize script compares them (redisKeys.restrictionsStampField).
+  if (restrictionsStamp(keyText) !== (sent?.keyStamp ?? '') || restrictionsStamp(accountText) !== (sent?.accountStamp ?? '')) {
     return { outcome: { kind: 'restrictions_changed', prefix, keyText, accountText }, writes: [] };
   }
   if (sent?.refused !== undefined) return { outcome: { kind: 'restricted', prefix }, writes: [] };

@@ -125,10 +125,10 @@ export async function decide(request: AuthRequest, deps: PipelineDeps): Promise<
 
   const hold = holdFor(request, route, settings.pricing);
   // Restrictions after the key is known and before the store's atomic step: decided here on what this replica holds,
-  // confirmed there (the texts it was decided on, after the key's status), so a refused request consumes no rate
+  // confirmed there (the stamps of the texts it was decided on, after the key's status), so a refused request consumes no rate
   // limit and holds no credit, and a revoked key is told it is revoked. A change is answered with the new texts:
   // decided again, in one more round trip, once per replica and change.
-  let restrictions = deps.restrictions?.get(ids.keyId) ?? NO_RESTRICTIONS;
+  let restrictions = deps.restrictions?.get(keyHash) ?? NO_RESTRICTIONS;
   let refusal = refusedByRestrictions(request, route, restrictions);
   let outcome;
   for (let attempt = 0; ; attempt += 1) {
@@ -139,7 +139,7 @@ export async function decide(request: AuthRequest, deps: PipelineDeps): Promise<
         defaultPlan: settings.defaultPlan,
         defaultTokenBudgets: settings.defaultTokenBudgets,
         restrictions: refusal
-          ? { keyText: restrictions.keyText, accountText: restrictions.accountText, refused: refusal.kind }
+          ? { keyStamp: restrictions.keyStamp, accountStamp: restrictions.accountStamp, refused: refusal.kind }
           : restrictions,
         ...(hold ? { hold } : {}),
       });
@@ -155,7 +155,7 @@ export async function decide(request: AuthRequest, deps: PipelineDeps): Promise<
       // Unreadable restrictions refuse the key (fail closed) until the record is repaired.
       return unavailable(error);
     }
-    deps.restrictions?.set(ids.keyId, restrictions);
+    deps.restrictions?.set(keyHash, restrictions);
     refusal = refusedByRestrictions(request, route, restrictions);
   }
   if (outcome.kind === 'unknown_key') return unknown();

@@ -7,6 +7,7 @@ import {
   modelAllowed,
   parseRestrictionsText,
   pathAllowed,
+  restrictionsStamp,
   type AddressRange,
   type CompiledRestrictions,
   type RestrictionKind,
@@ -18,26 +19,31 @@ import type { KeyedFamily } from '../routes/route-table';
 import { topLevelModelOf } from './model-step';
 
 /**
- * A key's restrictions as one replica holds them: the stored texts it read them from (what the store confirms on
- * every Check, src/check/ports.ts RestrictionsSent), and both parts compiled. The account's defaults and the key's own
- * are both applied, so a key can only narrow its account's.
+ * A key's restrictions as one replica holds them: the stamps of the stored texts it read them from (what the store
+ * confirms on every Check, src/check/ports.ts RestrictionsSent), and both parts compiled. The account's defaults and
+ * the key's own are both applied, so a key can only narrow its account's. As a RestrictionsSent, it is what a Check
+ * that refused nothing sends: no object is made per Check.
  */
 export interface EffectiveRestrictions {
-  readonly keyText: string;
-  readonly accountText: string;
+  readonly keyStamp: string;
+  readonly accountStamp: string;
   readonly parts: readonly CompiledRestrictions[];
 }
 
 /** What a replica believes of a key it holds nothing for: no restrictions, the common case, which costs nothing. */
-export const NO_RESTRICTIONS: EffectiveRestrictions = Object.freeze({ keyText: '', accountText: '', parts: Object.freeze([]) });
+export const NO_RESTRICTIONS: EffectiveRestrictions = Object.freeze({ keyStamp: '', accountStamp: '', parts: Object.freeze([]) });
 
-/** The stored texts compiled; throws when one is not valid restrictions (a record written by something else). */
+/**
+ * The stored texts compiled, with their stamps (computed here from the texts the store answered, so a record whose
+ * stamp is not its text's is answered as changed again, and Check fails closed); throws when one is not valid
+ * restrictions (a record written by something else).
+ */
 export function effectiveRestrictions(keyText: string, accountText: string): EffectiveRestrictions {
   if (keyText === '' && accountText === '') return NO_RESTRICTIONS;
   const parts = [parseRestrictionsText(accountText), parseRestrictionsText(keyText)].flatMap((part) =>
     part === undefined ? [] : [compileRestrictions(part)],
   );
-  return { keyText, accountText, parts };
+  return { keyStamp: restrictionsStamp(keyText), accountStamp: restrictionsStamp(accountText), parts };
 }
 
 export type RestrictionRefusal = { kind: RestrictionKind } & (

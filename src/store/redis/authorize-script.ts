@@ -216,19 +216,23 @@ interface PlanLimit {
 /**
  * Lua: the key's restrictions (docs/concepts/key-restrictions.md), after the status checks and before anything
  * that consumes or holds. Check decides them from the texts it cached (src/check/restrictions-cache.ts) and, for a
- * key it knows to be restricted, sends those texts and its verdict as ARGV[4..6] (key text, account text, refused
- * kind; '' for none; ARGV[3], the hold, is then '' when there is none). A key it believes unrestricted sends none
- * of them, so the common Check pays for no argument. Texts other than the records' (k[9], and the account's field
- * at `at`) are answered with the current ones, so Check decides again: a change reaches every replica on its next
- * request, as revocation does. A verdict on current texts refuses here, where the status is known. No command of
- * its own: both fields come with the HMGETs. An unrestricted key of an account without defaults (both fields absent,
- * no texts sent), the common case, passes on one test rather than the comparison (measured in the same document).
+ * key it knows to be restricted, sends the texts' stamps and its verdict as ARGV[4..6] (key's stamp, account's
+ * stamp, refused kind; each left out when it and those after it are '', and ARGV[3], the hold, then '' when there is
+ * none). A key it believes unrestricted sends none of them, so the common Check pays for no argument. Stamps other
+ * than the records' (k[9], and the account's field at `at`, written with the texts) are answered with the current
+ * texts, read then (the only time they are), so Check decides again: a change reaches every replica on its next
+ * request, as revocation does. A verdict on current stamps refuses here, where the status is known. Nothing more on
+ * the common path: both stamps come with the HMGETs. An unrestricted key of an account without defaults (both
+ * fields absent, no stamps sent), the common case, passes on one test rather than the comparison (measured in the
+ * same document).
  */
 function luaRestrictions(at: number): string {
   return `if k[9] or a[${at}] or ARGV[4] then
-  local rk, ra = k[9] or '', a[${at}] or ''
-  if rk ~= (ARGV[4] or '') or ra ~= (ARGV[5] or '') then return {'restrictions_changed', prefix, rk, ra} end
-  if ARGV[6] and ARGV[6] ~= '' then return {'restricted', prefix} end
+  if (k[9] or '') ~= (ARGV[4] or '') or (a[${at}] or '') ~= (ARGV[5] or '') then
+    return {'restrictions_changed', prefix, redis.call('HGET', KEYS[2], ${luaText(redisKeys.restrictionsField())}) or '',
+      redis.call('HGET', KEYS[1], ${luaText(redisKeys.restrictionsField())}) or ''}
+  end
+  if ARGV[6] then return {'restricted', prefix} end
 end`;
 }
 
@@ -250,7 +254,7 @@ function authorizeLua(plan: RatePlan, budgets: TokenBudgetPlan): string {
   ].map((entry, i) => ({ at: 7 + i, ...entry }));
   const accountBucketsAt = 7 + tokenFields.length;
   const keyBucketsAt = accountBucketsAt + 1;
-  const accountFields = `'status', 'creditBalance', 'limits', ${luaText(redisKeys.bucketSweepField())}, ${luaText(redisKeys.tokenBudgetsField())}, ${luaText(redisKeys.monthlySpendCapField())},\n  ${tokenFields.map(({ field }) => `${field}, `).join('')}${luaText(redisKeys.accountBucketField())}, kf, ${luaText(redisKeys.restrictionsField())}`;
+  const accountFields = `'status', 'creditBalance', 'limits', ${luaText(redisKeys.bucketSweepField())}, ${luaText(redisKeys.tokenBudgetsField())}, ${luaText(redisKeys.monthlySpendCapField())},\n  ${tokenFields.map(({ field }) => `${field}, `).join('')}${luaText(redisKeys.accountBucketField())}, kf, ${luaText(redisKeys.restrictionsStampField())}`;
   const accountRestrictionsAt = keyBucketsAt + 1;
   const tokenBudgetCheck = luaTokenBudgetCheck(budgets, {
     key: tokenFields.find(({ scope }) => scope === 'key')?.at ?? 0,
@@ -292,7 +296,7 @@ local floor, ceil = math.floor, math.ceil
 local now = tonumber(ARGV[2])
 if not now then return redis.error_reply('authorize: ARGV[2] must be the decision time in µs on the Redis clock') end
 local k = redis.call('HMGET', KEYS[2], 'status', 'expiresAtMs', 'limits', 'prefix', 'environment', 'revokeAtMs',
-  ${luaText(redisKeys.tokenBudgetsField())}, ${luaText(redisKeys.monthlySpendCapField())}, ${luaText(redisKeys.restrictionsField())})
+  ${luaText(redisKeys.tokenBudgetsField())}, ${luaText(redisKeys.monthlySpendCapField())}, ${luaText(redisKeys.restrictionsStampField())})
 if not k[1] then return {'unknown_key'} end
 local kf = ${keyField(redisKeys.keyBucketField)}
 local a = redis.call('HMGET', KEYS[1], ${accountFields})

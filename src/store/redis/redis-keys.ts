@@ -119,9 +119,15 @@ export const redisKeys = {
   monthlySpendCapField: () => 'monthlySpendCap',
   /**
    * Restrictions (src/keys/key-restrictions.ts, restrictionsText): the key's own on its record, its keys' defaults on
-   * the account hash. The authorize script reads both and compares them with the texts Check decided on.
+   * the account hash. Always written and removed together with restrictionsStampField.
    */
   restrictionsField: () => 'restrictions',
+  /**
+   * The stamp of the text in restrictionsField (src/keys/key-restrictions.ts, restrictionsStamp), in the same record:
+   * what the authorize script reads on every decision and compares with the stamps Check decided on; the texts are
+   * read only when they differ.
+   */
+  restrictionsStampField: () => 'restrictionsStamp',
   /**
    * Spend (integer minor units) per UTC month `YYYY-MM`, fields of the account
    * hash: `sp:a:<month>` for the account, `sp:k:<keyId>:<month>` per key. The

@@ -7,7 +7,7 @@ import type { TokenBudget, TokenBudgetOverride } from '../../accounts/limits/tok
 import type { TokenBucket } from '../../accounts/limits/token-budget';
 import { CorruptRecordError } from '../../ports/store';
 import { EXPOSED_KEY_ACTIONS, type Account, type ExposedKeyAction, type StoredKey } from '../../keys/key-records';
-import { parseRestrictionsText, restrictionsText, type KeyRestrictions } from '../../keys/key-restrictions';
+import { parseRestrictionsText, restrictionsStamp, restrictionsText, type KeyRestrictions } from '../../keys/key-restrictions';
 import { redisKeys } from './redis-keys';
 
 /**
@@ -41,7 +41,7 @@ export function keyToFields(key: StoredKey): string[] {
   if (key.monthlySpendCap !== undefined) fields.push(redisKeys.monthlySpendCapField(), String(key.monthlySpendCap));
   if (key.replaces !== undefined) fields.push('replaces', key.replaces);
   if (key.createdBy !== undefined) fields.push('createdBy', JSON.stringify(key.createdBy));
-  if (key.restrictions !== undefined) fields.push(redisKeys.restrictionsField(), restrictionsText(key.restrictions));
+  if (key.restrictions !== undefined) fields.push(...restrictionsFields(key.restrictions));
   return fields;
 }
 
@@ -52,9 +52,15 @@ export function accountToFields(account: Account): string[] {
   if (account.maxActiveKeys !== undefined) fields.push('maxActiveKeys', String(account.maxActiveKeys));
   if (account.tokenBudgets !== undefined) fields.push(redisKeys.tokenBudgetsField(), JSON.stringify(account.tokenBudgets));
   if (account.monthlySpendCap !== undefined) fields.push(redisKeys.monthlySpendCapField(), String(account.monthlySpendCap));
-  if (account.keyRestrictions !== undefined) fields.push(redisKeys.restrictionsField(), restrictionsText(account.keyRestrictions));
+  if (account.keyRestrictions !== undefined) fields.push(...restrictionsFields(account.keyRestrictions));
   if (account.exposedKeyAction !== undefined) fields.push('exposedKeyAction', account.exposedKeyAction);
   return fields;
+}
+
+/** The text and its stamp, always written together (redisKeys.restrictionsStampField). */
+export function restrictionsFields(restrictions: KeyRestrictions): [string, string, string, string] {
+  const text = restrictionsText(restrictions);
+  return [redisKeys.restrictionsField(), text, redisKeys.restrictionsStampField(), restrictionsStamp(text)];
 }
 
 type RecordKind = CorruptRecordError['record'];

@@ -60,6 +60,7 @@ import {
   parseKey,
   parseMember,
   parsePackedTokenBuckets,
+  restrictionsFields,
 } from './redis-records';
 import type { CheckChannel } from './check-connection';
 import { usageAggregateIncrements, usageBucketOf } from '../usage-aggregates';
@@ -72,7 +73,6 @@ import { ACTIVE_KEYS_NOT_INDEXED, REDIS_SCRIPTS as scripts, parseAuthorizeReply 
 import { authorizeScript } from './authorize-script';
 import type { RestrictionsSent } from '../../check/ports';
 import type { CreditHold } from '../../accounts/credit-holds';
-import { restrictionsText } from '../../keys/key-restrictions';
 import type { OutboxEvent } from '../../ports/webhook-store';
 import { eventsJson, RedisWebhookStore } from './redis-webhook-store';
 
@@ -451,8 +451,8 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
           ...(typeof patch.creditBalance === 'number' ? { creditBalance: String(patch.creditBalance) } : {}),
           ...(typeof patch.maxActiveKeys === 'number' ? { maxActiveKeys: String(patch.maxActiveKeys) } : {}),
           ...(typeof patch.monthlySpendCap === 'number' ? { monthlySpendCap: String(patch.monthlySpendCap) } : {}),
-          // Pre-encoded: the authorize script compares this exact text with the one Check decided on.
-          ...(patch.keyRestrictions ? { restrictionsText: restrictionsText(patch.keyRestrictions) } : {}),
+          // Pre-encoded: the text and its stamp, written together (redisKeys.restrictionsStampField).
+          ...(patch.keyRestrictions ? { restrictionsFields: restrictionsFields(patch.keyRestrictions) } : {}),
         }),
       ),
     );
@@ -740,8 +740,8 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
           ...(Array.isArray(patch.tokenBudgets) ? { tokenBudgetsJson: JSON.stringify(patch.tokenBudgets) } : {}),
           ...(typeof patch.monthlySpendCap === 'number' ? { monthlySpendCap: String(patch.monthlySpendCap) } : {}),
           ...(typeof patch.expiresAt === 'string' ? { expiresAtMs: String(Date.parse(patch.expiresAt)) } : {}),
-          // Pre-encoded: the authorize script compares this exact text with the one Check decided on.
-          ...(patch.restrictions ? { restrictionsText: restrictionsText(patch.restrictions) } : {}),
+          // Pre-encoded: the text and its stamp, written together (redisKeys.restrictionsStampField).
+          ...(patch.restrictions ? { restrictionsFields: restrictionsFields(patch.restrictions) } : {}),
         }),
       ),
     );
@@ -1122,15 +1122,18 @@ function messageOf(error: unknown): string {
 
 /**
  * The authorize script's ARGV after the key id and the time: with a hold, its amounts and its request id in one
- * argument (each argument costs Redis more than the script's parse); for a key Check knows to be restricted, then
- * the restriction texts it decided on and what it refused ('' for none), with '' for the hold when there is none.
- * A key believed unrestricted (no texts, no refusal: what Check sends for a key it holds nothing for) sends nothing
- * more: the script compares its records' texts with '' only when a record has one.
+ * argument (each argument costs Redis more than the script's parse); for a key Check knows to be restricted, then the
+ * stamps of the restrictions it decided on, key's then account's, and what it refused, each only when it or one after
+ * it is not '' (and '' for the hold when there is none). A key believed unrestricted (what Check sends for a key it
+ * holds nothing for) sends nothing more: the script compares its records' stamps only when a record has one.
  */
 function authorizeArguments(keyAndTime: string[], hold: CreditHold | undefined, restrictions: RestrictionsSent | undefined): string[] {
   const holdArgument = hold ? `${hold.minorUnits} ${hold.tokens} ${hold.requestId}` : '';
-  if (restrictions && (restrictions.keyText !== '' || restrictions.accountText !== '' || restrictions.refused !== undefined)) {
-    return [...keyAndTime, holdArgument, restrictions.keyText, restrictions.accountText, restrictions.refused ?? ''];
+  if (restrictions !== undefined) {
+    const { keyStamp, accountStamp, refused } = restrictions;
+    if (refused !== undefined) return [...keyAndTime, holdArgument, keyStamp, accountStamp, refused];
+    if (accountStamp !== '') return [...keyAndTime, holdArgument, keyStamp, accountStamp];
+    if (keyStamp !== '') return [...keyAndTime, holdArgument, keyStamp];
   }
   return hold ? [...keyAndTime, holdArgument] : keyAndTime;
 }

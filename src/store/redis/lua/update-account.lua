@@ -23,8 +23,9 @@ if p.limits ~= nil then patch_scopes('limits', p.limits) end
 if p.tokenBudgets ~= nil then patch_scopes('tokenBudgets', p.tokenBudgets) end
 if p.monthlySpendCap == cjson.null then redis.call('HDEL', KEYS[1], 'monthlySpendCap')
 elseif p.monthlySpendCap ~= nil then redis.call('HSET', KEYS[1], 'monthlySpendCap', p.monthlySpendCap) end
-if p.keyRestrictions == cjson.null then redis.call('HDEL', KEYS[1], 'restrictions')
-elseif p.keyRestrictions ~= nil then redis.call('HSET', KEYS[1], 'restrictions', p.restrictionsText) end
+-- The text and its stamp together: the authorize script reads only the stamp (redisKeys.restrictionsStampField).
+if p.keyRestrictions == cjson.null then redis.call('HDEL', KEYS[1], 'restrictions', 'restrictionsStamp')
+elseif p.keyRestrictions ~= nil then redis.call('HSET', KEYS[1], unpack(p.restrictionsFields)) end
 if p.exposedKeyAction == cjson.null then redis.call('HDEL', KEYS[1], 'exposedKeyAction')
 elseif p.exposedKeyAction ~= nil then redis.call('HSET', KEYS[1], 'exposedKeyAction', p.exposedKeyAction) end
 return redis.call('HGETALL', KEYS[1])

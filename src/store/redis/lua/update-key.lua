@@ -10,6 +10,7 @@ if p.tokenBudgets == cjson.null then redis.call('HDEL', KEYS[1], 'tokenBudgets')
 elseif p.tokenBudgets ~= nil then redis.call('HSET', KEYS[1], 'tokenBudgets', p.tokenBudgetsJson) end
 if p.monthlySpendCap == cjson.null then redis.call('HDEL', KEYS[1], 'monthlySpendCap')
 elseif p.monthlySpendCap ~= nil then redis.call('HSET', KEYS[1], 'monthlySpendCap', p.monthlySpendCap) end
-if p.restrictions == cjson.null then redis.call('HDEL', KEYS[1], 'restrictions')
-elseif p.restrictions ~= nil then redis.call('HSET', KEYS[1], 'restrictions', p.restrictionsText) end
+-- The text and its stamp together: the authorize script reads only the stamp (redisKeys.restrictionsStampField).
+if p.restrictions == cjson.null then redis.call('HDEL', KEYS[1], 'restrictions', 'restrictionsStamp')
+elseif p.restrictions ~= nil then redis.call('HSET', KEYS[1], unpack(p.restrictionsFields)) end
 return redis.call('HGETALL', KEYS[1])
