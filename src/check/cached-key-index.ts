@@ -56,6 +56,14 @@ export class CachedKeyIndex implements KeyIndex {
    * own as large as this one, and let go with the entry. Made on the first attach: one slot per entry, no object.
    */
   private attachments: unknown[] | undefined;
+  /**
+   * The hash the last lookup found or stored, and its entry: a Check reads its key's attachment right after its
+   * lookup, and usually no other lookup has run in between, so it is read without hashing and probing again (that
+   * second probe cost 0.8 to 1.8 µs with 200,000 keys, mostly cache misses). Cleared whenever an entry is claimed or
+   * forgotten, so it never names an entry that now holds another hash.
+   */
+  private lastHash: string | undefined;
+  private lastEntry = -1;
   /** The hash being looked up, as bytes and as the words the tables compare; rewritten by every lookup. */
   private readonly hashBytes: Buffer;
   private readonly hashWords: Uint32Array;
@@ -86,6 +94,8 @@ export class CachedKeyIndex implements KeyIndex {
     if (entry >= 0 && this.knownIds[entry * ID_SLOT_BYTES] !== FORGOTTEN) {
       this.known.touch(entry);
       this.onLookup?.('hit');
+      this.lastHash = keyHash;
+      this.lastEntry = entry;
       return this.idsAt(entry);
     }
     if (this.unknown) {
@@ -100,7 +110,7 @@ export class CachedKeyIndex implements KeyIndex {
     const ids = await this.inner.resolveKeyHash(keyHash);
     // Other lookups ran while the store answered: the hash is written again.
     this.hashBytes.write(keyHash, 'hex');
-    if (ids) this.remember(ids);
+    if (ids) this.remember(keyHash, ids);
     else if (this.unknown) {
       const negative = this.unknown.claim(this.hashWords, this.isExpired);
       this.unknownUntil[negative] = this.clock.now() + this.negativeTtlMs;
@@ -115,6 +125,7 @@ export class CachedKeyIndex implements KeyIndex {
    */
   forget(keyHash: string): void {
     if (!SHA256_HEX.test(keyHash)) return;
+    this.lastHash = undefined;
     this.hashBytes.write(keyHash, 'hex');
     const entry = this.known.find(this.hashWords);
     if (entry >= 0) {
@@ -139,6 +150,7 @@ export class CachedKeyIndex implements KeyIndex {
   }
 
   private knownEntry(keyHash: string): number {
+    if (keyHash === this.lastHash) return this.lastEntry;
     if (!SHA256_HEX.test(keyHash)) return -1;
     this.hashBytes.write(keyHash, 'hex');
     const entry = this.known.find(this.hashWords);
@@ -147,10 +159,14 @@ export class CachedKeyIndex implements KeyIndex {
 
   private readonly isExpired = (entry: number): boolean => this.unknownUntil[entry]! <= this.clock.now();
 
-  private remember(ids: KeyIds): void {
+  private remember(keyHash: string, ids: KeyIds): void {
     const { keyId, accountId } = ids;
+    // A claim may take the last hash's entry for this one (eviction): the memo goes first, whatever happens next.
+    this.lastHash = undefined;
     if (!fitsSlot(keyId, accountId)) return;
     const entry = this.known.claim(this.hashWords);
+    this.lastHash = keyHash;
+    this.lastEntry = entry;
     // A new entry, or one taken from another hash: nothing of the former stays with it.
     if (this.attachments) this.attachments[entry] = undefined;
     const at = entry * ID_SLOT_BYTES;

@@ -66,4 +66,26 @@ describe('RestrictionsCache', () => {
     cache.set(hashCustomerKey('never looked up'), effectiveRestrictions(chatOnly, ''));
     expect(cache.get(hashCustomerKey('never looked up'))).toBe(NO_RESTRICTIONS);
   });
+
+  it('reads the entry of the lookup just made without a second probe, and never one that now holds another key', async () => {
+    const { keyIndex, cache } = cacheOf(1);
+    const a = await cachedHash(keyIndex, 'a');
+    cache.set(a, effectiveRestrictions(chatOnly, ''));
+    await keyIndex.resolveKeyHash(a);
+    expect(cache.get(a).keyStamp).toBe(restrictionsStamp(chatOnly));
+    // Forgotten right after its lookup: nothing is kept for it, nor read back, until the store answers it again.
+    keyIndex.forget(a);
+    cache.set(a, effectiveRestrictions(embedOnly, ''));
+    expect(cache.get(a)).toBe(NO_RESTRICTIONS);
+    // Its one entry taken by another key right after a lookup of it: nothing of it is read for either.
+    await keyIndex.resolveKeyHash(a);
+    cache.set(a, effectiveRestrictions(chatOnly, ''));
+    await keyIndex.resolveKeyHash(a);
+    const b = await cachedHash(keyIndex, 'b');
+    expect(cache.get(a)).toBe(NO_RESTRICTIONS);
+    expect(cache.get(b)).toBe(NO_RESTRICTIONS);
+    cache.set(b, effectiveRestrictions(embedOnly, ''));
+    expect(cache.get(a)).toBe(NO_RESTRICTIONS);
+    expect(cache.get(b).keyStamp).toBe(restrictionsStamp(embedOnly));
+  });
 });
