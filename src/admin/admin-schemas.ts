@@ -195,7 +195,6 @@ const AUDIT_ACTION_NAMES: Record<AuditAction, true> = {
   'webhook.update': true,
   'webhook.delete': true,
   'webhook.rotate_secret': true,
-  'webhook.disabled': true,
   'operator_token.create': true,
   'operator_token.revoke': true,
 };

@@ -117,8 +117,7 @@ export type AccountAuditAction =
   | 'webhook.create'
   | 'webhook.update'
   | 'webhook.delete'
-  | 'webhook.rotate_secret'
-  | 'webhook.disabled';
+  | 'webhook.rotate_secret';
 
 /** Changes to the operators themselves, tied to no account: written to the global trail only. */
 export type OperatorAuditAction = 'operator_token.create' | 'operator_token.revoke';

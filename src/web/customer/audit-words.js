@@ -117,8 +117,6 @@ export function auditSentence(/** @type {AuditEntry} */ entry) {
       return 'Deleted a webhook endpoint';
     case 'webhook.rotate_secret':
       return "Replaced a webhook endpoint's signing secret";
-    case 'webhook.disabled':
-      return 'A webhook endpoint was turned off after repeated failed deliveries';
     case 'account.create':
       return 'Created the account';
     case 'account.update':
