@@ -15,7 +15,13 @@ import { OPERATOR, type MemberRole } from '../../src/accounts/customer-identity'
 import { NO_TOKEN_BUDGETS } from '../../src/accounts/limits/token-budgets';
 import { RedisStore } from '../../src/store/redis/redis-store';
 import { launchChromium } from '../support/chromium';
-import { startCustomerApp, startOidcProvider, type CustomerAppProcess, type OidcTestProvider } from '../support/customer-stack';
+import {
+  loopbackDashboardEnv,
+  startCustomerApp,
+  startOidcProvider,
+  type CustomerAppProcess,
+  type OidcTestProvider,
+} from '../support/customer-stack';
 import { createOfficialCheckClient, decisionFor, type OfficialCheckClient } from '../support/envoy-official-client';
 import { LogCapture } from '../support/log-capture';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
@@ -78,16 +84,8 @@ beforeAll(async () => {
   [app, browser] = await Promise.all([
     startCustomerApp(
       {
-        REDIS_URL: redis.url,
-        REDIS_TIMEOUT_MS: '1000',
-        OIDC_ISSUER_URL: provider.issuer,
-        OIDC_CLIENT_ID: 'dashboard',
-        OIDC_REDIRECT_URL: `${origin}/auth/callback`,
-        CUSTOMER_SESSION_SECRET: SESSION_SECRET,
-        CUSTOMER_PLAIN_HTTP_LOCALHOST: 'true',
-        CUSTOMER_PORT: String(port),
+        ...loopbackDashboardEnv({ redisUrl: redis.url, issuer: provider.issuer, port, sessionSecret: SESSION_SECRET }),
         LAST_USED_FLUSH_MS: String(FLUSH_MS),
-        LOG_LEVEL: 'info',
       },
       'store',
     ),

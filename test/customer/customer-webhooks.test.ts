@@ -12,7 +12,13 @@ import { CREDIT_LIMIT_MINOR_UNITS } from '../../src/accounts/credit';
 import { OPERATOR, type MemberRole } from '../../src/accounts/customer-identity';
 import { RedisStore } from '../../src/store/redis/redis-store';
 import { launchChromium } from '../support/chromium';
-import { startCustomerApp, startOidcProvider, type CustomerAppProcess, type OidcTestProvider } from '../support/customer-stack';
+import {
+  loopbackDashboardEnv,
+  startCustomerApp,
+  startOidcProvider,
+  type CustomerAppProcess,
+  type OidcTestProvider,
+} from '../support/customer-stack';
 import { LogCapture } from '../support/log-capture';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
 import { registerSecrets } from '../support/secret-scan';
@@ -63,15 +69,7 @@ beforeAll(async () => {
   [app, browser] = await Promise.all([
     startCustomerApp(
       {
-        REDIS_URL: redis.url,
-        REDIS_TIMEOUT_MS: '1000',
-        OIDC_ISSUER_URL: provider.issuer,
-        OIDC_CLIENT_ID: 'dashboard',
-        OIDC_REDIRECT_URL: `${origin}/auth/callback`,
-        CUSTOMER_SESSION_SECRET: SESSION_SECRET,
-        CUSTOMER_PLAIN_HTTP_LOCALHOST: 'true',
-        CUSTOMER_PORT: String(port),
-        LOG_LEVEL: 'info',
+        ...loopbackDashboardEnv({ redisUrl: redis.url, issuer: provider.issuer, port, sessionSecret: SESSION_SECRET }),
         WEBHOOK_LOOPBACK_HTTP: 'true',
         WEBHOOK_POLL_INTERVAL_MS: '50',
       },

@@ -106,6 +106,29 @@ export interface CustomerAppProcess {
 }
 
 /**
+ * The settings of a dashboard signed in through `issuer` on a loopback origin, at `port`, over plain HTTP (the
+ * browser tests' setup): a public client `dashboard`, its session secret, Redis within the tests' deadline.
+ */
+export function loopbackDashboardEnv(options: {
+  redisUrl: string;
+  issuer: string;
+  port: number;
+  sessionSecret: string;
+}): Record<string, string> {
+  return {
+    REDIS_URL: options.redisUrl,
+    REDIS_TIMEOUT_MS: '1000',
+    OIDC_ISSUER_URL: options.issuer,
+    OIDC_CLIENT_ID: 'dashboard',
+    OIDC_REDIRECT_URL: `http://127.0.0.1:${options.port}/auth/callback`,
+    CUSTOMER_SESSION_SECRET: options.sessionSecret,
+    CUSTOMER_PLAIN_HTTP_LOCALHOST: 'true',
+    CUSTOMER_PORT: String(options.port),
+    LOG_LEVEL: 'info',
+  };
+}
+
+/**
  * The built service with the given environment (plus free loopback ports),
  * run by customer-app-process.mjs; `memberships` maps a subject to its
  * accounts, with a probe API in place of the customer API ('store': the

@@ -15,6 +15,24 @@ import { REDIS_SCRIPTS, takesKeyList, type ScriptCommands } from './scripts';
 export type ScriptedRedis = Redis & ScriptCommands;
 
 /**
+ * openClient, connected and answering PING: a Redis that cannot be reached fails here, at start, as
+ * StoreUnavailableError naming the topology and what the connection is `for`, never on the first request.
+ */
+export async function connectedClient(topology: RedisTopology, commandTimeoutMs: number, purpose: string): Promise<ScriptedRedis> {
+  const redis = openClient(topology, commandTimeoutMs);
+  try {
+    await redis.connect();
+    await redis.ping();
+  } catch (error) {
+    redis.disconnect();
+    throw new StoreUnavailableError(`cannot reach ${describeTopology(topology)} for ${purpose}: ${(error as Error).message}`, {
+      cause: error,
+    });
+  }
+  return redis;
+}
+
+/**
  * One connection (or cluster client) with its own command deadline and the scripts defined on it.
  * `resendAfterLoss` (Cluster only): whether a command whose connection closed is sent again, see below.
  */

@@ -2,7 +2,7 @@ import type { OperatorTokenStore } from '../../ports/operator-tokens';
 import { StoreUnavailableError } from '../../ports/store';
 import type { OperatorTokenRecord } from '../../operators/operator-token';
 import type { RedisTopology } from '../../platform/settings';
-import { closeClient, describeTopology, openClient, type ScriptedRedis } from './redis-client';
+import { closeClient, connectedClient, type ScriptedRedis } from './redis-client';
 import { redisKeys } from './redis-keys';
 
 type StoredToken = OperatorTokenRecord & { tokenHash: string };
@@ -17,17 +17,7 @@ export class RedisOperatorTokens implements OperatorTokenStore {
   private constructor(private readonly redis: ScriptedRedis) {}
 
   static async connect(topology: RedisTopology, commandTimeoutMs: number): Promise<RedisOperatorTokens> {
-    const redis = openClient(topology, commandTimeoutMs);
-    try {
-      await redis.connect();
-      await redis.ping();
-    } catch (error) {
-      redis.disconnect();
-      throw new StoreUnavailableError(`cannot reach ${describeTopology(topology)} for operator tokens: ${(error as Error).message}`, {
-        cause: error,
-      });
-    }
-    return new RedisOperatorTokens(redis);
+    return new RedisOperatorTokens(await connectedClient(topology, commandTimeoutMs, 'operator tokens'));
   }
 
   async insertOperatorToken(tokenHash: string, record: OperatorTokenRecord): Promise<void> {

@@ -1,7 +1,7 @@
 import type { SessionStorage } from '../../http/sign-in/session-storage';
 import type { RedisTopology } from '../../platform/settings';
 import { StoreUnavailableError } from '../../ports/store';
-import { closeClient, describeTopology, openClient, type ScriptedRedis } from './redis-client';
+import { closeClient, connectedClient, type ScriptedRedis } from './redis-client';
 import { redisKeys } from './redis-keys';
 
 /**
@@ -21,17 +21,7 @@ export class RedisSessionStorage implements SessionStorage {
     commandTimeoutMs: number,
     keyOf: (idHash: string) => string = redisKeys.customerSession,
   ): Promise<RedisSessionStorage> {
-    const redis = openClient(topology, commandTimeoutMs);
-    try {
-      await redis.connect();
-      await redis.ping();
-    } catch (error) {
-      redis.disconnect();
-      throw new StoreUnavailableError(`cannot reach ${describeTopology(topology)} for dashboard sessions: ${(error as Error).message}`, {
-        cause: error,
-      });
-    }
-    return new RedisSessionStorage(redis, keyOf);
+    return new RedisSessionStorage(await connectedClient(topology, commandTimeoutMs, 'dashboard sessions'), keyOf);
   }
 
   async read(idHash: string): Promise<string | null> {
