@@ -25,6 +25,7 @@ import {
 import { createOfficialCheckClient, decisionFor, type OfficialCheckClient } from '../support/envoy-official-client';
 import { LogCapture } from '../support/log-capture';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
+import { until } from '../support/waiting';
 import { registerSecrets } from '../support/secret-scan';
 import { freePort } from '../support/server-process';
 import { loopbackPage, signInThroughProvider } from '../support/provider-sign-in';
@@ -421,6 +422,78 @@ describe('the customer journey in Chromium', () => {
     } finally {
       await store.updateAccount(ACME, { maxActiveKeys: null });
     }
+  });
+
+  it('Create key clicked while the page is still loading usage, members and webhooks creates the key, not nothing', async () => {
+    const { page } = await newPage();
+    await signIn(page, 'alice');
+    // The page lists the keys first, then loads usage, members, the audit trail and webhooks: hold the usage read
+    // back until the key has been created, so the click surely comes while the first load is in flight.
+    let releaseUsage!: () => void;
+    const usageHeld = new Promise<void>((resolve) => (releaseUsage = resolve));
+    let usageRequested = false;
+    await page.route('**/usage?*', async (route) => {
+      usageRequested = true;
+      await usageHeld;
+      await route.continue();
+    });
+    await page.getByRole('link', { name: `Acme Corp (${ACME})` }).click();
+    await page.locator('#keys-caption', { hasText: 'Keys of Acme Corp' }).waitFor();
+    await page.locator('#key-name').fill('while loading');
+    await page.getByTestId('create-key').click();
+    try {
+      const key = await shownKey(page);
+      expect(usageRequested).toBe(true);
+      expect(await decisionFor(check, key)).toBe('allow');
+    } finally {
+      releaseUsage();
+    }
+    // The first load's answers, arriving after the change's own reload, do not hide the new key.
+    await page
+      .getByTestId('usage-summary')
+      .filter({ hasText: /requests/ })
+      .waitFor();
+    await row(page, 'while loading').waitFor();
+    await closeKeyPanel(page);
+  });
+
+  it('a change clicked while the page reloads after the last one is done, not ignored; a double click makes one key', async () => {
+    const { page } = await newPage();
+    await signIn(page, 'alice');
+    await page.getByRole('link', { name: `Acme Corp (${ACME})` }).click();
+    await page.locator('#keys-caption', { hasText: 'Keys of Acme Corp' }).waitFor();
+    await page
+      .getByTestId('usage-summary')
+      .filter({ hasText: /requests/ })
+      .waitFor();
+    // From here on every usage read waits until released: each change's reload stays in flight.
+    let releaseUsage!: () => void;
+    const usageHeld = new Promise<void>((resolve) => (releaseUsage = resolve));
+    let usageReads = 0;
+    await page.route('**/usage?*', async (route) => {
+      usageReads += 1;
+      await usageHeld;
+      await route.continue();
+    });
+    try {
+      await page.locator('#key-name').fill('first of two');
+      await page.getByTestId('create-key').dblclick();
+      const first = await shownKey(page);
+      await until(() => usageReads >= 1, "the first change's reload");
+      await closeKeyPanel(page);
+      expect(await page.locator('main[aria-busy="true"]').count()).toBe(1);
+      await page.locator('#key-name').fill('second of two');
+      await page.getByTestId('create-key').click();
+      await page.getByTestId('new-key-panel').filter({ hasText: 'second of two' }).waitFor();
+      const second = await shownKey(page);
+      expect(second).not.toBe(first);
+    } finally {
+      releaseUsage();
+    }
+    await page.locator('main:not([aria-busy])').waitFor();
+    const names = await page.getByTestId('key-row').locator('td.name').allTextContents();
+    expect(names.filter((name) => name === 'first of two')).toHaveLength(1);
+    expect(names.filter((name) => name === 'second of two')).toHaveLength(1);
   });
 
   it('an error from a row low on a long page shows in that row, in view and announced, not at the top of the page', async () => {

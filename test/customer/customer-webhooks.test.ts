@@ -234,6 +234,49 @@ describe('the Webhooks section in Chromium', () => {
     expect(await audit.textContent()).toContain('Set credit.low to be sent below 2500 minor units, by olivia');
   });
 
+  it("the page's first list of endpoints, answering after a newer one, does not hide an endpoint added meanwhile", async () => {
+    const { page } = await loopbackPage(browser, openContexts);
+    await signInThroughProvider(page, {
+      startUrl: `${app.customerUrl}/`,
+      link: 'Sign in with your identity provider',
+      login: 'olivia',
+      callbackPath: '/auth/callback',
+    });
+    // The first load's list is read from the server at once but handed to the page only at the end: by then it is
+    // older than what the page shows.
+    let releaseFirst!: () => void;
+    const firstHeld = new Promise<void>((resolve) => (releaseFirst = resolve));
+    let firstDelivered!: () => void;
+    const delivered = new Promise<void>((resolve) => (firstDelivered = resolve));
+    let lists = 0;
+    await page.route(/\/webhooks$/, async (route) => {
+      if (route.request().method() !== 'GET' || ++lists > 1) return route.continue();
+      const response = await route.fetch();
+      await firstHeld;
+      await route.fulfill({ response });
+      firstDelivered();
+    });
+    await page.getByTestId('open-keys').click();
+    await page.locator('#keys-caption', { hasText: 'Keys of Hooked Inc' }).waitFor();
+    await until(() => lists === 1, 'the first list of endpoints requested');
+    // Shown only once its list and event choices are there: not while the first list is held.
+    expect(await page.getByTestId('webhooks-section').isHidden()).toBe(true);
+    // Refresh, clicked while the first load is in flight, is done (not ignored as a second change would be).
+    await page.getByRole('button', { name: 'Refresh' }).click();
+    await page.getByTestId('webhooks-section').waitFor();
+    const url = receiver.url('/while-loading');
+    await page.locator('#webhook-url').fill(url);
+    await page.getByRole('button', { name: 'Add endpoint' }).click();
+    await shownSecret(page);
+    const row = page.getByTestId('webhook-row').filter({ hasText: url });
+    await row.waitFor();
+    releaseFirst();
+    await delivered;
+    // Give the page's script its turn to handle the older answer.
+    await page.evaluate(() => new Promise((resolve) => setTimeout(resolve, 200)));
+    expect(await row.count()).toBe(1);
+  });
+
   it('refuses a private address on the page, and a developer sees no Webhooks section', async () => {
     const owner = await signedIn('olivia');
     await owner.getByTestId('webhooks-section').waitFor();

@@ -96,6 +96,8 @@ async function signedIn(page: Page): Promise<void> {
   await signIn(page);
   try {
     await page.getByRole('heading', { name: 'API Keys' }).waitFor({ timeout: 10_000 });
+    // Signed in once the keys are listed too: a test's next step (a reload, say) must not cut that read short.
+    await page.locator('main:not([aria-busy])').waitFor({ timeout: 10_000 });
   } catch (error) {
     const serverErrors = server.logs.lines.filter((line) => line.includes('"level":"error"') || line.includes('"level":50'));
     throw new Error(
@@ -375,6 +377,7 @@ describe('dashboard in Chromium', () => {
     // A reload of the same tab stays signed in; another tab does not get the token.
     await page.reload();
     await page.getByRole('heading', { name: 'API Keys' }).waitFor();
+    await page.locator('main:not([aria-busy])').waitFor();
     const otherTab = await context.newPage();
     await otherTab.goto(`${server.adminUrl}/dashboard`);
     await otherTab.getByLabel('Admin token').waitFor();

@@ -12,10 +12,11 @@ import AnthropicLegacy, {
   RateLimitError as LegacyRateLimitError,
 } from 'anthropic-sdk-legacy';
 import { totalTokens } from '../../src/metering/usage';
-import { displayPrefixOf, generateCustomerKey } from '../../src/keys/customer-key';
+import { displayPrefixOf } from '../../src/keys/customer-key';
 import { registerSecrets } from '../support/secret-scan';
 import type { DenyBodyView } from '../support/deny-body';
-import { startE2EWorld, type E2EWorld } from './e2e-world';
+import { type E2EWorld } from './e2e-world';
+import { authenticationFailureCases, CREDENTIAL_HEADERS, RETRY_TIMEOUT_MS, startSdkWorld } from './sdk-world';
 import { expectMeteredAsUpstreamReported } from './side-stream-expectations';
 import {
   chargeOf,
@@ -33,32 +34,16 @@ import {
   waitForRefill,
 } from './ledger-expectations';
 
-const SDK_ENV = /^(OPENAI|ANTHROPIC|GOOGLE|GEMINI)_/;
-const CREDENTIAL_HEADERS = ['authorization', 'x-api-key', 'x-goog-api-key', 'x-vendorg-api-key'];
-const RETRY_TIMEOUT_MS = 60_000;
-
 let world: E2EWorld;
-const savedEnv: Record<string, string | undefined> = {};
 
 beforeAll(async () => {
-  // 1.x reads ANTHROPIC_BASE_URL, ANTHROPIC_AUTH_TOKEN, ANTHROPIC_CUSTOM_HEADERS, ANTHROPIC_PROFILE, …
-  for (const name of Object.keys(process.env).filter((n) => SDK_ENV.test(n))) {
-    savedEnv[name] = process.env[name];
-    delete process.env[name];
-  }
   // The gateway's own default accepted versions, as an operator who configures nothing gets them:
   // both SDK lines must work out of the box (JSON drops the undefined, so no messagesVersions is set).
-  // The front runs envoy.yaml's ext_proc filter too: every answer must reach the processor, unchanged for the SDK.
-  world = await startE2EWorld({
-    config: { messagesVersions: undefined },
-    extProc: 'recorder',
-    upstream: { usage: { inputTokens: 23, outputTokens: 9, cachedInputTokens: 5, cacheCreationTokens: 3 } },
-  });
+  world = await startSdkWorld({ messagesVersions: undefined });
 }, 60_000);
 
 afterAll(async () => {
   await world?.close();
-  Object.assign(process.env, savedEnv);
 });
 
 /** One HTTP exchange as the SDK saw it (our fetch wraps the real one). */
@@ -240,25 +225,14 @@ describe.each(FLAVOURS)('$sdk', (flavour) => {
   });
 
   describe('authentication failures raise AuthenticationError', () => {
-    const cases: { name: string; code: string; text: string; key: () => Promise<string> }[] = [
-      { name: 'unknown (well-formed) key', code: 'unknown_key', text: 'Invalid API key', key: async () => generateCustomerKey('live') },
-      {
-        name: 'revoked key',
-        code: 'key_revoked',
-        text: 'has been revoked',
-        key: async () => {
-          const { key, keyId } = await world.newKey(accountFor(flavour, 'revoked'));
-          await world.revoke(keyId);
-          return key;
-        },
+    const cases = authenticationFailureCases(
+      async () => {
+        const { key, keyId } = await world.newKey(accountFor(flavour, 'revoked'));
+        await world.revoke(keyId);
+        return key;
       },
-      {
-        name: 'Anthropic provider key',
-        code: 'upstream_key_not_accepted',
-        text: 'looks like an Anthropic API key',
-        key: async () => `sk-ant-api03-${'x'.repeat(93)}AA`,
-      },
-    ];
+      { name: 'Anthropic provider key', text: 'looks like an Anthropic API key', key: `sk-ant-api03-${'x'.repeat(93)}AA` },
+    );
 
     test.each(cases)('$name → 401 $code', async ({ code, text, key: makeKey }) => {
       const key = await makeKey();

@@ -12,9 +12,10 @@ import { ApiError, GoogleGenAI, type HttpRetryOptions } from '@google/genai';
 import { ApiError as ApiErrorV2, GoogleGenAI as GoogleGenAIV2 } from 'google-genai-v2';
 import { GoogleGenerativeAI, GoogleGenerativeAIFetchError } from '@google/generative-ai';
 import { totalTokens } from '../../src/metering/usage';
-import { displayPrefixOf, generateCustomerKey } from '../../src/keys/customer-key';
+import { displayPrefixOf } from '../../src/keys/customer-key';
 import { registerSecrets } from '../support/secret-scan';
-import { startE2EWorld, type E2EWorld } from './e2e-world';
+import { type E2EWorld } from './e2e-world';
+import { authenticationFailureCases, CREDENTIAL_HEADERS, RETRY_TIMEOUT_MS, startSdkWorld } from './sdk-world';
 import { expectMeteredAsUpstreamReported } from './side-stream-expectations';
 import {
   budgetsAround,
@@ -31,30 +32,16 @@ import {
   waitForRefill,
 } from './ledger-expectations';
 
-const SDK_ENV = /^(OPENAI|ANTHROPIC|GOOGLE|GEMINI)_/;
-const CREDENTIAL_HEADERS = ['authorization', 'x-api-key', 'x-goog-api-key', 'x-vendorg-api-key'];
 const MODEL = 'gemini-2.5-flash';
-const RETRY_TIMEOUT_MS = 60_000;
 
 let world: E2EWorld;
-const savedEnv: Record<string, string | undefined> = {};
 
 beforeAll(async () => {
-  // genai reads GOOGLE_API_KEY, GEMINI_API_KEY, GOOGLE_GEMINI_BASE_URL, GOOGLE_GENAI_USE_VERTEXAI, GOOGLE_GENAI_API_VERSION, …
-  for (const name of Object.keys(process.env).filter((n) => SDK_ENV.test(n))) {
-    savedEnv[name] = process.env[name];
-    delete process.env[name];
-  }
-  // The front runs envoy.yaml's ext_proc filter too: every answer must reach the processor, unchanged for the SDK.
-  world = await startE2EWorld({
-    extProc: 'recorder',
-    upstream: { usage: { inputTokens: 23, outputTokens: 9, cachedInputTokens: 5, cacheCreationTokens: 3 } },
-  });
+  world = await startSdkWorld();
 }, 60_000);
 
 afterAll(async () => {
   await world?.close();
-  Object.assign(process.env, savedEnv);
 });
 
 /** What the SDK sent, as seen by a wrapper around fetch. */
@@ -315,25 +302,14 @@ describe.each(FLAVOURS)('$sdk', (flavour) => {
   });
 
   describe('authentication failures are 401 UNAUTHENTICATED', () => {
-    const cases: { name: string; code: string; text: string; key: () => Promise<string> }[] = [
-      { name: 'unknown (well-formed) key', code: 'unknown_key', text: 'Invalid API key', key: async () => generateCustomerKey('live') },
-      {
-        name: 'revoked key',
-        code: 'key_revoked',
-        text: 'has been revoked',
-        key: async () => {
-          const { key, keyId } = await world.newKey(accountFor(flavour, 'revoked'));
-          await world.revoke(keyId);
-          return key;
-        },
+    const cases = authenticationFailureCases(
+      async () => {
+        const { key, keyId } = await world.newKey(accountFor(flavour, 'revoked'));
+        await world.revoke(keyId);
+        return key;
       },
-      {
-        name: 'Google provider key',
-        code: 'upstream_key_not_accepted',
-        text: 'looks like a Google API key',
-        key: async () => `AIza${'c'.repeat(35)}`,
-      },
-    ];
+      { name: 'Google provider key', text: 'looks like a Google API key', key: `AIza${'c'.repeat(35)}` },
+    );
 
     test.each(cases)('$name → 401 $code', async ({ code, text, key: makeKey }) => {
       const key = await makeKey();

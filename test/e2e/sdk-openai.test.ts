@@ -12,9 +12,10 @@ import OpenAIV6, {
   RateLimitError as RateLimitErrorV6,
 } from 'openai-v6';
 import { totalTokens } from '../../src/metering/usage';
-import { displayPrefixOf, generateCustomerKey } from '../../src/keys/customer-key';
+import { displayPrefixOf } from '../../src/keys/customer-key';
 import { registerSecrets } from '../support/secret-scan';
-import { startE2EWorld, type E2EWorld } from './e2e-world';
+import { type E2EWorld } from './e2e-world';
+import { authenticationFailureCases, CREDENTIAL_HEADERS, RETRY_TIMEOUT_MS, startSdkWorld } from './sdk-world';
 import { expectMeteredAsUpstreamReported } from './side-stream-expectations';
 import {
   chargeOf,
@@ -32,29 +33,14 @@ import {
   waitForRefill,
 } from './ledger-expectations';
 
-const SDK_ENV = /^(OPENAI|ANTHROPIC|GOOGLE|GEMINI)_/;
-const CREDENTIAL_HEADERS = ['authorization', 'x-api-key', 'x-goog-api-key', 'x-vendorg-api-key'];
-const RETRY_TIMEOUT_MS = 60_000;
-
 let world: E2EWorld;
-const savedEnv: Record<string, string | undefined> = {};
 
 beforeAll(async () => {
-  // The SDK reads OPENAI_BASE_URL, OPENAI_ORG_ID, … from the environment; nothing here may depend on them.
-  for (const name of Object.keys(process.env).filter((n) => SDK_ENV.test(n))) {
-    savedEnv[name] = process.env[name];
-    delete process.env[name];
-  }
-  // The front runs envoy.yaml's ext_proc filter too: every answer must reach the processor, unchanged for the SDK.
-  world = await startE2EWorld({
-    extProc: 'recorder',
-    upstream: { usage: { inputTokens: 23, outputTokens: 9, cachedInputTokens: 5, cacheCreationTokens: 3 } },
-  });
+  world = await startSdkWorld();
 }, 60_000);
 
 afterAll(async () => {
   await world?.close();
-  Object.assign(process.env, savedEnv);
 });
 
 /** One HTTP exchange as the SDK saw it (our fetch wraps the real one). */
@@ -231,25 +217,14 @@ describe.each(MAJORS)('$sdk', ({ accountPrefix, Client, APIError, Authentication
   });
 
   describe('authentication failures raise AuthenticationError', () => {
-    const cases: { name: string; code: string; text: string; key: () => Promise<string> }[] = [
-      { name: 'unknown (well-formed) key', code: 'unknown_key', text: 'Invalid API key', key: async () => generateCustomerKey('live') },
-      {
-        name: 'revoked key',
-        code: 'key_revoked',
-        text: 'has been revoked',
-        key: async () => {
-          const { key, keyId } = await world.newKey(`${accountPrefix}-revoked`);
-          await world.revoke(keyId);
-          return key;
-        },
+    const cases = authenticationFailureCases(
+      async () => {
+        const { key, keyId } = await world.newKey(`${accountPrefix}-revoked`);
+        await world.revoke(keyId);
+        return key;
       },
-      {
-        name: 'OpenAI provider key',
-        code: 'upstream_key_not_accepted',
-        text: 'looks like an OpenAI API key',
-        key: async () => `sk-proj-${'a'.repeat(40)}T3BlbkFJ${'b'.repeat(40)}`,
-      },
-    ];
+      { name: 'OpenAI provider key', text: 'looks like an OpenAI API key', key: `sk-proj-${'a'.repeat(40)}T3BlbkFJ${'b'.repeat(40)}` },
+    );
 
     test.each(cases)('$name → 401 $code', async ({ code, text, key: makeKey }) => {
       const key = await makeKey();

@@ -1,3 +1,4 @@
+import { once } from 'node:events';
 import * as net from 'node:net';
 import Redis from 'ioredis';
 import { RedisReplyError, RespReader, command, type RespReply } from '../../src/store/redis/resp';
@@ -18,7 +19,10 @@ beforeAll(async () => {
   ioredis = new Redis(redis.url, { disconnectTimeout: 50 });
 });
 afterAll(async () => {
+  // quit() resolves on Redis's OK; the socket (and ioredis's timer that destroys it if it lingers) goes on 'end'.
+  const ended = ioredis.status === 'end' ? Promise.resolve() : once(ioredis, 'end');
   await ioredis.quit();
+  await ended;
   await redis.stop();
 });
 

@@ -427,6 +427,8 @@ async function loadSession() {
 
 /** Everything shown about the current account: summary, keys, usage, and for owners members and the audit trail. */
 async function loadAccount() {
+  // After a change this is its reading: the next change is taken from here on, not ignored.
+  run.writesDone();
   const serial = ++loadSerial;
   const [summaryData, keysData] = await Promise.all([api('GET', accountPath()), api('GET', accountPath('/keys'))]);
   if (serial !== loadSerial) return;
@@ -593,7 +595,8 @@ ui.editForm.addEventListener('submit', (event) => {
 });
 ui.editCancel.addEventListener('click', () => edit.take());
 
-void run(async () => {
-  await loadSession();
-  if (currentAccountId) await loadAccount();
-});
+// The first load is a read, as the account picker's is, not a change taken one at a time: a Create or an Add clicked
+// while usage, members or webhooks are still loading is done, not ignored (loadSerial keeps the newest answer).
+loadSession()
+  .then(() => (currentAccountId ? loadAccount() : undefined))
+  .catch(failed);

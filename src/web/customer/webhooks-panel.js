@@ -14,7 +14,7 @@ import { button, byId, el, messageRegions, replaceContent, timeElement } from '.
  * @param {object} deps
  * @param {(method: string, path: string, body?: unknown) => Promise<unknown>} deps.api
  * @param {(rest?: string) => string} deps.accountPath
- * @param {(action: () => Promise<void>) => Promise<void>} deps.run
+ * @param {{ (action: () => Promise<void>): Promise<void>, writesDone: () => void }} deps.run
  * @param {{ clear(): void, notice(text: string): void }} deps.messages
  */
 export function webhooksPanel({ api, accountPath, run, messages }) {
@@ -149,20 +149,30 @@ export function webhooksPanel({ api, accountPath, run, messages }) {
     );
   }
 
+  let loadSerial = 0;
+
   /** Shows the section to those who may manage webhooks (owners), with the account's endpoints. @param {boolean} allowed */
   async function load(allowed) {
-    section.hidden = !allowed;
-    if (!allowed) return;
+    run.writesDone();
+    const serial = ++loadSerial;
+    if (!allowed) {
+      section.hidden = true;
+      return;
+    }
     /** @type {[{ endpoints: Endpoint[], eventTypes: string[] }, { creditLowThreshold: number | null }]} */
     const [answer, settings] = /** @type {any} */ (
       await Promise.all([api('GET', endpointsPath()), api('GET', endpointsPath('/settings'))])
     );
+    // An older load (the page's first, or another account's) can answer after a newer one: its answer is dropped.
+    if (serial !== loadSerial) return;
     if (eventTypes.length === 0) {
       eventTypes = answer.eventTypes;
       renderEventChoices();
     }
     render(answer.endpoints);
     threshold.value = settings.creditLowThreshold === null ? '' : String(settings.creditLowThreshold);
+    // Shown once the list and the event choices are there: an Add before then would subscribe to no event.
+    section.hidden = false;
   }
 
   thresholdForm.addEventListener('submit', (event) => {

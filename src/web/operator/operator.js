@@ -265,6 +265,8 @@ async function loadAccounts(token) {
 }
 
 async function loadKeys() {
+  // After a change this is its reading: the next change is taken from here on, not ignored.
+  run.writesDone();
   const request = ++keysRequest;
   const accountId = currentAccountId;
   if (!accountId || !may('keys:read')) {
