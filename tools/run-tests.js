@@ -4,14 +4,13 @@
 // (`npm test -- test/unit` runs only those suites).
 //
 //   build      src/ → dist/ (tsc -b: what changed only) and the dashboards' files to dist/web/
-//   then, side by side (each reads only what the build wrote; ESLint alone keeps one core busy for about a minute on
-//   a fresh clone, and the others fit beside it on the second core):
+//   then, side by side (each reads only what the build wrote; docs/development/workflow.md has what it saves):
 //     eslint     with --cache: only files changed since the last run are linted again (a fresh clone lints all)
 //     typecheck  test/ and src/web/ (tsc -b; src/ was checked by the build, through the project reference)
 //     prettier   with --cache, likewise
 //     luacheck   the Redis scripts (tools/lint-lua.js): any warning fails, and so does a missing luacheck
-//   jest       the suites, three workers (jest.config.js). Not beside ESLint: the browser and timing suites are held
-//              to what a busy machine gives them, and ESLint beside them made the run only 5 % shorter
+//   jest       the suites, three workers (jest.config.js); alone, so the browser and timing suites get what the
+//              machine has
 'use strict';
 
 const { spawn } = require('node:child_process');

@@ -150,6 +150,7 @@ export function buildAdminServer(deps: AdminServerDeps): FastifyInstance {
       // Reading endpoints and their delivery logs is reading the account; any change (a secret shown, a test sent) writes it.
       configFor: (method) => ({ permission: method === 'GET' ? 'accounts:read' : 'accounts:write' }),
       tags: ['webhooks'],
+      currency: deps.currency,
     });
     registerUsageRoutes(routes, deps);
     registerDashboard(routes);

@@ -209,6 +209,7 @@ async function customerApiRoutes(api: FastifyInstance, deps: CustomerApiDeps): P
     actorOf: (request) => memberActor(callerOf(request).identity),
     configFor: () => ({ customerAction: 'webhooks.manage' }),
     tags: ['webhooks'],
+    currency: deps.currency,
   });
 
   api.get(

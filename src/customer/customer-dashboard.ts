@@ -20,6 +20,7 @@ export const CUSTOMER_ASSET_FILES: readonly string[] = [
   'customer/audit-words.js',
   'customer/customer.css',
   'customer/customer.js',
+  'customer/money.js',
   'customer/usage-chart.js',
   'customer/webhooks-panel.js',
 ];

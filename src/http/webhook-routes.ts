@@ -16,6 +16,7 @@ import {
 } from '../webhooks/endpoint-actions';
 import { WEBHOOK_EVENT_TYPES } from '../webhooks/webhook-events';
 import { CREDIT_LIMIT_MINOR_UNITS } from '../accounts/credit';
+import { currencyView, DEFAULT_CURRENCY, formatMoney, type Currency } from '../accounts/money';
 
 /**
  * The webhook endpoint routes, the same for the operator (admin API, under
@@ -59,6 +60,20 @@ export interface WebhookRouteOptions {
   /** Per-route config (the customer API's access check, the admin API's permission), by the route's method. */
   configFor?: (method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE') => Record<string, unknown>;
   tags: string[];
+  /** What the threshold counts, for its money text; absent: DEFAULT_CURRENCY. */
+  currency?: Currency;
+}
+
+/**
+ * The webhook settings as the APIs answer them: the credit.low threshold in the currency's units (10^-exponent), the
+ * same as money ("$25.00", null when there is none), and the currency the units count.
+ */
+export function webhookSettingsView(creditLowThreshold: number | null, currency: Currency = DEFAULT_CURRENCY) {
+  return {
+    creditLowThreshold,
+    creditLowThresholdFormatted: creditLowThreshold === null ? null : formatMoney(creditLowThreshold, currency),
+    currency: currencyView(currency),
+  };
 }
 
 export function registerWebhookRoutes(app: FastifyInstance, options: WebhookRouteOptions): void {
@@ -96,7 +111,7 @@ export function registerWebhookRoutes(app: FastifyInstance, options: WebhookRout
     async (request, reply) => {
       const accountId = accountOf(request);
       if (!accountIdSchema.safeParse(accountId).success || !(await deps.store.getAccount(accountId))) return noAccount(reply, accountId);
-      return reply.send({ creditLowThreshold: await deps.store.webhooks.getCreditLowThreshold(accountId) });
+      return reply.send(webhookSettingsView(await deps.store.webhooks.getCreditLowThreshold(accountId), options.currency));
     },
   );
 
@@ -105,7 +120,7 @@ export function registerWebhookRoutes(app: FastifyInstance, options: WebhookRout
     {
       config: configFor('PUT'),
       schema: describeRoute({
-        summary: 'Set the credit.low threshold (integer minor units; null: never)',
+        summary: "Set the credit.low threshold (an integer count of the currency setting's units; null: never)",
         tags,
         body: webhookSettingsBody,
       }),
@@ -116,7 +131,7 @@ export function registerWebhookRoutes(app: FastifyInstance, options: WebhookRout
       const body = webhookSettingsBody.safeParse(request.body ?? {});
       if (!body.success) return sendInvalidField(reply, body.error);
       const saved = await setCreditLowThreshold(deps, options.actorOf(request), accountId, body.data.creditLowThreshold);
-      return saved ? reply.send(saved) : noAccount(reply, accountId);
+      return saved ? reply.send(webhookSettingsView(saved.creditLowThreshold, options.currency)) : noAccount(reply, accountId);
     },
   );
 

@@ -2,7 +2,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { freePort } from '../support/server-process';
+import { freePort } from '../support/free-port';
 
 export const REPO_ROOT = findRepoRoot();
 

@@ -27,7 +27,7 @@ import { LogCapture } from '../support/log-capture';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
 import { until } from '../support/waiting';
 import { registerSecrets } from '../support/secret-scan';
-import { freePort } from '../support/server-process';
+import { freePort } from '../support/free-port';
 import { loopbackPage, signInThroughProvider } from '../support/provider-sign-in';
 
 const SESSION_SECRET = 'journey-customer-session-secret-0123456789abcdef';

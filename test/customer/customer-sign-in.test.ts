@@ -14,7 +14,7 @@ import { launchChromium } from '../support/chromium';
 import { startCustomerApp, startOidcProvider, type CustomerAppProcess, type OidcTestProvider } from '../support/customer-stack';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
 import { findLeaks, registerSecrets as registerWithScan } from '../support/secret-scan';
-import { freePort } from '../support/server-process';
+import { freePort } from '../support/free-port';
 
 /** A computed style of the first element matching `selector` (an expression string: the tests are not type-checked against the DOM). */
 function styleOf(page: Page, selector: string, property: string): Promise<string> {

@@ -9,6 +9,7 @@
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { addMember } from '../../src/accounts/member-actions';
 import { CREDIT_LIMIT_MINOR_UNITS } from '../../src/accounts/credit';
+import { decimalText } from '../../src/accounts/money';
 import { OPERATOR, type MemberRole } from '../../src/accounts/customer-identity';
 import { RedisStore } from '../../src/store/redis/redis-store';
 import { launchChromium } from '../support/chromium';
@@ -22,7 +23,7 @@ import {
 import { LogCapture } from '../support/log-capture';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
 import { registerSecrets } from '../support/secret-scan';
-import { freePort } from '../support/server-process';
+import { freePort } from '../support/free-port';
 import { loopbackPage, signInThroughProvider } from '../support/provider-sign-in';
 import { WebhookReceiver } from '../support/webhook-receiver';
 import { until } from '../support/waiting';
@@ -101,8 +102,22 @@ async function signedIn(login: string): Promise<Page> {
     login,
     callbackPath: '/auth/callback',
   });
+  const problems: string[] = [];
+  page.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
+  page.on('requestfailed', (request) => problems.push(`${request.url()}: ${request.failure()?.errorText ?? 'failed'}`));
+  page.on('response', (response) => {
+    if (response.status() >= 400) problems.push(`${response.url()}: HTTP ${response.status()}`);
+  });
   await page.getByTestId('open-keys').click();
-  await page.locator('#keys-caption', { hasText: 'Keys of Hooked Inc' }).waitFor();
+  try {
+    await page.locator('#keys-caption', { hasText: 'Keys of Hooked Inc' }).waitFor();
+  } catch (error) {
+    // Say what the page was doing, not only that the keys never showed.
+    const shown = await page.getByTestId('error').allTextContents();
+    throw new Error(`the keys never showed at ${page.url()}; the page says: ${shown.join(' | ')}; ${problems.join('; ')}`, {
+      cause: error,
+    });
+  }
   return page;
 }
 
@@ -197,41 +212,57 @@ describe('the Webhooks section in Chromium', () => {
     const settings = async () => {
       const answer = await page.request.get(`${app.customerUrl}/api/accounts/${ACCOUNT}/webhooks/settings`);
       expect(answer.status()).toBe(200);
-      return (await answer.json()) as { creditLowThreshold: number | null };
+      return (await answer.json()) as { creditLowThreshold: number | null; creditLowThresholdFormatted: string | null };
     };
-    expect(await settings()).toEqual({ creditLowThreshold: null });
+    const currency = { code: 'USD', exponent: 6 };
+    expect(await settings()).toEqual({ creditLowThreshold: null, creditLowThresholdFormatted: null, currency });
+    expect(await page.locator('#credit-low-hint').textContent()).toContain('In USD');
 
-    // Refused beside the control and announced: below 1 by the page, above the credit limit by the API.
+    // Refused beside the control and announced: what is not an amount, or zero, by the page; above the credit limit
+    // by the API.
     const refusal = page.getByTestId('credit-low-error');
-    await threshold.fill('0');
-    await save.click();
-    await refusal.filter({ hasText: 'Enter a whole number of at least 1 minor unit' }).waitFor();
+    for (const [typed, words] of [
+      ['0', 'Enter an amount above zero.'],
+      ['twenty', 'Enter an amount in USD, such as 25 or 0.50.'],
+      ['0.0000001', 'USD amounts here have at most 6 digits after the point.'],
+    ]) {
+      await threshold.fill(typed!);
+      await save.click();
+      await refusal.filter({ hasText: words! }).waitFor();
+    }
     expect(await refusal.getAttribute('role')).toBe('alert');
-    await threshold.fill(String(CREDIT_LIMIT_MINOR_UNITS + 1));
+    await threshold.fill(decimalText(CREDIT_LIMIT_MINOR_UNITS + 1, currency.exponent));
     await save.click();
     await refusal.filter({ hasText: 'field: creditLowThreshold' }).waitFor();
-    expect(await settings()).toEqual({ creditLowThreshold: null });
+    expect((await settings()).creditLowThreshold).toBeNull();
 
-    await threshold.fill('2500');
+    // Typed in dollars, kept in the currency's units, said as money.
+    await threshold.fill('25');
     await save.click();
-    await page.getByTestId('notice').filter({ hasText: 'below 2500 minor units' }).waitFor();
+    await page.getByTestId('notice').filter({ hasText: 'falls below $25.00.' }).waitFor();
     expect(await refusal.textContent()).toBe('');
-    expect(await settings()).toEqual({ creditLowThreshold: 2500 });
+    expect(await settings()).toEqual({ creditLowThreshold: 25_000_000, creditLowThresholdFormatted: '$25.00', currency });
     // Shown again after a reload, as the API has it.
     await page.reload();
     await page.getByTestId('webhooks-section').waitFor();
-    await until(async () => (await threshold.inputValue()) === '2500', 'the saved threshold in the field');
+    await until(async () => (await threshold.inputValue()) === '25', 'the saved threshold in the field');
+    await threshold.fill('1,000.0025');
+    await save.click();
+    await page.getByTestId('notice').filter({ hasText: 'falls below $1,000.0025.' }).waitFor();
+    expect((await settings()).creditLowThreshold).toBe(1_000_002_500);
+    expect(await threshold.inputValue()).toBe('1000.0025');
 
     // Emptied: no credit.low at all.
     await threshold.fill('');
     await save.click();
     await page.getByTestId('notice').filter({ hasText: 'No credit.low events' }).waitFor();
-    expect(await settings()).toEqual({ creditLowThreshold: null });
-    // The audit trail says both changes in words.
+    expect((await settings()).creditLowThreshold).toBeNull();
+    // The audit trail says the changes in words, the amounts as money.
     await page.reload();
     const audit = page.getByTestId('audit-section');
     await audit.filter({ hasText: 'Turned off credit.low events, by olivia' }).waitFor();
-    expect(await audit.textContent()).toContain('Set credit.low to be sent below 2500 minor units, by olivia');
+    expect(await audit.textContent()).toContain('Set credit.low to be sent below $25.00, by olivia');
+    expect(await audit.textContent()).toContain('Set credit.low to be sent below $1,000.0025, by olivia');
   });
 
   it("the page's first list of endpoints, answering after a newer one, does not hide an endpoint added meanwhile", async () => {

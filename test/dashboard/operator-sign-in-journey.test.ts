@@ -10,7 +10,7 @@ import { launchChromium } from '../support/chromium';
 import { startCustomerApp, startOidcProvider, type CustomerAppProcess, type OidcTestProvider } from '../support/customer-stack';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
 import { registerSecrets } from '../support/secret-scan';
-import { freePort } from '../support/server-process';
+import { freePort } from '../support/free-port';
 import { loopbackPage, signInThroughProvider } from '../support/provider-sign-in';
 import { TEST_ADMIN_TOKEN } from '../support/running-app';
 

@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { freePort } from '../support/server-process';
+import { freePort } from '../support/free-port';
 import { readDoc, REPO_ROOT, sectionOf } from './markdown';
 
 /**

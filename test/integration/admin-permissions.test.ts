@@ -17,7 +17,7 @@ import { TEST_ADMIN_TOKEN } from '../support/running-app';
 import { systemClock } from '../../src/platform/clock';
 import { RedisSessionStorage } from '../../src/store/redis/redis-session-storage';
 import { redisKeys } from '../../src/store/redis/redis-keys';
-import { freePort } from '../support/server-process';
+import { freePort } from '../support/free-port';
 import {
   signInOperator,
   stubOperatorRelyingParty,

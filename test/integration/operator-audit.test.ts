@@ -23,7 +23,7 @@ import {
 } from '../support/operator-sign-in-stub';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
 import { TEST_ADMIN_TOKEN } from '../support/running-app';
-import { freePort } from '../support/server-process';
+import { freePort } from '../support/free-port';
 
 /**
  * Operator-level audit: creating and revoking operator tokens (changes tied to

@@ -14,7 +14,7 @@ import {
   STUB_ISSUER,
 } from '../support/operator-sign-in-stub';
 import { captureAdminResponses } from '../support/secret-scan';
-import { freePort } from '../support/server-process';
+import { freePort } from '../support/free-port';
 import { storeOnTestRedis } from '../support/store-on-test-redis';
 
 /**

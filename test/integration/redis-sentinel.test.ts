@@ -6,7 +6,7 @@ import Redis from 'ioredis';
 import { createOfficialCheckClient, envoyCheckRequest } from '../support/envoy-official-client';
 import { spawnTestRedisServer, type TestRedis } from '../support/redis-server';
 import { startAppUnderTest } from '../support/running-app';
-import { freePort } from '../support/server-process';
+import { freePort } from '../support/free-port';
 
 /** A Sentinel-managed master: the service finds it through Sentinel and works as on one Redis. */
 let master: TestRedis;

@@ -9,7 +9,7 @@ import { redisKeys } from '../../src/store/redis/redis-keys';
 import { RedisSessionStorage } from '../../src/store/redis/redis-session-storage';
 import { StoreUnavailableError } from '../../src/ports/store';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
-import { freePort } from '../support/server-process';
+import { freePort } from '../support/free-port';
 
 /**
  * The customer session storage: one contract for Redis (shared by every

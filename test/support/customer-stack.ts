@@ -2,7 +2,7 @@ import { fork, spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { ensureBuiltCli } from './built-cli';
 import { recordLogLine, registerSecrets } from './secret-scan';
-import { freePort } from './server-process';
+import { freePort } from './free-port';
 
 /**
  * The customer sign-in tests' moving parts, each a real process: an OpenID

@@ -10,10 +10,10 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
-import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import Redis from 'ioredis';
+import { freePort } from './free-port';
 
 export interface TestRedis {
   url: string;
@@ -194,31 +194,6 @@ export function findRedisServerBinary(
   return fallbacks.find(isExecutableFile);
 }
 
-/** A port that was free a moment ago (bind :0, read it, close). */
-async function findFreePort(): Promise<number> {
-  for (let attempt = 0; ; attempt++) {
-    try {
-      return await new Promise<number>((resolve, reject) => {
-        const srv = net.createServer();
-        srv.unref();
-        srv.once('error', reject);
-        srv.listen(0, '127.0.0.1', () => {
-          const addr = srv.address();
-          if (addr === null || typeof addr === 'string') {
-            srv.close();
-            reject(new Error('could not determine a free port'));
-            return;
-          }
-          srv.close(() => resolve(addr.port));
-        });
-      });
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'EADDRINUSE' && attempt < 10) continue;
-      throw err;
-    }
-  }
-}
-
 // Children still alive when this process exits get SIGKILLed (best effort;
 // a SIGKILLed test process is covered by the per-child watchdog below).
 interface Tracked {
@@ -320,7 +295,7 @@ async function spawnLocal(binary: string, opts: StartTestRedisOptions): Promise<
   if (opts.port !== undefined) return spawnOnPort(binary, opts.port, opts);
   let lastError: Error | undefined;
   for (let attempt = 0; attempt < MAX_PORT_ATTEMPTS; attempt++) {
-    const port = await findFreePort();
+    const port = await freePort();
     try {
       return await spawnOnPort(binary, port, opts);
     } catch (err) {

@@ -38,6 +38,8 @@ beforeAll(async () => {
   server = await startAppUnderTest({
     redisUrl: redis.url,
     resolveWebhookHost,
+    // Not the default currency: the settings' money text must follow the operator's.
+    config: { currency: { code: 'EUR', exponent: 4 } },
     env: {
       WEBHOOK_LOOPBACK_HTTP: 'true',
       WEBHOOK_POLL_INTERVAL_MS: '20',
@@ -213,10 +215,12 @@ describe('credit events', () => {
   it('sends credit.low and credit.exhausted as usage takes a prepaid balance past the threshold and to zero', async () => {
     const accountId = await newAccount({ billing: { creditBalance: 1000 } });
     const endpoint = await newEndpoint(accountId, receiver.url(`/credit-${accountId}`), ['credit.low', 'credit.exhausted']);
-    expect(await call('PUT', `/admin/accounts/${accountId}/webhooks/settings`, { creditLowThreshold: 500 })).toMatchObject({
+    const settings = { creditLowThreshold: 500, creditLowThresholdFormatted: '€0.05', currency: { code: 'EUR', exponent: 4 } };
+    expect(await call('PUT', `/admin/accounts/${accountId}/webhooks/settings`, { creditLowThreshold: 500 })).toEqual({
       status: 200,
-      body: { creditLowThreshold: 500 },
+      body: settings,
     });
+    expect(await call('GET', `/admin/accounts/${accountId}/webhooks/settings`)).toEqual({ status: 200, body: settings });
     const usage = (requestId: string, costMinorUnits: number) =>
       messagesUsageRecord({ requestId, accountId, keyId: 'key_metered', costMinorUnits, atMs: Date.now() });
     // As the usage recorder applies metered answers.

@@ -59,8 +59,13 @@ function memberWords(/** @type {Record<string, string>} */ fields, /** @type {st
   return memberId ?? 'a member';
 }
 
-/** One audit entry as a sentence, without who or when (the page shows those beside it). */
-export function auditSentence(/** @type {AuditEntry} */ entry) {
+/**
+ * One audit entry as a sentence, without who or when (the page shows those beside it). `money` shows an amount the
+ * entry records in the currency's units ("$0.0025").
+ * @param {AuditEntry} entry
+ * @param {(units: number) => string} money
+ */
+export function auditSentence(entry, money) {
   const key = entry.keyPrefix ? `key ${entry.keyPrefix}…` : 'a key';
   const fields = detailFields(entry.detail);
   switch (entry.action) {
@@ -105,7 +110,7 @@ export function auditSentence(/** @type {AuditEntry} */ entry) {
       if (fields.creditLowThreshold !== undefined) {
         return fields.creditLowThreshold === 'none'
           ? 'Turned off credit.low events'
-          : `Set credit.low to be sent below ${fields.creditLowThreshold} minor units`;
+          : `Set credit.low to be sent below ${money(Number(fields.creditLowThreshold))}`;
       }
       if (fields.enabled !== undefined) return `Turned ${fields.enabled === 'true' ? 'on' : 'off'} a webhook endpoint`;
       if (fields.events !== undefined) return `Set a webhook endpoint's events to ${fields.events.split(',').join(', ')}`;

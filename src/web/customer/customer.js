@@ -15,6 +15,7 @@ import { keyDialog, keyDialogs } from '../shared/key-dialogs.js';
 import { describeKey, newestFirst } from '../shared/key-format.js';
 import { keyPanel } from '../shared/key-panel.js';
 import { keyCell, keyTable } from '../shared/key-table.js';
+import { formatMoney } from './money.js';
 import { oneAtATime } from '../shared/one-at-a-time.js';
 import { restrictionFields } from '../shared/restriction-fields.js';
 import { usageChart } from './usage-chart.js';
@@ -396,10 +397,18 @@ function renderMembers(members) {
 
 /** @param {AuditEntry[]} entries */
 function renderAudit(entries) {
+  // The usage answer, read with the audit trail, names the currency the amounts count.
+  const currency = shownUsage?.currency;
+  const money = (/** @type {number} */ units) => (currency ? formatMoney(units, currency) : `${count(units)} units`);
   replaceContent(
     ui.auditList,
     ...entries.map((entry) =>
-      el('li', { data: { testid: 'audit-entry' } }, timeElement(entry.time), ` ${auditSentence(entry)}, by ${actorText(entry.actor)}`),
+      el(
+        'li',
+        { data: { testid: 'audit-entry' } },
+        timeElement(entry.time),
+        ` ${auditSentence(entry, money)}, by ${actorText(entry.actor)}`,
+      ),
     ),
   );
   if (entries.length === 0) replaceContent(ui.auditList, el('li', { className: 'muted' }, 'No changes recorded yet.'));

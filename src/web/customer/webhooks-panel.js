@@ -6,9 +6,11 @@
  */
 import { ApiError } from '../shared/api.js';
 import { button, byId, el, messageRegions, replaceContent, timeElement } from '../shared/dom.js';
+import { decimalText, parseMoney } from './money.js';
 
 /** @typedef {Omit<import('../../ports/webhook-store').WebhookEndpoint, 'secret'>} Endpoint */
 /** @typedef {import('../../ports/webhook-store').DeliveryAttempt} Attempt */
+/** @typedef {ReturnType<typeof import('../../http/webhook-routes').webhookSettingsView>} WebhookSettings */
 
 /**
  * @param {object} deps
@@ -31,8 +33,14 @@ export function webhooksPanel({ api, accountPath, run, messages }) {
   const threshold = byId('credit-low-threshold', HTMLInputElement);
   const thresholdError = byId('credit-low-error', HTMLElement);
   const thresholdMessages = messageRegions(thresholdError, thresholdError);
+  const thresholdHint = byId('credit-low-hint', HTMLElement);
   /** @type {string[]} */
   let eventTypes = [];
+  /** What the threshold counts, from the settings' answer. @type {import('./money.js').Currency} */
+  let currency = { code: 'USD', exponent: 6 };
+
+  /** The threshold as the input shows it: the amount in the currency ("25", "0.0025"), or empty for none. @param {number | null} units */
+  const thresholdText = (units) => (units === null ? '' : decimalText(units, currency.exponent));
 
   /** @param {string} [rest] */
   const endpointsPath = (rest = '') => accountPath(`/webhooks${rest}`);
@@ -159,7 +167,7 @@ export function webhooksPanel({ api, accountPath, run, messages }) {
       section.hidden = true;
       return;
     }
-    /** @type {[{ endpoints: Endpoint[], eventTypes: string[] }, { creditLowThreshold: number | null }]} */
+    /** @type {[{ endpoints: Endpoint[], eventTypes: string[] }, WebhookSettings]} */
     const [answer, settings] = /** @type {any} */ (
       await Promise.all([api('GET', endpointsPath()), api('GET', endpointsPath('/settings'))])
     );
@@ -170,7 +178,9 @@ export function webhooksPanel({ api, accountPath, run, messages }) {
       renderEventChoices();
     }
     render(answer.endpoints);
-    threshold.value = settings.creditLowThreshold === null ? '' : String(settings.creditLowThreshold);
+    currency = settings.currency;
+    replaceContent(thresholdHint, `In ${currency.code}, e.g. 25 or 0.50. Leave it empty to send no credit.low.`);
+    threshold.value = thresholdText(settings.creditLowThreshold);
     // Shown once the list and the event choices are there: an Add before then would subscribe to no event.
     section.hidden = false;
   }
@@ -181,16 +191,17 @@ export function webhooksPanel({ api, accountPath, run, messages }) {
     void run(async () => {
       messages.clear();
       thresholdMessages.clear();
-      if (text !== '' && !/^[1-9][0-9]{0,15}$/.test(text)) {
-        replaceContent(thresholdError, 'Enter a whole number of at least 1 minor unit, or leave it empty for no credit.low events.');
+      const parsed = text === '' ? { units: null } : parseMoney(text, currency);
+      if ('problem' in parsed || parsed.units === 0) {
+        const problem = 'problem' in parsed ? parsed.problem : 'Enter an amount above zero.';
+        replaceContent(thresholdError, `${problem} Leave it empty for no credit.low events.`);
         return;
       }
       // The API checks the upper bound (the credit limit, declared once on the server), and says so in its words.
-      const creditLowThreshold = text === '' ? null : Number(text);
-      /** @type {{ creditLowThreshold: number | null }} */
+      /** @type {WebhookSettings} */
       let saved;
       try {
-        saved = /** @type {any} */ (await api('PUT', endpointsPath('/settings'), { creditLowThreshold }));
+        saved = /** @type {any} */ (await api('PUT', endpointsPath('/settings'), { creditLowThreshold: parsed.units }));
       } catch (error) {
         // Beside the control (and announced: role=alert), as the key form's errors are. A session that ended still
         // goes to the start page.
@@ -200,11 +211,11 @@ export function webhooksPanel({ api, accountPath, run, messages }) {
         }
         throw error;
       }
-      threshold.value = saved.creditLowThreshold === null ? '' : String(saved.creditLowThreshold);
+      threshold.value = thresholdText(saved.creditLowThreshold);
       messages.notice(
-        saved.creditLowThreshold === null
+        saved.creditLowThresholdFormatted === null
           ? 'No credit.low events will be sent.'
-          : `credit.low will be sent when the prepaid balance falls below ${saved.creditLowThreshold} minor units.`,
+          : `credit.low will be sent when the prepaid balance falls below ${saved.creditLowThresholdFormatted}.`,
       );
     });
   });
