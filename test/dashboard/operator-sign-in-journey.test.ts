@@ -171,7 +171,13 @@ describe('operator sign-in, one operator of each role', () => {
 
   it('someone without a mapped group is not signed in, and is told why', async () => {
     const page = await signIn('mallory');
-    await page.getByTestId('error').filter({ hasText: 'none of your groups is mapped to an operator role' }).waitFor();
+    try {
+      await page.getByTestId('error').filter({ hasText: 'none of your groups is mapped to an operator role' }).waitFor();
+    } catch (error) {
+      // Say where the sign-in ended and what the page says, not only that the words never showed.
+      const shown = await page.getByTestId('error').allTextContents();
+      throw new Error(`signed in as mallory, the page at ${page.url()} says: ${shown.join(' | ') || 'nothing'}`, { cause: error });
+    }
     expect(await page.getByTestId('keys-section').isVisible()).toBe(false);
   });
 

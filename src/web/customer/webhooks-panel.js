@@ -36,11 +36,15 @@ export function webhooksPanel({ api, accountPath, run, messages }) {
   const thresholdHint = byId('credit-low-hint', HTMLElement);
   /** @type {string[]} */
   let eventTypes = [];
-  /** What the threshold counts, from the settings' answer. @type {import('./money.js').Currency} */
-  let currency = { code: 'USD', exponent: 6 };
+  /** What the threshold counts, from the settings' answer (the section is hidden until then). @type {import('./money.js').Currency | null} */
+  let currency = null;
 
-  /** The threshold as the input shows it: the amount in the currency ("25", "0.0025"), or empty for none. @param {number | null} units */
-  const thresholdText = (units) => (units === null ? '' : decimalText(units, currency.exponent));
+  /**
+   * The threshold as the input shows it: the amount in the currency ("25", "0.0025"), or empty for none.
+   * @param {number | null} units
+   * @param {import('./money.js').Currency} of
+   */
+  const thresholdText = (units, of) => (units === null ? '' : decimalText(units, of.exponent));
 
   /** @param {string} [rest] */
   const endpointsPath = (rest = '') => accountPath(`/webhooks${rest}`);
@@ -180,7 +184,7 @@ export function webhooksPanel({ api, accountPath, run, messages }) {
     render(answer.endpoints);
     currency = settings.currency;
     replaceContent(thresholdHint, `In ${currency.code}, e.g. 25 or 0.50. Leave it empty to send no credit.low.`);
-    threshold.value = thresholdText(settings.creditLowThreshold);
+    threshold.value = thresholdText(settings.creditLowThreshold, currency);
     // Shown once the list and the event choices are there: an Add before then would subscribe to no event.
     section.hidden = false;
   }
@@ -188,10 +192,12 @@ export function webhooksPanel({ api, accountPath, run, messages }) {
   thresholdForm.addEventListener('submit', (event) => {
     event.preventDefault();
     const text = threshold.value.trim();
+    const shownIn = currency;
+    if (!shownIn) return;
     void run(async () => {
       messages.clear();
       thresholdMessages.clear();
-      const parsed = text === '' ? { units: null } : parseMoney(text, currency);
+      const parsed = text === '' ? { units: null } : parseMoney(text, shownIn);
       if ('problem' in parsed || parsed.units === 0) {
         const problem = 'problem' in parsed ? parsed.problem : 'Enter an amount above zero.';
         replaceContent(thresholdError, `${problem} Leave it empty for no credit.low events.`);
@@ -211,7 +217,7 @@ export function webhooksPanel({ api, accountPath, run, messages }) {
         }
         throw error;
       }
-      threshold.value = thresholdText(saved.creditLowThreshold);
+      threshold.value = thresholdText(saved.creditLowThreshold, saved.currency);
       messages.notice(
         saved.creditLowThresholdFormatted === null
           ? 'No credit.low events will be sent.'
