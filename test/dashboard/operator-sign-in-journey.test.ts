@@ -11,6 +11,7 @@ import { startCustomerApp, startOidcProvider, type CustomerAppProcess, type Oidc
 import { startTestRedis, type TestRedis } from '../support/redis-server';
 import { registerSecrets } from '../support/secret-scan';
 import { freePort } from '../support/free-port';
+import { until } from '../support/waiting';
 import { loopbackPage, signInThroughProvider } from '../support/provider-sign-in';
 import { TEST_ADMIN_TOKEN } from '../support/running-app';
 
@@ -181,13 +182,33 @@ describe('operator sign-in, one operator of each role', () => {
     expect(await page.getByTestId('keys-section').isVisible()).toBe(false);
   });
 
-  it('signing out ends the session', async () => {
-    const page = await signIn('sue');
-    await page.getByTestId('operator-who').filter({ hasText: '(support)' }).waitFor();
-    // The page has finished signing in (its keys and audit loaded): a click while it is busy is ignored, as every action's is.
-    await page.locator('main:not([aria-busy])').waitFor();
-    await page.getByTestId('sign-out').click();
-    await page.getByTestId('sign-in').waitFor();
+  it('signing out ends the session, also while the page is still loading what the operator may see', async () => {
+    const { context, page } = await loopbackPage(browser, openContexts);
+    // The sign-in's read of an account's keys waits until released: the page is busy when Sign out is clicked.
+    let releaseKeys!: () => void;
+    const keysHeld = new Promise<void>((resolve) => (releaseKeys = resolve));
+    let keysRead = false;
+    await page.route(/\/admin\/accounts\/[^/]+\/keys$/, async (route) => {
+      keysRead = true;
+      await keysHeld;
+      await route.continue();
+    });
+    await signInThroughProvider(page, {
+      startUrl: `${app.adminUrl}/dashboard`,
+      link: 'Sign in with single sign-on',
+      login: 'sue',
+      callbackPath: '/dashboard/auth/callback',
+    });
+    for (const cookie of await context.cookies(app.adminUrl)) registerSecrets(cookie.value);
+    try {
+      await page.getByTestId('operator-who').filter({ hasText: '(support)' }).waitFor();
+      await until(() => keysRead, 'the keys read');
+      expect(await page.locator('main[aria-busy="true"]').count()).toBe(1);
+      await page.getByTestId('sign-out').click();
+      await page.getByTestId('sign-in').waitFor();
+    } finally {
+      releaseKeys();
+    }
     expect(await page.evaluate(async () => (await fetch('/admin/accounts')).status)).toBe(401);
   });
 });

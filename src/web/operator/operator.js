@@ -364,7 +364,8 @@ ui.signOut.addEventListener('click', () => {
     messages.notice('Signed out. The token was removed from this tab.');
     return;
   }
-  void run(async () => {
+  // Not one of the page's changes taken one at a time: a sign-out is never ignored, whatever the page is loading.
+  void (async () => {
     // The server ends the session first; then the page forgets it.
     await fetchJson('POST', '/dashboard/auth/logout', {
       headers: { 'x-csrf-token': ending.csrfToken },
@@ -373,7 +374,7 @@ ui.signOut.addEventListener('click', () => {
     });
     signOut();
     messages.notice('Signed out.');
-  });
+  })().catch(failed);
 });
 
 ui.accountSelect.addEventListener('change', () => {
