@@ -1,9 +1,7 @@
 #!/usr/bin/env node
 // `npm run lint:lua`: luacheck (.luacheckrc) over every Redis script in src/store/redis/lua/, each checked as Redis
 // runs it (src/store/redis/lua-source.ts puts its includes in place), so a helper's locals are seen where they are
-// used; and over the authorize script as src/store/redis/authorize-script.ts generates it, for plans that take each
-// of its branches. Warnings are reported at the line of the file they come from (of a generated script, at its own
-// line), and any warning fails the run, as does a helper no script includes (it would be checked nowhere) and a
+// used. Warnings are reported at the line of the file they come from, and any warning fails the run, as does a helper no script includes (it would be checked nowhere) and a
 // missing luacheck: `apt-get install lua-check` (.ci/run installs it). Reads the store's modules from dist/: the
 // build runs first (`npm test` does so).
 'use strict';
@@ -17,53 +15,18 @@ const LUA_DIR = path.join(ROOT, 'src', 'store', 'redis', 'lua');
 const SHOWN_DIR = path.relative(ROOT, LUA_DIR);
 
 let luaSource;
-let authorizeScript;
 try {
   luaSource = require(path.join(ROOT, 'dist', 'store', 'redis', 'lua-source.js'));
-  authorizeScript = require(path.join(ROOT, 'dist', 'store', 'redis', 'authorize-script.js'));
 } catch (error) {
   process.stderr.write(`lint-lua: cannot load the store's modules from dist/ (run \`npm run build\` first): ${error.message}\n`);
   process.exit(1);
 }
 
-const DAY = 86_400;
-/** Default plans for the generated authorize script: none, limits only, budgets only, and both with budgets at their bounds. */
-const AUTHORIZE_PLANS = {
-  'no plan': [
-    { key: [], account: [] },
-    { key: [], account: [] },
-  ],
-  'two windows per scope': [
-    {
-      key: [
-        { limit: 60, windowSeconds: 60 },
-        { limit: 10_000, windowSeconds: DAY },
-      ],
-      account: [{ limit: 600, windowSeconds: 60 }],
-    },
-    { key: [], account: [] },
-  ],
-  'token budgets only': [
-    { key: [], account: [] },
-    { key: [{ tokens: 1_000, windowSeconds: 60 }], account: [{ tokens: 1_000_000_000, windowSeconds: DAY }] },
-  ],
-  'limits and budgets at their bounds': [
-    { key: [{ limit: 3, windowSeconds: 1 }], account: [{ limit: 100, windowSeconds: 3600 }] },
-    {
-      key: [
-        { tokens: 1_000_000_000, windowSeconds: 31 * DAY },
-        { tokens: 1, windowSeconds: 1 },
-      ],
-      account: [{ tokens: 60_000_000, windowSeconds: 60 }],
-    },
-  ],
-};
-
 const scripts = fs
   .readdirSync(LUA_DIR)
   .filter((name) => name.endsWith('.lua'))
   .sort();
-// Helpers shared by scripts (lib/) and the parts of the generated authorize script (authorize/): each must be checked where it is included.
+// Helpers shared by scripts (lib/) and the parts of the authorize script (authorize/): each must be checked where it is included.
 const helpers = ['lib', 'authorize'].flatMap((dir) =>
   fs
     .readdirSync(path.join(LUA_DIR, dir))
@@ -103,11 +66,6 @@ for (const script of scripts) {
   for (const origin of origins) included.add(origin.file);
   check(script, text, (line) => `${SHOWN_DIR}/${origins[line - 1].file}:${origins[line - 1].line}`);
 }
-for (const [name, [plan, budgets]] of Object.entries(AUTHORIZE_PLANS)) {
-  const generated = `authorize script generated for ${name}`;
-  check(generated, authorizeScript.authorizeScript(plan, budgets).lua, (line) => `${generated}, line ${line}`);
-}
-for (const helper of authorizeScript.AUTHORIZE_SCRIPT_HELPERS) included.add(helper);
 for (const helper of helpers) {
   if (!included.has(helper)) {
     failed = true;
@@ -115,6 +73,4 @@ for (const helper of helpers) {
   }
 }
 if (failed) process.exit(1);
-process.stdout.write(
-  `luacheck: ${scripts.length} scripts (${helpers.length} helpers included) and the authorize script generated for ${Object.keys(AUTHORIZE_PLANS).length} plans, without a warning\n`,
-);
+process.stdout.write(`luacheck: ${scripts.length} scripts (${helpers.length} helpers included), without a warning\n`);

@@ -75,7 +75,7 @@ export function commandDelta(before: CommandCounts, after: CommandCounts): Comma
 }
 
 const sha1 = (text: string) => createHash('sha1').update(text).digest('hex');
-/** The authorize script is generated per default plan (scripts.ts), so it is the EVALSHA that is none of the admin scripts. */
+/** The authorize script is not among the admin scripts (scripts.ts): it is the EVALSHA that is none of them. */
 const SCRIPT_NAMES: Record<string, string> = {
   [sha1(REDIS_SCRIPTS.gwaRecordLastUsed.lua)]: 'evalsha(last-used)',
   ...Object.fromEntries(

@@ -9,10 +9,10 @@ import type { Account, StoredKey } from '../../src/keys/key-records';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
 
 /**
- * The Redis authorize script is generated per default plan, with a
- * straight-line path for plan limits and a table-driven one for overrides
- * (src/store/redis/authorize-script.ts), and it also reads the token budgets
- * (plan literals, or overrides) and the month's spend against the spend
+ * The Redis authorize script takes the default plan packed in its
+ * arguments, with a straight-line path for plan limits and a table-driven
+ * one for overrides (src/store/redis/lua/authorize.lua), and it also reads
+ * the token budgets (the plan's, or overrides) and the month's spend against the spend
  * caps. Whatever the plans, the overrides, the caps, the usage applied in
  * between (budgets in debt, spend reaching a cap) and the timing (across a
  * month's end too), it must answer exactly as the in-memory store

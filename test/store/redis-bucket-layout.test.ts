@@ -2,6 +2,7 @@ import { NO_TOKEN_BUDGETS } from '../../src/accounts/limits/token-budgets';
 import type { RatePlan } from '../../src/accounts/limits/rate-limits';
 import { generateCustomerKey, hashCustomerKey } from '../../src/keys/customer-key';
 import { redisKeys } from '../../src/store/redis/redis-keys';
+import { authorizePlanArgument } from '../../src/store/redis/authorize-plan';
 import { parsePackedBuckets } from '../../src/store/redis/redis-records';
 import { storeOnTestRedis } from '../support/store-on-test-redis';
 
@@ -82,7 +83,15 @@ it('packs each key’s windows into one field and the account’s into another: 
   ]);
 });
 
-it('an EVALSHA of the authorize script carries the two records and the key id, nothing else', async () => {
+/** A binary argument as MONITOR prints it (Redis's sdscatrepr, then ioredis's reading of the quoted text). */
+function monitorRepr(bytes: Buffer): string {
+  const escapes: Record<number, string> = { 0x5c: '\\\\', 0x22: '\\"', 0x0a: '\\n', 0x0d: '\\r', 0x09: '\\t', 0x07: '\\a', 0x08: '\\b' };
+  return [...bytes]
+    .map((byte) => escapes[byte] ?? (byte >= 0x20 && byte < 0x7f ? String.fromCharCode(byte) : `\\x${byte.toString(16).padStart(2, '0')}`))
+    .join('');
+}
+
+it('an EVALSHA of the authorize script carries the two records, the key id, the time and the packed plan, nothing else', async () => {
   const { accountId, keyIds } = await accountWithKeys('argv', 1);
   const keyId = keyIds[0]!;
   expect((await authorize(accountId, keyId)).kind).toBe('allow'); // loads the script
@@ -100,6 +109,13 @@ it('an EVALSHA of the authorize script carries the two records and the key id, n
     monitor.disconnect();
   }
   expect(seen).toHaveLength(1);
-  // EVALSHA sha numkeys account key keyId [clock override: the tests' clock]
-  expect(seen[0]!.slice(2)).toEqual(['2', redisKeys.account(accountId), redisKeys.key(accountId, keyId), keyId, String(nowUs())]);
+  // EVALSHA sha numkeys account key keyId time (the tests' clock) plan
+  expect(seen[0]!.slice(2)).toEqual([
+    '2',
+    redisKeys.account(accountId),
+    redisKeys.key(accountId, keyId),
+    keyId,
+    String(nowUs()),
+    monitorRepr(authorizePlanArgument(plan, NO_TOKEN_BUDGETS).buffer),
+  ]);
 });

@@ -81,7 +81,8 @@ async function rawReplies(commands: string[][], chunk: number): Promise<RespRepl
       if (replies.length === commands.length) resolve();
     });
   });
-  socket.write(commands.map(command).join(''));
+  // command() builds byte strings: one character, one byte.
+  socket.write(commands.map(command).join(''), 'latin1');
   await done;
   socket.destroy();
   return replies;

@@ -15,7 +15,6 @@ import { addUsageTotals, usageRecordProblem, zeroUsageTotals, type UsageRecord }
 import { MAX_WINDOW_SECONDS } from '../../src/accounts/limits/rate-limit';
 import { consumeTokenBudget } from '../../src/accounts/limits/token-budget';
 import { LUA_TOKEN_BUDGET } from '../../src/store/redis/scripts';
-import { LUA_TOKEN_UNREFILLED_FOR_TEST } from '../../src/store/redis/authorize-script';
 import { generateCustomerKey, hashCustomerKey } from '../../src/keys/customer-key';
 import { restrictionsStamp } from '../../src/keys/key-restrictions';
 import type { RatePlan } from '../../src/accounts/limits/rate-limits';
@@ -1966,7 +1965,6 @@ describe('usage: the Lua token budget arithmetic is the BigInt one', () => {
     const redisClient = new Redis(redis.url, { disconnectTimeout: 50 });
     try {
       const lua = `${LUA_TOKEN_BUDGET}
-${LUA_TOKEN_UNREFILLED_FOR_TEST}
 local out = {}
 for i = 1, #ARGV, 7 do
   local tat, fraction, now, n, tokens, window, debt = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5]), tonumber(ARGV[i + 6])

@@ -17,11 +17,10 @@ import { insertKey } from '../support/pipeline-fixture-world';
 import { storeOnTestRedis } from '../support/store-on-test-redis';
 
 /**
- * The authorize script checks the default plan's token budgets in code
- * generated per budget, its numbers written in as literals, and picks the
- * arithmetic when it is generated: one division where the debt times the
- * tokens cannot pass 2^53, a branch to the split product where it can
- * (src/store/redis/authorize-script.ts, luaUnrefilled). Usage through the property
+ * The authorize script counts a token budget's tokens not yet refilled with
+ * one division where the debt times the tokens cannot pass 2^53, and with
+ * the split product where it can
+ * (src/store/redis/lua/authorize/token-unrefilled.lua). Usage through the property
  * test leaves small debts only, so here a bucket of any debt (below,
  * at and past the branch's bound, past the window) and fraction is written
  * straight into the account hash, and the decision must state the budget

@@ -13,7 +13,7 @@ import { effectiveTokenBudgets, tokenBucketName, tokenBudgetState, type TokenBuc
  * budgets, consuming nothing unless everything passes (and token budgets
  * never: usage consumes them, src/accounts/limits/usage-account-state.ts). The
  * in-memory store runs this; the Redis store runs the same rules in its Lua
- * script (gwaAuthorize, src/store/redis/authorize-script.ts), and both pass one
+ * script (src/store/redis/lua/authorize.lua), and both pass one
  * contract suite.
  */
 export interface AccountState {

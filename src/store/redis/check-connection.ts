@@ -5,7 +5,7 @@ import type { CheckPathOperation, CheckPathTimer } from '../../check/ports';
 import { StoreUnavailableError } from '../../ports/store';
 import { DeadlineSweeper, type Expiring } from '../../transport/deadline-sweeper';
 import { DeadlineExceededError, withinDeadline } from './deadline';
-import { RedisReplyError, RespReader, bulk, command, type RespReply } from './resp';
+import { RedisReplyError, RespReader, argumentBulk, bulk, command, type RespReply, type ScriptArgument } from './resp';
 
 /**
  * The Check path's connection to Redis: one pipelined socket for the
@@ -27,7 +27,7 @@ export interface CheckChannel {
   script<T>(
     script: LuaSource,
     keys: readonly string[],
-    args: readonly string[],
+    args: readonly ScriptArgument[],
     parse: (reply: unknown) => T,
     operation: CheckPathOperation,
   ): Promise<T>;
@@ -147,13 +147,13 @@ export class PipelinedConnection implements CheckChannel {
   script<T>(
     script: LuaSource,
     keys: readonly string[],
-    args: readonly string[],
+    args: readonly ScriptArgument[],
     parse: (reply: unknown) => T,
     operation: CheckPathOperation,
   ): Promise<T> {
     let tail = `$${String(keys.length).length}\r\n${keys.length}\r\n`;
     for (const key of keys) tail += bulk(key);
-    for (const arg of args) tail += bulk(arg);
+    for (const arg of args) tail += argumentBulk(arg);
     const tailParts = 1 + keys.length + args.length;
     return this.issue('', parse, operation, script, tail, tailParts) as Promise<T>;
   }
@@ -303,7 +303,8 @@ export class PipelinedConnection implements CheckChannel {
       entry.text = '';
       this.waiting.push(entry);
     }
-    if (text !== '') socket.write(text);
+    // Byte strings (resp.ts): one character, one byte.
+    if (text !== '') socket.write(text, 'latin1');
   }
 
   private onReply(reply: RespReply): void {

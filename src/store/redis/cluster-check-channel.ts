@@ -3,6 +3,7 @@ import type { Cluster } from 'ioredis';
 import type { CheckPathOperation, CheckPathTimer } from '../../check/ports';
 import { StoreUnavailableError } from '../../ports/store';
 import type { CheckChannel, LuaSource } from './check-connection';
+import type { ScriptArgument } from './resp';
 import { DeadlineSweeper, type Expiring } from '../../transport/deadline-sweeper';
 import { DeadlineExceededError, withinDeadline } from './deadline';
 
@@ -37,16 +38,17 @@ export class ClusterCheckChannel implements CheckChannel {
   script<T>(
     script: LuaSource,
     keys: readonly string[],
-    args: readonly string[],
+    args: readonly ScriptArgument[],
     parse: (reply: unknown) => T,
     operation: CheckPathOperation,
   ): Promise<T> {
+    const values = args.map((arg) => (typeof arg === 'string' ? arg : arg.buffer));
     return this.track(
       () =>
-        this.cluster.evalsha(script.sha, keys.length, ...keys, ...args).catch((error: unknown) => {
+        this.cluster.evalsha(script.sha, keys.length, ...keys, ...values).catch((error: unknown) => {
           // A node without the script (restarted, or new to the slot) loads it with EVAL.
           if (error instanceof Error && error.message.startsWith('NOSCRIPT')) {
-            return this.cluster.eval(script.lua, keys.length, ...keys, ...args);
+            return this.cluster.eval(script.lua, keys.length, ...keys, ...values);
           }
           throw error;
         }),

@@ -67,10 +67,11 @@ import { usageAggregateIncrements, usageBucketOf } from '../usage-aggregates';
 import { DEFAULT_USAGE_STREAM_MAX_LENGTH } from '../../platform/settings';
 import { usageStreamFields } from '../usage-stream-fields';
 import { redisKeys } from './redis-keys';
+import type { ScriptArgument } from './resp';
 import { RedisClock } from './redis-clock';
 import { closeClient, describeTopology, openCheckChannel, openClient, type ScriptedRedis } from './redis-client';
 import { ACTIVE_KEYS_NOT_INDEXED, REDIS_SCRIPTS as scripts, parseAuthorizeReply } from './scripts';
-import { authorizeScript } from './authorize-script';
+import { AUTHORIZE_SCRIPT, authorizePlanArgument } from './authorize-plan';
 import type { RestrictionsSent } from '../../check/ports';
 import type { CreditHold } from '../../accounts/credit-holds';
 import type { OutboxEvent } from '../../ports/webhook-store';
@@ -217,13 +218,13 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
     const { accountId, keyId, hold } = request;
     const account = redisKeys.account(accountId);
     const key = redisKeys.key(accountId, keyId);
-    // The key id; the script names the key's fields from it. Then the decision time on Redis's clock.
+    // The key id; the script names the key's fields from it. Then the decision time on Redis's clock, and the plan.
     const nowUs = this.decisionClock.nowUs();
-    const keyAndTime = [keyId, String(nowUs)];
+    const keyTimeAndPlan = [keyId, String(nowUs), authorizePlanArgument(request.defaultPlan, request.defaultTokenBudgets)];
     return this.checks.script(
-      authorizeScript(request.defaultPlan, request.defaultTokenBudgets),
+      AUTHORIZE_SCRIPT,
       hold ? [account, key, redisKeys.holds(accountId)] : [account, key],
-      authorizeArguments(keyAndTime, hold, request.restrictions),
+      authorizeArguments(keyTimeAndPlan, hold, request.restrictions),
       parseAuthorizeReply,
       'authorize',
     );
@@ -1127,15 +1128,19 @@ function messageOf(error: unknown): string {
  * it is not '' (and '' for the hold when there is none). A key believed unrestricted (what Check sends for a key it
  * holds nothing for) sends nothing more: the script compares its records' stamps only when a record has one.
  */
-function authorizeArguments(keyAndTime: string[], hold: CreditHold | undefined, restrictions: RestrictionsSent | undefined): string[] {
+function authorizeArguments(
+  keyTimeAndPlan: ScriptArgument[],
+  hold: CreditHold | undefined,
+  restrictions: RestrictionsSent | undefined,
+): ScriptArgument[] {
   const holdArgument = hold ? `${hold.minorUnits} ${hold.tokens} ${hold.requestId}` : '';
   if (restrictions !== undefined) {
     const { keyStamp, accountStamp, refused } = restrictions;
-    if (refused !== undefined) return [...keyAndTime, holdArgument, keyStamp, accountStamp, refused];
-    if (accountStamp !== '') return [...keyAndTime, holdArgument, keyStamp, accountStamp];
-    if (keyStamp !== '') return [...keyAndTime, holdArgument, keyStamp];
+    if (refused !== undefined) return [...keyTimeAndPlan, holdArgument, keyStamp, accountStamp, refused];
+    if (accountStamp !== '') return [...keyTimeAndPlan, holdArgument, keyStamp, accountStamp];
+    if (keyStamp !== '') return [...keyTimeAndPlan, holdArgument, keyStamp];
   }
-  return hold ? [...keyAndTime, holdArgument] : keyAndTime;
+  return hold ? [...keyTimeAndPlan, holdArgument] : keyTimeAndPlan;
 }
 
 /** An audit entry as stream fields: its time, its own fields (absent ones left out), the actor as JSON. */

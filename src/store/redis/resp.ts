@@ -23,12 +23,38 @@ export class RedisReplyError extends Error {
 
 export type RespReply = string | number | null | RedisReplyError | RespReply[];
 
-/** `$<bytes>\r\n<text>\r\n`. */
+/*
+ * Commands are built as byte strings: each character one byte (latin1), so
+ * an argument of arbitrary bytes (BinaryArgument) travels in the same text
+ * as the rest, and the connection writes the text with the 'latin1'
+ * encoding. Text is sent as its UTF-8 bytes.
+ */
+
+/** `$<bytes>\r\n<bytes>\r\n` for a text, as its UTF-8 bytes. */
 export function bulk(text: string): string {
-  return `$${Buffer.byteLength(text)}\r\n${text}\r\n`;
+  const length = Buffer.byteLength(text);
+  // Equal lengths: ASCII only, whose UTF-8 bytes are its characters (the common case, and no copy).
+  if (length === text.length) return `$${length}\r\n${text}\r\n`;
+  return `$${length}\r\n${Buffer.from(text, 'utf8').toString('latin1')}\r\n`;
 }
 
-/** A whole command: `*<count>\r\n` and each part as a bulk string. */
+/** An argument of arbitrary bytes (a packed plan): as a Buffer, and as the byte string the commands are built of. */
+export class BinaryArgument {
+  readonly bytes: string;
+  constructor(readonly buffer: Buffer) {
+    this.bytes = buffer.toString('latin1');
+  }
+}
+
+/** A script's argument: text, or bytes. */
+export type ScriptArgument = string | BinaryArgument;
+
+/** The bulk string of a script's argument. */
+export function argumentBulk(argument: ScriptArgument): string {
+  return typeof argument === 'string' ? bulk(argument) : `$${argument.bytes.length}\r\n${argument.bytes}\r\n`;
+}
+
+/** A whole command: `*<count>\r\n` and each part as a bulk string, as a byte string (write it as 'latin1'). */
 export function command(parts: readonly string[]): string {
   let out = `*${parts.length}\r\n`;
   for (const part of parts) out += bulk(part);

@@ -59,11 +59,18 @@ const APPLY_USAGE_LUA = luaScript('apply-usage');
 
 /**
  * For the property test that holds the Lua token arithmetic to the BigInt one: the helpers the usage script moves a
- * bucket with (tb_consume); authorize-script.ts has the Check's (LUA_TOKEN_UNREFILLED_FOR_TEST).
+ * bucket with (tb_consume), and the Check's count of the tokens not yet refilled (lua/authorize/token-unrefilled.lua,
+ * as the authorize script includes it) as tb_unrefilled(debt_us, fraction, tokens, window_s).
  */
-export const LUA_TOKEN_BUDGET = ['lib/divmod.lua', 'lib/token-buckets-of.lua', 'lib/token-consume.lua']
-  .map((file) => composeLua(file).text)
-  .join('');
+export const LUA_TOKEN_BUDGET = `${['lib/divmod.lua', 'lib/token-buckets-of.lua', 'lib/token-consume.lua'].map((file) => composeLua(file).text).join('')}
+local function tb_unrefilled(d, fraction, tokens, window_s)
+  local floor, u, window_us = math.floor, 0, window_s * 1000000
+${composeLua('authorize/token-unrefilled.lua')
+  .text.replace(/^(?=.)/gm, '  ')
+  .trimEnd()}
+  return u
+end
+`;
 
 /** The keys and fixed arguments both usage scripts begin with (lua/apply-usage.lua reads them by position). */
 const APPLY_USAGE_KEYS = [

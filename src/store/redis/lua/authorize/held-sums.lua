@@ -6,7 +6,7 @@
 -- request holds if allowed: money only on an account with a balance or a
 -- cap, tokens only with a token budget), key_m, key_t (what of it counts for
 -- the key: only where the key has a cap or the plan or an override may give
--- it budgets), all 0 when the request brings no hold (ARGV[3], '' or absent:
+-- it budgets), all 0 when the request brings no hold (ARGV[4], '' or absent:
 -- `<minorUnits> <tokens> <requestId>`, one argument: each costs Redis ~1.5k
 -- instructions; KEYS[3] the holds hash) or the account holds nothing. Only
 -- such an account pays anything: one HMGET of the holds hash, of the sums
@@ -24,11 +24,11 @@
 -- its Check time.
 local hold_m, hold_t, key_m, key_t, held_am, held_at, held_km, held_kt, holding, prune_at = 0, 0, 0, 0, 0, 0, 0, 0, false, nil
 local hold_ms, hold_ts, hold_id, held_before, held_count
-if ARGV[3] and ARGV[3] ~= '' then
+if ARGV[4] and ARGV[4] ~= '' then
   local money, tokens = a[2] or k[8] or a[6], plan_budgets or k[7] or a[5]
   if money or tokens then
     holding = true
-    hold_ms, hold_ts, hold_id = string.match(ARGV[3], '^(%d+) (%d+) (.+)$')
+    hold_ms, hold_ts, hold_id = string.match(ARGV[4], '^(%d+) (%d+) (.+)$')
     if money then hold_m = tonumber(hold_ms) end
     if tokens then hold_t = tonumber(hold_ts) end
     if k[8] then key_m = hold_m end
