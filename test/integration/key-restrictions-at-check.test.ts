@@ -266,12 +266,12 @@ describe('key restrictions over gRPC on real Redis', () => {
     return rest.slice(Number(keyCount));
   }
 
-  it('a key without restrictions sends the authorize script no texts to compare: only its id, the time and a hold', async () => {
+  it('a key without restrictions sends the authorize script no texts to compare: only its id, the time, the plan and a hold', async () => {
     const { id, key } = await newKey();
     expect((await client.check(chat(key))).status.code).toBe(0);
     const argv = await authorizeArgvOf(chat(key));
     expect(argv[0]).toBe(id);
-    expect(argv.length).toBeLessThanOrEqual(3);
+    expect(argv.length).toBeLessThanOrEqual(4);
   });
 
   it('a restricted key sends the authorize script one short stamp of its restrictions, not their texts', async () => {
@@ -279,11 +279,11 @@ describe('key restrictions over gRPC on real Redis', () => {
     const { id, key } = await newKey({ restrictions });
     const allowed = chat(key, { sourceAddress: '127.0.0.1' });
     expect((await client.check(allowed)).status.code).toBe(0); // the restrictions are cached from here on
-    // The key id, the time, the hold, then the key's stamp: the account has no defaults, so nothing for it.
+    // The key id, the time, the plan, the hold, then the key's stamp: the account has no defaults, so nothing for it.
     const argv = await authorizeArgvOf(allowed);
     expect(argv[0]).toBe(id);
-    expect(argv.slice(3)).toEqual([restrictionsStamp(JSON.stringify(restrictions))]);
-    expect(argv[3]!.length).toBeLessThan(32);
+    expect(argv.slice(4)).toEqual([restrictionsStamp(JSON.stringify(restrictions))]);
+    expect(argv[4]!.length).toBeLessThan(32);
   });
 
   it('a restricted key costs the Redis commands of an unrestricted one, once its restrictions are cached', async () => {
