@@ -25,6 +25,15 @@ export const METERED_USAGE: TokenCounts = { inputTokens: 23, outputTokens: 9, ca
 /** Pieces of a slow stream: far enough apart that a client that leaves is seen before the next one. */
 export const METERED_SLOW_GAP_MS = 150;
 
+/**
+ * A prepaid balance for tests that send a second request right after the first answer. Check sees no body (envoy.yaml
+ * sends it none), so each request holds for the default 4,096 output tokens (8,192 units here, plus its input); and
+ * metering runs in observability mode, so the first answer's hold may still be in flight when the second request is
+ * checked. 10,000 covers one such hold, not two: on a busy machine the second request was refused 402. This covers
+ * both, so the test measures the charges, never that race.
+ */
+export const BALANCE_FOR_TWO_ANSWERS = 100_000;
+
 export function chargeOf(tokens: TokenCounts): number {
   return tokens.inputTokens + 2 * tokens.outputTokens + tokens.cachedInputTokens + 3 * tokens.cacheCreationTokens;
 }

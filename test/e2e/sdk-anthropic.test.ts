@@ -32,6 +32,7 @@ import {
   tokensLeftAfter,
   totalsOf,
   waitForRefill,
+  BALANCE_FOR_TWO_ANSWERS,
 } from './ledger-expectations';
 
 let world: E2EWorld;
@@ -433,7 +434,9 @@ describe('usage is billed through ext_proc, with gateway-authz as the processor 
     const account = (what: string) => `an-billed-${flavour.version}-${what}`;
 
     test('a whole and a streamed answer move the balance, the month spend and the usage API by exactly the usage reported', async () => {
-      const { key, accountId } = await metered.newKey(account('both'), { accountPatch: { billing: { creditBalance: 10_000 } } });
+      const { key, accountId } = await metered.newKey(account('both'), {
+        accountPatch: { billing: { creditBalance: BALANCE_FOR_TWO_ANSWERS } },
+      });
       const client = meteredClient(flavour, key);
 
       await client.create();
@@ -442,7 +445,7 @@ describe('usage is billed through ext_proc, with gateway-authz as the processor 
       expect(upstreamOf(accountId).map((r) => r.reportedUsage)).toEqual([METERED_USAGE, METERED_USAGE]);
       const charged = 2 * chargeOf(METERED_USAGE);
       expect(await meteredLedger(metered, accountId, 2)).toEqual({
-        creditBalance: 10_000 - charged,
+        creditBalance: BALANCE_FOR_TWO_ANSWERS - charged,
         spentThisMonth: charged,
         usage: totalsOf(sumOf(METERED_USAGE, METERED_USAGE), 2),
       });

@@ -30,6 +30,7 @@ import {
   sumOf,
   totalsOf,
   waitForRefill,
+  BALANCE_FOR_TWO_ANSWERS,
 } from './ledger-expectations';
 
 const MODEL = 'gemini-2.5-flash';
@@ -517,7 +518,9 @@ describe('usage is billed through ext_proc, with gateway-authz as the processor 
     const account = (what: string) => `gm-billed-${sdk.replace(/[^a-z]/g, '')}-${what}`;
 
     test('a whole and a streamed answer move the balance, the month spend and the usage API by exactly the usage reported', async () => {
-      const { key, accountId } = await metered.newKey(account('both'), { accountPatch: { billing: { creditBalance: 10_000 } } });
+      const { key, accountId } = await metered.newKey(account('both'), {
+        accountPatch: { billing: { creditBalance: BALANCE_FOR_TWO_ANSWERS } },
+      });
       const api = client(key);
 
       await api.generate();
@@ -526,7 +529,7 @@ describe('usage is billed through ext_proc, with gateway-authz as the processor 
       expect(upstreamOf(accountId).map((r) => r.reportedUsage)).toEqual([REPORTED, REPORTED]);
       const charged = 2 * chargeOf(REPORTED);
       expect(await meteredLedger(metered, accountId, 2)).toEqual({
-        creditBalance: 10_000 - charged,
+        creditBalance: BALANCE_FOR_TWO_ANSWERS - charged,
         spentThisMonth: charged,
         usage: totalsOf(sumOf(REPORTED, REPORTED), 2),
       });

@@ -31,6 +31,7 @@ import {
   tokensLeftAfter,
   totalsOf,
   waitForRefill,
+  BALANCE_FOR_TWO_ANSWERS,
 } from './ledger-expectations';
 
 let world: E2EWorld;
@@ -372,7 +373,7 @@ describe('openai SDK: usage is billed through ext_proc, with gateway-authz as th
   const upstreamOf = (accountId: string) => metered.upstream.requests.filter((r) => r.headers['x-gateway-account-id'] === accountId);
 
   test('a whole and a streamed answer move the balance, the month spend and the usage API by exactly the usage reported', async () => {
-    const { key, accountId } = await metered.newKey('oa-billed', { accountPatch: { billing: { creditBalance: 10_000 } } });
+    const { key, accountId } = await metered.newKey('oa-billed', { accountPatch: { billing: { creditBalance: BALANCE_FOR_TWO_ANSWERS } } });
     const openai = meteredClient(key);
 
     await chat(openai);
@@ -388,7 +389,7 @@ describe('openai SDK: usage is billed through ext_proc, with gateway-authz as th
     const ledger = await meteredLedger(metered, accountId, 2);
     const charged = 2 * chargeOf(METERED_USAGE);
     expect(ledger).toEqual({
-      creditBalance: 10_000 - charged,
+      creditBalance: BALANCE_FOR_TWO_ANSWERS - charged,
       spentThisMonth: charged,
       usage: totalsOf(sumOf(METERED_USAGE, METERED_USAGE), 2),
     });
