@@ -90,7 +90,7 @@ end
 --@include authorize/spend-caps.lua
 -- The request rate limits: refused here, or the buckets' new values (k_packed, a_packed, written below with the
 -- hold) and the window with the fewest requests left (t_*, for the rate-limit headers).
-local b_scope, b_tokens, b_window, b_remaining, b_reset
+local b_scope, b_tokens, b_window, b_remaining, b_reset = nil, nil, nil, nil, nil
 local t_scope, t_limit, t_window, t_remaining, t_reset
 local k_packed, a_packed
 local swept = a[4] and tonumber(a[4])
