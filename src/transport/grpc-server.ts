@@ -118,6 +118,13 @@ export interface GrpcServerSettings {
   maxHeaderListBytes: number;
   /** Lower-case names of request metadata handed to the handlers (UnaryCall.metadata); absent: none. */
   keptMetadata?: ReadonlySet<string>;
+  /** Where the max-age jitter comes from, in [0, 1): Math.random unless a test sets it. */
+  random?: () => number;
+}
+
+/** A connection's max age: ±10 % around maxConnectionAgeMs, so that connections opened together (after a restart) are not all recycled together. */
+export function jitteredConnectionAgeMs(maxConnectionAgeMs: number, random: number): number {
+  return Math.round(maxConnectionAgeMs * (0.9 + 0.2 * random));
 }
 
 export const DEFAULT_GRPC_SERVER_SETTINGS: Omit<GrpcServerSettings, 'host' | 'port'> = {
@@ -638,9 +645,8 @@ export class GrpcServer {
       return;
     }
     this.scheduleKeepalive(connection, timers);
-    const { maxConnectionAgeMs } = this.settings;
-    // ±10 % so that connections opened together (after a restart) are not all recycled together.
-    const ageMs = Math.round(maxConnectionAgeMs * (0.9 + 0.2 * Math.random()));
+    const { maxConnectionAgeMs, random = Math.random } = this.settings;
+    const ageMs = jitteredConnectionAgeMs(maxConnectionAgeMs, random());
     timers.maxAge = setTimeout(() => this.drain(connection, 'max_age'), ageMs).unref();
   }
 

@@ -226,17 +226,15 @@ describe.each(implementations)('credit holds: %s', (name, open) => {
     expect(await redisHolds(ids.accountId)).toEqual({ inFlight: [], fields: [] });
   });
 
-  onRedis('lets holds in the layout before an upgrade lapse, uncounted, and drops their sums', async () => {
+  onRedis('lets a hold it cannot read lapse at the next prune, uncounted', async () => {
     const ids = await seed({ creditBalance: 100 });
     const nowUs = T0 * 1000;
-    // As the version before stored them: text sums in the account hash, `<deadlineUs> <keyId> <amounts…>` per hold.
-    await raw.hset(redisKeys.holds(ids.accountId), 'old', `${nowUs + HOLD_LIFETIME_US} ${ids.keyId} 100 0 0 0`);
-    await raw.hset(redisKeys.account(ids.accountId), 'hm', '100', 'holdPruneAtUs', String(nowUs + HOLD_LIFETIME_US));
+    // Not `<checkUs>:<amounts…>:<keyId>`: written by something else, it holds nothing and is dropped.
+    await raw.hset(redisKeys.holds(ids.accountId), 'unreadable', `${nowUs + HOLD_LIFETIME_US} ${ids.keyId} 100 0 0 0`);
     expect(await check(ids, hold('a', 100))).toBe('allow');
     clock.advance(LIFETIME_MS);
     expect(await check(ids, hold('b', 100))).toBe('allow');
     expect((await redisHolds(ids.accountId)).inFlight).toEqual(['b']);
-    expect(await raw.hmget(redisKeys.account(ids.accountId), 'hm', 'holdPruneAtUs')).toEqual([null, null]);
   });
 
   it('counts held tokens as used against the token budgets', async () => {

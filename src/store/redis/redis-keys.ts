@@ -171,8 +171,6 @@ export const redisKeys = {
    */
   holdSumsField: () => '\u0001sums',
   keyHoldSumsField: (keyId: string) => `\u0001key:${keyId}`,
-  /** The account's hold sums as text, before they were packed: no longer read; deleted when a Check prunes. */
-  legacyHoldSumFields: () => ['hm', 'ht', 'holdPruneAtUs'],
   /** Marker (with a TTL) that a usage record was applied to the account: holds how it was billed. */
   usageApplied: (accountId: string, requestId: string) => `${redisKeys.accountTag(accountId)}usage:applied:${requestId}`,
   /**

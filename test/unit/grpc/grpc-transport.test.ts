@@ -5,6 +5,7 @@ import { checkMethod } from '../../../src/check/authorization-server';
 import {
   frameMessage,
   GrpcServer,
+  jitteredConnectionAgeMs,
   type GrpcServerSettings,
   type ServerStreamingCall,
   type UnaryCall,
@@ -635,18 +636,33 @@ describe('connections', () => {
     }
   });
 
-  it('spreads max age ±10 % so that connections opened together are not recycled together', async () => {
-    const s = await start({ maxConnectionAgeMs: 1000 });
-    const sessions = Array.from({ length: 8 }, () => connect(s.address));
-    const at: number[] = [];
-    const started = Date.now();
-    for (const session of sessions) session.on('goaway', () => at.push(Date.now() - started));
+  it('spreads max age ±10 % so that connections opened together are not recycled together', () => {
+    expect(jitteredConnectionAgeMs(1000, 0)).toBe(900);
+    expect(jitteredConnectionAgeMs(1000, 0.5)).toBe(1000);
+    expect(jitteredConnectionAgeMs(1000, 0.999_999)).toBe(1100);
+    expect(jitteredConnectionAgeMs(300_000, 0.25)).toBe(285_000);
+  });
+
+  it('drains each connection at its own jittered age', async () => {
+    // The first connection draws the shortest age (900 ms), the second the longest (1100 ms). A timer never fires
+    // early, so the second GOAWAY cannot come before 1100 ms, whatever the machine's load: one age for every
+    // connection would send it at 1000 ms.
+    const draws = [0, 0.999_999];
+    const s = await start({ maxConnectionAgeMs: 1000, random: () => draws.shift() ?? 0.5 });
+    const sessions: http2.ClientHttp2Session[] = [];
+    const goawayAfterMs: number[] = [];
     try {
-      await until(() => at.length === sessions.length, 'every GOAWAY', 3000);
-      expect(Math.min(...at)).toBeGreaterThanOrEqual(880);
-      // 1100 ms at the most, plus room for a timer that fires late on a loaded machine (a CI run saw 1271 ms).
-      expect(Math.max(...at)).toBeLessThanOrEqual(1500);
-      expect(Math.max(...at) - Math.min(...at)).toBeGreaterThan(5);
+      for (let i = 0; i < 2; i++) {
+        const started = Date.now();
+        const session = connect(s.address);
+        sessions.push(session);
+        session.on('goaway', () => (goawayAfterMs[i] = Date.now() - started));
+        // The server drew this connection's age once its SETTINGS arrived: the next connection draws the next.
+        await new Promise((resolve) => session.once('remoteSettings', resolve));
+      }
+      await until(() => goawayAfterMs.length === 2 && goawayAfterMs.every((ms) => ms !== undefined), 'both GOAWAYs', 5000);
+      expect(goawayAfterMs[0]).toBeGreaterThanOrEqual(900);
+      expect(goawayAfterMs[1]).toBeGreaterThanOrEqual(1100);
     } finally {
       for (const session of sessions) session.destroy();
       await s.server.close();

@@ -80,8 +80,6 @@ if ARGV[4] and ARGV[4] ~= '' then
       end
       held_km, held_kt = 0, 0
       if keys[ARGV[1]] then held_km, held_kt = keys[ARGV[1]][1], keys[ARGV[1]][2] end
-      -- The account's hold sums as text before they were packed (redisKeys.legacyHoldSumFields).
-      redis.call('HDEL', KEYS[1], 'hm', 'ht', 'holdPruneAtUs')
     end
   end
 end
