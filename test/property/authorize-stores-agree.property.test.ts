@@ -136,7 +136,7 @@ it('decides every request exactly as the in-memory store, for any plan, override
         expect(await target.createAccount(account)).toBe(true);
         for (const key of keys) expect(await target.insertKey(`hash_${key.id}`, key)).toBe('created');
       }
-      // Frozen, as the settings' plan is: the generated script is cached for it.
+      // Frozen, as the settings' plan is: the packed plan is cached for it.
       const defaultPlan: RatePlan = Object.freeze({ key: Object.freeze(plan.key), account: Object.freeze(plan.account) });
       const defaultTokenBudgets: TokenBudgetPlan = Object.freeze({
         key: Object.freeze(budgetPlan.key),
