@@ -38,11 +38,14 @@ export function bulk(text: string): string {
   return `$${length}\r\n${Buffer.from(text, 'utf8').toString('latin1')}\r\n`;
 }
 
-/** An argument of arbitrary bytes (a packed plan): as a Buffer, and as the byte string the commands are built of. */
+/**
+ * An argument of arbitrary bytes (a packed plan): as a Buffer, and as the bulk string the commands are built of, made
+ * once (the plan goes with every decision).
+ */
 export class BinaryArgument {
-  readonly bytes: string;
+  readonly bulk: string;
   constructor(readonly buffer: Buffer) {
-    this.bytes = buffer.toString('latin1');
+    this.bulk = `$${buffer.length}\r\n${buffer.toString('latin1')}\r\n`;
   }
 }
 
@@ -51,7 +54,7 @@ export type ScriptArgument = string | BinaryArgument;
 
 /** The bulk string of a script's argument. */
 export function argumentBulk(argument: ScriptArgument): string {
-  return typeof argument === 'string' ? bulk(argument) : `$${argument.bytes.length}\r\n${argument.bytes}\r\n`;
+  return typeof argument === 'string' ? bulk(argument) : argument.bulk;
 }
 
 /** A whole command: `*<count>\r\n` and each part as a bulk string, as a byte string (write it as 'latin1'). */

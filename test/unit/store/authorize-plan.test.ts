@@ -38,8 +38,10 @@ it('packs the counts, then each limit and each budget, as the script reads them'
   const numbers = Array.from({ length: (packed.length - 4) / 8 }, (_, i) => packed.readDoubleLE(4 + 8 * i));
   // Window, limit and emission interval (µs) per limit; tokens and window per budget.
   expect(numbers).toEqual([60, 600, 100_000, 86_400, 7, 12_342_857_142, MAX_BUDGET_TOKENS, MAX_WINDOW_SECONDS]);
-  // Its byte string is the same bytes, one character each.
-  expect(Buffer.from(authorizePlanArgument(plan, budgets).bytes, 'latin1')).toEqual(packed);
+  // Its bulk string carries the same bytes, one character each.
+  expect(Buffer.from(authorizePlanArgument(plan, budgets).bulk, 'latin1')).toEqual(
+    Buffer.concat([Buffer.from(`$${packed.length}\r\n`), packed, Buffer.from('\r\n')]),
+  );
 });
 
 it('packs a frozen plan once', () => {

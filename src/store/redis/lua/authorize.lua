@@ -109,6 +109,9 @@ if plain then
     if na == 2 then aw1, al1, ai1, aw2, al2, ai2 = struct.unpack('<dddddd', P, 5 + 24 * nk)
     elseif na == 1 then aw1, al1, ai1 = struct.unpack('<ddd', P, 5 + 24 * nk) end
   end
+  -- Written out per scope, not included once per scope as the token buckets' reading is: naming the inputs and
+  -- outputs of an included part as locals measured 700 more instructions on every decision (0.6 %; runs of one build
+  -- differ by up to 1 %), and this is the path every decision takes.
   local tat1, tat2, tat3, tat4 = now, now, now, now
   local v = a[8]
   if nk > 0 and v then
@@ -230,17 +233,10 @@ if not plain then
     return new_tat
   end
   -- The plan's limits as tables, read from P only when no override replaces them.
-  local function plan_limits(from, n)
-    local out = {}
-    for i = 1, n do
-      local window_s, limit = struct.unpack('<dd', P, from + 24 * (i - 1))
-      out[i] = {limit = limit, windowSeconds = window_s}
-    end
-    return out
-  end
+  --@include authorize/plan-records.lua
   local overrides = a[3] and cjson.decode(a[3]) or {}
-  local kl = (k[3] and cjson.decode(k[3])) or overrides.key or plan_limits(5, nk)
-  local al = overrides.account or plan_limits(5 + 24 * nk, na)
+  local kl = (k[3] and cjson.decode(k[3])) or overrides.key or plan_records(5, nk, 24, 'windowSeconds', 'limit')
+  local al = overrides.account or plan_records(5 + 24 * nk, na, 24, 'windowSeconds', 'limit')
   local k_new, a_new = {}, {}
   for i, l in ipairs(kl) do k_new[i] = {l.windowSeconds, step('key', kb[l.windowSeconds], l)}; kb[l.windowSeconds] = nil end
   for i, l in ipairs(al) do a_new[i] = {l.windowSeconds, step('account', ab[l.windowSeconds], l)}; ab[l.windowSeconds] = nil end

@@ -30,29 +30,15 @@ if nbk + nba > 0 or k[7] or a[5] then
     elseif nbk == 1 then kt1, kw1 = struct.unpack('<dd', P, budgets_at) end
     if nba == 2 then at1, aw1, at2, aw2 = struct.unpack('<dddd', P, budgets_at + 16 * nbk)
     elseif nba == 1 then at1, aw1 = struct.unpack('<dd', P, budgets_at + 16 * nbk) end
-    local tv = a[10]
-    if nbk > 0 and tv then
-      local w1, w2
-      if #tv == 16 * nbk then w1, bt1, bf1, w2, bt2, bf2 = struct.unpack(nbk == 2 and '<I4dI4I4dI4' or '<I4dI4', tv) end
-      if w1 ~= kw1 or (nbk == 2 and w2 ~= kw2) then
-        bt1, bf1, bt2, bf2 = nil, nil, nil, nil
-        for p = 1, #tv - 15, 16 do
-          local w, t, f = struct.unpack('<I4dI4', tv, p)
-          if w == kw1 then bt1, bf1 = t, f elseif w == kw2 then bt2, bf2 = t, f end
-        end
-      end
+    do
+      local n, tv, pw1, pw2, t1, f1, t2, f2 = nbk, a[10], kw1, kw2, nil, nil, nil, nil
+      --@include authorize/stored-token-buckets.lua
+      bt1, bf1, bt2, bf2 = t1, f1, t2, f2
     end
-    tv = a[11]
-    if nba > 0 and tv then
-      local w3, w4
-      if #tv == 16 * nba then w3, bt3, bf3, w4, bt4, bf4 = struct.unpack(nba == 2 and '<I4dI4I4dI4' or '<I4dI4', tv) end
-      if w3 ~= aw1 or (nba == 2 and w4 ~= aw2) then
-        bt3, bf3, bt4, bf4 = nil, nil, nil, nil
-        for p = 1, #tv - 15, 16 do
-          local w, t, f = struct.unpack('<I4dI4', tv, p)
-          if w == aw1 then bt3, bf3 = t, f elseif w == aw2 then bt4, bf4 = t, f end
-        end
-      end
+    do
+      local n, tv, pw1, pw2, t1, f1, t2, f2 = nba, a[11], aw1, aw2, nil, nil, nil, nil
+      --@include authorize/stored-token-buckets.lua
+      bt3, bf3, bt4, bf4 = t1, f1, t2, f2
     end
     if nbk > 0 then
       do
@@ -78,24 +64,18 @@ if nbk + nba > 0 or k[7] or a[5] then
     local function check(scope, tokens, window_s, tat, fraction, held)
       --@include authorize/budget-check.lua
     end
-    local function plan_budget_tables(from, n)
-      local out = {}
-      for i = 1, n do
-        local tokens, window_s = struct.unpack('<dd', P, from + 16 * (i - 1))
-        out[i] = {tokens = tokens, windowSeconds = window_s}
-      end
-      return out
-    end
+    --@include authorize/plan-records.lua
     local key_budgets, account_budgets, tk, ta
     if not k[7] and not a[5] then
       -- More than two budgets in a scope: their buckets came with the account HMGET.
-      key_budgets, account_budgets = plan_budget_tables(budgets_at, nbk), plan_budget_tables(budgets_at + 16 * nbk, nba)
+      key_budgets = plan_records(budgets_at, nbk, 16, 'tokens', 'windowSeconds')
+      account_budgets = plan_records(budgets_at + 16 * nbk, nba, 16, 'tokens', 'windowSeconds')
       --@include lib/token-buckets-of.lua
       tk, ta = token_buckets_of(a[10]), token_buckets_of(a[11])
     else
       local o = a[5] and cjson.decode(a[5]) or {}
-      key_budgets = (k[7] and cjson.decode(k[7])) or o.key or plan_budget_tables(budgets_at, nbk)
-      account_budgets = o.account or plan_budget_tables(budgets_at + 16 * nbk, nba)
+      key_budgets = (k[7] and cjson.decode(k[7])) or o.key or plan_records(budgets_at, nbk, 16, 'tokens', 'windowSeconds')
+      account_budgets = o.account or plan_records(budgets_at + 16 * nbk, nba, 16, 'tokens', 'windowSeconds')
       if #key_budgets + #account_budgets > 0 then
         --@include lib/token-buckets-of.lua
         local stored = redis.call('HMGET', KEYS[1], 'tp:k:' .. ARGV[1], 'tp:a')
