@@ -129,7 +129,9 @@ describe('with Redis stopped', () => {
   });
 
   it('still refuses malformed keys with 401: they never need Redis', async () => {
-    const response = await client.check(chatCheckRequest(`${key.slice(0, -1)}x`), ENVOY_DEFAULT_DEADLINE_MS);
+    // Its last checksum character changed: 'x' would leave a key that already ends in 'x' valid (1 in 62), and valid keys need Redis.
+    const malformed = `${key.slice(0, -1)}${key.endsWith('x') ? 'y' : 'x'}`;
+    const response = await client.check(chatCheckRequest(malformed), ENVOY_DEFAULT_DEADLINE_MS);
     expect(response.denied_response.status.code).toBe('Unauthorized');
     expect(parseDenyBody(response.denied_response.body).error.code).toBe('malformed_key');
   });
