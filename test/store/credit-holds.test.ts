@@ -97,12 +97,11 @@ describe.each(implementations)('credit holds: %s', (name, open) => {
     expect((await store.applyUsage(record, budgets)).kind).toBe('applied');
   };
   const balance = async (accountId: string) => (await store.getAccount(accountId))?.creditBalance;
-  /** Redis only: the holds left in flight, and the fields of their sums beside them. */
+  /** Redis only: the holds left in flight, and the fields of their sums in the account hash. */
   const redisHolds = async (accountId: string) => {
-    const names = await raw.hkeys(redisKeys.holds(accountId));
-    const isSums = (field: string) => field.startsWith('\u0001');
-    const inFlight = names.filter((field) => field !== redisKeys.holdsHashtableField() && !isSums(field));
-    return { inFlight: inFlight.sort(), fields: names.filter(isSums).sort() };
+    const inFlight = (await raw.hkeys(redisKeys.holds(accountId))).filter((field) => field !== redisKeys.hashtableMarkerField());
+    const isSums = (field: string) => field === redisKeys.holdSumsField() || field.startsWith(redisKeys.keyHoldSumsFieldPrefix());
+    return { inFlight: inFlight.sort(), fields: (await raw.hkeys(redisKeys.account(accountId))).filter(isSums).sort() };
   };
 
   it('admits a request only while the balance covers the holds in flight and its own; metering releases the hold and debits the real cost', async () => {
@@ -163,7 +162,7 @@ describe.each(implementations)('credit holds: %s', (name, open) => {
       const held = await redisHolds(ids.accountId);
       expect(held.inFlight).toEqual(['a', 'b']);
       // The packed sums (PACKED_HOLD_SUMS_STRUCT): the next prune time, the holds in flight, the minor units held.
-      const sums = await raw.hgetBuffer(redisKeys.holds(ids.accountId), redisKeys.holdSumsField());
+      const sums = await raw.hgetBuffer(redisKeys.account(ids.accountId), redisKeys.holdSumsField());
       expect([sums?.readDoubleLE(8), sums?.readDoubleLE(16)]).toEqual([2, 120]);
     }
   });
@@ -214,11 +213,15 @@ describe.each(implementations)('credit holds: %s', (name, open) => {
     if (name === 'redis') it(title, test);
   };
 
-  onRedis('keeps the holds in a hashtable from the first, and leaves nothing once the last is released', async () => {
+  onRedis('keeps the holds and the account in hashtables from the first, and leaves nothing once the last is released', async () => {
     const ids = await seed({ creditBalance: 1_000 });
+    expect(await raw.object('ENCODING', redisKeys.account(ids.accountId))).toBe('listpack');
     expect(await check(ids, hold('a', 10))).toBe('allow');
-    // A listpack would compare each new request id with every hold in flight.
+    // A listpack would compare each new request id with every hold in flight, and each account field looked up with
+    // every field before it.
     expect(await raw.object('ENCODING', redisKeys.holds(ids.accountId))).toBe('hashtable');
+    expect(await raw.object('ENCODING', redisKeys.account(ids.accountId))).toBe('hashtable');
+    expect(await redisHolds(ids.accountId)).toEqual({ inFlight: ['a'], fields: [redisKeys.holdSumsField()] });
     expect(await check(ids, hold('b', 10))).toBe('allow');
     await meter(ids, 'a', 10);
     await meter(ids, 'b', 10);
@@ -229,12 +232,40 @@ describe.each(implementations)('credit holds: %s', (name, open) => {
   onRedis('lets a hold it cannot read lapse at the next prune, uncounted', async () => {
     const ids = await seed({ creditBalance: 100 });
     const nowUs = T0 * 1000;
-    // Not `<checkUs>:<amounts…>:<keyId>`: written by something else, it holds nothing and is dropped.
-    await raw.hset(redisKeys.holds(ids.accountId), 'unreadable', `${nowUs + HOLD_LIFETIME_US} ${ids.keyId} 100 0 0 0`);
+    // Not the layout redisKeys.holds gives (this one is an earlier layout's): it holds nothing and is dropped.
+    await raw.hset(redisKeys.holds(ids.accountId), 'unreadable', `${nowUs}:100:0:0:0:${ids.keyId}`);
     expect(await check(ids, hold('a', 100))).toBe('allow');
     clock.advance(LIFETIME_MS);
     expect(await check(ids, hold('b', 100))).toBe('allow');
     expect((await redisHolds(ids.accountId)).inFlight).toEqual(['b']);
+  });
+
+  onRedis('takes away an unreadable hold that an answer names without touching the sums of the holds it can read', async () => {
+    const ids = await seed({ creditBalance: 100 });
+    expect(await check(ids, hold('a', 60))).toBe('allow');
+    await raw.hset(redisKeys.holds(ids.accountId), 'old', `${T0 * 1000}:40:0:0:0:${ids.keyId}`);
+    await meter(ids, 'old', 10);
+    expect(await balance(ids.accountId)).toBe(90);
+    // a's 60 still held: 90 − 60 < 31.
+    expect(await check(ids, hold('b', 31))).toBe('credit_exhausted');
+    expect(await redisHolds(ids.accountId)).toEqual({ inFlight: ['a'], fields: [redisKeys.holdSumsField()] });
+    await meter(ids, 'a', 0);
+    expect(await redisHolds(ids.accountId)).toEqual({ inFlight: [], fields: [] });
+  });
+
+  onRedis("keeps a key's sums beside the account's while its holds are in flight, and drops them with the last", async () => {
+    const ids = await seed({ creditBalance: 1_000 }, { monthlySpendCap: 50 });
+    expect(await check(ids, hold('a', 20))).toBe('allow');
+    expect(await check(ids, hold('b', 20))).toBe('allow');
+    const keySums = redisKeys.keyHoldSumsField(ids.keyId);
+    expect(await redisHolds(ids.accountId)).toEqual({ inFlight: ['a', 'b'], fields: [keySums, redisKeys.holdSumsField()].sort() });
+    const packed = await raw.hgetBuffer(redisKeys.account(ids.accountId), keySums);
+    expect([packed?.readDoubleLE(0), packed?.readDoubleLE(8)]).toEqual([40, 0]);
+    await meter(ids, 'a', 5);
+    const after = await raw.hgetBuffer(redisKeys.account(ids.accountId), keySums);
+    expect([after?.readDoubleLE(0), after?.readDoubleLE(8)]).toEqual([20, 0]);
+    await meter(ids, 'b', 5);
+    expect(await redisHolds(ids.accountId)).toEqual({ inFlight: [], fields: [] });
   });
 
   it('counts held tokens as used against the token budgets', async () => {

@@ -280,3 +280,55 @@ it("deletes buckets whose time has passed, such as a rotated key's, so the accou
   // The account record itself is untouched by the sweep.
   expect((await store.getAccount(accountId))?.name).toBe('sweep');
 });
+
+it('makes the account hash a hashtable on its first decision, which stays one, and the account reads the same', async () => {
+  const { accountId, keyId } = await newAccountWithKey('hashtable');
+  // Small, so Redis starts it as a listpack, where HMGET compares each field asked for with every field before it.
+  expect(await stats.object('ENCODING', redisKeys.account(accountId))).toBe('listpack');
+  expect((await store.authorize({ accountId, keyId, defaultPlan: plan, defaultTokenBudgets: NO_TOKEN_BUDGETS })).kind).toBe('allow');
+  expect(await stats.object('ENCODING', redisKeys.account(accountId))).toBe('hashtable');
+  expect(await stats.hget(redisKeys.account(accountId), redisKeys.hashtableMarkerField())).toBe(redisKeys.hashtableMarkerValue());
+  expect(await store.getAccount(accountId)).toEqual({
+    id: accountId,
+    name: 'hashtable',
+    status: 'active',
+    createdAt: '2026-11-23T12:00:00.000Z',
+  });
+  // Two hours on the sweep runs again, and its marker write changes nothing.
+  nowMs += 2 * 3600 * 1000;
+  expect((await store.authorize({ accountId, keyId, defaultPlan: plan, defaultTokenBudgets: NO_TOKEN_BUDGETS })).kind).toBe('allow');
+  expect(await stats.object('ENCODING', redisKeys.account(accountId))).toBe('hashtable');
+});
+
+it('a prepaid decision that holds executes 5 commands: the sums come with the account read and go with its write, the hold with one HSETNX', async () => {
+  const { accountId, keyId } = await newAccountWithKey('holding');
+  await stats.hset(redisKeys.account(accountId), 'creditBalance', '1000000');
+  const decide = (requestId: string) =>
+    liveStore.authorize({
+      accountId,
+      keyId,
+      defaultPlan: plan,
+      defaultTokenBudgets: NO_TOKEN_BUDGETS,
+      hold: { requestId, minorUnits: 25, tokens: 4_000 },
+    });
+  expect((await decide('first')).kind).toBe('allow');
+  const calls = await commandsDuring(async () => {
+    expect((await decide('second')).kind).toBe('allow');
+  });
+  expect(calls).toEqual({ evalsha: 1, hmget: 2, hset: 1, hsetnx: 1 });
+  // A postpaid account reads the sums' field and finds none: nothing more is executed, and nothing held.
+  const postpaid = await newAccountWithKey('postpaid');
+  const postpaidDecide = (requestId: string) =>
+    liveStore.authorize({
+      ...postpaid,
+      defaultPlan: plan,
+      defaultTokenBudgets: NO_TOKEN_BUDGETS,
+      hold: { requestId, minorUnits: 25, tokens: 4_000 },
+    });
+  expect((await postpaidDecide('first')).kind).toBe('allow');
+  const postpaidCalls = await commandsDuring(async () => {
+    expect((await postpaidDecide('second')).kind).toBe('allow');
+  });
+  expect(postpaidCalls).toEqual({ evalsha: 1, hmget: 2, hset: 1 });
+  expect(await stats.exists(redisKeys.holds(postpaid.accountId))).toBe(0);
+});

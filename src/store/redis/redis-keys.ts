@@ -142,35 +142,36 @@ export const redisKeys = {
   usageSweepField: () => 'usageSweepDueUs',
   /**
    * Credit holds in flight (src/accounts/credit-holds.ts): a hash of the
-   * account's request ids, each `<checkUs>:<minorUnits>:<tokens>:<keyMinorUnits>:<keyTokens>:<keyId>`
-   * (the Check's time on the decision clock: the hold lapses HOLD_LIFETIME_US
-   * later; what counts for the key apart, held only where the key has a cap
-   * or budgets), and beside them their sums (holdSumsField,
-   * keyHoldSumsField), read with the hold's own request id in one HMGET and
-   * written with the hold in one HSET, however many are in flight. The next
-   * prune time, packed with the sums, is no later than the earliest lapse:
-   * until then no Check looks for lapsed holds. Nothing of it is in the
-   * account hash, whose every field each Check's lookups would scan past.
+   * account's request ids, each `<checkUs> <counts> <keyId> <minorUnits> <tokens> <requestId>`:
+   * the Check's time on the decision clock (the hold lapses HOLD_LIFETIME_US
+   * later); what of the money and then the tokens counts, for the account
+   * only (A), for the key too (K: where the key has a cap or budgets), or
+   * nothing (-); and the hold argument as the Check sent it. A Check writes
+   * its hold here with one HSETNX (a repeated request id keeps its first) and
+   * reads nothing: the sums are in the account hash.
    */
   holds: (accountId: string) => `${redisKeys.accountTag(accountId)}holds`,
   /**
-   * Holds hash field (the empty name: no request id, hold-step.ts names an
-   * empty one) written with the first hold, its value longer than Redis's
-   * hash-max-listpack-value (64 by default), so the hash is a hashtable from
-   * the start: in a listpack every field is found by comparing it with each
-   * one before it (about 17k instructions for a new request id at 50 in
-   * flight), in a hashtable by one hash.
+   * Field (the empty name: no request id, hold-step.ts names an empty one;
+   * no account field) that the first hold writes to the holds hash, and the
+   * bucket sweep (on an account's first decision) to the account hash, its
+   * value longer than Redis's hash-max-listpack-value (64 by default), so
+   * each is a hashtable from then on: in a listpack a field is found by
+   * comparing it with each one before it, and every Check looks up about ten
+   * account fields, most of them absent (12k of an allowed decision's 124k
+   * instructions at ten keys an account), in a hashtable by one hash.
    */
-  holdsHashtableField: () => '',
-  holdsHashtableValue: () => 'keeps this hash a hashtable: longer than the 64 bytes of hash-max-listpack-value',
+  hashtableMarkerField: () => '',
+  hashtableMarkerValue: () => 'keeps this hash a hashtable: longer than the 64 bytes of hash-max-listpack-value',
   /**
-   * Holds hash fields of the sums, named with a control character, which an
-   * HTTP header value (x-request-id) cannot hold: the account's sums, count
-   * and next prune time (PACKED_HOLD_SUMS_STRUCT, redis-records.ts), and a
-   * key's (PACKED_KEY_HOLD_SUMS_STRUCT; only for a key with a cap or budgets).
+   * Account hash fields of the holds' sums, read with the account's fields in
+   * the authorize script's HMGET and written with its HSET: the account's
+   * sums, count and next prune time (PACKED_HOLD_SUMS_STRUCT), and a key's
+   * (PACKED_KEY_HOLD_SUMS_STRUCT; only for a key with a cap or budgets).
    */
-  holdSumsField: () => '\u0001sums',
-  keyHoldSumsField: (keyId: string) => `\u0001key:${keyId}`,
+  holdSumsField: () => 'hs',
+  keyHoldSumsFieldPrefix: () => 'hk:',
+  keyHoldSumsField: (keyId: string) => `${redisKeys.keyHoldSumsFieldPrefix()}${keyId}`,
   /** Marker (with a TTL) that a usage record was applied to the account: holds how it was billed. */
   usageApplied: (accountId: string, requestId: string) => `${redisKeys.accountTag(accountId)}usage:applied:${requestId}`,
   /**

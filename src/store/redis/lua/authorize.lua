@@ -50,12 +50,33 @@ local k = redis.call('HMGET', KEYS[2], 'status', 'expiresAtMs', 'limits', 'prefi
   'tokenBudgets', 'monthlySpendCap', 'restrictionsStamp')
 if not k[1] then return {'unknown_key'} end
 local kf = 'rk:' .. ARGV[1]
--- The account's fields, then its bucket field (a[7]), the key's (a[8]), the restrictions' stamp (a[9]) and, with
--- token budgets in the plan, the key's and the account's token bucket fields (a[10], a[11]).
+-- The hold the request brings, nil for none (ARGV[4]: authorize/held-sums.lua); with one, the account's hold sums
+-- come with its HMGET, and the key's where a hold can count for the key (key_holds, its field's name).
+local hold_arg = ARGV[4]
+if hold_arg == '' then hold_arg = nil end
+local key_holds = hold_arg and (k[8] or k[7] or nbk > 0) and 'hk:' .. ARGV[1]
+-- The account's fields, then its bucket field (a[7]), the key's (a[8]), the restrictions' stamp (a[9]); with token
+-- budgets in the plan, the key's and the account's token bucket fields (a[10], a[11]); then, with a hold, the hold
+-- sums (a[hs], a[hs + 1]).
 local a
+local hs = nbk + nba > 0 and 12 or 10
 if nbk + nba > 0 then
+  if key_holds then
+    a = redis.call('HMGET', KEYS[1], 'status', 'creditBalance', 'limits', 'bucketSweepAtUs', 'tokenBudgets', 'monthlySpendCap',
+      'ra', kf, 'restrictionsStamp', 'tp:k:' .. ARGV[1], 'tp:a', 'hs', key_holds)
+  elseif hold_arg then
+    a = redis.call('HMGET', KEYS[1], 'status', 'creditBalance', 'limits', 'bucketSweepAtUs', 'tokenBudgets', 'monthlySpendCap',
+      'ra', kf, 'restrictionsStamp', 'tp:k:' .. ARGV[1], 'tp:a', 'hs')
+  else
+    a = redis.call('HMGET', KEYS[1], 'status', 'creditBalance', 'limits', 'bucketSweepAtUs', 'tokenBudgets', 'monthlySpendCap',
+      'ra', kf, 'restrictionsStamp', 'tp:k:' .. ARGV[1], 'tp:a')
+  end
+elseif key_holds then
   a = redis.call('HMGET', KEYS[1], 'status', 'creditBalance', 'limits', 'bucketSweepAtUs', 'tokenBudgets', 'monthlySpendCap',
-    'ra', kf, 'restrictionsStamp', 'tp:k:' .. ARGV[1], 'tp:a')
+    'ra', kf, 'restrictionsStamp', 'hs', key_holds)
+elseif hold_arg then
+  a = redis.call('HMGET', KEYS[1], 'status', 'creditBalance', 'limits', 'bucketSweepAtUs', 'tokenBudgets', 'monthlySpendCap',
+    'ra', kf, 'restrictionsStamp', 'hs')
 else
   a = redis.call('HMGET', KEYS[1], 'status', 'creditBalance', 'limits', 'bucketSweepAtUs', 'tokenBudgets', 'monthlySpendCap',
     'ra', kf, 'restrictionsStamp')

@@ -3,7 +3,9 @@
 -- hash, then packed bucket fields whose windows have all passed are deleted
 -- (a rotated or revoked key's, windows no longer in use), and the sweep time
 -- is written. Its writes happen whatever the decision, so a refused decision
--- does not scan again. Sets kb and ab, this key's and the account's buckets
+-- does not scan again. With them goes the hashtable marker
+-- (redisKeys.hashtableMarkerField): the account hash is a hashtable from its
+-- first decision on, whose field lookups cost no scan. Sets kb and ab, this key's and the account's buckets
 -- still ahead of now, for the decision that follows.
 local BUCKET_SWEEP_INTERVAL_US = 3600000000
 local all = redis.call('HGETALL', KEYS[1])
@@ -17,5 +19,6 @@ for i = 1, #all, 2 do
   end
 end
 if #stale > 0 then redis.call('HDEL', KEYS[1], unpack(stale)) end
-redis.call('HSET', KEYS[1], 'bucketSweepAtUs', string.format('%d', now + BUCKET_SWEEP_INTERVAL_US))
+redis.call('HSET', KEYS[1], 'bucketSweepAtUs', string.format('%d', now + BUCKET_SWEEP_INTERVAL_US),
+  '', 'keeps this hash a hashtable: longer than the 64 bytes of hash-max-listpack-value')
 kb, ab = live[kf] or {}, live['ra'] or {}
