@@ -300,35 +300,27 @@ it('makes the account hash a hashtable on its first decision, which stays one, a
   expect(await stats.object('ENCODING', redisKeys.account(accountId))).toBe('hashtable');
 });
 
-it('a prepaid decision that holds executes 5 commands: the sums come with the account read and go with its write, the hold with one HSETNX', async () => {
-  const { accountId, keyId } = await newAccountWithKey('holding');
-  await stats.hset(redisKeys.account(accountId), 'creditBalance', '1000000');
+/** The commands of an account's second decision that brings a hold (the first, which loads the script, is not counted). */
+async function commandsOfASecondHoldingDecision(ids: { accountId: string; keyId: string }): Promise<Record<string, number>> {
   const decide = (requestId: string) =>
     liveStore.authorize({
-      accountId,
-      keyId,
+      ...ids,
       defaultPlan: plan,
       defaultTokenBudgets: NO_TOKEN_BUDGETS,
       hold: { requestId, minorUnits: 25, tokens: 4_000 },
     });
   expect((await decide('first')).kind).toBe('allow');
-  const calls = await commandsDuring(async () => {
+  return commandsDuring(async () => {
     expect((await decide('second')).kind).toBe('allow');
   });
-  expect(calls).toEqual({ evalsha: 1, hmget: 2, hset: 1, hsetnx: 1 });
+}
+
+it('a prepaid decision that holds executes 5 commands: the sums come with the account read and go with its write, the hold with one HSETNX', async () => {
+  const prepaid = await newAccountWithKey('holding');
+  await stats.hset(redisKeys.account(prepaid.accountId), 'creditBalance', '1000000');
+  expect(await commandsOfASecondHoldingDecision(prepaid)).toEqual({ evalsha: 1, hmget: 2, hset: 1, hsetnx: 1 });
   // A postpaid account reads the sums' field and finds none: nothing more is executed, and nothing held.
   const postpaid = await newAccountWithKey('postpaid');
-  const postpaidDecide = (requestId: string) =>
-    liveStore.authorize({
-      ...postpaid,
-      defaultPlan: plan,
-      defaultTokenBudgets: NO_TOKEN_BUDGETS,
-      hold: { requestId, minorUnits: 25, tokens: 4_000 },
-    });
-  expect((await postpaidDecide('first')).kind).toBe('allow');
-  const postpaidCalls = await commandsDuring(async () => {
-    expect((await postpaidDecide('second')).kind).toBe('allow');
-  });
-  expect(postpaidCalls).toEqual({ evalsha: 1, hmget: 2, hset: 1 });
+  expect(await commandsOfASecondHoldingDecision(postpaid)).toEqual({ evalsha: 1, hmget: 2, hset: 1 });
   expect(await stats.exists(redisKeys.holds(postpaid.accountId))).toBe(0);
 });
