@@ -45,7 +45,8 @@ export const keyRestrictionsSchema = z
   })
   .superRefine((value, context) => {
     const problem = restrictionsProblem(value);
-    if (problem !== undefined) context.addIssue({ code: 'custom', message: problem });
+    // The part at fault joins the path, so the error names it once: `restrictions.sourceAddresses: …`.
+    if (problem !== undefined) context.addIssue({ code: 'custom', message: problem.message, path: problem.field ? [problem.field] : [] });
   })
   .transform((value) => value as KeyRestrictions);
 

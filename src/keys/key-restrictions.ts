@@ -33,15 +33,25 @@ const MAX_PATTERN_LENGTH = MAX_MODEL_NAME_LENGTH;
 const FIELDS = ['endpoints', 'readOnly', 'models', 'sourceAddresses'] as const;
 
 /**
- * Why a value is not valid restrictions, in words an operator or customer can act on; undefined when it is.
- * Every list must hold at least one entry: an empty list would refuse everything, which revoking says better.
+ * Why a value is not valid restrictions: the part at fault (none for the whole) and, in words an operator or customer
+ * can act on, what is wrong with it. Neither names the restrictions themselves: a key's are `restrictions`, an
+ * account's defaults `keyRestrictions` (describeRestrictionsProblem, and the APIs' field paths, say which).
  */
-export function restrictionsProblem(value: unknown): string | undefined {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) return 'restrictions must be an object';
+export interface RestrictionsProblem {
+  readonly field?: (typeof FIELDS)[number];
+  readonly message: string;
+}
+
+/**
+ * Why a value is not valid restrictions; undefined when it is. Every list must hold at least one entry: an empty list
+ * would refuse everything, which revoking says better.
+ */
+export function restrictionsProblem(value: unknown): RestrictionsProblem | undefined {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return { message: 'must be an object' };
   const record = value as Record<string, unknown>;
   const unknownField = Object.keys(record).find((field) => !(FIELDS as readonly string[]).includes(field));
-  if (unknownField !== undefined) return `restrictions has no field '${unknownField}' (known: ${FIELDS.join(', ')})`;
-  if (record.readOnly !== undefined && typeof record.readOnly !== 'boolean') return 'restrictions.readOnly must be true or false';
+  if (unknownField !== undefined) return { message: `has no field '${unknownField}' (known: ${FIELDS.join(', ')})` };
+  if (record.readOnly !== undefined && typeof record.readOnly !== 'boolean') return { field: 'readOnly', message: 'must be true or false' };
   return (
     listProblem(record.endpoints, 'endpoints', endpointProblem) ??
     listProblem(record.models, 'models', modelPatternProblem) ??
@@ -49,17 +59,26 @@ export function restrictionsProblem(value: unknown): string | undefined {
   );
 }
 
-function listProblem(value: unknown, name: string, entryProblem: (entry: string) => string | undefined): string | undefined {
+/** A problem in one line, its part named under `name` (e.g. `restrictions.sourceAddresses: …`). */
+export function describeRestrictionsProblem(problem: RestrictionsProblem, name = 'restrictions'): string {
+  return `${problem.field === undefined ? name : `${name}.${problem.field}`}: ${problem.message}`;
+}
+
+function listProblem(
+  value: unknown,
+  field: 'endpoints' | 'models' | 'sourceAddresses',
+  entryProblem: (entry: string) => string | undefined,
+): RestrictionsProblem | undefined {
   if (value === undefined) return undefined;
-  if (!Array.isArray(value)) return `restrictions.${name} must be a list`;
+  if (!Array.isArray(value)) return { field, message: 'must be a list' };
   if (value.length === 0) {
-    return `restrictions.${name} is empty: it would refuse every request (leave it out to restrict nothing, or revoke the key)`;
+    return { field, message: 'must not be empty: it would refuse every request (leave it out to restrict nothing, or revoke the key)' };
   }
-  if (value.length > MAX_RESTRICTION_ENTRIES) return `restrictions.${name} has more than ${MAX_RESTRICTION_ENTRIES} entries`;
+  if (value.length > MAX_RESTRICTION_ENTRIES) return { field, message: `must have at most ${MAX_RESTRICTION_ENTRIES} entries` };
   for (const entry of value as unknown[]) {
-    if (typeof entry !== 'string') return `restrictions.${name} must hold strings`;
+    if (typeof entry !== 'string') return { field, message: 'must hold strings' };
     const problem = entryProblem(entry);
-    if (problem !== undefined) return `restrictions.${name}: ${problem}`;
+    if (problem !== undefined) return { field, message: problem };
   }
   return undefined;
 }
@@ -119,7 +138,7 @@ export function parseRestrictionsText(text: string): KeyRestrictions | undefined
     throw new Error('stored restrictions are not JSON');
   }
   const problem = restrictionsProblem(value);
-  if (problem !== undefined) throw new Error(`stored restrictions are invalid: ${problem}`);
+  if (problem !== undefined) throw new Error(`stored restrictions are invalid: ${describeRestrictionsProblem(problem)}`);
   return value as KeyRestrictions;
 }
 

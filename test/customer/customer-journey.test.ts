@@ -537,6 +537,10 @@ describe('the customer journey in Chromium', () => {
     await page.getByLabel(/^Source addresses/).fill('10.0.0.0/33');
     await page.getByRole('button', { name: 'Save', exact: true }).click();
     await expectShownInRow('next up', 'the prefix length must be 0 to 32');
+    // The part at fault named once, at the head of the message.
+    expect(await row(page, 'next up').getByTestId('row-error').textContent()).toMatch(
+      /^restrictions\.sourceAddresses: '10\.0\.0\.0\/33' is not/,
+    );
     mkdirSync(ARTIFACTS, { recursive: true });
     await page.screenshot({ path: join(ARTIFACTS, 'customer-row-error.png') });
     expect(await row(page, 'lowest').getByTestId('row-error').textContent()).toBe('');

@@ -315,6 +315,12 @@ describe('account view, billing and limits', () => {
     ['an empty billing object', { billing: {} }, 'billing'],
     ['an unknown top-level field', { plan: 'gold' }, 'plan'],
     ['an empty name', { name: ' ' }, 'name'],
+    [
+      'a default restriction that is no CIDR range',
+      { keyRestrictions: { sourceAddresses: ['10.0.0.0/33'] } },
+      'keyRestrictions.sourceAddresses',
+    ],
+    ['an empty list of default endpoints', { keyRestrictions: { endpoints: [] } }, 'keyRestrictions.endpoints'],
   ])('answers 400 naming the field for %s', async (_what, body, field) => {
     await server.admin('POST', '/admin/accounts', { id: 'strict', name: 'Strict' });
     const before = (await server.admin('GET', '/admin/accounts/strict')).body;

@@ -598,6 +598,9 @@ describe('keys, as a member manages them', () => {
     const badCidr = await api.call(people.owner, 'POST', path(accountId, '/keys'), { restrictions: { sourceAddresses: ['10.0.0.0/40'] } });
     expect(badCidr.status).toBe(400);
     expect(JSON.stringify(badCidr.body)).toContain('the prefix length must be 0 to 32');
+    // The part at fault named once, as the field and at the head of the message.
+    expect(badCidr.body.error).toMatchObject({ code: 'invalid_field', field: 'restrictions.sourceAddresses' });
+    expect(badCidr.body.error.message).toMatch(/^restrictions\.sourceAddresses: '10\.0\.0\.0\/40' is not a CIDR range/);
     expect((await api.call(people.viewer, 'PATCH', path(accountId, `/keys/${keyId}`), { restrictions: null })).status).toBe(403);
     expect(
       (await api.call(people.developer, 'PATCH', path(accountId, `/keys/${keyId}`), { restrictions: null })).body.restrictions,

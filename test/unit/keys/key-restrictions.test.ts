@@ -3,6 +3,7 @@ import {
   addressBytes,
   inRange,
   parseCidr,
+  describeRestrictionsProblem,
   restrictionsProblem,
   wideningProblem,
   type AddressRange,
@@ -36,15 +37,16 @@ describe('key restrictions: validation', () => {
     [{ sourceAddresses: ['10.0.0/8'] }, "'10.0.0' is no IPv4 or IPv6 address"],
     [{ sourceAddresses: ['10.0.0.0/08'] }, 'the prefix length must be 0 to 32'],
     [{ endpoints: ['chat'] }, "'chat' is neither a route family (messages, chat-completions, generative-content, models) nor a path"],
-    [{ endpoints: [] }, 'restrictions.endpoints is empty: it would refuse every request'],
+    [{ endpoints: [] }, 'restrictions.endpoints: must not be empty: it would refuse every request'],
     [{ models: ['gpt-*-mini'] }, "'*' may only end a pattern"],
     [{ models: ['*'] }, "'*' alone allows every model"],
     [{ models: ['gpt 4'] }, 'contains a space'],
-    [{ readOnly: 'yes' }, 'restrictions.readOnly must be true or false'],
-    [{ ips: ['10.0.0.0/8'] }, "restrictions has no field 'ips'"],
-    [{ models: 'gpt-4o' }, 'restrictions.models must be a list'],
+    [{ readOnly: 'yes' }, 'restrictions.readOnly: must be true or false'],
+    [{ ips: ['10.0.0.0/8'] }, "restrictions: has no field 'ips'"],
+    [{ models: 'gpt-4o' }, 'restrictions.models: must be a list'],
   ])('refuses %j with a specific error', (value, message) => {
-    expect(restrictionsProblem(value)).toContain(message);
+    const problem = restrictionsProblem(value);
+    expect(problem && describeRestrictionsProblem(problem)).toContain(message);
   });
 });
 
