@@ -1,6 +1,7 @@
 import { chatCheckRequest, createOfficialCheckClient, type OfficialCheckClient } from '../support/envoy-official-client';
 import { ManualClock } from '../../src/platform/clock';
 import { startAppUnderTest, type AppUnderTest } from '../support/running-app';
+import { mistyped } from '../support/mistyped';
 
 /** gateway_authz_check_latency_seconds: one observation per decision, buckets up to 1 s. */
 let server: AppUnderTest;
@@ -39,7 +40,7 @@ function decisionsCounted(text: string): number {
 it('counts every decision, allowed or denied, once, in buckets up to 1 s', async () => {
   const before = await scrape();
   expect(sampleOf(before, 'gateway_authz_check_latency_seconds_count')).toBe(0);
-  const credentials = [key, key, key, `${key.slice(0, -1)}${key.endsWith('x') ? 'y' : 'x'}`, 'sk-ant-api03-notakey', ''];
+  const credentials = [key, key, key, mistyped(key), 'sk-ant-api03-notakey', ''];
   await Promise.all(credentials.map((credential) => client.check(chatCheckRequest(credential))));
 
   const after = await scrape();

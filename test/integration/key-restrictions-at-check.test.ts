@@ -306,7 +306,7 @@ describe('key restrictions over gRPC on real Redis', () => {
       [{ sourceAddresses: ['10.0.0.0/33'] }, /prefix length must be 0 to 32/],
       [{ sourceAddresses: ['10.0.0/8'] }, /no IPv4 or IPv6 address/],
       [{ endpoints: ['chat'] }, /neither a route family/],
-      [{ models: [] }, /models is empty/],
+      [{ models: [] }, /restrictions\.models: must not be empty/],
       [{ models: ['gpt-*-mini'] }, /'\*' may only end a pattern/],
     ];
     for (const [restrictions, message] of cases) {

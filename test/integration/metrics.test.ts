@@ -1,6 +1,7 @@
 import { createOfficialCheckClient, envoyCheckRequest, type OfficialCheckClient } from '../support/envoy-official-client';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
 import { startAppUnderTest, type AppUnderTest } from '../support/running-app';
+import { mistyped } from '../support/mistyped';
 
 /** Prometheus metrics on the admin port: decisions, latency, store round trips and errors, cache, process. */
 let redis: TestRedis;
@@ -37,7 +38,7 @@ afterAll(async () => {
 
 it('counts decisions by style, family, result and reason, with latency, store round trips and cache outcomes', async () => {
   for (let i = 0; i < 3; i += 1) expect((await client.check(chat(key))).status.code).toBe(0);
-  await client.check(chat(`${key.slice(0, -1)}${key.endsWith('A') ? 'B' : 'A'}`));
+  await client.check(chat(mistyped(key)));
   const text = await scrape();
   expect(sample(text, 'gateway_authz_decisions_total', 'style="chat",family="chat-completions",result="allow",reason="allowed"')).toBe(3);
   expect(sample(text, 'gateway_authz_decisions_total', 'style="chat",family="chat-completions",result="deny",reason="malformed_key"')).toBe(

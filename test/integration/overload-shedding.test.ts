@@ -4,6 +4,7 @@ import { startTestRedis, type TestRedis } from '../support/redis-server';
 import { startAppUnderTest, type AppUnderTest } from '../support/running-app';
 import { parseDenyBody } from '../support/deny-body';
 import { measuringLoopStall } from '../support/loop-stall';
+import { mistyped } from '../support/mistyped';
 
 /**
  * Past MAX_CHECKS_IN_FLIGHT a Check is answered gRPC UNAVAILABLE at once
@@ -97,7 +98,7 @@ it('sheds the Checks beyond the bound at once while Redis is slow, answers the r
       const admitted = Array.from({ length: MAX_IN_FLIGHT }, () => timedCheck(key));
       await waitForInFlight(MAX_IN_FLIGHT);
       // …then a burst: valid keys and malformed ones alike are shed (the bound counts every Check, see docs/configuration/settings.md).
-      const malformed = `${key.slice(0, -1)}${key.endsWith('x') ? 'y' : 'x'}`;
+      const malformed = mistyped(key);
       const burst = [...Array.from({ length: 6 }, () => timedCheck(key)), timedCheck(malformed), timedCheck(malformed)];
       return { burstAnswers: await Promise.all(burst), admittedAnswers: await Promise.all(admitted) };
     });

@@ -18,6 +18,7 @@ import { startAppUnderTest, type AppUnderTest } from '../support/running-app';
 import { registerSecrets } from '../support/secret-scan';
 import { until } from '../support/waiting';
 import { WebhookReceiver } from '../support/webhook-receiver';
+import { mistyped } from '../support/mistyped';
 
 /**
  * GitHub's secret-scanning alerts, signed as GitHub signs them (ECDSA P-256, SHA-256, DER, base64) with a key
@@ -192,7 +193,7 @@ it('labels a live and a revoked key of ours true_positive, an unknown well-forme
   const revokedBefore = (await scanning.admin('GET', `/admin/keys/${revoked.id}`)).body;
   const unknown = generateCustomerKey('live');
   const foreign = `ghp_${'a1B2c3D4e5'.repeat(3)}xyz123`;
-  const checksumWrong = `${live.key.slice(0, -1)}${live.key.endsWith('A') ? 'B' : 'A'}`;
+  const checksumWrong = mistyped(live.key);
   registerSecrets(unknown, foreign, checksumWrong);
   const tokens = [live.key, revoked.key, unknown, foreign, checksumWrong];
   const body = JSON.stringify(tokens.map((token) => match(token)));

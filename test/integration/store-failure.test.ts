@@ -5,6 +5,7 @@ import { startTestRedis, type TestRedis } from '../support/redis-server';
 import { startAppUnderTest, type AppUnderTest } from '../support/running-app';
 import { parseDenyBody } from '../support/deny-body';
 import { measuringLoopStall } from '../support/loop-stall';
+import { mistyped } from '../support/mistyped';
 
 /**
  * Redis slow or gone: every Check is still answered before Envoy's deadline
@@ -130,7 +131,7 @@ describe('with Redis stopped', () => {
 
   it('still refuses malformed keys with 401: they never need Redis', async () => {
     // Its last checksum character changed: 'x' would leave a key that already ends in 'x' valid (1 in 62), and valid keys need Redis.
-    const malformed = `${key.slice(0, -1)}${key.endsWith('x') ? 'y' : 'x'}`;
+    const malformed = mistyped(key);
     const response = await client.check(chatCheckRequest(malformed), ENVOY_DEFAULT_DEADLINE_MS);
     expect(response.denied_response.status.code).toBe('Unauthorized');
     expect(parseDenyBody(response.denied_response.body).error.code).toBe('malformed_key');
