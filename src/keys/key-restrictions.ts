@@ -31,14 +31,15 @@ export const MAX_RESTRICTION_ENTRIES = 64;
 const MAX_PATTERN_LENGTH = MAX_MODEL_NAME_LENGTH;
 
 const FIELDS = ['endpoints', 'readOnly', 'models', 'sourceAddresses'] as const;
+type RestrictionField = (typeof FIELDS)[number];
 
 /**
  * Why a value is not valid restrictions: the part at fault (none for the whole) and, in words an operator or customer
  * can act on, what is wrong with it. Neither names the restrictions themselves: a key's are `restrictions`, an
- * account's defaults `keyRestrictions` (describeRestrictionsProblem, and the APIs' field paths, say which).
+ * account's defaults `keyRestrictions`, and the APIs' field paths say which.
  */
 export interface RestrictionsProblem {
-  readonly field?: (typeof FIELDS)[number];
+  readonly field?: RestrictionField;
   readonly message: string;
 }
 
@@ -59,14 +60,14 @@ export function restrictionsProblem(value: unknown): RestrictionsProblem | undef
   );
 }
 
-/** A problem in one line, its part named under `name` (e.g. `restrictions.sourceAddresses: …`). */
-export function describeRestrictionsProblem(problem: RestrictionsProblem, name = 'restrictions'): string {
-  return `${problem.field === undefined ? name : `${name}.${problem.field}`}: ${problem.message}`;
+/** A problem in one line, its part named (`restrictions.sourceAddresses: …`). */
+export function describeRestrictionsProblem(problem: RestrictionsProblem): string {
+  return `${problem.field === undefined ? 'restrictions' : `restrictions.${problem.field}`}: ${problem.message}`;
 }
 
 function listProblem(
   value: unknown,
-  field: 'endpoints' | 'models' | 'sourceAddresses',
+  field: Exclude<RestrictionField, 'readOnly'>,
   entryProblem: (entry: string) => string | undefined,
 ): RestrictionsProblem | undefined {
   if (value === undefined) return undefined;

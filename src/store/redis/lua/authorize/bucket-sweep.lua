@@ -5,8 +5,9 @@
 -- is written. Its writes happen whatever the decision, so a refused decision
 -- does not scan again. With them goes the hashtable marker
 -- (redisKeys.hashtableMarkerField): the account hash is a hashtable from its
--- first decision on, whose field lookups cost no scan. Sets kb and ab, this key's and the account's buckets
--- still ahead of now, for the decision that follows.
+-- first decision on, whose field lookups cost no scan. Sets kb and ab, this
+-- key's and the account's buckets still ahead of now, for the decision that
+-- follows.
 local BUCKET_SWEEP_INTERVAL_US = 3600000000
 local all = redis.call('HGETALL', KEYS[1])
 local live, stale = {}, {}

@@ -24,11 +24,12 @@
 -- lapses 660000000 µs (HOLD_LIFETIME_US) after its Check time; one of another
 -- layout counts for nothing and is released with the first prune.
 local hold_m, hold_t, key_m, key_t, held_am, held_at, held_km, held_kt, holding, prune_at = 0, 0, 0, 0, 0, 0, 0, 0, false, nil
-local hold_ms, hold_ts, hold_id, held_count
+local hold_id, held_count
 if hold_arg then
   local money, tokens = a[2] or k[8] or a[6], plan_budgets or k[7] or a[5]
   if money or tokens then
     holding = true
+    local hold_ms, hold_ts
     hold_ms, hold_ts, hold_id = string.match(hold_arg, '^(%d+) (%d+) (.+)$')
     if money then hold_m = tonumber(hold_ms) end
     if tokens then hold_t = tonumber(hold_ts) end

@@ -16,6 +16,7 @@ local function release_hold(account, holds, request_id)
   if at then
     local key_field
     if km > 0 or kt > 0 then key_field = 'hk:' .. id end
+    -- Without a key's field, 'hs' stands in for it: one command either way.
     local s = redis.call('HMGET', account, 'hs', key_field or 'hs')
     local sums = s[1]
     if sums and #sums == 32 then
