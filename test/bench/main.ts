@@ -1301,7 +1301,11 @@ async function overloadOnly(gateway: Contender, saturation: number, options: Opt
     driver.close();
   }
   await gateway.server.stop();
-  const { overload } = await freshProcessPhases(gateway, options, saturation);
+  const { fresh, overload } = await freshProcessPhases(gateway, options, saturation);
+  process.stdout.write(
+    `RSS MB: fresh ${fresh.rssMb === undefined ? '– (no cache fill)' : fresh.rssMb.toFixed(0)}, ` +
+      `under load ${fresh.rssUnderLoadMb.toFixed(0)} (the largest sample of the phases below), ${fresh.cachedKeys.toLocaleString('en-US')} keys cached\n`,
+  );
   for (const phase of overload) {
     const shed = Object.entries(phase.counters).filter(([name]) => name.startsWith('shed.'));
     const bound = phase.envoyCircuitBreaker;

@@ -13,15 +13,17 @@ import { CorruptRecordError } from '../../src/ports/store';
 import { UsageRecorder } from '../../src/metering/usage-recorder';
 import { LogCapture } from '../support/log-capture';
 import { startTestRedisCluster } from '../support/redis-cluster';
-import { spawnTestRedisServer, type TestRedis } from '../support/redis-server';
+import { spawnTestRedisServer, spawnTestRedisServerAtLeast, type TestRedis } from '../support/redis-server';
 
 /**
  * Issue 35 §7, on real redis-servers: a usage record's debit, ledger record
  * and stream entry are one script (kept or lost together), and a record
  * leaves the recorder's buffer only once it is durable as USAGE_DURABILITY
  * asks: appendfsync-always (checked at start and with every batch),
- * wait-replicas (a real replica, stopped and replaced), waitaof (Redis 7.2
- * or later: refused at start on an older Redis).
+ * wait-replicas (a real replica, stopped and replaced), waitaof (on a
+ * server that has WAITAOF, Redis 7.2 or later or Valkey: a real replica
+ * whose AOF counts, stopped and replaced; refused at start on an older
+ * Redis).
  */
 jest.setTimeout(60_000);
 
@@ -385,17 +387,15 @@ async function replicaBalance(replica: TestRedis, accountId: string): Promise<st
 }
 
 describe('USAGE_DURABILITY=waitaof', () => {
+  // The machine's redis-server when it is older than 7.2 (Debian bookworm's 7.0): the refusal at start is tested on it.
   const [major, minor] = redisVersion();
-  const hasWaitaof = major > 7 || (major === 7 && minor >= 2);
-  if (!hasWaitaof) {
-    // Loud on purpose: the WAITAOF path itself is not exercised on this machine.
-    console.warn(
-      `redis-server here is ${major}.${minor}, older than 7.2: WAITAOF does not exist, so USAGE_DURABILITY=waitaof is tested ` +
-        'only for its refusal at start. The WAITAOF tests below run on Redis 7.2 or later.',
-    );
+  const olderThan72 = major < 7 || (major === 7 && minor < 2);
+  if (!olderThan72) {
+    // Loud on purpose: no server older than 7.2 is at hand, so the refusal below is not exercised on this machine.
+    console.warn(`redis-server here is ${major}.${minor}: the refusal of USAGE_DURABILITY=waitaof below Redis 7.2 is not tested here.`);
   }
 
-  (hasWaitaof ? it.skip : it)(`refuses to start on Redis ${major}.${minor} (older than 7.2), naming the version`, async () => {
+  (olderThan72 ? it : it.skip)(`refuses to start on Redis ${major}.${minor} (older than 7.2), naming the version`, async () => {
     const server = await redisServer();
     await expect(connect(server.url, { mode: 'waitaof', replicas: 0, timeoutMs: 200 })).rejects.toThrow(
       new RegExp(
@@ -404,8 +404,15 @@ describe('USAGE_DURABILITY=waitaof', () => {
     );
   });
 
-  (hasWaitaof ? it : it.skip)('on Redis ≥ 7.2: drains once the local AOF is fsynced, and refuses to start without appendonly', async () => {
-    const server = await redisServer(['--appendfsync', 'everysec']);
+  // The rest on a server that has WAITAOF (Redis 7.2 or later, or Valkey): the suite fails when the machine has none.
+  async function waitaofServer(extraArgs: string[] = [], options: { appendOnly?: boolean; port?: number } = {}) {
+    const server = await spawnTestRedisServerAtLeast([7, 2], { appendOnly: options.appendOnly ?? true, extraArgs, ...options });
+    servers.push(server);
+    return server;
+  }
+
+  it('drains once the local AOF is fsynced, and refuses to start without appendonly', async () => {
+    const server = await waitaofServer(['--appendfsync', 'everysec']);
     const store = await connect(server.url, { mode: 'waitaof', replicas: 0, timeoutMs: 500 });
     const accountId = await account(store, 'waitaof');
     const { recorder } = recorderFor(store);
@@ -413,7 +420,97 @@ describe('USAGE_DURABILITY=waitaof', () => {
     await until(() => recorder.buffered === 0, 'drained after WAITAOF');
     expect(await balanceOf(store, accountId)).toBe(START_BALANCE - 7);
     await recorder.stop(Date.now() + 100);
-    const noAof = await redisServer([], { appendOnly: false });
-    await expect(connect(noAof.url, { mode: 'waitaof', replicas: 0, timeoutMs: 500 })).rejects.toThrow(/needs appendonly yes/);
+    const noAof = await waitaofServer([], { appendOnly: false });
+    await expect(connect(noAof.url, { mode: 'waitaof', replicas: 0, timeoutMs: 500 })).rejects.toThrow(
+      /^USAGE_DURABILITY=waitaof: Redis at \S+ refused WAITAOF \(.*\); it needs appendonly yes$/,
+    );
+  });
+
+  it("holds records while the replica's AOF is gone, and sends them once a replica fsyncs them, each charged once", async () => {
+    const master = await waitaofServer(['--appendfsync', 'everysec', '--repl-diskless-sync-delay', '0']);
+    const startReplica = async (port?: number) => {
+      const replica = await waitaofServer(['--replicaof', '127.0.0.1', String(master.port)], port !== undefined ? { port } : {});
+      await until(async () => (await infoOf(replica, 'replication')).includes('master_link_status:up'), 'replica in sync');
+      return replica;
+    };
+    let replica = await startReplica();
+    const store = await connect(master.url, { mode: 'waitaof', replicas: 1, timeoutMs: 200 });
+    const accountId = await account(store, 'waitaof-replicated');
+    const { recorder, logs } = recorderFor(store);
+    const client = new Redis(master.url);
+    try {
+      recorder.record(record(accountId));
+      await until(() => recorder.buffered === 0, 'drained with the replica up');
+      process.kill(replica.pid!, 'SIGKILL');
+      const port = replica.port;
+      await replica.stop();
+      const held = Array.from({ length: 5 }, () => record(accountId));
+      for (const r of held) recorder.record(r);
+      await until(() => logs.events('usage_not_durable').length >= 3, 'records found not durable');
+      expect(recorder.buffered).toBe(5);
+      expect(logs.events('usage_not_durable')[0]).toMatchObject({
+        detail: 'WAITAOF 1 1: local AOF fsynced, 0 replica AOF(s) within 200 ms',
+      });
+      await until(async () => (await balanceOf(store, accountId)) === START_BALANCE - 6 * 7, 'the held records applied');
+      replica = await startReplica(port);
+      await until(() => recorder.buffered === 0, 'drained once a replica is back');
+      expect(await balanceOf(store, accountId)).toBe(START_BALANCE - 6 * 7);
+      expect((await streamed(client)).filter((entry) => entry.accountId === accountId)).toHaveLength(6);
+      expect(await replicaBalance(replica, accountId)).toBe(String(START_BALANCE - 6 * 7));
+    } finally {
+      client.disconnect();
+      await recorder.stop(Date.now() + 100);
+    }
+  });
+
+  it('does not count a replica that acknowledges the writes but keeps no AOF', async () => {
+    const master = await waitaofServer(['--appendfsync', 'everysec', '--repl-diskless-sync-delay', '0']);
+    const replica = await waitaofServer(['--replicaof', '127.0.0.1', String(master.port)], { appendOnly: false });
+    await until(async () => (await infoOf(replica, 'replication')).includes('master_link_status:up'), 'replica in sync');
+    const store = await connect(master.url, { mode: 'waitaof', replicas: 1, timeoutMs: 200 });
+    const accountId = await account(store, 'waitaof-no-replica-aof');
+    // The replica acknowledges writes at once (a WAIT would count it): only its missing AOF can hold the record below.
+    const probe = new Redis(master.url);
+    try {
+      await until(async () => {
+        await probe.set('replica-acknowledges', String(Date.now()));
+        return (await probe.wait(1, 200)) === 1;
+      }, 'the replica acknowledging writes');
+    } finally {
+      probe.disconnect();
+    }
+    const { recorder, logs } = recorderFor(store);
+    try {
+      const r = record(accountId);
+      recorder.record(r);
+      await until(() => logs.events('usage_not_durable').length >= 2, 'record found not durable');
+      expect(recorder.buffered).toBe(1);
+      console.log(JSON.stringify(logs.events('usage_not_durable').slice(0, 3)));
+      // The replica has the write (WAIT would count it), but no AOF to fsync it to.
+      await until(async () => (await replicaBalance(replica, accountId)) === String(START_BALANCE - 7), 'the write on the replica');
+      expect(logs.events('usage_not_durable').at(-1)).toMatchObject({
+        detail: 'WAITAOF 1 1: local AOF fsynced, 0 replica AOF(s) within 200 ms',
+      });
+      // Once the replica turns its AOF on, the next try counts it.
+      const replicaClient = new Redis(replica.url);
+      try {
+        await replicaClient.config('SET', 'appendonly', 'yes');
+      } finally {
+        replicaClient.disconnect();
+      }
+      await until(() => recorder.buffered === 0, 'drained once the replica keeps an AOF');
+      expect(await balanceOf(store, accountId)).toBe(START_BALANCE - 7);
+    } finally {
+      await recorder.stop(Date.now() + 100);
+    }
   });
 });
+
+async function infoOf(server: TestRedis, section: string): Promise<string> {
+  const client = new Redis(server.url);
+  try {
+    return await client.info(section);
+  } finally {
+    client.disconnect();
+  }
+}

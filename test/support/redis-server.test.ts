@@ -2,7 +2,16 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import Redis from 'ioredis';
-import { findRedisServerBinary, probeDockerEngine, startTestRedis, type TestRedis, type TestRedisDeps } from './redis-server';
+import {
+  findRedisServerBinary,
+  findServerBinaryAtLeast,
+  probeDockerEngine,
+  serverBinaryOf,
+  spawnTestRedisServerAtLeast,
+  startTestRedis,
+  type TestRedis,
+  type TestRedisDeps,
+} from './redis-server';
 
 /** Same resolution as production, minus TEST_REDIS_URL: we must own the instance to test stop(). */
 const OWNED: Partial<TestRedisDeps> = { env: { ...process.env, TEST_REDIS_URL: '' } };
@@ -186,6 +195,45 @@ describe('findRedisServerBinary', () => {
       expect(findRedisServerBinary(undefined, [path.join(d1, 'redis-server')])).toBeUndefined();
     } finally {
       fs.rmSync(root, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('findServerBinaryAtLeast', () => {
+  it('reads the version each binary prints: Redis as it says, every Valkey as Redis 7.2', () => {
+    expect(
+      serverBinaryOf('/b/redis-server', 'Redis server v=7.0.15 sha=00000000:0 malloc=jemalloc-5.3.0 bits=64 build=ae4d\n')?.speaks,
+    ).toEqual([7, 0]);
+    expect(serverBinaryOf('/b/redis-server', 'Redis server v=8.0.2 sha=0 bits=64')?.speaks).toEqual([8, 0]);
+    expect(serverBinaryOf('/b/valkey-server', 'Valkey server v=8.0.1 sha=00000000:0 bits=64')?.speaks).toEqual([7, 2]);
+    expect(serverBinaryOf('/b/x', 'KeyDB server v=6.3.4')).toBeUndefined();
+  });
+
+  it('takes the first redis-server or valkey-server on PATH that speaks the version asked for', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'server-binaries-'));
+    try {
+      const fake = (name: string, line: string) => {
+        fs.writeFileSync(path.join(dir, name), `#!/bin/sh\necho '${line}'\n`, { mode: 0o755 });
+      };
+      fake('redis-server', 'Redis server v=7.0.15 sha=00000000:0 bits=64');
+      fake('valkey-server', 'Valkey server v=8.0.1 sha=00000000:0 bits=64');
+      expect(findServerBinaryAtLeast(7, 0, dir, [])?.binary).toBe(path.join(dir, 'redis-server'));
+      expect(findServerBinaryAtLeast(7, 2, dir, [])?.binary).toBe(path.join(dir, 'valkey-server'));
+      expect(findServerBinaryAtLeast(7, 4, dir, [])).toBeUndefined();
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('spawns a server that answers INFO as Redis 7.2 or later (this machine must have one: .ci/run installs it)', async () => {
+    const server = await spawnTestRedisServerAtLeast([7, 2]);
+    try {
+      const info = await withClient(server, (c) => c.info('server'));
+      const [, major, minor] = /redis_version:(\d+)\.(\d+)/.exec(info)!.map(Number);
+      expect(major! > 7 || (major === 7 && minor! >= 2)).toBe(true);
+      expect(await withClient(server, (c) => c.call('WAITAOF', 0, 0, 0))).toEqual([0, 0]);
+    } finally {
+      await server.stop();
     }
   });
 });

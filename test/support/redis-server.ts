@@ -8,7 +8,7 @@
  *      on a free 127.0.0.1 port with a throw-away data directory.
  *   4. otherwise: throw a loud, explanatory Error. Suites never skip.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -288,6 +288,73 @@ export async function spawnTestRedisServer(opts: StartTestRedisOptions = {}): Pr
     throw new Error('No redis-server binary on PATH (needed to build a test Redis Cluster). Install it: apt-get install -y redis-server');
   }
   return spawnLocal(binary, opts);
+}
+
+/** A server binary's version, from `<binary> --version` ("Redis server v=7.0.15 …", "Valkey server v=8.0.1 …"). */
+export interface ServerBinary {
+  binary: string;
+  /** the Redis version it speaks: Valkey's own versions (7.2, 8, …) all speak Redis 7.2 */
+  speaks: readonly [major: number, minor: number];
+  /** the --version line, as it printed it */
+  description: string;
+}
+
+export function serverBinaryOf(binary: string, versionLine: string): ServerBinary | undefined {
+  const match = /^(Redis|Valkey) server v=(\d+)\.(\d+)/.exec(versionLine.trim());
+  if (!match) return undefined;
+  const [major, minor] = [Number(match[2]), Number(match[3])];
+  // Valkey forked Redis 7.2.4, and every Valkey answers INFO with that version (redis_version:7.2.4).
+  const speaks = match[1] === 'Valkey' ? ([7, 2] as const) : ([major, minor] as const);
+  return { binary, speaks, description: versionLine.trim() };
+}
+
+/**
+ * The first `redis-server` or `valkey-server` (PATH, then /usr/bin and /usr/local/bin) that speaks Redis `major.minor`
+ * or later. Debian bookworm's redis-server is 7.0; `bash .ci/run` installs valkey-server 8 from bookworm-backports
+ * beside it for what needs 7.2 (WAITAOF).
+ */
+export function findServerBinaryAtLeast(
+  major: number,
+  minor: number,
+  pathEnv = process.env.PATH,
+  fallbackDirs: readonly string[] = ['/usr/bin', '/usr/local/bin'],
+): ServerBinary | undefined {
+  const names = ['redis-server', 'valkey-server'];
+  const candidates = [
+    ...names.flatMap((name) => pathDirs(pathEnv).map((dir) => path.join(dir, name))),
+    ...names.flatMap((name) => fallbackDirs.map((dir) => path.join(dir, name))),
+  ];
+  for (const candidate of new Set(candidates)) {
+    if (!isExecutableFile(candidate)) continue;
+    let line: string;
+    try {
+      line = execFileSync(candidate, ['--version'], { encoding: 'utf8', timeout: 5_000 });
+    } catch {
+      continue;
+    }
+    const found = serverBinaryOf(candidate, line);
+    if (found && (found.speaks[0] > major || (found.speaks[0] === major && found.speaks[1] >= minor))) return found;
+  }
+  return undefined;
+}
+
+/**
+ * A locally spawned server that speaks Redis `major.minor` or later; fails loudly, saying how to get one, when the
+ * machine has none (a test that needs it must not pass by skipping).
+ */
+export async function spawnTestRedisServerAtLeast(
+  [major, minor]: readonly [number, number],
+  opts: StartTestRedisOptions = {},
+): Promise<TestRedis & { server: ServerBinary }> {
+  const server = findServerBinaryAtLeast(major, minor);
+  if (server === undefined) {
+    throw new Error(
+      `No redis-server or valkey-server that speaks Redis ${major}.${minor} or later on PATH or in /usr/bin, /usr/local/bin. ` +
+        'On Debian bookworm: add bookworm-backports and `apt-get install -t bookworm-backports valkey-server` ' +
+        '(`bash .ci/run` does both); elsewhere install Redis 7.2 or later, or Valkey.',
+    );
+  }
+  return { ...(await spawnLocal(server.binary, opts)), server };
 }
 
 async function spawnLocal(binary: string, opts: StartTestRedisOptions): Promise<TestRedis> {
