@@ -126,12 +126,18 @@ async function waitForRowStatus(page: Page, keyId: string, status: string): Prom
     const row = await keyRow(page, keyId)
       .getAttribute('data-status', { timeout: 1_000 })
       .catch(() => 'no such row');
+    // The row's own text holds an error a change to it ended with (key-table.js inRow); the server's lines naming the
+    // key say whether the change reached it and how it was answered.
+    const rowText = await keyRow(page, keyId)
+      .textContent({ timeout: 1_000 })
+      .catch(() => '');
     const openDialogs = await page.locator('dialog[open]').count();
     const busy = await page.locator('main[aria-busy="true"]').count();
     const serverErrors = server.logs.lines.filter((line) => line.includes('"level":"error"') || line.includes('"level":50'));
+    const aboutTheKey = server.logs.lines.filter((line) => line.includes(keyId));
     throw new Error(
-      `row ${keyId} is ${row}, not ${status}; the page says: ${await page.getByTestId('error').textContent()}; ` +
-        `open dialogs: ${openDialogs}; busy: ${busy > 0}\nserver errors:\n${serverErrors.join('')}`,
+      `row ${keyId} is ${row}, not ${status}; the row reads: ${rowText}; the page says: ${await page.getByTestId('error').textContent()}; ` +
+        `open dialogs: ${openDialogs}; busy: ${busy > 0}\nserver errors:\n${serverErrors.join('')}\nserver lines naming the key:\n${aboutTheKey.join('')}`,
       { cause: error },
     );
   }
@@ -693,6 +699,29 @@ describe('dashboard in Chromium', () => {
     for (const [control, ring] of reached)
       expect({ control, ...ring, visible: ring.outline !== 'none' && ring.width >= 2 }).toMatchObject({ visible: true });
     expectNoProblems(tab);
+  });
+
+  // A dialog's close event is a queued task, and Chromium may run a key press queued after it first: Escape, then Enter on
+  // the row's button at once, opened the dialog again before the close event of the Escape forgot its key, so the
+  // confirmation that followed did nothing (seen once in CI, in the keyboard test below).
+  it('keeps a key dialog about its key when the close event of its last closing arrives after it was opened again', async () => {
+    const { page } = await openDashboard();
+    const kept = await page.evaluate(`(async () => {
+      const { keyDialog } = await import('/dashboard/assets/shared/key-dialogs.js');
+      const dialog = document.createElement('dialog');
+      const focus = document.createElement('button');
+      dialog.append(focus);
+      document.body.append(dialog);
+      const about = keyDialog(dialog);
+      about.open({ id: 'first' }, focus);
+      dialog.close(); // as Escape does: the close event is queued, not fired
+      about.open({ id: 'second' }, focus);
+      await new Promise((resolve) => dialog.addEventListener('close', resolve, { once: true }));
+      const kept = about.take();
+      dialog.remove();
+      return kept ? kept.id : null;
+    })()`);
+    expect(kept).toBe('second');
   });
 
   it('works with the keyboard alone: sign in, create a key, copy it, regenerate it, cancel and confirm a revoke', async () => {

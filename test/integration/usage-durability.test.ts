@@ -485,7 +485,6 @@ describe('USAGE_DURABILITY=waitaof', () => {
       recorder.record(r);
       await until(() => logs.events('usage_not_durable').length >= 2, 'record found not durable');
       expect(recorder.buffered).toBe(1);
-      console.log(JSON.stringify(logs.events('usage_not_durable').slice(0, 3)));
       // The replica has the write (WAIT would count it), but no AOF to fsync it to.
       await until(async () => (await replicaBalance(replica, accountId)) === String(START_BALANCE - 7), 'the write on the replica');
       expect(logs.events('usage_not_durable').at(-1)).toMatchObject({

@@ -18,7 +18,9 @@ export function keyDialog(dialog) {
   /** @type {K | null} */
   let subject = null;
   dialog.addEventListener('close', () => {
-    subject = null;
+    // The close event is a queued task: it can arrive after the dialog was opened again (Escape, then Enter on the row's
+    // button at once), and must not forget the key it is open about now.
+    if (!dialog.open) subject = null;
   });
   return {
     /**
