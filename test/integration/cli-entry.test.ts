@@ -1,7 +1,10 @@
 import { spawn } from 'node:child_process';
 import { readFileSync, statSync } from 'node:fs';
 import { join, relative, sep } from 'node:path';
+import { generateCustomerKey } from '../../src/keys/customer-key';
 import { ensureBuiltCli, runCli, type CliRun } from '../support/built-cli';
+import { createOfficialCheckClient, decisionFor } from '../support/envoy-official-client';
+import { startServerProcess } from '../support/server-process';
 
 /** The built `gateway-authz` itself: what a bare call, `--version`, `--help` and a mistyped command do. */
 
@@ -99,5 +102,27 @@ describe('gateway-authz (the CLI entry point)', () => {
     expect(run.code).toBe(2);
     expect(packagesOf(run.loaded)).toEqual(expect.arrayContaining(['fastify', 'zod']));
     expect(projectFilesOf(run.loaded)).toContain(APP);
+  });
+
+  it('serve answers Checks without loading proto-loader or protobufjs: it encodes its answers itself (5–8 MB of RSS)', async () => {
+    const server = await startServerProcess({ NODE_OPTIONS: `--require ${PROBE}` });
+    const check = createOfficialCheckClient(server.grpcAddress);
+    try {
+      expect(await decisionFor(check, generateCustomerKey('live'))).toBe('unknown_key');
+      expect(await decisionFor(check, 'gk_live_short')).toBe('malformed_key');
+    } finally {
+      check.close();
+      const closed = new Promise((resolve) => server.child.once('close', resolve));
+      await server.stop();
+      await closed;
+    }
+    const line = server
+      .errors()
+      .split('\n')
+      .find((candidate) => candidate.startsWith('loaded-modules: '));
+    const packages = packagesOf(JSON.parse(line!.slice('loaded-modules: '.length)) as string[]);
+    expect(packages).toEqual(expect.arrayContaining(['fastify', 'zod']));
+    expect(packages).not.toContain('@grpc/proto-loader');
+    expect(packages).not.toContain('protobufjs');
   });
 });

@@ -9,6 +9,8 @@ export interface ServerProcess {
   adminUrl: string;
   /** Everything the process wrote to stdout so far. */
   output(): string;
+  /** Everything the process wrote to stderr so far. */
+  errors(): string;
   /**
    * A final /metrics scrape and audit log read for the secret scan (best
    * effort, short timeout), then SIGTERM and wait for the exit; resolves
@@ -78,6 +80,7 @@ async function startOnFreePorts(env: Record<string, string>, startTimeoutMs: num
     grpcAddress: `127.0.0.1:${grpcPort}`,
     adminUrl,
     output: () => output,
+    errors: () => errors,
     async stop() {
       if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
       await captureFinalState(adminUrl, env.ADMIN_TOKEN || undefined, 1000);
