@@ -30,7 +30,6 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { parseArgs } from 'node:util';
 import Redis from 'ioredis';
-import type { KeyRestrictions } from '../../src/keys/key-restrictions';
 import { loadSettings } from '../../src/platform/settings';
 import { ENVOY_CHECK_TIMEOUT_MS, H2Driver, PhaseStats, summarize, type PhaseHooks, type PhaseResult } from './h2-driver';
 import { ATTACK_VECTORS, type AttackVector } from './attack-vectors';
@@ -63,7 +62,7 @@ import {
   type ServerRun,
   type TailRun,
 } from './report';
-import { seedKeys, type SeededKeys } from './seed';
+import { seedKeys, type SeededKeys, type SeedOptions } from './seed';
 import {
   addHistograms,
   formatBucket,
@@ -94,6 +93,13 @@ const SMALL_KEY_COUNT = 10_000;
  * database holds the same keys as without the flag, and each gateway looks its keys up among as many.
  */
 const RESTRICTED_KEYS_DB = 2;
+/** --credit-holds seeds its prepaid accounts and their keys in a database of their own, as --restricted-keys does. */
+const CREDIT_HOLDS_DB = 3;
+/**
+ * --credit-holds: each account's balance. The bench meters no answer, so no hold is ever released (each lapses 660 s
+ * after its Check): the balance covers every hold the run places (the tail's key alone brings hundreds of thousands).
+ */
+const CREDIT_HOLDS_BALANCE = 1e15;
 /** The transport a no-op Check server is asked for besides grpc-js: the one the service ships (issue 14), when noop-server.ts has it. */
 const SHIPPED_TRANSPORT = 'h2';
 /** Multiples of the gateway's own saturation the overload phases offer. */
@@ -143,6 +149,8 @@ interface Options {
   tracingRatio: number | undefined;
   /** --restricted-keys: also a gateway whose traffic uses as many keys, each with restrictions that allow it. */
   restrictedKeys: boolean;
+  /** --credit-holds: also a gateway whose accounts are prepaid, so each metered Check places a credit hold. */
+  creditHolds: boolean;
   /** More gateways measured in the same rounds: GRPC_WORKERS=N (--workers), and A/B runs (--versus, --versus-env). */
   extra: { label: string; tag: string; distDir?: string; env: Record<string, string>; nodeArgs?: string[] }[];
 }
@@ -176,6 +184,7 @@ function parseOptions(argv: string[]): Options {
       versus: { type: 'string' },
       'token-budgets': { type: 'boolean', default: false },
       'restricted-keys': { type: 'boolean', default: false },
+      'credit-holds': { type: 'boolean', default: false },
       'versus-env': { type: 'string', multiple: true, default: [] },
       'versus-node-arg': { type: 'string', multiple: true, default: [] },
       tracing: { type: 'boolean', default: false },
@@ -214,6 +223,8 @@ function parseOptions(argv: string[]): Options {
         '  --tracing-ratio R       the root sampling ratio of --tracing, from 0 to 1 (the traffic carries no trace context)',
         '  --restricted-keys       A/B: also run a gateway whose traffic uses keys with restrictions (endpoints, source addresses)',
         '                          that allow it, seeded apart (as many keys, same mix), same rounds, tail and fresh-process phases',
+        '  --credit-holds          A/B: also run a gateway whose accounts are prepaid, so every metered Check places a credit hold',
+        '                          (none released: the bench meters no answer), seeded apart as --restricted-keys is',
         `  --attacks               only the HTTP/2 attacks (no Check-path phase): each vector from ${ATTACK_CONNECTIONS} connections against the`,
         `                          gateway and the no-op grpc-js server, a normal client at ${NORMAL_RATE} Checks/s before, during and after`,
         "                          it; issue 33's targets; --env and --node-arg apply to the gateway",
@@ -265,6 +276,7 @@ function parseOptions(argv: string[]): Options {
         }
       : undefined,
     restrictedKeys: values['restricted-keys'],
+    creditHolds: values['credit-holds'],
     flush: values.flush,
     tracingRatio: values.tracing ? ratio(values['tracing-ratio'], 'tracing-ratio') : undefined,
     json: values.json ?? path.join(BENCH_DIR, values.attacks ? 'attacks.json' : 'result.json'),
@@ -442,28 +454,47 @@ async function main(): Promise<void> {
       versus.push(entry);
       extraEnv.set(entry, extra.env);
     }
-    if (options.restrictedKeys) {
-      // Its own keys, traffic and tail body: every phase this gateway runs sends restricted keys only.
-      const redisUrl = `${redis.url.replace(/\/\d*$/, '')}/${RESTRICTED_KEYS_DB}`;
-      const seeded = await seed(redisUrl, stats, options, options.keys, RESTRICTIONS_ALLOWING_THE_TRAFFIC);
+    // A gateway with keys of its own, seeded apart in a database of its own, with its own traffic and tail body: every
+    // phase it runs sends its own keys only.
+    const seededApart = async (
+      label: string,
+      tag: string,
+      db: number,
+      apart: Pick<SeedOptions, 'restrictions' | 'creditBalance'>,
+      env = options.gatewayEnv,
+    ) => {
+      const redisUrl = `${redis.url.replace(/\/\d*$/, '')}/${db}`;
+      const seeded = await seed(redisUrl, stats, options, options.keys, apart);
       const askedAtMs = Date.now();
-      const server = await startGatewayFor(redisUrl, options.keys, options, options.gatewayEnv, undefined, 'restricted');
+      const server = await startGatewayFor(redisUrl, options.keys, options, env, undefined, tag);
       servers.push(server);
-      const entry = contender(
-        'gateway-authz, restricted keys',
-        server,
-        buildTraffic(seeded, options, malformed, unknown),
-        writeTailBody(seeded, options, 'restricted'),
+      const entry = contender(label, server, buildTraffic(seeded, options, malformed, unknown), writeTailBody(seeded, options, tag), {
+        seeded,
+        redisUrl,
+        env,
+        startFresh: () => startGatewayFor(redisUrl, options.keys, options, env, undefined, `${tag}-fresh`),
+        startedBetweenMs: [askedAtMs, Date.now()],
+      });
+      versus.push(entry);
+      extraEnv.set(entry, env);
+    };
+    if (options.restrictedKeys) {
+      await seededApart('gateway-authz, restricted keys', 'restricted', RESTRICTED_KEYS_DB, {
+        restrictions: RESTRICTIONS_ALLOWING_THE_TRAFFIC,
+      });
+    }
+    if (options.creditHolds) {
+      // Priced, so each hold has money in it; every model at one price, so the traffic's Checks are priced as before.
+      await seededApart(
+        'gateway-authz, credit holds',
+        'credit-holds',
+        CREDIT_HOLDS_DB,
+        { creditBalance: CREDIT_HOLDS_BALANCE },
         {
-          seeded,
-          redisUrl,
-          env: options.gatewayEnv,
-          startFresh: () => startGatewayFor(redisUrl, options.keys, options, options.gatewayEnv, undefined, 'restricted-fresh'),
-          startedBetweenMs: [askedAtMs, Date.now()],
+          ...options.gatewayEnv,
+          CONFIG_FILE: writeGatewayConfig('gateway-config-credit-holds.json', { pricing: true }),
         },
       );
-      versus.push(entry);
-      extraEnv.set(entry, options.gatewayEnv);
     }
 
     // Warm each gateway's key cache, spend the rate-limited keys' one allowed request, count round trips.
@@ -681,8 +712,18 @@ function rate(entry: Contender): number {
   return entry.saturation.result(entry.saturationSeconds).perSecond;
 }
 
-async function seed(redisUrl: string, stats: Redis, options: Options, keys: number, restrictions?: KeyRestrictions): Promise<SeededKeys> {
-  log(`seeding ${keys.toLocaleString('en-US')} keys${restrictions ? ` with restrictions ${JSON.stringify(restrictions)}` : ''}…`);
+async function seed(
+  redisUrl: string,
+  stats: Redis,
+  options: Options,
+  keys: number,
+  { restrictions, creditBalance }: Pick<SeedOptions, 'restrictions' | 'creditBalance'> = {},
+): Promise<SeededKeys> {
+  log(
+    `seeding ${keys.toLocaleString('en-US')} keys` +
+      `${restrictions ? ` with restrictions ${JSON.stringify(restrictions)}` : ''}` +
+      `${creditBalance !== undefined ? ` in prepaid accounts (balance ${creditBalance.toLocaleString('en-US')} each)` : ''}…`,
+  );
   const seeded = await seedKeys(
     redisUrl,
     {
@@ -691,6 +732,7 @@ async function seed(redisUrl: string, stats: Redis, options: Options, keys: numb
       rateLimitedKeys: 100,
       keep: Math.min(keys, options.fillCache ? KEY_CACHE_MAX_ENTRIES : options.activeKeys),
       ...(restrictions ? { restrictions } : {}),
+      ...(creditBalance !== undefined ? { creditBalance } : {}),
     },
     log,
   );

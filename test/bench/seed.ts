@@ -25,6 +25,8 @@ export interface SeedOptions {
   keep: number;
   /** Restrictions every seeded key carries (the rate-limited ones too); absent: none, as most keys have. */
   restrictions?: KeyRestrictions;
+  /** A prepaid balance (minor units) for every seeded account, so each metered Check holds credit; absent: postpaid, as most are. */
+  creditBalance?: number;
 }
 
 export interface SeededKeys {
@@ -56,7 +58,13 @@ export async function seedKeys(redisUrl: string, options: SeedOptions, progress:
       const pipeline = redis.pipeline();
       const ids: string[] = [];
       for (let i = first; i < Math.min(accountCount, first + PIPELINE_KEYS * 4); i += 1) {
-        const account: Account = { id: accountIdOf(i), name: `Bench account ${i}`, status: 'active', createdAt };
+        const account: Account = {
+          id: accountIdOf(i),
+          name: `Bench account ${i}`,
+          status: 'active',
+          createdAt,
+          ...(options.creditBalance !== undefined ? { creditBalance: options.creditBalance } : {}),
+        };
         pipeline.hset(redisKeys.account(account.id), ...accountToFields(account));
         ids.push(account.id);
       }
@@ -108,6 +116,7 @@ export async function seedKeys(redisUrl: string, options: SeedOptions, progress:
       status: 'active',
       createdAt,
       maxActiveKeys: options.rateLimitedKeys,
+      ...(options.creditBalance !== undefined ? { creditBalance: options.creditBalance } : {}),
     };
     await store.createAccount(account);
     for (let i = 0; i < options.rateLimitedKeys; i += 1) {

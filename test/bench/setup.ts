@@ -36,7 +36,17 @@ export async function openDisposableRedis(flush: boolean, what: string): Promise
  * the rate-limited keys are refused; two windows per scope, as in the
  * built-in default plan, so the script does the same work.
  */
-export function writeGatewayConfig(name: string, options: { tokenBudgets?: boolean } = {}): string {
+/**
+ * --credit-holds: one price for every model (the traffic's models are charged the default), so a hold has money in it, as on a
+ * prepaid account with a price table. Typical of a large model's list prices, in micro-dollars per million tokens.
+ */
+const BENCH_PRICING = {
+  models: [],
+  default: { input: 3_000_000, output: 15_000_000, webSearchCall: 10_000 },
+  unpricedModels: 'charge-default',
+};
+
+export function writeGatewayConfig(name: string, options: { tokenBudgets?: boolean; pricing?: boolean } = {}): string {
   const configFile = path.join(BENCH_DIR, name);
   const huge = [
     { limit: 1_000_000_000, window: '1m' },
@@ -56,6 +66,7 @@ export function writeGatewayConfig(name: string, options: { tokenBudgets?: boole
         account: huge,
         ...(options.tokenBudgets ? { tokenBudgets: { key: hugeBudgets, account: hugeBudgets } } : {}),
       },
+      ...(options.pricing ? { pricing: BENCH_PRICING } : {}),
     }),
   );
   return configFile;
