@@ -4,6 +4,7 @@ import { join, relative, sep } from 'node:path';
 import { generateCustomerKey } from '../../src/keys/customer-key';
 import { ensureBuiltCli, runCli, type CliRun } from '../support/built-cli';
 import { createOfficialCheckClient, decisionFor } from '../support/envoy-official-client';
+import { TEST_ADMIN_TOKEN, type AdminBody } from '../support/running-app';
 import { startServerProcess } from '../support/server-process';
 
 /** The built `gateway-authz` itself: what a bare call, `--version`, `--help` and a mistyped command do. */
@@ -104,10 +105,21 @@ describe('gateway-authz (the CLI entry point)', () => {
     expect(projectFilesOf(run.loaded)).toContain(APP);
   });
 
-  it('serve answers Checks without loading proto-loader or protobufjs: it encodes its answers itself (5–8 MB of RSS)', async () => {
-    const server = await startServerProcess({ NODE_OPTIONS: `--require ${PROBE}` });
+  it('serve allows and denies Checks without loading proto-loader or protobufjs: it encodes its answers itself (5–8 MB of RSS)', async () => {
+    const server = await startServerProcess({ NODE_OPTIONS: `--require ${PROBE}`, ADMIN_TOKEN: TEST_ADMIN_TOKEN });
     const check = createOfficialCheckClient(server.grpcAddress);
     try {
+      const admin = async (path: string, body: object) =>
+        (await (
+          await fetch(`${server.adminUrl}${path}`, {
+            method: 'POST',
+            headers: { authorization: `Bearer ${TEST_ADMIN_TOKEN}`, 'content-type': 'application/json' },
+            body: JSON.stringify(body),
+          })
+        ).json()) as AdminBody;
+      await admin('/admin/accounts', { id: 'lazy', name: 'Lazy Loading Ltd' });
+      const { key } = await admin('/admin/accounts/lazy/keys', {});
+      expect(await decisionFor(check, key)).toBe('allow');
       expect(await decisionFor(check, generateCustomerKey('live'))).toBe('unknown_key');
       expect(await decisionFor(check, 'gk_live_short')).toBe('malformed_key');
     } finally {
