@@ -48,6 +48,13 @@ async function redisServer(
   return server;
 }
 
+/** A server that has WAITAOF: Redis 7.2 or later, or Valkey (the suite fails when the machine has none). */
+async function waitaofServer(extraArgs: string[] = [], options: { appendOnly?: boolean; port?: number } = {}): Promise<TestRedis> {
+  const server = await spawnTestRedisServerAtLeast([7, 2], { appendOnly: options.appendOnly ?? true, extraArgs, ...options });
+  servers.push(server);
+  return server;
+}
+
 async function connect(url: string, usageDurability?: UsageDurability): Promise<RedisStore> {
   const store = await RedisStore.connect({
     url,
@@ -259,54 +266,13 @@ describe('USAGE_DURABILITY=appendfsync-always on Redis Cluster', () => {
 
 describe('USAGE_DURABILITY=wait-replicas', () => {
   it('holds records while the replica is gone, and sends them once a replica acknowledges, each charged once', async () => {
-    // No delay before a full sync (7.0 waits 5 s for more replicas by default).
-    const master = await redisServer(['--repl-diskless-sync-delay', '0']);
-    const startReplica = async (port?: number) => {
-      const replica = await redisServer(['--replicaof', '127.0.0.1', String(master.port)], port !== undefined ? { port } : {});
-      const probe = new Redis(replica.url);
-      try {
-        await until(async () => (await probe.info('replication')).includes('master_link_status:up'), 'replica in sync');
-      } finally {
-        probe.disconnect();
-      }
-      return replica;
-    };
-    let replica = await startReplica();
-    const store = await connect(master.url, { mode: 'wait-replicas', replicas: 1, timeoutMs: 200 });
-    const accountId = await account(store, 'replicated');
-    const { recorder, logs } = recorderFor(store);
-    const client = new Redis(master.url);
-    try {
-      recorder.record(record(accountId));
-      await until(() => recorder.buffered === 0, 'drained with the replica up');
-      process.kill(replica.pid!, 'SIGKILL');
-      const port = replica.port;
-      await replica.stop();
-      const held = Array.from({ length: 5 }, () => record(accountId));
-      for (const r of held) recorder.record(r);
-      await until(() => logs.events('usage_not_durable').length >= 3, 'records found not durable');
-      expect(recorder.buffered).toBe(5);
-      expect(logs.events('usage_not_durable')[0]).toMatchObject({ detail: 'WAIT 1: 0 replica(s) acknowledged within 200 ms' });
-      // Applied once on the master, however often sent again. (Read until it shows: one run in four read the balance of
-      // the first record alone here, and the full balance a moment later; not explained yet.)
-      await until(async () => (await balanceOf(store, accountId)) === START_BALANCE - 6 * 7, 'the held records applied');
-      replica = await startReplica(port);
-      await until(() => recorder.buffered === 0, 'drained once a replica is back');
-      expect(await balanceOf(store, accountId)).toBe(START_BALANCE - 6 * 7);
-      const entries = (await streamed(client)).filter((entry) => entry.accountId === accountId);
-      expect(entries).toHaveLength(6);
-      // And the replica holds the same debit and entries.
-      const replicaClient = new Redis(replica.url);
-      try {
-        expect(await replicaClient.hget(redisKeys.account(accountId), 'creditBalance')).toBe(String(START_BALANCE - 6 * 7));
-        expect(await replicaClient.xlen(redisKeys.usageStream())).toBe(6);
-      } finally {
-        replicaClient.disconnect();
-      }
-    } finally {
-      client.disconnect();
-      await recorder.stop(Date.now() + 100);
-    }
+    await heldWhileTheReplicaIsGone(
+      redisServer,
+      [],
+      { mode: 'wait-replicas', replicas: 1, timeoutMs: 200 },
+      'replicated',
+      'WAIT 1: 0 replica(s) acknowledged within 200 ms',
+    );
   });
 });
 
@@ -314,12 +280,7 @@ describe("USAGE_DURABILITY=wait-replicas: a WAIT counts only its own connection'
   async function masterAndReplica() {
     const master = await redisServer(['--repl-diskless-sync-delay', '0']);
     const replica = await redisServer(['--replicaof', '127.0.0.1', String(master.port)]);
-    const probe = new Redis(replica.url);
-    try {
-      await until(async () => (await probe.info('replication')).includes('master_link_status:up'), 'replica in sync');
-    } finally {
-      probe.disconnect();
-    }
+    await replicaInSync(replica);
     return { master, replica };
   }
 
@@ -404,13 +365,7 @@ describe('USAGE_DURABILITY=waitaof', () => {
     );
   });
 
-  // The rest on a server that has WAITAOF (Redis 7.2 or later, or Valkey): the suite fails when the machine has none.
-  async function waitaofServer(extraArgs: string[] = [], options: { appendOnly?: boolean; port?: number } = {}) {
-    const server = await spawnTestRedisServerAtLeast([7, 2], { appendOnly: options.appendOnly ?? true, extraArgs, ...options });
-    servers.push(server);
-    return server;
-  }
-
+  // The rest on a server that has WAITAOF (waitaofServer): the suite fails when the machine has none.
   it('drains once the local AOF is fsynced, and refuses to start without appendonly', async () => {
     const server = await waitaofServer(['--appendfsync', 'everysec']);
     const store = await connect(server.url, { mode: 'waitaof', replicas: 0, timeoutMs: 500 });
@@ -427,46 +382,19 @@ describe('USAGE_DURABILITY=waitaof', () => {
   });
 
   it("holds records while the replica's AOF is gone, and sends them once a replica fsyncs them, each charged once", async () => {
-    const master = await waitaofServer(['--appendfsync', 'everysec', '--repl-diskless-sync-delay', '0']);
-    const startReplica = async (port?: number) => {
-      const replica = await waitaofServer(['--replicaof', '127.0.0.1', String(master.port)], port !== undefined ? { port } : {});
-      await until(async () => (await infoOf(replica, 'replication')).includes('master_link_status:up'), 'replica in sync');
-      return replica;
-    };
-    let replica = await startReplica();
-    const store = await connect(master.url, { mode: 'waitaof', replicas: 1, timeoutMs: 200 });
-    const accountId = await account(store, 'waitaof-replicated');
-    const { recorder, logs } = recorderFor(store);
-    const client = new Redis(master.url);
-    try {
-      recorder.record(record(accountId));
-      await until(() => recorder.buffered === 0, 'drained with the replica up');
-      process.kill(replica.pid!, 'SIGKILL');
-      const port = replica.port;
-      await replica.stop();
-      const held = Array.from({ length: 5 }, () => record(accountId));
-      for (const r of held) recorder.record(r);
-      await until(() => logs.events('usage_not_durable').length >= 3, 'records found not durable');
-      expect(recorder.buffered).toBe(5);
-      expect(logs.events('usage_not_durable')[0]).toMatchObject({
-        detail: 'WAITAOF 1 1: local AOF fsynced, 0 replica AOF(s) within 200 ms',
-      });
-      await until(async () => (await balanceOf(store, accountId)) === START_BALANCE - 6 * 7, 'the held records applied');
-      replica = await startReplica(port);
-      await until(() => recorder.buffered === 0, 'drained once a replica is back');
-      expect(await balanceOf(store, accountId)).toBe(START_BALANCE - 6 * 7);
-      expect((await streamed(client)).filter((entry) => entry.accountId === accountId)).toHaveLength(6);
-      expect(await replicaBalance(replica, accountId)).toBe(String(START_BALANCE - 6 * 7));
-    } finally {
-      client.disconnect();
-      await recorder.stop(Date.now() + 100);
-    }
+    await heldWhileTheReplicaIsGone(
+      waitaofServer,
+      ['--appendfsync', 'everysec'],
+      { mode: 'waitaof', replicas: 1, timeoutMs: 200 },
+      'waitaof-replicated',
+      'WAITAOF 1 1: local AOF fsynced, 0 replica AOF(s) within 200 ms',
+    );
   });
 
   it('does not count a replica that acknowledges the writes but keeps no AOF', async () => {
     const master = await waitaofServer(['--appendfsync', 'everysec', '--repl-diskless-sync-delay', '0']);
     const replica = await waitaofServer(['--replicaof', '127.0.0.1', String(master.port)], { appendOnly: false });
-    await until(async () => (await infoOf(replica, 'replication')).includes('master_link_status:up'), 'replica in sync');
+    await replicaInSync(replica);
     const store = await connect(master.url, { mode: 'waitaof', replicas: 1, timeoutMs: 200 });
     const accountId = await account(store, 'waitaof-no-replica-aof');
     // The replica acknowledges writes at once (a WAIT would count it): only its missing AOF can hold the record below.
@@ -511,5 +439,65 @@ async function infoOf(server: TestRedis, section: string): Promise<string> {
     return await client.info(section);
   } finally {
     client.disconnect();
+  }
+}
+
+async function replicaInSync(replica: TestRedis): Promise<void> {
+  await until(async () => (await infoOf(replica, 'replication')).includes('master_link_status:up'), 'replica in sync');
+}
+
+/**
+ * With one replica, a record drains. With the replica killed, five more are held (each batch logged not durable,
+ * saying `shortfall`) and applied once on the master however often they are sent again; a new replica on the same port
+ * drains them, and then holds the same debit and stream entries as the master.
+ */
+async function heldWhileTheReplicaIsGone(
+  server: (extraArgs: string[], options?: { port?: number }) => Promise<TestRedis>,
+  masterArgs: string[],
+  durability: UsageDurability,
+  accountName: string,
+  shortfall: string,
+): Promise<void> {
+  // No delay before a full sync (7.0 waits 5 s for more replicas by default).
+  const master = await server([...masterArgs, '--repl-diskless-sync-delay', '0']);
+  const startReplica = async (port?: number) => {
+    const replica = await server(['--replicaof', '127.0.0.1', String(master.port)], port !== undefined ? { port } : {});
+    await replicaInSync(replica);
+    return replica;
+  };
+  let replica = await startReplica();
+  const store = await connect(master.url, durability);
+  const accountId = await account(store, accountName);
+  const { recorder, logs } = recorderFor(store);
+  const client = new Redis(master.url);
+  try {
+    recorder.record(record(accountId));
+    await until(() => recorder.buffered === 0, 'drained with the replica up');
+    process.kill(replica.pid!, 'SIGKILL');
+    const port = replica.port;
+    await replica.stop();
+    const held = Array.from({ length: 5 }, () => record(accountId));
+    for (const r of held) recorder.record(r);
+    await until(() => logs.events('usage_not_durable').length >= 3, 'records found not durable');
+    expect(recorder.buffered).toBe(5);
+    expect(logs.events('usage_not_durable')[0]).toMatchObject({ detail: shortfall });
+    // Applied once on the master, however often sent again. (Read until it shows: one run in four read the balance of
+    // the first record alone here, and the full balance a moment later; not explained yet.)
+    await until(async () => (await balanceOf(store, accountId)) === START_BALANCE - 6 * 7, 'the held records applied');
+    replica = await startReplica(port);
+    await until(() => recorder.buffered === 0, 'drained once a replica is back');
+    expect(await balanceOf(store, accountId)).toBe(START_BALANCE - 6 * 7);
+    expect((await streamed(client)).filter((entry) => entry.accountId === accountId)).toHaveLength(6);
+    // And the replica holds the same debit and entries.
+    expect(await replicaBalance(replica, accountId)).toBe(String(START_BALANCE - 6 * 7));
+    const replicaClient = new Redis(replica.url);
+    try {
+      expect(await replicaClient.xlen(redisKeys.usageStream())).toBe(6);
+    } finally {
+      replicaClient.disconnect();
+    }
+  } finally {
+    client.disconnect();
+    await recorder.stop(Date.now() + 100);
   }
 }
