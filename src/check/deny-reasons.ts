@@ -231,8 +231,10 @@ export const DENY_REASONS = {
     grpcCode: RPC_CODE.NOT_FOUND,
     category: 'not_found',
     message: ({ routes }: { routes: GatedRouteFamily }) =>
-      `The ${routes === 'batches' ? 'batch' : 'file'} API is not enabled on this gateway, because its usage is not metered here. ` +
-      "Send requests one at a time instead, or ask the gateway's operator to enable it.",
+      routes === 'unlisted'
+        ? "This endpoint is not offered by this gateway: its usage is not metered here. Ask the gateway's operator to enable it."
+        : `The ${routes === 'batches' ? 'batch' : 'file'} API is not enabled on this gateway, because its usage is not metered here. ` +
+          "Send requests one at a time instead, or ask the gateway's operator to enable it.",
   },
   malformed_model_name: {
     ...INVALID_REQUEST,

@@ -1,6 +1,7 @@
 import type { Clock } from '../platform/clock';
 import type { MeteredResponse } from './metered-response';
 import type { RouteFamily } from '../check/routes/route';
+import { routingPath } from '../check/routes/classify';
 import { modelInGenerativePath } from './requested-model';
 import type { UsageOutcome, UsageReading } from './usage';
 import { usageOutcome } from './usage-estimate';
@@ -108,6 +109,7 @@ function withoutModel(outcome: UsageOutcome): UsageOutcome {
 /** Gemini names the model in the path: the model of an answer that names none itself (see modelInGenerativePath). */
 export function modelInPath(family: RouteFamily, path: string): string | undefined {
   if (family !== 'generative-content') return undefined;
-  const found = modelInGenerativePath(path);
+  // As Check read it (src/check/pipeline/hold-step.ts): the routing form, so `…:generateContent/` names its model too.
+  const found = modelInGenerativePath(routingPath(path));
   return found.kind === 'model' ? found.model : undefined;
 }

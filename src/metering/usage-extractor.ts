@@ -1,4 +1,5 @@
 import type { RouteFamily } from '../check/routes/route';
+import { routingPath } from '../check/routes/classify';
 import { isPlausibleModelName } from './requested-model';
 import type { MalformedUsageReason, NoUsageReason, TokenCounts, UsageReading } from './usage';
 import { JsonScanner, WatchTree, type ScannedDocument, type WatchSpec } from './json-scanner';
@@ -58,11 +59,13 @@ export interface ResponseDescription {
  * path keeps operator route overrides and Gemini's OpenAI-compatible prefix
  * (/v1beta/openai/chat/completions) working.
  */
-export function isMeteredRequest(family: RouteFamily, method: string, path: string): boolean {
+export function isMeteredRequest(family: RouteFamily, method: string, pathAsSent: string): boolean {
   if (method.toUpperCase() !== 'POST') return false;
+  // The form Check classified the request by: `/v1/messages/` is the messages route to Check, and so to metering.
+  const path = routingPath(pathAsSent);
   switch (family) {
     case 'chat-completions':
-      return /\/(chat\/completions|completions|embeddings|responses)$/.test(path);
+      return /\/(chat\/completions|completions|embeddings|responses|responses\/compact)$/.test(path);
     case 'messages':
       return path.endsWith('/messages');
     case 'generative-content':
@@ -78,7 +81,7 @@ export function isMeteredRequest(family: RouteFamily, method: string, path: stri
  * their input is billed. Their successful answers are charged the estimate.
  */
 export function answersWithoutUsage(family: RouteFamily, path: string): boolean {
-  return family === 'generative-content' && /:(embedContent|batchEmbedContents)$/.test(path);
+  return family === 'generative-content' && /:(embedContent|batchEmbedContents)$/.test(routingPath(path));
 }
 
 export function createUsageExtractor(response: ResponseDescription): UsageExtractor {

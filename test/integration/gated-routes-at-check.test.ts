@@ -29,7 +29,7 @@ async function createKey(app: AppUnderTest): Promise<string> {
 beforeAll(async () => {
   redis = await startTestRedis();
   byDefault = await startAppUnderTest({ redisUrl: redis.url });
-  enabled = await startAppUnderTest({ redisUrl: redis.url, config: { enabledRoutes: ['batches', 'files'] } });
+  enabled = await startAppUnderTest({ redisUrl: redis.url, config: { enabledRoutes: ['batches', 'files', 'unlisted'] } });
   defaultClient = createOfficialCheckClient(byDefault.grpcAddress);
   enabledClient = createOfficialCheckClient(enabled.grpcAddress);
   // Both servers share the Redis, and so the key.
@@ -99,6 +99,37 @@ describe('batches and file uploads are refused by default', () => {
   it('a generation on the same server is allowed', async () => {
     expect((await defaultClient.check(openai('/v1/chat/completions'))).status.code).toBe(0);
     expect((await defaultClient.check(gemini('/v1beta/models/gemini-2.5-flash:generateContent'))).status.code).toBe(0);
+  });
+});
+
+/**
+ * Paths no route names: their answers are not metered, and some mint upstream credentials whose use never passes the
+ * gateway again. Refused like the gated families, before the key is read; allowed with a key once `unlisted` is enabled.
+ */
+const UNLISTED = [
+  ['OpenAI image generation', (as?: string) => openai('/v1/images/generations', as)],
+  ['OpenAI realtime client secret', (as?: string) => openai('/v1/realtime/client_secrets', as)],
+  ['Gemini ephemeral token', (as?: string) => gemini('/v1alpha/auth_tokens', as)],
+  ['Gemini image generation (OpenAI-compatible)', (as?: string) => openai('/v1beta/openai/images/generations', as)],
+  ['a batch under a prefix no route names', (as?: string) => anthropic('/anthropic/v1/messages/batches', as)],
+  ['a path with an encoded slash', (as?: string) => openai('/v1/messages%2Fbatches', as)],
+] as const;
+
+describe('paths no route names are refused by default', () => {
+  it.each(UNLISTED)('%s: 404 route_not_enabled, whatever the key', async (_name, request) => {
+    for (const refused of [await defaultClient.check(request()), await defaultClient.check(request('gk_live_not-a-real-key'))]) {
+      expect(refused.status.code).toBe(5);
+      expect(headersOf(refused.denied_response.headers)['x-gateway-error-code']).toBe('route_not_enabled');
+      expect(JSON.stringify(parseDenyBody(refused.denied_response.body))).toContain('This endpoint is not offered by this gateway');
+    }
+  });
+
+  it('Gemini v1alpha generations are routes of their own, and allowed', async () => {
+    expect((await defaultClient.check(gemini('/v1alpha/models/gemini-2.5-flash:generateContent'))).status.code).toBe(0);
+  });
+
+  it.each(UNLISTED)('%s: allowed with a key once unlisted is enabled', async (_name, request) => {
+    expect((await enabledClient.check(request())).status.code).toBe(0);
   });
 });
 

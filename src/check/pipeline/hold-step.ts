@@ -3,7 +3,7 @@ import type { AuthRequest } from '../auth-request';
 import { estimateHold, type CreditHold, type HoldInputs } from '../../accounts/credit-holds';
 import type { PriceTable } from '../../metering/price-table';
 import { modelInGenerativePath } from '../../metering/requested-model';
-import type { ClassifiedRoute } from '../routes/route';
+import type { ClassifiedRoute, RouteFamily } from '../routes/route';
 import { MAX_TOKEN_COUNT } from '../../metering/usage';
 import { JsonScanner, WatchTree } from '../../metering/json-scanner';
 import { tokensForBytes } from '../../metering/usage-estimate';
@@ -14,9 +14,8 @@ import { routingPath } from '../routes/classify';
 export const REQUEST_SIZE_HEADER = 'content-length';
 
 /**
- * The body fields a hold reads, in this order: the model, then each API's
- * output limit (chat completions' old and new names, the Responses API's,
- * Gemini's). The first limit present wins; the APIs name one each.
+ * The body fields a hold reads: the model, then each API's output limit
+ * (chat completions' old and new names, the Responses API's, Gemini's).
  */
 const WATCHED = new WatchTree([
   { path: ['model'], kind: 'capture' },
@@ -25,7 +24,17 @@ const WATCHED = new WatchTree([
   { path: ['max_output_tokens'], kind: 'capture' },
   { path: ['generationConfig', 'maxOutputTokens'], kind: 'capture' },
 ]);
-const OUTPUT_LIMITS = [1, 2, 3, 4] as const;
+
+/**
+ * The output limits each family's API reads, as positions in WATCHED. A body may name several (an OpenAI-compatible
+ * server such as vLLM takes `max_completion_tokens` over `max_tokens`): the hold takes the largest, so no choice an
+ * upstream makes between them can outrun it; a field the family's API never reads is no limit.
+ */
+const OUTPUT_LIMITS: Readonly<Partial<Record<RouteFamily, readonly number[]>>> = {
+  'chat-completions': [1, 2, 3],
+  messages: [1],
+  'generative-content': [4],
+};
 
 /**
  * One scanner for every Check, reset before each body, as the model step's
@@ -48,14 +57,14 @@ interface ScannedBody {
 const NOTHING_SCANNED: ScannedBody = Object.freeze({ model: undefined, maxOutputTokens: undefined });
 
 /** One pass of the shared scanner over the body's bytes, nothing parsed but the watched values. */
-function scanBody(body: Uint8Array): ScannedBody {
+function scanBody(body: Uint8Array, limits: readonly number[]): ScannedBody {
   SCANNER.reset();
   SCANNER.write(body);
   const model = SCANNER.value(0);
   let maxOutputTokens: number | undefined;
-  for (const at of OUTPUT_LIMITS) {
-    maxOutputTokens = outputLimitOf(SCANNER.value(at));
-    if (maxOutputTokens !== undefined) break;
+  for (const at of limits) {
+    const limit = outputLimitOf(SCANNER.value(at));
+    if (limit !== undefined && (maxOutputTokens === undefined || limit > maxOutputTokens)) maxOutputTokens = limit;
   }
   SCANNER.reset();
   return { model: typeof model === 'string' ? model : undefined, maxOutputTokens };
@@ -78,7 +87,8 @@ export function holdFor(request: AuthRequest, route: ClassifiedRoute, pricing: P
   // Only what metering will charge: a hold no usage record releases (token counting, a retrieval) would stand until it lapses.
   if (!isMeteredRequest(family, request.method, route.pathWithoutQuery)) return undefined;
   const requestBytes = requestBytesOf(request);
-  const scanned = request.body !== undefined && request.body.length > 0 ? scanBody(request.body) : NOTHING_SCANNED;
+  const limits = OUTPUT_LIMITS[family] ?? [];
+  const scanned = request.body !== undefined && request.body.length > 0 ? scanBody(request.body, limits) : NOTHING_SCANNED;
   let model = scanned.model;
   if (family === 'generative-content') {
     const inPath = modelInGenerativePath(routingPath(route.pathWithoutQuery));

@@ -34,7 +34,9 @@ export function routeRequest(request: AuthRequest, settings: PipelineSettings): 
   const rules =
     family === 'models' ? rulesForModelsRoute(request.headers, routingPath(path), settings.headerNames) : FAMILY_HEADER_RULES[family];
   const route = { family, style: rules.style, pathWithoutQuery: path };
-  const refusedRoutes = refusedRouteFamily(settings.routeTable, request.method, path);
+  const refusedRoutes =
+    refusedRouteFamily(settings.routeTable, request.method, path) ??
+    (family === 'other' && settings.routeTable.refusesUnlisted ? 'unlisted' : undefined);
   const refused = refusedRoutes === undefined ? {} : { refusedRoutes };
   if (query === '') return { route, rules, query: NO_QUERY, ...refused };
   const parsed = new URLSearchParams(query);

@@ -70,7 +70,7 @@ export function classifyFamily(table: RouteTable, method: string, path: string):
     return 'public';
   }
   const routing = routingPath(path);
-  // The path as sent is the fallback, for prefix routes whose bare prefix ends in '/' (`/v1beta/openai/`).
+  // The path as sent is the fallback, for prefix routes whose bare prefix ends in '/' (an operator's `/openai/`).
   const family = familyOf(table, method, routing) ?? (routing === path ? undefined : familyOf(table, method, path));
   // Unknown paths still need a key: nothing passes by omission.
   return family ?? 'other';

@@ -44,12 +44,25 @@ export const DEFAULT_ROUTE_SPECS: Readonly<Record<KeyedFamily, readonly RouteSpe
     { exact: '/v1/completions', billing: GENERATION },
     { exact: '/v1/embeddings', billing: GENERATION },
     { exact: '/v1/responses', billing: GENERATION },
+    // Compaction runs a model over a conversation and reports its usage, as a generation does.
+    { exact: '/v1/responses/compact', billing: GENERATION },
     {
-      prefix: '/v1/responses/',
+      exact: '/v1/responses/input_tokens',
+      methods: ['POST'],
+      billing: { decision: 'unmetered', why: 'token counting is free upstream and generates nothing' },
+    },
+    {
+      regex: '^/v1/responses/[^/]+(/input_items)?$',
+      methods: ['GET', 'DELETE'],
       billing: {
         decision: 'unmetered',
-        why: 'retrieving, deleting or cancelling a stored response, its input items and input-token counts: the generation was metered when POST /v1/responses created it',
+        why: 'retrieving or deleting a stored response, or listing its input items: the generation was metered when POST /v1/responses created it',
       },
+    },
+    {
+      regex: '^/v1/responses/[^/]+/cancel$',
+      methods: ['POST'],
+      billing: { decision: 'unmetered', why: 'cancelling a background response generates nothing more' },
     },
     { exact: '/v1/batches', billing: BATCHES },
     { prefix: '/v1/batches/', billing: BATCHES },
@@ -65,8 +78,9 @@ export const DEFAULT_ROUTE_SPECS: Readonly<Record<KeyedFamily, readonly RouteSpe
     { exact: '/v1beta/openai/files', billing: FILES },
     { prefix: '/v1beta/openai/files/', billing: FILES },
     {
-      prefix: '/v1beta/openai/',
-      billing: { decision: 'unmetered', why: 'the model list; its generations, batches and files are the entries above' },
+      regex: '^/v1beta/openai/models(/[^/]+)?$',
+      methods: ['GET'],
+      billing: { decision: 'unmetered', why: 'listing or describing models generates nothing' },
     },
   ],
   messages: [
@@ -79,26 +93,26 @@ export const DEFAULT_ROUTE_SPECS: Readonly<Record<KeyedFamily, readonly RouteSpe
     { prefix: '/v1/messages/batches/', billing: BATCHES },
   ],
   'generative-content': [
-    { regex: '^/(v1beta|v1)/models/[^/:]+:(generateContent|streamGenerateContent)$', billing: GENERATION },
+    { regex: '^/(v1alpha|v1beta|v1)/models/[^/:]+:(generateContent|streamGenerateContent)$', billing: GENERATION },
     {
-      regex: '^/(v1beta|v1)/models/[^/:]+:countTokens$',
+      regex: '^/(v1alpha|v1beta|v1)/models/[^/:]+:countTokens$',
       billing: { decision: 'unmetered', why: 'token counting is free upstream and generates nothing' },
     },
     {
-      regex: '^/(v1beta|v1)/models/[^/:]+:(embedContent|batchEmbedContents)$',
+      regex: '^/(v1alpha|v1beta|v1)/models/[^/:]+:(embedContent|batchEmbedContents)$',
       billing: {
         decision: 'metered',
         how: 'POST: the answer reports no usage, so ext_proc charges the estimate of its input (request bytes ÷ 4), marked estimated',
       },
     },
-    { regex: '^/(v1beta|v1)/models/[^/:]+:(batchGenerateContent|asyncBatchEmbedContent)$', billing: BATCHES },
-    { regex: '^/(v1beta|v1)/batches(/.*)?$', billing: BATCHES },
-    { regex: '^/(v1beta|v1)/files(/.*)?$', billing: FILES },
-    { regex: '^/upload/(v1beta|v1)/files(/.*)?$', billing: FILES },
+    { regex: '^/(v1alpha|v1beta|v1)/models/[^/:]+:(batchGenerateContent|asyncBatchEmbedContent)$', billing: BATCHES },
+    { regex: '^/(v1alpha|v1beta|v1)/batches(/.*)?$', billing: BATCHES },
+    { regex: '^/(v1alpha|v1beta|v1)/(files|fileSearchStores)([/:].*)?$', billing: FILES },
+    { regex: '^/upload/(v1alpha|v1beta|v1)/(files|fileSearchStores)([/:].*)?$', billing: FILES },
   ],
   models: [
     {
-      regex: '^/(v1|v1beta)/models(/[^/:]+)?$',
+      regex: '^/(v1alpha|v1beta|v1)/models(/[^/:]+)?$',
       methods: ['GET'],
       billing: { decision: 'unmetered', why: 'listing or describing models generates nothing' },
     },
@@ -143,6 +157,8 @@ export interface RouteTable {
    * cannot let one through unmetered.
    */
   readonly refusedRoutes: readonly GatedRoute[];
+  /** Paths no route names (family `other`) are refused: `unlisted` is not enabled. */
+  readonly refusesUnlisted: boolean;
 }
 
 export function buildRouteTable(
@@ -165,5 +181,6 @@ export function buildRouteTable(
     })),
     publicRoutes: publicRoutes.map(compilePathMatcher),
     refusedRoutes,
+    refusesUnlisted: !enabled.includes('unlisted'),
   });
 }

@@ -8,9 +8,12 @@ export type RouteFamily = 'chat-completions' | 'messages' | 'generative-content'
  *   usage is never seen by ext_proc; metering them means reading each
  *   result exactly once per result id, not done yet;
  * - files: uploads that feed batches (and are stored on the operator's
- *   upstream account).
+ *   upstream account);
+ * - unlisted: every path no route names (family `other`): image and audio
+ *   generation, fine-tuning, realtime sessions and the endpoints that mint
+ *   short-lived upstream credentials, whose use never passes the gateway.
  */
-export const GATED_ROUTE_FAMILIES = ['batches', 'files'] as const;
+export const GATED_ROUTE_FAMILIES = ['batches', 'files', 'unlisted'] as const;
 export type GatedRouteFamily = (typeof GATED_ROUTE_FAMILIES)[number];
 
 /** The client style decides the shape of error bodies the caller's SDK understands. */

@@ -35,3 +35,33 @@ describe('holdFor', () => {
     expect(holdFor(request(method, path), route(family, style, path), undefined)).toBeUndefined();
   });
 });
+
+describe('holdFor: the output limit a body names', () => {
+  function withBody(path: string, body: unknown): AuthRequest {
+    const bytes = Buffer.from(JSON.stringify(body));
+    return { method: 'POST', path, headers: { 'content-length': '400' }, requestId: 'req-1', body: bytes };
+  }
+  const chat = route('chat-completions', 'chat', '/v1/chat/completions');
+  const messages = route('messages', 'messages', '/v1/messages');
+  const gemini = route('generative-content', 'generative', '/v1beta/models/gemini-2.5-flash:generateContent');
+
+  // vLLM and SGLang take max_completion_tokens over max_tokens: a hold from the first field named would be 1 token.
+  it.each([
+    [{ max_tokens: 1, max_completion_tokens: 100_000 }, 100_000],
+    [{ max_completion_tokens: 100_000, max_tokens: 1 }, 100_000],
+    [{ max_tokens: 700, max_output_tokens: 900 }, 900],
+    [{ max_tokens: 'lots', max_completion_tokens: 50 }, 50],
+  ])('chat completions hold at the largest limit %j names', (body, limit) => {
+    expect(holdFor(withBody('/v1/chat/completions', body), chat, undefined)).toMatchObject({ tokens: 100 + limit });
+  });
+
+  it('a field the family never reads is no limit: the default holds', () => {
+    const geminiBody = { max_tokens: 1, generationConfig: {} };
+    expect(holdFor(withBody(gemini.pathWithoutQuery, geminiBody), gemini, undefined)).toMatchObject({ tokens: 100 + 4096 });
+    const messagesBody = { max_tokens: 300, max_completion_tokens: 1, generationConfig: { maxOutputTokens: 9 } };
+    expect(holdFor(withBody('/v1/messages', messagesBody), messages, undefined)).toMatchObject({ tokens: 100 + 300 });
+    expect(holdFor(withBody(gemini.pathWithoutQuery, { generationConfig: { maxOutputTokens: 64 } }), gemini, undefined)).toMatchObject({
+      tokens: 100 + 64,
+    });
+  });
+});

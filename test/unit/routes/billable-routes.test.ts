@@ -25,6 +25,9 @@ const ENDPOINTS: readonly (readonly [method: string, path: string])[] = [
   ['GET', '/v1/responses/resp_1'],
   ['POST', '/v1/responses/resp_1/cancel'],
   ['POST', '/v1/responses/input_tokens'],
+  ['POST', '/v1/responses/compact'],
+  ['DELETE', '/v1/responses/resp_1'],
+  ['GET', '/v1/responses/resp_1/input_items'],
   ['POST', '/v1/batches'],
   ['GET', '/v1/batches/batch_1'],
   ['POST', '/v1/batches/batch_1/cancel'],
@@ -55,6 +58,10 @@ const ENDPOINTS: readonly (readonly [method: string, path: string])[] = [
   ['GET', '/v1beta/files'],
   ['GET', '/v1beta/files/file-1'],
   ['POST', '/upload/v1beta/files'],
+  ['POST', '/v1beta/files:register'],
+  ['POST', '/upload/v1beta/fileSearchStores/store-1:uploadToFileSearchStore'],
+  ['POST', '/v1alpha/models/gemini-2.5-flash:generateContent'],
+  ['POST', '/v1alpha/models/gemini-2.5-flash:batchGenerateContent'],
   ['GET', '/v1/models'],
   ['GET', '/v1beta/models/gemini-2.5-flash'],
 ];
@@ -129,6 +136,23 @@ describe('each endpoint is billed as its route declares', () => {
     expect(refusedRouteFamily(BY_DEFAULT, 'POST', '/v1/./files')).toBe('files');
     expect(refusedRouteFamily(BY_DEFAULT, 'POST', '/v1/%62atches')).toBe('batches');
     expect(refusedRouteFamily(BY_DEFAULT, 'POST', '/v1/messages/batches/')).toBe('batches');
+  });
+
+  // Check classifies `/v1/messages/` as the messages route: metering reads the same form, or the answer would be free.
+  it.each([
+    ['messages', 'POST', '/v1/messages/'],
+    ['chat-completions', 'POST', '/v1/chat/completions/'],
+    ['chat-completions', 'POST', '/v1//responses'],
+    ['generative-content', 'POST', '/v1beta/models/gemini-2.5-flash:generateContent/'],
+    ['generative-content', 'POST', '/v1beta/models/%67emini-2.5-flash:streamGenerateContent'],
+  ] as const)('%s %s %s, a spelling Check routes, is metered', (family, method, path) => {
+    expect(isMeteredRequest(family, method, path)).toBe(true);
+  });
+
+  it('a path no route names is refused until unlisted is enabled', () => {
+    expect(BY_DEFAULT.refusesUnlisted).toBe(true);
+    expect(buildRouteTable({}, [], ['batches', 'files']).refusesUnlisted).toBe(true);
+    expect(ALL_ENABLED.refusesUnlisted).toBe(false);
   });
 
   it('enabling one gated family leaves the other refused', () => {

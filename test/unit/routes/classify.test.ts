@@ -18,13 +18,22 @@ describe('default routes', () => {
     '/v1/completions',
     '/v1/embeddings',
     '/v1/responses',
-    '/v1/responses/resp_123',
+    '/v1/responses/compact',
+    '/v1/responses/input_tokens',
     '/v1/responses/resp_123/cancel',
     '/v1beta/openai/chat/completions',
     '/v1beta/openai/embeddings',
-    '/v1beta/openai/models',
   ])('POST %s is chat-completions', (path) => {
     expect(classify('POST', path)).toBe('chat-completions');
+  });
+
+  it('stored responses and the compatible model list are chat-completions to read, and no route to POST to', () => {
+    for (const path of ['/v1/responses/resp_123', '/v1/responses/resp_123/input_items', '/v1beta/openai/models']) {
+      expect(classify('GET', path)).toBe('chat-completions');
+    }
+    expect(classify('DELETE', '/v1/responses/resp_123')).toBe('chat-completions');
+    expect(classify('POST', '/v1/responses/resp_123')).toBe('other');
+    expect(classify('POST', '/v1beta/openai/images/generations')).toBe('other');
   });
 
   it.each([

@@ -28,7 +28,7 @@ describe('path variants get their family', () => {
     ['POST', '/v1/completions/', 'chat-completions'],
     ['POST', '/v1/embeddings/', 'chat-completions'],
     ['POST', '/v1/responses/', 'chat-completions'],
-    ['POST', '/v1beta/openai/', 'chat-completions'],
+    ['POST', '/v1beta/openai/', 'other'], // the compatible endpoint's routes are named one by one
     ['POST', '/v1beta/openai//chat/completions', 'chat-completions'],
     ['POST', '/v1beta/models/gemini-2.0-flash:generateContent/', 'generative-content'],
     ['POST', '/v1//models/gemini-2.0-flash:streamGenerateContent', 'generative-content'],
