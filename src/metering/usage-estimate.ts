@@ -85,7 +85,8 @@ const NOTHING_GENERATED: ReadonlySet<NoUsageReason> = new Set(['not-metered-requ
  * without include_usage, one cut off before its usage chunk, a body the
  * processor could not read) is estimated as above. Messages and
  * generative-content responses always carry usage, so one without it is a
- * fault of the upstream: it costs nothing and its reason is counted. Usage
+ * fault of the upstream: its reason is counted, and it costs nothing unless it
+ * delivered text, which is estimated as above. Usage
  * that is malformed (see MalformedUsageReason) is estimated in every family,
  * and the record says why.
  */
@@ -93,12 +94,16 @@ export function usageOutcome(reading: UsageReading, context: MeteringContext): U
   if (reading.kind === 'reported') {
     // A count that is not the last word can be far below what was delivered (Anthropic's message_start says 1 output
     // token until the final message_delta): a client that leaves just before it must not get the text for nothing.
+    // Reasoning the count reports is output no text showed (OpenAI and Gemini stream none of it), so the text is a
+    // floor for the rest of the output; Anthropic's thinking is streamed, and measured with the text.
     const delivered = reading.final ? 0 : tokensForBytes(reading.deliveredTextBytes ?? 0);
-    const raised = delivered > reading.tokens.outputTokens;
+    const unseenReasoning = context.family === 'messages' ? 0 : (reading.tokens.reasoningTokens ?? 0);
+    const floor = delivered > 0 ? Math.min(MAX_TOKEN_COUNT, unseenReasoning + delivered) : 0;
+    const raised = floor > reading.tokens.outputTokens;
     return {
       kind: 'metered',
       usage: {
-        tokens: raised ? withOutputTokens(reading.tokens, delivered) : reading.tokens,
+        tokens: raised ? withOutputTokens(reading.tokens, floor) : reading.tokens,
         ...(reading.model ? { model: reading.model } : {}),
         estimated: raised,
         final: reading.final,
@@ -110,7 +115,14 @@ export function usageOutcome(reading: UsageReading, context: MeteringContext): U
   // Malformed usage is estimated in every family: a report that contradicts itself is no upstream's last word, and
   // costing nothing would make such an answer free.
   const malformed = reading.reason === 'malformed-usage' ? (reading.malformed ?? 'invalid-count') : undefined;
-  if (context.family !== 'chat-completions' && malformed === undefined && context.answersWithoutUsage !== true) {
+  // Text that reached the client is never free: a messages or generative-content answer without usage is the
+  // upstream's fault, yet what it delivered is estimated like a chat-completions stream's.
+  if (
+    context.family !== 'chat-completions' &&
+    malformed === undefined &&
+    context.answersWithoutUsage !== true &&
+    reading.deliveredTextBytes === 0
+  ) {
     return { kind: 'free', reason: reading.reason };
   }
   return {

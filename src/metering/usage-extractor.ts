@@ -97,7 +97,7 @@ export function createUsageExtractor(response: ResponseDescription): UsageExtrac
       ? new MessagesInterpreter()
       : response.family === 'generative-content'
         ? new GenerativeInterpreter()
-        : new ChatCompletionsInterpreter();
+        : new ChatCompletionsInterpreter(/\/embeddings$/.test(routingPath(response.path)));
   return new BodyExtractor(interpreter, framing);
 }
 
@@ -342,6 +342,9 @@ const CHAT_TREE = new WatchTree([
 
 class ChatCompletionsInterpreter implements Interpreter {
   readonly tree = CHAT_TREE;
+  /** An embeddings answer: its usage has no output count. */
+  constructor(private readonly embeddings: boolean) {}
+
   tokens: TokenCounts | undefined;
   malformed: MalformedUsageReason | undefined;
   sawUsage = false;
@@ -367,7 +370,7 @@ class ChatCompletionsInterpreter implements Interpreter {
     const usage = document.value(CHAT.usage);
     if (usage === undefined || usage === null) return;
     // The last usage counts, never a sum: OpenAI sends one usage chunk, Gemini's compatible endpoint sends several running ones.
-    this.report(isResponsesShape(usage) ? responsesTokens(usage) : chatCompletionsTokens(usage));
+    this.report(isResponsesShape(usage) ? responsesTokens(usage) : chatCompletionsTokens(usage, this.embeddings));
     // OpenAI's usage chunk has no choices; a chunk that also finishes a choice is the last one too.
     const finishReason = document.value(CHAT.finishReason);
     this.final = !streamed || document.count(CHAT.choice) === 0 || (typeof finishReason === 'string' && finishReason.length > 0);
@@ -520,16 +523,26 @@ class GenerativeInterpreter implements Interpreter {
   private textBytes = 0;
 
   get tokens(): TokenCounts | undefined {
-    return this.sawUsage ? counted(generativeTokens(this.snapshot)) : undefined;
+    return this.sawUsage ? counted(this.reading()) : undefined;
   }
 
   get malformed(): MalformedUsageReason | undefined {
-    return this.sawUsage ? malformedOf(generativeTokens(this.snapshot)) : undefined;
+    return this.sawUsage ? malformedOf(this.reading()) : undefined;
   }
 
-  /** Only while no candidates count has come (some models send it on the last chunk alone): a running count is better. */
+  /**
+   * The text delivered, the floor of a count that is not final: a running candidates count can be far behind the text
+   * (some models report usage on the first and the last chunk only), and a client that leaves before the last must
+   * not get the text in between for the count of the first.
+   */
   get deliveredTextBytes(): number {
-    return this.snapshot.candidatesTokens < 0 ? this.textBytes : 0;
+    return this.textBytes;
+  }
+
+  /** A final answer that delivered text yet reports no candidates count (proto3 drops a 0) contradicts itself. */
+  private reading(): ShapeReading {
+    if (this.final && this.snapshot.candidatesTokens < 0 && this.textBytes > 0) return 'invalid-count';
+    return generativeTokens(this.snapshot);
   }
 
   get allTextBytes(): number {

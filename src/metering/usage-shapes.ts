@@ -146,12 +146,15 @@ function openAiTokens(
   return splitPrompt(prompt, cached, written, output, reasoning, total, { input: inputAudio, output: outputAudio });
 }
 
-/** Chat Completions, legacy Completions and Embeddings (`completion_tokens` absent: 0), and Gemini's OpenAI-compatible endpoint. */
-export function chatCompletionsTokens(usage: unknown): ShapeReading {
+/**
+ * Chat Completions, legacy Completions and Embeddings, and Gemini's OpenAI-compatible endpoint. Only an embeddings
+ * answer has no `completion_tokens` (then 0); on any other, a usage without it is malformed, not output for nothing.
+ */
+export function chatCompletionsTokens(usage: unknown, embeddings = false): ShapeReading {
   return openAiTokens(usage, {
     prompt: 'prompt_tokens',
     output: 'completion_tokens',
-    outputRequired: false,
+    outputRequired: !embeddings,
     inputDetails: 'prompt_tokens_details',
     outputDetails: 'completion_tokens_details',
   });
@@ -244,8 +247,13 @@ export function overlayMessagesUsage(snapshot: MessagesUsageSnapshot, usage: unk
   if (broken !== undefined) snapshot.malformed ??= broken;
   const cacheCreation = detailsOf(usage, 'cache_creation');
   if (cacheCreation !== undefined && cacheCreation !== INVALID) {
+    const fiveMinutes = countOf(cacheCreation, 'ephemeral_5m_input_tokens');
     const oneHour = countOf(cacheCreation, 'ephemeral_1h_input_tokens');
     if (oneHour >= 0) snapshot.cacheCreation1hTokens = oneHour;
+    // The split without its whole is still every write: the whole is their sum, never 0.
+    if (countOf(usage, 'cache_creation_input_tokens') === MISSING && (fiveMinutes >= 0 || oneHour >= 0)) {
+      snapshot.cacheCreationTokens = Math.max(0, fiveMinutes) + Math.max(0, oneHour);
+    }
   }
   const outputDetails = detailsOf(usage, 'output_tokens_details');
   if (outputDetails !== undefined && outputDetails !== INVALID) {
@@ -331,7 +339,7 @@ export interface GenerativeUsageSnapshot {
    * the largest list seen: a stream repeats, never splits, its metadata).
    */
   webSearchQueries: number;
-  /** The first relation a usage object broke. */
+  /** The first relation the latest usage object broke. */
   malformed: MalformedUsageReason | undefined;
 }
 
@@ -359,15 +367,16 @@ export function emptyGenerativeSnapshot(): GenerativeUsageSnapshot {
  * once), undefined when absent, INVALID when it is not such a list. Other
  * modalities (TEXT, VIDEO, DOCUMENT) are priced as the count they are in.
  */
-function modalityCounts(fields: Fields, key: string): { audio: number; image: number } | undefined | typeof INVALID {
+function modalityCounts(fields: Fields, key: string): { audio: number; image: number; all: number } | undefined | typeof INVALID {
   const list = fields[key];
   if (list === undefined || list === null) return undefined;
   if (!Array.isArray(list)) return INVALID;
-  const counts = { audio: 0, image: 0 };
+  const counts = { audio: 0, image: 0, all: 0 };
   for (const item of list) {
     if (!isObject(item)) return INVALID;
     const count = countOf(item, 'tokenCount');
     if (count === INVALID) return INVALID;
+    counts.all += Math.max(0, count);
     if (item.modality === 'AUDIO') counts.audio += Math.max(0, count);
     else if (item.modality === 'IMAGE') counts.image += Math.max(0, count);
   }
@@ -389,7 +398,8 @@ function overlayModalities(snapshot: GenerativeUsageSnapshot, usage: Fields): Ma
     snapshot[audioTarget] = counts.audio;
     snapshot[imageTarget] = counts.image;
     const total = Math.max(0, countOf(usage, totalKey));
-    if (counts.audio > total || counts.image > total) return 'modality-exceeds-total';
+    // The modalities split their total: together they cannot exceed it (TEXT 900 and AUDIO 600 of a 1,000-token prompt).
+    if (counts.all > total) return 'modality-exceeds-total';
   }
   return undefined;
 }
@@ -401,6 +411,8 @@ function overlayModalities(snapshot: GenerativeUsageSnapshot, usage: Fields): Ma
  * Gemini's JSON omits a count that is 0 (proto3), so an absent part is 0.
  */
 export function overlayGenerativeUsage(snapshot: GenerativeUsageSnapshot, usage: unknown): void {
+  // The latest usageMetadata is judged alone: a running chunk's slip does not outlive the final totals that correct it.
+  snapshot.malformed = undefined;
   if (!isObject(usage)) {
     snapshot.malformed ??= 'invalid-count';
     return;

@@ -101,7 +101,12 @@ describe('credential and route parsing', () => {
       fc.property(path, (target) => {
         const p = target.split('?')[0]!;
         if (!isCanonicalPath(p)) {
-          const table = { families: [], publicRoutes: [{ describe: 'all', matches: () => true }], refusedRoutes: [], refusesUnlisted: true };
+          const table = {
+            families: [],
+            publicRoutes: [{ describe: 'all', matches: () => true }],
+            refusedRoutes: [],
+            refusesUnlisted: true,
+          };
           expect(classifyFamily(table, 'GET', p)).toBe('other');
         }
       }),

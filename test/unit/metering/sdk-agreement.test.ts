@@ -67,7 +67,7 @@ async function viaOpenAiChat(fixture: string): Promise<SdkView> {
 
 async function viaOpenAiEmbeddings(fixture: string): Promise<SdkView> {
   const result = await openai(fixture).embeddings.create({ model: 'm', input: 'hi', encoding_format: 'float' });
-  return { tokens: chatCompletionsTokens(result.usage), model: result.model };
+  return { tokens: chatCompletionsTokens(result.usage, true), model: result.model };
 }
 
 async function viaOpenAiResponses(fixture: string): Promise<SdkView> {

@@ -71,11 +71,21 @@ describe('what is counted for a response', () => {
   );
 
   it.each(['messages', 'generative-content'] as RouteFamily[])(
-    '%s answers always carry usage: one without it costs nothing, with its reason',
+    '%s answers always carry usage: one without it and without text costs nothing, with its reason',
     (family) => {
-      expect(usageOutcome(none('no-usage-reported', 100), { family, requestBodyBytes: 400 })).toEqual({
+      expect(usageOutcome(none('no-usage-reported', 0), { family, requestBodyBytes: 400 })).toEqual({
         kind: 'free',
         reason: 'no-usage-reported',
+      });
+    },
+  );
+
+  it.each(['messages', 'generative-content'] as RouteFamily[])(
+    '%s: one without usage that delivered text is charged the estimate of that text',
+    (family) => {
+      expect(usageOutcome(none('no-usage-reported', 100), { family, requestBodyBytes: 400 })).toMatchObject({
+        kind: 'metered',
+        usage: { tokens: tokens(100, 25), estimated: true },
       });
     },
   );

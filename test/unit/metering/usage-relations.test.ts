@@ -227,13 +227,37 @@ const MALFORMED: Case[] = [
     'total-mismatch',
   ],
   [
-    'gemini stream (JSON array): a running chunk with a total that is not its parts',
+    'gemini stream (JSON array): a final chunk with a total that is not its parts',
     geminiArray,
     geminiArrayStream(
-      { promptTokenCount: 10, candidatesTokenCount: 2, totalTokenCount: 3 },
-      { promptTokenCount: 10, candidatesTokenCount: 5, totalTokenCount: 15 },
+      { promptTokenCount: 10, candidatesTokenCount: 2, totalTokenCount: 12 },
+      { promptTokenCount: 10, candidatesTokenCount: 5, totalTokenCount: 3 },
     ),
     'total-mismatch',
+  ],
+  // An output count is what a generation's answer always carries (only embeddings have none).
+  ['chat: completion_tokens missing', chatJson, chatBody({ prompt_tokens: 10, total_tokens: 10 }), 'invalid-count'],
+  ['chat stream: completion_tokens missing in the usage chunk', chatSse, chatStream({ prompt_tokens: 10 }), 'invalid-count'],
+  // Gemini drops a count that is 0: a final answer that delivered text with no candidates count contradicts itself.
+  [
+    'gemini: text delivered, no candidatesTokenCount',
+    geminiJson,
+    geminiBody({ promptTokenCount: 10, totalTokenCount: 10 }),
+    'invalid-count',
+  ],
+  [
+    'gemini: prompt modalities that add up past the prompt',
+    geminiJson,
+    geminiBody({
+      promptTokenCount: 1000,
+      candidatesTokenCount: 5,
+      totalTokenCount: 1005,
+      promptTokensDetails: [
+        { modality: 'TEXT', tokenCount: 900 },
+        { modality: 'AUDIO', tokenCount: 600 },
+      ],
+    }),
+    'modality-exceeds-total',
   ],
   // Audio and image counts are parts of the count they are listed under; a search count is a small whole number.
   [
@@ -402,6 +426,63 @@ describe('answers that keep every relation are billed as reported', () => {
     ],
   ] as const)('%s', (_name, description, body, expected) => {
     expect(readUsage(description, bytesOf(body))).toMatchObject({ kind: 'reported', tokens: expected });
+  });
+});
+
+describe('a stream judged by its latest usage, and counts derived where their parts are given', () => {
+  it("gemini: a running chunk's slip does not outlive the final totals", () => {
+    const body = geminiArrayStream(
+      { promptTokenCount: 10, candidatesTokenCount: 2, totalTokenCount: 3 },
+      { promptTokenCount: 10, candidatesTokenCount: 5, totalTokenCount: 15 },
+    );
+    expect(readUsage(geminiArray, bytesOf(body))).toMatchObject({ kind: 'reported', tokens: tokens(10, 5), final: true });
+  });
+
+  it('messages: a cache_creation split without its total is charged as the sum of its parts', () => {
+    const body = messageBody({
+      input_tokens: 10,
+      output_tokens: 5,
+      cache_creation: { ephemeral_5m_input_tokens: 100, ephemeral_1h_input_tokens: 50_000 },
+    });
+    expect(readUsage(messagesJson, bytesOf(body))).toMatchObject({
+      kind: 'reported',
+      tokens: { ...tokens(10, 5, 0, 50_100), cacheCreation1hTokens: 50_000 },
+    });
+  });
+
+  it('embeddings: no completion_tokens is no output', () => {
+    const body = JSON.stringify({ object: 'list', data: [], model: 'm', usage: { prompt_tokens: 8, total_tokens: 8 } });
+    expect(readUsage(embeddingsJson, bytesOf(body))).toMatchObject({ kind: 'reported', tokens: tokens(8, 0) });
+  });
+});
+
+describe('text that reached the client is never free', () => {
+  // 'Hello there!' delivered, 400 request bytes: 3 output and 100 input tokens by the estimate.
+  it.each([
+    ['messages', messagesSse, sse({ type: 'content_block_delta', delta: { type: 'text_delta', text: 'Hello there!' } })],
+    ['generative-content', geminiSse, sse(geminiChunk('Hello there!', undefined))],
+    ['generative-content', geminiArray, `[${JSON.stringify(geminiChunk('Hello there!', undefined))}`],
+  ] as const)('%s: an answer cut before any usage is estimated from its text', (family, description, body) => {
+    const outcome = usageOutcome(readUsage(description, bytesOf(body)), { family, requestBodyBytes: 400 });
+    expect(outcome).toMatchObject({ kind: 'metered', usage: { tokens: tokens(100, 3), estimated: true } });
+  });
+
+  it('gemini: a cut stream whose running count is behind its text is charged the text', () => {
+    const text = 'word '.repeat(400); // 2,000 bytes: 500 tokens by the estimate
+    const body = sse(
+      geminiChunk('Sure', { promptTokenCount: 11, candidatesTokenCount: 1, totalTokenCount: 12 }),
+      geminiChunk(text, undefined),
+    );
+    const outcome = usageOutcome(readUsage(geminiSse, bytesOf(body)), { family: 'generative-content', requestBodyBytes: 400 });
+    expect(outcome).toMatchObject({ kind: 'metered', usage: { tokens: tokens(11, 501), estimated: true, final: false } });
+  });
+
+  it('gemini: reasoning the count reports is added to the text, not covered by it', () => {
+    const text = 'word '.repeat(400); // 2,000 bytes + 'Sure' (4): 501 tokens by the estimate
+    const running = { promptTokenCount: 11, thoughtsTokenCount: 3000, totalTokenCount: 3011 };
+    const body = sse(geminiChunk('Sure', running), geminiChunk(text, undefined));
+    const outcome = usageOutcome(readUsage(geminiSse, bytesOf(body)), { family: 'generative-content', requestBodyBytes: 400 });
+    expect(outcome).toMatchObject({ kind: 'metered', usage: { tokens: { outputTokens: 3501, reasoningTokens: 3000 }, estimated: true } });
   });
 });
 
