@@ -49,9 +49,37 @@ export type ConfiguredPrices = Pick<TokenPrices, 'input' | 'output'> & Partial<O
  * configuration requires.
  */
 export function withFallbacks(configured: ConfiguredPrices, webSearchCall: number): TokenPrices {
+  return resolvedPrices(configured, webSearchCall, (_name, fallbackPrice) => fallbackPrice);
+}
+
+/**
+ * A long-context tier's prices (PriceTier). A price the tier leaves unset is
+ * its entry's price for that dimension, scaled as the tier scales the price it
+ * falls back to, rounded up: Sonnet's cache reads cost 0.1 × input below its
+ * threshold and above it (0.30 and 0.60 a million), so a tier that sets only
+ * input and output still charges 0.60, not the tier's whole input price; and
+ * no dimension the entry prices apart (1-hour writes, image output) drops
+ * to a cheaper fallback across the threshold. Where the entry's fallback price
+ * is 0 there is no scale, and the tier's own fallback applies.
+ */
+export function tierWithFallbacks(configured: ConfiguredPrices, entry: TokenPrices): TokenPrices {
+  return resolvedPrices(configured, entry.webSearchCall, (name, fallbackPrice, fallback) => {
+    const entryFallback = entry[fallback];
+    if (entryFallback === 0) return fallbackPrice;
+    const scaled = (BigInt(entry[name]) * BigInt(fallbackPrice) + BigInt(entryFallback) - 1n) / BigInt(entryFallback);
+    return Number(scaled > BigInt(MAX_PRICE_PER_MILLION_TOKENS) ? BigInt(MAX_PRICE_PER_MILLION_TOKENS) : scaled);
+  });
+}
+
+/** Every price: the configured one, else `unset` of it (given the price its fallback resolved to), in PRICE_FALLBACKS' order. */
+function resolvedPrices(
+  configured: ConfiguredPrices,
+  webSearchCall: number,
+  unset: (name: OptionalTokenPrice, fallbackPrice: number, fallback: keyof TokenPrices) => number,
+): TokenPrices {
   const resolved: Record<string, number> = { input: configured.input, output: configured.output };
   for (const [name, fallback] of Object.entries(PRICE_FALLBACKS) as [OptionalTokenPrice, keyof TokenPrices][]) {
-    resolved[name] = configured[name] ?? resolved[fallback]!;
+    resolved[name] = configured[name] ?? unset(name, resolved[fallback]!, fallback);
   }
   return {
     input: configured.input,

@@ -3,6 +3,7 @@ import {
   MAX_FEE_PER_CALL,
   MAX_PRICE_PER_MILLION_TOKENS,
   PRICE_FALLBACKS,
+  tierWithFallbacks,
   withFallbacks,
   type ConfiguredPrices,
   type ModelPriceEntry,
@@ -66,7 +67,7 @@ export const MAX_TIERS_PER_ENTRY = 8;
 
 const TIER_HINT = `must be a whole number of prompt tokens from 1 to ${MAX_TOKEN_COUNT}`;
 
-/** A long-context tier: its own token prices (same fallbacks, within the tier) above a prompt size. */
+/** A long-context tier: its own token prices above a prompt size; an unset one scales its entry's (tierWithFallbacks). */
 const tierSchema = z.strictObject({
   aboveInputTokens: z.number({ error: TIER_HINT }).int(TIER_HINT).min(1, TIER_HINT).max(MAX_TOKEN_COUNT, TIER_HINT),
   ...tokenPriceFields,
@@ -91,9 +92,9 @@ const tierListSchema = z
 
 type ConfiguredTier = z.infer<typeof tierSchema>;
 
-function tiersOf(tiers: readonly ConfiguredTier[] | undefined, webSearchCall: number): PriceTier[] | undefined {
+function tiersOf(tiers: readonly ConfiguredTier[] | undefined, entry: TokenPrices): PriceTier[] | undefined {
   if (!tiers || tiers.length === 0) return undefined;
-  return tiers.map((tier) => ({ aboveInputTokens: tier.aboveInputTokens, prices: withFallbacks(tier, webSearchCall) }));
+  return tiers.map((tier) => ({ aboveInputTokens: tier.aboveInputTokens, prices: tierWithFallbacks(tier, entry) }));
 }
 
 /** A tier's per-call fee is its entry's: tiers change token prices only. */
@@ -102,7 +103,7 @@ function priceEntryOf(
   defaultFee: number,
 ): { prices: TokenPrices; tiers?: PriceTier[] } {
   const prices = withFallbacks(configured, defaultFee);
-  const tiers = tiersOf(configured.tiers, prices.webSearchCall);
+  const tiers = tiersOf(configured.tiers, prices);
   return tiers ? { prices, tiers } : { prices };
 }
 

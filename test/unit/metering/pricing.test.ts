@@ -8,12 +8,14 @@ import {
   MAX_RESPONSE_COST_MINOR_UNITS,
   MAX_TOKEN_COST_MINOR_UNITS,
   priceEntryFor,
+  tierWithFallbacks,
   withFallbacks,
   type PriceTable,
   type TokenPrices,
 } from '../../../src/metering/price-table';
 import { MAX_CALL_COUNT, MAX_TOKEN_COUNT, type TokenCounts } from '../../../src/metering/usage';
 import { DEFAULT_CURRENCY } from '../../../src/accounts/money';
+import { configFileSchema } from '../../../src/platform/config-file';
 import {
   chargedPrices,
   costOf,
@@ -388,6 +390,64 @@ describe('long-context tiers: the whole answer at other prices above a prompt si
     expect(costOf(above, record(above).prices).minorUnits).toBe(
       Number((100_000n * 6_000_000n + 22_500_000n + 50_001n * 600_000n + 50_000n * 6_000_000n + 999_999n) / 1_000_000n),
     );
+  });
+});
+
+describe("a tier's unset prices scale its entry's", () => {
+  // Claude Sonnet: cache reads 0.1 × input, 5-minute writes 1.25 ×, 1-hour writes 2 ×, on both sides of 200k.
+  const sonnet = withFallbacks(
+    { input: 3_000_000, output: 15_000_000, cachedInput: 300_000, cacheCreation: 3_750_000, cacheCreation1h: 6_000_000 },
+    10_000,
+  );
+
+  it('a tier that sets input and output charges the cache at the same multiples of its input', () => {
+    const long = tierWithFallbacks({ input: 6_000_000, output: 22_500_000 }, sonnet);
+    expect(long).toMatchObject({ cachedInput: 600_000, cacheCreation: 7_500_000, cacheCreation1h: 12_000_000, webSearchCall: 10_000 });
+    // Output-side parts scale with output: reasoning and audio at the tier's 1.5 ×.
+    expect(long).toMatchObject({ reasoning: 22_500_000, outputAudio: 22_500_000, inputAudio: 6_000_000 });
+  });
+
+  it("an entry's image output price is kept across the threshold, scaled, not replaced by the tier's output", () => {
+    const pro = withFallbacks({ input: 1_250_000, output: 10_000_000, outputImage: 30_000_000 }, 0);
+    expect(tierWithFallbacks({ input: 2_500_000, output: 15_000_000 }, pro).outputImage).toBe(45_000_000);
+  });
+
+  it('a price the tier sets wins; a fallback the tier sets is what the next one scales from', () => {
+    const long = tierWithFallbacks({ input: 6_000_000, output: 22_500_000, cacheCreation: 9_000_000 }, sonnet);
+    expect(long.cacheCreation).toBe(9_000_000);
+    expect(long.cacheCreation1h).toBe(Math.ceil((6_000_000 * 9_000_000) / 3_750_000));
+  });
+
+  it('rounds up, and bounds the scale', () => {
+    const odd = withFallbacks({ input: 3, output: 3, cachedInput: 1 }, 0);
+    expect(tierWithFallbacks({ input: 4, output: 4 }, odd).cachedInput).toBe(2); // 4/3 rounded up
+    const cheapInput = withFallbacks({ input: 1, output: 1, cachedInput: MAX_PRICE_PER_MILLION_TOKENS }, 0);
+    expect(tierWithFallbacks({ input: 2, output: 2 }, cheapInput).cachedInput).toBe(MAX_PRICE_PER_MILLION_TOKENS);
+  });
+
+  it("an entry's free fallback gives no scale: the tier's own fallback", () => {
+    const freeInput = withFallbacks({ input: 0, output: 5, cachedInput: 0 }, 0);
+    expect(tierWithFallbacks({ input: 7, output: 9 }, freeInput).cachedInput).toBe(7);
+  });
+
+  it('the configuration file builds its tiers this way', () => {
+    const pricing = configFileSchema.parse({
+      pricing: {
+        models: [
+          {
+            model: 'claude-sonnet-4-5*',
+            input: 3_000_000,
+            output: 15_000_000,
+            cachedInput: 300_000,
+            cacheCreation1h: 6_000_000,
+            tiers: [{ aboveInputTokens: 200_000, input: 6_000_000, output: 22_500_000 }],
+          },
+        ],
+        default: { input: 1, output: 1, webSearchCall: 1 },
+        unpricedModels: 'charge-default',
+      },
+    }).pricing!;
+    expect(pricing.models[0]!.tiers![0]!.prices).toMatchObject({ cachedInput: 600_000, cacheCreation1h: 12_000_000 });
   });
 });
 
