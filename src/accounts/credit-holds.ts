@@ -23,11 +23,13 @@ export interface CreditHold {
 
 /**
  * How long a hold outlives its Check when no answer releases it: the shipped
- * envoy.yaml's route timeout (600 s: no answer is metered later than that)
- * plus a minute for the usage record to reach the store (its recorder
- * retries while Redis is away).
+ * envoy.yaml's request timeout (60 s for the whole request to arrive) and its
+ * route timeout (600 s from then to the answer's end), so no answer is metered
+ * later than that, plus a minute for the usage record to reach the store (its
+ * recorder retries while Redis is away). test/deploy/envoy-config.test.ts
+ * holds the two timeouts to it.
  */
-export const HOLD_LIFETIME_US = (600 + 60) * 1_000_000;
+export const HOLD_LIFETIME_US = (60 + 600 + 60) * 1_000_000;
 
 /**
  * Output tokens held when the request's own limit is not visible at Check

@@ -6,6 +6,7 @@
  * what Envoy itself would add (e.g. extension registration, runtime checks
  * beyond the proto and PGV rules) is not covered.
  */
+import { HOLD_LIFETIME_US } from '../../src/accounts/credit-holds';
 import {
   checkBootstrap,
   checkMessage,
@@ -194,6 +195,17 @@ describe.each([
     expect(hcm.max_request_headers_kb).toBe(60);
     expect(hcm.stream_idle_timeout).toBe('600s');
     expect(hcm.common_http_protocol_options.headers_with_underscores_action).toBe('REJECT_REQUEST');
+  });
+
+  it("bounds the request and the answer within a credit hold's lifetime, so no metered answer outlives its hold", () => {
+    const seconds = (duration: string) => Number(/^(\d+)s$/.exec(duration)![1]);
+    const requestTimeout = seconds(connectionManager(view).request_timeout);
+    const routeTimeouts = routes(view)
+      .filter((r) => r.route)
+      .map((r) => seconds(r.route.timeout));
+    expect(requestTimeout).toBeGreaterThan(0);
+    // The route timeout starts once the whole request has arrived; a minute is left for the usage record to reach the store.
+    expect((requestTimeout + Math.max(...routeTimeouts) + 60) * 1_000_000).toBeLessThanOrEqual(HOLD_LIFETIME_US);
   });
 
   it('drops client-sent x-gateway-* identity headers before any filter runs', () => {

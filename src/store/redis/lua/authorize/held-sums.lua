@@ -21,7 +21,7 @@
 -- prune time, count, minor units, tokens; 32 bytes), 'hk:<keyId>' '<dd'
 -- (PACKED_KEY_HOLD_SUMS_STRUCT: minor units, tokens; 16 bytes); a hold is
 -- text (place-hold.lua, redisKeys.holds; read by lib/hold-record.lua). A hold
--- lapses 660000000 µs (HOLD_LIFETIME_US) after its Check time; one of another
+-- lapses 720000000 µs (HOLD_LIFETIME_US) after its Check time; one of another
 -- layout counts for nothing and is released with the first prune.
 local hold_m, hold_t, key_m, key_t, held_am, held_at, held_km, held_kt, holding, prune_at = 0, 0, 0, 0, 0, 0, 0, 0, false, nil
 local hold_id, held_count
@@ -52,11 +52,11 @@ if hold_arg then
         -- The hashtable marker (the empty name) is no hold.
         if all[i] ~= '' then
           local at, m, t, km, kt, id = hold_record(v)
-          if not at or at + 660000000 <= now then
+          if not at or at + 720000000 <= now then
             lapsed[#lapsed + 1] = all[i]
             if at and (km > 0 or kt > 0) then gone[id] = true end
           else
-            if not prune_at or at + 660000000 < prune_at then prune_at = at + 660000000 end
+            if not prune_at or at + 720000000 < prune_at then prune_at = at + 720000000 end
             held_count, held_am, held_at = held_count + 1, held_am + m, held_at + t
             if km > 0 or kt > 0 then
               local s = keys[id]

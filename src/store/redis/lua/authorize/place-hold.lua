@@ -20,7 +20,7 @@ if holding then
   if prune_at then
     placed = redis.call('HSETNX', KEYS[3], hold_id, hold) == 1
   else
-    held_count, prune_at, placed = 0, now + 660000000, true
+    held_count, prune_at, placed = 0, now + 720000000, true
     redis.call('HSET', KEYS[3], hold_id, hold, '', 'keeps this hash a hashtable: longer than the 64 bytes of hash-max-listpack-value')
   end
   if placed then
