@@ -119,6 +119,20 @@ describe.each(implementations)('credit holds: %s', (name, open) => {
     if (name === 'redis') expect(await redisHolds(ids.accountId)).toEqual({ inFlight: [], fields: [] });
   });
 
+  it('judges a Check that brings no hold (a route that is not metered) without the holds in flight, in both stores', async () => {
+    const ids = await seed({ creditBalance: 70 });
+    expect(await check(ids, hold('a', 60))).toBe('allow');
+    // 70 − 60 held < 30: a metered request is refused; one on a route that is never charged is not.
+    expect(await check(ids, hold('b', 30))).toBe('credit_exhausted');
+    const unheld = await store.authorize({ ...ids, defaultPlan: NO_LIMITS, defaultTokenBudgets: NO_TOKEN_BUDGETS });
+    expect(unheld.kind).toBe('allow');
+    await meter(ids, 'a', 80);
+    // Nothing is left: now it is refused too, on the balance alone.
+    expect((await store.authorize({ ...ids, defaultPlan: NO_LIMITS, defaultTokenBudgets: NO_TOKEN_BUDGETS })).kind).toBe(
+      'credit_exhausted',
+    );
+  });
+
   it('leaves no hold for a refused Check', async () => {
     const ids = await seed({ creditBalance: 100, limits: { key: [{ limit: 1, windowSeconds: 60 }], account: [] } });
     expect(await check(ids, hold('a', 40))).toBe('allow');

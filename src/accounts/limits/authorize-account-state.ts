@@ -69,7 +69,9 @@ export function authorizeAccountState(
 ): { outcome: AuthorizeOutcome; writes: BucketWrite[]; hold?: PlacedHold } {
   const { key, account } = state;
   if (!key || !account) return { outcome: { kind: 'unknown_key' }, writes: [] };
-  const held = state.held ?? NOTHING_HELD;
+  // A Check that brings no hold (a route none of whose answers is metered) is judged without the holds in flight, as
+  // the authorize script, which reads their sums only with a hold: it will cost nothing they could be short of.
+  const held = hold ? (state.held ?? NOTHING_HELD) : NOTHING_HELD;
   const prefix = key.prefix;
   const revokedByRotation = key.revokeAt !== undefined && Date.parse(key.revokeAt) * 1000 <= nowUs;
   if (key.status === 'revoked' || revokedByRotation) return { outcome: { kind: 'key_revoked', prefix }, writes: [] };
