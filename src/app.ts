@@ -2,6 +2,7 @@ import { performance } from 'node:perf_hooks';
 import type { FastifyInstance } from 'fastify';
 import { buildAdminServer } from './admin/admin-server';
 import { memberDirectory } from './accounts/member-actions';
+import { releaseAbandonedHold } from './accounts/credit-holds';
 import { registerCustomerApi } from './customer/customer-api';
 import { buildCustomerServer } from './customer/customer-server';
 import { GitHubSigningKeys } from './customer/github-signing-keys';
@@ -153,6 +154,10 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
       restrictions: new RestrictionsCache(keyIndex),
       metrics,
       onStoreIdentityMismatch: () => metrics.observeStoreIdentityMismatch(),
+      onHoldAbandoned: (accountId, requestId) =>
+        releaseAbandonedHold(store, accountId, requestId, (error) =>
+          logger.warn({ err: error, event: 'hold_release_failed' }, 'check: the hold of a refused Check lapses instead'),
+        ),
       admission,
       loopLag,
       clock,

@@ -101,3 +101,26 @@ export function estimateHold(requestId: string, inputs: HoldInputs, pricing: Pri
   }
   return { requestId, minorUnits, tokens: inputTokens + outputTokens };
 }
+
+/**
+ * After a first release, how long until an abandoned hold is released once more: the store may still run the script
+ * that places it after the first release, queued behind whatever made the Check fail (a stall, a failover).
+ */
+export const ABANDONED_HOLD_RELEASED_AGAIN_MS = 5_000;
+
+/**
+ * Lets go of the hold of a Check answered store_unavailable (decide's onHoldAbandoned): released at once and again
+ * after ABANDONED_HOLD_RELEASED_AGAIN_MS. A release of a hold that is not there changes nothing, so both are safe;
+ * one that fails is reported, and the hold lapses after HOLD_LIFETIME_US.
+ */
+export function releaseAbandonedHold(
+  holds: { releaseHold(accountId: string, requestId: string): Promise<void> },
+  accountId: string,
+  requestId: string,
+  onFailed: (error: unknown) => void,
+  againAfterMs = ABANDONED_HOLD_RELEASED_AGAIN_MS,
+): void {
+  const release = () => void holds.releaseHold(accountId, requestId).catch(onFailed);
+  release();
+  setTimeout(release, againAfterMs).unref();
+}

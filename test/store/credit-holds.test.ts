@@ -1,7 +1,7 @@
 import Redis from 'ioredis';
 import { ManualClock } from '../../src/platform/clock';
 import type { AuthorizeOutcome } from '../../src/check/ports';
-import { HOLD_LIFETIME_US, type CreditHold } from '../../src/accounts/credit-holds';
+import { HOLD_LIFETIME_US, releaseAbandonedHold, type CreditHold } from '../../src/accounts/credit-holds';
 import type { Account, StoredKey } from '../../src/keys/key-records';
 import type { RatePlan } from '../../src/accounts/limits/rate-limits';
 import { NO_TOKEN_BUDGETS, type TokenBudgetPlan } from '../../src/accounts/limits/token-budgets';
@@ -28,7 +28,8 @@ let redis: TestRedis;
 let raw: Redis;
 const opened: Store[] = [];
 beforeAll(async () => {
-  redis = await startTestRedis();
+  // DEBUG SLEEP stalls it for the Check that is answered too late.
+  redis = await startTestRedis({ extraArgs: ['--enable-debug-command', 'local'] });
   raw = new Redis(redis.url);
 });
 afterAll(async () => {
@@ -295,5 +296,70 @@ describe.each(implementations)('credit holds: %s', (name, open) => {
     const free = await seed();
     for (const id of ['a', 'b', 'c']) expect(await check(free, hold(id, 1_000_000, 1_000_000))).toBe('allow');
     if (name === 'redis') expect(await redisHolds(free.accountId)).toEqual({ inFlight: [], fields: [] });
+  });
+});
+
+describe('credit holds: a Check the store answered too late (real Redis)', () => {
+  it('places its hold all the same; releaseAbandonedHold lets it go once Redis is back', async () => {
+    const clock = new ManualClock(T0);
+    // The service's deadline for a Check's store call is tens of ms: a stall longer than that fails the Check.
+    const store = await RedisStore.connect({ url: redis.url, commandTimeoutMs: 50, clockOverride: () => clock.now() });
+    opened.push(store);
+    const accountId = unique('stalled');
+    await store.createAccount({
+      id: accountId,
+      name: accountId,
+      status: 'active',
+      createdAt: '2026-11-22T00:00:00.000Z',
+      creditBalance: 100,
+    });
+    const key = generateCustomerKey('live');
+    const keyId = `key_${hashCustomerKey(key).slice(0, 12)}`;
+    const record: StoredKey = {
+      id: keyId,
+      accountId,
+      prefix: key.slice(0, 12),
+      name: 'ci',
+      environment: 'live',
+      status: 'active',
+      createdAt: '2026-11-22T00:00:01.000Z',
+    };
+    expect(await store.insertKey(hashCustomerKey(key), record)).toBe('created');
+    const inFlight = async () =>
+      (await raw.hkeys(redisKeys.holds(accountId))).filter((field) => field !== redisKeys.hashtableMarkerField());
+    const authorize = (requestId: string) =>
+      store.authorize({
+        accountId,
+        keyId,
+        defaultPlan: NO_LIMITS,
+        defaultTokenBudgets: NO_TOKEN_BUDGETS,
+        hold: { requestId, minorUnits: 100, tokens: 0 },
+      });
+
+    // Without the release: the Check failed (503), yet its script ran once Redis was back, and the hold stands.
+    const stalling = new Redis(redis.url);
+    try {
+      const sleep = stalling.call('DEBUG', 'SLEEP', '0.3');
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      await expect(authorize('kept')).rejects.toThrow(/did not answer within 50 ms/);
+      await sleep;
+      expect(await inFlight()).toEqual(['kept']);
+      expect((await authorize('next')).kind).toBe('credit_exhausted');
+      await store.releaseHold(accountId, 'kept');
+
+      // With it: released at once (queued behind the stall with the script, in either order) and again after a while.
+      const failures: unknown[] = [];
+      const sleepAgain = stalling.call('DEBUG', 'SLEEP', '0.3');
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      await expect(authorize('abandoned')).rejects.toThrow(/did not answer within 50 ms/);
+      releaseAbandonedHold(store, accountId, 'abandoned', (error) => failures.push(error), 600);
+      await sleepAgain;
+      await new Promise((resolve) => setTimeout(resolve, 900));
+      expect(await inFlight()).toEqual([]);
+      expect(failures).toEqual([]);
+      expect((await authorize('next-again')).kind).toBe('allow');
+    } finally {
+      stalling.disconnect();
+    }
   });
 });

@@ -38,6 +38,7 @@ export interface ConnectionManager {
   preserve_external_request_id: boolean;
   max_request_headers_kb: number;
   stream_idle_timeout: string;
+  request_timeout: string;
   common_http_protocol_options: { headers_with_underscores_action: string };
   early_header_mutation_extensions: { typed_config: { mutations: { remove: string }[] } }[];
   route_config: { virtual_hosts: VirtualHost[] };
