@@ -189,7 +189,8 @@ export async function decide(request: AuthRequest, deps: PipelineDeps): Promise<
   }
   if (outcome.kind === 'restricted' || outcome.kind === 'restrictions_changed') {
     // restricted answers the refusal sent; without one the reply is not to this request.
-    if (outcome.kind === 'restrictions_changed' || !refusal) return unavailableHolding(new Error(`unexpected ${outcome.kind} from the store`));
+    if (outcome.kind === 'restrictions_changed' || !refusal)
+      return unavailableHolding(new Error(`unexpected ${outcome.kind} from the store`));
     const { kind: _kind, ...refused } = refusal;
     return deny({ keyPrefix: outcome.prefix, accountId: ids.accountId, ...refused });
   }
