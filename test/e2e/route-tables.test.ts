@@ -20,7 +20,9 @@ let keyId: string;
 let otherKey: string;
 
 beforeAll(async () => {
-  world = await startE2EWorld();
+  // Paths no route names are refused by default (test/integration/gated-routes-at-check.test.ts); enabled here, so their
+  // header rules (family `other`) are driven end to end too.
+  world = await startE2EWorld({ config: { enabledRoutes: ['unlisted'] } });
   ({ key, keyId } = await world.newKey(ACCOUNT, { name: 'route tables' }));
   ({ key: otherKey } = await world.newKey(ACCOUNT, { name: 'route tables, second key' }));
 });

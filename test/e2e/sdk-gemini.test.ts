@@ -606,7 +606,7 @@ describe('usage is billed through ext_proc, with gateway-authz as the processor 
       expect(oneMore!.upstream).toBe(3);
     });
 
-    test('a stream the client leaves mid-way is charged what it delivered (the last running counts that passed)', async () => {
+    test('a stream the client leaves mid-way is charged what it delivered (the last running counts, raised to the text they trail)', async () => {
       const { key, accountId } = await metered.newKey(account('leaves'), { accountPatch: { billing: { creditBalance: 10_000 } } });
       await client(key).leaveAfter(5);
 
@@ -616,12 +616,14 @@ describe('usage is billed through ext_proc, with gateway-authz as the processor 
       expect(upstream!.completed).toBe(false);
       const delivered = deliveredOutcome(upstream!, 'generative-content');
       if (delivered.kind !== 'metered') throw new Error(`expected a metered outcome, got ${delivered.reason}`);
-      expect(delivered.usage).toMatchObject({ estimated: false, final: false });
-      expect(delivered.usage.tokens.outputTokens).toBeLessThan(REPORTED.outputTokens);
+      // A running count can trail the text that passed: the text's estimate (4 bytes a token) is its floor, marked
+      // estimated when it is above the count (src/metering/usage-estimate.ts; the rule is unit-tested there).
+      expect(delivered.usage).toMatchObject({ final: false });
+      expect(delivered.usage.tokens.outputTokens).toBeGreaterThan(0);
       expect(ledger).toEqual({
         creditBalance: 10_000 - chargeOf(delivered.usage.tokens),
         spentThisMonth: chargeOf(delivered.usage.tokens),
-        usage: totalsOf(delivered.usage.tokens),
+        usage: totalsOf(delivered.usage.tokens, 1, delivered.usage.estimated ? 1 : 0),
       });
     }, 30_000);
   });

@@ -65,7 +65,7 @@ describe('decision pipeline: operator settings and time', () => {
 
   it('lets an operator-listed public route through without a key, stripping identity headers', async () => {
     const world = await fixtureWorld({ publicRoutes: [{ exact: '/healthz', methods: ['GET'] }] });
-    const decision = await decide(fixtureRequest('other-healthz-not-public-by-default', world.secrets), world.deps);
+    const decision = await decide(fixtureRequest('other-healthz-refused-not-public', world.secrets), world.deps);
     expect(decision.kind).toBe('allow');
     expect(decision.kind === 'allow' && decision.identity).toBeUndefined();
     const answer = toCheckAnswer(decision, { requestId: '', storeFailureMode: 'deny', now: 0, versionHeaders: [] });
@@ -78,9 +78,14 @@ describe('decision pipeline: operator settings and time', () => {
   it.each(['//healthz', '/./healthz', '/x/../healthz', '/%68ealthz/%2e%2e/healthz'])(
     'does not treat the path trick %s as the public route',
     async (path) => {
-      const world = await fixtureWorld({ publicRoutes: [{ exact: '/healthz' }, { prefix: '/x' }] });
+      const publicRoutes = [{ exact: '/healthz' }, { prefix: '/x' }];
+      // Refused as a path no route names by default; where those are enabled, it still needs a key.
+      const world = await fixtureWorld({ publicRoutes });
       const decision = await decide(toAuthRequest(envoyCheckRequest({ method: 'GET', path })), world.deps);
-      expect(decision.kind === 'deny' && decision.reason).toBe('missing_credential');
+      expect(decision.kind === 'deny' && decision.reason).toBe('route_not_enabled');
+      const unlisted = await fixtureWorld({ publicRoutes, enabledRoutes: ['unlisted'] });
+      const keyed = await decide(toAuthRequest(envoyCheckRequest({ method: 'GET', path })), unlisted.deps);
+      expect(keyed.kind === 'deny' && keyed.reason).toBe('missing_credential');
     },
   );
 
