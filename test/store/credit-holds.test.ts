@@ -283,6 +283,32 @@ describe.each(implementations)('credit holds: %s', (name, open) => {
     expect(await redisHolds(ids.accountId)).toEqual({ inFlight: [], fields: [] });
   });
 
+  it('counts the holds already in flight against a spend cap or budgets given to their key while they are', async () => {
+    // No cap when a and b were placed: in Redis they counted for the account alone (their key had no sums).
+    const ids = await seed({ creditBalance: 1_000 });
+    expect(await check(ids, hold('a', 50))).toBe('allow');
+    expect(await check(ids, hold('b', 40))).toBe('allow');
+    await store.updateKey(ids.keyId, { monthlySpendCap: 100 });
+    // 90 held + 20 > 100: refused, as if the cap had been there all along.
+    expect(await check(ids, hold('c', 20))).toBe('budget_exceeded');
+    expect(await check(ids, hold('d', 10))).toBe('allow');
+    await meter(ids, 'a', 50);
+    await meter(ids, 'b', 40);
+    await meter(ids, 'd', 10);
+    // The month's spend is now the whole cap: nothing held, and nothing more passes.
+    expect(await check(ids, hold('e', 1))).toBe('budget_exceeded');
+    if (name === 'redis') expect(await redisHolds(ids.accountId)).toEqual({ inFlight: [], fields: [] });
+
+    // Tokens likewise, for budgets given to the key: t1 held its tokens against the account's budget alone.
+    const budgets: TokenBudgetPlan = NO_TOKEN_BUDGETS;
+    const tokensIds = await seed({ creditBalance: 1_000_000, tokenBudgets: [{ tokens: 1_000_000, windowSeconds: 60 }] });
+    expect(await check(tokensIds, hold('t1', 1, 600), budgets)).toBe('allow');
+    await store.updateKey(tokensIds.keyId, { tokenBudgets: [{ tokens: 1_000, windowSeconds: 60 }] });
+    expect(await check(tokensIds, hold('t2', 1, 600), budgets)).toBe('allow');
+    // 1,200 tokens held of the key's 1,000: none left.
+    expect(await check(tokensIds, hold('t3', 1, 600), budgets)).toBe('token_budget_exhausted');
+  });
+
   it('counts held tokens as used against the token budgets', async () => {
     const budgets: TokenBudgetPlan = { key: [{ tokens: 1_000, windowSeconds: 60 }], account: [] };
     const ids = await seed();

@@ -734,6 +734,8 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
     const reply = await this.call(() =>
       this.redis.gwaUpdateKey(
         redisKeys.key(accountId, keyId),
+        redisKeys.account(accountId),
+        redisKeys.holds(accountId),
         JSON.stringify({
           ...patch,
           // Pre-encoded: Lua's cjson would turn an empty list into {}.
@@ -744,6 +746,7 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
           // Pre-encoded: the text and its stamp, written together (redisKeys.restrictionsStampField).
           ...(patch.restrictions ? { restrictionsFields: restrictionsFields(patch.restrictions) } : {}),
         }),
+        keyId,
       ),
     );
     return scripts.gwaUpdateKey.parseReply(reply);

@@ -157,8 +157,8 @@ export const REDIS_SCRIPTS = {
 
   // Applies a JSON patch to a key record; null removes the limits or token budget override, the expiry or the spend cap.
   gwaUpdateKey: script({
-    keys: ['keyRecord'],
-    argv: ['patchJson'],
+    keys: ['keyRecord', 'account', 'holds'],
+    argv: ['patchJson', 'keyId'],
     lua: luaScript('update-key'),
     parseReply: parseKeyOrNull,
   }),
