@@ -16,7 +16,7 @@ import { chargeOf, type Pricing } from './pricing';
  */
 export function usageRecordOf(response: MeteredResponse, pricing: Pricing | undefined): UsageRecord | undefined {
   if (response.outcome.kind === 'free') return undefined;
-  const { tokens, estimated } = response.outcome.usage;
+  const { tokens, estimated, malformed } = response.outcome.usage;
   const charged = pricing ? chargeOf(pricing, response.model, tokens) : undefined;
   return {
     requestId: response.requestId,
@@ -30,6 +30,7 @@ export function usageRecordOf(response: MeteredResponse, pricing: Pricing | unde
     costMinorUnits: charged ? charged.costMinorUnits : 0,
     ...(charged ? { charge: charged.charge } : {}),
     estimated,
+    ...(malformed !== undefined ? { malformed } : {}),
     atMs: response.observedAtMs,
   };
 }

@@ -1,7 +1,7 @@
 import { MAX_CURRENCY_EXPONENT, type Currency } from '../accounts/money';
 import { MAX_RESPONSE_COST_MINOR_UNITS } from './price-table';
 import type { ClientStyle, RouteFamily } from '../check/routes/route';
-import { isTokenCount, MAX_CALL_COUNT, TOKEN_PARTS, type TokenCounts } from './usage';
+import { isTokenCount, MAX_CALL_COUNT, TOKEN_PARTS, type MalformedUsageReason, type TokenCounts } from './usage';
 import { ACCOUNT_ID_PATTERN, KEY_ID_PATTERN } from '../keys/key-records';
 
 /**
@@ -31,6 +31,8 @@ export interface UsageRecord {
   readonly charge?: UsageCharge;
   /** True when the counts are an estimate, never the upstream's report. */
   readonly estimated: boolean;
+  /** Why the estimate replaced the upstream's usage, when that usage contradicted itself; absent otherwise. */
+  readonly malformed?: MalformedUsageReason;
   /** When the answer ended (epoch ms): the hour, day and month it is counted in. */
   readonly atMs: number;
 }

@@ -56,6 +56,8 @@ export function usageStreamFields(record: UsageRecord, applied: UsageApplyOutcom
     ['currency', charge?.currency.code ?? ''],
     ['currencyExponent', charge ? String(charge.currency.exponent) : ''],
     ['estimated', record.estimated ? 'true' : 'false'],
+    // Why the estimate replaced the upstream's usage (a MalformedUsageReason); '' for a report believed, or none at all.
+    ['malformed', record.malformed ?? ''],
     [USAGE_STREAM_BILLING_FIELD, billing],
     [USAGE_STREAM_SHORTFALL_FIELD, String(shortfall)],
     ['time', new Date(record.atMs).toISOString()],

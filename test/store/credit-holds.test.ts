@@ -301,7 +301,7 @@ describe.each(implementations)('credit holds: %s', (name, open) => {
 
     // Tokens likewise, for budgets given to the key: t1 held its tokens against the account's budget alone.
     const budgets: TokenBudgetPlan = NO_TOKEN_BUDGETS;
-    const tokensIds = await seed({ creditBalance: 1_000_000, tokenBudgets: [{ tokens: 1_000_000, windowSeconds: 60 }] });
+    const tokensIds = await seed({ creditBalance: 1_000_000, tokenBudgets: { account: [{ tokens: 1_000_000, windowSeconds: 60 }] } });
     expect(await check(tokensIds, hold('t1', 1, 600), budgets)).toBe('allow');
     await store.updateKey(tokensIds.keyId, { tokenBudgets: [{ tokens: 1_000, windowSeconds: 60 }] });
     expect(await check(tokensIds, hold('t2', 1, 600), budgets)).toBe('allow');

@@ -1901,6 +1901,7 @@ describe.each(implementations)('usage contract: %s', (_name, open) => {
           currency: { code: 'USD', exponent: 6 },
         },
         estimated: true,
+        malformed: 'cache-exceeds-prompt',
       });
       expect(usageRecordProblem(record)).toBeUndefined();
       const applied = await store.applyUsage(record, NO_TOKEN_BUDGETS);
@@ -1940,6 +1941,7 @@ describe.each(implementations)('usage contract: %s', (_name, open) => {
           currency: 'USD',
           currencyExponent: '6',
           estimated: 'true',
+          malformed: 'cache-exceeds-prompt',
           billing: 'prepaid',
           creditShortfall: '0',
           time: new Date(T0).toISOString(),

@@ -135,6 +135,23 @@ describe('usageRecordOf: a metered answer as the ledger applies it', () => {
     expect(usageRecordOf(estimated, undefined)).toMatchObject({ costMinorUnits: 0, estimated: true, tokens: { inputTokens: 10 } });
   });
 
+  it('says in the record why an estimate replaced a malformed usage, and says nothing for one believed', () => {
+    const replaced = answer({
+      outcome: {
+        kind: 'metered',
+        usage: {
+          tokens: { inputTokens: 10, outputTokens: 3, cachedInputTokens: 0, cacheCreationTokens: 0 },
+          estimated: true,
+          malformed: 'total-mismatch',
+          final: true,
+          streamComplete: true,
+        },
+      },
+    });
+    expect(usageRecordOf(replaced, PRICES)).toMatchObject({ estimated: true, malformed: 'total-mismatch' });
+    expect('malformed' in usageRecordOf(answer(), PRICES)!).toBe(false);
+  });
+
   it('names the style of each metered family', () => {
     expect(usageRecordOf(answer({ family: 'messages' }), PRICES)?.style).toBe('messages');
     expect(usageRecordOf(answer({ family: 'generative-content' }), PRICES)?.style).toBe('generative');
