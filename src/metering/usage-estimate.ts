@@ -125,10 +125,12 @@ export function usageOutcome(reading: UsageReading, context: MeteringContext): U
   ) {
     return { kind: 'free', reason: reading.reason };
   }
+  const estimate = estimateTokens(reading.deliveredTextBytes, context.requestBodyBytes);
+  const pending = reading.pendingOutputTokens ?? 0;
   return {
     kind: 'metered',
     usage: {
-      tokens: estimateTokens(reading.deliveredTextBytes, context.requestBodyBytes),
+      tokens: pending > estimate.outputTokens ? withOutputTokens(estimate, pending) : estimate,
       ...(reading.model ? { model: reading.model } : {}),
       estimated: true,
       ...(malformed !== undefined ? { malformed } : {}),

@@ -1,7 +1,8 @@
 import type { RouteFamily } from '../check/routes/route';
 import { routingPath } from '../check/routes/classify';
 import { isPlausibleModelName } from './requested-model';
-import type { MalformedUsageReason, NoUsageReason, TokenCounts, UsageReading } from './usage';
+import { MAX_TOKEN_COUNT, type MalformedUsageReason, type NoUsageReason, type TokenCounts, type UsageReading } from './usage';
+import { DEFAULT_HOLD_OUTPUT_TOKENS } from '../accounts/credit-holds';
 import { JsonScanner, WatchTree, type ScannedDocument, type WatchSpec } from './json-scanner';
 import { SseJsonReader } from './sse-reader';
 import {
@@ -134,6 +135,8 @@ interface Interpreter {
   readonly deliveredTextBytes: number;
   /** All the generated text delivered: what an estimate counts when the usage is missing or malformed. */
   readonly allTextBytes: number;
+  /** Output the upstream generates after this answer (a background response): see UsageReading. */
+  readonly pendingOutputTokens?: number | undefined;
 }
 
 class BodyExtractor implements UsageExtractor {
@@ -219,6 +222,7 @@ class BodyExtractor implements UsageExtractor {
             ? 'malformed-body'
             : 'no-usage-reported';
     const malformed = reason === 'malformed-usage' ? { malformed: interpreter.malformed ?? 'invalid-count' } : {};
+    const pending = interpreter.pendingOutputTokens;
     return {
       kind: 'none',
       reason,
@@ -226,6 +230,7 @@ class BodyExtractor implements UsageExtractor {
       ...(model ? { model } : {}),
       streamComplete,
       deliveredTextBytes: interpreter.allTextBytes,
+      ...(pending !== undefined ? { pendingOutputTokens: pending } : {}),
     };
   }
 
@@ -328,6 +333,14 @@ const CHAT = {
   firstText: 8,
 } as const;
 
+/** A Responses API response's `background` and `max_output_tokens`: whole, or in a stream event's `response`. */
+const CHAT_BACKGROUND = {
+  background: CHAT.firstText + CHAT_TEXT_PATHS.length,
+  maxOutput: CHAT.firstText + CHAT_TEXT_PATHS.length + 1,
+  eventBackground: CHAT.firstText + CHAT_TEXT_PATHS.length + 2,
+  eventMaxOutput: CHAT.firstText + CHAT_TEXT_PATHS.length + 3,
+} as const;
+
 const CHAT_TREE = new WatchTree([
   { path: ['usage'], kind: 'capture' },
   { path: ['model'], kind: 'capture' },
@@ -338,6 +351,10 @@ const CHAT_TREE = new WatchTree([
   { path: ['choices', '*'], kind: 'presence' },
   { path: ['choices', '*', 'finish_reason'], kind: 'capture' },
   ...CHAT_TEXT_PATHS.map((path): WatchSpec => ({ path, kind: 'measure' })),
+  { path: ['background'], kind: 'capture' },
+  { path: ['max_output_tokens'], kind: 'capture' },
+  { path: ['response', 'background'], kind: 'capture' },
+  { path: ['response', 'max_output_tokens'], kind: 'capture' },
 ]);
 
 class ChatCompletionsInterpreter implements Interpreter {
@@ -352,12 +369,15 @@ class ChatCompletionsInterpreter implements Interpreter {
   ended = false;
   model: string | undefined;
   deliveredTextBytes = 0;
+  pendingOutputTokens: number | undefined;
 
   get allTextBytes(): number {
     return this.deliveredTextBytes;
   }
 
   document(document: ScannedDocument, _eventName: string, streamed: boolean): void {
+    this.notePending(document.value(CHAT_BACKGROUND.background), document.value(CHAT_BACKGROUND.maxOutput));
+    this.notePending(document.value(CHAT_BACKGROUND.eventBackground), document.value(CHAT_BACKGROUND.eventMaxOutput));
     const type = document.value(CHAT.type);
     if (typeof type === 'string' && type.startsWith('response.')) {
       this.responsesEvent(document, type);
@@ -396,6 +416,22 @@ class ChatCompletionsInterpreter implements Interpreter {
     this.sawUsage = true;
     this.tokens = isMalformed(reading) ? undefined : reading;
     this.malformed = isMalformed(reading) ? reading : undefined;
+  }
+
+  /**
+   * A background response goes on after its answer, and its usage is only in a later retrieval (GET
+   * /v1/responses/{id}), which is not metered: what it will generate is counted now, at its own output limit.
+   */
+  private notePending(background: unknown, maxOutputTokens: unknown): void {
+    if (background !== true) return;
+    const limit =
+      typeof maxOutputTokens === 'number' &&
+      Number.isSafeInteger(maxOutputTokens) &&
+      maxOutputTokens >= 0 &&
+      maxOutputTokens <= MAX_TOKEN_COUNT
+        ? maxOutputTokens
+        : DEFAULT_HOLD_OUTPUT_TOKENS;
+    this.pendingOutputTokens = Math.max(this.pendingOutputTokens ?? 0, limit);
   }
 }
 

@@ -160,6 +160,12 @@ export type UsageReading =
        * text parts), for the estimate of a stream that reports no usage.
        */
       readonly deliveredTextBytes: number;
+      /**
+       * Output the upstream goes on generating after this answer, which no later answer on a metered route reports: a
+       * background Responses API response (`"background": true`, queued), at its `max_output_tokens`, else the hold's
+       * default. Counted into the estimate.
+       */
+      readonly pendingOutputTokens?: number;
     };
 
 /** The usage that is counted for one response: reported by the upstream, or estimated when it reported none. */

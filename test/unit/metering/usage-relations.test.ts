@@ -501,3 +501,42 @@ describe('malformed usage is never free, in any family', () => {
     });
   });
 });
+
+describe('a background response is charged when it is created: its usage is never seen later', () => {
+  // 400 request bytes → 100 input tokens by the estimate.
+  const context = { family: 'chat-completions' as RouteFamily, requestBodyBytes: 400 };
+  const queued = (fields: object) =>
+    JSON.stringify({ id: 'resp_1', object: 'response', status: 'queued', model: 'o3-deep-research', output: [], usage: null, ...fields });
+
+  it('at its max_output_tokens, marked estimated', () => {
+    const outcome = usageOutcome(readUsage(responsesJson, bytesOf(queued({ background: true, max_output_tokens: 20_000 }))), context);
+    expect(outcome).toMatchObject({ kind: 'metered', usage: { tokens: tokens(100, 20_000), estimated: true } });
+  });
+
+  it('at the hold default without one', () => {
+    const outcome = usageOutcome(readUsage(responsesJson, bytesOf(queued({ background: true, max_output_tokens: null }))), context);
+    expect(outcome).toMatchObject({ kind: 'metered', usage: { tokens: tokens(100, 4096), estimated: true } });
+  });
+
+  it('a background stream the client left before its terminal event: the same, from its response.created event', () => {
+    const created = { type: 'response.created', response: { id: 'resp_2', status: 'queued', background: true, max_output_tokens: 9_000 } };
+    const delta = { type: 'response.output_text.delta', delta: 'Hello' };
+    const outcome = usageOutcome(readUsage(responsesSse, bytesOf(sse(created, delta))), context);
+    expect(outcome).toMatchObject({ kind: 'metered', usage: { tokens: tokens(100, 9_000), estimated: true } });
+  });
+
+  it('a background stream that completed reports its usage, and is charged that', () => {
+    const created = { type: 'response.created', response: { id: 'resp_3', status: 'queued', background: true, max_output_tokens: 9_000 } };
+    const completed = {
+      type: 'response.completed',
+      response: { id: 'resp_3', status: 'completed', background: true, usage: { input_tokens: 10, output_tokens: 5, total_tokens: 15 } },
+    };
+    const outcome = usageOutcome(readUsage(responsesSse, bytesOf(sse(created, completed))), context);
+    expect(outcome).toMatchObject({ kind: 'metered', usage: { tokens: tokens(10, 5), estimated: false } });
+  });
+
+  it('a response in the foreground that reported nothing is estimated from its text alone', () => {
+    const outcome = usageOutcome(readUsage(responsesJson, bytesOf(queued({ background: false, max_output_tokens: 20_000 }))), context);
+    expect(outcome).toMatchObject({ kind: 'metered', usage: { tokens: tokens(100, 0), estimated: true } });
+  });
+});
