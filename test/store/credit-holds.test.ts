@@ -53,6 +53,25 @@ const implementations: [string, (clock: ManualClock) => Promise<Store>][] = [
 let counter = 0;
 const unique = (base: string) => `${base}-${process.pid}-${(counter += 1)}`;
 
+/** An account (with `extra`) and one live key of it (with `keyExtra`): their ids. */
+async function seedAccountWithKey(store: Store, base: string, extra: Partial<Account> = {}, keyExtra: Partial<StoredKey> = {}) {
+  const accountId = unique(base);
+  await store.createAccount({ id: accountId, name: accountId, status: 'active', createdAt: '2026-11-22T00:00:00.000Z', ...extra });
+  const key = generateCustomerKey('live');
+  const record: StoredKey = {
+    id: `key_${hashCustomerKey(key).slice(0, 12)}`,
+    accountId,
+    prefix: key.slice(0, 12),
+    name: 'ci',
+    environment: 'live',
+    status: 'active',
+    createdAt: '2026-11-22T00:00:01.000Z',
+    ...keyExtra,
+  };
+  expect(await store.insertKey(hashCustomerKey(key), record)).toBe('created');
+  return { accountId, keyId: record.id };
+}
+
 describe.each(implementations)('credit holds: %s', (name, open) => {
   let store: Store;
   let clock: ManualClock;
@@ -61,23 +80,7 @@ describe.each(implementations)('credit holds: %s', (name, open) => {
     store = await open(clock);
   });
 
-  async function seed(extra: Partial<Account> = {}, keyExtra: Partial<StoredKey> = {}) {
-    const accountId = unique('holder');
-    await store.createAccount({ id: accountId, name: accountId, status: 'active', createdAt: '2026-11-22T00:00:00.000Z', ...extra });
-    const key = generateCustomerKey('live');
-    const record: StoredKey = {
-      id: `key_${hashCustomerKey(key).slice(0, 12)}`,
-      accountId,
-      prefix: key.slice(0, 12),
-      name: 'ci',
-      environment: 'live',
-      status: 'active',
-      createdAt: '2026-11-22T00:00:01.000Z',
-      ...keyExtra,
-    };
-    expect(await store.insertKey(hashCustomerKey(key), record)).toBe('created');
-    return { accountId, keyId: record.id };
-  }
+  const seed = (extra: Partial<Account> = {}, keyExtra: Partial<StoredKey> = {}) => seedAccountWithKey(store, 'holder', extra, keyExtra);
 
   type Ids = Awaited<ReturnType<typeof seed>>;
   const hold = (requestId: string, minorUnits: number, tokens = 0): CreditHold => ({ requestId, minorUnits, tokens });
@@ -331,26 +334,7 @@ describe('credit holds: a Check the store answered too late (real Redis)', () =>
     // The service's deadline for a Check's store call is tens of ms: a stall longer than that fails the Check.
     const store = await RedisStore.connect({ url: redis.url, commandTimeoutMs: 50, clockOverride: () => clock.now() });
     opened.push(store);
-    const accountId = unique('stalled');
-    await store.createAccount({
-      id: accountId,
-      name: accountId,
-      status: 'active',
-      createdAt: '2026-11-22T00:00:00.000Z',
-      creditBalance: 100,
-    });
-    const key = generateCustomerKey('live');
-    const keyId = `key_${hashCustomerKey(key).slice(0, 12)}`;
-    const record: StoredKey = {
-      id: keyId,
-      accountId,
-      prefix: key.slice(0, 12),
-      name: 'ci',
-      environment: 'live',
-      status: 'active',
-      createdAt: '2026-11-22T00:00:01.000Z',
-    };
-    expect(await store.insertKey(hashCustomerKey(key), record)).toBe('created');
+    const { accountId, keyId } = await seedAccountWithKey(store, 'stalled', { creditBalance: 100 });
     const inFlight = async () =>
       (await raw.hkeys(redisKeys.holds(accountId))).filter((field) => field !== redisKeys.hashtableMarkerField());
     const authorize = (requestId: string) =>

@@ -120,35 +120,30 @@ describe('usageRecordOf: a metered answer as the ledger applies it', () => {
     expect('model' in record).toBe(false);
   });
 
-  it('costs 0 without a price table (tokens only), and keeps the estimated flag', () => {
-    const estimated = answer({
+  /** An answer charged the estimate of 10 input and 3 output tokens, with `extra` in its usage. */
+  const estimatedAnswer = (extra: { malformed?: 'total-mismatch' } = {}) =>
+    answer({
       outcome: {
         kind: 'metered',
         usage: {
           tokens: { inputTokens: 10, outputTokens: 3, cachedInputTokens: 0, cacheCreationTokens: 0 },
           estimated: true,
+          ...extra,
           final: true,
           streamComplete: true,
         },
       },
     });
-    expect(usageRecordOf(estimated, undefined)).toMatchObject({ costMinorUnits: 0, estimated: true, tokens: { inputTokens: 10 } });
+
+  it('costs 0 without a price table (tokens only), and keeps the estimated flag', () => {
+    expect(usageRecordOf(estimatedAnswer(), undefined)).toMatchObject({ costMinorUnits: 0, estimated: true, tokens: { inputTokens: 10 } });
   });
 
   it('says in the record why an estimate replaced a malformed usage, and says nothing for one believed', () => {
-    const replaced = answer({
-      outcome: {
-        kind: 'metered',
-        usage: {
-          tokens: { inputTokens: 10, outputTokens: 3, cachedInputTokens: 0, cacheCreationTokens: 0 },
-          estimated: true,
-          malformed: 'total-mismatch',
-          final: true,
-          streamComplete: true,
-        },
-      },
+    expect(usageRecordOf(estimatedAnswer({ malformed: 'total-mismatch' }), PRICES)).toMatchObject({
+      estimated: true,
+      malformed: 'total-mismatch',
     });
-    expect(usageRecordOf(replaced, PRICES)).toMatchObject({ estimated: true, malformed: 'total-mismatch' });
     expect('malformed' in usageRecordOf(answer(), PRICES)!).toBe(false);
   });
 
