@@ -92,6 +92,13 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
     : undefined;
   if (!settings.adminToken) logger.info('the break-glass ADMIN_TOKEN is off: the admin API takes operator tokens and sign-ins only');
   if (!settings.customerSignIn) logger.warn('OIDC_ISSUER_URL is not set: the customer dashboard says sign-in is not configured');
+  const unmetered = settings.pipeline.routeTable.enabled;
+  if (unmetered.length > 0) {
+    logger.warn(
+      { event: 'unmetered_routes_enabled', routes: unmetered },
+      `enabledRoutes lets ${unmetered.join(', ')} through: their usage is not metered, so their answers are not charged`,
+    );
+  }
 
   const metrics = new Metrics({ usageModelLabel: (model) => modelMetricLabel(settings.pipeline.pricing, model) });
   const checkPath = metrics.instrumentCheckPath(store, store);

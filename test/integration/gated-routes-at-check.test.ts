@@ -134,6 +134,13 @@ describe('paths no route names are refused by default', () => {
 });
 
 describe('allowed once the operator enables them (enabledRoutes)', () => {
+  it('the start-up log warns that what it lets through is not metered', () => {
+    expect(enabled.logs.events('unmetered_routes_enabled')).toEqual([
+      expect.objectContaining({ level: 'warn', routes: ['batches', 'files', 'unlisted'] }),
+    ]);
+    expect(byDefault.logs.events('unmetered_routes_enabled')).toEqual([]);
+  });
+
   it.each(REQUESTS)('%s', async (_name, request) => {
     const allowed = await enabledClient.check(request());
     expect(allowed.status.code).toBe(0);

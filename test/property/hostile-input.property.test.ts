@@ -106,6 +106,7 @@ describe('credential and route parsing', () => {
             publicRoutes: [{ describe: 'all', matches: () => true }],
             refusedRoutes: [],
             refusesUnlisted: true,
+            enabled: [],
           };
           expect(classifyFamily(table, 'GET', p)).toBe('other');
         }

@@ -159,6 +159,8 @@ export interface RouteTable {
   readonly refusedRoutes: readonly GatedRoute[];
   /** Paths no route names (family `other`) are refused: `unlisted` is not enabled. */
   readonly refusesUnlisted: boolean;
+  /** The gated families the operator let through: their answers are not metered. */
+  readonly enabled: readonly GatedRouteFamily[];
 }
 
 export function buildRouteTable(
@@ -182,5 +184,6 @@ export function buildRouteTable(
     publicRoutes: publicRoutes.map(compilePathMatcher),
     refusedRoutes,
     refusesUnlisted: !enabled.includes('unlisted'),
+    enabled: [...new Set(enabled)],
   });
 }
