@@ -56,6 +56,7 @@ const REQUESTS = [
   ['OpenAI batch', (as?: string) => openai('/v1/batches', as), 'batch'],
   ['OpenAI file upload', (as?: string) => openai('/v1/files', as), 'file'],
   ['Anthropic message batch', (as?: string) => anthropic('/v1/messages/batches', as), 'batch'],
+  ['Anthropic file upload', (as?: string) => anthropic('/v1/files?beta=true', as), 'file'],
   ['Gemini batch', (as?: string) => gemini('/v1beta/models/gemini-2.5-flash:batchGenerateContent', as), 'batch'],
   ['Gemini file upload', (as?: string) => gemini('/upload/v1beta/files?uploadType=resumable', as), 'file'],
 ] as const;
@@ -86,6 +87,13 @@ describe('batches and file uploads are refused by default', () => {
     ).toMatchObject({
       type: 'error',
       error: { type: 'not_found_error', message: expect.stringContaining('The batch API is not enabled on this gateway') },
+    });
+  });
+
+  it('in the Anthropic style for an Anthropic client of the Files API both upstreams serve', async () => {
+    expect(parseDenyBody((await defaultClient.check(anthropic('/v1/files?beta=true'))).denied_response.body)).toMatchObject({
+      type: 'error',
+      error: { type: 'not_found_error', message: expect.stringContaining('The file API is not enabled on this gateway') },
     });
   });
 

@@ -3,7 +3,13 @@ import type { ClassifiedRoute, GatedRouteFamily } from '../routes/route';
 import { QUERY_KEY_PARAMETER } from '../credentials/extract-credential';
 import { unremovableQueryKeyName } from '../credentials/query-key-name';
 import { classifyFamily, refusedRouteFamily, routingPath, splitPathAndQuery } from '../routes/classify';
-import { FAMILY_HEADER_RULES, rulesForModelsRoute, type FamilyHeaderRules } from '../routes/family-header-rules';
+import {
+  FAMILY_HEADER_RULES,
+  isSharedFilesPath,
+  rulesForFilesRoute,
+  rulesForModelsRoute,
+  type FamilyHeaderRules,
+} from '../routes/family-header-rules';
 import type { PipelineSettings } from './pipeline-settings';
 
 /** The read-only view of the query string the pipeline needs (URLSearchParams has it). */
@@ -31,8 +37,13 @@ export interface RoutedRequest {
 export function routeRequest(request: AuthRequest, settings: PipelineSettings): RoutedRequest {
   const { path, query } = splitPathAndQuery(request.path);
   const family = classifyFamily(settings.routeTable, request.method, path);
+  const routing = routingPath(path);
   const rules =
-    family === 'models' ? rulesForModelsRoute(request.headers, routingPath(path), settings.headerNames) : FAMILY_HEADER_RULES[family];
+    family === 'models'
+      ? rulesForModelsRoute(request.headers, routing, settings.headerNames)
+      : family === 'chat-completions' && isSharedFilesPath(routing)
+        ? rulesForFilesRoute(request.headers, settings.headerNames)
+        : FAMILY_HEADER_RULES[family];
   const route = { family, style: rules.style, pathWithoutQuery: path };
   const refusedRoutes =
     refusedRouteFamily(settings.routeTable, request.method, path) ??

@@ -67,6 +67,21 @@ export function rulesForModelsRoute(
   return CHAT_MODELS_RULES;
 }
 
+/**
+ * `/v1/files…` is OpenAI's Files API and Anthropic's alike (the chat-completions family routes it): a request with a
+ * version header is an Anthropic client's, which sends its key and reads errors the messages way.
+ */
+export function rulesForFilesRoute(headers: Readonly<Record<string, string>>, names: HeaderNames): FamilyHeaderRules {
+  return names.versionHeaders.some((name) => headers[name] !== undefined)
+    ? FAMILY_HEADER_RULES.messages
+    : FAMILY_HEADER_RULES['chat-completions'];
+}
+
+/** The path of the Files API both OpenAI and Anthropic serve (rulesForFilesRoute). */
+export function isSharedFilesPath(routingPath: string): boolean {
+  return routingPath === '/v1/files' || routingPath.startsWith('/v1/files/');
+}
+
 /** The header names behind a credential source, given the accepted spellings. */
 export function headersOfSource(source: CredentialSource, names: HeaderNames): readonly string[] {
   switch (source) {
