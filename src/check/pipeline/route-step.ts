@@ -37,11 +37,11 @@ export interface RoutedRequest {
 export function routeRequest(request: AuthRequest, settings: PipelineSettings): RoutedRequest {
   const { path, query } = splitPathAndQuery(request.path);
   const family = classifyFamily(settings.routeTable, request.method, path);
-  const routing = routingPath(path);
   const rules =
     family === 'models'
-      ? rulesForModelsRoute(request.headers, routing, settings.headerNames)
-      : family === 'chat-completions' && isSharedFilesPath(routing)
+      ? rulesForModelsRoute(request.headers, routingPath(path), settings.headerNames)
+      : // The cheap test first: most Checks are chat completions, and only a files path names files.
+        family === 'chat-completions' && path.includes('files') && isSharedFilesPath(routingPath(path))
         ? rulesForFilesRoute(request.headers, settings.headerNames)
         : FAMILY_HEADER_RULES[family];
   const route = { family, style: rules.style, pathWithoutQuery: path };
