@@ -96,7 +96,7 @@ const RESTRICTED_KEYS_DB = 2;
 /** --credit-holds seeds its prepaid accounts and their keys in a database of their own, as --restricted-keys does. */
 const CREDIT_HOLDS_DB = 3;
 /**
- * --credit-holds: each account's balance. The bench meters no answer, so no hold is ever released (each lapses 660 s
+ * --credit-holds: each account's balance. The bench meters no answer, so no hold is ever released (each lapses 720 s
  * after its Check): the balance covers every hold the run places (the tail's key alone brings hundreds of thousands).
  */
 const CREDIT_HOLDS_BALANCE = 1e15;
