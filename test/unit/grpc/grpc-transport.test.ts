@@ -501,14 +501,18 @@ describe('cancellation', () => {
 
 describe('connections', () => {
   it('sends a keepalive PING every keepaliveTimeMs and keeps a peer that answers', async () => {
-    const s = await start({ keepaliveTimeMs: 100, keepaliveTimeoutMs: 100 });
+    // A timeout far above the interval: on a busy machine the peer's ACK can wait out a 100 ms one, and this test is
+    // about a peer that answers (the next one is about one that does not).
+    const s = await start({ keepaliveTimeMs: 100, keepaliveTimeoutMs: 5_000 });
     const session = connect(s.address);
     let pings = 0;
     session.on('ping', () => (pings += 1));
     try {
       await rawCall(session, { path: '/test.Echo/Unary', body: [grpcFrame(Buffer.from('x'))] });
-      await sleep(550);
-      expect(pings).toBeGreaterThanOrEqual(3);
+      const started = Date.now();
+      await until(() => pings >= 3, 'three keepalive PINGs');
+      // One every 100 ms at most: three take at least two intervals after the first.
+      expect(Date.now() - started).toBeGreaterThanOrEqual(190);
       expect(session.closed || session.destroyed).toBe(false);
       expect((await rawCall(session, { path: '/test.Echo/Unary', body: [grpcFrame(Buffer.from('x'))] })).grpcStatus).toBe(0);
     } finally {
