@@ -13,6 +13,7 @@
 import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
 
+import { HOLD_LIFETIME_US } from '../../src/accounts/credit-holds';
 import { CrdSchemas } from './support/crd-schema';
 import { extAuthzCircuitBreakerProblems, METERING_PROCESSING_MODE } from './support/envoy-semantics';
 import { esmModelProblems, MESH_KINDS } from './support/esm-models';
@@ -28,7 +29,9 @@ import {
   envoyAuthzHealthCheck,
   envoyExtAuthz,
   envoyExtProc,
+  envoyRequestTimeout,
   envoyRouteTimeout,
+  envoyStreamIdleTimeout,
   HEADERS_A_CHECK_NEEDS,
   httpStatusOf,
   retryTokens,
@@ -36,12 +39,21 @@ import {
 import { readRepoFile, repoPath } from './support/repo-files';
 
 const SCHEMAS = repoPath('test', 'deploy', 'schemas');
-const CRD_FILES = ['gateway.envoyproxy.io_securitypolicies.yaml', 'gateway.envoyproxy.io_envoyextensionpolicies.yaml'].map((file) =>
-  repoPath('test', 'deploy', 'schemas', 'envoy-gateway', file),
-);
+const CRD_FILES = [
+  'gateway.envoyproxy.io_securitypolicies.yaml',
+  'gateway.envoyproxy.io_envoyextensionpolicies.yaml',
+  'gateway.envoyproxy.io_clienttrafficpolicies.yaml',
+].map((file) => repoPath('test', 'deploy', 'schemas', 'envoy-gateway', file));
 const crds = new CrdSchemas(CRD_FILES);
 
-const FILES = ['gateway.yaml', 'httproute.yaml', 'security-policy.yaml', 'envoy-extension-policy.yaml', 'reference-grant.yaml'];
+const FILES = [
+  'gateway.yaml',
+  'httproute.yaml',
+  'security-policy.yaml',
+  'envoy-extension-policy.yaml',
+  'reference-grant.yaml',
+  'client-traffic-policy.yaml',
+];
 const objects = readManifests(...FILES.map((file) => ['deploy', 'envoy-gateway', file]));
 const sharedService = buildLayout('shared-service');
 
@@ -162,8 +174,9 @@ describe('the vendored Envoy Gateway CRDs', () => {
     for (const file of CRD_FILES) expect(rows.map((r) => `${SCHEMAS}/${r[1]}`)).toContain(file);
   });
 
-  it('serve SecurityPolicy and EnvoyExtensionPolicy in gateway.envoyproxy.io/v1alpha1', () => {
+  it('serve SecurityPolicy, EnvoyExtensionPolicy and ClientTrafficPolicy in gateway.envoyproxy.io/v1alpha1', () => {
     expect(crds.kinds().sort()).toEqual([
+      'gateway.envoyproxy.io/v1alpha1/ClientTrafficPolicy',
       'gateway.envoyproxy.io/v1alpha1/EnvoyExtensionPolicy',
       'gateway.envoyproxy.io/v1alpha1/SecurityPolicy',
     ]);
@@ -176,6 +189,7 @@ describe('deploy/envoy-gateway: schemas', () => {
 
   it('has the expected objects', () => {
     expect(objects.map(describeObject).sort()).toEqual([
+      'ClientTrafficPolicy/llm-api',
       'EnvoyExtensionPolicy/gateway-authz-metering',
       'Gateway/llm-api',
       'HTTPRoute/llm-api',
@@ -346,5 +360,22 @@ describe('the HTTPRoute', () => {
       expect(set).toContainEqual({ name: envoyAcceptEncoding.header.key, value: envoyAcceptEncoding.header.value });
       expect(durationMs(rule.timeouts.request)).toBe(durationMs(envoyRouteTimeout));
     }
+  });
+});
+
+describe("deploy/envoy-gateway: the listener's timeouts, as envoy.yaml's", () => {
+  const policy = findObject<
+    K8sObject & { spec: { targetRefs: { group: string; kind: string; name: string }[]; timeout: { http: Record<string, string> } } }
+  >(objects, 'ClientTrafficPolicy', 'llm-api');
+
+  it("targets the Gateway, with envoy.yaml's request timeout and stream idle timeout", () => {
+    expect(policy.spec.targetRefs).toEqual([{ group: 'gateway.networking.k8s.io', kind: 'Gateway', name: 'llm-api' }]);
+    expect(durationMs(policy.spec.timeout.http.requestReceivedTimeout!)).toBe(durationMs(envoyRequestTimeout));
+    expect(durationMs(policy.spec.timeout.http.streamIdleTimeout!)).toBe(durationMs(envoyStreamIdleTimeout));
+  });
+
+  it("ends every answer within a credit hold's lifetime: request timeout + route timeout + a minute", () => {
+    const routeMs = Math.max(...route.spec.rules.map((rule) => durationMs(rule.timeouts.request)));
+    expect((durationMs(policy.spec.timeout.http.requestReceivedTimeout!) + routeMs + 60_000) * 1000).toBeLessThanOrEqual(HOLD_LIFETIME_US);
   });
 });

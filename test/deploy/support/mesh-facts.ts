@@ -55,6 +55,10 @@ export const envoyAcceptEncoding: HeaderValueOption = connectionManager(
 /** The route timeout of the LLM API routes. */
 export const envoyRouteTimeout = routeFor(envoyView, '/v1/chat/completions')!.route.timeout;
 
+/** The listener's timeouts: the whole request's, and a stream's idle one. */
+export const envoyRequestTimeout = connectionManager(envoyView).request_timeout;
+export const envoyStreamIdleTimeout = connectionManager(envoyView).stream_idle_timeout;
+
 /** Envoy's HTTP status enum (envoy.type.v3.StatusCode), e.g. ServiceUnavailable -> 503. */
 export function httpStatusOf(codeName: string): number {
   const value = loadEnvoyRoot().lookupEnum('envoy.type.v3.StatusCode').values[codeName];
