@@ -41,8 +41,21 @@ const FILES: RouteBilling = { decision: 'refused-unless-enabled', family: 'files
 export const DEFAULT_ROUTE_SPECS: Readonly<Record<KeyedFamily, readonly RouteSpec[]>> = Object.freeze({
   'chat-completions': [
     { exact: '/v1/chat/completions', billing: GENERATION },
+    {
+      regex: '^/v1/chat/completions/[^/]+(/messages)?$',
+      methods: ['GET', 'POST', 'DELETE'],
+      billing: {
+        decision: 'unmetered',
+        why: 'retrieving, updating the metadata of or deleting a stored chat completion, or listing its messages: metered when it was created',
+      },
+    },
     { exact: '/v1/completions', billing: GENERATION },
     { exact: '/v1/embeddings', billing: GENERATION },
+    {
+      exact: '/v1/moderations',
+      methods: ['POST'],
+      billing: { decision: 'unmetered', why: 'moderation is free upstream and generates nothing billable' },
+    },
     { exact: '/v1/responses', billing: GENERATION },
     // Compaction runs a model over a conversation and reports its usage, as a generation does.
     { exact: '/v1/responses/compact', billing: GENERATION },
