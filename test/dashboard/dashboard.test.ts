@@ -370,6 +370,29 @@ describe('dashboard in Chromium', () => {
     expectNoProblems(tab);
   });
 
+  it('signs in with a token submitted while the page is still looking for a single sign-on session', async () => {
+    // The page asks for a session at load; on a busy machine the answer can come after the operator has submitted.
+    // A submit then was dropped (one change at a time), with nothing said: the token must sign in.
+    const context = await browser!.newContext({ viewport: DESKTOP });
+    openContexts.push(context);
+    const page = await context.newPage();
+    let answerSession: () => void = () => undefined;
+    const sessionAnswered = new Promise<void>((resolve) => (answerSession = resolve));
+    await page.route('**/dashboard/auth/session', async (route) => {
+      await sessionAnswered;
+      await route.continue();
+    });
+    const asked = page.waitForRequest('**/dashboard/auth/session');
+    await page.goto(`${server.adminUrl}/dashboard`);
+    await asked;
+    await signIn(page);
+    await page.getByRole('heading', { name: 'API Keys' }).waitFor({ timeout: 10_000 });
+    answerSession();
+    await page.locator('main:not([aria-busy])').waitFor({ timeout: 10_000 });
+    expect(await page.getByRole('heading', { name: 'API Keys' }).isVisible()).toBe(true);
+    expect(await page.evaluate(`sessionStorage.getItem(${JSON.stringify(TOKEN_STORAGE_KEY)})`)).toBe(TEST_ADMIN_TOKEN);
+  });
+
   it('keeps the token in sessionStorage only (this tab), and Sign out removes it', async () => {
     const tab = await openDashboard();
     const { page, context } = tab;

@@ -59,6 +59,8 @@ let keys = [];
 let keysRequest = 0;
 /** Signed in with single sign-on: calls carry the session cookie (and the CSRF token on changes) instead of a token. */
 let session = /** @type {{ csrfToken: string } | null} */ (null);
+/** Set when a token is submitted: the single sign-on session the page looks for at load no longer signs it in. */
+let tokenSignInStarted = false;
 /** What the signed-in operator may do (GET /admin/operator/me). */
 let permissions = /** @type {string[]} */ ([]);
 
@@ -350,6 +352,7 @@ ui.signInForm.addEventListener('submit', (event) => {
     );
     return;
   }
+  tokenSignInStarted = true;
   void run(async () => {
     messages.clear();
     await signIn(token);
@@ -422,7 +425,10 @@ const SIGN_IN_OUTCOMES = /** @type {Record<string, string>} */ ({
   provider_unreachable: 'The identity provider could not be reached. Try again shortly.',
 });
 
-/** Signed in by the single sign-on session, if there is one; otherwise shows its button when it is offered. */
+/**
+ * The single sign-on session, if there is one (its CSRF token); otherwise shows its button when it is offered.
+ * @returns {Promise<{ csrfToken: string } | null>}
+ */
 async function resumeSession() {
   const outcome = new URLSearchParams(window.location.search).get('sign_in');
   if (outcome) {
@@ -430,12 +436,9 @@ async function resumeSession() {
     window.history.replaceState(null, '', '/dashboard');
   }
   const data = await fetchJson('GET', '/dashboard/auth/session', { credentials: 'same-origin', service: 'the admin API' });
-  if (isObject(data) && data.signedIn === true && typeof data.csrfToken === 'string') {
-    session = { csrfToken: data.csrfToken };
-    return true;
-  }
+  if (isObject(data) && data.signedIn === true && typeof data.csrfToken === 'string') return { csrfToken: data.csrfToken };
   ui.sso.hidden = !(isObject(data) && data.signInOffered === true);
-  return false;
+  return null;
 }
 
 const token = storedToken();
@@ -452,7 +455,14 @@ if (token) {
 } else {
   showSignedIn(false);
   void run(async () => {
-    if (await resumeSession()) await signIn(null);
-    else ui.token.focus();
+    // Only a read until it finds a session: a token submitted meanwhile is not ignored (one at a time drops a change
+    // made while another writes), and a sign-in with a token, once started, is not taken over by the session found.
+    run.writesDone();
+    const resumed = await resumeSession();
+    if (tokenSignInStarted) return;
+    if (resumed) {
+      session = resumed;
+      await signIn(null);
+    } else ui.token.focus();
   });
 }
