@@ -11,6 +11,7 @@
  * fail-closed status and body setting, sends the headers the pipeline reads,
  * meters with envoy.yaml's ext_proc filter, and reaches the right port.
  */
+import { HOLD_LIFETIME_US } from '../../src/accounts/credit-holds';
 import { CrdSchemas } from './support/crd-schema';
 import { checkMessage, EnvoyConfigError } from './support/envoy-bootstrap';
 import { EXT_AUTHZ_FILTER, EXT_PROC_FILTER, extAuthzCircuitBreakerProblems } from './support/envoy-semantics';
@@ -39,6 +40,9 @@ import {
   envoyAuthzCluster,
   envoyExtAuthz,
   envoyExtProc,
+  envoyRequestTimeout,
+  envoyRouteTimeout,
+  envoyStreamIdleTimeout,
   httpStatusOf,
   without,
 } from './support/mesh-facts';
@@ -67,7 +71,7 @@ interface ConfigPatch {
   applyTo: string;
   match: {
     context: string;
-    listener?: { portNumber: number; filterChain: { filter: { name: string; subFilter: { name: string } } } };
+    listener?: { portNumber: number; filterChain: { filter: { name: string; subFilter?: { name: string } } } };
     routeConfiguration?: { portNumber: number };
   };
   patch: { operation: string; value: Record<string, unknown> };
@@ -120,6 +124,10 @@ function protoProblems(typeName: string, value: unknown): string[] {
     throw error;
   }
 }
+
+/** Problems of a MERGE patch's value: its own fields only (a part of a message lacks the message's required fields). */
+const mergeProblems = (typeName: string, value: unknown) =>
+  protoProblems(typeName, value).filter((problem) => !/ is required in |\(required\)$/.test(problem));
 
 describe('deploy/istio: schemas', () => {
   const meshObjects = everyObject.filter((o) => MESH_KINDS[kindKey(o)]);
@@ -338,6 +346,36 @@ describe.each([
       match: { context: 'SIDECAR_INBOUND', routeConfiguration: { portNumber: appPort } },
       patch: { operation: 'MERGE', value: { request_headers_to_add: [envoyAcceptEncoding] } },
     });
+  });
+
+  it("bounds the application port's requests as envoy.yaml does, so every answer ends within a credit hold's lifetime", () => {
+    const [, , listener, route] = filter.spec.configPatches;
+    expect(listener).toMatchObject({
+      applyTo: 'NETWORK_FILTER',
+      match: {
+        context: 'SIDECAR_INBOUND',
+        listener: { portNumber: appPort, filterChain: { filter: { name: 'envoy.filters.network.http_connection_manager' } } },
+      },
+      patch: { operation: 'MERGE' },
+    });
+    const hcm = listener!.patch.value.typed_config as { request_timeout: string; stream_idle_timeout: string };
+    expect(durationMs(hcm.request_timeout)).toBe(durationMs(envoyRequestTimeout));
+    expect(durationMs(hcm.stream_idle_timeout)).toBe(durationMs(envoyStreamIdleTimeout));
+    expect(route).toEqual({
+      applyTo: 'HTTP_ROUTE',
+      match: { context: 'SIDECAR_INBOUND', routeConfiguration: { portNumber: appPort } },
+      patch: { operation: 'MERGE', value: { route: { timeout: envoyRouteTimeout } } },
+    });
+    // A MERGE value is a part of its message: its fields are checked, not the message's required ones.
+    expect(mergeProblems('envoy.config.listener.v3.Filter', listener!.patch.value)).toEqual([]);
+    expect(mergeProblems('envoy.config.listener.v3.Filter', { typed_config: { ...hcm, request_timout: '60s' } })).toEqual([
+      expect.stringContaining("unknown field 'request_timout'"),
+    ]);
+    expect(mergeProblems('envoy.config.route.v3.RouteAction', route!.patch.value.route)).toEqual([]);
+    expect(mergeProblems('envoy.config.route.v3.RouteAction', { timout: '600s' })).toEqual([
+      expect.stringContaining("unknown field 'timout'"),
+    ]);
+    expect((durationMs(hcm.request_timeout) + durationMs(envoyRouteTimeout) + 60_000) * 1000).toBeLessThanOrEqual(HOLD_LIFETIME_US);
   });
 
   it("gives the ext_authz cluster envoy.yaml's connect timeout and circuit-breaker rule, and metering a cluster of its own", () => {
