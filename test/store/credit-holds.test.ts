@@ -28,8 +28,7 @@ let redis: TestRedis;
 let raw: Redis;
 const opened: Store[] = [];
 beforeAll(async () => {
-  // DEBUG SLEEP stalls it for the Check that is answered too late.
-  redis = await startTestRedis({ extraArgs: ['--enable-debug-command', 'local'] });
+  redis = await startTestRedis();
   raw = new Redis(redis.url);
 });
 afterAll(async () => {
@@ -328,13 +327,15 @@ describe.each(implementations)('credit holds: %s', (name, open) => {
   });
 });
 
-describe('credit holds: a Check the store answered too late (real Redis)', () => {
-  it('places its hold all the same; releaseAbandonedHold lets it go once Redis is back', async () => {
+describe('credit holds: the hold of a Check answered store_unavailable (real Redis)', () => {
+  // The Check failed (its store call past the deadline), yet Redis may run the script that places the hold after that,
+  // even after a first release: releaseAbandonedHold releases at once and once more later. Which comes first is a race
+  // in production; here the late placement is made to come between the two releases, with the same store call.
+  it('is released even when the store places it after the first release', async () => {
     const clock = new ManualClock(T0);
-    // The service's deadline for a Check's store call is tens of ms: a stall longer than that fails the Check.
-    const store = await RedisStore.connect({ url: redis.url, commandTimeoutMs: 50, clockOverride: () => clock.now() });
+    const store = await RedisStore.connect({ url: redis.url, commandTimeoutMs: 1000, clockOverride: () => clock.now() });
     opened.push(store);
-    const { accountId, keyId } = await seedAccountWithKey(store, 'stalled', { creditBalance: 100 });
+    const { accountId, keyId } = await seedAccountWithKey(store, 'abandoned', { creditBalance: 100 });
     const inFlight = async () =>
       (await raw.hkeys(redisKeys.holds(accountId))).filter((field) => field !== redisKeys.hashtableMarkerField());
     const authorize = (requestId: string) =>
@@ -346,30 +347,17 @@ describe('credit holds: a Check the store answered too late (real Redis)', () =>
         hold: { requestId, minorUnits: 100, tokens: 0 },
       });
 
-    // Without the release: the Check failed (503), yet its script ran once Redis was back, and the hold stands.
-    const stalling = new Redis(redis.url);
-    try {
-      const sleep = stalling.call('DEBUG', 'SLEEP', '0.3');
-      await new Promise((resolve) => setTimeout(resolve, 20));
-      await expect(authorize('kept')).rejects.toThrow(/did not answer within 50 ms/);
-      await sleep;
-      expect(await inFlight()).toEqual(['kept']);
-      expect((await authorize('next')).kind).toBe('credit_exhausted');
-      await store.releaseHold(accountId, 'kept');
-
-      // With it: released at once (queued behind the stall with the script, in either order) and again after a while.
-      const failures: unknown[] = [];
-      const sleepAgain = stalling.call('DEBUG', 'SLEEP', '0.3');
-      await new Promise((resolve) => setTimeout(resolve, 20));
-      await expect(authorize('abandoned')).rejects.toThrow(/did not answer within 50 ms/);
-      releaseAbandonedHold(store, accountId, 'abandoned', (error) => failures.push(error), 600);
-      await sleepAgain;
-      await new Promise((resolve) => setTimeout(resolve, 900));
-      expect(await inFlight()).toEqual([]);
-      expect(failures).toEqual([]);
-      expect((await authorize('next-again')).kind).toBe('allow');
-    } finally {
-      stalling.disconnect();
-    }
+    const failures: unknown[] = [];
+    releaseAbandonedHold(store, accountId, 'abandoned', (error) => failures.push(error), 600);
+    // The first release has found nothing; the late script places the hold now.
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect((await authorize('abandoned')).kind).toBe('allow');
+    expect(await inFlight()).toEqual(['abandoned']);
+    // Left alone it would hold the whole balance for 720 s: the next request is refused.
+    expect((await authorize('next')).kind).toBe('credit_exhausted');
+    await new Promise((resolve) => setTimeout(resolve, 900));
+    expect(await inFlight()).toEqual([]);
+    expect(failures).toEqual([]);
+    expect((await authorize('next-again')).kind).toBe('allow');
   });
 });
