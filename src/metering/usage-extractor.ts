@@ -1,7 +1,7 @@
 import type { RouteFamily } from '../check/routes/route';
 import { routingPath } from '../check/routes/classify';
 import { isPlausibleModelName } from './requested-model';
-import { MAX_TOKEN_COUNT, type MalformedUsageReason, type NoUsageReason, type TokenCounts, type UsageReading } from './usage';
+import { isTokenCount, type MalformedUsageReason, type NoUsageReason, type TokenCounts, type UsageReading } from './usage';
 import { DEFAULT_HOLD_OUTPUT_TOKENS } from '../accounts/credit-holds';
 import { JsonScanner, WatchTree, type ScannedDocument, type WatchSpec } from './json-scanner';
 import { SseJsonReader } from './sse-reader';
@@ -424,13 +424,7 @@ class ChatCompletionsInterpreter implements Interpreter {
    */
   private notePending(background: unknown, maxOutputTokens: unknown): void {
     if (background !== true) return;
-    const limit =
-      typeof maxOutputTokens === 'number' &&
-      Number.isSafeInteger(maxOutputTokens) &&
-      maxOutputTokens >= 0 &&
-      maxOutputTokens <= MAX_TOKEN_COUNT
-        ? maxOutputTokens
-        : DEFAULT_HOLD_OUTPUT_TOKENS;
+    const limit = isTokenCount(maxOutputTokens) ? maxOutputTokens : DEFAULT_HOLD_OUTPUT_TOKENS;
     this.pendingOutputTokens = Math.max(this.pendingOutputTokens ?? 0, limit);
   }
 }

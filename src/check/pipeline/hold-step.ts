@@ -4,7 +4,7 @@ import { estimateHold, type CreditHold, type HoldInputs } from '../../accounts/c
 import type { PriceTable } from '../../metering/price-table';
 import { modelInGenerativePath } from '../../metering/requested-model';
 import type { ClassifiedRoute, RouteFamily } from '../routes/route';
-import { MAX_TOKEN_COUNT } from '../../metering/usage';
+import { isTokenCount } from '../../metering/usage';
 import { JsonScanner, WatchTree } from '../../metering/json-scanner';
 import { tokensForBytes } from '../../metering/usage-estimate';
 import { isMeteredRequest } from '../../metering/usage-extractor';
@@ -44,10 +44,6 @@ const OUTPUT_LIMITS: Readonly<Partial<Record<RouteFamily, readonly number[]>>> =
  */
 const SCANNER = new JsonScanner(WATCHED, { arrayOfDocuments: false, onDocument: () => undefined });
 
-function outputLimitOf(value: unknown): number | undefined {
-  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0 && value <= MAX_TOKEN_COUNT ? value : undefined;
-}
-
 /** What a body shows: the model and the output limit, each undefined when absent. */
 interface ScannedBody {
   model: string | undefined;
@@ -63,8 +59,8 @@ function scanBody(body: Uint8Array, limits: readonly number[]): ScannedBody {
   const model = SCANNER.value(0);
   let maxOutputTokens: number | undefined;
   for (const at of limits) {
-    const limit = outputLimitOf(SCANNER.value(at));
-    if (limit !== undefined && (maxOutputTokens === undefined || limit > maxOutputTokens)) maxOutputTokens = limit;
+    const limit = SCANNER.value(at);
+    if (isTokenCount(limit) && (maxOutputTokens === undefined || limit > maxOutputTokens)) maxOutputTokens = limit;
   }
   SCANNER.reset();
   return { model: typeof model === 'string' ? model : undefined, maxOutputTokens };

@@ -60,7 +60,7 @@ export function rulesForModelsRoute(
   pathWithoutQuery: string,
   names: HeaderNames,
 ): FamilyHeaderRules {
-  if (names.versionHeaders.some((name) => headers[name] !== undefined)) return FAMILY_HEADER_RULES.messages;
+  if (hasVersionHeader(headers, names)) return FAMILY_HEADER_RULES.messages;
   if (names.vendorgKeyHeaders.some((name) => headers[name] !== undefined) || pathWithoutQuery.startsWith('/v1beta/')) {
     return FAMILY_HEADER_RULES['generative-content'];
   }
@@ -72,9 +72,12 @@ export function rulesForModelsRoute(
  * version header is an Anthropic client's, which sends its key and reads errors the messages way.
  */
 export function rulesForFilesRoute(headers: Readonly<Record<string, string>>, names: HeaderNames): FamilyHeaderRules {
-  return names.versionHeaders.some((name) => headers[name] !== undefined)
-    ? FAMILY_HEADER_RULES.messages
-    : FAMILY_HEADER_RULES['chat-completions'];
+  return hasVersionHeader(headers, names) ? FAMILY_HEADER_RULES.messages : FAMILY_HEADER_RULES['chat-completions'];
+}
+
+/** A messages version header (`anthropic-version`, `vendora-version`): what only an Anthropic-style client sends. */
+function hasVersionHeader(headers: Readonly<Record<string, string>>, names: HeaderNames): boolean {
+  return names.versionHeaders.some((name) => headers[name] !== undefined);
 }
 
 /** The path of the Files API both OpenAI and Anthropic serve (rulesForFilesRoute). */
