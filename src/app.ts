@@ -2,7 +2,6 @@ import { performance } from 'node:perf_hooks';
 import type { FastifyInstance } from 'fastify';
 import { buildAdminServer } from './admin/admin-server';
 import { memberDirectory } from './accounts/member-actions';
-import { releaseAbandonedHold } from './accounts/credit-holds';
 import { registerCustomerApi } from './customer/customer-api';
 import { buildCustomerServer } from './customer/customer-server';
 import { GitHubSigningKeys } from './customer/github-signing-keys';
@@ -26,7 +25,7 @@ import { usageLedgerSink } from './metering/usage-ledger-sink';
 import { openSessionStorage } from './store/open-session-storage';
 import { openStore } from './store/open-store';
 import { openOperatorTokens } from './store/open-operator-tokens';
-import type { Store } from './ports/store';
+import { releasesLateHolds, type Store } from './ports/store';
 import { UsageRecorder } from './metering/usage-recorder';
 import type { SessionStorage } from './http/sign-in/session-storage';
 import type { MeteredResponseSink } from './metering/metered-response';
@@ -79,6 +78,11 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
   if (store.description.startsWith('in-memory'))
     logger.warn({ store: store.description }, 'using the embedded in-memory store: it keeps nothing');
   else logger.info({ store: store.description }, 'key store connected');
+  if (releasesLateHolds(store)) {
+    store.reportLateHoldReleaseFailuresTo((error) =>
+      logger.warn({ err: error, event: 'hold_release_failed' }, 'check: the hold of a refused Check lapses instead'),
+    );
+  }
   // Opened before anything starts, so a Redis that refuses it leaves nothing running but the store to close.
   const operatorTokens = await openOperatorTokens(settings).catch(async (error: unknown) => {
     await store.close();
@@ -161,10 +165,6 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
       restrictions: new RestrictionsCache(keyIndex),
       metrics,
       onStoreIdentityMismatch: () => metrics.observeStoreIdentityMismatch(),
-      onHoldAbandoned: (accountId, requestId) =>
-        releaseAbandonedHold(store, accountId, requestId, (error) =>
-          logger.warn({ err: error, event: 'hold_release_failed' }, 'check: the hold of a refused Check lapses instead'),
-        ),
       admission,
       loopLag,
       clock,

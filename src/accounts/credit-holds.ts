@@ -7,10 +7,17 @@ import { MAX_TOKEN_COUNT } from '../metering/usage';
  * answer is metered, as a card network holds an amount at authorization.
  * Without it every Check of a burst sees the balance (or the month's spend,
  * or a token budget) as it was before any answer in flight is charged, and
- * all of them pass. The store keeps holds per account by Envoy's
- * x-request-id; metering releases the hold of its request id in the same
- * atomic step as the debit, and a hold whose answer never comes expires
- * after HOLD_LIFETIME_US.
+ * all of them pass.
+ *
+ * The store keeps no record per hold, only sums per time slot (HOLD_SLOT_US)
+ * for the account and for each key: an allowed Check adds its hold to the
+ * current slot, and the holds in flight are the last HOLD_SLOTS slots'. So a
+ * hold whose answer never comes lapses with its slot, and placing one costs
+ * the Check's store step no more than a wider field it reads and writes
+ * anyway (docs/concepts/credit-holds.md, Cost). The Check tells metering what
+ * it placed (PlacedHold, in HOLD_HEADER), and the usage record of the
+ * request's x-request-id, applied once, takes exactly that off its slot in
+ * the same atomic step as the debit.
  */
 export interface CreditHold {
   /** Envoy's x-request-id: the usage record of the same id releases it. */
@@ -21,15 +28,93 @@ export interface CreditHold {
   readonly tokens: number;
 }
 
+/** What an allowed Check held: its slot, and money and tokens where something counts them (else 0). */
+export interface PlacedHold {
+  readonly slot: number;
+  readonly minorUnits: number;
+  readonly tokens: number;
+}
+
 /**
- * How long a hold outlives its Check when no answer releases it: the shipped
- * envoy.yaml's request timeout (60 s for the whole request to arrive) and its
- * route timeout (600 s from then to the answer's end), so no answer is metered
- * later than that, plus a minute for the usage record to reach the store (its
- * recorder retries while Redis is away). test/deploy/envoy-config.test.ts
- * holds the two timeouts to it.
+ * The shortest time a hold outlives its Check when no answer releases it: the
+ * shipped envoy.yaml's request timeout (60 s for the whole request to arrive)
+ * and its route timeout (600 s from then to the answer's end), so no answer is
+ * metered later than that, plus a minute for the usage record to reach the
+ * store (its recorder retries while Redis is away).
+ * test/deploy/envoy-config.test.ts holds the two timeouts to it.
  */
 export const HOLD_LIFETIME_US = (60 + 600 + 60) * 1_000_000;
+
+/** The slots holds are summed in: one holds for the rest of its own slot and the one after it. */
+export const HOLD_SLOTS = 2;
+export const HOLD_SLOT_US = HOLD_LIFETIME_US / (HOLD_SLOTS - 1);
+
+/** The longest a hold whose answer never comes is counted: placed at the start of its slot. */
+export const HOLD_LONGEST_LIFETIME_US = HOLD_SLOTS * HOLD_SLOT_US;
+
+/** The slot of a Check at `nowUs` on the decision clock. */
+export function holdSlotAt(nowUs: number): number {
+  return Math.floor(nowUs / HOLD_SLOT_US);
+}
+
+/**
+ * The request header an allowed Check sets to what it held (`<slot> <minorUnits> <tokens>`), for the usage processor
+ * to release: set on every allow that holds, removed from every other, so a client can never send its own.
+ */
+export const HOLD_HEADER = 'x-gateway-hold';
+
+export function formatPlacedHold(hold: PlacedHold): string {
+  return `${hold.slot} ${hold.minorUnits} ${hold.tokens}`;
+}
+
+/** A hold as HOLD_HEADER carries it, or undefined for any other text. */
+export function parsePlacedHold(text: string): PlacedHold | undefined {
+  const match = /^([0-9]{1,16}) ([0-9]{1,16}) ([0-9]{1,16})$/.exec(text);
+  if (match === null) return undefined;
+  const [slot, minorUnits, tokens] = [Number(match[1]), Number(match[2]), Number(match[3])];
+  if (!Number.isSafeInteger(slot) || minorUnits > CREDIT_LIMIT_MINOR_UNITS || tokens > 2 * MAX_TOKEN_COUNT) return undefined;
+  return { slot, minorUnits, tokens };
+}
+
+/**
+ * The holds in flight of one account or key, by slot: `money[i]` and `tokens[i]` were placed in slot `slot − i`.
+ * The in-memory store keeps these; the Redis store packs the same numbers into the rate-limit bucket fields it reads
+ * and writes on every decision (src/store/redis/lua/authorize/held-sums.lua).
+ */
+export interface HoldSlots {
+  slot: number;
+  money: number[];
+  tokens: number[];
+}
+
+export function emptyHoldSlots(slot: number): HoldSlots {
+  return { slot, money: new Array<number>(HOLD_SLOTS).fill(0), tokens: new Array<number>(HOLD_SLOTS).fill(0) };
+}
+
+/** The slots as of `slot`: those that have passed dropped, the rest moved along; a slot behind the stored one keeps them. */
+export function holdSlotsAt(slots: HoldSlots | undefined, slot: number): HoldSlots {
+  if (slots === undefined) return emptyHoldSlots(slot);
+  const moved = emptyHoldSlots(Math.max(slot, slots.slot));
+  const shift = moved.slot - slots.slot;
+  for (let i = 0; i + shift < HOLD_SLOTS; i += 1) {
+    moved.money[i + shift] = slots.money[i]!;
+    moved.tokens[i + shift] = slots.tokens[i]!;
+  }
+  return moved;
+}
+
+/** The money and tokens the slots hold in all. */
+export function heldInSlots(slots: HoldSlots): { minorUnits: number; tokens: number } {
+  return { minorUnits: slots.money.reduce((a, b) => a + b, 0), tokens: slots.tokens.reduce((a, b) => a + b, 0) };
+}
+
+/** A hold metered (or let go) taken off the slot it was placed in; one whose slot has passed is gone already. */
+export function releaseFromSlots(slots: HoldSlots, hold: PlacedHold): void {
+  const i = slots.slot - hold.slot;
+  if (i < 0 || i >= HOLD_SLOTS) return;
+  slots.money[i] = Math.max(slots.money[i]! - hold.minorUnits, 0);
+  slots.tokens[i] = Math.max(slots.tokens[i]! - hold.tokens, 0);
+}
 
 /**
  * Output tokens held when the request's own limit is not visible at Check
@@ -100,27 +185,4 @@ export function estimateHold(requestId: string, inputs: HoldInputs, pricing: Pri
     minorUnits = Math.min(costOfHold(inputTokens, outputTokens, prices), CREDIT_LIMIT_MINOR_UNITS);
   }
   return { requestId, minorUnits, tokens: inputTokens + outputTokens };
-}
-
-/**
- * After a first release, how long until an abandoned hold is released once more: the store may still run the script
- * that places it after the first release, queued behind whatever made the Check fail (a stall, a failover).
- */
-export const ABANDONED_HOLD_RELEASED_AGAIN_MS = 5_000;
-
-/**
- * Lets go of the hold of a Check answered store_unavailable (decide's onHoldAbandoned): released at once and again
- * after ABANDONED_HOLD_RELEASED_AGAIN_MS. A release of a hold that is not there changes nothing, so both are safe;
- * one that fails is reported, and the hold lapses after HOLD_LIFETIME_US.
- */
-export function releaseAbandonedHold(
-  holds: { releaseHold(accountId: string, requestId: string): Promise<void> },
-  accountId: string,
-  requestId: string,
-  onFailed: (error: unknown) => void,
-  againAfterMs = ABANDONED_HOLD_RELEASED_AGAIN_MS,
-): void {
-  const release = () => void holds.releaseHold(accountId, requestId).catch(onFailed);
-  release();
-  setTimeout(release, againAfterMs).unref();
 }

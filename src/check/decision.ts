@@ -1,3 +1,4 @@
+import type { PlacedHold } from '../accounts/credit-holds';
 import type { LimitHit, LimitState } from '../accounts/limits/rate-limits';
 import type { DenyReason } from './deny-reasons';
 import type { ClassifiedRoute } from './routes/route';
@@ -27,6 +28,8 @@ export interface AllowDecision {
   rateLimit?: LimitState;
   /** The token budget with the fewest tokens left, for token rate-limit response headers. */
   tokenBudget?: TokenBudgetState;
+  /** The credit hold placed, told to the usage processor (HOLD_HEADER), which releases it with the answer. */
+  held?: PlacedHold;
 }
 
 export interface DenyDecision {

@@ -1,5 +1,5 @@
 import type { KeyEnvironment } from '../keys/customer-key';
-import type { CreditHold } from '../accounts/credit-holds';
+import type { CreditHold, PlacedHold } from '../accounts/credit-holds';
 import type { KeyIds } from '../keys/key-records';
 import type { RestrictionKind } from '../keys/key-restrictions';
 import type { LimitHit, LimitScope, LimitState, RatePlan } from '../accounts/limits/rate-limits';
@@ -64,6 +64,8 @@ export type AuthorizeOutcome =
       tightest?: LimitState;
       /** The token budget with the fewest tokens left, when any applies. */
       tightestBudget?: TokenBudgetState;
+      /** What the decision held (money and tokens where something counts them); absent: nothing. */
+      held?: PlacedHold;
     }
   | { kind: 'unknown_key' }
   /** The records' restrictions are not those sent: decide again on these texts. Nothing consumed or held. */

@@ -40,6 +40,7 @@ import type { Logger } from '../platform/logger';
 import { ResponseMeter, type MeteredRequest } from './response-meter';
 import type { ExtProcMetrics, MeteringOutcome, NotMeteredReason } from './ext-proc-metrics';
 import { IDENTITY_HEADERS } from '../check/responses/identity-headers';
+import { HOLD_HEADER, parsePlacedHold } from '../accounts/credit-holds';
 import { decodeProcessingRequest, type AttributeValue, type DecodedProcessingRequest, type HeaderEntry } from './ext-proc-request-decoding';
 import type { BidiStreamingCall, CallAbort, MethodHandler, RequestStream } from '../transport/grpc-server';
 import { GrpcStatus, type RpcError } from '../transport/status';
@@ -293,6 +294,7 @@ const IDENTITY_KEYS: ReadonlySet<string> = new Set([
   IDENTITY_HEADERS.keyId,
   IDENTITY_HEADERS.keyPrefix,
   IDENTITY_HEADERS.routeFamily,
+  HOLD_HEADER,
   'x-request-id',
   ':method',
   ':path',
@@ -317,6 +319,10 @@ function readRequestHeaders(headers: HeaderEntry[]): MeteredRequest | NotMetered
   }
   const requestId = values.get('x-request-id');
   if (!isId(requestId)) return 'no_request_id';
+  // Set by ext_authz alone (removed wherever it placed none). One it could not have written is no hold: the answer is
+  // metered all the same, and the hold it names, if any, lapses.
+  const holdText = values.get(HOLD_HEADER);
+  const hold = holdText === undefined ? undefined : parsePlacedHold(holdText);
   const rawPath = values.get(':path') ?? '';
   const query = rawPath.indexOf('?');
   return {
@@ -325,6 +331,7 @@ function readRequestHeaders(headers: HeaderEntry[]): MeteredRequest | NotMetered
     keyId,
     keyPrefix,
     family: family as RouteFamily,
+    ...(hold ? { hold } : {}),
     method: values.get(':method') ?? '',
     path: query === -1 ? rawPath : rawPath.slice(0, query),
   };

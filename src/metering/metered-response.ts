@@ -1,5 +1,6 @@
 import type { RouteFamily } from '../check/routes/route';
 import type { UsageOutcome } from './usage';
+import type { PlacedHold } from '../accounts/credit-holds';
 
 /**
  * One upstream answer as the usage processor saw it through Envoy's ext_proc
@@ -19,6 +20,8 @@ export interface MeteredResponse {
   readonly keyPrefix: string;
   /** The route family ext_authz classified the request into. */
   readonly family: RouteFamily;
+  /** The credit hold ext_authz placed for the request (its HOLD_HEADER), to be released with the answer; absent: none. */
+  readonly hold?: PlacedHold;
   /**
    * The model that served it: as the answer names it, else as the request's
    * path names it (Gemini's `models/{model}:generateContent`); absent when

@@ -1,4 +1,5 @@
 import type { Clock } from '../platform/clock';
+import type { PlacedHold } from '../accounts/credit-holds';
 import type { MeteredResponse } from './metered-response';
 import type { RouteFamily } from '../check/routes/route';
 import { routingPath } from '../check/routes/classify';
@@ -14,6 +15,8 @@ export interface MeteredRequest {
   readonly keyId: string;
   readonly keyPrefix: string;
   readonly family: RouteFamily;
+  /** The hold ext_authz placed (its HOLD_HEADER); absent: none. */
+  readonly hold?: PlacedHold;
   readonly method: string;
   /** Without the query. */
   readonly path: string;
@@ -91,6 +94,7 @@ export class ResponseMeter {
       keyId: request.keyId,
       keyPrefix: request.keyPrefix,
       family: request.family,
+      ...(request.hold ? { hold: request.hold } : {}),
       ...(model !== undefined ? { model } : {}),
       outcome: withoutModel(outcome),
       delivery,

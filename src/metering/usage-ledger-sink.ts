@@ -1,4 +1,5 @@
 import type { MeteredResponse, MeteredResponseSink } from './metered-response';
+import type { PlacedHold } from '../accounts/credit-holds';
 import type { ClientStyle } from '../check/routes/route';
 import type { UsageRecord } from './usage-record';
 import { FAMILY_HEADER_RULES } from '../check/routes/family-header-rules';
@@ -24,6 +25,7 @@ export function usageRecordOf(response: MeteredResponse, pricing: Pricing | unde
     keyId: response.keyId,
     keyPrefix: response.keyPrefix,
     family: response.family,
+    ...(response.hold ? { hold: response.hold } : {}),
     style: styleOf(response.family),
     ...(response.model !== undefined ? { model: response.model } : {}),
     tokens,
@@ -47,7 +49,7 @@ export interface UsageRecordTarget {
 
 /** Where the hold of an answer that costs nothing goes (the store); a failure only leaves the hold to lapse. */
 export interface HoldReleaseTarget {
-  releaseHold(accountId: string, requestId: string): Promise<void>;
+  releaseHold(accountId: string, keyId: string, requestId: string, hold: PlacedHold): Promise<void>;
 }
 
 /**
@@ -66,7 +68,11 @@ export function usageLedgerSink(
     record(response) {
       const record = usageRecordOf(response, pricing);
       if (record) target.record(record);
-      else holds?.releaseHold(response.accountId, response.requestId).catch((error: unknown) => onReleaseFailed?.(error));
+      else if (response.hold) {
+        holds
+          ?.releaseHold(response.accountId, response.keyId, response.requestId, response.hold)
+          .catch((error: unknown) => onReleaseFailed?.(error));
+      }
     },
   };
 }

@@ -3,6 +3,7 @@ import { MAX_RESPONSE_COST_MINOR_UNITS } from './price-table';
 import type { ClientStyle, RouteFamily } from '../check/routes/route';
 import { isTokenCount, MAX_CALL_COUNT, TOKEN_PARTS, type MalformedUsageReason, type TokenCounts } from './usage';
 import { ACCOUNT_ID_PATTERN, KEY_ID_PATTERN } from '../keys/key-records';
+import { formatPlacedHold, parsePlacedHold, type PlacedHold } from '../accounts/credit-holds';
 
 /**
  * What one metered answer cost, as it is applied to the account (balance,
@@ -35,6 +36,8 @@ export interface UsageRecord {
   readonly malformed?: MalformedUsageReason;
   /** When the answer ended (epoch ms): the hour, day and month it is counted in. */
   readonly atMs: number;
+  /** The credit hold its Check placed (src/accounts/credit-holds.ts), released when the record is applied; absent: none. */
+  readonly hold?: PlacedHold;
 }
 
 /**
@@ -159,6 +162,8 @@ export function usageRecordProblem(record: UsageRecord): string | undefined {
   }
   if (typeof record.estimated !== 'boolean') return 'estimated must be true or false';
   if (!Number.isSafeInteger(record.atMs) || record.atMs <= 0) return 'atMs must be a time in epoch milliseconds';
+  if (record.hold !== undefined && parsePlacedHold(formatPlacedHold(record.hold)) === undefined)
+    return 'hold must be a slot, minor units and tokens, whole numbers within their bounds';
   return undefined;
 }
 

@@ -1,5 +1,6 @@
 import type { Account, AccountStatus, ExposedKeyAction, KeyIds, StoredKey } from '../keys/key-records';
 import type { KeyRestrictions } from '../keys/key-restrictions';
+import type { PlacedHold } from '../accounts/credit-holds';
 import type { Authorizer, KeyIndex } from '../check/ports';
 import type { AuditActor, CustomerIdentity, MemberRole, Membership } from '../accounts/customer-identity';
 import type { Member, MemberPrincipal } from '../accounts/members';
@@ -438,8 +439,23 @@ export interface UsageReader {
 
 /** Credit holds (src/accounts/credit-holds.ts) of answers that are metered but cost nothing: no usage record releases them. */
 export interface HoldReleaser {
-  /** Takes the hold of this request id off its account, if one is in flight; changes nothing else. */
-  releaseHold(accountId: string, requestId: string): Promise<void>;
+  /**
+   * Takes a hold its Check placed off the account's and the key's sums, once per request id (a repeat changes
+   * nothing); one whose slot has passed is gone already. Changes nothing else.
+   */
+  releaseHold(accountId: string, keyId: string, requestId: string, hold: PlacedHold): Promise<void>;
+}
+
+/**
+ * A store whose Check can fail at its deadline after its atomic step held (the step ran late): it lets that hold go
+ * itself, as the Check was refused, and tells this listener when letting go fails (the hold then lapses).
+ */
+export interface ReleasesLateHolds {
+  reportLateHoldReleaseFailuresTo(report: (error: unknown) => void): void;
+}
+
+export function releasesLateHolds(store: object): store is ReleasesLateHolds {
+  return typeof (store as Partial<ReleasesLateHolds>).reportLateHoldReleaseFailuresTo === 'function';
 }
 
 export interface Store extends KeyIndex, Authorizer, AdminStore, LastUsedSink, UsageLedger, UsageReader, HoldReleaser {

@@ -16,7 +16,7 @@ import { budgetReachedEvent, creditCrossings, tokenBudgetReachedEvent } from '..
 import type { OutboxEvent } from '../ports/webhook-store';
 import { COUNTED_BATCH_MEMORY_MS, DAILY_RETENTION_MS, dayStartOf, HOURLY_RETENTION_MS } from '../keys/request-counts';
 import { authorizeAccountState, type HeldAmounts } from '../accounts/limits/authorize-account-state';
-import { HOLD_LIFETIME_US } from '../accounts/credit-holds';
+import { heldInSlots, holdSlotAt, holdSlotsAt, releaseFromSlots, type HoldSlots, type PlacedHold } from '../accounts/credit-holds';
 import { effectiveTokenBudgets, tokenBucketName, tokenBudgetState, type TokenBucket } from '../accounts/limits/token-budget';
 import { applyUsageToAccountState, MAX_CREDIT_SHORTFALL } from '../accounts/limits/usage-account-state';
 import {
@@ -116,12 +116,10 @@ interface Expiring<T> {
 /** As the Redis usage script: spent token buckets and old months' spend are deleted at most once an hour per account. */
 const USAGE_SWEEP_INTERVAL_MS = 3_600_000;
 
-/** A hold in flight: whose key, what it holds, and when it lapses if no answer releases it (µs, the decision clock). */
-interface MemoryHold {
-  keyId: string;
-  minorUnits: number;
-  tokens: number;
-  deadlineUs: number;
+/** The holds in flight of one account, by slot (src/accounts/credit-holds.ts): the account's, and each key's. */
+interface AccountHolds {
+  account: HoldSlots;
+  keys: Map<string, HoldSlots>;
 }
 
 export interface MemoryStoreOptions {
@@ -159,8 +157,10 @@ export class MemoryStore implements Store {
   private readonly usageSweepAtMs = new Map<string, number>();
   /** Per account, per token bucket name: until when (µs) its budget sends no other budget.reached (lua/apply-usage.lua). */
   private readonly tokenBudgetNotices = new Map<string, Map<string, number>>();
-  /** Credit holds in flight per account, by request id (as the Redis store's holds set). */
-  private readonly holds = new Map<string, Map<string, MemoryHold>>();
+  /** Credit holds in flight per account, summed by slot (as the Redis store's bucket fields carry them). */
+  private readonly holds = new Map<string, AccountHolds>();
+  /** Holds released, by `<accountId> <requestId>`, oldest first, as the usage markers: each is released once. */
+  private readonly holdsReleased = new Map<string, Expiring<true>>();
   /** Usage markers by `<accountId> <requestId>`, oldest first (insertion order), so expired ones are dropped from the front. */
   private readonly usageApplied = new Map<string, Expiring<{ billing: UsageBilling; creditShortfall: number }>>();
   private readonly usageStreamed = new Map<string, Expiring<string>>();
@@ -203,21 +203,28 @@ export class MemoryStore implements Store {
     const account = this.accounts.get(request.accountId) ?? null;
     // The month by the decision's clock, as the Redis script takes it from its own.
     const month = usageMonthOf(nowMs);
-    const holds = this.holds.get(request.accountId) ?? new Map<string, MemoryHold>();
-    const held: HeldAmounts = { accountMinorUnits: 0, accountTokens: 0, keyMinorUnits: 0, keyTokens: 0 };
-    for (const [requestId, hold] of holds) {
-      if (hold.deadlineUs <= nowMs * 1000) {
-        holds.delete(requestId);
-        continue;
-      }
-      held.accountMinorUnits += hold.minorUnits;
-      held.accountTokens += hold.tokens;
-      if (hold.keyId === request.keyId) {
-        held.keyMinorUnits += hold.minorUnits;
-        held.keyTokens += hold.tokens;
-      }
-    }
-    const { outcome, writes, hold } = authorizeAccountState(
+    const slot = holdSlotAt(nowMs * 1000);
+    const stored = this.holds.get(request.accountId);
+    const accountSlots = holdSlotsAt(stored?.account, slot);
+    // A key's own sums only where its holds count for it, as the authorize script keeps them (held-sums.lua).
+    const keyCounts =
+      key?.monthlySpendCap !== undefined ||
+      key?.tokenBudgets !== undefined ||
+      request.defaultTokenBudgets.key.length > 0 ||
+      this.accounts.get(request.accountId)?.tokenBudgets !== undefined;
+    const keySlots = holdSlotsAt(keyCounts ? stored?.keys.get(request.keyId) : undefined, slot);
+    const [accountHeld, keyHeld] = [heldInSlots(accountSlots), heldInSlots(keySlots)];
+    const held: HeldAmounts = {
+      accountMinorUnits: accountHeld.minorUnits,
+      accountTokens: accountHeld.tokens,
+      keyMinorUnits: keyHeld.minorUnits,
+      keyTokens: keyHeld.tokens,
+    };
+    const {
+      outcome,
+      writes,
+      held: placed,
+    } = authorizeAccountState(
       {
         key: key?.accountId === request.accountId ? key : null,
         account,
@@ -235,13 +242,18 @@ export class MemoryStore implements Store {
     );
     for (const write of writes) buckets.set(write.bucket, { tatUs: write.tatUs, expiresAtMs: nowMs + write.ttlMs });
     if (buckets.size > 0) this.buckets.set(request.accountId, buckets);
-    // One hold per request id: a repeated Check of the same request keeps the first (it was counted in `held`).
-    if (hold && request.hold && !holds.has(request.hold.requestId)) {
-      holds.set(request.hold.requestId, { keyId: request.keyId, ...hold, deadlineUs: nowMs * 1000 + HOLD_LIFETIME_US });
+    if (!placed || outcome.kind !== 'allow') return outcome;
+    // Added to the current slot (or the stored one, if ahead), as the authorize script does.
+    for (const slots of [accountSlots, keySlots]) {
+      slots.money[0]! += placed.minorUnits;
+      slots.tokens[0]! += placed.tokens;
     }
-    if (holds.size > 0) this.holds.set(request.accountId, holds);
-    else this.holds.delete(request.accountId);
-    return outcome;
+    const holds = stored ?? { account: accountSlots, keys: new Map<string, HoldSlots>() };
+    holds.account = accountSlots;
+    if (keyCounts) holds.keys.set(request.keyId, keySlots);
+    else holds.keys.delete(request.keyId);
+    this.holds.set(request.accountId, holds);
+    return placed.minorUnits + placed.tokens > 0 ? { ...outcome, held: { slot, ...placed } } : outcome;
   }
 
   async createAccount(account: Account): Promise<boolean> {
@@ -363,6 +375,11 @@ export class MemoryStore implements Store {
     else if (patch.monthlySpendCap !== undefined) key.monthlySpendCap = patch.monthlySpendCap;
     if (patch.restrictions === null) delete key.restrictions;
     else if (patch.restrictions !== undefined) key.restrictions = structuredClone(patch.restrictions);
+    // A cap or budgets given to a key its holds did not count for: its sums start as the account's (update-key.lua).
+    const holds = this.holds.get(key.accountId);
+    if ((typeof patch.monthlySpendCap === 'number' || Array.isArray(patch.tokenBudgets)) && holds && !holds.keys.has(keyId)) {
+      holds.keys.set(keyId, structuredClone(holds.account));
+    }
     return structuredClone(key);
   }
 
@@ -574,12 +591,12 @@ export class MemoryStore implements Store {
 
   async applyUsage(record: UsageRecord, budgets: TokenBudgetPlan): Promise<UsageApplyOutcome> {
     const nowMs = this.clock.now();
-    // The answer came: its hold gives way to the real cost, applied below (or already, for a repeat).
-    this.holds.get(record.accountId)?.delete(record.requestId);
     dropExpired(this.usageApplied, nowMs);
     const marker = `${record.accountId} ${record.requestId}`;
     const first = this.usageApplied.get(marker);
     if (first) return { kind: 'duplicate', ...first.value };
+    // The answer came: its hold gives way to the real cost, applied below.
+    if (record.hold) this.releaseHoldNow(record.accountId, record.keyId, record.requestId, record.hold, nowMs);
     const account = this.accounts.get(record.accountId);
     if (!account) return { kind: 'account_not_found' };
     const storedKey = this.keys.get(record.keyId);
@@ -665,8 +682,22 @@ export class MemoryStore implements Store {
     return undefined;
   }
 
-  async releaseHold(accountId: string, requestId: string): Promise<void> {
-    this.holds.get(accountId)?.delete(requestId);
+  async releaseHold(accountId: string, keyId: string, requestId: string, hold: PlacedHold): Promise<void> {
+    this.releaseHoldNow(accountId, keyId, requestId, hold, this.clock.now());
+  }
+
+  /** As lib/release-hold.lua: once per request id, off the slot the hold was placed in, the account's and the key's. */
+  private releaseHoldNow(accountId: string, keyId: string, requestId: string, hold: PlacedHold, nowMs: number): void {
+    if (hold.minorUnits + hold.tokens === 0) return;
+    dropExpired(this.holdsReleased, nowMs);
+    const marker = `${accountId} ${requestId}`;
+    if (this.holdsReleased.has(marker)) return;
+    this.holdsReleased.set(marker, { value: true, expiresAtMs: nowMs + USAGE_MARKER_TTL_MS });
+    const holds = this.holds.get(accountId);
+    if (!holds) return;
+    releaseFromSlots(holds.account, hold);
+    const keySlots = holds.keys.get(keyId);
+    if (keySlots) releaseFromSlots(keySlots, hold);
   }
 
   async appendUsageStream(record: UsageRecord, applied: UsageApplyOutcome): Promise<'appended' | 'duplicate'> {

@@ -6,7 +6,7 @@
  * what Envoy itself would add (e.g. extension registration, runtime checks
  * beyond the proto and PGV rules) is not covered.
  */
-import { HOLD_LIFETIME_US } from '../../src/accounts/credit-holds';
+import { HOLD_HEADER, HOLD_LIFETIME_US } from '../../src/accounts/credit-holds';
 import {
   checkBootstrap,
   checkMessage,
@@ -208,10 +208,12 @@ describe.each([
     expect((requestTimeout + Math.max(...routeTimeouts) + 60) * 1_000_000).toBeLessThanOrEqual(HOLD_LIFETIME_US);
   });
 
-  it('drops client-sent x-gateway-* identity headers before any filter runs', () => {
+  it('drops client-sent x-gateway-* identity and hold headers before any filter runs', () => {
     const early = connectionManager(view).early_header_mutation_extensions;
     const removed = early.flatMap((e) => e.typed_config.mutations.map((m) => m.remove));
-    expect(removed.sort()).toEqual(['x-gateway-account-id', 'x-gateway-key-id', 'x-gateway-key-prefix', 'x-gateway-route-family']);
+    expect(removed.sort()).toEqual(
+      [HOLD_HEADER, 'x-gateway-account-id', 'x-gateway-key-id', 'x-gateway-key-prefix', 'x-gateway-route-family'].sort(),
+    );
   });
 
   it('runs ext_authz first, fail-closed (503), gRPC V3 with a 0.25 s timeout, without body, on every keyed route', () => {

@@ -77,7 +77,8 @@ describe('gateway-authz check (one real Check over gRPC, real Redis)', () => {
     expect(run.stdout).toContain(`  x-gateway-key-id: ${id}\n`);
     expect(run.stdout).toContain(`  x-gateway-key-prefix: ${prefix}\n`);
     expect(run.stdout).toContain('  x-gateway-route-family: chat-completions\n');
-    expect(run.stdout).toMatch(/^Headers removed: authorization, x-api-key, x-vendorg-api-key, x-goog-api-key$/m);
+    // x-gateway-hold too: this account holds nothing, and no client may name a hold for metering to release.
+    expect(run.stdout).toMatch(/^Headers removed: authorization, x-api-key, x-vendorg-api-key, x-goog-api-key, x-gateway-hold$/m);
     expect(run.stdout).toMatch(/^Query parameters removed: \(none\)$/m);
     expect(run.stdout).toMatch(/^ {2}x-ratelimit-remaining-requests: \d+$/m);
   });
@@ -122,7 +123,7 @@ describe('gateway-authz check (one real Check over gRPC, real Redis)', () => {
         'x-gateway-key-prefix': prefix,
         'x-gateway-route-family': 'generative-content',
       },
-      headersToRemove: ['authorization', 'x-api-key', 'x-vendorg-api-key', 'x-goog-api-key'],
+      headersToRemove: ['authorization', 'x-api-key', 'x-vendorg-api-key', 'x-goog-api-key', 'x-gateway-hold'],
       queryParametersToRemove: ['key'],
       // Google's SDK reads no rate-limit headers: the generative style sends none.
       responseHeadersToAdd: {},

@@ -7,6 +7,7 @@ import { startAppUnderTest, type AppUnderTest } from '../support/running-app';
 import { usageFixture } from '../support/usage-fixtures';
 import { until } from '../support/waiting';
 import { redisKeys } from '../../src/store/redis/redis-keys';
+import { parsePackedHoldSlots } from '../../src/store/redis/redis-records';
 
 /**
  * Issue 35 §1, end to end: an account with credit for one answer sends 20
@@ -82,6 +83,7 @@ function meterAnswer(
   accountId: string,
   ids: { keyId: string; keyPrefix: string },
   requestId: string,
+  hold: string | undefined,
   status = '200',
 ): Promise<grpc.StatusObject> {
   const call = processor.process();
@@ -99,6 +101,8 @@ function meterAnswer(
     ['x-gateway-key-id', ids.keyId],
     ['x-gateway-key-prefix', ids.keyPrefix],
     ['x-gateway-route-family', 'chat-completions'],
+    // What ext_authz held, as its allow set it on the request.
+    ...(hold !== undefined ? [['x-gateway-hold', hold] as [string, string]] : []),
   ];
   call.write(observed({ request_headers: { headers: headerMap(requestHeaders), end_of_stream: false } }));
   call.write(
@@ -125,6 +129,17 @@ async function balanceOf(accountId: string): Promise<number> {
   return balance;
 }
 
+/** The hold an allowed Check set on the request (x-gateway-hold), as Envoy forwards it to the usage processor. */
+function holdOf(answer: { ok_response?: { headers?: { header: { key: string; value: string } }[] } }): string | undefined {
+  return answer.ok_response?.headers?.find((h) => h.header.key === 'x-gateway-hold')?.header.value;
+}
+
+/** The minor units the account's sums hold, over all slots (the end of its bucket field). */
+async function heldOf(accountId: string): Promise<number> {
+  const slots = parsePackedHoldSlots(await raw.hgetBuffer(redisKeys.account(accountId), redisKeys.accountBucketField()));
+  return slots ? slots.money.reduce((a, b) => a + b, 0) : 0;
+}
+
 /** 20 Checks at once; then the admitted ones' answers metered. Returns how many were admitted and the balance after. */
 async function burst(accountId: string, creditBalance: number, maxTokens: number): Promise<{ admitted: number; balance: number }> {
   const ids = await prepaidKey(accountId, creditBalance);
@@ -136,11 +151,11 @@ async function burst(accountId: string, creditBalance: number, maxTokens: number
       expect(answer.denied_response.headers.find((h) => h.header.key === 'x-gateway-error-code')?.header.value).toBe('credit_exhausted');
     else expect(admitted).toContain(requestIds[i]);
   }
-  await Promise.all(admitted.map((id) => meterAnswer(accountId, ids, id)));
+  await Promise.all(admitted.map((id) => meterAnswer(accountId, ids, id, holdOf(answers[requestIds.indexOf(id)]!))));
   const expected = creditBalance - admitted.length * ANSWER_COST;
   await until(async () => (await balanceOf(accountId)) === expected, `balance ${expected}`);
   // Every hold was released by its answer's metering.
-  expect(await raw.hlen(redisKeys.holds(accountId))).toBe(0);
+  expect(await heldOf(accountId)).toBe(0);
   return { admitted: admitted.length, balance: await balanceOf(accountId) };
 }
 
@@ -163,10 +178,12 @@ describe('20 concurrent requests on credit for one answer', () => {
 
   it('releases the hold of an answer that costs nothing at once: the next request is admitted', async () => {
     const ids = await prepaidKey('burst-failed', ANSWER_COST);
-    expect((await checks.check(chatCheck(ids.key, 'failed-1', 8))).status.code).toBe(0);
+    const allowed = await checks.check(chatCheck(ids.key, 'failed-1', 8));
+    expect(allowed.status.code).toBe(0);
+    expect(holdOf(allowed)).toMatch(/^[0-9]+ 39 [0-9]+$/);
     expect((await checks.check(chatCheck(ids.key, 'failed-2', 8))).status.code).not.toBe(0);
-    await meterAnswer('burst-failed', ids, 'failed-1', '503');
-    await until(async () => (await raw.hlen(redisKeys.holds('burst-failed'))) === 0, 'the hold released');
+    await meterAnswer('burst-failed', ids, 'failed-1', holdOf(allowed), '503');
+    await until(async () => (await heldOf('burst-failed')) === 0, 'the hold released');
     expect((await checks.check(chatCheck(ids.key, 'failed-3', 8))).status.code).toBe(0);
     expect(await balanceOf('burst-failed')).toBe(ANSWER_COST);
   });

@@ -302,6 +302,25 @@ describe('answers that cost nothing, and requests metered against no one', () =>
     ]);
   });
 
+  it.each([
+    [
+      'comes with the hold ext_authz placed (x-gateway-hold), for the ledger to release',
+      '7 250 4096',
+      { slot: 7, minorUnits: 250, tokens: 4096 },
+    ],
+    ['is metered all the same under a hold header ext_authz could not have written, which releases nothing', '7 -250 x', undefined],
+  ])('an answer %s', async (_title, header, hold) => {
+    const who = identity('chat-completions');
+    await runExchange({
+      request: [...requestHeaders('/v1/chat/completions', who), ['x-gateway-hold', header]],
+      status: 503,
+      contentType: 'application/json',
+      chunks: [Buffer.from('{}')],
+    });
+    expect(recorded).toEqual([expect.objectContaining({ requestId: who.requestId, outcome: { kind: 'free', reason: 'error-status' } })]);
+    expect(recorded[0]!.hold).toEqual(hold);
+  });
+
   it('a request that is not a generation (GET /v1/models) is recorded as costing nothing', async () => {
     const who = identity('models');
     await runExchange({

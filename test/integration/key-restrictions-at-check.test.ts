@@ -279,11 +279,11 @@ describe('key restrictions over gRPC on real Redis', () => {
     const { id, key } = await newKey({ restrictions });
     const allowed = chat(key, { sourceAddress: '127.0.0.1' });
     expect((await client.check(allowed)).status.code).toBe(0); // the restrictions are cached from here on
-    // The key id, the time, the plan, the hold, then the key's stamp: the account has no defaults, so nothing for it.
+    // The key id, the time (with the hold), the plan, then the key's stamp: the account has no defaults, so nothing for it.
     const argv = await authorizeArgvOf(allowed);
     expect(argv[0]).toBe(id);
-    expect(argv.slice(4)).toEqual([restrictionsStamp(JSON.stringify(restrictions))]);
-    expect(argv[4]!.length).toBeLessThan(32);
+    expect(argv.slice(3)).toEqual([restrictionsStamp(JSON.stringify(restrictions))]);
+    expect(argv[3]!.length).toBeLessThan(32);
   });
 
   it('a restricted key costs the Redis commands of an unrestricted one, once its restrictions are cached', async () => {

@@ -3,6 +3,7 @@ import { NO_TOKEN_BUDGETS, type TokenBudgetPlan } from '../../src/accounts/limit
 import Redis from 'ioredis';
 import { generateCustomerKey, hashCustomerKey } from '../../src/keys/customer-key';
 import type { RatePlan } from '../../src/accounts/limits/rate-limits';
+import { parsePackedHoldSlots } from '../../src/store/redis/redis-records';
 import { redisKeys } from '../../src/store/redis/redis-keys';
 import { RedisStore } from '../../src/store/redis/redis-store';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
@@ -315,12 +316,16 @@ async function commandsOfASecondHoldingDecision(ids: { accountId: string; keyId:
   });
 }
 
-it('a prepaid decision that holds executes 5 commands: the sums come with the account read and go with its write, the hold with one HSETNX', async () => {
+it('a prepaid decision that holds executes the 4 commands of one that does not: the sums ride in the bucket fields it reads and writes', async () => {
   const prepaid = await newAccountWithKey('holding');
   await stats.hset(redisKeys.account(prepaid.accountId), 'creditBalance', '1000000');
-  expect(await commandsOfASecondHoldingDecision(prepaid)).toEqual({ evalsha: 1, hmget: 2, hset: 1, hsetnx: 1 });
-  // A postpaid account reads the sums' field and finds none: nothing more is executed, and nothing held.
+  expect(await commandsOfASecondHoldingDecision(prepaid)).toEqual({ evalsha: 1, hmget: 2, hset: 1 });
+  const slots = parsePackedHoldSlots(await stats.hgetBuffer(redisKeys.account(prepaid.accountId), redisKeys.accountBucketField()));
+  expect(slots?.money.reduce((a, b) => a + b, 0)).toBe(50);
+  // A postpaid account holds nothing: the same commands, and no sums written.
   const postpaid = await newAccountWithKey('postpaid');
   expect(await commandsOfASecondHoldingDecision(postpaid)).toEqual({ evalsha: 1, hmget: 2, hset: 1 });
-  expect(await stats.exists(redisKeys.holds(postpaid.accountId))).toBe(0);
+  expect(
+    parsePackedHoldSlots(await stats.hgetBuffer(redisKeys.account(postpaid.accountId), redisKeys.accountBucketField())),
+  ).toBeUndefined();
 });

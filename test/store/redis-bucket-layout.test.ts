@@ -109,13 +109,15 @@ it('an EVALSHA of the authorize script carries the two records, the key id, the 
     monitor.disconnect();
   }
   expect(seen).toHaveLength(1);
-  // EVALSHA sha numkeys account key keyId time (the tests' clock) plan
+  // EVALSHA sha numkeys account key keyId time (the tests' clock, a packed double) plan
+  const time = Buffer.alloc(8);
+  time.writeDoubleLE(nowUs());
   expect(seen[0]!.slice(2)).toEqual([
     '2',
     redisKeys.account(accountId),
     redisKeys.key(accountId, keyId),
     keyId,
-    String(nowUs()),
+    monitorRepr(time),
     monitorRepr(authorizePlanArgument(plan, NO_TOKEN_BUDGETS).buffer),
   ]);
 });

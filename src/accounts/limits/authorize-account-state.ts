@@ -43,7 +43,7 @@ export interface HeldAmounts {
 export const NOTHING_HELD: HeldAmounts = Object.freeze({ accountMinorUnits: 0, accountTokens: 0, keyMinorUnits: 0, keyTokens: 0 });
 
 /** What an allowed decision holds for its request: money only where there is a balance or a cap, tokens only where a budget applies. */
-export interface PlacedHold {
+export interface HeldForRequest {
   minorUnits: number;
   tokens: number;
 }
@@ -66,7 +66,7 @@ export function authorizeAccountState(
   defaultPlan: RatePlan,
   defaultTokenBudgets: TokenBudgetPlan,
   hold?: { minorUnits: number; tokens: number },
-): { outcome: AuthorizeOutcome; writes: BucketWrite[]; hold?: PlacedHold } {
+): { outcome: AuthorizeOutcome; writes: BucketWrite[]; held?: HeldForRequest } {
   const { key, account } = state;
   if (!key || !account) return { outcome: { kind: 'unknown_key' }, writes: [] };
   // A Check that brings no hold (a route none of whose answers is metered) is judged without the holds in flight, as
@@ -156,7 +156,7 @@ export function authorizeAccountState(
     account.tokenBudgets !== undefined ||
     key.tokenBudgets !== undefined ||
     defaultTokenBudgets.key.length + defaultTokenBudgets.account.length > 0;
-  const placed = hold && (holdsMoney || holdsTokens) ? { hold: { minorUnits: holdMinorUnits, tokens: holdsTokens ? hold.tokens : 0 } } : {};
+  const placed = hold && (holdsMoney || holdsTokens) ? { held: { minorUnits: holdMinorUnits, tokens: holdsTokens ? hold.tokens : 0 } } : {};
   return {
     outcome: {
       kind: 'allow',

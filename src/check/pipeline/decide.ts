@@ -29,11 +29,6 @@ export interface PipelineDeps {
    * store's reply on every request (one more round trip each).
    */
   restrictions?: RestrictionsCache;
-  /**
-   * Told when a Check that sent a credit hold to the store is answered store_unavailable: the store may have placed
-   * the hold all the same (its answer came too late), and no answer of a refused request will release it.
-   */
-  onHoldAbandoned?: (accountId: string, requestId: string) => void;
 }
 
 /**
@@ -128,12 +123,9 @@ export async function decide(request: AuthRequest, deps: PipelineDeps): Promise<
   const unpriced = refuseUnpricedModel(request, route, settings.pricing);
   if (unpriced) return deny({ keyPrefix, accountId: ids.accountId, ...unpriced });
 
+  // A store call that fails leaves no hold behind: the store lets go of one its step placed after the call's deadline
+  // (ReleasesLateHolds).
   const hold = holdFor(request, route, settings.pricing);
-  // A refused Check never leaves a hold: one the store may have placed before it failed is let go.
-  const unavailableHolding = (error: unknown) => {
-    if (hold) deps.onHoldAbandoned?.(ids.accountId, hold.requestId);
-    return unavailable(error);
-  };
   // Restrictions after the key is known and before the store's atomic step: decided here on what this replica holds,
   // confirmed there (the stamps of the texts it was decided on, after the key's status), so a refused request consumes no rate
   // limit and holds no credit, and a revoked key is told it is revoked. A change is answered with the new texts:
@@ -154,11 +146,11 @@ export async function decide(request: AuthRequest, deps: PipelineDeps): Promise<
         ...(hold ? { hold } : {}),
       });
     } catch (error) {
-      return unavailableHolding(error);
+      return unavailable(error);
     }
     // Another key's reply is never cached as this key's restrictions: the identity check below answers it.
     if (outcome.kind !== 'restrictions_changed' || outcome.prefix !== keyPrefix) break;
-    if (attempt > 0) return unavailableHolding(new Error(RESTRICTIONS_KEPT_CHANGING));
+    if (attempt > 0) return unavailable(new Error(RESTRICTIONS_KEPT_CHANGING));
     try {
       restrictions = effectiveRestrictions(outcome.keyText, outcome.accountText);
     } catch (error) {
@@ -175,7 +167,7 @@ export async function decide(request: AuthRequest, deps: PipelineDeps): Promise<
   if (outcome.prefix !== keyPrefix) {
     deps.keyIndex.forget?.(keyHash);
     deps.onStoreIdentityMismatch?.();
-    return unavailableHolding(new Error(STORE_IDENTITY_MISMATCH));
+    return unavailable(new Error(STORE_IDENTITY_MISMATCH));
   }
   if (outcome.kind === 'allow') {
     return {
@@ -185,12 +177,12 @@ export async function decide(request: AuthRequest, deps: PipelineDeps): Promise<
       identity: { accountId: ids.accountId, keyId: ids.keyId, keyPrefix: outcome.prefix, environment: outcome.environment },
       ...(outcome.tightest ? { rateLimit: outcome.tightest } : {}),
       ...(outcome.tightestBudget ? { tokenBudget: outcome.tightestBudget } : {}),
+      ...(outcome.held ? { held: outcome.held } : {}),
     };
   }
   if (outcome.kind === 'restricted' || outcome.kind === 'restrictions_changed') {
     // restricted answers the refusal sent; without one the reply is not to this request.
-    if (outcome.kind === 'restrictions_changed' || !refusal)
-      return unavailableHolding(new Error(`unexpected ${outcome.kind} from the store`));
+    if (outcome.kind === 'restrictions_changed' || !refusal) return unavailable(new Error(`unexpected ${outcome.kind} from the store`));
     const { kind: _kind, ...refused } = refusal;
     return deny({ keyPrefix: outcome.prefix, accountId: ids.accountId, ...refused });
   }

@@ -2,6 +2,7 @@ import type { AllowDecision, Decision, DenyDecision } from '../decision';
 import { grpcCodeOf, httpStatusOf, RPC_CODE, type StoreFailureMode } from '../deny-reasons';
 import { errorBodyFor } from './error-bodies';
 import { ALL_IDENTITY_HEADERS, IDENTITY_HEADERS } from './identity-headers';
+import { formatPlacedHold, HOLD_HEADER } from '../../accounts/credit-holds';
 import { limitHitHeaders, rateLimitHeaders, tokenBudgetHeaders, type HeaderPair, type RateLimitHeaderContext } from './rate-limit-headers';
 
 /**
@@ -75,11 +76,15 @@ function allowResponse(decision: AllowDecision, context: RateLimitHeaderContext)
         overwrite(IDENTITY_HEADERS.routeFamily, decision.route.family),
       ]
     : [];
+  // The hold, set where one was placed and removed everywhere else, so no client can name one for metering to release.
+  if (decision.held) headers.push(overwrite(HOLD_HEADER, formatPlacedHold(decision.held)));
+  const removed = identity ? [...decision.strip.headers] : [...decision.strip.headers, ...ALL_IDENTITY_HEADERS];
+  if (!decision.held) removed.push(HOLD_HEADER);
   return {
     status: { code: RPC_CODE.OK, message: '' },
     ok_response: {
       headers,
-      headers_to_remove: identity ? [...decision.strip.headers] : [...decision.strip.headers, ...ALL_IDENTITY_HEADERS],
+      headers_to_remove: removed,
       query_parameters_to_remove: [...decision.strip.queryParameters],
       response_headers_to_add: overwriteAll([
         ...(decision.rateLimit ? rateLimitHeaders(decision.route.style, decision.rateLimit, context) : []),

@@ -23,13 +23,18 @@ import { RedisReplyError, RespReader, argumentBulk, bulk, command, type RespRepl
  * names). A Redis Cluster is served by ioredis (cluster-check-channel.ts).
  */
 export interface CheckChannel {
-  /** EVALSHA (EVAL when Redis lacks the script), its reply read by `parse` (a throw rejects). */
+  /**
+   * EVALSHA (EVAL when Redis lacks the script), its reply read by `parse` (a throw rejects). `late`, if given, is told
+   * the parsed reply of a call that failed at its deadline and was answered after all: the script ran, and what it
+   * wrote may need undoing (a credit hold).
+   */
   script<T>(
     script: LuaSource,
     keys: readonly string[],
     args: readonly ScriptArgument[],
     parse: (reply: unknown) => T,
     operation: CheckPathOperation,
+    late?: (value: T) => void,
   ): Promise<T>;
   get<T>(key: string, parse: (reply: unknown) => T, operation: CheckPathOperation): Promise<T>;
   /** PING, with its own deadline (health probes). */
@@ -81,6 +86,8 @@ interface Pending extends Expiring {
   readonly tailParts: number;
   /** For a script call: the load (see loadedScripts) its EVALSHA counted on, or that its EVAL is. */
   load: number;
+  /** Told the parsed reply if it comes after the call failed at its deadline (CheckChannel.script). */
+  readonly late: ((value: unknown) => void) | undefined;
 }
 
 /**
@@ -150,12 +157,13 @@ export class PipelinedConnection implements CheckChannel {
     args: readonly ScriptArgument[],
     parse: (reply: unknown) => T,
     operation: CheckPathOperation,
+    late?: (value: T) => void,
   ): Promise<T> {
     let tail = `$${String(keys.length).length}\r\n${keys.length}\r\n`;
     for (const key of keys) tail += bulk(key);
     for (const arg of args) tail += argumentBulk(arg);
     const tailParts = 1 + keys.length + args.length;
-    return this.issue('', parse, operation, script, tail, tailParts) as Promise<T>;
+    return this.issue('', parse, operation, script, tail, tailParts, late as ((value: unknown) => void) | undefined) as Promise<T>;
   }
 
   get<T>(key: string, parse: (reply: unknown) => T, operation: CheckPathOperation): Promise<T> {
@@ -193,6 +201,7 @@ export class PipelinedConnection implements CheckChannel {
     script: LuaSource | undefined,
     tail: string,
     tailParts: number,
+    late?: (value: unknown) => void,
   ): Promise<unknown> {
     if (!this.ready) {
       this.timer?.(operation, 0, true);
@@ -213,6 +222,7 @@ export class PipelinedConnection implements CheckChannel {
         tail,
         tailParts,
         load: 0,
+        late,
       };
       this.send(entry, script === undefined ? text : this.scriptCommand(entry, script));
       this.sweeper.add(entry);
@@ -235,6 +245,7 @@ export class PipelinedConnection implements CheckChannel {
         tail: '',
         tailParts: 0,
         load: 0,
+        late: undefined,
       };
       this.send(entry, entry.text);
     });
@@ -347,7 +358,6 @@ export class PipelinedConnection implements CheckChannel {
       this.settle(entry, undefined, reply);
       return;
     }
-    if (entry.settled) return;
     let value: unknown;
     try {
       value = entry.parse(reply);
@@ -355,7 +365,8 @@ export class PipelinedConnection implements CheckChannel {
       this.settle(entry, undefined, error as Error);
       return;
     }
-    this.settle(entry, value, undefined);
+    if (entry.settled) entry.late?.(value);
+    else this.settle(entry, value, undefined);
   }
 
   /**

@@ -41,6 +41,7 @@ export class ClusterCheckChannel implements CheckChannel {
     args: readonly ScriptArgument[],
     parse: (reply: unknown) => T,
     operation: CheckPathOperation,
+    late?: (value: T) => void,
   ): Promise<T> {
     const values = args.map((arg) => (typeof arg === 'string' ? arg : arg.buffer));
     return this.track(
@@ -54,6 +55,7 @@ export class ClusterCheckChannel implements CheckChannel {
         }),
       parse,
       operation,
+      late,
     );
   }
 
@@ -74,7 +76,12 @@ export class ClusterCheckChannel implements CheckChannel {
     }
   }
 
-  private track<T>(work: () => Promise<unknown>, parse: (reply: unknown) => T, operation: CheckPathOperation): Promise<T> {
+  private track<T>(
+    work: () => Promise<unknown>,
+    parse: (reply: unknown) => T,
+    operation: CheckPathOperation,
+    late?: (value: T) => void,
+  ): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       const startedAt = performance.now();
       const entry: Pending = {
@@ -95,7 +102,8 @@ export class ClusterCheckChannel implements CheckChannel {
             this.settle(entry, undefined, error as Error);
             return;
           }
-          this.settle(entry, value, undefined);
+          if (entry.settled) late?.(value as T);
+          else this.settle(entry, value, undefined);
         },
         (error: unknown) => this.settle(entry, undefined, error instanceof Error ? error : new Error(String(error))),
       );

@@ -141,37 +141,22 @@ export const redisKeys = {
   /** Account hash field: when (µs) the usage script next deletes spent token buckets and spend of months before the previous. */
   usageSweepField: () => 'usageSweepDueUs',
   /**
-   * Credit holds in flight (src/accounts/credit-holds.ts): a hash of the
-   * account's request ids, each `<checkUs> <counts> <keyId> <minorUnits> <tokens> <requestId>`:
-   * the Check's time on the decision clock (the hold lapses HOLD_LIFETIME_US
-   * later); what of the money and then the tokens counts, for the account
-   * only (A), for the key too (K: where the key has a cap or budgets), or
-   * nothing (-); and the hold argument as the Check sent it. A Check writes
-   * its hold here with one HSETNX (a repeated request id keeps its first) and
-   * reads nothing: the sums are in the account hash.
+   * Marker (with a TTL) that the credit hold of a request was released (lib/release-hold.lua): once, whether by its
+   * usage record or because its answer cost nothing. The holds themselves are sums at the end of the bucket fields
+   * (PACKED_HOLD_SLOTS_STRUCT).
    */
-  holds: (accountId: string) => `${redisKeys.accountTag(accountId)}holds`,
+  holdReleased: (accountId: string, requestId: string) => `${redisKeys.accountTag(accountId)}hold:released:${requestId}`,
   /**
-   * Field (the empty name: no request id, hold-step.ts names an empty one;
-   * no account field) that the first hold writes to the holds hash, and the
-   * bucket sweep (on an account's first decision) to the account hash, its
-   * value longer than Redis's hash-max-listpack-value (64 by default), so
-   * each is a hashtable from then on: in a listpack a field is found by
+   * Field (the empty name: no account field) that the bucket sweep (on an
+   * account's first decision) writes to the account hash, its value longer
+   * than Redis's hash-max-listpack-value (64 by default), so it is a
+   * hashtable from then on: in a listpack a field is found by
    * comparing it with each one before it, and every Check looks up about ten
    * account fields, most of them absent (12k of an allowed decision's 124k
    * instructions at ten keys an account), in a hashtable by one hash.
    */
   hashtableMarkerField: () => '',
   hashtableMarkerValue: () => 'keeps this hash a hashtable: longer than the 64 bytes of hash-max-listpack-value',
-  /**
-   * Account hash fields of the holds' sums, read with the account's fields in
-   * the authorize script's HMGET and written with its HSET: the account's
-   * sums, count and next prune time (PACKED_HOLD_SUMS_STRUCT), and a key's
-   * (PACKED_KEY_HOLD_SUMS_STRUCT; only for a key with a cap or budgets).
-   */
-  holdSumsField: () => 'hs',
-  keyHoldSumsFieldPrefix: () => 'hk:',
-  keyHoldSumsField: (keyId: string) => `${redisKeys.keyHoldSumsFieldPrefix()}${keyId}`,
   /** Marker (with a TTL) that a usage record was applied to the account: holds how it was billed. */
   usageApplied: (accountId: string, requestId: string) => `${redisKeys.accountTag(accountId)}usage:applied:${requestId}`,
   /**

@@ -8,6 +8,7 @@ import type { TokenBucket } from '../../accounts/limits/token-budget';
 import { CorruptRecordError } from '../../ports/store';
 import { EXPOSED_KEY_ACTIONS, type Account, type ExposedKeyAction, type StoredKey } from '../../keys/key-records';
 import { parseRestrictionsText, restrictionsStamp, restrictionsText, type KeyRestrictions } from '../../keys/key-restrictions';
+import { HOLD_SLOTS, type HoldSlots } from '../../accounts/credit-holds';
 import { redisKeys } from './redis-keys';
 
 /**
@@ -355,16 +356,13 @@ export function packTokenBuckets(buckets: readonly (TokenBucket & { windowSecond
 }
 
 /**
- * The sums of an account's holds in flight (redisKeys.holdSumsField): the
- * time of the next prune, how many are in flight, the minor units and the
- * tokens held, in µs and whole numbers exact in doubles; a key's
- * (keyHoldSumsField): its minor units and tokens. Binary, as the buckets, so
- * a Check neither parses nor formats them as text.
+ * The sums of the holds in flight of an account or a key (src/accounts/credit-holds.ts HoldSlots), at the end of its
+ * rate-limit bucket field (after the windows' PACKED_BUCKET_BYTES each): the slot, then the minor units and tokens
+ * held in it and in the slot before, whole numbers exact in doubles. Binary, as the buckets, so a Check neither
+ * parses nor formats them as text; 40 bytes, so a field's length tells whether it has them (40 mod 12 = 4).
  */
-export const PACKED_HOLD_SUMS_STRUCT = '<dddd';
-export const PACKED_HOLD_SUMS_BYTES = 32;
-export const PACKED_KEY_HOLD_SUMS_STRUCT = '<dd';
-export const PACKED_KEY_HOLD_SUMS_BYTES = 16;
+export const PACKED_HOLD_SLOTS_STRUCT = '<ddddd';
+export const PACKED_HOLD_SLOTS_BYTES = 40;
 
 /**
  * A packed rate-limit bucket entry (redisKeys.keyBucketField): the window in
@@ -382,8 +380,22 @@ export const PACKED_BUCKET_BYTES = 12;
  * (tests, an operator's tooling).
  */
 export function parsePackedBuckets(packed: Buffer | null | undefined): Map<number, number> | undefined {
-  if (!packed || packed.length % PACKED_BUCKET_BYTES !== 0) return undefined;
+  if (!packed) return undefined;
+  const windowBytes = packed.length % PACKED_BUCKET_BYTES === 0 ? packed.length : packed.length - PACKED_HOLD_SLOTS_BYTES;
+  if (windowBytes < 0 || windowBytes % PACKED_BUCKET_BYTES !== 0) return undefined;
   const buckets = new Map<number, number>();
-  for (let at = 0; at < packed.length; at += PACKED_BUCKET_BYTES) buckets.set(packed.readUInt32LE(at), packed.readDoubleLE(at + 4));
+  for (let at = 0; at < windowBytes; at += PACKED_BUCKET_BYTES) buckets.set(packed.readUInt32LE(at), packed.readDoubleLE(at + 4));
   return buckets;
+}
+
+/** The holds' sums at the end of a packed bucket field (PACKED_HOLD_SLOTS_STRUCT); undefined when it has none. */
+export function parsePackedHoldSlots(packed: Buffer | null | undefined): HoldSlots | undefined {
+  if (!packed || packed.length < PACKED_HOLD_SLOTS_BYTES || packed.length % PACKED_BUCKET_BYTES === 0) return undefined;
+  const at = packed.length - PACKED_HOLD_SLOTS_BYTES;
+  const numbers = Array.from({ length: 1 + 2 * HOLD_SLOTS }, (_, i) => packed.readDoubleLE(at + 8 * i));
+  return {
+    slot: numbers[0]!,
+    money: numbers.filter((_, i) => i % 2 === 1),
+    tokens: numbers.filter((_, i) => i > 0 && i % 2 === 0),
+  };
 }

@@ -67,13 +67,13 @@ import { usageAggregateIncrements, usageBucketOf } from '../usage-aggregates';
 import { DEFAULT_USAGE_STREAM_MAX_LENGTH } from '../../platform/settings';
 import { usageStreamFields } from '../usage-stream-fields';
 import { redisKeys } from './redis-keys';
-import type { ScriptArgument } from './resp';
+import { BinaryArgument, type ScriptArgument } from './resp';
 import { RedisClock } from './redis-clock';
 import { closeClient, describeTopology, openCheckChannel, openClient, type ScriptedRedis } from './redis-client';
 import { ACTIVE_KEYS_NOT_INDEXED, REDIS_SCRIPTS as scripts, parseAuthorizeReply } from './scripts';
 import { AUTHORIZE_SCRIPT, authorizePlanArgument } from './authorize-plan';
 import type { RestrictionsSent } from '../../check/ports';
-import type { CreditHold } from '../../accounts/credit-holds';
+import { formatPlacedHold, holdSlotAt, type CreditHold, type PlacedHold } from '../../accounts/credit-holds';
 import type { OutboxEvent } from '../../ports/webhook-store';
 import { eventsJson, RedisWebhookStore } from './redis-webhook-store';
 
@@ -124,6 +124,9 @@ const LOST_REPLY_FIRST_PAUSE_MS = 50;
  */
 export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
   readonly description: string;
+
+  /** Told when the hold of a Check allowed after its deadline cannot be let go (ReleasesLateHolds). */
+  private onLateReleaseFailed: (error: unknown) => void = () => undefined;
 
   private constructor(
     private readonly checks: CheckChannel,
@@ -202,6 +205,10 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
     );
   }
 
+  reportLateHoldReleaseFailuresTo(report: (error: unknown) => void): void {
+    this.onLateReleaseFailed = report;
+  }
+
   timeCheckPathWith(timer: CheckPathTimer): void {
     this.checks.timeWith(timer);
   }
@@ -216,18 +223,25 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
 
   authorize(request: AuthorizeRequest): Promise<AuthorizeOutcome> {
     const { accountId, keyId, hold } = request;
-    const account = redisKeys.account(accountId);
-    const key = redisKeys.key(accountId, keyId);
-    // The key id; the script names the key's fields from it. Then the decision time on Redis's clock, and the plan.
+    // The key id; the script names the key's fields from it. Then the decision time on Redis's clock and the hold,
+    // and the plan.
     const nowUs = this.decisionClock.nowUs();
-    const keyTimeAndPlan = [keyId, String(nowUs), authorizePlanArgument(request.defaultPlan, request.defaultTokenBudgets)];
-    return this.checks.script(
-      AUTHORIZE_SCRIPT,
-      hold ? [account, key, redisKeys.holds(accountId)] : [account, key],
-      authorizeArguments(keyTimeAndPlan, hold, request.restrictions),
-      parseAuthorizeReply,
-      'authorize',
-    );
+    const slot = holdSlotAt(nowUs);
+    const keyTimeAndPlan = [
+      keyId,
+      timeAndHoldArgument(nowUs, hold, slot),
+      authorizePlanArgument(request.defaultPlan, request.defaultTokenBudgets),
+    ];
+    const keys = [redisKeys.account(accountId), redisKeys.key(accountId, keyId)];
+    const args = authorizeArguments(keyTimeAndPlan, request.restrictions);
+    if (hold === undefined) return this.checks.script(AUTHORIZE_SCRIPT, keys, args, parseAuthorizeReply, 'authorize');
+    // A Check failed at its deadline whose script ran all the same and held: its hold is let go (the Check was refused).
+    const late = (outcome: AuthorizeOutcome) => {
+      if (outcome.kind === 'allow' && outcome.held) {
+        this.releaseHold(accountId, keyId, hold.requestId, outcome.held).catch((error: unknown) => this.onLateReleaseFailed(error));
+      }
+    };
+    return this.checks.script(AUTHORIZE_SCRIPT, keys, args, (reply) => parseAuthorizeReply(reply, hold, slot), 'authorize', late);
   }
 
   async createAccount(account: Account): Promise<boolean> {
@@ -735,7 +749,6 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
       this.redis.gwaUpdateKey(
         redisKeys.key(accountId, keyId),
         redisKeys.account(accountId),
-        redisKeys.holds(accountId),
         JSON.stringify({
           ...patch,
           // Pre-encoded: Lua's cjson would turn an empty list into {}.
@@ -746,7 +759,7 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
           // Pre-encoded: the text and its stamp, written together (redisKeys.restrictionsStampField).
           ...(patch.restrictions ? { restrictionsFields: restrictionsFields(patch.restrictions) } : {}),
         }),
-        keyId,
+        redisKeys.keyBucketField(keyId),
       ),
     );
     return scripts.gwaUpdateKey.parseReply(reply);
@@ -769,7 +782,7 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
       redisKeys.usageApplied(accountId, record.requestId),
       redisKeys.usageHour(accountId, periodName(atMs, 'hour')),
       redisKeys.usageDay(accountId, periodName(atMs, 'day')),
-      redisKeys.holds(accountId),
+      redisKeys.holdReleased(accountId, record.requestId),
       // A prepaid balance's crossing appends its webhook event in the same step (lua/apply-usage.lua).
       redisKeys.webhookOutbox(accountId),
       redisKeys.webhookEndpointState(accountId),
@@ -789,8 +802,10 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
       String(bucketExpiresAtMs(atMs, 'day')),
       String(budgets.key.length),
       String(budgets.account.length),
-      // The hold this answer's Check placed, released with the debit.
       record.requestId,
+      // The hold this answer's Check placed, released with the debit.
+      record.hold ? formatPlacedHold(record.hold) : '',
+      redisKeys.keyBucketField(keyId),
     ] as const;
     const planAndAggregates = [
       ...[...budgets.key, ...budgets.account].flatMap((budget) => [String(budget.tokens), String(budget.windowSeconds)]),
@@ -826,8 +841,16 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
     return outcome;
   }
 
-  async releaseHold(accountId: string, requestId: string): Promise<void> {
-    await this.call(() => this.redis.gwaReleaseHold(redisKeys.account(accountId), redisKeys.holds(accountId), requestId));
+  async releaseHold(accountId: string, keyId: string, requestId: string, hold: PlacedHold): Promise<void> {
+    await this.call(() =>
+      this.redis.gwaReleaseHold(
+        redisKeys.account(accountId),
+        redisKeys.holdReleased(accountId, requestId),
+        redisKeys.keyBucketField(keyId),
+        formatPlacedHold(hold),
+        String(USAGE_MARKER_TTL_MS),
+      ),
+    );
   }
 
   async appendUsageStream(record: UsageRecord, applied: UsageApplyOutcome): Promise<'appended' | 'duplicate'> {
@@ -1125,25 +1148,35 @@ function messageOf(error: unknown): string {
 }
 
 /**
- * The authorize script's ARGV after the key id and the time: with a hold, its amounts and its request id in one
- * argument (each argument costs Redis more than the script's parse); for a key Check knows to be restricted, then the
- * stamps of the restrictions it decided on, key's then account's, and what it refused, each only when it or one after
- * it is not '' (and '' for the hold when there is none). A key believed unrestricted (what Check sends for a key it
- * holds nothing for) sends nothing more: the script compares its records' stamps only when a record has one.
+ * The authorize script's ARGV[2]: the decision time in µs, then the hold's minor units and tokens when the request
+ * brings one, packed little-endian doubles (struct '<d' or '<ddd'), so the script reads them with one struct.unpack:
+ * as text each number would cost it a strtod, and as an argument of its own the hold ~1.5k more instructions.
  */
-function authorizeArguments(
-  keyTimeAndPlan: ScriptArgument[],
-  hold: CreditHold | undefined,
-  restrictions: RestrictionsSent | undefined,
-): ScriptArgument[] {
-  const holdArgument = hold ? `${hold.minorUnits} ${hold.tokens} ${hold.requestId}` : '';
+function timeAndHoldArgument(nowUs: number, hold: CreditHold | undefined, slot: number): BinaryArgument {
+  const packed = Buffer.allocUnsafe(hold ? 32 : 8);
+  packed.writeDoubleLE(nowUs, 0);
+  if (hold) {
+    packed.writeDoubleLE(hold.minorUnits, 8);
+    packed.writeDoubleLE(hold.tokens, 16);
+    packed.writeDoubleLE(slot, 24);
+  }
+  return new BinaryArgument(packed);
+}
+
+/**
+ * The authorize script's ARGV after the key id, the time and the plan: for a key Check knows to be restricted, the
+ * stamps of the restrictions it decided on, key's then account's, and what it refused, each only when it or one after
+ * it is not ''. A key believed unrestricted (what Check sends for a key it holds nothing for) sends nothing more: the
+ * script compares its records' stamps only when a record has one.
+ */
+function authorizeArguments(keyTimeAndPlan: ScriptArgument[], restrictions: RestrictionsSent | undefined): ScriptArgument[] {
   if (restrictions !== undefined) {
     const { keyStamp, accountStamp, refused } = restrictions;
-    if (refused !== undefined) return [...keyTimeAndPlan, holdArgument, keyStamp, accountStamp, refused];
-    if (accountStamp !== '') return [...keyTimeAndPlan, holdArgument, keyStamp, accountStamp];
-    if (keyStamp !== '') return [...keyTimeAndPlan, holdArgument, keyStamp];
+    if (refused !== undefined) return [...keyTimeAndPlan, keyStamp, accountStamp, refused];
+    if (accountStamp !== '') return [...keyTimeAndPlan, keyStamp, accountStamp];
+    if (keyStamp !== '') return [...keyTimeAndPlan, keyStamp];
   }
-  return hold ? [...keyTimeAndPlan, holdArgument] : keyTimeAndPlan;
+  return keyTimeAndPlan;
 }
 
 /** An audit entry as stream fields: its time, its own fields (absent ones left out), the actor as JSON. */

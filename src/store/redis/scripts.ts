@@ -1,4 +1,5 @@
 import type { AuthorizeOutcome } from '../../check/ports';
+import type { CreditHold } from '../../accounts/credit-holds';
 import type { Account, StoredKey } from '../../keys/key-records';
 import type { Member } from '../../accounts/members';
 import { limitHit, type LimitState } from '../../accounts/limits/rate-limits';
@@ -79,7 +80,7 @@ const APPLY_USAGE_KEYS = [
   'appliedMarker',
   'hourAggregate',
   'dayAggregate',
-  'holds',
+  'holdReleased',
   'webhookOutbox',
   'webhookEndpointState',
   'webhookEndpoints',
@@ -98,7 +99,9 @@ const APPLY_USAGE_ARGV = [
   'dayExpiresAtMs',
   'planKeyBudgetCount',
   'planAccountBudgetCount',
-  'holdRequestId',
+  'requestId',
+  'placedHold',
+  'keyBucketField',
 ] as const;
 
 /** Every script, declared once: `defineCommand` registers each under its name, and `ScriptCommands` types it. */
@@ -157,8 +160,8 @@ export const REDIS_SCRIPTS = {
 
   // Applies a JSON patch to a key record; null removes the limits or token budget override, the expiry or the spend cap.
   gwaUpdateKey: script({
-    keys: ['keyRecord', 'account', 'holds'],
-    argv: ['patchJson', 'keyId'],
+    keys: ['keyRecord', 'account'],
+    argv: ['patchJson', 'keyBucketField'],
     lua: luaScript('update-key'),
     parseReply: parseKeyOrNull,
   }),
@@ -324,10 +327,10 @@ export const REDIS_SCRIPTS = {
     parseReply: parseApplyUsageReply,
   }),
 
-  // The hold of an answer that costs nothing (no usage record comes to release it).
+  // The hold of an answer that costs nothing, or of a Check allowed after its deadline (no usage record releases it).
   gwaReleaseHold: script({
-    keys: ['account', 'holds'],
-    argv: ['requestId'],
+    keys: ['account', 'holdReleased'],
+    argv: ['keyBucketField', 'placedHold', 'markerTtlMs'],
     lua: luaScript('release-hold'),
     parseReply: (): undefined => undefined,
   }),
@@ -561,7 +564,12 @@ function budgetState(reply: readonly unknown[], at: number, retryAfterMs: number
   return { scope, tokens: limit, windowSeconds, remaining, resetMs, retryAfterMs };
 }
 
-export function parseAuthorizeReply(reply: unknown): AuthorizeOutcome {
+/**
+ * The authorize script's reply. An allow names what it held in its kind ('allow' nothing, 'allow:m' money, 'allow:t'
+ * tokens, 'allow:mt' both): with the request's hold and the slot it was sent in, that is the PlacedHold metering
+ * releases.
+ */
+export function parseAuthorizeReply(reply: unknown, hold?: CreditHold, slot?: number): AuthorizeOutcome {
   if (!Array.isArray(reply)) throw new StoreUnavailableError('unexpected authorize reply from Redis');
   const kind: unknown = reply[0];
   const prefix = typeof reply[1] === 'string' ? reply[1] : '';
@@ -585,13 +593,20 @@ export function parseAuthorizeReply(reply: unknown): AuthorizeOutcome {
     }
     case 'token_budget_exhausted':
       return { kind, prefix, budget: budgetState(reply, 2, replyNumber(reply[7])) };
-    case 'allow': {
+    case 'allow':
+    case 'allow:m':
+    case 'allow:t':
+    case 'allow:mt': {
       const environment = reply[2] as KeyEnvironment;
       // After the environment: the tightest limit (starting with its scope), then 'tokens' and the tightest budget; each optional.
       const tokensAt = reply.indexOf('tokens', 3);
       const tightest = reply.length > 3 && tokensAt !== 3 ? { tightest: limitState(reply, 3) } : {};
       const tightestBudget = tokensAt > 0 ? { tightestBudget: budgetState(reply, tokensAt + 1, 0) } : {};
-      return { kind, prefix, environment, ...tightest, ...tightestBudget };
+      if (kind === 'allow') return { kind, prefix, environment, ...tightest, ...tightestBudget };
+      if (hold === undefined || slot === undefined)
+        throw new StoreUnavailableError(`unexpected authorize reply from Redis: ${kind} without a hold`);
+      const held = { slot, minorUnits: kind === 'allow:t' ? 0 : hold.minorUnits, tokens: kind === 'allow:m' ? 0 : hold.tokens };
+      return { kind: 'allow', prefix, environment, ...tightest, ...tightestBudget, held };
     }
     default:
       throw new StoreUnavailableError(`unexpected authorize reply from Redis: ${String(kind)}`);

@@ -13,17 +13,17 @@
 -- sweep runs at most once per USAGE_SWEEP_INTERVAL_US per account.
 local USAGE_SWEEP_INTERVAL_US = 3600000000
 local streams = #KEYS == 11
-local plan_from = 15
+local plan_from = 17
 local stream_once
 if streams then
-  -- The stream entry from ARGV[17...] (ARGV[16] strings: names and values, the
+  -- The stream entry from ARGV[19...] (ARGV[18] strings: names and values, the
   -- values of billing and creditShortfall (USAGE_STREAM_BILLING_FIELD,
   -- USAGE_STREAM_SHORTFALL_FIELD) replaced by how the script billed the
   -- record). The stream key's type is checked first, before any write. Once
   -- the marker exists it is written again unchanged (SET KEEPTTL): a write,
   -- so that a WAIT or WAITAOF after a repeat covers the first application,
   -- made perhaps on a connection since lost.
-  plan_from = 17 + tonumber(ARGV[16])
+  plan_from = 19 + tonumber(ARGV[18])
   local stream_type = redis.call('TYPE', KEYS[10])['ok']
   if stream_type ~= 'stream' and stream_type ~= 'none' then return {'wrong_type', KEYS[10], stream_type} end
   local streamed_id = redis.call('GET', KEYS[11])
@@ -33,26 +33,27 @@ if streams then
       return
     end
     local fields = {}
-    for i = 17, 16 + tonumber(ARGV[16]), 2 do
+    for i = 19, 18 + tonumber(ARGV[18]), 2 do
       local name, value = ARGV[i], ARGV[i + 1]
       if name == 'billing' then value = billing
       elseif name == 'creditShortfall' then value = shortfall end
       fields[#fields + 1] = name
       fields[#fields + 1] = value
     end
-    streamed_id = redis.call('XADD', KEYS[10], 'MAXLEN', '~', ARGV[15], '*', unpack(fields))
+    streamed_id = redis.call('XADD', KEYS[10], 'MAXLEN', '~', ARGV[17], '*', unpack(fields))
     redis.call('SET', KEYS[11], streamed_id, 'PX', ARGV[2])
   end
 else
   stream_once = function() end
 end
--- The answer came: its hold gives way to its real cost (or was released with it already, for a repeat).
-release_hold(KEYS[1], KEYS[6], ARGV[14])
 local first = redis.call('GET', KEYS[3])
 if first then
   stream_once(string.match(first, '^(%a+):(%d+)$'))
   return {'duplicate', first}
 end
+-- The answer came: its hold (ARGV[15], what its Check placed) gives way to its real cost, once (KEYS[6], its
+-- request's release marker; ARGV[16], the key's bucket field).
+release_hold(KEYS[1], ARGV[16], ARGV[15], KEYS[6], ARGV[2])
 local a = redis.call('HMGET', KEYS[1], 'id', 'creditBalance', 'tokenBudgets', ARGV[5], ARGV[6], 'creditShortfall', 'usageSweepDueUs',
   'monthlySpendCap')
 if not a[1] then

@@ -3,20 +3,21 @@
 -- src/accounts/limits/authorize-account-state.ts (the in-memory store runs
 -- that), and the shared contract suite keeps them equal.
 --
--- KEYS: the account, the key record, and the holds hash when the request
--- brings a hold. ARGV:
+-- KEYS: the account and the key record. ARGV:
 --   1. the key id, from which the key's fields are named (its bucket, token
 --      buckets and spend);
 --   2. the decision time in us on Redis's clock (RedisClock; in tests, their
---      clock), so the script runs no TIME of its own;
+--      clock), so the script runs no TIME of its own, then the request's hold
+--      if it brings one (minor units, tokens, and the slot it is held in,
+--      holdSlotAt): struct '<d' or '<dddd', so one struct.unpack reads them,
+--      and the hold costs no argument of its own;
 --   3. the default plan, packed (src/store/redis/authorize-plan.ts): four
 --      bytes, the counts of the key's and the account's rate limits and token
 --      budgets; then each limit, key's first, as '<ddd' (window in s, limit,
 --      emission interval in us); then each budget as '<dd' (tokens, window in
 --      s). Binary, so one struct.unpack reads several numbers: as text each
 --      number would cost a strtod;
---   4. the hold, '' or absent for none (held-sums.lua);
---   5-7. the key's restrictions as Check saw them (luaRestrictions below).
+--   4-6. the key's restrictions as Check saw them (luaRestrictions below).
 --
 -- Four commands when allowed: EVALSHA, HMGET of the key record, HMGET of the
 -- account record with the bucket fields, and one HSET of the buckets; a
@@ -39,8 +40,11 @@
 -- src/accounts/limits/gcra.ts does. The reply carries numbers as integers,
 -- and only what the answer needs.
 local floor, ceil = math.floor, math.ceil
-local now = tonumber(ARGV[2])
-if not now then return redis.error_reply('authorize: ARGV[2] must be the decision time in us on the Redis clock') end
+local now, hold_ms, hold_ts, hold_slot
+local T = ARGV[2] or ''
+if #T == 8 then now = struct.unpack('<d', T)
+elseif #T == 32 then now, hold_ms, hold_ts, hold_slot = struct.unpack('<dddd', T) end
+if not now then return redis.error_reply('authorize: ARGV[2] must be the decision time in us on the Redis clock, packed') end
 local P = ARGV[3] or ''
 local nk, na, nbk, nba = string.byte(P, 1, 4)
 if not nba or #P ~= 4 + 24 * (nk + na) + 16 * (nbk + nba) then
@@ -50,33 +54,12 @@ local k = redis.call('HMGET', KEYS[2], 'status', 'expiresAtMs', 'limits', 'prefi
   'tokenBudgets', 'monthlySpendCap', 'restrictionsStamp')
 if not k[1] then return {'unknown_key'} end
 local kf = 'rk:' .. ARGV[1]
--- The hold the request brings, nil for none (ARGV[4]: authorize/held-sums.lua); with one, the account's hold sums
--- come with its HMGET, and the key's where a hold can count for the key (key_holds, its field's name).
-local hold_arg = ARGV[4]
-if hold_arg == '' then hold_arg = nil end
-local key_holds = hold_arg and (k[8] or k[7] or nbk > 0) and 'hk:' .. ARGV[1]
 -- The account's fields, then its bucket field (a[7]), the key's (a[8]), the restrictions' stamp (a[9]); with token
--- budgets in the plan, the key's and the account's token bucket fields (a[10], a[11]); then, with a hold, the hold
--- sums (a[hs], a[hs + 1]).
+-- budgets in the plan, the key's and the account's token bucket fields (a[10], a[11]).
 local a
-local hs = nbk + nba > 0 and 12 or 10
 if nbk + nba > 0 then
-  if key_holds then
-    a = redis.call('HMGET', KEYS[1], 'status', 'creditBalance', 'limits', 'bucketSweepAtUs', 'tokenBudgets', 'monthlySpendCap',
-      'ra', kf, 'restrictionsStamp', 'tp:k:' .. ARGV[1], 'tp:a', 'hs', key_holds)
-  elseif hold_arg then
-    a = redis.call('HMGET', KEYS[1], 'status', 'creditBalance', 'limits', 'bucketSweepAtUs', 'tokenBudgets', 'monthlySpendCap',
-      'ra', kf, 'restrictionsStamp', 'tp:k:' .. ARGV[1], 'tp:a', 'hs')
-  else
-    a = redis.call('HMGET', KEYS[1], 'status', 'creditBalance', 'limits', 'bucketSweepAtUs', 'tokenBudgets', 'monthlySpendCap',
-      'ra', kf, 'restrictionsStamp', 'tp:k:' .. ARGV[1], 'tp:a')
-  end
-elseif key_holds then
   a = redis.call('HMGET', KEYS[1], 'status', 'creditBalance', 'limits', 'bucketSweepAtUs', 'tokenBudgets', 'monthlySpendCap',
-    'ra', kf, 'restrictionsStamp', 'hs', key_holds)
-elseif hold_arg then
-  a = redis.call('HMGET', KEYS[1], 'status', 'creditBalance', 'limits', 'bucketSweepAtUs', 'tokenBudgets', 'monthlySpendCap',
-    'ra', kf, 'restrictionsStamp', 'hs')
+    'ra', kf, 'restrictionsStamp', 'tp:k:' .. ARGV[1], 'tp:a')
 else
   a = redis.call('HMGET', KEYS[1], 'status', 'creditBalance', 'limits', 'bucketSweepAtUs', 'tokenBudgets', 'monthlySpendCap',
     'ra', kf, 'restrictionsStamp')
@@ -88,20 +71,20 @@ if k[2] and k[2] * 1000 <= now then return {'key_expired', prefix} end
 if a[1] == 'suspended' then return {'account_suspended', prefix} end
 -- The key's restrictions (docs/concepts/key-restrictions.md), after the status checks and before anything that
 -- consumes or holds. Check decides them from the texts it cached (src/check/restrictions-cache.ts) and, for a key it
--- knows to be restricted, sends the texts' stamps and its verdict as ARGV[5..7] (key's stamp, account's stamp,
--- refused kind; each left out when it and those after it are '', and ARGV[4], the hold, then '' when there is none).
+-- knows to be restricted, sends the texts' stamps and its verdict as ARGV[4..6] (key's stamp, account's stamp,
+-- refused kind; each left out when it and those after it are '').
 -- A key it believes unrestricted sends none of them. Stamps other than the records' (k[9], a[9], written with the
 -- texts) are answered with the current texts, read then (the only time they are), so Check decides again: a change
 -- reaches every replica on its next request, as revocation does. A verdict on current stamps refuses here, where the
 -- status is known. An unrestricted key of an account without defaults, the common case, passes on one test.
-if k[9] or a[9] or ARGV[5] then
-  if (k[9] or '') ~= (ARGV[5] or '') or (a[9] or '') ~= (ARGV[6] or '') then
+if k[9] or a[9] or ARGV[4] then
+  if (k[9] or '') ~= (ARGV[4] or '') or (a[9] or '') ~= (ARGV[5] or '') then
     return {'restrictions_changed', prefix, redis.call('HGET', KEYS[2], 'restrictions') or '',
       redis.call('HGET', KEYS[1], 'restrictions') or ''}
   end
-  if ARGV[7] then return {'restricted', prefix} end
+  if ARGV[6] then return {'restricted', prefix} end
 end
-local plan_budgets, plan_key_budgets = nbk + nba > 0, nbk > 0
+local plan_budgets = nbk + nba > 0
 --@include authorize/held-sums.lua
 if a[2] then
   -- One tonumber (a strtod each).
@@ -113,7 +96,7 @@ end
 -- hold) and the window with the fewest requests left (t_*, for the rate-limit headers).
 local b_scope, b_tokens, b_window, b_remaining, b_reset = nil, nil, nil, nil, nil
 local t_scope, t_limit, t_window, t_remaining, t_reset
-local k_packed, a_packed
+local k_packed, a_packed, k_sums, a_sums
 local swept = a[4] and tonumber(a[4])
 swept = swept and swept > now
 local plain = swept and not k[3] and not a[3] and nk <= 2 and na <= 2
@@ -137,7 +120,8 @@ if plain then
   local v = a[8]
   if nk > 0 and v then
     local w1, t1, w2, t2
-    if #v == 12 * nk then w1, t1, w2, t2 = struct.unpack(nk == 2 and '<I4dI4d' or '<I4d', v) end
+    if pkw1 then w1, t1, w2, t2 = pkw1, pkt1, pkw2, pkt2
+    elseif #v == 12 * nk or #v == 12 * nk + 40 then w1, t1, w2, t2 = struct.unpack(nk == 2 and '<I4dI4d' or '<I4d', v) end
     if w1 == kw1 and (nk == 1 or w2 == kw2) then
       if t1 > now then tat1 = t1 end
       if nk == 2 and t2 > now then tat2 = t2 end
@@ -148,7 +132,8 @@ if plain then
   v = a[7]
   if na > 0 and v then
     local w3, t3, w4, t4
-    if #v == 12 * na then w3, t3, w4, t4 = struct.unpack(na == 2 and '<I4dI4d' or '<I4d', v) end
+    if paw1 then w3, t3, w4, t4 = paw1, pat1, paw2, pat2
+    elseif #v == 12 * na or #v == 12 * na + 40 then w3, t3, w4, t4 = struct.unpack(na == 2 and '<I4dI4d' or '<I4d', v) end
     if w3 == aw1 and (na == 1 or w4 == aw2) then
       if t3 > now then tat3 = t3 end
       if na == 2 and t4 > now then tat4 = t4 end
@@ -194,10 +179,23 @@ if plain then
     -- Allowed by every window: the new TATs, and the window with the fewest requests left (the first on a tie).
     local pack = struct.pack
     local remaining, t_new
-    if nk == 2 then k_packed = pack('<I4dI4d', kw1, tat1 + ki1, kw2, tat2 + ki2)
-    elseif nk == 1 then k_packed = pack('<I4d', kw1, tat1 + ki1) end
-    if na == 2 then a_packed = pack('<I4dI4d', aw1, tat3 + ai1, aw2, tat4 + ai2)
-    elseif na == 1 then a_packed = pack('<I4d', aw1, tat3 + ai1) end
+    -- With a hold, the sums in the same call as the windows (a concatenation of a second pack measured 2.5k more
+    -- instructions a scope).
+    if holding then
+      if not key_sums then
+        if nk == 2 then k_packed = pack('<I4dI4d', kw1, tat1 + ki1, kw2, tat2 + ki2)
+        elseif nk == 1 then k_packed = pack('<I4d', kw1, tat1 + ki1) end
+      elseif nk == 2 then k_packed = pack('<I4dI4dddddd', kw1, tat1 + ki1, kw2, tat2 + ki2, ks, km0, kt0, km1, kt1)
+      elseif nk == 1 then k_packed = pack('<I4dddddd', kw1, tat1 + ki1, ks, km0, kt0, km1, kt1) end
+      if na == 2 then a_packed = pack('<I4dI4dddddd', aw1, tat3 + ai1, aw2, tat4 + ai2, as, am0, at0, am1, at1)
+      elseif na == 1 then a_packed = pack('<I4dddddd', aw1, tat3 + ai1, as, am0, at0, am1, at1) end
+      k_sums, a_sums = nk > 0, na > 0
+    else
+      if nk == 2 then k_packed = pack('<I4dI4d', kw1, tat1 + ki1, kw2, tat2 + ki2)
+      elseif nk == 1 then k_packed = pack('<I4d', kw1, tat1 + ki1) end
+      if na == 2 then a_packed = pack('<I4dI4d', aw1, tat3 + ai1, aw2, tat4 + ai2)
+      elseif na == 1 then a_packed = pack('<I4d', aw1, tat3 + ai1) end
+    end
     if nk > 0 then
       t_scope, t_limit, t_window = 'key', kl1, kw1
       t_remaining, t_new = floor((now - tat1 + kw1 * 1000000 - ki1) / ki1), tat1 + ki1
@@ -271,18 +269,18 @@ if not plain then
 end
 --@include authorize/token-budgets.lua
 --@include authorize/place-hold.lua
--- The buckets as arguments of their own: appending them to hw grew the table three times a decision (4,100 more
--- instructions per decision under callgrind).
-if k_packed and a_packed then redis.call('HSET', KEYS[1], kf, k_packed, 'ra', a_packed, unpack(hw))
-elseif k_packed then redis.call('HSET', KEYS[1], kf, k_packed, unpack(hw))
-elseif a_packed then redis.call('HSET', KEYS[1], 'ra', a_packed, unpack(hw))
-elseif #hw > 0 then redis.call('HSET', KEYS[1], unpack(hw)) end
+if k_packed and a_packed then redis.call('HSET', KEYS[1], kf, k_packed, 'ra', a_packed)
+elseif k_packed then redis.call('HSET', KEYS[1], kf, k_packed)
+elseif a_packed then redis.call('HSET', KEYS[1], 'ra', a_packed) end
+-- What was held, in the kind: 'allow' nothing, else money ('m'), tokens ('t') or both.
+local allow = 'allow'
+if holding then allow = hold_m > 0 and (hold_t > 0 and 'allow:mt' or 'allow:m') or (hold_t > 0 and 'allow:t' or 'allow') end
 if t_remaining then
   if b_remaining then
-    return {'allow', prefix, k[5], t_scope, t_limit, t_window, t_remaining, t_reset,
+    return {allow, prefix, k[5], t_scope, t_limit, t_window, t_remaining, t_reset,
       'tokens', b_scope, b_tokens, b_window, b_remaining, b_reset}
   end
-  return {'allow', prefix, k[5], t_scope, t_limit, t_window, t_remaining, t_reset}
+  return {allow, prefix, k[5], t_scope, t_limit, t_window, t_remaining, t_reset}
 end
-if b_remaining then return {'allow', prefix, k[5], 'tokens', b_scope, b_tokens, b_window, b_remaining, b_reset} end
-return {'allow', prefix, k[5]}
+if b_remaining then return {allow, prefix, k[5], 'tokens', b_scope, b_tokens, b_window, b_remaining, b_reset} end
+return {allow, prefix, k[5]}

@@ -1,6 +1,5 @@
 -- A JSON patch to a key record; null removes the limits or token budget override, the expiry or the spend cap.
--- KEYS: the key record, its account, the account's holds; ARGV: the patch, the key's id.
---@include lib/hold-record.lua
+-- KEYS: the key record, its account; ARGV: the patch, the key's bucket field.
 if redis.call('EXISTS', KEYS[1]) == 0 then return false end
 local p = cjson.decode(ARGV[1])
 if p.name ~= nil then redis.call('HSET', KEYS[1], 'name', p.name) end
@@ -15,28 +14,15 @@ elseif p.monthlySpendCap ~= nil then redis.call('HSET', KEYS[1], 'monthlySpendCa
 -- The text and its stamp together: the authorize script reads only the stamp (redisKeys.restrictionsStampField).
 if p.restrictions == cjson.null then redis.call('HDEL', KEYS[1], 'restrictions', 'restrictionsStamp')
 elseif p.restrictions ~= nil then redis.call('HSET', KEYS[1], unpack(p.restrictionsFields)) end
--- A cap or budgets given to the key: its holds in flight count for it from now on, as if it had had them when they
--- were placed (authorize/held-sums.lua keeps a key's sums only for a key with a cap or budgets, and marks each hold
--- K that counts for its key). Each of this key's holds that held money or tokens is marked K, and the key's sums are
--- made afresh from them; the next prune drops the lapsed ones with the rest.
+-- A cap or budgets given to a key whose holds did not count for it: from now on they do (authorize/held-sums.lua
+-- keeps a key's sums only for a key they count for). Which holds in flight are the key's is kept nowhere, so its sums
+-- start as the account's: every hold in flight counts against the new cap or budgets until its slot passes, the
+-- key's own until its answer releases it. Never fewer than the key's own, so the cap is never overrun by them.
 if (p.monthlySpendCap ~= nil and p.monthlySpendCap ~= cjson.null) or (p.tokenBudgets ~= nil and p.tokenBudgets ~= cjson.null) then
-  local all, writes, key_m, key_t = redis.call('HGETALL', KEYS[3]), {}, 0, 0
-  for i = 1, #all, 2 do
-    local v = all[i + 1]
-    if all[i] ~= '' then
-      local at, m, t, _, _, id = hold_record(v)
-      if at and id == ARGV[2] and (m > 0 or t > 0) then
-        key_m, key_t = key_m + m, key_t + t
-        local money, tokens, rest = string.match(v, '^%d+ ([-AK])([-AK]) (.*)$')
-        local marked = string.match(v, '^%d+') .. ' ' .. (money == '-' and '-' or 'K') .. (tokens == '-' and '-' or 'K') .. ' ' .. rest
-        if marked ~= v then
-          writes[#writes + 1] = all[i]
-          writes[#writes + 1] = marked
-        end
-      end
-    end
+  local v = redis.call('HMGET', KEYS[2], 'ra', ARGV[2])
+  local av, kv = v[1], v[2]
+  if av and #av % 12 == 4 and #av >= 40 and not (kv and #kv % 12 == 4) then
+    redis.call('HSET', KEYS[2], ARGV[2], (kv or '') .. string.sub(av, -40))
   end
-  if #writes > 0 then redis.call('HSET', KEYS[3], unpack(writes)) end
-  if key_m > 0 or key_t > 0 then redis.call('HSET', KEYS[2], 'hk:' .. ARGV[2], struct.pack('<dd', key_m, key_t)) end
 end
 return redis.call('HGETALL', KEYS[1])

@@ -1,41 +1,31 @@
---@include lib/hold-record.lua
--- release_hold(account, holds, request_id): the hold of the metered answer's
--- request id taken off its account (the account's sums down by its amounts,
--- and its key's where it counted for the key; a key's zero sums deleted), in
--- the same step as the debit. A hold that lapsed before the answer came is
--- gone already: nothing to take. The last hold in flight takes the holds
--- hash and the sums with it, so the next hold starts them again
--- (authorize/place-hold.lua). The sums are the account hash's 'hs' ('<dddd',
--- PACKED_HOLD_SUMS_STRUCT: prune time, count, minor units, tokens) and
--- 'hk:<keyId>' ('<dd', PACKED_KEY_HOLD_SUMS_STRUCT). A hold of another layout
--- counted for nothing: it is only deleted.
-local function release_hold(account, holds, request_id)
-  local held = redis.call('HGET', holds, request_id)
-  if not held then return end
-  local at, m, t, km, kt, id = hold_record(held)
-  if at then
-    local key_field
-    if km > 0 or kt > 0 then key_field = 'hk:' .. id end
-    -- Without a key's field, 'hs' stands in for it: one command either way.
-    local s = redis.call('HMGET', account, 'hs', key_field or 'hs')
-    local sums = s[1]
-    if sums and #sums == 32 then
-      local prune_at, count, held_m, held_t = struct.unpack('<dddd', sums)
-      if count <= 1 then
-        redis.call('DEL', holds)
-        redis.call('HDEL', account, 'hs', key_field or 'hs')
-        return
-      end
-      local writes = {'hs', struct.pack('<dddd', prune_at, count - 1, math.max(held_m - m, 0), math.max(held_t - t, 0))}
-      local key_sums = key_field and s[2]
-      if key_sums and #key_sums == 16 then
-        local key_m, key_t = struct.unpack('<dd', key_sums)
-        key_m, key_t = math.max(key_m - km, 0), math.max(key_t - kt, 0)
-        if key_m > 0 or key_t > 0 then writes[3], writes[4] = key_field, struct.pack('<dd', key_m, key_t)
-        else redis.call('HDEL', account, key_field) end
-      end
-      redis.call('HSET', account, unpack(writes))
-    end
+-- release_hold(account, key_field, hold, marker, marker_ttl_ms): a metered
+-- (or let go) answer's hold taken off the sums it was added to, the
+-- account's and its key's (authorize/held-sums.lua: 40 bytes at the end of
+-- the bucket fields 'ra' and key_field, 'rk:<keyId>'), in the same step as
+-- the debit. `hold` is what its Check placed, `<slot> <minorUnits>
+-- <tokens>` (HOLD_HEADER, formatPlacedHold), '' for none. The request's
+-- marker makes it happen once whatever repeats the call (a command resent
+-- after a lost reply, an answer released and then metered): a second
+-- release would take another hold's amounts. A hold whose slot has passed
+-- is gone already; a sum never goes below 0.
+local function release_hold(account, key_field, hold, marker, marker_ttl_ms)
+  local slot, m, t = string.match(hold or '', '^(%d+) (%d+) (%d+)$')
+  if not slot then return end
+  slot, m, t = tonumber(slot), tonumber(m), tonumber(t)
+  if m + t == 0 or not redis.call('SET', marker, '1', 'NX', 'PX', marker_ttl_ms) then return end
+  local max = math.max
+  local function released(v)
+    if not v or #v % 12 ~= 4 or #v < 40 then return end
+    local s, m0, t0, m1, t1 = struct.unpack('<ddddd', v, #v - 39)
+    local i = s - slot
+    if i == 0 then m0, t0 = max(m0 - m, 0), max(t0 - t, 0)
+    elseif i == 1 then m1, t1 = max(m1 - m, 0), max(t1 - t, 0)
+    else return end
+    return string.sub(v, 1, #v - 40) .. struct.pack('<ddddd', s, m0, t0, m1, t1)
   end
-  redis.call('HDEL', holds, request_id)
+  local v = redis.call('HMGET', account, 'ra', key_field)
+  local a_new, k_new = released(v[1]), released(v[2])
+  if a_new and k_new then redis.call('HSET', account, 'ra', a_new, key_field, k_new)
+  elseif a_new then redis.call('HSET', account, 'ra', a_new)
+  elseif k_new then redis.call('HSET', account, key_field, k_new) end
 end
