@@ -1,5 +1,7 @@
 import { generateCustomerKey } from '../../src/keys/customer-key';
 import { RedisStore } from '../../src/store/redis/redis-store';
+import { NO_TOKEN_BUDGETS } from '../../src/accounts/limits/token-budgets';
+import type { UsageRecord } from '../../src/metering/usage-record';
 import { loadCheckRequestFixtures, makeFixtureSecrets, materialize, type FixtureSecrets } from '../support/check-request-fixtures';
 import { createOfficialCheckClient, envoyCheckRequest, type OfficialCheckClient } from '../support/envoy-official-client';
 import { insertKey } from '../support/pipeline-fixture-world';
@@ -94,6 +96,45 @@ describe('billing', () => {
     expect(await onBoth(prepaid.key)).toEqual(['credit_exhausted', 'credit_exhausted']);
     expect((await admin.admin('POST', '/admin/accounts/cl-prepaid/credit', { amount: 100 })).status).toBe(200);
     expect(await onBoth(prepaid.key)).toEqual(['allow', 'allow']);
+  });
+});
+
+describe('credit holds', () => {
+  it('a hold is summed in the account hash, refuses what the balance cannot cover, and its usage record releases it, on the cluster', async () => {
+    const nodes = cluster.nodes.split(',').map((n) => ({ host: n.split(':')[0]!, port: Number(n.split(':')[1]) }));
+    const store = await RedisStore.connect({ topology: { mode: 'cluster', nodes }, commandTimeoutMs: 1000 });
+    try {
+      const { id: keyId } = await newKey('cl-holds', { billing: { creditBalance: 100 } });
+      const ids = { accountId: 'cl-holds', keyId };
+      const authorize = (requestId: string, minorUnits: number) =>
+        store.authorize({
+          ...ids,
+          defaultPlan: { key: [], account: [] },
+          defaultTokenBudgets: NO_TOKEN_BUDGETS,
+          hold: { requestId, minorUnits, tokens: 0 },
+        });
+      const first = await authorize('cl-a', 60);
+      expect(first.kind === 'allow' && first.held).toEqual(expect.objectContaining({ minorUnits: 60, tokens: 0 }));
+      expect((await authorize('cl-b', 60)).kind).toBe('credit_exhausted');
+      const record: UsageRecord = {
+        requestId: 'cl-a',
+        ...ids,
+        keyPrefix: 'gk_live_AbC4',
+        family: 'chat-completions',
+        style: 'chat',
+        tokens: { inputTokens: 10, outputTokens: 10, cachedInputTokens: 0, cacheCreationTokens: 0 },
+        costMinorUnits: 30,
+        estimated: false,
+        atMs: Date.now(),
+        ...(first.kind === 'allow' && first.held ? { hold: first.held } : {}),
+      };
+      expect((await store.applyUsage(record, NO_TOKEN_BUDGETS)).kind).toBe('applied');
+      // 70 left and nothing held: a hold of 70 passes, one more unit does not.
+      expect((await authorize('cl-c', 70)).kind).toBe('allow');
+      expect((await authorize('cl-d', 1)).kind).toBe('credit_exhausted');
+    } finally {
+      await store.close();
+    }
   });
 });
 

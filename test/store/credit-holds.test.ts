@@ -256,7 +256,7 @@ describe.each(implementations)('credit holds: %s', (name, open) => {
     expect(await check(ids, hold('c', 50))).toBe('allow');
   });
 
-  // The holds hash's layout is Redis's own: the memory store has none, so these exist for Redis only (not skipped).
+  // The sums' layout in the bucket fields is Redis's own: the memory store has none, so these exist for Redis only (not skipped).
   const onRedis = (title: string, test: () => Promise<void>): void => {
     if (name === 'redis') it(title, test);
   };
