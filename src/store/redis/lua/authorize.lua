@@ -185,10 +185,10 @@ if plain then
       if not key_sums then
         if nk == 2 then k_packed = pack('<I4dI4d', kw1, tat1 + ki1, kw2, tat2 + ki2)
         elseif nk == 1 then k_packed = pack('<I4d', kw1, tat1 + ki1) end
-      elseif nk == 2 then k_packed = pack('<I4dI4dddddd', kw1, tat1 + ki1, kw2, tat2 + ki2, ks, km0, kt0, km1, kt1)
-      elseif nk == 1 then k_packed = pack('<I4dddddd', kw1, tat1 + ki1, ks, km0, kt0, km1, kt1) end
-      if na == 2 then a_packed = pack('<I4dI4dddddd', aw1, tat3 + ai1, aw2, tat4 + ai2, as, am0, at0, am1, at1)
-      elseif na == 1 then a_packed = pack('<I4dddddd', aw1, tat3 + ai1, as, am0, at0, am1, at1) end
+      elseif nk == 2 then k_packed = pack('<I4dI4dddddd', kw1, tat1 + ki1, kw2, tat2 + ki2, hk_s, hk_m0, hk_t0, hk_m1, hk_t1)
+      elseif nk == 1 then k_packed = pack('<I4dddddd', kw1, tat1 + ki1, hk_s, hk_m0, hk_t0, hk_m1, hk_t1) end
+      if na == 2 then a_packed = pack('<I4dI4dddddd', aw1, tat3 + ai1, aw2, tat4 + ai2, ha_s, ha_m0, ha_t0, ha_m1, ha_t1)
+      elseif na == 1 then a_packed = pack('<I4dddddd', aw1, tat3 + ai1, ha_s, ha_m0, ha_t0, ha_m1, ha_t1) end
       k_sums, a_sums = nk > 0, na > 0
     else
       if nk == 2 then k_packed = pack('<I4dI4d', kw1, tat1 + ki1, kw2, tat2 + ki2)

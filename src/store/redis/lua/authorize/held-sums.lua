@@ -16,19 +16,19 @@
 -- Metering takes a hold off the slot it was placed in (lib/release-hold.lua);
 -- one whose answer never comes lapses with its slots, 720 to 1440 s after
 -- its Check. A Check of a slot behind the stored one (another replica's clock
--- a little ahead) adds to the stored slot: its hold then counts as long or
+-- a little ahead) adds to the stored slot: its hold then counts ha_s long or
 -- longer, and its release takes from an earlier slot, never from a later
 -- one, so no sum ends below what is in flight.
 -- With the plan's two windows in a scope, the field is read with its windows
--- in one struct.unpack (p*: the windows, for the plain path); the sums as
--- they are to be written, this request's hold added, are as, am0, at0, am1,
--- at1 (the account's) and ks, km0, ... (the key's), packed with the windows
+-- in one struct.unpack (p*: the windows, for the plain path); the sums ha_s
+-- they are to be written, this request's hold added, are ha_s, ha_m0, ha_t0, ha_m1,
+-- ha_t1 (the account's) and hk_s, hk_m0, ... (the key's), packed with the windows
 -- where the plain path packs those, else by place-hold.lua. Without a hold,
--- the sums already there (a_tail, k_tail) are kept as they are. Written out
--- per scope, as the plain path's windows are: a closure called twice
+-- the sums already there (a_tail, k_tail) are kept ha_s they are. Written out
+-- per scope, ha_s the plain path's windows are: a closure called twice
 -- measured 1.4k more instructions a decision.
 local hold_m, hold_t, held_am, held_at, held_km, held_kt, holding = 0, 0, 0, 0, 0, 0, false
-local as, am0, at0, am1, at1, ks, km0, kt0, km1, kt1
+local ha_s, ha_m0, ha_t0, ha_m1, ha_t1, hk_s, hk_m0, hk_t0, hk_m1, hk_t1
 local key_sums, a_tail, k_tail, paw1, pat1, paw2, pat2, pkw1, pkt1, pkw2, pkt2
 local av, kv = a[7], a[8]
 if hold_ms then
@@ -45,11 +45,11 @@ if hold_ms then
       x, m0, t0, m1, t1 = struct.unpack('<ddddd', av, #av - 39)
     end
     if x and x >= slot then
-      as, held_am, held_at, am0, at0, am1, at1 = x, m0 + m1, t0 + t1, m0 + hold_m, t0 + hold_t, m1, t1
+      ha_s, held_am, held_at, ha_m0, ha_t0, ha_m1, ha_t1 = x, m0 + m1, t0 + t1, m0 + hold_m, t0 + hold_t, m1, t1
     elseif x == slot - 1 then
-      as, held_am, held_at, am0, at0, am1, at1 = slot, m0, t0, hold_m, hold_t, m0, t0
+      ha_s, held_am, held_at, ha_m0, ha_t0, ha_m1, ha_t1 = slot, m0, t0, hold_m, hold_t, m0, t0
     else
-      as, am0, at0, am1, at1 = slot, hold_m, hold_t, 0, 0
+      ha_s, ha_m0, ha_t0, ha_m1, ha_t1 = slot, hold_m, hold_t, 0, 0
     end
     key_sums = nbk > 0 or k[8] or k[7] or a[5]
     if key_sums then
@@ -60,11 +60,11 @@ if hold_ms then
         x, m0, t0, m1, t1 = struct.unpack('<ddddd', kv, #kv - 39)
       end
       if x and x >= slot then
-        ks, held_km, held_kt, km0, kt0, km1, kt1 = x, m0 + m1, t0 + t1, m0 + hold_m, t0 + hold_t, m1, t1
+        hk_s, held_km, held_kt, hk_m0, hk_t0, hk_m1, hk_t1 = x, m0 + m1, t0 + t1, m0 + hold_m, t0 + hold_t, m1, t1
       elseif x == slot - 1 then
-        ks, held_km, held_kt, km0, kt0, km1, kt1 = slot, m0, t0, hold_m, hold_t, m0, t0
+        hk_s, held_km, held_kt, hk_m0, hk_t0, hk_m1, hk_t1 = slot, m0, t0, hold_m, hold_t, m0, t0
       else
-        ks, km0, kt0, km1, kt1 = slot, hold_m, hold_t, 0, 0
+        hk_s, hk_m0, hk_t0, hk_m1, hk_t1 = slot, hold_m, hold_t, 0, 0
       end
     end
   end

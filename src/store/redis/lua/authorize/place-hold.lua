@@ -4,11 +4,11 @@
 -- any it had. A decision that holds nothing keeps the sums already there wherever it writes the windows.
 if holding then
   if not a_sums then
-    local sums = struct.pack('<ddddd', as, am0, at0, am1, at1)
+    local sums = struct.pack('<ddddd', ha_s, ha_m0, ha_t0, ha_m1, ha_t1)
     a_packed = a_packed and a_packed .. sums or sums
   end
   if key_sums and not k_sums then
-    local sums = struct.pack('<ddddd', ks, km0, kt0, km1, kt1)
+    local sums = struct.pack('<ddddd', hk_s, hk_m0, hk_t0, hk_m1, hk_t1)
     k_packed = k_packed and k_packed .. sums or sums
   end
 else
