@@ -1219,9 +1219,25 @@ async function freshProcessPhases(
               ? `behind Envoy's circuit breaker (max_requests ${circuitBreaker.maxRequests}, max_pending_requests ${circuitBreaker.maxPendingRequests})`
               : 'raw (no Envoy bound)'),
         );
+        rss.sinceLast();
         const measured = await overloadPhase(server, gateway.traffic, multiple, offered, options, breaker.maxConnections, circuitBreaker);
+        const rssMaxMb = rss.sinceLast() / 2 ** 20;
+        // Where RSS went, for the log: the V8 heap by space, and memory outside it (buffers, the key cache's typed arrays).
+        try {
+          const text = await (await fetch(`${server.adminUrl}/metrics`)).text();
+          const read = (name: string) =>
+            (Number(new RegExp(`^gateway_authz_${name} (\\S+)$`, 'm').exec(text)?.[1] ?? NaN) / 2 ** 20).toFixed(0);
+          const spaces = [...text.matchAll(/^gateway_authz_nodejs_heap_space_size_total_bytes\{space="(\w+)"\} (\S+)$/gm)]
+            .map((m) => `${m[1]} ${(Number(m[2]) / 2 ** 20).toFixed(0)}`)
+            .join(', ');
+          log(
+            `  after the phase: RSS ${(rssBytesOf(server.pid) / 2 ** 20).toFixed(0)} MB (up to ${rssMaxMb.toFixed(0)}), heap total ${read('nodejs_heap_size_total_bytes')} used ${read('nodejs_heap_size_used_bytes')}, external ${read('nodejs_external_memory_bytes')} MB; spaces: ${spaces}`,
+          );
+        } catch (error) {
+          log(`  after the phase: no metrics (${error instanceof Error ? error.message : String(error)})`);
+        }
         const saturationAfter = await saturationBeside(server, gateway.traffic, options);
-        const phase: OverloadRun = { ...measured, saturationBeside: { before: saturationBefore, after: saturationAfter } };
+        const phase: OverloadRun = { ...measured, rssMaxMb, saturationBeside: { before: saturationBefore, after: saturationAfter } };
         saturationBefore = saturationAfter;
         overload.push(phase);
         log(
@@ -1357,7 +1373,7 @@ async function overloadOnly(gateway: Contender, saturation: number, options: Opt
         `${(phase.goodputPerSecond / saturationBesideMean(phase)).toFixed(2)} × the saturation beside it (${Math.round(phase.saturationBeside.before)}/s before, ${Math.round(phase.saturationBeside.after)}/s after); ` +
         `decided ${phase.decided} (503 ${phase.storeUnavailable}), refused by Envoy ${phase.refusedByEnvoy}, gRPC errors from the gateway ${phase.grpcErrors}, late ${phase.late}, unanswered ${phase.unanswered} of ${phase.sent}; ` +
         `all answers p50/p99/max ${phase.latency.p50Ms.toFixed(1)}/${phase.latency.p99Ms.toFixed(1)}/${phase.latency.maxMs.toFixed(1)} ms; ` +
-        `${phase.connections} connections; decided p99 ${phase.decidedLatency.p99Ms.toFixed(1)} ms (inside the server: ${phase.serverP99 ? formatBucket(phase.serverP99) : '–'} ms); server CPU ${phase.serverCpuSeconds.toFixed(2)} s; server counters ${JSON.stringify(Object.fromEntries(shed))}` +
+        `${phase.connections} connections; RSS up to ${phase.rssMaxMb?.toFixed(0) ?? '–'} MB; decided p99 ${phase.decidedLatency.p99Ms.toFixed(1)} ms (inside the server: ${phase.serverP99 ? formatBucket(phase.serverP99) : '–'} ms); server CPU ${phase.serverCpuSeconds.toFixed(2)} s; server counters ${JSON.stringify(Object.fromEntries(shed))}` +
         `${phase.firstError ? `; first error: ${phase.firstError}` : ''}\n`,
     );
   }

@@ -91,14 +91,26 @@ function rssBytesOfPids(pids: readonly number[]): number {
  * The tree is listed once, at the start: walking all of /proc at each sample
  * would steal the load driver's time during the phase it measures.
  */
-export function sampleMaxRss(root: number, everyMs = 200): { stop(): number } {
+export function sampleMaxRss(root: number, everyMs = 200): { stop(): number; sinceLast(): number } {
   const pids = processTree(root);
   let max = rssBytesOfPids(pids);
-  const timer = setInterval(() => (max = Math.max(max, rssBytesOfPids(pids))), everyMs);
+  // The largest sample since the last sinceLast(): which phase raised it.
+  let window = max;
+  const timer = setInterval(() => {
+    const now = rssBytesOfPids(pids);
+    max = Math.max(max, now);
+    window = Math.max(window, now);
+  }, everyMs);
   return {
     stop: () => {
       clearInterval(timer);
       return Math.max(max, rssBytesOfPids(pids));
+    },
+    sinceLast: () => {
+      const now = rssBytesOfPids(pids);
+      const largest = Math.max(window, now);
+      window = now;
+      return largest;
     },
   };
 }

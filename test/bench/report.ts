@@ -77,6 +77,8 @@ export interface OverloadRun extends OverloadResult {
   serverP99?: BucketQuantile;
   /** The gateway process's CPU time over the phase, warm-up and drain included. */
   serverCpuSeconds: number;
+  /** The largest RSS sample (MB) during the phase, warm-up and drain included. */
+  rssMaxMb?: number;
   /** Connections the driver held at the end: it adds one, as Envoy does, when the open ones are at the server's stream limit. */
   connections: number;
   /** Decisions/s of the same process in a closed loop as phase 1 runs it, just before and just after this phase. */
