@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { FastifyInstance } from 'fastify';
 import { buildAdminServer } from './admin/admin-server';
@@ -165,6 +166,14 @@ export async function startApp(settings: Settings, options: AppOptions): Promise
       restrictions: new RestrictionsCache(keyIndex),
       metrics,
       onStoreIdentityMismatch: () => metrics.observeStoreIdentityMismatch(),
+      // An allow nobody read (Envoy gave up on the Check): its hold goes, once for this attempt, so a retried Check of
+      // the same request still has its own released by the answer.
+      onUndeliveredHold: (identity, held, requestId) =>
+        void store
+          .releaseHold(identity.accountId, identity.keyId, requestId, held, `undelivered-${randomUUID()}`)
+          .catch((error: unknown) =>
+            logger.warn({ err: error, event: 'hold_release_failed' }, 'check: the hold of an answer nobody read lapses instead'),
+          ),
       admission,
       loopLag,
       clock,

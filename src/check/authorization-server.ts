@@ -52,10 +52,10 @@ export function checkMethod(handler: CheckHandler, logger: Logger, headers?: Hea
         call.deadlineMs,
         (error, response) => {
           // Cancelled, or past its deadline and answered so: nobody reads this answer.
-          if (call.finished) return;
+          if (call.finished) return false;
           if (error) {
             call.fail(error);
-            return;
+            return true;
           }
           let frame: Buffer;
           try {
@@ -63,9 +63,10 @@ export function checkMethod(handler: CheckHandler, logger: Logger, headers?: Hea
           } catch (encodeError) {
             logger.error({ err: encodeError }, 'CheckResponse could not be encoded');
             call.fail({ code: GrpcStatus.INTERNAL, details: 'internal error' });
-            return;
+            return false;
           }
           call.respond(frame);
+          return true;
         },
         call.metadata,
       );

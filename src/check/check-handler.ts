@@ -1,6 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import type { Clock } from '../platform/clock';
-import type { Decision } from './decision';
+import type { CallerIdentity, Decision } from './decision';
+import type { PlacedHold } from '../accounts/credit-holds';
 import { logDecision, shouldLogDecision } from './decision-log';
 import type { Logger } from '../platform/logger';
 import type { CheckAdmission, ShedReason } from './check-admission';
@@ -31,10 +32,18 @@ export interface CheckHandlerDeps extends PipelineDeps {
   decisionLogSample?: number;
   /** A span per sampled Check (OTEL_* settings); absent: tracing is off and none of it runs. */
   tracing?: CheckTracing;
+  /**
+   * Told of an allow that held credit but that nobody read (Envoy gave up on the Check, so the request was refused or
+   * will be checked again): the hold is let go, as a refused Check leaves none.
+   */
+  onUndeliveredHold?: (identity: CallerIdentity, held: PlacedHold, requestId: string) => void;
 }
 
-/** Exactly one call per Check: a CheckResponse (allow or deny), or a gRPC error status (never an allow). */
-export type CheckReply = (error: RpcError | null, response?: CheckResponse) => void;
+/**
+ * Exactly one call per Check: a CheckResponse (allow or deny), or a gRPC error status (never an allow). Returns false
+ * when nobody will read the answer (the call was cancelled or its deadline passed), so a hold it carried is let go.
+ */
+export type CheckReply = (error: RpcError | null, response?: CheckResponse) => boolean | void;
 
 /**
  * `deadlineMs`: when the caller gives up (epoch ms on the system clock, the
@@ -96,8 +105,12 @@ export function createCheckHandler(deps: CheckHandlerDeps): CheckHandler {
           failClosed(deps.logger, request.requestId, error, reply);
           return;
         }
-        if (answer.kind === 'response') reply(null, answer.response);
-        else reply({ code: answer.grpcCode, details: answer.details });
+        if (answer.kind === 'response') {
+          const delivered = reply(null, answer.response);
+          if (delivered === false && decision.kind === 'allow' && decision.identity && decision.held) {
+            deps.onUndeliveredHold?.(decision.identity, decision.held, request.requestId);
+          }
+        } else reply({ code: answer.grpcCode, details: answer.details });
       },
       (error: unknown) => {
         admission?.release();

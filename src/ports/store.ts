@@ -441,9 +441,11 @@ export interface UsageReader {
 export interface HoldReleaser {
   /**
    * Takes a hold its Check placed off the account's and the key's sums, once per request id (a repeat changes
-   * nothing); one whose slot has passed is gone already. Changes nothing else.
+   * nothing); one whose slot has passed is gone already. Changes nothing else. `attempt` names one Check of the
+   * request whose allow nobody read (a late or undelivered answer): released once per attempt, so that a Check of the
+   * same request made again (Envoy's retry) still has its own hold released by the answer.
    */
-  releaseHold(accountId: string, keyId: string, requestId: string, hold: PlacedHold): Promise<void>;
+  releaseHold(accountId: string, keyId: string, requestId: string, hold: PlacedHold, attempt?: string): Promise<void>;
 }
 
 /**

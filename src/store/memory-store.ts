@@ -682,15 +682,15 @@ export class MemoryStore implements Store {
     return undefined;
   }
 
-  async releaseHold(accountId: string, keyId: string, requestId: string, hold: PlacedHold): Promise<void> {
-    this.releaseHoldNow(accountId, keyId, requestId, hold, this.clock.now());
+  async releaseHold(accountId: string, keyId: string, requestId: string, hold: PlacedHold, attempt?: string): Promise<void> {
+    this.releaseHoldNow(accountId, keyId, attempt === undefined ? requestId : `${requestId} ${attempt}`, hold, this.clock.now());
   }
 
-  /** As lib/release-hold.lua: once per request id, off the slot the hold was placed in, the account's and the key's. */
-  private releaseHoldNow(accountId: string, keyId: string, requestId: string, hold: PlacedHold, nowMs: number): void {
+  /** As lib/release-hold.lua: once per release id (the request's, or an attempt's), off the slot the hold was placed in. */
+  private releaseHoldNow(accountId: string, keyId: string, releaseId: string, hold: PlacedHold, nowMs: number): void {
     if (hold.minorUnits + hold.tokens === 0) return;
     dropExpired(this.holdsReleased, nowMs);
-    const marker = `${accountId} ${requestId}`;
+    const marker = `${accountId} ${releaseId}`;
     if (this.holdsReleased.has(marker)) return;
     this.holdsReleased.set(marker, { value: true, expiresAtMs: nowMs + USAGE_MARKER_TTL_MS });
     const holds = this.holds.get(accountId);

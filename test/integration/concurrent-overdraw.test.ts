@@ -188,3 +188,30 @@ describe('20 concurrent requests on credit for one answer', () => {
     expect(await balanceOf('burst-failed')).toBe(ANSWER_COST);
   });
 });
+
+describe('an allow that Envoy gave up waiting for', () => {
+  it('lets its hold go, and the same request checked again holds anew and has that hold released by its answer', async () => {
+    // The store answers within its own deadline (1 s), after the Check's (200 ms): the allow is decided but nobody reads it.
+    const patient = await startAppUnderTest({ redisUrl: redis.url, config: { pricing: PRICING }, env: { REDIS_TIMEOUT_MS: '1000' } });
+    const client = createOfficialCheckClient(patient.grpcAddress);
+    try {
+      const ids = await prepaidKey('late-allow', ANSWER_COST);
+      expect(await raw.call('CLIENT', 'PAUSE', '500', 'ALL')).toBe('OK');
+      await expect(client.check(chatCheck(ids.key, 'late-allow-1', 8), 200)).rejects.toThrow(/DEADLINE_EXCEEDED|Deadline/i);
+      // Redis resumed: the script held the whole balance, and the allow nobody read lets it go again.
+      await until(async () => {
+        const slots = parsePackedHoldSlots(await raw.hgetBuffer(redisKeys.account('late-allow'), redisKeys.accountBucketField()));
+        return slots !== undefined && slots.money.every((held) => held === 0);
+      }, 'the unread hold let go');
+      // Envoy's retry of the same request: admitted on the balance its first Check no longer holds.
+      const retried = await client.check(chatCheck(ids.key, 'late-allow-1', 8));
+      expect(retried.status.code).toBe(0);
+      await meterAnswer('late-allow', ids, 'late-allow-1', holdOf(retried));
+      await until(async () => (await balanceOf('late-allow')) === 0, 'the answer charged');
+      expect(await heldOf('late-allow')).toBe(0);
+    } finally {
+      client.close();
+      await patient.close();
+    }
+  });
+});

@@ -3,6 +3,7 @@ import { ManualClock } from '../../src/platform/clock';
 import type { RateLimit, RatePlan } from '../../src/accounts/limits/rate-limits';
 import type { TokenBudget, TokenBudgetPlan } from '../../src/accounts/limits/token-budgets';
 import type { UsageRecord } from '../../src/metering/usage-record';
+import type { PlacedHold } from '../../src/accounts/credit-holds';
 import { MemoryStore } from '../../src/store/memory-store';
 import { RedisStore } from '../../src/store/redis/redis-store';
 import type { Account, StoredKey } from '../../src/keys/key-records';
@@ -67,10 +68,17 @@ const scenario = fc.record({
     nil: undefined,
   }),
   /** Per step: which of the two keys, how many ms pass before it, and whether it is a Check or usage arriving (tokens, cost). */
+  /** A prepaid balance (holds then hold money), or postpaid. */
+  balance: fc.option(fc.integer({ min: 0, max: 400 }), { nil: undefined }),
   requests: fc.array(
     fc.record({
       key: fc.integer({ min: 0, max: 1 }),
-      afterMs: fc.oneof(fc.constant(0), fc.integer({ min: 0, max: 3000 })),
+      // Now and then past a credit hold's slot (720 s), so held sums move along and lapse.
+      afterMs: fc.oneof(fc.constant(0), fc.integer({ min: 0, max: 3000 }), fc.constant(700_000)),
+      /** The credit hold a Check brings (a metered route), if any. */
+      hold: fc.option(fc.record({ minorUnits: fc.integer({ min: 0, max: 150 }), tokens: fc.integer({ min: 0, max: 3000 }) }), {
+        nil: undefined,
+      }),
       usage: fc.option(fc.record({ tokens: fc.integer({ min: 0, max: 3000 }), cost: fc.integer({ min: 0, max: 120 }) }), {
         nil: undefined,
         freq: 3,
@@ -90,7 +98,7 @@ const seen = new Set<string>();
 it('decides every request exactly as the in-memory store, for any plan, overrides and timing', async () => {
   await fc.assert(
     fc.asyncProperty(scenario, async (drawn) => {
-      const { plan, keyOwn, accountOverride, requests, budgetPlan, keyOwnBudgets, accountBudgets, accountCap, keyCap } = drawn;
+      const { plan, keyOwn, accountOverride, requests, budgetPlan, keyOwnBudgets, accountBudgets, accountCap, keyCap, balance } = drawn;
       run += 1;
       now = drawn.start;
       const clock = new ManualClock(now);
@@ -118,6 +126,7 @@ it('decides every request exactly as the in-memory store, for any plan, override
             }
           : {}),
         ...(accountCap !== undefined ? { monthlySpendCap: accountCap } : {}),
+        ...(balance !== undefined ? { creditBalance: balance } : {}),
       };
       const keys: StoredKey[] = [0, 1].map((i) => ({
         id: `key_prop${process.pid}_${run}_${i}`,
@@ -142,13 +151,17 @@ it('decides every request exactly as the in-memory store, for any plan, override
         key: Object.freeze(budgetPlan.key),
         account: Object.freeze(budgetPlan.account),
       });
+      // Each key's allowed holds not yet metered: a usage record releases the oldest, as its answer would.
+      const inFlight: [{ requestId: string; held: PlacedHold }[], { requestId: string; held: PlacedHold }[]] = [[], []];
       for (const [i, request] of requests.entries()) {
         now += request.afterMs;
         clock.set(now);
         const keyId = keys[request.key]!.id;
         if (request.usage) {
+          const answered = inFlight[request.key]!.shift();
           const record: UsageRecord = {
-            requestId: `req_${run}_${i}`,
+            requestId: answered?.requestId ?? `req_${run}_${i}`,
+            ...(answered ? { hold: answered.held } : {}),
             accountId,
             keyId,
             keyPrefix: keys[request.key]!.prefix,
@@ -162,16 +175,35 @@ it('decides every request exactly as the in-memory store, for any plan, override
           };
           expect(await store.applyUsage(record, defaultTokenBudgets)).toEqual(await memory.applyUsage(record, defaultTokenBudgets));
         } else {
-          const ids = { accountId, keyId, defaultPlan, defaultTokenBudgets };
+          const requestId = `req_${run}_${i}`;
+          const ids = {
+            accountId,
+            keyId,
+            defaultPlan,
+            defaultTokenBudgets,
+            ...(request.hold ? { hold: { requestId, ...request.hold } } : {}),
+          };
           const outcome = await memory.authorize(ids);
           expect(await store.authorize(ids)).toEqual(outcome);
           seen.add(outcome.kind === 'allow' && outcome.tightestBudget ? 'allow with a token budget' : outcome.kind);
+          if (outcome.kind === 'allow' && outcome.held) {
+            seen.add('allow holding');
+            inFlight[request.key]!.push({ requestId, held: outcome.held });
+          }
         }
       }
     }),
     { numRuns: 300, seed: 1414 },
   );
   expect([...seen].sort()).toEqual(
-    ['allow', 'allow with a token budget', 'budget_exceeded', 'rate_limited', 'token_budget_exhausted'].sort(),
+    [
+      'allow',
+      'allow holding',
+      'allow with a token budget',
+      'budget_exceeded',
+      'credit_exhausted',
+      'rate_limited',
+      'token_budget_exhausted',
+    ].sort(),
   );
 });

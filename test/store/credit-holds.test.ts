@@ -349,6 +349,38 @@ describe.each(implementations)('credit holds: %s', (name, open) => {
     expect(await check(tokensIds, hold('t3', 1, 600), budgets)).toBe('token_budget_exhausted');
   });
 
+  it('keeps the holds in flight while a decision holds nothing, as when the account is postpaid for a while', async () => {
+    const windows = [{ limit: 1_000, windowSeconds: 60 }];
+    for (const limits of [undefined, { key: windows, account: windows }]) {
+      const ids = await seed({ creditBalance: 100, ...(limits ? { limits } : {}) });
+      const id = (name: string) => `${name}-${ids.accountId}`;
+      expect(await check(ids, hold(id('a'), 90))).toBe('allow');
+      await store.updateAccount(ids.accountId, { creditBalance: null });
+      // A hold sent to an account that counts none: nothing is held, and a's 90 must stay in the sums.
+      expect(await check(ids, hold(id('x'), 90))).toBe('allow');
+      await store.updateAccount(ids.accountId, { creditBalance: 1_000 });
+      expect(await check(ids, hold(id('b'), 900))).toBe('allow');
+      // 1,000 − (90 + 900) < 50.
+      expect(await check(ids, hold(id('c'), 50))).toBe('credit_exhausted');
+      await meter(ids, id('a'), 0);
+      // a released from its own sums, b's 900 still held: 1,000 − 900 < 150.
+      expect(await check(ids, hold(id('d'), 150))).toBe('credit_exhausted');
+      expect(await check(ids, hold(id('e'), 100))).toBe('allow');
+    }
+  });
+
+  it("counts a key's holds from the account's again when a cap it lost is given back, with or without key windows", async () => {
+    for (const limits of [undefined, { key: [{ limit: 1_000, windowSeconds: 60 }], account: [] }]) {
+      const ids = await seed({ creditBalance: 100_000, ...(limits ? { limits } : {}) }, { monthlySpendCap: 100 });
+      expect(await check(ids, hold(`a-${counter}`, 60))).toBe('allow');
+      await store.updateKey(ids.keyId, { monthlySpendCap: null });
+      expect(await check(ids, hold(`b-${counter}`, 60))).toBe('allow');
+      await store.updateKey(ids.keyId, { monthlySpendCap: 100 });
+      // 120 of this key's in flight: its cap of 100 admits nothing more.
+      expect(await check(ids, hold(`c-${counter}`, 30))).toBe('budget_exceeded');
+    }
+  });
+
   it('counts held tokens as used against the token budgets', async () => {
     const budgets: TokenBudgetPlan = { key: [{ tokens: 1_000, windowSeconds: 60 }], account: [] };
     const ids = await seed();

@@ -238,7 +238,9 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
     // A Check failed at its deadline whose script ran all the same and held: its hold is let go (the Check was refused).
     const late = (outcome: AuthorizeOutcome) => {
       if (outcome.kind === 'allow' && outcome.held) {
-        this.releaseHold(accountId, keyId, hold.requestId, outcome.held).catch((error: unknown) => this.onLateReleaseFailed(error));
+        this.releaseHold(accountId, keyId, hold.requestId, outcome.held, `late-${randomUUID()}`).catch((error: unknown) =>
+          this.onLateReleaseFailed(error),
+        );
       }
     };
     return this.checks.script(AUTHORIZE_SCRIPT, keys, args, (reply) => parseAuthorizeReply(reply, hold, slot), 'authorize', late);
@@ -841,11 +843,11 @@ export class RedisStore implements Store, TimesCheckPath, CarriesDecisionClock {
     return outcome;
   }
 
-  async releaseHold(accountId: string, keyId: string, requestId: string, hold: PlacedHold): Promise<void> {
+  async releaseHold(accountId: string, keyId: string, requestId: string, hold: PlacedHold, attempt?: string): Promise<void> {
     await this.call(() =>
       this.redis.gwaReleaseHold(
         redisKeys.account(accountId),
-        redisKeys.holdReleased(accountId, requestId),
+        redisKeys.holdReleased(accountId, attempt === undefined ? requestId : `${requestId} ${attempt}`),
         redisKeys.keyBucketField(keyId),
         formatPlacedHold(hold),
         String(USAGE_MARKER_TTL_MS),
@@ -1148,9 +1150,10 @@ function messageOf(error: unknown): string {
 }
 
 /**
- * The authorize script's ARGV[2]: the decision time in µs, then the hold's minor units and tokens when the request
- * brings one, packed little-endian doubles (struct '<d' or '<ddd'), so the script reads them with one struct.unpack:
- * as text each number would cost it a strtod, and as an argument of its own the hold ~1.5k more instructions.
+ * The authorize script's ARGV[2]: the decision time in µs, then, when the request brings a hold, its minor units, its
+ * tokens and the slot it is held in (holdSlotAt), packed little-endian doubles (struct '<d' or '<dddd'), so the script
+ * reads them with one struct.unpack: as text each number would cost it a strtod, and as an argument of its own the
+ * hold ~1.5k more instructions.
  */
 function timeAndHoldArgument(nowUs: number, hold: CreditHold | undefined, slot: number): BinaryArgument {
   const packed = Buffer.allocUnsafe(hold ? 32 : 8);

@@ -68,7 +68,9 @@ if hold_ms then
       end
     end
   end
-else
+end
+if not holding then
+  -- A decision that holds nothing (no hold sent, or nothing counts one) keeps the sums already there.
   if av and #av % 12 == 4 and #av >= 40 then a_tail = string.sub(av, -40) end
   if kv and #kv % 12 == 4 and #kv >= 40 then k_tail = string.sub(kv, -40) end
 end
