@@ -87,7 +87,7 @@ export interface HoldSlots {
   tokens: number[];
 }
 
-export function emptyHoldSlots(slot: number): HoldSlots {
+function emptyHoldSlots(slot: number): HoldSlots {
   return { slot, money: new Array<number>(HOLD_SLOTS).fill(0), tokens: new Array<number>(HOLD_SLOTS).fill(0) };
 }
 

@@ -211,7 +211,7 @@ export class MemoryStore implements Store {
       key?.monthlySpendCap !== undefined ||
       key?.tokenBudgets !== undefined ||
       request.defaultTokenBudgets.key.length > 0 ||
-      this.accounts.get(request.accountId)?.tokenBudgets !== undefined;
+      account?.tokenBudgets !== undefined;
     const keySlots = holdSlotsAt(keyCounts ? stored?.keys.get(request.keyId) : undefined, slot);
     const [accountHeld, keyHeld] = [heldInSlots(accountSlots), heldInSlots(keySlots)];
     const held: HeldAmounts = {
