@@ -40,6 +40,11 @@ export function checkMethod(handler: CheckHandler, logger: Logger, headers?: Hea
   return {
     kind: 'unary',
     handle(message, call) {
+      const shed = handler.shedBeforeDecoding?.(call.deadlineMs);
+      if (shed !== undefined) {
+        call.fail(shed);
+        return;
+      }
       let request;
       try {
         request = decodeCheckRequest(message, headers);

@@ -50,7 +50,15 @@ export type CheckReply = (error: RpcError | null, response?: CheckResponse) => b
  * one the transport reads `grpc-timeout` on), Infinity without a deadline.
  * `metadata`: the call's trace headers as name/value pairs, when tracing keeps them.
  */
-export type CheckHandler = (request: CheckRequestMessage, deadlineMs: number, reply: CheckReply, metadata?: readonly string[]) => void;
+export interface CheckHandler {
+  (request: CheckRequestMessage, deadlineMs: number, reply: CheckReply, metadata?: readonly string[]): void;
+  /**
+   * Whether a Check with this deadline would be shed now, asked before its request is decoded: the shed answer (its
+   * shed counted), or undefined when it would be admitted. Past saturation most Checks are shed, and a shed that
+   * decodes its request first spends the CPU and the young generation that the admitted ones need.
+   */
+  shedBeforeDecoding?(deadlineMs: number): RpcError | undefined;
+}
 
 /**
  * The Check handler, independent of the transport: CheckRequest → pipeline →
@@ -60,7 +68,7 @@ export type CheckHandler = (request: CheckRequestMessage, deadlineMs: number, re
 export function createCheckHandler(deps: CheckHandlerDeps): CheckHandler {
   const sample = deps.decisionLogSample ?? 1;
   const { admission, loopLag, tracing } = deps;
-  return (message, deadlineMs, reply, metadata) => {
+  const handle = (message: CheckRequestMessage, deadlineMs: number, reply: CheckReply, metadata?: readonly string[]): void => {
     const started = performance.now();
     const waitedMs = loopLag ? loopLag.currentMs(started) : 0;
     const request = toAuthRequest(message);
@@ -119,6 +127,14 @@ export function createCheckHandler(deps: CheckHandlerDeps): CheckHandler {
       },
     );
   };
+  return Object.assign(handle, {
+    shedBeforeDecoding(deadlineMs: number): RpcError | undefined {
+      const shed = admission?.wouldShed(deadlineMs);
+      if (shed === undefined) return undefined;
+      deps.metrics?.observeShed(shed);
+      return shedAnswer(shed, admission!.maxInFlight);
+    },
+  });
 }
 
 /** The pipeline handles every expected failure, so this is a bug: answered INTERNAL, never an allow. */

@@ -17,10 +17,22 @@ export interface Expiring {
  * connection costs one timer per deadline period, not one per entry, and
  * nothing per entry that could outlive a scavenge.
  */
+/** Settles behind an unanswered head that start a compaction, at the least. */
+const COMPACT_AFTER_SETTLED = 512;
+
 export class DeadlineSweeper<Entry extends Expiring> {
   /** In issue order, so in deadline order; entries before `head` are done. */
   private entries: (Entry | undefined)[] = [];
   private head = 0;
+  /** settled() calls since the entries were last compacted: about how many answered entries wait behind the head. */
+  private settledSinceCompaction = 0;
+  /**
+   * Settles that start the next compaction: at least as many as it kept unanswered the last time, so each entry
+   * walked again is paid for by a settle, and a compaction costs O(1) per add and settle.
+   */
+  private compactAfter = COMPACT_AFTER_SETTLED;
+  /** A sweep is walking the entries by index: they are not compacted under it. */
+  private sweeping = false;
   private timer: NodeJS.Timeout | undefined;
   private sweepPending = false;
   /** Set by a sweep's first step: what was due by then expires in the second, if still unanswered. */
@@ -39,10 +51,14 @@ export class DeadlineSweeper<Entry extends Expiring> {
   }
 
   /**
-   * Call once the command is settled. Answers come back about in issue
-   * order, so answered commands leave from the front at once: the sweeper
-   * holds only what is in flight, and nothing it holds outlives its answer
-   * for long (which would get it promoted to the old generation).
+   * Call once the command is settled. Answered entries at the front leave at
+   * once. Answers need not come in issue order: a gRPC server's calls shed at
+   * once sit behind admitted ones still waiting for Redis. Those are dropped
+   * by a compaction once they outnumber the entries still waiting, so the
+   * sweeper holds about what is in flight and nothing it holds outlives its
+   * answer for long: under overload, answered calls held for a slow one's
+   * hundreds of milliseconds were promoted to the old generation by the
+   * hundred thousand a second.
    */
   settled(): void {
     const entries = this.entries;
@@ -53,10 +69,25 @@ export class DeadlineSweeper<Entry extends Expiring> {
     if (this.head === entries.length) {
       this.entries = [];
       this.head = 0;
-    } else if (this.head > 1024 && this.head * 2 > entries.length) {
-      this.entries = entries.slice(this.head);
-      this.head = 0;
+      this.settledSinceCompaction = 0;
+      return;
     }
+    this.settledSinceCompaction += 1;
+    if (this.settledSinceCompaction >= this.compactAfter && !this.sweeping) this.compact();
+  }
+
+  /** Keeps the unanswered entries, in order (so still in deadline order), and drops the answered ones. */
+  private compact(): void {
+    const entries = this.entries;
+    let kept = 0;
+    for (let at = this.head; at < entries.length; at += 1) {
+      const entry = entries[at];
+      if (entry !== undefined && !entry.settled) entries[kept++] = entry;
+    }
+    entries.length = kept;
+    this.head = 0;
+    this.settledSinceCompaction = 0;
+    this.compactAfter = Math.max(COMPACT_AFTER_SETTLED, kept);
   }
 
   /** Commands still held (answered ones behind an unanswered one included); for tests. */
@@ -70,6 +101,8 @@ export class DeadlineSweeper<Entry extends Expiring> {
     this.timer = undefined;
     this.entries = [];
     this.head = 0;
+    this.settledSinceCompaction = 0;
+    this.compactAfter = COMPACT_AFTER_SETTLED;
   }
 
   private arm(deadline: number): void {
@@ -113,16 +146,22 @@ export class DeadlineSweeper<Entry extends Expiring> {
     this.cutoff = undefined;
     this.sweepPending = false;
     const entries = this.entries;
-    for (let at = this.head; at < entries.length; at += 1) {
-      const entry = entries[at];
-      // expire settles the entry and calls settled(), which clears the answered ones behind it too (answered out of order).
-      if (entry === undefined || entry.settled) continue;
-      if (entry.deadline > cutoff) {
-        this.settled();
-        this.arm(entry.deadline);
-        return;
+    this.sweeping = true;
+    try {
+      for (let at = this.head; at < entries.length; at += 1) {
+        const entry = entries[at];
+        // expire settles the entry and calls settled(), which clears the answered ones behind it too (answered out of order).
+        if (entry === undefined || entry.settled) continue;
+        if (entry.deadline > cutoff) {
+          this.sweeping = false;
+          this.settled();
+          this.arm(entry.deadline);
+          return;
+        }
+        this.expire(entry);
       }
-      this.expire(entry);
+    } finally {
+      this.sweeping = false;
     }
     this.settled();
   };

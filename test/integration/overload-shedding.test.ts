@@ -1,3 +1,4 @@
+import * as grpc from '@grpc/grpc-js';
 import Redis from 'ioredis';
 import { chatCheckRequest, createOfficialCheckClient, type OfficialCheckClient } from '../support/envoy-official-client';
 import { startTestRedis, type TestRedis } from '../support/redis-server';
@@ -53,6 +54,28 @@ async function timedCheck(credential: string): Promise<Timed> {
   }
 }
 
+/** A Check whose message is not a CheckRequest at all: bytes no protobuf decoder reads (a field with wire type 7). */
+function undecodableCheck(): Promise<Timed> {
+  const raw = new grpc.Client(server.grpcAddress, grpc.credentials.createInsecure());
+  const started = performance.now();
+  return new Promise<Timed>((resolve) => {
+    raw.makeUnaryRequest(
+      '/envoy.service.auth.v3.Authorization/Check',
+      (bytes: Buffer) => bytes,
+      (bytes: Buffer) => bytes,
+      Buffer.from([0x0f, 0xff, 0xff]),
+      new grpc.Metadata(),
+      { deadline: Date.now() + CLIENT_DEADLINE_MS },
+      (error) => {
+        raw.close();
+        const { code, details } = (error ?? { code: 0, details: '' }) as { code: number; details: string };
+        const outcome = code === UNAVAILABLE && /overloaded/.test(details) ? 'shed' : `grpc ${code}: ${details}`;
+        resolve({ ms: performance.now() - started, outcome });
+      },
+    );
+  });
+}
+
 async function metricValue(name: string): Promise<number> {
   const text = await (await fetch(`${server.adminUrl}/metrics`)).text();
   const line = text.split('\n').find((candidate) => candidate.startsWith(`${name} `));
@@ -99,12 +122,14 @@ it('sheds the Checks beyond the bound at once while Redis is slow, answers the r
       await waitForInFlight(MAX_IN_FLIGHT);
       // …then a burst: valid keys and malformed ones alike are shed (the bound counts every Check, see docs/configuration/settings.md).
       const malformed = mistyped(key);
-      const burst = [...Array.from({ length: 6 }, () => timedCheck(key)), timedCheck(malformed), timedCheck(malformed)];
+      // A shed Check's request is not even decoded (a decode is the CPU and memory the admitted ones need): one
+      // that would not decode is shed too, where outside overload it is answered INTERNAL.
+      const burst = [...Array.from({ length: 6 }, () => timedCheck(key)), timedCheck(malformed), timedCheck(malformed), undecodableCheck()];
       return { burstAnswers: await Promise.all(burst), admittedAnswers: await Promise.all(admitted) };
     });
     const { burstAnswers, admittedAnswers } = result;
 
-    expect(burstAnswers.map((answer) => answer.outcome)).toEqual(Array(8).fill('shed'));
+    expect(burstAnswers.map((answer) => answer.outcome)).toEqual(Array(9).fill('shed'));
     for (const answer of burstAnswers) expect(answer.ms - stallMs).toBeLessThan(AT_ONCE_MS);
     expect(admittedAnswers.map((answer) => answer.outcome)).toEqual(Array(MAX_IN_FLIGHT).fill('store_unavailable'));
     // Answered at the Redis deadline, not shed, and within Envoy's deadline as the server timed them.
@@ -115,7 +140,7 @@ it('sheds the Checks beyond the bound at once while Redis is slow, answers the r
       .map((line) => Number(line.durationMs));
     expect(serverMs).toHaveLength(MAX_IN_FLIGHT);
     for (const ms of serverMs) expect(ms - stallMs).toBeLessThan(ENVOY_DEADLINE_MS);
-    expect(await metricValue('gateway_authz_checks_shed_total{reason="over_capacity"}')).toBe(8);
+    expect(await metricValue('gateway_authz_checks_shed_total{reason="over_capacity"}')).toBe(9);
     expect(await metricValue('gateway_authz_checks_in_flight')).toBe(0);
   } finally {
     await admin.call('CLIENT', 'UNPAUSE').catch(() => undefined);
@@ -128,5 +153,10 @@ it('allows everything again once Redis answers, a full bound at a time', async (
     const answers = await Promise.all(Array.from({ length: MAX_IN_FLIGHT }, () => timedCheck(key)));
     expect(answers.map((answer) => answer.outcome)).toEqual(Array(MAX_IN_FLIGHT).fill('allowed'));
   }
-  expect(await metricValue('gateway_authz_checks_shed_total{reason="over_capacity"}')).toBe(8);
+  expect(await metricValue('gateway_authz_checks_shed_total{reason="over_capacity"}')).toBe(9);
+});
+
+it('answers a request that does not decode INTERNAL when it is not shed', async () => {
+  const answer = await undecodableCheck();
+  expect(answer.outcome).toMatch(/^grpc 13: Error deserializing request/);
 });

@@ -302,9 +302,9 @@ export class Http2Connection {
   private closing = false;
   private finalGoawaySent = false;
   /**
-   * Bytes of a frame (or the preface) cut by the socket's reads, kept as they
-   * came until `pendingNeed` bytes are in: a peer trickling a frame a byte at
-   * a time costs one copy of it, not one per byte.
+   * Bytes of a frame (or the preface) cut by the socket's reads, kept until
+   * `pendingNeed` bytes are in: a peer trickling a frame a byte at a time
+   * costs one copy of it, not one per byte.
    */
   private pendingParts: Buffer[] | undefined;
   private pendingBytes = 0;
@@ -450,15 +450,29 @@ export class Http2Connection {
       return;
     }
     let data = chunk;
-    if (this.pendingParts) {
-      this.pendingParts.push(chunk);
-      this.pendingBytes += chunk.length;
-      if (this.pendingBytes < this.pendingNeed) return;
-      data = Buffer.concat(this.pendingParts, this.pendingBytes);
-      this.pendingParts = undefined;
-    }
     this.budgets.tick(performance.now());
-    this.process(data);
+    // Only the frame the last read cut is put together; the rest of this read is handled where it lies. Joining the
+    // whole read to the cut piece copied every read, and the piece kept its own read's buffer alive until the next.
+    while (this.pendingParts) {
+      const missing = this.pendingNeed - this.pendingBytes;
+      if (data.length < missing) {
+        this.pendingParts.push(Buffer.from(data));
+        this.pendingBytes += data.length;
+        return;
+      }
+      this.pendingParts.push(data.subarray(0, missing));
+      const joined = Buffer.concat(this.pendingParts, this.pendingNeed);
+      this.pendingParts = undefined;
+      data = data.subarray(missing);
+      // The joined piece may complete only a frame's header; processing it then keeps the frame pending again.
+      this.process(joined);
+      if (this.state === GONE || this.readStopped) return;
+      if (this.backlog) {
+        if (data.length > 0) this.backlog = Buffer.concat([this.backlog, data]);
+        return;
+      }
+    }
+    if (data.length > 0) this.process(data);
   }
 
   /** The backlog's turn: this turn's share of it, the rest left for the next; reading resumes once it is all read. */
@@ -560,7 +574,9 @@ export class Http2Connection {
   }
 
   private keepPending(bytes: Buffer, need: number): void {
-    this.pendingParts = [bytes];
+    // A copy: a view would keep the whole read's buffer (64 KiB) alive until the next read, long enough under load to
+    // be promoted and freed only by a mark-compact.
+    this.pendingParts = [Buffer.from(bytes)];
     this.pendingBytes = bytes.length;
     this.pendingNeed = need;
   }
