@@ -6,6 +6,9 @@ export interface Expiring {
   settled: boolean;
 }
 
+/** Settles behind an unanswered head that start a compaction, at the least. */
+const COMPACT_AFTER_SETTLED = 512;
+
 /**
  * One timer for many deadlines, instead of one each: entries that all get
  * the same allowance from the moment they are added have deadlines that
@@ -17,9 +20,6 @@ export interface Expiring {
  * connection costs one timer per deadline period, not one per entry, and
  * nothing per entry that could outlive a scavenge.
  */
-/** Settles behind an unanswered head that start a compaction, at the least. */
-const COMPACT_AFTER_SETTLED = 512;
-
 export class DeadlineSweeper<Entry extends Expiring> {
   /** In issue order, so in deadline order; entries before `head` are done. */
   private entries: (Entry | undefined)[] = [];

@@ -302,9 +302,10 @@ export class Http2Connection {
   private closing = false;
   private finalGoawaySent = false;
   /**
-   * Bytes of a frame (or the preface) cut by the socket's reads, kept until
-   * `pendingNeed` bytes are in: a peer trickling a frame a byte at a time
-   * costs one copy of it, not one per byte.
+   * Bytes of a frame (or the preface) cut by the socket's reads, each piece
+   * copied, until `pendingNeed` bytes are in: a peer trickling a frame a byte
+   * at a time costs two copies of it (the pieces, then the frame), not one
+   * per byte.
    */
   private pendingParts: Buffer[] | undefined;
   private pendingBytes = 0;
