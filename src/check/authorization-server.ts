@@ -40,7 +40,7 @@ export function checkMethod(handler: CheckHandler, logger: Logger, headers?: Hea
   return {
     kind: 'unary',
     handle(message, call) {
-      const shed = handler.shedBeforeDecoding?.(call.deadlineMs);
+      const shed = handler.shedBeforeDecoding?.();
       if (shed !== undefined) {
         call.fail(shed);
         return;

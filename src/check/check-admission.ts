@@ -29,17 +29,16 @@ export class CheckAdmission {
    * the caller then owes exactly one release(); otherwise why it is shed.
    */
   admit(deadlineMs: number): ShedReason | undefined {
-    const shed = this.wouldShed(deadlineMs);
-    if (shed === undefined) this.inFlight += 1;
-    return shed;
-  }
-
-  /** What admit would answer now, without taking a place. */
-  wouldShed(deadlineMs: number): ShedReason | undefined {
-    if (this.inFlight >= this.maxInFlight) return 'over_capacity';
+    if (this.full) return 'over_capacity';
     // The clock is read only for Checks that carry a deadline (Envoy always sends one).
     if (deadlineMs !== Infinity && deadlineMs <= this.clock.now()) return 'past_deadline';
+    this.inFlight += 1;
     return undefined;
+  }
+
+  /** Every place is taken: the next Check would be shed over_capacity. */
+  get full(): boolean {
+    return this.inFlight >= this.maxInFlight;
   }
 
   release(): void {

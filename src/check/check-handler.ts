@@ -53,11 +53,11 @@ export type CheckReply = (error: RpcError | null, response?: CheckResponse) => b
 export interface CheckHandler {
   (request: CheckRequestMessage, deadlineMs: number, reply: CheckReply, metadata?: readonly string[]): void;
   /**
-   * Whether a Check with this deadline would be shed now, asked before its request is decoded: the shed answer (its
-   * shed counted), or undefined when it would be admitted. Past saturation most Checks are shed, and a shed that
+   * Asked before the request is decoded: the over-capacity answer (its shed counted) when every place is taken, else
+   * undefined and the Check goes on to be decoded and admitted. Past saturation most Checks are shed, and a shed that
    * decodes its request first spends the CPU and the young generation that the admitted ones need.
    */
-  shedBeforeDecoding?(deadlineMs: number): RpcError | undefined;
+  shedBeforeDecoding?(): RpcError | undefined;
 }
 
 /**
@@ -127,12 +127,12 @@ export function createCheckHandler(deps: CheckHandlerDeps): CheckHandler {
       },
     );
   };
+  const overCapacity = admission === undefined ? undefined : shedAnswer('over_capacity', admission.maxInFlight);
   return Object.assign(handle, {
-    shedBeforeDecoding(deadlineMs: number): RpcError | undefined {
-      const shed = admission?.wouldShed(deadlineMs);
-      if (shed === undefined) return undefined;
-      deps.metrics?.observeShed(shed);
-      return shedAnswer(shed, admission!.maxInFlight);
+    shedBeforeDecoding(): RpcError | undefined {
+      if (!admission?.full) return undefined;
+      deps.metrics?.observeShed('over_capacity');
+      return overCapacity;
     },
   });
 }
