@@ -468,6 +468,7 @@ export class Http2Connection {
       // The joined piece may complete only a frame's header; processing it then keeps the frame pending again.
       this.process(joined);
       if (this.state === GONE || this.readStopped) return;
+      // One frame is within a turn's budget, so no backlog comes of it today; if one did, the rest must queue behind it.
       if (this.backlog) {
         if (data.length > 0) this.backlog = Buffer.concat([this.backlog, data]);
         return;
