@@ -68,6 +68,13 @@ export interface CheckHandler {
 export function createCheckHandler(deps: CheckHandlerDeps): CheckHandler {
   const sample = deps.decisionLogSample ?? 1;
   const { admission, loopLag, tracing } = deps;
+  const shedAnswers =
+    admission === undefined
+      ? undefined
+      : {
+          over_capacity: shedAnswer('over_capacity', admission.maxInFlight),
+          past_deadline: shedAnswer('past_deadline', admission.maxInFlight),
+        };
   const handle = (message: CheckRequestMessage, deadlineMs: number, reply: CheckReply, metadata?: readonly string[]): void => {
     const started = performance.now();
     const waitedMs = loopLag ? loopLag.currentMs(started) : 0;
@@ -77,7 +84,7 @@ export function createCheckHandler(deps: CheckHandlerDeps): CheckHandler {
       const shed = admission.admit(deadlineMs);
       if (shed) {
         deps.metrics?.observeShed(shed);
-        reply(shedAnswer(shed, admission.maxInFlight));
+        reply(shedAnswers![shed]);
         return;
       }
     }
@@ -127,12 +134,11 @@ export function createCheckHandler(deps: CheckHandlerDeps): CheckHandler {
       },
     );
   };
-  const overCapacity = admission === undefined ? undefined : shedAnswer('over_capacity', admission.maxInFlight);
   return Object.assign(handle, {
     shedBeforeDecoding(): RpcError | undefined {
       if (!admission?.full) return undefined;
       deps.metrics?.observeShed('over_capacity');
-      return overCapacity;
+      return shedAnswers!.over_capacity;
     },
   });
 }
@@ -149,7 +155,10 @@ function failClosed(logger: Logger, requestId: string, error: unknown, reply: Ch
  * retries UNAVAILABLE on another replica, or answers its status_on_error (503).
  */
 function shedAnswer(reason: ShedReason, maxInFlight: number): RpcError {
-  return reason === 'over_capacity'
-    ? { code: GrpcStatus.UNAVAILABLE, details: `overloaded: ${maxInFlight} Checks in flight (MAX_CHECKS_IN_FLIGHT); try another replica` }
-    : { code: GrpcStatus.DEADLINE_EXCEEDED, details: 'the deadline passed before the Check started' };
+  // Frozen: the transport then encodes the one answer every shed Check gets once.
+  return Object.freeze(
+    reason === 'over_capacity'
+      ? { code: GrpcStatus.UNAVAILABLE, details: `overloaded: ${maxInFlight} Checks in flight (MAX_CHECKS_IN_FLIGHT); try another replica` }
+      : { code: GrpcStatus.DEADLINE_EXCEEDED, details: 'the deadline passed before the Check started' },
+  );
 }

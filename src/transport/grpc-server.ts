@@ -19,6 +19,7 @@ import { DeadlineSweeper } from './deadline-sweeper';
 import type { AttackBudget } from './http2/attack-budgets';
 import { Http2Connection, type ServerStream, type StreamListener } from './http2/connection';
 import { ErrorCode } from './http2/frames';
+import { readIntoOneBuffer } from './accepted-socket';
 import { encodeHeaderBlock, OK_TRAILERS_BLOCK, RESPONSE_HEADERS_BLOCK } from './http2/hpack-encoder';
 import { percentEncodeGrpcMessage, quotedClientValue } from './grpc-message';
 import { parseGrpcTimeoutMs } from './grpc-timeout';
@@ -258,9 +259,11 @@ class ServerCall implements BidiStreamingCall, StreamListener {
     while (offset < data.length && this.state === READING) {
       if (this.expected >= 0) {
         const take = Math.min(this.expected - this.partialBytes, data.length - offset);
-        this.partial!.push(data.subarray(offset, offset + take));
+        const piece = data.subarray(offset, offset + take);
         this.partialBytes += take;
         offset += take;
+        // A piece kept for a later frame is copied: the read it came in is overwritten by the next one.
+        this.partial!.push(this.partialBytes === this.expected ? piece : Buffer.from(piece));
         if (this.partialBytes === this.expected) {
           const message = Buffer.concat(this.partial!, this.expected);
           this.partial = undefined;
@@ -321,7 +324,9 @@ class ServerCall implements BidiStreamingCall, StreamListener {
 
   private received(message: Buffer): void {
     if (this.handler.kind !== 'bidi-streaming') {
-      this.message = message;
+      // A view into the read is valid until the read is handled. A stream that ended in it (a Check's one DATA frame
+      // with END_STREAM) is handled before then; one still open keeps a copy for its END_STREAM in a later read.
+      this.message = this.stream.remoteEnded ? message : Buffer.from(message);
       return;
     }
     const requestStream = this.requestStream;
@@ -431,7 +436,8 @@ class ServerCall implements BidiStreamingCall, StreamListener {
       this.stream.sendTrailers(encodeHeaderBlock(statusFields(error)));
       return;
     }
-    sendTrailersOnly(this.stream, 200, error, extraHeaders);
+    if (extraHeaders === undefined) this.stream.sendTrailers(trailersOnlyBlock(error));
+    else sendTrailersOnly(this.stream, 200, error, extraHeaders);
   }
 
   private open(): boolean {
@@ -488,13 +494,33 @@ function statusFields(error: RpcError): string[] {
 }
 
 /**
+ * The Trailers-Only blocks of frozen errors. A frozen error is one a caller answers again and again (a shed Check's
+ * answer is built once), so its block is encoded once: under overload, a block made for each shed answer was much
+ * of what the process allocated. The encoder keeps no table, so one block serves every connection.
+ */
+const FROZEN_ERROR_BLOCKS = new WeakMap<RpcError, Buffer>();
+
+function trailersOnlyBlock(error: RpcError): Buffer {
+  if (!Object.isFrozen(error)) return encodeHeaderBlock(trailersOnlyFields(200, error));
+  let block = FROZEN_ERROR_BLOCKS.get(error);
+  if (block === undefined) {
+    block = encodeHeaderBlock(trailersOnlyFields(200, error));
+    FROZEN_ERROR_BLOCKS.set(error, block);
+  }
+  return block;
+}
+
+function trailersOnlyFields(httpStatus: number, error: RpcError, extraHeaders?: readonly string[]): string[] {
+  return [':status', String(httpStatus), 'content-type', 'application/grpc', ...(extraHeaders ?? []), ...statusFields(error)];
+}
+
+/**
  * Trailers-Only: one HEADERS frame with END_STREAM, with a non-200 HTTP
  * status where the protocol calls for one. An answer before the client's
  * END_STREAM is followed by RST_STREAM(NO_ERROR) (the stream's doing): the rest is not read.
  */
 function sendTrailersOnly(stream: ServerStream, httpStatus: number, error: RpcError, extraHeaders?: readonly string[]): void {
-  const fields = [':status', String(httpStatus), 'content-type', 'application/grpc', ...(extraHeaders ?? []), ...statusFields(error)];
-  stream.sendTrailers(encodeHeaderBlock(fields));
+  stream.sendTrailers(encodeHeaderBlock(trailersOnlyFields(httpStatus, error, extraHeaders)));
 }
 
 interface SessionState {
@@ -521,6 +547,8 @@ export class GrpcServer {
   /** Bidi-streaming calls in progress, ended by close() when shutdownTimeoutMs has passed. */
   private readonly bidiCalls = new Set<ServerCall>();
   private closing: Promise<void> | undefined;
+  /** While closing: resolves close() once the listener and every connection are closed (the net.Server counts none of them). */
+  private closedIfDone: (() => void) | undefined;
   /** Calls whose stream has not closed, over every connection: kept apart from SessionState, which goes with its connection. */
   private callsOpen = 0;
   /** By grpc-timeout in ms: calls with the same one have deadlines in the order they started. */
@@ -553,7 +581,8 @@ export class GrpcServer {
   ) {
     this.settings = Object.assign({}, DEFAULT_GRPC_SERVER_SETTINGS, settings);
     // Answers are small and leave once per turn of the event loop (connection.ts batches them): Nagle would only delay them.
-    this.server = net.createServer({ noDelay: true }, (socket) => this.onConnection(socket));
+    // Paused on connect: nothing is read before onConnection gives the socket its own read buffer.
+    this.server = net.createServer({ noDelay: true, pauseOnConnect: true }, (socket) => this.onConnection(socket));
   }
 
   /** Registers a method at its path, `/<package>.<Service>/<Method>`. */
@@ -589,10 +618,17 @@ export class GrpcServer {
         for (const call of [...this.bidiCalls]) call.shutDown();
         for (const connection of [...this.sessions.keys()]) connection.destroy();
       }, this.settings.shutdownTimeoutMs);
-      this.server.close(() => {
+      let listenerClosed = false;
+      this.closedIfDone = () => {
+        if (!listenerClosed || this.sessions.size > 0) return;
+        this.closedIfDone = undefined;
         clearTimeout(force);
         for (const sweeper of this.deadlineSweepers.values()) sweeper.stop();
         resolve();
+      };
+      this.server.close(() => {
+        listenerClosed = true;
+        this.closedIfDone?.();
       });
       for (const connection of [...this.sessions.keys()]) this.drain(connection, 'shutdown');
     });
@@ -632,7 +668,10 @@ export class GrpcServer {
     this.bidiCalls.delete(call);
   }
 
-  private onConnection(socket: net.Socket): void {
+  private onConnection(accepted: net.Socket): void {
+    // Reads begin on a later turn of the event loop, once the connection below exists.
+    const socket = readIntoOneBuffer(accepted, (bytes) => connection.receive(bytes));
+    if (socket === undefined) return;
     const connection = new Http2Connection(
       socket,
       { maxConcurrentStreams: this.settings.maxConcurrentStreams, maxHeaderListBytes: this.settings.maxHeaderListBytes },
@@ -659,6 +698,7 @@ export class GrpcServer {
     clearTimeout(timers.maxAge);
     clearTimeout(timers.grace);
     clearTimeout(timers.drainPing);
+    this.closedIfDone?.();
   }
 
   private onStream(stream: ServerStream, headers: readonly string[]): StreamListener | undefined {

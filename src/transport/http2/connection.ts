@@ -347,7 +347,8 @@ export class Http2Connection {
     private readonly settings: ConnectionSettings,
     private readonly events: ConnectionEvents,
   ) {
-    socket.on('data', (chunk: Buffer) => this.read(chunk));
+    // Sockets that read into a buffer of their own emit no 'data': their owner calls receive().
+    socket.on('data', (chunk: Buffer) => this.receive(chunk));
     socket.on('error', (error) => {
       this.events.error(error);
       this.destroy();
@@ -418,6 +419,9 @@ export class Http2Connection {
     if (flushFirst && !this.socket.destroyed) {
       if (this.staged > 0) this.flush();
       this.socket.end();
+      // Reading again (what comes is dropped: the connection is gone) sees the peer's FIN, which ends the socket now
+      // rather than at LINGER_MS: a socket paused on its own read buffer (accepted-socket.ts) stops reading at once.
+      this.socket.resume();
       setTimeout(() => this.socket.destroy(), LINGER_MS).unref();
     } else {
       this.staged = 0;
@@ -443,7 +447,11 @@ export class Http2Connection {
 
   // ---- reading ----
 
-  private read(chunk: Buffer): void {
+  /**
+   * Bytes read from the socket, valid only during the call: a socket the gRPC server accepted reads every time into
+   * the same buffer (accepted-socket.ts). Anything kept past the call is copied.
+   */
+  receive(chunk: Buffer): void {
     if (this.state === GONE || this.readStopped) return;
     if (this.backlog) {
       // A read already in the stream's hands when it was paused: it queues behind the backlog.
@@ -544,7 +552,8 @@ export class Http2Connection {
         if (available < FRAME_HEADER_BYTES) break;
         if (frames === MAX_FRAMES_PER_TURN || offset >= turnEnd) {
           // This turn's share is used: the rest waits for the other connections' reads.
-          this.backlog = data.subarray(offset);
+          // A copy: the read's bytes are overwritten by the next read.
+          this.backlog = Buffer.from(data.subarray(offset));
           this.socket.pause();
           this.scheduleBacklog();
           return;
@@ -1144,12 +1153,14 @@ export class Http2Connection {
       this.staged = 0;
       return;
     }
-    // A copy, so the staging buffer is reused at once (allocUnsafe below 4 KiB is a slice of Node's pool).
-    const chunk = Buffer.allocUnsafe(bytes);
-    this.staging.copy(chunk, 0, 0, bytes);
+    const staging = this.staging;
     this.staged = 0;
-    if (this.staging.length > MAX_KEPT_STAGING_BYTES) this.staging = Buffer.allocUnsafe(STAGING_BYTES);
-    if (this.socket.write(chunk) || this.readPaused || this.socket.writableLength < MAX_UNSENT_BYTES) return;
+    const drained = this.socket.write(staging.subarray(0, bytes));
+    // Written whole at once (nothing left queued), the staging buffer is free again; otherwise Node holds it until it
+    // is sent, and the next answers are staged in a new one. A copy per write was most of what the process allocated
+    // outside the JS heap under overload, and what it kept after.
+    if (this.socket.writableLength !== 0 || staging.length > MAX_KEPT_STAGING_BYTES) this.staging = Buffer.allocUnsafe(STAGING_BYTES);
+    if (drained || this.readPaused || this.socket.writableLength < MAX_UNSENT_BYTES) return;
     // The peer is not reading its answers (and PING or SETTINGS ACKs, resets, Trailers-Only answers are not flow
     // controlled): read no more from it until what is written has gone, so its requests cannot grow this buffer.
     this.readPaused = true;
