@@ -26,6 +26,11 @@ ENV NODE_ENV=production
 # 450-470 MB RSS, near the Kubernetes memory limit. Capped, the same run kept
 # ~220 MB at the same throughput (npm run bench, docs/performance/README.md).
 ENV NODE_OPTIONS=--max-old-space-size=192
+# glibc gives each thread that allocates an arena of its own and keeps what it
+# freed there: V8's helper threads (GC, compilers) held 17-18 MB of arenas
+# under load. Two arenas held RSS under load at 190-193 MB where the default
+# read 198-209 MB, with every other target met (docs/operations/runtime.md).
+ENV MALLOC_ARENA_MAX=2
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --omit=optional --ignore-scripts --no-audit --no-fund && npm cache clean --force

@@ -24,10 +24,8 @@ const children = [
   spawn(
     process.execPath,
     ['--watch-path=dist', '--heap-growing-percent=75', '--no-memory-reducer', '--max-semi-space-size=8', 'dist/cli/main.js', 'serve'],
-    {
-      cwd: ROOT,
-      stdio: 'inherit',
-    },
+    // The malloc arenas the Dockerfile sets (docs/operations/runtime.md); one already set wins.
+    { cwd: ROOT, stdio: 'inherit', env: { MALLOC_ARENA_MAX: '2', ...process.env } },
   ),
 ];
 

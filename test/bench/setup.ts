@@ -72,7 +72,6 @@ export function writeGatewayConfig(name: string, options: { tokenBudgets?: boole
   return configFile;
 }
 
-/** The V8 heap cap the Dockerfile sets (ENV NODE_OPTIONS): the gateway is measured as it ships. */
 /** `--env NAME=VALUE` flags (repeatable) as a settings object for the gateway process. */
 export function envAssignments(entries: readonly string[], flag: string): Record<string, string> {
   const env: Record<string, string> = {};
@@ -84,13 +83,21 @@ export function envAssignments(entries: readonly string[], flag: string): Record
   return env;
 }
 
+/** The V8 heap cap the Dockerfile sets (ENV NODE_OPTIONS): the gateway is measured as it ships. */
 export const SHIPPED_NODE_OPTIONS = '--max-old-space-size=192';
+
+/**
+ * glibc's malloc arenas, as the Dockerfile, `npm start` and `npm run dev` set them (ENV MALLOC_ARENA_MAX): the main
+ * thread's and one for V8's helper threads, not one per thread (docs/operations/runtime.md).
+ */
+export const SHIPPED_MALLOC_ARENA_MAX = '2';
 
 /** The settings both scripts give the gateway on top of REDIS_URL and CONFIG_FILE. */
 export const GATEWAY_DEFAULT_ENV: Readonly<Record<string, string>> = Object.freeze({
   LOG_LEVEL: 'info',
   DECISION_LOG_SAMPLE: '0.01',
   NODE_OPTIONS: SHIPPED_NODE_OPTIONS,
+  MALLOC_ARENA_MAX: SHIPPED_MALLOC_ARENA_MAX,
 });
 
 /** The real gateway as the bench runs it (production's node flags, GATEWAY_DEFAULT_ENV, writeGatewayConfig's limits), logging to .bench/`logName`. */

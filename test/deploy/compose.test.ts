@@ -7,7 +7,7 @@
  * servers, so their shell/Node one-liners are known to work.
  */
 import { SHIPPED_NODE_ARGS } from '../bench/processes';
-import { SHIPPED_NODE_OPTIONS } from '../bench/setup';
+import { SHIPPED_MALLOC_ARENA_MAX, SHIPPED_NODE_OPTIONS } from '../bench/setup';
 import { execFile } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as http from 'node:http';
@@ -246,11 +246,14 @@ describe('Dockerfile (gateway-authz)', () => {
     ]);
     // `npm start` (the README's run command) starts the service with the same V8 flags as the image.
     const start = (JSON.parse(readRepoFile('package.json')) as { scripts: Record<string, string> }).scripts.start!;
-    expect(start).toContain(`node ${SHIPPED_NODE_ARGS.join(' ')} dist/cli/main.js serve`);
+    expect(start).toContain(`MALLOC_ARENA_MAX=${SHIPPED_MALLOC_ARENA_MAX} node ${SHIPPED_NODE_ARGS.join(' ')} dist/cli/main.js serve`);
     // `npm run dev` too, so what a developer measures is what ships.
     expect(readRepoFile('tools/dev.js')).toContain(
       `['--watch-path=dist', ${SHIPPED_NODE_ARGS.map((arg) => `'${arg}'`).join(', ')}, 'dist/cli/main.js', 'serve']`,
     );
+    expect(readRepoFile('tools/dev.js')).toContain(`env: { MALLOC_ARENA_MAX: '${SHIPPED_MALLOC_ARENA_MAX}', ...process.env }`);
+    // And the image's malloc arenas, as the bench measures them.
+    expect(last.filter((i) => i.op === 'ENV').map((i) => i.args)).toContain(`MALLOC_ARENA_MAX=${SHIPPED_MALLOC_ARENA_MAX}`);
     expect(last.filter((i) => i.op === 'EXPOSE').map((i) => i.args)).toEqual(['9191 9192 9193']);
   });
 
