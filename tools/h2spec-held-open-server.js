@@ -14,6 +14,7 @@
 const net = require('node:net');
 const path = require('node:path');
 const { Http2Connection } = require(path.join(__dirname, '..', 'dist', 'transport', 'http2', 'connection.js'));
+const { readIntoOneBuffer } = require(path.join(__dirname, '..', 'dist', 'transport', 'accepted-socket.js'));
 
 /** `:status 200` and `content-type: text/plain` (HPACK static entries 8 and 31); trailers `grpc-status: 0` as a literal. */
 const RESPONSE_HEADERS = Buffer.from([0x88, 0x5f, 0x0a, ...Buffer.from('text/plain')]);
@@ -21,9 +22,11 @@ const TRAILERS = Buffer.from([0x00, 0x0b, ...Buffer.from('grpc-status'), 0x01, 0
 const BODY = Buffer.from('held open until the END_STREAM\n');
 
 const port = Number(process.argv[2] ?? 0);
-const server = net.createServer((socket) => {
-  socket.setNoDelay(true);
-  new Http2Connection(
+// Read as the gRPC server reads: every connection into one shared buffer (src/transport/accepted-socket.ts).
+const server = net.createServer({ noDelay: true, pauseOnConnect: true }, (accepted) => {
+  const socket = readIntoOneBuffer(accepted, (bytes) => connection.receive(bytes));
+  if (socket === undefined) return;
+  const connection = new Http2Connection(
     socket,
     { maxConcurrentStreams: 100, maxHeaderListBytes: 16 * 1024 },
     {

@@ -22,8 +22,16 @@ export interface KeyIndexCacheOptions {
  * cached: it is resolved by the store every time, never truncated.
  */
 export const MAX_CACHED_ID_BYTES = 84;
-/** Per entry: the key id's length, the account id's length, then both ids. */
-const ID_SLOT_BYTES = 2 + MAX_CACHED_ID_BYTES;
+/**
+ * Id bytes an entry's slot holds: a key id (20 bytes) and an account id of up to 36 (a UUID) fit. The bytes of a
+ * longer pair past these go to an overflow table, made for the first such pair. Slots of all 84 bytes held 5.6 MB
+ * more at 200,000 entries, which pairs of this service's usual ids never use.
+ */
+const INLINE_ID_BYTES = 56;
+/** Per entry: the key id's length, the account id's length, then both ids (their first INLINE_ID_BYTES). */
+const ID_SLOT_BYTES = 2 + INLINE_ID_BYTES;
+/** Per entry, in the overflow table: the rest of a longer pair. */
+const OVERFLOW_ID_BYTES = MAX_CACHED_ID_BYTES - INLINE_ID_BYTES;
 
 /** A key id length no cached mapping has (remember() refuses empty ids): the entry was forgotten. */
 const FORGOTTEN = 0;
@@ -45,6 +53,8 @@ const SHA256_HEX = /^[0-9a-f]{64}$/;
 export class CachedKeyIndex implements KeyIndex {
   private readonly known: HashSlotTable;
   private readonly knownIds: Buffer;
+  /** The bytes of longer pairs past INLINE_ID_BYTES, by entry; made when the first such pair is cached. */
+  private knownIdsOverflow: Buffer | undefined;
   private readonly unknown: HashSlotTable | undefined;
   private readonly unknownUntil: Float64Array;
   private readonly negativeTtlMs: number;
@@ -172,17 +182,33 @@ export class CachedKeyIndex implements KeyIndex {
     const at = entry * ID_SLOT_BYTES;
     this.knownIds[at] = keyId.length;
     this.knownIds[at + 1] = accountId.length;
-    this.knownIds.write(keyId, at + 2, 'latin1');
-    this.knownIds.write(accountId, at + 2 + keyId.length, 'latin1');
+    if (keyId.length + accountId.length <= INLINE_ID_BYTES) {
+      this.knownIds.write(keyId, at + 2, 'latin1');
+      this.knownIds.write(accountId, at + 2 + keyId.length, 'latin1');
+      return;
+    }
+    const pair = keyId + accountId;
+    this.knownIds.write(pair, at + 2, INLINE_ID_BYTES, 'latin1');
+    this.knownIdsOverflow ??= Buffer.allocUnsafe(this.known.capacity * OVERFLOW_ID_BYTES);
+    this.knownIdsOverflow.write(pair.slice(INLINE_ID_BYTES), entry * OVERFLOW_ID_BYTES, 'latin1');
   }
 
   private idsAt(entry: number): KeyIds {
     const at = entry * ID_SLOT_BYTES;
-    const keyIdEnd = at + 2 + this.knownIds[at]!;
-    return {
-      keyId: this.knownIds.toString('latin1', at + 2, keyIdEnd),
-      accountId: this.knownIds.toString('latin1', keyIdEnd, keyIdEnd + this.knownIds[at + 1]!),
-    };
+    const keyIdLength = this.knownIds[at]!;
+    const accountIdLength = this.knownIds[at + 1]!;
+    if (keyIdLength + accountIdLength <= INLINE_ID_BYTES) {
+      const keyIdEnd = at + 2 + keyIdLength;
+      return {
+        keyId: this.knownIds.toString('latin1', at + 2, keyIdEnd),
+        accountId: this.knownIds.toString('latin1', keyIdEnd, keyIdEnd + accountIdLength),
+      };
+    }
+    const rest = entry * OVERFLOW_ID_BYTES;
+    const pair =
+      this.knownIds.toString('latin1', at + 2, at + 2 + INLINE_ID_BYTES) +
+      this.knownIdsOverflow!.toString('latin1', rest, rest + keyIdLength + accountIdLength - INLINE_ID_BYTES);
+    return { keyId: pair.slice(0, keyIdLength), accountId: pair.slice(keyIdLength) };
   }
 }
 

@@ -206,6 +206,51 @@ describe('CachedKeyIndex with real SHA-256 hashes (kept as bytes)', () => {
     expect(inner.calls).toEqual([H1]);
   });
 
+  it('reads back pairs of 56, 57 and 84 bytes exactly, in one entry taken by each in turn', async () => {
+    const pairs = [56, 57, 84, 56, 84, 57].map((bytes, i) => ({
+      keyId: `key_${String(i).repeat(16)}`,
+      accountId: 'acct'.padEnd(bytes - 20, `${i}`),
+    }));
+    const hashes = pairs.map((_, i) => sha(`pair-${i}`));
+    const inner = new ScriptedIndex(new Map(hashes.map((hash, i) => [hash, pairs[i]!])));
+    // One entry: each pair evicts the one before and writes its ids over them.
+    const cache = new CachedKeyIndex(inner, { ...options(new ManualClock(1_000_000)), maxEntries: 1 });
+    for (const [i, hash] of hashes.entries()) {
+      expect(pairs[i]!.keyId.length + pairs[i]!.accountId.length).toBe([56, 57, 84, 56, 84, 57][i]);
+      expect(await cache.resolveKeyHash(hash)).toEqual(pairs[i]);
+      expect(await cache.resolveKeyHash(hash)).toEqual(pairs[i]);
+    }
+    expect(inner.calls).toEqual(hashes);
+  });
+
+  it('holds 58 bytes of ids an entry until a pair longer than 56 bytes is cached', async () => {
+    const entries = 100_000;
+    const before = process.memoryUsage().arrayBuffers;
+    const cache = new CachedKeyIndex(
+      new ScriptedIndex(
+        new Map([
+          [A, { keyId: 'key_a', accountId: 'a'.repeat(51) }],
+          [B, { keyId: 'key_b', accountId: 'b'.repeat(52) }],
+        ]),
+      ),
+      {
+        maxEntries: entries,
+        negativeTtlMs: 0,
+        maxNegativeEntries: 0,
+      },
+    );
+    await cache.resolveKeyHash(A);
+    const made = process.memoryUsage().arrayBuffers - before;
+    // The hash table (32 + 1 bytes an entry, 4 bytes a position, 2 positions an entry or more) and 58 bytes of ids:
+    // short of what 86-byte slots alone would take with the hashes.
+    expect(made).toBeLessThan(entries * (32 + 1 + 2 + 84));
+    // A 57-byte pair: the table of the bytes past 56, 28 an entry.
+    const beforeLong = process.memoryUsage().arrayBuffers;
+    await cache.resolveKeyHash(B);
+    expect(process.memoryUsage().arrayBuffers - beforeLong).toBeGreaterThanOrEqual(entries * 28 * 0.9);
+    expect(await cache.resolveKeyHash(B)).toEqual({ keyId: 'key_b', accountId: 'b'.repeat(52) });
+  });
+
   it('never truncates ids too long for an entry: it returns them whole and asks the store each time', async () => {
     const long = { keyId: `key_${'x'.repeat(124)}`, accountId: 'a'.repeat(64) };
     const justOver = { keyId: `key_${'y'.repeat(17)}`, accountId: 'b'.repeat(64) };
