@@ -74,7 +74,7 @@ export type CallAbort =
 
 /** What a bidi-streaming handler is told about its call's request side. Each method runs synchronously, in order. */
 export interface RequestStream {
-  /** One request message, as soon as it is complete; the buffer may be a view into a frame, so copy what is kept. */
+  /** One request message, as soon as it is complete; the buffer may be a view into a read the next one overwrites, so copy what is kept. */
   message(message: Buffer): void;
   /** The client half-closed (END_STREAM): no more messages. The call stays open until the handler ends it. */
   halfClosed(): void;
@@ -581,7 +581,7 @@ export class GrpcServer {
   ) {
     this.settings = Object.assign({}, DEFAULT_GRPC_SERVER_SETTINGS, settings);
     // Answers are small and leave once per turn of the event loop (connection.ts batches them): Nagle would only delay them.
-    // Paused on connect: nothing is read before onConnection gives the socket its own read buffer.
+    // Paused on connect: nothing is read before onConnection hands the connection to a socket that reads into the shared buffer.
     this.server = net.createServer({ noDelay: true, pauseOnConnect: true }, (socket) => this.onConnection(socket));
   }
 

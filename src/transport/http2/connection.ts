@@ -39,7 +39,7 @@ export interface ConnectionSettings {
 
 /** What the connection tells about one stream. Each runs synchronously, at most once per event except data. */
 export interface StreamListener {
-  /** A DATA frame's payload, padding removed; a view into the socket's read, so copy what is kept. */
+  /** A DATA frame's payload, padding removed: a view into the socket's read, which the next read overwrites, so copy what is kept. */
   onData(chunk: Buffer): void;
   /** The client's END_STREAM. */
   onEnd(): void;
@@ -347,7 +347,7 @@ export class Http2Connection {
     private readonly settings: ConnectionSettings,
     private readonly events: ConnectionEvents,
   ) {
-    // Sockets that read into a buffer of their own emit no 'data': their owner calls receive().
+    // Sockets that read into the shared buffer (accepted-socket.ts) emit no 'data': their owner calls receive().
     socket.on('data', (chunk: Buffer) => this.receive(chunk));
     socket.on('error', (error) => {
       this.events.error(error);
@@ -420,7 +420,8 @@ export class Http2Connection {
       if (this.staged > 0) this.flush();
       this.socket.end();
       // Reading again (what comes is dropped: the connection is gone) sees the peer's FIN, which ends the socket now
-      // rather than at LINGER_MS: a socket paused on its own read buffer (accepted-socket.ts) stops reading at once.
+      // rather than at LINGER_MS: a socket that reads into the shared buffer (accepted-socket.ts) stops reading as
+      // soon as it is paused.
       this.socket.resume();
       setTimeout(() => this.socket.destroy(), LINGER_MS).unref();
     } else {
@@ -448,8 +449,8 @@ export class Http2Connection {
   // ---- reading ----
 
   /**
-   * Bytes read from the socket, valid only during the call: a socket the gRPC server accepted reads every time into
-   * the same buffer (accepted-socket.ts). Anything kept past the call is copied.
+   * Bytes read from the socket, valid only during the call: the sockets the gRPC server accepted all read into one
+   * buffer (accepted-socket.ts). Anything kept past the call is copied.
    */
   receive(chunk: Buffer): void {
     if (this.state === GONE || this.readStopped) return;

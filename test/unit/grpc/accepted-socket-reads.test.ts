@@ -7,9 +7,9 @@ import { FLAG, FRAME, grpcRequestBlock, rawFrame, rawPeer, type RawPeer } from '
 import { sleep, until } from '../../support/waiting';
 
 /**
- * The gRPC server's sockets read every time into one buffer of their own (src/transport/accepted-socket.ts), so the
- * bytes of a read are overwritten by the next: what the transport keeps past a read must be a copy. Each test here
- * makes a later read land on the bytes of an earlier one, on real sockets.
+ * The gRPC server's connections all read into one buffer (src/transport/accepted-socket.ts), so the bytes of a read
+ * are overwritten by the next: what the transport keeps past a read must be a copy. Each test here makes a later read
+ * land on the bytes of an earlier one, on real sockets.
  */
 const logger = createLogger('silent');
 const ECHO = '/test.Echo/Unary';
@@ -20,7 +20,7 @@ async function echoServer(): Promise<{ server: GrpcServer; port: number }> {
   return { server, port: await server.listen() };
 }
 
-/** The request's one message, its DATA frame without END_STREAM, and the whole body each stream was answered with. */
+/** By stream: the body it was answered with, and whether its trailers (HEADERS with END_STREAM) came. */
 function answersByStream(peer: RawPeer): Map<number, { body: Buffer; ended: boolean }> {
   const byStream = new Map<number, { body: Buffer; ended: boolean }>();
   for (const frame of peer.frames) {
@@ -122,106 +122,105 @@ describe('readIntoOneBuffer', () => {
   });
 });
 
-describe('the gRPC server keeps copies of what outlives a read', () => {
+describe('the gRPC server on one read buffer', () => {
   let server: GrpcServer;
   let port: number;
   beforeEach(async () => ({ server, port } = await echoServer()));
   afterEach(async () => server.close());
 
-  it('a message whose END_STREAM comes in a later read, after another read overwrote its bytes', async () => {
-    const peer = await rawPeer(port);
-    try {
-      const first = message(1, 2000, 0x61);
-      // Read 1: the message, its stream still open.
-      peer.send(rawFrame(FRAME.HEADERS, FLAG.END_HEADERS, 1, grpcRequestBlock(ECHO)), rawFrame(FRAME.DATA, 0, 1, grpcFrame(first)));
-      await sleep(50);
-      // Read 2: a whole call of its own, longer than read 1, so it lands on every byte read 1 left in the buffer.
-      const second = message(3, 8000, 0x62);
-      peer.send(
-        rawFrame(FRAME.HEADERS, FLAG.END_HEADERS, 3, grpcRequestBlock(ECHO)),
-        rawFrame(FRAME.DATA, FLAG.END_STREAM, 3, grpcFrame(second)),
-      );
-      await until(() => answersByStream(peer).get(3)?.ended === true, 'the answer on stream 3');
-      // Read 3: stream 1's END_STREAM; only now is its call handled.
-      peer.send(rawFrame(FRAME.DATA, FLAG.END_STREAM, 1));
-      await until(() => answersByStream(peer).get(1)?.ended === true, 'the answer on stream 1');
-      const answers = answersByStream(peer);
-      expect(answeredWith(answers.get(1)?.body, first)).toBe(true);
-      expect(answeredWith(answers.get(3)?.body, second)).toBe(true);
-    } finally {
-      peer.destroy();
-    }
-  });
-
-  it('a message in DATA frames that arrive in separate reads', async () => {
-    const peer = await rawPeer(port);
-    try {
-      const whole = message(5, 30_000, 0x63);
-      const framed = grpcFrame(whole);
-      const pieces = [framed.subarray(0, 9000), framed.subarray(9000, 18_000), framed.subarray(18_000)];
-      peer.send(rawFrame(FRAME.HEADERS, FLAG.END_HEADERS, 1, grpcRequestBlock(ECHO)));
-      for (const [index, piece] of pieces.entries()) {
-        // Between the pieces, a read of other bytes: a whole call of its own, longer than each piece.
-        if (index > 0) {
-          peer.send(
-            rawFrame(FRAME.HEADERS, FLAG.END_HEADERS, 1 + 2 * index, grpcRequestBlock(ECHO)),
-            rawFrame(FRAME.DATA, FLAG.END_STREAM, 1 + 2 * index, grpcFrame(message(index, 12_000, 0x64 + index))),
-          );
-          await until(() => answersByStream(peer).get(1 + 2 * index)?.ended === true, 'the call between the pieces');
-        }
-        peer.send(rawFrame(FRAME.DATA, index === pieces.length - 1 ? FLAG.END_STREAM : 0, 1, piece));
-        await sleep(30);
-      }
-      await until(() => answersByStream(peer).get(1)?.ended === true, 'the answer on stream 1');
-      expect(answeredWith(answersByStream(peer).get(1)?.body, whole)).toBe(true);
-    } finally {
-      peer.destroy();
-    }
-  });
-});
-
-describe('the gRPC server writes answers a peer is slow to read', () => {
-  let server: GrpcServer;
-  let port: number;
-  beforeEach(async () => ({ server, port } = await echoServer()));
-  afterEach(async () => server.close());
-
-  it('sends every answer whole when the socket could not take them at once (the staged bytes Node still holds are not reused)', async () => {
-    const peer = await rawPeer(port);
-    try {
-      // Windows large enough that only the socket, not flow control, holds the answers back.
-      const settings = Buffer.alloc(6);
-      settings.writeUInt16BE(0x4, 0);
-      settings.writeUInt32BE(2 ** 31 - 1, 2);
-      peer.send(rawFrame(FRAME.SETTINGS, 0, 0, settings), windowUpdate(0, 2 ** 31 - 1 - 65_535));
-      await sleep(50);
-      peer.socket.pause();
-      const calls = 400;
-      const sent = new Map<number, Buffer>();
-      for (let i = 0; i < calls; i += 1) {
-        const streamId = 1 + 2 * i;
-        const body = message(i, 16_000, i % 251);
-        sent.set(streamId, body);
+  describe('keeps copies of what outlives a read', () => {
+    it('a message whose END_STREAM comes in a later read, after another read overwrote its bytes', async () => {
+      const peer = await rawPeer(port);
+      try {
+        const first = message(1, 2000, 0x61);
+        // Read 1: the message, its stream still open.
+        peer.send(rawFrame(FRAME.HEADERS, FLAG.END_HEADERS, 1, grpcRequestBlock(ECHO)), rawFrame(FRAME.DATA, 0, 1, grpcFrame(first)));
+        await sleep(50);
+        // Read 2: a whole call of its own, longer than read 1, so it lands on every byte read 1 left in the buffer.
+        const second = message(3, 8000, 0x62);
         peer.send(
-          rawFrame(FRAME.HEADERS, FLAG.END_HEADERS, streamId, grpcRequestBlock(ECHO)),
-          rawFrame(FRAME.DATA, FLAG.END_STREAM, streamId, grpcFrame(body)),
+          rawFrame(FRAME.HEADERS, FLAG.END_HEADERS, 3, grpcRequestBlock(ECHO)),
+          rawFrame(FRAME.DATA, FLAG.END_STREAM, 3, grpcFrame(second)),
         );
+        await until(() => answersByStream(peer).get(3)?.ended === true, 'the answer on stream 3');
+        // Read 3: stream 1's END_STREAM; only now is its call handled.
+        peer.send(rawFrame(FRAME.DATA, FLAG.END_STREAM, 1));
+        await until(() => answersByStream(peer).get(1)?.ended === true, 'the answer on stream 1');
+        const answers = answersByStream(peer);
+        expect(answeredWith(answers.get(1)?.body, first)).toBe(true);
+        expect(answeredWith(answers.get(3)?.body, second)).toBe(true);
+      } finally {
+        peer.destroy();
       }
-      // 6.4 MB of answers, more than the loopback socket's buffers take while nothing reads them.
-      await sleep(500);
-      peer.socket.resume();
-      await until(
-        () => peer.frames.filter((frame) => frame.type === FRAME.HEADERS && frame.flags & FLAG.END_STREAM).length === calls,
-        'every answer',
-        20_000,
-      );
-      const answers = answersByStream(peer);
-      const wrong = [...sent].filter(([streamId, body]) => !answeredWith(answers.get(streamId)?.body, body)).map(([streamId]) => streamId);
-      expect(wrong).toEqual([]);
-    } finally {
-      peer.destroy();
-    }
-  }, 30_000);
+    });
+
+    it('a message in DATA frames that arrive in separate reads', async () => {
+      const peer = await rawPeer(port);
+      try {
+        const whole = message(5, 30_000, 0x63);
+        const framed = grpcFrame(whole);
+        const pieces = [framed.subarray(0, 9000), framed.subarray(9000, 18_000), framed.subarray(18_000)];
+        peer.send(rawFrame(FRAME.HEADERS, FLAG.END_HEADERS, 1, grpcRequestBlock(ECHO)));
+        for (const [index, piece] of pieces.entries()) {
+          // Between the pieces, a read of other bytes: a whole call of its own, longer than each piece.
+          if (index > 0) {
+            peer.send(
+              rawFrame(FRAME.HEADERS, FLAG.END_HEADERS, 1 + 2 * index, grpcRequestBlock(ECHO)),
+              rawFrame(FRAME.DATA, FLAG.END_STREAM, 1 + 2 * index, grpcFrame(message(index, 12_000, 0x64 + index))),
+            );
+            await until(() => answersByStream(peer).get(1 + 2 * index)?.ended === true, 'the call between the pieces');
+          }
+          peer.send(rawFrame(FRAME.DATA, index === pieces.length - 1 ? FLAG.END_STREAM : 0, 1, piece));
+          await sleep(30);
+        }
+        await until(() => answersByStream(peer).get(1)?.ended === true, 'the answer on stream 1');
+        expect(answeredWith(answersByStream(peer).get(1)?.body, whole)).toBe(true);
+      } finally {
+        peer.destroy();
+      }
+    });
+  });
+
+  describe('writes answers a peer is slow to read', () => {
+    it('sends every answer whole when the socket could not take them at once (the staged bytes Node still holds are not reused)', async () => {
+      const peer = await rawPeer(port);
+      try {
+        // Windows large enough that only the socket, not flow control, holds the answers back.
+        const settings = Buffer.alloc(6);
+        settings.writeUInt16BE(0x4, 0);
+        settings.writeUInt32BE(2 ** 31 - 1, 2);
+        peer.send(rawFrame(FRAME.SETTINGS, 0, 0, settings), windowUpdate(0, 2 ** 31 - 1 - 65_535));
+        await sleep(50);
+        peer.socket.pause();
+        const calls = 400;
+        const sent = new Map<number, Buffer>();
+        for (let i = 0; i < calls; i += 1) {
+          const streamId = 1 + 2 * i;
+          const body = message(i, 16_000, i % 251);
+          sent.set(streamId, body);
+          peer.send(
+            rawFrame(FRAME.HEADERS, FLAG.END_HEADERS, streamId, grpcRequestBlock(ECHO)),
+            rawFrame(FRAME.DATA, FLAG.END_STREAM, streamId, grpcFrame(body)),
+          );
+        }
+        // 6.4 MB of answers, more than the loopback socket's buffers take while nothing reads them.
+        await sleep(500);
+        peer.socket.resume();
+        await until(
+          () => peer.frames.filter((frame) => frame.type === FRAME.HEADERS && frame.flags & FLAG.END_STREAM).length === calls,
+          'every answer',
+          20_000,
+        );
+        const answers = answersByStream(peer);
+        const wrong = [...sent]
+          .filter(([streamId, body]) => !answeredWith(answers.get(streamId)?.body, body))
+          .map(([streamId]) => streamId);
+        expect(wrong).toEqual([]);
+      } finally {
+        peer.destroy();
+      }
+    }, 30_000);
+  });
 });
 
 function windowUpdate(streamId: number, increment: number): Buffer {
