@@ -436,8 +436,7 @@ class ServerCall implements BidiStreamingCall, StreamListener {
       this.stream.sendTrailers(encodeHeaderBlock(statusFields(error)));
       return;
     }
-    if (extraHeaders === undefined) this.stream.sendTrailers(trailersOnlyBlock(error));
-    else sendTrailersOnly(this.stream, 200, error, extraHeaders);
+    sendTrailersOnly(this.stream, 200, error, extraHeaders);
   }
 
   private open(): boolean {
@@ -500,27 +499,20 @@ function statusFields(error: RpcError): string[] {
  */
 const FROZEN_ERROR_BLOCKS = new WeakMap<RpcError, Buffer>();
 
-function trailersOnlyBlock(error: RpcError): Buffer {
-  if (!Object.isFrozen(error)) return encodeHeaderBlock(trailersOnlyFields(200, error));
-  let block = FROZEN_ERROR_BLOCKS.get(error);
-  if (block === undefined) {
-    block = encodeHeaderBlock(trailersOnlyFields(200, error));
-    FROZEN_ERROR_BLOCKS.set(error, block);
-  }
-  return block;
-}
-
-function trailersOnlyFields(httpStatus: number, error: RpcError, extraHeaders?: readonly string[]): string[] {
-  return [':status', String(httpStatus), 'content-type', 'application/grpc', ...(extraHeaders ?? []), ...statusFields(error)];
-}
-
 /**
  * Trailers-Only: one HEADERS frame with END_STREAM, with a non-200 HTTP
  * status where the protocol calls for one. An answer before the client's
  * END_STREAM is followed by RST_STREAM(NO_ERROR) (the stream's doing): the rest is not read.
  */
 function sendTrailersOnly(stream: ServerStream, httpStatus: number, error: RpcError, extraHeaders?: readonly string[]): void {
-  stream.sendTrailers(encodeHeaderBlock(trailersOnlyFields(httpStatus, error, extraHeaders)));
+  const kept = httpStatus === 200 && extraHeaders === undefined && Object.isFrozen(error);
+  let block = kept ? FROZEN_ERROR_BLOCKS.get(error) : undefined;
+  if (block === undefined) {
+    const fields = [':status', String(httpStatus), 'content-type', 'application/grpc', ...(extraHeaders ?? []), ...statusFields(error)];
+    block = encodeHeaderBlock(fields);
+    if (kept) FROZEN_ERROR_BLOCKS.set(error, block);
+  }
+  stream.sendTrailers(block);
 }
 
 interface SessionState {
